@@ -1,0 +1,131 @@
+package fsq
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/google/renameio/v2"
+)
+
+// Durability says how hard WriteAtomic works to survive a crash.
+type Durability int
+
+const (
+	// Durable fsyncs the file before the rename and the directory after it:
+	// after WriteAtomic returns, the new content survives a power loss.
+	Durable Durability = iota
+	// FileSynced fsyncs the file before the rename but not the directory: a
+	// crash leaves the old or the new file, never a torn one, but the rename
+	// itself may be lost.
+	FileSynced
+	// Volatile skips both fsyncs: readers still never see a partial file, but
+	// a crash of the machine may lose it. For previews and heartbeats.
+	Volatile
+)
+
+// WriteAtomic replaces path with data so that a concurrent reader sees the
+// old content or the new, never a mix. The temporary file is a dot-file in
+// the same directory (readers that skip dot-files never see it).
+func WriteAtomic(path string, data []byte, perm os.FileMode, d Durability) error {
+	dir := filepath.Dir(path)
+	if d == Volatile {
+		tmp := filepath.Join(dir, "."+filepath.Base(path)+".tmp")
+		if err := os.WriteFile(tmp, data, perm); err != nil {
+			return err
+		}
+		return os.Rename(tmp, path)
+	}
+	if err := renameio.WriteFile(path, data, perm, renameio.WithTempDir(dir)); err != nil {
+		return err
+	}
+	if d == Durable {
+		return SyncDir(dir)
+	}
+	return nil
+}
+
+// SyncDir fsyncs a directory so that renames and creations in it are durable.
+func SyncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, syscall.EINVAL) { // Some filesystems cannot sync a directory.
+		return nil
+	}
+	return err
+}
+
+// Claim renames src to dst. It reports false, nil when src no longer exists
+// (another process claimed it first, or it was withdrawn): losing that race
+// is not an error. ESTALE from a network filesystem is retried once and then
+// reported as a lost race if src is gone.
+func Claim(src, dst string) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		err := os.Rename(src, dst)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, os.ErrNotExist):
+			// On NFS a retried rename can report ENOENT although it
+			// succeeded: then dst exists and is ours.
+			if attempt > 0 {
+				if _, serr := os.Lstat(dst); serr == nil {
+					return true, nil
+				}
+			}
+			return false, nil
+		case errors.Is(err, syscall.ESTALE) && attempt == 0:
+			continue
+		default:
+			return false, fmt.Errorf("fsq: claim: %w", err)
+		}
+	}
+}
+
+// ReadFile reads at most limit+1 bytes of path without following a symlink
+// in its last element (O_NOFOLLOW). It returns ErrTooLarge if the file holds
+// more than limit bytes, and an error wrapping ErrSymlink for a symlink.
+func ReadFile(path string, limit int64) ([]byte, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, nil, fmt.Errorf("%s: %w", path, ErrSymlink)
+		}
+		return nil, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fi, fmt.Errorf("%s: %w", path, ErrNotRegular)
+	}
+	if fi.Size() > limit {
+		return nil, fi, ErrTooLarge
+	}
+	buf, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fi, err
+	}
+	if int64(len(buf)) > limit {
+		return nil, fi, ErrTooLarge
+	}
+	return buf, fi, nil
+}
+
+// Errors of ReadFile.
+var (
+	ErrSymlink    = errors.New("fsq: refusing to follow a symlink")
+	ErrNotRegular = errors.New("fsq: not a regular file")
+	ErrTooLarge   = errors.New("fsq: file too large")
+)

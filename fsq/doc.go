@@ -1,0 +1,11 @@
+// Package fsq holds the filesystem primitives a file-based queue needs:
+// atomic replacement of a file (WriteAtomic), claiming a file by rename
+// (Claim), reading a file another process may be writing without following
+// symlinks (ReadFile), an fsynced JSON Lines log that repairs a torn last
+// line when opened (OpenLog), and a directory watcher that combines fsnotify
+// with a periodic rescan (Watch). It knows nothing about what the files mean.
+//
+// On network filesystems (NFS, SMB, FUSE) inotify sees only changes made
+// through the local mount, so Watch's rescan is then the only mechanism that
+// works; see PROTOCOL.md, "Shared filesystems".
+package fsq

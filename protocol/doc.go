@@ -1,0 +1,23 @@
+// Package protocol defines the SkillPilot file protocol, version 1: the Go
+// types of every file in a session directory, their validation, and the
+// grammar of file names. It knows nothing about processes or watching; the
+// runner and master packages compose it with package fsq.
+//
+// A session directory looks like this (PROTOCOL.md is the normative text):
+//
+//	session/
+//	  queue/     cmd_<seq>_<cmd_id>.json   written by masters
+//	  inflight/  cmd_<seq>_<cmd_id>.json   claimed by the runner (rename)
+//	  result/    cmd_<seq>_<cmd_id>.json   written by the runner
+//	  output/    cmd_<seq>_<cmd_id>.out    exactly what the command printed
+//	  ctl/       cancel.json, stop.json    control requests
+//	  state/     state.json, heartbeat.json, lease.json, runner.lock
+//	  seq/       one empty file per allocated seq (exclusive create)
+//	  log/       session.out, meta.log, last_n_lines.txt, rejected/
+//
+// Only this package formats or parses file names.
+package protocol
+
+// Version is the protocol version written into every file the runner and the
+// masters produce, as "protocol_version".
+const Version = 1

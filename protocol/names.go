@@ -1,0 +1,111 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Directory and file names of a session.
+const (
+	DirQueue    = "queue"
+	DirInflight = "inflight"
+	DirResult   = "result"
+	DirOutput   = "output"
+	DirCtl      = "ctl"
+	DirState    = "state"
+	DirLog      = "log"
+	DirSeq      = "seq"
+	DirRejected = "log/rejected"
+
+	FileState     = "state/state.json"
+	FileHeartbeat = "state/heartbeat.json"
+	FileLease     = "state/lease.json"
+	FileLock      = "state/runner.lock"
+	FileCancel    = "ctl/cancel.json"
+	FileStop      = "ctl/stop.json"
+	FileSpool     = "log/session.out"
+	FileMeta      = "log/meta.log"
+	FileTail      = "log/last_n_lines.txt"
+	FileSeqHint   = "seq/hint"
+)
+
+// Dirs lists every directory of a session, in creation order.
+var Dirs = []string{DirQueue, DirInflight, DirResult, DirOutput, DirCtl, DirState, DirLog, DirSeq, DirRejected}
+
+// MaxCmdIDLen is the longest cmd_id accepted.
+const MaxCmdIDLen = 128
+
+// seqWidth is the zero-padded width of seq in names this package formats, so
+// that lexical order of names is numeric order. Parsing accepts any width.
+const seqWidth = 10
+
+var cmdIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+
+// ErrBadName reports a file name that is not cmd_<seq>_<cmd_id>.json.
+var ErrBadName = errors.New("protocol: not a command file name")
+
+// ValidCmdID reports whether id is a safe cmd_id: 1 to 128 characters from
+// [A-Za-z0-9._-], and not "." or "..".
+func ValidCmdID(id string) bool {
+	return cmdIDPattern.MatchString(id) && id != "." && id != ".."
+}
+
+// CommandName returns the file name of a command: cmd_<seq>_<cmd_id>.json.
+func CommandName(seq int64, cmdID string) string {
+	return fmt.Sprintf("cmd_%0*d_%s.json", seqWidth, seq, cmdID)
+}
+
+// OutputName returns the output file name that goes with a command file name.
+func OutputName(commandName string) string {
+	return strings.TrimSuffix(commandName, ".json") + ".out"
+}
+
+// ParseCommandName parses cmd_<seq>_<cmd_id>.json. seq is decimal of any
+// width (masters written against the seed protocol do not pad it).
+func ParseCommandName(name string) (seq int64, cmdID string, err error) {
+	rest, ok := strings.CutPrefix(name, "cmd_")
+	if !ok {
+		return 0, "", ErrBadName
+	}
+	rest, ok = strings.CutSuffix(rest, ".json")
+	if !ok {
+		return 0, "", ErrBadName
+	}
+	digits, id, ok := strings.Cut(rest, "_")
+	if !ok || digits == "" || len(digits) > 18 {
+		return 0, "", ErrBadName
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, "", ErrBadName
+		}
+	}
+	seq, err = strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return 0, "", ErrBadName
+	}
+	if !ValidCmdID(id) {
+		return 0, "", ErrBadName
+	}
+	return seq, id, nil
+}
+
+// SeqName is the reservation file of an allocated seq in seq/.
+func SeqName(seq int64) string { return fmt.Sprintf("%0*d", seqWidth, seq) }
+
+// ParseSeqName parses a reservation file name; ok is false for anything else.
+func ParseSeqName(name string) (int64, bool) {
+	if name == "" || len(name) > 18 {
+		return 0, false
+	}
+	for _, c := range name {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(name, 10, 64)
+	return n, err == nil
+}

@@ -1,0 +1,268 @@
+package protocol
+
+// Kind is the language of a command's payload.
+type Kind string
+
+// Kinds.
+const (
+	KindTcl Kind = "tcl"
+	KindSh  Kind = "sh"
+)
+
+// CancelPolicy says how a running command is interrupted.
+type CancelPolicy string
+
+// Cancel policies.
+const (
+	PolicyCtrlC            CancelPolicy = "ctrl_c"
+	PolicyTerminateTool    CancelPolicy = "terminate_tool"
+	PolicyTerminateSession CancelPolicy = "terminate_session"
+)
+
+// MarkerMode says who prints the completion marker.
+type MarkerMode string
+
+// Marker modes.
+const (
+	MarkerRunnerInject    MarkerMode = "runner_inject"
+	MarkerPayloadContains MarkerMode = "payload_contains"
+)
+
+// DefaultMarkerPrefix is the marker prefix when a command names none.
+const DefaultMarkerPrefix = "__SP_DONE__"
+
+// Marker configures completion detection for one command.
+type Marker struct {
+	Prefix string     `json:"prefix,omitempty"`
+	Token  string     `json:"token,omitempty"`
+	Mode   MarkerMode `json:"mode,omitempty"`
+}
+
+// Command is a request in queue/. Zero values of optional fields mean:
+// TimeoutS 0 the runner's --default-timeout, CancelPolicy "" ctrl_c,
+// Marker fields "" their defaults (prefix __SP_DONE__, token = cmd_id,
+// mode runner_inject).
+type Command struct {
+	ProtocolVersion int          `json:"protocol_version,omitempty"`
+	CmdID           string       `json:"cmd_id"`
+	Seq             int64        `json:"seq"`
+	Kind            Kind         `json:"kind"`
+	Payload         string       `json:"payload"`
+	TimeoutS        float64      `json:"timeout_s,omitempty"`
+	CancelPolicy    CancelPolicy `json:"cancel_policy,omitempty"`
+	Marker          *Marker      `json:"marker,omitempty"`
+	SubmittedAt     Time         `json:"submitted_at,omitzero"`
+	Submitter       string       `json:"submitter,omitempty"`
+}
+
+// Status is the outcome of a command.
+type Status string
+
+// Statuses.
+const (
+	StatusOK        Status = "ok"
+	StatusError     Status = "error"
+	StatusTimeout   Status = "timeout"
+	StatusCancelled Status = "cancelled"
+)
+
+// ExitReason says why a command ended.
+type ExitReason string
+
+// Exit reasons.
+const (
+	ReasonMarkerSeen       ExitReason = "marker_seen"
+	ReasonToolExit         ExitReason = "tool_exit"
+	ReasonToolDied         ExitReason = "tool_died"
+	ReasonCtrlC            ExitReason = "ctrl_c"
+	ReasonTerminateTool    ExitReason = "terminate_tool"
+	ReasonTerminateSession ExitReason = "terminate_session"
+	ReasonLeaseExpired     ExitReason = "lease_expired"
+	ReasonInvalidRequest   ExitReason = "invalid_request"
+	ReasonRunnerRestarted  ExitReason = "runner_restarted"
+	ReasonCancelledQueued  ExitReason = "cancelled_before_start"
+	ReasonForceStop        ExitReason = "force_stop"
+)
+
+// Error codes carried in Result.Error.Code and in master errors. They are
+// stable: scripts branch on them.
+const (
+	CodeInvalidRequest  = "invalid_request"
+	CodeDuplicateCmdID  = "duplicate_cmd_id"
+	CodeToolError       = "tool_error"
+	CodeToolExit        = "tool_exit"
+	CodeToolDied        = "tool_died"
+	CodeTimeout         = "timeout"
+	CodeCancelled       = "cancelled"
+	CodeLeaseExpired    = "lease_expired"
+	CodeRunnerRestarted = "runner_restarted"
+	CodeIO              = "io_error"
+)
+
+// Stats summarises a command's output.
+type Stats struct {
+	Bytes      int64 `json:"bytes"`
+	Lines      int64 `json:"lines"`
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// Error is a structured error on the wire.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Result is written to result/ once per command, atomically.
+type Result struct {
+	ProtocolVersion int        `json:"protocol_version"`
+	CmdID           string     `json:"cmd_id"`
+	Seq             int64      `json:"seq"`
+	Status          Status     `json:"status"`
+	StartTS         Time       `json:"start_ts"`
+	EndTS           Time       `json:"end_ts"`
+	ExitReason      ExitReason `json:"exit_reason"`
+	ToolRC          *int       `json:"tool_rc"`
+	Value           *string    `json:"value,omitempty"`
+	ValueTruncated  bool       `json:"value_truncated,omitempty"`
+	OutputPath      string     `json:"output_path,omitempty"`
+	TailPath        string     `json:"tail_path,omitempty"`
+	Stats           Stats      `json:"stats"`
+	// SpoolStart and SpoolEnd are the byte range of log/session.out that
+	// this command's run covers (prompt and markers included).
+	SpoolStart   int64  `json:"spool_start"`
+	SpoolEnd     int64  `json:"spool_end"`
+	ExitCode     *int   `json:"exit_code,omitempty"`
+	Signal       string `json:"signal,omitempty"`
+	Error        *Error `json:"error,omitempty"`
+	RunnerHost   string `json:"runner_host,omitempty"`
+	OutputSHA256 string `json:"output_sha256,omitempty"`
+}
+
+// Phase is the runner's phase in state.json.
+type Phase string
+
+// Phases.
+const (
+	PhaseStarting Phase = "starting"
+	PhaseIdle     Phase = "idle"
+	PhaseBusy     Phase = "busy"
+	PhaseError    Phase = "error"
+	PhaseStopping Phase = "stopping"
+	PhaseStopped  Phase = "stopped"
+)
+
+// State is state/state.json.
+type State struct {
+	ProtocolVersion int     `json:"protocol_version"`
+	Phase           Phase   `json:"phase"`
+	SessionID       string  `json:"session_id"`
+	RunnerPID       int     `json:"runner_pid"`
+	ToolPID         int     `json:"tool_pid,omitempty"`
+	Hostname        string  `json:"hostname"`
+	CurrentCmdID    *string `json:"current_cmd_id"`
+	CurrentSeq      int64   `json:"current_seq,omitempty"`
+	CurrentStart    Time    `json:"current_start_ts,omitzero"`
+	QueueDepth      int     `json:"queue_depth"`
+	Reason          string  `json:"reason,omitempty"`
+	Filesystem      string  `json:"filesystem,omitempty"`
+	Watch           string  `json:"watch,omitempty"`
+	Kind            Kind    `json:"kind"`
+	UpdatedAt       Time    `json:"updated_at"`
+	CommandsDone    int64   `json:"commands_done"`
+	ToolStarts      int64   `json:"tool_starts"`
+}
+
+// Heartbeat is state/heartbeat.json. Counter grows by one per beat; a
+// master on another host judges liveness by seeing it move on its own
+// clock, never by comparing Timestamp with its clock.
+type Heartbeat struct {
+	ProtocolVersion int    `json:"protocol_version"`
+	Timestamp       Time   `json:"timestamp"`
+	Counter         int64  `json:"counter"`
+	Hostname        string `json:"hostname"`
+	RunnerPID       int    `json:"runner_pid"`
+	SessionID       string `json:"session_id"`
+	Phase           Phase  `json:"phase"`
+	IntervalMS      int64  `json:"interval_ms"`
+	CurrentCmdID    string `json:"current_cmd_id,omitempty"`
+	CurrentOutBytes int64  `json:"current_output_bytes,omitempty"`
+	SpoolSize       int64  `json:"spool_size"`
+}
+
+// Lease is state/lease.json, written by a master. With TTLMS > 0 the runner
+// judges expiry on its own clock: the lease expires when no renewal (a change
+// of the file's content) has been observed for TTLMS. With only ExpiresAt it
+// compares ExpiresAt with its own clock.
+type Lease struct {
+	ProtocolVersion int    `json:"protocol_version,omitempty"`
+	LeaseID         string `json:"lease_id"`
+	ExpiresAt       Time   `json:"expires_at,omitzero"`
+	TTLMS           int64  `json:"ttl_ms,omitempty"`
+	Counter         int64  `json:"counter,omitempty"`
+	Owner           string `json:"owner,omitempty"`
+}
+
+// CancelScope selects what ctl/cancel.json cancels.
+type CancelScope string
+
+// Cancel scopes.
+const (
+	ScopeCurrent CancelScope = "current"
+	ScopeCmdID   CancelScope = "cmd_id"
+)
+
+// CancelRequest is ctl/cancel.json. An empty file means scope current.
+type CancelRequest struct {
+	Scope CancelScope `json:"scope"`
+	CmdID string      `json:"cmd_id,omitempty"`
+	TS    Time        `json:"ts,omitzero"`
+}
+
+// StopMode selects how the runner stops.
+type StopMode string
+
+// Stop modes.
+const (
+	StopGraceful StopMode = "graceful"
+	StopForce    StopMode = "force"
+)
+
+// StopRequest is ctl/stop.json. An empty file means graceful.
+type StopRequest struct {
+	Mode StopMode `json:"mode"`
+	TS   Time     `json:"ts,omitzero"`
+}
+
+// Event is one line of log/meta.log.
+type Event struct {
+	TS         Time           `json:"ts"`
+	Event      string         `json:"event"`
+	CmdID      string         `json:"cmd_id,omitempty"`
+	Seq        int64          `json:"seq,omitempty"`
+	Status     Status         `json:"status,omitempty"`
+	ExitReason ExitReason     `json:"exit_reason,omitempty"`
+	SpoolStart *int64         `json:"spool_start,omitempty"`
+	SpoolEnd   *int64         `json:"spool_end,omitempty"`
+	Detail     map[string]any `json:"detail,omitempty"`
+}
+
+// Event names.
+const (
+	EvRunnerStart  = "runner_start"
+	EvRunnerStop   = "runner_stop"
+	EvToolStart    = "tool_start"
+	EvToolExit     = "tool_exit"
+	EvSessionReset = "session_reset"
+	EvInitBegin    = "init_begin"
+	EvInitEnd      = "init_end"
+	EvCmdBegin     = "cmd_begin"
+	EvCmdEnd       = "cmd_end"
+	EvRejected     = "cmd_rejected"
+	EvSkipped      = "cmd_skipped"
+	EvCancel       = "cancel_request"
+	EvStop         = "stop_request"
+	EvLease        = "lease"
+	EvRecovered    = "recovered"
+	EvLockTakeover = "lock_takeover"
+	EvWarning      = "warning"
+)

@@ -1,0 +1,204 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// MaxCommandSize is the largest command file the runner accepts.
+const MaxCommandSize = 16 << 20
+
+// ValidationError reports the first problem found in a request file. Its
+// message is what lands in an invalid_request result, so it says what to fix.
+type ValidationError struct {
+	Field string // JSON field name, or "" for the file as a whole
+	Msg   string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Field == "" {
+		return e.Msg
+	}
+	return e.Field + ": " + e.Msg
+}
+
+// ErrIncomplete marks a command file that is not (yet) valid JSON. A reader
+// may wait for a writer still writing before treating it as invalid.
+var ErrIncomplete = errors.New("protocol: file is empty or not complete JSON")
+
+func invalid(field, format string, args ...any) error {
+	return &ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ParseCommand decodes and validates a command file named name. Defaults are
+// filled in (see Command). Errors are *ValidationError; those that wrap
+// ErrIncomplete may mean the writer has not finished.
+func ParseCommand(name string, data []byte) (*Command, error) {
+	seq, id, err := ParseCommandName(name)
+	if err != nil {
+		return nil, invalid("", "file name %q is not cmd_<seq>_<cmd_id>.json", name)
+	}
+	if len(data) > MaxCommandSize {
+		return nil, invalid("", "file is %d bytes, the limit is %d", len(data), MaxCommandSize)
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || !json.Valid(trimmed) {
+		return nil, fmt.Errorf("%w: %w", invalid("", "not valid JSON (write to a temporary name, then rename into queue/)"), ErrIncomplete)
+	}
+	if !utf8.Valid(trimmed) {
+		return nil, invalid("", "not valid UTF-8")
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &raw); err != nil {
+		return nil, invalid("", "must be a JSON object: %v", err)
+	}
+	for _, f := range []string{"cmd_id", "seq", "kind", "payload"} {
+		if _, ok := raw[f]; !ok {
+			return nil, invalid(f, "required field is missing")
+		}
+	}
+	var c Command
+	if err := json.Unmarshal(trimmed, &c); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, invalid(te.Field, "has the wrong type: want %s", te.Type)
+		}
+		return nil, invalid("", "%v", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Seq != seq {
+		return nil, invalid("seq", "is %d but the file name says %d", c.Seq, seq)
+	}
+	if c.CmdID != id {
+		return nil, invalid("cmd_id", "is %q but the file name says %q", c.CmdID, id)
+	}
+	return &c, nil
+}
+
+// Validate checks c and fills in defaults.
+func (c *Command) Validate() error {
+	if !ValidCmdID(c.CmdID) {
+		return invalid("cmd_id", "%q is not 1-%d characters of [A-Za-z0-9._-]", c.CmdID, MaxCmdIDLen)
+	}
+	if c.Seq < 0 {
+		return invalid("seq", "must not be negative")
+	}
+	switch c.Kind {
+	case KindTcl, KindSh:
+	default:
+		return invalid("kind", "unknown kind %q (want tcl or sh)", c.Kind)
+	}
+	if c.TimeoutS < 0 {
+		return invalid("timeout_s", "must not be negative")
+	}
+	switch c.CancelPolicy {
+	case "":
+		c.CancelPolicy = PolicyCtrlC
+	case PolicyCtrlC, PolicyTerminateTool, PolicyTerminateSession:
+	default:
+		return invalid("cancel_policy", "unknown policy %q (want ctrl_c, terminate_tool or terminate_session)", c.CancelPolicy)
+	}
+	if c.Marker == nil {
+		c.Marker = &Marker{}
+	}
+	m := c.Marker
+	if m.Prefix == "" {
+		m.Prefix = DefaultMarkerPrefix
+	}
+	if m.Token == "" {
+		m.Token = c.CmdID
+	}
+	if m.Mode == "" {
+		m.Mode = MarkerRunnerInject
+	}
+	if m.Mode != MarkerRunnerInject && m.Mode != MarkerPayloadContains {
+		return invalid("marker.mode", "unknown mode %q (want runner_inject or payload_contains)", m.Mode)
+	}
+	if !markerWord(m.Prefix) {
+		return invalid("marker.prefix", "must be 1-128 characters of [A-Za-z0-9._-]")
+	}
+	if !markerWord(m.Token) {
+		return invalid("marker.token", "must be 1-128 characters of [A-Za-z0-9._-]")
+	}
+	return nil
+}
+
+func markerWord(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseCancel decodes ctl/cancel.json. Empty or whitespace-only content is a
+// request to cancel the current command.
+func ParseCancel(data []byte) (CancelRequest, error) {
+	req := CancelRequest{Scope: ScopeCurrent}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return req, nil
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return CancelRequest{Scope: ScopeCurrent}, invalid("", "cancel.json is not valid JSON: %v", err)
+	}
+	switch req.Scope {
+	case "":
+		if req.CmdID != "" {
+			req.Scope = ScopeCmdID
+		} else {
+			req.Scope = ScopeCurrent
+		}
+	case ScopeCurrent:
+	case ScopeCmdID:
+		if !ValidCmdID(req.CmdID) {
+			return CancelRequest{Scope: ScopeCurrent}, invalid("cmd_id", "scope cmd_id needs a valid cmd_id")
+		}
+	default:
+		return CancelRequest{Scope: ScopeCurrent}, invalid("scope", "unknown scope %q", req.Scope)
+	}
+	return req, nil
+}
+
+// ParseStop decodes ctl/stop.json. Empty content means graceful.
+func ParseStop(data []byte) (StopRequest, error) {
+	req := StopRequest{Mode: StopGraceful}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return req, nil
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return StopRequest{Mode: StopGraceful}, invalid("", "stop.json is not valid JSON: %v", err)
+	}
+	switch req.Mode {
+	case "":
+		req.Mode = StopGraceful
+	case StopGraceful, StopForce:
+	default:
+		return StopRequest{Mode: StopGraceful}, invalid("mode", "unknown mode %q", req.Mode)
+	}
+	return req, nil
+}
+
+// ParseLease decodes state/lease.json.
+func ParseLease(data []byte) (Lease, error) {
+	var l Lease
+	if err := json.Unmarshal(data, &l); err != nil {
+		return Lease{}, invalid("", "lease.json is not valid JSON: %v", err)
+	}
+	if l.TTLMS < 0 {
+		return Lease{}, invalid("ttl_ms", "must not be negative")
+	}
+	if l.TTLMS == 0 && l.ExpiresAt.IsZero() {
+		return Lease{}, invalid("expires_at", "a lease needs expires_at or ttl_ms")
+	}
+	return l, nil
+}

@@ -1,0 +1,104 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// Watch modes.
+const (
+	WatchAuto    = "auto"
+	WatchInotify = "inotify"
+	WatchPoll    = "poll"
+)
+
+// Config configures a Runner. Zero durations take the defaults in
+// [Config.withDefaults].
+type Config struct {
+	Session string        // session directory; created with the full layout if missing
+	Kind    protocol.Kind // tcl (default) or sh
+	Tool    []string      // argv; empty: tclsh for tcl, bash for sh
+	Env     []string      // extra environment for the tool (KEY=VALUE)
+
+	Heartbeat      time.Duration // heartbeat period (1s)
+	Poll           time.Duration // rescan period (1s locally, 250ms on network filesystems)
+	Watch          string        // auto, inotify or poll
+	TailLines      int           // lines kept in log/last_n_lines.txt (200)
+	DefaultTimeout time.Duration // timeout of a command without timeout_s (0: none)
+
+	Init         []string      // scripts the tool runs after every start
+	InitTimeout  time.Duration // bound for each init script (10m)
+	StartTimeout time.Duration // bound for the tool to answer its first sync (60s)
+	KillGrace    time.Duration // SIGTERM to SIGKILL (3s)
+	ResyncWait   time.Duration // after Ctrl-C, how long to wait for the prompt (5s)
+	ParseGrace   time.Duration // how long an unparsable queue file may still be written (2s)
+
+	RequireLease bool          // a missing lease stops the runner after LeaseGrace
+	LeaseGrace   time.Duration // (30s)
+
+	// NoSync skips fsync of results and events: faster, and a machine crash
+	// may lose results. Off by default.
+	NoSync bool
+
+	Logger *slog.Logger
+}
+
+// Runner exit codes of cmd/runner.
+const (
+	ExitOK     = 0
+	ExitError  = 1
+	ExitUsage  = 2
+	ExitLocked = 3 // another runner holds the session
+)
+
+// ErrLocked is returned when another live runner holds the session.
+var ErrLocked = errors.New("runner: session is held by another runner")
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Session == "" {
+		return c, errors.New("runner: --session is required")
+	}
+	if c.Kind == "" {
+		c.Kind = protocol.KindTcl
+	}
+	if c.Kind != protocol.KindTcl && c.Kind != protocol.KindSh {
+		return c, fmt.Errorf("runner: unknown kind %q (want tcl or sh)", c.Kind)
+	}
+	if len(c.Tool) == 0 {
+		if c.Kind == protocol.KindSh {
+			c.Tool = []string{"bash", "--noprofile", "--norc", "-i"}
+		} else {
+			c.Tool = []string{"tclsh"}
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.Heartbeat, time.Second)
+	def(&c.InitTimeout, 10*time.Minute)
+	def(&c.StartTimeout, time.Minute)
+	def(&c.KillGrace, 3*time.Second)
+	def(&c.ResyncWait, 5*time.Second)
+	def(&c.ParseGrace, 2*time.Second)
+	def(&c.LeaseGrace, 30*time.Second)
+	if c.TailLines <= 0 {
+		c.TailLines = 200
+	}
+	switch c.Watch {
+	case "":
+		c.Watch = WatchAuto
+	case WatchAuto, WatchInotify, WatchPoll:
+	default:
+		return c, fmt.Errorf("runner: unknown watch mode %q (want auto, inotify or poll)", c.Watch)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}

@@ -1,0 +1,218 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// ctlSettle is how long an empty or unparsable control file must stay
+// unchanged before it is acted on: a shell's `echo ... > ctl/cancel.json`
+// creates the file empty before writing it.
+const ctlSettle = 30 * time.Millisecond
+
+// takeCtl returns the content of a control file once it is complete, after
+// claiming it (rename to a private name, so a request written meanwhile is
+// not lost) and removing it. ok is false when there is nothing to act on yet.
+func (r *Runner) takeCtl(name string) (data []byte, ok bool) {
+	p := r.path(name)
+	data, _, err := fsq.ReadFile(p, 1<<16)
+	if errors.Is(err, os.ErrNotExist) {
+		delete(r.ctlPrev, name)
+		return nil, false
+	}
+	if err == nil && (len(bytes.TrimSpace(data)) == 0 || !json.Valid(data)) {
+		prev, seen := r.ctlPrev[name]
+		if !seen || !bytes.Equal(prev, data) || time.Since(r.ctlSeenAt[name]) < ctlSettle {
+			if !seen || !bytes.Equal(prev, data) {
+				r.ctlPrev[name], r.ctlSeenAt[name] = data, time.Now()
+			}
+			r.ctlRecheck = time.Now().Add(ctlSettle)
+			return nil, false
+		}
+	}
+	delete(r.ctlPrev, name)
+	taken := p + fmt.Sprintf(".taken.%d", os.Getpid())
+	if ok, _ := fsq.Claim(p, taken); !ok {
+		return nil, false
+	}
+	if d, _, err2 := fsq.ReadFile(taken, 1<<16); err2 == nil {
+		data = d
+	} else if err != nil {
+		r.log.Warn("unreadable control file; acting on it as if empty", "file", name, "err", err)
+	}
+	_ = os.Remove(taken) // Consumed.
+	return data, true
+}
+
+// checkCtl acts on ctl/stop.json and ctl/cancel.json.
+func (r *Runner) checkCtl() {
+	if data, ok := r.takeCtl(protocol.FileStop); ok {
+		req, err := protocol.ParseStop(data)
+		if err != nil {
+			r.log.Warn("stop.json unreadable; stopping gracefully", "err", err)
+		}
+		r.requestStop(req.Mode, "stop.json")
+	}
+	if data, ok := r.takeCtl(protocol.FileCancel); ok {
+		req, err := protocol.ParseCancel(data)
+		if err != nil {
+			r.log.Warn("cancel.json unreadable; cancelling the current command", "err", err)
+		}
+		r.cancel(req, err)
+	}
+}
+
+func (r *Runner) cancel(req protocol.CancelRequest, parseErr error) {
+	detail := map[string]any{"scope": string(req.Scope)}
+	if parseErr != nil {
+		detail["parse_error"] = parseErr.Error()
+	}
+	ev := protocol.Event{Event: protocol.EvCancel, CmdID: req.CmdID, Detail: detail}
+	switch {
+	case r.cur != nil && (req.Scope == protocol.ScopeCurrent || req.CmdID == r.cur.cmd.CmdID):
+		ev.CmdID, detail["action"] = r.cur.cmd.CmdID, "interrupt"
+		r.event(ev)
+		r.interrupt(protocol.StatusCancelled, "", "cancelled by ctl/cancel.json", "")
+	case req.Scope == protocol.ScopeCmdID && r.cancelQueued(req.CmdID):
+		detail["action"] = "cancelled_queued"
+		r.event(ev)
+	default:
+		detail["action"] = "ignored"
+		if req.Scope == protocol.ScopeCurrent {
+			detail["why"] = "no command is running"
+		} else {
+			detail["why"] = "unknown or already finished cmd_id"
+		}
+		r.log.Info("cancel request ignored", "scope", req.Scope, "cmd_id", req.CmdID, "why", detail["why"])
+		r.event(ev)
+	}
+}
+
+// cancelQueued gives a queued command a cancelled result without running
+// it. It lists queue/ (a rare operation) to find the file by cmd_id.
+func (r *Runner) cancelQueued(id string) bool {
+	names, err := readNames(r.path(protocol.DirQueue))
+	if err != nil {
+		return false
+	}
+	for _, name := range names {
+		seq, nid, err := protocol.ParseCommandName(name)
+		if err != nil || nid != id {
+			continue
+		}
+		ipath := r.path(rel(protocol.DirInflight, name))
+		if ok, _ := fsq.Claim(r.path(rel(protocol.DirQueue, name)), ipath); !ok {
+			continue
+		}
+		r.pend.remove(name)
+		res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusCancelled, ExitReason: protocol.ReasonCancelledQueued,
+			Error: &protocol.Error{Code: protocol.CodeCancelled, Message: "cancelled by ctl/cancel.json before it started"}}
+		if r.writeResult(name, res) == nil {
+			_ = os.Remove(ipath)
+		}
+		r.stateDirty = true
+		return true
+	}
+	return false
+}
+
+// requestStop begins a stop. Graceful: finish the current command, start no
+// new one. Force: end the current command at once (terminate_session).
+func (r *Runner) requestStop(mode protocol.StopMode, why string) {
+	if r.stopMode == protocol.StopForce || (r.stopMode == mode && mode == protocol.StopGraceful) {
+		return
+	}
+	r.stopMode, r.stopReason = mode, why
+	r.event(protocol.Event{Event: protocol.EvStop, Detail: map[string]any{"mode": string(mode), "why": why}})
+	r.log.Info("stopping", "mode", mode, "why", why)
+	r.setPhase(protocol.PhaseStopping, why)
+	if mode == protocol.StopForce && r.cur != nil {
+		r.interrupt(protocol.StatusCancelled, protocol.ReasonForceStop, "force stop ("+why+")", protocol.PolicyTerminateSession)
+	}
+}
+
+// leaseWatch judges the master's lease on the runner's own clock.
+type leaseWatch struct {
+	content   []byte
+	renewedAt time.Time // our clock, when content last changed
+	lease     protocol.Lease
+	present   bool
+	ignored   bool // stale at start: ignored until it changes
+	expired   bool
+}
+
+func (l *leaseWatch) init(r *Runner, now time.Time) {
+	l.renewedAt = now
+	data, err := os.ReadFile(r.path(protocol.FileLease))
+	if err != nil {
+		return
+	}
+	lease, err := protocol.ParseLease(data)
+	if err != nil {
+		return
+	}
+	l.content, l.lease, l.present = data, lease, true
+	if lease.TTLMS == 0 && now.After(lease.ExpiresAt.Time) {
+		l.ignored = true
+		r.log.Warn("state/lease.json expired before this runner started; ignoring it until a master renews it")
+		r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "stale_ignored", "lease_id": lease.LeaseID}})
+	}
+}
+
+// check reads state/lease.json and stops the runner when the lease has
+// expired: with ttl_ms, when no renewal (a change of the file) was seen for
+// ttl_ms on our clock; with only expires_at, when our clock passes it.
+func (l *leaseWatch) check(r *Runner, now time.Time) {
+	if l.expired {
+		return
+	}
+	data, err := os.ReadFile(r.path(protocol.FileLease))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		l.present = false
+		if r.cfg.RequireLease && now.Sub(r.started) > r.cfg.LeaseGrace {
+			l.expire(r, "no lease was written within --lease-grace")
+		}
+		return
+	case err != nil:
+		return // Transient (ESTALE on NFS): judge at the next tick.
+	}
+	if !bytes.Equal(data, l.content) {
+		lease, perr := protocol.ParseLease(data)
+		if perr != nil {
+			return // Possibly being written; the old lease stands.
+		}
+		l.ignored = false
+		l.content, l.lease, l.present, l.renewedAt = bytes.Clone(data), lease, true, now
+	}
+	if l.ignored {
+		return
+	}
+	switch {
+	case l.lease.TTLMS > 0 && now.Sub(l.renewedAt) > time.Duration(l.lease.TTLMS)*time.Millisecond:
+		l.expire(r, fmt.Sprintf("lease %s not renewed for %dms", l.lease.LeaseID, l.lease.TTLMS))
+	case l.lease.TTLMS == 0 && now.After(l.lease.ExpiresAt.Time):
+		l.expire(r, fmt.Sprintf("lease %s expired at %s", l.lease.LeaseID, l.lease.ExpiresAt.UTC().Format(time.RFC3339)))
+	}
+}
+
+func (l *leaseWatch) expire(r *Runner, why string) {
+	l.expired = true
+	r.log.Warn("lease expired", "why", why)
+	r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "expired", "why": why}})
+	if r.cur != nil {
+		r.interrupt(protocol.StatusCancelled, protocol.ReasonLeaseExpired, "lease expired: "+why, "")
+	}
+	r.requestStop(protocol.StopGraceful, "lease expired: "+why)
+}
+
+// isTaken reports names the runner uses for claimed control files.
+func isTaken(name string) bool { return strings.Contains(name, ".taken.") }

@@ -1,0 +1,160 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// tailRing keeps the last n lines of command output for
+// log/last_n_lines.txt. Each line is cut at maxTailLine bytes, so memory is
+// bounded by n × maxTailLine.
+type tailRing struct {
+	lines [][]byte
+	next  int
+	full  bool
+	part  []byte // the unterminated last line
+	dirty bool
+}
+
+const maxTailLine = 4096
+
+func newTailRing(n int) *tailRing { return &tailRing{lines: make([][]byte, n)} }
+
+func (t *tailRing) write(b []byte) {
+	t.dirty = true
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		seg := b
+		if i >= 0 {
+			seg = b[:i]
+		}
+		if room := maxTailLine - len(t.part); room > 0 {
+			t.part = append(t.part, seg[:min(room, len(seg))]...)
+		}
+		if i < 0 {
+			return
+		}
+		t.lines[t.next] = append(t.lines[t.next][:0], t.part...)
+		t.next = (t.next + 1) % len(t.lines)
+		t.full = t.full || t.next == 0
+		t.part = t.part[:0]
+		b = b[i+1:]
+	}
+}
+
+func (t *tailRing) bytes() []byte {
+	var out []byte
+	start, n := 0, t.next
+	if t.full {
+		start, n = t.next, len(t.lines)
+	}
+	for k := 0; k < n; k++ {
+		out = append(out, t.lines[(start+k)%len(t.lines)]...)
+		out = append(out, '\n')
+	}
+	return append(out, t.part...)
+}
+
+// flushTail rewrites log/last_n_lines.txt if it changed. It is a preview:
+// atomic for readers, not fsynced.
+func (r *Runner) flushTail() {
+	if !r.tail.dirty {
+		return
+	}
+	r.tail.dirty = false
+	if err := fsq.WriteAtomic(r.path(protocol.FileTail), r.tail.bytes(), 0o600, fsq.Volatile); err != nil {
+		r.log.Warn("write tail", "err", err)
+	}
+}
+
+func marshal(v any) []byte {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		panic(err) // Only protocol types are marshalled; they always encode.
+	}
+	return append(b, '\n')
+}
+
+// writeState rewrites state/state.json. It is observed state, rewritten on
+// every transition: atomic for readers, not fsynced (a crash loses at most
+// a transition, and the next runner rewrites it at start).
+func (r *Runner) writeState() {
+	st := protocol.State{
+		ProtocolVersion: protocol.Version, Phase: r.phase, SessionID: r.sessionID,
+		RunnerPID: os.Getpid(), Hostname: r.hostname, QueueDepth: r.pend.len(),
+		Reason: r.reason, Filesystem: r.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
+		CommandsDone: r.cmdsDone, ToolStarts: r.toolStarts,
+	}
+	if r.watcher != nil {
+		st.Watch = "poll"
+		if r.watcher.Inotify {
+			st.Watch = "inotify"
+		}
+	}
+	if r.tool != nil {
+		st.ToolPID = r.tool.pid
+	}
+	if r.cur != nil {
+		id := r.cur.cmd.CmdID
+		st.CurrentCmdID, st.CurrentSeq, st.CurrentStart = &id, r.cur.cmd.Seq, protocol.Time{Time: r.cur.start}
+	}
+	if err := fsq.WriteAtomic(r.path(protocol.FileState), marshal(st), 0o600, fsq.Volatile); err != nil {
+		r.log.Warn("write state", "err", err)
+	}
+	r.stateDirty = false
+}
+
+// setPhase changes the phase and marks state.json for rewriting.
+func (r *Runner) setPhase(p protocol.Phase, reason string) {
+	if r.phase != p || r.reason != reason {
+		r.phase, r.reason = p, reason
+		r.stateDirty = true
+		if p == protocol.PhaseError {
+			r.log.Error("runner in error phase", "reason", reason)
+		}
+	}
+}
+
+// beat writes state/heartbeat.json with a counter that grows by one.
+func (r *Runner) beat() {
+	r.beats++
+	hb := protocol.Heartbeat{
+		ProtocolVersion: protocol.Version, Timestamp: protocol.Now(), Counter: r.beats,
+		Hostname: r.hostname, RunnerPID: os.Getpid(), SessionID: r.sessionID, Phase: r.phase,
+		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.spoolSize,
+	}
+	if r.cur != nil {
+		hb.CurrentCmdID, hb.CurrentOutBytes = r.cur.cmd.CmdID, r.cur.bytes
+	}
+	if err := fsq.WriteAtomic(r.path(protocol.FileHeartbeat), marshal(hb), 0o600, fsq.Volatile); err != nil {
+		r.log.Warn("write heartbeat", "err", err)
+	}
+}
+
+// writeResult writes result/<name> atomically and durably (unless NoSync)
+// and records the cmd_id as done.
+func (r *Runner) writeResult(name string, res *protocol.Result) error {
+	res.ProtocolVersion = protocol.Version
+	res.RunnerHost = r.hostname
+	if res.EndTS.IsZero() {
+		res.EndTS = protocol.Now()
+	}
+	if res.StartTS.IsZero() {
+		res.StartTS = res.EndTS
+	}
+	res.TailPath = protocol.FileTail
+	err := fsq.WriteAtomic(r.path(rel(protocol.DirResult, name)), marshal(res), 0o600, r.durable)
+	if err != nil {
+		r.log.Error("write result", "name", name, "err", err)
+		return err
+	}
+	r.doneIDs[res.CmdID] = true
+	return nil
+}
+
+func since(t time.Time) int64 { return time.Since(t).Milliseconds() }

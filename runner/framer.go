@@ -1,0 +1,233 @@
+package runner
+
+import (
+	"bytes"
+)
+
+// maxMarkerLine bounds a line held back because it may be a marker. A done
+// marker carries the base64 of the payload's value (at most maxValue bytes),
+// so it must fit that plus the prefix, token and fields.
+const maxMarkerLine = maxValue*4/3 + 1024
+
+// framerMode says what the framer does with the bytes it is fed.
+type framerMode int
+
+const (
+	// modeDiscard: bytes go to the spool only (prompts, banners, stray
+	// output between commands); whole lines are matched against want.
+	modeDiscard framerMode = iota
+	// modeCapture: bytes are normalised and emitted as command output until
+	// a whole line matches want. With stripNL, the newline just before the
+	// matching line is dropped too (the runner injected it).
+	modeCapture
+)
+
+// framer turns raw PTY bytes into command output and whole-line marker
+// matches. It scans each byte once and holds back at most one candidate
+// line (bounded by maxMarkerLine) plus one newline and a run of CRs, so
+// memory stays bounded whatever the output size. Line endings \r+\n are
+// normalised to \n; a lone \r is kept.
+//
+// A framer is owned by one goroutine.
+type framer struct {
+	mode    framerMode
+	want    func(line []byte) bool // whole line (without \n) that ends the wait
+	prefix  []byte                 // candidate lines start with this
+	stripNL bool
+	emit    func([]byte) // output sink in modeCapture
+
+	line      []byte // current line in modeDiscard, candidate in modeCapture
+	inCand    bool   // modeCapture: line holds a candidate
+	lineStart bool
+	overflow  bool // modeDiscard: current line too long to be a marker
+	pendNL    bool // modeCapture: a held-back \n
+	pendCR    int  // held-back \r run
+	out       []byte
+}
+
+func newFramer() *framer { return &framer{lineStart: true} }
+
+// discard switches to modeDiscard until a whole line satisfies want.
+func (f *framer) discard(want func([]byte) bool) {
+	f.mode, f.want, f.emit = modeDiscard, want, nil
+	f.reset()
+}
+
+// capture switches to modeCapture: bytes are emitted until a whole line that
+// starts with prefix satisfies want.
+func (f *framer) capture(prefix string, want func([]byte) bool, stripNL bool, emit func([]byte)) {
+	f.mode, f.want, f.prefix, f.stripNL, f.emit = modeCapture, want, []byte(prefix), stripNL, emit
+	f.reset()
+	// A capture starts right after a matched line, i.e. at a line start.
+	f.lineStart = true
+}
+
+func (f *framer) reset() {
+	f.line = f.line[:0]
+	f.inCand, f.overflow, f.pendNL, f.pendCR = false, false, false, 0
+}
+
+// feed consumes b. When a wanted line completes, feed returns it (a copy)
+// and the number of bytes of b consumed up to and including its newline;
+// the caller switches mode and feeds the rest. Otherwise it returns nil,
+// len(b).
+func (f *framer) feed(b []byte) (matched []byte, n int) {
+	if f.mode == modeDiscard {
+		return f.feedDiscard(b)
+	}
+	return f.feedCapture(b)
+}
+
+func (f *framer) feedDiscard(b []byte) ([]byte, int) {
+	for i := 0; i < len(b); {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			f.appendLine(b[i:])
+			return nil, len(b)
+		}
+		f.appendLine(b[i : i+j])
+		i += j + 1
+		line := bytes.TrimRight(f.line, "\r")
+		ok := !f.overflow && f.want != nil && f.want(line)
+		f.line, f.overflow = f.line[:0], false
+		if ok {
+			return bytes.Clone(line), i
+		}
+	}
+	return nil, len(b)
+}
+
+func (f *framer) appendLine(b []byte) {
+	if f.overflow {
+		return
+	}
+	if len(f.line)+len(b) > maxMarkerLine {
+		f.overflow = true
+		f.line = f.line[:0]
+		return
+	}
+	f.line = append(f.line, b...)
+}
+
+func (f *framer) feedCapture(b []byte) ([]byte, int) {
+	f.out = f.out[:0]
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '\r':
+			f.pendCR++
+		case c == '\n':
+			f.pendCR = 0
+			if f.inCand {
+				if f.want(f.line) {
+					if f.pendNL && !f.stripNL {
+						f.out = append(f.out, '\n')
+					}
+					matched := bytes.Clone(f.line)
+					f.flushOut()
+					f.reset()
+					f.lineStart = true
+					return matched, i + 1
+				}
+				f.releaseCand()
+			} else if f.pendNL {
+				f.out = append(f.out, '\n')
+			}
+			f.pendNL, f.lineStart = true, true
+		default:
+			if f.pendCR > 0 {
+				f.releaseCR()
+			}
+			f.byteInLine(c, b, &i)
+		}
+	}
+	f.flushOut()
+	return nil, len(b)
+}
+
+// byteInLine handles an ordinary byte; on a plain content run it copies the
+// whole run up to the next \r or \n at once (the fast path).
+func (f *framer) byteInLine(c byte, b []byte, i *int) {
+	if f.lineStart {
+		f.lineStart = false
+		if len(f.prefix) > 0 && c == f.prefix[0] {
+			f.inCand = true
+			f.line = append(f.line[:0], c)
+			return
+		}
+		if f.pendNL {
+			f.out = append(f.out, '\n')
+			f.pendNL = false
+		}
+	} else if f.inCand {
+		f.line = append(f.line, c)
+		k := len(f.line)
+		if (k <= len(f.prefix) && c != f.prefix[k-1]) || k > maxMarkerLine {
+			f.releaseCand()
+		}
+		return
+	}
+	// Plain content: copy up to the next line-ending byte in one go.
+	j := *i + 1
+	for j < len(b) && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	f.out = append(f.out, b[*i:j]...)
+	*i = j - 1
+}
+
+func (f *framer) releaseCR() {
+	for ; f.pendCR > 0; f.pendCR-- {
+		if f.inCand {
+			f.line = append(f.line, '\r')
+		} else {
+			if f.lineStart {
+				f.lineStart = false
+				if f.pendNL {
+					f.out = append(f.out, '\n')
+					f.pendNL = false
+				}
+			}
+			f.out = append(f.out, '\r')
+		}
+	}
+}
+
+// releaseCand emits a held-back candidate that turned out to be content.
+func (f *framer) releaseCand() {
+	if f.pendNL {
+		f.out = append(f.out, '\n')
+		f.pendNL = false
+	}
+	f.out = append(f.out, f.line...)
+	f.line = f.line[:0]
+	f.inCand = false
+}
+
+func (f *framer) flushOut() {
+	if len(f.out) > 0 && f.emit != nil {
+		f.emit(f.out)
+	}
+	f.out = f.out[:0]
+}
+
+// finish returns what capture still holds back (a trailing newline, CRs, a
+// candidate line) as output; used when a command ends without its marker
+// (tool death, cancel), so no printed byte is lost.
+func (f *framer) finish() {
+	if f.mode != modeCapture {
+		return
+	}
+	f.out = f.out[:0]
+	if f.inCand {
+		f.releaseCand()
+	} else if f.pendNL {
+		f.out = append(f.out, '\n')
+		f.pendNL = false
+	}
+	for ; f.pendCR > 0; f.pendCR-- {
+		f.out = append(f.out, '\r')
+	}
+	f.flushOut()
+	f.reset()
+}

@@ -1,0 +1,229 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// loop is the runner's one owner goroutine.
+func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
+	hb := time.NewTicker(r.cfg.Heartbeat)
+	defer hb.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	ctxDone := ctx.Done()
+	for {
+		r.nextCommand()
+		if r.stopMode != "" && r.cur == nil {
+			break
+		}
+		if r.stateDirty {
+			r.writeState()
+		}
+		wake.Reset(r.nextWake())
+		select {
+		case c := <-r.chunks:
+			r.onChunk(c)
+		case ex := <-r.exited:
+			r.onToolExit(ex)
+		case ch := <-r.watcher.Changes:
+			r.onChange(ch)
+		case <-r.watcher.Rescan:
+			r.rescan()
+		case <-hb.C:
+			r.onBeat()
+		case <-wake.C:
+			r.onTimer(time.Now())
+		case sig := <-signals:
+			r.onSignal(sig)
+		case <-ctxDone:
+			ctxDone = nil
+			r.requestStop(protocol.StopGraceful, "context cancelled")
+		}
+	}
+	return r.shutdown()
+}
+
+// nextWake returns how long until the earliest deadline the loop keeps.
+func (r *Runner) nextWake() time.Duration {
+	var next time.Time
+	consider := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if r.cur != nil && r.cur.endStatus == "" {
+		consider(r.cur.deadline)
+	}
+	switch r.tphase {
+	case toolNone:
+		consider(r.restartAt)
+	case toolResync:
+		consider(r.nextSyncAt)
+		consider(r.deadline)
+	case toolBooting, toolInit, toolKilling:
+		consider(r.deadline)
+	}
+	consider(r.pend.promote(time.Now()))
+	consider(r.ctlRecheck)
+	if next.IsZero() {
+		return time.Hour
+	}
+	return max(time.Until(next), time.Millisecond)
+}
+
+func (r *Runner) onTimer(now time.Time) {
+	if c := r.cur; c != nil && c.endStatus == "" && !c.deadline.IsZero() && !now.Before(c.deadline) {
+		r.interrupt(protocol.StatusTimeout, "", "timed out after "+c.deadline.Sub(c.start).String(), "")
+	}
+	if !r.ctlRecheck.IsZero() && !now.Before(r.ctlRecheck) {
+		r.ctlRecheck = time.Time{}
+		r.checkCtl()
+	}
+	expired := !r.deadline.IsZero() && !now.Before(r.deadline)
+	switch r.tphase {
+	case toolNone:
+		if !now.Before(r.restartAt) && r.stopMode == "" {
+			r.startTool()
+		}
+	case toolBooting:
+		if expired {
+			r.startFailed = true
+			r.setPhase(protocol.PhaseError, "the tool did not answer the start-up sync within "+r.cfg.StartTimeout.String())
+			r.killTool(true)
+		}
+	case toolInit:
+		if expired {
+			r.initFailed("init script " + r.cfg.Init[r.initIdx] + " did not finish within " + r.cfg.InitTimeout.String())
+		}
+	case toolResync:
+		if expired {
+			r.log.Warn("the tool did not come back after an interrupt; terminating it")
+			r.killTool(false)
+		} else if !now.Before(r.nextSyncAt) {
+			r.sendSync()
+		}
+	case toolKilling:
+		if expired {
+			r.log.Warn("the tool ignored SIGTERM; killing its process group")
+			r.killTool(true)
+		}
+	}
+}
+
+func (r *Runner) onBeat() {
+	if r.cur != nil {
+		_ = r.cur.w.Flush() // Partial output becomes visible; errors surface at finish.
+	}
+	r.lease.check(r, time.Now())
+	r.beat()
+	r.flushTail()
+	if r.stateDirty {
+		r.writeState()
+	}
+}
+
+func (r *Runner) onSignal(sig os.Signal) {
+	r.signals++
+	mode := protocol.StopGraceful
+	if r.signals > 1 {
+		mode = protocol.StopForce
+	}
+	r.requestStop(mode, "signal "+sig.String())
+}
+
+// onChange handles one name inotify reported.
+func (r *Runner) onChange(ch fsq.Change) {
+	switch ch.Dir {
+	case r.path(protocol.DirQueue):
+		if seq, _, err := protocol.ParseCommandName(ch.Name); err == nil {
+			if r.pend.add(ch.Name, seq) {
+				r.stateDirty = true
+			}
+		}
+	case r.path(protocol.DirCtl):
+		if !isTaken(ch.Name) {
+			r.checkCtl()
+		}
+	}
+}
+
+// rescan runs on every poll tick: control files always; the queue listing
+// when the directory changed, on network filesystems (whose directory
+// attributes are cached), and every tenth tick regardless.
+func (r *Runner) rescan() {
+	r.checkCtl()
+	r.scanTicks++
+	if fi, err := os.Stat(r.path(protocol.DirQueue)); err == nil && !r.network && r.scanTicks%10 != 0 {
+		if fi.ModTime().Equal(r.lastQueueMT) {
+			return
+		}
+	}
+	r.fullScan()
+}
+
+// fullScan lists queue/ (names only) and adds every command file not yet
+// known. Costs one getdents pass; nothing is opened.
+func (r *Runner) fullScan() {
+	if fi, err := os.Stat(r.path(protocol.DirQueue)); err == nil {
+		r.lastQueueMT = fi.ModTime()
+	}
+	names, err := readNames(r.path(protocol.DirQueue))
+	if err != nil {
+		r.log.Warn("list queue", "err", err)
+		return
+	}
+	for _, name := range names {
+		if seq, _, err := protocol.ParseCommandName(name); err == nil {
+			if r.pend.add(name, seq) {
+				r.stateDirty = true
+			}
+		}
+	}
+}
+
+// shutdown ends the tool and every process it started, and records the stop.
+func (r *Runner) shutdown() error {
+	r.setPhase(protocol.PhaseStopping, r.stopReason)
+	r.writeState()
+	if t := r.tool; t != nil {
+		t.signalGroup(syscall.SIGTERM)
+		if !r.waitExit(t, r.cfg.KillGrace) {
+			t.signalGroup(syscall.SIGKILL)
+			r.waitExit(t, 10*time.Second)
+		}
+		t.signalGroup(syscall.SIGKILL) // Whatever else is left in its group.
+		t.close()
+		r.tool = nil
+	}
+	r.flushTail()
+	r.setPhase(protocol.PhaseStopped, r.stopReason)
+	r.writeState()
+	r.beat()
+	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: map[string]any{"reason": r.stopReason, "commands_done": r.cmdsDone}})
+	r.log.Info("runner stopped", "reason", r.stopReason, "commands_done", r.cmdsDone)
+	return nil
+}
+
+// waitExit waits for t's exit, spooling its output meanwhile.
+func (r *Runner) waitExit(t *tool, d time.Duration) bool {
+	timeout := time.After(d)
+	for {
+		select {
+		case c := <-r.chunks:
+			r.onChunk(c)
+		case ex := <-r.exited:
+			if ex.tool == t {
+				r.drain(t, 200*time.Millisecond)
+				return true
+			}
+		case <-timeout:
+			return false
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/base64"
+	"strconv"
+)
+
+// maxValue bounds the Tcl result recorded as a command's value (bytes of
+// UTF-8); a longer one is cut and flagged value_truncated.
+const maxValue = 64 << 10
+
+// beginWord starts the line the runner's wrapper prints right before a
+// payload runs; everything before it (prompt, echo) is not output.
+const beginWord = "__SP_BEGIN__"
+
+// done is a parsed completion marker line:
+//
+//	<prefix> <token> [rc=<n>] [v=<base64 of value>] [vt=1]
+type done struct {
+	rc        int
+	hasRC     bool
+	value     []byte
+	hasValue  bool
+	truncated bool
+}
+
+// matchDone reports whether line is a whole marker line for prefix and
+// token, and parses its fields. Unknown fields are ignored; a malformed
+// known field makes the line not a marker.
+func matchDone(line []byte, prefix, token string) (done, bool) {
+	var d done
+	rest, ok := bytes.CutPrefix(line, []byte(prefix))
+	if !ok {
+		return d, false
+	}
+	rest, ok = bytes.CutPrefix(rest, []byte(" "))
+	if !ok {
+		return d, false
+	}
+	rest, ok = bytes.CutPrefix(rest, []byte(token))
+	if !ok || (len(rest) > 0 && rest[0] != ' ') {
+		return d, false
+	}
+	for _, f := range bytes.Fields(rest) {
+		k, v, _ := bytes.Cut(f, []byte("="))
+		switch string(k) {
+		case "rc":
+			n, err := strconv.Atoi(string(v))
+			if err != nil {
+				return d, false
+			}
+			d.rc, d.hasRC = n, true
+		case "v":
+			val, err := base64.StdEncoding.DecodeString(string(v))
+			if err != nil {
+				return d, false
+			}
+			d.value, d.hasValue = val, true
+		case "vt":
+			d.truncated = string(v) == "1"
+		}
+	}
+	return d, true
+}
+
+// isBegin reports whether line is the begin line for token.
+func isBegin(line []byte, token string) bool {
+	rest, ok := bytes.CutPrefix(line, []byte(beginWord+" "))
+	return ok && string(rest) == token
+}

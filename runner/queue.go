@@ -1,0 +1,122 @@
+package runner
+
+import (
+	"container/heap"
+	"time"
+)
+
+// pendingEntry is a command file name seen in queue/ and not yet handled.
+type pendingEntry struct {
+	name string
+	seq  int64
+	// A file that did not parse is retried until it has been unchanged for
+	// the grace period (a writer may still be writing it).
+	firstBad time.Time
+	lastSize int64
+	lastMod  time.Time
+	retryAt  time.Time
+}
+
+// pending orders command names by (seq, name). Adding a name is O(log n),
+// taking the next one is O(log n); nothing here touches the disk, so a
+// backlog of 100,000 files costs a listing once, not per command.
+type pending struct {
+	ready    entryHeap
+	deferred map[string]*pendingEntry // waiting for retryAt
+	known    map[string]bool          // in ready or deferred
+}
+
+func newPending() *pending {
+	return &pending{deferred: map[string]*pendingEntry{}, known: map[string]bool{}}
+}
+
+// add records name; it reports false if it is already known.
+func (p *pending) add(name string, seq int64) bool {
+	if p.known[name] {
+		return false
+	}
+	p.known[name] = true
+	heap.Push(&p.ready, &pendingEntry{name: name, seq: seq})
+	return true
+}
+
+// pop takes the lowest ready entry, or nil.
+func (p *pending) pop() *pendingEntry {
+	if len(p.ready) == 0 {
+		return nil
+	}
+	e := heap.Pop(&p.ready).(*pendingEntry)
+	delete(p.known, e.name)
+	return e
+}
+
+// forget drops a name the caller has finished with (it must not be queued).
+func (p *pending) forget(name string) {
+	delete(p.known, name)
+	delete(p.deferred, name)
+}
+
+// deferUntil parks e until at.
+func (p *pending) deferUntil(e *pendingEntry, at time.Time) {
+	e.retryAt = at
+	p.known[e.name] = true
+	p.deferred[e.name] = e
+}
+
+// promote moves deferred entries that are due back to ready, and returns
+// the earliest retry time still ahead (zero if none).
+func (p *pending) promote(now time.Time) time.Time {
+	var next time.Time
+	for name, e := range p.deferred {
+		if !now.Before(e.retryAt) {
+			delete(p.deferred, name)
+			heap.Push(&p.ready, e)
+			continue
+		}
+		if next.IsZero() || e.retryAt.Before(next) {
+			next = e.retryAt
+		}
+	}
+	return next
+}
+
+// removeSeqAt removes a ready entry by name (used to cancel a queued
+// command); it reports whether one was there.
+func (p *pending) remove(name string) bool {
+	if !p.known[name] {
+		return false
+	}
+	delete(p.known, name)
+	if _, ok := p.deferred[name]; ok {
+		delete(p.deferred, name)
+		return true
+	}
+	for i, e := range p.ready {
+		if e.name == name {
+			heap.Remove(&p.ready, i)
+			return true
+		}
+	}
+	return true
+}
+
+func (p *pending) len() int { return len(p.ready) + len(p.deferred) }
+
+type entryHeap []*pendingEntry
+
+func (h entryHeap) Len() int { return len(h) }
+func (h entryHeap) Less(i, j int) bool {
+	if h[i].seq != h[j].seq {
+		return h[i].seq < h[j].seq
+	}
+	return h[i].name < h[j].name
+}
+func (h entryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *entryHeap) Push(x any)   { *h = append(*h, x.(*pendingEntry)) }
+func (h *entryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}

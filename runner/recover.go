@@ -1,0 +1,72 @@
+package runner
+
+import (
+	"errors"
+	"os"
+	"strings"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// recover runs before the first command: it learns which cmd_ids already
+// have results, and settles every file a dead runner left in inflight/.
+// A claimed command without a result gets exactly one result, status error,
+// exit_reason runner_restarted: the tool state it ran in is gone, so it is
+// never run again silently.
+func (r *Runner) recover() error {
+	if r.pendingTakeover != nil {
+		r.event(protocol.Event{Event: protocol.EvLockTakeover, Detail: r.pendingTakeover})
+	}
+	results, err := readNames(r.path(protocol.DirResult))
+	if err != nil {
+		return err
+	}
+	have := make(map[string]bool, len(results))
+	for _, name := range results {
+		if _, id, err := protocol.ParseCommandName(name); err == nil {
+			r.doneIDs[id] = true
+			have[name] = true
+		}
+	}
+	inflight, err := readNames(r.path(protocol.DirInflight))
+	if err != nil {
+		return err
+	}
+	for _, name := range inflight {
+		p := r.path(rel(protocol.DirInflight, name))
+		seq, id, perr := protocol.ParseCommandName(name)
+		if perr != nil {
+			if strings.HasSuffix(name, payloadExt) || strings.HasPrefix(name, ".") {
+				_ = os.Remove(p) // A payload file or temp file of a dead run.
+			}
+			continue
+		}
+		if !have[name] {
+			res := &protocol.Result{
+				CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonRunnerRestarted,
+				Error: &protocol.Error{Code: protocol.CodeRunnerRestarted,
+					Message: "the runner stopped while this command was claimed or running; it was not run again because the tool state it ran in is gone"},
+			}
+			if err := r.writeResult(name, res); err != nil {
+				return err
+			}
+			r.log.Warn("recovered an interrupted command", "name", name)
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		r.event(protocol.Event{Event: protocol.EvRecovered, CmdID: id, Seq: seq, Status: protocol.StatusError,
+			ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"had_result": have[name]}})
+	}
+	return nil
+}
+
+// readNames lists a directory's names without stat'ing each entry.
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
