@@ -47,6 +47,12 @@ var cmdIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 // ErrBadName reports a file name that is not cmd_<seq>_<cmd_id>.json.
 var ErrBadName = errors.New("protocol: not a command file name")
 
+// ErrBadCmdID reports a name of the form cmd_<seq>_<x>.json whose x is not a
+// safe cmd_id. Such a file is meant as a command and is answered with an
+// invalid_request result under its own name; ParseCommandName still returns
+// its seq and raw id.
+var ErrBadCmdID = errors.New("protocol: unsafe cmd_id in file name")
+
 // ValidCmdID reports whether id is a safe cmd_id: 1 to 128 characters from
 // [A-Za-z0-9._-], and not "." or "..".
 func ValidCmdID(id string) bool {
@@ -87,8 +93,11 @@ func ParseCommandName(name string) (seq int64, cmdID string, err error) {
 	if err != nil {
 		return 0, "", ErrBadName
 	}
-	if !ValidCmdID(id) {
+	if id == "" || strings.ContainsAny(id, "/\x00") {
 		return 0, "", ErrBadName
+	}
+	if !ValidCmdID(id) {
+		return seq, id, ErrBadCmdID
 	}
 	return seq, id, nil
 }

@@ -38,6 +38,9 @@ func invalid(field, format string, args ...any) error {
 // ErrIncomplete may mean the writer has not finished.
 func ParseCommand(name string, data []byte) (*Command, error) {
 	seq, id, err := ParseCommandName(name)
+	if errors.Is(err, ErrBadCmdID) {
+		return nil, invalid("cmd_id", "%q in the file name is not 1-%d characters of [A-Za-z0-9._-]", id, MaxCmdIDLen)
+	}
 	if err != nil {
 		return nil, invalid("", "file name %q is not cmd_<seq>_<cmd_id>.json", name)
 	}

@@ -129,11 +129,11 @@ func (r *Runner) skipDone(name, qpath string) {
 // under the same name and moves the file to log/rejected/ for inspection.
 func (r *Runner) reject(e *pendingEntry, msg string) {
 	seq, id, err := protocol.ParseCommandName(e.name)
-	if err != nil {
+	if err != nil && !errors.Is(err, protocol.ErrBadCmdID) {
 		return
 	}
 	code := protocol.CodeInvalidRequest
-	if r.doneIDs[id] {
+	if err == nil && r.doneIDs[id] {
 		code = protocol.CodeDuplicateCmdID
 	}
 	ipath := r.path(rel(protocol.DirInflight, e.name))

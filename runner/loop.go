@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"os"
 	"syscall"
 	"time"
@@ -141,7 +142,7 @@ func (r *Runner) onSignal(sig os.Signal) {
 func (r *Runner) onChange(ch fsq.Change) {
 	switch ch.Dir {
 	case r.path(protocol.DirQueue):
-		if seq, _, err := protocol.ParseCommandName(ch.Name); err == nil {
+		if seq, ok := commandSeq(ch.Name); ok {
 			if r.pend.add(ch.Name, seq) {
 				r.stateDirty = true
 			}
@@ -179,7 +180,7 @@ func (r *Runner) fullScan() {
 		return
 	}
 	for _, name := range names {
-		if seq, _, err := protocol.ParseCommandName(name); err == nil {
+		if seq, ok := commandSeq(name); ok {
 			if r.pend.add(name, seq) {
 				r.stateDirty = true
 			}
@@ -226,4 +227,11 @@ func (r *Runner) waitExit(t *tool, d time.Duration) bool {
 			return false
 		}
 	}
+}
+
+// commandSeq reports whether name is meant as a command file (including one
+// with an unsafe cmd_id, which gets an error result) and its seq.
+func commandSeq(name string) (int64, bool) {
+	seq, _, err := protocol.ParseCommandName(name)
+	return seq, err == nil || errors.Is(err, protocol.ErrBadCmdID)
 }

@@ -1,0 +1,181 @@
+package runner
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// frameCommand feeds stream through a framer set up as the runner does for
+// a runner_inject command: discard until the begin line, capture until the
+// done line. It splits the stream at the given cut points.
+func frameCommand(t testing.TB, stream []byte, token string, cuts []int) (out []byte, d done, found bool) {
+	f := newFramer()
+	f.discard(func(l []byte) bool { return isBegin(l, token) })
+	begun := false
+	var buf bytes.Buffer
+	feed := func(b []byte) {
+		for len(b) > 0 && !found {
+			line, n := f.feed(b)
+			b = b[n:]
+			if line == nil {
+				continue
+			}
+			if !begun {
+				begun = true
+				f.capture("__SP_DONE__", func(l []byte) bool {
+					var ok bool
+					d, ok = matchDone(l, "__SP_DONE__", token)
+					return ok
+				}, true, func(p []byte) { buf.Write(p) })
+				continue
+			}
+			found = true
+		}
+	}
+	prev := 0
+	for _, c := range cuts {
+		feed(stream[prev:c])
+		prev = c
+	}
+	feed(stream[prev:])
+	return buf.Bytes(), d, found
+}
+
+func wrapStream(output string) string {
+	return "% \r\r\n__SP_BEGIN__ tok\r\r\n" + output + "\r\r\n__SP_DONE__ tok rc=0 v=NDI= vt=0\r\r\n% "
+}
+
+var framerCases = []struct {
+	name, stream, want string
+}{
+	{"empty", wrapStream(""), ""},
+	{"line", wrapStream("hello\r\r\n"), "hello\n"},
+	{"no trailing newline", wrapStream("hello"), "hello"},
+	{"blank lines kept", wrapStream("\r\n\r\na\r\n\r\n"), "\n\na\n\n"},
+	{"lone CR kept", wrapStream("50%\r100%\r\n"), "50%\r100%\n"},
+	{"other token is output", wrapStream("__SP_DONE__ other rc=0\r\n"), "__SP_DONE__ other rc=0\n"},
+	{"indented marker is output", wrapStream("  __SP_DONE__ tok rc=0\r\n"), "  __SP_DONE__ tok rc=0\n"},
+	{"prefix glued is output", wrapStream("__SP_DONE__tok rc=0\r\n"), "__SP_DONE__tok rc=0\n"},
+	{"marker mid-line is output", wrapStream("x __SP_DONE__ tok rc=0\r\n"), "x __SP_DONE__ tok rc=0\n"},
+	{"token prefix is output", wrapStream("__SP_DONE__ tok2 rc=0\r\n"), "__SP_DONE__ tok2 rc=0\n"},
+	{"underscore start", wrapStream("_x\r\n__\r\n"), "_x\n__\n"},
+	{"echo before begin ignored", "::__sp::src x __SP_DONE__ tok\r\n" + wrapStream("a\n"), "a\n"},
+	{"prompt glued to begin", "% % \r\r\n__SP_BEGIN__ tok\r\r\nout\r\r\n\r\r\n__SP_DONE__ tok rc=0\r\r\n", "out\n"},
+	{"utf8", wrapStream("héllo → wörld\r\n"), "héllo → wörld\n"},
+}
+
+func TestFramer(t *testing.T) {
+	for _, tc := range framerCases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, d, found := frameCommand(t, []byte(tc.stream), "tok", nil)
+			if !found {
+				t.Fatalf("marker not found in %q", tc.stream)
+			}
+			if string(out) != tc.want {
+				t.Errorf("output = %q, want %q", out, tc.want)
+			}
+			if !d.hasRC || d.rc != 0 {
+				t.Errorf("rc = %v %d, want 0", d.hasRC, d.rc)
+			}
+		})
+	}
+}
+
+// Every way of splitting the stream into reads gives the same output.
+func TestFramerSplitAnywhere(t *testing.T) {
+	for _, tc := range framerCases {
+		s := []byte(tc.stream)
+		for i := 0; i <= len(s); i++ {
+			for _, j := range []int{i, min(i+1, len(s)), min(i+7, len(s)), len(s)} {
+				out, _, found := frameCommand(t, s, "tok", []int{i, j})
+				if !found || string(out) != tc.want {
+					t.Fatalf("%s cut at %d,%d: found=%v out=%q want %q", tc.name, i, j, found, out, tc.want)
+				}
+			}
+		}
+	}
+}
+
+// A marker split over one-byte reads, after megabytes of output, is found,
+// and the framer's held-back state stays small.
+func TestFramerBoundedMemory(t *testing.T) {
+	body := strings.Repeat("0123456789abcdef_line\r\r\n", 200000) // ~4.8 MB
+	stream := []byte(wrapStream(body))
+	f := newFramer()
+	f.discard(func(l []byte) bool { return isBegin(l, "tok") })
+	var n int64
+	found := false
+	rng := rand.New(rand.NewPCG(1, 2))
+	for b := stream; len(b) > 0 && !found; {
+		k := min(len(b), 1+rng.IntN(5000))
+		chunk := b[:k]
+		b = b[k:]
+		for len(chunk) > 0 && !found {
+			line, used := f.feed(chunk)
+			chunk = chunk[used:]
+			if line == nil {
+				continue
+			}
+			if isBegin(line, "tok") {
+				f.capture("__SP_DONE__", func(l []byte) bool { _, ok := matchDone(l, "__SP_DONE__", "tok"); return ok },
+					true, func(p []byte) { n += int64(len(p)) })
+				continue
+			}
+			found = true
+		}
+		if cap(f.line) > maxMarkerLine+4096 {
+			t.Fatalf("held-back line grew to %d bytes", cap(f.line))
+		}
+	}
+	if !found {
+		t.Fatal("marker not found")
+	}
+	if want := int64(len(strings.ReplaceAll(body, "\r", ""))); n != want {
+		t.Fatalf("output %d bytes, want %d", n, want)
+	}
+}
+
+func TestMatchDone(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		ok   bool
+		rc   int
+		val  string
+	}{
+		{"P tok", true, 0, ""},
+		{"P tok rc=3", true, 3, ""},
+		{"P tok rc=1 v=Ym9vbQ== vt=1", true, 1, "boom"},
+		{"P tok rc=x", false, 0, ""},
+		{"P tok v=!!", false, 0, ""},
+		{"P tokx rc=0", false, 0, ""},
+		{"Ptok rc=0", false, 0, ""},
+		{"P  tok", false, 0, ""},
+	} {
+		d, ok := matchDone([]byte(tc.line), "P", "tok")
+		if ok != tc.ok || (ok && (d.rc != tc.rc || string(d.value) != tc.val)) {
+			t.Errorf("matchDone(%q) = %+v %v", tc.line, d, ok)
+		}
+	}
+}
+
+func FuzzFramer(f *testing.F) {
+	for _, tc := range framerCases {
+		f.Add([]byte(tc.stream), uint16(3))
+	}
+	f.Fuzz(func(t *testing.T, stream []byte, cut uint16) {
+		c := int(cut) % (len(stream) + 1)
+		whole, d1, f1 := frameCommand(t, stream, "tok", nil)
+		split, d2, f2 := frameCommand(t, stream, "tok", []int{c})
+		if f1 != f2 || !bytes.Equal(whole, split) || d1.rc != d2.rc {
+			t.Fatalf("split at %d changed the result: %v %q / %v %q", c, f1, whole, f2, split)
+		}
+		if bytes.Contains(whole, []byte("__SP_BEGIN__ tok\n")) && f1 {
+			// The begin line itself never reaches the output.
+			if bytes.HasPrefix(whole, []byte("__SP_BEGIN__ tok\n")) {
+				t.Fatalf("begin line leaked: %q", whole)
+			}
+		}
+	})
+}

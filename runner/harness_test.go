@@ -1,0 +1,434 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// longWait bounds every wait in these tests. It is an anti-hang guard, not
+// a timing assertion: a healthy run is far below it even on a slow machine.
+const longWait = 90 * time.Second
+
+var runnerBin string // built once in TestMain for tests that need a process
+
+func TestMain(m *testing.M) {
+	if _, err := exec.LookPath("tclsh"); err != nil {
+		fmt.Fprintln(os.Stderr, "tclsh is required (apt-get install tcl)")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "runnerbin")
+	if err != nil {
+		panic(err)
+	}
+	runnerBin = filepath.Join(dir, "runner")
+	out, err := exec.Command("go", "build", "-o", runnerBin, "github.com/skillpilot/skillpilot/cmd/runner").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build runner: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// testWriter sends log lines to t.Log, so they show only on failure.
+type testWriter struct {
+	mu sync.Mutex
+	t  testing.TB
+	on bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.on {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// harness runs a Runner in-process on a temporary session.
+type harness struct {
+	t    testing.TB
+	dir  string
+	cfg  Config
+	r    *Runner
+	errc chan error
+	sigs chan os.Signal
+	seq  int64
+	logw *testWriter
+}
+
+func fakeEDA(t testing.TB) []string {
+	if _, err := exec.LookPath("expect"); err != nil {
+		t.Skip("expect is not installed (apt-get install expect)")
+	}
+	p, err := filepath.Abs("../testdata/fake_eda.exp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{p}
+}
+
+func newHarness(t testing.TB, mods ...func(*Config)) *harness {
+	t.Helper()
+	h := &harness{t: t, dir: filepath.Join(t.TempDir(), "sess"), errc: make(chan error, 1), sigs: make(chan os.Signal, 2)}
+	h.logw = &testWriter{t: t, on: true}
+	h.cfg = Config{
+		Session: h.dir, Heartbeat: 100 * time.Millisecond, Poll: 200 * time.Millisecond,
+		KillGrace: time.Second, ParseGrace: 500 * time.Millisecond, ResyncWait: 3 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(h.logw, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, m := range mods {
+		m(&h.cfg)
+	}
+	if err := makeLayout(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.shutdown()
+		h.logw.mu.Lock()
+		h.logw.on = false
+		h.logw.mu.Unlock()
+	})
+	return h
+}
+
+// start opens the runner and runs it in a goroutine.
+func (h *harness) start() *harness {
+	h.t.Helper()
+	r, err := Open(h.cfg)
+	if err != nil {
+		h.t.Fatalf("Open: %v", err)
+	}
+	h.r = r
+	go func() { h.errc <- r.Run(context.Background(), h.sigs) }()
+	return h
+}
+
+func (h *harness) shutdown() {
+	if h.r == nil {
+		return
+	}
+	_ = os.WriteFile(filepath.Join(h.dir, protocol.FileStop), []byte(`{"mode":"force"}`), 0o600)
+	h.waitExit()
+	h.checkNoOrphans()
+}
+
+// waitExit waits for Run to return.
+func (h *harness) waitExit() error {
+	h.t.Helper()
+	if h.r == nil {
+		return nil
+	}
+	select {
+	case err := <-h.errc:
+		h.r = nil
+		return err
+	case <-time.After(longWait):
+		h.t.Fatal("runner did not exit")
+		return nil
+	}
+}
+
+// stop asks for a stop through ctl/stop.json and waits for the exit.
+func (h *harness) stop(mode protocol.StopMode) {
+	h.t.Helper()
+	h.writeFile(protocol.FileStop, fmt.Sprintf(`{"mode":%q}`, mode))
+	if err := h.waitExit(); err != nil {
+		h.t.Fatalf("Run: %v", err)
+	}
+	h.checkNoOrphans()
+}
+
+func (h *harness) writeFile(rel, content string) {
+	h.t.Helper()
+	p := filepath.Join(h.dir, rel)
+	if err := fsq.WriteAtomic(p, []byte(content), 0o600, fsq.Volatile); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// submit writes a command atomically and returns its file name.
+func (h *harness) submit(payload string, mods ...func(*protocol.Command)) string {
+	h.t.Helper()
+	h.seq++
+	c := protocol.Command{CmdID: fmt.Sprintf("c%d", h.seq), Seq: h.seq, Kind: protocol.KindTcl, Payload: payload}
+	if h.cfg.Kind == protocol.KindSh {
+		c.Kind = protocol.KindSh
+	}
+	for _, m := range mods {
+		m(&c)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	name := protocol.CommandName(c.Seq, c.CmdID)
+	h.writeFile(rel(protocol.DirQueue, name), string(b))
+	return name
+}
+
+// result waits for result/<name> and decodes it.
+func (h *harness) result(name string) protocol.Result {
+	h.t.Helper()
+	p := filepath.Join(h.dir, protocol.DirResult, name)
+	deadline := time.Now().Add(longWait)
+	for {
+		b, err := os.ReadFile(p)
+		if err == nil {
+			var res protocol.Result
+			if err := json.Unmarshal(b, &res); err != nil {
+				h.t.Fatalf("result %s: %v\n%s", name, err, b)
+			}
+			validateFile(h.t, "result.json", b)
+			return res
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no result for %s", name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) output(name string) string {
+	h.t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.dir, protocol.DirOutput, protocol.OutputName(name)))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func (h *harness) state() protocol.State {
+	h.t.Helper()
+	var st protocol.State
+	b, err := os.ReadFile(filepath.Join(h.dir, protocol.FileState))
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+// waitFor polls cond until it holds (bounded by longWait).
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(longWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (h *harness) events() []protocol.Event {
+	h.t.Helper()
+	return readEvents(h.t, h.dir)
+}
+
+func readEvents(t testing.TB, dir string) []protocol.Event {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, protocol.FileMeta))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []protocol.Event
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		validateFile(t, "event.json", []byte(line))
+		var e protocol.Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("meta.log line %q: %v", line, err)
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+func countEvents(evs []protocol.Event, name string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Event == name {
+			n++
+		}
+	}
+	return n
+}
+
+// toolPIDs lists every tool process the session started.
+func toolPIDs(t testing.TB, dir string) []int {
+	var pids []int
+	for _, e := range readEvents(t, dir) {
+		if e.Event == protocol.EvToolStart {
+			if f, ok := e.Detail["tool_pid"].(float64); ok {
+				pids = append(pids, int(f))
+			}
+		}
+	}
+	return pids
+}
+
+// checkNoOrphans fails if any process of any tool's process group is still
+// alive (zombies of init are not ours to reap and are ignored).
+func (h *harness) checkNoOrphans() {
+	h.t.Helper()
+	checkNoOrphans(h.t, h.dir)
+}
+
+func checkNoOrphans(t testing.TB, dir string) {
+	t.Helper()
+	groups := map[int]bool{}
+	for _, p := range toolPIDs(t, dir) {
+		groups[p] = true
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		alive := livingInGroups(groups)
+		if len(alive) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphaned tool processes still alive: %v", alive)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func livingInGroups(groups map[int]bool) []string {
+	ents, _ := os.ReadDir("/proc")
+	var alive []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		pgid, _ := strconv.Atoi(f[2])
+		if groups[pgid] {
+			alive = append(alive, fmt.Sprintf("%d(pgid %d, %s)", pid, pgid, f[0]))
+		}
+	}
+	return alive
+}
+
+// invariants checks the session tree after the runner stopped: nothing in
+// inflight/, no temp files, and every result matches a command name.
+func invariants(t testing.TB, dir string) {
+	t.Helper()
+	for _, d := range []string{protocol.DirInflight} {
+		names, _ := readNames(filepath.Join(dir, d))
+		if len(names) != 0 {
+			t.Errorf("%s/ not empty after stop: %v", d, names)
+		}
+	}
+	for _, d := range []string{protocol.DirResult, protocol.DirState} {
+		names, _ := readNames(filepath.Join(dir, d))
+		for _, n := range names {
+			if strings.HasPrefix(n, ".") {
+				t.Errorf("temp file left: %s/%s", d, n)
+			}
+		}
+	}
+	results, _ := readNames(filepath.Join(dir, protocol.DirResult))
+	queued, _ := readNames(filepath.Join(dir, protocol.DirQueue))
+	inQueue := map[string]bool{}
+	for _, q := range queued {
+		inQueue[q] = true
+	}
+	for _, r := range results {
+		if inQueue[r] {
+			t.Errorf("%s is both queued and done", r)
+		}
+	}
+}
+
+// withKind and friends modify commands in submit.
+func withTimeout(s float64) func(*protocol.Command) { return func(c *protocol.Command) { c.TimeoutS = s } }
+func withPolicy(p protocol.CancelPolicy) func(*protocol.Command) {
+	return func(c *protocol.Command) { c.CancelPolicy = p }
+}
+
+// runnerProc is the runner as a separate process.
+type runnerProc struct {
+	cmd    *exec.Cmd
+	stderr *strings.Builder
+	done   chan error
+}
+
+func startRunnerProc(t testing.TB, args ...string) *runnerProc {
+	t.Helper()
+	p := &runnerProc{cmd: exec.Command(runnerBin, args...), stderr: &strings.Builder{}, done: make(chan error, 1)}
+	p.cmd.Stderr = &lockedWriter{w: p.stderr}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		p.done <- nil
+	})
+	return p
+}
+
+func (p *runnerProc) wait(t testing.TB) int {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(longWait):
+		t.Fatalf("runner process did not exit; stderr:\n%s", p.stderr)
+		return -1
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
