@@ -219,14 +219,20 @@ func (h *harness) output(name string) string {
 func (h *harness) state() protocol.State {
 	h.t.Helper()
 	var st protocol.State
-	b, err := os.ReadFile(filepath.Join(h.dir, protocol.FileState))
-	if err == nil {
-		err = json.Unmarshal(b, &st)
+	deadline := time.Now().Add(longWait)
+	for {
+		b, err := os.ReadFile(filepath.Join(h.dir, protocol.FileState))
+		if err == nil {
+			if err := json.Unmarshal(b, &st); err != nil {
+				h.t.Fatalf("state.json: %v", err)
+			}
+			return st
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return st
 }
 
 // waitFor polls cond until it holds (bounded by longWait).
@@ -373,7 +379,9 @@ func invariants(t testing.TB, dir string) {
 }
 
 // withKind and friends modify commands in submit.
-func withTimeout(s float64) func(*protocol.Command) { return func(c *protocol.Command) { c.TimeoutS = s } }
+func withTimeout(s float64) func(*protocol.Command) {
+	return func(c *protocol.Command) { c.TimeoutS = s }
+}
 func withPolicy(p protocol.CancelPolicy) func(*protocol.Command) {
 	return func(c *protocol.Command) { c.CancelPolicy = p }
 }
@@ -432,3 +440,9 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 }
 
 func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func jsonUnmarshal(b []byte, v any) {
+	if err := json.Unmarshal(b, v); err != nil {
+		panic(err)
+	}
+}

@@ -1,0 +1,183 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCommandNames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seq  int64
+		id   string
+		err  error
+	}{
+		{"cmd_0000000001_abc.json", 1, "abc", nil},
+		{"cmd_1_550e8400-e29b-41d4-a716-446655440000.json", 1, "550e8400-e29b-41d4-a716-446655440000", nil},
+		{"cmd_42_a_b.c-d.json", 42, "a_b.c-d", nil},
+		{"cmd_7_a b.json", 7, "a b", ErrBadCmdID},
+		{"cmd_1_abc.json.tmp", 0, "", ErrBadName},
+		{".cmd_1_abc.json", 0, "", ErrBadName},
+		{"cmd__abc.json", 0, "", ErrBadName},
+		{"cmd_x_abc.json", 0, "", ErrBadName},
+		{"cmd_1_.json", 0, "", ErrBadName},
+		{"cmd_1_abc", 0, "", ErrBadName},
+		{"cmd_-1_abc.json", 0, "", ErrBadName},
+		{"cmd_1234567890123456789_a.json", 0, "", ErrBadName},
+		{"cmd_1_...json", 1, "..", ErrBadCmdID},
+	} {
+		seq, id, err := ParseCommandName(tc.name)
+		if !errors.Is(err, tc.err) || (tc.err != ErrBadName && (seq != tc.seq || id != tc.id)) {
+			t.Errorf("ParseCommandName(%q) = %d %q %v", tc.name, seq, id, err)
+		}
+	}
+	// Formatting round-trips and sorts numerically.
+	a, b := CommandName(9, "x"), CommandName(10, "x")
+	if a >= b {
+		t.Errorf("%s sorts after %s", a, b)
+	}
+	if seq, id, err := ParseCommandName(b); err != nil || seq != 10 || id != "x" {
+		t.Errorf("round trip: %d %s %v", seq, id, err)
+	}
+	if OutputName(a) != "cmd_0000000009_x.out" {
+		t.Errorf("OutputName %s", OutputName(a))
+	}
+}
+
+var commandCases = []struct {
+	name, file, body, err string
+}{
+	{"ok", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"puts 1"}`, ""},
+	{"seed example", "cmd_1_550e8400-e29b-41d4-a716-446655440000.json", `{"cmd_id":"550e8400-e29b-41d4-a716-446655440000","seq":1,"kind":"tcl","payload":"puts 'Hello World'\n","timeout_s":60,"cancel_policy":"ctrl_c","marker":{"prefix":"__SP_DONE__","token":"550e8400-e29b-41d4-a716-446655440000","mode":"runner_inject"}}`, ""},
+	{"sh", "cmd_2_b.json", `{"cmd_id":"b","seq":2,"kind":"sh","payload":"ls"}`, ""},
+	{"missing kind", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"payload":"x"}`, "kind: required"},
+	{"not object", "cmd_1_a.json", `[1,2]`, "must be a JSON object"},
+	{"truncated", "cmd_1_a.json", `{"cmd_id":"a","se`, "not valid JSON"},
+	{"negative timeout", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x","timeout_s":-1}`, "timeout_s"},
+	{"bad marker mode", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x","marker":{"mode":"guess"}}`, "marker.mode"},
+	{"bad token", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x","marker":{"token":"a b"}}`, "marker.token"},
+	{"name mismatch", "cmd_2_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x"}`, "seq: is 1"},
+}
+
+func TestParseCommand(t *testing.T) {
+	for _, tc := range commandCases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ParseCommand(tc.file, []byte(tc.body))
+			if tc.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.CancelPolicy == "" || c.Marker == nil || c.Marker.Token == "" || c.Marker.Prefix != DefaultMarkerPrefix {
+					t.Errorf("defaults not filled: %+v %+v", c, c.Marker)
+				}
+				return
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("err = %v, want %q", err, tc.err)
+			}
+		})
+	}
+	_, err := ParseCommand("cmd_1_a.json", []byte(`{"cmd_id":"a"`))
+	if !errors.Is(err, ErrIncomplete) {
+		t.Errorf("truncated JSON must be ErrIncomplete: %v", err)
+	}
+}
+
+func FuzzParseCommand(f *testing.F) {
+	for _, tc := range commandCases {
+		f.Add(tc.file, []byte(tc.body))
+	}
+	f.Fuzz(func(t *testing.T, name string, body []byte) {
+		c, err := ParseCommand(name, body)
+		if err != nil {
+			var ve *ValidationError
+			if !errors.As(err, &ve) || ve.Error() == "" {
+				t.Fatalf("error is not a ValidationError with a message: %v", err)
+			}
+			return
+		}
+		// Whatever parses must be a valid command whose name round-trips.
+		if err := c.Validate(); err != nil {
+			t.Fatalf("parsed command fails validation: %v", err)
+		}
+		seq, id, err := ParseCommandName(name)
+		if err != nil || seq != c.Seq || id != c.CmdID {
+			t.Fatalf("name %q does not match %d %q", name, c.Seq, c.CmdID)
+		}
+		if _, err := json.Marshal(c); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func FuzzParseCommandName(f *testing.F) {
+	f.Add("cmd_1_a.json")
+	f.Add("cmd_0000000001_x-y.json")
+	f.Fuzz(func(t *testing.T, name string) {
+		seq, id, err := ParseCommandName(name)
+		if err != nil {
+			return
+		}
+		if !ValidCmdID(id) || seq < 0 {
+			t.Fatalf("%q parsed to %d %q", name, seq, id)
+		}
+		if s2, id2, err := ParseCommandName(CommandName(seq, id)); err != nil || s2 != seq || id2 != id {
+			t.Fatalf("round trip of %q failed", name)
+		}
+	})
+}
+
+func TestTime(t *testing.T) {
+	for _, in := range []string{`"1707221123456"`, `1707221123456`, `"2024-02-06T12:05:23.456Z"`, `"2024-02-06T13:05:23.456+01:00"`} {
+		var tm Time
+		if err := json.Unmarshal([]byte(in), &tm); err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if tm.UnixMilli() != 1707221123456 {
+			t.Errorf("%s = %v", in, tm.UnixMilli())
+		}
+	}
+	var tm Time
+	if err := json.Unmarshal([]byte(`"yesterday"`), &tm); err == nil {
+		t.Error("accepted garbage")
+	}
+	b, _ := json.Marshal(Time{time.UnixMilli(1707221123456)})
+	if string(b) != `"2024-02-06T12:05:23.456Z"` {
+		t.Errorf("marshal %s", b)
+	}
+	b, _ = json.Marshal(Time{})
+	if string(b) != "null" {
+		t.Errorf("zero %s", b)
+	}
+}
+
+func TestControlFiles(t *testing.T) {
+	if c, err := ParseCancel(nil); err != nil || c.Scope != ScopeCurrent {
+		t.Errorf("empty cancel: %+v %v", c, err)
+	}
+	if c, err := ParseCancel([]byte("garbage")); err == nil || c.Scope != ScopeCurrent {
+		t.Errorf("garbage cancel: %+v %v", c, err)
+	}
+	if c, _ := ParseCancel([]byte(`{"cmd_id":"x"}`)); c.Scope != ScopeCmdID {
+		t.Errorf("cmd_id without scope: %+v", c)
+	}
+	if c, _ := ParseCancel([]byte(`{"scope":"current","cmd_id":null,"ts":"1707221123456"}`)); c.Scope != ScopeCurrent {
+		t.Errorf("seed example: %+v", c)
+	}
+	if s, err := ParseStop([]byte("\n")); err != nil || s.Mode != StopGraceful {
+		t.Errorf("empty stop: %+v %v", s, err)
+	}
+	if s, _ := ParseStop([]byte(`{"mode":"force"}`)); s.Mode != StopForce {
+		t.Errorf("force: %+v", s)
+	}
+	if _, err := ParseLease([]byte(`{"lease_id":"x"}`)); err == nil {
+		t.Error("lease without expiry accepted")
+	}
+	if l, err := ParseLease([]byte(`{"lease_id":"x","expires_at":"1707221123456","owner":"m"}`)); err != nil || l.ExpiresAt.UnixMilli() != 1707221123456 {
+		t.Errorf("seed lease: %+v %v", l, err)
+	}
+}
