@@ -147,10 +147,10 @@ func markerWord(s string) bool {
 // ParseCancel decodes ctl/cancel.json. Empty or whitespace-only content is a
 // request to cancel the current command.
 func ParseCancel(data []byte) (CancelRequest, error) {
-	req := CancelRequest{Scope: ScopeCurrent}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return req, nil
+		return CancelRequest{Scope: ScopeCurrent}, nil
 	}
+	var req CancelRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return CancelRequest{Scope: ScopeCurrent}, invalid("", "cancel.json is not valid JSON: %v", err)
 	}
@@ -174,10 +174,10 @@ func ParseCancel(data []byte) (CancelRequest, error) {
 
 // ParseStop decodes ctl/stop.json. Empty content means graceful.
 func ParseStop(data []byte) (StopRequest, error) {
-	req := StopRequest{Mode: StopGraceful}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return req, nil
+		return StopRequest{Mode: StopGraceful}, nil
 	}
+	var req StopRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return StopRequest{Mode: StopGraceful}, invalid("", "stop.json is not valid JSON: %v", err)
 	}

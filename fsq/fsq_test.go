@@ -1,0 +1,237 @@
+package fsq
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("FSQ_CLAIM_HELPER") != "" {
+		claimHelper()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// claimHelper claims every file it can from $SRC into $DST/<name> and
+// prints the names it won.
+func claimHelper() {
+	src, dst := os.Getenv("SRC"), os.Getenv("DST")
+	for {
+		f, _ := os.Open(src)
+		names, _ := f.Readdirnames(-1)
+		f.Close()
+		if len(names) == 0 {
+			return
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			ok, err := Claim(filepath.Join(src, n), filepath.Join(dst, n))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			if ok {
+				fmt.Println(n)
+			}
+		}
+	}
+}
+
+// Several processes race to claim the same files by rename: each file is
+// won by exactly one of them, and losing is not an error.
+func TestClaimRaceBetweenProcesses(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "queue"), filepath.Join(dir, "inflight")
+	os.Mkdir(src, 0o700)
+	os.Mkdir(dst, 0o700)
+	const files, procs = 2000, 4
+	for i := 0; i < files; i++ {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%05d", i)), []byte("x"), 0o600)
+	}
+	var outs []*bytes.Buffer
+	var cmds []*exec.Cmd
+	for p := 0; p < procs; p++ {
+		c := exec.Command(os.Args[0], "-test.run=^$")
+		c.Env = append(os.Environ(), "FSQ_CLAIM_HELPER=1", "SRC="+src, "DST="+dst)
+		b := &bytes.Buffer{}
+		c.Stdout, c.Stderr = b, os.Stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		outs, cmds = append(outs, b), append(cmds, c)
+	}
+	won := map[string]int{}
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("helper: %v", err)
+		}
+		for _, n := range strings.Fields(outs[i].String()) {
+			won[n]++
+		}
+	}
+	if len(won) != files {
+		t.Fatalf("%d files claimed, want %d", len(won), files)
+	}
+	for n, c := range won {
+		if c != 1 {
+			t.Errorf("%s claimed %d times", n, c)
+		}
+	}
+}
+
+func TestClaimLostRace(t *testing.T) {
+	dir := t.TempDir()
+	ok, err := Claim(filepath.Join(dir, "gone"), filepath.Join(dir, "x"))
+	if ok || err != nil {
+		t.Fatalf("claim of a missing file: %v %v", ok, err)
+	}
+}
+
+// A reader polling the file while it is replaced never sees a mix.
+func TestWriteAtomicNeverPartial(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "state.json")
+	a, b := bytes.Repeat([]byte("a"), 1<<16), bytes.Repeat([]byte("b"), 1<<17)
+	WriteAtomic(p, a, 0o600, Durable)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 200; i++ {
+			d := []Durability{Durable, FileSynced, Volatile}[i%3]
+			if err := WriteAtomic(p, [][]byte{a, b}[i%2], 0o600, d); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			names, _ := os.ReadDir(dir)
+			if len(names) != 1 {
+				t.Errorf("temp files left: %v", names)
+			}
+			return
+		default:
+		}
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, a) && !bytes.Equal(got, b) {
+			t.Fatalf("read a partial file of %d bytes", len(got))
+		}
+	}
+}
+
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	os.WriteFile(p, []byte("hello"), 0o600)
+	if b, _, err := ReadFile(p, 5); err != nil || string(b) != "hello" {
+		t.Fatalf("%q %v", b, err)
+	}
+	if _, _, err := ReadFile(p, 4); err != ErrTooLarge {
+		t.Fatalf("limit: %v", err)
+	}
+	os.Symlink(p, filepath.Join(dir, "l"))
+	if _, _, err := ReadFile(filepath.Join(dir, "l"), 100); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Fatalf("symlink: %v", err)
+	}
+	if _, _, err := ReadFile(dir, 100); err == nil {
+		t.Fatal("a directory was read")
+	}
+}
+
+// Corruptions of the log's tail, each repaired at open.
+func TestLogRepair(t *testing.T) {
+	good := "{\"a\":1}\n{\"a\":2}\n"
+	for _, tc := range []struct {
+		name, content, want, torn string
+	}{
+		{"clean", good, good, ""},
+		{"empty", "", "", ""},
+		{"torn line", good + "{\"a\":", good, "{\"a\":"},
+		{"garbage terminated", good + "{\"a\n", good, "{\"a\n"},
+		{"only torn", "{\"a", "", "{\"a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "meta.log")
+			os.WriteFile(p, []byte(tc.content), 0o600)
+			l, torn, err := OpenLog(p, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(torn) != tc.torn {
+				t.Errorf("torn = %q, want %q", torn, tc.torn)
+			}
+			if err := l.Append(map[string]int{"a": 3}); err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			got, _ := os.ReadFile(p)
+			if want := tc.want + "{\"a\":3}\n"; string(got) != want {
+				t.Errorf("log = %q, want %q", got, want)
+			}
+			// Reopening a repaired log changes nothing.
+			l, torn, _ = OpenLog(p, true)
+			l.Close()
+			if len(torn) != 0 {
+				t.Errorf("second open repaired %q", torn)
+			}
+		})
+	}
+}
+
+func TestWatchInotifyAndPoll(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, inotify := range []bool{true, false} {
+		t.Run("inotify="+strconv.FormatBool(inotify), func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w := Watch(ctx, []string{dir}, 50*time.Millisecond, inotify, log)
+			if w.Inotify != inotify {
+				t.Fatalf("Inotify = %v", w.Inotify)
+			}
+			os.WriteFile(filepath.Join(dir, "x"), nil, 0o600)
+			deadline := time.After(30 * time.Second)
+			for {
+				select {
+				case c := <-w.Changes:
+					if !inotify {
+						t.Fatal("a change without inotify")
+					}
+					if c.Name == "x" && c.Dir == dir {
+						return
+					}
+				case <-w.Rescan:
+					if !inotify {
+						return
+					}
+				case <-deadline:
+					t.Fatal("no notification")
+				}
+			}
+		})
+	}
+}
+
+func TestFSType(t *testing.T) {
+	name, network, err := FSType(t.TempDir())
+	if err != nil || name == "" || network {
+		t.Fatalf("%s %v %v", name, network, err)
+	}
+}
