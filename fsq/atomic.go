@@ -33,11 +33,7 @@ const (
 func WriteAtomic(path string, data []byte, perm os.FileMode, d Durability) error {
 	dir := filepath.Dir(path)
 	if d == Volatile {
-		tmp := filepath.Join(dir, "."+filepath.Base(path)+".tmp")
-		if err := os.WriteFile(tmp, data, perm); err != nil {
-			return err
-		}
-		return os.Rename(tmp, path)
+		return writeVolatile(dir, path, data, perm)
 	}
 	if err := renameio.WriteFile(path, data, perm, renameio.WithTempDir(dir)); err != nil {
 		return err
@@ -129,3 +125,26 @@ var (
 	ErrNotRegular = errors.New("fsq: not a regular file")
 	ErrTooLarge   = errors.New("fsq: file too large")
 )
+
+// writeVolatile is tmp + rename without fsync. The temp name is unique so
+// that concurrent writers (masters on several hosts) never share one.
+func writeVolatile(dir, path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name()) // Best effort: a leftover dot-file is ignored by readers.
+	}
+	return err
+}

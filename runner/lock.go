@@ -22,6 +22,12 @@ import (
 func (r *Runner) acquire() error {
 	r.lock = flock.New(r.path(protocol.FileLock))
 	locked, err := r.lock.TryLock()
+	// A master probing liveness holds a shared lock for microseconds:
+	// retry briefly before concluding that a runner holds it.
+	for i := 0; i < 10 && !locked && err == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+		locked, err = r.lock.TryLock()
+	}
 	if err != nil {
 		r.log.Warn("flock unavailable on this filesystem; relying on the heartbeat", "err", err)
 	}

@@ -1,0 +1,10 @@
+// Package master is the client side of the SkillPilot file protocol: it
+// submits commands into a session directory, waits for their results,
+// cancels, stops, reads and follows output, and keeps the runner's lease
+// alive. It talks to the runner only through files (see PROTOCOL.md), so it
+// works from another host over a shared filesystem, and it interoperates
+// with the Python and Tcl masters in master/python and master/tcl.
+//
+// A Session is safe for concurrent use by multiple goroutines; several
+// processes (and hosts) may submit to one session at once.
+package master

@@ -1,0 +1,167 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// Output reads up to n bytes (n <= 0: all) of the command's output file
+// from byte offset off. While the command runs the file grows (the runner
+// flushes it at least once per heartbeat); offsets are stable.
+func (c *Command) Output(off, n int64) ([]byte, error) {
+	f, err := os.Open(c.s.path(protocol.DirOutput + "/" + protocol.OutputName(c.Name)))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil, err
+	}
+	var r io.Reader = f
+	if n > 0 {
+		r = io.LimitReader(f, n)
+	}
+	return io.ReadAll(r)
+}
+
+// Follow copies the command's output to w from offset off as it is
+// produced, until the command has a result (then the rest is copied) or ctx
+// ends. It returns the offset reached.
+func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, error) {
+	wake, stop := c.s.watch(ctx, protocol.DirResult)
+	defer stop()
+	for {
+		done, _ := c.Result()
+		b, err := c.Output(off, 0)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return off, err
+		}
+		if len(b) > 0 {
+			if _, err := w.Write(b); err != nil {
+				return off, err
+			}
+			off += int64(len(b))
+		}
+		if done != nil {
+			return off, nil
+		}
+		select {
+		case <-ctx.Done():
+			return off, ctxErr(ctx)
+		case <-wake:
+		}
+	}
+}
+
+// SpoolSize returns the current size of log/session.out.
+func (s *Session) SpoolSize() (int64, error) {
+	fi, err := os.Stat(s.path(protocol.FileSpool))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// Tail copies log/session.out from cursor from to w. With follow it keeps
+// copying new bytes until ctx ends. It returns the cursor after the last
+// byte copied; give it back to resume.
+func (s *Session) Tail(ctx context.Context, w io.Writer, from int64, follow bool) (int64, error) {
+	f, err := os.Open(s.path(protocol.FileSpool))
+	if err != nil {
+		return from, err
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	t := time.NewTicker(s.PollInterval)
+	defer t.Stop()
+	for {
+		n, err := f.ReadAt(buf, from)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return from, werr
+			}
+			from += int64(n)
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return from, err
+		}
+		if !follow {
+			return from, nil
+		}
+		select {
+		case <-ctx.Done():
+			return from, nil
+		case <-t.C:
+		}
+	}
+}
+
+// Match is what WaitFor found.
+type Match struct {
+	// Start and End are spool offsets of the match; Text is its bytes.
+	Start, End int64
+	Text       string
+	// ResumeCursor is where the next WaitFor starts: End on a match, the
+	// spool size when the wait timed out. It never moves backwards.
+	ResumeCursor int64 `json:"resume_cursor"`
+}
+
+// MaxMatchLen bounds what WaitFor keeps between reads: a match longer than
+// this that arrives in pieces may be missed. Matches within one read of the
+// spool are always found.
+const MaxMatchLen = 64 << 10
+
+// WaitFor waits until pattern matches the spool (log/session.out) at or
+// after cursor from, following the cursor rules of the PTY data model:
+// one cursor; the first match at or after from is returned, never a later
+// one; on a match ResumeCursor is the end of the match; when ctx ends
+// first it returns ErrWaitTimeout with ResumeCursor = the spool size then.
+func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int64) (Match, error) {
+	var buf []byte
+	bufStart, readAt := from, from
+	t := time.NewTicker(s.PollInterval / 2)
+	defer t.Stop()
+	chunk := make([]byte, 64<<10)
+	for {
+		f, err := os.Open(s.path(protocol.FileSpool))
+		if err == nil {
+			for {
+				n, rerr := f.ReadAt(chunk, readAt)
+				buf = append(buf, chunk[:n]...)
+				readAt += int64(n)
+				if n == 0 || rerr != nil {
+					break
+				}
+			}
+			f.Close()
+		}
+		if loc := pattern.FindIndex(buf); loc != nil {
+			m := Match{Start: bufStart + int64(loc[0]), End: bufStart + int64(loc[1]), Text: string(buf[loc[0]:loc[1]])}
+			m.ResumeCursor = m.End
+			return m, nil
+		}
+		if over := len(buf) - MaxMatchLen; over > 0 {
+			buf = append(buf[:0], buf[over:]...)
+			bufStart += int64(over)
+		}
+		select {
+		case <-ctx.Done():
+			size := readAt
+			if sz, err := s.SpoolSize(); err == nil && sz > size {
+				size = sz
+			}
+			return Match{ResumeCursor: max(size, from)}, ErrWaitTimeout
+		case <-t.C:
+		}
+	}
+}

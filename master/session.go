@@ -1,0 +1,291 @@
+package master
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// Session is a handle on a session directory.
+type Session struct {
+	dir   string
+	owner string
+	// PollInterval is how often waits re-check files when no inotify
+	// event arrives (the only mechanism on network filesystems).
+	PollInterval time.Duration
+
+	mu      sync.Mutex // guards lastHB
+	lastHB  hbSeen
+	watchMu sync.Mutex
+}
+
+type hbSeen struct {
+	counter int64
+	at      time.Time // our clock, when counter was first seen
+}
+
+// Open returns a handle on the session in dir. It fails with
+// ErrSessionMissing if dir has no queue/ directory.
+func Open(dir string) (*Session, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(filepath.Join(abs, protocol.DirQueue)); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s", ErrSessionMissing, dir)
+	}
+	host, _ := os.Hostname()
+	s := &Session{dir: abs, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
+	if _, err := os.Stat(filepath.Join(abs, protocol.DirSeq)); err != nil {
+		_ = os.MkdirAll(filepath.Join(abs, protocol.DirSeq), 0o700) // A session made by an older runner.
+	}
+	return s, nil
+}
+
+// Dir returns the session directory.
+func (s *Session) Dir() string { return s.dir }
+
+func (s *Session) path(rel string) string { return filepath.Join(s.dir, rel) }
+
+// SubmitOptions are the optional fields of a command.
+type SubmitOptions struct {
+	Kind         protocol.Kind         // default tcl
+	Timeout      time.Duration         // 0: the runner's default
+	CancelPolicy protocol.CancelPolicy // default ctrl_c
+	CmdID        string                // default: a new time-ordered id
+	Marker       *protocol.Marker      // default: runner_inject with the cmd_id as token
+}
+
+// Command is a submitted command.
+type Command struct {
+	s    *Session
+	ID   string
+	Seq  int64
+	Name string // cmd_<seq>_<cmd_id>.json
+}
+
+// Submit allocates a seq (see allocSeq), writes the command atomically
+// into queue/ and returns its handle.
+func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions) (*Command, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := protocol.Command{
+		ProtocolVersion: protocol.Version, CmdID: opts.CmdID, Kind: opts.Kind, Payload: payload,
+		TimeoutS: opts.Timeout.Seconds(), CancelPolicy: opts.CancelPolicy, Marker: opts.Marker,
+		SubmittedAt: protocol.Now(), Submitter: s.owner,
+	}
+	if c.CmdID == "" {
+		c.CmdID = NewCmdID()
+	}
+	if c.Kind == "" {
+		c.Kind = protocol.KindTcl
+	}
+	if err := c.Validate(); err != nil {
+		return nil, usageErr("%v", err)
+	}
+	seq, err := allocSeq(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	c.Seq = seq
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	name := protocol.CommandName(seq, c.CmdID)
+	// Not fsynced: a command lost to a machine crash before the runner saw
+	// it was never acknowledged by a result.
+	if err := fsq.WriteAtomic(s.path(filepath.Join(protocol.DirQueue, name)), b, 0o600, fsq.Volatile); err != nil {
+		return nil, fmt.Errorf("master: write command: %w", err)
+	}
+	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
+}
+
+// NewCmdID returns a new cmd_id: a UUID version 7 (time-ordered, random).
+func NewCmdID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // Never fails on Linux.
+	ms := uint64(time.Now().UnixMilli())
+	for i := 0; i < 6; i++ {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	b[6] = b[6]&0x0f | 0x70
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// Command returns a handle on an existing command by cmd_id, looking for
+// its file in queue/, inflight/ and result/.
+func (s *Session) Command(cmdID string) (*Command, error) {
+	if !protocol.ValidCmdID(cmdID) {
+		return nil, usageErr("invalid cmd_id %q", cmdID)
+	}
+	for _, d := range []string{protocol.DirResult, protocol.DirInflight, protocol.DirQueue} {
+		names, err := readNames(s.path(d))
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			if seq, id, err := protocol.ParseCommandName(n); err == nil && id == cmdID {
+				return &Command{s: s, ID: id, Seq: seq, Name: n}, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("master: no command %q in this session: %w", cmdID, os.ErrNotExist)
+}
+
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// Result returns the command's result if it exists (nil, nil if not yet).
+func (c *Command) Result() (*protocol.Result, error) {
+	b, err := os.ReadFile(c.s.path(filepath.Join(protocol.DirResult, c.Name)))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r protocol.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("master: result %s: %w", c.Name, err)
+	}
+	return &r, nil
+}
+
+// Wait returns the command's result as soon as it appears. A result whose
+// status is not ok comes with a *ResultError; ctx's end gives
+// ErrWaitTimeout (deadline) or ctx.Err() (cancelled).
+func (c *Command) Wait(ctx context.Context) (*protocol.Result, error) {
+	return c.WaitProgress(ctx, nil)
+}
+
+// WaitProgress is Wait that calls progress (if not nil) on every poll while
+// the command has no result yet.
+func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.Result, error) {
+	wake, stop := c.s.watch(ctx, protocol.DirResult)
+	defer stop()
+	for {
+		r, err := c.Result()
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			if r.Status != protocol.StatusOK {
+				return r, &ResultError{Result: r}
+			}
+			return r, nil
+		}
+		if progress != nil {
+			progress()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctxErr(ctx)
+		case <-wake:
+		}
+	}
+}
+
+func ctxErr(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ErrWaitTimeout
+	}
+	return ctx.Err()
+}
+
+// Run is Submit followed by Wait.
+func (s *Session) Run(ctx context.Context, payload string, opts SubmitOptions) (*protocol.Result, error) {
+	c, err := s.Submit(ctx, payload, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.Wait(ctx)
+}
+
+// Cancel asks the runner to cancel cmdID, running or queued.
+func (s *Session) Cancel(ctx context.Context, cmdID string) error {
+	return s.writeCtl(protocol.FileCancel, protocol.CancelRequest{Scope: protocol.ScopeCmdID, CmdID: cmdID, TS: protocol.Now()})
+}
+
+// CancelCurrent asks the runner to cancel whatever command is running.
+func (s *Session) CancelCurrent(ctx context.Context) error {
+	return s.writeCtl(protocol.FileCancel, protocol.CancelRequest{Scope: protocol.ScopeCurrent, TS: protocol.Now()})
+}
+
+// Stop asks the runner to stop (graceful or force) and, with wait, waits
+// until state.json says stopped or the runner's lock is free.
+func (s *Session) Stop(ctx context.Context, mode protocol.StopMode, wait bool) error {
+	if err := s.writeCtl(protocol.FileStop, protocol.StopRequest{Mode: mode, TS: protocol.Now()}); err != nil {
+		return err
+	}
+	if !wait {
+		return nil
+	}
+	wake, stop := s.watch(ctx, protocol.DirState)
+	defer stop()
+	for {
+		if st, err := s.readState(); err == nil && st.Phase == protocol.PhaseStopped {
+			return nil
+		}
+		if !s.lockHeld() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		case <-wake:
+		}
+	}
+}
+
+func (s *Session) writeCtl(rel string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return fsq.WriteAtomic(s.path(rel), b, 0o600, fsq.Volatile)
+}
+
+func (s *Session) readState() (protocol.State, error) {
+	var st protocol.State
+	b, err := os.ReadFile(s.path(protocol.FileState))
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal(b, &st)
+}
+
+func (s *Session) readHeartbeat() (protocol.Heartbeat, error) {
+	var hb protocol.Heartbeat
+	b, err := os.ReadFile(s.path(protocol.FileHeartbeat))
+	if err != nil {
+		return hb, err
+	}
+	return hb, json.Unmarshal(b, &hb)
+}
+
+// isQueued reports names that are command files.
+func isCommand(name string) bool {
+	_, _, err := protocol.ParseCommandName(name)
+	return err == nil && !strings.HasPrefix(name, ".")
+}
