@@ -31,6 +31,7 @@ Commands:
   status  [--json]                                phase, current command, queue, liveness
   lease   --ttl DUR [--keep]                      write the lease (and keep renewing it)
   tail    [-f] [--from CURSOR]                    print log/session.out from a byte cursor
+  ready   [--wait-timeout DUR]                    wait until a runner serves the session (idle or busy)
   waitfor [--from CURSOR] [--wait-timeout DUR] [--json] REGEXP   wait for output in the spool
 
 Exit codes: 0 ok, 1 command failed, 2 usage, 3 timeout, 4 cancelled,
@@ -149,6 +150,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		return c.tail(ctx, args)
 	case "waitfor":
 		return c.waitfor(ctx, args)
+	case "ready":
+		return c.ready(ctx, args)
 	}
 	fmt.Fprint(c.stderr, cliUsage)
 	return usageErr("unknown command %q", cmd)
@@ -500,6 +503,24 @@ func (c *cli) waitfor(ctx context.Context, args []string) error {
 		}
 	} else {
 		fmt.Fprintf(c.stdout, "%d %s\n", m.ResumeCursor, strings.TrimSpace(m.Text))
+	}
+	return err
+}
+
+func (c *cli) ready(ctx context.Context, args []string) error {
+	fs, dir := c.flags("ready")
+	timeout := fs.Duration("wait-timeout", time.Minute, "how long to wait; exit 3 when exceeded")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return usageErr("--session is required")
+	}
+	ctx, cancel := withTimeout(ctx, *timeout)
+	defer cancel()
+	st, err := WaitReady(ctx, *dir)
+	if c.json && err == nil {
+		c.printJSON(st)
 	}
 	return err
 }

@@ -151,3 +151,23 @@ func (s *Session) CheckAlive(ctx context.Context) error {
 	}
 	return nil
 }
+
+// WaitReady waits until a runner serves the session in dir: the directory
+// exists, the runner is alive and its phase is idle or busy. The directory
+// may not exist yet when WaitReady is called (the runner creates it).
+func WaitReady(ctx context.Context, dir string) (Status, error) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if s, err := Open(dir); err == nil {
+			if st, err := s.Status(ctx); err == nil && st.Alive && (st.Phase == protocol.PhaseIdle || st.Phase == protocol.PhaseBusy) {
+				return st, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return Status{}, ctxErr(ctx)
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package master_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/skillpilot/skillpilot/master"
+)
+
+// A flow script runs a command and branches on its outcome.
+func ExampleSession_Run() {
+	s, err := master.Open(os.Getenv("SP_SESSION_DIR"))
+	if err != nil {
+		log.Fatal(err) // errors.Is(err, master.ErrSessionMissing)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	res, err := s.Run(ctx, "report_timing -max_paths 10", master.SubmitOptions{Timeout: 30 * time.Minute})
+	if err != nil {
+		log.Fatal(err) // master.ErrCommandFailed, ErrCommandTimeout, ErrCancelled, ErrWaitTimeout
+	}
+	fmt.Println(res.Status, res.OutputPath)
+}
+
+// Submit now, keep the runner's lease alive, and wait later.
+func ExampleSession_KeepLease() {
+	s, err := master.Open(os.Getenv("SP_SESSION_DIR"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop() // Ends the renewals: the runner stops once the lease runs out.
+	go func() {
+		for err := range s.KeepLease(ctx, 30*time.Second) {
+			log.Printf("lease renewal failed: %v", err)
+		}
+	}()
+	c, err := s.Submit(ctx, "place_design", master.SubmitOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Wait for a line in the session's output, then resume from its cursor.
+func ExampleSession_WaitFor() {
+	s, err := master.Open(os.Getenv("SP_SESSION_DIR"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := s.WaitFor(ctx, regexp.MustCompile(`Design '\w+' loaded`), 0)
+	if err != nil {
+		log.Fatal(err) // master.ErrWaitTimeout: m.ResumeCursor is the spool size
+	}
+	fmt.Println(m.Text, "next search starts at", m.ResumeCursor)
+}
