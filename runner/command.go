@@ -95,6 +95,10 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		r.reject(e, err.Error())
 		return
 	}
+	if cmd.Kind != r.cfg.Kind {
+		r.reject(e, fmt.Sprintf("kind: this runner runs %s payloads, not %s", r.cfg.Kind, cmd.Kind))
+		return
+	}
 	if r.doneIDs[cmd.CmdID] {
 		r.reject(e, fmt.Sprintf("cmd_id %q already has a result under another seq; cmd_ids must be unique", cmd.CmdID))
 		return

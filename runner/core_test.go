@@ -269,6 +269,7 @@ func TestInvalidInput(t *testing.T) {
 		{"wrong type", q("cmd_8_bad8.json", `{"cmd_id":"bad8","seq":"8","kind":"tcl","payload":"x"}`), "seq: has the wrong type"},
 		{"bad policy", q("cmd_9_bad9.json", `{"cmd_id":"bad9","seq":9,"kind":"tcl","payload":"x","cancel_policy":"nuke"}`), "cancel_policy"},
 		{"empty file", q("cmd_10_bad10.json", ""), "not valid JSON"},
+		{"kind of another runner", q("cmd_15_bad15.json", `{"cmd_id":"bad15","seq":15,"kind":"sh","payload":"ls"}`), "this runner runs tcl payloads"},
 	}
 	big := filepath.Join(h.dir, protocol.DirQueue, "cmd_11_big.json")
 	if err := os.WriteFile(big, make([]byte, protocol.MaxCommandSize+10), 0o600); err != nil {
