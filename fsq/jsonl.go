@@ -90,6 +90,10 @@ func (l *Log) Append(v any) error {
 	return nil
 }
 
+// Sync flushes appended lines to stable storage. It may run concurrently
+// with Append (the runner syncs off its critical path).
+func (l *Log) Sync() error { return l.f.Sync() }
+
 // Close closes the log.
 func (l *Log) Close() error {
 	l.mu.Lock()

@@ -169,15 +169,11 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	if !ok {
 		return
 	}
-	if r.durable == fsq.Durable {
-		// The claim must survive a crash of the machine, or the command
-		// could reappear in queue/ and run twice.
-		if err := fsq.SyncDir(r.path(protocol.DirInflight)); err != nil {
-			r.log.Warn("fsync inflight/", "err", err)
-		}
-	}
+	// The claim becomes durable off the critical path, while the command
+	// runs (PROTOCOL.md, "Durability and crash consistency").
+	r.ringSync()
 	outName := protocol.OutputName(name)
-	out, err := os.OpenFile(r.path(rel(protocol.DirOutput, outName)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	out, err := fsq.CreateFile(r.path(rel(protocol.DirOutput, outName)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		r.log.Error("create output", "err", err)
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error())
@@ -267,10 +263,6 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	r.fr.finish() // Flush held-back bytes into the output before closing it.
 	r.cur = nil
 	flushErr := c.w.Flush()
-	if flushErr == nil && r.durable != fsq.Volatile {
-		flushErr = c.out.Sync()
-	}
-	_ = c.out.Close() // Sync reported what matters.
 	spoolEnd := r.spoolSize
 	res := &protocol.Result{
 		CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status, ExitReason: reason,
@@ -294,18 +286,26 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	if flushErr != nil && res.Error == nil {
 		res.Status, res.Error = protocol.StatusError, &protocol.Error{Code: protocol.CodeIO, Message: "writing output: " + flushErr.Error()}
 	}
-	if err := r.writeResult(c.name, res); err == nil {
-		_ = os.Remove(r.path(rel(protocol.DirInflight, c.name))) // A leftover is settled at the next start.
-	}
-	if c.payload != "" {
-		_ = os.Remove(c.payload)
-	}
+	// From here on the cmd_id counts as done, so a duplicate queued right
+	// behind it is refused even before the result is on disk.
+	r.doneIDs[c.cmd.CmdID] = true
 	r.cmdsDone++
-	r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: res.Status,
-		ExitReason: res.ExitReason, SpoolStart: &c.spoolStart, SpoolEnd: &spoolEnd,
-		Detail: map[string]any{"bytes": c.bytes, "duration_ms": res.Stats.DurationMS}})
-	r.flushTail()
 	r.stateDirty = true
+	r.commits.submit(commitJob{name: c.name, res: res, out: c.out,
+		inflight: r.path(rel(protocol.DirInflight, c.name)), payload: c.payload}, r.onCommitted)
+}
+
+// onCommitted records a committed (or failed) result.
+func (r *Runner) onCommitted(d commitDone) {
+	res := d.job.res
+	if d.err != nil {
+		r.log.Error("writing the result failed; the command stays in inflight/ and the next runner settles it",
+			"name", d.job.name, "err", d.err)
+	}
+	r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
+		ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,
+		Detail: map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS}})
+	r.ringSync()
 }
 
 // finishByMarker ends the current command from its done marker.

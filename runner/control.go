@@ -15,8 +15,9 @@ import (
 
 // ctlSettle is how long an empty or unparsable control file must stay
 // unchanged before it is acted on: a shell's `echo ... > ctl/cancel.json`
-// creates the file empty before writing it.
-const ctlSettle = 30 * time.Millisecond
+// creates the file empty before writing it (microseconds apart; its write
+// also triggers a new look through inotify).
+const ctlSettle = 5 * time.Millisecond
 
 // takeCtl returns the content of a control file once it is complete, after
 // claiming it (rename to a private name, so a request written meanwhile is

@@ -106,7 +106,7 @@ func (r *Runner) writeState() {
 	if err := fsq.WriteAtomic(r.path(protocol.FileState), marshal(st), 0o600, fsq.Volatile); err != nil {
 		r.log.Warn("write state", "err", err)
 	}
-	r.stateDirty = false
+	r.stateDirty, r.stateAt = false, time.Time{}
 }
 
 // setPhase changes the phase and marks state.json for rewriting.
@@ -116,6 +116,9 @@ func (r *Runner) setPhase(p protocol.Phase, reason string) {
 		r.stateDirty = true
 		if p == protocol.PhaseError {
 			r.log.Error("runner in error phase", "reason", reason)
+		}
+		if p != protocol.PhaseBusy && p != protocol.PhaseIdle && r.watcher != nil {
+			r.writeState()
 		}
 	}
 }
@@ -136,9 +139,27 @@ func (r *Runner) beat() {
 	}
 }
 
-// writeResult writes result/<name> atomically and durably (unless NoSync)
-// and records the cmd_id as done.
+// writeResult writes result/<name> atomically with its content fsynced
+// (unless NoSync) and records the cmd_id as done. The rename is made
+// durable by the syncer.
 func (r *Runner) writeResult(name string, res *protocol.Result) error {
+	p, err := r.prepareResult(name, res)
+	if err != nil {
+		return err
+	}
+	if r.durable != fsq.Volatile {
+		if err := p.Sync(); err != nil {
+			p.Abort()
+			r.log.Error("fsync result", "name", name, "err", err)
+			return err
+		}
+	}
+	return r.commitResult(p, res)
+}
+
+// prepareResult fills the runner's fields of res and writes it under a
+// temporary name; the caller fsyncs (Prepared.Sync) and commits it.
+func (r *Runner) prepareResult(name string, res *protocol.Result) (*fsq.Prepared, error) {
 	res.ProtocolVersion = protocol.Version
 	res.RunnerHost = r.hostname
 	if res.EndTS.IsZero() {
@@ -148,13 +169,30 @@ func (r *Runner) writeResult(name string, res *protocol.Result) error {
 		res.StartTS = res.EndTS
 	}
 	res.TailPath = protocol.FileTail
-	err := fsq.WriteAtomic(r.path(rel(protocol.DirResult, name)), marshal(res), 0o600, r.durable)
+	p, err := fsq.Prepare(r.path(rel(protocol.DirResult, name)), marshal(res), 0o600)
 	if err != nil {
 		r.log.Error("write result", "name", name, "err", err)
+	}
+	return p, err
+}
+
+// commitResult makes a prepared result visible.
+func (r *Runner) commitResult(p *fsq.Prepared, res *protocol.Result) error {
+	if err := p.Commit(); err != nil {
+		p.Abort()
+		r.log.Error("rename result", "cmd_id", res.CmdID, "err", err)
 		return err
 	}
 	r.doneIDs[res.CmdID] = true
+	r.ringSync()
 	return nil
+}
+
+// ringSync asks the syncer for a round (no-op with NoSync or before Run).
+func (r *Runner) ringSync() {
+	if r.sync != nil {
+		r.sync.ring()
+	}
 }
 
 func since(t time.Time) int64 { return time.Since(t).Milliseconds() }

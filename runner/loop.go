@@ -11,6 +11,9 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
+// stateDelay bounds how stale state.json may be after a busy/idle flip.
+const stateDelay = 20 * time.Millisecond
+
 // loop is the runner's one owner goroutine.
 func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 	hb := time.NewTicker(r.cfg.Heartbeat)
@@ -23,8 +26,10 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		if r.stopMode != "" && r.cur == nil {
 			break
 		}
-		if r.stateDirty {
-			r.writeState()
+		if r.stateDirty && r.stateAt.IsZero() {
+			// Busy/idle flips are coalesced off the critical path;
+			// other phases are written by setPhase at once.
+			r.stateAt = time.Now().Add(stateDelay)
 		}
 		wake.Reset(r.nextWake())
 		select {
@@ -32,6 +37,8 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.onChunk(c)
 		case ex := <-r.exited:
 			r.onToolExit(ex)
+		case d := <-r.commits.done:
+			r.onCommitted(d)
 		case ch := <-r.watcher.Changes:
 			r.onChange(ch)
 		case <-r.watcher.Rescan:
@@ -72,6 +79,7 @@ func (r *Runner) nextWake() time.Duration {
 	}
 	consider(r.pend.promote(time.Now()))
 	consider(r.ctlRecheck)
+	consider(r.stateAt)
 	if next.IsZero() {
 		return time.Hour
 	}
@@ -85,6 +93,9 @@ func (r *Runner) onTimer(now time.Time) {
 	if !r.ctlRecheck.IsZero() && !now.Before(r.ctlRecheck) {
 		r.ctlRecheck = time.Time{}
 		r.checkCtl()
+	}
+	if !r.stateAt.IsZero() && !now.Before(r.stateAt) {
+		r.writeState()
 	}
 	expired := !r.deadline.IsZero() && !now.Before(r.deadline)
 	switch r.tphase {
@@ -202,6 +213,7 @@ func (r *Runner) shutdown() error {
 		t.close()
 		r.tool = nil
 	}
+	r.commits.close(r.onCommitted)
 	r.flushTail()
 	r.setPhase(protocol.PhaseStopped, r.stopReason)
 	r.writeState()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -57,6 +58,15 @@ func (r *Runner) recover() error {
 		}
 		r.event(protocol.Event{Event: protocol.EvRecovered, CmdID: id, Seq: seq, Status: protocol.StatusError,
 			ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"had_result": have[name]}})
+	}
+	if len(inflight) > 0 && !r.cfg.NoSync {
+		// Recovery results are durable before anything else happens.
+		if err := fsq.SyncDir(r.path(protocol.DirResult)); err != nil {
+			return err
+		}
+		if err := r.meta.Sync(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -85,6 +85,9 @@ type Runner struct {
 	signals     int
 
 	pendingTakeover map[string]any
+	sync            *syncer // nil with NoSync
+	commits         *committer
+	stateAt         time.Time
 	startFailed     bool
 }
 
@@ -163,7 +166,9 @@ func (r *Runner) path(rel string) string { return filepath.Join(r.dir, rel) }
 func rel(parts ...string) string { return filepath.ToSlash(filepath.Join(parts...)) }
 
 func (r *Runner) openLogs() error {
-	meta, torn, err := fsq.OpenLog(r.path(protocol.FileMeta), !r.cfg.NoSync)
+	// Appends are not fsynced one by one: the syncer does it off the
+	// critical path (and shutdown does it last).
+	meta, torn, err := fsq.OpenLog(r.path(protocol.FileMeta), false)
 	if err != nil {
 		return err
 	}
@@ -220,6 +225,12 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	r.event(protocol.Event{Event: protocol.EvRunnerStart, Detail: map[string]any{
 		"session_id": r.sessionID, "runner_pid": os.Getpid(), "hostname": r.hostname,
 		"filesystem": r.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool}})
+	if !r.cfg.NoSync {
+		r.sync = newSyncer(r.meta, []string{r.path(protocol.DirInflight), r.path(protocol.DirResult)},
+			func(msg string, err error) { r.log.Warn(msg, "err", err) })
+		defer r.sync.close()
+	}
+	r.commits = newCommitter(r)
 	r.lease.init(r, time.Now())
 	r.fullScan()
 	r.startTool()

@@ -1,0 +1,235 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+var runnerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "spbench")
+	if err != nil {
+		panic(err)
+	}
+	runnerBin = filepath.Join(dir, "runner")
+	if out, err := exec.Command("go", "build", "-o", runnerBin, "github.com/skillpilot/skillpilot/cmd/runner").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build runner: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	if b := os.Getenv("SP_BENCH_RUNNER_BIN"); b != "" {
+		runnerBin = b // Compare another build of the runner.
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// smoke is set by make bench-smoke (CI): every benchmark runs, small.
+var smoke = os.Getenv("SP_BENCH_SMOKE") != ""
+
+func pick(smallN, fullN int) int {
+	if smoke {
+		return smallN
+	}
+	return fullN
+}
+
+// benchDir is a fresh directory on the same disk as the work tree (not a
+// tmpfs), so fsync costs what it costs for users.
+func benchDir(b testing.TB) string {
+	b.Helper()
+	base := os.Getenv("SP_BENCH_DIR")
+	if base == "" {
+		base = filepath.Join("..", ".bench")
+	}
+	os.MkdirAll(base, 0o700)
+	d, err := os.MkdirTemp(base, "run")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(d) })
+	abs, _ := filepath.Abs(d)
+	return abs
+}
+
+// runnerProc is the real runner binary serving a session.
+type runnerProc struct {
+	cmd *exec.Cmd
+	dir string
+}
+
+func startRunner(b testing.TB, dir string, args ...string) *runnerProc {
+	b.Helper()
+	cmd := exec.Command(runnerBin, append(append([]string{"--session", dir, "--log-level", "warn"}, strings.Fields(os.Getenv("SP_BENCH_RUNNER_FLAGS"))...), args...)...)
+	cmd.Stderr = os.Stderr
+	if f := os.Getenv("SP_BENCH_RUNNER_STDERR"); f != "" {
+		if w, err := os.Create(f); err == nil {
+			cmd.Stderr = w
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &runnerProc{cmd: cmd, dir: dir}
+	b.Cleanup(p.stop)
+	// Ready when the state says idle.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, _ := os.ReadFile(filepath.Join(dir, protocol.FileState))
+		if strings.Contains(string(st), `"idle"`) || strings.Contains(string(st), `"busy"`) {
+			return p
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("runner did not become ready")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (p *runnerProc) stop() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	os.WriteFile(filepath.Join(p.dir, protocol.FileStop), []byte(`{"mode":"force"}`), 0o600)
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// client writes commands atomically and sees results through inotify.
+type client struct {
+	dir  string
+	w    *fsnotify.Watcher
+	seq  int64
+	seen map[string]bool
+}
+
+func newClient(b testing.TB, dir string) *client {
+	b.Helper()
+	os.MkdirAll(filepath.Join(dir, "result"), 0o700)
+	os.MkdirAll(filepath.Join(dir, "queue"), 0o700)
+	w, err := fsnotify.NewBufferedWatcher(1 << 16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Add(filepath.Join(dir, "result")); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { w.Close() })
+	return &client{dir: dir, w: w, seen: map[string]bool{}, seq: time.Now().UnixNano() % 1e6 * 1000}
+}
+
+func (c *client) submit(b testing.TB, payload string) string {
+	c.seq++
+	id := "b" + strconv.FormatInt(c.seq, 10)
+	name := protocol.CommandName(c.seq, id)
+	data, _ := json.Marshal(protocol.Command{CmdID: id, Seq: c.seq, Kind: protocol.KindTcl, Payload: payload})
+	tmp := filepath.Join(c.dir, "queue", "."+name)
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(c.dir, "queue", name)); err != nil {
+		b.Fatal(err)
+	}
+	return name
+}
+
+// wait blocks until result/<name> has appeared for every name.
+func (c *client) wait(b testing.TB, names ...string) {
+	deadline := time.After(5 * time.Minute)
+	for _, n := range names {
+		for !c.seen[n] {
+			select {
+			case ev := <-c.w.Events:
+				if ev.Op&(fsnotify.Create|fsnotify.Rename) != 0 {
+					c.seen[filepath.Base(ev.Name)] = true
+				}
+			case err := <-c.w.Errors:
+				b.Fatalf("watch: %v", err)
+			case <-deadline:
+				b.Fatalf("no result for %s", n)
+			}
+		}
+		delete(c.seen, n)
+	}
+}
+
+func (c *client) roundTrip(b testing.TB, payload string) time.Duration {
+	t0 := time.Now()
+	c.wait(b, c.submit(b, payload))
+	return time.Since(t0)
+}
+
+// stats of a sample.
+type sample []time.Duration
+
+func (s sample) pct(p float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	c := append(sample(nil), s...)
+	sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
+	return c[min(int(p*float64(len(c))), len(c)-1)]
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func medianF(xs []float64) float64 {
+	c := append([]float64(nil), xs...)
+	sort.Float64s(c)
+	return c[len(c)/2]
+}
+
+// spread returns the 10th and 90th percentiles.
+func spread(xs []float64) (float64, float64) {
+	c := append([]float64(nil), xs...)
+	sort.Float64s(c)
+	return c[len(c)/10], c[min(len(c)*9/10, len(c)-1)]
+}
+
+func report(format string, args ...any) { fmt.Printf("    "+format+"\n", args...) }
+
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+func procStatus(pid int, key string) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+func countFDs(pid int) int {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	return len(ents)
+}

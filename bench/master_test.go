@@ -1,0 +1,83 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+func masterSession(b *testing.B) *master.Session {
+	dir := benchDir(b)
+	for _, d := range protocol.Dirs {
+		os.MkdirAll(filepath.Join(dir, d), 0o700)
+	}
+	s, err := master.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkMasterSubmit: the cost of Submit alone (seq reservation plus an
+// atomic command write), no runner.
+func BenchmarkMasterSubmit(b *testing.B) {
+	s := masterSession(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.Submit(ctx, "puts hi", master.SubmitOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMasterWait: Wait on a command whose result is already there.
+func BenchmarkMasterWait(b *testing.B) {
+	s := masterSession(b)
+	ctx := context.Background()
+	c, _ := s.Submit(ctx, "puts hi", master.SubmitOptions{})
+	os.WriteFile(filepath.Join(s.Dir(), protocol.DirResult, c.Name), []byte(`{"cmd_id":"x","status":"ok"}`), 0o600)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMasterConcurrentSubmit: 4 submitters at once on one session.
+func BenchmarkMasterConcurrentSubmit(b *testing.B) {
+	s := masterSession(b)
+	const workers = 4
+	per := pick(50, 500)
+	ctx := context.Background()
+	var rate float64
+	for n := 0; n < b.N; n++ {
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < per; i++ {
+					if _, err := s.Submit(ctx, "puts hi", master.SubmitOptions{}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		rate = float64(workers*per) / time.Since(t0).Seconds()
+	}
+	b.ReportMetric(rate, "submits/s")
+	report("%d concurrent submitters: %.0f submits/s in all", workers, rate)
+	_ = fmt.Sprint
+}
