@@ -30,26 +30,56 @@ func masterSession(b *testing.B) *master.Session {
 func BenchmarkMasterSubmit(b *testing.B) {
 	s := masterSession(b)
 	ctx := context.Background()
-	b.ResetTimer()
+	n := pick(100, 3000)
+	var per time.Duration
 	for i := 0; i < b.N; i++ {
-		if _, err := s.Submit(ctx, "puts hi", master.SubmitOptions{}); err != nil {
-			b.Fatal(err)
+		t0 := time.Now()
+		for j := 0; j < n; j++ {
+			if _, err := s.Submit(ctx, "puts hi", master.SubmitOptions{}); err != nil {
+				b.Fatal(err)
+			}
 		}
+		per = time.Since(t0) / time.Duration(n)
 	}
+	b.ReportMetric(us(per), "µs/submit")
+	report("Submit alone: %.0f µs", us(per))
 }
 
-// BenchmarkMasterWait: Wait on a command whose result is already there.
+// BenchmarkMasterWait: Wait on a command whose result is already there,
+// and on one whose result appears 1 ms later.
 func BenchmarkMasterWait(b *testing.B) {
 	s := masterSession(b)
 	ctx := context.Background()
 	c, _ := s.Submit(ctx, "puts hi", master.SubmitOptions{})
 	os.WriteFile(filepath.Join(s.Dir(), protocol.DirResult, c.Name), []byte(`{"cmd_id":"x","status":"ok"}`), 0o600)
-	b.ResetTimer()
+	n := pick(100, 3000)
+	var present, later time.Duration
 	for i := 0; i < b.N; i++ {
-		if _, err := c.Wait(ctx); err != nil {
-			b.Fatal(err)
+		t0 := time.Now()
+		for j := 0; j < n; j++ {
+			if _, err := c.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
 		}
+		present = time.Since(t0) / time.Duration(n)
+		var lat sample
+		for j := 0; j < pick(10, 100); j++ {
+			c2, _ := s.Submit(ctx, "puts hi", master.SubmitOptions{})
+			go func() {
+				time.Sleep(time.Millisecond)
+				os.WriteFile(filepath.Join(s.Dir(), protocol.DirResult, c2.Name), []byte(`{"cmd_id":"x","status":"ok"}`), 0o600)
+			}()
+			t0 := time.Now()
+			if _, err := c2.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0)-time.Millisecond)
+		}
+		later = lat.pct(0.5)
 	}
+	b.ReportMetric(us(present), "µs/wait-present")
+	b.ReportMetric(us(later), "µs/wait-notice")
+	report("Wait, result present: %.0f µs; result appearing later: noticed %.0f µs after it appeared (p50)", us(present), us(later))
 }
 
 // BenchmarkMasterConcurrentSubmit: 4 submitters at once on one session.

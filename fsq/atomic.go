@@ -190,6 +190,17 @@ func Prepare(path string, data []byte, perm os.FileMode) (*Prepared, error) {
 	return &Prepared{f: f, tmp: tmp, path: path}, nil
 }
 
+// PrepareIn is Prepare writing into f, an empty file under a temporary
+// name in path's directory (a spare from a Spares pool).
+func PrepareIn(f *os.File, path string, data []byte) (*Prepared, error) {
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return &Prepared{f: f, tmp: f.Name(), path: path}, nil
+}
+
 // Sync flushes the temporary file to stable storage.
 func (p *Prepared) Sync() error { return p.f.Sync() }
 

@@ -25,6 +25,9 @@ type Change struct {
 type Watcher struct {
 	Changes <-chan Change
 	Rescan  <-chan struct{}
+	// Lost rings (capacity one) when inotify reported an overflow or an
+	// error: names may have been missed and a full listing is needed.
+	Lost <-chan struct{}
 	// Inotify reports whether fsnotify is active (false: polling only).
 	Inotify bool
 	done    chan struct{}
@@ -39,10 +42,11 @@ func (w *Watcher) Done() <-chan struct{} { return w.done }
 func Watch(ctx context.Context, dirs []string, poll time.Duration, useInotify bool, log *slog.Logger) *Watcher {
 	changes := make(chan Change, 1024)
 	rescan := make(chan struct{}, 1)
-	w := &Watcher{Changes: changes, Rescan: rescan, done: make(chan struct{})}
-	ring := func() {
+	lost := make(chan struct{}, 1)
+	w := &Watcher{Changes: changes, Rescan: rescan, Lost: lost, done: make(chan struct{})}
+	ring := func(ch chan struct{}) {
 		select {
-		case rescan <- struct{}{}:
+		case ch <- struct{}{}:
 		default:
 		}
 	}
@@ -81,7 +85,7 @@ func Watch(ctx context.Context, dirs []string, poll time.Duration, useInotify bo
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				ring()
+				ring(rescan)
 			case ev, ok := <-events:
 				if !ok {
 					events = nil
@@ -106,7 +110,8 @@ func Watch(ctx context.Context, dirs []string, poll time.Duration, useInotify bo
 				} else {
 					log.Warn("inotify error, rescanning", "err", err)
 				}
-				ring()
+				ring(lost)
+				ring(rescan)
 			}
 		}
 	}()

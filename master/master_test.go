@@ -247,10 +247,11 @@ func TestStatusAndStop(t *testing.T) {
 	if _, err := s.Run(ctx(t), "expr 1", SubmitOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.Status(ctx(t))
-	if err != nil || !st.Alive || st.Phase != protocol.PhaseIdle || st.CommandsDone != 1 {
-		t.Fatalf("%+v %v", st, err)
-	}
+	// state.json follows busy/idle flips within 20 ms.
+	waitUntil(t, func() bool {
+		st, err := s.Status(ctx(t))
+		return err == nil && st.Alive && st.Phase == protocol.PhaseIdle && st.CommandsDone == 1
+	})
 	c, _ := s.Submit(ctx(t), "puts working; flush stdout; after 600; expr 2", SubmitOptions{})
 	waitUntil(t, func() bool { st, _ := s.Status(ctx(t)); return st.CurrentCmdID == c.ID })
 	if err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
@@ -259,7 +260,7 @@ func TestStatusAndStop(t *testing.T) {
 	if r, err := c.Wait(ctx(t)); err != nil || *r.Value != "2" {
 		t.Fatalf("graceful stop must finish the command: %v", err)
 	}
-	st, _ = s.Status(ctx(t))
+	st, _ := s.Status(ctx(t))
 	if st.Alive || st.Phase != protocol.PhaseStopped {
 		t.Fatalf("%+v", st)
 	}

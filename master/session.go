@@ -182,8 +182,7 @@ func (c *Command) Wait(ctx context.Context) (*protocol.Result, error) {
 // WaitProgress is Wait that calls progress (if not nil) on every poll while
 // the command has no result yet.
 func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.Result, error) {
-	wake, stop := c.s.watch(ctx, protocol.DirResult)
-	defer stop()
+	var wake <-chan struct{}
 	for {
 		r, err := c.Result()
 		if err != nil {
@@ -197,6 +196,14 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 		}
 		if progress != nil {
 			progress()
+		}
+		if wake == nil {
+			// Set up watching only when the result is not there yet;
+			// check again after, or an event could be missed.
+			var stop func()
+			wake, stop = c.s.watch(ctx, protocol.DirResult)
+			defer stop()
+			continue
 		}
 		select {
 		case <-ctx.Done():

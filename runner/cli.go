@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +58,7 @@ func Main(args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.LeaseGrace, "lease-grace", 30*time.Second, "see --require-lease")
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "do not fsync results and events (faster; a machine crash may lose results)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the runner stops (for performance work)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -92,6 +94,18 @@ func Main(args []string, stderr io.Writer) int {
 			return ExitUsage
 		}
 		return ExitError
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "runner: %v\n", err)
+			return ExitUsage
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "runner: %v\n", err)
+			return ExitError
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	if err := r.Run(context.Background(), sigs); err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)

@@ -173,7 +173,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	// runs (PROTOCOL.md, "Durability and crash consistency").
 	r.ringSync()
 	outName := protocol.OutputName(name)
-	out, err := fsq.CreateFile(r.path(rel(protocol.DirOutput, outName)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	out, err := r.createOutput(r.path(rel(protocol.DirOutput, outName)))
 	if err != nil {
 		r.log.Error("create output", "err", err)
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error())
@@ -337,4 +337,18 @@ func codeFor(s protocol.Status, reason protocol.ExitReason) string {
 		return protocol.CodeCancelled
 	}
 	return protocol.CodeToolError
+}
+
+// createOutput makes the output file from a spare (a rename) rather than
+// creating it on the critical path.
+func (r *Runner) createOutput(path string) (*os.File, error) {
+	f, err := r.outSpares.Take()
+	if err == nil {
+		if err = os.Rename(f.Name(), path); err == nil {
+			return f, nil
+		}
+		f.Close()
+		os.Remove(f.Name())
+	}
+	return fsq.CreateFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 }

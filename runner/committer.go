@@ -2,6 +2,7 @@ package runner
 
 import (
 	"os"
+	"sync"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -41,47 +42,78 @@ func newCommitter(r *Runner) *committer {
 	return c
 }
 
+// maxBatch bounds how many finished commands one group commit covers.
+const maxBatch = 32
+
 func (c *committer) run() {
 	defer close(c.exit)
 	for j := range c.jobs {
-		c.done <- commitDone{job: j, err: c.commit(j)}
+		batch := []commitJob{j}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case j, ok := <-c.jobs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, j)
+			default:
+				break more
+			}
+		}
+		for i, err := range c.commit(batch) {
+			c.done <- commitDone{job: batch[i], err: err}
+		}
 	}
 }
 
-func (c *committer) commit(j commitJob) error {
+// commit makes a batch of results durable and visible, in order. All
+// output and result files are fsynced at once, in parallel: the journal
+// commit one of them forces serves the others that joined it, so a
+// backlog costs about one flush per batch rather than per command.
+func (c *committer) commit(batch []commitJob) []error {
 	r := c.r
-	sync := r.durable != fsq.Volatile
-	// The output must be durable before the result is visible. Its fsync
-	// runs beside the result's own: one journal commit can serve both.
-	var outSync chan error
-	if sync {
-		outSync = make(chan error, 1)
-		go func() { outSync <- j.out.Sync() }()
+	durable := r.durable != fsq.Volatile
+	errs := make([]error, len(batch))
+	prepared := make([]*fsq.Prepared, len(batch))
+	for i, j := range batch {
+		prepared[i], errs[i] = r.prepareResult(j.name, j.res)
 	}
-	p, err := r.prepareResult(j.name, j.res)
-	if err == nil && sync {
-		if err = p.Sync(); err != nil {
-			p.Abort()
+	if durable {
+		var wg sync.WaitGroup
+		outErrs := make([]error, len(batch))
+		for i, j := range batch {
+			wg.Add(1)
+			go func() { defer wg.Done(); outErrs[i] = j.out.Sync() }()
+			if errs[i] == nil {
+				wg.Add(1)
+				go func() { defer wg.Done(); errs[i] = prepared[i].Sync() }()
+			}
+		}
+		wg.Wait()
+		for i := range batch {
+			if errs[i] == nil {
+				errs[i] = outErrs[i]
+			}
 		}
 	}
-	if outSync != nil {
-		if serr := <-outSync; serr != nil && err == nil {
-			err = serr
-			p.Abort()
+	for i, j := range batch {
+		_ = j.out.Close() // Sync reported what matters.
+		if errs[i] != nil {
+			if prepared[i] != nil {
+				prepared[i].Abort()
+			}
+			continue // inflight/ keeps the command; the next start settles it.
+		}
+		if errs[i] = prepared[i].Commit(); errs[i] != nil {
+			continue
+		}
+		_ = os.Remove(j.inflight) // A leftover is settled at the next start.
+		if j.payload != "" {
+			_ = os.Remove(j.payload)
 		}
 	}
-	_ = j.out.Close() // Sync reported what matters.
-	if err != nil {
-		return err // inflight/ keeps the command; the next start settles it.
-	}
-	if err := p.Commit(); err != nil {
-		return err
-	}
-	_ = os.Remove(j.inflight) // A leftover is settled at the next start.
-	if j.payload != "" {
-		_ = os.Remove(j.payload)
-	}
-	return nil
+	return errs
 }
 
 // submit queues a job. While the queue is full it keeps handling

@@ -40,10 +40,11 @@ func TestHappyPath(t *testing.T) {
 	if ra.Stats.Bytes != 6 || ra.Stats.Lines != 1 {
 		t.Errorf("stats %+v", ra.Stats)
 	}
-	st := h.state()
-	if st.Phase != protocol.PhaseIdle || st.CommandsDone != 3 || st.ToolPID == 0 {
-		t.Errorf("state %+v", st)
-	}
+	// state.json follows busy/idle flips within stateDelay.
+	h.waitFor("state to show 3 commands done", func() bool {
+		st := h.state()
+		return st.Phase == protocol.PhaseIdle && st.CommandsDone == 3 && st.ToolPID != 0
+	})
 	b1, _ := os.ReadFile(filepath.Join(h.dir, protocol.FileState))
 	validateFile(t, "state.json", b1)
 	b2, _ := os.ReadFile(filepath.Join(h.dir, protocol.FileHeartbeat))

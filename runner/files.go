@@ -169,7 +169,17 @@ func (r *Runner) prepareResult(name string, res *protocol.Result) (*fsq.Prepared
 		res.StartTS = res.EndTS
 	}
 	res.TailPath = protocol.FileTail
-	p, err := fsq.Prepare(r.path(rel(protocol.DirResult, name)), marshal(res), 0o600)
+	path := r.path(rel(protocol.DirResult, name))
+	var p *fsq.Prepared
+	var err error
+	if r.resSpares != nil {
+		var f *os.File
+		if f, err = r.resSpares.Take(); err == nil {
+			p, err = fsq.PrepareIn(f, path, marshal(res))
+		}
+	} else {
+		p, err = fsq.Prepare(path, marshal(res), 0o600)
+	}
 	if err != nil {
 		r.log.Error("write result", "name", name, "err", err)
 	}

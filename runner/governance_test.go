@@ -166,6 +166,7 @@ func TestStopGracefulLeavesQueue(t *testing.T) {
 	if r := h.result(b); r.Status != protocol.StatusOK {
 		t.Fatalf("%+v", r)
 	}
+	h.stop(protocol.StopGraceful)
 	invariants(t, h.dir)
 }
 

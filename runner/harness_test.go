@@ -357,7 +357,7 @@ func invariants(t testing.TB, dir string) {
 			t.Errorf("%s/ not empty after stop: %v", d, names)
 		}
 	}
-	for _, d := range []string{protocol.DirResult, protocol.DirState} {
+	for _, d := range []string{protocol.DirResult, protocol.DirState, protocol.DirOutput} {
 		names, _ := readNames(filepath.Join(dir, d))
 		for _, n := range names {
 			if strings.HasPrefix(n, ".") {

@@ -43,6 +43,11 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.onChange(ch)
 		case <-r.watcher.Rescan:
 			r.rescan()
+		case <-r.watcher.Lost:
+			r.scan.lost = true
+			r.maybeScan()
+		case res := <-r.scan.results:
+			r.onScan(res)
 		case <-hb.C:
 			r.onBeat()
 		case <-wake.C:
@@ -165,38 +170,11 @@ func (r *Runner) onChange(ch fsq.Change) {
 	}
 }
 
-// rescan runs on every poll tick: control files always; the queue listing
-// when the directory changed, on network filesystems (whose directory
-// attributes are cached), and every tenth tick regardless.
+// rescan runs on every poll tick: control files always, the queue
+// listing when the scanner says it is due.
 func (r *Runner) rescan() {
 	r.checkCtl()
-	r.scanTicks++
-	if fi, err := os.Stat(r.path(protocol.DirQueue)); err == nil && !r.network && r.scanTicks%10 != 0 {
-		if fi.ModTime().Equal(r.lastQueueMT) {
-			return
-		}
-	}
-	r.fullScan()
-}
-
-// fullScan lists queue/ (names only) and adds every command file not yet
-// known. Costs one getdents pass; nothing is opened.
-func (r *Runner) fullScan() {
-	if fi, err := os.Stat(r.path(protocol.DirQueue)); err == nil {
-		r.lastQueueMT = fi.ModTime()
-	}
-	names, err := readNames(r.path(protocol.DirQueue))
-	if err != nil {
-		r.log.Warn("list queue", "err", err)
-		return
-	}
-	for _, name := range names {
-		if seq, ok := commandSeq(name); ok {
-			if r.pend.add(name, seq) {
-				r.stateDirty = true
-			}
-		}
-	}
+	r.maybeScan()
 }
 
 // shutdown ends the tool and every process it started, and records the stop.

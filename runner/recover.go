@@ -18,6 +18,8 @@ func (r *Runner) recover() error {
 	if r.pendingTakeover != nil {
 		r.event(protocol.Event{Event: protocol.EvLockTakeover, Detail: r.pendingTakeover})
 	}
+	fsq.RemoveSpares(r.path(protocol.DirOutput))
+	fsq.RemoveSpares(r.path(protocol.DirResult))
 	results, err := readNames(r.path(protocol.DirResult))
 	if err != nil {
 		return err

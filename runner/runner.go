@@ -53,40 +53,41 @@ type Runner struct {
 	fr        *framer
 	tail      *tailRing
 
-	tool        *tool
-	tphase      toolPhase
-	toolStarts  int64
-	fastDeaths  int
-	restartAt   time.Time
-	deadline    time.Time // of the current tool-phase wait (boot, init, resync, kill)
-	syncTokens  map[string]bool
-	syncSeq     int64
-	nextSyncAt  time.Time
-	initIdx     int
-	initStart   int64
-	initOut     []byte
-	killHard    bool
-	cur         *running
-	phase       protocol.Phase
-	reason      string
-	stopMode    protocol.StopMode // "" while running
-	stopReason  string
-	done        bool
-	beats       int64
-	cmdsDone    int64
-	lease       leaseWatch
-	started     time.Time
-	ctlRecheck  time.Time
-	ctlPrev     map[string][]byte
-	ctlSeenAt   map[string]time.Time
-	scanTicks   int
-	lastQueueMT time.Time
-	stateDirty  bool
-	signals     int
+	tool       *tool
+	tphase     toolPhase
+	toolStarts int64
+	fastDeaths int
+	restartAt  time.Time
+	deadline   time.Time // of the current tool-phase wait (boot, init, resync, kill)
+	syncTokens map[string]bool
+	syncSeq    int64
+	nextSyncAt time.Time
+	initIdx    int
+	initStart  int64
+	initOut    []byte
+	killHard   bool
+	cur        *running
+	phase      protocol.Phase
+	reason     string
+	stopMode   protocol.StopMode // "" while running
+	stopReason string
+	done       bool
+	beats      int64
+	cmdsDone   int64
+	lease      leaseWatch
+	started    time.Time
+	ctlRecheck time.Time
+	ctlPrev    map[string][]byte
+	ctlSeenAt  map[string]time.Time
+	scan       *scanner
+	stateDirty bool
+	signals    int
 
 	pendingTakeover map[string]any
 	sync            *syncer // nil with NoSync
 	commits         *committer
+	outSpares       *fsq.Spares // nil before Run
+	resSpares       *fsq.Spares
 	stateAt         time.Time
 	startFailed     bool
 }
@@ -230,9 +231,17 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 			func(msg string, err error) { r.log.Warn(msg, "err", err) })
 		defer r.sync.close()
 	}
+	// Files on the critical path are taken from pools of spares instead of
+	// being created there (see fsq.Spares).
+	r.outSpares = fsq.NewSpares(r.path(protocol.DirOutput), 4, 0o600)
+	r.resSpares = fsq.NewSpares(r.path(protocol.DirResult), 4, 0o600)
+	defer r.outSpares.Close()
+	defer r.resSpares.Close()
 	r.commits = newCommitter(r)
 	r.lease.init(r, time.Now())
-	r.fullScan()
+	r.scan = newScanner(r.path(protocol.DirQueue))
+	defer r.scan.close()
+	r.scan.start()
 	r.startTool()
 	r.writeState()
 	r.beat()

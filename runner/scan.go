@@ -1,0 +1,99 @@
+package runner
+
+import "time"
+
+// Listing queue/ costs time proportional to its size (≈190 ms for 100,000
+// names here), so the owner goroutine never lists it itself: a scanner
+// goroutine does, and hands back the command names. How often:
+//
+//   - with inotify working, names arrive one by one as events; a full
+//     listing is a safety net, run when the queue looks empty (cheap then),
+//     after inotify reported lost events, and every safetyScan regardless;
+//   - polling only (network filesystems), on every poll tick;
+//
+// and in both cases no sooner than 9× the last listing's duration after it,
+// so listings take at most a tenth of the runner's time whatever the
+// backlog.
+const safetyScan = 30 * time.Second
+
+type scanResult struct {
+	names []nameSeq
+	took  time.Duration
+	err   error
+}
+
+type nameSeq struct {
+	name string
+	seq  int64
+}
+
+// scanner lists queue/ on request.
+type scanner struct {
+	dir      string
+	req      chan struct{}
+	results  chan scanResult
+	inFlight bool
+	lastEnd  time.Time
+	lastTook time.Duration
+	lastFull time.Time
+	lost     bool // inotify lost events since the last listing
+}
+
+func newScanner(dir string) *scanner {
+	s := &scanner{dir: dir, req: make(chan struct{}), results: make(chan scanResult, 1)}
+	go func() {
+		for range s.req {
+			t0 := time.Now()
+			names, err := readNames(dir)
+			var out []nameSeq
+			for _, n := range names {
+				if seq, ok := commandSeq(n); ok {
+					out = append(out, nameSeq{n, seq})
+				}
+			}
+			s.results <- scanResult{names: out, took: time.Since(t0), err: err}
+		}
+	}()
+	return s
+}
+
+func (s *scanner) close() { close(s.req) }
+
+// due reports whether a listing should start now.
+func (s *scanner) due(now time.Time, inotify, queueEmpty bool) bool {
+	if s.inFlight || now.Sub(s.lastEnd) < 9*s.lastTook {
+		return false
+	}
+	return !inotify || s.lost || queueEmpty || now.Sub(s.lastFull) >= safetyScan
+}
+
+// start asks the goroutine for a listing.
+func (s *scanner) start() {
+	s.inFlight, s.lost = true, false
+	s.req <- struct{}{}
+}
+
+// onScan adds a listing's names to the pending set.
+func (r *Runner) onScan(res scanResult) {
+	s := r.scan
+	s.inFlight, s.lastEnd, s.lastTook, s.lastFull = false, time.Now(), res.took, time.Now()
+	if res.err != nil {
+		r.log.Warn("list queue", "err", res.err)
+		return
+	}
+	for _, ns := range res.names {
+		if r.cur != nil && r.cur.name == ns.name {
+			continue
+		}
+		if r.pend.add(ns.name, ns.seq) {
+			r.stateDirty = true
+		}
+	}
+}
+
+// maybeScan starts a listing if one is due.
+func (r *Runner) maybeScan() {
+	if r.scan.due(time.Now(), r.watcher.Inotify, r.pend.len() == 0) {
+		r.scan.start()
+	}
+}
