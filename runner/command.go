@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,6 +16,8 @@ import (
 )
 
 const payloadExt = ".payload"
+
+var newline = []byte{'\n'}
 
 // running is the command the tool is executing.
 type running struct {
@@ -42,11 +45,7 @@ type running struct {
 // write appends normalised output; it is the framer's sink.
 func (c *running) write(b []byte) {
 	c.bytes += int64(len(b))
-	for _, x := range b {
-		if x == '\n' {
-			c.lines++
-		}
-	}
+	c.lines += int64(bytes.Count(b, newline))
 	c.sum.Write(b)
 	if _, err := c.w.Write(b); err != nil && c.endMsg == "" {
 		c.endMsg = "writing output: " + err.Error()
@@ -263,6 +262,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	r.fr.finish() // Flush held-back bytes into the output before closing it.
 	r.cur = nil
 	flushErr := c.w.Flush()
+	r.flushSpool()
 	spoolEnd := r.spoolSize
 	res := &protocol.Result{
 		CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status, ExitReason: reason,

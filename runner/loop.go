@@ -14,6 +14,20 @@ import (
 // stateDelay bounds how stale state.json may be after a busy/idle flip.
 const stateDelay = 20 * time.Millisecond
 
+// flushDelay bounds how long printed bytes may sit in the runner's buffers
+// before they reach log/session.out and the command's output file, where
+// masters follow them.
+const flushDelay = 20 * time.Millisecond
+
+// flushBuffers writes out the spool and the current output.
+func (r *Runner) flushBuffers() {
+	r.flushSpool()
+	if r.cur != nil {
+		_ = r.cur.w.Flush() // Partial output becomes visible; errors surface at finish.
+	}
+	r.bufferedAt = time.Time{}
+}
+
 // loop is the runner's one owner goroutine.
 func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 	hb := time.NewTicker(r.cfg.Heartbeat)
@@ -85,6 +99,9 @@ func (r *Runner) nextWake() time.Duration {
 	consider(r.pend.promote(time.Now()))
 	consider(r.ctlRecheck)
 	consider(r.stateAt)
+	if !r.bufferedAt.IsZero() {
+		consider(r.bufferedAt.Add(flushDelay))
+	}
 	if next.IsZero() {
 		return time.Hour
 	}
@@ -98,6 +115,9 @@ func (r *Runner) onTimer(now time.Time) {
 	if !r.ctlRecheck.IsZero() && !now.Before(r.ctlRecheck) {
 		r.ctlRecheck = time.Time{}
 		r.checkCtl()
+	}
+	if !r.bufferedAt.IsZero() && now.Sub(r.bufferedAt) >= flushDelay {
+		r.flushBuffers()
 	}
 	if !r.stateAt.IsZero() && !now.Before(r.stateAt) {
 		r.writeState()
@@ -134,9 +154,7 @@ func (r *Runner) onTimer(now time.Time) {
 }
 
 func (r *Runner) onBeat() {
-	if r.cur != nil {
-		_ = r.cur.w.Flush() // Partial output becomes visible; errors surface at finish.
-	}
+	r.flushBuffers()
 	r.lease.check(r, time.Now())
 	r.beat()
 	r.flushTail()

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -43,15 +44,17 @@ type Runner struct {
 	durable   fsq.Durability
 
 	// Everything below is owned by the Run goroutine.
-	spool     *os.File
-	spoolSize int64
-	pend      *pending
-	doneIDs   map[string]bool // cmd_ids that have a result
-	watcher   *fsq.Watcher
-	chunks    chan chunk
-	exited    chan toolExit
-	fr        *framer
-	tail      *tailRing
+	spool      *os.File
+	spoolW     *bufio.Writer // buffers spool writes; flushed by flushSpool
+	bufferedAt time.Time     // when the spool or output buffers took their first unflushed byte
+	spoolSize  int64
+	pend       *pending
+	doneIDs    map[string]bool // cmd_ids that have a result
+	watcher    *fsq.Watcher
+	chunks     chan chunk
+	exited     chan toolExit
+	fr         *framer
+	tail       *tailRing
 
 	tool       *tool
 	tphase     toolPhase
@@ -188,11 +191,13 @@ func (r *Runner) openLogs() error {
 		return err
 	}
 	r.spool, r.spoolSize = spool, fi.Size()
+	r.spoolW = bufio.NewWriterSize(spool, 64<<10)
 	return nil
 }
 
 func (r *Runner) closeLogs() {
 	if r.spool != nil {
+		r.flushSpool()
 		_ = r.spool.Close() // Best effort at exit.
 	}
 	if r.meta != nil {
@@ -246,4 +251,17 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	r.writeState()
 	r.beat()
 	return r.loop(ctx, signals)
+}
+
+// flushSpool writes buffered spool bytes out. The spool is buffered because
+// a PTY hands out at most 4 KiB per read; it is flushed before every result
+// (so the result's spool range can be read) and within flushDelay of any
+// byte printed.
+func (r *Runner) flushSpool() {
+	if r.spoolW.Buffered() == 0 {
+		return
+	}
+	if err := r.spoolW.Flush(); err != nil {
+		r.log.Error("write spool", "err", err)
+	}
 }

@@ -94,7 +94,10 @@ func (r *Runner) isSync(l []byte) bool {
 func (r *Runner) onChunk(c chunk) {
 	defer chunkPool.Put(c.buf)
 	b := c.bytes()
-	if _, err := r.spool.Write(b); err != nil {
+	if r.bufferedAt.IsZero() {
+		r.bufferedAt = time.Now()
+	}
+	if _, err := r.spoolW.Write(b); err != nil {
 		r.log.Error("write spool", "err", err)
 	}
 	r.spoolSize += int64(len(b))
