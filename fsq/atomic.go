@@ -240,3 +240,15 @@ func CreateFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }
+
+// Revalidate opens and closes dir. On NFS this makes the client revalidate
+// the directory (close-to-open consistency), which discards cached negative
+// lookups: without it, a file that another host creates after this host
+// once looked it up stays invisible to stat and open for up to the
+// directory attribute timeout (30-60 s by default). Call it before looking
+// up a file another host may have just created. Locally it costs an open.
+func Revalidate(dir string) {
+	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		unix.Close(fd)
+	}
+}

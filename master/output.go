@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -15,6 +16,7 @@ import (
 // from byte offset off. While the command runs the file grows (the runner
 // flushes it at least once per heartbeat); offsets are stable.
 func (c *Command) Output(off, n int64) ([]byte, error) {
+	fsq.Revalidate(c.s.path(protocol.DirOutput))
 	f, err := os.Open(c.s.path(protocol.DirOutput + "/" + protocol.OutputName(c.Name)))
 	if err != nil {
 		return nil, err

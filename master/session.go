@@ -42,6 +42,8 @@ func Open(dir string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	fsq.Revalidate(abs)
+	fsq.Revalidate(filepath.Dir(abs))
 	if fi, err := os.Stat(filepath.Join(abs, protocol.DirQueue)); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%w: %s", ErrSessionMissing, dir)
 	}
@@ -158,6 +160,7 @@ func readNames(dir string) ([]string, error) {
 
 // Result returns the command's result if it exists (nil, nil if not yet).
 func (c *Command) Result() (*protocol.Result, error) {
+	fsq.Revalidate(c.s.path(protocol.DirResult)) // The runner may be on another NFS client.
 	b, err := os.ReadFile(c.s.path(filepath.Join(protocol.DirResult, c.Name)))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -274,6 +277,7 @@ func (s *Session) writeCtl(rel string, v any) error {
 }
 
 func (s *Session) readState() (protocol.State, error) {
+	fsq.Revalidate(s.path(protocol.DirState))
 	var st protocol.State
 	b, err := os.ReadFile(s.path(protocol.FileState))
 	if err != nil {
@@ -283,6 +287,7 @@ func (s *Session) readState() (protocol.State, error) {
 }
 
 func (s *Session) readHeartbeat() (protocol.Heartbeat, error) {
+	fsq.Revalidate(s.path(protocol.DirState))
 	var hb protocol.Heartbeat
 	b, err := os.ReadFile(s.path(protocol.FileHeartbeat))
 	if err != nil {

@@ -165,12 +165,13 @@ print("ok")`, filepath.Join(repo, "master/python"), b))
 	if out, err := py.CombinedOutput(); err != nil || !strings.Contains(string(out), "ok") {
 		t.Fatalf("python master: %v\n%s", err, out)
 	}
-	tcl := onHostB("tclsh", "/dev/stdin")
-	tcl.Stdin = strings.NewReader(fmt.Sprintf(`source %s
+	script := filepath.Join(t.TempDir(), "flow.tcl")
+	os.WriteFile(script, []byte(fmt.Sprintf(`source %s
 set r [skillpilot::run %s {puts from-tcl-on-b; expr 2+2}]
 if {[dict get $r value] ne "4"} { error "bad $r" }
 puts ok
-`, filepath.Join(repo, "master/tcl/skillpilot_master.tcl"), b))
+`, filepath.Join(repo, "master/tcl/skillpilot_master.tcl"), b)), 0o600)
+	tcl := onHostB("tclsh", script)
 	if out, err := tcl.CombinedOutput(); err != nil || !strings.Contains(string(out), "ok") {
 		t.Fatalf("tcl master: %v\n%s", err, out)
 	}

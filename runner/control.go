@@ -55,6 +55,7 @@ func (r *Runner) takeCtl(name string) (data []byte, ok bool) {
 
 // checkCtl acts on ctl/stop.json and ctl/cancel.json.
 func (r *Runner) checkCtl() {
+	fsq.Revalidate(r.path(protocol.DirCtl)) // See fsq.Revalidate: control files come from other hosts.
 	if data, ok := r.takeCtl(protocol.FileStop); ok {
 		req, err := protocol.ParseStop(data)
 		if err != nil {
@@ -175,6 +176,7 @@ func (l *leaseWatch) check(r *Runner, now time.Time) {
 	if l.expired {
 		return
 	}
+	fsq.Revalidate(r.path(protocol.DirState))
 	data, err := os.ReadFile(r.path(protocol.FileLease))
 	switch {
 	case errors.Is(err, os.ErrNotExist):

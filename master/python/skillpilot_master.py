@@ -91,6 +91,15 @@ class Session:
     def _p(self, *parts):
         return os.path.join(self.dir, *parts)
 
+    def _revalidate(self, *parts):
+        """Open and close a directory: on NFS this drops cached negative
+        lookups, so a file another host just created becomes visible
+        (otherwise it can stay invisible for 30-60 s)."""
+        try:
+            os.close(os.open(self._p(*parts), os.O_RDONLY))
+        except OSError:
+            pass
+
     def _write_atomic(self, rel, data):
         path = self._p(rel)
         d, base = os.path.split(path)
@@ -167,6 +176,7 @@ class Session:
 
     def result(self, name_or_id):
         name = name_or_id if name_or_id.startswith("cmd_") else self._find(name_or_id)
+        self._revalidate("result")
         try:
             with open(self._p("result", name), encoding="utf-8") as f:
                 return json.load(f)
@@ -192,6 +202,7 @@ class Session:
         return self.wait(name, timeout=wait_timeout, check=check)
 
     def output(self, result_or_id, offset=0, length=-1):
+        self._revalidate("output")
         if isinstance(result_or_id, dict):
             path = self._p(result_or_id["output_path"])
         else:
@@ -219,6 +230,7 @@ class Session:
             time.sleep(self.poll)
 
     def _read_json(self, *parts):
+        self._revalidate(*parts[:-1])
         try:
             with open(self._p(*parts), encoding="utf-8") as f:
                 return json.load(f)

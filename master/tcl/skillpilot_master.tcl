@@ -135,9 +135,17 @@ proc ::skillpilot::find {dir cmd} {
     return -code error "no command $cmd in this session"
 }
 
+# revalidate opens a directory (the open fails in Tcl, but the system call
+# has been made): on NFS that drops cached negative lookups, so a file
+# another host just created becomes visible (else it can take 30-60 s).
+proc ::skillpilot::revalidate {dir} {
+    catch {close [open $dir r]}
+}
+
 # result returns the result as a dict, or "" if there is none yet.
 proc ::skillpilot::result {dir cmd} {
     set name [find $dir $cmd]
+    revalidate [file join $dir result]
     set p [file join $dir result $name]
     if {[catch {open $p r} f]} { return "" }
     fconfigure $f -encoding utf-8
@@ -188,6 +196,7 @@ proc ::skillpilot::run {dir payload args} {
 }
 
 proc ::skillpilot::output {dir r} {
+    revalidate [file join $dir output]
     set f [open [file join $dir [dict get $r output_path]] r]
     fconfigure $f -encoding utf-8
     set data [read $f]
@@ -216,6 +225,7 @@ proc ::skillpilot::stop {dir {mode graceful} {wait 0}} {
 }
 
 proc ::skillpilot::read_file {p} {
+    revalidate [file dirname $p]
     if {[catch {open $p r} f]} { return "" }
     set d [read $f]
     close $f
