@@ -252,3 +252,16 @@ func Revalidate(dir string) {
 		unix.Close(fd)
 	}
 }
+
+// TouchDir sets dir's modification time to the current time of the server
+// that holds it (UTIME_NOW; on NFS, SET_TO_SERVER_TIME). NFS v3 clients
+// detect directory changes by mtime, whose granularity on the server is
+// coarse: if a directory changes twice within one tick and a client looks
+// a name up in between, that client caches "absent" under an mtime that the
+// second change does not alter, and stays blind to the new name until the
+// directory changes again. Touching the directory a tick or more after a
+// change that others wait for ends that blindness.
+func TouchDir(dir string) error {
+	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, dir, now, 0)
+}

@@ -257,7 +257,7 @@ func (s *Session) Stop(ctx context.Context, mode protocol.StopMode, wait bool) e
 		if st, err := s.readState(); err == nil && st.Phase == protocol.PhaseStopped {
 			return nil
 		}
-		if !s.lockHeld() {
+		if _, network, _ := fsq.FSType(s.dir); !network && !s.lockHeld() {
 			return nil
 		}
 		select {

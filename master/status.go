@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -82,7 +83,9 @@ func (s *Session) alive(ctx context.Context, hb protocol.Heartbeat, state protoc
 	if state.Phase == protocol.PhaseStopped || hb.Phase == protocol.PhaseStopped {
 		return false, "the runner stopped"
 	}
-	if !s.lockHeld() {
+	// A free flock proves the runner gone only on a local filesystem: on
+	// NFS mounted nolock, locks are private to each client.
+	if _, network, _ := fsq.FSType(s.dir); !network && !s.lockHeld() {
 		return false, "the runner's lock is free"
 	}
 	now := time.Now()

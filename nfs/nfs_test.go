@@ -37,7 +37,21 @@ func session(t *testing.T) (onA, onB string) {
 		t.Skip("not on NFS: run make test-nfs")
 	}
 	name := strings.NewReplacer("/", "_").Replace(t.Name())
-	return filepath.Join(mountA, name), filepath.Join(mountB, name)
+	onA, onB = filepath.Join(mountA, name), filepath.Join(mountB, name)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, side := range []string{onA, onB} {
+			for _, d := range []string{"queue", "inflight", "result", "ctl", "seq"} {
+				names, _ := filepath.Glob(filepath.Join(side, d, "*"))
+				t.Logf("%s/%s: %v", side, d, names)
+			}
+		}
+		meta, _ := os.ReadFile(filepath.Join(onA, protocol.FileMeta))
+		t.Logf("meta.log:\n%s", meta)
+	})
+	return onA, onB
 }
 
 // onHostB runs argv as if on another host: its own UTS namespace with the

@@ -34,7 +34,10 @@ func (r *Runner) acquire() error {
 	hb, hbErr := readHeartbeat(r.path(protocol.FileHeartbeat))
 	otherHost := hbErr == nil && hb.Hostname != r.hostname
 	live := hbErr == nil && hb.Phase != protocol.PhaseStopped
-	if locked && !(otherHost && live) {
+	// On a local filesystem a held flock is proof enough. On a network
+	// filesystem it may be private to this client (NFS mounted nolock), so a
+	// heartbeat that says "live" must also be seen standing still.
+	if locked && !(live && (otherHost || r.network)) {
 		return nil
 	}
 	window := 2*time.Duration(max(hb.IntervalMS, 1000))*time.Millisecond + 500*time.Millisecond
@@ -47,7 +50,7 @@ func (r *Runner) acquire() error {
 		}
 		return fmt.Errorf("%w (runner pid %d on host %q; its heartbeat is moving)", ErrLocked, hb.RunnerPID, hb.Hostname)
 	}
-	if !locked && err == nil {
+	if !locked && err == nil && !r.network {
 		// The kernel says another process holds the lock; on a local
 		// filesystem that process is alive even if its heartbeat stopped.
 		if hb.Hostname == r.hostname || hbErr != nil {

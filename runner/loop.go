@@ -155,6 +155,9 @@ func (r *Runner) onTimer(now time.Time) {
 
 func (r *Runner) onBeat() {
 	r.flushBuffers()
+	if r.network && r.beats%2 == 0 {
+		r.touchInputs()
+	}
 	r.lease.check(r, time.Now())
 	r.beat()
 	r.flushTail()
@@ -242,4 +245,17 @@ func (r *Runner) waitExit(t *tool, d time.Duration) bool {
 func commandSeq(name string) (int64, bool) {
 	seq, _, err := protocol.ParseCommandName(name)
 	return seq, err == nil || errors.Is(err, protocol.ErrBadCmdID)
+}
+
+// touchInputs bumps the mtime of the directories masters write into, on a
+// network filesystem, every other heartbeat: if this client cached "absent"
+// for a name a master created within the same timestamp tick as an earlier
+// change (fsq.TouchDir), its own change of the directory drops that cache.
+// This bounds how long a command, a cancel or a lease can go unseen.
+func (r *Runner) touchInputs() {
+	for _, d := range []string{protocol.DirQueue, protocol.DirCtl, protocol.DirState} {
+		if err := fsq.TouchDir(r.path(d)); err != nil {
+			r.log.Debug("touch", "dir", d, "err", err)
+		}
+	}
 }

@@ -231,8 +231,16 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	r.event(protocol.Event{Event: protocol.EvRunnerStart, Detail: map[string]any{
 		"session_id": r.sessionID, "runner_pid": os.Getpid(), "hostname": r.hostname,
 		"filesystem": r.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool}})
-	if !r.cfg.NoSync {
-		r.sync = newSyncer(r.meta, []string{r.path(protocol.DirInflight), r.path(protocol.DirResult)},
+	var touch []string
+	if r.network {
+		touch = []string{r.path(protocol.DirResult), r.path(protocol.DirOutput)}
+	}
+	if !r.cfg.NoSync || r.network {
+		meta := r.meta
+		if r.cfg.NoSync {
+			meta = nil
+		}
+		r.sync = newSyncer(meta, []string{r.path(protocol.DirInflight), r.path(protocol.DirResult)}, touch,
 			func(msg string, err error) { r.log.Warn(msg, "err", err) })
 		defer r.sync.close()
 	}
