@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -67,7 +68,7 @@ func BenchmarkMasterWait(b *testing.B) {
 			c2, _ := s.Submit(ctx, "puts hi", master.SubmitOptions{})
 			go func() {
 				time.Sleep(time.Millisecond)
-				os.WriteFile(filepath.Join(s.Dir(), protocol.DirResult, c2.Name), []byte(`{"cmd_id":"x","status":"ok"}`), 0o600)
+				fsq.WriteAtomic(filepath.Join(s.Dir(), protocol.DirResult, c2.Name), []byte(`{"cmd_id":"x","status":"ok"}`), 0o600, fsq.Volatile)
 			}()
 			t0 := time.Now()
 			if _, err := c2.Wait(ctx); err != nil {

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -108,11 +107,9 @@ func (t *tool) readLoop(chunks chan<- chunk) {
 			chunkPool.Put(buf)
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
-				// Any other error also ends the stream; the waiter reports
-				// the process's fate.
-				_ = err
-			}
+			// EIO (the last slave descriptor closed), EOF, or anything
+			// else: the stream is over. The waiter reports the process's
+			// fate.
 			return
 		}
 	}
