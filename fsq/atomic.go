@@ -265,3 +265,14 @@ func TouchDir(dir string) error {
 	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
 	return unix.UtimesNanoAt(unix.AT_FDCWD, dir, now, 0)
 }
+
+// ReadNames lists a directory's entry names without stat'ing each entry
+// (one getdents pass): what a queue scan needs, and no more.
+func ReadNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}

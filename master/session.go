@@ -136,7 +136,7 @@ func (s *Session) Command(cmdID string) (*Command, error) {
 		return nil, usageErr("invalid cmd_id %q", cmdID)
 	}
 	for _, d := range []string{protocol.DirResult, protocol.DirInflight, protocol.DirQueue} {
-		names, err := readNames(s.path(d))
+		names, err := fsq.ReadNames(s.path(d))
 		if err != nil {
 			continue
 		}
@@ -147,15 +147,6 @@ func (s *Session) Command(cmdID string) (*Command, error) {
 		}
 	}
 	return nil, fmt.Errorf("master: no command %q in this session: %w", cmdID, os.ErrNotExist)
-}
-
-func readNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
 }
 
 // Result returns the command's result if it exists (nil, nil if not yet).

@@ -69,7 +69,7 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 }
 
 func (s *Session) queueDepth() int {
-	names, _ := readNames(s.path(protocol.DirQueue))
+	names, _ := fsq.ReadNames(s.path(protocol.DirQueue))
 	n := 0
 	for _, name := range names {
 		if isCommand(name) {

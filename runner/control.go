@@ -101,7 +101,7 @@ func (r *Runner) cancel(req protocol.CancelRequest, parseErr error) {
 // cancelQueued gives a queued command a cancelled result without running
 // it. It lists queue/ (a rare operation) to find the file by cmd_id.
 func (r *Runner) cancelQueued(id string) bool {
-	names, err := readNames(r.path(protocol.DirQueue))
+	names, err := fsq.ReadNames(r.path(protocol.DirQueue))
 	if err != nil {
 		return false
 	}

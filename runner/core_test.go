@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -303,7 +304,7 @@ func TestInvalidInput(t *testing.T) {
 			t.Errorf("non-command %s was touched: %v", n, err)
 		}
 	}
-	rejected, _ := readNames(filepath.Join(h.dir, protocol.DirRejected))
+	rejected, _ := fsq.ReadNames(filepath.Join(h.dir, protocol.DirRejected))
 	if len(rejected) != len(cases) {
 		t.Errorf("rejected/ holds %v", rejected)
 	}

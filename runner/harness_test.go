@@ -352,21 +352,21 @@ func livingInGroups(groups map[int]bool) []string {
 func invariants(t testing.TB, dir string) {
 	t.Helper()
 	for _, d := range []string{protocol.DirInflight} {
-		names, _ := readNames(filepath.Join(dir, d))
+		names, _ := fsq.ReadNames(filepath.Join(dir, d))
 		if len(names) != 0 {
 			t.Errorf("%s/ not empty after stop: %v", d, names)
 		}
 	}
 	for _, d := range []string{protocol.DirResult, protocol.DirState, protocol.DirOutput} {
-		names, _ := readNames(filepath.Join(dir, d))
+		names, _ := fsq.ReadNames(filepath.Join(dir, d))
 		for _, n := range names {
 			if strings.HasPrefix(n, ".") {
 				t.Errorf("temp file left: %s/%s", d, n)
 			}
 		}
 	}
-	results, _ := readNames(filepath.Join(dir, protocol.DirResult))
-	queued, _ := readNames(filepath.Join(dir, protocol.DirQueue))
+	results, _ := fsq.ReadNames(filepath.Join(dir, protocol.DirResult))
+	queued, _ := fsq.ReadNames(filepath.Join(dir, protocol.DirQueue))
 	inQueue := map[string]bool{}
 	for _, q := range queued {
 		inQueue[q] = true

@@ -20,7 +20,7 @@ func (r *Runner) recover() error {
 	}
 	fsq.RemoveSpares(r.path(protocol.DirOutput))
 	fsq.RemoveSpares(r.path(protocol.DirResult))
-	results, err := readNames(r.path(protocol.DirResult))
+	results, err := fsq.ReadNames(r.path(protocol.DirResult))
 	if err != nil {
 		return err
 	}
@@ -31,7 +31,7 @@ func (r *Runner) recover() error {
 			have[name] = true
 		}
 	}
-	inflight, err := readNames(r.path(protocol.DirInflight))
+	inflight, err := fsq.ReadNames(r.path(protocol.DirInflight))
 	if err != nil {
 		return err
 	}
@@ -71,14 +71,4 @@ func (r *Runner) recover() error {
 		}
 	}
 	return nil
-}
-
-// readNames lists a directory's names without stat'ing each entry.
-func readNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
 }

@@ -1,6 +1,10 @@
 package runner
 
-import "time"
+import (
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+)
 
 // Listing queue/ costs time proportional to its size (≈190 ms for 100,000
 // names here), so the owner goroutine never lists it itself: a scanner
@@ -44,7 +48,7 @@ func newScanner(dir string) *scanner {
 	go func() {
 		for range s.req {
 			t0 := time.Now()
-			names, err := readNames(dir)
+			names, err := fsq.ReadNames(dir)
 			var out []nameSeq
 			for _, n := range names {
 				if seq, ok := commandSeq(n); ok {
