@@ -9,6 +9,8 @@ trap 'rm -rf "$out"' EXIT
 go build -o "$out/runner" ./cmd/runner
 go test -c -o "$out/nfs.test" ./nfs
 export SP_RUNNER_BIN=$out/runner SP_REPO=$PWD
+# A pass takes about 2.5 minutes; a hung guest is stopped after 20.
+export NFS_UML_TIMEOUT=${NFS_UML_TIMEOUT:-1200}
 status=0
 for mode in "-v 4.2" "-v 3 -o nolock"; do
   echo "== NFS $mode"
