@@ -25,6 +25,10 @@ type Session struct {
 	// event arrives (the only mechanism on network filesystems).
 	PollInterval time.Duration
 
+	// network is true when the session is on a network filesystem (set by
+	// Open): there a free flock proves nothing.
+	network bool
+
 	mu      sync.Mutex // guards lastHB
 	lastHB  hbSeen
 	watchMu sync.Mutex
@@ -49,6 +53,7 @@ func Open(dir string) (*Session, error) {
 	}
 	host, _ := os.Hostname()
 	s := &Session{dir: abs, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
+	_, s.network, _ = fsq.FSType(abs)
 	if _, err := os.Stat(filepath.Join(abs, protocol.DirSeq)); err != nil {
 		_ = os.MkdirAll(filepath.Join(abs, protocol.DirSeq), 0o700) // A session made by an older runner.
 	}
@@ -248,7 +253,7 @@ func (s *Session) Stop(ctx context.Context, mode protocol.StopMode, wait bool) e
 		if st, err := s.readState(); err == nil && st.Phase == protocol.PhaseStopped {
 			return nil
 		}
-		if _, network, _ := fsq.FSType(s.dir); !network && !s.lockHeld() {
+		if !s.network && !s.lockHeld() {
 			return nil
 		}
 		select {

@@ -85,7 +85,7 @@ func (s *Session) alive(ctx context.Context, hb protocol.Heartbeat, state protoc
 	}
 	// A free flock proves the runner gone only on a local filesystem: on
 	// NFS mounted nolock, locks are private to each client.
-	if _, network, _ := fsq.FSType(s.dir); !network && !s.lockHeld() {
+	if !s.network && !s.lockHeld() {
 		return false, "the runner's lock is free"
 	}
 	now := time.Now()
