@@ -19,6 +19,8 @@ const (
 	DirLog      = "log"
 	DirSeq      = "seq"
 	DirRejected = "log/rejected"
+	DirArchive  = "archive" // executed command files, beside their results (the audit trail)
+	DirTmp      = "tmp"     // the runner's private working files; masters never look here
 
 	FileState     = "state/state.json"
 	FileHeartbeat = "state/heartbeat.json"
@@ -33,7 +35,7 @@ const (
 )
 
 // Dirs lists every directory of a session, in creation order.
-var Dirs = []string{DirQueue, DirInflight, DirResult, DirOutput, DirCtl, DirState, DirLog, DirSeq, DirRejected}
+var Dirs = []string{DirQueue, DirInflight, DirResult, DirOutput, DirCtl, DirState, DirLog, DirSeq, DirRejected, DirArchive, DirTmp}
 
 // MaxCmdIDLen is the longest cmd_id accepted.
 const MaxCmdIDLen = 128

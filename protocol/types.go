@@ -136,6 +136,11 @@ type Result struct {
 	Error        *Error `json:"error,omitempty"`
 	RunnerHost   string `json:"runner_host,omitempty"`
 	OutputSHA256 string `json:"output_sha256,omitempty"`
+	// CommandPath is where the executed command file is kept (archive/, or
+	// log/rejected/ for an invalid one); PayloadSHA256 is the sha256 of its
+	// payload as run. Together they trace a result to its exact input.
+	CommandPath   string `json:"command_path,omitempty"`
+	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 }
 
 // Phase is the runner's phase in state.json.

@@ -145,7 +145,7 @@ func (r *Runner) reject(e *pendingEntry, msg string) {
 		return
 	}
 	res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
-		Error: &protocol.Error{Code: code, Message: msg}}
+		Error: &protocol.Error{Code: code, Message: msg}, CommandPath: rel(protocol.DirRejected, e.name)}
 	if r.writeResult(e.name, res) != nil {
 		return // Left in inflight/: the next start settles it.
 	}
@@ -222,9 +222,10 @@ func (r *Runner) runLine(c *running) (string, error) {
 // finishEarly settles a claimed command that never reached the tool.
 func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg string) {
 	res := &protocol.Result{CmdID: cmd.CmdID, Seq: cmd.Seq, Status: protocol.StatusError,
-		ExitReason: protocol.ReasonToolDied, Error: &protocol.Error{Code: code, Message: msg}}
+		ExitReason: protocol.ReasonToolDied, Error: &protocol.Error{Code: code, Message: msg},
+		CommandPath: rel(protocol.DirArchive, name), PayloadSHA256: sha256Hex(cmd.Payload)}
 	if r.writeResult(name, res) == nil {
-		_ = os.Remove(r.path(rel(protocol.DirInflight, name)))
+		archiveCommand(r.path(rel(protocol.DirInflight, name)), r.path(rel(protocol.DirArchive, name)))
 	}
 }
 
@@ -271,6 +272,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 		Stats:      protocol.Stats{Bytes: c.bytes, Lines: c.lines, DurationMS: since(c.start)},
 		SpoolStart: c.spoolStart, SpoolEnd: spoolEnd, Error: errInfo,
 		OutputSHA256: hex.EncodeToString(c.sum.Sum(nil)),
+		CommandPath:  rel(protocol.DirArchive, c.name),
 	}
 	if c.marker.hasRC {
 		rc := c.marker.rc
@@ -292,7 +294,8 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	r.cmdsDone++
 	r.stateDirty = true
 	r.commits.submit(commitJob{name: c.name, res: res, out: c.out,
-		inflight: r.path(rel(protocol.DirInflight, c.name)), payload: c.payload}, r.onCommitted)
+		inflight: r.path(rel(protocol.DirInflight, c.name)), archive: r.path(rel(protocol.DirArchive, c.name)),
+		payload: c.payload, text: c.cmd.Payload}, r.onCommitted)
 }
 
 // onCommitted records a committed (or failed) result.

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"sync"
 
@@ -16,7 +18,9 @@ type commitJob struct {
 	res      *protocol.Result
 	out      *os.File // flushed, not yet fsynced or closed
 	inflight string
-	payload  string // "" if none
+	archive  string // where the command file goes once the result is visible
+	payload  string // payload file in inflight/, "" if none
+	text     string // the payload as run, hashed into the result off the critical path
 }
 
 // commitDone reports a job back to the owner goroutine.
@@ -77,6 +81,9 @@ func (c *committer) commit(batch []commitJob) []error {
 	errs := make([]error, len(batch))
 	prepared := make([]*fsq.Prepared, len(batch))
 	for i, j := range batch {
+		if j.res.PayloadSHA256 == "" {
+			j.res.PayloadSHA256 = sha256Hex(j.text)
+		}
 		prepared[i], errs[i] = r.prepareResult(j.name, j.res)
 	}
 	if durable {
@@ -108,7 +115,7 @@ func (c *committer) commit(batch []commitJob) []error {
 		if errs[i] = prepared[i].Commit(); errs[i] != nil {
 			continue
 		}
-		_ = os.Remove(j.inflight) // A leftover is settled at the next start.
+		archiveCommand(j.inflight, j.archive) // A leftover is settled at the next start.
 		if j.payload != "" {
 			_ = os.Remove(j.payload)
 		}
@@ -143,4 +150,19 @@ func (c *committer) close(handle func(commitDone)) {
 			return
 		}
 	}
+}
+
+// archiveCommand moves an executed command file from inflight/ to archive/,
+// where it stays beside its result as the record of what ran. If the move
+// fails the file is removed instead: inflight/ must not keep it, or the
+// next runner would take it for an interrupted command.
+func archiveCommand(inflight, archive string) {
+	if err := os.Rename(inflight, archive); err != nil {
+		_ = os.Remove(inflight) // Gone already, or archive/ is unusable.
+	}
+}
+
+func sha256Hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
 }

@@ -116,9 +116,10 @@ func (r *Runner) cancelQueued(id string) bool {
 		}
 		r.pend.remove(name)
 		res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusCancelled, ExitReason: protocol.ReasonCancelledQueued,
-			Error: &protocol.Error{Code: protocol.CodeCancelled, Message: "cancelled by ctl/cancel.json before it started"}}
+			Error:       &protocol.Error{Code: protocol.CodeCancelled, Message: "cancelled by ctl/cancel.json before it started"},
+			CommandPath: rel(protocol.DirArchive, name)}
 		if r.writeResult(name, res) == nil {
-			_ = os.Remove(ipath)
+			archiveCommand(ipath, r.path(rel(protocol.DirArchive, name)))
 		}
 		r.stateDirty = true
 		return true

@@ -375,6 +375,24 @@ func invariants(t testing.TB, dir string) {
 		if inQueue[r] {
 			t.Errorf("%s is both queued and done", r)
 		}
+		var res protocol.Result
+		b, err := os.ReadFile(filepath.Join(dir, protocol.DirResult, r))
+		if err != nil {
+			t.Errorf("read result %s: %v", r, err)
+			continue
+		}
+		jsonUnmarshal(b, &res)
+		if res.CommandPath == "" && res.ProtocolVersion == protocol.Version {
+			t.Errorf("result %s has no command_path", r)
+		} else if res.CommandPath == "" {
+			// Written by hand or by an older runner.
+		} else if _, err := os.Lstat(filepath.Join(dir, res.CommandPath)); err != nil {
+			t.Errorf("result %s: its command file %s is missing: %v", r, res.CommandPath, err)
+		}
+	}
+	names, _ := fsq.ReadNames(filepath.Join(dir, protocol.DirTmp))
+	if len(names) != 0 {
+		t.Errorf("tmp/ not empty after stop: %v", names)
 	}
 }
 

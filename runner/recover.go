@@ -1,8 +1,9 @@
 package runner
 
 import (
-	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -18,8 +19,13 @@ func (r *Runner) recover() error {
 	if r.pendingTakeover != nil {
 		r.event(protocol.Event{Event: protocol.EvLockTakeover, Detail: r.pendingTakeover})
 	}
+	// Spares and temp files of a dead runner (older runners kept spares
+	// beside results; tmp/ is private to the runner).
 	fsq.RemoveSpares(r.path(protocol.DirOutput))
 	fsq.RemoveSpares(r.path(protocol.DirResult))
+	if err := emptyDir(r.path(protocol.DirTmp)); err != nil {
+		return err
+	}
 	results, err := fsq.ReadNames(r.path(protocol.DirResult))
 	if err != nil {
 		return err
@@ -49,14 +55,16 @@ func (r *Runner) recover() error {
 				CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonRunnerRestarted,
 				Error: &protocol.Error{Code: protocol.CodeRunnerRestarted,
 					Message: "the runner stopped while this command was claimed or running; it was not run again because the tool state it ran in is gone"},
+				CommandPath: rel(protocol.DirArchive, name),
 			}
 			if err := r.writeResult(name, res); err != nil {
 				return err
 			}
 			r.log.Warn("recovered an interrupted command", "name", name)
 		}
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+		archiveCommand(p, r.path(rel(protocol.DirArchive, name)))
+		if _, err := os.Lstat(p); err == nil {
+			return fmt.Errorf("runner: cannot clear %s", p)
 		}
 		r.event(protocol.Event{Event: protocol.EvRecovered, CmdID: id, Seq: seq, Status: protocol.StatusError,
 			ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"had_result": have[name]}})
@@ -67,6 +75,20 @@ func (r *Runner) recover() error {
 			return err
 		}
 		if err := r.meta.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emptyDir removes every entry of dir (the runner's private tmp/).
+func emptyDir(dir string) error {
+	names, err := fsq.ReadNames(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
 			return err
 		}
 	}

@@ -246,8 +246,10 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	}
 	// Files on the critical path are taken from pools of spares instead of
 	// being created there (see fsq.Spares).
-	r.outSpares = fsq.NewSpares(r.path(protocol.DirOutput), 4, 0o600)
-	r.resSpares = fsq.NewSpares(r.path(protocol.DirResult), 4, 0o600)
+	// They live in tmp/, so that clients listing result/ or output/ never
+	// see them.
+	r.outSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, 0o600)
+	r.resSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, 0o600)
 	defer r.outSpares.Close()
 	defer r.resSpares.Close()
 	r.commits = newCommitter(r)
