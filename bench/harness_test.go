@@ -16,7 +16,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-var runnerBin string
+var runnerBin, minloopBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "spbench")
@@ -26,6 +26,11 @@ func TestMain(m *testing.M) {
 	runnerBin = filepath.Join(dir, "runner")
 	if out, err := exec.Command("go", "build", "-o", runnerBin, "github.com/skillpilot/skillpilot/cmd/runner").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build runner: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	minloopBin = filepath.Join(dir, "minloop")
+	if out, err := exec.Command("go", "build", "-o", minloopBin, "github.com/skillpilot/skillpilot/bench/minloop").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build minloop: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	if b := os.Getenv("SP_BENCH_RUNNER_BIN"); b != "" {
@@ -95,6 +100,19 @@ func startRunner(b testing.TB, dir string, args ...string) *runnerProc {
 			b.Fatal("runner did not become ready")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitExit waits for the runner to exit after a stop request.
+func (p *runnerProc) waitExit(b testing.TB) {
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+		b.Fatal("runner did not stop")
 	}
 }
 
