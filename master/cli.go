@@ -50,7 +50,7 @@ type cli struct {
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, cliUsage)
+		fmt.Fprint(stderr, cliUsage, subcommandUsage())
 		if len(args) == 0 {
 			return ExitUsage
 		}
@@ -58,6 +58,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if sc, ok := lookupSubcommand(args[0]); ok { // See RegisterSubcommand.
+		return sc.run(ctx, args[1:], stdin, stdout, stderr)
+	}
 	err := c.run(ctx, args[0], args[1:])
 	if err == nil {
 		return ExitOK

@@ -72,6 +72,7 @@ type SubmitOptions struct {
 	CancelPolicy protocol.CancelPolicy // default ctrl_c
 	CmdID        string                // default: a new time-ordered id
 	Marker       *protocol.Marker      // default: runner_inject with the cmd_id as token
+	Submitter    string                // default: master@<host>:<pid> (informational, kept in archive/)
 }
 
 // Command is a submitted command.
@@ -98,6 +99,9 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	}
 	if c.Kind == "" {
 		c.Kind = protocol.KindTcl
+	}
+	if opts.Submitter != "" {
+		c.Submitter = opts.Submitter
 	}
 	if err := c.Validate(); err != nil {
 		return nil, usageErr("%v", err)

@@ -1,0 +1,193 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/runner"
+)
+
+// longWait bounds every wait of these tests. It is a hang guard, not a
+// timing assertion: a healthy run is far below it even on a slow machine.
+const longWait = 90 * time.Second
+
+// needTool fails under CI (CI=true) and skips elsewhere when name is not on
+// PATH.
+func needTool(t testing.TB, name, pkg string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is required (apt-get install %s)", name, pkg)
+		}
+		t.Skipf("%s not found: install the %s package (apt-get install %s)", name, pkg, pkg)
+	}
+}
+
+func testCtx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), longWait)
+	t.Cleanup(cancel)
+	return c
+}
+
+// startRunner runs a runner (tclsh) in-process on dir until the test ends.
+func startRunner(t testing.TB, dir string) {
+	t.Helper()
+	needTool(t, "tclsh", "tcl")
+	cfg := runner.Config{Session: dir, Heartbeat: 100 * time.Millisecond, Poll: 200 * time.Millisecond,
+		KillGrace: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r, err := runner.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background(), nil) }()
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(dir, protocol.FileStop), []byte(`{"mode":"force"}`), 0o600)
+		select {
+		case <-done:
+		case <-time.After(longWait):
+			t.Error("runner did not stop")
+		}
+	})
+	if _, err := master.WaitReady(testCtx(t), dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// connect serves cfg over an in-memory transport and returns the client's
+// session.
+func connect(t testing.TB, cfg Config) *mcp.ClientSession {
+	t.Helper()
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ctx := testCtx(t)
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "0"}, nil)
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close(); ss.Wait() })
+	return cs
+}
+
+// newSession starts a runner on a new session and connects a server to it.
+func newSession(t testing.TB, mods ...func(*Config)) (string, *mcp.ClientSession) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "sess")
+	startRunner(t, dir)
+	cfg := Config{Session: dir}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	return dir, connect(t, cfg)
+}
+
+// call calls a tool that must succeed and decodes its structured output
+// into out (which may be nil).
+func call(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any, out any) map[string]any {
+	t.Helper()
+	res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s: tool error: %s", name, textOf(res))
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: structured content %s: %v", name, b, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: %s: %v", name, b, err)
+		}
+	}
+	return m
+}
+
+// callErr calls a tool that must fail with a tool error and returns its text.
+func callErr(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any) string {
+	t.Helper()
+	res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error %v, want a tool error", name, err)
+	}
+	if !res.IsError {
+		t.Fatalf("%s: succeeded, want a tool error: %v", name, res.StructuredContent)
+	}
+	return textOf(res)
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds cmd/master and cmd/runner once and returns their directory.
+func binaries(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "mcpserver-bin")
+		if buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", binDir+"/", "github.com/skillpilot/skillpilot/cmd/master",
+			"github.com/skillpilot/skillpilot/cmd/runner").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{err: err, out: string(out)}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + e.out }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}

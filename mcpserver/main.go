@@ -1,0 +1,110 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/skillpilot/skillpilot/master"
+)
+
+// Usage is the help line of `master mcp`.
+const Usage = `--session DIR | --pool DIR [--read-only] [--allow RE]... [--deny RE]... [--preview-bytes N] [--max-read N] [--max-wait D] [--default-wait D]
+          serve the session (or a pool of sessions) to AI agents: a Model Context Protocol server on stdin/stdout`
+
+type regexps []*regexp.Regexp
+
+func (r *regexps) String() string {
+	var s []string
+	for _, re := range *r {
+		s = append(s, re.String())
+	}
+	return strings.Join(s, " ")
+}
+
+func (r *regexps) Set(v string) error {
+	re, err := regexp.Compile(v)
+	if err != nil {
+		return err
+	}
+	*r = append(*r, re)
+	return nil
+}
+
+// Main runs `master mcp`: an MCP server on stdin/stdout until stdin ends
+// (exit 0) or ctx ends (a signal: 130 for SIGINT, 143 for SIGTERM). Logs go
+// to stderr. Exit 2 for bad flags, 5 when the session is missing.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("master mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg Config
+	var allow, deny regexps
+	fs.StringVar(&cfg.Session, "session", "", "session directory (default $SP_SESSION_DIR unless --pool)")
+	fs.StringVar(&cfg.Pool, "pool", "", "a directory of session directories; calls name one with their session argument")
+	fs.BoolVar(&cfg.ReadOnly, "read-only", false, "offer only status, read_output, wait_for and tail; refuse the others")
+	fs.Var(&allow, "allow", "RE2 regexp: run and submit accept only payloads matching one --allow (repeatable)")
+	fs.Var(&deny, "deny", "RE2 regexp: run and submit refuse payloads matching any --deny (repeatable)")
+	fs.IntVar(&cfg.PreviewBytes, "preview-bytes", DefaultPreviewBytes, "byte budget of the output shown inline (head + tail)")
+	fs.IntVar(&cfg.MaxRead, "max-read", DefaultMaxRead, "largest byte range read_output and tail return")
+	fs.DurationVar(&cfg.MaxWait, "max-wait", DefaultMaxWait, "ceiling on how long one call may block")
+	fs.DurationVar(&cfg.DefaultWait, "default-wait", DefaultDefaultWait, "how long a call blocks when it gives no wait_timeout_s")
+	quiet := fs.Bool("quiet", false, "no log lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return master.ExitOK
+		}
+		return master.ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "master mcp: unexpected arguments %q\n", fs.Args())
+		return master.ExitUsage
+	}
+	if cfg.Session == "" && cfg.Pool == "" {
+		cfg.Session = os.Getenv("SP_SESSION_DIR")
+	}
+	if cfg.Session != "" && cfg.Pool != "" || cfg.Session == "" && cfg.Pool == "" {
+		fmt.Fprintln(stderr, "master mcp: give exactly one of --session DIR and --pool DIR")
+		return master.ExitUsage
+	}
+	if cfg.PreviewBytes < 16 || cfg.MaxRead < 1 || cfg.MaxWait <= 0 || cfg.DefaultWait <= 0 {
+		fmt.Fprintln(stderr, "master mcp: --preview-bytes must be at least 16, --max-read, --max-wait and --default-wait positive")
+		return master.ExitUsage
+	}
+	cfg.Allow, cfg.Deny = allow, deny
+	if !*quiet {
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "master mcp: %v\n", err)
+		_, code := master.Classify(err)
+		return code
+	}
+	rc, ok := stdin.(io.ReadCloser)
+	if !ok {
+		rc = io.NopCloser(stdin)
+	}
+	err = srv.Run(ctx, &mcp.IOTransport{Reader: rc, Writer: nopCloser{stdout}})
+	switch {
+	case ctx.Err() != nil:
+		if strings.Contains(fmt.Sprint(context.Cause(ctx)), "interrupt") {
+			return 130
+		}
+		return 143
+	case err != nil && !errors.Is(err, io.EOF):
+		fmt.Fprintf(stderr, "master mcp: %v\n", err)
+		return master.ExitIO
+	}
+	return master.ExitOK
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }

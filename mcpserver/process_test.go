@@ -1,0 +1,213 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/skillpilot/skillpilot/master"
+)
+
+// startRunnerProc runs the built runner binary on dir; the test stops it
+// (SIGTERM, then SIGKILL) at the end if it still runs.
+func startRunnerProc(t *testing.T, bin, dir string) *exec.Cmd {
+	t.Helper()
+	needTool(t, "tclsh", "tcl")
+	cmd := exec.Command(filepath.Join(bin, "runner"), "--session", dir, "--heartbeat", "100ms", "--kill-grace", "1s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(longWait):
+			cmd.Process.Kill()
+			<-exited
+			t.Errorf("runner did not stop on SIGTERM; stderr:\n%s", stderr.String())
+		}
+	})
+	if _, err := master.WaitReady(testCtx(t), dir); err != nil {
+		t.Fatalf("%v; runner stderr:\n%s", err, stderr.String())
+	}
+	return cmd
+}
+
+// The server keeps working when the runner under it is killed and a new one
+// starts on the same session: the interrupted command gets its result
+// (runner_restarted), new calls run, wait_for keeps its cursor.
+func TestRunnerRestartUnderServer(t *testing.T) {
+	bin := binaries(t)
+	dir := filepath.Join(t.TempDir(), "sess")
+	r1 := startRunnerProc(t, bin, dir)
+	cs := connect(t, Config{Session: dir})
+
+	var r CommandResult
+	call(t, cs, "run", map[string]any{"payload": "expr 1+1"}, &r)
+	if r.Value != "2" {
+		t.Fatalf("%+v", r)
+	}
+	var st StatusOutput
+	call(t, cs, "status", nil, &st)
+	sid := st.Sessions[0].SessionID
+	var long SubmitOutput
+	call(t, cs, "submit", map[string]any{"payload": "after 600000"}, &long)
+	waitRunning(t, cs, long.CmdID)
+
+	r1.Process.Kill() // A crash: no cleanup at all.
+	for ctx := testCtx(t); ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
+		call(t, cs, "status", nil, &st)
+		if !st.Sessions[0].Alive {
+			break
+		}
+	}
+	if st.Sessions[0].Alive {
+		t.Fatal("the killed runner still looks alive")
+	}
+	startRunnerProc(t, bin, dir)
+
+	var w CommandResult
+	call(t, cs, "wait", map[string]any{"cmd_id": long.CmdID, "wait_timeout_s": longWait.Seconds()}, &w)
+	if !w.Done || w.Status != "error" || w.ExitReason != "runner_restarted" {
+		t.Fatalf("interrupted command: %+v", w)
+	}
+	var sub SubmitOutput
+	call(t, cs, "submit", map[string]any{"payload": "puts [string cat AF TER]; expr {6*7}"}, &sub)
+	call(t, cs, "wait", map[string]any{"cmd_id": sub.CmdID, "wait_timeout_s": longWait.Seconds()}, &w)
+	if w.Value != "42" || w.Output.Head != "AFTER\n" {
+		t.Fatalf("%+v", w)
+	}
+	var wf WaitForOutput
+	call(t, cs, "wait_for", map[string]any{"pattern": "AFTER", "from_cursor": sub.ResumeCursor}, &wf)
+	if !wf.Matched {
+		t.Fatalf("%+v", wf)
+	}
+	call(t, cs, "status", nil, &st)
+	if !st.Sessions[0].Alive || st.Sessions[0].SessionID == sid {
+		t.Fatalf("after restart: %+v (old session_id %s)", st.Sessions[0], sid)
+	}
+}
+
+// The built binary over a real stdio pipe: `master mcp --session DIR`.
+func TestStdioBinary(t *testing.T) {
+	bin := binaries(t)
+	dir := filepath.Join(t.TempDir(), "sess")
+	startRunner(t, dir)
+	cmd := exec.Command(filepath.Join(bin, "master"), "mcp", "--session", dir, "--preview-bytes", "64")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "0"}, nil)
+	cs, err := client.Connect(testCtx(t), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := toolNames(t, cs)
+	if got := sortedKeys(tools); strings.Join(got, " ") != strings.Join(allTools, " ") {
+		t.Fatalf("tools %v", got)
+	}
+	if tools["run"].InputSchema == nil || tools["run"].OutputSchema == nil {
+		t.Fatal("run has no schemas")
+	}
+	var r CommandResult
+	call(t, cs, "run", map[string]any{"payload": "expr {6*7}"}, &r)
+	if r.Value != "42" || r.Status != "ok" {
+		t.Fatalf("%+v", r)
+	}
+	call(t, cs, "run", map[string]any{"payload": "puts -nonewline [string repeat 0123456789 100]"}, &r)
+	if !r.Output.Truncated || len(r.Output.Head)+len(r.Output.Tail) > 64 || r.Output.Size != 1000 {
+		t.Fatalf("%+v", r.Output)
+	}
+	var ro ReadOutputOutput
+	call(t, cs, "read_output", map[string]any{"cmd_id": r.CmdID, "offset": 503, "length": 4}, &ro)
+	if ro.Data != "3456" {
+		t.Fatalf("%+v", ro)
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Closing stdin ends the server: exit 0, one log line per call.
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 0 {
+		t.Fatalf("server exit %v; stderr:\n%s", cmd.ProcessState, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), `msg="tool call"`); n != 3 {
+		t.Errorf("%d tool call log lines, want 3:\n%s", n, stderr.String())
+	}
+}
+
+// SIGTERM ends a server that is waiting for its client: exit 143.
+func TestStdioSignal(t *testing.T) {
+	bin := binaries(t)
+	dir := filepath.Join(t.TempDir(), "sess")
+	startRunner(t, dir)
+	cmd := exec.Command(filepath.Join(bin, "master"), "mcp", "--session", dir)
+	stdin, err := cmd.StdinPipe() // Kept open: the server waits for requests.
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once it answers, its signal handler is in place.
+	stdin.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}` + "\n"))
+	buf := make([]byte, 4096)
+	if n, err := out.Read(buf); err != nil || !bytes.Contains(buf[:n], []byte(`"id":1`)) {
+		t.Fatalf("%q %v", buf[:n], err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(longWait):
+		cmd.Process.Kill()
+		t.Fatal("server did not end on SIGTERM")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+		t.Fatalf("exit %v, want 143", err)
+	}
+}
+
+// Usage errors and a missing session are answered with the CLI's exit
+// codes before any MCP traffic.
+func TestMainExitCodes(t *testing.T) {
+	t.Setenv("SP_SESSION_DIR", "")
+	ctx := context.Background()
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, master.ExitUsage},
+		{[]string{"--session", "a", "--pool", "b"}, master.ExitUsage},
+		{[]string{"--session", "a", "extra"}, master.ExitUsage},
+		{[]string{"--session", "a", "--deny", "("}, master.ExitUsage},
+		{[]string{"--session", filepath.Join(t.TempDir(), "none")}, master.ExitNoRunner},
+		{[]string{"--pool", filepath.Join(t.TempDir(), "none")}, master.ExitNoRunner},
+	} {
+		var stderr bytes.Buffer
+		if got := Main(ctx, tc.args, strings.NewReader(""), &bytes.Buffer{}, &stderr); got != tc.want {
+			t.Errorf("%v: exit %d, want %d (%s)", tc.args, got, tc.want, stderr.String())
+		}
+	}
+	// `master mcp` is listed by `master help` once registered.
+	out, _ := exec.Command(filepath.Join(binaries(t), "master"), "help").CombinedOutput()
+	if !strings.Contains(string(out), "  mcp --session DIR") {
+		t.Errorf("help:\n%s", out)
+	}
+}

@@ -1,0 +1,93 @@
+package mcpserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// toolDef is one tool of the server: its name, its access (--read-only
+// keeps only the `reads` tools and refuses calls to the others), and how to
+// add it to a server.
+//
+// Adding a tool is one handler method and one line in toolDefs. The `send`
+// tool (input to the running command, issue 11) is meant to plug in here:
+// a method (h *handler) send(ctx, req, SendInput) (SendOutput, error) that
+// calls h.checkPayload on the data and the master library's send request,
+// and the line
+//
+//	def("send", changes, descSend, (*handler).send),
+type toolDef struct {
+	name   string
+	access access
+	add    func(*mcp.Server, *handler)
+}
+
+type access int
+
+const (
+	changes  access = iota // queues or cancels commands
+	observes               // changes nothing, yet not offered by --read-only (wait: an agent's wait belongs with its run)
+	reads                  // offered by --read-only
+)
+
+// toolDefs lists the tools in the order tools/list shows them.
+var toolDefs = []toolDef{
+	def("run", changes, descRun, (*handler).run),
+	def("submit", changes, descSubmit, (*handler).submit),
+	def("wait", observes, descWait, (*handler).wait),
+	def("read_output", reads, descReadOutput, (*handler).readOutput),
+	def("wait_for", reads, descWaitFor, (*handler).waitFor),
+	def("tail", reads, descTail, (*handler).tail),
+	def("cancel", changes, descCancel, (*handler).cancel),
+	def("status", reads, descStatus, (*handler).status),
+}
+
+// def binds a typed handler method: the SDK derives the input and output
+// schemas from In and Out (field tags `jsonschema` are the descriptions),
+// validates arguments against the input schema, and turns a returned error
+// into a tool error (isError, with the message as text). Every call is
+// logged.
+func def[In, Out any](name string, acc access, desc string, fn func(*handler, context.Context, *mcp.CallToolRequest, In) (Out, error)) toolDef {
+	return toolDef{name: name, access: acc, add: func(s *mcp.Server, h *handler) {
+		mcp.AddTool(s, &mcp.Tool{Name: name, Description: desc, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: acc != changes}},
+			func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+				start := time.Now()
+				out, err := fn(h, ctx, req, in)
+				if err != nil {
+					h.cfg.Logger.Info("tool call", "tool", name, "error", err, "ms", time.Since(start).Milliseconds())
+				} else {
+					h.cfg.Logger.Info("tool call", "tool", name, "ms", time.Since(start).Milliseconds())
+				}
+				return nil, out, err
+			})
+	}}
+}
+
+const (
+	descRun = `Run a payload (Tcl by default) in the session's tool and wait for its result, at most wait_timeout_s ` +
+		`(capped by the server). Returns status (ok, error, timeout, cancelled), the Tcl value, error, duration, ` +
+		`and the output as a bounded preview: head and tail within the server's byte budget, total size, sha256 ` +
+		`and path; fetch any byte range with read_output. If the wait ends first, done is false: call wait with ` +
+		`the cmd_id. The command is an ordinary SkillPilot command: it queues behind others and is kept in the ` +
+		`session's audit trail.`
+	descSubmit = `Queue a payload without waiting; returns its cmd_id and resume_cursor (the spool size when it ` +
+		`was queued: pass it to wait_for to watch this command's output). Use wait for the result.`
+	descWait = `Wait (at most wait_timeout_s, capped by the server) for a command's result; same answer as run. ` +
+		`Changes nothing, but is left out with --read-only.`
+	descReadOutput = `Read an exact byte range of a command's output file (offset, length; length capped by the ` +
+		`server). data is UTF-8 text when the bytes are valid UTF-8, else base64 (see encoding). Works while ` +
+		`the command runs: size is the output so far.`
+	descWaitFor = `Wait until the RE2 pattern matches the session's output spool (log/session.out, every byte ` +
+		`the tool printed, raw) at or after from_cursor. The first match at or after from_cursor is returned, ` +
+		`never a later one: resume_cursor is match_span.end. On timeout matched is false, error is "timeout" and ` +
+		`resume_cursor is the spool size. Pass resume_cursor as from_cursor of the next call, and never skip a match.`
+	descTail = `Read a bounded range of the session's output spool (log/session.out, raw bytes) from ` +
+		`from_cursor (negative: that many bytes before the end). Returns data, the offset it starts at, and ` +
+		`resume_cursor (offset + bytes returned) for the next call.`
+	descCancel = `Cancel a command (queued or running) by cmd_id, or with no cmd_id the running command. Waits ` +
+		`(at most wait_timeout_s, default 10 s) for its result and reports the outcome.`
+	descStatus = `The session's state: runner alive or not, phase, running command, queue depth, and ` +
+		`resume_cursor (the spool size now). With a pool and no session: every session.`
+)
