@@ -64,6 +64,12 @@ func TestPool(t *testing.T) {
 			t.Errorf("%s: %s", bad, msg)
 		}
 	}
+	// A session added to the pool later is found.
+	startRunner(t, filepath.Join(pool, "c"))
+	call(t, cs, "status", nil, &st)
+	if len(st.Sessions) != 3 || st.Sessions[2].Session != "c" || !st.Sessions[2].Alive {
+		t.Fatalf("%+v", st)
+	}
 	var tl TailOutput
 	call(t, cs, "tail", map[string]any{"from_cursor": -100, "session": "b"}, &tl)
 	if tl.Session != "b" || tl.SpoolSize == 0 {

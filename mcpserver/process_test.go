@@ -104,7 +104,8 @@ func TestStdioBinary(t *testing.T) {
 	bin := binaries(t)
 	dir := filepath.Join(t.TempDir(), "sess")
 	startRunner(t, dir)
-	cmd := exec.Command(filepath.Join(bin, "master"), "mcp", "--session", dir, "--preview-bytes", "64")
+	// The command line of the client configuration in README.md and docs/mcp.md.
+	cmd := exec.Command(filepath.Join(bin, "master"), "mcp", "--session", dir, "--deny", `\bexit\b`, "--preview-bytes", "64")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "0"}, nil)
@@ -133,6 +134,9 @@ func TestStdioBinary(t *testing.T) {
 	if ro.Data != "3456" {
 		t.Fatalf("%+v", ro)
 	}
+	if msg := callErr(t, cs, "run", map[string]any{"payload": "exit 1"}); !strings.Contains(msg, `--deny rule "\\bexit\\b"`) {
+		t.Errorf("deny: %s", msg)
+	}
 	if err := cs.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +144,8 @@ func TestStdioBinary(t *testing.T) {
 	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 0 {
 		t.Fatalf("server exit %v; stderr:\n%s", cmd.ProcessState, stderr.String())
 	}
-	if n := strings.Count(stderr.String(), `msg="tool call"`); n != 3 {
-		t.Errorf("%d tool call log lines, want 3:\n%s", n, stderr.String())
+	if n := strings.Count(stderr.String(), `msg="tool call"`); n != 4 {
+		t.Errorf("%d tool call log lines, want 4:\n%s", n, stderr.String())
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,15 +99,17 @@ func New(cfg Config) (*mcp.Server, error) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "skillpilot", Title: "SkillPilot session", Version: "1"},
 		&mcp.ServerOptions{Instructions: instructions, Capabilities: &mcp.ServerCapabilities{}})
 	refused := map[string]bool{}
+	var offered []string
 	for _, d := range toolDefs {
 		if cfg.ReadOnly && d.access != reads {
 			refused[d.name] = true
 			continue
 		}
+		offered = append(offered, d.name)
 		d.add(srv, h)
 	}
 	if len(refused) > 0 {
-		srv.AddReceivingMiddleware(refuse(refused))
+		srv.AddReceivingMiddleware(refuse(refused, offered))
 	}
 	return srv, nil
 }
@@ -118,12 +121,13 @@ session's output spool from a cursor: always pass the resume_cursor of the previ
 
 // refuse answers calls to tools left out by --read-only with a clear tool
 // error instead of "unknown tool".
-func refuse(names map[string]bool) mcp.Middleware {
+func refuse(names map[string]bool, offered []string) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if r, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && names[r.Params.Name] {
 				res := &mcp.CallToolResult{}
-				res.SetError(fmt.Errorf("refused: %s changes the session and this server was started with --read-only", r.Params.Name))
+				res.SetError(fmt.Errorf("refused: this server was started with --read-only and offers only %s, not %s",
+					strings.Join(offered, ", "), r.Params.Name))
 				return res, nil
 			}
 			return next(ctx, method, req)

@@ -24,10 +24,10 @@ type CancelInput struct {
 
 // CancelOutput is the output of cancel.
 type CancelOutput struct {
-	Session string         `json:"session"`
-	CmdID   string         `json:"cmd_id,omitempty"`
+	Session string         `json:"session" jsonschema:"the session of the command"`
+	CmdID   string         `json:"cmd_id,omitempty" jsonschema:"the command the cancel was for (absent when idle)"`
 	Outcome string         `json:"outcome" jsonschema:"cancelled_running, cancelled_queued, already_finished (nothing was done), finished (it ended another way before the cancel took effect), pending (requested; no result yet), idle (nothing was running)"`
-	Message string         `json:"message"`
+	Message string         `json:"message" jsonschema:"what happened, in a sentence"`
 	Result  *CommandResult `json:"result,omitempty" jsonschema:"the command's result when it has one"`
 }
 
@@ -96,27 +96,27 @@ type StatusInput struct {
 
 // SessionStatus is one session's state.
 type SessionStatus struct {
-	Session            string `json:"session"`
+	Session            string `json:"session" jsonschema:"the session's name (its directory's name)"`
 	Dir                string `json:"dir" jsonschema:"the session directory on the server's host"`
 	Alive              bool   `json:"alive" jsonschema:"a runner serves the session"`
-	AliveReason        string `json:"alive_reason"`
+	AliveReason        string `json:"alive_reason" jsonschema:"why the runner is judged alive or not"`
 	Phase              string `json:"phase,omitempty" jsonschema:"starting, idle, busy, error, stopping, stopped"`
-	Reason             string `json:"reason,omitempty"`
+	Reason             string `json:"reason,omitempty" jsonschema:"why the phase is error or stopping"`
 	SessionID          string `json:"session_id,omitempty" jsonschema:"the runner's session id (changes when a new runner starts)"`
-	RunnerHost         string `json:"runner_host,omitempty"`
-	RunnerPID          int    `json:"runner_pid,omitempty"`
+	RunnerHost         string `json:"runner_host,omitempty" jsonschema:"where the runner runs"`
+	RunnerPID          int    `json:"runner_pid,omitempty" jsonschema:"its process id there"`
 	CurrentCmdID       string `json:"current_cmd_id,omitempty" jsonschema:"the running command"`
-	CurrentElapsedMS   int64  `json:"current_elapsed_ms,omitempty"`
-	CurrentOutputBytes int64  `json:"current_output_bytes,omitempty"`
-	QueueDepth         int    `json:"queue_depth"`
-	CommandsDone       int64  `json:"commands_done"`
+	CurrentElapsedMS   int64  `json:"current_elapsed_ms,omitempty" jsonschema:"how long the running command has run"`
+	CurrentOutputBytes int64  `json:"current_output_bytes,omitempty" jsonschema:"how much it has printed"`
+	QueueDepth         int    `json:"queue_depth" jsonschema:"commands waiting in queue/"`
+	CommandsDone       int64  `json:"commands_done" jsonschema:"commands this runner has finished"`
 	ResumeCursor       int64  `json:"resume_cursor" jsonschema:"the spool size now: wait_for from here sees only output printed from now on"`
 	Error              string `json:"error,omitempty" jsonschema:"why this session's state could not be read"`
 }
 
 // StatusOutput is the output of status.
 type StatusOutput struct {
-	Sessions []SessionStatus `json:"sessions"`
+	Sessions []SessionStatus `json:"sessions" jsonschema:"one entry per session (one for a single-session server)"`
 }
 
 func (h *handler) status(ctx context.Context, _ *mcp.CallToolRequest, in StatusInput) (StatusOutput, error) {

@@ -20,8 +20,8 @@ type ReadOutputInput struct {
 
 // ReadOutputOutput is the output of read_output.
 type ReadOutputOutput struct {
-	Session  string `json:"session"`
-	CmdID    string `json:"cmd_id"`
+	Session  string `json:"session" jsonschema:"the command's session"`
+	CmdID    string `json:"cmd_id" jsonschema:"the command"`
 	Path     string `json:"path" jsonschema:"the output file, relative to the session directory"`
 	Offset   int64  `json:"offset" jsonschema:"where data starts"`
 	Length   int64  `json:"length" jsonschema:"bytes in data (decoded)"`
@@ -41,7 +41,7 @@ type TailInput struct {
 
 // TailOutput is the output of tail.
 type TailOutput struct {
-	Session      string `json:"session"`
+	Session      string `json:"session" jsonschema:"the session whose spool this is"`
 	Offset       int64  `json:"offset" jsonschema:"where data starts in the spool"`
 	Data         string `json:"data" jsonschema:"the spool bytes, raw (CR LF line ends, prompts and markers included), as text or base64 (see encoding)"`
 	Encoding     string `json:"encoding" jsonschema:"utf-8 or base64"`

@@ -56,9 +56,9 @@ type ErrorInfo struct {
 
 // CommandResult is the output of run and wait (and part of cancel's).
 type CommandResult struct {
-	Session        string     `json:"session"`
-	CmdID          string     `json:"cmd_id"`
-	Seq            int64      `json:"seq"`
+	Session        string     `json:"session" jsonschema:"the command's session"`
+	CmdID          string     `json:"cmd_id" jsonschema:"the command's id"`
+	Seq            int64      `json:"seq" jsonschema:"its place in the session's total order"`
 	Done           bool       `json:"done" jsonschema:"true when the command has its result; false when this call's wait ended first"`
 	State          string     `json:"state" jsonschema:"finished, running, queued, or unknown (between two of those)"`
 	Status         string     `json:"status,omitempty" jsonschema:"when done: ok, error, timeout or cancelled"`
@@ -66,10 +66,10 @@ type CommandResult struct {
 	ValueTruncated bool       `json:"value_truncated,omitempty" jsonschema:"the value was cut (by the runner or by the budget)"`
 	Error          *ErrorInfo `json:"error,omitempty" jsonschema:"when status is not ok"`
 	ExitReason     string     `json:"exit_reason,omitempty" jsonschema:"why the command ended: marker_seen, ctrl_c, tool_died, runner_restarted, ..."`
-	DurationMS     int64      `json:"duration_ms,omitempty"`
+	DurationMS     int64      `json:"duration_ms,omitempty" jsonschema:"how long it ran (runner clock)"`
 	SpoolStart     int64      `json:"spool_start,omitempty" jsonschema:"the command's range in the session spool (see tail, wait_for)"`
-	SpoolEnd       int64      `json:"spool_end,omitempty"`
-	Output         Preview    `json:"output"`
+	SpoolEnd       int64      `json:"spool_end,omitempty" jsonschema:"end of that range (exclusive)"`
+	Output         Preview    `json:"output" jsonschema:"the output: a bounded preview of it"`
 	CommandPath    string     `json:"command_path,omitempty" jsonschema:"the executed command file kept for the audit trail, relative to the session directory"`
 	Note           string     `json:"note,omitempty" jsonschema:"a sentence for a human when not done (why the wait ended)"`
 }

@@ -23,17 +23,17 @@ type WaitForInput struct {
 
 // Span is a byte range [start, end) of the spool.
 type Span struct {
-	Start int64 `json:"start"`
-	End   int64 `json:"end"`
+	Start int64 `json:"start" jsonschema:"first byte of the match"`
+	End   int64 `json:"end" jsonschema:"byte after the match"`
 }
 
 // WaitForOutput is the output of wait_for. resume_cursor is its only
 // cursor: match_span.end on a match, the spool size on a timeout.
 type WaitForOutput struct {
-	Session            string `json:"session"`
-	Matched            bool   `json:"matched"`
+	Session            string `json:"session" jsonschema:"the session whose spool was searched"`
+	Matched            bool   `json:"matched" jsonschema:"true when the pattern matched"`
 	MatchText          string `json:"match_text,omitempty" jsonschema:"the matched bytes (bounded by the byte budget)"`
-	MatchTextTruncated bool   `json:"match_text_truncated,omitempty"`
+	MatchTextTruncated bool   `json:"match_text_truncated,omitempty" jsonschema:"match_text was cut to the budget"`
 	MatchSpan          *Span  `json:"match_span,omitempty" jsonschema:"where the match is in the spool"`
 	ResumeCursor       int64  `json:"resume_cursor" jsonschema:"where the next wait_for must start: match_span.end on a match, the spool size on a timeout"`
 	Error              string `json:"error,omitempty" jsonschema:"timeout when nothing matched in time"`

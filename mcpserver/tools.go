@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,9 +20,11 @@ import (
 //
 //	def("send", changes, descSend, (*handler).send),
 type toolDef struct {
-	name   string
-	access access
-	add    func(*mcp.Server, *handler)
+	name    string
+	access  access
+	desc    string
+	in, out reflect.Type // documented in docs/mcp.md (see TestDocsToolReference)
+	add     func(*mcp.Server, *handler)
 }
 
 type access int
@@ -32,7 +35,7 @@ const (
 	reads                  // offered by --read-only
 )
 
-// toolDefs lists the tools in the order tools/list shows them.
+// toolDefs lists the tools (tools/list sorts them by name).
 var toolDefs = []toolDef{
 	def("run", changes, descRun, (*handler).run),
 	def("submit", changes, descSubmit, (*handler).submit),
@@ -50,7 +53,7 @@ var toolDefs = []toolDef{
 // into a tool error (isError, with the message as text). Every call is
 // logged.
 func def[In, Out any](name string, acc access, desc string, fn func(*handler, context.Context, *mcp.CallToolRequest, In) (Out, error)) toolDef {
-	return toolDef{name: name, access: acc, add: func(s *mcp.Server, h *handler) {
+	return toolDef{name: name, access: acc, desc: desc, in: reflect.TypeFor[In](), out: reflect.TypeFor[Out](), add: func(s *mcp.Server, h *handler) {
 		mcp.AddTool(s, &mcp.Tool{Name: name, Description: desc, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: acc != changes}},
 			func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 				start := time.Now()

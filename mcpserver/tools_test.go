@@ -71,7 +71,10 @@ func TestToolsListSchemas(t *testing.T) {
 			t.Errorf("%s: no description", name)
 		}
 	}
-	// An argument of the wrong type is refused by the schema.
+	// An unknown argument, or one of the wrong type, is refused by the schema.
+	if msg := callErr(t, cs, "run", map[string]any{"payload": "expr 1", "bogus": 1}); !strings.Contains(msg, "bogus") {
+		t.Errorf("unknown argument: %s", msg)
+	}
 	if msg := callErr(t, cs, "wait_for", map[string]any{"pattern": "x", "from_cursor": "zero"}); !strings.Contains(msg, "from_cursor") {
 		t.Errorf("bad argument: %s", msg)
 	}
@@ -120,6 +123,7 @@ func TestRunExpr(t *testing.T) {
 	}
 
 	// A Tcl error is the command's status, not a tool error.
+	r = CommandResult{}
 	call(t, cs, "run", map[string]any{"payload": "error boom"}, &r)
 	if r.Status != "error" || r.Error == nil || r.Error.Message != "boom" || r.Error.Code != protocol.CodeToolError {
 		t.Fatalf("%+v", r)
@@ -129,6 +133,12 @@ func TestRunExpr(t *testing.T) {
 	call(t, cs, "wait", map[string]any{"cmd_id": r.CmdID}, &w)
 	if w.Status != "error" || w.CmdID != r.CmdID {
 		t.Fatalf("%+v", w)
+	}
+	// The value is bounded by the budget too.
+	var v CommandResult
+	call(t, cs, "run", map[string]any{"payload": "string repeat x 10000"}, &v)
+	if len(v.Value) != DefaultPreviewBytes || !v.ValueTruncated || strings.Trim(v.Value, "x") != "" {
+		t.Fatalf("value of %d bytes, truncated %v", len(v.Value), v.ValueTruncated)
 	}
 	// Bad input is a clear tool error.
 	if msg := callErr(t, cs, "run", map[string]any{"payload": "expr 1", "kind": "perl"}); !strings.Contains(msg, "kind") {
