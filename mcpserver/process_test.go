@@ -65,6 +65,16 @@ func TestRunnerRestartUnderServer(t *testing.T) {
 	call(t, cs, "submit", map[string]any{"payload": "after 600000"}, &long)
 	waitRunning(t, cs, long.CmdID)
 
+	// A wait that spans the crash and the restart.
+	waited := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "wait",
+			Arguments: map[string]any{"cmd_id": long.CmdID, "wait_timeout_s": longWait.Seconds()}})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		}
+		waited <- res
+	}()
 	r1.Process.Kill() // A crash: no cleanup at all.
 	for ctx := testCtx(t); ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
 		call(t, cs, "status", nil, &st)
@@ -77,8 +87,12 @@ func TestRunnerRestartUnderServer(t *testing.T) {
 	}
 	startRunnerProc(t, bin, dir)
 
+	res := <-waited
+	if res.IsError {
+		t.Fatalf("wait across the restart: %s", textOf(res))
+	}
 	var w CommandResult
-	call(t, cs, "wait", map[string]any{"cmd_id": long.CmdID, "wait_timeout_s": longWait.Seconds()}, &w)
+	remarshal(t, res.StructuredContent, &w)
 	if !w.Done || w.Status != "error" || w.ExitReason != "runner_restarted" {
 		t.Fatalf("interrupted command: %+v", w)
 	}
