@@ -1,0 +1,47 @@
+package history
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// ErrOutputMismatch is returned by Output when the output file does not
+// match the sha256 its result records (it was changed after the run, or the
+// session copy is incomplete).
+var ErrOutputMismatch = errors.New("history: output does not match the result's output_sha256")
+
+// Output reads the output of a finished command, at most limit bytes
+// (fsq.ErrTooLarge beyond), and checks it against the result's size and
+// output_sha256. A command whose result records no output (it never ran)
+// has an empty output.
+func (s *Session) Output(c *Command, limit int64) ([]byte, error) {
+	if c.Result == nil {
+		return nil, fmt.Errorf("history: %s has no result yet", c.Name)
+	}
+	if c.Result.Stats.Bytes == 0 && (c.Result.OutputSHA256 == "" || c.Result.OutputSHA256 == emptySHA) {
+		return nil, nil
+	}
+	if c.Result.Stats.Bytes > limit {
+		return nil, fmt.Errorf("output of %s: %d bytes: %w (limit %d)", c.CmdID, c.Result.Stats.Bytes, fsq.ErrTooLarge, limit)
+	}
+	p := filepath.Join(s.Dir, protocol.DirOutput, protocol.OutputName(c.Name))
+	data, _, err := readFile(p, limit)
+	if err != nil {
+		return nil, fmt.Errorf("output of %s: %w", c.CmdID, err)
+	}
+	if want := c.Result.OutputSHA256; want != "" {
+		sum := sha256.Sum256(data)
+		if hex.EncodeToString(sum[:]) != want || int64(len(data)) != c.Result.Stats.Bytes {
+			return data, fmt.Errorf("output of %s (%s): %w", c.CmdID, p, ErrOutputMismatch)
+		}
+	}
+	return data, nil
+}
+
+var emptySHA = func() string { s := sha256.Sum256(nil); return hex.EncodeToString(s[:]) }()
