@@ -57,6 +57,7 @@ func Main(args []string, stderr io.Writer) int {
 	fs.BoolVar(&cfg.RequireLease, "require-lease", false, "stop if no state/lease.json appears within --lease-grace")
 	fs.DurationVar(&cfg.LeaseGrace, "lease-grace", 30*time.Second, "see --require-lease")
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "do not fsync results and events (faster; a machine crash may lose results)")
+	fs.StringVar(&cfg.MetricsFile, "metrics-file", "", "write Prometheus metrics (text format, atomically) to this file on every heartbeat and result, e.g. for node_exporter's textfile collector")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the runner stops (for performance work)")
 	fs.Usage = func() {

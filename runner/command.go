@@ -304,6 +304,8 @@ func (r *Runner) onCommitted(d commitDone) {
 	if d.err != nil {
 		r.log.Error("writing the result failed; the command stays in inflight/ and the next runner settles it",
 			"name", d.job.name, "err", d.err)
+	} else {
+		r.metrics.result(r, res, true)
 	}
 	r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
 		ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,

@@ -44,6 +44,8 @@ type Config struct {
 	// may lose results. Off by default.
 	NoSync bool
 
+	MetricsFile string // Prometheus text file rewritten on every heartbeat and result ("": none)
+
 	Logger *slog.Logger
 }
 

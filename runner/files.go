@@ -137,6 +137,7 @@ func (r *Runner) beat() {
 	if err := fsq.WriteAtomic(r.path(protocol.FileHeartbeat), marshal(hb), 0o600, fsq.Volatile); err != nil {
 		r.log.Warn("write heartbeat", "err", err)
 	}
+	r.metrics.beat(r)
 }
 
 // writeResult writes result/<name> atomically with its content fsynced
@@ -195,6 +196,7 @@ func (r *Runner) commitResult(p *fsq.Prepared, res *protocol.Result) error {
 	}
 	r.doneIDs[res.CmdID] = true
 	r.ringSync()
+	r.metrics.result(r, res, false)
 	return nil
 }
 

@@ -219,6 +219,7 @@ func (r *Runner) shutdown() error {
 	r.beat()
 	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: map[string]any{"reason": r.stopReason, "commands_done": r.cmdsDone}})
 	r.log.Info("runner stopped", "reason", r.stopReason, "commands_done", r.cmdsDone)
+	r.metrics.close()
 	return nil
 }
 

@@ -93,6 +93,7 @@ type Runner struct {
 	resSpares       *fsq.Spares
 	stateAt         time.Time
 	startFailed     bool
+	metrics         *metrics // nil without --metrics-file
 }
 
 // Open prepares the session directory (creating the layout, mode 0700),
@@ -132,6 +133,10 @@ func Open(cfg Config) (*Runner, error) {
 		}
 	}
 	if err := r.acquire(); err != nil {
+		return nil, err
+	}
+	if r.metrics, err = newMetrics(r); err != nil {
+		r.release()
 		return nil, err
 	}
 	if err := r.openLogs(); err != nil {
