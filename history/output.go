@@ -5,7 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -45,3 +48,27 @@ func (s *Session) Output(c *Command, limit int64) ([]byte, error) {
 }
 
 var emptySHA = func() string { s := sha256.Sum256(nil); return hex.EncodeToString(s[:]) }()
+
+// OutputPrefix reads at most the first n bytes of a finished command's
+// output, without checking them against the result (they may be a part).
+// truncated reports that the output is longer than n.
+func (s *Session) OutputPrefix(c *Command, n int64) (data []byte, truncated bool, err error) {
+	if c.Result == nil || c.Result.Stats.Bytes == 0 {
+		return nil, false, nil
+	}
+	p := filepath.Join(s.Dir, protocol.DirOutput, protocol.OutputName(c.Name))
+	f, err := fsq.CreateFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, false, fmt.Errorf("output of %s: %w", c.CmdID, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, false, fmt.Errorf("output of %s: %w", c.CmdID, fsq.ErrNotRegular)
+	}
+	data, err = io.ReadAll(io.LimitReader(f, n))
+	return data, fi.Size() > n, err
+}

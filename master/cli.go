@@ -33,7 +33,7 @@ Commands:
   tail    [-f] [--from CURSOR]                    print log/session.out from a byte cursor
   ready   [--wait-timeout DUR]                    wait until a runner serves the session (idle or busy)
   waitfor [--from CURSOR] [--wait-timeout DUR] [--json] REGEXP   wait for output in the spool
-` + reportUsage + `
+` + reportUsage + standinUsage + `
 Exit codes: 0 ok, 1 command failed, 2 usage, 3 timeout, 4 cancelled,
 5 session missing or runner not alive, 10 I/O or internal error.
 With --json, stdout holds only JSON (with protocol_version); errors are
@@ -157,6 +157,10 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		return c.ready(ctx, args)
 	case "report":
 		return c.report(args)
+	case "standin":
+		return c.standin(args)
+	case "diff":
+		return c.diff(args)
 	}
 	fmt.Fprint(c.stderr, cliUsage)
 	return usageErr("unknown command %q", cmd)

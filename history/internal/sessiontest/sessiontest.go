@@ -89,6 +89,14 @@ type Runner struct {
 // and waits until it serves the session.
 func Start(t testing.TB, dir string, args ...string) *Runner {
 	t.Helper()
+	r := StartNoWait(t, dir, args...)
+	r.WaitPhase(protocol.PhaseIdle, protocol.PhaseBusy)
+	return r
+}
+
+// StartNoWait starts a runner on dir without waiting for it to serve.
+func StartNoWait(t testing.TB, dir string, args ...string) *Runner {
+	t.Helper()
 	logf, err := os.CreateTemp("", "runner-log")
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +121,6 @@ func Start(t testing.TB, dir string, args ...string) *Runner {
 		logf.Close()
 		os.Remove(logf.Name())
 	})
-	r.WaitPhase(protocol.PhaseIdle, protocol.PhaseBusy)
 	return r
 }
 

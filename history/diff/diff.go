@@ -1,0 +1,252 @@
+// Package diff compares two recorded runs command by command: the
+// regression check of a golden run (`master diff A B`).
+//
+// Commands are matched by payload and order: the k-th command of run A with
+// a given payload text is compared with the k-th command of run B with the
+// same payload (commands whose command file is gone are matched among
+// themselves, in order). A matched pair differs when its status or
+// exit_reason, its value, or its output (by sha256) differ; a command
+// without a partner in the other run is a difference too. Durations are
+// reported, never a difference. Commands still running are ignored.
+package diff
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	udiff "github.com/aymanbagabas/go-udiff"
+	"github.com/skillpilot/skillpilot/history"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// Bounds of the unified diff of two outputs.
+const (
+	MaxDiffInput = 256 << 10 // bytes of each output that are diffed
+	MaxDiffLines = 200       // lines of unified diff kept per command
+)
+
+// Side is one command of a pair as the report shows it.
+type Side struct {
+	CmdID        string  `json:"cmd_id"`
+	Seq          int64   `json:"seq"`
+	Status       string  `json:"status"`
+	ExitReason   string  `json:"exit_reason"`
+	Value        *string `json:"value"`
+	OutputSHA256 string  `json:"output_sha256"`
+	Bytes        int64   `json:"bytes"`
+	DurationMS   int64   `json:"duration_ms"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// Pair is one matched (or unmatched) command.
+type Pair struct {
+	Payload    string   `json:"payload"`    // its first bytes
+	Occurrence int      `json:"occurrence"` // 1 for the first command with this payload
+	A          *Side    `json:"a"`          // nil: only in B
+	B          *Side    `json:"b"`          // nil: only in A
+	Differs    []string `json:"differs"`    // status, value, output, only_in_a, only_in_b
+	OutputDiff string   `json:"output_diff,omitempty"`
+	DurationMS int64    `json:"duration_change_ms"` // B − A
+}
+
+// Result is the comparison of two runs.
+type Result struct {
+	ProtocolVersion int    `json:"protocol_version"`
+	A               string `json:"a"`
+	B               string `json:"b"`
+	Agree           bool   `json:"agree"`
+	Matched         int    `json:"matched"`
+	Same            int    `json:"same"`
+	Different       int    `json:"different"`
+	OnlyInA         int    `json:"only_in_a"`
+	OnlyInB         int    `json:"only_in_b"`
+	DurationA       int64  `json:"duration_a_ms"` // sum over matched commands
+	DurationB       int64  `json:"duration_b_ms"`
+	// Differences lists the pairs that differ, in A's order (then B-only).
+	Differences []Pair `json:"differences"`
+	// Slower lists the matched pairs with the largest duration changes.
+	Slower []Pair `json:"largest_duration_changes"`
+	// Warnings: outputs that could not be read (counted as differences).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Compare compares run b with run a (both loaded with Payloads).
+func Compare(a, b *history.Session) *Result {
+	r := &Result{ProtocolVersion: protocol.Version, A: a.Dir, B: b.Dir, Differences: []Pair{}, Slower: []Pair{}}
+	listA, listB := finished(a), finished(b)
+	type key struct {
+		known   bool
+		payload string
+	}
+	queueB := map[key][]*history.Command{}
+	for _, c := range listB {
+		k := key{c.PayloadKnown, c.Payload}
+		queueB[k] = append(queueB[k], c)
+	}
+	seen := map[key]int{}
+	var matched []Pair
+	for _, ca := range listA {
+		k := key{ca.PayloadKnown, ca.Payload}
+		seen[k]++
+		p := Pair{Payload: head(ca), Occurrence: seen[k], A: side(ca)}
+		if q := queueB[k]; len(q) > 0 {
+			cb := q[0]
+			queueB[k] = q[1:]
+			p.B = side(cb)
+			r.compare(&p, a, ca, b, cb)
+			matched = append(matched, p)
+		} else {
+			p.Differs = []string{"only_in_a"}
+			r.OnlyInA++
+		}
+		if len(p.Differs) > 0 {
+			r.Differences = append(r.Differences, p)
+		}
+	}
+	seenB := map[key]int{}
+	for _, cb := range listB {
+		k := key{cb.PayloadKnown, cb.Payload}
+		seenB[k]++
+		if seenB[k] <= seen[k] {
+			continue // Matched above.
+		}
+		r.OnlyInB++
+		r.Differences = append(r.Differences, Pair{Payload: head(cb), Occurrence: seenB[k], B: side(cb), Differs: []string{"only_in_b"}})
+	}
+	r.Matched = len(matched)
+	r.Different = len(r.Differences) - r.OnlyInA - r.OnlyInB
+	r.Same = r.Matched - r.Different
+	r.Agree = len(r.Differences) == 0
+	for i := range matched {
+		r.DurationA += matched[i].A.DurationMS
+		r.DurationB += matched[i].B.DurationMS
+	}
+	r.Slower = largestChanges(matched, 5)
+	return r
+}
+
+// finished returns the commands of s that have a result, in recorded order.
+func finished(s *history.Session) []*history.Command {
+	var out []*history.Command
+	for _, c := range s.Commands {
+		if c.Result != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func side(c *history.Command) *Side {
+	res := c.Result
+	s := &Side{CmdID: c.CmdID, Seq: c.Seq, Status: string(res.Status), ExitReason: string(res.ExitReason),
+		Value: res.Value, OutputSHA256: res.OutputSHA256, Bytes: res.Stats.Bytes, DurationMS: c.Duration().Milliseconds()}
+	if res.Error != nil {
+		s.Error = clip(res.Error.Message, 300)
+	}
+	return s
+}
+
+// compare fills p.Differs (and the output diff) for a matched pair.
+func (r *Result) compare(p *Pair, a *history.Session, ca *history.Command, b *history.Session, cb *history.Command) {
+	p.DurationMS = p.B.DurationMS - p.A.DurationMS
+	if p.A.Status != p.B.Status || p.A.ExitReason != p.B.ExitReason {
+		p.Differs = append(p.Differs, "status")
+	}
+	if (p.A.Value == nil) != (p.B.Value == nil) || (p.A.Value != nil && *p.A.Value != *p.B.Value) {
+		p.Differs = append(p.Differs, "value")
+	}
+	if p.A.OutputSHA256 == p.B.OutputSHA256 && p.A.Bytes == p.B.Bytes {
+		return
+	}
+	p.Differs = append(p.Differs, "output")
+	outA, truncA, errA := a.OutputPrefix(ca, MaxDiffInput)
+	outB, truncB, errB := b.OutputPrefix(cb, MaxDiffInput)
+	if errA != nil || errB != nil {
+		for _, err := range []error{errA, errB} {
+			if err != nil {
+				r.Warnings = append(r.Warnings, err.Error())
+			}
+		}
+		p.OutputDiff = "(the outputs differ by sha256; one of them could not be read for a line diff)"
+		return
+	}
+	if truncA {
+		outA = wholeRunes(outA)
+	}
+	if truncB {
+		outB = wholeRunes(outB)
+	}
+	p.OutputDiff = unified(ca.CmdID, cb.CmdID, outA, outB)
+	if truncA || truncB {
+		p.OutputDiff = fmt.Sprintf("(line diff of the first %d KiB only)\n", MaxDiffInput>>10) + p.OutputDiff
+	}
+}
+
+// unified renders a bounded unified diff of two outputs.
+func unified(idA, idB string, a, b []byte) string {
+	if !utf8.Valid(a) || !utf8.Valid(b) {
+		return fmt.Sprintf("(binary outputs differ: %d and %d bytes)", len(a), len(b))
+	}
+	edits := udiff.Lines(string(a), string(b))
+	text, err := udiff.ToUnified("a/"+idA, "b/"+idB, string(a), edits, 3)
+	if err != nil {
+		return fmt.Sprintf("(no line diff: %v)", err)
+	}
+	lines := strings.SplitAfter(text, "\n")
+	if len(lines) > MaxDiffLines {
+		text = strings.Join(lines[:MaxDiffLines], "") + fmt.Sprintf("… %d more lines of diff\n", len(lines)-MaxDiffLines)
+	}
+	return text
+}
+
+// wholeRunes drops an incomplete UTF-8 sequence that a cut left at the end.
+func wholeRunes(b []byte) []byte {
+	for i := 1; i <= utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			break
+		}
+	}
+	return b
+}
+
+func largestChanges(pairs []Pair, n int) []Pair {
+	out := make([]Pair, 0, n)
+	for _, p := range pairs {
+		out = append(out, p)
+		for i := len(out) - 1; i > 0 && abs(out[i].DurationMS) > abs(out[i-1].DurationMS); i-- {
+			out[i], out[i-1] = out[i-1], out[i]
+		}
+		if len(out) > n {
+			out = out[:n]
+		}
+	}
+	return out
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func head(c *history.Command) string {
+	if !c.PayloadKnown {
+		return "(command file unknown: " + c.Name + ")"
+	}
+	return clip(c.PayloadHead, 120)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
