@@ -56,6 +56,9 @@ type eventLog struct {
 // append and is ignored silently. Reading stops after maxMetaBytes.
 func readEvents(path string, w *warnings) *eventLog {
 	ev := &eventLog{counts: map[string]int{}, begins: map[string]time.Time{}}
+	if path == "" {
+		return ev
+	}
 	f, err := fsq.CreateFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return ev

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -33,7 +32,10 @@ func (s *Session) Output(c *Command, limit int64) ([]byte, error) {
 	if c.Result.Stats.Bytes > limit {
 		return nil, fmt.Errorf("output of %s: %d bytes: %w (limit %d)", c.CmdID, c.Result.Stats.Bytes, fsq.ErrTooLarge, limit)
 	}
-	p := filepath.Join(s.Dir, protocol.DirOutput, protocol.OutputName(c.Name))
+	p, err := s.path(protocol.DirOutput + "/" + protocol.OutputName(c.Name))
+	if err != nil {
+		return nil, fmt.Errorf("output of %s: %w", c.CmdID, err)
+	}
 	data, _, err := readFile(p, limit)
 	if err != nil {
 		return nil, fmt.Errorf("output of %s: %w", c.CmdID, err)
@@ -56,7 +58,10 @@ func (s *Session) OutputPrefix(c *Command, n int64) (data []byte, truncated bool
 	if c.Result == nil || c.Result.Stats.Bytes == 0 {
 		return nil, false, nil
 	}
-	p := filepath.Join(s.Dir, protocol.DirOutput, protocol.OutputName(c.Name))
+	p, err := s.path(protocol.DirOutput + "/" + protocol.OutputName(c.Name))
+	if err != nil {
+		return nil, false, fmt.Errorf("output of %s: %w", c.CmdID, err)
+	}
 	f, err := fsq.CreateFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, false, fmt.Errorf("output of %s: %w", c.CmdID, err)

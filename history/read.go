@@ -76,7 +76,8 @@ func IsSession(dir string) bool {
 }
 
 // FindSessions returns the session directories directly inside pool, in
-// name order. The pool itself is returned when it is a session.
+// name order; entries that are symlinks are not followed. The pool itself
+// is returned when it is a session.
 func FindSessions(pool string) ([]string, error) {
 	if IsSession(pool) {
 		return []string{pool}, nil
@@ -88,7 +89,7 @@ func FindSessions(pool string) ([]string, error) {
 	var out []string
 	for _, n := range names {
 		p := filepath.Join(pool, n)
-		if IsSession(p) {
+		if isDir(p) && IsSession(p) {
 			out = append(out, p)
 		}
 	}
@@ -117,4 +118,35 @@ func (w *warnings) result() []string {
 		return append(w.list, fmt.Sprintf("… and %d more warnings", w.dropped))
 	}
 	return w.list
+}
+
+// path returns the path of rel (slash-separated, relative to the session
+// directory) after checking that every directory on the way is a real
+// directory, not a symlink that could lead out of the session. The checks
+// are cached per directory.
+func (s *Session) path(rel string) (string, error) {
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		d := strings.Join(parts[:i], "/")
+		err, ok := s.dirs[d]
+		if !ok {
+			fi, lerr := os.Lstat(filepath.Join(s.Dir, filepath.FromSlash(d)))
+			switch {
+			case lerr != nil:
+				err = lerr
+			case fi.Mode()&os.ModeSymlink != 0:
+				err = fmt.Errorf("%s/: %w", d, fsq.ErrSymlink)
+			case !fi.IsDir():
+				err = fmt.Errorf("%s/: not a directory", d)
+			}
+			if s.dirs == nil {
+				s.dirs = map[string]error{}
+			}
+			s.dirs[d] = err
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(s.Dir, filepath.FromSlash(rel)), nil
 }

@@ -99,6 +99,8 @@ type Session struct {
 	Live       bool      // state.json says a runner may still be running (phase not stopped)
 	ReadAt     time.Time
 	Warnings   []string
+
+	dirs map[string]error // checked directories (see path); not safe for concurrent use
 }
 
 // Options tune Load.
@@ -133,7 +135,15 @@ func Load(dir string, opt Options) (*Session, error) {
 	if err != nil {
 		w.add("inflight/: %v", err)
 	}
-	ev := readEvents(filepath.Join(dir, protocol.FileMeta), &w)
+	var ev *eventLog
+	if p, err := s.path(protocol.FileMeta); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			w.add("log/meta.log: %v", err)
+		}
+		ev = readEvents("", &w)
+	} else {
+		ev = readEvents(p, &w)
+	}
 	s.readResults(ev, &w, opt)
 	s.readRunning(inflight, ev, &w, opt)
 	if q, err := listDir(filepath.Join(dir, protocol.DirQueue)); err == nil {
@@ -157,7 +167,14 @@ func Load(dir string, opt Options) (*Session, error) {
 }
 
 func (s *Session) readState(w *warnings) {
-	data, _, err := readFile(filepath.Join(s.Dir, protocol.FileState), maxStateSize)
+	p, err := s.path(protocol.FileState)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			w.add("state/state.json: %v", err)
+		}
+		return
+	}
+	data, _, err := readFile(p, maxStateSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return
 	}
@@ -180,12 +197,17 @@ func (s *Session) readResults(ev *eventLog, w *warnings, opt Options) {
 	if err != nil {
 		w.add("result/: %v", err)
 	}
+	dir, err := s.path(protocol.DirResult + "/x")
+	if err != nil {
+		return
+	}
+	dir = filepath.Dir(dir)
 	for _, name := range names {
 		seq, id, err := protocol.ParseCommandName(name)
 		if err != nil && !errors.Is(err, protocol.ErrBadCmdID) {
 			continue // Not a result file (the runner writes none other).
 		}
-		data, _, err := readFile(filepath.Join(s.Dir, protocol.DirResult, name), maxResultSize)
+		data, _, err := readFile(filepath.Join(dir, name), maxResultSize)
 		if err != nil {
 			w.add("result/%s: %v", name, err)
 			continue
@@ -262,7 +284,14 @@ func commandFile(name, commandPath string) string {
 
 // readCommand fills the payload fields of c from its command file rel.
 func (s *Session) readCommand(c *Command, rel string, w *warnings, opt Options) {
-	data, fi, err := readFile(filepath.Join(s.Dir, filepath.FromSlash(rel)), maxCommandSize)
+	p, err := s.path(rel)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			w.add("%s: %v", rel, err)
+		}
+		return
+	}
+	data, fi, err := readFile(p, maxCommandSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return // Older sessions kept no archive; a rejected file may be unreadable.
 	}

@@ -1,0 +1,223 @@
+package report_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skillpilot/skillpilot/history"
+	"github.com/skillpilot/skillpilot/history/report"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+var t0 = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+
+// synth makes a session of n commands in memory: each runs 10 ms after
+// waiting 5 ms, back to back from t0+offset, every 10th fails, with a gap
+// of 1 s after the first half.
+func synth(name string, n int, offset time.Duration) *history.Session {
+	s := &history.Session{Dir: "/sessions/" + name, Name: name, Events: map[string]int{}}
+	at := t0.Add(offset)
+	for i := 0; i < n; i++ {
+		if i == n/2 {
+			at = at.Add(time.Second)
+		}
+		st := history.StatusOK
+		res := &protocol.Result{Status: protocol.StatusOK, ExitReason: protocol.ReasonMarkerSeen, Stats: protocol.Stats{Bytes: 100}}
+		if i%10 == 9 {
+			st, res.Status = history.StatusError, protocol.StatusError
+		}
+		c := &history.Command{Name: fmt.Sprintf("cmd_%d_c%d.json", i+1, i+1), CmdID: fmt.Sprintf("%s-%d", name, i+1), Seq: int64(i + 1),
+			Status: st, Result: res, Submitted: at, Start: at.Add(5 * time.Millisecond), End: at.Add(15 * time.Millisecond),
+			PayloadKnown: true, PayloadHead: fmt.Sprintf("step %d <b>&", i)}
+		s.Commands = append(s.Commands, c)
+		at = c.End
+	}
+	s.Start, s.End = s.Commands[0].Submitted, s.Commands[n-1].End
+	s.Marks = []history.Mark{{TS: s.Start, Kind: history.MarkRunnerStart, Text: "runner started"},
+		{TS: s.Start.Add(time.Millisecond), Kind: history.MarkToolRestart, Text: "tool restarted"}}
+	return s
+}
+
+func TestModelSummary(t *testing.T) {
+	s := synth("a", 100, 0)
+	s.Commands[3].End = s.Commands[3].Start.Add(500 * time.Millisecond) // the longest (overlaps the next ones)
+	m := report.Build([]*history.Session{s}, report.Options{Now: t0})
+	sm := m.Summary
+	if sm.Commands != 100 || sm.ByStatus["ok"] != 90 || sm.ByStatus["error"] != 10 || sm.ByStatus["cancelled"] != 0 {
+		t.Errorf("counts: %d %v", sm.Commands, sm.ByStatus)
+	}
+	if sm.Run.P50 != 10 || sm.Run.P90 != 10 || sm.Run.Max != 500 || sm.Queue.P50 != 5 || sm.QueueKnown != 100 {
+		t.Errorf("percentiles: run %+v queue %+v", sm.Run, sm.Queue)
+	}
+	if len(sm.Longest) != 10 || sm.Longest[0].CmdID != "a-4" || sm.Longest[0].RunMS != 500 {
+		t.Errorf("longest: %+v", sm.Longest[0])
+	}
+	// Span: 100 × 15 ms + 1 s gap; busy: the union of run intervals.
+	if sm.SpanMS != 2500 || sm.BusyMS+sm.IdleMS != sm.SpanMS {
+		t.Errorf("span %d busy %d idle %d", sm.SpanMS, sm.BusyMS, sm.IdleMS)
+	}
+	wantBusy := int64(99*10) + 500 - overlap(s) // 99 others of 10 ms and the long one, minus what coincides
+	if sm.BusyMS != wantBusy {
+		t.Errorf("busy %dms, want %dms", sm.BusyMS, wantBusy)
+	}
+	if m.Aggregated || len(m.Lanes[0].Bins) != 0 || m.Note != "" {
+		t.Errorf("100 commands aggregated")
+	}
+	// The JSON model is complete and round-trips.
+	var buf bytes.Buffer
+	if err := report.WriteJSON(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	var back report.Model
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.ProtocolVersion != 1 || len(back.Lanes[0].Commands) != 100 || back.Lanes[0].Commands[0].QueueMS == nil ||
+		*back.Lanes[0].Commands[0].QueueMS != 5 || back.Summary.BusyMS != sm.BusyMS || len(back.Lanes[0].Marks) != 2 {
+		t.Errorf("JSON round trip lost data: %s", buf.String()[:min(buf.Len(), 400)])
+	}
+}
+
+// overlap is how much of command 4's long run lies over later commands.
+func overlap(s *history.Session) int64 {
+	long := s.Commands[3]
+	var d time.Duration
+	for _, c := range s.Commands[4:] {
+		if c.Start.Before(long.End) {
+			end := c.End
+			if long.End.Before(end) {
+				end = long.End
+			}
+			d += end.Sub(c.Start)
+		}
+	}
+	return d.Milliseconds()
+}
+
+// TestModelAggregates: beyond MaxBars, lanes become bins whose counts add
+// up to every command, and the page says so.
+func TestModelAggregates(t *testing.T) {
+	sessions := []*history.Session{synth("a", 3000, 0), synth("b", 2000, 3*time.Second)}
+	m := report.Build(sessions, report.Options{MaxBars: 4000, Bins: 200, Now: t0})
+	if !m.Aggregated || !strings.Contains(m.Note, "5000 commands") {
+		t.Fatalf("aggregated %v, note %q", m.Aggregated, m.Note)
+	}
+	for i, l := range m.Lanes {
+		n, errs := 0, 0
+		var busy float64
+		for _, b := range l.Bins {
+			n += b.Count
+			errs += b.ByStatus["error"]
+			busy += b.BusyMS
+			if b.BusyMS > m.BinMS+1e-9 {
+				t.Errorf("bin busier than its width: %v > %v", b.BusyMS, m.BinMS)
+			}
+		}
+		if n != len(sessions[i].Commands) || errs != len(sessions[i].Commands)/10 || len(l.Bins) != 200 {
+			t.Errorf("lane %d: bins count %d commands (%d errors) in %d bins", i, n, errs, len(l.Bins))
+		}
+		if want := float64(len(sessions[i].Commands) * 10); busy < want-1 || busy > want+1 {
+			t.Errorf("lane %d: bins hold %.1f ms of run time, want %.0f", i, busy, want)
+		}
+		if len(l.Commands) != len(sessions[i].Commands) {
+			t.Errorf("the JSON model lost commands: %d", len(l.Commands))
+		}
+	}
+	// Queue depth: with a 5 ms wait before every 10 ms run, at most one waits.
+	for _, b := range m.Lanes[0].Bins {
+		if b.MaxQueue > 1 {
+			t.Fatalf("max queue %d", b.MaxQueue)
+		}
+	}
+}
+
+// TestSVGAndHTMLAreWellFormed parses the SVG (both modes) as XML and checks
+// that payload text is escaped.
+func TestSVGAndHTMLAreWellFormed(t *testing.T) {
+	for _, max := range []int{0, 100} {
+		m := report.Build([]*history.Session{synth("a", 500, 0), synth("b", 50, time.Second)}, report.Options{MaxBars: max, Now: t0})
+		var svg bytes.Buffer
+		if err := report.WriteSVG(&svg, m); err != nil {
+			t.Fatal(err)
+		}
+		d := xml.NewDecoder(bytes.NewReader(svg.Bytes()))
+		rects, bins := 0, 0
+		for {
+			tok, err := d.Token()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("max bars %d: the SVG is not well-formed XML: %v", max, err)
+			}
+			if se, ok := tok.(xml.StartElement); ok {
+				for _, a := range se.Attr {
+					if a.Name.Local == "class" && a.Value == "b" {
+						rects++
+					}
+					if a.Name.Local == "class" && a.Value == "bin" {
+						bins++
+					}
+				}
+			}
+		}
+		if m.Aggregated != (max == 100) || (!m.Aggregated && rects != 550) || (m.Aggregated && (rects != 0 || bins == 0)) {
+			t.Errorf("max bars %d: aggregated %v, %d bars, %d bins", max, m.Aggregated, rects, bins)
+		}
+		var page bytes.Buffer
+		if err := report.WriteHTML(&page, m); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(page.String(), "step 1 <b>") || !strings.Contains(page.String(), "step 1 &lt;b&gt;") {
+			t.Errorf("payload text not escaped in the page")
+		}
+	}
+}
+
+// TestBrowserAggregated100k loads the page of 100,000 commands (two lanes,
+// aggregated) in chromium: no console errors, the bins account for every
+// command, and the page says it aggregated.
+func TestBrowserAggregated100k(t *testing.T) {
+	m := report.Build([]*history.Session{synth("big", 70000, 0), synth("other", 30000, time.Minute)}, report.Options{Now: t0})
+	var page bytes.Buffer
+	start := time.Now()
+	if err := report.WriteHTML(&page, m); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("100,000 commands: page %d bytes, written in %s", page.Len(), time.Since(start))
+	path := filepath.Join(artifactDir(t), "timeline-100k.html")
+	if err := os.WriteFile(path, page.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := openPage(t, path)
+	var got struct {
+		Bins, Commands int
+		Note           string
+	}
+	if err := b.Eval(`(function(){
+		var n = 0, gs = document.querySelectorAll("#timeline g.bin");
+		for (var i = 0; i < gs.length; i++) n += +gs[i].dataset.n;
+		var note = document.getElementById("note");
+		return {Bins: gs.length, Commands: n, Note: note ? note.textContent : ""};
+	})()`, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Commands != 100000 || got.Bins == 0 || !strings.Contains(got.Note, "100000 commands") {
+		t.Errorf("page: %+v", got)
+	}
+	png, err := b.Screenshot(1400, 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(artifactDir(t), "timeline-100k.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
