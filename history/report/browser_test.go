@@ -98,6 +98,13 @@ func TestBrowserRealSession10k(t *testing.T) {
 			t.Errorf("the flow produced no %s command: %v", st, m.Summary.ByStatus)
 		}
 	}
+	for _, c := range m.Lanes[0].Commands {
+		// Settled by the next runner: drawn from its cmd_begin, not as a
+		// zero-length bar at the recovery.
+		if c.Status == history.StatusRunnerRestarted && c.RunMS <= 0 {
+			t.Errorf("the runner_restarted command %s has run time %dms", c.CmdID, c.RunMS)
+		}
+	}
 	kinds := map[string]int{}
 	for _, mk := range m.Lanes[0].Marks {
 		kinds[mk.Kind]++
@@ -160,6 +167,24 @@ func TestBrowserRealSession10k(t *testing.T) {
 	if !strings.Contains(detailText, m.Lanes[0].Commands[0].CmdID) {
 		t.Errorf("clicking the first bar shows %q, want its cmd_id %s", detailText, m.Lanes[0].Commands[0].CmdID)
 	}
+	// The first row of "ten longest" points at its bar; + zooms in.
+	var rowText, zoom string
+	if err := b.Eval(`(function(){
+		document.querySelector("table.longest tr[data-l]").click();
+		return document.getElementById("details").textContent;
+	})()`, &rowText); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rowText, m.Summary.Longest[0].CmdID) {
+		t.Errorf("clicking the longest command's row shows %q, want %s", rowText, m.Summary.Longest[0].CmdID)
+	}
+	if err := b.Eval(`document.getElementById("zoomin").click(), document.getElementById("timeline").style.width`, &zoom); err != nil {
+		t.Fatal(err)
+	}
+	if zoom != "200%" {
+		t.Errorf("after +, the timeline is %q wide", zoom)
+	}
+	b.Eval(`document.getElementById("zoomreset").click(), 0`, new(int))
 	if p := b.Problems(); len(p) > 0 {
 		t.Errorf("console errors after hover and click:\n%s", strings.Join(p, "\n"))
 	}

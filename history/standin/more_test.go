@@ -84,6 +84,22 @@ func TestStandinMatching(t *testing.T) {
 		t.Errorf("a payload recorded once: got %q, recorded %q", value(got[4]), value(ra[1]))
 	}
 
+	// Deleting the positions file starts the replay over in the same session.
+	pos, _ := filepath.Glob(filepath.Join(base, "s1", "log", "standin-*.positions"))
+	if len(pos) != 1 {
+		t.Fatalf("positions files: %v", pos)
+	}
+	if err := os.Remove(pos[0]); err != nil {
+		t.Fatal(err)
+	}
+	r := sessiontest.Start(t, filepath.Join(base, "s1"), "--init", strict, "--", "tclsh")
+	again := sessiontest.Cmd{Seq: 10, ID: "again", Payload: "clock microseconds"}
+	sessiontest.Submit(t, r.Dir, again)
+	if v := value(sessiontest.WaitResult(t, r.Dir, again)); v != recorded[0] {
+		t.Errorf("after deleting the positions file: %q, want the first recording %q", v, recorded[0])
+	}
+	r.Stop()
+
 	lenient := filepath.Join(base, "lenient.tcl")
 	generate(t, lenient, standin.Options{OnUnknown: "tcl"}, a)
 	got = replay(t, filepath.Join(base, "s2"), lenient, "puts unrecorded; expr {6*7}")

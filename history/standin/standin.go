@@ -11,9 +11,8 @@
 // occurrence with the first recording, the second with the second, and so
 // on in recorded order (sessions in the order given, each in the order its
 // commands started); once the recordings are used up it repeats the last.
-// A payload that was never recorded fails with a Tcl error naming it
-// (errorCode SKILLPILOT STANDIN NOT_RECORDED), or with OnUnknown "tcl" is
-// evaluated by tclsh itself.
+// A payload that was never recorded fails with a Tcl error naming it, or
+// with OnUnknown "tcl" is evaluated by tclsh itself.
 //
 // How a recording ends: a command that returned (ok, or a Tcl error) returns
 // the recorded value with the recorded return code; one that called exit

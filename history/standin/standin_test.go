@@ -69,6 +69,11 @@ func flow(t *testing.T, r *sessiontest.Runner) []sessiontest.Cmd {
 	sessiontest.WaitResult(t, dir, c)
 	run("exit 3") // the tool exits: restarted, init rerun
 	run("clock microseconds")
+	to := step("puts {waiting for a license}; flush stdout; after 60000") // times out
+	to.TimeoutS = 0.3
+	sessiontest.Submit(t, dir, to)
+	sessiontest.WaitResult(t, dir, to)
+	run("exec kill -KILL [pid]") // the tool dies of a signal
 	run("return -code break")
 	run("puts {all done}")
 	return cmds
@@ -158,7 +163,8 @@ func TestStandinReplaysRecordedFlow(t *testing.T) {
 		}
 	}
 	// The flow really had what the issue asks for.
-	want := map[string]protocol.Status{"step03": protocol.StatusError, "step10": protocol.StatusCancelled, "step11": protocol.StatusError}
+	want := map[string]protocol.Status{"step03": protocol.StatusError, "step10": protocol.StatusCancelled, "step11": protocol.StatusError,
+		"step13": protocol.StatusTimeout, "step14": protocol.StatusError}
 	for id, s := range want {
 		if r := readResult(t, repDir, sessiontest.Cmd{Seq: seqOf(id), ID: id}); r.Status != s {
 			t.Errorf("%s replayed as %s, want %s", id, r.Status, s)
@@ -176,8 +182,11 @@ func TestStandinReplaysRecordedFlow(t *testing.T) {
 	if len(vals) != 3 {
 		t.Errorf("clock microseconds replayed %d distinct values, want the 3 recorded ones in order", len(vals))
 	}
-	if st, err := sessiontest.ReadState(repDir); err != nil || st.ToolStarts < 3 {
-		t.Errorf("the replay restarted the tool %d times, want 2 (cancel and exit): %v", st.ToolStarts-1, err)
+	if r := readResult(t, repDir, cmds[13]); r.ExitReason != protocol.ReasonToolDied || r.Signal != "SIGKILL" {
+		t.Errorf("the killed tool replayed as %s %q", r.ExitReason, r.Signal)
+	}
+	if st, err := sessiontest.ReadState(repDir); err != nil || st.ToolStarts < 5 {
+		t.Errorf("the replay restarted the tool %d times, want 4 (cancel, exit, timeout, kill): %v", st.ToolStarts-1, err)
 	}
 
 	// diff: the recorded and replayed runs agree.

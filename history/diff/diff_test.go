@@ -1,0 +1,125 @@
+package diff_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skillpilot/skillpilot/history"
+	"github.com/skillpilot/skillpilot/history/diff"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+type cmd struct {
+	payload string
+	status  protocol.Status
+	value   string
+	output  string
+	ms      int
+}
+
+// write makes a finished session of cmds, as a runner leaves it.
+func write(t *testing.T, dir string, cmds []cmd) *history.Session {
+	t.Helper()
+	for _, d := range []string{protocol.DirResult, protocol.DirArchive, protocol.DirOutput} {
+		os.MkdirAll(filepath.Join(dir, d), 0o700)
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, c := range cmds {
+		id := "c" + string(rune('a'+i))
+		name := protocol.CommandName(int64(i+1), id)
+		sum := sha256.Sum256([]byte(c.output))
+		v := c.value
+		res := protocol.Result{ProtocolVersion: 1, CmdID: id, Seq: int64(i + 1), Status: c.status, ExitReason: protocol.ReasonMarkerSeen,
+			StartTS: protocol.Time{Time: at}, EndTS: protocol.Time{Time: at.Add(time.Duration(c.ms) * time.Millisecond)}, Value: &v,
+			Stats: protocol.Stats{Bytes: int64(len(c.output)), DurationMS: int64(c.ms)}, OutputSHA256: hex.EncodeToString(sum[:]),
+			OutputPath: "output/" + protocol.OutputName(name), CommandPath: "archive/" + name}
+		at = at.Add(time.Second)
+		rb, _ := json.Marshal(res)
+		cb, _ := json.Marshal(protocol.Command{CmdID: id, Seq: int64(i + 1), Kind: protocol.KindTcl, Payload: c.payload})
+		for p, b := range map[string][]byte{"result/" + name: rb, "archive/" + name: cb, res.OutputPath: []byte(c.output)} {
+			if err := os.WriteFile(filepath.Join(dir, p), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s, err := history.Load(dir, history.Options{Payloads: true})
+	if err != nil || len(s.Warnings) > 0 {
+		t.Fatalf("%v %v", err, s.Warnings)
+	}
+	return s
+}
+
+func lines(prefix string, n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		b.WriteString(prefix)
+		b.WriteString(strings.Repeat("-", 60))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// TestCompare: the k-th occurrence of a payload in A is compared with the
+// k-th in B; status, value and output differences are found; commands of one
+// run only are differences; durations never are; the output diff is bounded.
+func TestCompare(t *testing.T) {
+	base := t.TempDir()
+	big := lines("a", 5000) // about 300 KiB
+	a := write(t, filepath.Join(base, "a"), []cmd{
+		{"report", protocol.StatusOK, "1", "slack 1\n", 10},
+		{"check", protocol.StatusOK, "", "fine\n", 10},
+		{"report", protocol.StatusOK, "2", big, 10},
+		{"only A", protocol.StatusOK, "", "", 10},
+	})
+	b := write(t, filepath.Join(base, "b"), []cmd{
+		{"report", protocol.StatusOK, "1", "slack 1\n", 900}, // slower: not a difference
+		{"report", protocol.StatusOK, "2", lines("b", 5000), 10},
+		{"check", protocol.StatusError, "no license", "fine\n", 10},
+		{"only B", protocol.StatusOK, "", "", 10},
+	})
+	r := diff.Compare(a, b)
+	if r.Agree || r.Matched != 3 || r.Same != 1 || r.Different != 2 || r.OnlyInA != 1 || r.OnlyInB != 1 {
+		t.Fatalf("%+v", r)
+	}
+	got := map[string]string{}
+	for _, p := range r.Differences {
+		got[p.Payload+"#"+string(rune('0'+p.Occurrence))] = strings.Join(p.Differs, ",")
+	}
+	want := map[string]string{"check#1": "status,value", "report#2": "output", "only A#1": "only_in_a", "only B#1": "only_in_b"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: differs %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	for _, p := range r.Differences {
+		if p.Payload == "report" {
+			n := strings.Count(p.OutputDiff, "\n")
+			if !strings.HasPrefix(p.OutputDiff, "(line diff of the first 256 KiB only)") || n > diff.MaxDiffLines+2 ||
+				!strings.Contains(p.OutputDiff, "-a---") || !strings.Contains(p.OutputDiff, "more lines of diff") {
+				t.Errorf("output diff (%d lines): %.300s", n, p.OutputDiff)
+			}
+		}
+	}
+	if len(r.Slower) == 0 || r.Slower[0].DurationMS != 890 {
+		t.Errorf("largest duration change: %+v", r.Slower)
+	}
+	var text bytes.Buffer
+	if err := diff.WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"the runs DIFFER", "only in A: cd", "only in B: cd", "+890ms", "status, value"} {
+		if !strings.Contains(text.String(), s) {
+			t.Errorf("text lacks %q:\n%s", s, text.String())
+		}
+	}
+	if r := diff.Compare(a, a); !r.Agree || r.Same != 4 {
+		t.Errorf("a run compared with itself: %+v", r)
+	}
+}
