@@ -34,6 +34,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCommand$$' -fuzztime $(FUZZTIME) ./protocol
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCommandName$$' -fuzztime $(FUZZTIME) ./protocol
 	$(GO) test -run '^$$' -fuzz '^FuzzFramer$$' -fuzztime $(FUZZTIME) ./runner
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEvents$$' -fuzztime $(FUZZTIME) ./history
 
 # The full benchmark suite; figures and ratios go to BENCHMARKS.md by hand.
 BENCHTIME ?= 1x

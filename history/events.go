@@ -72,7 +72,13 @@ func readEvents(path string, w *warnings) *eventLog {
 		w.add("log/meta.log: not a regular file; events ignored")
 		return ev
 	}
-	br := bufio.NewReaderSize(io.LimitReader(f, maxMetaBytes), 64<<10)
+	parseEvents(ev, io.LimitReader(f, maxMetaBytes), w)
+	return ev
+}
+
+// parseEvents reads JSON Lines events from r into ev.
+func parseEvents(ev *eventLog, r io.Reader, w *warnings) {
+	br := bufio.NewReaderSize(r, 64<<10)
 	var toolStarts, bad, long int
 	var line []byte
 	for n := 1; ; n++ {
@@ -117,7 +123,6 @@ func readEvents(path string, w *warnings) *eventLog {
 		w.add("log/meta.log: %d lines longer than %d bytes; skipped", long, maxEventLine)
 	}
 	sort.SliceStable(ev.marks, func(i, j int) bool { return ev.marks[i].TS.Before(ev.marks[j].TS) })
-	return ev
 }
 
 // add records one event. toolStarts counts tool starts since the last
