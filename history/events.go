@@ -34,10 +34,10 @@ const (
 
 // Mark is one event placed on the time axis.
 type Mark struct {
-	TS    time.Time `json:"ts"`
-	Kind  string    `json:"kind"`
-	CmdID string    `json:"cmd_id,omitempty"`
-	Text  string    `json:"text"` // a human sentence built from the event's fields
+	TS    protocol.Time `json:"ts"`
+	Kind  string        `json:"kind"`
+	CmdID string        `json:"cmd_id,omitempty"`
+	Text  string        `json:"text"` // a human sentence built from the event's fields
 }
 
 // eventLog is what Load keeps of log/meta.log.
@@ -122,7 +122,7 @@ func parseEvents(ev *eventLog, r io.Reader, w *warnings) {
 	if long > 0 {
 		w.add("log/meta.log: %d lines longer than %d bytes; skipped", long, maxEventLine)
 	}
-	sort.SliceStable(ev.marks, func(i, j int) bool { return ev.marks[i].TS.Before(ev.marks[j].TS) })
+	sort.SliceStable(ev.marks, func(i, j int) bool { return ev.marks[i].TS.Before(ev.marks[j].TS.Time) })
 }
 
 // add records one event. toolStarts counts tool starts since the last
@@ -139,7 +139,7 @@ func (ev *eventLog) add(e protocol.Event, toolStarts *int) {
 		}
 	}
 	mark := func(kind, text string) {
-		ev.marks = append(ev.marks, Mark{TS: ts, Kind: kind, CmdID: e.CmdID, Text: text})
+		ev.marks = append(ev.marks, Mark{TS: protocol.Time{Time: ts.UTC()}, Kind: kind, CmdID: e.CmdID, Text: text})
 	}
 	switch e.Event {
 	case protocol.EvRunnerStart:

@@ -41,8 +41,8 @@ func synth(name string, n int, offset time.Duration) *history.Session {
 		at = c.End
 	}
 	s.Start, s.End = s.Commands[0].Submitted, s.Commands[n-1].End
-	s.Marks = []history.Mark{{TS: s.Start, Kind: history.MarkRunnerStart, Text: "runner started"},
-		{TS: s.Start.Add(time.Millisecond), Kind: history.MarkToolRestart, Text: "tool restarted"}}
+	s.Marks = []history.Mark{{TS: protocol.Time{Time: s.Start}, Kind: history.MarkRunnerStart, Text: "runner started"},
+		{TS: protocol.Time{Time: s.Start.Add(time.Millisecond)}, Kind: history.MarkToolRestart, Text: "tool restarted"}}
 	return s
 }
 

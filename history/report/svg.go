@@ -302,7 +302,7 @@ func (s *svgWriter) marks(y0 float64, l *Lane) {
 	groups := map[key]*group{}
 	var order []key
 	for _, mk := range l.Marks {
-		k := key{mk.Kind, int(s.x(mk.TS))}
+		k := key{mk.Kind, int(s.x(mk.TS.Time))}
 		if g := groups[k]; g != nil {
 			g.n++
 			continue
@@ -316,7 +316,7 @@ func (s *svgWriter) marks(y0 float64, l *Lane) {
 				continue
 			}
 			g := groups[k]
-			x := s.x(g.first.TS)
+			x := s.x(g.first.TS.Time)
 			text := g.first.TS.UTC().Format("15:04:05.000") + " " + g.first.Text
 			if g.n > 1 {
 				text = fmt.Sprintf("%d × %s; the first: %s", g.n, st.label, text)
