@@ -1,0 +1,14 @@
+// Package sched drives the batch schedulers a farm runs: Slurm (sbatch,
+// squeue, sacct, scancel), Grid Engine (qsub, qstat, qacct, qdel), LSF
+// (bsub, bjobs, bkill), and a local detached process for machines without
+// one. Each driver builds the command lines and parses the scheduler's own
+// view of a job into a [Job]; [Run] executes them.
+//
+// The package knows nothing about sessions: master.Launch writes the job
+// script and records the job in state/launch.json (PROTOCOL.md, "Launch").
+//
+// Command lines and parsers are pure functions so they can be unit-tested
+// without the scheduler. Slurm is tested for real (make test-slurm); Grid
+// Engine and LSF are tested only through their command lines and sample
+// outputs (see README, "Scale out").
+package sched
