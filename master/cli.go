@@ -27,13 +27,15 @@ Commands:
   result  CMD_ID                                  print the result JSON (exit 5 style codes)
   output  [--offset N] [--length N] CMD_ID        print a command's output (a byte range)
   cancel  [CMD_ID]                                cancel CMD_ID, or the running command
-  stop    [--force] [--wait] [--wait-timeout DUR] stop the runner (graceful by default)
+  stop    [--force] [--wait] [--wait-timeout DUR] stop the runner (graceful by default);
+          on a launched session: stop request, then after --grace (30s) the
+          scheduler's cancel, then its kill, until the job is gone
   status  [--json]                                phase, current command, queue, liveness
   lease   --ttl DUR [--keep]                      write the lease (and keep renewing it)
   tail    [-f] [--from CURSOR]                    print log/session.out from a byte cursor
   ready   [--wait-timeout DUR]                    wait until a runner serves the session (idle or busy)
   waitfor [--from CURSOR] [--wait-timeout DUR] [--json] REGEXP   wait for output in the spool
-` + reportUsage + standinUsage + `
+` + reportUsage + standinUsage + farmUsage + `
 Exit codes: 0 ok, 1 command failed, 2 usage, 3 timeout, 4 cancelled,
 5 session missing or runner not alive, 10 I/O or internal error.
 With --json, stdout holds only JSON (with protocol_version); errors are
@@ -144,7 +146,14 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 	case "cancel":
 		return c.cancel(ctx, args)
 	case "stop":
+		if handled, err := c.stopLaunched(ctx, args); handled { // launch_cli.go
+			return err
+		}
 		return c.stop(ctx, args)
+	case "launch":
+		return c.launch(ctx, args)
+	case "pool":
+		return c.pool(ctx, args)
 	case "status":
 		return c.status(ctx, args)
 	case "lease":
@@ -407,10 +416,12 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	st.Launch = launchStatus(ctx, s) // launch_stop.go: the scheduler's view, if launched
 	if c.json {
 		c.printJSON(st)
 	} else {
 		c.printStatus(st)
+		c.printLaunch(st.Launch)
 	}
 	if !st.Alive {
 		return exitOnly(ExitNoRunner)

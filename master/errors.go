@@ -76,6 +76,9 @@ const (
 
 // Classify maps an error to its stable code and CLI exit code.
 func Classify(err error) (code string, exit int) {
+	if code, exit, ok := classifyFarm(err); ok { // launch and pool (launch_wait.go)
+		return code, exit
+	}
 	var eo exitOnly
 	switch {
 	case err == nil:

@@ -18,6 +18,11 @@ import (
 func (c *Command) Output(off, n int64) ([]byte, error) {
 	fsq.Revalidate(c.s.path(protocol.DirOutput))
 	f, err := os.Open(c.s.path(protocol.DirOutput + "/" + protocol.OutputName(c.Name)))
+	if errors.Is(err, os.ErrNotExist) {
+		if fc := c.forwarded(); fc != nil { // Moved by a pool: pool_move.go.
+			return fc.Output(off, n)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -81,6 +81,7 @@ type Command struct {
 	ID   string
 	Seq  int64
 	Name string // cmd_<seq>_<cmd_id>.json
+	hops int    // forwards followed to reach this handle (pool_move.go)
 }
 
 // Submit allocates a seq (see allocSeq), writes the command atomically
@@ -144,7 +145,7 @@ func (s *Session) Command(cmdID string) (*Command, error) {
 	if !protocol.ValidCmdID(cmdID) {
 		return nil, usageErr("invalid cmd_id %q", cmdID)
 	}
-	for _, d := range []string{protocol.DirResult, protocol.DirInflight, protocol.DirQueue} {
+	for _, d := range []string{protocol.DirResult, protocol.DirInflight, protocol.DirQueue, DirForward} {
 		names, err := fsq.ReadNames(s.path(d))
 		if err != nil {
 			continue
@@ -159,10 +160,14 @@ func (s *Session) Command(cmdID string) (*Command, error) {
 }
 
 // Result returns the command's result if it exists (nil, nil if not yet).
+// A command a pool moved to another session (forward/) is followed there.
 func (c *Command) Result() (*protocol.Result, error) {
 	fsq.Revalidate(c.s.path(protocol.DirResult)) // The runner may be on another NFS client.
 	b, err := os.ReadFile(c.s.path(filepath.Join(protocol.DirResult, c.Name)))
 	if errors.Is(err, os.ErrNotExist) {
+		if fc := c.forwarded(); fc != nil { // pool_move.go
+			return fc.Result()
+		}
 		return nil, nil
 	}
 	if err != nil {

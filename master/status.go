@@ -30,6 +30,7 @@ type Status struct {
 	HeartbeatCount  int64          `json:"heartbeat_counter"`
 	CommandsDone    int64          `json:"commands_done"`
 	Filesystem      string         `json:"filesystem,omitempty"`
+	Launch          *LaunchStatus  `json:"launch,omitempty"` // set by master status on a launched session
 }
 
 // Status reads state.json and heartbeat.json and judges whether the runner

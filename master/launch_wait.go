@@ -1,0 +1,178 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/sched"
+)
+
+// Farm errors a caller may branch on with errors.Is.
+var (
+	// ErrAlreadyLaunched: the session already has a live runner, or the
+	// job of an earlier launch is still queued or running. Nothing was
+	// submitted. CLI exit 7 (nothing to act on), code already_launched.
+	ErrAlreadyLaunched = errors.New("master: the session is already served or its job is still queued or running")
+	// ErrLaunchFailed: the job ended (or the local runner exited) before
+	// its runner served the session. CLI exit 5, code launch_failed.
+	ErrLaunchFailed = errors.New("master: the job ended before its runner served the session")
+	// ErrSubmitFailed: the scheduler refused the job, or its submit command
+	// is missing. CLI exit 10, code submit_failed.
+	ErrSubmitFailed = errors.New("master: the scheduler did not accept the job")
+)
+
+// Codes of the farm errors in the CLI's JSON output.
+const (
+	CodeAlreadyLaunched = "already_launched"
+	CodeLaunchFailed    = "launch_failed"
+	CodeSubmitFailed    = "submit_failed"
+)
+
+// classifyFarm maps the farm errors to their code and exit status.
+func classifyFarm(err error) (code string, exit int, ok bool) {
+	switch {
+	case errors.Is(err, ErrAlreadyLaunched):
+		return CodeAlreadyLaunched, 7, true
+	case errors.Is(err, ErrLaunchFailed):
+		return CodeLaunchFailed, ExitNoRunner, true
+	case errors.Is(err, ErrSubmitFailed):
+		return CodeSubmitFailed, ExitIO, true
+	}
+	return "", 0, false
+}
+
+// queryEvery is how often a waiting launcher asks the scheduler.
+const queryEvery = time.Second
+
+// waitServing waits until a runner newer than session_id before serves
+// the session, or the job ends, or ctx (bounded by ReadyTimeout) ends.
+func waitServing(ctx context.Context, s *Session, d sched.Driver, x sched.Exec, before string, opts LaunchOptions, res *LaunchResult) error {
+	start := time.Now()
+	if opts.ReadyTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.ReadyTimeout)
+		defer cancel()
+	}
+	id := res.Info.JobID
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var lastQuery, pendingSince, lastNote time.Time
+	var lastSaid, lastPhase string
+	for {
+		if st, ok := s.serving(before); ok {
+			res.Status, res.Elapsed = st, time.Since(start)
+			if !pendingSince.IsZero() {
+				res.Pending = time.Since(pendingSince) // Upper bound: pending until the runner served.
+			}
+			progress(opts.Progress, "runner serves the session (pid %d on %s) %v after submission", st.RunnerPID, st.RunnerHost, res.Elapsed.Round(time.Millisecond))
+			return nil
+		}
+		if time.Since(lastQuery) >= queryEvery {
+			lastQuery = time.Now()
+			j, err := d.Query(ctx, x, id)
+			if err != nil {
+				if ctx.Err() != nil {
+					return waitEnded(ctx, s, res)
+				}
+				return fmt.Errorf("master: ask %s about job %s: %w", d.Name(), id, err)
+			}
+			res.Job = j
+			if j.State == sched.Pending && pendingSince.IsZero() {
+				pendingSince = time.Now()
+			}
+			if j.State != sched.Pending && !pendingSince.IsZero() && res.Pending == 0 {
+				res.Pending = time.Since(pendingSince)
+			}
+			if !j.State.Active() {
+				if st, ok := s.serving(before); ok { // Served and stopped within one poll.
+					res.Status = st
+					return nil
+				}
+				return fmt.Errorf("%w: job %s (%s) is %s%s", ErrLaunchFailed, id, d.Name(), j, outputTail(s))
+			}
+			if said := j.String(); said != lastSaid {
+				progress(opts.Progress, "job %s (%s) %s", id, d.Name(), said)
+				lastSaid, lastNote = said, time.Now()
+			} else if j.State == sched.Pending && time.Since(lastNote) >= 10*time.Second {
+				progress(opts.Progress, "job %s (%s) pending for %v: %s", id, d.Name(), time.Since(pendingSince).Round(time.Second), said)
+				lastNote = time.Now()
+			}
+			if st, err := s.readState(); err == nil && st.SessionID != before && st.Phase != protocol.PhaseIdle && st.Phase != protocol.PhaseBusy {
+				if ph := string(st.Phase) + " " + st.Reason; ph != lastPhase {
+					progress(opts.Progress, "runner pid %d on %s: phase %s", st.RunnerPID, st.Hostname, strings.TrimSpace(ph))
+					lastPhase = ph
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return waitEnded(ctx, s, res)
+		case <-tick.C:
+		}
+	}
+}
+
+// waitEnded explains an interrupted or timed-out wait; the job is left alone.
+func waitEnded(ctx context.Context, s *Session, res *LaunchResult) error {
+	state := res.Job.String()
+	if res.Job.ID == "" {
+		state = "not yet seen by the scheduler"
+	}
+	msg := fmt.Sprintf("job %s (%s) is %s and the runner does not serve yet; the job stays (master stop --session %s cancels it)",
+		res.Info.JobID, res.Info.Via, state, s.dir)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %s", ErrWaitTimeout, msg)
+	}
+	return fmt.Errorf("%w: %s", ctx.Err(), msg)
+}
+
+// serving reports whether a runner other than the one with session_id
+// before serves the session: phase idle or busy, and its lock held (local
+// filesystem) or its heartbeat written under the same session_id (network
+// filesystem, where a lock proves nothing).
+func (s *Session) serving(before string) (Status, bool) {
+	st, err := s.readState()
+	if err != nil || st.SessionID == "" || st.SessionID == before || (st.Phase != protocol.PhaseIdle && st.Phase != protocol.PhaseBusy) {
+		return Status{}, false
+	}
+	if s.network {
+		hb, err := s.readHeartbeat()
+		if err != nil || hb.SessionID != st.SessionID {
+			return Status{}, false
+		}
+	} else if !s.lockHeld() {
+		return Status{}, false
+	}
+	return Status{ProtocolVersion: protocol.Version, Alive: true, AliveReason: "a new runner serves the session",
+		Phase: st.Phase, SessionID: st.SessionID, RunnerHost: st.Hostname, RunnerPID: st.RunnerPID, ToolPID: st.ToolPID,
+		CommandsDone: st.CommandsDone, Filesystem: st.Filesystem}, true
+}
+
+// outputTail returns the last lines of the job's output, for messages.
+func outputTail(s *Session) string {
+	f, err := os.Open(s.path(FileLaunchOutput))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const max = 2048
+	if fi, err := f.Stat(); err == nil && fi.Size() > max {
+		_, _ = f.Seek(-max, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, max))
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 8 {
+		lines = lines[len(lines)-8:]
+	}
+	t := strings.TrimSpace(strings.Join(lines, "\n  "))
+	if t == "" {
+		return ""
+	}
+	return "; last lines of " + FileLaunchOutput + ":\n  " + t
+}

@@ -1,0 +1,338 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// Forward is forward/<name> in a session: the command queued there as
+// <name> was moved, exactly once, to ToName in the session at ToSession.
+// Written once, by the mover that won the move, never changed.
+type Forward struct {
+	ProtocolVersion int           `json:"protocol_version"`
+	CmdID           string        `json:"cmd_id"`
+	Seq             int64         `json:"seq"`
+	ToSession       string        `json:"to_session"` // relative to this session's directory: "../s02"
+	ToName          string        `json:"to_name"`    // cmd_<new seq>_<cmd_id>.json in the target's queue/
+	Stage           string        `json:"stage"`      // the dot-file in the target's queue/ renamed to ToName
+	Reason          string        `json:"reason"`
+	MovedAt         protocol.Time `json:"moved_at"`
+	Mover           string        `json:"mover"`
+}
+
+// Move is one command moved by Heal.
+type Move struct {
+	From   string `json:"from"`
+	Name   string `json:"name"`
+	To     string `json:"to"`
+	ToName string `json:"to_name"`
+}
+
+// HealReport says what one Heal pass did.
+type HealReport struct {
+	Moved     []Move   `json:"moved,omitempty"`
+	Respawned []string `json:"respawned,omitempty"`
+	Dead      []string `json:"dead,omitempty"`
+}
+
+// minMoveAge: a queue file younger than this (filesystem clock) may still
+// be being written by a non-atomic writer; it waits for the next pass.
+const minMoveAge = 2 * time.Second
+
+// Heal moves the unclaimed commands of dead sessions to live ones, finishes
+// moves a crashed mover left half done, and (pool.json respawn) relaunches
+// dead sessions whose job is gone. Every command that entered a queue/
+// ends with exactly one result: a move claims the file by renaming it out
+// of queue/ (the runner claims by renaming it into inflight/: exactly one
+// rename wins), and forward/<name> is created exclusively, so a command is
+// re-queued once whatever the number of concurrent movers. A claimed
+// command (inflight/) is not moved: the session's next runner gives it its
+// result (runner_restarted). Heal is safe to run from many processes.
+func (p *Pool) Heal(ctx context.Context) (HealReport, error) {
+	var rep HealReport
+	now, err := p.fsNow()
+	if err != nil {
+		return rep, err
+	}
+	var views []SessionView
+	for _, name := range p.SessionNames() {
+		views = append(views, p.view(name, now))
+	}
+	var errs []error
+	for _, v := range views {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		if v.s == nil {
+			continue
+		}
+		for _, name := range commandNames(v.s.path(DirMoved)) {
+			m, err := p.finishMove(views, v, name)
+			if err != nil {
+				errs = append(errs, err)
+			} else if m != nil {
+				rep.Moved = append(rep.Moved, *m)
+			}
+		}
+		if !v.Dead {
+			continue
+		}
+		rep.Dead = append(rep.Dead, v.Name)
+		if _, ok := leastLoaded(views, v.Name); ok {
+			for _, name := range commandNames(v.s.path(protocol.DirQueue)) {
+				m, err := p.moveOne(views, v, name, now)
+				if err != nil {
+					errs = append(errs, err)
+				} else if m != nil {
+					rep.Moved = append(rep.Moved, *m)
+				}
+			}
+		}
+		if p.cfg.Respawn {
+			if ok, err := p.respawn(ctx, v); err != nil {
+				errs = append(errs, err)
+			} else if ok {
+				rep.Respawned = append(rep.Respawned, v.Name)
+			}
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// commandNames lists the command files of dir in (seq, name) order.
+func commandNames(dir string) []string {
+	names, _ := fsq.ReadNames(dir)
+	var out []string
+	for _, n := range names {
+		if isCommand(n) {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		si, _, _ := protocol.ParseCommandName(out[i])
+		sj, _, _ := protocol.ParseCommandName(out[j])
+		return si < sj || si == sj && out[i] < out[j]
+	})
+	return out
+}
+
+// moveOne claims queue/<name> of the dead session v (renaming it into
+// moved/) and finishes the move. Losing the claim to the runner or another
+// mover is not an error (nil, nil).
+func (p *Pool) moveOne(views []SessionView, v SessionView, name string, now time.Time) (*Move, error) {
+	q := v.s.path(filepath.Join(protocol.DirQueue, name))
+	if fi, err := os.Lstat(q); err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < minMoveAge {
+		return nil, nil // Gone, not a plain file (the runner answers it), or maybe still being written.
+	}
+	if err := os.MkdirAll(v.s.path(DirMoved), 0o700); err != nil {
+		return nil, err
+	}
+	ok, err := fsq.Claim(q, v.s.path(filepath.Join(DirMoved, name)))
+	if err != nil || !ok {
+		return nil, err
+	}
+	return p.finishMove(views, v, name)
+}
+
+// finishMove completes the move of moved/<name> of session v: if no
+// forward record exists yet, it stages the command (with a new seq) as a
+// dot-file in a live session's queue/ and creates forward/<name>
+// exclusively; then it renames the staged file named by the forward record
+// into place (ENOENT: already done) and removes moved/<name>.
+func (p *Pool) finishMove(views []SessionView, v SessionView, name string) (*Move, error) {
+	s := v.s
+	fwdPath := s.path(filepath.Join(DirForward, name))
+	fwd, err := readForward(fwdPath)
+	if errors.Is(err, os.ErrNotExist) {
+		fwd, err = p.stageMove(views, v, name)
+	}
+	if err != nil || fwd == nil {
+		return nil, err
+	}
+	target := filepath.Join(s.dir, fwd.ToSession)
+	if _, err := fsq.Claim(filepath.Join(target, protocol.DirQueue, fwd.Stage), filepath.Join(target, protocol.DirQueue, fwd.ToName)); err != nil {
+		return nil, fmt.Errorf("master: move %s/%s: %w", v.Name, name, err)
+	}
+	_ = os.Remove(s.path(filepath.Join(DirMoved, name))) // Moved; an error leaves it for the next pass, which finds the forward.
+	m := &Move{From: v.Name, Name: name, To: filepath.Base(target), ToName: fwd.ToName}
+	p.event("moved", map[string]any{"from": m.From, "name": name, "to": m.To, "to_name": m.ToName, "reason": fwd.Reason})
+	return m, nil
+}
+
+// stageMove writes the command of moved/<name> into a live session's
+// queue/ under a dot-name and records the forward. It returns the forward
+// that won (another mover's, if it was first), or nil when no session can
+// take the command now.
+func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*Forward, error) {
+	s := v.s
+	seq, cmdID, err := protocol.ParseCommandName(name)
+	if err != nil {
+		return nil, err
+	}
+	raw, _, err := fsq.ReadFile(s.path(filepath.Join(DirMoved, name)), maxPoolCommand)
+	if errors.Is(err, os.ErrNotExist) {
+		return readForward(s.path(filepath.Join(DirForward, name))) // Finished by another mover meanwhile.
+	}
+	if err != nil {
+		raw = nil // Too large or unreadable: moved as is; the target's runner answers it as invalid.
+	}
+	var body map[string]json.RawMessage
+	var affinity string
+	if json.Unmarshal(raw, &body) == nil && body != nil {
+		_ = json.Unmarshal(body["affinity"], &affinity) // Absent or not a string: no affinity.
+	}
+	t, err := p.pick(views, affinity, v.Name)
+	if err != nil {
+		return nil, nil // No live session now; the claim waits in moved/ for the next pass.
+	}
+	newSeq, err := allocSeq(t.s.dir)
+	if err != nil {
+		return nil, err
+	}
+	toName := protocol.CommandName(newSeq, cmdID)
+	data := raw
+	if body != nil {
+		body["seq"], _ = json.Marshal(newSeq)
+		body["moved_from"], _ = json.Marshal(map[string]any{"session": relPath(t.s.dir, s.dir), "name": name})
+		data, _ = json.Marshal(body)
+	}
+	stage := ".mv_" + toName
+	if err := fsq.WriteAtomic(t.s.path(filepath.Join(protocol.DirQueue, stage)), data, 0o600, fsq.FileSynced); err != nil {
+		return nil, fmt.Errorf("master: stage move of %s/%s: %w", v.Name, name, err)
+	}
+	fwd := &Forward{ProtocolVersion: protocol.Version, CmdID: cmdID, Seq: seq, ToSession: relPath(s.dir, t.s.dir),
+		ToName: toName, Stage: stage, Reason: v.Name + " dead: " + v.Why, MovedAt: protocol.Now(), Mover: s.owner}
+	b, _ := json.MarshalIndent(fwd, "", "  ")
+	if err := os.MkdirAll(s.path(DirForward), 0o700); err != nil {
+		return nil, err
+	}
+	won, err := linkNew(s.path(filepath.Join(DirForward, name)), append(b, '\n'))
+	if err != nil || !won {
+		_ = os.Remove(t.s.path(filepath.Join(protocol.DirQueue, stage))) // Ours, never named by a forward.
+		if err != nil {
+			return nil, err
+		}
+		return readForward(s.path(filepath.Join(DirForward, name)))
+	}
+	_ = fsq.SyncDir(s.path(DirForward)) // Best effort: the forward outlives a machine crash.
+	return fwd, nil
+}
+
+func relPath(from, to string) string {
+	r, err := filepath.Rel(from, to)
+	if err != nil {
+		return to
+	}
+	return r
+}
+
+func readForward(path string) (*Forward, error) {
+	fsq.Revalidate(filepath.Dir(path))
+	b, _, err := fsq.ReadFile(path, 1<<16)
+	if err != nil {
+		return nil, err
+	}
+	var f Forward
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("master: %s: %w", path, err)
+	}
+	if !protocol.ValidCmdID(f.CmdID) || f.ToSession == "" || filepath.Base(f.ToName) != f.ToName || filepath.Base(f.Stage) != f.Stage {
+		return nil, fmt.Errorf("master: %s: not a valid forward record", path)
+	}
+	return &f, nil
+}
+
+// maxHops bounds how many forwards a lookup follows (moves chain when a
+// target dies too; a longer chain is a crafted loop).
+const maxHops = 16
+
+// forwarded returns the command a forward record of c's session points to,
+// or nil when c was not moved.
+func (c *Command) forwarded() *Command {
+	if c.hops >= maxHops {
+		return nil
+	}
+	f, err := readForward(c.s.path(filepath.Join(DirForward, c.Name)))
+	if err != nil {
+		return nil
+	}
+	t, err := Open(filepath.Join(c.s.dir, f.ToSession))
+	if err != nil {
+		return nil
+	}
+	seq, id, err := protocol.ParseCommandName(f.ToName)
+	if err != nil || id != c.ID {
+		return nil
+	}
+	t.PollInterval = c.s.PollInterval
+	return &Command{s: t, ID: id, Seq: seq, Name: f.ToName, hops: c.hops + 1}
+}
+
+// Where is a command of a pool now.
+type Where struct {
+	Session string `json:"session"` // pool session name
+	Name    string `json:"name"`
+	State   string `json:"state"` // queued, claimed, moving, done, unknown
+}
+
+// Locate follows c's forwards to where the command is now.
+func (p *Pool) Locate(c *Command) (Where, *Command) {
+	cur := c
+	for {
+		w := Where{Session: filepath.Base(cur.s.dir), Name: cur.Name}
+		fsq.Revalidate(cur.s.path(protocol.DirResult))
+		switch {
+		case exists(cur.s.path(filepath.Join(protocol.DirResult, cur.Name))):
+			w.State = "done"
+		case exists(cur.s.path(filepath.Join(protocol.DirInflight, cur.Name))):
+			w.State = "claimed"
+		case exists(cur.s.path(filepath.Join(protocol.DirQueue, cur.Name))):
+			w.State = "queued"
+		default:
+			if next := cur.forwarded(); next != nil {
+				cur = next
+				continue
+			}
+			w.State = "unknown"
+			if exists(cur.s.path(filepath.Join(DirMoved, cur.Name))) {
+				w.State = "moving"
+			}
+		}
+		return w, cur
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// respawn relaunches the dead session v if its job is gone and it has
+// been launched at most MaxRespawns times before. It does not wait for the
+// runner to serve.
+func (p *Pool) respawn(ctx context.Context, v SessionView) (bool, error) {
+	li, err := readLaunch(v.s)
+	if err != nil || li.Launches > p.cfg.MaxRespawns {
+		return false, nil
+	}
+	lo := p.launchOptions(v.Name)
+	lo.NoWait = true
+	res, err := Launch(ctx, v.s.dir, lo)
+	if errors.Is(err, ErrAlreadyLaunched) {
+		return false, nil // Its job is still queued or running (e.g. respawned by another process).
+	}
+	if err != nil {
+		return false, fmt.Errorf("master: respawn %s: %w", v.Name, err)
+	}
+	p.event("respawned", map[string]any{"session": v.Name, "job_id": res.Info.JobID, "launches": res.Info.Launches, "why": v.Why})
+	return true, nil
+}
