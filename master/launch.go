@@ -157,6 +157,9 @@ func submitLocked(ctx context.Context, s *Session, d sched.Driver, x sched.Exec,
 	if st, err := s.Status(ctx); err == nil && st.Alive {
 		return nil, "", fmt.Errorf("%w: a runner serves %s (pid %d on %s, phase %s)", ErrAlreadyLaunched, s.dir, st.RunnerPID, st.RunnerHost, st.Phase)
 	}
+	if !s.network && s.lockHeld() { // A runner that has not written its state yet.
+		return nil, "", fmt.Errorf("%w: a runner holds %s of %s", ErrAlreadyLaunched, protocol.FileLock, s.dir)
+	}
 	var before string
 	if st, err := s.readState(); err == nil {
 		before = st.SessionID

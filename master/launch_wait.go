@@ -60,28 +60,35 @@ func waitServing(ctx context.Context, s *Session, d sched.Driver, x sched.Exec, 
 		defer cancel()
 	}
 	id := res.Info.JobID
+	pctx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	jobs := pollJob(pctx, d, x, id)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	var lastQuery, pendingSince, lastNote time.Time
+	var pendingSince, lastNote time.Time
 	var lastSaid, lastPhase string
 	for {
 		if st, ok := s.serving(before); ok {
 			res.Status, res.Elapsed = st, time.Since(start)
-			if !pendingSince.IsZero() {
+			if !pendingSince.IsZero() && res.Pending == 0 {
 				res.Pending = time.Since(pendingSince) // Upper bound: pending until the runner served.
 			}
 			progress(opts.Progress, "runner serves the session (pid %d on %s) %v after submission", st.RunnerPID, st.RunnerHost, res.Elapsed.Round(time.Millisecond))
 			return nil
 		}
-		if time.Since(lastQuery) >= queryEvery {
-			lastQuery = time.Now()
-			j, err := d.Query(ctx, x, id)
-			if err != nil {
+		select {
+		case <-ctx.Done():
+			return waitEnded(ctx, s, res)
+		case <-tick.C:
+			continue
+		case q := <-jobs:
+			if q.err != nil {
 				if ctx.Err() != nil {
 					return waitEnded(ctx, s, res)
 				}
-				return fmt.Errorf("master: ask %s about job %s: %w", d.Name(), id, err)
+				return fmt.Errorf("master: ask %s about job %s: %w", d.Name(), id, q.err)
 			}
+			j := q.job
 			res.Job = j
 			if j.State == sched.Pending && pendingSince.IsZero() {
 				pendingSince = time.Now()
@@ -91,7 +98,7 @@ func waitServing(ctx context.Context, s *Session, d sched.Driver, x sched.Exec, 
 			}
 			if !j.State.Active() {
 				if st, ok := s.serving(before); ok { // Served and stopped within one poll.
-					res.Status = st
+					res.Status, res.Elapsed = st, time.Since(start)
 					return nil
 				}
 				return fmt.Errorf("%w: job %s (%s) is %s%s", ErrLaunchFailed, id, d.Name(), j, outputTail(s))
@@ -110,12 +117,35 @@ func waitServing(ctx context.Context, s *Session, d sched.Driver, x sched.Exec, 
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return waitEnded(ctx, s, res)
-		case <-tick.C:
-		}
 	}
+}
+
+type jobAnswer struct {
+	job sched.Job
+	err error
+}
+
+// pollJob asks the scheduler about job id every queryEvery, in its own
+// goroutine (a scheduler command can take long: it must not delay noticing
+// that the runner serves), until ctx ends.
+func pollJob(ctx context.Context, d sched.Driver, x sched.Exec, id string) <-chan jobAnswer {
+	ch := make(chan jobAnswer)
+	go func() {
+		for {
+			j, err := d.Query(ctx, x, id)
+			select {
+			case ch <- jobAnswer{j, err}:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case <-time.After(queryEvery):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
 }
 
 // waitEnded explains an interrupted or timed-out wait; the job is left alone.
@@ -161,14 +191,14 @@ func outputTail(s *Session) string {
 		return ""
 	}
 	defer f.Close()
-	const max = 2048
+	const max = 16 << 10 // A runner that failed to start wrote little; a long log is cut to its end.
 	if fi, err := f.Stat(); err == nil && fi.Size() > max {
 		_, _ = f.Seek(-max, io.SeekEnd)
 	}
 	b, _ := io.ReadAll(io.LimitReader(f, max))
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 8 {
-		lines = lines[len(lines)-8:]
+	if len(lines) > 10 { // Programs say what went wrong first, then print their usage or a trace.
+		lines = append(append(lines[:4:4], "..."), lines[len(lines)-5:]...)
 	}
 	t := strings.TrimSpace(strings.Join(lines, "\n  "))
 	if t == "" {

@@ -223,7 +223,11 @@ func (c *cli) poolStatus(ctx context.Context, args []string) error {
 		c.printJSON(map[string]any{"protocol_version": protocol.Version, "pool": p.Dir(), "config": p.Config(), "serving": serving, "sessions": sts})
 	} else {
 		cfg := p.Config()
-		fmt.Fprintf(c.stdout, "pool %s: %d sessions, %d serving, via %s, respawn %v\n", p.Dir(), len(sts), serving, cfg.Via, cfg.Respawn)
+		respawn := "off"
+		if cfg.Respawn {
+			respawn = fmt.Sprintf("on (at most %d per session)", cfg.MaxRespawns)
+		}
+		fmt.Fprintf(c.stdout, "pool %s: %d sessions, %d serving, via %s, respawn %s\n", p.Dir(), len(sts), serving, cfg.Via, respawn)
 		w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "SESSION\tRUNNER\tPHASE\tQUEUE\tBUSY\tDONE\tJOB\tMOVED\tNOTE")
 		for _, s := range sts {

@@ -194,6 +194,11 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*Forw
 	if err != nil {
 		return nil, nil // No live session now; the claim waits in moved/ for the next pass.
 	}
+	for i := range views {
+		if views[i].Name == t.Name {
+			views[i].Queue++ // So that the next move of this pass sees the load it adds.
+		}
+	}
 	newSeq, err := allocSeq(t.s.dir)
 	if err != nil {
 		return nil, err

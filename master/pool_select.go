@@ -90,7 +90,7 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 	}
 	v.s = s
 	v.Queue = s.queueDepth()
-	v.Inflight = countCommands(s.path(protocol.DirInflight))
+	v.Inflight = s.claimedCount()
 	st, serr := s.readState()
 	hb, herr := s.readHeartbeat()
 	fi, ferr := os.Stat(s.path(protocol.FileHeartbeat))
@@ -116,11 +116,14 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 	return v
 }
 
-func countCommands(dir string) int {
-	names, _ := fsq.ReadNames(dir)
+// claimedCount counts the commands in inflight/ that have no result yet
+// (the runner moves a finished command to archive/ a little after its
+// result is visible).
+func (s *Session) claimedCount() int {
+	names, _ := fsq.ReadNames(s.path(protocol.DirInflight))
 	n := 0
 	for _, name := range names {
-		if isCommand(name) {
+		if isCommand(name) && !exists(s.path(filepath.Join(protocol.DirResult, name))) {
 			n++
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Local runs the job script as a detached process on this host (its own
@@ -122,29 +123,42 @@ func procStat(pid int) (uint64, string, error) {
 	return start, f[0], err
 }
 
-// CancelCommand describes what Cancel does (a signal, not a command).
+// CancelCommand describes what Cancel does (signals, not a command).
 func (Local) CancelCommand(id string, force bool) []string {
 	pid, _, _, _ := ParseLocalID(id)
 	if force {
 		return []string{"kill", "-KILL", strconv.Itoa(pid)}
 	}
-	return []string{"kill", "-TERM", strconv.Itoa(pid)}
+	return []string{"kill", "-TERM", strconv.Itoa(pid), "(twice)"}
 }
 
-// Cancel sends SIGTERM (the runner stops gracefully), or SIGKILL with force,
-// to the job's process after checking it is still the same process.
+// termPause separates the two SIGTERMs of a local cancel.
+const termPause = 200 * time.Millisecond
+
+// Cancel sends SIGTERM twice (for the runner, a first signal asks for a
+// graceful stop and a second one for a force stop: the running command is
+// ended at once, as when a scheduler cancels a job), or SIGKILL with
+// force, to the job's process after checking it is still the same process.
 func (d Local) Cancel(ctx context.Context, x Exec, id string, force bool) error {
-	j, err := d.Query(ctx, x, id)
-	if err != nil || !j.State.Active() {
+	pid, _, _, err := ParseLocalID(id)
+	if err != nil {
 		return err
 	}
-	pid, _, _, _ := ParseLocalID(id)
-	sig := syscall.SIGTERM
+	sigs := []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM}
 	if force {
-		sig = syscall.SIGKILL
+		sigs = []syscall.Signal{syscall.SIGKILL}
 	}
-	if err := syscall.Kill(pid, sig); err != nil && err != syscall.ESRCH {
-		return fmt.Errorf("sched: kill %d: %w", pid, err)
+	for i, sig := range sigs {
+		if i > 0 {
+			time.Sleep(termPause)
+		}
+		j, err := d.Query(ctx, x, id)
+		if err != nil || !j.State.Active() {
+			return err
+		}
+		if err := syscall.Kill(pid, sig); err != nil && err != syscall.ESRCH {
+			return fmt.Errorf("sched: kill %d: %w", pid, err)
+		}
 	}
 	return nil
 }

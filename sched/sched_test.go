@@ -28,7 +28,7 @@ func TestSubmitCommandLines(t *testing.T) {
 		{SGE{}.CancelCommand("12", true), "qdel -f 12"},
 		{LSF{}.CancelCommand("12", false), "bkill 12"},
 		{LSF{}.CancelCommand("12", true), "bkill -s KILL 12"},
-		{Local{}.CancelCommand("77@h:5", false), "kill -TERM 77"},
+		{Local{}.CancelCommand("77@h:5", false), "kill -TERM 77 (twice)"},
 		{Slurm{}.QueryCommands("12")[0], "squeue --noheader --states=all --jobs=12 --format=%i|%T|%r|%M"},
 		{SGE{}.QueryCommands("12")[1], "qacct -j 12"},
 		{LSF{}.QueryCommands("12")[0], "bjobs -noheader -o jobid stat exit_code pend_reason delimiter='|' 12"},
