@@ -159,10 +159,14 @@ func (p *Pool) finishMove(views []SessionView, v SessionView, name string) (*Mov
 		return nil, err
 	}
 	target := filepath.Join(s.dir, fwd.ToSession)
-	if _, err := fsq.Claim(filepath.Join(target, protocol.DirQueue, fwd.Stage), filepath.Join(target, protocol.DirQueue, fwd.ToName)); err != nil {
+	ours, err := fsq.Claim(filepath.Join(target, protocol.DirQueue, fwd.Stage), filepath.Join(target, protocol.DirQueue, fwd.ToName))
+	if err != nil {
 		return nil, fmt.Errorf("master: move %s/%s: %w", v.Name, name, err)
 	}
 	_ = os.Remove(s.path(filepath.Join(DirMoved, name))) // Moved; an error leaves it for the next pass, which finds the forward.
+	if !ours {
+		return nil, nil // Another mover put it in place.
+	}
 	m := &Move{From: v.Name, Name: name, To: filepath.Base(target), ToName: fwd.ToName}
 	p.event("moved", map[string]any{"from": m.From, "name": name, "to": m.To, "to_name": m.ToName, "reason": fwd.Reason})
 	return m, nil

@@ -168,7 +168,7 @@ func (p *Pool) note(ps *PoolSessionStatus) string {
 		parts = append(parts, fmt.Sprintf("%d moved out (%s)", ps.MovedOut, strings.Join(to, " ")))
 	}
 	if ps.Launch != nil && ps.Launch.Launches > 1 {
-		parts = append(parts, fmt.Sprintf("respawned: launch #%d", ps.Launch.Launches))
+		parts = append(parts, fmt.Sprintf("launch #%d", ps.Launch.Launches))
 	}
 	return strings.Join(parts, "; ")
 }
