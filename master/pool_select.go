@@ -306,6 +306,9 @@ func submitExtra(ctx context.Context, s *Session, payload string, opts SubmitOpt
 	if c.Kind == "" {
 		c.Kind = protocol.KindTcl
 	}
+	if opts.Submitter != "" {
+		c.Submitter = opts.Submitter
+	}
 	if err := c.Validate(); err != nil {
 		return nil, usageErr("%v", err)
 	}
