@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 TIMEOUT ?= 20m
 
-.PHONY: all build demo test test-short vet fmt-check tidy-check fuzz bench bench-smoke test-nfs clean
+.PHONY: all build demo test test-short vet fmt-check tidy-check fuzz bench bench-smoke test-nfs test-slurm clean
 
 all: build
 
@@ -47,6 +47,11 @@ bench-smoke:
 
 test-nfs:
 	./nfs/run-nfs-tests.sh
+
+# Launch, stop escalation and pools against a real single-node Slurm
+# (root; installs slurm-wlm and munge when missing). See README, "Scale out".
+test-slurm:
+	./scripts/test-slurm.sh
 
 clean:
 	rm -rf $(BIN) .bench.out

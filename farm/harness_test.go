@@ -1,0 +1,166 @@
+package farm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// bin holds the runner and master built for the suite: Slurm runs the
+// runner as a separate program, from a path every job can see.
+var bin string
+
+func TestMain(m *testing.M) {
+	if os.Getenv("SP_SLURM") != "1" {
+		fmt.Println("farm: skipping the Slurm suite: run make test-slurm (needs root, slurm-wlm and munge; scripts/slurm-up.sh installs and starts them)")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "skillpilot-farm-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = os.Getenv("SP_BIN")
+	if bin == "" {
+		bin = dir
+		out, err := exec.Command("go", "build", "-o", dir+"/", "../cmd/runner", "../cmd/master").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "farm: build: %v\n%s", err, out)
+			os.Exit(1)
+		}
+	}
+	if out, err := exec.Command("sinfo", "-h", "-o", "%T").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "farm: SP_SLURM=1 but Slurm does not answer (sinfo: %v %s); start it with scripts/slurm-up.sh\n", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const long = 3 * time.Minute
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), long)
+	t.Cleanup(cancel)
+	return c
+}
+
+// workDir is a directory for sessions; kept (and named in the log) when a
+// test fails, for post-mortem.
+func workDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "farm-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kept %s", d)
+			return
+		}
+		os.RemoveAll(d)
+	})
+	return d
+}
+
+func runnerPath() string { return filepath.Join(bin, "runner") }
+
+// launch launches a runner on a new session through Slurm; its job is
+// cancelled when the test ends.
+func launch(t *testing.T, dir string, mods ...func(*master.LaunchOptions)) *master.LaunchResult {
+	t.Helper()
+	o := master.LaunchOptions{Via: "slurm", Runner: runnerPath(), RunnerArgs: []string{"--heartbeat", "250ms"}}
+	for _, m := range mods {
+		m(&o)
+	}
+	res, err := master.Launch(ctx(t), dir, o)
+	if res != nil {
+		cancelAtEnd(t, res.Info.JobID)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func cancelAtEnd(t *testing.T, job string) {
+	t.Cleanup(func() { _ = exec.Command("scancel", "--signal=KILL", "--full", job).Run() })
+}
+
+// cli runs the built master and returns stdout, stderr and the exit code.
+func cli(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "master"), args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// resultsByID counts result files per cmd_id in the given sessions.
+func resultsByID(dirs ...string) map[string]int {
+	n := map[string]int{}
+	for _, d := range dirs {
+		entries, _ := os.ReadDir(filepath.Join(d, protocol.DirResult))
+		for _, e := range entries {
+			if _, id, err := protocol.ParseCommandName(e.Name()); err == nil && !strings.HasPrefix(e.Name(), ".") {
+				n[id]++
+			}
+		}
+	}
+	return n
+}
+
+// sideEffects counts the lines of a file the payloads append their cmd_id to.
+func sideEffects(t *testing.T, path string) map[string]int {
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, l := range strings.Fields(string(b)) {
+		n[l]++
+	}
+	return n
+}
+
+func sidePayload(side, id, extra string) string {
+	return fmt.Sprintf("%sset f [open {%s} a]; puts $f %s; close $f", extra, side, id)
+}
+
+func squeueState(t *testing.T, job string) string {
+	out, _ := exec.Command("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").Output()
+	return strings.TrimSpace(string(out))
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(long)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var regexpStarted = regexp.MustCompile(`started`)
+
+func killPID(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }

@@ -1,0 +1,194 @@
+package farm
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/sched"
+)
+
+// The flow a user follows: launch on Slurm, run, look, stop.
+func TestSlurmLaunchRunStop(t *testing.T) {
+	dir := filepath.Join(workDir(t), "s")
+	out, errOut, code := cli(t, "launch", "--session", dir, "--via", "slurm", "--runner", runnerPath(), "--runner-arg=--heartbeat=250ms")
+	if code != 0 || !strings.HasPrefix(out, "slurm ") {
+		t.Fatalf("launch exit %d: %s %s", code, out, errOut)
+	}
+	job := strings.Fields(out)[1]
+	cancelAtEnd(t, job)
+	if !strings.Contains(errOut, "job "+job+" submitted (slurm)") || !strings.Contains(errOut, "runner serves the session") {
+		t.Errorf("progress: %s", errOut)
+	}
+	li, err := master.ReadLaunch(dir)
+	if err != nil || li.Via != "slurm" || li.JobID != job || li.SubmitCommand[0] != "sbatch" {
+		t.Fatalf("launch.json %+v %v", li, err)
+	}
+	if out, _, code := cli(t, "submit", "--session", dir, "--wait", "puts [info hostname]-ok"); code != 0 || !strings.Contains(out, "-ok") {
+		t.Fatalf("submit: %d %s", code, out)
+	}
+	out, _, code = cli(t, "status", "--session", dir)
+	if code != 0 || !strings.Contains(out, "job:       "+job+" (slurm) RUNNING") {
+		t.Fatalf("status %d:\n%s", code, out)
+	}
+	// A second launch while the job runs is refused (exit 7) and submits nothing.
+	if _, errOut, code := cli(t, "launch", "--session", dir, "--via", "slurm", "--runner", runnerPath()); code != 7 || !strings.Contains(errOut, "RUNNING") {
+		t.Fatalf("second launch: %d %s", code, errOut)
+	}
+	out, errOut, code = cli(t, "stop", "--session", dir)
+	if code != 0 || !strings.Contains(out, "stopped (stop_request)") || !strings.Contains(out, "COMPLETED") {
+		t.Fatalf("stop %d: %s %s", code, out, errOut)
+	}
+	if st := squeueState(t, job); st != "COMPLETED" {
+		t.Errorf("job %s after stop: %q", job, st)
+	}
+	if _, _, code := cli(t, "stop", "--session", dir); code != 5 {
+		t.Errorf("stop of a stopped session: exit %d", code)
+	}
+}
+
+// A runner busy with a long command does not stop on a graceful request
+// within the grace: scancel ends the job, the command still gets one result.
+func TestSlurmStopEscalatesToScancel(t *testing.T) {
+	dir := filepath.Join(workDir(t), "s")
+	res := launch(t, dir)
+	s, _ := master.Open(dir)
+	c, err := s.Submit(ctx(t), "puts started; flush stdout; after 600000", master.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the long command to start", func() bool { st, _ := s.Status(ctx(t)); return st.CurrentCmdID == c.ID })
+	var notes []string
+	rep, err := master.StopLaunched(ctx(t), dir, master.StopLaunchOptions{Grace: time.Second, Progress: func(m string) { notes = append(notes, m) }})
+	if err != nil || rep.Step != master.StepCancel || rep.Job.State != sched.Cancelled {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if !strings.Contains(rep.Message, "scancel "+res.Info.JobID) || !strings.Contains(strings.Join(notes, "\n"), "did not stop") {
+		t.Errorf("message %q, notes %q", rep.Message, notes)
+	}
+	r, err := c.Result()
+	if err != nil || r == nil || r.Status == protocol.StatusOK {
+		t.Fatalf("the interrupted command: %+v %v", r, err)
+	}
+	if n := resultsByID(dir)[c.ID]; n != 1 {
+		t.Errorf("%d results", n)
+	}
+}
+
+// A job cancelled by scancel (Slurm sends SIGTERM to every process of the
+// job, the tool included, then SIGKILL after KillWait; scancel --signal=KILL
+// takes the same path) or whose runner is killed outright (SIGKILL, as the
+// OOM killer would) while a command runs: that command ends with exactly
+// one result, queued commands stay queued, and a new launch serves them.
+func TestSlurmJobKilledMidCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		kill   func(job string, s *master.Session) error
+		reason protocol.ExitReason // of the interrupted command
+	}{
+		{"scancel", func(job string, _ *master.Session) error { return exec.Command("scancel", job).Run() }, protocol.ReasonToolDied},
+		{"scancel-signal-KILL", func(job string, _ *master.Session) error {
+			return exec.Command("scancel", "--signal=KILL", job).Run()
+		}, protocol.ReasonToolDied},
+		{"runner-SIGKILL", func(_ string, s *master.Session) error {
+			st, err := s.Status(context.Background())
+			if err != nil {
+				return err
+			}
+			return syscall.Kill(st.RunnerPID, syscall.SIGKILL)
+		}, protocol.ReasonRunnerRestarted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(workDir(t), "s")
+			side := filepath.Join(filepath.Dir(dir), "side")
+			res := launch(t, dir)
+			s, _ := master.Open(dir)
+			running, err := s.Submit(ctx(t), sidePayload(side, "first", "")+"; puts started; flush stdout; after 600000", master.SubmitOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			queued, _ := s.Submit(ctx(t), sidePayload(side, "second", ""), master.SubmitOptions{})
+			if _, err := s.WaitFor(ctx(t), regexpStarted, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.kill(res.Info.JobID, s); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the job to end", func() bool {
+				j, err := sched.Slurm{}.Query(ctx(t), sched.RunCommand, res.Info.JobID)
+				return err == nil && !j.State.Active()
+			})
+			res2 := launch(t, dir)
+			if res2.Info.Launches != 2 {
+				t.Errorf("launches %d", res2.Info.Launches)
+			}
+			r, err := running.Wait(ctx(t))
+			if r == nil || r.ExitReason != tc.reason {
+				t.Fatalf("interrupted command: %+v %v", r, err)
+			}
+			if r, err := queued.Wait(ctx(t)); err != nil || r.Status != protocol.StatusOK {
+				t.Fatalf("queued command: %+v %v", r, err)
+			}
+			n, ran := resultsByID(dir), sideEffects(t, side)
+			if n[running.ID] != 1 || n[queued.ID] != 1 || ran["first"] != 1 || ran["second"] != 1 {
+				t.Errorf("results %v, side effects %v", n, ran)
+			}
+			if rep, err := master.StopLaunched(ctx(t), dir, master.StopLaunchOptions{}); err != nil || rep.Step != master.StepStopRequest {
+				t.Errorf("stop: %+v %v", rep, err)
+			}
+		})
+	}
+}
+
+// A job that cannot start yet (--begin in an hour): launch reports it
+// pending and times out leaving it queued; another launch refuses; stop
+// cancels the pending job; then a launch works.
+func TestSlurmPendingJob(t *testing.T) {
+	dir := filepath.Join(workDir(t), "s")
+	var notes []string
+	res, err := master.Launch(ctx(t), dir, master.LaunchOptions{Via: "slurm", Runner: runnerPath(), SubmitArgs: []string{"--begin=now+3600"},
+		ReadyTimeout: 3 * time.Second, Progress: func(m string) { notes = append(notes, m) }})
+	if res != nil {
+		cancelAtEnd(t, res.Info.JobID)
+	}
+	if !errors.Is(err, master.ErrWaitTimeout) || !strings.Contains(err.Error(), "PENDING (BeginTime)") || !strings.Contains(err.Error(), "stays") {
+		t.Fatalf("%v", err)
+	}
+	if !strings.Contains(strings.Join(notes, "\n"), "PENDING (BeginTime)") {
+		t.Errorf("progress %q", notes)
+	}
+	if _, err := master.Launch(ctx(t), dir, master.LaunchOptions{Via: "slurm", Runner: runnerPath()}); !errors.Is(err, master.ErrAlreadyLaunched) || !strings.Contains(err.Error(), "PENDING") {
+		t.Fatalf("launch over a pending job: %v", err)
+	}
+	out, _, code := cli(t, "status", "--session", dir)
+	if code != 5 || !strings.Contains(out, "PENDING (BeginTime)") {
+		t.Errorf("status %d: %s", code, out)
+	}
+	rep, err := master.StopLaunched(ctx(t), dir, master.StopLaunchOptions{})
+	if err != nil || rep.Step != master.StepCancel || rep.Job.State != sched.Cancelled {
+		t.Fatalf("stop of a pending job: %+v %v", rep, err)
+	}
+	launch(t, dir)
+}
+
+// A runner that cannot start: the launch fails as soon as the job does,
+// with Slurm's state and the runner's own message.
+func TestSlurmLaunchFails(t *testing.T) {
+	dir := filepath.Join(workDir(t), "s")
+	_, errOut, code := cli(t, "launch", "--session", dir, "--via", "slurm", "--runner", runnerPath(), "--runner-arg=--bogus")
+	if code != 5 || !strings.Contains(errOut, "FAILED") || !strings.Contains(errOut, "-bogus") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// sbatch refusing the job: exit 10 with sbatch's words.
+	_, errOut, code = cli(t, "launch", "--session", filepath.Join(filepath.Dir(dir), "s2"), "--via", "slurm", "--runner", runnerPath(), "--submit-arg=--partition=nosuch")
+	if code != 10 || !strings.Contains(errOut, "sbatch") || !strings.Contains(strings.ToLower(errOut), "partition") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
