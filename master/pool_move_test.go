@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -396,4 +397,106 @@ func errorsIsRestarted(err error) bool {
 
 func killJob(li *LaunchInfo) error {
 	return (sched.Local{}).Cancel(context.Background(), nil, li.JobID, true)
+}
+
+// A moved command is found and read through the dead session it was
+// queued in (master wait / output on D), and the Python and Tcl masters
+// follow the forward too.
+func TestPoolMovedCommandLookups(t *testing.T) {
+	p, pool := newPoolDir(t, "s00", "s01")
+	runnerIn(t, filepath.Join(pool, "s01"))
+	dead, _ := Open(filepath.Join(pool, "s00"))
+	c, err := dead.Submit(ctx(t), "puts moved-out; expr 6*7", SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(filepath.Join(pool, "s00", protocol.DirQueue, c.Name), old, old)
+	if rep, err := p.Heal(ctx(t)); err != nil || len(rep.Moved) != 1 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	found, err := dead.Command(c.ID)
+	if err != nil || found.Name != c.Name {
+		t.Fatalf("lookup in the dead session: %+v %v", found, err)
+	}
+	r, err := found.Wait(ctx(t))
+	if err != nil || *r.Value != "42" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if out, err := found.Output(0, 0); err != nil || string(out) != "moved-out\n" {
+		t.Fatalf("output %q %v", out, err)
+	}
+	if w, final := p.Locate(c); w.Session != "s01" || w.State != "done" || final.s.dir != filepath.Join(pool, "s01") {
+		t.Errorf("locate: %+v", w)
+	}
+	for _, lang := range []string{"python3", "tclsh"} {
+		needTool(t, lang)
+		var cmd *exec.Cmd
+		if lang == "python3" {
+			cmd = exec.Command("python3", "-c", `import sys, json
+sys.path.insert(0, "master/python")
+import skillpilot_pool as pool
+r = pool.pool_wait(sys.argv[1], {"session": "s00", "name": sys.argv[2], "cmd_id": "x"}, timeout=60)
+print(r["status"], r["value"])`, pool, c.Name)
+		} else {
+			f := filepath.Join(t.TempDir(), "w.tcl")
+			os.WriteFile(f, []byte(`source master/tcl/skillpilot_pool.tcl
+set r [skillpilot::pool_wait [lindex $argv 0] [dict create session s00 name [lindex $argv 1] cmd_id x] 60000]
+puts "[dict get $r status] [dict get $r value]"`), 0o600)
+			cmd = exec.Command("tclsh", f, pool, c.Name)
+		}
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "ok 42" {
+			t.Errorf("%s: %v %s", lang, err, out)
+		}
+	}
+}
+
+// Python and Tcl pool_submit against live runners: the affinity key keeps
+// the commands together, the file carries it, the results come back.
+func TestPoolSubmitInterop(t *testing.T) {
+	_, pool := newPoolDir(t, "s00", "s01", "s02")
+	runnerIn(t, filepath.Join(pool, "s01"))
+	runnerIn(t, filepath.Join(pool, "s02"))
+	for _, lang := range []string{"python3", "tclsh"} {
+		needTool(t, lang)
+		var cmd *exec.Cmd
+		if lang == "python3" {
+			cmd = exec.Command("python3", "-c", `import sys
+sys.path.insert(0, "master/python")
+import skillpilot_pool as pool
+ws = [pool.pool_submit(sys.argv[1], "expr %d*2" % i, affinity="grp") for i in range(5)]
+assert len({w["session"] for w in ws}) == 1, ws
+rs = [pool.pool_wait(sys.argv[1], w, timeout=60) for w in ws]
+assert [r["value"] for r in rs] == ["0", "2", "4", "6", "8"], rs
+print(ws[0]["session"])`, pool)
+		} else {
+			f := filepath.Join(t.TempDir(), "s.tcl")
+			os.WriteFile(f, []byte(`source master/tcl/skillpilot_pool.tcl
+set pool [lindex $argv 0]
+set sessions {}
+for {set i 0} {$i < 5} {incr i} {
+    set w [skillpilot::pool_submit $pool "expr {$i*3}" -affinity grp2]
+    set r [skillpilot::pool_wait $pool $w 60000]
+    if {[dict get $r value] != $i*3} { error "bad result $r" }
+    lappend sessions [dict get $w session]
+}
+if {[llength [lsort -unique $sessions]] != 1} { error "split: $sessions" }
+puts [lindex $sessions 0]`), 0o600)
+			cmd = exec.Command("tclsh", f, pool)
+		}
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
+		session := strings.TrimSpace(string(out))
+		if err != nil || (session != "s01" && session != "s02") {
+			t.Fatalf("%s: %v %s", lang, err, out)
+		}
+		names := commandNames(filepath.Join(pool, session, protocol.DirArchive))
+		b, _ := os.ReadFile(filepath.Join(pool, session, protocol.DirArchive, names[len(names)-1]))
+		var m map[string]any
+		if json.Unmarshal(b, &m) != nil || !strings.HasPrefix(fmt.Sprint(m["affinity"]), "grp") {
+			t.Errorf("%s: command file %s", lang, b)
+		}
+	}
 }
