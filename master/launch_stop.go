@@ -81,12 +81,24 @@ func StopLaunched(ctx context.Context, dir string, opts StopLaunchOptions) (Stop
 		opts.Mode = protocol.StopGraceful
 	}
 	rep := StopReport{ProtocolVersion: protocol.Version, JobID: li.JobID, Via: li.Via}
-	job, err := d.Query(ctx, x, li.JobID)
-	if err != nil {
-		return rep, fmt.Errorf("master: ask %s about job %s: %w", li.Via, li.JobID, err)
+	job, qerr := d.Query(ctx, x, li.JobID)
+	st, _ := s.Status(ctx)
+	if qerr != nil {
+		// The scheduler cannot be asked (not installed here; a local job of
+		// another host): the stop request is all this host can do.
+		if !st.Alive {
+			return rep, fmt.Errorf("master: ask %s about job %s: %w", li.Via, li.JobID, qerr)
+		}
+		progress(opts.Progress, "cannot ask %s about job %s (%v); sending the stop request only", li.Via, li.JobID, qerr)
+		gctx, cancel := context.WithTimeout(ctx, opts.Grace)
+		defer cancel()
+		if err := stopRequest(gctx, s, opts.Mode); err != nil {
+			return rep, fmt.Errorf("master: the runner did not stop within %v and job %s (%s) cannot be cancelled from here: %w", opts.Grace, li.JobID, li.Via, err)
+		}
+		rep.Step, rep.Message = StepStopRequest, fmt.Sprintf("the runner stopped on the stop request; job %s (%s) could not be checked: %v", li.JobID, li.Via, qerr)
+		return rep, nil
 	}
 	rep.Job = job
-	st, _ := s.Status(ctx)
 	if !st.Alive && !job.State.Active() {
 		return rep, fmt.Errorf("%w: job %s (%s) is %s and no runner serves the session; nothing to stop", ErrRunnerNotAlive, li.JobID, li.Via, job)
 	}

@@ -162,3 +162,25 @@ func TestShellJoin(t *testing.T) {
 }
 
 func regexpMust(s string) *regexp.Regexp { return regexp.MustCompile(s) }
+
+// A local job of another host cannot be asked about or cancelled from
+// here; stop still sends the stop request to a live runner.
+func TestStopLaunchedSchedulerUnreachable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	launchLocal(t, dir)
+	li, _ := ReadLaunch(dir)
+	real := *li
+	li.JobID = "1@another-host:5"
+	s, _ := Open(dir)
+	if err := writeLaunch(s, li); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { writeLaunch(s, &real) }) // So that killLaunched finds the real process.
+	rep, err := StopLaunched(ctx(t), dir, StopLaunchOptions{})
+	if err != nil || rep.Step != StepStopRequest || !strings.Contains(rep.Message, "could not be checked") {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if _, err := StopLaunched(ctx(t), dir, StopLaunchOptions{}); err == nil || !strings.Contains(err.Error(), "another-host") {
+		t.Fatalf("second stop: %v", err)
+	}
+}

@@ -270,7 +270,7 @@ func (p *Pool) Stop(ctx context.Context, opts StopLaunchOptions) ([]PoolStop, er
 				if errors.Is(err, ErrRunnerNotAlive) {
 					out[i].Report.Step = "already_stopped"
 					out[i].Error = ""
-					out[i].Report.Message = err.Error()
+					out[i].Report.Message = strings.TrimPrefix(err.Error(), ErrRunnerNotAlive.Error()+": ")
 				}
 			}
 		}()
