@@ -286,6 +286,22 @@ func (c *Command) forwarded() *Command {
 	return &Command{s: t, ID: id, Seq: seq, Name: f.ToName, hops: c.hops + 1}
 }
 
+// resolve follows c's forward records to the handle of the session the
+// command is in now (c itself when it was never moved). A wait that checks
+// liveness must check this session's runner, not the one c was queued in.
+func (c *Command) resolve() *Command {
+	for {
+		if exists(c.s.path(filepath.Join(protocol.DirResult, c.Name))) {
+			return c
+		}
+		next := c.forwarded()
+		if next == nil {
+			return c
+		}
+		c = next
+	}
+}
+
 // Where is a command of a pool now.
 type Where struct {
 	Session string `json:"session"` // pool session name
