@@ -311,29 +311,20 @@ type Where struct {
 
 // Locate follows c's forwards to where the command is now.
 func (p *Pool) Locate(c *Command) (Where, *Command) {
-	cur := c
-	for {
-		w := Where{Session: filepath.Base(cur.s.dir), Name: cur.Name}
-		fsq.Revalidate(cur.s.path(protocol.DirResult))
-		switch {
-		case exists(cur.s.path(filepath.Join(protocol.DirResult, cur.Name))):
-			w.State = "done"
-		case exists(cur.s.path(filepath.Join(protocol.DirInflight, cur.Name))):
-			w.State = "claimed"
-		case exists(cur.s.path(filepath.Join(protocol.DirQueue, cur.Name))):
-			w.State = "queued"
-		default:
-			if next := cur.forwarded(); next != nil {
-				cur = next
-				continue
-			}
-			w.State = "unknown"
-			if exists(cur.s.path(filepath.Join(DirMoved, cur.Name))) {
-				w.State = "moving"
-			}
-		}
-		return w, cur
+	cur := c.resolve()
+	w := Where{Session: filepath.Base(cur.s.dir), Name: cur.Name, State: "unknown"}
+	fsq.Revalidate(cur.s.path(protocol.DirResult))
+	switch {
+	case exists(cur.s.path(filepath.Join(protocol.DirResult, cur.Name))):
+		w.State = "done"
+	case exists(cur.s.path(filepath.Join(protocol.DirInflight, cur.Name))):
+		w.State = "claimed"
+	case exists(cur.s.path(filepath.Join(protocol.DirQueue, cur.Name))):
+		w.State = "queued"
+	case exists(cur.s.path(filepath.Join(DirMoved, cur.Name))):
+		w.State = "moving"
 	}
+	return w, cur
 }
 
 func exists(p string) bool {
