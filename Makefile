@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 TIMEOUT ?= 20m
 
-.PHONY: all build demo test test-short vet fmt-check tidy-check fuzz bench bench-smoke test-nfs test-slurm clean
+.PHONY: all build demo test test-short vet fmt-check tidy-check fuzz bench bench-smoke test-nfs test-slurm test-sge clean
 
 all: build
 
@@ -52,6 +52,10 @@ test-nfs:
 # (root; installs slurm-wlm and munge when missing). See README, "Scale out".
 test-slurm:
 	./scripts/test-slurm.sh
+
+# The same against a real single-node Grid Engine (root; installs gridengine when missing).
+test-sge:
+	./scripts/test-sge.sh
 
 clean:
 	rm -rf $(BIN) .bench.out

@@ -21,10 +21,21 @@ import (
 // runner as a separate program, from a path every job can see.
 var bin string
 
+// slurm and sge say which schedulers the suite was asked to test.
+var slurm, sge = os.Getenv("SP_SLURM") == "1", os.Getenv("SP_SGE") == "1"
+
 func TestMain(m *testing.M) {
-	if os.Getenv("SP_SLURM") != "1" {
-		fmt.Println("farm: skipping the Slurm suite: run make test-slurm (needs root, slurm-wlm and munge; scripts/slurm-up.sh installs and starts them)")
+	if !slurm && !sge {
+		fmt.Println("farm: skipping the scheduler suite: run make test-slurm (root; scripts/slurm-up.sh installs slurm-wlm and munge) or make test-sge (scripts/sge-up.sh, gridengine)")
 		os.Exit(0)
+	}
+	if sge {
+		if os.Getenv("SGE_ROOT") == "" {
+			os.Setenv("SGE_ROOT", "/var/lib/gridengine") // Where Debian's gridengine and scripts/sge-up.sh put it.
+		}
+		if os.Getenv("SGE_CELL") == "" {
+			os.Setenv("SGE_CELL", "default")
+		}
 	}
 	dir, err := os.MkdirTemp("", "skillpilot-farm-bin")
 	if err != nil {
@@ -40,8 +51,12 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	if out, err := exec.Command("sinfo", "-h", "-o", "%T").CombinedOutput(); err != nil {
+	if out, err := exec.Command("sinfo", "-h", "-o", "%T").CombinedOutput(); slurm && err != nil {
 		fmt.Fprintf(os.Stderr, "farm: SP_SLURM=1 but Slurm does not answer (sinfo: %v %s); start it with scripts/slurm-up.sh\n", err, out)
+		os.Exit(1)
+	}
+	if out, err := exec.Command("qstat", "-f").CombinedOutput(); sge && err != nil {
+		fmt.Fprintf(os.Stderr, "farm: SP_SGE=1 but Grid Engine does not answer (qstat: %v %s); start it with scripts/sge-up.sh\n", err, out)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -50,6 +65,20 @@ func TestMain(m *testing.M) {
 }
 
 const long = 3 * time.Minute
+
+// needSlurm and needSGE skip a test of a scheduler the run was not asked
+// to test (make test-slurm sets SP_SLURM=1, make test-sge SP_SGE=1).
+func needSlurm(t *testing.T) {
+	if !slurm {
+		t.Skip("Slurm suite not requested (SP_SLURM=1, make test-slurm)")
+	}
+}
+
+func needSGE(t *testing.T) {
+	if !sge {
+		t.Skip("Grid Engine suite not requested (SP_SGE=1, make test-sge)")
+	}
+}
 
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), long)
@@ -86,7 +115,7 @@ func launch(t *testing.T, dir string, mods ...func(*master.LaunchOptions)) *mast
 	}
 	res, err := master.Launch(ctx(t), dir, o)
 	if res != nil {
-		cancelAtEnd(t, res.Info.JobID)
+		cancelAtEnd(t, o.Via, res.Info.JobID)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -94,8 +123,15 @@ func launch(t *testing.T, dir string, mods ...func(*master.LaunchOptions)) *mast
 	return res
 }
 
-func cancelAtEnd(t *testing.T, job string) {
-	t.Cleanup(func() { _ = exec.Command("scancel", "--signal=KILL", "--full", job).Run() })
+// cancelAtEnd makes sure a job does not outlive the test.
+func cancelAtEnd(t *testing.T, via, job string) { t.Cleanup(func() { cancelNow(via, job) }) }
+
+func cancelNow(via, job string) {
+	if via == "sge" {
+		_ = exec.Command("qdel", "-f", job).Run()
+	} else {
+		_ = exec.Command("scancel", "--signal=KILL", "--full", job).Run()
+	}
 }
 
 // cli runs the built master and returns stdout, stderr and the exit code.

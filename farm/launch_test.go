@@ -17,13 +17,14 @@ import (
 
 // The flow a user follows: launch on Slurm, run, look, stop.
 func TestSlurmLaunchRunStop(t *testing.T) {
+	needSlurm(t)
 	dir := filepath.Join(workDir(t), "s")
 	out, errOut, code := cli(t, "launch", "--session", dir, "--via", "slurm", "--runner", runnerPath(), "--runner-arg=--heartbeat=250ms")
 	if code != 0 || !strings.HasPrefix(out, "slurm ") {
 		t.Fatalf("launch exit %d: %s %s", code, out, errOut)
 	}
 	job := strings.Fields(out)[1]
-	cancelAtEnd(t, job)
+	cancelAtEnd(t, "slurm", job)
 	if !strings.Contains(errOut, "job "+job+" submitted (slurm)") || !strings.Contains(errOut, "runner serves the session") {
 		t.Errorf("progress: %s", errOut)
 	}
@@ -57,6 +58,7 @@ func TestSlurmLaunchRunStop(t *testing.T) {
 // A runner busy with a long command does not stop on a graceful request
 // within the grace: scancel ends the job, the command still gets one result.
 func TestSlurmStopEscalatesToScancel(t *testing.T) {
+	needSlurm(t)
 	dir := filepath.Join(workDir(t), "s")
 	res := launch(t, dir)
 	s, _ := master.Open(dir)
@@ -88,6 +90,7 @@ func TestSlurmStopEscalatesToScancel(t *testing.T) {
 // OOM killer would) while a command runs: that command ends with exactly
 // one result, queued commands stay queued, and a new launch serves them.
 func TestSlurmJobKilledMidCommand(t *testing.T) {
+	needSlurm(t)
 	for _, tc := range []struct {
 		name   string
 		kill   func(job string, s *master.Session) error
@@ -151,12 +154,13 @@ func TestSlurmJobKilledMidCommand(t *testing.T) {
 // pending and times out leaving it queued; another launch refuses; stop
 // cancels the pending job; then a launch works.
 func TestSlurmPendingJob(t *testing.T) {
+	needSlurm(t)
 	dir := filepath.Join(workDir(t), "s")
 	var notes []string
 	res, err := master.Launch(ctx(t), dir, master.LaunchOptions{Via: "slurm", Runner: runnerPath(), SubmitArgs: []string{"--begin=now+3600"},
 		ReadyTimeout: 3 * time.Second, Progress: func(m string) { notes = append(notes, m) }})
 	if res != nil {
-		cancelAtEnd(t, res.Info.JobID)
+		cancelAtEnd(t, "slurm", res.Info.JobID)
 	}
 	if !errors.Is(err, master.ErrWaitTimeout) || !strings.Contains(err.Error(), "PENDING (BeginTime)") || !strings.Contains(err.Error(), "stays") {
 		t.Fatalf("%v", err)
@@ -181,6 +185,7 @@ func TestSlurmPendingJob(t *testing.T) {
 // A runner that cannot start: the launch fails as soon as the job does,
 // with Slurm's state and the runner's own message.
 func TestSlurmLaunchFails(t *testing.T) {
+	needSlurm(t)
 	dir := filepath.Join(workDir(t), "s")
 	_, errOut, code := cli(t, "launch", "--session", dir, "--via", "slurm", "--runner", runnerPath(), "--runner-arg=--bogus")
 	if code != 5 || !strings.Contains(errOut, "FAILED") || !strings.Contains(errOut, "-bogus") {

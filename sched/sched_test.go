@@ -20,7 +20,7 @@ func TestSubmitCommandLines(t *testing.T) {
 		want string
 	}{
 		{Slurm{}.SubmitCommand(sub), "sbatch --parsable --job-name=sp-s1 --output=/p/s1/state/launch.out --chdir=/p/s1 --time=10 --partition=debug /p/s1/state/launch.sh"},
-		{SGE{}.SubmitCommand(sub), "qsub -terse -N sp-s1 -o /p/s1/state/launch.out -j y -S /bin/sh -wd /p/s1 --time=10 --partition=debug /p/s1/state/launch.sh"},
+		{SGE{}.SubmitCommand(sub), "qsub -terse -V -N sp-s1 -o /p/s1/state/launch.out -j y -S /bin/sh -wd /p/s1 --time=10 --partition=debug /p/s1/state/launch.sh"},
 		{LSF{}.SubmitCommand(sub), "bsub -J sp-s1 -o /p/s1/state/launch.out -cwd /p/s1 --time=10 --partition=debug /p/s1/state/launch.sh"},
 		{Slurm{}.CancelCommand("12", false), "scancel 12"},
 		{Slurm{}.CancelCommand("12", true), "scancel --signal=KILL --full 12"},

@@ -14,9 +14,11 @@ type SGE struct{}
 func (SGE) Name() string { return "sge" }
 
 // SubmitCommand is the qsub command line for s: -terse prints the job id
-// alone, -j y joins stderr into the output file, -S runs the script with sh.
+// alone, -V passes the submitter's environment (as sbatch and bsub do by
+// default: the tool's PATH and licence variables), -j y joins stderr into
+// the output file, -S runs the script with sh.
 func (SGE) SubmitCommand(s Submission) []string {
-	argv := []string{"qsub", "-terse", "-N", s.Name, "-o", s.Output, "-j", "y", "-S", "/bin/sh", "-wd", s.WorkDir}
+	argv := []string{"qsub", "-terse", "-V", "-N", s.Name, "-o", s.Output, "-j", "y", "-S", "/bin/sh", "-wd", s.WorkDir}
 	argv = append(argv, s.Args...)
 	return append(argv, s.Script)
 }

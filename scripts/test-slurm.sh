@@ -20,7 +20,7 @@ down() {
 }
 trap down EXIT
 set +e
-SP_SLURM=1 go test -race -count=1 -timeout 20m -v ./farm/ >"$log" 2>&1
+SP_SLURM=1 go test -race -count=1 -timeout 20m -v -run "^TestSlurm" ./farm/ >"$log" 2>&1
 rc=$?
 set -e
 grep -E '^(=== RUN|--- |PASS$|FAIL|ok )' "$log" || true

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# sge-up.sh - bring up a real single-node Grid Engine (Debian's gridengine,
+# Son of Grid Engine 8.1.9) on this machine, as root, unattended.
+#
+# Idempotent: installs gridengine-master/-exec/-client with apt when missing
+# (debconf preseeded: cell "default", this host as master), then fixes what
+# the packaged set-up leaves for a human: a host_aliases line (this host's
+# name resolves to 127.0.0.1, which resolves back to "localhost"), root may
+# run jobs (min_uid/min_gid 0), this host is a submit host, a 1 s scheduler
+# interval and 1 s accounting flush, and a queue all.q on this host with 4
+# slots. The daemons are started in that order (sge_execd reads min_uid when
+# it starts). Running it again while everything is up only re-checks.
+#
+# Env: SGE_UP_TIMEOUT seconds to wait for the queue (default 60).
+# Pair: sge-down.sh. Jobs need SGE_ROOT=/var/lib/gridengine SGE_CELL=default
+# in the environment of qsub/qstat/qdel/qacct.
+set -euo pipefail
+export SGE_ROOT=/var/lib/gridengine SGE_CELL=default
+TIMEOUT=${SGE_UP_TIMEOUT:-60}
+HOST=$(hostname)
+CFG=/tmp/skillpilot-sge
+log() { printf '[sge-up] %s\n' "$*" >&2; }
+[[ $(id -u) == 0 ]] || { log "must run as root"; exit 1; }
+
+# 1. packages ------------------------------------------------------------------
+if ! command -v qsub >/dev/null || [[ ! -x /usr/sbin/sge_qmaster || ! -x /usr/sbin/sge_execd ]]; then
+    log "installing gridengine"
+    export DEBIAN_FRONTEND=noninteractive
+    debconf-set-selections <<SEL
+gridengine-master shared/gridenginemaster string $HOST
+gridengine-common shared/gridenginecell string default
+gridengine-common shared/gridengineconfig boolean true
+gridengine-client shared/gridenginemaster string $HOST
+gridengine-exec shared/gridenginemaster string $HOST
+SEL
+    apt-get install -y -q --no-install-recommends gridengine-master gridengine-exec gridengine-client >/dev/null 2>&1 || {
+        apt-get update -q >/dev/null
+        apt-get install -y -q --no-install-recommends gridengine-master gridengine-exec gridengine-client >/dev/null
+    }
+fi
+mkdir -p "$CFG"
+echo "$HOST localhost" >"$SGE_ROOT/$SGE_CELL/common/host_aliases"
+
+# alive: the PID file names a live process (not a zombie left unreaped).
+alive() { [[ -s $1 ]] && [[ $(awk '{print $3}' "/proc/$(cat "$1")/stat" 2>/dev/null) =~ ^[RSDT]$ ]]; }
+QPID=/var/spool/gridengine/qmaster/qmaster.pid
+
+# 2. qmaster and its configuration ---------------------------------------------
+if ! alive "$QPID"; then
+    /usr/sbin/sge_qmaster >"$CFG/qmaster.out" 2>&1 # Daemonizes and becomes sgeadmin.
+    log "sge_qmaster started"
+fi
+for _ in $(seq 100); do qconf -sh >/dev/null 2>&1 && break; sleep 0.2; done
+qconf -sh >/dev/null || { log "qmaster does not answer"; cat "$CFG/qmaster.out" >&2; exit 1; }
+
+qconf -sconf global >"$CFG/global"
+sed -i -e 's/^min_uid .*/min_uid                      0/' -e 's/^min_gid .*/min_gid                      0/' \
+       -e 's/flush_time=[0-9:]*/flush_time=00:00:01/' "$CFG/global"
+if ! cmp -s <(qconf -sconf global) "$CFG/global"; then qconf -Mconf "$CFG/global" >/dev/null; fi
+qconf -ss | grep -qx "$HOST" || qconf -as "$HOST" >/dev/null
+qconf -ssconf >"$CFG/sched"
+if ! grep -q '^schedule_interval *0:0:1$' "$CFG/sched"; then
+    sed -i 's/^schedule_interval .*/schedule_interval 0:0:1/' "$CFG/sched"
+    qconf -Msconf "$CFG/sched" >/dev/null
+fi
+if ! qconf -sql 2>/dev/null | grep -qx all.q; then
+    cat >"$CFG/edit-queue" <<ED
+#!/bin/sh
+sed -i -e 's/^hostlist .*/hostlist $HOST/' -e 's/^slots .*/slots 4/' -e 's/^pe_list .*/pe_list NONE/' "\$1"
+ED
+    chmod +x "$CFG/edit-queue"
+    EDITOR="$CFG/edit-queue" qconf -aq all.q >/dev/null
+fi
+
+# 3. execd (after min_uid is 0) ------------------------------------------------
+if ! pgrep -u sgeadmin -x sge_execd >/dev/null && ! pgrep -u root -x sge_execd >/dev/null; then
+    /usr/sbin/sge_execd >"$CFG/execd.out" 2>&1 # Must start as root (it creates each job's tmpdir for the job's user).
+    log "sge_execd started"
+fi
+
+# 4. wait for the queue instance (clearing an error state left by an earlier run)
+qmod -c "all.q@$HOST" >/dev/null 2>&1 || true
+deadline=$((SECONDS + TIMEOUT))
+while ((SECONDS < deadline)); do
+    st=$(qstat -f -q "all.q@$HOST" 2>/dev/null | awk -v q="all.q@$HOST" '$1==q {print $6}')
+    if [[ -n $(qstat -f -q "all.q@$HOST" 2>/dev/null | awk -v q="all.q@$HOST" '$1==q') ]]; then
+        if [[ -z $st ]]; then log "queue all.q@$HOST is up"; exit 0; fi
+        [[ $st == *E* ]] && qmod -c "all.q@$HOST" >/dev/null 2>&1 || true
+    fi
+    sleep 0.5
+done
+log "timed out; qstat -f says:"
+qstat -f >&2 || true
+exit 1

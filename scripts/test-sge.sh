@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# make test-sge: the Grid Engine tests of the farm suite (package farm)
+# against a real single-node Grid Engine. Starts it with scripts/sge-up.sh
+# (installing Debian's gridengine with apt when missing; needs root) unless
+# it already answers, and stops it again afterwards only if this script
+# started it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export SGE_ROOT=${SGE_ROOT:-/var/lib/gridengine} SGE_CELL=${SGE_CELL:-default}
+started=0 rc=1
+if ! qstat -f >/dev/null 2>&1; then
+  ./scripts/sge-up.sh
+  started=1
+fi
+log=$(mktemp /tmp/skillpilot-farm-sge.XXXXXX)
+down() {
+  rm -f "$log"
+  if [ "$started" = 1 ]; then ./scripts/sge-down.sh; fi
+}
+trap down EXIT
+set +e
+SP_SGE=1 go test -race -count=1 -timeout 20m -v -run '^TestSGE' ./farm/ >"$log" 2>&1
+rc=$?
+set -e
+grep -E '^(=== RUN|--- |PASS$|FAIL|ok )' "$log" || true
+if [ "$rc" != 0 ]; then
+  echo "Grid Engine suite failed; full log:"
+  cat "$log"
+fi
+exit "$rc"
