@@ -116,7 +116,7 @@ func StopLaunched(ctx context.Context, dir string, opts StopLaunchOptions) (Stop
 			return rep, nil
 		}
 		if ctx.Err() != nil {
-			return rep, ctx.Err()
+			return rep, ctxErr(ctx)
 		}
 		progress(opts.Progress, "the runner did not stop and end its job within %v (%v)", opts.Grace, serr)
 	}
@@ -139,7 +139,7 @@ func StopLaunched(ctx context.Context, dir string, opts StopLaunchOptions) (Stop
 			return rep, nil
 		}
 		if ctx.Err() != nil {
-			return rep, ctx.Err()
+			return rep, ctxErr(ctx)
 		}
 	}
 	return rep, fmt.Errorf("master: job %s (%s) is still %s after %s; ask the cluster's administrator",
