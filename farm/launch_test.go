@@ -197,3 +197,51 @@ func TestSlurmLaunchFails(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+// README's advice for time limits: --signal=B:TERM@N makes Slurm send
+// SIGTERM to the batch shell (the runner, which the job script execs) N s
+// before the limit, so the runner stops gracefully: the command it runs
+// finishes, queued ones stay queued, and the job ends COMPLETED, not
+// TIMEOUT. (Slurm may send the signal up to a minute early; with --time=1
+// it comes between the start and 10 s later.)
+func TestSlurmTimeLimitSignalStopsGracefully(t *testing.T) {
+	needSlurm(t)
+	dir := filepath.Join(workDir(t), "s")
+	side := filepath.Join(filepath.Dir(dir), "side")
+	res := launch(t, dir, func(o *master.LaunchOptions) { o.SubmitArgs = []string{"--time=1", "--signal=B:TERM@50"} })
+	s, _ := master.Open(dir)
+	var cmds []*master.Command
+	for i := 0; i < 20; i++ {
+		id := master.NewCmdID()
+		c, err := s.Submit(ctx(t), sidePayload(side, id, "after 1000; "), master.SubmitOptions{CmdID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	var job sched.Job
+	waitFor(t, "the job to end", func() bool {
+		j, err := sched.Slurm{}.Query(ctx(t), sched.RunCommand, res.Info.JobID)
+		job = j
+		return err == nil && !j.State.Active()
+	})
+	st, _ := s.Status(ctx(t))
+	if job.State != sched.Done || st.Phase != protocol.PhaseStopped || !strings.Contains(st.Reason, "signal") {
+		t.Fatalf("job %s, runner %s (%s)", job, st.Phase, st.Reason)
+	}
+	ranFirst := len(resultsByID(dir))
+	launch(t, dir)
+	for _, c := range cmds {
+		r, err := c.Wait(ctx(t))
+		if err != nil || r.Status != protocol.StatusOK {
+			t.Fatalf("%s: %+v %v", c.ID, r, err)
+		}
+	}
+	ran := sideEffects(t, side)
+	for _, c := range cmds {
+		if ran[c.ID] != 1 {
+			t.Errorf("%s ran %d times", c.ID, ran[c.ID])
+		}
+	}
+	t.Logf("%d commands ran before the signal, %d after the relaunch", ranFirst, len(cmds)-ranFirst)
+}
