@@ -184,3 +184,17 @@ func TestStopLaunchedSchedulerUnreachable(t *testing.T) {
 		t.Fatalf("second stop: %v", err)
 	}
 }
+
+// killLocalLaunches SIGKILLs the runners of every session under dir that
+// was launched --via local and still runs.
+func killLocalLaunches(dir string) {
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "launch.json" {
+			return nil
+		}
+		if li, err := ReadLaunch(filepath.Dir(filepath.Dir(p))); err == nil && li.Via == "local" {
+			_ = (sched.Local{}).Cancel(context.Background(), nil, li.JobID, true)
+		}
+		return nil
+	})
+}

@@ -16,6 +16,12 @@ func TestScripts(t *testing.T) {
 		Dir:                 "../testdata/script",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
+		Setup: func(env *testscript.Env) error {
+			// Runners a script launched detached (master launch/pool start
+			// --via local) must not outlive a failed script.
+			env.Defer(func() { killLocalLaunches(env.WorkDir) })
+			return nil
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// exitcode N prog args...: run prog and require exit code N.
 			"exitcode": func(ts *testscript.TestScript, neg bool, args []string) {
