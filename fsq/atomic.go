@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"github.com/google/renameio/v2"
@@ -46,6 +44,121 @@ func WriteAtomic(path string, data []byte, perm os.FileMode, d Durability) error
 	}
 	return nil
 }
+
+// WriteAtomicVia is WriteAtomic without fsync whose temporary file is
+// created in tmpDir (which must be on the same filesystem as path) rather
+// than beside path: a writer that is killed between the write and the
+// rename leaves its leftover in tmpDir, where its owner can sweep it, and
+// never in a directory that others list. The temporary file is created
+// with O_EXCL, and the rename replaces whatever is at path (a symlink or a
+// FIFO planted there is replaced, never followed).
+func WriteAtomicVia(tmpDir, path string, data []byte, perm os.FileMode) error {
+	return writeVolatile(tmpDir, path, data, perm)
+}
+
+// RenameNoReplace renames src to dst unless dst exists, atomically: two
+// writers racing for dst cannot both succeed, and an existing dst is never
+// replaced. When dst exists the error wraps os.ErrExist. It uses
+// renameat2(RENAME_NOREPLACE) where the filesystem supports it and falls
+// back to link(2) plus unlink(2) elsewhere (NFS): link never replaces its
+// target either. A link retried by an NFS client may report EEXIST
+// although it succeeded; that case is recognised (dst is then src's inode)
+// and reported as success.
+func RenameNoReplace(src, dst string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EEXIST):
+		return &os.LinkError{Op: "rename", Old: src, New: dst, Err: os.ErrExist}
+	case !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP):
+		return &os.LinkError{Op: "rename", Old: src, New: dst, Err: err}
+	}
+	if err := os.Link(src, dst); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			a, aerr := os.Lstat(src)
+			b, berr := os.Lstat(dst)
+			if aerr == nil && berr == nil && os.SameFile(a, b) {
+				_ = os.Remove(src) // Ours after all; the name stays.
+				return nil
+			}
+		}
+		return err
+	}
+	_ = os.Remove(src) // dst holds the content; a leftover src is the caller's to sweep.
+	return nil
+}
+
+// OpenAppend opens path for appending, creating it with perm if missing. It
+// refuses to follow a symlink (ErrSymlink) and anything but a regular file
+// (ErrNotRegular), and never blocks on a FIFO planted at path.
+func OpenAppend(path string, perm os.FileMode) (*os.File, error) {
+	f, err := CreateFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%s: %w", path, ErrSymlink)
+		}
+		if fi, lerr := os.Lstat(path); lerr == nil && !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, fileType(fi.Mode())) // ENXIO: a FIFO without reader.
+		}
+		return nil, err
+	}
+	if err := checkRegular(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// CreateNew creates path exclusively (O_EXCL, so a symlink or any file
+// already there is never followed or truncated). If something is in the
+// way it is removed first: callers use it in directories only they write.
+func CreateNew(path string, perm os.FileMode) (*os.File, error) {
+	f, err := CreateFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if errors.Is(err, os.ErrExist) {
+		if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return nil, rerr
+		}
+		f, err = CreateFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	}
+	return f, err
+}
+
+// checkRegular returns an error wrapping ErrNotRegular unless f is a
+// regular file.
+func checkRegular(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: %w (%s)", f.Name(), ErrNotRegular, fileType(fi.Mode()))
+	}
+	return nil
+}
+
+// fileType names the type of a file mode for messages.
+func fileType(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeSymlink != 0:
+		return "a symlink"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsRegular():
+		return "a regular file"
+	}
+	return "an irregular file"
+}
+
+// FileType names the type of the file at fi for messages ("a FIFO",
+// "a directory", ...).
+func FileType(fi os.FileInfo) string { return fileType(fi.Mode()) }
 
 // SyncDir fsyncs a directory so that renames and creations in it are durable.
 func SyncDir(dir string) error {
@@ -109,7 +222,7 @@ func ReadFile(path string, limit int64) ([]byte, os.FileInfo, error) {
 		return nil, nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fi, fmt.Errorf("%s: %w", path, ErrNotRegular)
+		return nil, fi, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, fileType(fi.Mode()))
 	}
 	if fi.Size() > limit {
 		return nil, fi, ErrTooLarge
@@ -133,7 +246,9 @@ var (
 
 // writeVolatile is tmp + rename without fsync. The temp name is unique so
 // that concurrent writers (masters on several hosts) never share one.
-func writeVolatile(dir, path string, data []byte, perm os.FileMode) error {
+// tmpDir is where the temporary file is made.
+func writeVolatile(tmpDir, path string, data []byte, perm os.FileMode) error {
+	dir := tmpDir
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
@@ -152,81 +267,6 @@ func writeVolatile(dir, path string, data []byte, perm os.FileMode) error {
 		_ = os.Remove(f.Name()) // Best effort: a leftover dot-file is ignored by readers.
 	}
 	return err
-}
-
-// Prepared is new content written under a temporary name in the target's
-// directory, not yet visible. Unlike renameio's PendingFile, whose
-// CloseAtomicallyReplace always fsyncs right before the rename, it
-// separates the two, so that a caller can fsync it alongside other files
-// (the runner fsyncs a command's output and its result together) and
-// rename when all are durable. Abort is a no-op after Commit.
-type Prepared struct {
-	f    *os.File
-	tmp  string
-	path string
-}
-
-// Prepare writes data to a new temporary dot-file beside path.
-func Prepare(path string, data []byte, perm os.FileMode) (*Prepared, error) {
-	dir, base := filepath.Split(path)
-	var f *os.File
-	var tmp string
-	for i := 0; ; i++ {
-		tmp = filepath.Join(dir, "."+base+"."+strconv.FormatUint(uint64(rand.Uint32()), 36)+".tmp")
-		var err error
-		f, err = CreateFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, os.ErrExist) || i > 100 {
-			return nil, err
-		}
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return nil, err
-	}
-	return &Prepared{f: f, tmp: tmp, path: path}, nil
-}
-
-// PrepareIn is Prepare writing into f, an empty file under a temporary
-// name in path's directory (a spare from a Spares pool).
-func PrepareIn(f *os.File, path string, data []byte) (*Prepared, error) {
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, err
-	}
-	return &Prepared{f: f, tmp: f.Name(), path: path}, nil
-}
-
-// Sync flushes the temporary file to stable storage.
-func (p *Prepared) Sync() error { return p.f.Sync() }
-
-// Commit closes the temporary file and renames it over the target: a
-// reader sees the old content or the new. The directory is not fsynced;
-// the caller does that (SyncDir) when the rename itself must be durable.
-func (p *Prepared) Commit() error {
-	if err := p.f.Close(); err != nil {
-		os.Remove(p.tmp)
-		return err
-	}
-	if err := os.Rename(p.tmp, p.path); err != nil {
-		os.Remove(p.tmp)
-		return err
-	}
-	p.f = nil
-	return nil
-}
-
-// Abort removes the temporary file; a no-op after Commit.
-func (p *Prepared) Abort() {
-	if p.f != nil {
-		p.f.Close()
-		os.Remove(p.tmp)
-		p.f = nil
-	}
 }
 
 // CreateFile opens a regular file like os.OpenFile, without registering it

@@ -3,6 +3,7 @@ package fsq
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -170,7 +172,7 @@ func TestLogRepair(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "meta.log")
 			os.WriteFile(p, []byte(tc.content), 0o600)
-			l, torn, err := OpenLog(p, true)
+			l, torn, err := OpenLog(p, 0o600)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +188,7 @@ func TestLogRepair(t *testing.T) {
 				t.Errorf("log = %q, want %q", got, want)
 			}
 			// Reopening a repaired log changes nothing.
-			l, torn, _ = OpenLog(p, true)
+			l, torn, _ = OpenLog(p, 0o600)
 			l.Close()
 			if len(torn) != 0 {
 				t.Errorf("second open repaired %q", torn)
@@ -218,14 +220,119 @@ func TestWatchInotifyAndPoll(t *testing.T) {
 						return
 					}
 				case <-w.Rescan:
-					if !inotify {
+					// A poller lists the directory when the bell rings: the
+					// ring counts only once that listing shows the file.
+					if names, _ := ReadNames(dir); !inotify && len(names) == 1 && names[0] == "x" {
 						return
 					}
 				case <-deadline:
-					t.Fatal("no notification")
+					t.Fatal("no notification that shows the file")
 				}
 			}
 		})
+	}
+	// Polling keeps ringing: a file written after the first ring is seen
+	// at a later one.
+	t.Run("poll rings again", func(t *testing.T) {
+		dir := t.TempDir()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		w := Watch(ctx, []string{dir}, 20*time.Millisecond, false, log)
+		<-w.Rescan
+		os.WriteFile(filepath.Join(dir, "late"), nil, 0o600)
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case <-w.Rescan:
+				if names, _ := ReadNames(dir); len(names) == 1 {
+					return
+				}
+			case <-deadline:
+				t.Fatal("the poll bell stopped ringing")
+			}
+		}
+	})
+}
+
+// RenameNoReplace never replaces an existing target, on every path.
+func TestRenameNoReplace(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	os.WriteFile(a, []byte("new"), 0o600)
+	os.WriteFile(b, []byte("old"), 0o600)
+	if err := RenameNoReplace(a, b); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("over an existing file: %v", err)
+	}
+	if got, _ := os.ReadFile(b); string(got) != "old" {
+		t.Fatalf("target replaced: %q", got)
+	}
+	os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "l"))
+	if err := RenameNoReplace(a, filepath.Join(dir, "l")); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("over a dangling symlink: %v", err)
+	}
+	if err := RenameNoReplace(a, filepath.Join(dir, "c")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "c")); string(got) != "new" {
+		t.Fatalf("moved content %q", got)
+	}
+	if _, err := os.Lstat(a); !os.IsNotExist(err) {
+		t.Fatalf("source left behind: %v", err)
+	}
+}
+
+// Files planted where a writer expects its own regular file are refused
+// without blocking (a FIFO) and without following (a symlink).
+func TestOpenRefusesPlantedFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "target")
+	os.WriteFile(target, []byte("keep\n"), 0o600)
+	link := filepath.Join(dir, "link")
+	os.Symlink(target, link)
+	if _, err := OpenAppend(fifo, 0o600); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("OpenAppend(fifo): %v", err)
+	}
+	if _, err := OpenAppend(link, 0o600); !errors.Is(err, ErrSymlink) {
+		t.Errorf("OpenAppend(symlink): %v", err)
+	}
+	if _, _, err := OpenLog(fifo, 0o600); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("OpenLog(fifo): %v", err)
+	}
+	if _, _, err := OpenLog(link, 0o600); !errors.Is(err, ErrSymlink) {
+		t.Errorf("OpenLog(symlink): %v", err)
+	}
+	if _, _, err := ReadFile(fifo, 10); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("ReadFile(fifo): %v", err)
+	}
+	f, err := CreateNew(link, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("mine")
+	f.Close()
+	if got, _ := os.ReadFile(target); string(got) != "keep\n" {
+		t.Errorf("CreateNew wrote through a symlink: %q", got)
+	}
+	if got, _ := os.ReadFile(link); string(got) != "mine" {
+		t.Errorf("CreateNew content %q", got)
+	}
+	// WriteAtomicVia replaces a planted symlink instead of writing through it.
+	os.Remove(link)
+	os.Symlink(target, link)
+	tmp := filepath.Join(dir, "tmp")
+	os.Mkdir(tmp, 0o700)
+	if err := WriteAtomicVia(tmp, link, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "keep\n" {
+		t.Errorf("WriteAtomicVia wrote through a symlink: %q", got)
+	}
+	if names, _ := ReadNames(tmp); len(names) != 0 {
+		t.Errorf("temp files left in tmp: %v", names)
 	}
 }
 

@@ -3,28 +3,40 @@ package fsq
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // Log is an append-only JSON Lines file. Every Append is one write(2) of a
-// whole line followed by fsync, so a crash can tear at most the last line,
-// and OpenLog repairs that.
+// whole line, so a crash can tear at most the last line, and OpenLog repairs
+// that. An append that fails part-way (a full disk) is cut off again at
+// once, so a failed append never leaves a torn line in the middle of the
+// log. Appends are not fsynced one by one: call Sync.
 type Log struct {
-	mu   sync.Mutex // guards f and sync
+	mu   sync.Mutex // guards f and size
 	f    *os.File
-	sync bool
+	size int64 // end of the last complete line
 }
 
-// OpenLog opens (creating if needed) the JSON Lines file at path. A last line
-// that is not terminated by a newline or not valid JSON (a torn append) is
-// cut off; the bytes removed are returned so the caller can report them.
-// With sync false, appends are not fsynced (tests and benchmarks only).
-func OpenLog(path string, sync bool) (*Log, []byte, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+// OpenLog opens (creating it with perm if needed) the JSON Lines file at
+// path. It refuses a symlink (ErrSymlink) or anything but a regular file
+// (ErrNotRegular), without blocking on a FIFO. A last line that is not
+// terminated by a newline or not valid JSON (a torn append) is cut off; the
+// bytes removed are returned so the caller can report them.
+func OpenLog(path string, perm os.FileMode) (*Log, []byte, error) {
+	f, err := CreateFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
 	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, nil, fmt.Errorf("%s: %w", path, ErrSymlink)
+		}
+		return nil, nil, err
+	}
+	if err := checkRegular(f); err != nil {
+		f.Close()
 		return nil, nil, err
 	}
 	torn, err := repairTail(f)
@@ -32,7 +44,12 @@ func OpenLog(path string, sync bool) (*Log, []byte, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("fsq: repair %s: %w", path, err)
 	}
-	return &Log{f: f, sync: sync}, torn, nil
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return &Log{f: f, size: fi.Size()}, torn, nil
 }
 
 // repairTail truncates f after its last complete, valid line.
@@ -71,8 +88,9 @@ func repairTail(f *os.File) ([]byte, error) {
 	return torn, f.Sync()
 }
 
-// Append writes v as one JSON line and, for a synced log, fsyncs it before
-// returning. It is safe for concurrent use.
+// Append writes v as one JSON line. If the write fails part-way, the
+// partial line is truncated away again (best effort), so the next append
+// starts on a line boundary. It is safe for concurrent use.
 func (l *Log) Append(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -81,12 +99,14 @@ func (l *Log) Append(v any) error {
 	b = append(b, '\n')
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := l.f.Write(b); err != nil {
+	n, err := l.f.Write(b)
+	if err != nil {
+		if n > 0 {
+			_ = l.f.Truncate(l.size) // Best effort: OpenLog repairs what remains.
+		}
 		return err
 	}
-	if l.sync {
-		return l.f.Sync()
-	}
+	l.size += int64(n)
 	return nil
 }
 

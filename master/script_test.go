@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
 )
 
 // TestScripts runs the CLI end to end: testdata/script/*.txtar start a real
@@ -23,6 +24,8 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// checksession [-queued] [-running] DIR: the session invariants (internal/sessioncheck).
+			"checksession": sessioncheck.Command,
 			// exitcode N prog args...: run prog and require exit code N.
 			"exitcode": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) < 2 {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -40,22 +41,24 @@ type running struct {
 	endMsg    string
 	doneSeen  bool // its done marker arrived after an interrupt
 	marker    done
+	outErr    error // writing the output file failed
 }
 
-// write appends normalised output; it is the framer's sink.
+// write appends normalised output; it is the framer's sink. A write error
+// (a full disk) is kept: the result then says the output is incomplete.
 func (c *running) write(b []byte) {
 	c.bytes += int64(len(b))
 	c.lines += int64(bytes.Count(b, newline))
 	c.sum.Write(b)
-	if _, err := c.w.Write(b); err != nil && c.endMsg == "" {
-		c.endMsg = "writing output: " + err.Error()
+	if _, err := c.w.Write(b); err != nil && c.outErr == nil {
+		c.outErr = err
 	}
 }
 
 // nextCommand takes queued commands in (seq, name) order until one starts
 // or the queue is empty. Files that cannot run get their result here.
 func (r *Runner) nextCommand() {
-	for r.cur == nil && r.tphase == toolReady && r.stopMode == "" {
+	for r.cur == nil && r.tphase == toolReady && r.stopMode == "" && r.pendingErr == nil {
 		e := r.pend.pop()
 		if e == nil {
 			return
@@ -66,6 +69,13 @@ func (r *Runner) nextCommand() {
 }
 
 func (r *Runner) tryStart(e *pendingEntry) {
+	if r.hasResult(e.name) {
+		// Checked before the file is even read: whatever now sits under
+		// a name that has a result (a symlink, a directory, a FIFO, a
+		// huge file) is a re-drop, never a reason for a second result.
+		r.skipDone(e.name)
+		return
+	}
 	qpath := r.path(rel(protocol.DirQueue, e.name))
 	data, fi, err := fsq.ReadFile(qpath, protocol.MaxCommandSize)
 	switch {
@@ -80,10 +90,6 @@ func (r *Runner) tryStart(e *pendingEntry) {
 	case err != nil:
 		r.log.Warn("read queued command; will retry", "name", e.name, "err", err)
 		r.pend.deferUntil(e, time.Now().Add(r.cfg.Poll))
-		return
-	}
-	if _, err := os.Lstat(r.path(rel(protocol.DirResult, e.name))); err == nil {
-		r.skipDone(e.name, qpath)
 		return
 	}
 	cmd, err := protocol.ParseCommand(e.name, data)
@@ -105,6 +111,15 @@ func (r *Runner) tryStart(e *pendingEntry) {
 	r.start(e.name, qpath, cmd)
 }
 
+// hasResult reports whether name has a result, on disk or on its way there.
+func (r *Runner) hasResult(name string) bool {
+	if r.settling[name] {
+		return true
+	}
+	_, err := os.Lstat(r.path(rel(protocol.DirResult, name)))
+	return err == nil
+}
+
 // stillWriting decides whether an unparsable file may be a writer still
 // writing: it is given ParseGrace (on our clock) after it last changed size
 // or mtime, then rejected.
@@ -120,16 +135,46 @@ func (r *Runner) stillWriting(e *pendingEntry, fi os.FileInfo) bool {
 	return true
 }
 
-// skipDone clears a queued command whose cmd_id already has a result.
-func (r *Runner) skipDone(name, qpath string) {
-	_ = os.Remove(qpath) // Gone already is fine.
+// skipDone clears a queued name that already has a result: the entry
+// (whatever its type) is moved into tmp/ and deleted there, and a
+// cmd_skipped event says so. The result that stands is never touched.
+func (r *Runner) skipDone(name string) {
+	what := "a file"
+	if fi, err := os.Lstat(r.path(rel(protocol.DirQueue, name))); err == nil {
+		what = fsq.FileType(fi)
+	} else if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if !r.discard(rel(protocol.DirQueue, name)) {
+		return
+	}
+	r.skipped++
+	r.stateDirty = true
 	seq, id, _ := protocol.ParseCommandName(name)
 	r.log.Info("skipping a command that already has a result", "name", name)
-	r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: id, Seq: seq, Detail: map[string]any{"reason": "result exists"}})
+	r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: id, Seq: seq, Detail: map[string]any{
+		"reason": "result exists", "file": rel(protocol.DirQueue, name), "type": what}})
+}
+
+// discard moves a session entry into tmp/ and removes it there (a
+// directory with everything in it): the name is free at once, and tmp/ is
+// emptied at the next start should the removal fail.
+func (r *Runner) discard(relPath string) bool {
+	r.discards++
+	dst := r.path(rel(protocol.DirTmp, fmt.Sprintf("discard-%d-%s", r.discards, filepath.Base(relPath))))
+	if err := os.Rename(r.path(relPath), dst); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			r.log.Warn("cannot move aside", "file", relPath, "err", err)
+		}
+		return false
+	}
+	_ = os.RemoveAll(dst) // Best effort: tmp/ is emptied at every start.
+	return true
 }
 
 // reject answers an invalid command file with an invalid_request result
 // under the same name and moves the file to log/rejected/ for inspection.
+// The result is written by the result writer, off the owner goroutine.
 func (r *Runner) reject(e *pendingEntry, msg string) {
 	seq, id, err := protocol.ParseCommandName(e.name)
 	if err != nil && !errors.Is(err, protocol.ErrBadCmdID) {
@@ -139,22 +184,65 @@ func (r *Runner) reject(e *pendingEntry, msg string) {
 	if err == nil && r.doneIDs[id] {
 		code = protocol.CodeDuplicateCmdID
 	}
-	ipath := r.path(rel(protocol.DirInflight, e.name))
-	ok, cerr := fsq.Claim(r.path(rel(protocol.DirQueue, e.name)), ipath)
+	ipath := rel(protocol.DirInflight, e.name)
+	ok, cerr := fsq.Claim(r.path(rel(protocol.DirQueue, e.name)), r.path(ipath))
 	if !ok || cerr != nil {
 		return
 	}
 	res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
 		Error: &protocol.Error{Code: code, Message: msg}, CommandPath: rel(protocol.DirRejected, e.name)}
-	if r.writeResult(e.name, res) != nil {
-		return // Left in inflight/: the next start settles it.
-	}
-	if err := os.Rename(ipath, r.path(rel(protocol.DirRejected, e.name))); err != nil {
-		_ = os.Remove(ipath)
-	}
 	r.log.Warn("rejected an invalid command", "name", e.name, "error", msg)
-	r.event(protocol.Event{Event: protocol.EvRejected, CmdID: id, Seq: seq, Status: protocol.StatusError,
-		ExitReason: protocol.ReasonInvalidRequest, Detail: map[string]any{"error": msg}})
+	r.submitResult(resultJob{kind: jobRejected, name: e.name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
+}
+
+// submitResult hands a result to the result writer. From here on the name
+// and its cmd_id count as done, so a duplicate queued right behind it is
+// refused even before the result is on disk.
+func (r *Runner) submitResult(j resultJob) {
+	r.settling[j.name] = true
+	if protocol.ValidCmdID(j.res.CmdID) {
+		r.doneIDs[j.res.CmdID] = true
+	}
+	r.results.submit(j, r.onResult)
+}
+
+// onResult records a result the writer committed (or gave up on).
+func (r *Runner) onResult(d resultDone) {
+	j, res := d.job, d.job.res
+	delete(r.settling, j.name)
+	r.stateDirty = true
+	r.ringSync()
+	if d.err != nil {
+		r.log.Error("a result was not written; the command stays in inflight/ and the next runner settles it",
+			"name", j.name, "err", d.err)
+		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: res.CmdID, Seq: res.Seq, Detail: map[string]any{
+			"result_not_written": j.name, "error": d.err.Error()}})
+		return
+	}
+	if !d.existed {
+		r.metrics.result(r, res, j.kind == jobRun)
+	}
+	if d.existed && j.kind != jobRecovered {
+		r.skipped++
+		r.log.Warn("a result already existed; it was kept and nothing was written", "name", j.name)
+		r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: res.CmdID, Seq: res.Seq, Detail: map[string]any{
+			"reason": "result exists", "file": j.cmdFile, "would_have_been": string(res.Status)}})
+		if j.kind != jobRun && j.kind != jobEarly {
+			return
+		}
+	}
+	switch j.kind {
+	case jobRun, jobEarly:
+		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
+			ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,
+			Detail: map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS}})
+	case jobRejected:
+		r.rejected++
+		r.event(protocol.Event{Event: protocol.EvRejected, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
+			ExitReason: res.ExitReason, Detail: map[string]any{"file": j.cmdFile, "error": res.Error.Message, "code": res.Error.Code}})
+	case jobRecovered:
+		r.onRecovered(j, d.existed)
+	}
 }
 
 // start claims a parsed command and hands it to the tool.
@@ -171,6 +259,8 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	// The claim becomes durable off the critical path, while the command
 	// runs (PROTOCOL.md, "Durability and crash consistency").
 	r.ringSync()
+	spoolStart := r.spoolSize
+	r.event(protocol.Event{Event: protocol.EvCmdBegin, CmdID: cmd.CmdID, Seq: cmd.Seq, SpoolStart: &spoolStart})
 	outName := protocol.OutputName(name)
 	out, err := r.createOutput(r.path(rel(protocol.DirOutput, outName)))
 	if err != nil {
@@ -196,7 +286,6 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	r.cur = c
 	r.tphase = toolBusy
 	r.setPhase(protocol.PhaseBusy, "")
-	r.event(protocol.Event{Event: protocol.EvCmdBegin, CmdID: cmd.CmdID, Seq: cmd.Seq, SpoolStart: &c.spoolStart})
 	tok := cmd.Marker.Token
 	r.fr.discard(func(l []byte) bool { return isBegin(l, tok) })
 	if err := r.tool.writeLine(line); err != nil {
@@ -223,10 +312,9 @@ func (r *Runner) runLine(c *running) (string, error) {
 func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg string) {
 	res := &protocol.Result{CmdID: cmd.CmdID, Seq: cmd.Seq, Status: protocol.StatusError,
 		ExitReason: protocol.ReasonToolDied, Error: &protocol.Error{Code: code, Message: msg},
-		CommandPath: rel(protocol.DirArchive, name), PayloadSHA256: sha256Hex(cmd.Payload)}
-	if r.writeResult(name, res) == nil {
-		archiveCommand(r.path(rel(protocol.DirInflight, name)), r.path(rel(protocol.DirArchive, name)))
-	}
+		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.spoolSize, SpoolEnd: r.spoolSize}
+	r.submitResult(resultJob{kind: jobEarly, name: name, res: res, text: cmd.Payload,
+		cmdFile: rel(protocol.DirInflight, name), keepAt: res.CommandPath})
 }
 
 // onBegin switches from discarding to capturing the command's output.
@@ -285,32 +373,13 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	if exit != nil {
 		res.ExitCode, res.Signal = describeExit(exit.state)
 	}
-	if flushErr != nil && res.Error == nil {
-		res.Status, res.Error = protocol.StatusError, &protocol.Error{Code: protocol.CodeIO, Message: "writing output: " + flushErr.Error()}
+	outErr := c.outErr
+	if outErr == nil {
+		outErr = flushErr
 	}
-	// From here on the cmd_id counts as done, so a duplicate queued right
-	// behind it is refused even before the result is on disk.
-	r.doneIDs[c.cmd.CmdID] = true
 	r.cmdsDone++
-	r.stateDirty = true
-	r.commits.submit(commitJob{name: c.name, res: res, out: c.out,
-		inflight: r.path(rel(protocol.DirInflight, c.name)), archive: r.path(rel(protocol.DirArchive, c.name)),
-		payload: c.payload, text: c.cmd.Payload}, r.onCommitted)
-}
-
-// onCommitted records a committed (or failed) result.
-func (r *Runner) onCommitted(d commitDone) {
-	res := d.job.res
-	if d.err != nil {
-		r.log.Error("writing the result failed; the command stays in inflight/ and the next runner settles it",
-			"name", d.job.name, "err", d.err)
-	} else {
-		r.metrics.result(r, res, true)
-	}
-	r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
-		ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,
-		Detail: map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS}})
-	r.ringSync()
+	r.submitResult(resultJob{kind: jobRun, name: c.name, res: res, out: c.out, outErr: outErr,
+		cmdFile: rel(protocol.DirInflight, c.name), keepAt: res.CommandPath, payload: c.payload, text: c.cmd.Payload})
 }
 
 // finishByMarker ends the current command from its done marker.
@@ -356,4 +425,9 @@ func (r *Runner) createOutput(path string) (*os.File, error) {
 		os.Remove(f.Name())
 	}
 	return fsq.CreateFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+}
+
+func sha256Hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
 }

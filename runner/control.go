@@ -99,7 +99,10 @@ func (r *Runner) cancel(req protocol.CancelRequest, parseErr error) {
 }
 
 // cancelQueued gives a queued command a cancelled result without running
-// it. It lists queue/ (a rare operation) to find the file by cmd_id.
+// it. It lists queue/ (a rare operation) to find the file by cmd_id. The
+// result goes through the result writer like every other: a name that
+// already has a result is only cleared (cmd_skipped), and a cmd_id that
+// already has one under another seq is answered duplicate_cmd_id.
 func (r *Runner) cancelQueued(id string) bool {
 	names, err := fsq.ReadNames(r.path(protocol.DirQueue))
 	if err != nil {
@@ -110,17 +113,28 @@ func (r *Runner) cancelQueued(id string) bool {
 		if err != nil || nid != id {
 			continue
 		}
-		ipath := r.path(rel(protocol.DirInflight, name))
-		if ok, _ := fsq.Claim(r.path(rel(protocol.DirQueue, name)), ipath); !ok {
+		if r.hasResult(name) {
+			r.pend.remove(name)
+			r.skipDone(name)
+			continue
+		}
+		ipath := rel(protocol.DirInflight, name)
+		if ok, _ := fsq.Claim(r.path(rel(protocol.DirQueue, name)), r.path(ipath)); !ok {
 			continue
 		}
 		r.pend.remove(name)
+		if r.doneIDs[id] {
+			res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
+				Error: &protocol.Error{Code: protocol.CodeDuplicateCmdID, Message: fmt.Sprintf(
+					"cmd_id %q already has a result under another seq; cmd_ids must be unique", id)},
+				CommandPath: rel(protocol.DirRejected, name)}
+			r.submitResult(resultJob{kind: jobRejected, name: name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
+			return false
+		}
 		res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusCancelled, ExitReason: protocol.ReasonCancelledQueued,
 			Error:       &protocol.Error{Code: protocol.CodeCancelled, Message: "cancelled by ctl/cancel.json before it started"},
 			CommandPath: rel(protocol.DirArchive, name)}
-		if r.writeResult(name, res) == nil {
-			archiveCommand(ipath, r.path(rel(protocol.DirArchive, name)))
-		}
+		r.submitResult(resultJob{kind: jobCancelled, name: name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
 		r.stateDirty = true
 		return true
 	}

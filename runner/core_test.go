@@ -214,6 +214,7 @@ func TestHugeOutputBoundedMemory(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	checkNoOrphans(t, dir)
+	invariants(t, dir, protocol.CommandName(1, "big"))
 }
 
 func vmHWM(t testing.TB, pid int) int64 {
@@ -338,7 +339,7 @@ func TestIdempotency(t *testing.T) {
 	side := filepath.Join(t.TempDir(), "side")
 	// A result already exists for this name: the command must not run.
 	name := protocol.CommandName(1, "done1")
-	h.writeFile(rel(protocol.DirResult, name), `{"cmd_id":"done1","seq":1,"status":"ok"}`)
+	h.writeDone(name)
 	writeCmd(t, h.dir, 1, "done1", fmt.Sprintf("set f [open %q a]; puts $f ran; close $f", side))
 	h.start()
 	dup := writeCmd(t, h.dir, 2, "done1", "puts dup")

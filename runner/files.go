@@ -140,66 +140,6 @@ func (r *Runner) beat() {
 	r.metrics.beat(r)
 }
 
-// writeResult writes result/<name> atomically with its content fsynced
-// (unless NoSync) and records the cmd_id as done. The rename is made
-// durable by the syncer.
-func (r *Runner) writeResult(name string, res *protocol.Result) error {
-	p, err := r.prepareResult(name, res)
-	if err != nil {
-		return err
-	}
-	if r.durable != fsq.Volatile {
-		if err := p.Sync(); err != nil {
-			p.Abort()
-			r.log.Error("fsync result", "name", name, "err", err)
-			return err
-		}
-	}
-	return r.commitResult(p, res)
-}
-
-// prepareResult fills the runner's fields of res and writes it under a
-// temporary name; the caller fsyncs (Prepared.Sync) and commits it.
-func (r *Runner) prepareResult(name string, res *protocol.Result) (*fsq.Prepared, error) {
-	res.ProtocolVersion = protocol.Version
-	res.RunnerHost = r.hostname
-	if res.EndTS.IsZero() {
-		res.EndTS = protocol.Now()
-	}
-	if res.StartTS.IsZero() {
-		res.StartTS = res.EndTS
-	}
-	res.TailPath = protocol.FileTail
-	path := r.path(rel(protocol.DirResult, name))
-	var p *fsq.Prepared
-	var err error
-	if r.resSpares != nil {
-		var f *os.File
-		if f, err = r.resSpares.Take(); err == nil {
-			p, err = fsq.PrepareIn(f, path, marshal(res))
-		}
-	} else {
-		p, err = fsq.Prepare(path, marshal(res), 0o600)
-	}
-	if err != nil {
-		r.log.Error("write result", "name", name, "err", err)
-	}
-	return p, err
-}
-
-// commitResult makes a prepared result visible.
-func (r *Runner) commitResult(p *fsq.Prepared, res *protocol.Result) error {
-	if err := p.Commit(); err != nil {
-		p.Abort()
-		r.log.Error("rename result", "cmd_id", res.CmdID, "err", err)
-		return err
-	}
-	r.doneIDs[res.CmdID] = true
-	r.ringSync()
-	r.metrics.result(r, res, false)
-	return nil
-}
-
 // ringSync asks the syncer for a round (no-op with NoSync or before Run).
 func (r *Runner) ringSync() {
 	if r.sync != nil {

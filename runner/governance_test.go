@@ -218,6 +218,7 @@ func TestSignals(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	checkNoOrphans(t, dir)
+	invariants(t, dir, protocol.CommandName(1, "s1"), name)
 }
 
 func TestLeaseExpiresMidCommand(t *testing.T) {
@@ -387,7 +388,7 @@ func TestRunnerCrashRecovery(t *testing.T) {
 			t.Errorf("%s ran %d times (side effects %v)", id, count[id], lines)
 		}
 	}
-	invariants(t, dir)
+	invariants(t, dir, names...)
 	checkNoOrphans(t, dir)
 }
 
@@ -463,7 +464,7 @@ func TestRecoveryOfInflight(t *testing.T) {
 	for _, n := range []string{protocol.CommandName(1, "r1"), protocol.CommandName(2, "r2")} {
 		os.Rename(filepath.Join(h.dir, protocol.DirQueue, n), filepath.Join(h.dir, protocol.DirInflight, n))
 	}
-	h.writeFile(rel(protocol.DirResult, protocol.CommandName(2, "r2")), `{"cmd_id":"r2","seq":2,"status":"ok"}`)
+	h.writeDone(protocol.CommandName(2, "r2"))
 	// A torn last line in the event log.
 	os.WriteFile(filepath.Join(h.dir, protocol.FileMeta), []byte("{\"ts\":\"2026-01-01T00:00:00Z\",\"event\":\"x\"}\n{\"ts\":\"20"), 0o600)
 	h.start()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -73,6 +74,11 @@ type harness struct {
 	sigs chan os.Signal
 	seq  int64
 	logw *testWriter
+	// submitted lists the command files written through submit; the
+	// invariant check at cleanup requires a result (or a queue entry) for
+	// each. noCheck skips that check (tests of deliberately broken trees).
+	submitted []string
+	noCheck   bool
 }
 
 func fakeEDA(t testing.TB) []string {
@@ -103,6 +109,9 @@ func newHarness(t testing.TB, mods ...func(*Config)) *harness {
 	}
 	t.Cleanup(func() {
 		h.shutdown()
+		if !t.Failed() && !h.noCheck {
+			invariants(t, h.dir, h.submitted...)
+		}
 		h.logw.mu.Lock()
 		h.logw.on = false
 		h.logw.mu.Unlock()
@@ -182,7 +191,21 @@ func (h *harness) submit(payload string, mods ...func(*protocol.Command)) string
 	}
 	name := protocol.CommandName(c.Seq, c.CmdID)
 	h.writeFile(rel(protocol.DirQueue, name), string(b))
+	h.submitted = append(h.submitted, name)
 	return name
+}
+
+// writeDone writes an ok result for name, as an earlier runner would have
+// (with its archived command file).
+func (h *harness) writeDone(name string) {
+	h.t.Helper()
+	seq, id, err := protocol.ParseCommandName(name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.writeFile(rel(protocol.DirArchive, name), fmt.Sprintf(`{"cmd_id":%q,"seq":%d,"kind":"tcl","payload":""}`, id, seq))
+	h.writeFile(rel(protocol.DirResult, name), fmt.Sprintf(`{"protocol_version":1,"cmd_id":%q,"seq":%d,"status":"ok",`+
+		`"exit_reason":"marker_seen","tool_rc":0,"command_path":"archive/%s"}`, id, seq, name))
 }
 
 // result waits for result/<name> and decodes it.
@@ -347,52 +370,13 @@ func livingInGroups(groups map[int]bool) []string {
 	return alive
 }
 
-// invariants checks the session tree after the runner stopped: nothing in
-// inflight/, no temp files, and every result matches a command name.
-func invariants(t testing.TB, dir string) {
+// invariants runs the session invariant checker on a stopped session;
+// names are the command files the test submitted (besides those the
+// harness submitted itself).
+func invariants(t testing.TB, dir string, names ...string) {
 	t.Helper()
-	for _, d := range []string{protocol.DirInflight} {
-		names, _ := fsq.ReadNames(filepath.Join(dir, d))
-		if len(names) != 0 {
-			t.Errorf("%s/ not empty after stop: %v", d, names)
-		}
-	}
-	for _, d := range []string{protocol.DirResult, protocol.DirState, protocol.DirOutput} {
-		names, _ := fsq.ReadNames(filepath.Join(dir, d))
-		for _, n := range names {
-			if strings.HasPrefix(n, ".") {
-				t.Errorf("temp file left: %s/%s", d, n)
-			}
-		}
-	}
-	results, _ := fsq.ReadNames(filepath.Join(dir, protocol.DirResult))
-	queued, _ := fsq.ReadNames(filepath.Join(dir, protocol.DirQueue))
-	inQueue := map[string]bool{}
-	for _, q := range queued {
-		inQueue[q] = true
-	}
-	for _, r := range results {
-		if inQueue[r] {
-			t.Errorf("%s is both queued and done", r)
-		}
-		var res protocol.Result
-		b, err := os.ReadFile(filepath.Join(dir, protocol.DirResult, r))
-		if err != nil {
-			t.Errorf("read result %s: %v", r, err)
-			continue
-		}
-		jsonUnmarshal(b, &res)
-		if res.CommandPath == "" && res.ProtocolVersion == protocol.Version {
-			t.Errorf("result %s has no command_path", r)
-		} else if res.CommandPath == "" {
-			// Written by hand or by an older runner.
-		} else if _, err := os.Lstat(filepath.Join(dir, res.CommandPath)); err != nil {
-			t.Errorf("result %s: its command file %s is missing: %v", r, res.CommandPath, err)
-		}
-	}
-	names, _ := fsq.ReadNames(filepath.Join(dir, protocol.DirTmp))
-	if len(names) != 0 {
-		t.Errorf("tmp/ not empty after stop: %v", names)
+	if err := sessioncheck.Check(dir, sessioncheck.Options{Submitted: names, AllowQueued: true}); err != nil {
+		t.Errorf("session invariants:\n%v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -51,8 +52,10 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.onChunk(c)
 		case ex := <-r.exited:
 			r.onToolExit(ex)
-		case d := <-r.commits.done:
-			r.onCommitted(d)
+		case d := <-r.results.done:
+			r.onResult(d)
+		case st := <-r.results.status:
+			r.onWriterStatus(st)
 		case ch := <-r.watcher.Changes:
 			r.onChange(ch)
 		case <-r.watcher.Rescan:
@@ -212,7 +215,7 @@ func (r *Runner) shutdown() error {
 		t.close()
 		r.tool = nil
 	}
-	r.commits.close(r.onCommitted)
+	r.results.close(r.onResult)
 	r.flushTail()
 	r.setPhase(protocol.PhaseStopped, r.stopReason)
 	r.writeState()
@@ -257,6 +260,31 @@ func (r *Runner) touchInputs() {
 	for _, d := range []string{protocol.DirQueue, protocol.DirCtl, protocol.DirState} {
 		if err := fsq.TouchDir(r.path(d)); err != nil {
 			r.log.Debug("touch", "dir", d, "err", err)
+		}
+	}
+}
+
+// onWriterStatus records whether results wait for a retry (a full disk, an
+// I/O error). Meanwhile no new command starts, the phase is error and the
+// reason says why; the heartbeat keeps beating.
+func (r *Runner) onWriterStatus(st writerStatus) {
+	was := r.pendingErr
+	r.pendingN, r.pendingErr = st.pending, st.err
+	if st.err != nil {
+		if was == nil || was.Error() != st.err.Error() {
+			r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{
+				"results_pending": st.pending, "error": st.err.Error()}})
+		}
+		r.setPhase(protocol.PhaseError, fmt.Sprintf("%d result(s) waiting to be written, retrying: %v", st.pending, st.err))
+		return
+	}
+	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"results_pending": 0, "resolved": true}})
+	if r.phase == protocol.PhaseError && r.stopMode == "" {
+		switch {
+		case r.cur != nil:
+			r.setPhase(protocol.PhaseBusy, "")
+		case r.tphase == toolReady:
+			r.setPhase(protocol.PhaseIdle, "")
 		}
 	}
 }

@@ -50,12 +50,6 @@ func (p *pending) pop() *pendingEntry {
 	return e
 }
 
-// forget drops a name the caller has finished with (it must not be queued).
-func (p *pending) forget(name string) {
-	delete(p.known, name)
-	delete(p.deferred, name)
-}
-
 // deferUntil parks e until at.
 func (p *pending) deferUntil(e *pendingEntry, at time.Time) {
 	e.retryAt = at
@@ -80,8 +74,8 @@ func (p *pending) promote(now time.Time) time.Time {
 	return next
 }
 
-// removeSeqAt removes a ready entry by name (used to cancel a queued
-// command); it reports whether one was there.
+// remove removes an entry by name (used to cancel a queued command); it
+// reports whether one was there.
 func (p *pending) remove(name string) bool {
 	if !p.known[name] {
 		return false

@@ -1,10 +1,14 @@
 package runner
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -14,17 +18,13 @@ import (
 // have results, and settles every file a dead runner left in inflight/.
 // A claimed command without a result gets exactly one result, status error,
 // exit_reason runner_restarted: the tool state it ran in is gone, so it is
-// never run again silently.
+// never run again silently. A command whose cmd_begin has no cmd_end in the
+// event log gets its cmd_end here, so begin and end pair across crashes.
+// The results go through the result writer like every other, as one group
+// commit, and are durable before Open returns.
 func (r *Runner) recover() error {
 	if r.pendingTakeover != nil {
 		r.event(protocol.Event{Event: protocol.EvLockTakeover, Detail: r.pendingTakeover})
-	}
-	// Spares and temp files of a dead runner (older runners kept spares
-	// beside results; tmp/ is private to the runner).
-	fsq.RemoveSpares(r.path(protocol.DirOutput))
-	fsq.RemoveSpares(r.path(protocol.DirResult))
-	if err := emptyDir(r.path(protocol.DirTmp)); err != nil {
-		return err
 	}
 	results, err := fsq.ReadNames(r.path(protocol.DirResult))
 	if err != nil {
@@ -41,36 +41,42 @@ func (r *Runner) recover() error {
 	if err != nil {
 		return err
 	}
+	var leftovers []string
 	for _, name := range inflight {
 		p := r.path(rel(protocol.DirInflight, name))
-		seq, id, perr := protocol.ParseCommandName(name)
-		if perr != nil {
-			if strings.HasSuffix(name, payloadExt) || strings.HasPrefix(name, ".") {
-				_ = os.Remove(p) // A payload file or temp file of a dead run.
-			}
+		if _, _, perr := protocol.ParseCommandName(name); perr != nil {
+			_ = os.RemoveAll(p) // A payload file or temp file of a dead run; inflight/ is the runner's own.
 			continue
 		}
+		leftovers = append(leftovers, name)
+	}
+	if len(leftovers) == 0 {
+		return nil
+	}
+	r.openBegins = unendedBegins(r.path(protocol.FileMeta))
+	for _, name := range leftovers {
+		seq, id, _ := protocol.ParseCommandName(name)
+		job := resultJob{kind: jobRecovered, name: name, cmdFile: rel(protocol.DirInflight, name),
+			keepAt: rel(protocol.DirArchive, name)}
+		job.res = &protocol.Result{
+			CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonRunnerRestarted,
+			Error: &protocol.Error{Code: protocol.CodeRunnerRestarted,
+				Message: "the runner stopped while this command was claimed or running; it was not run again because the tool state it ran in is gone"},
+			CommandPath: job.keepAt,
+		}
+		// With a result already committed (only the move to archive/ was
+		// missed) the writer finds it there and keeps it.
 		if !have[name] {
-			res := &protocol.Result{
-				CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonRunnerRestarted,
-				Error: &protocol.Error{Code: protocol.CodeRunnerRestarted,
-					Message: "the runner stopped while this command was claimed or running; it was not run again because the tool state it ran in is gone"},
-				CommandPath: rel(protocol.DirArchive, name),
-			}
-			if err := r.writeResult(name, res); err != nil {
-				return err
-			}
 			r.log.Warn("recovered an interrupted command", "name", name)
 		}
-		archiveCommand(p, r.path(rel(protocol.DirArchive, name)))
-		if _, err := os.Lstat(p); err == nil {
-			return fmt.Errorf("runner: cannot clear %s", p)
-		}
-		r.event(protocol.Event{Event: protocol.EvRecovered, CmdID: id, Seq: seq, Status: protocol.StatusError,
-			ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"had_result": have[name]}})
+		r.submitResult(job)
 	}
-	if len(inflight) > 0 && !r.cfg.NoSync {
-		// Recovery results are durable before anything else happens.
+	// Wait for every recovery result: they are durable before anything
+	// else happens.
+	for len(r.settling) > 0 {
+		r.onResult(<-r.results.done)
+	}
+	if !r.cfg.NoSync {
 		if err := fsq.SyncDir(r.path(protocol.DirResult)); err != nil {
 			return err
 		}
@@ -78,7 +84,124 @@ func (r *Runner) recover() error {
 			return err
 		}
 	}
+	for _, name := range leftovers {
+		if _, err := os.Lstat(r.path(rel(protocol.DirInflight, name))); err == nil {
+			return fmt.Errorf("cannot clear inflight/%s", name)
+		}
+	}
 	return nil
+}
+
+// onRecovered logs what recovery did for one leftover: the recovered event
+// and, when the dead runner logged its cmd_begin but no cmd_end, the
+// missing cmd_end.
+func (r *Runner) onRecovered(j resultJob, hadResult bool) {
+	res := j.res
+	key := beginKey{res.Seq, res.CmdID}
+	if r.openBegins[key] {
+		delete(r.openBegins, key)
+		var s int64
+		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: protocol.StatusError,
+			ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"recovered": true}, SpoolStart: &s, SpoolEnd: &s})
+	}
+	r.event(protocol.Event{Event: protocol.EvRecovered, CmdID: res.CmdID, Seq: res.Seq, Status: protocol.StatusError,
+		ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"had_result": hadResult}})
+}
+
+type beginKey struct {
+	seq int64
+	id  string
+}
+
+// metaScanWindow bounds how much of the end of meta.log recovery reads to
+// pair a dead runner's last cmd_begin events: the command it was running
+// began among its last events.
+const metaScanWindow = 16 << 20
+
+// unendedBegins lists the commands whose cmd_begin has no cmd_end in the
+// last metaScanWindow bytes of the event log.
+func unendedBegins(path string) map[beginKey]bool {
+	open := map[beginKey]bool{}
+	f, err := fsq.CreateFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return open
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return open
+	}
+	off := max(fi.Size()-metaScanWindow, 0)
+	if _, err := f.Seek(off, 0); err != nil {
+		return open
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.Contains(line, []byte(`"cmd_`)) {
+			continue
+		}
+		var e protocol.Event
+		if json.Unmarshal(line, &e) != nil {
+			continue
+		}
+		switch e.Event {
+		case protocol.EvCmdBegin:
+			open[beginKey{e.Seq, e.CmdID}] = true
+		case protocol.EvCmdEnd:
+			delete(open, beginKey{e.Seq, e.CmdID})
+		}
+	}
+	return open
+}
+
+// sweepLeftovers removes what an interrupted runner left outside tmp/:
+// its temporary files beside results, state and logs (from versions that
+// made them there), spare files, and claimed control files. tmp/ itself is
+// emptied. It runs under the session lock, so no other runner is writing.
+func (r *Runner) sweepLeftovers() error {
+	if err := emptyDir(r.path(protocol.DirTmp)); err != nil {
+		return err
+	}
+	for _, d := range []string{protocol.DirResult, protocol.DirOutput, protocol.DirState, protocol.DirLog, protocol.DirArchive} {
+		names, err := fsq.ReadNames(r.path(d))
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			if runnerTemp(d, n) {
+				_ = os.Remove(r.path(rel(d, n))) // Best effort; readers skip dot-files.
+			}
+		}
+	}
+	if names, err := fsq.ReadNames(r.path(protocol.DirCtl)); err == nil {
+		for _, n := range names {
+			if strings.Contains(n, ".taken.") {
+				r.discard(rel(protocol.DirCtl, n))
+			}
+		}
+	}
+	return nil
+}
+
+// runnerTemp reports whether name in dir is a temporary or spare file of a
+// runner (never a master's: masters write lease.json into state/ through
+// their own temporary files, which are theirs to clean).
+func runnerTemp(dir, name string) bool {
+	if !strings.HasPrefix(name, ".") {
+		return false
+	}
+	if strings.HasPrefix(name, fsq.SparePrefix) {
+		return true
+	}
+	switch dir {
+	case protocol.DirState:
+		return strings.HasPrefix(name, ".state.json.") || strings.HasPrefix(name, ".heartbeat.json.")
+	case protocol.DirLog:
+		return strings.HasPrefix(name, ".last_n_lines.txt.")
+	}
+	return strings.HasSuffix(name, ".tmp")
 }
 
 // emptyDir removes every entry of dir (the runner's private tmp/).

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -41,7 +42,6 @@ type Runner struct {
 	lock      *flock.Flock
 	meta      *fsq.Log
 	drv       driver
-	durable   fsq.Durability
 
 	// Everything below is owned by the Run goroutine.
 	spool      *os.File
@@ -88,11 +88,21 @@ type Runner struct {
 
 	pendingTakeover map[string]any
 	sync            *syncer // nil with NoSync
-	commits         *committer
-	outSpares       *fsq.Spares // nil before Run
+	results         *resultWriter
+	settling        map[string]bool // names handed to results and not yet done
+	openBegins      map[beginKey]bool
+	outSpares       *fsq.Spares
 	resSpares       *fsq.Spares
 	stateAt         time.Time
 	startFailed     bool
+	skipped         int64 // names cleared because they already had a result
+	rejected        int64 // files answered as invalid
+	discards        int64 // entries moved into tmp/ to be deleted
+	filePerm        os.FileMode
+	dirPerm         os.FileMode
+	pendingErr      error // why results wait for a retry (nil: none)
+	pendingN        int
+	closeOnce       sync.Once
 	metrics         *metrics // nil without --metrics-file
 }
 
@@ -113,15 +123,11 @@ func Open(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{
-		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
-		pend: newPending(), doneIDs: map[string]bool{}, fr: newFramer(),
+		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind), filePerm: 0o600, dirPerm: 0o700,
+		pend: newPending(), doneIDs: map[string]bool{}, settling: map[string]bool{}, fr: newFramer(),
 		chunks: make(chan chunk, 16), exited: make(chan toolExit, 4),
 		tail: newTailRing(cfg.TailLines), syncTokens: map[string]bool{},
 		ctlPrev: map[string][]byte{}, ctlSeenAt: map[string]time.Time{}, phase: protocol.PhaseStarting, started: time.Now(),
-	}
-	r.durable = fsq.Durable
-	if cfg.NoSync {
-		r.durable = fsq.Volatile
 	}
 	r.hostname, _ = os.Hostname()
 	r.sessionID = newSessionID()
@@ -139,16 +145,48 @@ func Open(cfg Config) (*Runner, error) {
 		r.release()
 		return nil, err
 	}
-	if err := r.openLogs(); err != nil {
-		r.release()
-		return nil, err
-	}
-	if err := r.recover(); err != nil {
-		r.closeLogs()
-		r.release()
+	if err := r.openSession(); err != nil {
+		r.Close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// openSession runs under the lock: it sweeps what a dead runner left,
+// opens the logs, starts the result writer and settles inflight/.
+func (r *Runner) openSession() error {
+	if err := r.sweepLeftovers(); err != nil {
+		return err
+	}
+	if err := r.openLogs(); err != nil {
+		return err
+	}
+	// Files on the critical path are taken from pools of spares instead of
+	// being created there (see fsq.Spares). They live in tmp/, so that
+	// clients listing result/ or output/ never see them.
+	r.outSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, r.filePerm)
+	r.resSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, r.filePerm)
+	r.results = newResultWriter(writerConfig{dir: r.dir, host: r.hostname, durable: !r.cfg.NoSync,
+		filePerm: r.filePerm, dirPerm: r.dirPerm, spares: r.resSpares, log: r.log})
+	return r.recover()
+}
+
+// Close releases what Open took: it waits for results still being
+// written, closes the logs and releases the session lock. Run calls it when
+// it returns; calling it again, or instead of Run, is safe.
+func (r *Runner) Close() error {
+	r.closeOnce.Do(func() {
+		if r.results != nil {
+			r.results.close(r.onResult)
+		}
+		if r.outSpares != nil {
+			r.outSpares.Close()
+			r.resSpares.Close()
+		}
+		r.closeLogs()
+		r.release()
+	})
+	return nil
 }
 
 func makeLayout(dir string) error {
@@ -177,7 +215,7 @@ func rel(parts ...string) string { return filepath.ToSlash(filepath.Join(parts..
 func (r *Runner) openLogs() error {
 	// Appends are not fsynced one by one: the syncer does it off the
 	// critical path (and shutdown does it last).
-	meta, torn, err := fsq.OpenLog(r.path(protocol.FileMeta), false)
+	meta, torn, err := fsq.OpenLog(r.path(protocol.FileMeta), r.filePerm)
 	if err != nil {
 		return err
 	}
@@ -186,7 +224,7 @@ func (r *Runner) openLogs() error {
 		r.log.Warn("repaired a torn last line of the event log", "bytes", len(torn))
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"repaired_meta_log_bytes": len(torn)}})
 	}
-	spool, err := os.OpenFile(r.path(protocol.FileSpool), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	spool, err := fsq.OpenAppend(r.path(protocol.FileSpool), r.filePerm)
 	if err != nil {
 		return err
 	}
@@ -204,9 +242,11 @@ func (r *Runner) closeLogs() {
 	if r.spool != nil {
 		r.flushSpool()
 		_ = r.spool.Close() // Best effort at exit.
+		r.spool = nil
 	}
 	if r.meta != nil {
 		_ = r.meta.Close()
+		r.meta = nil
 	}
 }
 
@@ -215,6 +255,9 @@ func (r *Runner) closeLogs() {
 func (r *Runner) event(e protocol.Event) {
 	if e.TS.IsZero() {
 		e.TS = protocol.Now()
+	}
+	if r.meta == nil {
+		return
 	}
 	if err := r.meta.Append(e); err != nil {
 		r.log.Error("append event", "event", e.Event, "err", err)
@@ -225,8 +268,7 @@ func (r *Runner) event(e protocol.Event) {
 // expiry or ctx's end (treated as a graceful stop). It returns nil after a
 // clean stop.
 func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
-	defer r.release()
-	defer r.closeLogs()
+	defer r.Close()
 	wctx, cancelWatch := context.WithCancel(context.Background())
 	defer cancelWatch()
 	useInotify := r.cfg.Watch == WatchInotify || (r.cfg.Watch == WatchAuto && !r.network)
@@ -234,7 +276,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	r.log.Info("runner started", "session", r.dir, "session_id", r.sessionID, "filesystem", r.fsName,
 		"network_fs", r.network, "inotify", r.watcher.Inotify, "poll", r.cfg.Poll, "tool", r.cfg.Tool)
 	r.event(protocol.Event{Event: protocol.EvRunnerStart, Detail: map[string]any{
-		"session_id": r.sessionID, "runner_pid": os.Getpid(), "hostname": r.hostname,
+		"protocol_version": protocol.Version, "session_id": r.sessionID, "runner_pid": os.Getpid(), "hostname": r.hostname,
 		"filesystem": r.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool}})
 	var touch []string
 	if r.network {
@@ -249,15 +291,6 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 			func(msg string, err error) { r.log.Warn(msg, "err", err) })
 		defer r.sync.close()
 	}
-	// Files on the critical path are taken from pools of spares instead of
-	// being created there (see fsq.Spares).
-	// They live in tmp/, so that clients listing result/ or output/ never
-	// see them.
-	r.outSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, 0o600)
-	r.resSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, 0o600)
-	defer r.outSpares.Close()
-	defer r.resSpares.Close()
-	r.commits = newCommitter(r)
 	r.lease.init(r, time.Now())
 	r.scan = newScanner(r.path(protocol.DirQueue))
 	defer r.scan.close()

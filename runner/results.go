@@ -1,0 +1,492 @@
+package runner
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// jobKind says where a result comes from; it decides the event the owner
+// logs when the result is committed.
+type jobKind int
+
+const (
+	jobRun       jobKind = iota // a command that ran in the tool
+	jobRejected                 // an invalid command file
+	jobEarly                    // a claimed command that never reached the tool
+	jobCancelled                // a queued command cancelled before it started
+	jobRecovered                // left in inflight/ by a runner that died
+)
+
+// resultJob is one result to make durable and visible, and what to do with
+// the command's files once it is. Paths are relative to the session.
+type resultJob struct {
+	kind jobKind
+	name string // result/<name>
+	res  *protocol.Result
+	// out is the command's output file (flushed, not yet fsynced); it is
+	// fsynced before the result appears and closed afterwards. outErr says
+	// writing it failed: the result then describes what the file holds.
+	out    *os.File
+	outErr error
+	// cmdFile is where the command file is now (inflight/<name>), moved to
+	// keepAt (archive/… or log/rejected/…) once the result is visible.
+	cmdFile string
+	keepAt  string
+	payload string // a payload file in inflight/ to remove afterwards
+	text    string // the payload, hashed into payload_sha256 off the owner
+}
+
+// resultDone reports a job back to the owner goroutine. existed means a
+// result was already there: nothing was written, the old one stands.
+type resultDone struct {
+	job     resultJob
+	existed bool
+	err     error // the writer gave up (abort): the command stays in inflight/
+}
+
+// writerStatus tells the owner whether results are waiting for a retry.
+type writerStatus struct {
+	pending int   // results not yet committed because of err
+	err     error // nil: all clear again
+}
+
+// writerOps are the system calls a commit makes, replaceable in tests to
+// inject a full disk or an I/O error.
+type writerOps struct {
+	temp  func() (*os.File, error)         // an empty file in tmp/
+	write func(f *os.File, b []byte) error // the result's bytes into it
+	sync  func(f *os.File) error           // fsync (results and outputs)
+	place func(tmp, dst string) error      // rename without replacing
+	move  func(src, dst string) error      // command file into archive/
+	mkdir func(dir string) error           // recreate a deleted directory
+}
+
+// writerConfig is everything the writer depends on. It holds no pointer to
+// the Runner: the writer shares nothing with the owner goroutine but its
+// channels.
+type writerConfig struct {
+	dir      string // absolute session directory
+	host     string
+	durable  bool // fsync outputs and results before they appear
+	filePerm os.FileMode
+	dirPerm  os.FileMode
+	spares   *fsq.Spares // nil: create temp files on demand
+	log      *slog.Logger
+	ops      writerOps
+	retryMin time.Duration // first retry delay after a failure (doubles)
+	retryMax time.Duration
+}
+
+// resultWriter is the only code that writes result/. It runs commit jobs in
+// order on its own goroutine, so that the owner never waits for the disk:
+// the next command can start in the tool while the previous result is being
+// fsynced, and 10,000 rejections cost the owner 10,000 channel sends. Jobs
+// that queue up meanwhile are committed as a group (one fsync round for all).
+//
+// Guarantees:
+//   - At most one result per name, ever: a result is renamed into place
+//     without replacing (fsq.RenameNoReplace); if one is already there,
+//     nothing is written and the job reports existed.
+//   - Results appear in the order the jobs were submitted.
+//   - A failure (ENOSPC, EDQUOT, EIO, a deleted directory) is retried, with
+//     a delay doubling up to retryMax, until it succeeds or the writer is
+//     aborted; meanwhile status reports how many results wait and why.
+type resultWriter struct {
+	cfg    writerConfig
+	jobs   chan resultJob
+	done   chan resultDone
+	status chan writerStatus
+	quit   chan struct{} // closed by abort
+	exit   chan struct{} // closed when the goroutine has returned
+	once   sync.Once
+}
+
+// writerQueue bounds the jobs waiting for the writer; the owner stops
+// taking queued files while it is full.
+const writerQueue = 1024
+
+// maxBatch bounds how many results one group commit covers.
+const maxBatch = 64
+
+func newResultWriter(cfg writerConfig) *resultWriter {
+	if cfg.retryMin <= 0 {
+		cfg.retryMin = 50 * time.Millisecond
+	}
+	if cfg.retryMax <= 0 {
+		cfg.retryMax = 2 * time.Second
+	}
+	def := defaultOps(cfg)
+	if cfg.ops.temp == nil {
+		cfg.ops.temp = def.temp
+	}
+	if cfg.ops.write == nil {
+		cfg.ops.write = def.write
+	}
+	if cfg.ops.sync == nil {
+		cfg.ops.sync = def.sync
+	}
+	if cfg.ops.place == nil {
+		cfg.ops.place = def.place
+	}
+	if cfg.ops.move == nil {
+		cfg.ops.move = def.move
+	}
+	if cfg.ops.mkdir == nil {
+		cfg.ops.mkdir = def.mkdir
+	}
+	w := &resultWriter{cfg: cfg, jobs: make(chan resultJob, writerQueue), done: make(chan resultDone, writerQueue),
+		status: make(chan writerStatus, 1), quit: make(chan struct{}), exit: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+func defaultOps(cfg writerConfig) writerOps {
+	tmp := filepath.Join(cfg.dir, protocol.DirTmp)
+	return writerOps{
+		temp: func() (*os.File, error) {
+			if cfg.spares != nil {
+				return cfg.spares.Take()
+			}
+			return os.CreateTemp(tmp, ".result-*")
+		},
+		write: func(f *os.File, b []byte) error { _, err := f.Write(b); return err },
+		sync:  func(f *os.File) error { return f.Sync() },
+		place: fsq.RenameNoReplace,
+		move:  os.Rename,
+		mkdir: func(dir string) error { return os.Mkdir(dir, cfg.dirPerm) },
+	}
+}
+
+// full reports whether a submit would have to wait.
+func (w *resultWriter) full() bool { return len(w.jobs) == cap(w.jobs) }
+
+// submit queues a job. While the queue is full it keeps handling
+// completions, so the owner and the writer never wait on each other.
+func (w *resultWriter) submit(j resultJob, handle func(resultDone)) {
+	for {
+		select {
+		case w.jobs <- j:
+			return
+		case d := <-w.done:
+			handle(d)
+		}
+	}
+}
+
+// close waits until every queued job is committed (or, after abort, given
+// up), handling completions.
+func (w *resultWriter) close(handle func(resultDone)) {
+	w.once.Do(func() { close(w.jobs) })
+	for {
+		select {
+		case d := <-w.done:
+			handle(d)
+		case <-w.exit:
+			for len(w.done) > 0 {
+				handle(<-w.done)
+			}
+			return
+		}
+	}
+}
+
+// abort makes the writer stop retrying: jobs it cannot commit are reported
+// with an error and their commands stay in inflight/ for the next runner.
+func (w *resultWriter) abort() {
+	select {
+	case <-w.quit:
+	default:
+		close(w.quit)
+	}
+}
+
+func (w *resultWriter) run() {
+	defer close(w.exit)
+	for j := range w.jobs {
+		batch := []resultJob{j}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case j, ok := <-w.jobs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, j)
+			default:
+				break more
+			}
+		}
+		w.commitAll(batch)
+	}
+}
+
+// commitAll commits batch in order, retrying from the first job that fails.
+func (w *resultWriter) commitAll(batch []resultJob) {
+	delay := w.cfg.retryMin
+	failing := false
+	for len(batch) > 0 {
+		n, err := w.commit(batch)
+		batch = batch[n:]
+		if err == nil {
+			break
+		}
+		failing = true
+		w.setStatus(writerStatus{pending: len(batch) + len(w.jobs), err: err})
+		w.cfg.log.Error("committing a result failed; retrying", "name", batch[0].name, "err", err, "retry_in", delay)
+		select {
+		case <-w.quit:
+			for _, j := range batch {
+				w.giveUp(j, err)
+			}
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, w.cfg.retryMax)
+	}
+	if failing {
+		w.setStatus(writerStatus{})
+	}
+}
+
+// giveUp reports a job that was not committed. Its output file is closed;
+// its command stays in inflight/, which the next runner settles.
+func (w *resultWriter) giveUp(j resultJob, err error) {
+	if j.out != nil {
+		_ = j.out.Close() // Already reported as not committed.
+	}
+	w.done <- resultDone{job: j, err: err}
+}
+
+func (w *resultWriter) setStatus(s writerStatus) {
+	select {
+	case <-w.status: // Replace an unread status: only the latest matters.
+	default:
+	}
+	w.status <- s
+}
+
+// staged is a job's result written under a temporary name.
+type staged struct {
+	tmp  *os.File
+	data []byte
+}
+
+// commit makes a prefix of batch durable and visible and reports how many
+// jobs it finished; err is why the next one could not be.
+//
+// All output files and temporary result files are fsynced at once, in
+// parallel: the journal commit one of them forces serves the others that
+// joined it, so a backlog costs about one flush per batch rather than one
+// per command.
+func (w *resultWriter) commit(batch []resultJob) (int, error) {
+	st := make([]staged, len(batch))
+	defer func() {
+		for _, s := range st {
+			if s.tmp != nil {
+				s.tmp.Close()
+				os.Remove(s.tmp.Name())
+			}
+		}
+	}()
+	var firstErr error
+	ready := len(batch)
+	for i := range batch {
+		if err := w.stage(&batch[i], &st[i]); err != nil {
+			ready, firstErr = i, err
+			break
+		}
+	}
+	if w.cfg.durable {
+		errs := make([]error, ready)
+		var wg sync.WaitGroup
+		for i := 0; i < ready; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if j := batch[i]; j.out != nil {
+					if err := w.cfg.ops.sync(j.out); err != nil {
+						errs[i] = fmt.Errorf("fsync %s: %w", j.res.OutputPath, err)
+						return
+					}
+				}
+				if st[i].tmp != nil {
+					if err := w.cfg.ops.sync(st[i].tmp); err != nil {
+						errs[i] = fmt.Errorf("fsync the result of %s: %w", batch[i].name, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				ready, firstErr = i, err
+				break
+			}
+		}
+	}
+	for i := 0; i < ready; i++ {
+		existed, err := w.place(batch[i], &st[i])
+		if err != nil {
+			return i, err
+		}
+		w.finish(batch[i], existed)
+	}
+	return ready, firstErr
+}
+
+// stage fills in the runner's fields of j.res and writes it to a temporary
+// file in tmp/.
+func (w *resultWriter) stage(j *resultJob, s *staged) error {
+	res := j.res
+	res.ProtocolVersion = protocol.Version
+	res.RunnerHost = w.cfg.host
+	if res.EndTS.IsZero() {
+		res.EndTS = protocol.Now()
+	}
+	if res.StartTS.IsZero() {
+		res.StartTS = res.EndTS
+	}
+	if res.PayloadSHA256 == "" && j.text != "" {
+		res.PayloadSHA256 = sha256Hex(j.text)
+	}
+	if j.kind == jobRun || j.kind == jobEarly {
+		res.TailPath = protocol.FileTail
+	}
+	if j.outErr != nil && s.data == nil {
+		w.describeIncompleteOutput(j)
+	}
+	if s.data == nil {
+		s.data = marshal(res)
+	}
+	f, err := w.cfg.ops.temp()
+	if err != nil {
+		return fmt.Errorf("create a temporary result file: %w", err)
+	}
+	s.tmp = f
+	if err := w.cfg.ops.write(f, s.data); err != nil {
+		return fmt.Errorf("write the result of %s: %w", j.name, err)
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != w.cfg.filePerm {
+		_ = f.Chmod(w.cfg.filePerm) // Spares are made with it; this is for tests' temp files.
+	}
+	return nil
+}
+
+// place renames a staged result into result/ without replacing anything,
+// recreating result/ if someone deleted it.
+func (w *resultWriter) place(j resultJob, s *staged) (existed bool, err error) {
+	dst := filepath.Join(w.cfg.dir, protocol.DirResult, j.name)
+	if err := s.tmp.Close(); err != nil {
+		return false, fmt.Errorf("close the result of %s: %w", j.name, err)
+	}
+	err = w.cfg.ops.place(s.tmp.Name(), dst)
+	if errors.Is(err, os.ErrNotExist) && w.recreate(protocol.DirResult) {
+		err = w.cfg.ops.place(s.tmp.Name(), dst)
+	}
+	switch {
+	case errors.Is(err, os.ErrExist):
+		os.Remove(s.tmp.Name())
+		s.tmp = nil
+		return true, nil
+	case err != nil:
+		// Reopen so that the deferred cleanup and a retry both work.
+		f, oerr := os.OpenFile(s.tmp.Name(), os.O_RDWR, 0)
+		if oerr == nil {
+			s.tmp = f
+		} else {
+			s.tmp = nil
+		}
+		return false, fmt.Errorf("rename the result of %s into result/: %w", j.name, err)
+	}
+	s.tmp = nil
+	return false, nil
+}
+
+// recreate makes a session directory someone deleted again, and reports
+// whether it now exists.
+func (w *resultWriter) recreate(rel string) bool {
+	p := filepath.Join(w.cfg.dir, rel)
+	if err := w.cfg.ops.mkdir(p); err != nil && !errors.Is(err, os.ErrExist) {
+		w.cfg.log.Error("cannot recreate a deleted session directory", "dir", rel, "err", err)
+		return false
+	}
+	w.cfg.log.Warn("recreated a deleted session directory", "dir", rel)
+	return true
+}
+
+// finish moves the command file aside once its result is visible, removes
+// the payload file, and reports the job done.
+func (w *resultWriter) finish(j resultJob, existed bool) {
+	if j.out != nil {
+		_ = j.out.Close() // fsync reported what matters.
+	}
+	if j.cmdFile != "" {
+		src := filepath.Join(w.cfg.dir, j.cmdFile)
+		switch {
+		case (existed && j.kind != jobRecovered) || j.keepAt == "":
+			// The result that stands belongs to an earlier file of this
+			// name; this one is only evidence of a re-drop.
+			_ = os.Remove(src)
+		default:
+			dst := filepath.Join(w.cfg.dir, j.keepAt)
+			err := w.cfg.ops.move(src, dst)
+			if errors.Is(err, os.ErrNotExist) && w.recreate(filepath.Dir(j.keepAt)) {
+				err = w.cfg.ops.move(src, dst)
+			}
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				// inflight/ must not keep it, or the next runner would take
+				// it for an interrupted command: its result exists.
+				w.cfg.log.Error("cannot keep the command file", "from", j.cmdFile, "to", j.keepAt, "err", err)
+				_ = os.Remove(src)
+			}
+		}
+	}
+	if j.payload != "" {
+		_ = os.Remove(j.payload) // Gone already is fine.
+	}
+	w.done <- resultDone{job: j, existed: existed}
+}
+
+// describeIncompleteOutput rewrites a result whose output file could not
+// be written completely (a full disk): its stats and sha256 then describe
+// what the file holds, and the error says what is missing. The command's
+// own outcome (tool_rc, value) is kept.
+func (w *resultWriter) describeIncompleteOutput(j *resultJob) {
+	res := j.res
+	printed := res.Stats.Bytes
+	var n, lines int64
+	sum := sha256.New()
+	if f, err := fsq.CreateFile(filepath.Join(w.cfg.dir, res.OutputPath), os.O_RDONLY|syscall.O_NOFOLLOW, 0); err == nil {
+		buf := make([]byte, 64<<10)
+		for {
+			k, rerr := f.Read(buf)
+			n += int64(k)
+			lines += int64(bytes.Count(buf[:k], newline))
+			sum.Write(buf[:k])
+			if rerr != nil {
+				break
+			}
+		}
+		f.Close()
+	}
+	res.Stats.Bytes, res.Stats.Lines = n, lines
+	res.OutputSHA256 = hex.EncodeToString(sum.Sum(nil))
+	msg := fmt.Sprintf("output incomplete: %s holds %d of the %d bytes the command printed (%v)", res.OutputPath, n, printed, j.outErr)
+	if res.Error == nil {
+		res.Status, res.Error = protocol.StatusError, &protocol.Error{Code: protocol.CodeIO, Message: msg}
+	} else {
+		res.Error.Message += "; " + msg
+	}
+}

@@ -1,0 +1,188 @@
+package runner
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// writerSession makes a bare session layout for the result writer.
+func writerSession(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "s")
+	if err := makeLayout(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func newTestWriter(t *testing.T, dir string, ops writerOps) *resultWriter {
+	t.Helper()
+	w := newResultWriter(writerConfig{dir: dir, host: "h", durable: true, filePerm: 0o600, dirPerm: 0o700,
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), ops: ops, retryMin: time.Millisecond, retryMax: 5 * time.Millisecond})
+	t.Cleanup(func() { w.abort(); w.close(func(resultDone) {}) })
+	return w
+}
+
+// claimed puts a command file into inflight/ as the owner would.
+func claimed(t *testing.T, dir, name string) resultJob {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, protocol.DirInflight, name), []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seq, id, _ := protocol.ParseCommandName(name)
+	return resultJob{kind: jobCancelled, name: name, cmdFile: rel(protocol.DirInflight, name), keepAt: rel(protocol.DirArchive, name),
+		res: &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusCancelled, ExitReason: protocol.ReasonCancelledQueued,
+			Error: &protocol.Error{Code: protocol.CodeCancelled, Message: "x"}, CommandPath: rel(protocol.DirArchive, name)}}
+}
+
+func readResult(t *testing.T, dir, name string) protocol.Result {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, protocol.DirResult, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r protocol.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func waitDone(t *testing.T, w *resultWriter) resultDone {
+	t.Helper()
+	select {
+	case d := <-w.done:
+		return d
+	case <-time.After(longWait):
+		t.Fatal("the writer reported nothing")
+		return resultDone{}
+	}
+}
+
+// A result is never overwritten: a second job for a name that has one
+// writes nothing, reports existed, and leaves the first result intact.
+func TestWriterAtMostOnce(t *testing.T) {
+	dir := writerSession(t)
+	w := newTestWriter(t, dir, writerOps{})
+	name := protocol.CommandName(1, "a")
+	j := claimed(t, dir, name)
+	j.res.Status, j.res.Error, j.res.ExitReason = protocol.StatusOK, nil, protocol.ReasonMarkerSeen
+	w.submit(j, nil)
+	if d := waitDone(t, w); d.existed || d.err != nil {
+		t.Fatalf("first: %+v", d)
+	}
+	w.submit(claimed(t, dir, name), nil)
+	if d := waitDone(t, w); !d.existed {
+		t.Fatalf("second job for the same name: %+v", d)
+	}
+	if r := readResult(t, dir, name); r.Status != protocol.StatusOK {
+		t.Fatalf("the ok result was overwritten: %+v", r)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, protocol.DirInflight, name)); !os.IsNotExist(err) {
+		t.Fatalf("the re-dropped command file stays in inflight/: %v", err)
+	}
+	if names, _ := os.ReadDir(filepath.Join(dir, protocol.DirTmp)); len(names) != 0 {
+		t.Fatalf("temporary files left in tmp/: %v", names)
+	}
+}
+
+// A full disk is retried until space returns; meanwhile the writer says
+// why results wait, and it says so again once they are written. Results
+// keep their order.
+func TestWriterRetriesFullDisk(t *testing.T) {
+	dir := writerSession(t)
+	var mu sync.Mutex
+	full := true
+	w := newTestWriter(t, dir, writerOps{write: func(f *os.File, b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if full {
+			return &os.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
+		}
+		_, err := f.Write(b)
+		return err
+	}})
+	a, b := protocol.CommandName(1, "a"), protocol.CommandName(2, "b")
+	w.submit(claimed(t, dir, a), nil)
+	w.submit(claimed(t, dir, b), nil)
+	select {
+	case st := <-w.status:
+		if st.err == nil || st.pending < 1 {
+			t.Fatalf("status %+v", st)
+		}
+	case <-time.After(longWait):
+		t.Fatal("no status while the disk is full")
+	}
+	if _, err := os.Lstat(filepath.Join(dir, protocol.DirResult, a)); !os.IsNotExist(err) {
+		t.Fatal("a result appeared while the disk was full")
+	}
+	mu.Lock()
+	full = false
+	mu.Unlock()
+	if d := waitDone(t, w); d.job.name != a || d.err != nil {
+		t.Fatalf("first done %s %v", d.job.name, d.err)
+	}
+	if d := waitDone(t, w); d.job.name != b || d.err != nil {
+		t.Fatalf("second done %s %v", d.job.name, d.err)
+	}
+	readResult(t, dir, a)
+	readResult(t, dir, b)
+	deadline := time.After(longWait)
+	for {
+		select {
+		case st := <-w.status:
+			if st.err == nil {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the writer never said the results were written")
+		}
+	}
+}
+
+// A deleted result/ or archive/ is recreated, not a reason to lose a
+// result.
+func TestWriterRecreatesDirectories(t *testing.T) {
+	dir := writerSession(t)
+	w := newTestWriter(t, dir, writerOps{})
+	os.RemoveAll(filepath.Join(dir, protocol.DirResult))
+	os.RemoveAll(filepath.Join(dir, protocol.DirArchive))
+	name := protocol.CommandName(3, "c")
+	w.submit(claimed(t, dir, name), nil)
+	if d := waitDone(t, w); d.err != nil || d.existed {
+		t.Fatalf("%+v", d)
+	}
+	readResult(t, dir, name)
+	if _, err := os.Stat(filepath.Join(dir, protocol.DirArchive, name)); err != nil {
+		t.Fatalf("command file not archived: %v", err)
+	}
+}
+
+// After abort, a job that cannot be committed is reported with an error and
+// its command stays in inflight/ for the next runner.
+func TestWriterAbortLeavesInflight(t *testing.T) {
+	dir := writerSession(t)
+	w := newTestWriter(t, dir, writerOps{sync: func(*os.File) error { return syscall.EIO }})
+	name := protocol.CommandName(4, "d")
+	w.submit(claimed(t, dir, name), nil)
+	<-w.status
+	w.abort()
+	if d := waitDone(t, w); d.err == nil {
+		t.Fatalf("%+v", d)
+	}
+	if _, err := os.Stat(filepath.Join(dir, protocol.DirInflight, name)); err != nil {
+		t.Fatalf("the command left inflight/: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, protocol.DirResult, name)); !os.IsNotExist(err) {
+		t.Fatal("a result without a durable content appeared")
+	}
+}
