@@ -97,6 +97,9 @@ const (
 	CodeLeaseExpired    = "lease_expired"
 	CodeRunnerRestarted = "runner_restarted"
 	CodeIO              = "io_error"
+	// CodeToolStartFailed is state.json's error once the runner gave up
+	// starting the tool (--max-restarts).
+	CodeToolStartFailed = "tool_start_failed"
 )
 
 // Stats summarises a command's output.
@@ -136,6 +139,11 @@ type Result struct {
 	Error        *Error `json:"error,omitempty"`
 	RunnerHost   string `json:"runner_host,omitempty"`
 	OutputSHA256 string `json:"output_sha256,omitempty"`
+	// ToolStart is which start of the tool (state.json tool_starts) ran the
+	// command; ToolRestarted says the tool ended during or because of it:
+	// the Tcl state it ran in is gone.
+	ToolStart     int64 `json:"tool_start,omitempty"`
+	ToolRestarted bool  `json:"tool_restarted,omitempty"`
 	// CommandPath is where the executed command file is kept (archive/, or
 	// log/rejected/ for an invalid one); PayloadSHA256 is the sha256 of its
 	// payload as run. Together they trace a result to its exact input.
@@ -175,6 +183,23 @@ type State struct {
 	UpdatedAt       Time    `json:"updated_at"`
 	CommandsDone    int64   `json:"commands_done"`
 	ToolStarts      int64   `json:"tool_starts"`
+	// ToolPGID and ToolStartTime identify the tool's process group safely
+	// (pid plus start time in clock ticks since boot, /proc/PID/stat), so
+	// that the next runner can kill what a dead runner left behind.
+	ToolPGID      int    `json:"tool_pgid,omitempty"`
+	ToolStartTime uint64 `json:"tool_start_time,omitempty"`
+	// LeaseError says why state/lease.json could not be understood.
+	LeaseError    string `json:"lease_error,omitempty"`
+	RejectedCount int64  `json:"rejected_count"`
+	SkippedCount  int64  `json:"skipped_count"`
+	// CurrentLastLine is the running command's last partial line of output
+	// (at most 256 bytes, whole UTF-8 characters); CurrentQuietMS is how
+	// long ago it last printed (runner clock).
+	CurrentLastLine *string `json:"current_last_line,omitempty"`
+	CurrentQuietMS  *int64  `json:"current_quiet_ms,omitempty"`
+	// Error is set when the runner stopped because it cannot serve
+	// (code tool_start_failed).
+	Error *Error `json:"error,omitempty"`
 }
 
 // Heartbeat is state/heartbeat.json. Counter grows by one per beat; a

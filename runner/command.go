@@ -42,6 +42,7 @@ type running struct {
 	doneSeen  bool // its done marker arrived after an interrupt
 	marker    done
 	outErr    error // writing the output file failed
+	toolStart int64 // which start of the tool runs it (state.json tool_starts)
 }
 
 // write appends normalised output; it is the framer's sink. A write error
@@ -58,7 +59,7 @@ func (c *running) write(b []byte) {
 // nextCommand takes queued commands in (seq, name) order until one starts
 // or the queue is empty. Files that cannot run get their result here.
 func (r *Runner) nextCommand() {
-	for r.cur == nil && r.tphase == toolReady && r.stopMode == "" && r.pendingErr == nil {
+	for r.cur == nil && r.toolReady() && r.stopMode == "" && r.pendingErr == nil {
 		e := r.pend.pop()
 		if e == nil {
 			return
@@ -89,7 +90,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		return
 	case err != nil:
 		r.log.Warn("read queued command; will retry", "name", e.name, "err", err)
-		r.pend.deferUntil(e, time.Now().Add(r.cfg.Poll))
+		r.pend.deferUntil(e, r.clk.Now().Add(r.cfg.Poll))
 		return
 	}
 	cmd, err := protocol.ParseCommand(e.name, data)
@@ -124,7 +125,7 @@ func (r *Runner) hasResult(name string) bool {
 // writing: it is given ParseGrace (on our clock) after it last changed size
 // or mtime, then rejected.
 func (r *Runner) stillWriting(e *pendingEntry, fi os.FileInfo) bool {
-	now := time.Now()
+	now := r.clk.Now()
 	if e.firstBad.IsZero() || fi.Size() != e.lastSize || !fi.ModTime().Equal(e.lastMod) {
 		e.firstBad, e.lastSize, e.lastMod = now, fi.Size(), fi.ModTime()
 	}
@@ -268,7 +269,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error())
 		return
 	}
-	c := &running{cmd: cmd, name: name, start: time.Now(), spoolStart: r.spoolSize, out: out,
+	c := &running{cmd: cmd, name: name, start: r.clk.Now(), toolStart: r.toolStarts, spoolStart: r.spoolSize, out: out,
 		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New()}
 	timeout := r.cfg.DefaultTimeout
 	if cmd.TimeoutS > 0 {
@@ -284,13 +285,11 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		return
 	}
 	r.cur = c
-	r.tphase = toolBusy
+	r.enter(&phaseBusy{})
 	r.setPhase(protocol.PhaseBusy, "")
 	tok := cmd.Marker.Token
 	r.fr.discard(func(l []byte) bool { return isBegin(l, tok) })
-	if err := r.tool.writeLine(line); err != nil {
-		r.log.Warn("type to tool", "err", err) // The tool is dying; its exit ends the command.
-	}
+	r.typeLine(line)
 }
 
 // runLine prepares the payload (inline or as a file in inflight/) and
@@ -357,7 +356,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 		CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status, ExitReason: reason,
 		StartTS: protocol.Time{Time: c.start}, EndTS: protocol.Now(),
 		OutputPath: rel(protocol.DirOutput, protocol.OutputName(c.name)),
-		Stats:      protocol.Stats{Bytes: c.bytes, Lines: c.lines, DurationMS: since(c.start)},
+		Stats:      protocol.Stats{Bytes: c.bytes, Lines: c.lines, DurationMS: r.clk.Now().Sub(c.start).Milliseconds()},
 		SpoolStart: c.spoolStart, SpoolEnd: spoolEnd, Error: errInfo,
 		OutputSHA256: hex.EncodeToString(c.sum.Sum(nil)),
 		CommandPath:  rel(protocol.DirArchive, c.name),
@@ -370,8 +369,9 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 		v := string(c.marker.value)
 		res.Value, res.ValueTruncated = &v, c.marker.truncated
 	}
+	res.ToolStart = c.toolStart
 	if exit != nil {
-		res.ExitCode, res.Signal = describeExit(exit.state)
+		res.ExitCode, res.Signal, res.ToolRestarted = exit.code, exit.signal, true
 	}
 	outErr := c.outErr
 	if outErr == nil {

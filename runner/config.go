@@ -40,6 +40,14 @@ type Config struct {
 	RequireLease bool          // a missing lease stops the runner after LeaseGrace
 	LeaseGrace   time.Duration // (30s)
 
+	// MaxRestarts is how many restarts after failed starts (the tool died
+	// or failed before becoming ready: start, bootstrap, init) the runner
+	// makes within RestartWindow before it gives up and stops (Run returns
+	// ErrGaveUp; cmd/runner exits 4). Zero means the default, 5; a negative
+	// value means none. Deaths of a tool that had become ready do not count.
+	MaxRestarts   int
+	RestartWindow time.Duration // (10m)
+
 	// NoSync skips fsync of results and events: faster, and a machine crash
 	// may lose results. Off by default.
 	NoSync bool
@@ -47,6 +55,11 @@ type Config struct {
 	MetricsFile string // Prometheus text file rewritten on every heartbeat and result ("": none)
 
 	Logger *slog.Logger
+
+	// clock and startSession replace the real clock and the PTY in unit
+	// tests (nil: the real ones).
+	clock        clock
+	startSession sessionStarter
 }
 
 // Runner exit codes of cmd/runner.
@@ -55,6 +68,7 @@ const (
 	ExitError  = 1
 	ExitUsage  = 2
 	ExitLocked = 3 // another runner holds the session
+	ExitGaveUp = 4 // the tool failed to start more often than --max-restarts allows
 )
 
 // ErrLocked is returned when another live runner holds the session.
@@ -89,6 +103,10 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.ResyncWait, 5*time.Second)
 	def(&c.ParseGrace, 2*time.Second)
 	def(&c.LeaseGrace, 30*time.Second)
+	def(&c.RestartWindow, 10*time.Minute)
+	if c.MaxRestarts == 0 {
+		c.MaxRestarts = 5
+	}
 	if c.TailLines <= 0 {
 		c.TailLines = 200
 	}

@@ -2,7 +2,28 @@
 // a shell) on a PTY and serves commands dropped as files into a session
 // directory, following the SkillPilot file protocol (see PROTOCOL.md).
 //
+// # Goroutines
+//
 // One goroutine, the one that calls [Runner.Run], owns all of the runner's
-// state. The PTY reader, the process waiter, the directory watcher and the
-// signal handler only send on channels to it.
+// state (loop.go). Every other goroutine only talks to it through
+// channels, and none can block forever on a send once Run has returned:
+//
+//   - the tool session's reader and waiter (pty.go; a toolSession);
+//   - the result writer (results.go), the only code that writes result/;
+//   - the queue scanner (scan.go), the directory watcher (fsq.Watch), the
+//     syncer (syncer.go) and the spare-file pools (fsq.Spares);
+//   - the process starter (pty.go), an OS thread locked for the runner's
+//     life so that the tool's parent-death signal fires only when the
+//     runner dies.
+//
+// Each has a close or stop that waits for it; [Runner.Close] releases them
+// all.
+//
+// # The tool
+//
+// The tool sits behind the toolSession interface (session.go), with a PTY
+// implementation and, in the tests, a pipe-based fake. Time comes from a
+// clock (clock.go), fake in the tests. The tool's phases (down, booting,
+// init, ready, busy, resync, killing) are types in toolphase.go, each
+// holding everything the runner does in that phase.
 package runner

@@ -88,7 +88,10 @@ func (r *Runner) writeState() {
 		ProtocolVersion: protocol.Version, Phase: r.phase, SessionID: r.sessionID,
 		RunnerPID: os.Getpid(), Hostname: r.hostname, QueueDepth: r.pend.len(),
 		Reason: r.reason, Filesystem: r.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
-		CommandsDone: r.cmdsDone, ToolStarts: r.toolStarts,
+		CommandsDone: r.cmdsDone, ToolStarts: r.toolStarts, RejectedCount: r.rejected, SkippedCount: r.skipped,
+	}
+	if r.phase == protocol.PhaseStopped {
+		st.Error = r.stopError
 	}
 	if r.watcher != nil {
 		st.Watch = "poll"
@@ -97,7 +100,7 @@ func (r *Runner) writeState() {
 		}
 	}
 	if r.tool != nil {
-		st.ToolPID = r.tool.pid
+		st.ToolPID, st.ToolPGID, st.ToolStartTime = r.tool.Pid(), r.tool.Pid(), r.tool.StartTime()
 	}
 	if r.cur != nil {
 		id := r.cur.cmd.CmdID
@@ -146,5 +149,3 @@ func (r *Runner) ringSync() {
 		r.sync.ring()
 	}
 }
-
-func since(t time.Time) int64 { return time.Since(t).Milliseconds() }

@@ -43,6 +43,8 @@ type framer struct {
 	pendNL    bool // modeCapture: a held-back \n
 	pendCR    int  // held-back \r run
 	out       []byte
+	hold      bool   // holdPartial: the current partial line is held in held
+	held      []byte // bytes of the current line held back (hold mode)
 }
 
 func newFramer() *framer { return &framer{lineStart: true} }
@@ -231,3 +233,12 @@ func (f *framer) finish() {
 	f.flushOut()
 	f.reset()
 }
+
+// holdPartial makes capture hold back the bytes of the current unfinished
+// line until its newline arrives (used after an interrupt: what a tool
+// prints last before the runner's sync marker, without a newline, is its
+// prompt).
+func (f *framer) holdPartial() { f.hold = true }
+
+// dropPartial discards a held-back partial line (the prompt).
+func (f *framer) dropPartial() { f.held = f.held[:0] }

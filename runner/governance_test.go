@@ -221,10 +221,13 @@ func TestSignals(t *testing.T) {
 	invariants(t, dir, protocol.CommandName(1, "s1"), name)
 }
 
+// The lease is written once the command runs, so it expires mid-command
+// however long the tool took to start.
 func TestLeaseExpiresMidCommand(t *testing.T) {
 	h := newHarness(t).start()
-	h.writeFile(protocol.FileLease, `{"lease_id":"L1","ttl_ms":400,"owner":"test"}`)
 	a := h.submit("puts go; flush stdout; after 60000")
+	h.waitFor("output", func() bool { return strings.Contains(readFile(h, a), "go") })
+	h.writeFile(protocol.FileLease, `{"lease_id":"L1","ttl_ms":400,"owner":"test"}`)
 	if err := h.waitExit(); err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +396,7 @@ func TestRunnerCrashRecovery(t *testing.T) {
 }
 
 func TestCrashLoopToolBacksOff(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Tool = []string{"sh", "-c", "exit 1"} }).start()
+	h := newHarness(t, func(c *Config) { c.Tool = []string{"sh", "-c", "exit 1"}; c.MaxRestarts = 100 }).start()
 	h.waitFor("backoff", func() bool {
 		st := h.state()
 		return st.Phase == protocol.PhaseError && st.ToolStarts >= 4
@@ -402,19 +405,9 @@ func TestCrashLoopToolBacksOff(t *testing.T) {
 	if !strings.Contains(st.Reason, "restart") {
 		t.Errorf("reason %q", st.Reason)
 	}
-	// Gaps between starts grow: each is at least the backoff delay.
-	var starts []time.Time
-	for _, e := range h.events() {
-		if e.Event == protocol.EvToolStart {
-			starts = append(starts, e.TS.Time)
-		}
-	}
-	for i := 2; i < len(starts); i++ {
-		min := 250 * time.Millisecond << (i - 2)
-		if gap := starts[i].Sub(starts[i-1]); gap < min-10*time.Millisecond {
-			t.Errorf("restart %d after %v, want at least %v", i, gap, min)
-		}
-	}
+	// The delays themselves are checked on a fake clock by
+	// TestGovCrashLoopBacksOff; here a real tool on a real PTY shows the
+	// phase and the reason.
 }
 
 func TestInitScriptSurvivesRestart(t *testing.T) {

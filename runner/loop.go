@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -31,9 +31,9 @@ func (r *Runner) flushBuffers() {
 
 // loop is the runner's one owner goroutine.
 func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
-	hb := time.NewTicker(r.cfg.Heartbeat)
+	hb := r.clk.NewTicker(r.cfg.Heartbeat)
 	defer hb.Stop()
-	wake := time.NewTimer(time.Hour)
+	wake := r.clk.NewTimer(time.Hour)
 	defer wake.Stop()
 	ctxDone := ctx.Done()
 	for {
@@ -44,13 +44,25 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		if r.stateDirty && r.stateAt.IsZero() {
 			// Busy/idle flips are coalesced off the critical path;
 			// other phases are written by setPhase at once.
-			r.stateAt = time.Now().Add(stateDelay)
+			r.stateAt = r.clk.Now().Add(stateDelay)
 		}
 		wake.Reset(r.nextWake())
+		var out <-chan chunk
+		var exited <-chan toolExit
+		if r.tool != nil {
+			exited = r.tool.Exited()
+			if !r.toolEOF {
+				out = r.tool.Output()
+			}
+		}
 		select {
-		case c := <-r.chunks:
+		case c, ok := <-out:
+			if !ok {
+				r.toolEOF = true
+				continue
+			}
 			r.onChunk(c)
-		case ex := <-r.exited:
+		case ex := <-exited:
 			r.onToolExit(ex)
 		case d := <-r.results.done:
 			r.onResult(d)
@@ -65,10 +77,10 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.maybeScan()
 		case res := <-r.scan.results:
 			r.onScan(res)
-		case <-hb.C:
+		case <-hb.C():
 			r.onBeat()
-		case <-wake.C:
-			r.onTimer(time.Now())
+		case <-wake.C():
+			r.onTimer(r.clk.Now())
 		case sig := <-signals:
 			r.onSignal(sig)
 		case <-ctxDone:
@@ -87,28 +99,28 @@ func (r *Runner) nextWake() time.Duration {
 			next = t
 		}
 	}
+	now := r.clk.Now()
 	if r.cur != nil && r.cur.endStatus == "" {
 		consider(r.cur.deadline)
 	}
-	switch r.tphase {
-	case toolNone:
-		consider(r.restartAt)
-	case toolResync:
-		consider(r.nextSyncAt)
-		consider(r.deadline)
-	case toolBooting, toolInit, toolKilling:
-		consider(r.deadline)
+	if _, down := r.tphase.(*phaseDown); !down || r.stopMode == "" {
+		consider(r.tphase.due())
 	}
-	consider(r.pend.promote(time.Now()))
+	consider(r.pend.promote(now))
 	consider(r.ctlRecheck)
 	consider(r.stateAt)
 	if !r.bufferedAt.IsZero() {
 		consider(r.bufferedAt.Add(flushDelay))
 	}
+	if r.moreQueued {
+		consider(now)
+	}
 	if next.IsZero() {
 		return time.Hour
 	}
-	return max(time.Until(next), time.Millisecond)
+	// What is due now fires at once (a fake clock in tests does not move
+	// by itself); onTimer moves or clears whatever it handles.
+	return max(next.Sub(now), 0)
 }
 
 func (r *Runner) onTimer(now time.Time) {
@@ -125,34 +137,8 @@ func (r *Runner) onTimer(now time.Time) {
 	if !r.stateAt.IsZero() && !now.Before(r.stateAt) {
 		r.writeState()
 	}
-	expired := !r.deadline.IsZero() && !now.Before(r.deadline)
-	switch r.tphase {
-	case toolNone:
-		if !now.Before(r.restartAt) && r.stopMode == "" {
-			r.startTool()
-		}
-	case toolBooting:
-		if expired {
-			r.startFailed = true
-			r.setPhase(protocol.PhaseError, "the tool did not answer the start-up sync within "+r.cfg.StartTimeout.String())
-			r.killTool(true)
-		}
-	case toolInit:
-		if expired {
-			r.initFailed("init script " + r.cfg.Init[r.initIdx] + " did not finish within " + r.cfg.InitTimeout.String())
-		}
-	case toolResync:
-		if expired {
-			r.log.Warn("the tool did not come back after an interrupt; terminating it")
-			r.killTool(false)
-		} else if !now.Before(r.nextSyncAt) {
-			r.sendSync()
-		}
-	case toolKilling:
-		if expired {
-			r.log.Warn("the tool ignored SIGTERM; killing its process group")
-			r.killTool(true)
-		}
+	if d := r.tphase.due(); !d.IsZero() && !now.Before(d) {
+		r.tphase.timer(r, now)
 	}
 }
 
@@ -161,7 +147,7 @@ func (r *Runner) onBeat() {
 	if r.network && r.beats%2 == 0 {
 		r.touchInputs()
 	}
-	r.lease.check(r, time.Now())
+	r.lease.check(r, r.clk.Now())
 	r.beat()
 	r.flushTail()
 	if r.stateDirty {
@@ -206,38 +192,53 @@ func (r *Runner) shutdown() error {
 	r.setPhase(protocol.PhaseStopping, r.stopReason)
 	r.writeState()
 	if t := r.tool; t != nil {
-		t.signalGroup(syscall.SIGTERM)
+		_ = t.Signal(sigTerm)
 		if !r.waitExit(t, r.cfg.KillGrace) {
-			t.signalGroup(syscall.SIGKILL)
+			_ = t.Signal(sigKill)
 			r.waitExit(t, 10*time.Second)
 		}
-		t.signalGroup(syscall.SIGKILL) // Whatever else is left in its group.
-		t.close()
+		_ = t.Signal(sigKill) // Whatever else is left in its group.
+		_ = t.Close()
 		r.tool = nil
 	}
 	r.results.close(r.onResult)
 	r.flushTail()
-	r.setPhase(protocol.PhaseStopped, r.stopReason)
+	reason := r.stopReason
+	r.setPhase(protocol.PhaseStopped, reason)
 	r.writeState()
 	r.beat()
-	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: map[string]any{"reason": r.stopReason, "commands_done": r.cmdsDone}})
-	r.log.Info("runner stopped", "reason", r.stopReason, "commands_done", r.cmdsDone)
+	detail := map[string]any{"reason": reason, "commands_done": r.cmdsDone}
+	if r.stopError != nil {
+		detail["error"] = r.stopError
+	}
+	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: detail})
+	r.log.Info("runner stopped", "reason", reason, "commands_done", r.cmdsDone)
 	r.metrics.close()
+	if r.gaveUp != "" {
+		return fmt.Errorf("%w: %s", ErrGaveUp, strings.TrimPrefix(r.gaveUp, "gave up "))
+	}
 	return nil
 }
 
 // waitExit waits for t's exit, spooling its output meanwhile.
-func (r *Runner) waitExit(t *tool, d time.Duration) bool {
-	timeout := time.After(d)
+func (r *Runner) waitExit(t toolSession, d time.Duration) bool {
+	timeout, stop := after(r.clk, d)
+	defer stop()
 	for {
+		var out <-chan chunk
+		if !r.toolEOF {
+			out = t.Output()
+		}
 		select {
-		case c := <-r.chunks:
-			r.onChunk(c)
-		case ex := <-r.exited:
-			if ex.tool == t {
-				r.drain(t, 200*time.Millisecond)
-				return true
+		case c, ok := <-out:
+			if !ok {
+				r.toolEOF = true
+				continue
 			}
+			r.onChunk(c)
+		case <-t.Exited():
+			r.drain(t, 200*time.Millisecond)
+			return true
 		case <-timeout:
 			return false
 		}
@@ -283,7 +284,7 @@ func (r *Runner) onWriterStatus(st writerStatus) {
 		switch {
 		case r.cur != nil:
 			r.setPhase(protocol.PhaseBusy, "")
-		case r.tphase == toolReady:
+		case r.toolReady():
 			r.setPhase(protocol.PhaseIdle, "")
 		}
 	}

@@ -146,7 +146,9 @@ func newResultWriter(cfg writerConfig) *resultWriter {
 	if cfg.ops.mkdir == nil {
 		cfg.ops.mkdir = def.mkdir
 	}
-	w := &resultWriter{cfg: cfg, jobs: make(chan resultJob, writerQueue), done: make(chan resultDone, writerQueue),
+	// done holds every job that can be in flight (queued plus one batch),
+	// so the writer never blocks on it.
+	w := &resultWriter{cfg: cfg, jobs: make(chan resultJob, writerQueue), done: make(chan resultDone, writerQueue+maxBatch),
 		status: make(chan writerStatus, 1), quit: make(chan struct{}), exit: make(chan struct{})}
 	go w.run()
 	return w

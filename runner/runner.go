@@ -17,19 +17,6 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// toolPhase is where the tool is in its own life cycle.
-type toolPhase int
-
-const (
-	toolNone    toolPhase = iota // no tool; restartAt says when to start one
-	toolBooting                  // bootstrap typed, waiting for the first sync
-	toolInit                     // running init scripts
-	toolReady                    // at its prompt, nothing running
-	toolBusy                     // running r.cur
-	toolResync                   // interrupted; waiting for a fresh sync marker
-	toolKilling                  // signalled; waiting for it to exit
-)
-
 // Runner serves one session directory. Create it with [Open]; call Run once.
 type Runner struct {
 	cfg       Config
@@ -43,48 +30,52 @@ type Runner struct {
 	meta      *fsq.Log
 	drv       driver
 
+	clk          clock
+	startSession sessionStarter
+	procs        *procStarter // nil when a test injects startSession
+
 	// Everything below is owned by the Run goroutine.
 	spool      *os.File
 	spoolW     *bufio.Writer // buffers spool writes; flushed by flushSpool
+	spoolErr   error         // the last spool write failure, until a write succeeds
 	bufferedAt time.Time     // when the spool or output buffers took their first unflushed byte
 	spoolSize  int64
 	pend       *pending
 	doneIDs    map[string]bool // cmd_ids that have a result
 	watcher    *fsq.Watcher
-	chunks     chan chunk
-	exited     chan toolExit
 	fr         *framer
 	tail       *tailRing
+	moreQueued bool // nextCommand stopped early; the loop comes back at once
 
-	tool       *tool
-	tphase     toolPhase
-	toolStarts int64
-	fastDeaths int
-	restartAt  time.Time
-	deadline   time.Time // of the current tool-phase wait (boot, init, resync, kill)
-	syncTokens map[string]bool
-	syncSeq    int64
-	nextSyncAt time.Time
-	initIdx    int
-	initStart  int64
-	initOut    []byte
-	killHard   bool
-	cur        *running
-	phase      protocol.Phase
-	reason     string
-	stopMode   protocol.StopMode // "" while running
-	stopReason string
-	done       bool
-	beats      int64
-	cmdsDone   int64
-	lease      leaseWatch
-	started    time.Time
-	ctlRecheck time.Time
-	ctlPrev    map[string][]byte
-	ctlSeenAt  map[string]time.Time
-	scan       *scanner
-	stateDirty bool
-	signals    int
+	tool         toolSession // nil when no tool runs
+	toolEOF      bool        // the tool's output channel was closed
+	toolBorn     time.Time   // when the tool started (clk)
+	tphase       toolPhase
+	toolStarts   int64
+	fastDeaths   int         // consecutive deaths of a ready tool soon after its start
+	failStreak   int         // consecutive failed starts (backoff)
+	failedStarts []time.Time // failed starts within RestartWindow (clk)
+	lastFailure  string
+	gaveUp       string          // why the runner gave up starting the tool
+	stopError    *protocol.Error // state.json error once stopped because of it
+	syncTokens   map[string]bool
+	syncSeq      int64
+	cur          *running
+	phase        protocol.Phase
+	reason       string
+	stopMode     protocol.StopMode // "" while running
+	stopReason   string
+	done         bool
+	beats        int64
+	cmdsDone     int64
+	lease        leaseWatch
+	started      time.Time
+	ctlRecheck   time.Time
+	ctlPrev      map[string][]byte
+	ctlSeenAt    map[string]time.Time
+	scan         *scanner
+	stateDirty   bool
+	signals      int
 
 	pendingTakeover map[string]any
 	sync            *syncer // nil with NoSync
@@ -94,7 +85,6 @@ type Runner struct {
 	outSpares       *fsq.Spares
 	resSpares       *fsq.Spares
 	stateAt         time.Time
-	startFailed     bool
 	skipped         int64 // names cleared because they already had a result
 	rejected        int64 // files answered as invalid
 	discards        int64 // entries moved into tmp/ to be deleted
@@ -125,10 +115,19 @@ func Open(cfg Config) (*Runner, error) {
 	r := &Runner{
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind), filePerm: 0o600, dirPerm: 0o700,
 		pend: newPending(), doneIDs: map[string]bool{}, settling: map[string]bool{}, fr: newFramer(),
-		chunks: make(chan chunk, 16), exited: make(chan toolExit, 4),
 		tail: newTailRing(cfg.TailLines), syncTokens: map[string]bool{},
-		ctlPrev: map[string][]byte{}, ctlSeenAt: map[string]time.Time{}, phase: protocol.PhaseStarting, started: time.Now(),
+		ctlPrev: map[string][]byte{}, ctlSeenAt: map[string]time.Time{}, phase: protocol.PhaseStarting,
 	}
+	r.tphase = &phaseDown{}
+	r.clk, r.startSession = cfg.clock, cfg.startSession
+	if r.clk == nil {
+		r.clk = realClock{}
+	}
+	if r.startSession == nil {
+		r.procs = newProcStarter()
+		r.startSession = ptyStarter(r.procs)
+	}
+	r.started = r.clk.Now()
 	r.hostname, _ = os.Hostname()
 	r.sessionID = newSessionID()
 	r.fsName, r.network, _ = fsq.FSType(dir)
@@ -139,6 +138,7 @@ func Open(cfg Config) (*Runner, error) {
 		}
 	}
 	if err := r.acquire(); err != nil {
+		r.Close()
 		return nil, err
 	}
 	if r.metrics, err = newMetrics(r); err != nil {
@@ -185,6 +185,9 @@ func (r *Runner) Close() error {
 		}
 		r.closeLogs()
 		r.release()
+		if r.procs != nil {
+			r.procs.close()
+		}
 	})
 	return nil
 }
@@ -264,9 +267,13 @@ func (r *Runner) event(e protocol.Event) {
 	}
 }
 
-// Run serves the session until a stop request, a signal-driven stop, lease
-// expiry or ctx's end (treated as a graceful stop). It returns nil after a
-// clean stop.
+// Run serves the session until a stop request, a signal on signals (the
+// first is a graceful stop, the second a forced one), lease expiry, giving
+// up on a tool that does not start (ErrGaveUp), or ctx's end. Cancelling
+// ctx is a graceful stop: the running command finishes and gets its
+// result, queued commands stay queued, the tool and its process group are
+// ended, and Run returns nil. Run closes the Runner when it returns (see
+// Close); call it once.
 func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	defer r.Close()
 	wctx, cancelWatch := context.WithCancel(context.Background())
@@ -291,7 +298,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 			func(msg string, err error) { r.log.Warn(msg, "err", err) })
 		defer r.sync.close()
 	}
-	r.lease.init(r, time.Now())
+	r.lease.init(r, r.clk.Now())
 	r.scan = newScanner(r.path(protocol.DirQueue))
 	defer r.scan.close()
 	r.scan.start()
@@ -299,6 +306,15 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	r.writeState()
 	r.beat()
 	return r.loop(ctx, signals)
+}
+
+// spoolWrite appends raw tool output to the spool (buffered).
+func (r *Runner) spoolWrite(b []byte) {
+	if _, err := r.spoolW.Write(b); err != nil {
+		r.spoolFailed(err)
+		return
+	}
+	r.spoolSize += int64(len(b))
 }
 
 // flushSpool writes buffered spool bytes out. The spool is buffered because
@@ -310,6 +326,27 @@ func (r *Runner) flushSpool() {
 		return
 	}
 	if err := r.spoolW.Flush(); err != nil {
-		r.log.Error("write spool", "err", err)
+		r.spoolFailed(err)
+		return
 	}
+	if r.spoolErr != nil {
+		r.spoolErr = nil
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "writing log/session.out works again"}})
+	}
+}
+
+// spoolFailed handles a failed spool write (a full disk): the buffered
+// bytes are lost, and the spool continues from what the file holds, so
+// that offsets stay true. bufio.Writer keeps an error forever; a fresh one
+// lets the spool resume when space returns.
+func (r *Runner) spoolFailed(err error) {
+	r.spoolW.Reset(r.spool)
+	if fi, serr := r.spool.Stat(); serr == nil {
+		r.spoolSize = fi.Size()
+	}
+	if r.spoolErr == nil {
+		r.log.Error("write spool; output is missing from log/session.out", "err", err)
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "write failed; output lost from log/session.out", "error": err.Error()}})
+	}
+	r.spoolErr = err
 }

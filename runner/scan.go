@@ -36,6 +36,7 @@ type scanner struct {
 	dir      string
 	req      chan struct{}
 	results  chan scanResult
+	done     chan struct{} // closed when the goroutine has returned
 	inFlight bool
 	lastEnd  time.Time
 	lastTook time.Duration
@@ -44,8 +45,11 @@ type scanner struct {
 }
 
 func newScanner(dir string) *scanner {
-	s := &scanner{dir: dir, req: make(chan struct{}), results: make(chan scanResult, 1)}
+	// At most one listing is in flight, so the send on results (capacity
+	// one) never blocks, whether or not the owner still reads.
+	s := &scanner{dir: dir, req: make(chan struct{}), results: make(chan scanResult, 1), done: make(chan struct{})}
 	go func() {
+		defer close(s.done)
 		for range s.req {
 			t0 := time.Now()
 			names, err := fsq.ReadNames(dir)
@@ -61,7 +65,11 @@ func newScanner(dir string) *scanner {
 	return s
 }
 
-func (s *scanner) close() { close(s.req) }
+// close ends the goroutine and waits for it.
+func (s *scanner) close() {
+	close(s.req)
+	<-s.done
+}
 
 // due reports whether a listing should start now.
 func (s *scanner) due(now time.Time, inotify, queueEmpty bool) bool {

@@ -1,17 +1,28 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/skillpilot/skillpilot/protocol"
-	"golang.org/x/sys/unix"
 )
 
-// fastDeath is how long a tool must live to count as having started well.
+const (
+	sigTerm = syscall.SIGTERM
+	sigKill = syscall.SIGKILL
+)
+
+// fastDeath is how long a tool must live, once ready, for its death not to
+// delay the next start.
 const fastDeath = 5 * time.Second
+
+// ErrGaveUp is returned by Run when the tool failed to start more often
+// than Config.MaxRestarts allows within Config.RestartWindow.
+var ErrGaveUp = errors.New("runner: gave up starting the tool")
 
 // toolEnv is the tool's environment: the runner's, with a predictable
 // terminal (TERM=dumb: no bracketed paste, no colour) and UTF-8 if no
@@ -35,31 +46,53 @@ func (r *Runner) toolEnv() []string {
 	return append(env, r.cfg.Env...)
 }
 
+// enter switches the tool's phase.
+func (r *Runner) enter(p toolPhase) {
+	r.tphase = p
+	r.stateDirty = true
+}
+
+// toolReady reports whether the tool waits at its prompt.
+func (r *Runner) toolReady() bool {
+	_, ok := r.tphase.(*phaseReady)
+	return ok
+}
+
 // startTool starts a fresh tool and types the bootstrap, then waits (in
-// toolBooting) for the first sync marker.
+// phaseBooting) for the first sync marker.
 func (r *Runner) startTool() {
-	t, err := startTool(r.cfg.Tool, r.toolEnv(), "", r.chunks, r.exited)
+	t, err := r.startSession(sessionSpec{Argv: r.cfg.Tool, Env: r.toolEnv(), Cols: defaultCols, Rows: defaultRows})
 	if err != nil {
-		r.fastDeaths++
-		r.scheduleRestart(fmt.Sprintf("cannot start the tool: %v", err))
+		r.countFailedStart(fmt.Sprintf("cannot start the tool: %v", err))
 		return
 	}
-	r.tool = t
+	r.tool, r.toolEOF, r.toolBorn = t, false, r.clk.Now()
 	r.toolStarts++
 	if r.toolStarts > 1 {
-		r.event(protocol.Event{Event: protocol.EvSessionReset, Detail: map[string]any{"tool_pid": t.pid, "tool_starts": r.toolStarts}})
+		r.event(protocol.Event{Event: protocol.EvSessionReset, Detail: map[string]any{"tool_pid": t.Pid(), "tool_starts": r.toolStarts}})
 	}
-	r.event(protocol.Event{Event: protocol.EvToolStart, Detail: map[string]any{"tool_pid": t.pid, "argv": r.cfg.Tool}})
-	r.log.Info("tool started", "pid", t.pid, "argv", r.cfg.Tool)
-	r.tphase = toolBooting
-	r.deadline = time.Now().Add(r.cfg.StartTimeout)
+	r.event(protocol.Event{Event: protocol.EvToolStart, Detail: map[string]any{"tool_pid": t.Pid(), "argv": r.cfg.Tool,
+		"tool_starts": r.toolStarts}})
+	r.log.Info("tool started", "pid", t.Pid(), "argv", r.cfg.Tool)
+	r.enter(&phaseBooting{until: r.clk.Now().Add(r.cfg.StartTimeout)})
 	r.syncTokens = map[string]bool{}
 	r.fr.discard(r.isSync)
-	if err := t.writeLine(r.drv.bootstrap()); err != nil {
-		r.log.Warn("type bootstrap", "err", err)
-	}
+	r.typeLine(r.drv.bootstrap())
 	r.sendSync()
-	r.stateDirty = true
+	// state.json names the new tool (tool_pgid, tool_start_time) at once,
+	// so that a runner killed right now lets the next one find it.
+	r.writeState()
+}
+
+// typeLine types s and a newline into the tool. A failure means the tool
+// is dying; its exit is handled where it is reported.
+func (r *Runner) typeLine(s string) {
+	if r.tool == nil {
+		return
+	}
+	if err := r.tool.Write([]byte(s + "\n")); err != nil {
+		r.log.Warn("type to tool", "err", err)
+	}
 }
 
 // sendSync types a sync request with a fresh token. Every token sent since
@@ -68,10 +101,7 @@ func (r *Runner) sendSync() {
 	r.syncSeq++
 	tok := fmt.Sprintf("sync-%s-%d", r.sessionID[len(r.sessionID)-8:], r.syncSeq)
 	r.syncTokens[tok] = true
-	r.nextSyncAt = time.Now().Add(500 * time.Millisecond)
-	if r.tool != nil {
-		_ = r.tool.writeLine(r.drv.sync(r.syncPrefix(), tok)) // A dying tool's exit is handled elsewhere.
-	}
+	r.typeLine(r.drv.sync(r.syncPrefix(), tok))
 }
 
 func (r *Runner) syncPrefix() string {
@@ -92,91 +122,48 @@ func (r *Runner) isSync(l []byte) bool {
 
 // onChunk spools raw output and runs it through the framer.
 func (r *Runner) onChunk(c chunk) {
-	defer chunkPool.Put(c.buf)
+	defer c.release()
 	b := c.bytes()
 	if r.bufferedAt.IsZero() {
-		r.bufferedAt = time.Now()
+		r.bufferedAt = r.clk.Now()
 	}
-	if _, err := r.spoolW.Write(b); err != nil {
-		r.log.Error("write spool", "err", err)
-	}
-	r.spoolSize += int64(len(b))
-	if c.tool != r.tool {
-		return // Late output of a tool already replaced.
-	}
+	r.spoolWrite(b)
 	for len(b) > 0 {
 		line, n := r.fr.feed(b)
 		b = b[n:]
 		if line != nil {
-			r.onLine(line)
+			r.tphase.line(r, line)
 		}
 	}
 }
 
-// onLine handles a wanted line the framer found.
-func (r *Runner) onLine(line []byte) {
-	switch r.tphase {
-	case toolBooting:
-		r.syncTokens = map[string]bool{}
-		r.initIdx = 0
-		r.startInit()
-	case toolInit:
-		r.onInitLine(line)
-	case toolBusy:
-		if !r.cur.begun {
-			r.onBegin()
-			return
-		}
-		r.finishByMarker()
-		r.becomeReady()
-	case toolResync:
-		if r.cur != nil && !r.cur.begun && !r.isSync(line) {
-			r.onBegin()
-			return
-		}
-		if r.isSync(line) {
-			r.syncTokens = map[string]bool{}
-			if r.cur != nil {
-				r.finishByMarker()
-			}
-			r.becomeReady()
-			return
-		}
-		// The interrupted command's own marker: its output is complete;
-		// wait for the sync marker that proves the prompt is back.
-		r.fr.discard(r.isSync)
-	}
-}
-
+// becomeReady puts the tool at its prompt with nothing running.
 func (r *Runner) becomeReady() {
-	r.tphase = toolReady
-	r.deadline = time.Time{}
-	r.fastDeaths = 0
-	if r.stopMode == "" {
+	r.enter(&phaseReady{})
+	r.failStreak = 0
+	if r.stopMode == "" && r.pendingErr == nil {
 		r.setPhase(protocol.PhaseIdle, "")
 	}
 	r.fr.discard(nil)
-	r.stateDirty = true
 }
 
-// startInit runs the next --init script, or makes the tool ready.
-func (r *Runner) startInit() {
-	if r.initIdx >= len(r.cfg.Init) {
+// startInit runs init script idx, or makes the tool ready after the last.
+func (r *Runner) startInit(idx int) {
+	if idx >= len(r.cfg.Init) {
 		r.becomeReady()
 		return
 	}
-	r.tphase = toolInit
-	file, err := absPath(r.cfg.Init[r.initIdx])
+	file, err := absPath(r.cfg.Init[idx])
 	if err != nil {
-		r.initFailed(err.Error())
+		r.startFailed(err.Error())
 		return
 	}
-	tok := fmt.Sprintf("init-%d-%d", r.toolStarts, r.initIdx)
-	r.initStart, r.initOut = r.spoolSize, r.initOut[:0]
-	r.deadline = time.Now().Add(r.cfg.InitTimeout)
-	r.event(protocol.Event{Event: protocol.EvInitBegin, SpoolStart: &r.initStart, Detail: map[string]any{"file": file}})
-	r.fr.discard(func(l []byte) bool { return isBegin(l, tok) })
-	_ = r.tool.writeLine(r.drv.run(file, "", protocol.DefaultMarkerPrefix, tok, true))
+	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.toolStarts, idx), spoolStart: r.spoolSize,
+		until: r.clk.Now().Add(r.cfg.InitTimeout)}
+	r.enter(p)
+	r.event(protocol.Event{Event: protocol.EvInitBegin, SpoolStart: &p.spoolStart, Detail: map[string]any{"file": file}})
+	r.fr.discard(func(l []byte) bool { return isBegin(l, p.tok) })
+	r.typeLine(r.drv.run(file, "", protocol.DefaultMarkerPrefix, p.tok, true))
 }
 
 func absPath(p string) (string, error) {
@@ -188,42 +175,6 @@ func absPath(p string) (string, error) {
 		return "", err
 	}
 	return wd + "/" + p, nil
-}
-
-func (r *Runner) onInitLine(line []byte) {
-	tok := fmt.Sprintf("init-%d-%d", r.toolStarts, r.initIdx)
-	if isBegin(line, tok) {
-		r.fr.capture(protocol.DefaultMarkerPrefix, func(l []byte) bool {
-			_, ok := matchDone(l, protocol.DefaultMarkerPrefix, tok)
-			return ok
-		}, true, func(b []byte) {
-			r.tail.write(b)
-			if room := 4096 - len(r.initOut); room > 0 {
-				r.initOut = append(r.initOut, b[:min(room, len(b))]...)
-			}
-		})
-		return
-	}
-	d, _ := matchDone(line, protocol.DefaultMarkerPrefix, tok)
-	end := r.spoolSize
-	ok := !d.hasRC || d.rc == 0 || d.rc == 2
-	r.event(protocol.Event{Event: protocol.EvInitEnd, SpoolStart: &r.initStart, SpoolEnd: &end, Detail: map[string]any{
-		"file": r.cfg.Init[r.initIdx], "rc": d.rc, "ok": ok, "output": string(r.initOut), "value": string(d.value)}})
-	if !ok {
-		r.initFailed(fmt.Sprintf("init script %s failed: %s", r.cfg.Init[r.initIdx], string(d.value)))
-		return
-	}
-	r.initIdx++
-	r.startInit()
-}
-
-// initFailed leaves no command running against a half-initialised tool:
-// the tool is ended and restarted with backoff; commands stay queued.
-func (r *Runner) initFailed(msg string) {
-	r.startFailed = true
-	r.setPhase(protocol.PhaseError, msg)
-	r.log.Error("init failed", "reason", msg)
-	r.killTool(true)
 }
 
 // interrupt ends the current command on the runner's initiative, applying
@@ -251,116 +202,191 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 		if !first {
 			return
 		}
-		if err := r.tool.interrupt(); err != nil {
+		if err := r.tool.Interrupt(); err != nil {
 			r.log.Warn("interrupt tool", "err", err)
 		}
-		r.tphase = toolResync
-		r.deadline = time.Now().Add(r.cfg.ResyncWait)
+		now := r.clk.Now()
+		r.enter(&phaseResync{until: now.Add(r.cfg.ResyncWait), nextSync: now.Add(resyncEvery)})
 		if !c.begun {
 			tok := c.cmd.Marker.Token
 			r.fr.discard(func(l []byte) bool { return isBegin(l, tok) || r.isSync(l) })
+		} else {
+			r.fr.holdPartial()
 		}
 		r.sendSync()
 	case protocol.PolicyTerminateTool:
-		r.killTool(false)
+		r.kill(false, "")
 	default:
-		r.killTool(true)
+		r.kill(true, "")
 	}
 }
 
-// killTool sends SIGTERM (or SIGKILL when hard) to the tool's process group
-// and waits in toolKilling; the deadline escalates to SIGKILL.
-func (r *Runner) killTool(hard bool) {
+// kill sends SIGTERM (hard: SIGKILL) to the tool's process group and waits
+// in phaseKilling, where the deadline escalates to SIGKILL. failure, if
+// set, makes the exit count as a failed start.
+func (r *Runner) kill(hard bool, failure string) {
 	if r.tool == nil {
 		return
 	}
-	sig := unix.SIGTERM
-	if hard {
-		sig = unix.SIGKILL
+	if k, ok := r.tphase.(*phaseKilling); ok {
+		if hard && !k.hard {
+			k.hard = true
+			_ = r.tool.Signal(sigKill)
+		}
+		if failure != "" {
+			k.failure = failure
+		}
+		return
 	}
-	r.tool.signalGroup(sig)
-	r.tphase = toolKilling
-	r.killHard = hard
-	r.deadline = time.Now().Add(r.cfg.KillGrace)
+	sig := sigTerm
+	if hard {
+		sig = sigKill
+	}
+	if err := r.tool.Signal(sig); err != nil {
+		r.log.Warn("signal tool", "err", err)
+	}
+	r.enter(&phaseKilling{until: r.clk.Now().Add(r.cfg.KillGrace), hard: hard, failure: failure})
 }
 
 // onToolExit handles the tool's end: drain its last output, clear its
-// process group, settle the current command, and restart.
+// process group, then let the phase decide what the exit means.
 func (r *Runner) onToolExit(ex toolExit) {
-	t := ex.tool
-	if t != r.tool {
-		return
-	}
+	t := r.tool
 	r.drain(t, 500*time.Millisecond)
-	t.signalGroup(unix.SIGKILL) // Orphans the tool left in its group.
-	t.close()
-	code, sig := describeExit(ex.state)
-	lived := time.Since(t.started)
-	r.event(protocol.Event{Event: protocol.EvToolExit, Detail: map[string]any{"tool_pid": t.pid, "exit_code": code, "signal": sig, "lived_ms": lived.Milliseconds()}})
-	r.log.Info("tool exited", "pid", t.pid, "exit_code", code, "signal", sig)
+	_ = t.Signal(sigKill) // Orphans the tool left in its group.
+	_ = t.Close()
+	lived := r.clk.Now().Sub(r.toolBorn)
+	r.event(protocol.Event{Event: protocol.EvToolExit, Detail: map[string]any{"tool_pid": t.Pid(), "exit_code": ex.code,
+		"signal": ex.signal, "lived_ms": lived.Milliseconds()}})
+	r.log.Info("tool exited", "pid", t.Pid(), "how", describeExit(ex))
 	r.tool = nil
-	wasStarting := r.tphase == toolBooting || r.tphase == toolInit
-	hadCmd := r.cur != nil
-	if c := r.cur; c != nil {
-		if c.endStatus != "" {
-			r.finish(c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg}, &ex)
-		} else {
-			reason, what := protocol.ReasonToolExit, "exited"
-			if sig != "" {
-				reason, what = protocol.ReasonToolDied, "was killed by "+sig
-			} else if code != nil {
-				what = fmt.Sprintf("exited with code %d", *code)
-			}
-			r.finish(protocol.StatusError, reason, &protocol.Error{Code: string(reason), Message: "the tool " + what + " while running this command"}, &ex)
-		}
-	}
+	phase := r.tphase
+	r.enter(&phaseDown{})
+	phase.exited(r, ex)
 	r.fr.discard(nil)
-	if r.stopMode != "" {
-		r.tphase = toolNone
-		return
-	}
-	if wasStarting || r.startFailed || lived < fastDeath && !hadCmd && r.tphase != toolKilling {
-		r.fastDeaths++
-		r.startFailed = false
-		if r.phase != protocol.PhaseError {
-			r.setPhase(protocol.PhaseError, "the tool exited during start-up")
-		}
-	}
-	r.scheduleRestart(r.reason)
 }
 
-// drain reads what the dead tool still had in its PTY, bounded by wait,
-// because output written right before exit must not be lost.
-func (r *Runner) drain(t *tool, wait time.Duration) {
-	timeout := time.After(wait)
-	for {
+// finishOnExit ends the current command, if any, because the tool ended.
+func (r *Runner) finishOnExit(ex toolExit) {
+	c := r.cur
+	if c == nil {
+		return
+	}
+	if c.endStatus != "" {
+		r.finish(c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg}, &ex)
+		return
+	}
+	reason := protocol.ReasonToolExit
+	if ex.signal != "" {
+		reason = protocol.ReasonToolDied
+	}
+	r.finish(protocol.StatusError, reason, &protocol.Error{Code: string(reason),
+		Message: "the tool " + describeExit(ex) + " while running this command"}, &ex)
+}
+
+// restartAfterDeath starts a new tool after one that had been ready died:
+// at once, or after a backoff when it keeps dying within fastDeath of its
+// start. Such deaths do not count against MaxRestarts.
+func (r *Runner) restartAfterDeath() {
+	if r.stopMode != "" {
+		return
+	}
+	now := r.clk.Now()
+	delay := time.Duration(0)
+	if now.Sub(r.toolBorn) < fastDeath {
+		r.fastDeaths++
+		delay = backoff(r.fastDeaths)
+	} else {
+		r.fastDeaths = 0
+	}
+	r.enter(&phaseDown{at: now.Add(delay)})
+}
+
+// startFailed ends a start that did not reach the prompt: the tool, if
+// alive, is killed (its exit then counts the failure); otherwise the
+// failure counts at once.
+func (r *Runner) startFailed(why string) {
+	r.log.Error("the tool failed to start", "reason", why)
+	if r.tool != nil {
+		r.setPhase(protocol.PhaseError, why)
+		r.kill(true, why)
+		return
+	}
+	r.countFailedStart(why)
+}
+
+// countFailedStart records a failed start and schedules the next attempt
+// with a backoff that doubles with each consecutive failure (250 ms up to
+// 30 s), or gives up when more than MaxRestarts failed starts fall within
+// RestartWindow. Commands stay queued meanwhile.
+func (r *Runner) countFailedStart(why string) {
+	now := r.clk.Now()
+	r.failStreak++
+	r.lastFailure = why
+	keep := r.failedStarts[:0]
+	for _, t := range r.failedStarts {
+		if now.Sub(t) < r.cfg.RestartWindow {
+			keep = append(keep, t)
+		}
+	}
+	r.failedStarts = append(keep, now)
+	if r.stopMode != "" {
+		return
+	}
+	if len(r.failedStarts) > r.maxRestarts() {
+		r.giveUp(why)
+		return
+	}
+	delay := backoff(r.failStreak)
+	r.setPhase(protocol.PhaseError, fmt.Sprintf("%s; restart %d of %d in %v", why, len(r.failedStarts), r.maxRestarts(), delay))
+	r.enter(&phaseDown{at: now.Add(delay)})
+}
+
+func (r *Runner) maxRestarts() int { return max(r.cfg.MaxRestarts, 0) }
+
+// backoff is the delay before start n of a run of failures: 250 ms, 500 ms,
+// 1 s, … up to 30 s.
+func backoff(n int) time.Duration {
+	return min(250*time.Millisecond<<min(n-1, 7), 30*time.Second)
+}
+
+// giveUp stops the runner after too many failed starts (exit code 4).
+func (r *Runner) giveUp(last string) {
+	r.gaveUp = fmt.Sprintf("gave up after %d failed starts of the tool within %v (--max-restarts %d): %s",
+		len(r.failedStarts), r.cfg.RestartWindow, r.maxRestarts(), last)
+	r.stopError = &protocol.Error{Code: protocol.CodeToolStartFailed, Message: r.gaveUp}
+	r.log.Error("giving up", "reason", r.gaveUp)
+	r.requestStop(protocol.StopGraceful, r.gaveUp)
+}
+
+// drain reads what the dead tool still had in its terminal, bounded by
+// wait, because output written right before exit must not be lost.
+func (r *Runner) drain(t toolSession, wait time.Duration) {
+	timeout, stop := after(r.clk, wait)
+	defer stop()
+	for !r.toolEOF {
 		select {
-		case c := <-r.chunks:
-			r.onChunk(c)
-		case <-t.readEOF:
-			for {
-				select {
-				case c := <-r.chunks:
-					r.onChunk(c)
-				default:
-					return
-				}
+		case c, ok := <-t.Output():
+			if !ok {
+				r.toolEOF = true
+				return
 			}
+			r.onChunk(c)
 		case <-timeout:
 			return
 		}
 	}
 }
 
-// scheduleRestart starts a new tool now, or after a backoff that doubles
-// with every consecutive failed start (250ms up to 30s).
-func (r *Runner) scheduleRestart(reason string) {
-	r.tphase = toolNone
-	delay := time.Duration(0)
-	if r.fastDeaths > 0 {
-		delay = min(250*time.Millisecond<<min(r.fastDeaths-1, 7), 30*time.Second)
-		r.setPhase(protocol.PhaseError, fmt.Sprintf("%s; restart %d in %v", reason, r.fastDeaths, delay))
+// describeExit says how a tool ended, for messages.
+func describeExit(ex toolExit) string {
+	switch {
+	case ex.signal != "":
+		return "was killed by " + ex.signal
+	case ex.code != nil:
+		return fmt.Sprintf("exited with code %d", *ex.code)
+	case ex.err != nil:
+		return "ended (" + ex.err.Error() + ")"
 	}
-	r.restartAt = time.Now().Add(delay)
-	r.stateDirty = true
+	return "exited"
 }

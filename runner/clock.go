@@ -1,0 +1,60 @@
+package runner
+
+import "time"
+
+// clock is where the owner goroutine gets the time and its timers from: the
+// real clock, or a fake one that a unit test advances by hand, so that
+// timeouts, kill escalation and restart backoff are tested without
+// sleeping and without depending on the machine's speed.
+//
+// Timestamps written on the wire (result start_ts/end_ts, event ts) come
+// from the real clock whichever clock governs.
+type clock interface {
+	Now() time.Time
+	// NewTimer returns a stopped-or-running one-shot timer like
+	// time.NewTimer.
+	NewTimer(d time.Duration) clockTimer
+	// NewTicker returns a ticker like time.NewTicker.
+	NewTicker(d time.Duration) clockTicker
+}
+
+// clockTimer is the part of *time.Timer the runner uses. As with
+// time.Timer since Go 1.23, Reset and Stop discard a pending fire.
+type clockTimer interface {
+	C() <-chan time.Time
+	Reset(d time.Duration)
+	Stop()
+}
+
+// clockTicker is the part of *time.Ticker the runner uses.
+type clockTicker interface {
+	C() <-chan time.Time
+	Stop()
+}
+
+// realClock is the system clock.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTimer(d time.Duration) clockTimer { return realTimer{time.NewTimer(d)} }
+
+func (realClock) NewTicker(d time.Duration) clockTicker { return realTicker{time.NewTicker(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (t realTimer) C() <-chan time.Time   { return t.t.C }
+func (t realTimer) Reset(d time.Duration) { t.t.Reset(d) }
+func (t realTimer) Stop()                 { t.t.Stop() }
+
+type realTicker struct{ t *time.Ticker }
+
+func (t realTicker) C() <-chan time.Time { return t.t.C }
+func (t realTicker) Stop()               { t.t.Stop() }
+
+// after returns a channel that receives once d has passed on c, and a
+// function that releases the timer.
+func after(c clock, d time.Duration) (<-chan time.Time, func()) {
+	t := c.NewTimer(d)
+	return t.C(), t.Stop
+}

@@ -1,0 +1,81 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// procStat is what the runner reads from /proc/PID/stat.
+type procStat struct {
+	state     byte
+	pgrp      int
+	session   int
+	startTime uint64 // clock ticks since boot
+}
+
+// readProcStat parses /proc/PID/stat. The command name (field 2) may hold
+// spaces and parentheses, so the fields are counted from the last ')'.
+func readProcStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 > len(s) {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(s[i+2:])
+	// f[0] is field 3 (state); field n is f[n-3].
+	if len(f) < 20 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	var st procStat
+	st.state = f[0][0]
+	st.pgrp, _ = strconv.Atoi(f[2])
+	st.session, _ = strconv.Atoi(f[3])
+	st.startTime, err = strconv.ParseUint(f[19], 10, 64)
+	return st, err
+}
+
+// killPreviousTool makes sure the tool process group a previous runner of
+// this session left behind is gone, before this runner settles its
+// commands and starts its own tool. The group is identified safely: the
+// pid a previous runner recorded (tool_pgid, the tool's pid, which is also
+// its process group and session id) together with the process's start
+// time (tool_start_time). Every process whose session is that id and that
+// started no earlier than the recorded tool is killed with SIGKILL; if the
+// group leader is still alive with another start time, the pid was reused
+// by an unrelated process and nothing is killed. It returns the pids it
+// killed.
+func killPreviousTool(pgid int, startTime uint64) []int {
+	if pgid <= 1 || startTime == 0 || pgid == os.Getpid() {
+		return nil
+	}
+	if st, err := readProcStat(pgid); err == nil && st.startTime != startTime {
+		return nil // Reused pid: not ours.
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var killed []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		st, err := readProcStat(pid)
+		if err != nil || st.session != pgid || st.startTime < startTime || st.state == 'Z' || st.state == 'X' {
+			continue
+		}
+		if unix.Kill(pid, unix.SIGKILL) == nil {
+			killed = append(killed, pid)
+		}
+	}
+	return killed
+}

@@ -1,0 +1,272 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// ptySession is a tool process on a pseudo-terminal, in its own session
+// and process group, started with echo off and a wide window. Its reader
+// goroutine sends output until end of stream or Close; its waiter
+// goroutine reports the exit once the process is reaped. Neither can block
+// forever on a send: both stop when the session is closed.
+type ptySession struct {
+	cmd     *exec.Cmd
+	ptmx    *os.File // non-blocking, so that Close interrupts a pending Read
+	pid     int
+	started uint64
+	out     chan chunk
+	exited  chan toolExit
+	done    chan struct{} // closed by Close
+	readers sync.WaitGroup
+	once    sync.Once
+}
+
+// procStarter starts tool processes from one OS thread that stays alive
+// for the runner's whole life. The tool gets SIGKILL as its parent-death
+// signal, and on Linux that signal fires when the *thread* that forked the
+// child exits (see syscall.SysProcAttr.Pdeathsig): a child forked from an
+// ordinary goroutine would be killed whenever the Go scheduler retires
+// that thread. Locking the starter goroutine to its thread, and never
+// unlocking it, ties the tool's life to the runner's: if the runner dies
+// (even by SIGKILL), the kernel kills the tool, whatever signals it
+// ignores. A tool's own children are not covered; the next runner kills
+// the previous tool's process group (see killPreviousTool).
+type procStarter struct {
+	reqs chan startReq
+	done chan struct{}
+	once sync.Once
+}
+
+type startReq struct {
+	cmd *exec.Cmd
+	res chan error
+}
+
+func newProcStarter() *procStarter {
+	p := &procStarter{reqs: make(chan startReq), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		runtime.LockOSThread()
+		// Deliberately never unlocked: when this goroutine returns, its
+		// thread exits with it, and any tool still alive gets its
+		// parent-death signal.
+		for r := range p.reqs {
+			r.res <- r.cmd.Start()
+		}
+	}()
+	return p
+}
+
+// start runs cmd.Start on the starter's thread.
+func (p *procStarter) start(cmd *exec.Cmd) error {
+	res := make(chan error, 1)
+	select {
+	case p.reqs <- startReq{cmd, res}:
+		return <-res
+	case <-p.done:
+		return errors.New("runner: the process starter is closed")
+	}
+}
+
+// close ends the starter's thread.
+func (p *procStarter) close() {
+	p.once.Do(func() { close(p.reqs) })
+	<-p.done
+}
+
+// ptyStarter returns a sessionStarter that starts tools on PTYs from p.
+func ptyStarter(p *procStarter) sessionStarter {
+	return func(spec sessionSpec) (toolSession, error) { return startPTY(p, spec) }
+}
+
+func startPTY(p *procStarter, spec sessionSpec) (toolSession, error) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		return nil, fmt.Errorf("open pty: %w", err)
+	}
+	defer tty.Close() // The child holds its own copy.
+	master, err := nonBlocking(ptmx)
+	if err != nil {
+		return nil, err
+	}
+	if err := setWinsize(master, spec.Cols, spec.Rows); err != nil {
+		master.Close()
+		return nil, err
+	}
+	if err := setTermios(tty); err != nil {
+		master.Close()
+		return nil, err
+	}
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Env, cmd.Dir = spec.Env, spec.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.start(cmd); err != nil {
+		master.Close()
+		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+	}
+	s := &ptySession{cmd: cmd, ptmx: master, pid: cmd.Process.Pid, out: make(chan chunk, 16),
+		exited: make(chan toolExit, 1), done: make(chan struct{})}
+	if st, err := readProcStat(s.pid); err == nil {
+		s.started = st.startTime
+	}
+	s.readers.Add(1)
+	go s.readLoop()
+	go s.wait()
+	return s, nil
+}
+
+// nonBlocking returns a non-blocking duplicate of f and closes f. creack/pty
+// leaves the master in blocking mode (it calls Fd), where a Read that
+// nothing will ever satisfy — a daemonised grandchild keeps the terminal
+// open — cannot be interrupted. A non-blocking descriptor is served by the
+// runtime's poller, and Close then ends a pending Read at once.
+func nonBlocking(f *os.File) (*os.File, error) {
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dup pty: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pty: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "/dev/ptmx"), nil
+}
+
+// setTermios turns echo off (the runner's typed lines are not output) and
+// output post-processing off, so that what the tool writes reaches the
+// runner byte for byte: with ONLCR the terminal would turn every "\n" into
+// "\r\n", and a "\r" the tool printed before a newline could no longer be
+// told from the one the terminal added.
+func setTermios(tty *os.File) error {
+	fd := int(tty.Fd())
+	tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return fmt.Errorf("termios: %w", err)
+	}
+	tio.Lflag &^= unix.ECHO | unix.ECHONL
+	tio.Oflag &^= unix.ONLCR | unix.OCRNL | unix.ONLRET
+	return unix.IoctlSetTermios(fd, unix.TCSETS, tio)
+}
+
+func setWinsize(f *os.File, cols, rows int) error {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	err = c.Control(func(fd uintptr) {
+		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Col: uint16(cols), Row: uint16(rows)})
+	})
+	if err == nil {
+		err = ierr
+	}
+	if err != nil {
+		return fmt.Errorf("size pty: %w", err)
+	}
+	return nil
+}
+
+// readLoop reads the PTY until end of stream or Close. On Linux a read of
+// the master after the last slave descriptor closes returns EIO: that is
+// the end of the stream.
+func (s *ptySession) readLoop() {
+	defer s.readers.Done()
+	defer close(s.out)
+	for {
+		buf := chunkPool.Get().(*[]byte)
+		n, err := s.ptmx.Read(*buf)
+		if n > 0 {
+			select {
+			case s.out <- chunk{buf: buf, n: n}:
+			case <-s.done:
+				chunkPool.Put(buf)
+				return
+			}
+		} else {
+			chunkPool.Put(buf)
+		}
+		if err != nil {
+			return // EIO, EOF, or closed: the stream is over.
+		}
+	}
+}
+
+func (s *ptySession) wait() {
+	err := s.cmd.Wait()
+	ex := toolExit{err: err}
+	if ps := s.cmd.ProcessState; ps != nil {
+		ex.err = nil
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			ex.signal = unix.SignalName(ws.Signal())
+		} else {
+			c := ps.ExitCode()
+			ex.code = &c
+		}
+	}
+	s.exited <- ex // Buffered: never blocks.
+}
+
+func (s *ptySession) Output() <-chan chunk    { return s.out }
+func (s *ptySession) Exited() <-chan toolExit { return s.exited }
+func (s *ptySession) Pid() int                { return s.pid }
+func (s *ptySession) StartTime() uint64       { return s.started }
+
+func (s *ptySession) Write(p []byte) error {
+	_, err := s.ptmx.Write(p)
+	return err
+}
+
+// foreground returns the terminal's foreground process group (the tool's
+// own when nothing else is in the foreground).
+func (s *ptySession) foreground() int {
+	pgrp := s.pid
+	if c, err := s.ptmx.SyscallConn(); err == nil {
+		_ = c.Control(func(fd uintptr) {
+			if p, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP); err == nil && p > 0 {
+				pgrp = p
+			}
+		})
+	}
+	return pgrp
+}
+
+// Interrupt sends SIGINT to the terminal's foreground process group, which
+// is what a user's Ctrl-C does. Writing 0x03 would depend on ISIG and would
+// flush typed-ahead input.
+func (s *ptySession) Interrupt() error { return unix.Kill(-s.foreground(), unix.SIGINT) }
+
+func (s *ptySession) Signal(sig syscall.Signal) error {
+	err := unix.Kill(-s.pid, sig)
+	if fg := s.foreground(); fg != s.pid {
+		_ = unix.Kill(-fg, sig) // A job the tool started; ESRCH when gone.
+	}
+	if errors.Is(err, unix.ESRCH) {
+		return nil // Already gone.
+	}
+	return err
+}
+
+func (s *ptySession) Resize(cols, rows int) error { return setWinsize(s.ptmx, cols, rows) }
+
+// Close releases the PTY master: every process still holding the terminal
+// gets a hangup, and the reader stops. It waits for the reader goroutine.
+func (s *ptySession) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.done)
+		err = s.ptmx.Close()
+		s.readers.Wait()
+	})
+	return err
+}

@@ -1,0 +1,99 @@
+package runner
+
+import (
+	"sync"
+	"syscall"
+)
+
+// toolSession is one running tool process as the runner sees it: bytes out,
+// bytes in, signals, the window size, and its end. The PTY implementation
+// (ptySession) is what runs in production; tests use a pipe-based fake that
+// plays a tool's part, so that the runner's governance of the tool
+// (timeouts, Ctrl-C and resynchronisation, kill escalation, crash-loop
+// backoff, restart limits, init failures) is tested without a terminal and
+// without real time.
+//
+// Output and Exited are independent: a tool can exit while something it
+// started still holds its terminal (Output stays open), and output written
+// right before the exit can arrive after Exited. Close ends both the
+// terminal and the reading; it does not kill anything.
+type toolSession interface {
+	// Output delivers the tool's output. The channel is closed at end of
+	// stream (the terminal's last holder is gone) or after Close. The
+	// receiver returns each chunk's buffer with chunk.release.
+	Output() <-chan chunk
+	// Write types p into the tool's terminal.
+	Write(p []byte) error
+	// Interrupt does what a user's Ctrl-C does.
+	Interrupt() error
+	// Signal sends sig to the tool's process group, and to the terminal's
+	// foreground process group when that is another one (a job the tool
+	// started).
+	Signal(sig syscall.Signal) error
+	// Resize sets the terminal's window size.
+	Resize(cols, rows int) error
+	// Exited receives one value once the tool process has ended and been
+	// reaped.
+	Exited() <-chan toolExit
+	// Close releases the terminal and stops the reader. Safe to call more
+	// than once.
+	Close() error
+	// Pid is the tool's process id (also its process group and session).
+	Pid() int
+	// StartTime identifies the process together with Pid: its start time
+	// in clock ticks since boot (/proc/PID/stat field 22), 0 if unknown.
+	StartTime() uint64
+}
+
+// sessionSpec is what starting a tool needs.
+type sessionSpec struct {
+	Argv       []string
+	Env        []string
+	Dir        string
+	Cols, Rows int
+}
+
+// sessionStarter starts a tool session.
+type sessionStarter func(sessionSpec) (toolSession, error)
+
+// Default window size: wide, because EDA reports wrap or truncate at the
+// width (80 columns cuts most of them).
+const (
+	defaultCols = 512
+	defaultRows = 50
+)
+
+// chunkSize is the read size. Linux PTYs hand out at most 4 KiB per read in
+// practice; a larger buffer costs nothing and helps when they do more.
+const chunkSize = 32 << 10
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
+
+// chunk is bytes read from a tool.
+type chunk struct {
+	buf *[]byte
+	n   int
+}
+
+func (c chunk) bytes() []byte { return (*c.buf)[:c.n] }
+
+// release returns the buffer to the pool.
+func (c chunk) release() { chunkPool.Put(c.buf) }
+
+// newChunk copies b into a pooled buffer (for sessions that do not read
+// into one themselves).
+func newChunk(b []byte) chunk {
+	buf := chunkPool.Get().(*[]byte)
+	if len(*buf) < len(b) {
+		nb := make([]byte, len(b))
+		buf = &nb
+	}
+	return chunk{buf: buf, n: copy(*buf, b)}
+}
+
+// toolExit is how a tool process ended.
+type toolExit struct {
+	code   *int   // exit code, when it exited
+	signal string // signal name (SIGKILL), when a signal killed it
+	err    error  // waiting failed
+}

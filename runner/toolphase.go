@@ -1,0 +1,219 @@
+package runner
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// toolPhase is where the tool is in its own life. Each phase is a type
+// that gathers everything the runner does while the tool is in it: the
+// lines it waits for, its deadline, and what the tool's exit means there
+// (the structure of hashicorp/raft's runFollower/runCandidate/runLeader).
+// The owner goroutine calls these methods; r.enter switches phases.
+type toolPhase interface {
+	String() string
+	// line handles a whole line the framer was told to look for.
+	line(r *Runner, l []byte)
+	// due is when timer wants to run next; zero means never.
+	due() time.Time
+	timer(r *Runner, now time.Time)
+	// exited handles the end of the tool process, after its last output
+	// was read and its process group cleared.
+	exited(r *Runner, ex toolExit)
+}
+
+// phaseDown: no tool. A new one starts at `at`, unless the runner stops.
+type phaseDown struct{ at time.Time }
+
+func (p *phaseDown) String() string           { return "down" }
+func (p *phaseDown) line(*Runner, []byte)     {}
+func (p *phaseDown) due() time.Time           { return p.at }
+func (p *phaseDown) exited(*Runner, toolExit) {}
+func (p *phaseDown) timer(r *Runner, now time.Time) {
+	if !now.Before(p.at) && r.stopMode == "" {
+		r.startTool()
+	}
+}
+
+// phaseBooting: the helpers were typed; the first sync marker proves the
+// tool reads and runs them.
+type phaseBooting struct{ until time.Time }
+
+func (p *phaseBooting) String() string { return "booting" }
+func (p *phaseBooting) due() time.Time { return p.until }
+func (p *phaseBooting) line(r *Runner, _ []byte) {
+	r.syncTokens = map[string]bool{}
+	r.startInit(0)
+}
+func (p *phaseBooting) timer(r *Runner, now time.Time) {
+	if !now.Before(p.until) {
+		r.startFailed("the tool did not answer the start-up sync within " + r.cfg.StartTimeout.String())
+	}
+}
+func (p *phaseBooting) exited(r *Runner, ex toolExit) {
+	r.startFailed("the tool " + describeExit(ex) + " during start-up")
+}
+
+// phaseInit: init script idx runs; no command runs before all succeed.
+type phaseInit struct {
+	idx        int
+	tok        string
+	until      time.Time
+	spoolStart int64
+	out        []byte // the first 4 KiB of its output, for the init_end event
+}
+
+func (p *phaseInit) String() string { return "init" }
+func (p *phaseInit) due() time.Time { return p.until }
+func (p *phaseInit) line(r *Runner, l []byte) {
+	if isBegin(l, p.tok) {
+		r.fr.capture(protocol.DefaultMarkerPrefix, func(l []byte) bool {
+			_, ok := matchDone(l, protocol.DefaultMarkerPrefix, p.tok)
+			return ok
+		}, true, func(b []byte) {
+			r.tail.write(b)
+			if room := 4096 - len(p.out); room > 0 {
+				p.out = append(p.out, b[:min(room, len(b))]...)
+			}
+		})
+		return
+	}
+	d, _ := matchDone(l, protocol.DefaultMarkerPrefix, p.tok)
+	end := r.spoolSize
+	ok := !d.hasRC || d.rc == 0 || d.rc == 2
+	r.event(protocol.Event{Event: protocol.EvInitEnd, SpoolStart: &p.spoolStart, SpoolEnd: &end, Detail: map[string]any{
+		"file": r.cfg.Init[p.idx], "rc": d.rc, "ok": ok, "output": string(p.out), "value": string(d.value)}})
+	if !ok {
+		r.startFailed(fmt.Sprintf("init script %s failed: %s", r.cfg.Init[p.idx], string(d.value)))
+		return
+	}
+	r.startInit(p.idx + 1)
+}
+func (p *phaseInit) timer(r *Runner, now time.Time) {
+	if !now.Before(p.until) {
+		r.startFailed("init script " + r.cfg.Init[p.idx] + " did not finish within " + r.cfg.InitTimeout.String())
+	}
+}
+func (p *phaseInit) exited(r *Runner, ex toolExit) {
+	r.startFailed("the tool " + describeExit(ex) + " during init script " + r.cfg.Init[p.idx])
+}
+
+// phaseReady: at its prompt, nothing running; nextCommand starts one.
+type phaseReady struct{}
+
+func (p *phaseReady) String() string           { return "ready" }
+func (p *phaseReady) line(*Runner, []byte)     {}
+func (p *phaseReady) due() time.Time           { return time.Time{} }
+func (p *phaseReady) timer(*Runner, time.Time) {}
+func (p *phaseReady) exited(r *Runner, ex toolExit) {
+	r.restartAfterDeath()
+}
+
+// phaseBusy: r.cur runs. Its begin line switches the framer to capture;
+// its done marker ends it; its deadline interrupts it.
+type phaseBusy struct{}
+
+func (p *phaseBusy) String() string { return "busy" }
+func (p *phaseBusy) line(r *Runner, l []byte) {
+	if !r.cur.begun {
+		r.onBegin()
+		return
+	}
+	r.finishByMarker()
+	r.becomeReady()
+}
+func (p *phaseBusy) due() time.Time           { return time.Time{} }
+func (p *phaseBusy) timer(*Runner, time.Time) {}
+func (p *phaseBusy) exited(r *Runner, ex toolExit) {
+	r.finishOnExit(ex)
+	r.restartAfterDeath()
+}
+
+// phaseResync: the tool was interrupted (Ctrl-C). The runner keeps
+// capturing the command's output until its done marker, types sync lines
+// with fresh tokens every resyncEvery, and takes the first sync marker as
+// proof that the tool is back at its prompt. Without one by until, the
+// tool is terminated.
+type phaseResync struct {
+	until    time.Time
+	nextSync time.Time
+}
+
+// resyncEvery is how often a sync line is typed again while resynchronising.
+const resyncEvery = 500 * time.Millisecond
+
+func (p *phaseResync) String() string { return "resync" }
+func (p *phaseResync) due() time.Time {
+	if p.nextSync.Before(p.until) {
+		return p.nextSync
+	}
+	return p.until
+}
+func (p *phaseResync) line(r *Runner, l []byte) {
+	if r.cur != nil && !r.cur.begun && !r.isSync(l) {
+		r.onBegin()
+		return
+	}
+	if r.isSync(l) {
+		r.syncTokens = map[string]bool{}
+		if r.cur != nil {
+			r.fr.dropPartial()
+			r.finishByMarker()
+		}
+		r.becomeReady()
+		return
+	}
+	// The interrupted command's own marker: its output is complete;
+	// wait for the sync marker that proves the prompt is back.
+	r.fr.discard(r.isSync)
+}
+func (p *phaseResync) timer(r *Runner, now time.Time) {
+	switch {
+	case !now.Before(p.until):
+		r.log.Warn("the tool did not come back after an interrupt; terminating it")
+		r.kill(false, "")
+	case !now.Before(p.nextSync):
+		p.nextSync = now.Add(resyncEvery)
+		r.sendSync()
+	}
+}
+func (p *phaseResync) exited(r *Runner, ex toolExit) {
+	r.finishOnExit(ex)
+	r.restartAfterDeath()
+}
+
+// phaseKilling: the tool was sent SIGTERM (hard: SIGKILL) and the runner
+// waits for its exit; at until, SIGTERM escalates to SIGKILL. failure, if
+// set, is why the start failed: the exit then counts as a failed start.
+type phaseKilling struct {
+	until   time.Time
+	hard    bool
+	failure string
+}
+
+func (p *phaseKilling) String() string       { return "killing" }
+func (p *phaseKilling) line(*Runner, []byte) {}
+func (p *phaseKilling) due() time.Time       { return p.until }
+func (p *phaseKilling) timer(r *Runner, now time.Time) {
+	if now.Before(p.until) {
+		return
+	}
+	if p.hard {
+		r.log.Error("the tool is still alive after SIGKILL; waiting for it")
+	} else {
+		r.log.Warn("the tool ignored SIGTERM; killing its process group")
+		p.hard = true
+		_ = r.tool.Signal(sigKill)
+	}
+	p.until = now.Add(r.cfg.KillGrace)
+}
+func (p *phaseKilling) exited(r *Runner, ex toolExit) {
+	r.finishOnExit(ex)
+	if p.failure != "" {
+		r.countFailedStart(p.failure)
+		return
+	}
+	r.restartAfterDeath()
+}
