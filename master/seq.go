@@ -33,7 +33,7 @@ func allocSeq(dir string) (int64, error) {
 	}
 	for tries := 0; ; tries++ {
 		n++
-		f, err := os.OpenFile(filepath.Join(seqDir, protocol.SeqName(n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		f, err := os.OpenFile(filepath.Join(seqDir, protocol.SeqName(n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o660)
 		if err == nil {
 			f.Close()
 			writeHint(dir, n)
@@ -86,7 +86,7 @@ func writeHint(dir string, n int64) {
 	if cur, err := readHintFile(dir); err == nil && cur >= n {
 		return
 	}
-	_ = fsq.WriteAtomic(filepath.Join(dir, protocol.FileSeqHint), []byte(strconv.FormatInt(n, 10)+"\n"), 0o600, fsq.Volatile)
+	_ = fsq.WriteAtomic(filepath.Join(dir, protocol.FileSeqHint), []byte(strconv.FormatInt(n, 10)+"\n"), 0o660, fsq.Volatile)
 }
 
 func readHintFile(dir string) (int64, error) {

@@ -119,7 +119,7 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	name := protocol.CommandName(seq, c.CmdID)
 	// Not fsynced: a command lost to a machine crash before the runner saw
 	// it was never acknowledged by a result.
-	if err := fsq.WriteAtomic(s.path(filepath.Join(protocol.DirQueue, name)), b, 0o600, fsq.Volatile); err != nil {
+	if err := fsq.WriteAtomic(s.path(filepath.Join(protocol.DirQueue, name)), b, 0o660, fsq.Volatile); err != nil {
 		return nil, fmt.Errorf("master: write command: %w", err)
 	}
 	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
@@ -278,7 +278,7 @@ func (s *Session) writeCtl(rel string, v any) error {
 	if err != nil {
 		return err
 	}
-	return fsq.WriteAtomic(s.path(rel), b, 0o600, fsq.Volatile)
+	return fsq.WriteAtomic(s.path(rel), b, 0o660, fsq.Volatile)
 }
 
 func (s *Session) readState() (protocol.State, error) {

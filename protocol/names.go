@@ -104,6 +104,70 @@ func ParseCommandName(name string) (seq int64, cmdID string, err error) {
 	return seq, id, nil
 }
 
+// CheckQueueName classifies a name found in queue/: ok is false for a name
+// that is not meant as a command (dot-files, names not ending in ".json"
+// in any letter case: notes.txt, cmd_1_x.json.tmp, editor files), which
+// are left alone. For a name meant as a command, seq is its seq (0 when it
+// has none that parses) and rule, when not empty, is the naming rule it
+// breaks, phrased for the invalid_request message.
+func CheckQueueName(name string) (seq int64, rule string, ok bool) {
+	if strings.HasPrefix(name, ".") || len(name) < 5 || !strings.EqualFold(name[len(name)-5:], ".json") {
+		return 0, "", false
+	}
+	seq, _, err := ParseCommandName(name)
+	switch {
+	case err == nil, errors.Is(err, ErrBadCmdID):
+		return seq, "", true
+	case !strings.HasSuffix(name, ".json"):
+		return looseSeq(name), fmt.Sprintf("file name %q: the extension must be .json in lower case (cmd_<seq>_<cmd_id>.json)", name), true
+	case !strings.HasPrefix(name, "cmd_"):
+		return 0, fmt.Sprintf("file name %q is not cmd_<seq>_<cmd_id>.json", name), true
+	}
+	digits, _, found := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(name, "cmd_"), ".json"), "_")
+	switch {
+	case !found || digits == "" || strings.Trim(digits, "0123456789") != "":
+		return 0, fmt.Sprintf("file name %q has no seq: it must be cmd_<seq>_<cmd_id>.json with a decimal seq", name), true
+	case len(digits) > 18:
+		return 0, fmt.Sprintf("file name %q: seq has %d digits, at most 18 are allowed (a corrupt seq/hint?)", name, len(digits)), true
+	}
+	return looseSeq(name), fmt.Sprintf("file name %q is not cmd_<seq>_<cmd_id>.json", name), true
+}
+
+// looseSeq is the seq of cmd_<digits>_… in any extension case, or 0.
+func looseSeq(name string) int64 {
+	rest, _ := strings.CutPrefix(name, "cmd_")
+	digits, _, _ := strings.Cut(rest, "_")
+	if n, err := strconv.ParseInt(digits, 10, 64); err == nil && len(digits) <= 18 {
+		return n
+	}
+	return 0
+}
+
+// DeriveCmdID returns the cmd_id and seq a result for a misnamed command
+// file carries: derived is true when the name yields a safe cmd_id
+// (cmd_<seq>_<id>.<any case json>, cmd_<id>.json), so a writer polling
+// result/<its own name> gets an answer. mycmd.json yields none.
+func DeriveCmdID(name string) (id string, seq int64, derived bool) {
+	if seq, id, err := ParseCommandName(name); err == nil || errors.Is(err, ErrBadCmdID) {
+		return id, seq, true
+	}
+	rest, ok := strings.CutPrefix(name, "cmd_")
+	if !ok || len(rest) < 5 {
+		return "", 0, false
+	}
+	rest = rest[:len(rest)-5] // The extension, in whatever case.
+	if digits, tail, found := strings.Cut(rest, "_"); found && digits != "" && strings.Trim(digits, "0123456789") == "" {
+		rest = tail
+		if n, err := strconv.ParseInt(digits, 10, 64); err == nil && len(digits) <= 18 {
+			seq = n
+		}
+	}
+	if !ValidCmdID(rest) {
+		return "", 0, false
+	}
+	return rest, seq, true
+}
+
 // SeqName is the reservation file of an allocated seq in seq/.
 func SeqName(seq int64) string { return fmt.Sprintf("%0*d", seqWidth, seq) }
 

@@ -181,3 +181,96 @@ func TestControlFiles(t *testing.T) {
 		t.Errorf("seed lease: %+v %v", l, err)
 	}
 }
+
+// Timestamps: ISO 8601 with or without an offset (none means UTC), epoch
+// milliseconds as strings or numbers; out-of-range epochs are errors, never
+// "long ago" or "never".
+func TestTimeForms(t *testing.T) {
+	const want = 1707221123456
+	for _, in := range []string{
+		`"2024-02-06T12:05:23.456"`, `"2024-02-06 12:05:23.456"`, `"2024-02-06T13:05:23.456+0100"`,
+		`"2024-02-06 13:05:23.456+01:00"`, `1.707221123456e12`, `"1707221123456.0"`,
+	} {
+		var tm Time
+		if err := json.Unmarshal([]byte(in), &tm); err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if tm.UnixMilli() != want {
+			t.Errorf("%s = %d, want %d", in, tm.UnixMilli(), int64(want))
+		}
+	}
+	for _, in := range []string{`1e20`, `"1e20"`, `-5`, `"-5"`, `9223372036854775807`, `"2024-13-45T99:00:00Z"`, `"NaN"`} {
+		var tm Time
+		if err := json.Unmarshal([]byte(in), &tm); err == nil {
+			t.Errorf("%s accepted as %v", in, tm.Time)
+		}
+	}
+}
+
+// Out-of-range durations are clamped, and say so.
+func TestDurationClamps(t *testing.T) {
+	for _, tc := range []struct {
+		s       float64
+		want    time.Duration
+		clamped bool
+	}{
+		{0, time.Hour, false}, // the default
+		{1e-12, MinTimeout, true},
+		{0.5, 500 * time.Millisecond, false},
+		{1e300, MaxTimeout, true},
+	} {
+		c := Command{TimeoutS: tc.s}
+		if d, cl := c.Timeout(time.Hour); d != tc.want || cl != tc.clamped {
+			t.Errorf("timeout_s %g: %v %v, want %v %v", tc.s, d, cl, tc.want, tc.clamped)
+		}
+	}
+	if d, cl := (Lease{TTLMS: 1<<63 - 1}).TTL(); d != MaxLeaseTTL || !cl {
+		t.Errorf("ttl_ms max int64: %v %v", d, cl)
+	}
+	if d, cl := (Lease{TTLMS: 1500}).TTL(); d != 1500*time.Millisecond || cl {
+		t.Errorf("ttl_ms 1500: %v %v", d, cl)
+	}
+	if _, err := ParseLease([]byte(`{"lease_id":"L","ttl_ms":1e13}`)); err == nil || !strings.Contains(err.Error(), "ttl_ms") {
+		t.Errorf("ttl_ms 1e13: %v", err)
+	}
+	if _, err := ParseLease([]byte(`{"lease_id":"L","expires_at":1e20}`)); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("expires_at 1e20: %v", err)
+	}
+}
+
+// Names in queue/: which are meant as commands, the rule a misnamed one
+// breaks, and the cmd_id its result carries.
+func TestQueueNames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+		rule string // substring; "" for a good name
+		id   string // derived cmd_id; "" for none
+		seq  int64
+	}{
+		{"cmd_1_a.json", true, "", "a", 1},
+		{"cmd_0000000007_x.y-z.json", true, "", "x.y-z", 7},
+		{"cmd_6_a b.json", true, "", "a b", 6},
+		{"cmd_w6.json", true, "no seq", "w6", 0},
+		{"mycmd.json", true, "is not cmd_", "", 0},
+		{"cmd_14_w2.JSON", true, "lower case", "w2", 14},
+		{"cmd_9223372036854775807_x.json", true, "19 digits", "x", 0},
+		{"notes.txt", false, "", "", 0},
+		{"cmd_1_x.json.tmp", false, "", "", 0},
+		{".cmd_1_x.json", false, "", "", 0},
+		{"cmd_1_x.json~", false, "", "", 0},
+	} {
+		seq, rule, ok := CheckQueueName(tc.name)
+		if ok != tc.ok || (tc.rule == "" && rule != "") || !strings.Contains(rule, tc.rule) {
+			t.Errorf("CheckQueueName(%q) = %d %q %v", tc.name, seq, rule, ok)
+		}
+		if !ok {
+			continue
+		}
+		id, dseq, derived := DeriveCmdID(tc.name)
+		if derived != (tc.id != "") || id != tc.id || dseq != tc.seq {
+			t.Errorf("DeriveCmdID(%q) = %q %d %v, want %q %d", tc.name, id, dseq, derived, tc.id, tc.seq)
+		}
+	}
+}

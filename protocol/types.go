@@ -82,6 +82,10 @@ const (
 	ReasonRunnerRestarted  ExitReason = "runner_restarted"
 	ReasonCancelledQueued  ExitReason = "cancelled_before_start"
 	ReasonForceStop        ExitReason = "force_stop"
+	// ReasonRunnerError: the runner claimed the command but could not run
+	// it (it could not create its output or payload file); error.code is
+	// io_error and the message says why.
+	ReasonRunnerError ExitReason = "runner_error"
 )
 
 // Error codes carried in Result.Error.Code and in master errors. They are
@@ -295,4 +299,7 @@ const (
 	EvRecovered    = "recovered"
 	EvLockTakeover = "lock_takeover"
 	EvWarning      = "warning"
+	// EvStaleToolKilled: at start, the runner killed what was left of the
+	// previous runner's tool process group.
+	EvStaleToolKilled = "stale_tool_killed"
 )

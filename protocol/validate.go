@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 )
 
@@ -191,11 +192,56 @@ func ParseStop(data []byte) (StopRequest, error) {
 	return req, nil
 }
 
+// Bounds of durations read from files. A value outside them is clamped
+// (and the reader says so): 1e-12 seconds never means "no timeout", and
+// max int64 milliseconds never overflows into "already expired".
+const (
+	MinTimeout  = time.Millisecond
+	MaxTimeout  = 365 * 24 * time.Hour
+	MaxLeaseTTL = 365 * 24 * time.Hour
+)
+
+// Timeout returns the command's timeout: timeout_s if set, else def (the
+// runner's --default-timeout; 0 means none). A positive timeout_s is
+// clamped to [MinTimeout, MaxTimeout]; clamped says it was.
+func (c *Command) Timeout(def time.Duration) (d time.Duration, clamped bool) {
+	if c.TimeoutS <= 0 {
+		return def, false
+	}
+	return clampSeconds(c.TimeoutS, MinTimeout, MaxTimeout)
+}
+
+func clampSeconds(s float64, lo, hi time.Duration) (time.Duration, bool) {
+	switch {
+	case s < lo.Seconds():
+		return lo, true
+	case s > hi.Seconds():
+		return hi, true
+	}
+	return time.Duration(s * float64(time.Second)), false
+}
+
+// TTL returns ttl_ms as a duration, clamped to [1 ms, MaxLeaseTTL];
+// clamped says it was. Zero means the lease has no ttl_ms.
+func (l Lease) TTL() (d time.Duration, clamped bool) {
+	if l.TTLMS <= 0 {
+		return 0, false
+	}
+	if l.TTLMS > MaxLeaseTTL.Milliseconds() {
+		return MaxLeaseTTL, true
+	}
+	return time.Duration(l.TTLMS) * time.Millisecond, false
+}
+
 // ParseLease decodes state/lease.json.
 func ParseLease(data []byte) (Lease, error) {
 	var l Lease
 	if err := json.Unmarshal(data, &l); err != nil {
-		return Lease{}, invalid("", "lease.json is not valid JSON: %v", err)
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return Lease{}, invalid(te.Field, "must be an integer that fits in 64 bits (got %s)", te.Value)
+		}
+		return Lease{}, invalid("", "lease.json is not valid JSON or has a bad field: %v", err)
 	}
 	if l.TTLMS < 0 {
 		return Lease{}, invalid("ttl_ms", "must not be negative")

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+	"unicode/utf8"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -41,9 +42,14 @@ type running struct {
 	endMsg    string
 	doneSeen  bool // its done marker arrived after an interrupt
 	marker    done
-	outErr    error // writing the output file failed
-	toolStart int64 // which start of the tool runs it (state.json tool_starts)
+	outErr    error     // writing the output file failed
+	toolStart int64     // which start of the tool runs it (state.json tool_starts)
+	last      []byte    // the output after its last newline, at most maxLastLine bytes
+	lastOut   time.Time // when it last printed (clk); its start until then
 }
+
+// maxLastLine bounds state.json's current_last_line.
+const maxLastLine = 256
 
 // write appends normalised output; it is the framer's sink. A write error
 // (a full disk) is kept: the result then says the output is incomplete.
@@ -54,12 +60,52 @@ func (c *running) write(b []byte) {
 	if _, err := c.w.Write(b); err != nil && c.outErr == nil {
 		c.outErr = err
 	}
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		c.last = append(c.last[:0], b[i+1:]...)
+	} else {
+		c.last = append(c.last, b...)
+	}
+	if len(c.last) > maxLastLine {
+		c.last = append(c.last[:0], c.last[len(c.last)-maxLastLine:]...)
+	}
 }
 
-// nextCommand takes queued commands in (seq, name) order until one starts
-// or the queue is empty. Files that cannot run get their result here.
+// lastLine returns the partial last line for state.json: whole UTF-8
+// characters only.
+func (c *running) lastLine() string {
+	b := trimPartialRune(c.last)
+	for len(b) > 0 && !utf8.RuneStart(b[0]) {
+		b = b[1:]
+	}
+	return string(b)
+}
+
+// perTurn bounds how many queued files nextCommand handles in one turn of
+// the owner loop: 10,000 invalid files are rejected a batch at a time, with
+// heartbeats, control requests and results served in between.
+const perTurn = 64
+
+// nextCommand takes queued commands in (seq, name) order until one starts,
+// the queue is empty, or perTurn files were handled (then moreQueued
+// brings the loop back at once). Files that cannot run are answered here;
+// their results go to the result writer. Nothing starts before the first
+// full listing of queue/ is known, so that a command dropped right after
+// the start cannot overtake a backlog with lower seqs.
 func (r *Runner) nextCommand() {
-	for r.cur == nil && r.toolReady() && r.stopMode == "" && r.pendingErr == nil {
+	r.moreQueued = false
+	if r.pend.len() > 0 && r.layoutErr == nil && r.cur == nil {
+		// queue/ is checked before any file of it is taken: replaced by
+		// someone else's directory, it is not served (checkLayout clears
+		// this once it is fixed).
+		if err := checkSubdir(r.dir, protocol.DirQueue, r.perms, os.Geteuid()); err != nil {
+			r.setLayoutErr(err)
+		}
+	}
+	for n := 0; r.cur == nil && r.toolReady() && r.stopMode == "" && r.pendingErr == nil && r.layoutErr == nil && r.scan.listed; n++ {
+		if n == perTurn || r.results.full() {
+			r.moreQueued = !r.results.full()
+			return
+		}
 		e := r.pend.pop()
 		if e == nil {
 			return
@@ -77,6 +123,10 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		r.skipDone(e.name)
 		return
 	}
+	if e.misnamed != "" {
+		r.reject(e, e.misnamed)
+		return
+	}
 	qpath := r.path(rel(protocol.DirQueue, e.name))
 	data, fi, err := fsq.ReadFile(qpath, protocol.MaxCommandSize)
 	switch {
@@ -86,11 +136,23 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		r.reject(e, fmt.Sprintf("file is larger than %d bytes", protocol.MaxCommandSize))
 		return
 	case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
-		r.reject(e, "queue entries must be regular files, not symlinks or other file types")
+		r.reject(e, "queue entries must be regular files, not symlinks or other file types ("+err.Error()+")")
+		return
+	case errors.Is(err, os.ErrPermission):
+		r.reject(e, "the runner cannot read this file ("+err.Error()+"); in a group-shared session masters must create files readable by the group (mode 0660)")
 		return
 	case err != nil:
+		// A transient error (ESTALE on NFS) is retried, but not forever:
+		// after --parse-grace the file is answered with the error.
+		if e.firstBad.IsZero() {
+			e.firstBad = r.clk.Now()
+		}
+		if r.clk.Now().Sub(e.firstBad) >= r.cfg.ParseGrace {
+			r.reject(e, "the runner cannot read this file: "+err.Error())
+			return
+		}
 		r.log.Warn("read queued command; will retry", "name", e.name, "err", err)
-		r.pend.deferUntil(e, r.clk.Now().Add(r.cfg.Poll))
+		r.pend.deferUntil(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
 		return
 	}
 	cmd, err := protocol.ParseCommand(e.name, data)
@@ -175,25 +237,74 @@ func (r *Runner) discard(relPath string) bool {
 
 // reject answers an invalid command file with an invalid_request result
 // under the same name and moves the file to log/rejected/ for inspection.
-// The result is written by the result writer, off the owner goroutine.
+// The result is written by the result writer, off the owner goroutine. A
+// file whose name yields no cmd_id (mycmd.json) gets no result: it is
+// moved to log/rejected/ and a cmd_rejected event names it and the rule.
 func (r *Runner) reject(e *pendingEntry, msg string) {
-	seq, id, err := protocol.ParseCommandName(e.name)
-	if err != nil && !errors.Is(err, protocol.ErrBadCmdID) {
-		return
-	}
+	id, seq, derived := protocol.DeriveCmdID(e.name)
 	code := protocol.CodeInvalidRequest
-	if err == nil && r.doneIDs[id] {
+	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.doneIDs[id] {
 		code = protocol.CodeDuplicateCmdID
 	}
 	ipath := rel(protocol.DirInflight, e.name)
-	ok, cerr := fsq.Claim(r.path(rel(protocol.DirQueue, e.name)), r.path(ipath))
-	if !ok || cerr != nil {
+	if !r.claim(e.name, ipath) {
+		return
+	}
+	r.log.Warn("rejected an invalid command", "name", e.name, "error", msg)
+	if !derived {
+		r.rejectNameless(e.name, ipath, msg)
 		return
 	}
 	res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
 		Error: &protocol.Error{Code: code, Message: msg}, CommandPath: rel(protocol.DirRejected, e.name)}
-	r.log.Warn("rejected an invalid command", "name", e.name, "error", msg)
 	r.submitResult(resultJob{kind: jobRejected, name: e.name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
+}
+
+// rejectNameless moves a file without a derivable cmd_id to log/rejected/
+// (under a new name if one is taken) and logs it.
+func (r *Runner) rejectNameless(name, ipath, msg string) {
+	dst := rel(protocol.DirRejected, name)
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(r.path(dst)); errors.Is(err, os.ErrNotExist) || i > 1000 {
+			break
+		}
+		dst = rel(protocol.DirRejected, fmt.Sprintf("%s.%d", name, i))
+	}
+	if err := os.Rename(r.path(ipath), r.path(dst)); err != nil {
+		r.log.Error("cannot move a rejected file aside", "name", name, "err", err)
+		r.discard(ipath)
+		dst = ""
+	}
+	r.rejected++
+	r.stateDirty = true
+	r.event(protocol.Event{Event: protocol.EvRejected, Detail: map[string]any{"file": rel(protocol.DirQueue, name),
+		"moved_to": dst, "error": msg, "code": protocol.CodeInvalidRequest}})
+}
+
+// claim renames queue/<name> to dst (inflight/…) and reports whether this
+// runner now holds it. A missing destination directory (someone deleted
+// inflight/) is recreated and the claim retried, instead of leaving the
+// command queued forever.
+func (r *Runner) claim(name, dst string) bool {
+	src := r.path(rel(protocol.DirQueue, name))
+	ok, err := fsq.Claim(src, r.path(dst))
+	if ok {
+		return true
+	}
+	if err == nil {
+		if _, lerr := os.Lstat(src); lerr != nil {
+			return false // Withdrawn, or claimed by someone else.
+		}
+	}
+	r.checkLayout()
+	if r.layoutErr != nil {
+		return false
+	}
+	ok, err = fsq.Claim(src, r.path(dst))
+	if err != nil {
+		r.log.Error("claim", "name", name, "err", err)
+	}
+	return ok
 }
 
 // submitResult hands a result to the result writer. From here on the name
@@ -201,7 +312,7 @@ func (r *Runner) reject(e *pendingEntry, msg string) {
 // refused even before the result is on disk.
 func (r *Runner) submitResult(j resultJob) {
 	r.settling[j.name] = true
-	if protocol.ValidCmdID(j.res.CmdID) {
+	if _, _, err := protocol.ParseCommandName(j.name); err == nil {
 		r.doneIDs[j.res.CmdID] = true
 	}
 	r.results.submit(j, r.onResult)
@@ -211,6 +322,9 @@ func (r *Runner) submitResult(j resultJob) {
 func (r *Runner) onResult(d resultDone) {
 	j, res := d.job, d.job.res
 	delete(r.settling, j.name)
+	for _, d := range d.recreated {
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": d + "/"}})
+	}
 	r.stateDirty = true
 	r.ringSync()
 	if d.err != nil {
@@ -248,13 +362,7 @@ func (r *Runner) onResult(d resultDone) {
 
 // start claims a parsed command and hands it to the tool.
 func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
-	ipath := r.path(rel(protocol.DirInflight, name))
-	ok, err := fsq.Claim(qpath, ipath)
-	if err != nil {
-		r.log.Error("claim", "name", name, "err", err)
-		return
-	}
-	if !ok {
+	if !r.claim(name, rel(protocol.DirInflight, name)) {
 		return
 	}
 	// The claim becomes durable off the critical path, while the command
@@ -264,16 +372,21 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	r.event(protocol.Event{Event: protocol.EvCmdBegin, CmdID: cmd.CmdID, Seq: cmd.Seq, SpoolStart: &spoolStart})
 	outName := protocol.OutputName(name)
 	out, err := r.createOutput(r.path(rel(protocol.DirOutput, outName)))
+	if errors.Is(err, os.ErrNotExist) {
+		r.checkLayout() // Someone deleted output/.
+		out, err = r.createOutput(r.path(rel(protocol.DirOutput, outName)))
+	}
 	if err != nil {
 		r.log.Error("create output", "err", err)
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error())
 		return
 	}
-	c := &running{cmd: cmd, name: name, start: r.clk.Now(), toolStart: r.toolStarts, spoolStart: r.spoolSize, out: out,
+	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.toolStarts, spoolStart: r.spoolSize, out: out,
 		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New()}
-	timeout := r.cfg.DefaultTimeout
-	if cmd.TimeoutS > 0 {
-		timeout = time.Duration(cmd.TimeoutS * float64(time.Second))
+	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
+	if clamped {
+		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: cmd.CmdID, Seq: cmd.Seq, Detail: map[string]any{
+			"timeout_s": cmd.TimeoutS, "clamped_to_ms": timeout.Milliseconds()}})
 	}
 	if timeout > 0 {
 		c.deadline = c.start.Add(timeout)
@@ -281,6 +394,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	line, err := r.runLine(c)
 	if err != nil {
 		out.Close()
+		_ = os.Remove(r.path(rel(protocol.DirOutput, outName))) // Empty; the result names no output.
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot write the payload file: "+err.Error())
 		return
 	}
@@ -301,7 +415,15 @@ func (r *Runner) runLine(c *running) (string, error) {
 		return r.drv.run("", c.cmd.Payload, m.Prefix, m.Token, true), nil
 	}
 	c.payload = r.path(rel(protocol.DirInflight, c.name+payloadExt))
-	if err := os.WriteFile(c.payload, []byte(c.cmd.Payload), 0o600); err != nil {
+	f, err := fsq.CreateNew(c.payload, 0o600) // Never through a symlink planted there.
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(c.cmd.Payload)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return "", err
 	}
 	return r.drv.run(c.payload, "", m.Prefix, m.Token, wrap), nil
@@ -310,7 +432,7 @@ func (r *Runner) runLine(c *running) (string, error) {
 // finishEarly settles a claimed command that never reached the tool.
 func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg string) {
 	res := &protocol.Result{CmdID: cmd.CmdID, Seq: cmd.Seq, Status: protocol.StatusError,
-		ExitReason: protocol.ReasonToolDied, Error: &protocol.Error{Code: code, Message: msg},
+		ExitReason: protocol.ReasonRunnerError, Error: &protocol.Error{Code: code, Message: msg},
 		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.spoolSize, SpoolEnd: r.spoolSize}
 	r.submitResult(resultJob{kind: jobEarly, name: name, res: res, text: cmd.Payload,
 		cmdFile: rel(protocol.DirInflight, name), keepAt: res.CommandPath})
@@ -326,6 +448,7 @@ func (r *Runner) onBegin() {
 
 // sink receives captured output of the current command.
 func (r *Runner) sink(b []byte) {
+	r.cur.lastOut = r.clk.Now()
 	r.cur.write(b)
 	r.tail.write(b)
 }
@@ -385,6 +508,13 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 // finishByMarker ends the current command from its done marker.
 func (r *Runner) finishByMarker() {
 	c := r.cur
+	if c.marker.helpersGone {
+		// The payload deleted the runner's helpers: type them again; the
+		// tool reads them before the next command.
+		r.log.Warn("the payload deleted the runner's Tcl helpers; restoring them", "cmd_id", c.cmd.CmdID)
+		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Detail: map[string]any{"helpers": "restored"}})
+		r.typeLine(r.drv.bootstrap())
+	}
 	if c.endStatus != "" {
 		r.finish(c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg}, nil)
 		return
@@ -424,7 +554,11 @@ func (r *Runner) createOutput(path string) (*os.File, error) {
 		f.Close()
 		os.Remove(f.Name())
 	}
-	return fsq.CreateFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err = fsq.CreateNew(path, r.perms.file)
+	if err == nil {
+		_ = f.Chmod(r.perms.file) // Independent of the umask.
+	}
+	return f, err
 }
 
 func sha256Hex(s string) string {

@@ -60,6 +60,7 @@ type Config struct {
 	// tests (nil: the real ones).
 	clock        clock
 	startSession sessionStarter
+	listQueue    func(dir string) ([]string, error) // nil: fsq.ReadNames
 }
 
 // Runner exit codes of cmd/runner.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -29,6 +30,20 @@ func (r *Runner) takeCtl(name string) (data []byte, ok bool) {
 		delete(r.ctlPrev, name)
 		return nil, false
 	}
+	if errors.Is(err, fsq.ErrNotRegular) || errors.Is(err, fsq.ErrSymlink) || errors.Is(err, fsq.ErrTooLarge) {
+		// A directory, FIFO, symlink or huge file is no request: it is
+		// moved out of ctl/ (into tmp/, where it is deleted) and nothing
+		// is done.
+		r.discard(name)
+		ev := protocol.EvCancel
+		if name == protocol.FileStop {
+			ev = protocol.EvStop
+		}
+		r.log.Warn("a control file is not a regular file; nothing done", "file", name, "err", err)
+		r.event(protocol.Event{Event: ev, Detail: map[string]any{"outcome": "rejected", "file": name,
+			"message": err.Error() + "; nothing done"}})
+		return nil, false
+	}
 	if err == nil && (len(bytes.TrimSpace(data)) == 0 || !json.Valid(data)) {
 		prev, seen := r.ctlPrev[name]
 		if !seen || !bytes.Equal(prev, data) || time.Since(r.ctlSeenAt[name]) < ctlSettle {
@@ -40,7 +55,8 @@ func (r *Runner) takeCtl(name string) (data []byte, ok bool) {
 		}
 	}
 	delete(r.ctlPrev, name)
-	taken := p + fmt.Sprintf(".taken.%d", os.Getpid())
+	r.discards++
+	taken := r.path(rel(protocol.DirTmp, fmt.Sprintf("ctl-%d-%s", r.discards, filepath.Base(name))))
 	if ok, _ := fsq.Claim(p, taken); !ok {
 		return nil, false
 	}
@@ -49,7 +65,7 @@ func (r *Runner) takeCtl(name string) (data []byte, ok bool) {
 	} else if err != nil {
 		r.log.Warn("unreadable control file; acting on it as if empty", "file", name, "err", err)
 	}
-	_ = os.Remove(taken) // Consumed.
+	_ = os.RemoveAll(taken) // Consumed.
 	return data, true
 }
 

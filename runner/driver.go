@@ -37,18 +37,52 @@ func newDriver(k protocol.Kind) driver {
 type tclDriver struct{}
 
 // The helpers live in namespace ::__sp so they do not collide with user
-// procs. run prints the begin line after a newline (the prompt may precede
-// it) and the done line after a newline the framer strips again.
-const tclBootstrap = `namespace eval ::__sp {variable vmax %d};` +
-	`proc ::__sp::fin {p t rc res} {set b [encoding convertto utf-8 $res];set vt 0;` +
-	`if {[string length $b]>$::__sp::vmax} {set b [string range $b 0 [expr {$::__sp::vmax-1}]];set vt 1};` +
-	`catch {flush stderr};puts "\n$p $t rc=$rc v=[binary encode base64 $b] vt=$vt";flush stdout};` +
-	`proc ::__sp::src {f p t} {puts "\n__SP_BEGIN__ $t";flush stdout;` +
-	`set rc [catch {uplevel #0 [list source -encoding utf-8 $f]} res];catch {flush stdout};::__sp::fin $p $t $rc $res;return};` +
-	`proc ::__sp::ev {b p t} {puts "\n__SP_BEGIN__ $t";flush stdout;` +
-	`set rc [catch {uplevel #0 [encoding convertfrom utf-8 [binary decode base64 $b]]} res];catch {flush stdout};::__sp::fin $p $t $rc $res;return};` +
-	`proc ::__sp::raw {f t} {puts "\n__SP_BEGIN__ $t";flush stdout;uplevel #0 [list source -encoding utf-8 $f];return};` +
-	`proc ::__sp::sync {p t} {puts "\n$p $t rc=0";flush stdout;return}`
+// procs, and are written to survive what a payload may do to the
+// interpreter (PROTOCOL.md, "What a payload cannot break"):
+//
+//   - markers and begin lines go to a channel of their own on the terminal
+//     (/dev/tty, the PTY), written with ::tcl::chan::puts: a payload that
+//     redefines or renames puts, closes stdout, or reconfigures it does not
+//     touch them;
+//   - after the payload, stdout is set back to blocking and flushed (a
+//     payload that made it non-blocking still has all its output out before
+//     the marker) and its saved settings (-translation lf, -encoding,
+//     -buffering) are restored;
+//   - the recursion limit is saved before and restored after the payload;
+//   - everything the code after the payload needs is in local variables,
+//     so deleting ::__sp does not stop the marker; the marker then says
+//     h=0 and the runner types the helpers again.
+//
+// stdout and stderr get -translation lf, so that together with the
+// terminal's ONLCR being off, output reaches the runner byte for byte.
+// run prints the begin line after a newline (the prompt may precede it)
+// and the done line after a newline the framer strips again.
+const tclBootstrap = `namespace eval ::__sp {variable vmax %d;variable out stdout};` +
+	`catch {set ::__sp::out [open /dev/tty w];fconfigure $::__sp::out -translation lf -encoding utf-8 -buffering none};` +
+	`foreach c {stdout stderr} {catch {fconfigure $c -translation lf}};` +
+	`set ::__sp::cfg [list -translation lf -encoding [fconfigure stdout -encoding] -buffering [fconfigure stdout -buffering]];` +
+	`proc ::__sp::ev {b p t} {` + tclPre + `set rc [catch {uplevel #0 [encoding convertfrom utf-8 [binary decode base64 $b]]} res];` + tclPost + `};` +
+	`proc ::__sp::src {f p t} {` + tclPre + `set rc [catch {uplevel #0 [list source -encoding utf-8 $f]} res];` + tclPost + `};` +
+	`proc ::__sp::raw {f t} {` + tclPre + `uplevel #0 [list source -encoding utf-8 $f];return};` +
+	`proc ::__sp::sync {p t} {::tcl::chan::puts $::__sp::out "
+$p $t rc=0";catch {::tcl::chan::flush $::__sp::out};return}`
+
+// tclPre saves what the code after the payload needs, then prints the
+// begin line.
+const tclPre = `set o $::__sp::out;set cfg $::__sp::cfg;set vmax $::__sp::vmax;set rl [interp recursionlimit {}];` +
+	`catch {::tcl::chan::flush stdout};::tcl::chan::puts $o "
+__SP_BEGIN__ $t";catch {::tcl::chan::flush $o};`
+
+// tclPost restores the interpreter's and stdout's settings and prints the
+// done line: rc, the value (cut at vmax bytes of UTF-8) and h=0 if the
+// helpers are gone.
+const tclPost = `catch {interp recursionlimit {} $rl};catch {fconfigure stdout -blocking 1};catch {::tcl::chan::flush stdout};` +
+	`catch {fconfigure stdout {*}$cfg};catch {::tcl::chan::flush stderr};` +
+	`set bb [encoding convertto utf-8 $res];set vt 0;` +
+	`if {[string length $bb]>$vmax} {set bb [string range $bb 0 [expr {$vmax-1}]];set vt 1};` +
+	`set h {};if {![namespace exists ::__sp]} {set h { h=0}};` +
+	`::tcl::chan::puts $o "
+$p $t rc=$rc v=[binary encode base64 $bb] vt=$vt$h";catch {::tcl::chan::flush $o};return`
 
 func (tclDriver) bootstrap() string { return fmt.Sprintf(tclBootstrap, maxValue) }
 

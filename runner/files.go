@@ -18,6 +18,7 @@ type tailRing struct {
 	next  int
 	full  bool
 	part  []byte // the unterminated last line
+	cut   bool   // part reached maxTailLine; the rest of the line is dropped
 	dirty bool
 }
 
@@ -33,8 +34,14 @@ func (t *tailRing) write(b []byte) {
 		if i >= 0 {
 			seg = b[:i]
 		}
-		if room := maxTailLine - len(t.part); room > 0 {
-			t.part = append(t.part, seg[:min(room, len(seg))]...)
+		if room := maxTailLine - len(t.part); !t.cut {
+			if room >= len(seg) {
+				t.part = append(t.part, seg...)
+			} else {
+				// Cut at a character boundary, not inside one.
+				t.part = trimPartialRune(append(t.part, seg[:room]...))
+				t.cut = true
+			}
 		}
 		if i < 0 {
 			return
@@ -42,7 +49,7 @@ func (t *tailRing) write(b []byte) {
 		t.lines[t.next] = append(t.lines[t.next][:0], t.part...)
 		t.next = (t.next + 1) % len(t.lines)
 		t.full = t.full || t.next == 0
-		t.part = t.part[:0]
+		t.part, t.cut = t.part[:0], false
 		b = b[i+1:]
 	}
 }
@@ -67,7 +74,7 @@ func (r *Runner) flushTail() {
 		return
 	}
 	r.tail.dirty = false
-	if err := fsq.WriteAtomic(r.path(protocol.FileTail), r.tail.bytes(), 0o600, fsq.Volatile); err != nil {
+	if err := r.writeFile(protocol.FileTail, r.tail.bytes()); err != nil {
 		r.log.Warn("write tail", "err", err)
 	}
 }
@@ -89,6 +96,7 @@ func (r *Runner) writeState() {
 		RunnerPID: os.Getpid(), Hostname: r.hostname, QueueDepth: r.pend.len(),
 		Reason: r.reason, Filesystem: r.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
 		CommandsDone: r.cmdsDone, ToolStarts: r.toolStarts, RejectedCount: r.rejected, SkippedCount: r.skipped,
+		LeaseError: r.lease.err,
 	}
 	if r.phase == protocol.PhaseStopped {
 		st.Error = r.stopError
@@ -103,10 +111,11 @@ func (r *Runner) writeState() {
 		st.ToolPID, st.ToolPGID, st.ToolStartTime = r.tool.Pid(), r.tool.Pid(), r.tool.StartTime()
 	}
 	if r.cur != nil {
-		id := r.cur.cmd.CmdID
+		id, last, quiet := r.cur.cmd.CmdID, r.cur.lastLine(), r.clk.Now().Sub(r.cur.lastOut).Milliseconds()
 		st.CurrentCmdID, st.CurrentSeq, st.CurrentStart = &id, r.cur.cmd.Seq, protocol.Time{Time: r.cur.start}
+		st.CurrentLastLine, st.CurrentQuietMS = &last, &quiet
 	}
-	if err := fsq.WriteAtomic(r.path(protocol.FileState), marshal(st), 0o600, fsq.Volatile); err != nil {
+	if err := r.writeFile(protocol.FileState, marshal(st)); err != nil {
 		r.log.Warn("write state", "err", err)
 	}
 	r.stateDirty, r.stateAt = false, time.Time{}
@@ -137,10 +146,23 @@ func (r *Runner) beat() {
 	if r.cur != nil {
 		hb.CurrentCmdID, hb.CurrentOutBytes = r.cur.cmd.CmdID, r.cur.bytes
 	}
-	if err := fsq.WriteAtomic(r.path(protocol.FileHeartbeat), marshal(hb), 0o600, fsq.Volatile); err != nil {
+	if err := r.writeFile(protocol.FileHeartbeat, marshal(hb)); err != nil {
 		r.log.Warn("write heartbeat", "err", err)
 	}
 	r.metrics.beat(r)
+}
+
+// writeFile replaces one of the runner's observed-state files atomically
+// (not fsynced). Its temporary file is made in tmp/, so an interrupted
+// write leaves nothing where masters look; a symlink or FIFO planted at
+// the target is replaced, never followed.
+func (r *Runner) writeFile(relPath string, data []byte) error {
+	err := fsq.WriteAtomicVia(r.path(protocol.DirTmp), r.path(relPath), data, r.perms.file)
+	if err != nil && isNoSpace(err) {
+		r.releaseBallast()
+		err = fsq.WriteAtomicVia(r.path(protocol.DirTmp), r.path(relPath), data, r.perms.file)
+	}
+	return err
 }
 
 // ringSync asks the syncer for a round (no-op with NoSync or before Run).

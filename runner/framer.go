@@ -26,7 +26,9 @@ const (
 // matches. It scans each byte once and holds back at most one candidate
 // line (bounded by maxMarkerLine) plus one newline and a run of CRs, so
 // memory stays bounded whatever the output size. Line endings \r+\n are
-// normalised to \n; a lone \r is kept.
+// normalised to \n; a lone \r is kept, and so are \r bytes right before
+// the newline the runner injects ahead of the marker (a payload that
+// prints "abc\r" yields exactly "abc\r").
 //
 // A framer is owned by one goroutine.
 type framer struct {
@@ -41,6 +43,7 @@ type framer struct {
 	lineStart bool
 	overflow  bool // modeDiscard: current line too long to be a marker
 	pendNL    bool // modeCapture: a held-back \n
+	nlCR      int  // the \r run right before the held-back \n
 	pendCR    int  // held-back \r run
 	out       []byte
 	hold      bool   // holdPartial: the current partial line is held in held
@@ -66,7 +69,8 @@ func (f *framer) capture(prefix string, want func([]byte) bool, stripNL bool, em
 
 func (f *framer) reset() {
 	f.line = f.line[:0]
-	f.inCand, f.overflow, f.pendNL, f.pendCR = false, false, false, 0
+	f.inCand, f.overflow, f.pendNL, f.pendCR, f.nlCR = false, false, false, 0, 0
+	f.hold, f.held = false, f.held[:0]
 }
 
 // feed consumes b. When a wanted line completes, feed returns it (a copy)
@@ -119,15 +123,25 @@ func (f *framer) feedCapture(b []byte) ([]byte, int) {
 		case c == '\r':
 			f.pendCR++
 		case c == '\n':
+			crs := f.pendCR
 			f.pendCR = 0
 			if f.inCand {
 				if f.want(f.line) {
-					if f.pendNL && !f.stripNL {
+					switch {
+					case f.pendNL && !f.stripNL:
 						f.out = append(f.out, '\n')
+					case f.pendNL:
+						// The newline was the runner's; the \r bytes
+						// before it were the payload's.
+						for ; f.nlCR > 0; f.nlCR-- {
+							f.out = append(f.out, '\r')
+						}
 					}
 					matched := bytes.Clone(f.line)
 					f.flushOut()
+					hold, held := f.hold, f.held
 					f.reset()
+					f.hold, f.held = hold, held
 					f.lineStart = true
 					return matched, i + 1
 				}
@@ -135,7 +149,7 @@ func (f *framer) feedCapture(b []byte) ([]byte, int) {
 			} else if f.pendNL {
 				f.out = append(f.out, '\n')
 			}
-			f.pendNL, f.lineStart = true, true
+			f.pendNL, f.lineStart, f.nlCR = true, true, crs
 		default:
 			if f.pendCR > 0 {
 				f.releaseCR()
@@ -207,6 +221,22 @@ func (f *framer) releaseCand() {
 }
 
 func (f *framer) flushOut() {
+	if f.hold && f.emit != nil {
+		// Emit complete lines only; the current partial line waits in
+		// held for its newline (or for dropPartial).
+		if i := bytes.LastIndexByte(f.out, '\n'); i >= 0 {
+			if len(f.held) > 0 {
+				f.emit(f.held)
+				f.held = f.held[:0]
+			}
+			f.emit(f.out[:i+1])
+			f.held = append(f.held, f.out[i+1:]...)
+		} else {
+			f.held = append(f.held, f.out...)
+		}
+		f.out = f.out[:0]
+		return
+	}
 	if len(f.out) > 0 && f.emit != nil {
 		f.emit(f.out)
 	}
@@ -214,9 +244,10 @@ func (f *framer) flushOut() {
 }
 
 // finish returns what capture still holds back (a trailing newline, CRs, a
-// candidate line) as output; used when a command ends without its marker
-// (tool death, cancel), so no printed byte is lost.
+// candidate line, a held partial line) as output; used when a command ends
+// without its marker (tool death, cancel), so no printed byte is lost.
 func (f *framer) finish() {
+	f.releaseHeld()
 	if f.mode != modeCapture {
 		return
 	}
@@ -242,3 +273,13 @@ func (f *framer) holdPartial() { f.hold = true }
 
 // dropPartial discards a held-back partial line (the prompt).
 func (f *framer) dropPartial() { f.held = f.held[:0] }
+
+// releaseHeld emits a held-back partial line as output (the command's own
+// done marker came after it: it was the command's).
+func (f *framer) releaseHeld() {
+	if len(f.held) > 0 && f.emit != nil {
+		f.emit(f.held)
+	}
+	f.held = f.held[:0]
+	f.hold = false
+}

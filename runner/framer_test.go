@@ -43,8 +43,13 @@ func frameCommand(t testing.TB, stream []byte, token string, cuts []int) (out []
 	return buf.Bytes(), d, found
 }
 
+// wrapStream is what a tool prints around a command's output: a prompt and
+// the begin line (tool line endings), then the output, then the newline
+// the runner's helper prints before the done line. The helper prints with
+// its own channel settings on a terminal without ONLCR, so that newline
+// arrives as a bare "\n".
 func wrapStream(output string) string {
-	return "% \r\r\n__SP_BEGIN__ tok\r\r\n" + output + "\r\r\n__SP_DONE__ tok rc=0 v=NDI= vt=0\r\r\n% "
+	return "% \r\r\n__SP_BEGIN__ tok\r\r\n" + output + "\n__SP_DONE__ tok rc=0 v=NDI= vt=0\n% "
 }
 
 var framerCases = []struct {
@@ -62,7 +67,10 @@ var framerCases = []struct {
 	{"token prefix is output", wrapStream("__SP_DONE__ tok2 rc=0\r\n"), "__SP_DONE__ tok2 rc=0\n"},
 	{"underscore start", wrapStream("_x\r\n__\r\n"), "_x\n__\n"},
 	{"echo before begin ignored", "::__sp::src x __SP_DONE__ tok\r\n" + wrapStream("a\n"), "a\n"},
-	{"prompt glued to begin", "% % \r\r\n__SP_BEGIN__ tok\r\r\nout\r\r\n\r\r\n__SP_DONE__ tok rc=0\r\r\n", "out\n"},
+	{"prompt glued to begin", "% % \r\r\n__SP_BEGIN__ tok\r\r\nout\r\r\n\n__SP_DONE__ tok rc=0\n", "out\n"},
+	{"trailing CR kept", wrapStream("abc\r"), "abc\r"},
+	{"trailing CRs kept", wrapStream("abc\r\r"), "abc\r\r"},
+	{"CRLF before the marker", wrapStream("abc\r\n"), "abc\n"},
 	{"utf8", wrapStream("héllo → wörld\r\n"), "héllo → wörld\n"},
 }
 
@@ -178,4 +186,44 @@ func FuzzFramer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// After an interrupt the framer holds the unfinished last line back: when
+// the runner's sync marker follows, it was the tool's prompt and is
+// dropped; when the command's own done marker follows, it was output.
+func TestFramerHoldsPromptAfterInterrupt(t *testing.T) {
+	for _, tc := range []struct {
+		name, after, marker, want string
+		drop                      bool
+	}{
+		{"prompt before sync", "ack\nbash-5.2# ", "__SP_DONE__ sync-1 rc=0", "line1\nPath 7: slack\n", true},
+		{"output before done", "ack\npartial", "__SP_DONE__ tok rc=1", "line1\nPath 7: slack\npartial", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			f := newFramer()
+			f.capture("__SP_DONE__", func(l []byte) bool {
+				return string(l) == "__SP_DONE__ sync-1 rc=0" || string(l) == "__SP_DONE__ tok rc=1"
+			}, true, func(p []byte) { out.Write(p) })
+			f.feed([]byte("line1\nPath 7: sl"))
+			f.holdPartial()
+			stream := []byte(tc.after + "\n" + tc.marker + "\n")
+			for len(stream) > 0 {
+				line, n := f.feed(stream)
+				stream = stream[n:]
+				if line != nil {
+					if tc.drop {
+						f.dropPartial()
+					} else {
+						f.releaseHeld()
+					}
+					f.finish()
+					break
+				}
+			}
+			if out.String() != tc.want {
+				t.Fatalf("output %q, want %q", out.String(), tc.want)
+			}
+		})
+	}
 }

@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	os.Chmod(dir, 0o755) // Tests run it as another user too.
 	runnerBin = filepath.Join(dir, "runner")
 	out, err := exec.Command("go", "build", "-o", runnerBin, "github.com/skillpilot/skillpilot/cmd/runner").CombinedOutput()
 	if err != nil {
@@ -47,6 +48,9 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// quietLogger discards log lines.
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // testWriter sends log lines to t.Log, so they show only on failure.
 type testWriter struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -12,30 +13,32 @@ import (
 )
 
 // leaseWatch judges the master's lease on the runner's own clock.
+//
+// state/lease.json is read like every session file: without following a
+// symlink, without blocking on a FIFO, and only up to maxStateFile bytes.
+// A lease that cannot be understood (not a regular file, too large, not
+// JSON, a field out of range) is never ignored silently: state.json says
+// why (lease_error) and a lease event records it; the last lease that was
+// understood stands meanwhile (it expires if nobody renews it), and with
+// --require-lease a lease that was never understood counts as missing.
 type leaseWatch struct {
 	content   []byte
 	renewedAt time.Time // our clock, when content last changed
 	lease     protocol.Lease
-	present   bool
-	ignored   bool // stale at start: ignored until it changes
+	ttl       time.Duration // lease.TTL(), clamped
+	valid     bool          // a lease was understood since start
+	ignored   bool          // stale at start: ignored until it changes
 	expired   bool
+	err       string // lease_error ("" when fine)
 }
 
 func (l *leaseWatch) init(r *Runner, now time.Time) {
 	l.renewedAt = now
-	data, err := os.ReadFile(r.path(protocol.FileLease))
-	if err != nil {
-		return
-	}
-	lease, err := protocol.ParseLease(data)
-	if err != nil {
-		return
-	}
-	l.content, l.lease, l.present = data, lease, true
-	if lease.TTLMS == 0 && now.After(lease.ExpiresAt.Time) {
+	l.check(r, now)
+	if l.valid && l.ttl == 0 && now.After(l.lease.ExpiresAt.Time) {
 		l.ignored = true
 		r.log.Warn("state/lease.json expired before this runner started; ignoring it until a master renews it")
-		r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "stale_ignored", "lease_id": lease.LeaseID}})
+		r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "stale_ignored", "lease_id": l.lease.LeaseID}})
 	}
 }
 
@@ -47,34 +50,79 @@ func (l *leaseWatch) check(r *Runner, now time.Time) {
 		return
 	}
 	fsq.Revalidate(r.path(protocol.DirState))
-	data, err := os.ReadFile(r.path(protocol.FileLease))
+	data, _, err := fsq.ReadFile(r.path(protocol.FileLease), maxStateFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		l.present = false
-		if r.cfg.RequireLease && now.Sub(r.started) > r.cfg.LeaseGrace {
+		l.setErr(r, "")
+		if !l.valid && r.cfg.RequireLease && now.Sub(r.started) > r.cfg.LeaseGrace {
 			l.expire(r, "no lease was written within --lease-grace")
 		}
 		return
+	case errors.Is(err, fsq.ErrTooLarge):
+		l.setErr(r, fmt.Sprintf("state/lease.json is larger than %d bytes", maxStateFile))
+	case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
+		l.setErr(r, "state/lease.json is not a regular file: "+err.Error())
+	case errors.Is(err, syscall.ESTALE):
+		return // Transient on NFS: judge at the next tick.
 	case err != nil:
-		return // Transient (ESTALE on NFS): judge at the next tick.
+		l.setErr(r, "state/lease.json cannot be read: "+err.Error())
+	case !bytes.Equal(data, l.content):
+		l.update(r, data, now)
+	default:
+		l.setErr(r, "")
 	}
-	if !bytes.Equal(data, l.content) {
-		lease, perr := protocol.ParseLease(data)
-		if perr != nil {
-			return // Possibly being written; the old lease stands.
-		}
-		l.ignored = false
-		l.content, l.lease, l.present, l.renewedAt = bytes.Clone(data), lease, true, now
+	if !l.valid && r.cfg.RequireLease && now.Sub(r.started) > r.cfg.LeaseGrace {
+		l.expire(r, "no lease that could be understood was written within --lease-grace ("+l.err+")")
+		return
 	}
-	if l.ignored {
+	l.judge(r, now)
+}
+
+// update takes changed lease content: a renewal if it parses.
+func (l *leaseWatch) update(r *Runner, data []byte, now time.Time) {
+	lease, err := protocol.ParseLease(data)
+	if err != nil {
+		l.setErr(r, "state/lease.json: "+err.Error())
+		return
+	}
+	l.setErr(r, "")
+	l.ignored = false
+	ttl, clamped := lease.TTL()
+	if clamped && (!l.valid || lease.TTLMS != l.lease.TTLMS) {
+		r.log.Warn("lease ttl_ms out of range; clamped", "ttl_ms", lease.TTLMS, "to", ttl)
+		r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "ttl_clamped",
+			"lease_id": lease.LeaseID, "ttl_ms": lease.TTLMS, "clamped_to_ms": ttl.Milliseconds()}})
+	}
+	l.content, l.lease, l.ttl, l.valid, l.renewedAt = bytes.Clone(data), lease, ttl, true, now
+}
+
+func (l *leaseWatch) judge(r *Runner, now time.Time) {
+	if !l.valid || l.ignored {
 		return
 	}
 	switch {
-	case l.lease.TTLMS > 0 && now.Sub(l.renewedAt) > time.Duration(l.lease.TTLMS)*time.Millisecond:
-		l.expire(r, fmt.Sprintf("lease %s not renewed for %dms", l.lease.LeaseID, l.lease.TTLMS))
-	case l.lease.TTLMS == 0 && now.After(l.lease.ExpiresAt.Time):
+	case l.ttl > 0 && now.Sub(l.renewedAt) > l.ttl:
+		l.expire(r, fmt.Sprintf("lease %s not renewed for %dms", l.lease.LeaseID, l.ttl.Milliseconds()))
+	case l.ttl == 0 && now.After(l.lease.ExpiresAt.Time):
 		l.expire(r, fmt.Sprintf("lease %s expired at %s", l.lease.LeaseID, l.lease.ExpiresAt.UTC().Format(time.RFC3339)))
 	}
+}
+
+// setErr records why the lease cannot be understood ("" clears it), with
+// an event and a log line when that changes.
+func (l *leaseWatch) setErr(r *Runner, msg string) {
+	if msg == l.err {
+		return
+	}
+	l.err = msg
+	r.stateDirty = true
+	if msg == "" {
+		r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "understood"}})
+		return
+	}
+	r.log.Warn("state/lease.json cannot be understood", "why", msg)
+	r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "error", "error": msg,
+		"standing": l.valid}})
 }
 
 func (l *leaseWatch) expire(r *Runner, why string) {

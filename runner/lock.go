@@ -4,11 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
+
+// maxStateFile bounds what the runner reads of state/*.json files: they are
+// small, and anything larger was planted.
+const maxStateFile = 64 << 10
 
 // acquire takes the single-instance lock: an exclusive flock on
 // state/runner.lock. Where the lock is held, the heartbeat decides: a
@@ -19,8 +25,19 @@ import (
 // with a warning. Where flock succeeds but the heartbeat was written by
 // another host and is still moving (a mount with host-local locks), we
 // also refuse.
+//
+// state/runner.lock planted as a symlink, a FIFO or a directory is refused
+// (never followed, never blocked on). A heartbeat.json that is not a
+// SkillPilot runner's (no protocol_version, counter or hostname: a file
+// left by a seed-protocol runner) is no evidence of a live runner: it
+// neither delays the start nor leads to a lock_takeover.
 func (r *Runner) acquire() error {
-	r.lock = flock.New(r.path(protocol.FileLock))
+	lockPath := r.path(protocol.FileLock)
+	if fi, err := os.Lstat(lockPath); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is %s, not a regular file: remove it", ErrUntrusted, protocol.FileLock, fileKind(fi))
+	}
+	r.lock = flock.New(lockPath, flock.SetFlag(os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK),
+		flock.SetPermissions(r.perms.file))
 	locked, err := r.lock.TryLock()
 	// A master probing liveness holds a shared lock for microseconds:
 	// retry briefly before concluding that a runner holds it.
@@ -31,9 +48,16 @@ func (r *Runner) acquire() error {
 	if err != nil {
 		r.log.Warn("flock unavailable on this filesystem; relying on the heartbeat", "err", err)
 	}
+	if locked {
+		_ = os.Chmod(lockPath, r.perms.file) // Masters of a shared session probe it.
+	}
 	hb, hbErr := readHeartbeat(r.path(protocol.FileHeartbeat))
-	otherHost := hbErr == nil && hb.Hostname != r.hostname
-	live := hbErr == nil && hb.Phase != protocol.PhaseStopped
+	ours := hbErr == nil && isRunnerHeartbeat(hb)
+	if hbErr == nil && !ours {
+		r.log.Info("state/heartbeat.json is not a SkillPilot runner's heartbeat (seed format?); ignoring it")
+	}
+	otherHost := ours && hb.Hostname != r.hostname
+	live := ours && hb.Phase != protocol.PhaseStopped
 	// On a local filesystem a held flock is proof enough. On a network
 	// filesystem it may be private to this client (NFS mounted nolock), so a
 	// heartbeat that says "live" must also be seen standing still.
@@ -41,10 +65,10 @@ func (r *Runner) acquire() error {
 		return nil
 	}
 	window := 2*time.Duration(max(hb.IntervalMS, 1000))*time.Millisecond + 500*time.Millisecond
-	if hbErr != nil {
+	if !ours {
 		window = 2*r.cfg.Heartbeat + 500*time.Millisecond
 	}
-	if moving := heartbeatMoves(r.path(protocol.FileHeartbeat), hb.Counter, window); moving {
+	if ours && heartbeatMoves(r.path(protocol.FileHeartbeat), hb.Counter, window) {
 		if locked {
 			_ = r.lock.Unlock() // We must not keep a lock we will not use.
 		}
@@ -53,13 +77,23 @@ func (r *Runner) acquire() error {
 	if !locked && err == nil && !r.network {
 		// The kernel says another process holds the lock; on a local
 		// filesystem that process is alive even if its heartbeat stopped.
-		if hb.Hostname == r.hostname || hbErr != nil {
+		if !ours || hb.Hostname == r.hostname {
 			return fmt.Errorf("%w (the lock is held on this host; its heartbeat is not moving, so it may be hung)", ErrLocked)
 		}
+	}
+	if !ours && locked {
+		return nil
 	}
 	r.log.Warn("taking over a session whose runner is gone", "old_pid", hb.RunnerPID, "old_host", hb.Hostname, "locked", locked)
 	r.pendingTakeover = map[string]any{"old_pid": hb.RunnerPID, "old_host": hb.Hostname, "flock": locked}
 	return nil
+}
+
+// isRunnerHeartbeat reports whether hb was written by a SkillPilot runner
+// (as opposed to a seed-protocol runner, which wrote neither a counter nor
+// a hostname).
+func isRunnerHeartbeat(hb protocol.Heartbeat) bool {
+	return hb.ProtocolVersion >= 1 && hb.Counter > 0 && hb.Hostname != ""
 }
 
 func (r *Runner) release() {
@@ -68,9 +102,11 @@ func (r *Runner) release() {
 	}
 }
 
+// readHeartbeat reads state/heartbeat.json without following a symlink,
+// blocking on a FIFO or reading more than maxStateFile.
 func readHeartbeat(path string) (protocol.Heartbeat, error) {
 	var hb protocol.Heartbeat
-	b, err := os.ReadFile(path)
+	b, _, err := fsq.ReadFile(path, maxStateFile)
 	if err != nil {
 		return hb, err
 	}

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -143,6 +142,10 @@ func (r *Runner) onTimer(now time.Time) {
 }
 
 func (r *Runner) onBeat() {
+	r.checkLayout()
+	if !r.ballast && r.pendingErr == nil && r.beats%16 == 0 {
+		r.makeBallast()
+	}
 	r.flushBuffers()
 	if r.network && r.beats%2 == 0 {
 		r.touchInputs()
@@ -150,7 +153,9 @@ func (r *Runner) onBeat() {
 	r.lease.check(r, r.clk.Now())
 	r.beat()
 	r.flushTail()
-	if r.stateDirty {
+	if r.stateDirty || r.cur != nil {
+		// While a command runs, current_quiet_ms and current_last_line
+		// are refreshed every heartbeat.
 		r.writeState()
 	}
 }
@@ -168,8 +173,8 @@ func (r *Runner) onSignal(sig os.Signal) {
 func (r *Runner) onChange(ch fsq.Change) {
 	switch ch.Dir {
 	case r.path(protocol.DirQueue):
-		if seq, ok := commandSeq(ch.Name); ok {
-			if r.pend.add(ch.Name, seq) {
+		if seq, rule, ok := protocol.CheckQueueName(ch.Name); ok {
+			if r.pend.add(ch.Name, seq, rule) {
 				r.stateDirty = true
 			}
 		}
@@ -202,6 +207,7 @@ func (r *Runner) shutdown() error {
 		r.tool = nil
 	}
 	r.results.close(r.onResult)
+	r.removeBallast()
 	r.flushTail()
 	reason := r.stopReason
 	r.setPhase(protocol.PhaseStopped, reason)
@@ -245,13 +251,6 @@ func (r *Runner) waitExit(t toolSession, d time.Duration) bool {
 	}
 }
 
-// commandSeq reports whether name is meant as a command file (including one
-// with an unsafe cmd_id, which gets an error result) and its seq.
-func commandSeq(name string) (int64, bool) {
-	seq, _, err := protocol.ParseCommandName(name)
-	return seq, err == nil || errors.Is(err, protocol.ErrBadCmdID)
-}
-
 // touchInputs bumps the mtime of the directories masters write into, on a
 // network filesystem, every other heartbeat: if this client cached "absent"
 // for a name a master created within the same timestamp tick as an earlier
@@ -271,6 +270,9 @@ func (r *Runner) touchInputs() {
 func (r *Runner) onWriterStatus(st writerStatus) {
 	was := r.pendingErr
 	r.pendingN, r.pendingErr = st.pending, st.err
+	if st.err != nil && isNoSpace(st.err) {
+		r.releaseBallast()
+	}
 	if st.err != nil {
 		if was == nil || was.Error() != st.err.Error() {
 			r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{
@@ -280,12 +282,5 @@ func (r *Runner) onWriterStatus(st writerStatus) {
 		return
 	}
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"results_pending": 0, "resolved": true}})
-	if r.phase == protocol.PhaseError && r.stopMode == "" {
-		switch {
-		case r.cur != nil:
-			r.setPhase(protocol.PhaseBusy, "")
-		case r.toolReady():
-			r.setPhase(protocol.PhaseIdle, "")
-		}
-	}
+	r.restorePhase()
 }

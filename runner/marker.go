@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"strconv"
+	"unicode/utf8"
 )
 
 // maxValue bounds the Tcl result recorded as a command's value (bytes of
@@ -16,13 +17,16 @@ const beginWord = "__SP_BEGIN__"
 
 // done is a parsed completion marker line:
 //
-//	<prefix> <token> [rc=<n>] [v=<base64 of value>] [vt=1]
+//	<prefix> <token> [rc=<n>] [v=<base64 of value>] [vt=1] [h=0]
+//
+// h=0 says the runner's helpers are gone (the payload deleted ::__sp).
 type done struct {
-	rc        int
-	hasRC     bool
-	value     []byte
-	hasValue  bool
-	truncated bool
+	rc          int
+	hasRC       bool
+	value       []byte
+	hasValue    bool
+	truncated   bool
+	helpersGone bool
 }
 
 // matchDone reports whether line is a whole marker line for prefix and
@@ -59,9 +63,28 @@ func matchDone(line []byte, prefix, token string) (done, bool) {
 			d.value, d.hasValue = val, true
 		case "vt":
 			d.truncated = string(v) == "1"
+		case "h":
+			d.helpersGone = string(v) == "0"
 		}
 	}
+	if d.truncated {
+		d.value = trimPartialRune(d.value)
+	}
 	return d, true
+}
+
+// trimPartialRune cuts an incomplete UTF-8 sequence off the end of b (a
+// value cut at a byte count can end inside a character).
+func trimPartialRune(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			return b
+		}
+	}
+	return b
 }
 
 // isBegin reports whether line is the begin line for token.

@@ -1,11 +1,14 @@
 package runner
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
 	"golang.org/x/sys/unix"
 )
 
@@ -78,4 +81,24 @@ func killPreviousTool(pgid int, startTime uint64) []int {
 		}
 	}
 	return killed
+}
+
+// killPreviousTool (the Runner's) reads the tool a previous runner of this
+// session recorded in state/state.json and, if it was on this host, kills
+// what is left of its process group (see killPreviousTool above), logging a
+// stale_tool_killed event.
+func (r *Runner) killPreviousTool() {
+	b, _, err := fsq.ReadFile(r.path(protocol.FileState), maxStateFile)
+	if err != nil {
+		return
+	}
+	var st protocol.State
+	if json.Unmarshal(b, &st) != nil || st.Hostname != r.hostname || st.ToolPGID == 0 {
+		return
+	}
+	if killed := killPreviousTool(st.ToolPGID, st.ToolStartTime); len(killed) > 0 {
+		r.log.Warn("killed the previous runner's tool, which outlived it", "tool_pgid", st.ToolPGID, "pids", killed)
+		r.event(protocol.Event{Event: protocol.EvStaleToolKilled, Detail: map[string]any{
+			"tool_pgid": st.ToolPGID, "tool_start_time": st.ToolStartTime, "pids": killed}})
+	}
 }

@@ -7,8 +7,9 @@ import (
 
 // pendingEntry is a command file name seen in queue/ and not yet handled.
 type pendingEntry struct {
-	name string
-	seq  int64
+	name     string
+	seq      int64
+	misnamed string // the naming rule the name breaks ("" for a good name)
 	// A file that did not parse is retried until it has been unchanged for
 	// the grace period (a writer may still be writing it).
 	firstBad time.Time
@@ -31,12 +32,12 @@ func newPending() *pending {
 }
 
 // add records name; it reports false if it is already known.
-func (p *pending) add(name string, seq int64) bool {
+func (p *pending) add(name string, seq int64, misnamed string) bool {
 	if p.known[name] {
 		return false
 	}
 	p.known[name] = true
-	heap.Push(&p.ready, &pendingEntry{name: name, seq: seq})
+	heap.Push(&p.ready, &pendingEntry{name: name, seq: seq, misnamed: misnamed})
 	return true
 }
 

@@ -51,9 +51,10 @@ type resultJob struct {
 // resultDone reports a job back to the owner goroutine. existed means a
 // result was already there: nothing was written, the old one stands.
 type resultDone struct {
-	job     resultJob
-	existed bool
-	err     error // the writer gave up (abort): the command stays in inflight/
+	job       resultJob
+	existed   bool
+	err       error    // the writer gave up (abort): the command stays in inflight/
+	recreated []string // session directories someone deleted and the writer made again
 }
 
 // writerStatus tells the owner whether results are waiting for a retry.
@@ -70,7 +71,7 @@ type writerOps struct {
 	sync  func(f *os.File) error           // fsync (results and outputs)
 	place func(tmp, dst string) error      // rename without replacing
 	move  func(src, dst string) error      // command file into archive/
-	mkdir func(dir string) error           // recreate a deleted directory
+	mkdir func(rel string) error           // recreate a deleted session directory
 }
 
 // writerConfig is everything the writer depends on. It holds no pointer to
@@ -81,8 +82,8 @@ type writerConfig struct {
 	host     string
 	durable  bool // fsync outputs and results before they appear
 	filePerm os.FileMode
-	dirPerm  os.FileMode
-	spares   *fsq.Spares // nil: create temp files on demand
+	dirMode  func(rel string) os.FileMode // the documented mode of a session directory
+	spares   *fsq.Spares                  // nil: create temp files on demand
 	log      *slog.Logger
 	ops      writerOps
 	retryMin time.Duration // first retry delay after a failure (doubles)
@@ -104,13 +105,14 @@ type writerConfig struct {
 //     a delay doubling up to retryMax, until it succeeds or the writer is
 //     aborted; meanwhile status reports how many results wait and why.
 type resultWriter struct {
-	cfg    writerConfig
-	jobs   chan resultJob
-	done   chan resultDone
-	status chan writerStatus
-	quit   chan struct{} // closed by abort
-	exit   chan struct{} // closed when the goroutine has returned
-	once   sync.Once
+	cfg       writerConfig
+	recreated []string // since the last done report
+	jobs      chan resultJob
+	done      chan resultDone
+	status    chan writerStatus
+	quit      chan struct{} // closed by abort
+	exit      chan struct{} // closed when the goroutine has returned
+	once      sync.Once
 }
 
 // writerQueue bounds the jobs waiting for the writer; the owner stops
@@ -167,7 +169,16 @@ func defaultOps(cfg writerConfig) writerOps {
 		sync:  func(f *os.File) error { return f.Sync() },
 		place: fsq.RenameNoReplace,
 		move:  os.Rename,
-		mkdir: func(dir string) error { return os.Mkdir(dir, cfg.dirPerm) },
+		mkdir: func(rel string) error {
+			p := filepath.Join(cfg.dir, rel)
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return err
+			}
+			if cfg.dirMode != nil {
+				return os.Chmod(p, cfg.dirMode(rel))
+			}
+			return nil
+		},
 	}
 }
 
@@ -419,12 +430,12 @@ func (w *resultWriter) place(j resultJob, s *staged) (existed bool, err error) {
 // recreate makes a session directory someone deleted again, and reports
 // whether it now exists.
 func (w *resultWriter) recreate(rel string) bool {
-	p := filepath.Join(w.cfg.dir, rel)
-	if err := w.cfg.ops.mkdir(p); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := w.cfg.ops.mkdir(rel); err != nil && !errors.Is(err, os.ErrExist) {
 		w.cfg.log.Error("cannot recreate a deleted session directory", "dir", rel, "err", err)
 		return false
 	}
 	w.cfg.log.Warn("recreated a deleted session directory", "dir", rel)
+	w.recreated = append(w.recreated, rel)
 	return true
 }
 
@@ -458,7 +469,8 @@ func (w *resultWriter) finish(j resultJob, existed bool) {
 	if j.payload != "" {
 		_ = os.Remove(j.payload) // Gone already is fine.
 	}
-	w.done <- resultDone{job: j, existed: existed}
+	w.done <- resultDone{job: j, existed: existed, recreated: w.recreated}
+	w.recreated = nil
 }
 
 // describeIncompleteOutput rewrites a result whose output file could not

@@ -26,7 +26,7 @@ func writerSession(t *testing.T) string {
 
 func newTestWriter(t *testing.T, dir string, ops writerOps) *resultWriter {
 	t.Helper()
-	w := newResultWriter(writerConfig{dir: dir, host: "h", durable: true, filePerm: 0o600, dirPerm: 0o700,
+	w := newResultWriter(writerConfig{dir: dir, host: "h", durable: true, filePerm: 0o600,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), ops: ops, retryMin: time.Millisecond, retryMax: 5 * time.Millisecond})
 	t.Cleanup(func() { w.abort(); w.close(func(resultDone) {}) })
 	return w

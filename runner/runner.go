@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -38,6 +37,8 @@ type Runner struct {
 	spool      *os.File
 	spoolW     *bufio.Writer // buffers spool writes; flushed by flushSpool
 	spoolErr   error         // the last spool write failure, until a write succeeds
+	spoolInfo  os.FileInfo   // of the open spool, to notice it deleted or replaced
+	metaInfo   os.FileInfo   // of the open event log
 	bufferedAt time.Time     // when the spool or output buffers took their first unflushed byte
 	spoolSize  int64
 	pend       *pending
@@ -88,8 +89,10 @@ type Runner struct {
 	skipped         int64 // names cleared because they already had a result
 	rejected        int64 // files answered as invalid
 	discards        int64 // entries moved into tmp/ to be deleted
-	filePerm        os.FileMode
-	dirPerm         os.FileMode
+	ballast         bool  // tmp/ballast holds the disk reserve
+	perms           perms // modes of the session's directories and the runner's files
+	layoutErr       error // why the session directory cannot be used (nil: fine)
+	trustWarnings   []trustWarning
 	pendingErr      error // why results wait for a retry (nil: none)
 	pendingN        int
 	closeOnce       sync.Once
@@ -109,11 +112,18 @@ func Open(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := makeLayout(dir); err != nil {
+	if err := createSession(dir); err != nil {
 		return nil, err
 	}
-	r := &Runner{
-		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind), filePerm: 0o600, dirPerm: 0o700,
+	p, warns, err := checkTrust(dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ensureLayout(dir, p); err != nil {
+		return nil, err
+	}
+	r := &Runner{perms: p, trustWarnings: warns,
+		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
 		pend: newPending(), doneIDs: map[string]bool{}, settling: map[string]bool{}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), syncTokens: map[string]bool{},
 		ctlPrev: map[string][]byte{}, ctlSeenAt: map[string]time.Time{}, phase: protocol.PhaseStarting,
@@ -161,13 +171,15 @@ func (r *Runner) openSession() error {
 	if err := r.openLogs(); err != nil {
 		return err
 	}
+	r.makeBallast()
+	r.killPreviousTool()
 	// Files on the critical path are taken from pools of spares instead of
 	// being created there (see fsq.Spares). They live in tmp/, so that
 	// clients listing result/ or output/ never see them.
-	r.outSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, r.filePerm)
-	r.resSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, r.filePerm)
+	r.outSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, r.perms.file)
+	r.resSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, r.perms.file)
 	r.results = newResultWriter(writerConfig{dir: r.dir, host: r.hostname, durable: !r.cfg.NoSync,
-		filePerm: r.filePerm, dirPerm: r.dirPerm, spares: r.resSpares, log: r.log})
+		filePerm: r.perms.file, dirMode: r.perms.dir, spares: r.resSpares, log: r.log})
 	return r.recover()
 }
 
@@ -183,24 +195,13 @@ func (r *Runner) Close() error {
 			r.outSpares.Close()
 			r.resSpares.Close()
 		}
+		r.removeBallast()
 		r.closeLogs()
 		r.release()
 		if r.procs != nil {
 			r.procs.close()
 		}
 	})
-	return nil
-}
-
-func makeLayout(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("runner: create session: %w", err)
-	}
-	for _, d := range protocol.Dirs {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
-			return fmt.Errorf("runner: create session: %w", err)
-		}
-	}
 	return nil
 }
 
@@ -214,58 +215,6 @@ func (r *Runner) path(rel string) string { return filepath.Join(r.dir, rel) }
 
 // rel returns a path relative to the session directory, as written on the wire.
 func rel(parts ...string) string { return filepath.ToSlash(filepath.Join(parts...)) }
-
-func (r *Runner) openLogs() error {
-	// Appends are not fsynced one by one: the syncer does it off the
-	// critical path (and shutdown does it last).
-	meta, torn, err := fsq.OpenLog(r.path(protocol.FileMeta), r.filePerm)
-	if err != nil {
-		return err
-	}
-	r.meta = meta
-	if len(torn) > 0 {
-		r.log.Warn("repaired a torn last line of the event log", "bytes", len(torn))
-		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"repaired_meta_log_bytes": len(torn)}})
-	}
-	spool, err := fsq.OpenAppend(r.path(protocol.FileSpool), r.filePerm)
-	if err != nil {
-		return err
-	}
-	fi, err := spool.Stat()
-	if err != nil {
-		spool.Close()
-		return err
-	}
-	r.spool, r.spoolSize = spool, fi.Size()
-	r.spoolW = bufio.NewWriterSize(spool, 64<<10)
-	return nil
-}
-
-func (r *Runner) closeLogs() {
-	if r.spool != nil {
-		r.flushSpool()
-		_ = r.spool.Close() // Best effort at exit.
-		r.spool = nil
-	}
-	if r.meta != nil {
-		_ = r.meta.Close()
-		r.meta = nil
-	}
-}
-
-// event appends to log/meta.log; a failure is logged, not fatal: the
-// results are the contract, the event log is the audit trail.
-func (r *Runner) event(e protocol.Event) {
-	if e.TS.IsZero() {
-		e.TS = protocol.Now()
-	}
-	if r.meta == nil {
-		return
-	}
-	if err := r.meta.Append(e); err != nil {
-		r.log.Error("append event", "event", e.Event, "err", err)
-	}
-}
 
 // Run serves the session until a stop request, a signal on signals (the
 // first is a graceful stop, the second a forced one), lease expiry, giving
@@ -284,7 +233,11 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		"network_fs", r.network, "inotify", r.watcher.Inotify, "poll", r.cfg.Poll, "tool", r.cfg.Tool)
 	r.event(protocol.Event{Event: protocol.EvRunnerStart, Detail: map[string]any{
 		"protocol_version": protocol.Version, "session_id": r.sessionID, "runner_pid": os.Getpid(), "hostname": r.hostname,
-		"filesystem": r.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool}})
+		"filesystem": r.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.perms.shared}})
+	for _, w := range r.trustWarnings {
+		r.log.Warn(string(w))
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"trust": string(w)}})
+	}
 	var touch []string
 	if r.network {
 		touch = []string{r.path(protocol.DirResult), r.path(protocol.DirOutput)}
@@ -299,54 +252,11 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		defer r.sync.close()
 	}
 	r.lease.init(r, r.clk.Now())
-	r.scan = newScanner(r.path(protocol.DirQueue))
+	r.scan = newScanner(r.path(protocol.DirQueue), r.cfg.listQueue)
 	defer r.scan.close()
 	r.scan.start()
 	r.startTool()
 	r.writeState()
 	r.beat()
 	return r.loop(ctx, signals)
-}
-
-// spoolWrite appends raw tool output to the spool (buffered).
-func (r *Runner) spoolWrite(b []byte) {
-	if _, err := r.spoolW.Write(b); err != nil {
-		r.spoolFailed(err)
-		return
-	}
-	r.spoolSize += int64(len(b))
-}
-
-// flushSpool writes buffered spool bytes out. The spool is buffered because
-// a PTY hands out at most 4 KiB per read; it is flushed before every result
-// (so the result's spool range can be read) and within flushDelay of any
-// byte printed.
-func (r *Runner) flushSpool() {
-	if r.spoolW.Buffered() == 0 {
-		return
-	}
-	if err := r.spoolW.Flush(); err != nil {
-		r.spoolFailed(err)
-		return
-	}
-	if r.spoolErr != nil {
-		r.spoolErr = nil
-		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "writing log/session.out works again"}})
-	}
-}
-
-// spoolFailed handles a failed spool write (a full disk): the buffered
-// bytes are lost, and the spool continues from what the file holds, so
-// that offsets stay true. bufio.Writer keeps an error forever; a fresh one
-// lets the spool resume when space returns.
-func (r *Runner) spoolFailed(err error) {
-	r.spoolW.Reset(r.spool)
-	if fi, serr := r.spool.Stat(); serr == nil {
-		r.spoolSize = fi.Size()
-	}
-	if r.spoolErr == nil {
-		r.log.Error("write spool; output is missing from log/session.out", "err", err)
-		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "write failed; output lost from log/session.out", "error": err.Error()}})
-	}
-	r.spoolErr = err
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // Listing queue/ costs time proportional to its size (≈190 ms for 100,000
@@ -29,6 +30,7 @@ type scanResult struct {
 type nameSeq struct {
 	name string
 	seq  int64
+	rule string // the naming rule it breaks, if any
 }
 
 // scanner lists queue/ on request.
@@ -42,9 +44,13 @@ type scanner struct {
 	lastTook time.Duration
 	lastFull time.Time
 	lost     bool // inotify lost events since the last listing
+	listed   bool // a full listing completed since the start
 }
 
-func newScanner(dir string) *scanner {
+func newScanner(dir string, list func(string) ([]string, error)) *scanner {
+	if list == nil {
+		list = fsq.ReadNames
+	}
 	// At most one listing is in flight, so the send on results (capacity
 	// one) never blocks, whether or not the owner still reads.
 	s := &scanner{dir: dir, req: make(chan struct{}), results: make(chan scanResult, 1), done: make(chan struct{})}
@@ -52,11 +58,11 @@ func newScanner(dir string) *scanner {
 		defer close(s.done)
 		for range s.req {
 			t0 := time.Now()
-			names, err := fsq.ReadNames(dir)
+			names, err := list(dir)
 			var out []nameSeq
 			for _, n := range names {
-				if seq, ok := commandSeq(n); ok {
-					out = append(out, nameSeq{n, seq})
+				if seq, rule, ok := protocol.CheckQueueName(n); ok {
+					out = append(out, nameSeq{n, seq, rule})
 				}
 			}
 			s.results <- scanResult{names: out, took: time.Since(t0), err: err}
@@ -93,11 +99,12 @@ func (r *Runner) onScan(res scanResult) {
 		r.log.Warn("list queue", "err", res.err)
 		return
 	}
+	s.listed = true
 	for _, ns := range res.names {
 		if r.cur != nil && r.cur.name == ns.name {
 			continue
 		}
-		if r.pend.add(ns.name, ns.seq) {
+		if r.pend.add(ns.name, ns.seq, ns.rule) {
 			r.stateDirty = true
 		}
 	}

@@ -141,7 +141,7 @@ func (r *Runner) onChunk(c chunk) {
 func (r *Runner) becomeReady() {
 	r.enter(&phaseReady{})
 	r.failStreak = 0
-	if r.stopMode == "" && r.pendingErr == nil {
+	if r.stopMode == "" && r.pendingErr == nil && r.layoutErr == nil {
 		r.setPhase(protocol.PhaseIdle, "")
 	}
 	r.fr.discard(nil)

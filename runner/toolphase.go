@@ -165,8 +165,10 @@ func (p *phaseResync) line(r *Runner, l []byte) {
 		r.becomeReady()
 		return
 	}
-	// The interrupted command's own marker: its output is complete;
-	// wait for the sync marker that proves the prompt is back.
+	// The interrupted command's own marker: its output is complete
+	// (a partial line before it was its own); wait for the sync marker
+	// that proves the prompt is back.
+	r.fr.releaseHeld()
 	r.fr.discard(r.isSync)
 }
 func (p *phaseResync) timer(r *Runner, now time.Time) {

@@ -192,7 +192,8 @@ func (c *checker) results() map[string]protocol.Result {
 		}
 		out[n] = res
 		c.result(n, res)
-		if res.Error == nil || res.Error.Code != protocol.CodeDuplicateCmdID {
+		_, _, perr := protocol.ParseCommandName(n)
+		if perr == nil && (res.Error == nil || res.Error.Code != protocol.CodeDuplicateCmdID) {
 			byID[res.CmdID] = append(byID[res.CmdID], n)
 		}
 	}

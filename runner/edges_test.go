@@ -1,0 +1,419 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// Issue 9, break 3: at most one result per name, never overwritten, on
+// every path.
+func TestResultNeverOverwritten(t *testing.T) {
+	h := newHarness(t).start()
+	name := h.submit("puts first; expr 1")
+	before := h.result(name)
+	resultBytes := func() []byte {
+		b, _ := os.ReadFile(filepath.Join(h.dir, protocol.DirResult, name))
+		return b
+	}
+	orig := resultBytes()
+	q := filepath.Join(h.dir, protocol.DirQueue, name)
+	waitGone := func(what string) {
+		h.waitFor(what+" cleared from queue/", func() bool { _, err := os.Lstat(q); return os.IsNotExist(err) })
+		if !bytes.Equal(resultBytes(), orig) {
+			t.Fatalf("re-dropping the name as %s rewrote its result: %s", what, resultBytes())
+		}
+	}
+	os.Symlink("/etc/hostname", q)
+	waitGone("a symlink")
+	os.Mkdir(q, 0o700)
+	os.WriteFile(filepath.Join(q, "f"), nil, 0o600)
+	waitGone("a directory")
+	syscall.Mkfifo(q, 0o600)
+	waitGone("a FIFO")
+	f, _ := os.Create(q)
+	f.Truncate(protocol.MaxCommandSize + 1)
+	f.Close()
+	waitGone("a 16 MiB file")
+
+	// Re-dropped while busy, then cancelled by cmd_id: still one result.
+	busy := h.submit("puts go; flush stdout; after 60000")
+	h.waitFor("busy", func() bool { return strings.Contains(readFile(h, busy), "go") })
+	h.writeFile(rel(protocol.DirQueue, name), fmt.Sprintf(`{"cmd_id":%q,"seq":%d,"kind":"tcl","payload":"expr 2"}`, before.CmdID, before.Seq))
+	h.writeFile(protocol.FileCancel, fmt.Sprintf(`{"cmd_id":%q}`, before.CmdID))
+	waitGone("a command cancelled while queued")
+	// The same cmd_id under a new seq, cancelled: duplicate_cmd_id.
+	dup := protocol.CommandName(99, before.CmdID)
+	h.writeFile(rel(protocol.DirQueue, dup), fmt.Sprintf(`{"cmd_id":%q,"seq":99,"kind":"tcl","payload":"expr 3"}`, before.CmdID))
+	h.writeFile(protocol.FileCancel, fmt.Sprintf(`{"cmd_id":%q}`, before.CmdID))
+	if r := h.result(dup); r.Error == nil || r.Error.Code != protocol.CodeDuplicateCmdID {
+		t.Fatalf("a duplicate cmd_id cancelled while queued: %+v", r)
+	}
+	h.writeFile(protocol.FileCancel, "")
+	h.result(busy)
+	h.waitFor("skipped_count", func() bool { return h.state().SkippedCount >= 5 })
+}
+
+// Issue 9, break 5: a deleted runner directory is recreated (with a
+// warning), never a silent stall or a wrong reason; one that cannot be
+// recreated puts the runner in phase error until it is fixed.
+func TestDeletedDirectories(t *testing.T) {
+	for _, d := range []string{protocol.DirInflight, protocol.DirResult, protocol.DirOutput, protocol.DirArchive, protocol.DirLog} {
+		t.Run(d, func(t *testing.T) {
+			h := newHarness(t).start()
+			h.result(h.submit("expr 1"))
+			if err := os.RemoveAll(filepath.Join(h.dir, d)); err != nil {
+				t.Fatal(err)
+			}
+			// What was in the deleted directory is gone for good; the
+			// invariants cannot hold for the earlier command.
+			h.noCheck = d != protocol.DirInflight
+			a := h.submit("puts after; expr 2")
+			r := h.result(a)
+			if r.Status != protocol.StatusOK || *r.Value != "2" || h.output(a) != "after\n" {
+				t.Fatalf("%+v", r)
+			}
+			h.waitFor("a warning event", func() bool {
+				b, _ := os.ReadFile(filepath.Join(h.dir, protocol.FileMeta))
+				return bytes.Contains(b, []byte(`"recreated"`))
+			})
+		})
+	}
+	t.Run("output is a file", func(t *testing.T) {
+		h := newHarness(t).start()
+		h.result(h.submit("expr 1"))
+		out := filepath.Join(h.dir, protocol.DirOutput)
+		os.RemoveAll(out)
+		h.noCheck = true
+		os.WriteFile(out, []byte("in the way"), 0o600)
+		h.waitFor("phase error naming output/", func() bool {
+			st := h.state()
+			return st.Phase == protocol.PhaseError && strings.Contains(st.Reason, "output")
+		})
+		a := h.submit("expr 7")
+		if _, err := os.Stat(filepath.Join(h.dir, protocol.DirResult, a)); err == nil {
+			t.Fatal("a command ran while output/ was unusable")
+		}
+		os.Remove(out)
+		if r := h.result(a); r.Status != protocol.StatusOK || *r.Value != "7" {
+			t.Fatalf("after the fix: %+v", r)
+		}
+	})
+}
+
+// Issue 9, break 6: a full disk. A command that ran while the disk was
+// full gets its result (the runner gives back its reserve), saying its
+// output is incomplete; the heartbeat keeps beating; once space returns
+// commands run normally. Needs a small tmpfs (root, or a mount namespace).
+func TestDiskFull(t *testing.T) {
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=8m"); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (%v); needs root (CAP_SYS_ADMIN)", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	h := newHarness(t, func(c *Config) { c.Session = filepath.Join(mnt, "s") })
+	h.dir = h.cfg.Session
+	makeLayout(h.dir)
+	h.start()
+	h.result(h.submit("expr 1"))
+	flag := filepath.Join(h.dir, "go")
+	a := h.submit(fmt.Sprintf("while {![file exists %s]} {after 10}; puts [string repeat x 100000]; expr 42", flag))
+	h.waitFor("a running", func() bool { return h.state().Phase == protocol.PhaseBusy })
+	filler := filepath.Join(mnt, "filler")
+	f, _ := os.Create(filler)
+	for {
+		if _, err := f.Write(make([]byte, 64<<10)); err != nil {
+			break
+		}
+	}
+	f.Close()
+	c0 := h.heartbeatCounter()
+	os.WriteFile(flag, nil, 0o600) // An empty file needs no data block.
+	ra := h.result(a)
+	if ra.Error == nil || ra.Error.Code != protocol.CodeIO || !strings.Contains(ra.Error.Message, "output incomplete") ||
+		ra.ToolRC == nil || *ra.ToolRC != 0 || *ra.Value != "42" {
+		t.Fatalf("result of a command run on a full disk: %+v %+v", ra, ra.Error)
+	}
+	h.waitFor("the heartbeat to move on a full disk", func() bool { return h.heartbeatCounter() > c0+1 })
+	os.Remove(filler)
+	if r := h.result(h.submit("puts ok; expr 3")); r.Status != protocol.StatusOK || *r.Value != "3" {
+		t.Fatalf("after space returned: %+v", r)
+	}
+}
+
+// Issue 9, break 7: mass rejection does not starve liveness. With 3,000
+// invalid files the owner goroutine still beats while it rejects them (it
+// handles a bounded number per turn; the results are written as groups by
+// the result writer).
+func TestMassRejectionKeepsBeating(t *testing.T) {
+	h := newFakeHarness(t, nil)
+	const n = 3000
+	for i := 1; i <= n; i++ {
+		h.writeFile(rel(protocol.DirQueue, protocol.CommandName(int64(i), fmt.Sprintf("bad%d", i))), `{"cmd_id":"other","seq":1,"kind":"tcl","payload":"x"}`)
+	}
+	h.start()
+	count := func() int { names, _ := fsq.ReadNames(filepath.Join(h.dir, protocol.DirResult)); return len(names) }
+	h.waitFor("the first rejection", func() bool { return count() > 0 })
+	c0 := h.heartbeatCounter()
+	h.clk.Advance(h.cfg.Heartbeat)
+	h.waitFor("a heartbeat", func() bool { return h.heartbeatCounter() > c0 })
+	if got := count(); got >= n {
+		t.Fatalf("the heartbeat waited for all %d rejections", got)
+	}
+	h.waitFor("every rejection", func() bool { return count() == n })
+	h.advanceUntil("rejected_count", 10*time.Millisecond, func() bool { return h.state().RejectedCount == n })
+}
+
+// Issue 9, break 8: with a backlog already queued, a command with a huge
+// seq dropped right after the start does not run first: nothing starts
+// before the first listing of queue/ is complete. The first listing is
+// held back here until the runner has seen the late command (through
+// inotify) with a ready tool: it must not start it.
+func TestSeqOrderAtStart(t *testing.T) {
+	release := make(chan struct{})
+	first := true
+	h := newFakeHarness(t, nil, func(c *Config) {
+		c.listQueue = func(dir string) ([]string, error) {
+			if first {
+				first = false
+				<-release
+			}
+			return fsq.ReadNames(dir)
+		}
+	})
+	const n = 20000
+	for i := 1; i <= n; i++ {
+		writeCmdQuiet(t, h.dir, int64(i), fmt.Sprintf("b%d", i), "value 1")
+	}
+	h.start()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	// The runner watches queue/ once it logged runner_start.
+	h.waitFor("runner_start", func() bool { return countEvents(h.events(), protocol.EvRunnerStart) > 0 })
+	late := writeCmdQuiet(t, h.dir, 1_000_000_000_000, "late", "value 2")
+	h.advanceUntil("the late command seen with the tool ready", 10*time.Millisecond, func() bool {
+		st := h.state()
+		return (st.QueueDepth >= 1 && st.Phase == protocol.PhaseIdle) || st.Phase == protocol.PhaseBusy ||
+			countEvents(h.events(), protocol.EvCmdBegin) > 0
+	})
+	if n := countEvents(h.events(), protocol.EvCmdBegin); n != 0 {
+		t.Fatalf("%d commands began before queue/ was listed", n)
+	}
+	close(release)
+	h.waitFor("a command to begin", func() bool { return countEvents(h.events(), protocol.EvCmdBegin) > 0 })
+	for _, e := range h.events() {
+		if e.Event == protocol.EvCmdBegin {
+			if e.Seq != 1 {
+				t.Fatalf("the first command to run was seq %d (%s); want seq 1", e.Seq, e.CmdID)
+			}
+			break
+		}
+	}
+	h.noCheck = true // 20,000 commands are left queued; the check would read them all.
+	_ = late
+}
+
+// writeCmdQuiet writes a tcl command file without the json package's
+// allocations (20,000 of them).
+func writeCmdQuiet(t testing.TB, dir string, seq int64, id, payload string) string {
+	name := protocol.CommandName(seq, id)
+	b := fmt.Appendf(nil, `{"cmd_id":%q,"seq":%d,"kind":"tcl","payload":%q}`, id, seq, payload)
+	tmp := filepath.Join(dir, protocol.DirQueue, "."+name)
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, protocol.DirQueue, name)); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// Issue 9, break 9: the tool does not outlive its runner, whatever signals
+// it ignores. The tool itself dies with the runner (parent-death signal);
+// what it started, in its process group, is killed by the next runner
+// before that one settles the interrupted command.
+func TestToolDiesWithRunner(t *testing.T) {
+	t.Run("the tool", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "s")
+		p := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms", "--", "sh", "-c", `trap "" HUP INT TERM; exec tclsh`)
+		writeCmd(t, dir, 1, "long", "puts go; flush stdout; after 200000")
+		hh := &harness{t: t, dir: dir}
+		hh.waitFor("busy", func() bool { return hh.state().Phase == protocol.PhaseBusy })
+		pid := hh.state().ToolPID
+		p.cmd.Process.Kill()
+		p.wait(t)
+		hh.waitFor("the tool to die with its runner", func() bool { return !pidAlive(pid) || zombie(pid) })
+	})
+	t.Run("its process group", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "s")
+		side := filepath.Join(t.TempDir(), "side")
+		// sh dies with the runner; the tclsh it runs (HUP ignored) would
+		// go on writing.
+		tool := []string{"--", "sh", "-c", `trap "" HUP; tclsh; exit 0`}
+		p := startRunnerProc(t, append([]string{"--session", dir, "--heartbeat", "100ms"}, tool...)...)
+		name := writeCmd(t, dir, 1, "tick", fmt.Sprintf("set f [open %q w]; fconfigure $f -buffering none; for {set i 0} {$i < 4000} {incr i} {puts $f $i; after 50}", side))
+		hh := &harness{t: t, dir: dir}
+		hh.waitFor("ticking", func() bool { fi, err := os.Stat(side); return err == nil && fi.Size() > 10 })
+		p.cmd.Process.Kill()
+		p.wait(t)
+		// The old tclsh survives its runner (the scenario)...
+		fi0, _ := os.Stat(side)
+		hh.waitFor("the orphan to keep writing", func() bool { fi, _ := os.Stat(side); return fi.Size() > fi0.Size() })
+		// ...until the next runner starts: it kills the group before it
+		// writes runner_restarted.
+		p = startRunnerProc(t, append([]string{"--session", dir, "--heartbeat", "100ms"}, tool...)...)
+		r := waitResultFile(t, dir, name)
+		fi1, _ := os.Stat(side)
+		if r.ExitReason != protocol.ReasonRunnerRestarted {
+			t.Fatalf("%+v", r)
+		}
+		checkNoOrphansOf(t, dir, 1)
+		if fi2, _ := os.Stat(side); fi2.Size() != fi1.Size() {
+			t.Fatalf("the old tool wrote after runner_restarted was reported (%d -> %d bytes)", fi1.Size(), fi2.Size())
+		}
+		killed := false
+		for _, e := range readEvents(t, dir) {
+			killed = killed || e.Event == protocol.EvStaleToolKilled
+		}
+		if !killed {
+			t.Error("no stale_tool_killed event")
+		}
+		os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600)
+		p.wait(t)
+	})
+}
+
+// zombie reports whether pid is a zombie (dead, not yet reaped).
+func zombie(pid int) bool {
+	st, err := readProcStat(pid)
+	return err == nil && (st.state == 'Z' || st.state == 'X')
+}
+
+// checkNoOrphansOf waits until no process of the first n tool process
+// groups of dir is alive.
+func checkNoOrphansOf(t testing.TB, dir string, n int) {
+	t.Helper()
+	groups := map[int]bool{}
+	for i, p := range toolPIDs(t, dir) {
+		if i < n {
+			groups[p] = true
+		}
+	}
+	deadline := time.Now().Add(longWait)
+	for len(livingInGroups(groups)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the old tool are alive: %v", livingInGroups(groups))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Issue 9, break 11: exactness of output and values.
+func TestExactness(t *testing.T) {
+	t.Run("trailing CR tcl", func(t *testing.T) {
+		h := newHarness(t).start()
+		a := h.submit(`puts -nonewline "abc\r"`)
+		h.result(a)
+		if got := h.output(a); got != "abc\r" {
+			t.Fatalf("output %q", got)
+		}
+	})
+	t.Run("trailing CR sh", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.Kind = protocol.KindSh }).start()
+		a := h.submit(`printf 'abc\r'`)
+		h.result(a)
+		if got := h.output(a); got != "abc\r" {
+			t.Fatalf("output %q", got)
+		}
+	})
+	t.Run("no prompt after cancel", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.Kind = protocol.KindSh }).start()
+		a := h.submit("echo started; sleep 100")
+		h.waitFor("output", func() bool { return strings.Contains(readFile(h, a), "started") })
+		h.writeFile(protocol.FileCancel, "")
+		r := h.result(a)
+		out := h.output(a)
+		if r.Status != protocol.StatusCancelled || !strings.HasPrefix(out, "started\n") || strings.Contains(out, "bash") ||
+			strings.HasSuffix(out, "# ") || strings.HasSuffix(out, "$ ") {
+			t.Fatalf("%+v output %q", r, out)
+		}
+		b := h.submit("echo next")
+		if rb := h.result(b); rb.Status != protocol.StatusOK || h.output(b) != "next\n" {
+			t.Fatalf("%+v %q", rb, h.output(b))
+		}
+	})
+	t.Run("value cut at a character", func(t *testing.T) {
+		h := newHarness(t).start()
+		r := h.result(h.submit("string cat a [string repeat é 40000]"))
+		if !r.ValueTruncated || len(*r.Value) > maxValue || !utf8.ValidString(*r.Value) {
+			t.Fatalf("value of %d bytes, truncated %v, valid UTF-8 %v", len(*r.Value), r.ValueTruncated, utf8.ValidString(*r.Value))
+		}
+	})
+	t.Run("tail cut at a character", func(t *testing.T) {
+		h := newHarness(t).start()
+		h.result(h.submit("puts [string repeat a 4095]é; puts next"))
+		h.stop(protocol.StopGraceful)
+		b, _ := os.ReadFile(filepath.Join(h.dir, protocol.FileTail))
+		if !utf8.Valid(b) || !bytes.Contains(b, []byte("next")) {
+			t.Fatalf("last_n_lines.txt is not valid UTF-8 or lost lines: %q", b[max(0, len(b)-20):])
+		}
+	})
+}
+
+// Issue 9, break 11: what a payload may do to the interpreter does not
+// keep the done marker from arriving, and the next command runs normally.
+func TestPayloadCannotBreakTheMarker(t *testing.T) {
+	for _, tc := range []struct {
+		name, payload, output string
+	}{
+		{"rename puts", "rename puts {}", ""},
+		{"redefine puts", "proc puts args {}", ""},
+		{"delete the helpers", "namespace delete ::__sp", ""},
+		{"close stdout", "close stdout", ""},
+		{"lower the recursion limit", "interp recursionlimit {} 20", ""},
+		{"translation cr", "fconfigure stdout -translation cr; puts a; puts b", "a\rb\r"},
+		{"encoding unicode", "fconfigure stdout -encoding unicode; puts -nonewline hi", "h\x00i\x00"},
+		{"non-blocking stdout", "fconfigure stdout -blocking 0; puts -nonewline [string repeat x 300000]", strings.Repeat("x", 300000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t).start()
+			a := h.submit(tc.payload, withTimeout(60))
+			if r := h.result(a); r.Status != protocol.StatusOK {
+				t.Fatalf("%+v %+v", r, r.Error)
+			}
+			if got := h.output(a); got != tc.output {
+				t.Fatalf("output %q (%d bytes), want %d bytes", got[:min(len(got), 40)], len(got), len(tc.output))
+			}
+			b := h.submit("expr 6*7")
+			if r := h.result(b); r.Status != protocol.StatusOK || *r.Value != "42" {
+				t.Fatalf("the next command: %+v", r)
+			}
+			if tc.name != "close stdout" && tc.name != "rename puts" && tc.name != "redefine puts" {
+				c := h.submit("puts next")
+				h.result(c)
+				if got := h.output(c); got != "next\n" {
+					t.Fatalf("stdout settings not restored: %q", got)
+				}
+			}
+		})
+	}
+}
+
+var _ = json.Marshal
+var _ = exec.Command

@@ -1,0 +1,254 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// The trust model (PROTOCOL.md, "Trust and permissions"): a session
+// directory belongs to the user the runner runs as. Masters of that user
+// (or, in a group-shared session, of its group) write queue/, ctl/, seq/
+// and state/lease.json; only the runner writes anything else. A session is
+// group-shared when its directory has the setgid bit (chmod g+s): then the
+// directories masters write are 2770, the runner's own 2750, and the
+// runner's files 0640. Otherwise it is private: 0700 and 0600.
+
+// masterDirs are the session directories masters write into.
+var masterDirs = map[string]bool{protocol.DirQueue: true, protocol.DirCtl: true, protocol.DirSeq: true, protocol.DirState: true}
+
+// ErrUntrusted reports a session directory the runner refuses to serve:
+// someone other than its owner could make it run commands.
+var ErrUntrusted = errors.New("runner: refusing an unsafe session directory")
+
+// perms are the modes a session's directories and the runner's files get.
+type perms struct {
+	shared bool
+	file   os.FileMode // runner files
+}
+
+func (p perms) dir(d string) os.FileMode {
+	switch {
+	case !p.shared:
+		return 0o700
+	case masterDirs[d]:
+		return 0o770 | fs.ModeSetgid
+	}
+	return 0o750 | fs.ModeSetgid
+}
+
+// createSession creates the session directory itself (its parent must
+// exist) if it is missing, with mode 0700.
+func createSession(dir string) error {
+	err := os.Mkdir(dir, 0o700)
+	switch {
+	case err == nil, errors.Is(err, fs.ErrExist):
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("runner: cannot create the session directory %s: its parent directory does not exist (create it first)", dir)
+	}
+	return fmt.Errorf("runner: create session: %w", err)
+}
+
+// makeLayout creates the session directory (if missing; its parent must
+// exist) and every subdirectory with the documented modes.
+func makeLayout(dir string) error {
+	if err := createSession(dir); err != nil {
+		return err
+	}
+	p := perms{file: 0o600}
+	if fi, err := os.Stat(dir); err == nil && fi.Mode()&fs.ModeSetgid != 0 {
+		p = perms{shared: true, file: 0o640}
+	}
+	_, err := ensureLayout(dir, p)
+	return err
+}
+
+// ensureLayout creates missing subdirectories with their documented
+// modes, and reports which it created. It fails on a subdirectory it
+// cannot use: a symlink, a file, or one it cannot create.
+func ensureLayout(dir string, p perms) (created []string, err error) {
+	for _, d := range protocol.Dirs {
+		path := filepath.Join(dir, d)
+		fi, lerr := os.Lstat(path)
+		switch {
+		case lerr == nil && fi.IsDir():
+			continue
+		case lerr == nil:
+			return created, fmt.Errorf("%w: %s/ is %s, not a directory: remove it", ErrUntrusted, d, fileKind(fi))
+		case !errors.Is(lerr, fs.ErrNotExist):
+			return created, fmt.Errorf("runner: %s/: %w", d, lerr)
+		}
+		if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return created, fmt.Errorf("runner: cannot create %s/: %w", d, err)
+		}
+		// Mkdir applies the umask and never sets setgid explicitly.
+		if err := os.Chmod(path, p.dir(d)); err != nil {
+			return created, fmt.Errorf("runner: cannot set the mode of %s/: %w", d, err)
+		}
+		created = append(created, d)
+	}
+	return created, nil
+}
+
+func fileKind(fi os.FileInfo) string {
+	m := fi.Mode()
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m.IsDir():
+		return "a directory"
+	case m.IsRegular():
+		return "a regular file"
+	}
+	return "a special file"
+}
+
+// trustWarning is something the runner tolerates but reports.
+type trustWarning string
+
+// checkTrust decides whether the runner may serve dir (it must exist), and
+// returns the modes to use. It refuses (ErrUntrusted, with a message that
+// says how to fix it):
+//   - a session directory or subdirectory owned by another user (root
+//     included: a root runner never serves another user's directory);
+//   - anything writable by others (o+w);
+//   - a session directory writable by its group without the setgid bit,
+//     and a runner-owned subdirectory writable by its group at all;
+//   - a subdirectory that is a symlink or not a directory.
+//
+// It warns about a session others can read or enter (their outputs are
+// readable), and about a shared session whose group cannot use it.
+func checkTrust(dir string) (perms, []trustWarning, error) {
+	var p perms
+	var warns []trustWarning
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return p, nil, fmt.Errorf("runner: session: %w", err)
+	}
+	if !fi.IsDir() {
+		return p, nil, fmt.Errorf("%w: %s is not a directory", ErrUntrusted, dir)
+	}
+	euid := os.Geteuid()
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if ok && int(st.Uid) != euid {
+		return p, nil, fmt.Errorf("%w: %s is owned by uid %d but the runner runs as uid %d: run the runner as the directory's owner, or give the directory to the runner's user (chown)",
+			ErrUntrusted, dir, st.Uid, euid)
+	}
+	mode := fi.Mode()
+	p.shared = mode&fs.ModeSetgid != 0
+	p.file = 0o600
+	if p.shared {
+		p.file = 0o640
+	}
+	switch {
+	case mode&0o002 != 0:
+		return p, nil, fmt.Errorf("%w: %s is writable by others (mode %v): chmod o-w %s", ErrUntrusted, dir, mode.Perm(), dir)
+	case mode&0o020 != 0 && !p.shared:
+		return p, nil, fmt.Errorf("%w: %s is writable by its group but not marked shared (mode %v): chmod g-w %s for a private session, or chmod g+s %s to share it with its group (PROTOCOL.md, \"Trust and permissions\")",
+			ErrUntrusted, dir, mode.Perm(), dir, dir)
+	}
+	if mode&0o007 != 0 {
+		warns = append(warns, trustWarning(fmt.Sprintf("%s can be read by others (mode %v): their commands' outputs are readable; chmod o-rwx %s", dir, mode.Perm(), dir)))
+	}
+	if p.shared && mode&0o070 != 0o070 {
+		warns = append(warns, trustWarning(fmt.Sprintf("%s is marked shared (setgid) but its group lacks rwx (mode %v): chmod g+rwx %s", dir, mode.Perm(), dir)))
+	}
+	for _, d := range protocol.Dirs {
+		if err := checkSubdir(dir, d, p, euid); err != nil {
+			return p, warns, err
+		}
+	}
+	return p, warns, nil
+}
+
+// checkSubdir applies the trust rules to one subdirectory (missing is fine:
+// it is created).
+func checkSubdir(dir, d string, p perms, euid int) error {
+	fi, err := os.Lstat(filepath.Join(dir, d))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("runner: %s/: %w", d, err)
+	}
+	path := filepath.Join(dir, d)
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s/ is %s, not a directory: remove it (the runner recreates it)", ErrUntrusted, d, fileKind(fi))
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if ok && int(st.Uid) != euid && !(p.shared && masterDirs[d]) {
+		return fmt.Errorf("%w: %s is owned by uid %d, not by the runner's uid %d: remove it (the runner recreates it) or chown it",
+			ErrUntrusted, path, st.Uid, euid)
+	}
+	mode := fi.Mode()
+	switch {
+	case mode&0o002 != 0:
+		return fmt.Errorf("%w: %s is writable by others (mode %v): chmod o-w %s", ErrUntrusted, path, mode.Perm(), path)
+	case mode&0o020 != 0 && !(p.shared && masterDirs[d]):
+		return fmt.Errorf("%w: %s is writable by its group (mode %v), and only the runner may write it: chmod g-w %s",
+			ErrUntrusted, path, mode.Perm(), path)
+	}
+	return nil
+}
+
+// checkLayout runs on every heartbeat: it recreates a session directory
+// someone deleted (with a warning event) and reports one it cannot use.
+// While it fails, no command starts and the phase is error with the
+// reason; the heartbeat keeps beating.
+func (r *Runner) checkLayout() {
+	created, err := ensureLayout(r.dir, r.perms)
+	if err == nil {
+		for _, d := range protocol.Dirs {
+			if err = checkSubdir(r.dir, d, r.perms, os.Geteuid()); err != nil {
+				break
+			}
+		}
+	}
+	for _, d := range created {
+		r.log.Warn("recreated a deleted session directory", "dir", d)
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": d + "/"}})
+		if d == protocol.DirLog || d == protocol.DirRejected {
+			r.reopenLogs()
+		}
+	}
+	r.setLayoutErr(err)
+	r.reopenLogsIfGone()
+}
+
+// setLayoutErr records whether the layout is usable, with an event and a
+// log line when that changes.
+func (r *Runner) setLayoutErr(err error) {
+	was := r.layoutErr
+	r.layoutErr = err
+	switch {
+	case err != nil && (was == nil || was.Error() != err.Error()):
+		r.log.Error("the session directory cannot be used", "err", err)
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"layout": err.Error()}})
+		r.setPhase(protocol.PhaseError, err.Error())
+	case err == nil && was != nil:
+		r.log.Info("the session directory is usable again")
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"layout": "usable again"}})
+		r.restorePhase()
+	}
+}
+
+// restorePhase leaves phase error once nothing holds it there.
+func (r *Runner) restorePhase() {
+	if r.phase != protocol.PhaseError || r.stopMode != "" || r.layoutErr != nil || r.pendingErr != nil {
+		return
+	}
+	switch {
+	case r.cur != nil:
+		r.setPhase(protocol.PhaseBusy, "")
+	case r.toolReady():
+		r.setPhase(protocol.PhaseIdle, "")
+	}
+}

@@ -1,0 +1,148 @@
+package runner
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// openLogs opens log/meta.log and log/session.out. Either one planted as a
+// symlink, a FIFO or anything but a regular file is refused with a message
+// (never followed, never blocked on): log/ is the runner's own.
+func (r *Runner) openLogs() error {
+	// Appends are not fsynced one by one: the syncer does it off the
+	// critical path (and shutdown does it last).
+	meta, torn, err := fsq.OpenLog(r.path(protocol.FileMeta), r.perms.file)
+	if err != nil {
+		return plantedErr(protocol.FileMeta, err)
+	}
+	r.meta = meta
+	r.metaInfo, _ = os.Lstat(r.path(protocol.FileMeta))
+	_ = os.Chmod(r.path(protocol.FileMeta), r.perms.file) // A file of an earlier private session, now shared.
+	if len(torn) > 0 {
+		r.log.Warn("repaired a torn last line of the event log", "bytes", len(torn))
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"repaired_meta_log_bytes": len(torn)}})
+	}
+	spool, err := fsq.OpenAppend(r.path(protocol.FileSpool), r.perms.file)
+	if err != nil {
+		return plantedErr(protocol.FileSpool, err)
+	}
+	_ = spool.Chmod(r.perms.file)
+	fi, err := spool.Stat()
+	if err != nil {
+		spool.Close()
+		return err
+	}
+	r.spool, r.spoolSize, r.spoolInfo = spool, fi.Size(), fi
+	r.spoolW = bufio.NewWriterSize(spool, 64<<10)
+	return nil
+}
+
+// plantedErr explains a runner file that is not a regular file.
+func plantedErr(rel string, err error) error {
+	if errors.Is(err, fsq.ErrSymlink) || errors.Is(err, fsq.ErrNotRegular) {
+		return fmt.Errorf("%w: %s is not a regular file (%v): only the runner writes there; remove it", ErrUntrusted, rel, err)
+	}
+	return fmt.Errorf("runner: open %s: %w", rel, err)
+}
+
+func (r *Runner) closeLogs() {
+	if r.spool != nil {
+		r.flushSpool()
+		_ = r.spool.Close() // Best effort at exit.
+		r.spool = nil
+	}
+	if r.meta != nil {
+		_ = r.meta.Close()
+		r.meta = nil
+	}
+}
+
+// reopenLogsIfGone reopens the event log or the spool when its file was
+// deleted or replaced under the runner (appends would go nowhere).
+func (r *Runner) reopenLogsIfGone() {
+	same := func(rel string, open os.FileInfo) bool {
+		fi, err := os.Lstat(r.path(rel))
+		return err == nil && open != nil && os.SameFile(fi, open)
+	}
+	if !same(protocol.FileMeta, r.metaInfo) || !same(protocol.FileSpool, r.spoolInfo) {
+		r.reopenLogs()
+	}
+}
+
+// reopenLogs closes and reopens both logs (after log/ was recreated). A
+// new spool starts again at offset 0.
+func (r *Runner) reopenLogs() {
+	r.closeLogs()
+	if err := r.openLogs(); err != nil {
+		r.log.Error("cannot reopen the logs", "err", err)
+		r.setLayoutErr(err)
+		return
+	}
+	r.log.Warn("reopened log/meta.log and log/session.out: they were deleted or replaced")
+	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"reopened": "log/meta.log, log/session.out", "spool_size": r.spoolSize}})
+}
+
+// event appends to log/meta.log; a failure is logged, not fatal: the
+// results are the contract, the event log is the audit trail.
+func (r *Runner) event(e protocol.Event) {
+	if e.TS.IsZero() {
+		e.TS = protocol.Now()
+	}
+	if r.meta == nil {
+		return
+	}
+	if err := r.meta.Append(e); err != nil {
+		r.log.Error("append event", "event", e.Event, "err", err)
+	}
+}
+
+// spoolWrite appends raw tool output to the spool (buffered).
+func (r *Runner) spoolWrite(b []byte) {
+	if r.spool == nil {
+		return
+	}
+	if _, err := r.spoolW.Write(b); err != nil {
+		r.spoolFailed(err)
+		return
+	}
+	r.spoolSize += int64(len(b))
+}
+
+// flushSpool writes buffered spool bytes out. The spool is buffered because
+// a PTY hands out at most 4 KiB per read; it is flushed before every result
+// (so the result's spool range can be read) and within flushDelay of any
+// byte printed.
+func (r *Runner) flushSpool() {
+	if r.spool == nil || r.spoolW.Buffered() == 0 {
+		return
+	}
+	if err := r.spoolW.Flush(); err != nil {
+		r.spoolFailed(err)
+		return
+	}
+	if r.spoolErr != nil {
+		r.spoolErr = nil
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "writing log/session.out works again"}})
+	}
+}
+
+// spoolFailed handles a failed spool write (a full disk): the buffered
+// bytes are lost, and the spool continues from what the file holds, so
+// that offsets stay true. bufio.Writer keeps an error forever; a fresh one
+// lets the spool resume when space returns.
+func (r *Runner) spoolFailed(err error) {
+	r.spoolW.Reset(r.spool)
+	if fi, serr := r.spool.Stat(); serr == nil {
+		r.spoolSize = fi.Size()
+	}
+	if r.spoolErr == nil {
+		r.log.Error("write spool; output is missing from log/session.out", "err", err)
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "write failed; output lost from log/session.out", "error": err.Error()}})
+	}
+	r.spoolErr = err
+}
