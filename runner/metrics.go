@@ -223,12 +223,12 @@ func (l *leaseWatch) remaining(r *Runner, now time.Time) float64 {
 	switch {
 	case l.expired:
 		return 0
-	case !l.present && r.cfg.RequireLease:
+	case !l.valid && r.cfg.RequireLease:
 		left = r.cfg.LeaseGrace - now.Sub(r.started)
-	case !l.present || l.ignored:
+	case !l.valid || l.ignored:
 		return math.Inf(1)
-	case l.lease.TTLMS > 0:
-		left = time.Duration(min(l.lease.TTLMS, math.MaxInt64/int64(time.Millisecond)))*time.Millisecond - now.Sub(l.renewedAt)
+	case l.ttl > 0:
+		left = l.ttl - now.Sub(l.renewedAt)
 	default:
 		left = l.lease.ExpiresAt.Sub(now)
 	}

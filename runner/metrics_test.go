@@ -277,12 +277,12 @@ func TestLeaseRemaining(t *testing.T) {
 		want float64
 	}{
 		{"no lease", leaseWatch{}, false, math.Inf(1)},
-		{"stale lease ignored", leaseWatch{present: true, ignored: true}, false, math.Inf(1)},
+		{"stale lease ignored", leaseWatch{valid: true, ignored: true}, false, math.Inf(1)},
 		{"required, not yet written", leaseWatch{}, true, 20},
-		{"ttl", leaseWatch{present: true, renewedAt: now.Add(-4 * time.Second), lease: protocol.Lease{TTLMS: 10000}}, false, 6},
-		{"expires_at", leaseWatch{present: true, lease: protocol.Lease{ExpiresAt: protocol.Time{Time: now.Add(90 * time.Second)}}}, false, 90},
-		{"ttl passed", leaseWatch{present: true, renewedAt: now.Add(-time.Minute), lease: protocol.Lease{TTLMS: 1000}}, false, 0},
-		{"expired", leaseWatch{present: true, expired: true}, false, 0},
+		{"ttl", leaseWatch{valid: true, renewedAt: now.Add(-4 * time.Second), lease: protocol.Lease{TTLMS: 10000}, ttl: 10 * time.Second}, false, 6},
+		{"expires_at", leaseWatch{valid: true, lease: protocol.Lease{ExpiresAt: protocol.Time{Time: now.Add(90 * time.Second)}}}, false, 90},
+		{"ttl passed", leaseWatch{valid: true, renewedAt: now.Add(-time.Minute), lease: protocol.Lease{TTLMS: 1000}, ttl: time.Second}, false, 0},
+		{"expired", leaseWatch{valid: true, expired: true}, false, 0},
 	}
 	for _, c := range cases {
 		r.cfg.RequireLease = c.req

@@ -285,15 +285,17 @@ func (r *Runner) finishOnExit(ex toolExit) {
 }
 
 // restartAfterDeath starts a new tool after one that had been ready died:
-// at once, or after a backoff when it keeps dying within fastDeath of its
-// start. Such deaths do not count against MaxRestarts.
-func (r *Runner) restartAfterDeath() {
+// at once, or, when it died by itself while idle within fastDeath of its
+// start (again and again), after a backoff. A death during or because of a
+// command (exit, crash, cancel) restarts at once. Such deaths do not count
+// against MaxRestarts.
+func (r *Runner) restartAfterDeath(hadCmd bool) {
 	if r.stopMode != "" {
 		return
 	}
 	now := r.clk.Now()
 	delay := time.Duration(0)
-	if now.Sub(r.toolBorn) < fastDeath {
+	if !hadCmd && now.Sub(r.toolBorn) < fastDeath {
 		r.fastDeaths++
 		delay = backoff(r.fastDeaths)
 	} else {

@@ -108,7 +108,7 @@ func (p *phaseReady) line(*Runner, []byte)     {}
 func (p *phaseReady) due() time.Time           { return time.Time{} }
 func (p *phaseReady) timer(*Runner, time.Time) {}
 func (p *phaseReady) exited(r *Runner, ex toolExit) {
-	r.restartAfterDeath()
+	r.restartAfterDeath(false)
 }
 
 // phaseBusy: r.cur runs. Its begin line switches the framer to capture;
@@ -127,8 +127,9 @@ func (p *phaseBusy) line(r *Runner, l []byte) {
 func (p *phaseBusy) due() time.Time           { return time.Time{} }
 func (p *phaseBusy) timer(*Runner, time.Time) {}
 func (p *phaseBusy) exited(r *Runner, ex toolExit) {
+	hadCmd := r.cur != nil
 	r.finishOnExit(ex)
-	r.restartAfterDeath()
+	r.restartAfterDeath(hadCmd)
 }
 
 // phaseResync: the tool was interrupted (Ctrl-C). The runner keeps
@@ -182,8 +183,9 @@ func (p *phaseResync) timer(r *Runner, now time.Time) {
 	}
 }
 func (p *phaseResync) exited(r *Runner, ex toolExit) {
+	hadCmd := r.cur != nil
 	r.finishOnExit(ex)
-	r.restartAfterDeath()
+	r.restartAfterDeath(hadCmd)
 }
 
 // phaseKilling: the tool was sent SIGTERM (hard: SIGKILL) and the runner
@@ -212,10 +214,11 @@ func (p *phaseKilling) timer(r *Runner, now time.Time) {
 	p.until = now.Add(r.cfg.KillGrace)
 }
 func (p *phaseKilling) exited(r *Runner, ex toolExit) {
+	hadCmd := r.cur != nil
 	r.finishOnExit(ex)
 	if p.failure != "" {
 		r.countFailedStart(p.failure)
 		return
 	}
-	r.restartAfterDeath()
+	r.restartAfterDeath(hadCmd)
 }
