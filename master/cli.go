@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/version"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -51,6 +52,10 @@ type cli struct {
 // Main runs the master command line and returns its exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "version") {
+		fmt.Fprintln(stdout, version.String("master"))
+		return ExitOK
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, cliUsage, subcommandUsage())
 		if len(args) == 0 {

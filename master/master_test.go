@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	}
 	testscript.Main(m, map[string]func(){
 		"master": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
-		"runner": func() { os.Exit(runner.Main(os.Args[1:], os.Stderr)) },
+		"runner": func() { os.Exit(runner.Main(os.Args[1:], os.Stdout, os.Stderr)) },
 	})
 }
 

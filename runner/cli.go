@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/version"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -22,26 +23,32 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-const usage = `usage: runner --session DIR [flags] [-- TOOL ARGS...]
+const usage = `usage: runner [--session DIR] [flags] [-- TOOL ARGS...]
 
 Holds one interactive tool (default: tclsh) on a PTY and runs the commands
 written as cmd_<seq>_<cmd_id>.json files into DIR/queue/, one at a time in
 seq order, writing DIR/result/ and DIR/output/. See PROTOCOL.md.
 
+DIR defaults to $SP_SESSION_DIR. The runner creates DIR itself if it is
+missing (its parent must exist) and the layout inside it.
+
 Exit codes: 0 stopped cleanly, 1 error, 2 usage, 3 another runner holds the
-session.
+session, 4 gave up: the tool failed to start more than --max-restarts times
+within --restart-window.
 
 Flags:
 `
 
-// Main runs the runner command line and returns its exit code.
-func Main(args []string, stderr io.Writer) int {
+// Main runs the runner command line and returns its exit code. Help and
+// --version go to stdout; everything else to stderr.
+func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg Config
 	var kind, logLevel string
 	var inits stringList
-	fs.StringVar(&cfg.Session, "session", "", "session directory (created with the full layout, mode 0700, if missing)")
+	var maxRestarts int
+	fs.StringVar(&cfg.Session, "session", "", "session directory (default $SP_SESSION_DIR); created if missing (its parent must exist)")
 	fs.StringVar(&kind, "kind", "tcl", "tool kind: tcl (payloads run with source under catch) or sh (payloads run with .)")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", time.Second, "how often state/heartbeat.json is rewritten")
 	fs.DurationVar(&cfg.Poll, "poll", 0, "rescan period of queue/ and ctl/ (default 1s; 250ms on network filesystems)")
@@ -57,6 +64,9 @@ func Main(args []string, stderr io.Writer) int {
 	fs.BoolVar(&cfg.RequireLease, "require-lease", false, "stop if no state/lease.json appears within --lease-grace")
 	fs.DurationVar(&cfg.LeaseGrace, "lease-grace", 30*time.Second, "see --require-lease")
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "do not fsync results and events (faster; a machine crash may lose results)")
+	fs.IntVar(&maxRestarts, "max-restarts", 5, "restarts after failed starts of the tool (it died or failed before becoming ready) within --restart-window; one more failure and the runner stops with exit code 4")
+	fs.DurationVar(&cfg.RestartWindow, "restart-window", 10*time.Minute, "the window --max-restarts counts failed starts in")
+	version := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&cfg.MetricsFile, "metrics-file", "", "write Prometheus metrics (text format, atomically) to this file on every heartbeat and result, e.g. for node_exporter's textfile collector")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the runner stops (for performance work)")
@@ -64,11 +74,30 @@ func Main(args []string, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout)
+			fmt.Fprint(stdout, usage)
+			fs.PrintDefaults()
 			return ExitOK
 		}
+	}
+	if err := fs.Parse(args); err != nil {
 		return ExitUsage
+	}
+	if *version {
+		fmt.Fprintln(stdout, versionString())
+		return ExitOK
+	}
+	if cfg.Session == "" {
+		cfg.Session = os.Getenv("SP_SESSION_DIR")
+	}
+	cfg.MaxRestarts = maxRestarts
+	if maxRestarts == 0 {
+		cfg.MaxRestarts = -1 // Config's zero means the default.
 	}
 	cfg.Kind, cfg.Tool, cfg.Init = protocol.Kind(kind), fs.Args(), inits
 	var level slog.Level
@@ -78,7 +107,7 @@ func Main(args []string, stderr io.Writer) int {
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if cfg.Session == "" {
-		fmt.Fprintln(stderr, "runner: --session is required")
+		fmt.Fprintln(stderr, "runner: --session is required (or set SP_SESSION_DIR)")
 		fs.Usage()
 		return ExitUsage
 	}
@@ -87,7 +116,7 @@ func Main(args []string, stderr io.Writer) int {
 	defer signal.Stop(sigs)
 	r, err := Open(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "runner: %v\n", err)
+		printErr(stderr, err)
 		if errors.Is(err, ErrLocked) {
 			return ExitLocked
 		}
@@ -99,18 +128,29 @@ func Main(args []string, stderr io.Writer) int {
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			fmt.Fprintf(stderr, "runner: %v\n", err)
+			printErr(stderr, err)
 			return ExitUsage
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "runner: %v\n", err)
+			printErr(stderr, err)
 			return ExitError
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	if err := r.Run(context.Background(), sigs); err != nil {
-		fmt.Fprintf(stderr, "runner: %v\n", err)
+		printErr(stderr, err)
+		if errors.Is(err, ErrGaveUp) {
+			return ExitGaveUp
+		}
 		return ExitError
 	}
 	return ExitOK
 }
+
+// printErr prints err once with the program's prefix (errors of this
+// package already carry it).
+func printErr(w io.Writer, err error) {
+	fmt.Fprintf(w, "runner: %s\n", strings.TrimPrefix(err.Error(), "runner: "))
+}
+
+func versionString() string { return version.String("runner") }

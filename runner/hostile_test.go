@@ -475,3 +475,17 @@ func TestNineteenDigitSeq(t *testing.T) {
 		t.Fatalf("%+v %+v", r, r.Error)
 	}
 }
+
+// Issue 10: a heartbeat.json left by a seed-protocol runner (no counter,
+// no hostname) is no evidence of a live runner: no lock_takeover, and the
+// runner starts without watching it.
+func TestSeedHeartbeatIgnored(t *testing.T) {
+	h := newHarness(t)
+	h.writeFile(protocol.FileHeartbeat, `{"timestamp":"1700000000000","runner_pid":4242,"phase":"idle"}`)
+	h.start()
+	h.result(h.submit("expr 1"))
+	h.stop(protocol.StopGraceful)
+	if n := countEvents(h.events(), protocol.EvLockTakeover); n != 0 {
+		t.Fatalf("a seed-format heartbeat led to %d lock_takeover events", n)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -221,7 +220,7 @@ func (r *Runner) shutdown() error {
 	r.log.Info("runner stopped", "reason", reason, "commands_done", r.cmdsDone)
 	r.metrics.close()
 	if r.gaveUp != "" {
-		return fmt.Errorf("%w: %s", ErrGaveUp, strings.TrimPrefix(r.gaveUp, "gave up "))
+		return gaveUpError(r.gaveUp)
 	}
 	return nil
 }

@@ -20,9 +20,16 @@ const (
 // delay the next start.
 const fastDeath = 5 * time.Second
 
-// ErrGaveUp is returned by Run when the tool failed to start more often
-// than Config.MaxRestarts allows within Config.RestartWindow.
+// ErrGaveUp is returned by Run (wrapped, with the reason) when the tool
+// failed to start more often than Config.MaxRestarts allows within
+// Config.RestartWindow.
 var ErrGaveUp = errors.New("runner: gave up starting the tool")
+
+// gaveUpError is ErrGaveUp with the reason as its whole message.
+type gaveUpError string
+
+func (e gaveUpError) Error() string        { return "runner: " + string(e) }
+func (e gaveUpError) Is(target error) bool { return target == ErrGaveUp }
 
 // toolEnv is the tool's environment: the runner's, with a predictable
 // terminal (TERM=dumb: no bracketed paste, no colour) and UTF-8 if no

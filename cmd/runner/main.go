@@ -8,4 +8,4 @@ import (
 	"github.com/skillpilot/skillpilot/runner"
 )
 
-func main() { os.Exit(runner.Main(os.Args[1:], os.Stderr)) }
+func main() { os.Exit(runner.Main(os.Args[1:], os.Stdout, os.Stderr)) }
