@@ -2,10 +2,8 @@ package runner
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -296,6 +294,7 @@ func TestToolDiesWithRunner(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600)
 		p.wait(t)
+		invariants(t, dir, name)
 	})
 }
 
@@ -414,6 +413,3 @@ func TestPayloadCannotBreakTheMarker(t *testing.T) {
 		})
 	}
 }
-
-var _ = json.Marshal
-var _ = exec.Command

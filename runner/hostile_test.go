@@ -489,3 +489,19 @@ func TestSeedHeartbeatIgnored(t *testing.T) {
 		t.Fatalf("a seed-format heartbeat led to %d lock_takeover events", n)
 	}
 }
+
+// SPEC E: while a command runs, state.json shows its last partial line and
+// how long it has been quiet (an interactive prompt waiting for input).
+func TestStateShowsLastLine(t *testing.T) {
+	h := newHarness(t).start()
+	a := h.submit(`puts "line one"; puts -nonewline "Continue? \[y/n\] "; flush stdout; after 60000`)
+	h.waitFor("current_last_line", func() bool {
+		st := h.state()
+		return st.CurrentLastLine != nil && *st.CurrentLastLine == "Continue? [y/n] " && st.CurrentQuietMS != nil
+	})
+	h.writeFile(protocol.FileCancel, "")
+	h.result(a)
+	if st := h.state(); st.CurrentLastLine != nil {
+		t.Fatalf("current_last_line stays after the command: %q", *st.CurrentLastLine)
+	}
+}
