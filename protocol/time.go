@@ -49,7 +49,9 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	return t.Parse(s)
 }
 
-// Parse sets t from RFC 3339 or epoch milliseconds.
+// Parse sets t from RFC 3339, ISO 8601 without a zone offset (taken as
+// UTC: the seed allowed it, and UTC is the one zone every host agrees on),
+// or epoch milliseconds.
 func (t *Time) Parse(s string) error {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -59,18 +61,27 @@ func (t *Time) Parse(s string) error {
 	if s[0] >= '0' && s[0] <= '9' && !strings.ContainsAny(s, "-:T") {
 		return t.setEpochMillis(s)
 	}
-	v, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return fmt.Errorf("timestamp %q: want RFC 3339 or epoch milliseconds", s)
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999",
+		"2006-01-02T15:04:05.999999999Z0700", "2006-01-02T15:04"} {
+		if v, err := time.Parse(layout, s); err == nil {
+			t.Time = v
+			return nil
+		}
 	}
-	t.Time = v
-	return nil
+	return fmt.Errorf("timestamp %q: want RFC 3339, ISO 8601 (UTC if it has no offset) or epoch milliseconds", s)
 }
+
+// maxEpochMillis is 9999-12-31T23:59:59.999Z: larger epochs are not dates
+// (and would overflow time arithmetic).
+const maxEpochMillis = 253402300799999
 
 func (t *Time) setEpochMillis(s string) error {
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return fmt.Errorf("timestamp %q: want RFC 3339 or epoch milliseconds", s)
+	if err != nil || f != f {
+		return fmt.Errorf("timestamp %q: want RFC 3339, ISO 8601 or epoch milliseconds", s)
+	}
+	if f < 0 || f > maxEpochMillis {
+		return fmt.Errorf("timestamp %q: epoch milliseconds out of range (0 to %d)", s, int64(maxEpochMillis))
 	}
 	t.Time = time.UnixMilli(int64(f))
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -79,9 +80,7 @@ type Runner struct {
 	cmdsDone   int64
 	lease      leaseWatch
 	started    time.Time
-	ctlRecheck time.Time
-	ctlPrev    map[string][]byte
-	ctlSeenAt  map[string]time.Time
+	mbox       mailbox // ctl/: control requests (mailbox.go)
 	scan       *scanner
 	stateDirty bool
 	signals    int
@@ -117,7 +116,7 @@ func Open(cfg Config) (*Runner, error) {
 		pend: newPending(), doneIDs: map[string]bool{}, fr: newFramer(),
 		chunks: make(chan chunk, 16), exited: make(chan toolExit, 4),
 		tail: newTailRing(cfg.TailLines), syncTokens: map[string]bool{},
-		ctlPrev: map[string][]byte{}, ctlSeenAt: map[string]time.Time{}, phase: protocol.PhaseStarting, started: time.Now(),
+		phase: protocol.PhaseStarting, started: time.Now(),
 	}
 	r.durable = fsq.Durable
 	if cfg.NoSync {
@@ -148,6 +147,7 @@ func Open(cfg Config) (*Runner, error) {
 		r.release()
 		return nil, err
 	}
+	r.initMailbox() // Requests older than this were meant for an earlier runner.
 	return r, nil
 }
 
@@ -227,6 +227,10 @@ func (r *Runner) event(e protocol.Event) {
 func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	defer r.release()
 	defer r.closeLogs()
+	if _, err := os.Lstat(r.path(protocol.FileTail)); errors.Is(err, os.ErrNotExist) {
+		r.tail.dirty = true // Results name it (tail_path): it exists from the start.
+		r.flushTail()
+	}
 	wctx, cancelWatch := context.WithCancel(context.Background())
 	defer cancelWatch()
 	useInotify := r.cfg.Watch == WatchInotify || (r.cfg.Watch == WatchAuto && !r.network)
