@@ -373,13 +373,19 @@ func (c *cli) cancel(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var rep *protocol.ControlReply
 	switch len(fs.Args()) {
 	case 0:
-		return s.CancelCurrent(ctx)
+		rep, err = s.CancelCurrent(ctx)
 	case 1:
-		return s.Cancel(ctx, fs.Arg(0))
+		rep, err = s.Cancel(ctx, fs.Arg(0))
+	default:
+		return usageErr("at most one CMD_ID")
 	}
-	return usageErr("at most one CMD_ID")
+	if rep != nil {
+		fmt.Fprintf(c.stderr, "master: %s\n", rep.Message)
+	}
+	return err
 }
 
 func (c *cli) stop(ctx context.Context, args []string) error {
@@ -400,7 +406,8 @@ func (c *cli) stop(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := withTimeout(ctx, *timeout)
 	defer cancel()
-	return s.Stop(ctx, mode, *wait)
+	_, err = s.Stop(ctx, mode, *wait)
+	return err
 }
 
 func (c *cli) status(ctx context.Context, args []string) error {
@@ -538,7 +545,7 @@ func (c *cli) ready(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := withTimeout(ctx, *timeout)
 	defer cancel()
-	st, err := WaitReady(ctx, *dir)
+	st, err := WaitReady(ctx, *dir, 0)
 	if c.json && err == nil {
 		c.printJSON(st)
 	}

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,11 @@ func (s *Session) WriteLease(leaseID string, ttl time.Duration) error {
 		ProtocolVersion: protocol.Version, LeaseID: leaseID, TTLMS: ttl.Milliseconds(),
 		ExpiresAt: protocol.Time{Time: time.Now().Add(ttl)}, Counter: leaseCounter.Add(1), Owner: s.owner,
 	}
-	return s.writeCtl(protocol.FileLease, l)
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	return s.writeFile(protocol.FileLease, b)
 }
 
 // KeepLease renews the lease every ttl/3 until ctx ends. Every renewal that

@@ -131,7 +131,7 @@ func ctx(t *testing.T) context.Context {
 
 func ready(t *testing.T, dirB string) *master.Session {
 	t.Helper()
-	if _, err := master.WaitReady(ctx(t), dirB); err != nil {
+	if _, err := master.WaitReady(ctx(t), dirB, 0); err != nil {
 		t.Fatalf("runner not ready as seen from B: %v", err)
 	}
 	s, err := master.Open(dirB)
@@ -200,7 +200,7 @@ puts ok
 	if _, err := c.Wait(ctx(t)); !strings.Contains(fmt.Sprint(err), "cancelled") {
 		t.Fatalf("cancel by touch from B: %v", err)
 	}
-	if err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
 		t.Fatal(err)
 	}
 	if code := r.wait(t); code != 0 {
@@ -367,7 +367,7 @@ func TestNFSKilledOnARestartedOnB(t *testing.T) {
 			t.Fatalf("%s: %v", c.ID, err)
 		}
 	}
-	if err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
 		t.Fatal(err)
 	}
 	r2.wait(t)
