@@ -545,7 +545,7 @@ func (c *cli) ready(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := withTimeout(ctx, *timeout)
 	defer cancel()
-	st, err := WaitReady(ctx, *dir, 0)
+	st, err := WaitReady(ctx, *dir)
 	if c.json && err == nil {
 		c.printJSON(st)
 	}

@@ -37,7 +37,7 @@ func runnerProc(t testing.TB, args ...string) *exec.Cmd {
 
 func readyIn(t testing.TB, dir string) *Session {
 	t.Helper()
-	if _, err := WaitReady(ctx(t), dir, longWait); err != nil {
+	if _, err := WaitReadyFor(ctx(t), dir, longWait); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Open(dir)
@@ -232,7 +232,7 @@ func TestWaitsNoticeDeadRunner(t *testing.T) {
 		if _, err := s.WaitFor(ctx(t), regexpMust("x"), 0); !errors.Is(err, ErrRunnerNotAlive) {
 			t.Fatalf("waitfor: %v", err)
 		}
-		if _, err := WaitReady(ctx(t), filepath.Join(dir, "not-yet"), grace); !errors.Is(err, ErrRunnerNotAlive) {
+		if _, err := WaitReadyFor(ctx(t), filepath.Join(dir, "not-yet"), grace); !errors.Is(err, ErrRunnerNotAlive) {
 			t.Fatalf("ready: %v", err)
 		}
 		// The command stays queued for a later runner.
@@ -278,7 +278,7 @@ func TestWaitsNoticeDeadRunner(t *testing.T) {
 		dir := startRunner(t, func(c *runner.Config) { c.Init = []string{bad} })
 		short, cancel := context.WithTimeout(ctx(t), 2*time.Second)
 		defer cancel()
-		_, err := WaitReady(short, dir, 0)
+		_, err := WaitReady(short, dir)
 		if !errors.Is(err, ErrCannotServe) || !strings.Contains(err.Error(), "license checkout failed") {
 			t.Fatalf("%v", err)
 		}

@@ -143,10 +143,16 @@ func (s *Session) CheckAlive(ctx context.Context) error {
 // exists, the runner is alive and its phase is idle or busy. The directory
 // may not exist yet when WaitReady is called (the runner creates it). It
 // fails with ErrRunnerNotAlive once no live runner has been seen for
-// DefaultWaitForRunner (or waitForRunner, when > 0), and with ctx's end
-// (ErrWaitTimeout) otherwise; when the runner was alive but in phase error,
-// that error wraps ErrCannotServe and says why.
-func WaitReady(ctx context.Context, dir string, waitForRunner time.Duration) (Status, error) {
+// DefaultWaitForRunner, and with ctx's end (ErrWaitTimeout) otherwise; when
+// the runner was alive but in phase error, that error wraps ErrCannotServe
+// and says why.
+func WaitReady(ctx context.Context, dir string) (Status, error) {
+	return WaitReadyFor(ctx, dir, 0)
+}
+
+// WaitReadyFor is WaitReady with the grace for a runner that is not (yet)
+// alive set to waitForRunner (0: DefaultWaitForRunner).
+func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) (Status, error) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	grace := waitForRunner

@@ -131,7 +131,7 @@ func ctx(t *testing.T) context.Context {
 
 func ready(t *testing.T, dirB string) *master.Session {
 	t.Helper()
-	if _, err := master.WaitReady(ctx(t), dirB, 0); err != nil {
+	if _, err := master.WaitReady(ctx(t), dirB); err != nil {
 		t.Fatalf("runner not ready as seen from B: %v", err)
 	}
 	s, err := master.Open(dirB)
