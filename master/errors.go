@@ -1,11 +1,13 @@
 package master
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"syscall"
 
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Errors a caller may branch on with errors.Is.
@@ -125,10 +127,17 @@ type InterruptedError struct {
 	Signal syscall.Signal
 }
 
-func (e *InterruptedError) Error() string { return "master: interrupted by " + e.Signal.String() }
+// Error reads like os/signal's context causes ("terminated signal
+// received"), followed by the signal's name.
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("%s signal received (%s)", e.Signal, unix.SignalName(e.Signal))
+}
 
 // Unwrap returns ErrInterrupted.
 func (e *InterruptedError) Unwrap() error { return ErrInterrupted }
+
+// Is makes an interruption a context.Canceled too, as os/signal's causes are.
+func (e *InterruptedError) Is(target error) bool { return target == context.Canceled }
 
 // Stable error codes of the master CLI's JSON output and exit codes. The
 // codes of control outcomes are the outcome strings themselves.

@@ -2,6 +2,8 @@ package master
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/skillpilot/skillpilot/protocol"
@@ -113,4 +115,31 @@ func cannotServe(st protocol.State) error {
 		return fmt.Errorf("%w: phase error: %s", ErrCannotServe, st.Reason)
 	}
 	return nil
+}
+
+// noRunnerHint says why no runner seems to serve the session, from one look
+// without waiting, or returns "" when one may: it is for the warning of a
+// plain submit, which queues the command either way. Beyond the definite
+// signs (no state, phase stopped, a free lock on a local filesystem) it
+// compares the heartbeat file's mtime with that of c's seq reservation,
+// both stamped by the session's filesystem, so no two hosts' clocks meet.
+func (s *Session) noRunnerHint(c *Command) string {
+	l := s.observe()
+	if l.alive {
+		return ""
+	}
+	if l.definite {
+		return l.reason
+	}
+	hbInfo, err1 := os.Stat(s.path(protocol.FileHeartbeat))
+	ref, err2 := os.Stat(s.path(filepath.Join(protocol.DirSeq, protocol.SeqName(c.Seq))))
+	hb, err3 := s.readHeartbeat()
+	if err1 != nil || err2 != nil || err3 != nil {
+		return ""
+	}
+	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
+	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
+		return "its heartbeat is " + age.Round(time.Second).String() + " old by the session's filesystem clock"
+	}
+	return ""
 }

@@ -32,6 +32,20 @@ type Status struct {
 	CommandsDone    int64          `json:"commands_done"`
 	Filesystem      string         `json:"filesystem,omitempty"`
 	Launch          *LaunchStatus  `json:"launch,omitempty"` // set by master status on a launched session
+
+	// Added for the status view (issue 13); all optional.
+	Dir             string         `json:"dir"`
+	Kind            protocol.Kind  `json:"kind,omitempty"`
+	ToolStarts      int64          `json:"tool_starts,omitempty"`
+	CurrentLastLine string         `json:"current_last_line,omitempty"` // last output line of the running command (≤ 256 bytes)
+	CurrentQuiet    *time.Duration `json:"current_quiet_ns,omitempty"`  // since the running command last printed (runner clock)
+	SkippedCount    int64          `json:"skipped_count,omitempty"`
+	RejectedCount   int64          `json:"rejected_count,omitempty"`
+	Lease           *LeaseStatus   `json:"lease,omitempty"`
+	LastResults     []ResultBrief  `json:"last_results,omitempty"` // newest first, at most five
+	// CanServe is false when the session cannot run commands: no live
+	// runner, or phase error (tool start or init failing).
+	CanServe bool `json:"can_serve"`
 }
 
 // Status reads state.json and heartbeat.json and judges whether the runner
@@ -40,7 +54,7 @@ type Status struct {
 // moves within two heartbeat periods of our own clock (Status waits that
 // long at most, and not at all if this Session saw it move recently).
 func (s *Session) Status(ctx context.Context) (Status, error) {
-	st := Status{ProtocolVersion: protocol.Version}
+	st := Status{ProtocolVersion: protocol.Version, Dir: s.dir}
 	state, serr := s.readState()
 	hb, herr := s.readHeartbeat()
 	if serr != nil && herr != nil {
@@ -73,6 +87,9 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 	}
 	st.QueueDepth = s.queueDepth()
 	st.Alive, st.AliveReason = s.alive(ctx)
+	st.Kind, st.ToolStarts = state.Kind, state.ToolStarts
+	s.details(&st, hb)
+	st.CanServe = st.Alive && st.Phase != protocol.PhaseError && st.Phase != protocol.PhaseStopping
 	return st, nil
 }
 
