@@ -17,10 +17,11 @@ func (c *cli) tail(ctx context.Context, args []string) error {
 Print log/session.out, everything the tool printed (raw: prompts, markers and
 all), from a byte cursor; -f keeps following until interrupted. --clean shows
 only what the commands printed, line by line, as their output files hold it.
-The cursor reached goes to stderr ("master: cursor N"); give it back with
---from to resume. With --json: JSON Lines {"protocol_version","offset",
-"next_offset","text"} (plus "data_b64" when the bytes are not UTF-8; --clean
-lines carry no offsets), and a last line {"protocol_version","cursor"}.`, false)
+The cursor reached goes to stderr ("master: resume_cursor N"); give it back
+with --from to resume. With --json: JSON Lines {"protocol_version","offset",
+"text"} (offset: where the text starts in the spool; "data_b64" holds the exact
+bytes when they are not UTF-8; --clean lines carry no offset), and a last line
+{"protocol_version","resume_cursor"}.`, false)
 	follow := cmd.Bool("f", false, "keep printing new output until interrupted")
 	from := cmd.Int64("from", 0, "byte cursor to start at (negative: that many bytes before the end)")
 	clean := cmd.Bool("clean", false, "only the commands' own output (no prompt, echo, init output or markers)")
@@ -53,9 +54,9 @@ lines carry no offsets), and a last line {"protocol_version","cursor"}.`, false)
 	cur, err := s.Tail(ctx, w, *from, *follow)
 	if lines != nil {
 		lines.flush()
-		c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "cursor": cur})
+		c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "resume_cursor": cur})
 	} else {
-		c.diag("cursor %d", cur)
+		c.diag("resume_cursor %d", cur)
 	}
 	return err
 }
@@ -99,7 +100,7 @@ func (j *jsonLines) emit(b []byte) {
 	}
 	doc := textDoc(b)
 	if j.offsets {
-		doc["offset"], doc["next_offset"] = j.off, j.off+int64(len(b))
+		doc["offset"] = j.off
 	}
 	j.off += int64(len(b))
 	j.c.printJSONLine(doc)

@@ -335,3 +335,33 @@ func TestSeedResultAndStatusFields(t *testing.T) {
 		t.Fatalf("elapsed %v %v", st.CurrentElapsed, err)
 	}
 }
+
+// The warning of a plain submit on a network filesystem, where a free lock
+// proves nothing: a heartbeat file older than the liveness window by the
+// filesystem's clock (against the seq reservation just made) means no
+// runner; a fresh one does not.
+func TestNoRunnerHintByFilesystemClock(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range protocol.Dirs {
+		os.MkdirAll(filepath.Join(dir, d), 0o700)
+	}
+	os.WriteFile(filepath.Join(dir, protocol.FileState), []byte(`{"phase":"idle","session_id":"s"}`), 0o600)
+	hb := filepath.Join(dir, protocol.FileHeartbeat)
+	os.WriteFile(hb, []byte(`{"counter":7,"interval_ms":1000,"phase":"idle"}`), 0o600)
+	s, _ := Open(dir)
+	s.network = true
+	c, err := s.Submit(ctx(t), "expr 1", SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := s.noRunnerHint(c); why != "" {
+		t.Fatalf("fresh heartbeat judged dead: %s", why)
+	}
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(hb, old, old)
+	s2, _ := Open(dir)
+	s2.network = true
+	if why := s2.noRunnerHint(c); !strings.Contains(why, "heartbeat is 1m0s old by the session's filesystem clock") {
+		t.Fatalf("stale heartbeat: %q", why)
+	}
+}

@@ -189,7 +189,7 @@ func (r *Runner) takeRequest(name string) bool {
 	if fi != nil {
 		mod = fi.ModTime()
 	}
-	a := r.decide(req, perr, mod, "request "+req.ReqID)
+	a := r.decide(req, perr, mod, rel(protocol.DirCtl, name))
 	r.record(req, a, "")
 	failpoint("ctl_after_act")
 	b := marshal(&protocol.ControlReply{
@@ -214,7 +214,7 @@ type answer struct {
 }
 
 // decide validates, judges staleness and acts. source names the request in
-// results and logs ("request <req_id>", "ctl/cancel.json").
+// results and logs (its file: "ctl/req_<seq>_<req_id>.json", "ctl/cancel.json").
 func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time, source string) answer {
 	r.flushSpool()
 	a := answer{offset: r.spoolSize, cmdID: req.CmdID}

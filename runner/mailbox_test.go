@@ -122,6 +122,10 @@ func TestMailboxFiveCancelsInOrder(t *testing.T) {
 // this runner, each with exactly one event and one reply.
 func TestMailboxOutcomes(t *testing.T) {
 	h := newHarness(t).start()
+	h.state() // Written by Run, after its first steps.
+	if _, err := os.Lstat(filepath.Join(h.dir, protocol.FileTail)); err != nil {
+		t.Errorf("results name %s as tail_path; it must exist from the start: %v", protocol.FileTail, err)
+	}
 	done := h.submit("expr 1")
 	h.result(done)
 	sid := h.state().SessionID
@@ -376,6 +380,9 @@ func TestLegacySpecialFiles(t *testing.T) {
 		func() error { return os.Symlink("/dev/zero", cancel) },
 		func() error { return syscall.Mkfifo(stop, 0o600) },
 		func() error { return os.Mkdir(stop, 0o700) },
+		func() error {
+			return fsq.WriteAtomic(cancel, []byte(strings.Repeat(" ", maxLegacySize+1)), 0o600, fsq.Volatile)
+		},
 	}
 	for i, p := range plant {
 		if err := p(); err != nil {
@@ -404,4 +411,67 @@ func TestLegacySpecialFiles(t *testing.T) {
 	}
 	h.stop(protocol.StopGraceful)
 	invariants(t, h.dir)
+}
+
+// A request still being written holds back the requests behind it (order is
+// part of the contract) until it is complete or stays unchanged for
+// --parse-grace; names that are not requests are left alone; a reply whose
+// write fails is retried without acting again.
+func TestMailboxOrderRetryAndStrangers(t *testing.T) {
+	h := newHarness(t).start()
+	h.result(h.submit("expr 1"))
+	h.writeFile("ctl/notes.txt", "not a request")
+	// seq 1 written non-atomically and never finished; seq 2 complete.
+	p1 := filepath.Join(h.dir, protocol.DirCtl, protocol.RequestName(1, "slow"))
+	if err := os.WriteFile(p1, []byte(`{"req_id":"slow","seq":1,`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second := h.request(2, "fast", protocol.OpCancel, map[string]any{"scope": "current"})
+	if rep := h.reply(protocol.RequestName(1, "slow")); rep.Outcome != protocol.OutcomeRejected {
+		t.Errorf("%+v", rep)
+	}
+	if rep := h.reply(second); rep.Outcome != protocol.OutcomeIdle {
+		t.Errorf("%+v", rep)
+	}
+	var order []string
+	for _, e := range h.events() {
+		if id, ok := e.Detail["req_id"].(string); ok {
+			order = append(order, id)
+		}
+	}
+	if !slices.Equal(order, []string{"slow", "fast"}) {
+		t.Errorf("events in order %v", order)
+	}
+	// ctl/ack/ replaced by a file: the reply cannot be written; the cancel
+	// acts once, and the reply appears once ack/ is back.
+	ack := filepath.Join(h.dir, protocol.DirAck)
+	if err := os.Rename(ack, ack+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ack, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := h.submit("puts go; flush stdout; after 60000")
+	h.waitFor("a running", func() bool { return strings.Contains(readFile(h, a), "go") })
+	name := h.request(3, "blocked", protocol.OpCancel, map[string]any{"cmd_id": "c2"})
+	if r := h.result(a); r.Status != protocol.StatusCancelled {
+		t.Fatalf("%+v", r)
+	}
+	if _, err := os.Lstat(filepath.Join(h.dir, protocol.DirCtl, name)); err != nil {
+		t.Fatalf("the request went before its reply was written: %v", err)
+	}
+	os.Remove(ack)
+	if err := os.Rename(ack+".away", ack); err != nil {
+		t.Fatal(err)
+	}
+	if rep := h.reply(name); rep.Outcome != protocol.OutcomeCancelledRunning {
+		t.Errorf("%+v", rep)
+	}
+	h.stop(protocol.StopGraceful)
+	if n := len(requestEvents(h.events(), "blocked")); n != 1 {
+		t.Errorf("%d events for the blocked reply's request", n)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "ctl/notes.txt")); err != nil {
+		t.Errorf("a stranger in ctl/ was touched: %v", err)
+	}
 }
