@@ -47,10 +47,12 @@ func (r *Runner) takeLegacy(file string) {
 			perr = fmt.Errorf("%s is larger than %d bytes", file, maxLegacySize)
 		case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
 			perr = fmt.Errorf("%s is not a regular file", file)
-		case err != nil:
+		case transient(err):
 			r.log.Warn("read control file; will retry", "file", file, "err", err)
 			r.recheckAt(time.Now().Add(r.cfg.Poll))
 			return
+		case err != nil:
+			perr = fmt.Errorf("%s cannot be read: %w", file, err)
 		default:
 			t := bytes.TrimSpace(data)
 			if (len(t) == 0 || !json.Valid(t)) && r.ctlStillWriting(name, fi2, ctlSettle) {

@@ -170,10 +170,15 @@ func (r *Runner) takeRequest(name string) bool {
 	case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
 		r.moveAside(p, name)
 		perr = errors.New("a request must be a regular file, not a symlink, directory or FIFO")
-	case err != nil:
+	case transient(err):
 		r.log.Warn("read control request; will retry", "name", name, "err", err)
 		r.recheckAt(time.Now().Add(r.cfg.Poll))
 		return false
+	case err != nil:
+		// Unreadable for good (another user's file, say): answered, and
+		// moved out of the way so that it does not hold back the others.
+		r.moveAside(p, name)
+		perr = fmt.Errorf("the request cannot be read: %w", err)
 	default:
 		req, perr = protocol.ParseControlRequest(name, data)
 		if errors.Is(perr, protocol.ErrIncomplete) && r.ctlStillWriting(name, fi, r.cfg.ParseGrace) {
@@ -355,6 +360,12 @@ func (r *Runner) ctlStillWriting(name string, fi os.FileInfo, grace time.Duratio
 	}
 	r.recheckAt(s.at.Add(grace))
 	return true
+}
+
+// transient reports read errors worth retrying at the next poll: a
+// network filesystem's stale handle or I/O hiccup, an interrupted call.
+func transient(err error) bool {
+	return errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN)
 }
 
 func (r *Runner) recheckAt(t time.Time) {
