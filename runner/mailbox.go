@@ -307,8 +307,10 @@ func (r *Runner) writeReply(name string, b []byte) error {
 	if err != nil {
 		r.log.Error("write control reply; will retry", "name", name, "err", err)
 		r.recheckAt(time.Now().Add(r.cfg.Poll))
+		return err
 	}
-	return err
+	r.ringSync() // On NFS the syncer then bumps ctl/ack/'s mtime (PROTOCOL.md section 16.1).
+	return nil
 }
 
 func (r *Runner) removeRequest(p string) {

@@ -242,7 +242,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		"filesystem": r.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool}})
 	var touch []string
 	if r.network {
-		touch = []string{r.path(protocol.DirResult), r.path(protocol.DirOutput)}
+		touch = []string{r.path(protocol.DirResult), r.path(protocol.DirOutput), r.path(protocol.DirAck)}
 	}
 	if !r.cfg.NoSync || r.network {
 		meta := r.meta
