@@ -79,6 +79,12 @@ type runnerWatch struct {
 	last      look
 }
 
+// watchEvery is how often a wait looks at the runner's liveness. The first
+// look comes only after it too, so that a short wait (a command's round
+// trip) costs no reads beyond its result's: on NFS every read is a round
+// trip to the server.
+const watchEvery = 250 * time.Millisecond
+
 // newRunnerWatch starts watching now: a wait that never sees a live runner
 // fails grace after it began.
 func (s *Session) newRunnerWatch() *runnerWatch {
@@ -86,17 +92,18 @@ func (s *Session) newRunnerWatch() *runnerWatch {
 	if g <= 0 {
 		g = DefaultWaitForRunner
 	}
-	return &runnerWatch{s: s, grace: g, lastAlive: time.Now()}
+	now := time.Now()
+	return &runnerWatch{s: s, grace: g, lastAlive: now, next: now.Add(watchEvery)}
 }
 
 // check returns an error wrapping ErrRunnerNotAlive once no live runner has
-// been seen for the grace. It looks at the files at most every 100 ms.
+// been seen for the grace. It looks at the files at most every watchEvery.
 func (w *runnerWatch) check() error {
 	now := time.Now()
 	if now.Before(w.next) {
 		return nil
 	}
-	w.next = now.Add(100 * time.Millisecond)
+	w.next = now.Add(watchEvery)
 	w.last = w.s.observe()
 	if w.last.alive {
 		w.lastAlive = now

@@ -36,8 +36,9 @@ type Session struct {
 	// Open): there a free flock proves nothing.
 	network bool
 
-	mu      sync.Mutex // guards lastHB
+	mu      sync.Mutex // guards lastHB and kind
 	lastHB  hbSeen
+	kind    protocol.Kind // the runner's kind, once read (defaultKind)
 	watchMu sync.Mutex
 }
 
@@ -134,8 +135,15 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 }
 
 // defaultKind is the kind of the session's runner (state.json), else tcl.
+// It is read once per Session: on NFS every read is a round trip.
 func (s *Session) defaultKind() protocol.Kind {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kind != "" {
+		return s.kind
+	}
 	if st, err := s.readState(); err == nil && (st.Kind == protocol.KindTcl || st.Kind == protocol.KindSh) {
+		s.kind = st.Kind
 		return st.Kind
 	}
 	return protocol.KindTcl
