@@ -21,7 +21,10 @@ import (
 //
 // It checks first that a runner is alive and writes nothing when none is
 // (ErrRunnerNotAlive): a request for no runner would only be stale for the
-// next one. While waiting for the reply it keeps checking liveness and
+// next one. A heartbeat file rewritten within the liveness window, judged by
+// the session's filesystem clock against the seq reservation just made (and
+// on a local filesystem a held lock), is taken as alive at once; otherwise
+// the heartbeat counter is watched for up to one window (Status). While waiting for the reply it keeps checking liveness and
 // fails with ErrRunnerNotAlive once no live runner has been seen for
 // WaitForRunner; its request is then withdrawn (deleted) if the runner has
 // not taken it. A reply whose outcome is not a success comes with a
@@ -35,18 +38,22 @@ func (s *Session) Request(ctx context.Context, req protocol.ControlRequest) (*pr
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	st, err := s.Status(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Alive {
-		return nil, fmt.Errorf("%w: %s; nothing was written", ErrRunnerNotAlive, st.AliveReason)
-	}
-	req.SessionID = st.SessionID
 	seq, err := allocSeq(s.dir)
 	if err != nil {
 		return nil, err
 	}
+	state, fresh := s.freshHeartbeat(seq)
+	if !fresh {
+		st, err := s.Status(ctx) // Watches the heartbeat counter for up to one window.
+		if err != nil {
+			return nil, err
+		}
+		if !st.Alive {
+			return nil, fmt.Errorf("%w: %s; nothing was written", ErrRunnerNotAlive, st.AliveReason)
+		}
+		state.SessionID = st.SessionID
+	}
+	req.SessionID = state.SessionID
 	req.Seq = seq
 	b, err := json.Marshal(req)
 	if err != nil {

@@ -357,11 +357,18 @@ func TestNoRunnerHintByFilesystemClock(t *testing.T) {
 	if why := s.noRunnerHint(c); why != "" {
 		t.Fatalf("fresh heartbeat judged dead: %s", why)
 	}
+	os.WriteFile(hb, []byte(`{"counter":7,"interval_ms":1000,"phase":"idle","session_id":"s"}`), 0o600)
+	if _, ok := s.freshHeartbeat(c.Seq); !ok {
+		t.Fatal("a request's quick liveness check missed a fresh heartbeat")
+	}
 	old := time.Now().Add(-time.Minute)
 	os.Chtimes(hb, old, old)
 	s2, _ := Open(dir)
 	s2.network = true
 	if why := s2.noRunnerHint(c); !strings.Contains(why, "heartbeat is 1m0s old by the session's filesystem clock") {
 		t.Fatalf("stale heartbeat: %q", why)
+	}
+	if _, ok := s2.freshHeartbeat(c.Seq); ok {
+		t.Fatal("a heartbeat a minute old passed the quick liveness check")
 	}
 }

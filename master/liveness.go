@@ -150,3 +150,34 @@ func (s *Session) noRunnerHint(c *Command) string {
 	}
 	return ""
 }
+
+// freshHeartbeat reports whether the runner looks alive from one look,
+// without waiting: state.json names a session and is not stopped, on a
+// local filesystem the runner's lock is held, and heartbeat.json was
+// rewritten within the liveness window by the session's filesystem clock,
+// compared with the mtime of seq reservation seq (just made). Both mtimes
+// come from the filesystem, so no two hosts' clocks meet. false means "not
+// shown", not "dead".
+func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
+	st, err := s.readState()
+	if err != nil || st.SessionID == "" || st.Phase == protocol.PhaseStopped {
+		return st, false
+	}
+	hb, err := s.readHeartbeat()
+	if err != nil || hb.Phase == protocol.PhaseStopped || hb.SessionID != st.SessionID {
+		return st, false
+	}
+	hbInfo, err1 := os.Stat(s.path(protocol.FileHeartbeat))
+	ref, err2 := os.Stat(s.path(filepath.Join(protocol.DirSeq, protocol.SeqName(seq))))
+	if err1 != nil || err2 != nil {
+		return st, false
+	}
+	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
+	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
+		return st, false
+	}
+	if !s.network && !s.lockHeld() {
+		return st, false
+	}
+	return st, true
+}
