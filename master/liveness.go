@@ -73,6 +73,7 @@ func (s *Session) observe() look {
 // runnerWatch fails a wait once no live runner has been seen for a grace.
 type runnerWatch struct {
 	s         *Session
+	cmd       *Command // when watching for a command: followed if a pool moves it
 	grace     time.Duration
 	lastAlive time.Time // our clock
 	next      time.Time // rate limit of the checks
@@ -96,6 +97,14 @@ func (s *Session) newRunnerWatch() *runnerWatch {
 	return &runnerWatch{s: s, grace: g, lastAlive: now, next: now.Add(watchEvery)}
 }
 
+// newRunnerWatch watches the runner of the session c is in now (pool_move.go:
+// a pool may move a queued command to another session).
+func (c *Command) newRunnerWatch() *runnerWatch {
+	w := c.s.newRunnerWatch()
+	w.cmd = c
+	return w
+}
+
 // check returns an error wrapping ErrRunnerNotAlive once no live runner has
 // been seen for the grace. It looks at the files at most every watchEvery.
 func (w *runnerWatch) check() error {
@@ -104,6 +113,12 @@ func (w *runnerWatch) check() error {
 		return nil
 	}
 	w.next = now.Add(watchEvery)
+	if w.cmd != nil {
+		// A command a pool moved is served by its new session's runner.
+		if cur := w.cmd.resolve(); cur.s.dir != w.s.dir {
+			w.s, w.cmd = cur.s, cur
+		}
+	}
 	w.last = w.s.observe()
 	if w.last.alive {
 		w.lastAlive = now

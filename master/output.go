@@ -46,7 +46,7 @@ func (c *Command) Output(off, n int64) ([]byte, error) {
 func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, error) {
 	wake, stop := c.s.watch(ctx, protocol.DirResult)
 	defer stop()
-	rw := c.s.newRunnerWatch()
+	rw := c.newRunnerWatch()
 	for {
 		done, _ := c.Result()
 		b, err := c.Output(off, 0)

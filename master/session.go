@@ -225,7 +225,7 @@ func (c *Command) Wait(ctx context.Context) (*protocol.Result, error) {
 // the command has no result yet.
 func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.Result, error) {
 	var wake <-chan struct{}
-	w := c.s.newRunnerWatch()
+	w := c.newRunnerWatch()
 	for {
 		r, err := c.Result()
 		if err != nil {
