@@ -7,6 +7,7 @@ binary. Run it as ``skillpilot-master`` (installed by pip) or
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -137,6 +138,7 @@ class _CLI:
         a = self.a
         if a.file is not None and a.payload is not None:
             raise UsageError("give either -f FILE or a payload, not both")
+        s = self.session()
         if a.file == "-" or (a.file is None and a.payload in (None, "-")):
             payload = sys.stdin.read()
         elif a.file is not None:
@@ -144,7 +146,6 @@ class _CLI:
                 payload = f.read()
         else:
             payload = a.payload
-        s = self.session()
         sub = s.submit(payload, kind=a.kind, timeout=a.timeout, cancel_policy=a.cancel_policy, cmd_id=a.cmd_id)
         if not a.wait:
             alive, why = s._observe_liveness()
@@ -294,7 +295,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, err
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as e:  # argparse: --help (0) or a usage error (2).
         return int(e.code or 0)
     cli = _CLI(args, out, err)
