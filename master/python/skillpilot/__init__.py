@@ -17,7 +17,7 @@ without a live runner.
 """
 
 from ._names import PROTOCOL_VERSION, new_id
-from .errors import (AlreadyFinished, Cancelled, CommandFailed, CommandTimeout, Idle, MasterError,
+from .errors import (AlreadyFinished, Cancelled, CannotServe, CommandFailed, CommandTimeout, Idle, MasterError,
                      NothingToDo, NotRunning, RequestRejected, ResultError, RunnerNotAlive, SessionMissing,
                      StaleRequest, UnknownCmdID, UsageError, WaitTimeout)
 from ._lease import LeaseKeeper
@@ -29,7 +29,7 @@ new_cmd_id = new_id
 
 __all__ = [
     "Session", "Submitted", "Match", "LeaseKeeper", "PROTOCOL_VERSION", "new_cmd_id",
-    "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "StaleRequest", "WaitTimeout",
+    "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "CannotServe", "StaleRequest", "WaitTimeout",
     "UnknownCmdID", "NothingToDo", "NotRunning", "AlreadyFinished", "Idle", "RequestRejected",
     "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "__version__",
 ]

@@ -9,7 +9,7 @@ host's clock. No timestamp written by another host is compared with ours.
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional
 
 from . import _fs, _names
 from .errors import RunnerNotAlive
@@ -67,68 +67,79 @@ def stopped_reason(state: Optional[Dict[str, Any]]) -> str:
     return "the runner stopped" + (" (%s)" % why if why else "")
 
 
+class Look(NamedTuple):
+    """One liveness judgment made without waiting (the Go master's look)."""
+
+    alive: bool  # the heartbeat counter was seen moving within the window
+    definite: bool  # when not alive: the verdict needs no further watching
+    reason: str
+    state: Dict[str, Any]
+
+
 class Liveness:
     """Watches the runner during one wait. ``check()`` raises
-    RunnerNotAlive once no live runner has been seen for ``grace`` seconds
-    (measured from the start of the wait or the last sign of life)."""
+    RunnerNotAlive once no live runner has been seen for ``grace`` seconds,
+    measured from the start of the wait or the last sign of life. It looks
+    at the files at most every 100 ms."""
 
     def __init__(self, session: "Session", grace: Optional[float]) -> None:
         self.s = session
-        self.grace = DEFAULT_WAIT_FOR_RUNNER if grace is None else float(grace)
+        self.grace = DEFAULT_WAIT_FOR_RUNNER if grace is None or grace <= 0 else float(grace)
         self.last_alive = time.monotonic()
         self.next_look = 0.0
-        self.reason = "no runner seen yet"
+        self.last = Look(False, False, "no look yet", {})
 
     def check(self) -> None:
         now = time.monotonic()
         if now < self.next_look:
             return
         self.next_look = now + LIVENESS_PERIOD
-        alive, reason = self.s._observe_liveness()
-        if alive:
+        self.last = self.s._observe_liveness()
+        if self.last.alive:
             self.last_alive = now
             return
-        if alive is None:  # Cannot tell yet: neither a sign of life nor of death.
-            return
-        self.reason = reason
-        if now - self.last_alive > self.grace:
-            raise RunnerNotAlive("runner not alive: %s; no live runner seen for %.1fs (wait_for_runner=%gs)"
-                                 % (reason, now - self.last_alive, self.grace))
+        gone = now - self.last_alive
+        if gone > self.grace:
+            raise RunnerNotAlive("runner not alive: %s; no live runner seen for %.1fs (raise with wait_for_runner)"
+                                 % (self.last.reason, gone))
 
 
 class HeartbeatSeen:
-    """The last heartbeat counter a Session saw and when (our clock)."""
+    """The last heartbeat counter a Session saw, when (our clock), and
+    whether it had moved from the one seen before."""
 
     def __init__(self) -> None:
         self.counter: Any = None
         self.at: Optional[float] = None
-
-    def update(self, counter: Any, now: float) -> bool:
-        """Record counter; True if it moved since the previous look."""
-        if self.at is not None and counter == self.counter:
-            return False
-        moved = self.at is not None
-        self.counter, self.at = counter, now
-        return moved
+        self.moved = False
 
 
-def observe(session_dir: str, network: bool, seen: HeartbeatSeen) -> Tuple[Optional[bool], str]:
-    """One non-blocking look at the runner. Returns (True, why) on a sign of
-    life, (False, why) when it is dead by the rule, (None, why) when this
-    look cannot tell yet (a first look, or the counter still within its
-    window)."""
+def observe(session_dir: str, network: bool, seen: HeartbeatSeen) -> Look:
+    """One look at the runner by the documented rule, remembering the
+    counter in seen: alive when the counter moved within the window on our
+    clock; dead at once (definite) when there is no state, the phase is
+    stopped or, on a local filesystem, the runner's flock is free; a
+    counter not seen moving yet is an indefinite "not alive"."""
     state = _fs.read_json_quiet(os.path.join(session_dir, _names.FILE_STATE))
     hb = _fs.read_json_quiet(os.path.join(session_dir, _names.FILE_HEARTBEAT))
+    st = state or {}
     if state is None and hb is None:
-        return False, "no runner has written state yet"
+        return Look(False, True, "no runner has written state yet", st)
     if is_stopped(state, hb):
-        return False, stopped_reason(state)
+        return Look(False, True, stopped_reason(state), st)
     if not network and not _fs.lock_held(os.path.join(session_dir, _names.FILE_LOCK)):
-        return False, "the runner's lock is free"
+        return Look(False, True, "the runner's lock is free", st)
+    if hb is None:
+        return Look(False, False, "no heartbeat yet", st)
     now = time.monotonic()
-    if seen.update((hb or {}).get("counter"), now):
-        return True, "heartbeat counter moved"
-    assert seen.at is not None
-    if now - seen.at > window_of(hb):
-        return False, "heartbeat counter has not moved for %.1fs" % (now - seen.at)
-    return None, "heartbeat counter not seen moving yet"
+    counter = hb.get("counter")
+    if seen.at is None or counter != seen.counter:
+        seen.moved = seen.at is not None
+        seen.counter, seen.at = counter, now
+    age = now - seen.at
+    window = window_of(hb)
+    if seen.moved and age <= window:
+        return Look(True, False, "heartbeat counter moved", st)
+    if age > window:
+        return Look(False, True, "heartbeat counter has not moved for %.1fs" % age, st)
+    return Look(False, False, "heartbeat counter not seen moving yet", st)

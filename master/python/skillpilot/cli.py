@@ -148,9 +148,9 @@ class _CLI:
             payload = a.payload
         sub = s.submit(payload, kind=a.kind, timeout=a.timeout, cancel_policy=a.cancel_policy, cmd_id=a.cmd_id)
         if not a.wait:
-            alive, why = s._observe_liveness()
-            if alive is False:
-                self.warn("no live runner (%s): %s is queued for the next runner" % (why, sub.cmd_id))
+            look = s._observe_liveness()
+            if not look.alive and look.definite:
+                self.warn("no live runner (%s): %s is queued for the next runner" % (look.reason, sub.cmd_id))
             if self.json:
                 self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": sub.cmd_id, "seq": sub.seq,
                                  "file": "queue/" + sub.name})
@@ -169,7 +169,7 @@ class _CLI:
         deadline = None if a.wait_timeout is None else time.monotonic() + a.wait_timeout
         live = Liveness(s, a.wait_for_runner)
         backoff = s._backoff()
-        off = 0
+        off, partial = 0, False
         while True:
             res = s.result(name)
             if not self.json:
@@ -177,6 +177,7 @@ class _CLI:
                 if chunk:
                     off += len(chunk)
                     self.out.write(chunk.decode("utf-8", "replace"))
+                    partial = not chunk.endswith(b"\n")
                     self.out.flush()
                     backoff.reset()
             if res is not None:
@@ -189,7 +190,7 @@ class _CLI:
         if self.json:
             self.print_json(res)
         elif status == "ok" and res.get("value") not in (None, "") and not a.no_value:
-            self.out.write(str(res["value"]) + "\n")
+            self.out.write(("\n" if partial else "") + str(res["value"]) + "\n")
         if status != "ok":
             err = res.get("error") or {}
             self.warn("command %s: %s: %s" % (res.get("cmd_id"), status, err.get("message") or res.get("exit_reason")))

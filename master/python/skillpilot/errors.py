@@ -15,6 +15,7 @@ CommandTimeout        command_timeout        3
 Cancelled             cancelled              4
 SessionMissing        session_missing        5
 RunnerNotAlive        runner_not_alive       5
+CannotServe           cannot_serve           5
 StaleRequest          stale                  5
 UnknownCmdID          unknown_cmd_id         6
 NotRunning            not_running            7
@@ -28,7 +29,7 @@ MasterError           io_error               10
 from typing import Any, Dict, Optional
 
 __all__ = [
-    "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "StaleRequest", "WaitTimeout",
+    "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "CannotServe", "StaleRequest", "WaitTimeout",
     "UnknownCmdID", "NothingToDo", "NotRunning", "AlreadyFinished", "Idle", "RequestRejected",
     "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "EXIT_OK", "EXIT_INTERRUPTED",
 ]
@@ -63,6 +64,14 @@ class RunnerNotAlive(MasterError):
     the runner stopped, or it gave up and cannot serve."""
 
     code = "runner_not_alive"
+    exit_code = 5
+
+
+class CannotServe(MasterError):
+    """A runner is alive but cannot run commands (phase error: its tool
+    does not start or its init script fails)."""
+
+    code = "cannot_serve"
     exit_code = 5
 
 

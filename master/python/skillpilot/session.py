@@ -9,8 +9,8 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 from . import _fs, _names
 from ._lease import LeaseKeeper, write_lease
-from ._wait import Backoff, HeartbeatSeen, Liveness, is_stopped, observe, stopped_reason, window_of
-from .errors import (AlreadyFinished, Idle, MasterError, NotRunning, RequestRejected, RunnerNotAlive,
+from ._wait import Backoff, HeartbeatSeen, Liveness, Look, observe
+from .errors import (AlreadyFinished, CannotServe, Idle, MasterError, NotRunning, RequestRejected, RunnerNotAlive,
                      SessionMissing, StaleRequest, UnknownCmdID, UsageError, WaitTimeout, result_error)
 
 Result = Dict[str, Any]
@@ -71,6 +71,7 @@ class Session:
         self.filesystem, self.network = _fs.fs_type(self.dir)
         self.owner = "python-master@%s:%d" % (socket.gethostname(), os.getpid())
         self._hb_seen = HeartbeatSeen()
+        self._hb_look = Look(False, False, "no look yet", {})
 
     def _p(self, *parts: str) -> str:
         return os.path.join(self.dir, *parts)
@@ -193,18 +194,24 @@ class Session:
 
     def request(self, op: str, fields: Optional[Dict[str, Any]] = None, timeout: Optional[float] = None,
                 wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
-        """Write one control request ``ctl/req_<seq>_<req_id>.json`` (temp
-        file + rename) and wait for the runner's reply in ``ctl/ack/``. The
-        request carries the session_id of the runner in state.json (unless
-        it stopped), so no later runner acts on it. Returns the reply; the
-        outcome is not interpreted (cancel() and stop() do)."""
+        """Send one control request through the mailbox and return the
+        runner's reply, without interpreting its outcome (cancel() and stop()
+        do). As the Go master: with no live runner it writes nothing and
+        raises RunnerNotAlive (a request for no runner would only be stale
+        for the next one); otherwise it writes ``ctl/req_<seq>_<req_id>.json``
+        (temp file + rename) naming the live runner's session_id and waits
+        for ``ctl/ack/<same name>``, checking liveness meanwhile. A wait
+        that fails withdraws the request unless the runner took it."""
+        alive, why = self._alive()
+        if not alive:
+            raise RunnerNotAlive("runner not alive: %s; nothing was written" % why)
         req_id = _names.new_id()
         seq = _names.alloc_seq(self.dir)
         body: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "req_id": req_id, "seq": seq,
                                 "op": op, "ts": _names.now_iso(), "submitter": self.owner}
-        st = self._state()
-        if st and st.get("phase") != "stopped" and isinstance(st.get("session_id"), str):
-            body["session_id"] = st["session_id"]
+        sid = self._hb_look.state.get("session_id")
+        if isinstance(sid, str) and sid:
+            body["session_id"] = sid
         body.update(fields or {})
         name = _names.request_name(seq, req_id)
         try:
@@ -213,22 +220,32 @@ class Session:
             raise MasterError("write request %s: %s" % (name, e)) from e
         return self._wait_reply(name, timeout, wait_for_runner)
 
+    def _read_reply(self, name: str) -> Optional[Dict[str, Any]]:
+        _fs.revalidate(self._p(_names.DIR_ACK))
+        return _fs.read_json(self._p(_names.DIR_ACK, name))
+
     def _wait_reply(self, name: str, timeout: Optional[float], wait_for_runner: Optional[float]) -> Dict[str, Any]:
-        ack_dir = self._p(_names.DIR_ACK)
         deadline = None if timeout is None else time.monotonic() + timeout
         live = Liveness(self, self._grace(wait_for_runner))
         backoff = self._backoff()
         while True:
-            _fs.revalidate(ack_dir)
-            reply = _fs.read_json(os.path.join(ack_dir, name))
+            reply = self._read_reply(name)
             if reply is not None:
                 return reply
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout("no reply to %s within %gs" % (name, timeout))
             try:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise WaitTimeout("no reply to %s within %gs" % (name, timeout))
                 live.check()
-            except RunnerNotAlive as e:
-                raise RunnerNotAlive("%s; request %s not answered" % (e, name)) from None
+            except MasterError:
+                # Withdraw the request unless the runner took it meanwhile.
+                try:
+                    os.unlink(self._p(_names.DIR_CTL, name))
+                except FileNotFoundError:
+                    pass
+                reply = self._read_reply(name)
+                if reply is not None:
+                    return reply
+                raise
             backoff.sleep(deadline)
 
     def cancel(self, cmd_id: Optional[str] = None, timeout: Optional[float] = None,
@@ -249,29 +266,25 @@ class Session:
     def stop(self, force: bool = False, wait: bool = False, timeout: Optional[float] = None,
              wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
         """Ask the runner to stop (graceful: the running command completes;
-        force: it is ended). With no live runner it raises RunnerNotAlive and
-        writes nothing (a stop request must not outlive its runner). With
-        wait, returns once the runner has stopped; ``timeout`` bounds the
-        whole call, and a runner that dies without saying so ends the wait
-        after ``wait_for_runner``."""
+        force: it is ended) and return the reply (outcome accepted). With no
+        live runner it raises RunnerNotAlive and writes nothing: a stop
+        request never outlives the runner it was meant for. With wait, it
+        returns once the runner has stopped (phase stopped, its lock free,
+        or no heartbeat for the liveness window), so it cannot block on a
+        runner that died; ``timeout`` bounds the whole call."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        alive, why = self._alive()
-        if not alive:
-            raise RunnerNotAlive("no live runner (%s): nothing to stop, nothing written" % why)
         reply = self.request("stop", {"mode": "force" if force else "graceful"}, timeout, wait_for_runner)
         if reply.get("outcome") != "accepted":
             raise _reply_error(reply, "stop")
         if not wait:
             return reply
-        live = Liveness(self, self._grace(wait_for_runner))
         backoff = self._backoff()
         while True:
-            st = self._state()
-            if is_stopped(st, None) or (not self.network and not _fs.lock_held(self._p(_names.FILE_LOCK))):
+            look = self._observe_liveness()
+            if not look.alive and look.definite:
                 return reply
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout("the runner did not stop within %gs" % timeout)
-            live.check()
             backoff.sleep(deadline)
 
     # --- state and liveness -----------------------------------------------
@@ -284,41 +297,41 @@ class Session:
         _fs.revalidate(self._p(_names.DIR_STATE))
         return _fs.read_json_quiet(self._p(_names.FILE_HEARTBEAT))
 
-    def _observe_liveness(self) -> Tuple[Optional[bool], str]:
+    def _observe_liveness(self) -> Look:
         _fs.revalidate(self._p(_names.DIR_STATE))
-        return observe(self.dir, self.network, self._hb_seen)
+        self._hb_look = observe(self.dir, self.network, self._hb_seen)
+        return self._hb_look
 
     def _alive(self) -> Tuple[bool, str]:
-        """Go's rule (master.Session.Status): dead if stopped or (locally)
-        the lock is free; alive if the counter moved since this Session last
-        looked; else watch it for one window on our clock."""
-        alive, why = self._observe_liveness()
-        if alive is not None:
-            return alive, why
-        end = time.monotonic() + window_of(self._heartbeat())
-        while time.monotonic() < end:
+        """The Go master's rule (Session.Status): one look, and when it
+        cannot decide, more looks every 50 ms until it can (at most one
+        liveness window, or 10 s for a heartbeat claiming a huge interval)."""
+        look = self._observe_liveness()
+        end = time.monotonic() + 10.0
+        while not look.alive and not look.definite:
+            if time.monotonic() >= end:
+                return False, "heartbeat counter did not move"
             time.sleep(0.05)
-            alive, why = self._observe_liveness()
-            if alive is not None:
-                return alive, why
-        return False, "heartbeat counter did not move within %.2fs" % window_of(self._heartbeat())
+            look = self._observe_liveness()
+        return look.alive, look.reason
 
     def status(self) -> Dict[str, Any]:
-        """What the Go master's Status reports, with the same keys:
-        liveness judged by the same rule (this may take up to two heartbeat
-        periods plus 250 ms)."""
+        """What the Go master's Status reports, with the same keys, liveness
+        judged by the same rule (this may take up to two heartbeat periods
+        plus 250 ms). ``can_serve`` is False when commands cannot run: no
+        live runner, or phase error or stopping."""
         st = self._state()
         hb = self._heartbeat()
         out: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "alive": False, "alive_reason": "",
-                               "phase": "", "queue_depth": self._queue_depth(), "heartbeat_counter": 0,
-                               "commands_done": 0}
+                               "phase": "", "dir": self.dir, "queue_depth": self._queue_depth(),
+                               "heartbeat_counter": 0, "commands_done": 0, "can_serve": False}
         if st is None and hb is None:
             out["alive_reason"] = "no runner has written state yet"
             return out
         st, hb = st or {}, hb or {}
         for key, src in (("phase", "phase"), ("reason", "reason"), ("session_id", "session_id"),
                          ("runner_host", "hostname"), ("runner_pid", "runner_pid"), ("tool_pid", "tool_pid"),
-                         ("commands_done", "commands_done"), ("filesystem", "filesystem"),
+                         ("commands_done", "commands_done"), ("filesystem", "filesystem"), ("kind", "kind"),
                          ("tool_starts", "tool_starts"), ("error", "error"), ("current_cmd_id", "current_cmd_id")):
             if st.get(src) is not None:
                 out[key] = st[src]
@@ -326,8 +339,7 @@ class Session:
         if hb.get("current_cmd_id") and hb.get("current_cmd_id") == st.get("current_cmd_id"):
             out["current_output_bytes"] = hb.get("current_output_bytes", 0)
         out["alive"], out["alive_reason"] = self._alive()
-        if is_stopped(st, hb):
-            out["alive_reason"] = stopped_reason(st)
+        out["can_serve"] = out["alive"] and out["phase"] not in ("error", "stopping")
         return out
 
     def _queue_depth(self) -> int:
@@ -337,22 +349,25 @@ class Session:
         except OSError:
             return 0
 
-    def ready(self, timeout: float = 60.0) -> Dict[str, Any]:
+    def ready(self, timeout: float = 60.0, wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
         """Wait until a live runner serves the session (phase idle or busy)
-        and return its status. Raises RunnerNotAlive when the runner has
-        stopped (for example after giving up on a failing --init), and
-        WaitTimeout with the last phase and reason otherwise."""
+        and return its status. Raises RunnerNotAlive once no live runner has
+        been seen for wait_for_runner (a runner that gave up on a failing
+        --init has stopped), and on timeout CannotServe when the runner is
+        alive in phase error (with its reason), else WaitTimeout."""
         deadline = time.monotonic() + timeout
-        last: Dict[str, Any] = {}
+        live = Liveness(self, self._grace(wait_for_runner))
         while True:
-            last = self.status()
-            if last["alive"] and last.get("phase") in ("idle", "busy"):
-                return last
-            if last.get("phase") == "stopped" and last.get("error"):
-                raise RunnerNotAlive("the runner cannot serve: %s" % last["alive_reason"])
+            live.next_look = 0.0
+            live.check()
+            if live.last.alive and live.last.state.get("phase") in ("idle", "busy"):
+                return self.status()
             if time.monotonic() >= deadline:
-                raise WaitTimeout("no runner ready within %gs: phase %r %s" % (
-                    timeout, last.get("phase"), last.get("reason") or last.get("alive_reason")))
+                st = live.last.state
+                if st.get("phase") == "error":
+                    raise CannotServe("no runner ready within %gs: the runner cannot serve (phase error: %s)"
+                                      % (timeout, st.get("reason") or ""))
+                raise WaitTimeout("no runner ready within %gs: %s" % (timeout, live.last.reason))
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
     # --- lease ------------------------------------------------------------

@@ -31,7 +31,7 @@ class CLITest(unittest.TestCase):
         return r
 
     def queued(self) -> List[str]:
-        return sorted(os.listdir(os.path.join(self.dir, "queue")))
+        return sorted(n for n in os.listdir(os.path.join(self.dir, "queue")) if not n.startswith("."))
 
     def test_failed_command_prints_output_and_why(self) -> None:
         r = self.runner()
@@ -54,7 +54,7 @@ class CLITest(unittest.TestCase):
                 pass
             r.finish(self.queued()[0], "ok", b"hi\n", value="42")
         threading.Thread(target=finish).start()
-        code, out, _ = run("--session", self.dir, "submit", "--wait", "puts hi; expr 42")
+        code, out, _ = run("--session", self.dir, "submit", "--wait", "--wait-timeout", "30s", "puts hi; expr 42")
         self.assertEqual((code, out), (0, "hi\n42\n"))
 
     def test_submit_json_and_warning_without_runner(self) -> None:
