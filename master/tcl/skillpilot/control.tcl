@@ -1,22 +1,29 @@
 # Control requests of the SkillPilot Tcl master: the ctl/ mailbox (one file
 # per request, answered in ctl/ack/), stop, status, waitfor and ready.
 
-# request writes ctl/req_<seq>_<req_id>.json with op and the JSON members
-# in members (text such as "\"cmd_id\":\"x\""), and waits for the reply,
-# which it returns as a dict without interpreting its outcome. The request
-# names the session_id of the runner in state.json (unless it stopped), so
-# no later runner acts on it. Options: -timeout ms, -waitforrunner ms.
+# request sends one control request through the mailbox and returns the
+# runner's reply as a dict, without interpreting its outcome (cancel and
+# stop do). As the Go master: with no live runner it writes nothing and
+# raises RUNNER_NOT_ALIVE (a request for no runner would only be stale for
+# the next one); otherwise it writes ctl/req_<seq>_<req_id>.json (temp file
+# + rename) naming the live runner's session_id, with op and the JSON
+# members in members (text such as "\"cmd_id\":\"x\""), and waits for
+# ctl/ack/<same name>, checking liveness meanwhile. A wait that fails
+# withdraws the request unless the runner took it. Options: -timeout ms,
+# -waitforrunner ms.
 proc ::skillpilot::request {dir op members args} {
     variable version
     variable seqWidth
     variable waitForRunnerMs
     set o [Opts [list -timeout -1 -waitforrunner $waitForRunnerMs] $args]
     set dir [check $dir]
+    lassign [Alive $dir] alive why
+    if {!$alive} { Throw RUNNER_NOT_ALIVE "runner not alive: $why; nothing was written" }
+    set st [read_json [file join $dir state state.json] 1]
     set id [new_id]
     set seq [alloc_seq $dir]
     set json "\{\"protocol_version\":$version,\"req_id\":[json::string $id],\"seq\":$seq,\"op\":[json::string $op]"
-    set st [read_json [file join $dir state state.json] 1]
-    if {[dict exists $st session_id] && [Phase $st] ne "stopped"} {
+    if {[dict exists $st session_id] && [dict get $st session_id] ne ""} {
         append json ",\"session_id\":[json::string [dict get $st session_id]]"
     }
     append json ",\"ts\":[json::string [now_iso]],\"submitter\":[json::string [Owner]]"
@@ -30,7 +37,14 @@ proc ::skillpilot::request {dir op members args} {
         revalidate $ack
         set reply [read_json [file join $ack $name]]
         if {$reply ne ""} { return $reply }
-        WaitStep w "no reply to $name"
+        if {[catch {WaitStep w "no reply to $name"} msg opts]} {
+            # Withdraw the request unless the runner took it meanwhile.
+            catch {file delete -- [file join $dir ctl $name]}
+            revalidate $ack
+            set reply [read_json [file join $ack $name]]
+            if {$reply ne ""} { return $reply }
+            return -options $opts $msg
+        }
     }
 }
 
@@ -62,11 +76,14 @@ proc ::skillpilot::cancel {dir {cmd_id ""} args} {
         "$what: $outcome: [expr {[dict exists $reply message] ? [dict get $reply message] : ""}]"
 }
 
-# stop asks the runner to stop and returns the reply. Options: -force 0|1,
-# -wait 0|1 (return once the runner has stopped), -timeout ms (bounds the
-# whole call), -waitforrunner ms. With no live runner it raises
-# RUNNER_NOT_ALIVE and writes nothing. The pre-1.0 form "stop dir ?mode?
-# ?wait?" still works.
+# stop asks the runner to stop and returns the reply (outcome accepted).
+# Options: -force 0|1, -wait 0|1, -timeout ms (bounds the whole call),
+# -waitforrunner ms. With no live runner it raises RUNNER_NOT_ALIVE and
+# writes nothing: a stop request never outlives the runner it was meant
+# for. With -wait it returns once the runner has stopped (phase stopped,
+# its lock free, or no heartbeat for the liveness window), so it cannot
+# block on a runner that died. The pre-1.0 form "stop dir ?mode? ?wait?"
+# still works.
 proc ::skillpilot::stop {dir args} {
     variable waitForRunnerMs
     if {[llength $args] && ![string match -* [lindex $args 0]]} {
@@ -74,20 +91,24 @@ proc ::skillpilot::stop {dir args} {
     }
     set o [Opts [list -force 0 -wait 0 -timeout -1 -waitforrunner $waitForRunnerMs] $args]
     set dir [check $dir]
-    lassign [Alive $dir] alive why
-    if {!$alive} { Throw RUNNER_NOT_ALIVE "no live runner ($why): nothing to stop, nothing written" }
     set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner]]
     set mode [expr {[dict get $o -force] ? "force" : "graceful"}]
-    set left [expr {[dict get $o -timeout] < 0 ? -1 : max(0, [dict get $w deadline] - [clock milliseconds])}]
-    set reply [request $dir stop "\"mode\":\"$mode\"" -timeout $left -waitforrunner [dict get $o -waitforrunner]]
+    set reply [request $dir stop "\"mode\":\"$mode\"" -timeout [dict get $o -timeout] \
+                   -waitforrunner [dict get $o -waitforrunner]]
     set outcome [expr {[dict exists $reply outcome] ? [dict get $reply outcome] : ""}]
     if {$outcome ne "accepted"} {
         return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] "stop: $outcome"
     }
     while {[dict get $o -wait]} {
-        if {[Phase [read_json [file join $dir state state.json] 1]] eq "stopped"} { break }
-        if {![Network $dir] && [lock_held [file join $dir state runner.lock]] == 0} { break }
-        WaitStep w "the runner did not stop"
+        set look [Observe $dir]
+        if {![dict get $look alive] && [dict get $look definite]} { break }
+        set now [clock milliseconds]
+        if {[dict get $w deadline] >= 0 && $now >= [dict get $w deadline]} {
+            Throw WAIT_TIMEOUT "the runner did not stop within [dict get $o -timeout] ms"
+        }
+        RenewLeases
+        after [expr {min(100, [dict get $w delay])}]
+        dict set w delay [expr {[dict get $w delay] * 2}]
     }
     return $reply
 }
@@ -110,12 +131,12 @@ proc ::skillpilot::status {dir} {
     set dir [check $dir]
     set st [state $dir]
     set hb [read_json [file join $dir state heartbeat.json] 1]
-    set out [dict create protocol_version $version alive 0 alive_reason "" phase [dict get $st phase] \
+    set out [dict create protocol_version $version alive 0 alive_reason "" dir $dir phase [dict get $st phase] \
                  reason [dict get $st reason] session_id [dict get $st session_id] \
                  current_cmd_id [dict get $st current_cmd_id] queue_depth 0 \
                  heartbeat_counter [expr {[dict exists $hb counter] ? [dict get $hb counter] : 0}]]
     foreach {k src} {runner_host hostname runner_pid runner_pid tool_pid tool_pid commands_done commands_done
-                     filesystem filesystem tool_starts tool_starts error error} {
+                     filesystem filesystem tool_starts tool_starts error error kind kind} {
         if {[dict exists $st $src]} { dict set out $k [dict get $st $src] }
     }
     set n 0
@@ -124,26 +145,44 @@ proc ::skillpilot::status {dir} {
     }
     dict set out queue_depth $n
     lassign [Alive $dir] alive why
-    if {[dict get $st phase] eq "stopped"} { set why [StoppedReason $st] }
     dict set out alive $alive
     dict set out alive_reason $why
+    dict set out can_serve [expr {$alive && [dict get $st phase] ni {error stopping}}]
     return $out
 }
 
 # ready waits until a live runner serves the session (phase idle or busy)
-# and returns its status. RUNNER_NOT_ALIVE when the runner stopped after
-# giving up (e.g. a failing --init), WAIT_TIMEOUT otherwise.
+# and returns its status. RUNNER_NOT_ALIVE once no live runner has been
+# seen for -waitforrunner ms (a runner that gave up on a failing --init has
+# stopped); on -timeout CANNOT_SERVE when the runner is alive in phase error
+# (with its reason), else WAIT_TIMEOUT. The directory may not exist yet.
 proc ::skillpilot::ready {dir args} {
-    set o [Opts {-timeout 60000} $args]
-    set end [expr {[clock milliseconds] + [dict get $o -timeout]}]
+    variable waitForRunnerMs
+    set o [Opts [list -timeout 60000 -waitforrunner $waitForRunnerMs] $args]
+    set start [clock milliseconds]
+    set end [expr {$start + [dict get $o -timeout]}]
+    set w ""
     while 1 {
-        if {![catch {status $dir} st]} {
-            if {[dict get $st alive] && [dict get $st phase] in {idle busy}} { return $st }
-            if {[dict get $st phase] eq "stopped" && [dict exists $st error]} {
-                Throw RUNNER_NOT_ALIVE "the runner cannot serve: [dict get $st alive_reason]"
-            }
+        if {$w eq "" && ![catch {check $dir} d]} {
+            set dir $d
+            set w [WaitStart $dir -1 [dict get $o -waitforrunner]]
+            dict set w lastAlive $start
+        }
+        if {$w ne ""} {
+            dict set w nextLook 0
+            dict set w delay 0
+            WaitStep w "no runner ready"
+            set look [dict get $w look]
+            if {[dict get $look alive] && [Phase [dict get $look state]] in {idle busy}} { return [status $dir] }
+        } elseif {[clock milliseconds] - $start > [dict get $o -waitforrunner]} {
+            Throw RUNNER_NOT_ALIVE "runner not alive: $dir is not a session yet"
         }
         if {[clock milliseconds] >= $end} {
+            if {$w ne "" && [Phase [dict get $w look state]] eq "error"} {
+                set st [dict get $w look state]
+                Throw CANNOT_SERVE "no runner ready within [dict get $o -timeout] ms: the runner cannot serve\
+                    (phase error: [expr {[dict exists $st reason] ? [dict get $st reason] : ""}])"
+            }
             Throw WAIT_TIMEOUT "no runner ready within [dict get $o -timeout] ms"
         }
         after 50

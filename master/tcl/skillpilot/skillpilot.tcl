@@ -14,7 +14,7 @@
 # Errors are raised with -errorcode {SKILLPILOT CODE ...}; CODE and the
 # exit code of the master CLI that goes with it (skillpilot::exitcode):
 #   COMMAND_FAILED 1  USAGE 2  WAIT_TIMEOUT 3  COMMAND_TIMEOUT 3  CANCELLED 4
-#   SESSION_MISSING 5  RUNNER_NOT_ALIVE 5  STALE 5  UNKNOWN_CMD_ID 6
+#   SESSION_MISSING 5  RUNNER_NOT_ALIVE 5  CANNOT_SERVE 5  STALE 5  UNKNOWN_CMD_ID 6
 #   NOT_RUNNING 7  ALREADY_FINISHED 7  IDLE 7  REJECTED 10  IO_ERROR 10
 # Errors for a result that is not ok carry the result dict as a third
 # element: {SKILLPILOT COMMAND_FAILED <result>}.
@@ -40,7 +40,7 @@ namespace eval ::skillpilot {
 proc ::skillpilot::exitcode {errorcode} {
     if {[lindex $errorcode 0] ne "SKILLPILOT"} { return 10 }
     set map {COMMAND_FAILED 1 USAGE 2 WAIT_TIMEOUT 3 COMMAND_TIMEOUT 3 CANCELLED 4 SESSION_MISSING 5
-             RUNNER_NOT_ALIVE 5 STALE 5 UNKNOWN_CMD_ID 6 NOT_RUNNING 7 ALREADY_FINISHED 7 IDLE 7}
+             RUNNER_NOT_ALIVE 5 CANNOT_SERVE 5 STALE 5 UNKNOWN_CMD_ID 6 NOT_RUNNING 7 ALREADY_FINISHED 7 IDLE 7}
     set code [lindex $errorcode 1]
     return [expr {[dict exists $map $code] ? [dict get $map $code] : 10}]
 }

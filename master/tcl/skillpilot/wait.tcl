@@ -28,58 +28,65 @@ proc ::skillpilot::Phase {d} {
     return [expr {[dict exists $d phase] ? [dict get $d phase] : ""}]
 }
 
-# Observe takes one non-blocking look at the runner of dir: {1 why} on a
-# sign of life, {0 why} when it is dead by the rule, {-1 why} when this look
-# cannot tell (a first look, or the counter still within its window).
+# Observe takes one look at the runner of dir, as the Go master's observe
+# does, and returns a dict: alive (the counter was seen moving within the
+# window), definite (when not alive: no further watching needed), reason,
+# state (state.json). Dead at once: no state, phase stopped, or on a local
+# filesystem a free flock.
 proc ::skillpilot::Observe {dir} {
     variable hbSeen
     revalidate [file join $dir state]
     set st [read_json [file join $dir state state.json] 1]
     set hb [read_json [file join $dir state heartbeat.json] 1]
-    if {$st eq "" && $hb eq ""} { return {0 "no runner has written state yet"} }
-    if {[Phase $st] eq "stopped" || [Phase $hb] eq "stopped"} { return [list 0 [StoppedReason $st]] }
+    set look [dict create alive 0 definite 1 reason "" state $st]
+    if {$st eq "" && $hb eq ""} { return [dict replace $look reason "no runner has written state yet"] }
+    if {[Phase $st] eq "stopped" || [Phase $hb] eq "stopped"} { return [dict replace $look reason [StoppedReason $st]] }
     if {![Network $dir] && [lock_held [file join $dir state runner.lock]] == 0} {
-        return {0 "the runner's lock is free"}
+        return [dict replace $look reason "the runner's lock is free"]
     }
+    if {$hb eq ""} { return [dict replace $look definite 0 reason "no heartbeat yet"] }
     set c [expr {[dict exists $hb counter] ? [dict get $hb counter] : ""}]
     set now [clock milliseconds]
     if {![info exists hbSeen($dir)] || [lindex $hbSeen($dir) 0] ne $c} {
-        set moved [info exists hbSeen($dir)]
-        set hbSeen($dir) [list $c $now]
-        if {$moved} { return {1 "heartbeat counter moved"} }
+        set hbSeen($dir) [list $c $now [info exists hbSeen($dir)]]
     }
-    set age [expr {$now - [lindex $hbSeen($dir) 1]}]
-    if {$age > [Window $hb]} {
-        return [list 0 "heartbeat counter has not moved for [format %.1f [expr {$age / 1000.0}]]s"]
+    lassign $hbSeen($dir) -> at moved
+    set age [expr {$now - $at}]
+    set window [Window $hb]
+    if {$moved && $age <= $window} { return [dict replace $look alive 1 definite 0 reason "heartbeat counter moved"] }
+    if {$age > $window} {
+        return [dict replace $look reason "heartbeat counter has not moved for [format %.1f [expr {$age / 1000.0}]]s"]
     }
-    return {-1 "heartbeat counter not seen moving yet"}
+    return [dict replace $look definite 0 reason "heartbeat counter not seen moving yet"]
 }
 
-# Alive judges liveness as the Go master's Status does: a look, and if it
-# cannot tell, watching the counter for one window. Returns {0|1 why}.
+# Alive judges liveness as the Go master's Status does: looks every 50 ms
+# until one decides (at most one window; 10 s for a heartbeat that claims a
+# huge interval). Returns {0|1 reason}.
 proc ::skillpilot::Alive {dir} {
-    lassign [Observe $dir] alive why
-    if {$alive >= 0} { return [list $alive $why] }
-    set window [Window [read_json [file join $dir state heartbeat.json] 1]]
-    set end [expr {[clock milliseconds] + $window}]
-    while {[clock milliseconds] < $end} {
+    set look [Observe $dir]
+    set end [expr {[clock milliseconds] + 10000}]
+    while {![dict get $look alive] && ![dict get $look definite]} {
+        if {[clock milliseconds] >= $end} { return {0 "heartbeat counter did not move"} }
         after 50
-        lassign [Observe $dir] alive why
-        if {$alive >= 0} { return [list $alive $why] }
+        set look [Observe $dir]
     }
-    return [list 0 "heartbeat counter did not move within ${window}ms"]
+    return [list [dict get $look alive] [dict get $look reason]]
 }
 
 # WaitStart returns the state of one wait; WaitStep sleeps once (1 ms first,
 # doubling to pollMs), after checking the caller's deadline and the runner's
 # liveness and renewing kept leases.
 proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
-    if {![string is double -strict $timeout_ms] || ![string is double -strict $grace_ms] || $grace_ms < 0} {
+    variable waitForRunnerMs
+    if {![string is double -strict $timeout_ms] || ![string is double -strict $grace_ms]} {
         Throw USAGE "timeouts are numbers of milliseconds"
     }
+    if {$grace_ms <= 0} { set grace_ms $waitForRunnerMs }
     set now [clock milliseconds]
     return [dict create dir $dir timeout $timeout_ms deadline [expr {$timeout_ms < 0 ? -1 : $now + $timeout_ms}] \
-                grace $grace_ms lastAlive $now nextLook 0 delay 1]
+                grace $grace_ms lastAlive $now nextLook 0 delay 1 \
+                look [dict create alive 0 definite 0 reason "no look yet" state {}]]
 }
 
 proc ::skillpilot::WaitStep {wVar what} {
@@ -92,12 +99,13 @@ proc ::skillpilot::WaitStep {wVar what} {
     }
     if {$now >= [dict get $w nextLook]} {
         dict set w nextLook [expr {$now + 100}]
-        lassign [Observe [dict get $w dir]] alive why
-        if {$alive == 1} {
+        set look [Observe [dict get $w dir]]
+        dict set w look $look
+        if {[dict get $look alive]} {
             dict set w lastAlive $now
-        } elseif {$alive == 0 && $now - [dict get $w lastAlive] > [dict get $w grace]} {
-            Throw RUNNER_NOT_ALIVE "runner not alive: $why; no live runner seen for\
-                [format %.1f [expr {($now - [dict get $w lastAlive]) / 1000.0}]]s (-waitforrunner [dict get $w grace] ms)"
+        } elseif {$now - [dict get $w lastAlive] > [dict get $w grace]} {
+            Throw RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; no live runner seen for\
+                [format %.1f [expr {($now - [dict get $w lastAlive]) / 1000.0}]]s (raise with -waitforrunner)"
         }
     }
     RenewLeases

@@ -5,11 +5,17 @@
 #   tclsh fake_runner.tcl DIR INTERVAL_MS OUTCOME ?STAYS?
 #
 # Every request gets OUTCOME (a stop that is accepted stops the fake,
-# unless STAYS is 1). Touching DIR/fake-hang stops the heartbeat.
+# unless STAYS is 1). Touching DIR/fake-hang stops the heartbeat; the
+# content of DIR/fake-phase, when it exists at start, is the phase.
 lassign $argv dir interval outcome stays
 if {$stays eq ""} { set stays 0 }
 set counter 0
 set phase idle
+if {[file exists [file join $dir fake-phase]]} {
+    set f [open [file join $dir fake-phase]]
+    set phase [string trim [read $f]]
+    close $f
+}
 set sid session_fake_[pid]
 
 proc put {path text} {
@@ -21,7 +27,7 @@ proc put {path text} {
 }
 proc state {} {
     global dir phase sid
-    put [file join $dir state state.json] "{\"protocol_version\":1,\"phase\":\"$phase\",\"session_id\":\"$sid\",\"kind\":\"tcl\",\"runner_pid\":[pid],\"current_cmd_id\":null}"
+    put [file join $dir state state.json] "{\"protocol_version\":1,\"phase\":\"$phase\",\"reason\":\"init failed: boom\",\"session_id\":\"$sid\",\"kind\":\"tcl\",\"runner_pid\":[pid],\"current_cmd_id\":null}"
 }
 proc beat {} {
     global dir counter interval phase sid
