@@ -202,11 +202,14 @@ func normalize(raw map[string]any, masterDir string) (map[string]string, error) 
 		if res.Error != nil {
 			out["error_message"] = res.Error.Message
 		}
-		outData, err := os.ReadFile(filepath.Join(masterDir, res.OutputPath))
-		if err != nil {
-			return nil, err
+		out["output"] = ""
+		if res.OutputPath != "" { // Commands that never ran have no output file.
+			outData, err := os.ReadFile(filepath.Join(masterDir, res.OutputPath))
+			if err != nil {
+				return nil, err
+			}
+			out["output"] = string(outData)
 		}
-		out["output"] = string(outData)
 	}
 	return out, nil
 }

@@ -72,7 +72,8 @@ look() { # sets alive (1/0), definite (1/0), why
   if [ "$phase" = stopped ] || [ "$(field "$hb" phase)" = stopped ]; then why="the runner stopped"; return; fi
   if [ "$network" = 0 ] && command -v flock >/dev/null && [ -f "$S/state/runner.lock" ] &&
      flock -n -s "$S/state/runner.lock" true 2>/dev/null; then why="the runner's lock is free"; return; fi
-  c=$(field "$hb" counter); iv=$(field "$hb" interval_ms); [[ $iv =~ ^[0-9]+$ ]] || iv=1000
+  # The session_id with the counter: a new runner counts from the start again.
+  c="$(field "$hb" session_id):$(field "$hb" counter)"; iv=$(field "$hb" interval_ms); [[ $iv =~ ^[0-9]+$ ]] || iv=1000
   ((iv < 100)) && iv=100
   now=$(now_ms)
   if [ "$hb_at" = 0 ] || [ "$c" != "$hb_counter" ]; then

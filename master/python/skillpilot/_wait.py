@@ -132,7 +132,9 @@ def observe(session_dir: str, network: bool, seen: HeartbeatSeen) -> Look:
     if hb is None:
         return Look(False, False, "no heartbeat yet", st)
     now = time.monotonic()
-    counter = hb.get("counter")
+    # The runner's session_id with the counter: a new runner counts from
+    # the start again and may reach the number the previous one stopped at.
+    counter = (hb.get("session_id"), hb.get("counter"))
     if seen.at is None or counter != seen.counter:
         seen.moved = seen.at is not None
         seen.counter, seen.at = counter, now

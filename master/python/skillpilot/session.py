@@ -178,6 +178,8 @@ class Session:
         """A byte range of the command's output (all of it by default)."""
         if isinstance(result_or_id, dict):
             rel = str(result_or_id.get("output_path") or "")
+            if rel == "":
+                return b""  # A command that never ran (cancelled before start, runner restarted).
             if not rel.startswith(_names.DIR_OUTPUT + "/") or ".." in rel.split("/"):
                 raise MasterError("result has no usable output_path: %r" % rel)
             path = self._p(*rel.split("/"))

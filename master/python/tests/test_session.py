@@ -256,6 +256,20 @@ class StatusTest(Base):
         self.assertRegex(st["alive_reason"], "not move")
 
 
+class CounterTest(Base):
+    def test_a_new_runner_at_the_old_counter_is_not_taken_for_the_old_one(self) -> None:
+        from .fake_runner import write_json
+        self.s.network = True
+        hb = os.path.join(self.dir, "state", "heartbeat.json")
+        write_json(hb, {"session_id": "old", "counter": 5, "interval_ms": 50})
+        self.assertFalse(self.s._observe_liveness().alive)
+        time.sleep(_wait.window_of({"interval_ms": 50}) + 0.05)
+        look = self.s._observe_liveness()
+        self.assertTrue(look.definite and not look.alive, look)
+        write_json(hb, {"session_id": "new", "counter": 5, "interval_ms": 50})
+        self.assertTrue(self.s._observe_liveness().alive, "a new runner's heartbeat was taken for the old one's")
+
+
 class LeaseTest(Base):
     def test_keep_lease_renews_and_reports_errors(self) -> None:
         errors: "list[BaseException]" = []

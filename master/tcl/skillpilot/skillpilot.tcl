@@ -201,6 +201,8 @@ proc ::skillpilot::output {dir r {offset 0} {length -1}} {
     set dir [check $dir]
     if {[llength $r] > 1 && [dict exists $r output_path]} {
         set rel [dict get $r output_path]
+        # A command that never ran (cancelled before start, runner restarted) has none.
+        if {$rel eq ""} { return "" }
     } else {
         set rel output/[string range [find $dir $r] 0 end-5].out
     }

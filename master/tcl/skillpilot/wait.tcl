@@ -45,7 +45,10 @@ proc ::skillpilot::Observe {dir} {
         return [dict replace $look reason "the runner's lock is free"]
     }
     if {$hb eq ""} { return [dict replace $look definite 0 reason "no heartbeat yet"] }
-    set c [expr {[dict exists $hb counter] ? [dict get $hb counter] : ""}]
+    # The runner's session_id with the counter: a new runner counts from the
+    # start again and may reach the number the previous one stopped at.
+    set c [list [expr {[dict exists $hb session_id] ? [dict get $hb session_id] : ""}] \
+               [expr {[dict exists $hb counter] ? [dict get $hb counter] : ""}]]
     set now [clock milliseconds]
     if {![info exists hbSeen($dir)] || [lindex $hbSeen($dir) 0] ne $c} {
         set hbSeen($dir) [list $c $now [info exists hbSeen($dir)]]
