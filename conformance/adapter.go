@@ -228,3 +228,5 @@ func scalar(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
