@@ -161,7 +161,11 @@ class _CLI:
 
     def cmd_wait(self) -> int:
         s = self.session()
-        return self._wait(s, s._resolve(self.a.cmd_id))
+        name = s._resolve(self.a.cmd_id)
+        done = s.result(name)
+        if done is not None:
+            self.warn("%s already done (%s at %s)" % (self.a.cmd_id, done.get("status"), done.get("end_ts", "?")))
+        return self._wait(s, name)
 
     def _wait(self, s: Session, name: str) -> int:
         """Stream the output while waiting (unless --json), then the value."""
@@ -214,18 +218,25 @@ class _CLI:
             self.out.write(data.decode("utf-8", "replace"))
         return 0
 
-    def cmd_cancel(self) -> int:
-        reply = self.session().cancel(self.a.cmd_id, timeout=self.a.wait_timeout, wait_for_runner=self.a.wait_for_runner)
+    def reply(self, reply: Any, done: str = "") -> int:
+        """Print a control reply: the document with --json, else
+        "<outcome>: <message>" (and done)."""
         if self.json:
             self.print_json(reply)
+        else:
+            self.out.write("%s: %s\n" % (reply.get("outcome"), reply.get("message", "")))
+            if done:
+                self.out.write(done + "\n")
         return 0
+
+    def cmd_cancel(self) -> int:
+        return self.reply(self.session().cancel(self.a.cmd_id, timeout=self.a.wait_timeout,
+                                                wait_for_runner=self.a.wait_for_runner))
 
     def cmd_stop(self) -> int:
         reply = self.session().stop(force=self.a.force, wait=self.a.wait, timeout=self.a.wait_timeout,
                                     wait_for_runner=self.a.wait_for_runner)
-        if self.json:
-            self.print_json(reply)
-        return 0
+        return self.reply(reply, "stopped" if self.a.wait else "")
 
     def cmd_status(self) -> int:
         st = self.session().status()
@@ -312,6 +323,10 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, err
         cli.warn(str(e))
         return e.exit_code
     except MasterError as e:
+        reply = getattr(e, "reply", None)
+        if reply is not None and cli.json:  # The reply says it all; no second document.
+            cli.print_json(reply)
+            cli.json = False
         return _fail(cli, e.code, str(e), e.exit_code)
     except KeyboardInterrupt:
         return _fail(cli, "interrupted", "interrupted", EXIT_INTERRUPTED)

@@ -433,19 +433,12 @@ class Session:
 
 
 def _reply_error(reply: Dict[str, Any], what: str) -> MasterError:
-    """The exception for a reply whose outcome is not a success."""
+    """The exception for a reply whose outcome is not a success; the reply
+    is in its ``reply`` attribute."""
     outcome = reply.get("outcome")
     msg = "%s: %s: %s" % (what, outcome, reply.get("message") or "")
-    if outcome == "not_found":
-        return UnknownCmdID(msg)
-    if outcome == "already_finished":
-        return AlreadyFinished(msg, reply)
-    if outcome == "idle":
-        return Idle(msg, reply)
-    if outcome == "not_running":
-        return NotRunning(msg, reply)
-    if outcome == "stale":
-        return StaleRequest(msg)
-    if outcome == "expect_timeout":
-        return WaitTimeout(msg)
-    return RequestRejected(msg, reply)
+    cls = {"not_found": UnknownCmdID, "already_finished": AlreadyFinished, "idle": Idle,
+           "not_running": NotRunning, "stale": StaleRequest, "expect_timeout": WaitTimeout}.get(str(outcome), RequestRejected)
+    e = cls(msg)
+    e.reply = reply  # type: ignore[attr-defined]
+    return e

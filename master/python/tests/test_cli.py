@@ -81,6 +81,18 @@ class CLITest(unittest.TestCase):
         self.assertEqual(code, 5)
         self.assertIn("not alive", err)
 
+    def test_cancel_reports_the_reply(self) -> None:
+        r = self.runner(answer=lambda req: {"outcome": "cancelled_queued", "message": "q cancelled"})
+        code, out, _ = run("cancel", "--session", self.dir, "q")
+        self.assertEqual((code, out), (0, "cancelled_queued: q cancelled\n"))
+        r.answer = lambda req: {"outcome": "not_found", "message": "no such command"}
+        code, out, err = run("cancel", "--session", self.dir, "--json", "x")
+        self.assertEqual(code, 6)
+        self.assertEqual(json.loads(out)["outcome"], "not_found")  # The reply, not an error document.
+        self.assertIn("no such command", err)
+        r.answer = lambda req: {"outcome": "idle", "message": "nothing runs"}
+        self.assertEqual(run("cancel", "--session", self.dir)[0], 7)
+
     def test_status_alive(self) -> None:
         self.runner()
         code, out, _ = run("status", "--session", self.dir, "--json")
