@@ -65,7 +65,7 @@ func TestPythonPipInstallOffline(t *testing.T) {
 		t.Fatalf("pip install: %v\n%s", err, out)
 	}
 	check := exec.Command(filepath.Join(venv, "bin", "python"), "-c",
-		"import skillpilot, sys; s = skillpilot.Session(sys.argv[1]); print(skillpilot.__version__, s.status()['alive'])",
+		"import skillpilot, skillpilot_master, sys; s = skillpilot.Session(sys.argv[1]); print(skillpilot.__version__, s.status()['alive'])",
 		startSession(t))
 	check.Dir = t.TempDir() // Not the source tree: the installed package.
 	out, err := check.CombinedOutput()

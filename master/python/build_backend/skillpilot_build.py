@@ -89,12 +89,18 @@ def _entry_points() -> bytes:
 
 
 def _package_files() -> List[str]:
+    """The package's .py files and py.typed, then the top-level modules of
+    [tool.skillpilot-build] modules that exist."""
     out = []
     for d, dirs, files in os.walk(os.path.join(ROOT, PACKAGE)):
         dirs[:] = sorted(x for x in dirs if x != "__pycache__")
         for f in sorted(files):
             if f.endswith(".py") or f == "py.typed":
                 out.append(os.path.relpath(os.path.join(d, f), ROOT).replace(os.sep, "/"))
+    tool = load_pyproject().get("tool", {}).get("skillpilot-build", {})
+    for mod in tool.get("modules", []):
+        if os.path.isfile(os.path.join(ROOT, mod + ".py")):
+            out.append(mod + ".py")
     return out
 
 

@@ -43,7 +43,7 @@ class BuildTest(unittest.TestCase):
             self.assertEqual(name, "skillpilot-%s-py3-none-any.whl" % skillpilot.__version__)
             with zipfile.ZipFile(os.path.join(d, name)) as z:
                 names = set(z.namelist())
-                for f in ("skillpilot/__init__.py", "skillpilot/py.typed", "skillpilot/cli.py"):
+                for f in ("skillpilot/__init__.py", "skillpilot/py.typed", "skillpilot/cli.py", "skillpilot_master.py"):
                     self.assertIn(f, names)
                 self.assertFalse([n for n in names if "__pycache__" in n or "tests" in n])
                 di = "skillpilot-%s.dist-info/" % skillpilot.__version__
