@@ -55,13 +55,20 @@ find_cmd() { # find_cmd ID: the command's file name, matched exactly
   done
   return 1
 }
-session_ok() { [ -d "$S/queue" ]; }
+# session_ok: the session exists (its parent and itself revalidated first:
+# on NFS a "no such directory" seen before the runner made it is cached).
+network=""
+session_ok() {
+  revalidate "$(dirname "$S")"; revalidate "$S"
+  [ -d "$S/queue" ] || return 1
+  if [ -z "$network" ]; then
+    case $(stat -f -c %T "$S" 2>/dev/null) in nfs*|cifs|smb*|fuse*|9p|ceph|lustre|gpfs|afs|coda|"") network=1 ;; *) network=0 ;; esac
+  fi
+}
 
 # Liveness (PROTOCOL.md section 8): dead at once if stopped or (local
 # filesystem) the runner's flock is free; else alive while the heartbeat
 # counter moves within 2 x interval + 250 ms of our clock.
-network=1
-case $(stat -f -c %T "$S" 2>/dev/null) in nfs*|cifs|smb*|fuse*|9p|ceph|lustre|gpfs|afs|coda|"") network=1 ;; *) network=0 ;; esac
 hb_counter=""; hb_at=0; hb_moved=0
 look() { # sets alive (1/0), definite (1/0), why
   revalidate "$S/state"
@@ -70,7 +77,7 @@ look() { # sets alive (1/0), definite (1/0), why
   if [ ! -f "$st" ] && [ ! -f "$hb" ]; then why="no runner has written state yet"; return; fi
   phase=$(field "$st" phase)
   if [ "$phase" = stopped ] || [ "$(field "$hb" phase)" = stopped ]; then why="the runner stopped"; return; fi
-  if [ "$network" = 0 ] && command -v flock >/dev/null && [ -f "$S/state/runner.lock" ] &&
+  if [ "${network:-1}" = 0 ] && command -v flock >/dev/null && [ -f "$S/state/runner.lock" ] &&
      flock -n -s "$S/state/runner.lock" true 2>/dev/null; then why="the runner's lock is free"; return; fi
   # The session_id with the counter: a new runner counts from the start again.
   c="$(field "$hb" session_id):$(field "$hb" counter)"; iv=$(field "$hb" interval_ms); [[ $iv =~ ^[0-9]+$ ]] || iv=1000
@@ -117,6 +124,7 @@ out_result() { # out_result NAME: the outcome of a command with a result
 }
 out_code() { printf '{"outcome":"%s","exit":%d}\n' "$1" "$2"; }
 has_result() { revalidate "$S/result"; [ -f "$S/result/$1" ]; }
+has_reply() { revalidate "$S/ctl/ack"; [ -f "$S/ctl/ack/$1" ]; }
 
 do_wait() { # do_wait NAME
   wait_until has_result "$1"
@@ -146,7 +154,7 @@ do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcom
   sid=$(field "$S/state/state.json" session_id)
   json="{\"protocol_version\":1,\"req_id\":\"$id\",\"seq\":$seq,\"op\":\"$1\",\"session_id\":\"$sid\"$2}"
   atomic_write "$S/ctl/$name" "$json"
-  wait_until test -f "$S/ctl/ack/$name"; rc=$?
+  wait_until has_reply "$name"; rc=$?
   if [ "$rc" != 0 ]; then
     rm -f "$S/ctl/$name"  # withdraw it unless the runner took it
     if [ ! -f "$S/ctl/ack/$name" ]; then
