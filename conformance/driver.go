@@ -138,7 +138,11 @@ func runScenario(t *testing.T, e *Env, master string, sc Scenario) {
 		}
 	})
 	for _, st := range sc.Steps {
+		start := time.Now()
 		d.step(st)
+		if took := time.Since(start); took > 10*time.Second {
+			t.Logf("%s line %d (%s %s) took %v", sc.Name, st.Line, st.Kind, strings.Join(st.Args, " "), took.Round(time.Millisecond))
+		}
 	}
 	if d.pending {
 		t.Fatalf("a started master step (&>) was never collected (<-)")
