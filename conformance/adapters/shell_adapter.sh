@@ -28,7 +28,7 @@ json_str() {
 field() { sed -n "s/^  \"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" "$1" 2>/dev/null | head -1; }
 atomic_write() { # atomic_write PATH CONTENT
   local tmp; tmp="$(dirname "$1")/.$(basename "$1").$$.tmp"
-  printf '%s' "$2" >"$tmp" && chmod 600 "$tmp" && mv -f "$tmp" "$1"
+  printf '%s' "$2" >"$tmp" && chmod 660 "$tmp" && mv -f "$tmp" "$1"
 }
 alloc_seq() { # PROTOCOL.md section 5: exclusive create of seq/<n>
   local n f
@@ -42,7 +42,7 @@ alloc_seq() { # PROTOCOL.md section 5: exclusive create of seq/<n>
     f=$(printf '%s/seq/%010d' "$S" "$n")
     if (set -C; : >"$f") 2>/dev/null; then break; fi
   done
-  chmod 600 "$f"
+  chmod 660 "$f"
   local h; h=$(cat "$S/seq/hint" 2>/dev/null)
   if ! [[ $h =~ ^[0-9]+$ ]] || ((10#$h < n)); then atomic_write "$S/seq/hint" "$n"$'\n'; fi
   echo "$n"

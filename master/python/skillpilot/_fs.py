@@ -2,7 +2,10 @@
 
 Every file in a session is input: reads never follow symlinks, never block
 on a FIFO and are bounded in size. Writes are atomic (a dot-file in the same
-directory, then rename) with mode 0600, like the Go master's.
+directory, then rename) with mode 0660 whatever the umask, like the Go master's:
+group read is what a runner of a group-shared session needs (PROTOCOL.md,
+"Trust and permissions"); in a private session the 0700 directory keeps
+everyone else out.
 """
 
 import errno
@@ -14,7 +17,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from .errors import MasterError
 
-FILE_MODE = 0o600
+FILE_MODE = 0o660
 DIR_MODE = 0o700
 
 # MAX_READ bounds every file the master reads (the runner's own limit for

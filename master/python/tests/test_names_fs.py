@@ -71,14 +71,14 @@ class SeqTest(unittest.TestCase):
         with open(os.path.join(d, "seq", "hint")) as f:
             self.assertEqual(f.read(), "10\n")
 
-    def test_seq_files_are_0600(self) -> None:
+    def test_seq_files_are_0660(self) -> None:
         d = make_session(self)
         old = os.umask(0)
         try:
             n = _names.alloc_seq(d)
         finally:
             os.umask(old)
-        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(d, "seq", "%010d" % n)).st_mode), 0o600)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(d, "seq", "%010d" % n)).st_mode), 0o660)
 
 
 class FSTest(unittest.TestCase):
@@ -93,7 +93,7 @@ class FSTest(unittest.TestCase):
                 _fs.write_atomic(p, b"{}")
             finally:
                 os.umask(old)
-            self.assertEqual(stat.S_IMODE(os.stat(p).st_mode), 0o600)
+            self.assertEqual(stat.S_IMODE(os.stat(p).st_mode), 0o660)
         self.assertEqual(os.listdir(os.path.join(self.d, "queue")), ["cmd_1_x.json"])
 
     def test_read_refuses_symlink_fifo_and_big_files(self) -> None:

@@ -36,7 +36,7 @@ class SubmitFindTest(Base):
         self.assertEqual(name, "cmd_%010d_%s.json" % (cmd["seq"], cmd_id))
         self.assertEqual((cmd["cmd_id"], cmd["kind"], cmd["payload"], cmd["timeout_s"], cmd["cancel_policy"]),
                          (cmd_id, "tcl", "puts hi", 5, "terminate_tool"))
-        self.assertEqual(os.stat(os.path.join(self.dir, "queue", name)).st_mode & 0o777, 0o600)
+        self.assertEqual(os.stat(os.path.join(self.dir, "queue", name)).st_mode & 0o777, 0o660)
 
     def test_kind_defaults_to_the_runners(self) -> None:
         r = self.runner()

@@ -1,12 +1,12 @@
 # File primitives of the SkillPilot Tcl master (PROTOCOL.md sections 2, 5,
-# 8 and 16): ids, atomic writes with mode 0600, bounded reads that refuse
+# 8 and 16): ids, atomic writes with mode 0660, bounded reads that refuse
 # symlinks and FIFOs, seq allocation by exclusive create, NFS directory
 # revalidation, and the liveness probes. Nothing here touches the host
 # interpreter's rand() or its global state.
 
 namespace eval ::skillpilot {
     variable seqWidth 10
-    variable fileMode 0600
+    variable fileMode 0660
     variable maxRead [expr {16 << 20}]
     variable tmpCounter 0
 }
@@ -75,7 +75,8 @@ proc ::skillpilot::revalidate {dir} {
 }
 
 # write_atomic replaces path with data (UTF-8): a dot-file in the same
-# directory, mode 0600 whatever the umask, then rename.
+# directory, mode 0660 whatever the umask (group read is what the runner of
+# a group-shared session needs), then rename.
 proc ::skillpilot::write_atomic {path data} {
     variable fileMode
     set tmp [file join [file dirname $path] ".[file tail $path].[pid].[RandomHex 4].tmp"]
