@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -147,10 +148,6 @@ func TestMixedMastersOneSession(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", p.Args, err, outs[i])
 		}
 	}
-	s, err := master.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	names, _ := filepath.Glob(filepath.Join(dir, "queue", "cmd_*"))
 	results, _ := filepath.Glob(filepath.Join(dir, "result", "cmd_*"))
 	inflight, _ := filepath.Glob(filepath.Join(dir, "inflight", "cmd_*"))
@@ -165,12 +162,11 @@ func TestMixedMastersOneSession(t *testing.T) {
 			t.Fatalf("seq %d used by %s and %s", seq, prev, p)
 		}
 		seqs[seq] = p
-		c, err := s.Command(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r, err := c.Wait(ctx); err != nil || r.Status != protocol.StatusOK {
-			t.Fatalf("%s: %v", c.Name, err)
+		// By its file name, not a lookup by cmd_id: the command may move
+		// between directories meanwhile.
+		c := &commandWaiter{dir: dir, name: filepath.Base(p), id: id}
+		if r := c.wait(t, ctx); r.Status != protocol.StatusOK {
+			t.Fatalf("%s: %s %v", c.name, r.Status, r.Error)
 		}
 	}
 	if len(seqs) != 4*each {
@@ -189,6 +185,28 @@ func TestMixedMastersOneSession(t *testing.T) {
 			if n := ran[fmt.Sprintf("%s-%d", who, i)]; n != 1 {
 				t.Errorf("%s-%d ran %d times", who, i, n)
 			}
+		}
+	}
+}
+
+// commandWaiter polls for a command's result by its file name.
+type commandWaiter struct{ dir, name, id string }
+
+func (c *commandWaiter) wait(t *testing.T, ctx context.Context) protocol.Result {
+	t.Helper()
+	for {
+		data, err := os.ReadFile(filepath.Join(c.dir, protocol.DirResult, c.name))
+		if err == nil {
+			var r protocol.Result
+			if err := json.Unmarshal(data, &r); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			return r
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: no result", c.name)
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
