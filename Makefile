@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 TIMEOUT ?= 20m
 
-.PHONY: all build demo test test-short vet fmt-check tidy-check fuzz bench bench-smoke test-nfs test-slurm test-sge clean
+.PHONY: all build demo deps test test-short vet fmt-check tidy-check fuzz bench bench-smoke test-nfs test-slurm test-sge clean install dist
 
 all: build
 
@@ -13,8 +13,13 @@ build:
 demo: build
 	BIN=$(CURDIR)/$(BIN) ./scripts/demo.sh
 
+# What the tests need (tclsh, expect, python3): installed when missing if
+# that needs no password, else the exact command to run (scripts/deps.sh).
+deps:
+	@./scripts/deps.sh
+
 # go vet, then every test with the race detector (real tclsh on real PTYs).
-test: vet
+test: deps vet
 	GOTRACEBACK=all $(GO) test -race -timeout $(TIMEOUT) ./...
 
 test-short: vet
@@ -33,6 +38,8 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCommand$$' -fuzztime $(FUZZTIME) ./protocol
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCommandName$$' -fuzztime $(FUZZTIME) ./protocol
+	$(GO) test -run '^$$' -fuzz '^FuzzParseControlRequest$$' -fuzztime $(FUZZTIME) ./protocol
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCancel$$' -fuzztime $(FUZZTIME) ./protocol
 	$(GO) test -run '^$$' -fuzz '^FuzzFramer$$' -fuzztime $(FUZZTIME) ./runner
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEvents$$' -fuzztime $(FUZZTIME) ./history
 
@@ -57,5 +64,21 @@ test-slurm:
 test-sge:
 	./scripts/test-sge.sh
 
+# make install PREFIX=/opt/skillpilot [DESTDIR=...]: both binaries into
+# $(PREFIX)/bin, the Python and Tcl masters into $(PREFIX)/share/skillpilot,
+# the documents into $(PREFIX)/share/doc/skillpilot.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/skillpilot $(DESTDIR)$(PREFIX)/share/doc/skillpilot
+	install -m 0755 $(BIN)/runner $(BIN)/master $(DESTDIR)$(PREFIX)/bin/
+	./scripts/dist.sh --copy-masters $(DESTDIR)$(PREFIX)/share/skillpilot
+	install -m 0644 README.md PROTOCOL.md BENCHMARKS.md $(DESTDIR)$(PREFIX)/share/doc/skillpilot/
+
+# make dist: dist/skillpilot-<version>-linux-<arch>.tar.gz for an air-gapped
+# farm: static binaries, the Python and Tcl masters, the documents.
+dist:
+	./scripts/dist.sh
+
 clean:
-	rm -rf $(BIN) .bench.out
+	rm -rf $(BIN) .bench.out dist

@@ -36,7 +36,7 @@ func TestSlurmLaunchRunStop(t *testing.T) {
 		t.Fatalf("submit: %d %s", code, out)
 	}
 	out, _, code = cli(t, "status", "--session", dir)
-	if code != 0 || !strings.Contains(out, "job:       "+job+" (slurm) RUNNING") {
+	if code != 0 || !strings.Contains(out, "job       "+job+" (slurm) RUNNING") {
 		t.Fatalf("status %d:\n%s", code, out)
 	}
 	// A second launch while the job runs is refused (exit 7) and submits nothing.

@@ -26,7 +26,7 @@ func TestSGELaunchRunStop(t *testing.T) {
 		t.Fatalf("submit: %d %q", code, out)
 	}
 	out, _, code = cli(t, "status", "--session", dir)
-	if code != 0 || !strings.Contains(out, "job:       "+job+" (sge) r") {
+	if code != 0 || !strings.Contains(out, "job       "+job+" (sge) r") {
 		t.Fatalf("status %d:\n%s", code, out)
 	}
 	if _, errOut, code := cli(t, "launch", "--session", dir, "--via", "sge", "--runner", runnerPath()); code != 7 || !strings.Contains(errOut, "(sge) is r") {

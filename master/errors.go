@@ -1,19 +1,26 @@
 package master
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Errors a caller may branch on with errors.Is.
 var (
 	// ErrSessionMissing: the directory is not a session (no queue/).
 	ErrSessionMissing = errors.New("master: session directory missing or not a session")
-	// ErrRunnerNotAlive: no runner serves the session (its lock is free, or
-	// its heartbeat counter did not move).
+	// ErrRunnerNotAlive: no runner serves the session (it stopped, its lock
+	// is free, or its heartbeat counter did not move), and a wait saw none
+	// for its grace (Session.WaitForRunner).
 	ErrRunnerNotAlive = errors.New("master: runner not alive")
+	// ErrCannotServe: a runner is alive but cannot serve commands (phase
+	// error: its tool does not start or its init fails).
+	ErrCannotServe = errors.New("master: runner cannot serve")
 	// ErrWaitTimeout: the caller's wait ended (context deadline) before the
 	// result appeared. The command may still run.
 	ErrWaitTimeout = errors.New("master: timed out waiting")
@@ -24,6 +31,29 @@ var (
 	// ErrCancelled: the command was cancelled (cancel request, lease expiry,
 	// force stop).
 	ErrCancelled = errors.New("master: command cancelled")
+	// ErrUnknownCmdID: no command with this cmd_id is queued, running or
+	// finished in the session (a lookup, or a cancel's outcome not_found).
+	ErrUnknownCmdID = errors.New("master: unknown cmd_id")
+	// ErrNotRunning: the named command is not running (queued, finished or
+	// unknown), so input or a signal cannot reach it (outcome not_running).
+	ErrNotRunning = errors.New("master: command not running")
+	// ErrAlreadyFinished: cancel of a command that has already finished.
+	ErrAlreadyFinished = errors.New("master: command already finished")
+	// ErrIdle: cancel of the current command while nothing runs.
+	ErrIdle = errors.New("master: runner idle, nothing to cancel")
+	// ErrStaleRequest: the runner answered a request as meant for another
+	// runner session (outcome stale); nothing was done.
+	ErrStaleRequest = errors.New("master: request stale")
+	// ErrRequestRejected: the runner rejected a request as invalid or not
+	// supported (outcome rejected); nothing was done.
+	ErrRequestRejected = errors.New("master: request rejected")
+	// ErrExpectTimeout: a send request's expect did not match in time.
+	ErrExpectTimeout = errors.New("master: expected output did not appear")
+	// ErrRefusedEcho: a secret send was refused while the terminal echoes.
+	ErrRefusedEcho = errors.New("master: secret input refused while the terminal echoes")
+	// ErrInterrupted: the master itself was interrupted (SIGINT, SIGTERM);
+	// see InterruptedError.
+	ErrInterrupted = errors.New("master: interrupted")
 )
 
 // ResultError is returned with a result whose status is not ok. It wraps
@@ -51,27 +81,100 @@ func (e *ResultError) Unwrap() error {
 	return ErrCommandFailed
 }
 
-// Stable error codes of the master CLI's JSON output and exit codes.
+// RequestError is returned with a control reply whose outcome is not a
+// success (for cancel: anything but cancelled_running and cancelled_queued).
+// It wraps the sentinel of the outcome: ErrUnknownCmdID (not_found),
+// ErrAlreadyFinished, ErrIdle, ErrNotRunning, ErrStaleRequest,
+// ErrRequestRejected, ErrExpectTimeout or ErrRefusedEcho.
+type RequestError struct {
+	Reply *protocol.ControlReply
+}
+
+func (e *RequestError) Error() string {
+	return fmt.Sprintf("%s request %s: %s: %s", e.Reply.Op, e.Reply.ReqID, e.Reply.Outcome, e.Reply.Message)
+}
+
+// Unwrap returns the sentinel of the reply's outcome.
+func (e *RequestError) Unwrap() error { return outcomeErr(e.Reply.Outcome) }
+
+// outcomeErr maps an outcome to its sentinel; nil for a success.
+func outcomeErr(o protocol.Outcome) error {
+	switch o {
+	case protocol.OutcomeCancelledRunning, protocol.OutcomeCancelledQueued, protocol.OutcomeAccepted, protocol.OutcomeDelivered:
+		return nil
+	case protocol.OutcomeNotFound:
+		return ErrUnknownCmdID
+	case protocol.OutcomeAlreadyFinished:
+		return ErrAlreadyFinished
+	case protocol.OutcomeIdle:
+		return ErrIdle
+	case protocol.OutcomeNotRunning:
+		return ErrNotRunning
+	case protocol.OutcomeStale:
+		return ErrStaleRequest
+	case protocol.OutcomeExpectTimeout:
+		return ErrExpectTimeout
+	case protocol.OutcomeRefusedEcho:
+		return ErrRefusedEcho
+	}
+	return ErrRequestRejected
+}
+
+// InterruptedError reports that the master was stopped by a signal. It
+// wraps ErrInterrupted; the CLI exits 128 + the signal number (130 for
+// SIGINT, 143 for SIGTERM).
+type InterruptedError struct {
+	Signal syscall.Signal
+}
+
+// Error reads like os/signal's context causes ("terminated signal
+// received"), followed by the signal's name.
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("%s signal received (%s)", e.Signal, unix.SignalName(e.Signal))
+}
+
+// Unwrap returns ErrInterrupted.
+func (e *InterruptedError) Unwrap() error { return ErrInterrupted }
+
+// Is makes an interruption a context.Canceled too, as os/signal's causes are.
+func (e *InterruptedError) Is(target error) bool { return target == context.Canceled }
+
+// Stable error codes of the master CLI's JSON output and exit codes. The
+// codes of control outcomes are the outcome strings themselves.
 const (
-	CodeSessionMissing = "session_missing"
-	CodeRunnerNotAlive = "runner_not_alive"
-	CodeWaitTimeout    = "wait_timeout"
-	CodeCommandFailed  = "command_failed"
-	CodeCommandTimeout = "command_timeout"
-	CodeCancelled      = "cancelled"
-	CodeUsage          = "usage"
-	CodeIO             = "io_error"
+	CodeSessionMissing  = "session_missing"
+	CodeRunnerNotAlive  = "runner_not_alive"
+	CodeCannotServe     = "cannot_serve"
+	CodeWaitTimeout     = "wait_timeout"
+	CodeCommandFailed   = "command_failed"
+	CodeCommandTimeout  = "command_timeout"
+	CodeCancelled       = "cancelled"
+	CodeUsage           = "usage"
+	CodeIO              = "io_error"
+	CodeUnknownCmdID    = "unknown_cmd_id"
+	CodeNotRunning      = "not_running"
+	CodeAlreadyFinished = "already_finished"
+	CodeIdle            = "idle"
+	CodeStale           = "stale"
+	CodeRejected        = "rejected"
+	CodeExpectTimeout   = "expect_timeout"
+	CodeRefusedEcho     = "refused_echo"
+	CodeInterrupted     = "interrupted"
 )
 
-// Exit codes of the master CLI.
+// Exit codes of the master CLI (PROTOCOL.md, "Master outcomes").
 const (
-	ExitOK        = 0
-	ExitFailed    = 1
-	ExitUsage     = 2
-	ExitTimeout   = 3
-	ExitCancelled = 4
-	ExitNoRunner  = 5
-	ExitIO        = 10
+	ExitOK           = 0
+	ExitFailed       = 1
+	ExitUsage        = 2
+	ExitTimeout      = 3
+	ExitCancelled    = 4
+	ExitNoRunner     = 5 // session missing, runner not alive, or cannot serve
+	ExitUnknownCmdID = 6
+	ExitNothingToDo  = 7 // not running, already finished, idle
+	ExitIO           = 10
+	ExitSIGINT       = 130
+	ExitSIGTERM      = 143
 )
 
 // Classify maps an error to its stable code and CLI exit code.
@@ -80,23 +183,46 @@ func Classify(err error) (code string, exit int) {
 		return code, exit
 	}
 	var eo exitOnly
+	var ie *InterruptedError
 	switch {
 	case err == nil:
 		return "", ExitOK
 	case errors.As(err, &eo):
 		return "", int(eo)
+	case errors.As(err, &ie):
+		return CodeInterrupted, 128 + int(ie.Signal)
+	case errors.Is(err, ErrInterrupted):
+		return CodeInterrupted, ExitSIGINT
 	case errors.Is(err, ErrSessionMissing):
 		return CodeSessionMissing, ExitNoRunner
 	case errors.Is(err, ErrRunnerNotAlive):
 		return CodeRunnerNotAlive, ExitNoRunner
+	case errors.Is(err, ErrCannotServe):
+		return CodeCannotServe, ExitNoRunner
+	case errors.Is(err, ErrStaleRequest):
+		return CodeStale, ExitNoRunner
 	case errors.Is(err, ErrWaitTimeout):
 		return CodeWaitTimeout, ExitTimeout
+	case errors.Is(err, ErrExpectTimeout):
+		return CodeExpectTimeout, ExitTimeout
 	case errors.Is(err, ErrCommandTimeout):
 		return CodeCommandTimeout, ExitTimeout
 	case errors.Is(err, ErrCancelled):
 		return CodeCancelled, ExitCancelled
 	case errors.Is(err, ErrCommandFailed):
 		return CodeCommandFailed, ExitFailed
+	case errors.Is(err, ErrUnknownCmdID):
+		return CodeUnknownCmdID, ExitUnknownCmdID
+	case errors.Is(err, ErrNotRunning):
+		return CodeNotRunning, ExitNothingToDo
+	case errors.Is(err, ErrAlreadyFinished):
+		return CodeAlreadyFinished, ExitNothingToDo
+	case errors.Is(err, ErrIdle):
+		return CodeIdle, ExitNothingToDo
+	case errors.Is(err, ErrRefusedEcho):
+		return CodeRefusedEcho, ExitIO
+	case errors.Is(err, ErrRequestRejected):
+		return CodeRejected, ExitIO
 	case errors.Is(err, errUsage):
 		return CodeUsage, ExitUsage
 	}

@@ -2,6 +2,7 @@ package master_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -61,4 +62,24 @@ func ExampleSession_WaitFor() {
 		log.Fatal(err) // master.ErrWaitTimeout: m.ResumeCursor is the spool size
 	}
 	fmt.Println(m.Text, "next search starts at", m.ResumeCursor)
+}
+
+// Cancel a command and branch on what the runner did.
+func ExampleSession_Cancel() {
+	s, err := master.Open(os.Getenv("SP_SESSION_DIR"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	s.WaitForRunner = time.Minute // a runner restarting may take a while
+	rep, err := s.Cancel(context.Background(), "place-1")
+	switch {
+	case err == nil:
+		fmt.Println(rep.Outcome, rep.Message) // cancelled_running or cancelled_queued
+	case errors.Is(err, master.ErrUnknownCmdID), errors.Is(err, master.ErrAlreadyFinished):
+		fmt.Println("nothing to cancel:", err)
+	case errors.Is(err, master.ErrRunnerNotAlive):
+		fmt.Println("no runner: nothing was written")
+	default:
+		log.Fatal(err)
+	}
 }

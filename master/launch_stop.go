@@ -150,7 +150,8 @@ func StopLaunched(ctx context.Context, dir string, opts StopLaunchOptions) (Stop
 // one place the escalation talks to the runner, so a change of the stop
 // protocol (mailbox requests) touches only this function.
 func stopRequest(ctx context.Context, s *Session, mode protocol.StopMode) error {
-	return s.Stop(ctx, mode, true)
+	_, err := s.Stop(ctx, mode, true)
+	return err
 }
 
 // waitJobGone polls the scheduler until the job is no longer active.

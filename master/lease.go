@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -13,13 +14,23 @@ var leaseCounter atomic.Int64
 
 // WriteLease writes state/lease.json once with ttl. The runner judges it on
 // its own clock (no renewal seen for ttl_ms: expired); expires_at is written
-// too, for runners that follow the seed protocol.
+// too, for runners that follow the seed protocol. A session made by an
+// older runner without state/ gets the directory.
 func (s *Session) WriteLease(leaseID string, ttl time.Duration) error {
+	_, err := s.writeLease(leaseID, ttl)
+	return err
+}
+
+func (s *Session) writeLease(leaseID string, ttl time.Duration) (protocol.Lease, error) {
 	l := protocol.Lease{
 		ProtocolVersion: protocol.Version, LeaseID: leaseID, TTLMS: ttl.Milliseconds(),
 		ExpiresAt: protocol.Time{Time: time.Now().Add(ttl)}, Counter: leaseCounter.Add(1), Owner: s.owner,
 	}
-	return s.writeCtl(protocol.FileLease, l)
+	b, err := json.Marshal(l)
+	if err != nil {
+		return l, err
+	}
+	return l, s.writeFile(protocol.FileLease, b)
 }
 
 // KeepLease renews the lease every ttl/3 until ctx ends. Every renewal that

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("MASTER_SUBMIT_HELPER") != "" {
 		os.Exit(submitHelper())
 	}
+	if os.Getenv("MASTER_RUNNER_HELPER") != "" {
+		os.Exit(runner.Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	testscript.Main(m, map[string]func(){
 		"master": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 		"runner": func() { os.Exit(runner.Main(os.Args[1:], os.Stdout, os.Stderr)) },
@@ -121,7 +124,7 @@ func TestSubmitWaitRun(t *testing.T) {
 	if _, err := c.Wait(short); !errors.Is(err, ErrWaitTimeout) {
 		t.Fatalf("%v", err)
 	}
-	if err := s.Cancel(ctx(t), c.ID); err != nil {
+	if _, err := s.Cancel(ctx(t), c.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Wait(ctx(t)); !errors.Is(err, ErrCancelled) {
@@ -254,7 +257,7 @@ func TestStatusAndStop(t *testing.T) {
 	})
 	c, _ := s.Submit(ctx(t), "puts working; flush stdout; after 600; expr 2", SubmitOptions{})
 	waitUntil(t, func() bool { st, _ := s.Status(ctx(t)); return st.CurrentCmdID == c.ID })
-	if err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := c.Wait(ctx(t)); err != nil || *r.Value != "2" {

@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"regexp"
@@ -39,10 +40,13 @@ func (c *Command) Output(off, n int64) ([]byte, error) {
 
 // Follow copies the command's output to w from offset off as it is
 // produced, until the command has a result (then the rest is copied) or ctx
-// ends. It returns the offset reached.
+// ends. It returns the offset reached. Like Wait, it fails with
+// ErrRunnerNotAlive when no live runner has been seen for
+// Session.WaitForRunner.
 func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, error) {
 	wake, stop := c.s.watch(ctx, protocol.DirResult)
 	defer stop()
+	rw := c.newRunnerWatch()
 	for {
 		done, _ := c.Result()
 		b, err := c.Output(off, 0)
@@ -57,6 +61,9 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 		}
 		if done != nil {
 			return off, nil
+		}
+		if err := rw.check(); err != nil {
+			return off, fmt.Errorf("waiting for %s: %w", c.ID, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -133,11 +140,14 @@ const MaxMatchLen = 64 << 10
 // one cursor; the first match at or after from is returned, never a later
 // one; on a match ResumeCursor is the end of the match; when ctx ends
 // first it returns ErrWaitTimeout with ResumeCursor = the spool size then.
+// When no live runner has been seen for Session.WaitForRunner it returns
+// ErrRunnerNotAlive, with ResumeCursor the same way.
 func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int64) (Match, error) {
 	var buf []byte
 	bufStart, readAt := from, from
 	t := time.NewTicker(s.PollInterval / 2)
 	defer t.Stop()
+	rw := s.newRunnerWatch()
 	chunk := make([]byte, 64<<10)
 	for {
 		f, err := os.Open(s.path(protocol.FileSpool))
@@ -161,13 +171,19 @@ func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int6
 			buf = append(buf[:0], buf[over:]...)
 			bufStart += int64(over)
 		}
-		select {
-		case <-ctx.Done():
+		end := func(err error) (Match, error) {
 			size := readAt
 			if sz, err := s.SpoolSize(); err == nil && sz > size {
 				size = sz
 			}
-			return Match{ResumeCursor: max(size, from)}, ErrWaitTimeout
+			return Match{ResumeCursor: max(size, from)}, err
+		}
+		if err := rw.check(); err != nil {
+			return end(err)
+		}
+		select {
+		case <-ctx.Done():
+			return end(ctxErr(ctx))
 		case <-t.C:
 		}
 	}

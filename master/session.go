@@ -25,18 +25,27 @@ type Session struct {
 	// event arrives (the only mechanism on network filesystems).
 	PollInterval time.Duration
 
+	// WaitForRunner is how long a wait (Wait, Run, Follow, WaitFor, a
+	// control request's reply, Stop's wait) goes on without seeing a live
+	// runner before it fails with ErrRunnerNotAlive; 0 means
+	// DefaultWaitForRunner (10 s). Raise it to wait for a runner that has
+	// not started yet.
+	WaitForRunner time.Duration
+
 	// network is true when the session is on a network filesystem (set by
 	// Open): there a free flock proves nothing.
 	network bool
 
-	mu      sync.Mutex // guards lastHB
+	mu      sync.Mutex // guards lastHB and kind
 	lastHB  hbSeen
+	kind    protocol.Kind // the runner's kind, once read (defaultKind)
 	watchMu sync.Mutex
 }
 
 type hbSeen struct {
 	counter int64
 	at      time.Time // our clock, when counter was first seen
+	moved   bool      // at is when the counter was seen changing (not just first seen)
 }
 
 // Open returns a handle on the session in dir. It fails with
@@ -67,7 +76,7 @@ func (s *Session) path(rel string) string { return filepath.Join(s.dir, rel) }
 
 // SubmitOptions are the optional fields of a command.
 type SubmitOptions struct {
-	Kind         protocol.Kind         // default tcl
+	Kind         protocol.Kind         // default: the session runner's kind (state.json), else tcl
 	Timeout      time.Duration         // 0: the runner's default
 	CancelPolicy protocol.CancelPolicy // default ctrl_c
 	CmdID        string                // default: a new time-ordered id
@@ -99,7 +108,7 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 		c.CmdID = NewCmdID()
 	}
 	if c.Kind == "" {
-		c.Kind = protocol.KindTcl
+		c.Kind = s.defaultKind()
 	}
 	if opts.Submitter != "" {
 		c.Submitter = opts.Submitter
@@ -123,6 +132,21 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 		return nil, fmt.Errorf("master: write command: %w", err)
 	}
 	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
+}
+
+// defaultKind is the kind of the session's runner (state.json), else tcl.
+// It is read once per Session: on NFS every read is a round trip.
+func (s *Session) defaultKind() protocol.Kind {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kind != "" {
+		return s.kind
+	}
+	if st, err := s.readState(); err == nil && (st.Kind == protocol.KindTcl || st.Kind == protocol.KindSh) {
+		s.kind = st.Kind
+		return st.Kind
+	}
+	return protocol.KindTcl
 }
 
 // NewCmdID returns a new cmd_id: a UUID version 7 (time-ordered, random).
@@ -156,33 +180,43 @@ func (s *Session) Command(cmdID string) (*Command, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("master: no command %q in this session: %w", cmdID, os.ErrNotExist)
+	return nil, fmt.Errorf("%w: no command %q is queued, running or finished in this session", ErrUnknownCmdID, cmdID)
 }
 
 // Result returns the command's result if it exists (nil, nil if not yet).
 // A command a pool moved to another session (forward/) is followed there.
 func (c *Command) Result() (*protocol.Result, error) {
+	r, _, err := c.readResult()
+	return r, err
+}
+
+// readResult returns the result and its bytes as the runner wrote them
+// (nil, nil, nil while there is none). Fields a seed runner did not write
+// stay zero in the struct; the bytes are the truth.
+func (c *Command) readResult() (*protocol.Result, []byte, error) {
 	fsq.Revalidate(c.s.path(protocol.DirResult)) // The runner may be on another NFS client.
-	b, err := os.ReadFile(c.s.path(filepath.Join(protocol.DirResult, c.Name)))
+	b, _, err := fsq.ReadFile(c.s.path(filepath.Join(protocol.DirResult, c.Name)), protocol.MaxCommandSize)
 	if errors.Is(err, os.ErrNotExist) {
 		if fc := c.forwarded(); fc != nil { // pool_move.go
-			return fc.Result()
+			return fc.readResult()
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var r protocol.Result
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("master: result %s: %w", c.Name, err)
+		return nil, nil, fmt.Errorf("master: result %s: %w", c.Name, err)
 	}
-	return &r, nil
+	return &r, b, nil
 }
 
 // Wait returns the command's result as soon as it appears. A result whose
 // status is not ok comes with a *ResultError; ctx's end gives
-// ErrWaitTimeout (deadline) or ctx.Err() (cancelled).
+// ErrWaitTimeout (deadline) or its cause (cancelled); a wait that sees no
+// live runner for Session.WaitForRunner fails with ErrRunnerNotAlive (the
+// command stays queued for a later runner).
 func (c *Command) Wait(ctx context.Context) (*protocol.Result, error) {
 	return c.WaitProgress(ctx, nil)
 }
@@ -191,6 +225,7 @@ func (c *Command) Wait(ctx context.Context) (*protocol.Result, error) {
 // the command has no result yet.
 func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.Result, error) {
 	var wake <-chan struct{}
+	w := c.newRunnerWatch()
 	for {
 		r, err := c.Result()
 		if err != nil {
@@ -201,6 +236,9 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 				return r, &ResultError{Result: r}
 			}
 			return r, nil
+		}
+		if err := w.check(); err != nil {
+			return nil, fmt.Errorf("waiting for %s: %w", c.ID, err)
 		}
 		if progress != nil {
 			progress()
@@ -221,9 +259,14 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 	}
 }
 
+// ctxErr maps ctx's end: a deadline is ErrWaitTimeout; a cancellation
+// gives its cause (an *InterruptedError when the CLI got a signal).
 func ctxErr(ctx context.Context) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return ErrWaitTimeout
+	}
+	if c := context.Cause(ctx); c != nil {
+		return c
 	}
 	return ctx.Err()
 }
@@ -235,50 +278,6 @@ func (s *Session) Run(ctx context.Context, payload string, opts SubmitOptions) (
 		return nil, err
 	}
 	return c.Wait(ctx)
-}
-
-// Cancel asks the runner to cancel cmdID, running or queued.
-func (s *Session) Cancel(ctx context.Context, cmdID string) error {
-	return s.writeCtl(protocol.FileCancel, protocol.CancelRequest{Scope: protocol.ScopeCmdID, CmdID: cmdID, TS: protocol.Now()})
-}
-
-// CancelCurrent asks the runner to cancel whatever command is running.
-func (s *Session) CancelCurrent(ctx context.Context) error {
-	return s.writeCtl(protocol.FileCancel, protocol.CancelRequest{Scope: protocol.ScopeCurrent, TS: protocol.Now()})
-}
-
-// Stop asks the runner to stop (graceful or force) and, with wait, waits
-// until state.json says stopped or the runner's lock is free.
-func (s *Session) Stop(ctx context.Context, mode protocol.StopMode, wait bool) error {
-	if err := s.writeCtl(protocol.FileStop, protocol.StopRequest{Mode: mode, TS: protocol.Now()}); err != nil {
-		return err
-	}
-	if !wait {
-		return nil
-	}
-	wake, stop := s.watch(ctx, protocol.DirState)
-	defer stop()
-	for {
-		if st, err := s.readState(); err == nil && st.Phase == protocol.PhaseStopped {
-			return nil
-		}
-		if !s.network && !s.lockHeld() {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctxErr(ctx)
-		case <-wake:
-		}
-	}
-}
-
-func (s *Session) writeCtl(rel string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return fsq.WriteAtomic(s.path(rel), b, 0o660, fsq.Volatile)
 }
 
 func (s *Session) readState() (protocol.State, error) {

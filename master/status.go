@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -31,6 +32,20 @@ type Status struct {
 	CommandsDone    int64          `json:"commands_done"`
 	Filesystem      string         `json:"filesystem,omitempty"`
 	Launch          *LaunchStatus  `json:"launch,omitempty"` // set by master status on a launched session
+
+	// Added for the status view (issue 13); all optional.
+	Dir             string         `json:"dir"`
+	Kind            protocol.Kind  `json:"kind,omitempty"`
+	ToolStarts      int64          `json:"tool_starts,omitempty"`
+	CurrentLastLine string         `json:"current_last_line,omitempty"` // last output line of the running command (≤ 256 bytes)
+	CurrentQuiet    *time.Duration `json:"current_quiet_ns,omitempty"`  // since the running command last printed (runner clock)
+	SkippedCount    int64          `json:"skipped_count,omitempty"`
+	RejectedCount   int64          `json:"rejected_count,omitempty"`
+	Lease           *LeaseStatus   `json:"lease,omitempty"`
+	LastResults     []ResultBrief  `json:"last_results,omitempty"` // newest first, at most five
+	// CanServe is false when the session cannot run commands: no live
+	// runner, or phase error (tool start or init failing).
+	CanServe bool `json:"can_serve"`
 }
 
 // Status reads state.json and heartbeat.json and judges whether the runner
@@ -39,7 +54,7 @@ type Status struct {
 // moves within two heartbeat periods of our own clock (Status waits that
 // long at most, and not at all if this Session saw it move recently).
 func (s *Session) Status(ctx context.Context) (Status, error) {
-	st := Status{ProtocolVersion: protocol.Version}
+	st := Status{ProtocolVersion: protocol.Version, Dir: s.dir}
 	state, serr := s.readState()
 	hb, herr := s.readHeartbeat()
 	if serr != nil && herr != nil {
@@ -58,14 +73,23 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 	}
 	if state.CurrentCmdID != nil {
 		st.CurrentCmdID = *state.CurrentCmdID
-		// Both times are the runner's clock: no skew.
-		st.CurrentElapsed = hb.Timestamp.Sub(state.CurrentStart.Time).Round(time.Millisecond)
+		// All three times are the runner's clock: no skew. The latest of
+		// them is the runner's "now" as far as we can tell; a heartbeat
+		// older than the command's start must not give a negative time.
+		now := hb.Timestamp.Time
+		if state.UpdatedAt.After(now) {
+			now = state.UpdatedAt.Time
+		}
+		st.CurrentElapsed = max(now.Sub(state.CurrentStart.Time), 0).Round(time.Millisecond)
 		if hb.CurrentCmdID == st.CurrentCmdID {
 			st.CurrentOutBytes = hb.CurrentOutBytes
 		}
 	}
 	st.QueueDepth = s.queueDepth()
-	st.Alive, st.AliveReason = s.alive(ctx, hb, state)
+	st.Alive, st.AliveReason = s.alive(ctx)
+	st.Kind, st.ToolStarts = state.Kind, state.ToolStarts
+	s.details(&st, hb)
+	st.CanServe = st.Alive && st.Phase != protocol.PhaseError && st.Phase != protocol.PhaseStopping
 	return st, nil
 }
 
@@ -80,50 +104,26 @@ func (s *Session) queueDepth() int {
 	return n
 }
 
-func (s *Session) alive(ctx context.Context, hb protocol.Heartbeat, state protocol.State) (bool, string) {
-	if state.Phase == protocol.PhaseStopped || hb.Phase == protocol.PhaseStopped {
-		return false, "the runner stopped"
+// alive judges liveness (observe), watching the heartbeat counter for one
+// window when a single look cannot decide.
+func (s *Session) alive(ctx context.Context) (bool, string) {
+	l := s.observe()
+	if l.alive || l.definite {
+		return l.alive, l.reason
 	}
-	// A free flock proves the runner gone only on a local filesystem: on
-	// NFS mounted nolock, locks are private to each client.
-	if !s.network && !s.lockHeld() {
-		return false, "the runner's lock is free"
-	}
-	now := time.Now()
-	s.mu.Lock()
-	seen := s.lastHB
-	if seen.counter != hb.Counter || seen.at.IsZero() {
-		moved := !seen.at.IsZero()
-		s.lastHB = hbSeen{counter: hb.Counter, at: now}
-		s.mu.Unlock()
-		if moved {
-			return true, "heartbeat counter moved"
-		}
-	} else {
-		s.mu.Unlock()
-	}
-	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
-	if now.Sub(seen.at) > window && !seen.at.IsZero() {
-		return false, "heartbeat counter has not moved for " + now.Sub(seen.at).Round(time.Millisecond).String()
-	}
-	// Watch the counter for one window on our clock.
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	end := time.NewTimer(window)
+	end := time.NewTimer(10 * time.Second) // Bounds a heartbeat that claims a huge interval.
 	defer end.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return false, "status interrupted"
 		case <-end.C:
-			return false, "heartbeat counter did not move within " + window.String()
+			return false, "heartbeat counter did not move"
 		case <-t.C:
-			h, err := s.readHeartbeat()
-			if err == nil && h.Counter != hb.Counter {
-				s.mu.Lock()
-				s.lastHB = hbSeen{counter: h.Counter, at: time.Now()}
-				s.mu.Unlock()
-				return true, "heartbeat counter moved"
+			if l = s.observe(); l.alive || l.definite {
+				return l.alive, l.reason
 			}
 		}
 	}
@@ -158,19 +158,53 @@ func (s *Session) CheckAlive(ctx context.Context) error {
 
 // WaitReady waits until a runner serves the session in dir: the directory
 // exists, the runner is alive and its phase is idle or busy. The directory
-// may not exist yet when WaitReady is called (the runner creates it).
+// may not exist yet when WaitReady is called (the runner creates it). It
+// fails with ErrRunnerNotAlive once no live runner has been seen for
+// DefaultWaitForRunner, and with ctx's end (ErrWaitTimeout) otherwise; when
+// the runner was alive but in phase error, that error wraps ErrCannotServe
+// and says why.
 func WaitReady(ctx context.Context, dir string) (Status, error) {
+	return WaitReadyFor(ctx, dir, 0)
+}
+
+// WaitReadyFor is WaitReady with the grace for a runner that is not (yet)
+// alive set to waitForRunner (0: DefaultWaitForRunner).
+func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) (Status, error) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
+	grace := waitForRunner
+	if grace <= 0 {
+		grace = DefaultWaitForRunner
+	}
+	started := time.Now()
+	var s *Session
+	var w *runnerWatch
 	for {
-		if s, err := Open(dir); err == nil {
-			if st, err := s.Status(ctx); err == nil && st.Alive && (st.Phase == protocol.PhaseIdle || st.Phase == protocol.PhaseBusy) {
-				return st, nil
+		if s == nil {
+			if o, err := Open(dir); err == nil {
+				s = o
+				w = &runnerWatch{s: s, grace: grace, lastAlive: started}
 			}
+		}
+		if s != nil {
+			if err := w.check(); err != nil {
+				return Status{}, err
+			}
+			if w.last.alive && (w.last.state.Phase == protocol.PhaseIdle || w.last.state.Phase == protocol.PhaseBusy) {
+				return s.Status(ctx)
+			}
+		} else if time.Since(started) > grace {
+			return Status{}, fmt.Errorf("%w: %s is not a session yet; no runner seen for %v", ErrRunnerNotAlive, dir, grace)
 		}
 		select {
 		case <-ctx.Done():
-			return Status{}, ctxErr(ctx)
+			err := ctxErr(ctx)
+			if s != nil && errors.Is(err, ErrWaitTimeout) {
+				if cerr := cannotServe(w.last.state); cerr != nil {
+					return Status{}, fmt.Errorf("%w (%w)", err, cerr)
+				}
+			}
+			return Status{}, err
 		case <-t.C:
 		}
 	}

@@ -23,10 +23,10 @@ func TestRegisterSubcommand(t *testing.T) {
 		strings.Join(got, " ") != "--flag a" {
 		t.Fatalf("rc %d out %q args %v", rc, out.String(), got)
 	}
-	errb.Reset()
+	out.Reset()
 	Main([]string{"help"}, nil, &out, &errb)
-	if !strings.Contains(errb.String(), "  x-test [--flag] does a test thing\n") {
-		t.Fatalf("help:\n%s", errb.String())
+	if !strings.Contains(out.String(), "  x-test [--flag] does a test thing\n") {
+		t.Fatalf("help:\n%s", out.String())
 	}
 	for _, name := range []string{"x-test", "submit", "tail", ""} {
 		func() {

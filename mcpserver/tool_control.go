@@ -84,9 +84,14 @@ func (h *handler) cancel(ctx context.Context, _ *mcp.CallToolRequest, in CancelI
 }
 
 // requestCancel asks the session's runner to cancel cmdID. It is the one
-// place that writes a cancel request.
+// place that writes a cancel request. A command that already finished is
+// not an error here: its result says how it ended.
 func requestCancel(ctx context.Context, s *master.Session, cmdID string) error {
-	return s.Cancel(ctx, cmdID)
+	_, err := s.Cancel(ctx, cmdID)
+	if errors.Is(err, master.ErrAlreadyFinished) {
+		return nil
+	}
+	return err
 }
 
 // StatusInput is the input of status.

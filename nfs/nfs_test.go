@@ -200,7 +200,7 @@ puts ok
 	if _, err := c.Wait(ctx(t)); !strings.Contains(fmt.Sprint(err), "cancelled") {
 		t.Fatalf("cancel by touch from B: %v", err)
 	}
-	if err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
 		t.Fatal(err)
 	}
 	if code := r.wait(t); code != 0 {
@@ -367,7 +367,7 @@ func TestNFSKilledOnARestartedOnB(t *testing.T) {
 			t.Fatalf("%s: %v", c.ID, err)
 		}
 	}
-	if err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
 		t.Fatal(err)
 	}
 	r2.wait(t)

@@ -10,7 +10,9 @@
 //	  inflight/  cmd_<seq>_<cmd_id>.json   claimed by the runner (rename)
 //	  result/    cmd_<seq>_<cmd_id>.json   written by the runner
 //	  output/    cmd_<seq>_<cmd_id>.out    exactly what the command printed
-//	  ctl/       cancel.json, stop.json    control requests
+//	  ctl/       req_<seq>_<req_id>.json   control requests (the mailbox); cancel.json,
+//	             stop.json (the legacy single-slot forms)
+//	  ctl/ack/   req_<seq>_<req_id>.json   the runner's reply to each request
 //	  state/     state.json, heartbeat.json, lease.json, runner.lock
 //	  seq/       one empty file per allocated seq (exclusive create)
 //	  log/       session.out, meta.log, last_n_lines.txt, rejected/

@@ -15,6 +15,7 @@ const (
 	DirResult   = "result"
 	DirOutput   = "output"
 	DirCtl      = "ctl"
+	DirAck      = "ctl/ack" // replies to control requests, written by the runner
 	DirState    = "state"
 	DirLog      = "log"
 	DirSeq      = "seq"
@@ -35,7 +36,7 @@ const (
 )
 
 // Dirs lists every directory of a session, in creation order.
-var Dirs = []string{DirQueue, DirInflight, DirResult, DirOutput, DirCtl, DirState, DirLog, DirSeq, DirRejected, DirArchive, DirTmp}
+var Dirs = []string{DirQueue, DirInflight, DirResult, DirOutput, DirCtl, DirAck, DirState, DirLog, DirSeq, DirRejected, DirArchive, DirTmp}
 
 // MaxCmdIDLen is the longest cmd_id accepted.
 const MaxCmdIDLen = 128
@@ -183,4 +184,29 @@ func ParseSeqName(name string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(name, 10, 64)
 	return n, err == nil
+}
+
+// RequestName returns the file name of a control request (and of its reply
+// in ctl/ack/): req_<seq>_<req_id>.json, seq zero-padded like a command's.
+func RequestName(seq int64, reqID string) string {
+	return fmt.Sprintf("req_%0*d_%s.json", seqWidth, seq, reqID)
+}
+
+// IsRequestName reports whether name is meant as a control request: it
+// starts with "req_" and is not a temporary file. Such a name that
+// ParseRequestName refuses is answered with an event, not ignored.
+func IsRequestName(name string) bool { return strings.HasPrefix(name, "req_") }
+
+// ParseRequestName parses req_<seq>_<req_id>.json (seq of any width, req_id
+// of the cmd_id character set). It returns ErrBadRequestName otherwise.
+func ParseRequestName(name string) (seq int64, reqID string, err error) {
+	rest, ok := strings.CutPrefix(name, "req_")
+	if !ok {
+		return 0, "", ErrBadRequestName
+	}
+	seq, reqID, err = ParseCommandName("cmd_" + rest)
+	if err != nil {
+		return 0, "", ErrBadRequestName
+	}
+	return seq, reqID, nil
 }

@@ -159,7 +159,7 @@ func TestControlFiles(t *testing.T) {
 	if c, err := ParseCancel(nil); err != nil || c.Scope != ScopeCurrent {
 		t.Errorf("empty cancel: %+v %v", c, err)
 	}
-	if c, err := ParseCancel([]byte("garbage")); err == nil || c.Scope != ScopeCurrent {
+	if c, err := ParseCancel([]byte("garbage")); err == nil || c.Scope != "" {
 		t.Errorf("garbage cancel: %+v %v", c, err)
 	}
 	if c, _ := ParseCancel([]byte(`{"cmd_id":"x"}`)); c.Scope != ScopeCmdID {

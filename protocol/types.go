@@ -269,15 +269,18 @@ type StopRequest struct {
 
 // Event is one line of log/meta.log.
 type Event struct {
-	TS         Time           `json:"ts"`
-	Event      string         `json:"event"`
-	CmdID      string         `json:"cmd_id,omitempty"`
-	Seq        int64          `json:"seq,omitempty"`
-	Status     Status         `json:"status,omitempty"`
-	ExitReason ExitReason     `json:"exit_reason,omitempty"`
-	SpoolStart *int64         `json:"spool_start,omitempty"`
-	SpoolEnd   *int64         `json:"spool_end,omitempty"`
-	Detail     map[string]any `json:"detail,omitempty"`
+	TS         Time       `json:"ts"`
+	Event      string     `json:"event"`
+	CmdID      string     `json:"cmd_id,omitempty"`
+	Seq        int64      `json:"seq,omitempty"`
+	Status     Status     `json:"status,omitempty"`
+	ExitReason ExitReason `json:"exit_reason,omitempty"`
+	SpoolStart *int64     `json:"spool_start,omitempty"`
+	SpoolEnd   *int64     `json:"spool_end,omitempty"`
+	// SpoolOffset is the size of log/session.out when a control event
+	// (a request, an interrupt, a stop, a lease expiry) took effect.
+	SpoolOffset *int64         `json:"spool_offset,omitempty"`
+	Detail      map[string]any `json:"detail,omitempty"`
 }
 
 // Event names.
@@ -295,10 +298,16 @@ const (
 	EvSkipped      = "cmd_skipped"
 	EvCancel       = "cancel_request"
 	EvStop         = "stop_request"
-	EvLease        = "lease"
-	EvRecovered    = "recovered"
-	EvLockTakeover = "lock_takeover"
-	EvWarning      = "warning"
+	EvInput        = "input"  // a send request
+	EvSignal       = "signal" // a signal request
+	EvResize       = "resize" // a resize request
+	// EvRequestRejected answers a file in ctl/ that is meant as a request
+	// but whose op cannot be known (a bad name, an unknown op).
+	EvRequestRejected = "request_rejected"
+	EvLease           = "lease"
+	EvRecovered       = "recovered"
+	EvLockTakeover    = "lock_takeover"
+	EvWarning         = "warning"
 	// EvStaleToolKilled: at start, the runner killed what was left of the
 	// previous runner's tool process group.
 	EvStaleToolKilled = "stale_tool_killed"

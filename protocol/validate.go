@@ -145,51 +145,62 @@ func markerWord(s string) bool {
 	return true
 }
 
-// ParseCancel decodes ctl/cancel.json. Empty or whitespace-only content is a
-// request to cancel the current command.
+// ParseCancel decodes the legacy ctl/cancel.json. Only empty or
+// whitespace-only content means "cancel the current command". Otherwise the
+// content must be one of {"cmd_id":"x"}, {"scope":"cmd_id","cmd_id":"x"} or
+// {"scope":"current"} (cmd_id null or "" allowed there, as the seed writes
+// it), with an optional ts in any accepted format. Anything else is an
+// error and the zero CancelRequest: a malformed request never falls back to
+// the current command.
 func ParseCancel(data []byte) (CancelRequest, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
 		return CancelRequest{Scope: ScopeCurrent}, nil
 	}
-	var req CancelRequest
-	if err := json.Unmarshal(data, &req); err != nil {
-		return CancelRequest{Scope: ScopeCurrent}, invalid("", "cancel.json is not valid JSON: %v", err)
+	if !json.Valid(trimmed) {
+		return CancelRequest{}, fmt.Errorf("%w: %w", invalid("", "cancel.json is neither empty nor valid JSON"), ErrIncomplete)
 	}
-	switch req.Scope {
-	case "":
-		if req.CmdID != "" {
-			req.Scope = ScopeCmdID
-		} else {
-			req.Scope = ScopeCurrent
-		}
-	case ScopeCurrent:
-	case ScopeCmdID:
-		if !ValidCmdID(req.CmdID) {
-			return CancelRequest{Scope: ScopeCurrent}, invalid("cmd_id", "scope cmd_id needs a valid cmd_id")
-		}
-	default:
-		return CancelRequest{Scope: ScopeCurrent}, invalid("scope", "unknown scope %q", req.Scope)
+	o, err := decodeObject(trimmed, "cancel.json")
+	if err != nil {
+		return CancelRequest{}, err
 	}
+	ts, err := o.time("ts")
+	if err != nil {
+		return CancelRequest{}, err
+	}
+	req, err := cancelFields(o)
+	if err != nil {
+		return CancelRequest{}, err
+	}
+	req.TS = ts
 	return req, nil
 }
 
-// ParseStop decodes ctl/stop.json. Empty content means graceful.
+// ParseStop decodes the legacy ctl/stop.json. Empty or whitespace-only
+// content means graceful; otherwise {"mode":"graceful"|"force"} (mode
+// absent: graceful) with an optional ts. Anything else is an error and the
+// zero StopRequest: a malformed file never stops the runner.
 func ParseStop(data []byte) (StopRequest, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
 		return StopRequest{Mode: StopGraceful}, nil
 	}
-	var req StopRequest
-	if err := json.Unmarshal(data, &req); err != nil {
-		return StopRequest{Mode: StopGraceful}, invalid("", "stop.json is not valid JSON: %v", err)
+	if !json.Valid(trimmed) {
+		return StopRequest{}, fmt.Errorf("%w: %w", invalid("", "stop.json is neither empty nor valid JSON"), ErrIncomplete)
 	}
-	switch req.Mode {
-	case "":
-		req.Mode = StopGraceful
-	case StopGraceful, StopForce:
-	default:
-		return StopRequest{Mode: StopGraceful}, invalid("mode", "unknown mode %q", req.Mode)
+	o, err := decodeObject(trimmed, "stop.json")
+	if err != nil {
+		return StopRequest{}, err
 	}
-	return req, nil
+	ts, err := o.time("ts")
+	if err != nil {
+		return StopRequest{}, err
+	}
+	mode, err := stopMode(o)
+	if err != nil {
+		return StopRequest{}, err
+	}
+	return StopRequest{Mode: mode, TS: ts}, nil
 }
 
 // Bounds of durations read from files. A value outside them is clamped

@@ -7,111 +7,141 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// ctlSettle is how long an empty or unparsable control file must stay
-// unchanged before it is acted on: a shell's `echo ... > ctl/cancel.json`
+// ctlSettle is how long an empty or unparsable legacy control file must
+// stay unchanged before it is acted on: a shell's `echo ... > ctl/cancel.json`
 // creates the file empty before writing it (microseconds apart; its write
 // also triggers a new look through inotify).
 const ctlSettle = 5 * time.Millisecond
 
-// takeCtl returns the content of a control file once it is complete, after
-// claiming it (rename to a private name, so a request written meanwhile is
-// not lost) and removing it. ok is false when there is nothing to act on yet.
-func (r *Runner) takeCtl(name string) (data []byte, ok bool) {
-	p := r.path(name)
-	data, _, err := fsq.ReadFile(p, 1<<16)
-	if errors.Is(err, os.ErrNotExist) {
-		delete(r.ctlPrev, name)
-		return nil, false
+// maxLegacySize bounds ctl/cancel.json and ctl/stop.json.
+const maxLegacySize = 64 << 10
+
+// takeLegacy handles a legacy single-slot file (ctl/cancel.json or
+// ctl/stop.json): empty means current/graceful; anything that is not one
+// of the documented forms is rejected with an event and nothing done. The
+// file is consumed by moving it into tmp/ (so a request written meanwhile
+// is not lost, and no fixed name is left in ctl/). It gets an event, no
+// reply.
+func (r *Runner) takeLegacy(file string) {
+	p, name := r.path(file), filepath.Base(file)
+	fi, err := os.Lstat(p)
+	if err != nil {
+		delete(r.mbox.seen, name)
+		return
 	}
-	if errors.Is(err, fsq.ErrNotRegular) || errors.Is(err, fsq.ErrSymlink) || errors.Is(err, fsq.ErrTooLarge) {
-		// A directory, FIFO, symlink or huge file is no request: it is
-		// moved out of ctl/ (into tmp/, where it is deleted) and nothing
-		// is done.
-		r.discard(name)
-		ev := protocol.EvCancel
-		if name == protocol.FileStop {
-			ev = protocol.EvStop
-		}
-		r.log.Warn("a control file is not a regular file; nothing done", "file", name, "err", err)
-		r.event(protocol.Event{Event: ev, Detail: map[string]any{"outcome": "rejected", "file": name,
-			"message": err.Error() + "; nothing done"}})
-		return nil, false
-	}
-	if err == nil && (len(bytes.TrimSpace(data)) == 0 || !json.Valid(data)) {
-		prev, seen := r.ctlPrev[name]
-		if !seen || !bytes.Equal(prev, data) || time.Since(r.ctlSeenAt[name]) < ctlSettle {
-			if !seen || !bytes.Equal(prev, data) {
-				r.ctlPrev[name], r.ctlSeenAt[name] = data, time.Now()
+	var perr error
+	if !fi.Mode().IsRegular() {
+		perr = fmt.Errorf("%s is a %s; only a regular file is a request", file, fileType(fi))
+	} else {
+		data, fi2, err := fsq.ReadFile(p, maxLegacySize)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return
+		case errors.Is(err, fsq.ErrTooLarge):
+			perr = fmt.Errorf("%s is larger than %d bytes", file, maxLegacySize)
+		case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
+			perr = fmt.Errorf("%s is not a regular file", file)
+		case transient(err):
+			r.log.Warn("read control file; will retry", "file", file, "err", err)
+			r.recheckAt(time.Now().Add(r.cfg.Poll))
+			return
+		case err != nil:
+			perr = fmt.Errorf("%s cannot be read: %w", file, err)
+		default:
+			t := bytes.TrimSpace(data)
+			if (len(t) == 0 || !json.Valid(t)) && r.ctlStillWriting(name, fi2, ctlSettle) {
+				return
 			}
-			r.ctlRecheck = time.Now().Add(ctlSettle)
-			return nil, false
 		}
 	}
-	delete(r.ctlPrev, name)
-	r.discards++
-	taken := r.path(rel(protocol.DirTmp, fmt.Sprintf("ctl-%d-%s", r.discards, filepath.Base(name))))
-	if ok, _ := fsq.Claim(p, taken); !ok {
-		return nil, false
+	delete(r.mbox.seen, name)
+	r.mbox.moved++
+	dst := r.path(rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", r.mbox.moved, name)))
+	if ok, err := fsq.Claim(p, dst); !ok {
+		if err != nil {
+			r.log.Warn("claim control file", "file", file, "err", err)
+		}
+		return
 	}
-	if d, _, err2 := fsq.ReadFile(taken, 1<<16); err2 == nil {
-		data = d
-	} else if err != nil {
-		r.log.Warn("unreadable control file; acting on it as if empty", "file", name, "err", err)
+	defer func() {
+		if err := os.RemoveAll(dst); err != nil {
+			r.log.Warn("remove a consumed control file", "file", dst, "err", err) // tmp/ is emptied at the next start.
+		}
+	}()
+	req := &protocol.ControlRequest{Op: protocol.OpCancel}
+	if file == protocol.FileStop {
+		req.Op = protocol.OpStop
 	}
-	_ = os.RemoveAll(taken) // Consumed.
-	return data, true
+	if st, err := os.Lstat(dst); err == nil {
+		fi = st // The claimed file is authoritative: it may have changed since it was read.
+	}
+	if perr == nil {
+		perr = parseLegacy(req, dst)
+	}
+	a := r.decide(req, perr, fi.ModTime(), file)
+	r.record(req, a, file)
 }
 
-// checkCtl acts on ctl/stop.json and ctl/cancel.json.
-func (r *Runner) checkCtl() {
-	fsq.Revalidate(r.path(protocol.DirCtl)) // See fsq.Revalidate: control files come from other hosts.
-	if data, ok := r.takeCtl(protocol.FileStop); ok {
-		req, err := protocol.ParseStop(data)
-		if err != nil {
-			r.log.Warn("stop.json unreadable; stopping gracefully", "err", err)
-		}
-		r.requestStop(req.Mode, "stop.json")
+// parseLegacy reads a claimed legacy file into req.
+func parseLegacy(req *protocol.ControlRequest, path string) error {
+	data, _, err := fsq.ReadFile(path, maxLegacySize)
+	if err != nil {
+		return err
 	}
-	if data, ok := r.takeCtl(protocol.FileCancel); ok {
-		req, err := protocol.ParseCancel(data)
-		if err != nil {
-			r.log.Warn("cancel.json unreadable; cancelling the current command", "err", err)
-		}
-		r.cancel(req, err)
+	if req.Op == protocol.OpStop {
+		s, err := protocol.ParseStop(data)
+		req.Mode = s.Mode
+		return err
 	}
+	c, err := protocol.ParseCancel(data)
+	req.Scope, req.CmdID = c.Scope, c.CmdID
+	return err
 }
 
-func (r *Runner) cancel(req protocol.CancelRequest, parseErr error) {
-	detail := map[string]any{"scope": string(req.Scope)}
-	if parseErr != nil {
-		detail["parse_error"] = parseErr.Error()
+func fileType(fi os.FileInfo) string {
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	case m&os.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeDevice != 0:
+		return "device"
 	}
-	ev := protocol.Event{Event: protocol.EvCancel, CmdID: req.CmdID, Detail: detail}
+	return "special file"
+}
+
+// cancel acts on a valid cancel request and says what it did. source names
+// the request in the cancelled command's result.
+func (r *Runner) cancel(scope protocol.CancelScope, id, source string) (protocol.Outcome, string, string) {
+	c := r.cur
+	if scope == protocol.ScopeCurrent {
+		if c == nil {
+			return protocol.OutcomeIdle, "no command is running; nothing cancelled", ""
+		}
+		id = c.cmd.CmdID
+	}
 	switch {
-	case r.cur != nil && (req.Scope == protocol.ScopeCurrent || req.CmdID == r.cur.cmd.CmdID):
-		ev.CmdID, detail["action"] = r.cur.cmd.CmdID, "interrupt"
-		r.event(ev)
-		r.interrupt(protocol.StatusCancelled, "", "cancelled by ctl/cancel.json", "")
-	case req.Scope == protocol.ScopeCmdID && r.cancelQueued(req.CmdID):
-		detail["action"] = "cancelled_queued"
-		r.event(ev)
-	default:
-		detail["action"] = "ignored"
-		if req.Scope == protocol.ScopeCurrent {
-			detail["why"] = "no command is running"
-		} else {
-			detail["why"] = "unknown or already finished cmd_id"
-		}
-		r.log.Info("cancel request ignored", "scope", req.Scope, "cmd_id", req.CmdID, "why", detail["why"])
-		r.event(ev)
+	case c != nil && c.cmd.CmdID == id && c.endStatus != "":
+		return protocol.OutcomeAlreadyFinished, fmt.Sprintf("%s is already ending (%s); nothing more to do", id, c.endStatus), id
+	case c != nil && c.cmd.CmdID == id:
+		r.interrupt(protocol.StatusCancelled, "", "cancelled by "+source, "")
+		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.cmd.CancelPolicy), id
+	case r.doneIDs[id]:
+		return protocol.OutcomeAlreadyFinished, id + " has already finished; nothing cancelled", id
+	case r.cancelQueued(id, source):
+		return protocol.OutcomeCancelledQueued, id + " was queued; it got a cancelled result and will not run", id
 	}
+	return protocol.OutcomeNotFound, "no command " + id + " is queued, running or finished in this session", id
 }
 
 // cancelQueued gives a queued command a cancelled result without running
@@ -119,7 +149,7 @@ func (r *Runner) cancel(req protocol.CancelRequest, parseErr error) {
 // result goes through the result writer like every other: a name that
 // already has a result is only cleared (cmd_skipped), and a cmd_id that
 // already has one under another seq is answered duplicate_cmd_id.
-func (r *Runner) cancelQueued(id string) bool {
+func (r *Runner) cancelQueued(id, source string) bool {
 	names, err := fsq.ReadNames(r.path(protocol.DirQueue))
 	if err != nil {
 		return false
@@ -148,7 +178,7 @@ func (r *Runner) cancelQueued(id string) bool {
 			return false
 		}
 		res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusCancelled, ExitReason: protocol.ReasonCancelledQueued,
-			Error:       &protocol.Error{Code: protocol.CodeCancelled, Message: "cancelled by ctl/cancel.json before it started"},
+			Error:       &protocol.Error{Code: protocol.CodeCancelled, Message: "cancelled by " + source + " before it started"},
 			CommandPath: rel(protocol.DirArchive, name)}
 		r.submitResult(resultJob{kind: jobCancelled, name: name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
 		r.stateDirty = true
@@ -157,20 +187,42 @@ func (r *Runner) cancelQueued(id string) bool {
 	return false
 }
 
-// requestStop begins a stop. Graceful: finish the current command, start no
-// new one. Force: end the current command at once (terminate_session).
+// stopRequested acts on a valid stop request.
+func (r *Runner) stopRequested(mode protocol.StopMode, source string) (protocol.Outcome, string) {
+	before := r.stopMode
+	r.beginStop(mode, source)
+	switch {
+	case before == protocol.StopForce || before == mode:
+		return protocol.OutcomeAccepted, fmt.Sprintf("already stopping (%s); nothing changed", before)
+	case mode == protocol.StopForce:
+		return protocol.OutcomeAccepted, "stopping now: the current command (if any) is ended, queued commands stay queued"
+	}
+	return protocol.OutcomeAccepted, "stopping after the current command (if any); queued commands stay queued"
+}
+
+// requestStop begins a stop that no control request asked for (a signal,
+// lease expiry, the context) and records it with a stop_request event.
 func (r *Runner) requestStop(mode protocol.StopMode, why string) {
+	r.flushSpool()
+	off := r.spoolSize
+	if r.beginStop(mode, why) {
+		r.event(protocol.Event{Event: protocol.EvStop, SpoolOffset: &off, Detail: map[string]any{"mode": string(mode), "why": why}})
+	}
+}
+
+// beginStop begins a stop. Graceful: finish the current command, start no
+// new one. Force: end the current command at once (terminate_session). It
+// reports whether anything changed (a graceful stop while stopping does
+// not; force after graceful does).
+func (r *Runner) beginStop(mode protocol.StopMode, why string) bool {
 	if r.stopMode == protocol.StopForce || (r.stopMode == mode && mode == protocol.StopGraceful) {
-		return
+		return false
 	}
 	r.stopMode, r.stopReason = mode, why
-	r.event(protocol.Event{Event: protocol.EvStop, Detail: map[string]any{"mode": string(mode), "why": why}})
 	r.log.Info("stopping", "mode", mode, "why", why)
 	r.setPhase(protocol.PhaseStopping, why)
 	if mode == protocol.StopForce && r.cur != nil {
 		r.interrupt(protocol.StatusCancelled, protocol.ReasonForceStop, "force stop ("+why+")", protocol.PolicyTerminateSession)
 	}
+	return true
 }
-
-// isTaken reports names the runner uses for claimed control files.
-func isTaken(name string) bool { return strings.Contains(name, ".taken.") }

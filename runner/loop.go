@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -105,7 +106,7 @@ func (r *Runner) nextWake() time.Duration {
 		consider(r.tphase.due())
 	}
 	consider(r.pend.promote(now))
-	consider(r.ctlRecheck)
+	consider(r.mbox.recheck)
 	consider(r.stateAt)
 	if !r.bufferedAt.IsZero() {
 		consider(r.bufferedAt.Add(flushDelay))
@@ -125,8 +126,7 @@ func (r *Runner) onTimer(now time.Time) {
 	if c := r.cur; c != nil && c.endStatus == "" && !c.deadline.IsZero() && !now.Before(c.deadline) {
 		r.interrupt(protocol.StatusTimeout, "", "timed out after "+c.deadline.Sub(c.start).String(), "")
 	}
-	if !r.ctlRecheck.IsZero() && !now.Before(r.ctlRecheck) {
-		r.ctlRecheck = time.Time{}
+	if !r.mbox.recheck.IsZero() && !now.Before(r.mbox.recheck) {
 		r.checkCtl()
 	}
 	if !r.bufferedAt.IsZero() && now.Sub(r.bufferedAt) >= flushDelay {
@@ -178,7 +178,7 @@ func (r *Runner) onChange(ch fsq.Change) {
 			}
 		}
 	case r.path(protocol.DirCtl):
-		if !isTaken(ch.Name) {
+		if !strings.HasPrefix(ch.Name, ".") { // A master's temp file: its rename comes next.
 			r.checkCtl()
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -71,9 +72,7 @@ type Runner struct {
 	cmdsDone     int64
 	lease        leaseWatch
 	started      time.Time
-	ctlRecheck   time.Time
-	ctlPrev      map[string][]byte
-	ctlSeenAt    map[string]time.Time
+	mbox         mailbox // ctl/: control requests (mailbox.go)
 	scan         *scanner
 	stateDirty   bool
 	signals      int
@@ -126,7 +125,7 @@ func Open(cfg Config) (*Runner, error) {
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
 		pend: newPending(), doneIDs: map[string]bool{}, settling: map[string]bool{}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), syncTokens: map[string]bool{},
-		ctlPrev: map[string][]byte{}, ctlSeenAt: map[string]time.Time{}, phase: protocol.PhaseStarting,
+		phase: protocol.PhaseStarting,
 	}
 	r.tphase = &phaseDown{}
 	r.clk, r.startSession = cfg.clock, cfg.startSession
@@ -159,6 +158,7 @@ func Open(cfg Config) (*Runner, error) {
 		r.Close()
 		return nil, err
 	}
+	r.initMailbox() // Requests older than this were meant for an earlier runner.
 	return r, nil
 }
 
@@ -225,6 +225,10 @@ func rel(parts ...string) string { return filepath.ToSlash(filepath.Join(parts..
 // Close); call it once.
 func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	defer r.Close()
+	if _, err := os.Lstat(r.path(protocol.FileTail)); errors.Is(err, os.ErrNotExist) {
+		r.tail.dirty = true // Results name it (tail_path): it exists from the start.
+		r.flushTail()
+	}
 	wctx, cancelWatch := context.WithCancel(context.Background())
 	defer cancelWatch()
 	useInotify := r.cfg.Watch == WatchInotify || (r.cfg.Watch == WatchAuto && !r.network)
@@ -240,7 +244,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	}
 	var touch []string
 	if r.network {
-		touch = []string{r.path(protocol.DirResult), r.path(protocol.DirOutput)}
+		touch = []string{r.path(protocol.DirResult), r.path(protocol.DirOutput), r.path(protocol.DirAck)}
 	}
 	if !r.cfg.NoSync || r.network {
 		meta := r.meta

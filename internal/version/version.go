@@ -20,7 +20,7 @@ import (
 var Version = ""
 
 // String returns the one-line version of program prog, e.g.
-// "runner 1.2.3 (protocol 1, go1.26.8)".
+// "runner (SkillPilot) 1.2.3, go1.26.8, protocol version 1".
 func String(prog string) string {
 	v := Version
 	if v == "" {
@@ -36,5 +36,5 @@ func String(prog string) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%s %s (protocol %d, %s)", prog, v, protocol.Version, runtime.Version())
+	return fmt.Sprintf("%s (SkillPilot) %s, %s, protocol version %d", prog, v, runtime.Version(), protocol.Version)
 }

@@ -1,0 +1,210 @@
+package conformance
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// cliAdapter drives the master command line (bin) as a user's script
+// would: one process per step, --json, the exit code.
+func cliAdapter(dir, bin string) int {
+	a := &cliAd{dir: dir, bin: bin}
+	defer a.stopLease()
+	return serve(a.do)
+}
+
+type cliAd struct {
+	dir, bin string
+	lease    *exec.Cmd
+}
+
+// run runs master with args and --session, --json; it returns the exit
+// code and stdout.
+func (a *cliAd) run(args ...string) (int, []byte, string) {
+	cmd := exec.Command(a.bin, append(args[:1:1], append([]string{"--session", a.dir, "--json"}, args[1:]...)...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), out.Bytes(), errb.String()
+	}
+	if err != nil {
+		return 10, nil, err.Error()
+	}
+	return 0, out.Bytes(), errb.String()
+}
+
+// doc decodes the first JSON document on stdout.
+func doc(out []byte) map[string]any {
+	var m map[string]any
+	_ = json.NewDecoder(bytes.NewReader(out)).Decode(&m)
+	return m
+}
+
+// errOutcome is the outcome of a failed CLI call: the JSON error's code,
+// else the exit code alone.
+func errOutcome(code int, m map[string]any, stderr string) map[string]any {
+	out := map[string]any{"exit": code, "message": strings.TrimSpace(stderr)}
+	if e, ok := m["error"].(map[string]any); ok {
+		out["outcome"] = e["code"]
+	} else {
+		out["outcome"] = fmt.Sprintf("exit_%d", code)
+	}
+	return out
+}
+
+func waitArgs(st step) []string {
+	var args []string
+	if v := st["wait_timeout_ms"]; v != "" {
+		args = append(args, "--wait-timeout", v+"ms")
+	}
+	if v := st["wait_for_runner_ms"]; v != "" {
+		args = append(args, "--wait-for-runner", v+"ms")
+	}
+	return args
+}
+
+// ofResultDoc is the outcome of a result document printed by wait or
+// submit --wait.
+func (a *cliAd) ofResultDoc(code int, m map[string]any, stderr string) map[string]any {
+	if m == nil || m["status"] == nil {
+		return errOutcome(code, m, stderr)
+	}
+	out := map[string]any{"outcome": m["status"], "exit": code, "cmd_id": m["cmd_id"], "value": m["value"]}
+	if e, ok := m["error"].(map[string]any); ok {
+		out["error_message"] = e["message"]
+	}
+	if p, ok := m["output_path"].(string); ok {
+		if b, err := os.ReadFile(filepath.Join(a.dir, p)); err == nil {
+			out["output_b64"] = base64.StdEncoding.EncodeToString(b)
+		}
+	}
+	return out
+}
+
+func (a *cliAd) stopLease() {
+	if a.lease != nil {
+		_ = a.lease.Process.Signal(syscall.SIGTERM)
+		_ = a.lease.Wait()
+		a.lease = nil
+	}
+}
+
+func (a *cliAd) do(st step) map[string]any {
+	switch st["op"] {
+	case "submit", "run":
+		args := []string{"submit"}
+		if st["id"] != "" {
+			args = append(args, "--id", st["id"])
+		}
+		if v := st["timeout_ms"]; v != "" {
+			args = append(args, "--timeout", v+"ms")
+		}
+		if st["op"] == "run" {
+			args = append(append(args, "--wait"), waitArgs(st)...)
+		}
+		code, out, stderr := a.run(append(args, "--", st["payload"])...)
+		m := doc(out)
+		if st["op"] == "run" {
+			return a.ofResultDoc(code, m, stderr)
+		}
+		if code != 0 {
+			return errOutcome(code, m, stderr)
+		}
+		return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": m["cmd_id"]}
+	case "wait":
+		code, out, stderr := a.run(append(append([]string{"wait"}, waitArgs(st)...), st["id"])...)
+		return a.ofResultDoc(code, doc(out), stderr)
+	case "cancel", "stop":
+		args := append([]string{st["op"]}, waitArgs(st)...)
+		if st["force"] == "1" {
+			args = append(args, "--force")
+		}
+		if st["wait"] == "1" {
+			args = append(args, "--wait")
+		}
+		if st["id"] != "" {
+			args = append(args, st["id"])
+		}
+		code, out, stderr := a.run(args...)
+		m := doc(out)
+		if m["outcome"] == nil {
+			return errOutcome(code, m, stderr)
+		}
+		// A reply was printed: its outcome, by the code the other masters
+		// report for it.
+		outcome := fmt.Sprint(m["outcome"])
+		if outcome == "not_found" {
+			outcome = "unknown_cmd_id"
+		}
+		return map[string]any{"outcome": outcome, "exit": code}
+	case "status":
+		code, out, stderr := a.run("status")
+		m := doc(out)
+		if m == nil || m["alive"] == nil {
+			return errOutcome(code, m, stderr)
+		}
+		res := statusOutcome(m["alive"] == true, m["can_serve"] == true, fmt.Sprint(m["phase"]))
+		res["exit"] = code
+		return res
+	case "lease":
+		if st["keep"] != "1" {
+			code, out, stderr := a.run("lease", "--ttl", st["ttl_ms"]+"ms")
+			if code != 0 {
+				return errOutcome(code, doc(out), stderr)
+			}
+			return map[string]any{"outcome": "ok", "exit": 0}
+		}
+		a.lease = exec.Command(a.bin, "lease", "--session", a.dir, "--ttl", st["ttl_ms"]+"ms", "--keep")
+		a.lease.Stderr = os.Stderr
+		if err := a.lease.Start(); err != nil {
+			return map[string]any{"outcome": "io_error", "exit": 10, "message": err.Error()}
+		}
+		return map[string]any{"outcome": "ok", "exit": 0}
+	case "lease_stop":
+		a.stopLease()
+		return map[string]any{"outcome": "ok", "exit": 0}
+	case "waitfor":
+		args := append([]string{"waitfor", "--from", st["from"]}, waitArgs(st)...)
+		if st["from"] == "" {
+			args[2] = "0"
+		}
+		code, out, stderr := a.run(append(args, "--", st["re"])...)
+		m := doc(out)
+		if code != 0 || m["matched"] != true {
+			res := errOutcome(code, m, stderr)
+			if m != nil && m["resume_cursor"] != nil {
+				res["resume_cursor"] = m["resume_cursor"]
+			}
+			if res["outcome"] == "exit_3" {
+				res["outcome"] = "wait_timeout"
+			}
+			return res
+		}
+		return map[string]any{"outcome": "matched", "exit": 0, "start": m["start"], "end": m["end"],
+			"resume_cursor": m["resume_cursor"], "match_b64": base64.StdEncoding.EncodeToString([]byte(fmt.Sprint(m["match"])))}
+	case "ready":
+		args := []string{"ready"}
+		if v := st["wait_timeout_ms"]; v != "" {
+			args = append(args, "--wait-timeout", v+"ms")
+		}
+		if v := st["wait_for_runner_ms"]; v != "" {
+			args = append(args, "--wait-for-runner", v+"ms")
+		}
+		code, out, stderr := a.run(args...)
+		if code != 0 {
+			return errOutcome(code, doc(out), stderr)
+		}
+		return map[string]any{"outcome": "ready", "exit": 0}
+	}
+	return map[string]any{"outcome": "usage", "exit": 2}
+}

@@ -1,0 +1,245 @@
+package conformance
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// step is one decoded adapter line.
+type step map[string]string
+
+func parseStep(line string) step {
+	words := strings.Fields(line)
+	if len(words) == 0 {
+		return nil
+	}
+	s := step{"op": words[0]}
+	for _, w := range words[1:] {
+		k, v, _ := strings.Cut(w, "=")
+		if base, ok := strings.CutSuffix(k, "_b64"); ok {
+			b, _ := base64.StdEncoding.DecodeString(v)
+			k, v = base, string(b)
+		}
+		s[k] = v
+	}
+	return s
+}
+
+func (s step) ms(k string) time.Duration {
+	n, err := strconv.ParseInt(s[k], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(n) * time.Millisecond
+}
+
+// serve runs an adapter loop: one step per stdin line, one JSON outcome per
+// stdout line, until quit or end of input.
+func serve(do func(step) map[string]any) int {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	enc := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		st := parseStep(in.Text())
+		if st == nil {
+			continue
+		}
+		if st["op"] == "quit" {
+			break
+		}
+		_ = enc.Encode(do(st))
+	}
+	return 0
+}
+
+// goAdapter drives the Go library (package master) on the session dir.
+func goAdapter(dir string) int {
+	a := &goAd{dir: dir}
+	defer a.stopLease()
+	return serve(a.do)
+}
+
+type goAd struct {
+	dir       string
+	s         *master.Session
+	leaseStop context.CancelFunc
+	leaseErrs <-chan error
+}
+
+func (a *goAd) session() (*master.Session, error) {
+	if a.s == nil {
+		s, err := master.Open(a.dir)
+		if err != nil {
+			return nil, err
+		}
+		a.s = s
+	}
+	return a.s, nil
+}
+
+func (a *goAd) stopLease() {
+	if a.leaseStop != nil {
+		a.leaseStop()
+		for range a.leaseErrs { // Drained until KeepLease closes it.
+		}
+		a.leaseStop = nil
+	}
+}
+
+// ofResult is the outcome of a command with a result.
+func ofResult(c *master.Command, r *protocol.Result) map[string]any {
+	out := map[string]any{"outcome": string(r.Status), "exit": statusExit(r.Status), "cmd_id": r.CmdID, "value": r.Value}
+	if r.Error != nil {
+		out["error_message"] = r.Error.Message
+	}
+	if b, err := c.Output(0, 0); err == nil {
+		out["output_b64"] = base64.StdEncoding.EncodeToString(b)
+	}
+	return out
+}
+
+func statusExit(s protocol.Status) int {
+	switch s {
+	case protocol.StatusOK:
+		return 0
+	case protocol.StatusTimeout:
+		return 3
+	case protocol.StatusCancelled:
+		return 4
+	}
+	return 1
+}
+
+// ofError is the outcome of an error: its stable code and exit code.
+func ofError(err error) map[string]any {
+	code, exit := master.Classify(err)
+	return map[string]any{"outcome": code, "exit": exit, "message": err.Error()}
+}
+
+func withTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(context.Background())
+	}
+	return context.WithTimeout(context.Background(), d)
+}
+
+func (a *goAd) do(st step) map[string]any {
+	s, err := a.session()
+	if err != nil {
+		return ofError(err)
+	}
+	s.WaitForRunner = st.ms("wait_for_runner_ms")
+	ctx, cancel := withTimeout(st.ms("wait_timeout_ms"))
+	defer cancel()
+	switch st["op"] {
+	case "submit", "run":
+		c, err := s.Submit(ctx, st["payload"], master.SubmitOptions{CmdID: st["id"], Timeout: st.ms("timeout_ms")})
+		if err != nil {
+			return ofError(err)
+		}
+		if st["op"] == "submit" {
+			return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": c.ID}
+		}
+		return a.wait(ctx, c)
+	case "wait":
+		c, err := s.Command(st["id"])
+		if err != nil {
+			return ofError(err)
+		}
+		return a.wait(ctx, c)
+	case "cancel":
+		var rep *protocol.ControlReply
+		if st["id"] == "" {
+			rep, err = s.CancelCurrent(ctx)
+		} else {
+			rep, err = s.Cancel(ctx, st["id"])
+		}
+		if err != nil {
+			return ofError(err)
+		}
+		return map[string]any{"outcome": string(rep.Outcome), "exit": 0}
+	case "stop":
+		mode := protocol.StopGraceful
+		if st["force"] == "1" {
+			mode = protocol.StopForce
+		}
+		rep, err := s.Stop(ctx, mode, st["wait"] == "1")
+		if err != nil {
+			return ofError(err)
+		}
+		return map[string]any{"outcome": string(rep.Outcome), "exit": 0}
+	case "status":
+		stat, err := s.Status(ctx)
+		if err != nil {
+			return ofError(err)
+		}
+		return statusOutcome(stat.Alive, stat.CanServe, string(stat.Phase))
+	case "lease":
+		if st["keep"] == "1" {
+			lctx, lcancel := context.WithCancel(context.Background())
+			a.leaseStop, a.leaseErrs = lcancel, s.KeepLease(lctx, st.ms("ttl_ms"))
+		} else if err := s.WriteLease("conformance", st.ms("ttl_ms")); err != nil {
+			return ofError(err)
+		}
+		return map[string]any{"outcome": "ok", "exit": 0}
+	case "lease_stop":
+		a.stopLease()
+		return map[string]any{"outcome": "ok", "exit": 0}
+	case "waitfor":
+		re, err := regexp.Compile(st["re"])
+		if err != nil {
+			return ofError(err)
+		}
+		from, _ := strconv.ParseInt(st["from"], 10, 64)
+		m, err := s.WaitFor(ctx, re, from)
+		if err != nil {
+			out := ofError(err)
+			out["resume_cursor"] = m.ResumeCursor
+			return out
+		}
+		return map[string]any{"outcome": "matched", "exit": 0, "start": m.Start, "end": m.End,
+			"resume_cursor": m.ResumeCursor, "match_b64": base64.StdEncoding.EncodeToString([]byte(m.Text))}
+	case "ready":
+		if st["wait_timeout_ms"] == "" {
+			cancel()
+			ctx, cancel = withTimeout(time.Minute)
+			defer cancel()
+		}
+		if _, err := master.WaitReadyFor(ctx, a.dir, st.ms("wait_for_runner_ms")); err != nil {
+			return ofError(err)
+		}
+		return map[string]any{"outcome": "ready", "exit": 0}
+	}
+	return map[string]any{"outcome": "usage", "exit": 2}
+}
+
+func (a *goAd) wait(ctx context.Context, c *master.Command) map[string]any {
+	r, err := c.Wait(ctx)
+	var re *master.ResultError
+	if r != nil && (err == nil || errors.As(err, &re)) {
+		return ofResult(c, r)
+	}
+	return ofError(err)
+}
+
+func statusOutcome(alive, canServe bool, phase string) map[string]any {
+	out := map[string]any{"outcome": "ok", "exit": 0, "alive": alive, "phase": phase, "can_serve": canServe}
+	switch {
+	case !alive:
+		out["outcome"], out["exit"] = "not_alive", 5
+	case !canServe:
+		out["outcome"], out["exit"] = "cannot_serve", 5
+	}
+	return out
+}

@@ -1,0 +1,122 @@
+"""Conformance adapter for the Python master (see conformance/doc.go).
+
+Reads one step per line on stdin ("op key=value ..."; *_b64 values are
+base64) and prints one JSON outcome per line on stdout. The session
+directory is argv[1]; it may not exist yet (the runner creates it).
+"""
+
+import base64
+import json
+import sys
+from typing import Any, Dict, Optional
+
+import skillpilot as sp
+
+SESSION = sys.argv[1]
+_session: Optional[sp.Session] = None
+_keeper: Optional[sp.LeaseKeeper] = None
+
+
+def session() -> sp.Session:
+    global _session
+    if _session is None:
+        _session = sp.Session(SESSION)
+    return _session
+
+
+def ms(step: Dict[str, str], key: str) -> Optional[float]:
+    return int(step[key]) / 1000.0 if key in step else None
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def text(step: Dict[str, str], key: str) -> str:
+    return base64.b64decode(step[key + "_b64"]).decode("utf-8")
+
+
+def of_result(res: Dict[str, Any]) -> Dict[str, Any]:
+    err = res.get("error") or {}
+    return {"outcome": res.get("status"), "exit": {"ok": 0, "error": 1, "timeout": 3, "cancelled": 4}[res["status"]],
+            "cmd_id": res.get("cmd_id"), "value": res.get("value"), "error_message": err.get("message", ""),
+            "output_b64": b64(session().output_bytes(res))}
+
+
+def of_error(e: sp.MasterError) -> Dict[str, Any]:
+    if isinstance(e, sp.ResultError):
+        return of_result(e.result)
+    out: Dict[str, Any] = {"outcome": e.code, "exit": e.exit_code, "message": str(e)}
+    if hasattr(e, "resume_cursor"):
+        out["resume_cursor"] = e.resume_cursor  # type: ignore[attr-defined]
+    return out
+
+
+def do(step: Dict[str, str]) -> Dict[str, Any]:
+    global _keeper
+    op = step["op"]
+    wfr = ms(step, "wait_for_runner_ms")
+    if op == "submit" or op == "run":
+        timeout = ms(step, "timeout_ms")
+        cmd_id, name = session().submit(text(step, "payload"), timeout=timeout, cmd_id=step.get("id"))
+        if op == "submit":
+            return {"outcome": "queued", "exit": 0, "cmd_id": cmd_id}
+        return of_result(session().wait(name, timeout=ms(step, "wait_timeout_ms"), check=False, wait_for_runner=wfr))
+    if op == "wait":
+        return of_result(session().wait(step["id"], timeout=ms(step, "wait_timeout_ms"), check=False,
+                                        wait_for_runner=wfr))
+    if op == "cancel":
+        reply = session().cancel(step.get("id"), timeout=ms(step, "wait_timeout_ms"), wait_for_runner=wfr)
+        return {"outcome": reply["outcome"], "exit": 0}
+    if op == "stop":
+        reply = session().stop(force=step.get("force") == "1", wait=step.get("wait") == "1",
+                               timeout=ms(step, "wait_timeout_ms"), wait_for_runner=wfr)
+        return {"outcome": reply["outcome"], "exit": 0}
+    if op == "status":
+        st = session().status()
+        outcome = "ok" if st["can_serve"] else ("cannot_serve" if st["alive"] else "not_alive")
+        return {"outcome": outcome, "exit": 0 if st["can_serve"] else 5, "alive": st["alive"],
+                "phase": st["phase"], "can_serve": st["can_serve"]}
+    if op == "lease":
+        ttl = int(step["ttl_ms"]) / 1000.0
+        if step.get("keep") == "1":
+            _keeper = session().keep_lease(ttl)
+        else:
+            session().write_lease(ttl)
+        return {"outcome": "ok", "exit": 0}
+    if op == "lease_stop":
+        if _keeper is not None:
+            _keeper.stop()
+            _keeper.check()
+            _keeper = None
+        return {"outcome": "ok", "exit": 0}
+    if op == "waitfor":
+        m = session().wait_for(text(step, "re"), int(step.get("from", "0")), ms(step, "wait_timeout_ms"), wfr)
+        return {"outcome": "matched", "exit": 0, "start": m.start, "end": m.end, "resume_cursor": m.resume_cursor,
+                "match_b64": b64(m.text)}
+    if op == "ready":
+        s = session()
+        s.ready(ms(step, "wait_timeout_ms") or 60.0, wait_for_runner=wfr)
+        return {"outcome": "ready", "exit": 0}
+    return {"outcome": "usage", "exit": 2, "message": "unknown op %s" % op}
+
+
+def main() -> None:
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "quit":
+            break
+        step = {"op": words[0]}
+        step.update(w.split("=", 1) for w in words[1:])  # type: ignore[arg-type]
+        try:
+            out = do(step)
+        except sp.MasterError as e:
+            out = of_error(e)
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# Conformance adapter for a plain shell master, written the way README.md
+# teaches ("From a shell script, without any master"): files written with
+# printf into a dot-file and renamed, seq reserved by exclusive create
+# (set -C), results found by exact name, replies read from ctl/ack/,
+# liveness by the heartbeat counter, lease renewed by a background loop.
+# Only bash, coreutils, grep and (optionally) util-linux flock.
+#
+# Reads one step per line on stdin ("op key=value ..."; *_b64 values are
+# base64) and prints one JSON outcome per line. The session is $1. Results
+# are reported by file (result_file): the driver reads them as cat would.
+set -u
+shopt -s extglob nullglob
+S=$1
+lease_pid=""
+
+now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+# revalidate: opening a directory makes an NFS client drop cached "absent"
+# lookups, so a file another host just created is seen at once.
+revalidate() { : <"$1" 2>/dev/null; }
+json_str() {
+  local s=$1
+  s=${s//\\/\\\\}; s=${s//\"/\\\"}; s=${s//$'\n'/\\n}; s=${s//$'\r'/\\r}; s=${s//$'\t'/\\t}
+  printf '"%s"' "$s"
+}
+# field FILE KEY: a top-level string or number field of a JSON file the
+# runner wrote (one "key": value per line).
+field() { sed -n "s/^  \"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" "$1" 2>/dev/null | head -1; }
+atomic_write() { # atomic_write PATH CONTENT
+  local tmp; tmp="$(dirname "$1")/.$(basename "$1").$$.tmp"
+  printf '%s' "$2" >"$tmp" && chmod 660 "$tmp" && mv -f "$tmp" "$1"
+}
+alloc_seq() { # PROTOCOL.md section 5: exclusive create of seq/<n>
+  local n f
+  n=$(cat "$S/seq/hint" 2>/dev/null)
+  if ! [[ $n =~ ^[0-9]{1,18}$ ]]; then
+    n=0; for f in "$S"/seq/+([0-9]); do f=${f##*/}; ((10#$f > n)) && n=$((10#$f)); done
+  fi
+  n=$((10#$n))
+  while :; do
+    n=$((n + 1))
+    f=$(printf '%s/seq/%010d' "$S" "$n")
+    if (set -C; : >"$f") 2>/dev/null; then break; fi
+  done
+  chmod 660 "$f"
+  local h; h=$(cat "$S/seq/hint" 2>/dev/null)
+  if ! [[ $h =~ ^[0-9]+$ ]] || ((10#$h < n)); then atomic_write "$S/seq/hint" "$n"$'\n'; fi
+  echo "$n"
+}
+find_cmd() { # find_cmd ID: the command's file name, matched exactly
+  local d f
+  for d in queue inflight result; do
+    revalidate "$S/$d"
+    for f in "$S/$d"/cmd_+([0-9])_"$1".json; do echo "${f##*/}"; return 0; done
+  done
+  return 1
+}
+# session_ok: the session exists (its parent and itself revalidated first:
+# on NFS a "no such directory" seen before the runner made it is cached).
+network=""
+session_ok() {
+  revalidate "$(dirname "$S")"; revalidate "$S"
+  [ -d "$S/queue" ] || return 1
+  if [ -z "$network" ]; then
+    case $(stat -f -c %T "$S" 2>/dev/null) in nfs*|cifs|smb*|fuse*|9p|ceph|lustre|gpfs|afs|coda|"") network=1 ;; *) network=0 ;; esac
+  fi
+}
+
+# Liveness (PROTOCOL.md section 8): dead at once if stopped or (local
+# filesystem) the runner's flock is free; else alive while the heartbeat
+# counter moves within 2 x interval + 250 ms of our clock.
+hb_counter=""; hb_at=0; hb_moved=0
+look() { # sets alive (1/0), definite (1/0), why
+  revalidate "$S/state"
+  local st="$S/state/state.json" hb="$S/state/heartbeat.json" phase c iv now
+  alive=0; definite=1
+  if [ ! -f "$st" ] && [ ! -f "$hb" ]; then why="no runner has written state yet"; return; fi
+  phase=$(field "$st" phase)
+  if [ "$phase" = stopped ] || [ "$(field "$hb" phase)" = stopped ]; then why="the runner stopped"; return; fi
+  if [ "${network:-1}" = 0 ] && command -v flock >/dev/null && [ -f "$S/state/runner.lock" ] &&
+     flock -n -s "$S/state/runner.lock" true 2>/dev/null; then why="the runner's lock is free"; return; fi
+  # The session_id with the counter: a new runner counts from the start again.
+  c="$(field "$hb" session_id):$(field "$hb" counter)"; iv=$(field "$hb" interval_ms); [[ $iv =~ ^[0-9]+$ ]] || iv=1000
+  ((iv < 100)) && iv=100
+  now=$(now_ms)
+  if [ "$hb_at" = 0 ] || [ "$c" != "$hb_counter" ]; then
+    [ "$hb_at" != 0 ] && hb_moved=1 || hb_moved=0
+    hb_counter=$c; hb_at=$now
+  fi
+  local age=$((now - hb_at)) window=$((2 * iv + 250))
+  if [ "$hb_moved" = 1 ] && ((age <= window)); then alive=1; definite=0; why="heartbeat counter moved"; return; fi
+  if ((age > window)); then why="heartbeat counter has not moved for ${age}ms"; return; fi
+  definite=0; why="heartbeat counter not seen moving yet"
+}
+alive_now() { # like look, but watches until it can decide
+  look
+  while [ "$alive" = 0 ] && [ "$definite" = 0 ]; do sleep 0.05; look; done
+}
+# wait_until CMD...: poll CMD (1 ms doubling to 100 ms) until it succeeds;
+# exit 3 on the step's wait_timeout_ms, 5 when no live runner was seen for
+# wait_for_runner_ms (default 10 s).
+wait_until() {
+  local start deadline=-1 grace=${k_wait_for_runner_ms:-10000} last delay=1 next=0 t
+  start=$(now_ms); last=$start
+  [ -n "${k_wait_timeout_ms:-}" ] && deadline=$((start + k_wait_timeout_ms))
+  while ! "$@"; do
+    t=$(now_ms)
+    if ((deadline >= 0 && t >= deadline)); then return 3; fi
+    if ((t >= next)); then
+      next=$((t + 100)); look
+      if [ "$alive" = 1 ]; then last=$t; elif ((t - last > grace)); then return 5; fi
+    fi
+    sleep "$(printf '0.%03d' "$delay")"
+    delay=$((delay * 2)); ((delay > 100)) && delay=100
+  done
+  return 0
+}
+
+out_result() { # out_result NAME: the outcome of a command with a result
+  local f="$S/result/$1" st code
+  st=$(field "$f" status)
+  case $st in ok) code=0 ;; error) code=1 ;; timeout) code=3 ;; cancelled) code=4 ;; *) code=10 ;; esac
+  printf '{"outcome":"%s","exit":%d,"cmd_id":"%s","result_file":"result/%s"}\n' "$st" "$code" "$(field "$f" cmd_id)" "$1"
+}
+out_code() { printf '{"outcome":"%s","exit":%d}\n' "$1" "$2"; }
+has_result() { revalidate "$S/result"; [ -f "$S/result/$1" ]; }
+has_reply() { revalidate "$S/ctl/ack"; [ -f "$S/ctl/ack/$1" ]; }
+
+do_wait() { # do_wait NAME
+  wait_until has_result "$1"
+  case $? in 0) out_result "$1" ;; 3) out_code wait_timeout 3 ;; *) out_code runner_not_alive 5 ;; esac
+}
+
+do_submit() { # do_submit RUN(0/1)
+  session_ok || { out_code session_missing 5; return; }
+  local id=${k_id:-sh-$(now_ms)-$$-$RANDOM} payload seq name json
+  payload=$(printf '%s' "$k_payload_b64" | base64 -d)
+  seq=$(alloc_seq)
+  json="{\"protocol_version\":1,\"cmd_id\":\"$id\",\"seq\":$seq,\"kind\":\"tcl\",\"payload\":$(json_str "$payload")"
+  [ -n "${k_timeout_ms:-}" ] && json+=",\"timeout_s\":$(printf '%d.%03d' $((k_timeout_ms / 1000)) $((k_timeout_ms % 1000)))"
+  json+=",\"submitter\":\"shell\"}"
+  name=$(printf 'cmd_%010d_%s.json' "$seq" "$id")
+  atomic_write "$S/queue/$name" "$json"
+  if [ "$1" = 1 ]; then do_wait "$name"; else printf '{"outcome":"queued","exit":0,"cmd_id":"%s"}\n' "$id"; fi
+}
+
+do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcome
+  session_ok || { out_code session_missing 5; return 1; }
+  alive_now
+  [ "$alive" = 1 ] || { out_code runner_not_alive 5; return 1; }  # nothing written
+  local seq id name sid json rc
+  seq=$(alloc_seq); id="sh-$(now_ms)-$$-$RANDOM"
+  name=$(printf 'req_%010d_%s.json' "$seq" "$id")
+  sid=$(field "$S/state/state.json" session_id)
+  json="{\"protocol_version\":1,\"req_id\":\"$id\",\"seq\":$seq,\"op\":\"$1\",\"session_id\":\"$sid\"$2}"
+  atomic_write "$S/ctl/$name" "$json"
+  wait_until has_reply "$name"; rc=$?
+  if [ "$rc" != 0 ]; then
+    rm -f "$S/ctl/$name"  # withdraw it unless the runner took it
+    if [ ! -f "$S/ctl/ack/$name" ]; then
+      if [ "$rc" = 3 ]; then out_code wait_timeout 3; else out_code runner_not_alive 5; fi
+      return 1
+    fi
+  fi
+  reply_outcome=$(field "$S/ctl/ack/$name" outcome)
+  return 0
+}
+out_reply() { # the outcome of a cancel or stop reply, with its exit code
+  case $reply_outcome in
+    cancelled_running|cancelled_queued|accepted) out_code "$reply_outcome" 0 ;;
+    not_found) out_code unknown_cmd_id 6 ;;
+    already_finished|idle|not_running) out_code "$reply_outcome" 7 ;;
+    stale) out_code stale 5 ;;
+    *) out_code rejected 10 ;;
+  esac
+}
+
+do_cancel() {
+  local members=',"scope":"current"'
+  [ -n "${k_id:-}" ] && members=",\"scope\":\"cmd_id\",\"cmd_id\":\"$k_id\""
+  do_request cancel "$members" && out_reply
+}
+
+stopped() { look; [ "$alive" = 0 ] && [ "$definite" = 1 ]; }
+do_stop() {
+  local mode=graceful
+  [ "${k_force:-0}" = 1 ] && mode=force
+  do_request stop ",\"mode\":\"$mode\"" || return
+  if [ "$reply_outcome" = accepted ] && [ "${k_wait:-0}" = 1 ]; then
+    k_wait_for_runner_ms=100000000 wait_until stopped || { out_code wait_timeout 3; return; }
+  fi
+  out_reply
+}
+
+do_status() {
+  session_ok || { out_code session_missing 5; return; }
+  alive_now
+  local phase serve=false outcome=not_alive code=5
+  phase=$(field "$S/state/state.json" phase)
+  if [ "$alive" = 1 ]; then
+    outcome=cannot_serve
+    case $phase in error|stopping) ;; *) serve=true; outcome=ok; code=0 ;; esac
+  fi
+  printf '{"outcome":"%s","exit":%d,"alive":%s,"phase":"%s","can_serve":%s}\n' \
+    "$outcome" "$code" "$([ "$alive" = 1 ] && echo true || echo false)" "$phase" "$serve"
+}
+
+write_lease() { # write_lease TTL_MS COUNTER
+  atomic_write "$S/state/lease.json" "{\"protocol_version\":1,\"lease_id\":\"shell-$$\",\"ttl_ms\":$1,\"counter\":$2,\"owner\":\"shell\"}"
+}
+do_lease() {
+  session_ok || { out_code session_missing 5; return; }
+  write_lease "$k_ttl_ms" 1 || { out_code io_error 10; return; }
+  if [ "${k_keep:-0}" = 1 ]; then
+    local every; every=$(printf '%d.%03d' $((k_ttl_ms / 3000)) $((k_ttl_ms / 3 % 1000)))
+    ( n=1; while sleep "$every"; do n=$((n + 1)); write_lease "$k_ttl_ms" "$n" || echo "lease: renewal failed" >&2; done ) &
+    lease_pid=$!
+  fi
+  out_code ok 0
+}
+do_lease_stop() {
+  [ -n "$lease_pid" ] && kill "$lease_pid" 2>/dev/null && wait "$lease_pid" 2>/dev/null
+  lease_pid=""
+  out_code ok 0
+}
+
+match_at() { # match_at FROM RE: sets m_off and m_text for the first match at or after FROM
+  local hit
+  hit=$(tail -c +"$(($1 + 1))" "$S/log/session.out" 2>/dev/null | grep -a -b -o -m1 -E -e "$2" | head -1)
+  [ -n "$hit" ] || return 1
+  m_off=${hit%%:*}; m_text=${hit#*:}
+}
+do_waitfor() {
+  session_ok || { out_code session_missing 5; return; }
+  local re from=${k_from:-0} rc start end
+  re=$(printf '%s' "$k_re_b64" | base64 -d)
+  wait_until match_at "$from" "$re"; rc=$?
+  case $rc in
+    0) start=$((from + m_off)); end=$((start + $(printf '%s' "$m_text" | wc -c)))
+       printf '{"outcome":"matched","exit":0,"start":%d,"end":%d,"resume_cursor":%d,"match_b64":"%s"}\n' \
+         "$start" "$end" "$end" "$(printf '%s' "$m_text" | base64 -w0)" ;;
+    3) printf '{"outcome":"wait_timeout","exit":3,"resume_cursor":%d}\n' "$(stat -c %s "$S/log/session.out")" ;;
+    *) out_code runner_not_alive 5 ;;
+  esac
+}
+
+ready_now() { session_ok || return 1; look; [ "$alive" = 1 ] || return 1; case $(field "$S/state/state.json" phase) in idle|busy) return 0 ;; esac; return 1; }
+do_ready() {
+  k_wait_timeout_ms=${k_wait_timeout_ms:-60000} wait_until ready_now
+  case $? in 0) out_code ready 0 ;; 3) out_code wait_timeout 3 ;; *) out_code runner_not_alive 5 ;; esac
+}
+
+while IFS= read -r line; do
+  read -r -a words <<<"$line"
+  [ ${#words[@]} -gt 0 ] || continue
+  op=${words[0]}
+  for v in ${!k_*}; do unset "$v"; done
+  for w in "${words[@]:1}"; do printf -v "k_${w%%=*}" '%s' "${w#*=}"; done
+  case $op in
+    quit) break ;;
+    submit) do_submit 0 ;;
+    run) do_submit 1 ;;
+    wait)
+      if ! session_ok; then out_code session_missing 5
+      elif name=$(find_cmd "$k_id"); then do_wait "$name"
+      else out_code unknown_cmd_id 6; fi ;;
+    cancel) do_cancel ;;
+    stop) do_stop ;;
+    status) do_status ;;
+    lease) do_lease ;;
+    lease_stop) do_lease_stop ;;
+    waitfor) do_waitfor ;;
+    ready) do_ready ;;
+    *) out_code usage 2 ;;
+  esac
+done
+do_lease_stop >/dev/null

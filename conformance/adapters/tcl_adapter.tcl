@@ -1,0 +1,122 @@
+# Conformance adapter for the Tcl master (see conformance/doc.go).
+#
+# Reads one step per line on stdin ("op key=value ..."; *_b64 values are
+# base64) and prints one JSON outcome per line. The session directory is
+# argv 0. Stdin is read from the event loop, so that keeplease renewals run
+# between steps as they would in an idle EDA tool.
+package require skillpilot
+
+set dir [lindex $argv 0]
+
+proc b64 {bytes} { return [binary encode base64 $bytes] }
+proc text {step key} { return [encoding convertfrom utf-8 [binary decode base64 [dict get $step ${key}_b64]]] }
+proc opt {step key default} { return [expr {[dict exists $step $key] ? [dict get $step $key] : $default}] }
+proc jstr {s} { return [skillpilot::json::string $s] }
+
+proc ofResult {r} {
+    global dir
+    set st [dict get $r status]
+    set v [dict get $r value]
+    set value [expr {[dict exists $r value] && $v ne "" ? [jstr $v] : "null"}]
+    set out [encoding convertto utf-8 [skillpilot::output $dir $r]]
+    return "{\"outcome\":[jstr $st],\"exit\":[dict get {ok 0 error 1 timeout 3 cancelled 4} $st],\"cmd_id\":[jstr [dict get $r cmd_id]],\"value\":$value,\"error_message\":[jstr [dict get $r error_message]],\"output_b64\":\"[b64 $out]\"}"
+}
+
+proc ofError {msg ec} {
+    if {[lindex $ec 0] ne "SKILLPILOT"} {
+        return "{\"outcome\":\"io_error\",\"exit\":10,\"message\":[jstr $msg]}"
+    }
+    set code [lindex $ec 1]
+    if {$code in {COMMAND_FAILED COMMAND_TIMEOUT CANCELLED}} { return [ofResult [lindex $ec 2]] }
+    set out "{\"outcome\":[jstr [string tolower $code]],\"exit\":[skillpilot::exitcode $ec],\"message\":[jstr $msg]"
+    if {$code eq "WAIT_TIMEOUT" && [llength $ec] > 2 && [string is integer -strict [lindex $ec 2]]} {
+        append out ",\"resume_cursor\":[lindex $ec 2]"
+    }
+    return "$out}"
+}
+
+proc waitOpts {step} {
+    set o [list -timeout [opt $step wait_timeout_ms -1]]
+    if {[dict exists $step wait_for_runner_ms]} { lappend o -waitforrunner [dict get $step wait_for_runner_ms] }
+    return $o
+}
+
+proc do {step} {
+    global dir
+    set op [dict get $step op]
+    switch -- $op {
+        submit - run {
+            set sub {}
+            if {[dict exists $step id]} { lappend sub -cmd_id [dict get $step id] }
+            if {[dict exists $step timeout_ms]} { lappend sub -timeout [expr {[dict get $step timeout_ms] / 1000.0}] }
+            set name [skillpilot::submit $dir [text $step payload] {*}$sub]
+            if {$op eq "submit"} {
+                return "{\"outcome\":\"queued\",\"exit\":0,\"cmd_id\":[jstr [lindex [skillpilot::parse_name $name] 1]]}"
+            }
+            return [ofResult [skillpilot::wait $dir $name -check 0 {*}[waitOpts $step]]]
+        }
+        wait { return [ofResult [skillpilot::wait $dir [dict get $step id] -check 0 {*}[waitOpts $step]]] }
+        cancel {
+            set reply [skillpilot::cancel $dir [opt $step id ""] {*}[waitOpts $step]]
+            return "{\"outcome\":[jstr [dict get $reply outcome]],\"exit\":0}"
+        }
+        stop {
+            set reply [skillpilot::stop $dir -force [opt $step force 0] -wait [opt $step wait 0] {*}[waitOpts $step]]
+            return "{\"outcome\":[jstr [dict get $reply outcome]],\"exit\":0}"
+        }
+        status {
+            set st [skillpilot::status $dir]
+            set ok [dict get $st can_serve]
+            set outcome [expr {$ok ? "ok" : [dict get $st alive] ? "cannot_serve" : "not_alive"}]
+            return "{\"outcome\":\"$outcome\",\"exit\":[expr {$ok ? 0 : 5}],\"alive\":[expr {[dict get $st alive] ? "true" : "false"}],\"phase\":[jstr [dict get $st phase]],\"can_serve\":[expr {$ok ? "true" : "false"}]}"
+        }
+        lease {
+            if {[opt $step keep 0]} {
+                skillpilot::keeplease $dir [dict get $step ttl_ms]
+            } else {
+                skillpilot::lease $dir [dict get $step ttl_ms]
+            }
+            return {{"outcome":"ok","exit":0}}
+        }
+        lease_stop {
+            skillpilot::keeplease $dir 0
+            return {{"outcome":"ok","exit":0}}
+        }
+        waitfor {
+            set m [skillpilot::waitfor $dir [text $step re] -from [opt $step from 0] {*}[waitOpts $step]]
+            return "{\"outcome\":\"matched\",\"exit\":0,\"start\":[dict get $m start],\"end\":[dict get $m end],\"resume_cursor\":[dict get $m resume_cursor],\"match_b64\":\"[b64 [dict get $m match]]\"}"
+        }
+        ready {
+            set o [list -timeout [opt $step wait_timeout_ms 60000]]
+            if {[dict exists $step wait_for_runner_ms]} { lappend o -waitforrunner [dict get $step wait_for_runner_ms] }
+            skillpilot::ready $dir {*}$o
+            return {{"outcome":"ready","exit":0}}
+        }
+    }
+    return "{\"outcome\":\"usage\",\"exit\":2,\"message\":[jstr "unknown op $op"]}"
+}
+
+proc onLine {} {
+    if {[gets stdin line] < 0} {
+        if {[eof stdin]} { set ::done 1 }
+        return
+    }
+    set words [split [string trim $line] " "]
+    if {[llength $words] == 0 || [lindex $words 0] eq ""} { return }
+    if {[lindex $words 0] eq "quit"} { set ::done 1; return }
+    set step [dict create op [lindex $words 0]]
+    foreach w [lrange $words 1 end] {
+        set i [string first = $w]
+        dict set step [string range $w 0 [expr {$i - 1}]] [string range $w [expr {$i + 1}] end]
+    }
+    if {[catch {do $step} out opts]} {
+        set out [ofError $out [dict get $opts -errorcode]]
+    }
+    puts $out
+    flush stdout
+}
+
+fconfigure stdout -encoding utf-8 -translation lf
+fconfigure stdin -blocking 0
+fileevent stdin readable onLine
+vwait ::done

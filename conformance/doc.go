@@ -1,0 +1,50 @@
+// Package conformance runs every SkillPilot master through one set of
+// language-neutral scenarios against a real runner, with the same
+// expectations: the Go library, the master CLI, the Python master, the Tcl
+// master and a plain shell script written as README.md teaches.
+//
+// # Scenarios
+//
+// Each scenarios/*.txtar file is one scenario. Its comment says what it
+// checks; a line "requires: --flag" in the comment names a runner flag the
+// scenario needs. The file "steps" holds one step per line; other files
+// (an --init script, say) can be named in runner flags as @file.
+//
+// Harness steps, carried out by the driver on the runner's side:
+//
+//	runner [FLAG...]        start a runner on the session and wait until it is idle
+//	runner! [FLAG...]       start a runner without waiting
+//	kill-runner             SIGKILL the runner
+//	runner-exit CODE        wait for the runner to exit with CODE
+//	running ID              wait until state.json says ID is running
+//	write PATH CONTENT      write a session file (temp file + rename)
+//	touch PATH              create an empty session file (as touch(1) does)
+//	event TYPE K=V...       wait for a meta.log event of TYPE with these fields
+//	count TYPE N            meta.log holds exactly N events of TYPE
+//	json PATH K=V...        wait for a JSON file with these top-level fields
+//	files GLOB N            exactly N session files match GLOB
+//	sleep DURATION          let time pass (only to age a liveness window)
+//
+// Master steps, sent to the master under test through its adapter:
+//
+//	> OP K=V... [-> EXPECT...]   run OP and check its outcome
+//	&> OP K=V...                 start OP; harness steps may follow
+//	<- EXPECT...                 the outcome of the started OP
+//
+// OP is submit, run, wait, cancel, stop, status, lease, lease_stop,
+// waitfor or ready. Values may be Go-quoted ("a b\n"); payload= and re=
+// are sent base64-encoded. EXPECT is K=V (equal), K~=V (contains) or
+// K=>NAME (capture into $NAME for later steps). Outcome keys: outcome
+// (result status, reply outcome or error code), exit (the CLI exit code
+// of that outcome), cmd_id, value, output, error_message, alive, phase,
+// can_serve, match, start, end, resume_cursor.
+//
+// # Adapters
+//
+// An adapter is a small program per master that reads steps on stdin, one
+// per line ("op key=value ..."; text values base64 in keys ending _b64),
+// and prints one JSON outcome per line. The Go library and CLI adapters are
+// in this package (the test binary runs them, see Main); the others are in
+// adapters/. A shell outcome may name its result file (result_file)
+// instead of carrying value and output: the driver reads it as cat would.
+package conformance

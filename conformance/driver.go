@@ -1,0 +1,496 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Env says where the runner and the masters run. On one host RunnerRoot
+// and MasterRoot are the same directory; over NFS they are two clients'
+// mounts of one export and MasterPrefix puts the masters on "another host".
+type Env struct {
+	Repo         string   // repository root (master/python, master/tcl, conformance/)
+	Bin          string   // directory holding the runner and master executables
+	Self         string   // executable that runs the Go and CLI adapters (a test binary calling Main)
+	RunnerRoot   string   // where sessions are made, as the runner sees it
+	MasterRoot   string   // the same directory as the masters see it ("": RunnerRoot)
+	MasterPrefix []string // command prefix of every master process
+	RunnerPrefix []string // command prefix of every runner process
+	RunnerFlags  []string // flags of every runner (default: --heartbeat 500ms)
+	Masters      []string // masters to run (default: Masters)
+	Scenarios    string   // scenario directory (default: Repo/conformance/scenarios)
+}
+
+// stepLimit bounds every wait of the driver: a master step's outcome, a
+// runner's start or exit, a file or event to appear. It only turns a hang
+// into a failure; no check depends on how fast anything is.
+const stepLimit = 3 * time.Minute
+
+// Run runs every scenario with every master, each pair on a new session
+// with its own runner. Masters run in parallel subtests, scenarios one
+// after another.
+func Run(t *testing.T, e Env) {
+	if e.MasterRoot == "" {
+		e.MasterRoot = e.RunnerRoot
+	}
+	if e.RunnerFlags == nil {
+		e.RunnerFlags = []string{"--heartbeat", "500ms"}
+	}
+	if e.Masters == nil {
+		e.Masters = Masters
+	}
+	if e.Scenarios == "" {
+		e.Scenarios = filepath.Join(e.Repo, "conformance", "scenarios")
+	}
+	scenarios, err := LoadScenarios(e.Scenarios)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scenarios) == 0 {
+		t.Fatalf("no scenarios in %s", e.Scenarios)
+	}
+	help, _ := exec.Command(filepath.Join(e.Bin, "runner"), "--help").CombinedOutput()
+	for _, m := range e.Masters {
+		t.Run(m, func(t *testing.T) {
+			t.Parallel()
+			for _, sc := range scenarios {
+				t.Run(sc.Name, func(t *testing.T) {
+					for _, flag := range sc.Requires {
+						if !bytes.Contains(help, []byte(strings.TrimLeft(flag, "-")+" ")) {
+							need(t, "the runner has no "+flag+" (another slice brings it)")
+						}
+					}
+					runScenario(t, &e, m, sc)
+				})
+			}
+		})
+	}
+}
+
+// need fails under CI and skips elsewhere, saying what is missing.
+func need(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(what)
+	}
+	t.Skip(what)
+}
+
+// driver runs one scenario with one master.
+type driver struct {
+	t          *testing.T
+	e          *Env
+	sc         Scenario
+	runnerDir  string // the session as the runner sees it
+	masterDir  string // the same, as the master sees it
+	filesDir   string // the scenario's other files, runner side
+	ad         *adapter
+	runner     *runnerProc
+	pending    bool
+	vars       map[string]string
+	lastOutput map[string]string
+}
+
+type runnerProc struct {
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	done   chan struct{}
+	code   int
+}
+
+func runScenario(t *testing.T, e *Env, master string, sc Scenario) {
+	name := master + "-" + sc.Name
+	base := filepath.Join(e.RunnerRoot, name)
+	if err := os.MkdirAll(filepath.Join(base, "files"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d := &driver{t: t, e: e, sc: sc, runnerDir: filepath.Join(base, "sess"),
+		masterDir: filepath.Join(e.MasterRoot, name, "sess"), filesDir: filepath.Join(base, "files"), vars: map[string]string{}}
+	for n, data := range sc.Files {
+		if err := os.WriteFile(filepath.Join(d.filesDir, n), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd, err := e.adapterCommand(master, d.masterDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ad, err = startAdapter(cmd); err != nil {
+		t.Fatalf("start %s adapter: %v", master, err)
+	}
+	t.Cleanup(func() {
+		d.ad.close()
+		d.stopRunner()
+		if t.Failed() {
+			d.dump()
+		}
+	})
+	for _, st := range sc.Steps {
+		start := time.Now()
+		d.step(st)
+		if took := time.Since(start); took > 10*time.Second {
+			t.Logf("%s line %d (%s %s) took %v", sc.Name, st.Line, st.Kind, strings.Join(st.Args, " "), took.Round(time.Millisecond))
+		}
+	}
+	if d.pending {
+		t.Fatalf("a started master step (&>) was never collected (<-)")
+	}
+}
+
+func (d *driver) fail(st Step, format string, args ...any) {
+	d.t.Helper()
+	d.t.Fatalf("%s line %d (%s %s): %s", d.sc.Name, st.Line, st.Kind, strings.Join(st.Args, " "), fmt.Sprintf(format, args...))
+}
+
+func (d *driver) subst(s string) string {
+	return os.Expand(s, func(k string) string {
+		if v, ok := d.vars[k]; ok {
+			return v
+		}
+		return "$" + k
+	})
+}
+
+func (d *driver) step(st Step) {
+	d.t.Helper()
+	args := make([]string, len(st.Args))
+	for i, a := range st.Args {
+		args[i] = d.subst(a)
+	}
+	switch st.Kind {
+	case ">", "&>":
+		if d.pending {
+			d.fail(st, "a started master step is still pending")
+		}
+		line, err := wireLine(args)
+		if err != nil {
+			d.fail(st, "%v", err)
+		}
+		if err := d.ad.send(line); err != nil {
+			d.fail(st, "send to adapter: %v", err)
+		}
+		if st.Kind == "&>" {
+			d.pending = true
+			return
+		}
+		d.collect(st)
+	case "<-":
+		if !d.pending {
+			d.fail(st, "nothing was started")
+		}
+		d.pending = false
+		d.collect(st)
+	default:
+		d.harness(st, args)
+	}
+}
+
+// collect reads the master's outcome and checks the expectations.
+func (d *driver) collect(st Step) {
+	d.t.Helper()
+	raw, err := d.ad.receive(stepLimit)
+	if err != nil {
+		d.fail(st, "%v", err)
+	}
+	got, err := normalize(raw, d.masterDir)
+	if err != nil {
+		d.fail(st, "outcome %v: %v", raw, err)
+	}
+	d.lastOutput = got
+	for _, ex := range st.Expect {
+		ex = d.subst(ex)
+		if k, name, ok := strings.Cut(ex, "=>"); ok {
+			v, present := got[k]
+			if !present {
+				d.fail(st, "no %s to capture in %s", k, show(got))
+			}
+			d.vars[name] = v
+			continue
+		}
+		if k, want, ok := strings.Cut(ex, "~="); ok {
+			if !strings.Contains(got[k], want) {
+				d.fail(st, "%s = %q does not contain %q; outcome %s", k, got[k], want, show(got))
+			}
+			continue
+		}
+		k, want, ok := strings.Cut(ex, "=")
+		if !ok {
+			d.fail(st, "bad expectation %q", ex)
+		}
+		if got[k] != want {
+			d.fail(st, "%s = %q, want %q; outcome %s", k, got[k], want, show(got))
+		}
+	}
+}
+
+func show(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%q", k, m[k])
+	}
+	return "{" + strings.TrimSpace(b.String()) + "}"
+}
+
+// waitFor polls cond every 20 ms until it holds or stepLimit passes.
+func (d *driver) waitFor(st Step, what string, cond func() bool) {
+	d.t.Helper()
+	deadline := time.Now().Add(stepLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			d.fail(st, "%s: not within %v", what, stepLimit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (d *driver) readJSON(rel string) map[string]any {
+	data, err := os.ReadFile(filepath.Join(d.runnerDir, rel))
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(data, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// fieldsMatch checks K=V and K~=V against top-level fields of m, then its
+// "detail" object.
+func fieldsMatch(m map[string]any, exps []string) bool {
+	for _, ex := range exps {
+		k, want, contains := strings.Cut(ex, "~=")
+		if !contains {
+			k, want, _ = strings.Cut(ex, "=")
+		}
+		v, ok := m[k]
+		if !ok {
+			if det, isMap := m["detail"].(map[string]any); isMap {
+				v, ok = det[k]
+			}
+		}
+		got := scalar(v)
+		if !ok || (contains && !strings.Contains(got, want)) || (!contains && got != want) {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *driver) events() []map[string]any {
+	data, _ := os.ReadFile(filepath.Join(d.runnerDir, "log", "meta.log"))
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+var durRE = regexp.MustCompile(`^[0-9.]+(ms|s)$`)
+
+func (d *driver) harness(st Step, args []string) {
+	d.t.Helper()
+	argN := func(n int) {
+		if len(args) < n {
+			d.fail(st, "needs %d arguments", n)
+		}
+	}
+	switch st.Kind {
+	case "runner", "runner!":
+		d.startRunner(st, args, st.Kind == "runner")
+	case "kill-runner":
+		if d.runner == nil {
+			d.fail(st, "no runner")
+		}
+		_ = d.runner.cmd.Process.Signal(syscall.SIGKILL)
+		<-d.runner.done
+	case "runner-exit":
+		argN(1)
+		if d.runner == nil {
+			d.fail(st, "no runner")
+		}
+		select {
+		case <-d.runner.done:
+		case <-time.After(stepLimit):
+			d.fail(st, "runner did not exit")
+		}
+		if want, _ := strconv.Atoi(args[0]); d.runner.code != want {
+			d.fail(st, "runner exited %d, want %d", d.runner.code, want)
+		}
+	case "running":
+		argN(1)
+		d.waitFor(st, "state.json current_cmd_id "+args[0], func() bool {
+			return scalar(d.readJSON("state/state.json")["current_cmd_id"]) == args[0]
+		})
+	case "write", "touch":
+		argN(1)
+		p := filepath.Join(d.runnerDir, args[0])
+		var err error
+		if st.Kind == "touch" {
+			var f *os.File
+			if f, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+				err = f.Close()
+			}
+		} else {
+			argN(2)
+			tmp := filepath.Join(filepath.Dir(p), ".conformance.tmp")
+			if err = os.WriteFile(tmp, []byte(args[1]), 0o600); err == nil {
+				err = os.Rename(tmp, p)
+			}
+		}
+		if err != nil {
+			d.fail(st, "%v", err)
+		}
+	case "event":
+		argN(1)
+		d.waitFor(st, "event "+strings.Join(args, " "), func() bool {
+			for _, ev := range d.events() {
+				if scalar(ev["event"]) == args[0] && fieldsMatch(ev, args[1:]) {
+					return true
+				}
+			}
+			return false
+		})
+	case "count":
+		argN(2)
+		n := 0
+		for _, ev := range d.events() {
+			if scalar(ev["event"]) == args[0] {
+				n++
+			}
+		}
+		if want, _ := strconv.Atoi(args[1]); n != want {
+			d.fail(st, "%d %s events, want %d", n, args[0], want)
+		}
+	case "json":
+		argN(1)
+		d.waitFor(st, args[0]+" with "+strings.Join(args[1:], " "), func() bool {
+			m := d.readJSON(args[0])
+			return m != nil && fieldsMatch(m, args[1:])
+		})
+	case "files":
+		argN(2)
+		matches, err := filepath.Glob(filepath.Join(d.runnerDir, args[0]))
+		if err != nil {
+			d.fail(st, "%v", err)
+		}
+		if want, _ := strconv.Atoi(args[1]); len(matches) != want {
+			d.fail(st, "%d files match, want %d: %v", len(matches), want, matches)
+		}
+	case "sleep":
+		argN(1)
+		if !durRE.MatchString(args[0]) {
+			d.fail(st, "bad duration")
+		}
+		dur, _ := time.ParseDuration(args[0])
+		time.Sleep(dur)
+	default:
+		d.fail(st, "unknown step")
+	}
+}
+
+// startRunner starts a runner on the session; with ready, it waits until
+// state.json says idle.
+func (d *driver) startRunner(st Step, flags []string, ready bool) {
+	d.t.Helper()
+	if d.runner != nil {
+		select {
+		case <-d.runner.done:
+		default:
+			d.fail(st, "a runner is still running")
+		}
+	}
+	argv := append(append([]string{}, d.e.RunnerPrefix...), filepath.Join(d.e.Bin, "runner"), "--session", d.runnerDir)
+	argv = append(argv, d.e.RunnerFlags...)
+	for _, f := range flags {
+		if name, ok := strings.CutPrefix(f, "@"); ok {
+			f = filepath.Join(d.filesDir, name)
+		}
+		argv = append(argv, f)
+	}
+	p := &runnerProc{cmd: exec.Command(argv[0], argv[1:]...), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd.Stderr = p.stderr
+	p.cmd.Env = append(os.Environ(), "PATH="+d.e.Bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if err := p.cmd.Start(); err != nil {
+		d.fail(st, "%v", err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		p.code = p.cmd.ProcessState.ExitCode()
+		if ee, ok := err.(*exec.ExitError); ok && !ee.Exited() {
+			p.code = -1
+		}
+		close(p.done)
+	}()
+	d.runner = p
+	if !ready {
+		return
+	}
+	d.waitFor(st, "runner idle", func() bool {
+		select {
+		case <-p.done:
+			d.fail(st, "runner exited %d:\n%s", p.code, p.stderr)
+		default:
+		}
+		return scalar(d.readJSON("state/state.json")["phase"]) == "idle"
+	})
+}
+
+// stopRunner ends a runner left running: SIGTERM (a graceful stop), then
+// SIGKILL.
+func (d *driver) stopRunner() {
+	if d.runner == nil {
+		return
+	}
+	_ = d.runner.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.runner.done:
+		return
+	case <-time.After(15 * time.Second):
+	}
+	_ = d.runner.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.runner.done
+}
+
+// dump logs what helps to understand a failure.
+func (d *driver) dump() {
+	t := d.t
+	t.Logf("adapter stderr:\n%s", d.ad.stderr)
+	if d.runner != nil {
+		t.Logf("runner stderr:\n%s", d.runner.stderr)
+	}
+	for _, dir := range []string{"queue", "inflight", "result", "ctl", "ctl/ack", "state"} {
+		names, _ := filepath.Glob(filepath.Join(d.runnerDir, dir, "*"))
+		for i := range names {
+			names[i] = filepath.Base(names[i])
+		}
+		t.Logf("%s/: %v", dir, names)
+	}
+	meta, _ := os.ReadFile(filepath.Join(d.runnerDir, "log", "meta.log"))
+	if len(meta) > 8000 {
+		meta = meta[len(meta)-8000:]
+	}
+	t.Logf("meta.log (tail):\n%s", meta)
+}

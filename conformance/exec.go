@@ -1,0 +1,53 @@
+package conformance
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/runner"
+)
+
+// Main makes a test binary act as the runner, the master CLI or the Go and
+// CLI adapters when ExecEnv says so; call it first in TestMain. It returns
+// when ExecEnv is not set.
+func Main() {
+	role := os.Getenv(ExecEnv)
+	if role == "" {
+		return
+	}
+	_ = os.Unsetenv(ExecEnv) // Not for the processes this one starts.
+	switch role {
+	case "runner":
+		os.Exit(runner.Main(os.Args[1:], os.Stdout, os.Stderr))
+	case "master":
+		os.Exit(master.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	case "adapter-go":
+		os.Exit(goAdapter(os.Args[1]))
+	case "adapter-cli":
+		os.Exit(cliAdapter(os.Args[1], os.Getenv("SP_MASTER_BIN")))
+	}
+	fmt.Fprintf(os.Stderr, "%s=%s: unknown role\n", ExecEnv, role)
+	os.Exit(2)
+}
+
+// MakeBin writes "runner" and "master" into a new directory: scripts that
+// run this test binary (which must call Main) as the runner and as the
+// master CLI, so that every master and the shell find them on PATH.
+func MakeBin(t testing.TB) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	for _, role := range []string{"runner", "master"} {
+		script := fmt.Sprintf("#!/bin/sh\n%s=%s exec %q \"$@\"\n", ExecEnv, role, self)
+		if err := os.WriteFile(filepath.Join(bin, role), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin
+}

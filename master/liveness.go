@@ -1,0 +1,198 @@
+package master
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// DefaultWaitForRunner is how long a wait goes on without seeing a live
+// runner before it gives up with ErrRunnerNotAlive (Session.WaitForRunner
+// changes it). It is longer than the liveness window of a runner with the
+// default heartbeat (2 × 1 s + 250 ms), so a runner being restarted by a
+// supervisor does not fail waits.
+const DefaultWaitForRunner = 10 * time.Second
+
+// look is one liveness judgment made without waiting.
+type look struct {
+	alive    bool   // the heartbeat counter was seen moving within the window
+	definite bool   // when not alive: the verdict needs no further watching
+	reason   string // why, in words
+	state    protocol.State
+}
+
+// observe judges liveness by the documented rule (PROTOCOL.md section 8)
+// from one look at the session's files, remembering the heartbeat counter
+// between calls: alive when the counter moved within 2 × interval + 250 ms
+// on our clock; dead at once when the phase is stopped or, on a local
+// filesystem, the runner's flock is free. A counter not yet seen moving
+// gives an indefinite "not alive".
+func (s *Session) observe() look {
+	state, serr := s.readState()
+	hb, herr := s.readHeartbeat()
+	l := look{state: state}
+	switch {
+	case serr != nil && herr != nil:
+		l.definite, l.reason = true, "no runner has written state yet"
+		return l
+	case state.Phase == protocol.PhaseStopped || (herr == nil && hb.Phase == protocol.PhaseStopped):
+		l.definite, l.reason = true, "the runner stopped"
+		if state.Reason != "" {
+			l.reason += " (" + state.Reason + ")"
+		}
+		return l
+	case !s.network && !s.lockHeld():
+		l.definite, l.reason = true, "the runner's lock is free"
+		return l
+	case herr != nil:
+		l.reason = "no heartbeat yet"
+		return l
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastHB.at.IsZero() || hb.Counter != s.lastHB.counter {
+		s.lastHB = hbSeen{counter: hb.Counter, at: now, moved: !s.lastHB.at.IsZero()}
+	}
+	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
+	age := now.Sub(s.lastHB.at)
+	switch {
+	case s.lastHB.moved && age <= window:
+		l.alive, l.reason = true, "heartbeat counter moved"
+	case age > window:
+		l.definite, l.reason = true, "heartbeat counter has not moved for "+age.Round(time.Millisecond).String()
+	default:
+		l.reason = "heartbeat counter not seen moving yet"
+	}
+	return l
+}
+
+// runnerWatch fails a wait once no live runner has been seen for a grace.
+type runnerWatch struct {
+	s         *Session
+	cmd       *Command // when watching for a command: followed if a pool moves it
+	grace     time.Duration
+	lastAlive time.Time // our clock
+	next      time.Time // rate limit of the checks
+	last      look
+}
+
+// watchEvery is how often a wait looks at the runner's liveness. The first
+// look comes only after it too, so that a short wait (a command's round
+// trip) costs no reads beyond its result's: on NFS every read is a round
+// trip to the server.
+const watchEvery = 250 * time.Millisecond
+
+// newRunnerWatch starts watching now: a wait that never sees a live runner
+// fails grace after it began.
+func (s *Session) newRunnerWatch() *runnerWatch {
+	g := s.WaitForRunner
+	if g <= 0 {
+		g = DefaultWaitForRunner
+	}
+	now := time.Now()
+	return &runnerWatch{s: s, grace: g, lastAlive: now, next: now.Add(watchEvery)}
+}
+
+// newRunnerWatch watches the runner of the session c is in now (pool_move.go:
+// a pool may move a queued command to another session).
+func (c *Command) newRunnerWatch() *runnerWatch {
+	w := c.s.newRunnerWatch()
+	w.cmd = c
+	return w
+}
+
+// check returns an error wrapping ErrRunnerNotAlive once no live runner has
+// been seen for the grace. It looks at the files at most every watchEvery.
+func (w *runnerWatch) check() error {
+	now := time.Now()
+	if now.Before(w.next) {
+		return nil
+	}
+	w.next = now.Add(watchEvery)
+	if w.cmd != nil {
+		// A command a pool moved is served by its new session's runner.
+		if cur := w.cmd.resolve(); cur.s.dir != w.s.dir {
+			w.s, w.cmd = cur.s, cur
+		}
+	}
+	w.last = w.s.observe()
+	if w.last.alive {
+		w.lastAlive = now
+		return nil
+	}
+	if gone := now.Sub(w.lastAlive); gone > w.grace {
+		return fmt.Errorf("%w: %s; no live runner seen for %v (raise with --wait-for-runner)", ErrRunnerNotAlive, w.last.reason, gone.Round(100*time.Millisecond))
+	}
+	return nil
+}
+
+// cannotServe returns ErrCannotServe when the runner's last observed phase
+// is error (for Ready: an alive runner that does not become ready).
+func cannotServe(st protocol.State) error {
+	if st.Phase == protocol.PhaseError {
+		return fmt.Errorf("%w: phase error: %s", ErrCannotServe, st.Reason)
+	}
+	return nil
+}
+
+// noRunnerHint says why no runner seems to serve the session, from one look
+// without waiting, or returns "" when one may: it is for the warning of a
+// plain submit, which queues the command either way. Beyond the definite
+// signs (no state, phase stopped, a free lock on a local filesystem) it
+// compares the heartbeat file's mtime with that of c's seq reservation,
+// both stamped by the session's filesystem, so no two hosts' clocks meet.
+func (s *Session) noRunnerHint(c *Command) string {
+	l := s.observe()
+	if l.alive {
+		return ""
+	}
+	if l.definite {
+		return l.reason
+	}
+	hbInfo, err1 := os.Stat(s.path(protocol.FileHeartbeat))
+	ref, err2 := os.Stat(s.path(filepath.Join(protocol.DirSeq, protocol.SeqName(c.Seq))))
+	hb, err3 := s.readHeartbeat()
+	if err1 != nil || err2 != nil || err3 != nil {
+		return ""
+	}
+	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
+	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
+		return "its heartbeat is " + age.Round(time.Second).String() + " old by the session's filesystem clock"
+	}
+	return ""
+}
+
+// freshHeartbeat reports whether the runner looks alive from one look,
+// without waiting: state.json names a session and is not stopped, on a
+// local filesystem the runner's lock is held, and heartbeat.json was
+// rewritten within the liveness window by the session's filesystem clock,
+// compared with the mtime of seq reservation seq (just made). Both mtimes
+// come from the filesystem, so no two hosts' clocks meet. false means "not
+// shown", not "dead".
+func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
+	st, err := s.readState()
+	if err != nil || st.SessionID == "" || st.Phase == protocol.PhaseStopped {
+		return st, false
+	}
+	hb, err := s.readHeartbeat()
+	if err != nil || hb.Phase == protocol.PhaseStopped || hb.SessionID != st.SessionID {
+		return st, false
+	}
+	hbInfo, err1 := os.Stat(s.path(protocol.FileHeartbeat))
+	ref, err2 := os.Stat(s.path(filepath.Join(protocol.DirSeq, protocol.SeqName(seq))))
+	if err1 != nil || err2 != nil {
+		return st, false
+	}
+	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
+	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
+		return st, false
+	}
+	if !s.network && !s.lockHeld() {
+		return st, false
+	}
+	return st, true
+}

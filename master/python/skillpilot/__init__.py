@@ -1,0 +1,35 @@
+"""SkillPilot master for Python 3.8+ (standard library only).
+
+Talks to a SkillPilot runner through its session directory, following
+PROTOCOL.md: seq allocation by exclusive create in seq/, atomic writes
+(temp file + rename, mode 0600), results in result/, control requests in
+the ctl/ mailbox, liveness by the heartbeat counter on this host's clock::
+
+    from skillpilot import Session, CommandFailed
+    s = Session("/path/to/session")
+    res = s.run("puts hello; expr 6*7", timeout=60)
+    print(res["status"], res.get("value"), s.output(res))
+
+Every exception is a MasterError with a stable ``code`` and the ``master``
+CLI's ``exit_code`` (see skillpilot.errors). Every wait notices a dead
+runner: RunnerNotAlive after ``wait_for_runner`` seconds (default 10)
+without a live runner.
+"""
+
+from ._names import PROTOCOL_VERSION, new_id
+from .errors import (AlreadyFinished, Cancelled, CannotServe, CommandFailed, CommandTimeout, Idle, MasterError,
+                     NothingToDo, NotRunning, RequestRejected, ResultError, RunnerNotAlive, SessionMissing,
+                     StaleRequest, UnknownCmdID, UsageError, WaitTimeout)
+from ._lease import LeaseKeeper
+from .session import Match, Session, Submitted
+
+__version__ = "1.0.0"
+
+new_cmd_id = new_id
+
+__all__ = [
+    "Session", "Submitted", "Match", "LeaseKeeper", "PROTOCOL_VERSION", "new_cmd_id",
+    "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "CannotServe", "StaleRequest", "WaitTimeout",
+    "UnknownCmdID", "NothingToDo", "NotRunning", "AlreadyFinished", "Idle", "RequestRejected",
+    "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "__version__",
+]

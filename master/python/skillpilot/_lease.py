@@ -1,0 +1,85 @@
+"""The lease (PROTOCOL.md section 10): written by a master, judged by the
+runner on its own clock (no renewal seen for ttl_ms: expired)."""
+
+import itertools
+import json
+import os
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
+
+from . import _fs, _names
+from .errors import MasterError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .session import Session
+
+_counter = itertools.count(1)
+_counter_lock = threading.Lock()
+
+
+def write_lease(session_dir: str, ttl: float, lease_id: str, owner: str) -> None:
+    """Write state/lease.json once. Each write bumps ``counter`` so the
+    runner sees a renewal; ``expires_at`` is for seed runners only."""
+    if not isinstance(ttl, (int, float)) or ttl <= 0:
+        raise UsageError("ttl must be a positive number of seconds")
+    with _counter_lock:
+        n = next(_counter)
+    body = {"protocol_version": _names.PROTOCOL_VERSION, "lease_id": lease_id, "ttl_ms": int(ttl * 1000),
+            "counter": n, "owner": owner, "expires_at": int((time.time() + ttl) * 1000)}
+    try:
+        _fs.write_atomic(os.path.join(session_dir, _names.FILE_LEASE), json.dumps(body).encode("utf-8"))
+    except OSError as e:
+        raise MasterError("write lease: %s" % e) from e
+
+
+class LeaseKeeper:
+    """Renews a lease every ttl/3 from a daemon thread, so that work in the
+    caller's thread cannot delay a renewal. Failed renewals are never
+    swallowed: each is passed to on_error (default: a line on stderr) and
+    kept in ``errors``; renewal goes on (a full disk may recover)."""
+
+    def __init__(self, session: "Session", ttl: float, lease_id: str,
+                 on_error: Optional[Callable[[BaseException], Any]] = None) -> None:
+        self._s = session
+        self.ttl = float(ttl)
+        self.lease_id = lease_id
+        self.errors: List[BaseException] = []
+        self._on_error = on_error
+        self._stop = threading.Event()
+        write_lease(session.dir, self.ttl, lease_id, session.owner)  # The first write raises.
+        self._thread = threading.Thread(target=self._loop, name="skillpilot-lease", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.ttl / 3.0):
+            try:
+                write_lease(self._s.dir, self.ttl, self.lease_id, self._s.owner)
+            except (MasterError, OSError) as e:
+                self.errors.append(e)
+                if self._on_error is not None:
+                    self._on_error(e)
+                else:
+                    print("skillpilot: renew lease: %s" % e, file=sys.stderr)
+
+    def stop(self) -> None:
+        """Stop renewing (the lease then expires after ttl)."""
+        self._stop.set()
+        self._thread.join()
+
+    set = stop  # The pre-1.0 API returned a threading.Event.
+
+    def is_set(self) -> bool:
+        return self._stop.is_set()
+
+    def check(self) -> None:
+        """Raise the last renewal error, if any."""
+        if self.errors:
+            raise self.errors[-1]
+
+    def __enter__(self) -> "LeaseKeeper":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

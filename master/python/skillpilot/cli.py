@@ -1,0 +1,346 @@
+"""skillpilot-master: the Python master's command line.
+
+The same commands, flags, exit codes and ``--json`` documents as the Go
+``master`` CLI (README.md), for hosts that have Python but not the Go
+binary. Run it as ``skillpilot-master`` (installed by pip) or
+``python -m skillpilot``.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import signal
+import sys
+import time
+from typing import Any, NoReturn, Optional, Sequence, TextIO
+
+from . import _names
+from ._wait import Liveness
+from .errors import EXIT_INTERRUPTED, MasterError, ResultError, UsageError, WaitTimeout, exit_code_of_status
+from .session import Session
+
+PROG = "skillpilot-master"
+
+_DUR = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds from a Go-style duration ("1m30s", "250ms") or a bare
+    number of seconds ("1.5")."""
+    t = text.strip()
+    try:
+        v = float(t)
+        if v < 0:
+            raise ValueError
+        return v
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for m in _DUR.finditer(t):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if pos != len(t) or not t:
+        raise argparse.ArgumentTypeError("%r is not a duration: use e.g. 30s, 1.5s, 500ms, 2m, or seconds" % text)
+    return total
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__("interrupted by signal %d" % signum)
+        self.signum = signum
+
+
+def _on_term(signum: int, _frame: Any) -> NoReturn:
+    raise _Interrupted(signum)
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--session", default=argparse.SUPPRESS, help="session directory (default $SP_SESSION_DIR)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print only JSON on stdout (with protocol_version)")
+    waiting = argparse.ArgumentParser(add_help=False)
+    waiting.add_argument("--wait-timeout", type=duration, default=None, help="how long to wait (default: no limit); exit 3")
+    waiting.add_argument("--wait-for-runner", type=duration, default=None,
+                         help="how long to wait without a live runner before exit 5 (default 10s)")
+
+    ap = argparse.ArgumentParser(prog=PROG, description="SkillPilot master (Python). Exit codes: 0 ok, 1 command "
+                                 "failed, 2 usage, 3 timeout, 4 cancelled, 5 no session or no live runner, "
+                                 "6 unknown cmd_id, 7 nothing to act on, 10 I/O error, 130/143 interrupted.")
+    ap.add_argument("--session", default=os.environ.get("SP_SESSION_DIR"), help="session directory (default $SP_SESSION_DIR)")
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("submit", parents=[common, waiting], help="queue a command (and with --wait, run it)")
+    p.add_argument("--timeout", type=duration, default=None, help="the command's timeout (timeout_s)")
+    p.add_argument("--cancel-policy", choices=("ctrl_c", "terminate_tool", "terminate_session"))
+    p.add_argument("--id", dest="cmd_id", help="cmd_id (default: a new UUIDv7)")
+    p.add_argument("--kind", choices=("tcl", "sh"), help="default: the runner's kind")
+    p.add_argument("--wait", action="store_true", help="wait, print the output and the value, exit with the status")
+    p.add_argument("--no-value", action="store_true", help="with --wait, do not print the value after the output")
+    p.add_argument("-f", dest="file", help="read the payload from FILE ('-': stdin)")
+    p.add_argument("payload", nargs="?")
+
+    p = sub.add_parser("wait", parents=[common, waiting], help="wait for a result; print the output")
+    p.add_argument("--no-value", action="store_true")
+    p.add_argument("cmd_id")
+    p = sub.add_parser("result", parents=[common], help="print the result JSON")
+    p.add_argument("cmd_id")
+    p = sub.add_parser("output", parents=[common], help="print a command's output (a byte range)")
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--length", type=int, default=0, help="bytes (0: to the end)")
+    p.add_argument("cmd_id")
+    p = sub.add_parser("cancel", parents=[common, waiting], help="cancel CMD_ID, or the running command")
+    p.add_argument("cmd_id", nargs="?")
+    p = sub.add_parser("stop", parents=[common, waiting], help="stop the runner (graceful by default)")
+    p.add_argument("--force", action="store_true")
+    p.add_argument("--wait", action="store_true", help="wait until the runner has stopped")
+    sub.add_parser("status", parents=[common], help="phase, current command, queue, liveness (exit 5: not alive)")
+    p = sub.add_parser("lease", parents=[common], help="write the lease (and keep renewing it)")
+    p.add_argument("--ttl", type=duration, required=True)
+    p.add_argument("--keep", action="store_true", help="renew every ttl/3 until interrupted")
+    p = sub.add_parser("waitfor", parents=[common, waiting], help="wait for a regular expression in the spool")
+    p.add_argument("--from", dest="from_", type=int, default=0, help="byte cursor to start at")
+    p.add_argument("regexp")
+    p = sub.add_parser("ready", parents=[common], help="wait until a runner serves the session")
+    p.add_argument("--wait-timeout", type=duration, default=60.0)
+    return ap
+
+
+class _CLI:
+    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+        self.a = args
+        self.out, self.err = out, err
+        self.json = bool(getattr(args, "json", False))
+
+    def print_json(self, v: Any) -> None:
+        self.out.write(json.dumps(v, indent=2, ensure_ascii=False) + "\n")
+
+    def warn(self, msg: str) -> None:
+        self.err.write("%s: %s\n" % (PROG, msg))
+
+    def session(self) -> Session:
+        if not self.a.session:
+            raise UsageError("--session is required (or set SP_SESSION_DIR)")
+        return Session(self.a.session, wait_for_runner=self.a.wait_for_runner
+                       if getattr(self.a, "wait_for_runner", None) is not None else 10.0)
+
+    def run(self) -> int:
+        return int(getattr(self, "cmd_" + self.a.cmd)())
+
+    def cmd_submit(self) -> int:
+        a = self.a
+        if a.file is not None and a.payload is not None:
+            raise UsageError("give either -f FILE or a payload, not both")
+        s = self.session()
+        if a.file == "-" or (a.file is None and a.payload in (None, "-")):
+            payload = sys.stdin.read()
+        elif a.file is not None:
+            with open(a.file, encoding="utf-8") as f:
+                payload = f.read()
+        else:
+            payload = a.payload
+        sub = s.submit(payload, kind=a.kind, timeout=a.timeout, cancel_policy=a.cancel_policy, cmd_id=a.cmd_id)
+        if not a.wait:
+            look = s._observe_liveness()
+            if not look.alive and look.definite:
+                self.warn("no live runner (%s): %s is queued for the next runner" % (look.reason, sub.cmd_id))
+            if self.json:
+                self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": sub.cmd_id, "seq": sub.seq,
+                                 "file": "queue/" + sub.name})
+            else:
+                self.out.write(sub.cmd_id + "\n")
+            return 0
+        return self._wait(s, sub.name)
+
+    def cmd_wait(self) -> int:
+        s = self.session()
+        name = s._resolve(self.a.cmd_id)
+        done = s.result(name)
+        if done is not None:
+            self.warn("%s already done (%s at %s)" % (self.a.cmd_id, done.get("status"), done.get("end_ts", "?")))
+        return self._wait(s, name)
+
+    def _wait(self, s: Session, name: str) -> int:
+        """Stream the output while waiting (unless --json), then the value."""
+        a = self.a
+        deadline = None if a.wait_timeout is None else time.monotonic() + a.wait_timeout
+        live = Liveness(s, a.wait_for_runner)
+        backoff = s._backoff()
+        off, partial = 0, False
+        while True:
+            res = s.result(name)
+            if not self.json:
+                chunk = s.output_bytes(name, off)
+                if chunk:
+                    off += len(chunk)
+                    self.out.write(chunk.decode("utf-8", "replace"))
+                    partial = not chunk.endswith(b"\n")
+                    self.out.flush()
+                    backoff.reset()
+            if res is not None:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout("no result for %s within %gs" % (name, a.wait_timeout))
+            live.check()
+            backoff.sleep(deadline)
+        status = str(res.get("status"))
+        if self.json:
+            self.print_json(res)
+        elif status == "ok" and res.get("value") not in (None, "") and not a.no_value:
+            self.out.write(("\n" if partial else "") + str(res["value"]) + "\n")
+        if status != "ok":
+            err = res.get("error") or {}
+            self.warn("command %s: %s: %s" % (res.get("cmd_id"), status, err.get("message") or res.get("exit_reason")))
+        return exit_code_of_status(status)
+
+    def cmd_result(self) -> int:
+        res = self.session().result(self.a.cmd_id)
+        if res is None:
+            raise WaitTimeout("no result yet for %s" % self.a.cmd_id)
+        self.print_json(res)
+        return exit_code_of_status(str(res.get("status")))
+
+    def cmd_output(self) -> int:
+        data = self.session().output_bytes(self.a.cmd_id, self.a.offset, self.a.length or -1)
+        buf = getattr(self.out, "buffer", None)
+        if buf is not None:
+            self.out.flush()
+            buf.write(data)
+            buf.flush()
+        else:
+            self.out.write(data.decode("utf-8", "replace"))
+        return 0
+
+    def reply(self, reply: Any, done: str = "") -> int:
+        """Print a control reply: the document with --json, else
+        "<outcome>: <message>" (and done)."""
+        if self.json:
+            self.print_json(reply)
+        else:
+            self.out.write("%s: %s\n" % (reply.get("outcome"), reply.get("message", "")))
+            if done:
+                self.out.write(done + "\n")
+        return 0
+
+    def cmd_cancel(self) -> int:
+        return self.reply(self.session().cancel(self.a.cmd_id, timeout=self.a.wait_timeout,
+                                                wait_for_runner=self.a.wait_for_runner))
+
+    def cmd_stop(self) -> int:
+        reply = self.session().stop(force=self.a.force, wait=self.a.wait, timeout=self.a.wait_timeout,
+                                    wait_for_runner=self.a.wait_for_runner)
+        return self.reply(reply, "stopped" if self.a.wait else "")
+
+    def cmd_status(self) -> int:
+        st = self.session().status()
+        if self.json:
+            self.print_json(st)
+        else:
+            w = self.out.write
+            w("runner:    %s (%s), pid %s on %s\n" % ("alive" if st["alive"] else "NOT ALIVE", st["alive_reason"],
+                                                     st.get("runner_pid", 0), st.get("runner_host", "")))
+            w("phase:     %s%s\n" % (st.get("phase") or "-", " (%s)" % st["reason"] if st.get("reason") else ""))
+            w("running:   %s\n" % (st.get("current_cmd_id") or "nothing"))
+            w("queue:     %d waiting\n" % st["queue_depth"])
+            w("done:      %s commands\n" % st.get("commands_done", 0))
+            w("heartbeat: #%s\n" % st.get("heartbeat_counter", 0))
+        return 0 if st["alive"] else 5
+
+    def cmd_lease(self) -> int:
+        s = self.session()
+        if not self.a.keep:
+            s.write_lease(self.a.ttl, "lease-" + _names.new_id())
+            return 0
+        keeper = s.keep_lease(self.a.ttl, on_error=lambda e: self.warn("renew lease: %s" % e))
+        try:
+            while True:
+                time.sleep(3600)
+        finally:
+            keeper.stop()
+
+    def cmd_waitfor(self) -> int:
+        s = self.session()
+        try:
+            m = s.wait_for(self.a.regexp, self.a.from_, self.a.wait_timeout, self.a.wait_for_runner)
+        except WaitTimeout as e:
+            cur = getattr(e, "resume_cursor", self.a.from_)
+            if self.json:
+                self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "matched": False, "match": "",
+                                 "start": 0, "end": 0, "resume_cursor": cur})
+                self.json = False  # The error goes to stderr only.
+            raise
+        text = m.text.decode("utf-8", "replace")
+        if self.json:
+            self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "matched": True, "match": text,
+                             "start": m.start, "end": m.end, "resume_cursor": m.resume_cursor})
+        else:
+            self.out.write("%d %s\n" % (m.resume_cursor, text.strip()))
+        return 0
+
+    def cmd_ready(self) -> int:
+        if not self.a.session:
+            raise UsageError("--session is required (or set SP_SESSION_DIR)")
+        deadline = time.monotonic() + self.a.wait_timeout
+        while True:  # The directory may not exist yet: the runner creates it.
+            try:
+                s = Session(self.a.session)
+                break
+            except MasterError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+        st = s.ready(max(0.0, deadline - time.monotonic()))
+        if self.json:
+            self.print_json(st)
+        return 0
+
+
+def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, err: Optional[TextIO] = None) -> int:
+    """Run the command line; returns the exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2).
+        return int(e.code or 0)
+    cli = _CLI(args, out, err)
+    old = None
+    if argv is None:
+        old = signal.signal(signal.SIGTERM, _on_term)
+    try:
+        return cli.run()
+    except ResultError as e:
+        if cli.json:
+            cli.print_json(e.result)
+        cli.warn(str(e))
+        return e.exit_code
+    except MasterError as e:
+        reply = getattr(e, "reply", None)
+        if reply is not None and cli.json:  # The reply says it all; no second document.
+            cli.print_json(reply)
+            cli.json = False
+        return _fail(cli, e.code, str(e), e.exit_code)
+    except KeyboardInterrupt:
+        return _fail(cli, "interrupted", "interrupted", EXIT_INTERRUPTED)
+    except _Interrupted as e:
+        return _fail(cli, "interrupted", str(e), 128 + e.signum)
+    except OSError as e:
+        return _fail(cli, "io_error", str(e), 10)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+
+
+def _fail(cli: _CLI, code: str, message: str, exit_code: int) -> int:
+    if cli.json:
+        cli.print_json({"protocol_version": _names.PROTOCOL_VERSION, "error": {"code": code, "message": message}})
+    cli.warn(message)
+    return exit_code

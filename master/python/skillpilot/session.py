@@ -1,0 +1,444 @@
+"""Session: the Python master's handle on a session directory."""
+
+import json
+import os
+import re
+import socket
+import time
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
+
+from . import _fs, _names
+from ._lease import LeaseKeeper, write_lease
+from ._wait import Backoff, HeartbeatSeen, Liveness, Look, observe
+from .errors import (AlreadyFinished, CannotServe, Idle, MasterError, NotRunning, RequestRejected, RunnerNotAlive,
+                     SessionMissing, StaleRequest, UnknownCmdID, UsageError, WaitTimeout, result_error)
+
+Result = Dict[str, Any]
+
+KINDS = ("tcl", "sh")
+CANCEL_POLICIES = ("ctrl_c", "terminate_tool", "terminate_session")
+
+
+class Submitted(NamedTuple):
+    """A queued command. Unpacks as ``cmd_id, name`` (the pre-1.0 API)."""
+
+    cmd_id: str
+    name: str
+
+    @property
+    def seq(self) -> int:
+        parsed = _names.parse_name(self.name)
+        return parsed[0] if parsed else -1
+
+
+class Match(NamedTuple):
+    """What wait_for found in the spool: byte offsets [start, end), the
+    matched bytes, and where the next wait_for should start."""
+
+    start: int
+    end: int
+    text: bytes
+    resume_cursor: int
+
+
+class Session:
+    """A handle on a session directory (PROTOCOL.md).
+
+    ``poll`` is the longest pause between two looks while waiting (polling
+    starts at 1 ms and doubles up to it). ``wait_for_runner`` is the dead
+    grace of every wait: how long it goes on while no live runner is seen
+    before raising RunnerNotAlive (default 10 s; each wait can override it).
+    A Session may be shared by threads only for reading; give each thread
+    that submits or waits its own Session.
+    """
+
+    def __init__(self, directory: str, poll: float = 0.1, *, wait_for_runner: float = 10.0) -> None:
+        self.dir = os.path.abspath(directory)
+        _fs.revalidate(self.dir)
+        _fs.revalidate(os.path.dirname(self.dir))
+        if not os.path.isdir(self._p(_names.DIR_QUEUE)):
+            raise SessionMissing("not a session directory (no queue/): %s" % directory)
+        try:
+            os.mkdir(self._p(_names.DIR_SEQ), _fs.DIR_MODE)  # A session made by an older runner.
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise MasterError("create %s: %s" % (self._p(_names.DIR_SEQ), e)) from e
+        if poll <= 0:
+            raise UsageError("poll must be positive")
+        self.poll = poll
+        self.wait_for_runner = wait_for_runner
+        self.filesystem, self.network = _fs.fs_type(self.dir)
+        self.owner = "python-master@%s:%d" % (socket.gethostname(), os.getpid())
+        self._hb_seen = HeartbeatSeen()
+        self._hb_look = Look(False, False, "no look yet", {})
+
+    def _p(self, *parts: str) -> str:
+        return os.path.join(self.dir, *parts)
+
+    def _backoff(self) -> Backoff:
+        return Backoff(ceiling=self.poll)
+
+    def _grace(self, wait_for_runner: Optional[float]) -> float:
+        return self.wait_for_runner if wait_for_runner is None else wait_for_runner
+
+    # --- commands ---------------------------------------------------------
+
+    def submit(self, payload: str, kind: Optional[str] = None, timeout: Optional[float] = None,
+               cancel_policy: Optional[str] = None, cmd_id: Optional[str] = None) -> Submitted:
+        """Queue a command and return (cmd_id, name). ``kind`` defaults to
+        the runner's (state.json), else tcl; ``timeout`` is in seconds (None
+        or 0: the runner's default). A command is queued even when no runner
+        is alive: a later runner serves it."""
+        if not isinstance(payload, str):
+            raise UsageError("payload must be a str")
+        if kind is None:
+            kind = (self._state() or {}).get("kind") or "tcl"
+        if kind not in KINDS:
+            raise UsageError("kind must be one of %s, not %r" % (", ".join(KINDS), kind))
+        if cancel_policy is not None and cancel_policy not in CANCEL_POLICIES:
+            raise UsageError("cancel_policy must be one of %s" % ", ".join(CANCEL_POLICIES))
+        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
+            raise UsageError("timeout must be a non-negative number of seconds")
+        cmd_id = _names.check_id(cmd_id) if cmd_id is not None else _names.new_id()
+        seq = _names.alloc_seq(self.dir)
+        cmd: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "seq": seq,
+                               "kind": kind, "payload": payload, "submitted_at": _names.now_iso(),
+                               "submitter": self.owner}
+        if timeout:
+            cmd["timeout_s"] = timeout
+        if cancel_policy:
+            cmd["cancel_policy"] = cancel_policy
+        name = _names.command_name(seq, cmd_id)
+        try:
+            _fs.write_atomic(self._p(_names.DIR_QUEUE, name), json.dumps(cmd).encode("utf-8"))
+        except OSError as e:
+            raise MasterError("write command %s: %s" % (name, e)) from e
+        return Submitted(cmd_id, name)
+
+    def _find(self, cmd_id: str) -> str:
+        """The file name of the command whose cmd_id is exactly cmd_id.
+        Directories are listed in the order a command moves through them
+        (queue, inflight, result), so a command that moves meanwhile is
+        still found."""
+        for d in (_names.DIR_QUEUE, _names.DIR_INFLIGHT, _names.DIR_RESULT):
+            _fs.revalidate(self._p(d))
+            try:
+                names = os.listdir(self._p(d))
+            except OSError:
+                continue
+            for n in names:
+                parsed = _names.parse_name(n)
+                if parsed is not None and parsed[1] == cmd_id:
+                    return n
+        raise UnknownCmdID("no command %s in this session" % cmd_id)
+
+    def _resolve(self, name_or_id: str) -> str:
+        if not isinstance(name_or_id, str) or not name_or_id:
+            raise UsageError("a cmd_id or command file name is required")
+        if name_or_id.endswith(".json") and _names.parse_name(name_or_id) is not None:
+            return name_or_id
+        return self._find(_names.check_id(name_or_id))
+
+    def result(self, name_or_id: str) -> Optional[Result]:
+        """The command's result, or None while it has none."""
+        name = self._resolve(name_or_id)
+        _fs.revalidate(self._p(_names.DIR_RESULT))
+        return _fs.read_json(self._p(_names.DIR_RESULT, name))
+
+    def wait(self, name_or_id: str, timeout: Optional[float] = None, check: bool = True,
+             wait_for_runner: Optional[float] = None) -> Result:
+        """Wait for the command's result. With check, a status other than ok
+        raises CommandFailed, CommandTimeout or Cancelled (``.result`` holds
+        the result). ``timeout`` (seconds, None: no limit) raises
+        WaitTimeout; no live runner for ``wait_for_runner`` seconds raises
+        RunnerNotAlive."""
+        name = self._resolve(name_or_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        live = Liveness(self, self._grace(wait_for_runner))
+        backoff = self._backoff()
+        while True:
+            res = self.result(name)
+            if res is not None:
+                if check and res.get("status") != "ok":
+                    raise result_error(res)
+                return res
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout("no result for %s within %gs" % (name, timeout))
+            live.check()
+            backoff.sleep(deadline)
+
+    def run(self, payload: str, wait_timeout: Optional[float] = None, check: bool = True,
+            wait_for_runner: Optional[float] = None, **submit_args: Any) -> Result:
+        """submit, then wait."""
+        _, name = self.submit(payload, **submit_args)
+        return self.wait(name, timeout=wait_timeout, check=check, wait_for_runner=wait_for_runner)
+
+    def output_bytes(self, result_or_id: Union[Result, str], offset: int = 0, length: int = -1) -> bytes:
+        """A byte range of the command's output (all of it by default)."""
+        if isinstance(result_or_id, dict):
+            rel = str(result_or_id.get("output_path") or "")
+            if rel == "":
+                return b""  # A command that never ran (cancelled before start, runner restarted).
+            if not rel.startswith(_names.DIR_OUTPUT + "/") or ".." in rel.split("/"):
+                raise MasterError("result has no usable output_path: %r" % rel)
+            path = self._p(*rel.split("/"))
+        else:
+            path = self._p(_names.DIR_OUTPUT, _names.output_name(self._resolve(result_or_id)))
+        _fs.revalidate(os.path.dirname(path))
+        return _fs.read_range(path, offset, length)
+
+    def output(self, result_or_id: Union[Result, str], offset: int = 0, length: int = -1) -> str:
+        """output_bytes decoded as UTF-8 (invalid bytes replaced)."""
+        return self.output_bytes(result_or_id, offset, length).decode("utf-8", "replace")
+
+    # --- control requests (the ctl/ mailbox) ------------------------------
+
+    def request(self, op: str, fields: Optional[Dict[str, Any]] = None, timeout: Optional[float] = None,
+                wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
+        """Send one control request through the mailbox and return the
+        runner's reply, without interpreting its outcome (cancel() and stop()
+        do). As the Go master: with no live runner it writes nothing and
+        raises RunnerNotAlive (a request for no runner would only be stale
+        for the next one); otherwise it writes ``ctl/req_<seq>_<req_id>.json``
+        (temp file + rename) naming the live runner's session_id and waits
+        for ``ctl/ack/<same name>``, checking liveness meanwhile. A wait
+        that fails withdraws the request unless the runner took it."""
+        alive, why = self._alive()
+        if not alive:
+            raise RunnerNotAlive("runner not alive: %s; nothing was written" % why)
+        req_id = _names.new_id()
+        seq = _names.alloc_seq(self.dir)
+        body: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "req_id": req_id, "seq": seq,
+                                "op": op, "ts": _names.now_iso(), "submitter": self.owner}
+        sid = self._hb_look.state.get("session_id")
+        if isinstance(sid, str) and sid:
+            body["session_id"] = sid
+        body.update(fields or {})
+        name = _names.request_name(seq, req_id)
+        try:
+            _fs.write_atomic(self._p(_names.DIR_CTL, name), json.dumps(body).encode("utf-8"))
+        except OSError as e:
+            raise MasterError("write request %s: %s" % (name, e)) from e
+        return self._wait_reply(name, timeout, wait_for_runner)
+
+    def _read_reply(self, name: str) -> Optional[Dict[str, Any]]:
+        _fs.revalidate(self._p(_names.DIR_ACK))
+        return _fs.read_json(self._p(_names.DIR_ACK, name))
+
+    def _wait_reply(self, name: str, timeout: Optional[float], wait_for_runner: Optional[float]) -> Dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        live = Liveness(self, self._grace(wait_for_runner))
+        backoff = self._backoff()
+        while True:
+            reply = self._read_reply(name)
+            if reply is not None:
+                return reply
+            try:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise WaitTimeout("no reply to %s within %gs" % (name, timeout))
+                live.check()
+            except MasterError:
+                # Withdraw the request unless the runner took it meanwhile.
+                try:
+                    os.unlink(self._p(_names.DIR_CTL, name))
+                except FileNotFoundError:
+                    pass
+                reply = self._read_reply(name)
+                if reply is not None:
+                    return reply
+                raise
+            backoff.sleep(deadline)
+
+    def cancel(self, cmd_id: Optional[str] = None, timeout: Optional[float] = None,
+               wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
+        """Cancel the command cmd_id (running or queued), or with no cmd_id
+        the running one. Returns the reply (outcome cancelled_running or
+        cancelled_queued); raises UnknownCmdID (not_found),
+        AlreadyFinished, Idle, StaleRequest or RequestRejected."""
+        fields: Dict[str, Any] = {"scope": "current"}
+        if cmd_id is not None:
+            fields = {"scope": "cmd_id", "cmd_id": _names.check_id(cmd_id)}
+        reply = self.request("cancel", fields, timeout, wait_for_runner)
+        outcome = reply.get("outcome")
+        if outcome in ("cancelled_running", "cancelled_queued"):
+            return reply
+        raise _reply_error(reply, "cancel %s" % (cmd_id or "(current)"))
+
+    def stop(self, force: bool = False, wait: bool = False, timeout: Optional[float] = None,
+             wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
+        """Ask the runner to stop (graceful: the running command completes;
+        force: it is ended) and return the reply (outcome accepted). With no
+        live runner it raises RunnerNotAlive and writes nothing: a stop
+        request never outlives the runner it was meant for. With wait, it
+        returns once the runner has stopped (phase stopped, its lock free,
+        or no heartbeat for the liveness window), so it cannot block on a
+        runner that died; ``timeout`` bounds the whole call."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        reply = self.request("stop", {"mode": "force" if force else "graceful"}, timeout, wait_for_runner)
+        if reply.get("outcome") != "accepted":
+            raise _reply_error(reply, "stop")
+        if not wait:
+            return reply
+        backoff = self._backoff()
+        while True:
+            look = self._observe_liveness()
+            if not look.alive and look.definite:
+                return reply
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout("the runner did not stop within %gs" % timeout)
+            backoff.sleep(deadline)
+
+    # --- state and liveness -----------------------------------------------
+
+    def _state(self) -> Optional[Dict[str, Any]]:
+        _fs.revalidate(self._p(_names.DIR_STATE))
+        return _fs.read_json_quiet(self._p(_names.FILE_STATE))
+
+    def _heartbeat(self) -> Optional[Dict[str, Any]]:
+        _fs.revalidate(self._p(_names.DIR_STATE))
+        return _fs.read_json_quiet(self._p(_names.FILE_HEARTBEAT))
+
+    def _observe_liveness(self) -> Look:
+        _fs.revalidate(self._p(_names.DIR_STATE))
+        self._hb_look = observe(self.dir, self.network, self._hb_seen)
+        return self._hb_look
+
+    def _alive(self) -> Tuple[bool, str]:
+        """The Go master's rule (Session.Status): one look, and when it
+        cannot decide, more looks every 50 ms until it can (at most one
+        liveness window, or 10 s for a heartbeat claiming a huge interval)."""
+        look = self._observe_liveness()
+        end = time.monotonic() + 10.0
+        while not look.alive and not look.definite:
+            if time.monotonic() >= end:
+                return False, "heartbeat counter did not move"
+            time.sleep(0.05)
+            look = self._observe_liveness()
+        return look.alive, look.reason
+
+    def status(self) -> Dict[str, Any]:
+        """What the Go master's Status reports, with the same keys, liveness
+        judged by the same rule (this may take up to two heartbeat periods
+        plus 250 ms). ``can_serve`` is False when commands cannot run: no
+        live runner, or phase error or stopping."""
+        st = self._state()
+        hb = self._heartbeat()
+        out: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "alive": False, "alive_reason": "",
+                               "phase": "", "dir": self.dir, "queue_depth": self._queue_depth(),
+                               "heartbeat_counter": 0, "commands_done": 0, "can_serve": False}
+        if st is None and hb is None:
+            out["alive_reason"] = "no runner has written state yet"
+            return out
+        st, hb = st or {}, hb or {}
+        for key, src in (("phase", "phase"), ("reason", "reason"), ("session_id", "session_id"),
+                         ("runner_host", "hostname"), ("runner_pid", "runner_pid"), ("tool_pid", "tool_pid"),
+                         ("commands_done", "commands_done"), ("filesystem", "filesystem"), ("kind", "kind"),
+                         ("tool_starts", "tool_starts"), ("error", "error"), ("current_cmd_id", "current_cmd_id")):
+            if st.get(src) is not None:
+                out[key] = st[src]
+        out["heartbeat_counter"] = hb.get("counter", 0)
+        if hb.get("current_cmd_id") and hb.get("current_cmd_id") == st.get("current_cmd_id"):
+            out["current_output_bytes"] = hb.get("current_output_bytes", 0)
+        out["alive"], out["alive_reason"] = self._alive()
+        out["can_serve"] = out["alive"] and out["phase"] not in ("error", "stopping")
+        return out
+
+    def _queue_depth(self) -> int:
+        _fs.revalidate(self._p(_names.DIR_QUEUE))
+        try:
+            return sum(1 for n in os.listdir(self._p(_names.DIR_QUEUE)) if _names.parse_name(n) is not None)
+        except OSError:
+            return 0
+
+    def ready(self, timeout: float = 60.0, wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
+        """Wait until a live runner serves the session (phase idle or busy)
+        and return its status. Raises RunnerNotAlive once no live runner has
+        been seen for wait_for_runner (a runner that gave up on a failing
+        --init has stopped), and on timeout CannotServe when the runner is
+        alive in phase error (with its reason), else WaitTimeout."""
+        deadline = time.monotonic() + timeout
+        live = Liveness(self, self._grace(wait_for_runner))
+        while True:
+            live.next_look = 0.0
+            live.check()
+            if live.last.alive and live.last.state.get("phase") in ("idle", "busy"):
+                return self.status()
+            if time.monotonic() >= deadline:
+                st = live.last.state
+                if st.get("phase") == "error":
+                    raise CannotServe("no runner ready within %gs: the runner cannot serve (phase error: %s)"
+                                      % (timeout, st.get("reason") or ""))
+                raise WaitTimeout("no runner ready within %gs: %s" % (timeout, live.last.reason))
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    # --- lease ------------------------------------------------------------
+
+    def write_lease(self, ttl: float, lease_id: str = "python-lease") -> None:
+        """Write state/lease.json once: the runner stops when it sees no
+        renewal for ttl seconds (its own clock)."""
+        write_lease(self.dir, ttl, lease_id, self.owner)
+
+    def keep_lease(self, ttl: float, lease_id: Optional[str] = None, on_error: Any = None) -> LeaseKeeper:
+        """Write the lease and renew it every ttl/3 from a daemon thread
+        until the returned keeper's stop() (or set()). A renewal that fails
+        is reported: on_error(exc) if given, else on stderr; the keeper
+        keeps the errors (``.errors``) and ``check()`` raises the last one."""
+        return LeaseKeeper(self, ttl, lease_id or "lease-" + _names.new_id(), on_error)
+
+    # --- the spool --------------------------------------------------------
+
+    def spool_size(self) -> int:
+        try:
+            return os.stat(self._p(_names.FILE_SPOOL)).st_size
+        except FileNotFoundError:
+            return 0
+
+    def wait_for(self, pattern: Union[str, bytes, "re.Pattern[bytes]"], from_: int = 0,
+                 timeout: Optional[float] = None, wait_for_runner: Optional[float] = None) -> Match:
+        """Wait until pattern (a Python regular expression, matched against
+        the raw bytes of log/session.out) matches at or after byte cursor
+        from_. Returns the first match; its resume_cursor (the end of the
+        match) is where the next wait_for starts. On timeout raises
+        WaitTimeout whose ``resume_cursor`` is the spool size then."""
+        rx = pattern if hasattr(pattern, "search") else re.compile(
+            pattern.encode("utf-8") if isinstance(pattern, str) else pattern)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        live = Liveness(self, self._grace(wait_for_runner))
+        backoff = self._backoff()
+        buf, buf_start, read_at = b"", from_, from_
+        keep = 64 << 10
+        while True:
+            chunk = self._read_spool(read_at)
+            if chunk:
+                buf += chunk
+                read_at += len(chunk)
+                backoff.reset()
+            m = rx.search(buf)  # type: ignore[union-attr]
+            if m:
+                start, end = buf_start + m.start(), buf_start + m.end()
+                return Match(start, end, m.group(0), end)
+            if len(buf) > keep:
+                buf_start += len(buf) - keep
+                buf = buf[-keep:]
+            if deadline is not None and time.monotonic() >= deadline:
+                e = WaitTimeout("no match for %r within %gs" % (rx.pattern, timeout))  # type: ignore[union-attr]
+                e.resume_cursor = max(read_at, from_)  # type: ignore[attr-defined]
+                raise e
+            live.check()
+            backoff.sleep(deadline)
+
+    def _read_spool(self, offset: int) -> bytes:
+        return _fs.read_range(self._p(_names.FILE_SPOOL), offset, 4 << 20)
+
+
+def _reply_error(reply: Dict[str, Any], what: str) -> MasterError:
+    """The exception for a reply whose outcome is not a success; the reply
+    is in its ``reply`` attribute."""
+    outcome = reply.get("outcome")
+    msg = "%s: %s: %s" % (what, outcome, reply.get("message") or "")
+    cls = {"not_found": UnknownCmdID, "already_finished": AlreadyFinished, "idle": Idle,
+           "not_running": NotRunning, "stale": StaleRequest, "expect_timeout": WaitTimeout}.get(str(outcome), RequestRejected)
+    e = cls(msg)
+    e.reply = reply  # type: ignore[attr-defined]
+    return e

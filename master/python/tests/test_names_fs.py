@@ -1,0 +1,137 @@
+import multiprocessing
+import os
+import re
+import stat
+import threading
+import unittest
+
+from skillpilot import _fs, _names
+from skillpilot.errors import MasterError
+
+from .fake_runner import make_session
+
+
+class NamesTest(unittest.TestCase):
+    def test_parse_is_exact(self) -> None:
+        self.assertEqual(_names.parse_name("cmd_0000000001_a_b.json"), (1, "a_b"))
+        self.assertEqual(_names.parse_name("cmd_7_b.json"), (7, "b"))
+        self.assertEqual(_names.parse_name("req_0000000003_x.json", "req"), (3, "x"))
+        for bad in ("cmd_1_.json", "cmd__x.json", "cmd_1_x.json.tmp", ".cmd_1_x.json", "cmd_1_a b.json",
+                    "cmd_1234567890123456789_x.json", "req_1_x.json", "cmd_1_..json"):
+            self.assertIsNone(_names.parse_name(bad), bad)
+
+    def test_names(self) -> None:
+        self.assertEqual(_names.command_name(12, "x"), "cmd_0000000012_x.json")
+        self.assertEqual(_names.request_name(3, "r"), "req_0000000003_r.json")
+        self.assertEqual(_names.output_name("cmd_0000000012_x.json"), "cmd_0000000012_x.out")
+
+    def test_uuid7(self) -> None:
+        ids = [_names.new_id() for _ in range(200)]
+        for i in ids:
+            self.assertRegex(i, r"\A[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\Z")
+            self.assertTrue(_names.valid_id(i))
+        self.assertEqual(len(set(ids)), len(ids))
+        self.assertLessEqual(ids[0][:13], ids[-1][:13])  # Time-ordered prefix.
+
+
+def _alloc_many(args: "tuple[str, int]") -> "list[int]":
+    d, n = args
+    return [_names.alloc_seq(d) for _ in range(n)]
+
+
+class SeqTest(unittest.TestCase):
+    def test_unique_across_threads_and_processes(self) -> None:
+        d = make_session(self)
+        got: "list[int]" = []
+        lock = threading.Lock()
+
+        def worker() -> None:
+            mine = [_names.alloc_seq(d) for _ in range(50)]
+            with lock:
+                got.extend(mine)
+        ts = [threading.Thread(target=worker) for _ in range(4)]
+        for t in ts:
+            t.start()
+        with multiprocessing.get_context("spawn").Pool(3) as pool:
+            for part in pool.map(_alloc_many, [(d, 50)] * 3):
+                got.extend(part)
+        for t in ts:
+            t.join()
+        self.assertEqual(len(got), 350)
+        self.assertEqual(len(set(got)), 350, "a seq was allocated twice")
+        self.assertEqual(sorted(got), list(range(1, 351)))
+
+    def test_garbage_hint_falls_back_to_listing(self) -> None:
+        d = make_session(self)
+        for n in (1, 2, 9):
+            open(os.path.join(d, "seq", "%010d" % n), "w").close()
+        with open(os.path.join(d, "seq", "hint"), "w") as f:
+            f.write("garbage")
+        self.assertEqual(_names.alloc_seq(d), 10)
+        with open(os.path.join(d, "seq", "hint")) as f:
+            self.assertEqual(f.read(), "10\n")
+
+    def test_seq_files_are_0660(self) -> None:
+        d = make_session(self)
+        old = os.umask(0)
+        try:
+            n = _names.alloc_seq(d)
+        finally:
+            os.umask(old)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(d, "seq", "%010d" % n)).st_mode), 0o660)
+
+
+class FSTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.d = make_session(self)
+
+    def test_write_atomic_mode_and_no_leftover(self) -> None:
+        p = os.path.join(self.d, "queue", "cmd_1_x.json")
+        for mask in (0, 0o077):
+            old = os.umask(mask)
+            try:
+                _fs.write_atomic(p, b"{}")
+            finally:
+                os.umask(old)
+            self.assertEqual(stat.S_IMODE(os.stat(p).st_mode), 0o660)
+        self.assertEqual(os.listdir(os.path.join(self.d, "queue")), ["cmd_1_x.json"])
+
+    def test_read_refuses_symlink_fifo_and_big_files(self) -> None:
+        target = os.path.join(self.d, "tmp", "t.json")
+        with open(target, "w") as f:
+            f.write("{}")
+        link = os.path.join(self.d, "result", "cmd_1_l.json")
+        os.symlink(target, link)
+        with self.assertRaisesRegex(MasterError, "symlink"):
+            _fs.read_small(link)
+        fifo = os.path.join(self.d, "result", "cmd_2_f.json")
+        os.mkfifo(fifo)
+        with self.assertRaisesRegex(MasterError, "not a regular file"):
+            _fs.read_small(fifo)  # Must not block.
+        with self.assertRaisesRegex(MasterError, "limit"):
+            _fs.read_small(target, limit=1)
+        self.assertIsNone(_fs.read_small(os.path.join(self.d, "result", "missing.json")))
+        with self.assertRaisesRegex(MasterError, "not valid JSON"):
+            with open(target, "w") as f:
+                f.write("{")
+            _fs.read_json(target)
+
+    def test_read_range(self) -> None:
+        p = os.path.join(self.d, "output", "x.out")
+        with open(p, "wb") as f:
+            f.write(b"0123456789")
+        self.assertEqual(_fs.read_range(p), b"0123456789")
+        self.assertEqual(_fs.read_range(p, 3, 4), b"3456")
+        self.assertEqual(_fs.read_range(p, 8), b"89")
+        self.assertEqual(_fs.read_range(p, 20), b"")
+        self.assertEqual(_fs.read_range(p + ".missing"), b"")
+
+    def test_fs_type_of_a_local_dir(self) -> None:
+        name, network = _fs.fs_type(self.d)
+        self.assertTrue(name)
+        if re.match(r"(ext\d|tmpfs|xfs|btrfs|overlay)", name):
+            self.assertFalse(network)
+
+
+if __name__ == "__main__":
+    unittest.main()

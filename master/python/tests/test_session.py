@@ -1,0 +1,312 @@
+"""The Python master's logic against a fake runner (tests/fake_runner.py)."""
+
+import json
+import os
+import threading
+import time
+import unittest
+from typing import Any, Dict, Optional
+
+import skillpilot as sp
+from skillpilot import _wait
+
+from .fake_runner import FakeRunner, make_session
+
+
+class Base(unittest.TestCase):
+    def setUp(self) -> None:
+        self.dir = make_session(self)
+        self.s = sp.Session(self.dir, poll=0.02)
+
+    def runner(self, **kw: Any) -> FakeRunner:
+        r = FakeRunner(self.dir, **kw)
+        self.addCleanup(r.close)
+        return r
+
+    def ctl_files(self) -> "list[str]":
+        return sorted(n for n in os.listdir(os.path.join(self.dir, "ctl")) if n != "ack")
+
+
+class SubmitFindTest(Base):
+    def test_submit_writes_a_valid_command(self) -> None:
+        self.runner()
+        cmd_id, name = self.s.submit("puts hi", timeout=5, cancel_policy="terminate_tool")
+        with open(os.path.join(self.dir, "queue", name)) as f:
+            cmd = json.load(f)
+        self.assertEqual(name, "cmd_%010d_%s.json" % (cmd["seq"], cmd_id))
+        self.assertEqual((cmd["cmd_id"], cmd["kind"], cmd["payload"], cmd["timeout_s"], cmd["cancel_policy"]),
+                         (cmd_id, "tcl", "puts hi", 5, "terminate_tool"))
+        self.assertEqual(os.stat(os.path.join(self.dir, "queue", name)).st_mode & 0o777, 0o660)
+
+    def test_kind_defaults_to_the_runners(self) -> None:
+        r = self.runner()
+        r._write_state(kind="sh")
+        _, name = self.s.submit("echo hi")
+        with open(os.path.join(self.dir, "queue", name)) as f:
+            self.assertEqual(json.load(f)["kind"], "sh")
+
+    def test_find_is_exact_not_suffix(self) -> None:
+        a = self.s.submit("x", cmd_id="a_b")
+        with self.assertRaises(sp.UnknownCmdID) as cm:
+            self.s._find("b")
+        self.assertEqual(cm.exception.exit_code, 6)
+        b = self.s.submit("y", cmd_id="b")
+        self.assertEqual(self.s._find("b"), b.name)
+        self.assertEqual(self.s._find("a_b"), a.name)
+
+    def test_bad_arguments_are_usage_errors(self) -> None:
+        for kw in ({"cmd_id": "a/b"}, {"kind": "perl"}, {"timeout": -1}, {"cancel_policy": "kill"}):
+            with self.assertRaises(sp.UsageError) as cm:
+                self.s.submit("x", **kw)
+            self.assertEqual(cm.exception.exit_code, 2)
+        self.assertEqual(os.listdir(os.path.join(self.dir, "queue")), [])
+
+
+class WaitTest(Base):
+    def test_result_statuses_map_to_exceptions(self) -> None:
+        r = self.runner()
+        for status, exc, code in (("error", sp.CommandFailed, 1), ("timeout", sp.CommandTimeout, 3),
+                                  ("cancelled", sp.Cancelled, 4)):
+            _, name = self.s.submit("x")
+            r.finish(name, status, error={"code": "x", "message": "it broke }"})
+            with self.assertRaises(exc) as cm:
+                self.s.wait(name)
+            self.assertEqual(cm.exception.exit_code, code)
+            self.assertIn("it broke }", str(cm.exception))
+            self.assertEqual(self.s.wait(name, check=False)["status"], status)
+
+    def test_wait_sees_a_result_written_later(self) -> None:
+        r = self.runner()
+        _, name = self.s.submit("x")
+        threading.Timer(0.2, r.finish, (name, "ok", b"out\n"), {"value": "42"}).start()
+        res = self.s.wait(name, timeout=30)
+        self.assertEqual((res["value"], self.s.output(res)), ("42", "out\n"))
+
+    def test_wait_timeout(self) -> None:
+        self.runner()
+        _, name = self.s.submit("x")
+        with self.assertRaises(sp.WaitTimeout) as cm:
+            self.s.wait(name, timeout=0.1)
+        self.assertEqual(cm.exception.exit_code, 3)
+
+    def test_dead_runner_ends_the_wait(self) -> None:
+        r = self.runner()
+        _, name = self.s.submit("x")
+        threading.Timer(0.2, r.kill).start()
+        with self.assertRaises(sp.RunnerNotAlive) as cm:
+            self.s.wait(name, wait_for_runner=0.3)
+        self.assertEqual(cm.exception.exit_code, 5)
+        self.assertIn("lock is free", str(cm.exception))
+
+    def test_hung_runner_ends_the_wait_by_the_counter(self) -> None:
+        r = self.runner()
+        _, name = self.s.submit("x")
+        r.hang()
+        with self.assertRaises(sp.RunnerNotAlive) as cm:
+            self.s.wait(name, wait_for_runner=1)
+        self.assertIn("has not moved", str(cm.exception))
+
+    def test_no_runner_at_all(self) -> None:
+        _, name = self.s.submit("x")
+        with self.assertRaisesRegex(sp.RunnerNotAlive, "no runner has written state"):
+            self.s.wait(name, wait_for_runner=0.2)
+
+    def test_a_live_runner_keeps_the_wait_going_past_the_grace(self) -> None:
+        r = self.runner()
+        _, name = self.s.submit("x")
+        threading.Timer(1.0, r.finish, (name,)).start()
+        self.assertEqual(self.s.wait(name, wait_for_runner=0.3)["status"], "ok")
+
+    def test_waiting_for_a_runner_that_starts_later(self) -> None:
+        _, name = self.s.submit("x")
+
+        def late() -> None:
+            self.runner().finish(name)
+        threading.Timer(0.5, late).start()
+        self.assertEqual(self.s.wait(name, wait_for_runner=30)["status"], "ok")
+
+
+def answer_with(outcome: str) -> Any:
+    return lambda req: {"outcome": outcome, "cmd_id": req.get("cmd_id")}
+
+
+class CancelTest(Base):
+    def test_request_file_and_reply(self) -> None:
+        r = self.runner(answer=answer_with("cancelled_queued"))
+        reply = self.s.cancel("abc")
+        self.assertEqual(reply["outcome"], "cancelled_queued")
+        req = r.requests[0]
+        self.assertEqual((req["op"], req["scope"], req["cmd_id"], req["session_id"]),
+                         ("cancel", "cmd_id", "abc", r.session_id))
+        self.assertRegex(req["req_id"], r"^[0-9a-f-]{36}$")
+        self.assertEqual(self.ctl_files(), [], "the request was not consumed")
+        self.s.cancel()
+        self.assertEqual(r.requests[1]["scope"], "current")
+        self.assertNotIn("cmd_id", r.requests[1])
+        self.assertGreater(r.requests[1]["seq"], req["seq"])
+
+    def test_outcomes(self) -> None:
+        cases: Dict[str, Optional[type]] = {
+            "cancelled_running": None, "cancelled_queued": None, "not_found": sp.UnknownCmdID,
+            "already_finished": sp.AlreadyFinished, "idle": sp.Idle, "stale": sp.StaleRequest,
+            "rejected": sp.RequestRejected}
+        codes = {"not_found": 6, "already_finished": 7, "idle": 7, "stale": 5, "rejected": 10}
+        for outcome, exc in cases.items():
+            with self.subTest(outcome=outcome):
+                r = FakeRunner(self.dir, answer=answer_with(outcome))
+                try:
+                    if exc is None:
+                        self.assertEqual(self.s.cancel("x")["outcome"], outcome)
+                    else:
+                        with self.assertRaises(exc) as cm:
+                            self.s.cancel("x")
+                        self.assertEqual(cm.exception.exit_code, codes[outcome])
+                finally:
+                    r.close()
+
+    def test_unanswered_request_and_dead_runner(self) -> None:
+        r = self.runner(answer=lambda req: None)
+        threading.Timer(0.2, r.kill).start()
+        with self.assertRaises(sp.RunnerNotAlive):
+            self.s.cancel("x", wait_for_runner=0.3)
+
+    def test_reply_timeout(self) -> None:
+        self.runner(answer=lambda req: None)
+        with self.assertRaises(sp.WaitTimeout):
+            self.s.cancel("x", timeout=0.2)
+
+
+class StopTest(Base):
+    def test_no_live_runner_raises_and_writes_nothing(self) -> None:
+        for how in ("never", "stopped", "killed"):
+            with self.subTest(how=how):
+                if how != "never":
+                    r = FakeRunner(self.dir)
+                    r.stop_runner() if how == "stopped" else r.kill()
+                    r.close()
+                t0 = time.monotonic()
+                with self.assertRaises(sp.RunnerNotAlive) as cm:
+                    self.s.stop(wait=True)
+                self.assertEqual(cm.exception.exit_code, 5)
+                self.assertEqual(self.ctl_files(), [])
+                self.assertLess(time.monotonic() - t0, 30)
+
+    def test_stop_wait_returns_when_stopped(self) -> None:
+        r = self.runner()
+        reply = self.s.stop(force=True, wait=True, timeout=30)
+        self.assertEqual(reply["outcome"], "accepted")
+        self.assertEqual(r.requests[0]["mode"], "force")
+        self.assertEqual(r.requests[0]["session_id"], r.session_id)
+
+    def test_stop_wait_ends_when_the_runner_dies_without_saying_so(self) -> None:
+        def accept_then_hang(req: Dict[str, Any]) -> Dict[str, Any]:
+            r.hang()
+            return {"outcome": "accepted", "_stays": True}
+        r = self.runner(answer=accept_then_hang)
+        self.s.network = True  # Only the counter can tell.
+        self.assertEqual(self.s.stop(wait=True)["outcome"], "accepted")
+
+    def test_stop_wait_timeout(self) -> None:
+        self.runner(answer=lambda req: {"outcome": "accepted", "_stays": True})
+        with self.assertRaises(sp.WaitTimeout):
+            self.s.stop(wait=True, timeout=0.3)
+
+
+class CannotServeTest(Base):
+    def test_ready_times_out_on_phase_error(self) -> None:
+        r = self.runner()
+        r.phase = "error"
+        r._write_state(reason="init failed: boom")
+        with self.assertRaisesRegex(sp.CannotServe, "boom") as cm:
+            self.s.ready(0.5)
+        self.assertEqual(cm.exception.exit_code, 5)
+        st = self.s.status()
+        self.assertTrue(st["alive"])
+        self.assertFalse(st["can_serve"])
+
+
+class StatusTest(Base):
+    def test_alive_and_not(self) -> None:
+        r = self.runner()
+        st = self.s.status()
+        self.assertTrue(st["alive"], st)
+        self.assertEqual((st["phase"], st["session_id"], st["protocol_version"]), ("idle", r.session_id, 1))
+        r.hang()
+        time.sleep(_wait.window_of({"interval_ms": 50}) + 0.1)
+        st = self.s.status()
+        self.assertFalse(st["alive"], st)
+        r.kill()
+        self.assertEqual(self.s.status()["alive_reason"], "the runner's lock is free")
+
+    def test_stopped_with_a_reason(self) -> None:
+        r = self.runner()
+        r.stop_runner(reason="gave up after 5 failed starts", error={"code": "tool_start_failed", "message": "init"})
+        st = self.s.status()
+        self.assertFalse(st["alive"])
+        self.assertIn("gave up", st["alive_reason"])
+        with self.assertRaisesRegex(sp.RunnerNotAlive, "gave up"):
+            self.s.ready(30, wait_for_runner=0.2)
+
+    def test_network_rule_ignores_the_lock(self) -> None:
+        r = self.runner()
+        self.s.network = True
+        r.kill()  # Lock free, but on NFS that proves nothing: the counter decides.
+        st = self.s.status()
+        self.assertFalse(st["alive"])
+        self.assertRegex(st["alive_reason"], "not move")
+
+
+class CounterTest(Base):
+    def test_a_new_runner_at_the_old_counter_is_not_taken_for_the_old_one(self) -> None:
+        from .fake_runner import write_json
+        self.s.network = True
+        hb = os.path.join(self.dir, "state", "heartbeat.json")
+        write_json(hb, {"session_id": "old", "counter": 5, "interval_ms": 50})
+        self.assertFalse(self.s._observe_liveness().alive)
+        time.sleep(_wait.window_of({"interval_ms": 50}) + 0.05)
+        look = self.s._observe_liveness()
+        self.assertTrue(look.definite and not look.alive, look)
+        write_json(hb, {"session_id": "new", "counter": 5, "interval_ms": 50})
+        self.assertTrue(self.s._observe_liveness().alive, "a new runner's heartbeat was taken for the old one's")
+
+
+class LeaseTest(Base):
+    def test_keep_lease_renews_and_reports_errors(self) -> None:
+        errors: "list[BaseException]" = []
+        k = self.s.keep_lease(0.15, on_error=errors.append)
+        path = os.path.join(self.dir, "state", "lease.json")
+        with open(path) as f:
+            first = json.load(f)
+        self.assertEqual(first["ttl_ms"], 150)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with open(path) as f:
+                if json.load(f)["counter"] != first["counter"]:
+                    break
+            time.sleep(0.01)
+        else:
+            self.fail("lease never renewed")
+        os.rename(os.path.join(self.dir, "state"), os.path.join(self.dir, "state.gone"))
+        while not errors and time.monotonic() < deadline:
+            time.sleep(0.01)
+        k.stop()
+        self.assertTrue(errors, "a failed renewal was swallowed")
+        self.assertIsInstance(errors[0], sp.MasterError)
+        with self.assertRaises(sp.MasterError):
+            k.check()
+
+
+class BackoffTest(unittest.TestCase):
+    def test_doubles_to_the_ceiling(self) -> None:
+        b = _wait.Backoff(ceiling=0.1)
+        seen = []
+        for _ in range(10):
+            seen.append(b.delay)
+            b.delay = min(b.delay * 2, b.ceiling)
+        self.assertEqual(seen[0], 0.001)
+        self.assertEqual(seen[-1], 0.1)
+        self.assertEqual(seen[:4], [0.001, 0.002, 0.004, 0.008])
+
+
+if __name__ == "__main__":
+    unittest.main()

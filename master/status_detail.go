@@ -1,0 +1,169 @@
+package master
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// LeaseStatus is the lease as a master can see it.
+type LeaseStatus struct {
+	LeaseID string `json:"lease_id,omitempty"`
+	TTLMS   int64  `json:"ttl_ms,omitempty"`
+	Owner   string `json:"owner,omitempty"`
+	// Remaining is an estimate of the time left before the runner sees
+	// the lease expire: with ttl_ms, ttl minus the lease file's age by the
+	// session's filesystem clock (against the heartbeat file's mtime);
+	// with only expires_at, expires_at minus the runner's last heartbeat
+	// time. Negative: expired.
+	Remaining time.Duration `json:"remaining_ns"`
+	// Error says why the runner cannot understand lease.json (state.json's
+	// lease_error), or why the master cannot.
+	Error string `json:"error,omitempty"`
+}
+
+// ResultBrief is one line of a status's recent results.
+type ResultBrief struct {
+	CmdID      string              `json:"cmd_id"`
+	Seq        int64               `json:"seq"`
+	Status     protocol.Status     `json:"status"`
+	ExitReason protocol.ExitReason `json:"exit_reason,omitempty"`
+	DurationMS int64               `json:"duration_ms"`
+	EndTS      protocol.Time       `json:"end_ts,omitzero"`
+}
+
+// stateExtra holds state.json fields newer runners write (PROTOCOL.md
+// section 8); older runners leave them out.
+type stateExtra struct {
+	CurrentLastLine *string `json:"current_last_line"`
+	CurrentQuietMS  *int64  `json:"current_quiet_ms"`
+	SkippedCount    int64   `json:"skipped_count"`
+	RejectedCount   int64   `json:"rejected_count"`
+	LeaseError      string  `json:"lease_error"`
+}
+
+// details fills the parts of st a person reads: the running command's last
+// line, the lease, the last five results.
+func (s *Session) details(st *Status, hb protocol.Heartbeat) {
+	var ex stateExtra
+	if b, err := os.ReadFile(s.path(protocol.FileState)); err == nil {
+		_ = json.Unmarshal(b, &ex) // Fields it cannot read stay zero.
+	}
+	st.SkippedCount, st.RejectedCount = ex.SkippedCount, ex.RejectedCount
+	if st.CurrentCmdID != "" {
+		if ex.CurrentLastLine != nil {
+			st.CurrentLastLine = *ex.CurrentLastLine
+		} else if c, err := s.Command(st.CurrentCmdID); err == nil {
+			st.CurrentLastLine = lastLine(s.path(filepath.Join(protocol.DirOutput, protocol.OutputName(c.Name))))
+		}
+		if ex.CurrentQuietMS != nil {
+			q := time.Duration(*ex.CurrentQuietMS) * time.Millisecond
+			st.CurrentQuiet = &q
+		}
+	}
+	st.Lease = s.leaseStatus(hb, ex.LeaseError)
+	st.LastResults = s.lastResults(5)
+}
+
+// lastLine returns the last non-empty line of a file's last 4 KiB, cut at
+// 256 bytes.
+func lastLine(path string) string {
+	f, err := fsq.CreateFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	off := max(fi.Size()-4096, 0)
+	b, _ := io.ReadAll(io.NewSectionReader(f, off, 4096))
+	b = bytes.TrimRight(b, "\r\n")
+	if i := bytes.LastIndexAny(b, "\r\n"); i >= 0 {
+		b = b[i+1:]
+	}
+	if len(b) > 256 {
+		b = b[len(b)-256:]
+	}
+	return string(bytes.ToValidUTF8(b, []byte("?")))
+}
+
+func (s *Session) leaseStatus(hb protocol.Heartbeat, runnerErr string) *LeaseStatus {
+	p := s.path(protocol.FileLease)
+	b, fi, err := fsq.ReadFile(p, 1<<16)
+	if os.IsNotExist(err) {
+		if runnerErr == "" {
+			return nil
+		}
+		return &LeaseStatus{Error: runnerErr}
+	}
+	ls := &LeaseStatus{Error: runnerErr}
+	if err != nil {
+		ls.Error = err.Error()
+		return ls
+	}
+	l, err := protocol.ParseLease(b)
+	if err != nil {
+		if ls.Error == "" {
+			ls.Error = err.Error()
+		}
+		return ls
+	}
+	ls.LeaseID, ls.TTLMS, ls.Owner = l.LeaseID, l.TTLMS, l.Owner
+	switch {
+	case l.TTLMS > 0:
+		if hbi, err := os.Stat(s.path(protocol.FileHeartbeat)); err == nil {
+			age := max(hbi.ModTime().Sub(fi.ModTime()), 0)
+			ls.Remaining = time.Duration(l.TTLMS)*time.Millisecond - age
+		}
+	case !hb.Timestamp.IsZero():
+		ls.Remaining = l.ExpiresAt.Sub(hb.Timestamp.Time)
+	}
+	return ls
+}
+
+// lastResults reads the n results with the highest seqs, newest first. It
+// lists result/ (names only) and reads n files.
+func (s *Session) lastResults(n int) []ResultBrief {
+	names, err := fsq.ReadNames(s.path(protocol.DirResult))
+	if err != nil {
+		return nil
+	}
+	type named struct {
+		name string
+		seq  int64
+	}
+	var all []named
+	for _, name := range names {
+		if seq, _, err := protocol.ParseCommandName(name); err == nil {
+			all = append(all, named{name, seq})
+		}
+	}
+	slices.SortFunc(all, func(a, b named) int { return cmp.Compare(b.seq, a.seq) })
+	var out []ResultBrief
+	for _, e := range all[:min(n, len(all))] {
+		b, _, err := fsq.ReadFile(s.path(filepath.Join(protocol.DirResult, e.name)), protocol.MaxCommandSize)
+		if err != nil {
+			continue
+		}
+		var r protocol.Result
+		if json.Unmarshal(b, &r) != nil {
+			continue
+		}
+		if r.CmdID == "" {
+			_, r.CmdID, _ = protocol.ParseCommandName(e.name)
+		}
+		out = append(out, ResultBrief{CmdID: r.CmdID, Seq: e.seq, Status: r.Status, ExitReason: r.ExitReason,
+			DurationMS: r.Stats.DurationMS, EndTS: r.EndTS})
+	}
+	return out
+}

@@ -1,0 +1,227 @@
+# Control requests of the SkillPilot Tcl master: the ctl/ mailbox (one file
+# per request, answered in ctl/ack/), stop, status, waitfor and ready.
+
+# request sends one control request through the mailbox and returns the
+# runner's reply as a dict, without interpreting its outcome (cancel and
+# stop do). As the Go master: with no live runner it writes nothing and
+# raises RUNNER_NOT_ALIVE (a request for no runner would only be stale for
+# the next one); otherwise it writes ctl/req_<seq>_<req_id>.json (temp file
+# + rename) naming the live runner's session_id, with op and the JSON
+# members in members (text such as "\"cmd_id\":\"x\""), and waits for
+# ctl/ack/<same name>, checking liveness meanwhile. A wait that fails
+# withdraws the request unless the runner took it. Options: -timeout ms,
+# -waitforrunner ms.
+proc ::skillpilot::request {dir op members args} {
+    variable version
+    variable seqWidth
+    variable waitForRunnerMs
+    set o [Opts [list -timeout -1 -waitforrunner $waitForRunnerMs] $args]
+    set dir [check $dir]
+    lassign [Alive $dir] alive why
+    if {!$alive} { Throw RUNNER_NOT_ALIVE "runner not alive: $why; nothing was written" }
+    set st [read_json [file join $dir state state.json] 1]
+    set id [new_id]
+    set seq [alloc_seq $dir]
+    set json "\{\"protocol_version\":$version,\"req_id\":[json::string $id],\"seq\":$seq,\"op\":[json::string $op]"
+    if {[dict exists $st session_id] && [dict get $st session_id] ne ""} {
+        append json ",\"session_id\":[json::string [dict get $st session_id]]"
+    }
+    append json ",\"ts\":[json::string [now_iso]],\"submitter\":[json::string [Owner]]"
+    if {$members ne ""} { append json ",$members" }
+    append json "\}"
+    set name [format "req_%0*lld_%s.json" $seqWidth $seq $id]
+    write_atomic [file join $dir ctl $name] $json
+    set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner]]
+    set ack [file join $dir ctl ack]
+    while 1 {
+        revalidate $ack
+        set reply [read_json [file join $ack $name]]
+        if {$reply ne ""} { return $reply }
+        if {[catch {WaitStep w "no reply to $name"} msg opts]} {
+            # Withdraw the request unless the runner took it meanwhile.
+            catch {file delete -- [file join $dir ctl $name]}
+            revalidate $ack
+            set reply [read_json [file join $ack $name]]
+            if {$reply ne ""} { return $reply }
+            return -options $opts $msg
+        }
+    }
+}
+
+# OutcomeCode is the error code of a reply outcome that is not a success.
+proc ::skillpilot::OutcomeCode {outcome} {
+    set map {not_found UNKNOWN_CMD_ID already_finished ALREADY_FINISHED idle IDLE not_running NOT_RUNNING
+             stale STALE expect_timeout WAIT_TIMEOUT}
+    return [expr {[dict exists $map $outcome] ? [dict get $map $outcome] : "REJECTED"}]
+}
+
+# cancel cancels cmd_id (running or queued), or with no cmd_id the running
+# command, and returns the reply (outcome cancelled_running or
+# cancelled_queued). Errors: UNKNOWN_CMD_ID (not_found), ALREADY_FINISHED,
+# IDLE, STALE, REJECTED, RUNNER_NOT_ALIVE, WAIT_TIMEOUT. Options: -timeout
+# ms, -waitforrunner ms.
+proc ::skillpilot::cancel {dir {cmd_id ""} args} {
+    if {$cmd_id eq ""} {
+        set members {"scope":"current"}
+    } elseif {![valid_id $cmd_id]} {
+        Throw USAGE "invalid cmd_id \"$cmd_id\""
+    } else {
+        set members "\"scope\":\"cmd_id\",\"cmd_id\":[json::string $cmd_id]"
+    }
+    set reply [request $dir cancel $members {*}$args]
+    set outcome [expr {[dict exists $reply outcome] ? [dict get $reply outcome] : ""}]
+    if {$outcome in {cancelled_running cancelled_queued}} { return $reply }
+    set what "cancel [expr {$cmd_id eq "" ? "(current)" : $cmd_id}]"
+    return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] \
+        "$what: $outcome: [expr {[dict exists $reply message] ? [dict get $reply message] : ""}]"
+}
+
+# stop asks the runner to stop and returns the reply (outcome accepted).
+# Options: -force 0|1, -wait 0|1, -timeout ms (bounds the whole call),
+# -waitforrunner ms. With no live runner it raises RUNNER_NOT_ALIVE and
+# writes nothing: a stop request never outlives the runner it was meant
+# for. With -wait it returns once the runner has stopped (phase stopped,
+# its lock free, or no heartbeat for the liveness window), so it cannot
+# block on a runner that died. The pre-1.0 form "stop dir ?mode? ?wait?"
+# still works.
+proc ::skillpilot::stop {dir args} {
+    variable waitForRunnerMs
+    if {[llength $args] && ![string match -* [lindex $args 0]]} {
+        set args [list -force [expr {[lindex $args 0] eq "force"}] -wait [expr {[llength $args] > 1 ? [lindex $args 1] : 0}]]
+    }
+    set o [Opts [list -force 0 -wait 0 -timeout -1 -waitforrunner $waitForRunnerMs] $args]
+    set dir [check $dir]
+    set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner]]
+    set mode [expr {[dict get $o -force] ? "force" : "graceful"}]
+    set reply [request $dir stop "\"mode\":\"$mode\"" -timeout [dict get $o -timeout] \
+                   -waitforrunner [dict get $o -waitforrunner]]
+    set outcome [expr {[dict exists $reply outcome] ? [dict get $reply outcome] : ""}]
+    if {$outcome ne "accepted"} {
+        return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] "stop: $outcome"
+    }
+    while {[dict get $o -wait]} {
+        set look [Observe $dir]
+        if {![dict get $look alive] && [dict get $look definite]} { break }
+        set now [clock milliseconds]
+        if {[dict get $w deadline] >= 0 && $now >= [dict get $w deadline]} {
+            Throw WAIT_TIMEOUT "the runner did not stop within [dict get $o -timeout] ms"
+        }
+        RenewLeases
+        after [expr {min(100, [dict get $w delay])}]
+        dict set w delay [expr {[dict get $w delay] * 2}]
+    }
+    return $reply
+}
+
+# state returns state/state.json as a dict ("" fields when missing).
+proc ::skillpilot::state {dir} {
+    revalidate [file join $dir state]
+    set st [read_json [file join $dir state state.json] 1]
+    foreach k {phase current_cmd_id reason session_id} {
+        if {![dict exists $st $k]} { dict set st $k "" }
+    }
+    return $st
+}
+
+# status returns what the Go master's Status reports, with the same keys,
+# liveness judged by the same rule (it may take up to two heartbeat periods
+# plus 250 ms).
+proc ::skillpilot::status {dir} {
+    variable version
+    set dir [check $dir]
+    set st [state $dir]
+    set hb [read_json [file join $dir state heartbeat.json] 1]
+    set out [dict create protocol_version $version alive 0 alive_reason "" dir $dir phase [dict get $st phase] \
+                 reason [dict get $st reason] session_id [dict get $st session_id] \
+                 current_cmd_id [dict get $st current_cmd_id] queue_depth 0 \
+                 heartbeat_counter [expr {[dict exists $hb counter] ? [dict get $hb counter] : 0}]]
+    foreach {k src} {runner_host hostname runner_pid runner_pid tool_pid tool_pid commands_done commands_done
+                     filesystem filesystem tool_starts tool_starts error error kind kind} {
+        if {[dict exists $st $src]} { dict set out $k [dict get $st $src] }
+    }
+    set n 0
+    foreach f [glob -nocomplain -tails -directory [file join $dir queue] cmd_*.json] {
+        if {[parse_name $f] ne ""} { incr n }
+    }
+    dict set out queue_depth $n
+    lassign [Alive $dir] alive why
+    dict set out alive $alive
+    dict set out alive_reason $why
+    dict set out can_serve [expr {$alive && [dict get $st phase] ni {error stopping}}]
+    return $out
+}
+
+# ready waits until a live runner serves the session (phase idle or busy)
+# and returns its status. RUNNER_NOT_ALIVE once no live runner has been
+# seen for -waitforrunner ms (a runner that gave up on a failing --init has
+# stopped); on -timeout CANNOT_SERVE when the runner is alive in phase error
+# (with its reason), else WAIT_TIMEOUT. The directory may not exist yet.
+proc ::skillpilot::ready {dir args} {
+    variable waitForRunnerMs
+    set o [Opts [list -timeout 60000 -waitforrunner $waitForRunnerMs] $args]
+    set start [clock milliseconds]
+    set end [expr {$start + [dict get $o -timeout]}]
+    set w ""
+    while 1 {
+        if {$w eq "" && ![catch {check $dir} d]} {
+            set dir $d
+            set w [WaitStart $dir -1 [dict get $o -waitforrunner]]
+            dict set w lastAlive $start
+        }
+        if {$w ne ""} {
+            dict set w nextLook 0
+            dict set w delay 0
+            WaitStep w "no runner ready"
+            set look [dict get $w look]
+            if {[dict get $look alive] && [Phase [dict get $look state]] in {idle busy}} { return [status $dir] }
+        } elseif {[clock milliseconds] - $start > [dict get $o -waitforrunner]} {
+            Throw RUNNER_NOT_ALIVE "runner not alive: $dir is not a session yet"
+        }
+        if {[clock milliseconds] >= $end} {
+            if {$w ne "" && [Phase [dict get $w look state]] eq "error"} {
+                set st [dict get $w look state]
+                Throw CANNOT_SERVE "no runner ready within [dict get $o -timeout] ms: the runner cannot serve\
+                    (phase error: [expr {[dict exists $st reason] ? [dict get $st reason] : ""}])"
+            }
+            Throw WAIT_TIMEOUT "no runner ready within [dict get $o -timeout] ms"
+        }
+        after 50
+    }
+}
+
+# waitfor waits until the regular expression re matches log/session.out at
+# or after byte cursor -from, and returns a dict: start, end (byte offsets),
+# match (the matched bytes) and resume_cursor (the end of the match: where
+# the next waitfor starts). Options: -from, -timeout ms, -waitforrunner ms.
+# On timeout the error code is {SKILLPILOT WAIT_TIMEOUT <resume_cursor>}.
+proc ::skillpilot::waitfor {dir re args} {
+    variable waitForRunnerMs
+    set o [Opts [list -from 0 -timeout -1 -waitforrunner $waitForRunnerMs] $args]
+    set dir [check $dir]
+    set from [dict get $o -from]
+    set buf ""
+    set bufStart $from
+    set readAt $from
+    set spool [file join $dir log session.out]
+    set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner]]
+    while 1 {
+        set chunk [read_range $spool $readAt]
+        append buf $chunk
+        incr readAt [string length $chunk]
+        if {[regexp -indices -- $re $buf m]} {
+            lassign $m s e
+            return [dict create start [expr {$bufStart + $s}] end [expr {$bufStart + $e + 1}] \
+                        match [string range $buf $s $e] resume_cursor [expr {$bufStart + $e + 1}]]
+        }
+        if {[string length $buf] > 65536} {
+            set cut [expr {[string length $buf] - 65536}]
+            set buf [string range $buf $cut end]
+            incr bufStart $cut
+        }
+        if {[catch {WaitStep w "no match for $re"} msg opts]} {
+            set ec [dict get $opts -errorcode]
+            if {[lindex $ec 1] eq "WAIT_TIMEOUT"} { set ec [list SKILLPILOT WAIT_TIMEOUT $readAt] }
+            return -code error -errorcode $ec $msg
+        }
+    }
+}

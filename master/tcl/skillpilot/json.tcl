@@ -1,0 +1,209 @@
+# A small JSON reader and string writer for Tcl 8.6 (no packages), for the
+# files a SkillPilot runner writes: results, state, heartbeat, replies.
+#
+#   skillpilot::json::parse $text     -> a Tcl value
+#   skillpilot::json::string $s       -> "s" as a JSON string literal
+#
+# Objects become dicts, arrays lists, strings their text (every escape of
+# RFC 8259 decoded: \" \\ \/ \b \f \n \r \t and \uXXXX, surrogate pairs
+# included), numbers their literal text, true and false stay "true" and
+# "false" (valid Tcl booleans), null becomes "". Malformed input raises an
+# error with -errorcode {SKILLPILOT JSON <offset>}.
+
+namespace eval ::skillpilot::json {}
+
+proc ::skillpilot::json::parse {text} {
+    set i 0
+    set v [Value $text i]
+    Ws $text i
+    if {$i < [::string length $text]} {
+        Fail $i "unexpected [Near $text $i] after the value"
+    }
+    return $v
+}
+
+proc ::skillpilot::json::Fail {i msg} {
+    return -code error -level 2 -errorcode [list SKILLPILOT JSON $i] "JSON at offset $i: $msg"
+}
+
+proc ::skillpilot::json::Near {text i} {
+    if {$i >= [::string length $text]} { return "end of text" }
+    return "\"[::string range $text $i [expr {$i + 9}]]\""
+}
+
+proc ::skillpilot::json::Ws {text iVar} {
+    upvar 1 $iVar i
+    regexp -start $i -indices {\A[ \t\n\r]*} $text m
+    set i [expr {[lindex $m 1] + 1}]
+}
+
+proc ::skillpilot::json::Value {text iVar} {
+    upvar 1 $iVar i
+    Ws $text i
+    switch -- [::string index $text $i] {
+        "\{" { return [Object $text i] }
+        "\[" { return [Array $text i] }
+        "\"" { return [String $text i] }
+        "t" { return [Literal $text i true true] }
+        "f" { return [Literal $text i false false] }
+        "n" { return [Literal $text i null ""] }
+        "" { Fail $i "unexpected end of text" }
+    }
+    if {![regexp -start $i -indices {\A-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?} $text m]} {
+        Fail $i "unexpected [Near $text $i]"
+    }
+    set i [expr {[lindex $m 1] + 1}]
+    return [::string range $text [lindex $m 0] [lindex $m 1]]
+}
+
+proc ::skillpilot::json::Literal {text iVar word value} {
+    upvar 1 $iVar i
+    set end [expr {$i + [::string length $word] - 1}]
+    if {[::string range $text $i $end] ne $word} {
+        Fail $i "unexpected [Near $text $i]"
+    }
+    set i [expr {$end + 1}]
+    return $value
+}
+
+proc ::skillpilot::json::Object {text iVar} {
+    upvar 1 $iVar i
+    incr i
+    set d [dict create]
+    Ws $text i
+    if {[::string index $text $i] eq "\}"} {
+        incr i
+        return $d
+    }
+    while 1 {
+        Ws $text i
+        if {[::string index $text $i] ne "\""} {
+            Fail $i "expected a string key, found [Near $text $i]"
+        }
+        set k [String $text i]
+        Ws $text i
+        if {[::string index $text $i] ne ":"} {
+            Fail $i "expected ':', found [Near $text $i]"
+        }
+        incr i
+        dict set d $k [Value $text i]
+        Ws $text i
+        switch -- [::string index $text $i] {
+            "," { incr i }
+            "\}" { incr i; return $d }
+            default { Fail $i "expected ',' or '\}', found [Near $text $i]" }
+        }
+    }
+}
+
+proc ::skillpilot::json::Array {text iVar} {
+    upvar 1 $iVar i
+    incr i
+    set l {}
+    Ws $text i
+    if {[::string index $text $i] eq "\]"} {
+        incr i
+        return $l
+    }
+    while 1 {
+        lappend l [Value $text i]
+        Ws $text i
+        switch -- [::string index $text $i] {
+            "," { incr i }
+            "\]" { incr i; return $l }
+            default { Fail $i "expected ',' or '\]', found [Near $text $i]" }
+        }
+    }
+}
+
+proc ::skillpilot::json::String {text iVar} {
+    upvar 1 $iVar i
+    if {![regexp -start $i -indices {\A"((?:[^"\\]|\\.)*)"} $text m inner]} {
+        Fail $i "unterminated string"
+    }
+    set i [expr {[lindex $m 1] + 1}]
+    set raw [::string range $text [lindex $inner 0] [lindex $inner 1]]
+    if {[::string first \\ $raw] < 0} {
+        return $raw
+    }
+    return [Unescape $raw [lindex $inner 0]]
+}
+
+# Unescape decodes the escapes of a string's body. A \u escape becomes the
+# character whose UTF-8 encoding it names, so the result equals what reading
+# the same character unescaped from a UTF-8 file gives, in any Tcl build; a
+# surrogate pair is one character, a lone surrogate U+FFFD.
+proc ::skillpilot::json::Unescape {s at} {
+    set out ""
+    set p 0
+    while {[set b [::string first \\ $s $p]] >= 0} {
+        append out [::string range $s $p [expr {$b - 1}]]
+        set e [::string index $s [expr {$b + 1}]]
+        set p [expr {$b + 2}]
+        switch -- $e {
+            \" - \\ - / { append out $e }
+            b { append out \b }
+            f { append out \f }
+            n { append out \n }
+            r { append out \r }
+            t { append out \t }
+            u {
+                set cp [Hex4 $s [expr {$b + 2}] [expr {$at + $b}]]
+                set p [expr {$b + 6}]
+                if {$cp >= 0xD800 && $cp <= 0xDBFF && [::string range $s $p [expr {$p + 1}]] eq "\\u"} {
+                    set lo [Hex4 $s [expr {$p + 2}] [expr {$at + $p}]]
+                    if {$lo >= 0xDC00 && $lo <= 0xDFFF} {
+                        set cp [expr {0x10000 + (($cp - 0xD800) << 10) + ($lo - 0xDC00)}]
+                        set p [expr {$p + 6}]
+                    }
+                }
+                if {$cp >= 0xD800 && $cp <= 0xDFFF} { set cp 0xFFFD }
+                append out [Char $cp]
+            }
+            default { Fail [expr {$at + $b}] "bad escape \\$e" }
+        }
+    }
+    return $out[::string range $s $p end]
+}
+
+proc ::skillpilot::json::Hex4 {s from at} {
+    set h [::string range $s $from [expr {$from + 3}]]
+    if {![regexp {^[0-9a-fA-F]{4}$} $h]} {
+        Fail $at "bad \\u escape"
+    }
+    return [expr {"0x$h" + 0}]
+}
+
+proc ::skillpilot::json::Char {cp} {
+    if {$cp < 0x80} {
+        set bytes [binary format c $cp]
+    } elseif {$cp < 0x800} {
+        set bytes [binary format cc [expr {0xC0 | ($cp >> 6)}] [expr {0x80 | ($cp & 0x3F)}]]
+    } elseif {$cp < 0x10000} {
+        set bytes [binary format ccc [expr {0xE0 | ($cp >> 12)}] [expr {0x80 | (($cp >> 6) & 0x3F)}] \
+            [expr {0x80 | ($cp & 0x3F)}]]
+    } else {
+        set bytes [binary format cccc [expr {0xF0 | ($cp >> 18)}] [expr {0x80 | (($cp >> 12) & 0x3F)}] \
+            [expr {0x80 | (($cp >> 6) & 0x3F)}] [expr {0x80 | ($cp & 0x3F)}]]
+    }
+    return [encoding convertfrom utf-8 $bytes]
+}
+
+# string returns s as a JSON string literal: quotes, backslashes and
+# control characters escaped, everything else as is (files are UTF-8).
+proc ::skillpilot::json::string {s} {
+    set s [::string map {\\ \\\\ \" \\\" \n \\n \r \\r \t \\t \b \\b \f \\f} $s]
+    if {[regexp {[\x00-\x1f\x7f]} $s]} {
+        set out ""
+        foreach ch [split $s ""] {
+            scan $ch %c c
+            if {$c < 0x20 || $c == 0x7f} {
+                append out [format \\u%04x $c]
+            } else {
+                append out $ch
+            }
+        }
+        set s $out
+    }
+    return "\"$s\""
+}

@@ -1,0 +1,7 @@
+# package require skillpilot: the SkillPilot master for Tcl 8.6.
+package ifneeded skillpilot 1.0 [list apply {{dir} {
+    foreach f {json.tcl files.tcl skillpilot.tcl wait.tcl control.tcl} {
+        source -encoding utf-8 [file join $dir $f]
+    }
+    package provide skillpilot 1.0
+}} $dir]

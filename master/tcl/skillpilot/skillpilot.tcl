@@ -1,0 +1,214 @@
+# SkillPilot master for Tcl 8.6 (no packages), usable inside any Tcl-based
+# EDA tool:
+#
+#   package require skillpilot
+#   set r [skillpilot::run /path/to/session {puts hello; expr 6*7}]
+#   puts "[dict get $r status] [dict get $r value]"
+#   puts -nonewline [skillpilot::output /path/to/session $r]
+#
+# It follows PROTOCOL.md: seq allocation by exclusive create in seq/, atomic
+# writes (temp file + rename, mode 0600), results in result/, control
+# requests in the ctl/ mailbox, liveness by the heartbeat counter on this
+# host's clock (and, on a local filesystem, the runner's flock).
+#
+# Errors are raised with -errorcode {SKILLPILOT CODE ...}; CODE and the
+# exit code of the master CLI that goes with it (skillpilot::exitcode):
+#   COMMAND_FAILED 1  USAGE 2  WAIT_TIMEOUT 3  COMMAND_TIMEOUT 3  CANCELLED 4
+#   SESSION_MISSING 5  RUNNER_NOT_ALIVE 5  CANNOT_SERVE 5  STALE 5  UNKNOWN_CMD_ID 6
+#   NOT_RUNNING 7  ALREADY_FINISHED 7  IDLE 7  REJECTED 10  IO_ERROR 10
+# Errors for a result that is not ok carry the result dict as a third
+# element: {SKILLPILOT COMMAND_FAILED <result>}.
+
+namespace eval ::skillpilot {
+    variable version 1
+    # Polling starts at 1 ms and doubles up to pollMs while nothing changes.
+    variable pollMs 100
+    # Every wait fails with RUNNER_NOT_ALIVE once no live runner has been
+    # seen for this long (ms); -waitforrunner overrides it per call.
+    variable waitForRunnerMs 10000
+    variable leaseCounter 0
+    # Per session directory: the last heartbeat counter seen and when.
+    variable hbSeen
+    array set hbSeen {}
+    variable fsCache
+    array set fsCache {}
+    # Leases kept by keeplease: dir -> {ttl_ms lease_id next_ms}.
+    variable leases
+    array set leases {}
+}
+
+proc ::skillpilot::exitcode {errorcode} {
+    if {[lindex $errorcode 0] ne "SKILLPILOT"} { return 10 }
+    set map {COMMAND_FAILED 1 USAGE 2 WAIT_TIMEOUT 3 COMMAND_TIMEOUT 3 CANCELLED 4 SESSION_MISSING 5
+             RUNNER_NOT_ALIVE 5 CANNOT_SERVE 5 STALE 5 UNKNOWN_CMD_ID 6 NOT_RUNNING 7 ALREADY_FINISHED 7 IDLE 7}
+    set code [lindex $errorcode 1]
+    return [expr {[dict exists $map $code] ? [dict get $map $code] : 10}]
+}
+
+# Opts merges "-name value" arguments into defaults; an unknown name is a
+# USAGE error.
+proc ::skillpilot::Opts {defaults arglist} {
+    if {[llength $arglist] % 2} {
+        Throw USAGE "options must come in pairs: $arglist"
+    }
+    foreach {k v} $arglist {
+        if {![dict exists $defaults $k]} {
+            Throw USAGE "unknown option $k: expected one of [join [dict keys $defaults] {, }]"
+        }
+        dict set defaults $k $v
+    }
+    return $defaults
+}
+
+proc ::skillpilot::check {dir} {
+    revalidate $dir
+    revalidate [file dirname $dir]
+    if {![file isdirectory [file join $dir queue]]} {
+        Throw SESSION_MISSING "not a session directory (no queue/): $dir"
+    }
+    if {![file isdirectory [file join $dir seq]]} {
+        catch {file mkdir [file join $dir seq]}
+    }
+    return [file normalize $dir]
+}
+
+proc ::skillpilot::Network {dir} {
+    variable fsCache
+    if {![info exists fsCache($dir)]} { set fsCache($dir) [lindex [fs_type $dir] 1] }
+    return $fsCache($dir)
+}
+
+proc ::skillpilot::Owner {} {
+    return "tcl-master@[info hostname]:[pid]"
+}
+
+# --- commands ---------------------------------------------------------------
+
+# submit queues payload and returns the command's file name. Options:
+# -kind (default: the runner's, else tcl), -timeout (seconds; 0: the
+# runner's default), -cancel_policy, -cmd_id (default: a new UUIDv7).
+proc ::skillpilot::submit {dir payload args} {
+    variable version
+    variable seqWidth
+    set dir [check $dir]
+    set o [Opts {-kind "" -timeout 0 -cancel_policy "" -cmd_id ""} $args]
+    set id [dict get $o -cmd_id]
+    if {$id eq ""} {
+        set id [new_id]
+    } elseif {![valid_id $id]} {
+        Throw USAGE "invalid cmd_id \"$id\": 1-128 characters of \[A-Za-z0-9._-\]"
+    }
+    set kind [dict get $o -kind]
+    if {$kind eq ""} {
+        set st [read_json [file join $dir state state.json] 1]
+        set kind [expr {[dict exists $st kind] && [dict get $st kind] in {tcl sh} ? [dict get $st kind] : "tcl"}]
+    }
+    if {$kind ni {tcl sh}} { Throw USAGE "kind must be tcl or sh, not \"$kind\"" }
+    set timeout [dict get $o -timeout]
+    if {![string is double -strict $timeout] || $timeout < 0} { Throw USAGE "-timeout must be seconds >= 0" }
+    set policy [dict get $o -cancel_policy]
+    if {$policy ni {"" ctrl_c terminate_tool terminate_session}} { Throw USAGE "unknown -cancel_policy $policy" }
+    set seq [alloc_seq $dir]
+    set json "\{\"protocol_version\":$version,\"cmd_id\":[json::string $id],\"seq\":$seq"
+    append json ",\"kind\":[json::string $kind],\"payload\":[json::string $payload]"
+    if {$timeout > 0} { append json ",\"timeout_s\":$timeout" }
+    if {$policy ne ""} { append json ",\"cancel_policy\":[json::string $policy]" }
+    append json ",\"submitted_at\":[json::string [now_iso]],\"submitter\":[json::string [Owner]]\}"
+    set name [format "cmd_%0*lld_%s.json" $seqWidth $seq $id]
+    write_atomic [file join $dir queue $name] $json
+    return $name
+}
+
+# find returns the file name of the command whose cmd_id is exactly cmd (a
+# file name is returned as is). Directories are listed in the order a
+# command moves through them, so a command that moves meanwhile is found.
+proc ::skillpilot::find {dir cmd} {
+    if {[parse_name $cmd] ne ""} { return $cmd }
+    if {![valid_id $cmd]} { Throw USAGE "invalid cmd_id \"$cmd\"" }
+    foreach d {queue inflight result} {
+        revalidate [file join $dir $d]
+        foreach n [glob -nocomplain -tails -directory [file join $dir $d] cmd_*.json] {
+            if {[lindex [parse_name $n] 1] eq $cmd} { return $n }
+        }
+    }
+    Throw UNKNOWN_CMD_ID "no command $cmd in this session"
+}
+
+# result returns the command's result as a dict (every field of the result
+# file, plus name, error_code and error_message), or "" while it has none.
+proc ::skillpilot::result {dir cmd} {
+    set name [find $dir $cmd]
+    revalidate [file join $dir result]
+    set r [read_json [file join $dir result $name]]
+    if {$r eq ""} { return "" }
+    dict set r name $name
+    foreach k {cmd_id status exit_reason tool_rc value value_truncated output_path exit_code signal} {
+        if {![dict exists $r $k]} { dict set r $k "" }
+    }
+    set err [expr {[dict exists $r error] ? [dict get $r error] : {}}]
+    dict set r error_code [expr {[dict exists $err code] ? [dict get $err code] : ""}]
+    dict set r error_message [expr {[dict exists $err message] ? [dict get $err message] : ""}]
+    return $r
+}
+
+proc ::skillpilot::ResultError {r} {
+    set st [dict get $r status]
+    set code [expr {$st eq "timeout" ? "COMMAND_TIMEOUT" : $st eq "cancelled" ? "CANCELLED" : "COMMAND_FAILED"}]
+    set why [dict get $r error_message]
+    if {$why eq ""} { set why [dict get $r exit_reason] }
+    return -code error -level 2 -errorcode [list SKILLPILOT $code $r] "command [dict get $r cmd_id]: $st: $why"
+}
+
+# wait returns the command's result dict. Options: -timeout ms (< 0: no
+# limit; WAIT_TIMEOUT), -check 1 (a status other than ok raises
+# COMMAND_FAILED, COMMAND_TIMEOUT or CANCELLED), -waitforrunner ms (the dead
+# grace; RUNNER_NOT_ALIVE). The pre-1.0 form "wait dir cmd ?timeout_ms?
+# ?check?" still works.
+proc ::skillpilot::wait {dir cmd args} {
+    variable waitForRunnerMs
+    if {[llength $args] && ![string match -* [lindex $args 0]]} {
+        set args [list -timeout [lindex $args 0] -check [expr {[llength $args] > 1 ? [lindex $args 1] : 1}]]
+    }
+    set o [Opts [list -timeout -1 -check 1 -waitforrunner $waitForRunnerMs] $args]
+    set dir [check $dir]
+    set name [find $dir $cmd]
+    set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner]]
+    while 1 {
+        set r [result $dir $name]
+        if {$r ne ""} {
+            if {[dict get $o -check] && [dict get $r status] ne "ok"} { ResultError $r }
+            return $r
+        }
+        WaitStep w "no result for $name"
+    }
+}
+
+# run submits payload and waits for its result. Options: those of submit,
+# -waittimeout ms, -waitforrunner ms and -check (default 0: the result is
+# returned whatever its status).
+proc ::skillpilot::run {dir payload args} {
+    variable waitForRunnerMs
+    set o [Opts [list -kind "" -timeout 0 -cancel_policy "" -cmd_id "" -waittimeout -1 -check 0 \
+                     -waitforrunner $waitForRunnerMs] $args]
+    set name [submit $dir $payload {*}[dict remove $o -waittimeout -check -waitforrunner]]
+    return [wait $dir $name -timeout [dict get $o -waittimeout] -check [dict get $o -check] \
+                -waitforrunner [dict get $o -waitforrunner]]
+}
+
+# output returns the command's output (a result dict or a cmd_id) decoded
+# from UTF-8; offset and length are byte positions.
+proc ::skillpilot::output {dir r {offset 0} {length -1}} {
+    set dir [check $dir]
+    if {[llength $r] > 1 && [dict exists $r output_path]} {
+        set rel [dict get $r output_path]
+        # A command that never ran (cancelled before start, runner restarted) has none.
+        if {$rel eq ""} { return "" }
+    } else {
+        set rel output/[string range [find $dir $r] 0 end-5].out
+    }
+    if {![string match output/* $rel] || ".." in [file split $rel]} {
+        Throw IO_ERROR "result has no usable output_path: $rel"
+    }
+    revalidate [file join $dir output]
+    return [encoding convertfrom utf-8 [read_range [file join $dir {*}[split $rel /]] $offset $length]]
+}

@@ -1,0 +1,186 @@
+# Waiting in the SkillPilot Tcl master: adaptive polling, liveness (PROTOCOL.md
+# section 8, the same rule as the Go and Python masters), lease renewal.
+#
+# The runner is dead at once when its phase is "stopped" or, on a local
+# filesystem only, when its flock is free; otherwise it is alive while its
+# heartbeat counter moves within 2 x interval_ms + 250 ms of this host's
+# clock. Every wait fails with RUNNER_NOT_ALIVE once no live runner has been
+# seen for the dead grace (-waitforrunner ms, default 10000).
+
+proc ::skillpilot::Window {hb} {
+    set iv 1000
+    if {[dict exists $hb interval_ms] && [string is double -strict [dict get $hb interval_ms]] &&
+        [dict get $hb interval_ms] > 0} {
+        set iv [dict get $hb interval_ms]
+    }
+    return [expr {int(2 * max($iv, 100) + 250)}]
+}
+
+proc ::skillpilot::StoppedReason {st} {
+    set why [expr {[dict exists $st reason] ? [dict get $st reason] : ""}]
+    if {[dict exists $st error message] && [string first [dict get $st error message] $why] < 0} {
+        set why [expr {$why eq "" ? "" : "$why: "}][dict get $st error message]
+    }
+    return "the runner stopped[expr {$why eq "" ? "" : " ($why)"}]"
+}
+
+proc ::skillpilot::Phase {d} {
+    return [expr {[dict exists $d phase] ? [dict get $d phase] : ""}]
+}
+
+# Observe takes one look at the runner of dir, as the Go master's observe
+# does, and returns a dict: alive (the counter was seen moving within the
+# window), definite (when not alive: no further watching needed), reason,
+# state (state.json). Dead at once: no state, phase stopped, or on a local
+# filesystem a free flock.
+proc ::skillpilot::Observe {dir} {
+    variable hbSeen
+    revalidate [file join $dir state]
+    set st [read_json [file join $dir state state.json] 1]
+    set hb [read_json [file join $dir state heartbeat.json] 1]
+    set look [dict create alive 0 definite 1 reason "" state $st]
+    if {$st eq "" && $hb eq ""} { return [dict replace $look reason "no runner has written state yet"] }
+    if {[Phase $st] eq "stopped" || [Phase $hb] eq "stopped"} { return [dict replace $look reason [StoppedReason $st]] }
+    if {![Network $dir] && [lock_held [file join $dir state runner.lock]] == 0} {
+        return [dict replace $look reason "the runner's lock is free"]
+    }
+    if {$hb eq ""} { return [dict replace $look definite 0 reason "no heartbeat yet"] }
+    # The runner's session_id with the counter: a new runner counts from the
+    # start again and may reach the number the previous one stopped at.
+    set c [list [expr {[dict exists $hb session_id] ? [dict get $hb session_id] : ""}] \
+               [expr {[dict exists $hb counter] ? [dict get $hb counter] : ""}]]
+    set now [clock milliseconds]
+    if {![info exists hbSeen($dir)] || [lindex $hbSeen($dir) 0] ne $c} {
+        set hbSeen($dir) [list $c $now [info exists hbSeen($dir)]]
+    }
+    lassign $hbSeen($dir) -> at moved
+    set age [expr {$now - $at}]
+    set window [Window $hb]
+    if {$moved && $age <= $window} { return [dict replace $look alive 1 definite 0 reason "heartbeat counter moved"] }
+    if {$age > $window} {
+        return [dict replace $look reason "heartbeat counter has not moved for [format %.1f [expr {$age / 1000.0}]]s"]
+    }
+    return [dict replace $look definite 0 reason "heartbeat counter not seen moving yet"]
+}
+
+# Alive judges liveness as the Go master's Status does: looks every 50 ms
+# until one decides (at most one window; 10 s for a heartbeat that claims a
+# huge interval). Returns {0|1 reason}.
+proc ::skillpilot::Alive {dir} {
+    set look [Observe $dir]
+    set end [expr {[clock milliseconds] + 10000}]
+    while {![dict get $look alive] && ![dict get $look definite]} {
+        if {[clock milliseconds] >= $end} { return {0 "heartbeat counter did not move"} }
+        after 50
+        set look [Observe $dir]
+    }
+    return [list [dict get $look alive] [dict get $look reason]]
+}
+
+# WaitStart returns the state of one wait; WaitStep sleeps once (1 ms first,
+# doubling to pollMs), after checking the caller's deadline and the runner's
+# liveness and renewing kept leases.
+proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
+    variable waitForRunnerMs
+    if {![string is double -strict $timeout_ms] || ![string is double -strict $grace_ms]} {
+        Throw USAGE "timeouts are numbers of milliseconds"
+    }
+    if {$grace_ms <= 0} { set grace_ms $waitForRunnerMs }
+    set now [clock milliseconds]
+    return [dict create dir $dir timeout $timeout_ms deadline [expr {$timeout_ms < 0 ? -1 : $now + $timeout_ms}] \
+                grace $grace_ms lastAlive $now nextLook 0 delay 1 \
+                look [dict create alive 0 definite 0 reason "no look yet" state {}]]
+}
+
+proc ::skillpilot::WaitStep {wVar what} {
+    variable pollMs
+    upvar 1 $wVar w
+    set now [clock milliseconds]
+    set deadline [dict get $w deadline]
+    if {$deadline >= 0 && $now >= $deadline} {
+        Throw WAIT_TIMEOUT "$what within [dict get $w timeout] ms"
+    }
+    if {$now >= [dict get $w nextLook]} {
+        # Every 250 ms: a look parses two JSON files in Tcl (about 0.35 ms).
+        dict set w nextLook [expr {$now + 250}]
+        set look [Observe [dict get $w dir]]
+        dict set w look $look
+        if {[dict get $look alive]} {
+            dict set w lastAlive $now
+        } elseif {$now - [dict get $w lastAlive] > [dict get $w grace]} {
+            Throw RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; no live runner seen for\
+                [format %.1f [expr {($now - [dict get $w lastAlive]) / 1000.0}]]s (raise with -waitforrunner)"
+        }
+    }
+    RenewLeases
+    set d [dict get $w delay]
+    if {$deadline >= 0} { set d [expr {max(0, min($d, $deadline - $now))}] }
+    after [expr {int($d)}]
+    dict set w delay [expr {min([dict get $w delay] * 2, $pollMs)}]
+}
+
+# --- lease --------------------------------------------------------------------
+
+# lease writes state/lease.json once: the runner stops when it has seen no
+# renewal for ttl_ms on its own clock.
+proc ::skillpilot::lease {dir ttl_ms {lease_id tcl-lease}} {
+    variable leaseCounter
+    variable version
+    set dir [check $dir]
+    if {![string is wideinteger -strict $ttl_ms] || $ttl_ms <= 0} { Throw USAGE "ttl_ms must be a positive integer" }
+    incr leaseCounter
+    set exp [expr {[clock milliseconds] + $ttl_ms}]
+    write_atomic [file join $dir state lease.json] "\{\"protocol_version\":$version,\"lease_id\":[json::string $lease_id],\
+\"ttl_ms\":$ttl_ms,\"counter\":$leaseCounter,\"expires_at\":$exp,\"owner\":[json::string [Owner]]\}"
+}
+
+# keeplease writes the lease and keeps renewing it every ttl_ms/3: inside
+# every skillpilot wait, and from the event loop whenever it runs (after).
+# Tcl has no thread the work cannot block: a long command of the host
+# application that is not a skillpilot wait delays renewals, so choose
+# ttl_ms longer than such pauses. "keeplease dir 0" stops. A renewal that
+# fails is reported on stderr and kept: see lease_error.
+proc ::skillpilot::keeplease {dir ttl_ms {lease_id ""}} {
+    variable leases
+    set dir [check $dir]
+    if {$ttl_ms == 0} {
+        array unset leases $dir
+        return
+    }
+    if {$lease_id eq ""} { set lease_id lease-[new_id] }
+    lease $dir $ttl_ms $lease_id
+    set leases($dir) [list $ttl_ms $lease_id [expr {[clock milliseconds] + $ttl_ms / 3}] ""]
+    after [expr {max(1, $ttl_ms / 3)}] ::skillpilot::LeaseTimer
+    return $lease_id
+}
+
+proc ::skillpilot::lease_error {dir} {
+    variable leases
+    set dir [file normalize $dir]
+    return [expr {[info exists leases($dir)] ? [lindex $leases($dir) 3] : ""}]
+}
+
+proc ::skillpilot::LeaseTimer {} {
+    variable leases
+    RenewLeases
+    set next ""
+    foreach dir [array names leases] {
+        set due [expr {[lindex $leases($dir) 2] - [clock milliseconds]}]
+        if {$next eq "" || $due < $next} { set next $due }
+    }
+    if {$next ne ""} { after [expr {max(1, $next)}] ::skillpilot::LeaseTimer }
+}
+
+proc ::skillpilot::RenewLeases {} {
+    variable leases
+    set now [clock milliseconds]
+    foreach dir [array names leases] {
+        lassign $leases($dir) ttl id due err
+        if {$now < $due} { continue }
+        if {[catch {lease $dir $ttl $id} msg]} {
+            set err $msg
+            puts stderr "skillpilot: renew lease: $msg"
+        }
+        set leases($dir) [list $ttl $id [expr {$now + $ttl / 3}] $err]
+    }
+}

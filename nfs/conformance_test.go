@@ -1,0 +1,37 @@
+package nfs
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/skillpilot/skillpilot/conformance"
+)
+
+func TestMain(m *testing.M) {
+	conformance.Main() // This binary also serves as the runner, the master CLI and the Go adapters.
+	os.Exit(m.Run())
+}
+
+// TestNFSConformance runs the conformance suite (conformance/scenarios)
+// with every runner on client A and every master on client B, in a UTS
+// namespace of its own (host "hostb"): the same scenarios and expectations
+// as on one host, across two NFS clients.
+func TestNFSConformance(t *testing.T) {
+	if mountA == "" || mountB == "" || repo == "" {
+		t.Skip("not on NFS: run make test-nfs")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const root = "conformance"
+	if err := os.MkdirAll(filepath.Join(mountA, root), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conformance.Run(t, conformance.Env{
+		Repo: repo, Bin: conformance.MakeBin(t), Self: self,
+		RunnerRoot: filepath.Join(mountA, root), MasterRoot: filepath.Join(mountB, root),
+		MasterPrefix: []string{"unshare", "--uts", "sh", "-c", `hostname hostb; exec "$@"`, "sh"},
+	})
+}

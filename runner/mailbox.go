@@ -1,0 +1,377 @@
+package runner
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// The control mailbox (PROTOCOL.md section 9): every request is its own
+// file, ctl/req_<seq>_<req_id>.json, so no request can overwrite another.
+// The runner takes them in (seq, name) order, each exactly once:
+//
+//	validate -> act -> event -> reply (ctl/ack/<same name>) -> delete
+//
+// A request that already has a reply (the runner died between reply and
+// delete) is only deleted. A request that was acted on but has no reply
+// (the runner died between act and reply) is stale for the next runner
+// (another session_id, or an mtime older than its start), so it is never
+// acted on twice.
+
+// mailbox is the runner's state for ctl/. It is owned by the Run goroutine.
+type mailbox struct {
+	// startMod is the runner's start on the filesystem's clock: the mtime
+	// of tmp/started, written at start and removed. A request without session_id, or a
+	// legacy file, older than it was meant for an earlier runner.
+	startMod time.Time
+	seen     map[string]fileSeen // files not yet complete, by name in ctl/
+	recheck  time.Time           // when to look at an incomplete file again
+	unsent   map[string][]byte   // replies acted on whose write failed, retried
+	moved    int64               // names files moved into tmp/
+}
+
+// fileSeen is how an incomplete file looked when it last changed.
+type fileSeen struct {
+	size int64
+	mod  time.Time
+	at   time.Time // our clock
+}
+
+// startedFile is written (and removed) at start; its mtime is the runner's
+// start as the session's filesystem tells time.
+const startedFile = "started"
+
+// initMailbox records the runner's start on the filesystem's clock. It
+// writes tmp/started, then touches it until its mtime moves past the first
+// one, so that a request written in the same timestamp tick as the start
+// (just before it) counts as older. The price is that a request without
+// session_id written within that tick after the start is judged stale too;
+// masters set session_id, and a stale stop is the worse mistake.
+func (r *Runner) initMailbox() {
+	m := &r.mbox
+	m.seen, m.unsent = map[string]fileSeen{}, map[string][]byte{}
+	p := r.path(rel(protocol.DirTmp, startedFile))
+	first, err := writeStamp(p, r.sessionID)
+	if err == nil {
+		m.startMod = first
+		for deadline := time.Now().Add(1100 * time.Millisecond); time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+			var fi os.FileInfo
+			if err = fsq.TouchDir(p); err == nil {
+				fi, err = os.Lstat(p)
+			}
+			if err != nil {
+				break
+			}
+			if fi.ModTime().After(first) {
+				m.startMod = fi.ModTime()
+				break
+			}
+		}
+		_ = os.Remove(p) // Only its mtime was needed; tmp/ is left empty.
+	}
+	if err != nil {
+		// Our own clock is the same clock on a local filesystem.
+		m.startMod = time.Now()
+		r.log.Warn("cannot record the start time on the session's filesystem; using the runner's clock", "err", err)
+	}
+}
+
+// writeStamp creates p and returns its mtime.
+func writeStamp(p, content string) (time.Time, error) {
+	f, err := fsq.CreateFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer f.Close()
+	if _, err := f.WriteString(content + "\n"); err != nil {
+		return time.Time{}, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fi.ModTime(), nil
+}
+
+// checkCtl looks at every file in ctl/: the legacy single-slot files, then
+// the mailbox in (seq, name) order. It stops at a request still being
+// written (the order of requests is part of the contract) and comes back
+// at m.recheck.
+func (r *Runner) checkCtl() {
+	ctl := r.path(protocol.DirCtl)
+	fsq.Revalidate(ctl) // See fsq.Revalidate: requests come from other hosts.
+	r.mbox.recheck = time.Time{}
+	r.takeLegacy(protocol.FileCancel)
+	r.takeLegacy(protocol.FileStop)
+	names, err := fsq.ReadNames(ctl)
+	if err != nil {
+		r.log.Warn("list ctl/", "err", err)
+		return
+	}
+	type entry struct {
+		name string
+		seq  int64
+	}
+	var reqs []entry
+	for _, n := range names {
+		if !protocol.IsRequestName(n) {
+			continue
+		}
+		seq, _, err := protocol.ParseRequestName(n)
+		if err != nil {
+			r.rejectRequestName(n)
+			continue
+		}
+		reqs = append(reqs, entry{n, seq})
+	}
+	slices.SortFunc(reqs, func(a, b entry) int { return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(a.name, b.name)) })
+	for _, e := range reqs {
+		if !r.takeRequest(e.name) {
+			break
+		}
+	}
+}
+
+// takeRequest handles ctl/<name>. It returns false when the request cannot
+// be decided yet (still being written, or unreadable for now).
+func (r *Runner) takeRequest(name string) bool {
+	m := &r.mbox
+	p := r.path(rel(protocol.DirCtl, name))
+	if b, ok := m.unsent[name]; ok {
+		if r.writeReply(name, b) == nil {
+			delete(m.unsent, name)
+			r.removeRequest(p)
+		}
+		return true
+	}
+	if _, err := os.Lstat(r.path(rel(protocol.DirAck, name))); err == nil {
+		r.removeRequest(p) // Answered by a runner that died before deleting it.
+		return true
+	}
+	data, fi, err := fsq.ReadFile(p, protocol.MaxRequestSize)
+	var req *protocol.ControlRequest
+	var perr error
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		delete(m.seen, name) // Withdrawn.
+		return true
+	case errors.Is(err, fsq.ErrTooLarge):
+		perr = fmt.Errorf("file is larger than %d bytes", protocol.MaxRequestSize)
+	case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
+		r.moveAside(p, name)
+		perr = errors.New("a request must be a regular file, not a symlink, directory or FIFO")
+	case transient(err):
+		r.log.Warn("read control request; will retry", "name", name, "err", err)
+		r.recheckAt(time.Now().Add(r.cfg.Poll))
+		return false
+	case err != nil:
+		// Unreadable for good (another user's file, say): answered, and
+		// moved out of the way so that it does not hold back the others.
+		r.moveAside(p, name)
+		perr = fmt.Errorf("the request cannot be read: %w", err)
+	default:
+		req, perr = protocol.ParseControlRequest(name, data)
+		if errors.Is(perr, protocol.ErrIncomplete) && r.ctlStillWriting(name, fi, r.cfg.ParseGrace) {
+			return false
+		}
+	}
+	delete(m.seen, name)
+	if req == nil {
+		seq, id, _ := protocol.ParseRequestName(name)
+		req = &protocol.ControlRequest{ReqID: id, Seq: seq}
+	}
+	var mod time.Time
+	if fi != nil {
+		mod = fi.ModTime()
+	}
+	a := r.decide(req, perr, mod, rel(protocol.DirCtl, name))
+	r.record(req, a, "")
+	failpoint("ctl_after_act")
+	b := marshal(&protocol.ControlReply{
+		ProtocolVersion: protocol.Version, ReqID: req.ReqID, Seq: req.Seq, Op: req.Op, CmdID: a.cmdID,
+		Outcome: a.outcome, Message: a.message, TS: protocol.Now(), SpoolOffset: a.offset,
+	})
+	if err := r.writeReply(name, b); err != nil {
+		m.unsent[name] = b // Acted on: never again; the reply is retried.
+		return true
+	}
+	failpoint("ctl_after_reply")
+	r.removeRequest(p)
+	return true
+}
+
+// answer is what the runner did with a request.
+type answer struct {
+	outcome protocol.Outcome
+	message string
+	cmdID   string
+	offset  int64 // spool size when it took effect
+}
+
+// decide validates, judges staleness and acts. source names the request in
+// results and logs (its file: "ctl/req_<seq>_<req_id>.json", "ctl/cancel.json").
+func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time, source string) answer {
+	r.flushSpool()
+	a := answer{offset: r.spoolSize, cmdID: req.CmdID}
+	switch {
+	case perr != nil:
+		a.outcome, a.message = protocol.OutcomeRejected, "rejected, nothing done: "+perr.Error()
+	case req.SessionID != "" && req.SessionID != r.sessionID:
+		a.outcome = protocol.OutcomeStale
+		a.message = fmt.Sprintf("stale, nothing done: meant for runner session %s, this is %s", req.SessionID, r.sessionID)
+	case req.SessionID == "" && !mod.IsZero() && mod.Before(r.mbox.startMod):
+		a.outcome = protocol.OutcomeStale
+		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startMod.UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"
+	case req.Op == protocol.OpCancel:
+		a.outcome, a.message, a.cmdID = r.cancel(req.Scope, req.CmdID, source)
+	case req.Op == protocol.OpStop:
+		a.outcome, a.message = r.stopRequested(req.Mode, source)
+	default:
+		a.outcome, a.message = protocol.OutcomeRejected, string(req.Op)+" is not supported by this runner yet"
+	}
+	return a
+}
+
+// record writes the request's one event. legacy names the single-slot
+// file it came from ("" for a mailbox request).
+func (r *Runner) record(req *protocol.ControlRequest, a answer, legacy string) {
+	detail := map[string]any{"outcome": string(a.outcome), "message": a.message}
+	if legacy != "" {
+		detail["file"] = legacy
+	} else {
+		detail["req_id"], detail["seq"] = req.ReqID, req.Seq
+	}
+	ev := eventFor(req.Op)
+	switch req.Op {
+	case protocol.OpCancel:
+		if req.Scope != "" {
+			detail["scope"] = string(req.Scope)
+		}
+	case protocol.OpStop:
+		if req.Mode != "" {
+			detail["mode"] = string(req.Mode)
+		}
+	case protocol.OpSignal:
+		detail["signal"] = req.Signal
+	case protocol.OpResize:
+		detail["cols"], detail["rows"] = req.Cols, req.Rows
+	case protocol.OpSend:
+		detail["secret"] = req.Secret // Never the bytes, nor their hash.
+	default:
+		if req.Op != "" {
+			detail["op"] = string(req.Op)
+		}
+	}
+	off := a.offset
+	r.event(protocol.Event{Event: ev, CmdID: a.cmdID, SpoolOffset: &off, Detail: detail})
+	r.log.Info("control request", "req_id", req.ReqID, "file", legacy, "op", req.Op, "outcome", a.outcome, "message", a.message)
+}
+
+// eventFor names the event of a request by its op.
+func eventFor(op protocol.Op) string {
+	switch op {
+	case protocol.OpCancel:
+		return protocol.EvCancel
+	case protocol.OpStop:
+		return protocol.EvStop
+	case protocol.OpSend:
+		return protocol.EvInput
+	case protocol.OpSignal:
+		return protocol.EvSignal
+	case protocol.OpResize:
+		return protocol.EvResize
+	}
+	return protocol.EvRequestRejected
+}
+
+// writeReply writes ctl/ack/<name> atomically (recreating ctl/ack/ if
+// someone removed it).
+func (r *Runner) writeReply(name string, b []byte) error {
+	p := r.path(rel(protocol.DirAck, name))
+	err := fsq.WriteAtomic(p, b, 0o600, fsq.Volatile)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.MkdirAll(r.path(protocol.DirAck), 0o700); err == nil {
+			err = fsq.WriteAtomic(p, b, 0o600, fsq.Volatile)
+		}
+	}
+	if err != nil {
+		r.log.Error("write control reply; will retry", "name", name, "err", err)
+		r.recheckAt(time.Now().Add(r.cfg.Poll))
+		return err
+	}
+	r.ringSync() // On NFS the syncer then bumps ctl/ack/'s mtime (PROTOCOL.md section 16.1).
+	return nil
+}
+
+func (r *Runner) removeRequest(p string) {
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.log.Warn("remove control request", "file", p, "err", err) // Its reply exists: never acted on again.
+	}
+}
+
+// rejectRequestName answers a file named req_… against the grammar: it is
+// moved out of ctl/ with an event naming it; there is no reply, since its
+// name cannot be a reply's name.
+func (r *Runner) rejectRequestName(name string) {
+	r.flushSpool()
+	off := r.spoolSize
+	r.moveAside(r.path(rel(protocol.DirCtl, name)), name)
+	msg := "rejected, nothing done: " + strconv.Quote(name) + " is not req_<seq>_<req_id>.json (req_id: 1-128 characters of [A-Za-z0-9._-])"
+	r.log.Warn("control request with a bad name", "file", name)
+	r.event(protocol.Event{Event: protocol.EvRequestRejected, SpoolOffset: &off,
+		Detail: map[string]any{"file": rel(protocol.DirCtl, name), "outcome": string(protocol.OutcomeRejected), "message": msg}})
+}
+
+// moveAside moves a file (or directory, FIFO, symlink) out of ctl/ into the
+// runner's tmp/ and deletes it there, so no fixed name is left behind.
+func (r *Runner) moveAside(p, name string) {
+	r.mbox.moved++
+	dst := r.path(rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", r.mbox.moved, name)))
+	if err := os.Rename(p, dst); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			r.log.Warn("move a control file aside", "file", p, "err", err)
+		}
+		return
+	}
+	if err := os.RemoveAll(dst); err != nil {
+		r.log.Warn("remove a control file", "file", dst, "err", err) // tmp/ is emptied at the next start.
+	}
+}
+
+// ctlStillWriting tells whether an incomplete control file may still be being written:
+// it is given grace (on our clock) after it last changed size or mtime.
+func (r *Runner) ctlStillWriting(name string, fi os.FileInfo, grace time.Duration) bool {
+	now := time.Now()
+	s, ok := r.mbox.seen[name]
+	if !ok || s.size != fi.Size() || !s.mod.Equal(fi.ModTime()) {
+		s = fileSeen{size: fi.Size(), mod: fi.ModTime(), at: now}
+		r.mbox.seen[name] = s
+	}
+	if now.Sub(s.at) >= grace {
+		return false
+	}
+	r.recheckAt(s.at.Add(grace))
+	return true
+}
+
+// transient reports read errors worth retrying at the next poll: a
+// network filesystem's stale handle or I/O hiccup, an interrupted call.
+func transient(err error) bool {
+	return errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN)
+}
+
+func (r *Runner) recheckAt(t time.Time) {
+	if r.mbox.recheck.IsZero() || t.Before(r.mbox.recheck) {
+		r.mbox.recheck = t
+	}
+}
