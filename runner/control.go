@@ -181,6 +181,10 @@ func (r *Runner) cancelQueued(id, source string) bool {
 			Error:       &protocol.Error{Code: protocol.CodeCancelled, Message: "cancelled by " + source + " before it started"},
 			CommandPath: rel(protocol.DirArchive, name)}
 		r.submitResult(resultJob{kind: jobCancelled, name: name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
+		// The cancel has acted once its result is visible: only then is it
+		// answered, so a reply never promises a result a crash could turn
+		// into runner_restarted.
+		r.awaitResult(name, settleWait)
 		r.stateDirty = true
 		return true
 	}
@@ -225,4 +229,25 @@ func (r *Runner) beginStop(mode protocol.StopMode, why string) bool {
 		r.interrupt(protocol.StatusCancelled, protocol.ReasonForceStop, "force stop ("+why+")", protocol.PolicyTerminateSession)
 	}
 	return true
+}
+
+// settleWait bounds how long the owner waits for a result it must see
+// committed before going on (a cancelled queued command, before its
+// reply). Commits take milliseconds; the bound keeps a disk that is full
+// (the writer retrying) from stalling the heartbeat.
+const settleWait = 500 * time.Millisecond
+
+// awaitResult handles the writer's completions until name's result is
+// committed or d has passed.
+func (r *Runner) awaitResult(name string, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for r.settling[name] {
+		select {
+		case done := <-r.results.done:
+			r.onResult(done)
+		case <-t.C:
+			return
+		}
+	}
 }
