@@ -54,8 +54,10 @@ func (s *Session) observe() look {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lastHB.at.IsZero() || hb.Counter != s.lastHB.counter {
-		s.lastHB = hbSeen{counter: hb.Counter, at: now, moved: !s.lastHB.at.IsZero()}
+	// The counter is keyed by the runner's session_id: a new runner counts
+	// from 1 again and may show the very number a dead one stopped at.
+	if s.lastHB.at.IsZero() || hb.Counter != s.lastHB.counter || hb.SessionID != s.lastHB.session {
+		s.lastHB = hbSeen{session: hb.SessionID, counter: hb.Counter, at: now, moved: !s.lastHB.at.IsZero()}
 	}
 	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
 	age := now.Sub(s.lastHB.at)

@@ -43,6 +43,7 @@ type Session struct {
 }
 
 type hbSeen struct {
+	session string // the heartbeat's session_id: a new runner counts from 1 again
 	counter int64
 	at      time.Time // our clock, when counter was first seen
 	moved   bool      // at is when the counter was seen changing (not just first seen)
@@ -169,7 +170,10 @@ func (s *Session) Command(cmdID string) (*Command, error) {
 	if !protocol.ValidCmdID(cmdID) {
 		return nil, usageErr("invalid cmd_id %q", cmdID)
 	}
-	for _, d := range []string{protocol.DirResult, protocol.DirInflight, protocol.DirQueue, DirForward} {
+	// Listed in the order a command moves (queue/ → inflight/ → result/, or
+	// queue/ → forward/ when a pool moves it): a command that moves while
+	// the directories are listed is found in a later listing, never missed.
+	for _, d := range []string{protocol.DirQueue, DirForward, protocol.DirInflight, protocol.DirResult} {
 		names, err := fsq.ReadNames(s.path(d))
 		if err != nil {
 			continue

@@ -298,9 +298,10 @@ const (
 	EvSkipped      = "cmd_skipped"
 	EvCancel       = "cancel_request"
 	EvStop         = "stop_request"
-	EvInput        = "input"  // a send request
-	EvSignal       = "signal" // a signal request
-	EvResize       = "resize" // a resize request
+	EvInterrupt    = "interrupt" // the runner ends the running command (timeout, cancel, lease, force stop)
+	EvInput        = "input"     // a send request
+	EvSignal       = "signal"    // a signal request
+	EvResize       = "resize"    // a resize request
 	// EvRequestRejected answers a file in ctl/ that is meant as a request
 	// but whose op cannot be known (a bad name, an unknown op).
 	EvRequestRejected = "request_rejected"

@@ -71,6 +71,9 @@ func TestHostileLeaseFile(t *testing.T) {
 			for _, e := range h.events() {
 				if e.Event == protocol.EvLease && e.Detail["action"] == "error" {
 					found = true
+					if e.SpoolOffset == nil {
+						t.Errorf("a lease event without spool_offset: %+v", e)
+					}
 				}
 			}
 			if !found {

@@ -89,12 +89,24 @@ func (r *Runner) reopenLogs() {
 
 // event appends to log/meta.log; a failure is logged, not fatal: the
 // results are the contract, the event log is the audit trail.
+// controlEvents are the events of control acting on the session; each
+// records the spool offset at which it took effect.
+var controlEvents = map[string]bool{
+	protocol.EvCancel: true, protocol.EvStop: true, protocol.EvLease: true, protocol.EvInterrupt: true,
+	protocol.EvInput: true, protocol.EvSignal: true, protocol.EvResize: true, protocol.EvRequestRejected: true,
+}
+
 func (r *Runner) event(e protocol.Event) {
 	if e.TS.IsZero() {
 		e.TS = protocol.Now()
 	}
 	if r.meta == nil {
 		return
+	}
+	if e.SpoolOffset == nil && controlEvents[e.Event] {
+		// Control is ordered against output: where in the spool it acted.
+		off := r.spoolSize
+		e.SpoolOffset = &off
 	}
 	if err := r.meta.Append(e); err != nil {
 		r.log.Error("append event", "event", e.Event, "err", err)

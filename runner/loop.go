@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"strings"
 	"time"
@@ -21,11 +22,34 @@ const flushDelay = 20 * time.Millisecond
 
 // flushBuffers writes out the spool and the current output.
 func (r *Runner) flushBuffers() {
+	printed := !r.bufferedAt.IsZero()
 	r.flushSpool()
 	if r.cur != nil {
 		_ = r.cur.w.Flush() // Partial output becomes visible; errors surface at finish.
 	}
 	r.bufferedAt = time.Time{}
+	if r.network && printed {
+		r.pushToServer()
+	}
+}
+
+// pushToServer sends the spool's and the running command's written bytes to
+// the file server. An NFS client keeps written data in its own page cache
+// until the file is closed or synced (or its write-back runs, up to ~30 s
+// later), so a master on another host following the spool or a command's
+// output (waitfor, tail -f, Follow) would see it that late. Called when the
+// buffers are flushed, i.e. within flushDelay of any printed byte.
+func (r *Runner) pushToServer() {
+	if r.spool != nil {
+		if err := unix.Fdatasync(int(r.spool.Fd())); err != nil {
+			r.log.Debug("push spool to the server", "err", err)
+		}
+	}
+	if r.cur != nil && r.cur.out != nil {
+		if err := unix.Fdatasync(int(r.cur.out.Fd())); err != nil {
+			r.log.Debug("push output to the server", "err", err)
+		}
+	}
 }
 
 // loop is the runner's one owner goroutine.

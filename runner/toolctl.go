@@ -202,7 +202,7 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 			c.endReason = protocol.ExitReason(policy)
 		}
 	}
-	r.event(protocol.Event{Event: "interrupt", CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status,
+	r.event(protocol.Event{Event: protocol.EvInterrupt, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status,
 		Detail: map[string]any{"policy": string(policy), "reason": msg}})
 	switch policy {
 	case protocol.PolicyCtrlC:

@@ -80,6 +80,11 @@ func TestGovKillEscalation(t *testing.T) {
 	if n := countEvents(h.events(), "interrupt"); n != 1 {
 		t.Errorf("%d interrupt events", n)
 	}
+	for _, e := range h.events() {
+		if e.Event == protocol.EvInterrupt && (e.SpoolOffset == nil || *e.SpoolOffset < ra.SpoolStart || *e.SpoolOffset > ra.SpoolEnd) {
+			t.Errorf("the interrupt is not placed in the spool within the command's range [%d,%d): %+v", ra.SpoolStart, ra.SpoolEnd, e)
+		}
+	}
 }
 
 // Failed starts back off 250 ms, 500 ms, 1 s, 2 s on the runner's clock.
