@@ -7,8 +7,10 @@ TIMEOUT ?= 20m
 
 all: build
 
+# Static binaries (no cgo): nothing to load at exec, which is most of a
+# short `master` call's start-up (BENCHMARKS.md, "The master's side").
 build:
-	$(GO) build -o $(BIN)/ ./cmd/runner ./cmd/master
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/runner ./cmd/master
 
 demo: build
 	BIN=$(CURDIR)/$(BIN) ./scripts/demo.sh

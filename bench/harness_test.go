@@ -16,7 +16,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-var runnerBin, minloopBin string
+var runnerBin, minloopBin, masterBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "spbench")
@@ -24,8 +24,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	runnerBin = filepath.Join(dir, "runner")
-	if out, err := exec.Command("go", "build", "-o", runnerBin, "github.com/skillpilot/skillpilot/cmd/runner").CombinedOutput(); err != nil {
+	if out, err := cgoOff(exec.Command("go", "build", "-o", runnerBin, "github.com/skillpilot/skillpilot/cmd/runner")).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build runner: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	masterBin = filepath.Join(dir, "master")
+	if out, err := cgoOff(exec.Command("go", "build", "-o", masterBin, "github.com/skillpilot/skillpilot/cmd/master")).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build master: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	minloopBin = filepath.Join(dir, "minloop")
@@ -250,4 +255,10 @@ func procStatus(pid int, key string) int64 {
 func countFDs(pid int) int {
 	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	return len(ents)
+}
+
+// cgoOff builds as `make build` does: static, no cgo.
+func cgoOff(c *exec.Cmd) *exec.Cmd {
+	c.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return c
 }

@@ -73,6 +73,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, versionLine())
 		return ExitOK
 	}
+	defer hintWrites.Wait() // Submit's best-effort seq/hint rewrite.
 	ctx, stop := interruptContext()
 	defer stop()
 	if sc, ok := lookupSubcommand(args[0]); ok { // See RegisterSubcommand.

@@ -90,6 +90,9 @@ func (c *cli) payload(args []string, file string) (string, error) {
 func (c *cli) waitCmd(ctx context.Context, s *Session, cmd *Command, timeout time.Duration, value, announce bool) error {
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
+	if m := s.Watching(); m.Degraded != "" {
+		c.diag("%s", m.Degraded) // Never a silent slowdown.
+	}
 	if announce {
 		if r, _ := cmd.Result(); r != nil {
 			c.diag("%s already done (%s at %s)", cmd.ID, r.Status, r.EndTS.UTC().Format(time.RFC3339))

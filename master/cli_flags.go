@@ -108,6 +108,9 @@ func (cmd *command) open() (*Session, error) {
 	s, err := Open(cmd.session)
 	if err == nil {
 		s.WaitForRunner = cmd.waitForRunner
+		// One wait, then exit: poll before paying for inotify (see
+		// Session.QuickPoll).
+		s.QuickPoll = 50 * time.Millisecond
 	}
 	return s, err
 }

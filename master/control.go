@@ -176,10 +176,10 @@ func (s *Session) Stop(ctx context.Context, mode protocol.StopMode, wait bool) (
 // made by an older runner lacks it.
 func (s *Session) writeFile(rel string, b []byte) error {
 	p := s.path(rel)
-	err := fsq.WriteAtomic(p, b, 0o600, fsq.Volatile)
+	err := fsq.WriteAtomic(p, b, 0o660, fsq.Volatile)
 	if errors.Is(err, os.ErrNotExist) {
 		if err = os.MkdirAll(filepath.Dir(p), 0o700); err == nil {
-			err = fsq.WriteAtomic(p, b, 0o600, fsq.Volatile)
+			err = fsq.WriteAtomic(p, b, 0o660, fsq.Volatile)
 		}
 	}
 	return err

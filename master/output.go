@@ -143,40 +143,51 @@ const MaxMatchLen = 64 << 10
 // When no live runner has been seen for Session.WaitForRunner it returns
 // ErrRunnerNotAlive, with ResumeCursor the same way.
 func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int64) (Match, error) {
-	var buf []byte
+	// The spool is read in chunks; buf holds at most MaxMatchLen bytes
+	// carried over plus one chunk, so memory stays bounded whatever the
+	// spool's size, and ctx is honoured between chunks.
+	const chunkSize = 1 << 20
+	buf := make([]byte, 0, MaxMatchLen+chunkSize)
 	bufStart, readAt := from, from
-	t := time.NewTicker(s.PollInterval / 2)
-	defer t.Stop()
+	wake, stop := s.watch(ctx, protocol.DirLog)
+	defer stop()
 	rw := s.newRunnerWatch()
-	chunk := make([]byte, 64<<10)
+	end := func(err error) (Match, error) {
+		size := readAt
+		if sz, err := s.SpoolSize(); err == nil && sz > size {
+			size = sz
+		}
+		return Match{ResumeCursor: max(size, from)}, err
+	}
 	for {
 		f, err := os.Open(s.path(protocol.FileSpool))
-		if err == nil {
-			for {
-				n, rerr := f.ReadAt(chunk, readAt)
-				buf = append(buf, chunk[:n]...)
-				readAt += int64(n)
-				if n == 0 || rerr != nil {
-					break
-				}
+		for err == nil {
+			if cerr := ctx.Err(); cerr != nil {
+				f.Close()
+				return end(ctxErr(ctx))
 			}
+			n, rerr := f.ReadAt(buf[len(buf):cap(buf)], readAt)
+			buf = buf[:len(buf)+n]
+			readAt += int64(n)
+			atEOF := n == 0 || rerr != nil
+			// A match that ends where the bytes read so far end might
+			// go on in bytes not read yet: decide only once it cannot.
+			if loc := pattern.FindIndex(buf); loc != nil && (loc[1] < len(buf) || atEOF || len(buf) == cap(buf)) {
+				f.Close()
+				m := Match{Start: bufStart + int64(loc[0]), End: bufStart + int64(loc[1]), Text: string(buf[loc[0]:loc[1]])}
+				m.ResumeCursor = m.End
+				return m, nil
+			}
+			if over := len(buf) - MaxMatchLen; over > 0 && (atEOF || len(buf) == cap(buf)) {
+				buf = append(buf[:0], buf[over:]...)
+				bufStart += int64(over)
+			}
+			if atEOF {
+				break
+			}
+		}
+		if f != nil {
 			f.Close()
-		}
-		if loc := pattern.FindIndex(buf); loc != nil {
-			m := Match{Start: bufStart + int64(loc[0]), End: bufStart + int64(loc[1]), Text: string(buf[loc[0]:loc[1]])}
-			m.ResumeCursor = m.End
-			return m, nil
-		}
-		if over := len(buf) - MaxMatchLen; over > 0 {
-			buf = append(buf[:0], buf[over:]...)
-			bufStart += int64(over)
-		}
-		end := func(err error) (Match, error) {
-			size := readAt
-			if sz, err := s.SpoolSize(); err == nil && sz > size {
-				size = sz
-			}
-			return Match{ResumeCursor: max(size, from)}, err
 		}
 		if err := rw.check(); err != nil {
 			return end(err)
@@ -184,7 +195,7 @@ func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int6
 		select {
 		case <-ctx.Done():
 			return end(ctxErr(ctx))
-		case <-t.C:
+		case <-wake:
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -26,21 +27,49 @@ import (
 // (the server decides), needs no lock daemon, and Tcl's open offers it
 // (EXCL), so the scheme works where flock does not.
 func allocSeq(dir string) (int64, error) {
-	seqDir := filepath.Join(dir, protocol.DirSeq)
-	n, err := readHint(dir)
-	if err != nil {
-		return 0, err
+	n, hint, err := reserveSeq(dir)
+	if err == nil && hint < n {
+		writeHint(dir, n)
 	}
+	return n, err
+}
+
+// hintWrites tracks seq/hint rewrites Submit leaves to the background;
+// Main (and Session.Close) wait for them, so that a short-lived master
+// does not leave the hint behind.
+var hintWrites sync.WaitGroup
+
+// allocSeqBackground is allocSeq with the hint rewritten off the caller's
+// path: the hint is best effort, and a caller about to wait for its
+// command need not wait for it.
+func allocSeqBackground(dir string) (int64, error) {
+	n, hint, err := reserveSeq(dir)
+	if err == nil && hint < n {
+		hintWrites.Go(func() { writeHint(dir, n) })
+	}
+	return n, err
+}
+
+// reserveSeq performs steps 1 and 2: it returns the seq it reserved and
+// the hint it started from.
+func reserveSeq(dir string) (n, hint int64, err error) {
+	seqDir := filepath.Join(dir, protocol.DirSeq)
+	if hint, err = readHint(dir); err != nil {
+		return 0, 0, err
+	}
+	n = hint
 	for tries := 0; ; tries++ {
 		n++
-		f, err := os.OpenFile(filepath.Join(seqDir, protocol.SeqName(n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o660)
+		if n > maxSeq {
+			return 0, 0, fmt.Errorf("master: seq %d would not fit a command file name (at most %d)", n, int64(maxSeq))
+		}
+		f, err := fsq.CreateFile(filepath.Join(seqDir, protocol.SeqName(n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o660)
 		if err == nil {
 			f.Close()
-			writeHint(dir, n)
-			return n, nil
+			return n, hint, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
-			return 0, fmt.Errorf("master: reserve seq %d: %w", n, err)
+			return 0, 0, fmt.Errorf("master: reserve seq %d: %w", n, err)
 		}
 		if tries > 0 && tries%64 == 0 {
 			// The hint is far behind: start again from the largest reservation.
@@ -51,12 +80,15 @@ func allocSeq(dir string) (int64, error) {
 	}
 }
 
+// maxSeq is the largest seq a command file name can carry (18 digits).
+const maxSeq = 999_999_999_999_999_999
+
+// readHint reads seq/hint as untrusted input: no symlink followed, no
+// blocking on a FIFO, at most 64 bytes, at most 18 digits. Anything else
+// is no hint, and the largest reservation in seq/ is used instead.
 func readHint(dir string) (int64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, protocol.FileSeqHint))
-	if err == nil {
-		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n >= 0 {
-			return n, nil
-		}
+	if n, err := readHintFile(dir); err == nil {
+		return n, nil
 	}
 	return maxReserved(filepath.Join(dir, protocol.DirSeq))
 }
@@ -90,9 +122,14 @@ func writeHint(dir string, n int64) {
 }
 
 func readHintFile(dir string) (int64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, protocol.FileSeqHint))
+	b, _, err := fsq.ReadFile(filepath.Join(dir, protocol.FileSeqHint), 64)
 	if err != nil {
 		return 0, err
 	}
-	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	t := strings.TrimSpace(string(b))
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > maxSeq || len(t) > 18 {
+		return 0, fmt.Errorf("master: seq/hint %q is not a seq", t)
+	}
+	return n, nil
 }

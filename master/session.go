@@ -25,6 +25,14 @@ type Session struct {
 	// event arrives (the only mechanism on network filesystems).
 	PollInterval time.Duration
 
+	// QuickPoll is how long a wait polls its file on a timer (from 250 µs,
+	// growing) before it joins the Session's shared inotify watcher. 0, the
+	// default, joins at once: right for a long-lived process. A process
+	// that waits once and exits, like the master CLI, sets it (the CLI
+	// uses 50 ms), because an inotify instance costs milliseconds to set up
+	// and to tear down at exit.
+	QuickPoll time.Duration
+
 	// WaitForRunner is how long a wait (Wait, Run, Follow, WaitFor, a
 	// control request's reply, Stop's wait) goes on without seeing a live
 	// runner before it fails with ErrRunnerNotAlive; 0 means
@@ -39,7 +47,8 @@ type Session struct {
 	mu      sync.Mutex // guards lastHB and kind
 	lastHB  hbSeen
 	kind    protocol.Kind // the runner's kind, once read (defaultKind)
-	watchMu sync.Mutex
+	watchMu sync.Mutex    // guards wh
+	wh      *watchHub     // the watcher every wait shares (watch.go), started on first use
 }
 
 type hbSeen struct {
@@ -117,7 +126,7 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	if err := c.Validate(); err != nil {
 		return nil, usageErr("%v", err)
 	}
-	seq, err := allocSeq(s.dir)
+	seq, err := allocSeqBackground(s.dir)
 	if err != nil {
 		return nil, err
 	}

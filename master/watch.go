@@ -2,20 +2,177 @@ package master
 
 import (
 	"context"
-	"io"
-	"log/slog"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
 
-	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/fsnotify/fsnotify"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+// watchHub is the one watcher a Session shares among all its waits: one
+// inotify instance (where inotify works) for every directory any wait
+// watches, plus a poll tick that rings every waiter (the safety net, and
+// the only mechanism on network filesystems, where inotify never sees
+// another host's changes). A wait costs a map entry, not an inotify
+// instance: the kernel allows few per user (max_user_instances, 128 by
+// default), and setting one up costs milliseconds.
+type watchHub struct {
+	mu    sync.Mutex // guards subs and added
+	subs  map[string]map[chan struct{}]struct{}
+	added map[string]bool
+	fw    *fsnotify.Watcher // nil: polling only
+	mode  WatchMode
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+// WatchMode says how a Session's waits learn about changes.
+type WatchMode struct {
+	Inotify bool          // inotify (plus a poll tick as a safety net); false: polling only
+	Poll    time.Duration // the poll period
+	// Degraded says why inotify is not used although the filesystem is
+	// local (e.g. the user's inotify instances are exhausted), "" when it
+	// is used or the filesystem is a network one.
+	Degraded string
+}
+
+// Watching starts the Session's shared watcher if needed and reports how
+// waits learn about changes. A caller that wants to say so when waits
+// degrade to polling (the CLI does, on stderr) checks Degraded.
+func (s *Session) Watching() WatchMode {
+	return s.hub().mode
+}
+
+// hub returns the Session's watcher, starting it on first use.
+func (s *Session) hub() *watchHub {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.wh != nil {
+		return s.wh
+	}
+	h := &watchHub{subs: map[string]map[chan struct{}]struct{}{}, added: map[string]bool{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	h.mode.Poll = s.PollInterval
+	if h.mode.Poll <= 0 {
+		h.mode.Poll = 100 * time.Millisecond
+	}
+	if !s.network {
+		fw, err := fsnotify.NewBufferedWatcher(1024)
+		if err != nil {
+			h.mode.Degraded = fmt.Sprintf("inotify unavailable (%v): waits poll every %v", err, h.mode.Poll)
+		} else {
+			h.fw, h.mode.Inotify = fw, true
+		}
+	}
+	go h.run()
+	s.wh = h
+	// A Session dropped without Close does not keep its watcher alive: the
+	// hub's goroutine holds the hub, never the Session.
+	runtime.AddCleanup(s, func(h *watchHub) { h.close() }, h)
+	return h
+}
+
+func (h *watchHub) run() {
+	defer close(h.done)
+	t := time.NewTicker(h.mode.Poll)
+	defer t.Stop()
+	var events chan fsnotify.Event
+	var errs chan error
+	if h.fw != nil {
+		defer h.fw.Close()
+		events, errs = h.fw.Events, h.fw.Errors
+	}
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+			h.ring("")
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			h.ring(filepath.Dir(ev.Name))
+		case _, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			h.ring("") // Events may have been lost (overflow): everyone looks again.
+		}
+	}
+}
+
+// ring wakes the waiters of dir ("" for all). A waiter's bell holds one
+// ring; more before it looks are one.
+func (h *watchHub) ring(dir string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for d, set := range h.subs {
+		if dir != "" && d != dir {
+			continue
+		}
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// subscribe returns a bell for changes in dir and its cancel.
+func (h *watchHub) subscribe(dir string) (chan struct{}, func()) {
+	bell := make(chan struct{}, 1)
+	h.mu.Lock()
+	if h.subs[dir] == nil {
+		h.subs[dir] = map[chan struct{}]struct{}{}
+	}
+	h.subs[dir][bell] = struct{}{}
+	if h.fw != nil && !h.added[dir] {
+		// A failure (the directory is missing, or the user's inotify
+		// watches are exhausted) leaves this directory to the poll tick.
+		if err := h.fw.Add(dir); err == nil {
+			h.added[dir] = true
+		}
+	}
+	h.mu.Unlock()
+	return bell, func() {
+		h.mu.Lock()
+		delete(h.subs[dir], bell)
+		h.mu.Unlock()
+	}
+}
+
+// close stops the hub; waits still subscribed are no longer rung. It is
+// idempotent.
+func (h *watchHub) close() {
+	h.once.Do(func() {
+		close(h.stop)
+		<-h.done
+	})
+}
 
 // watch returns a doorbell that rings when something changes in the
-// session's directory rel (inotify, where it works) and at least every
-// PollInterval (the only mechanism on network filesystems).
+// session's directory rel and at least every PollInterval, and the
+// function that stops it. Callers check their file after calling watch, so
+// that a change between the check and the watch is not missed.
+//
+// For its first QuickPoll the doorbell rings on a timer whose period
+// starts at 250 µs and grows by half each time; only a wait that lasts
+// longer joins the Session's shared watcher (see watchHub). A process that
+// waits once and exits (the CLI) thereby never pays for an inotify
+// instance: setting one up costs about a millisecond, and tearing it down
+// at exit blocks the process for several (the kernel waits for an RCU
+// grace period).
 func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func()) {
-	wctx, cancel := context.WithCancel(ctx)
-	w := fsq.Watch(wctx, []string{s.path(rel)}, s.PollInterval, true, quiet)
+	if s.QuickPoll <= 0 {
+		return s.hub().subscribe(s.path(rel))
+	}
 	bell := make(chan struct{}, 1)
 	ring := func() {
 		select {
@@ -23,17 +180,54 @@ func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func(
 		default:
 		}
 	}
+	quit := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
+		end := time.Now().Add(s.QuickPoll)
+		for d := 250 * time.Microsecond; time.Now().Before(end); d += d / 2 {
+			t := time.NewTimer(min(d, time.Until(end)))
+			select {
+			case <-quit:
+				t.Stop()
+				return
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+				ring()
+			}
+		}
+		hb, stop := s.hub().subscribe(s.path(rel))
+		defer stop()
+		ring() // Anything that changed while joining is looked at again.
 		for {
 			select {
-			case <-wctx.Done():
+			case <-quit:
 				return
-			case <-w.Changes:
-				ring()
-			case <-w.Rescan:
+			case <-ctx.Done():
+				return
+			case <-hb:
 				ring()
 			}
 		}
 	}()
-	return bell, func() { cancel(); <-w.Done() }
+	return bell, func() { close(quit); <-done }
+}
+
+// Close releases the Session's watcher (one goroutine and, where inotify
+// works, one inotify instance), after the seq/hint rewrites Submit left to
+// the background. Waits still running on the Session fall
+// back to nothing but their own timeouts; close a Session only when done
+// with it. Close is a no-op on a Session that never waited, and safe to
+// call more than once.
+func (s *Session) Close() error {
+	hintWrites.Wait()
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.wh != nil {
+		s.wh.close()
+		s.wh = nil
+	}
+	return nil
 }

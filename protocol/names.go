@@ -3,7 +3,6 @@ package protocol
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -45,8 +44,6 @@ const MaxCmdIDLen = 128
 // that lexical order of names is numeric order. Parsing accepts any width.
 const seqWidth = 10
 
-var cmdIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
-
 // ErrBadName reports a file name that is not cmd_<seq>_<cmd_id>.json.
 var ErrBadName = errors.New("protocol: not a command file name")
 
@@ -59,7 +56,17 @@ var ErrBadCmdID = errors.New("protocol: unsafe cmd_id in file name")
 // ValidCmdID reports whether id is a safe cmd_id: 1 to 128 characters from
 // [A-Za-z0-9._-], and not "." or "..".
 func ValidCmdID(id string) bool {
-	return cmdIDPattern.MatchString(id) && id != "." && id != ".."
+	if len(id) == 0 || len(id) > MaxCmdIDLen || id == "." || id == ".." {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // CommandName returns the file name of a command: cmd_<seq>_<cmd_id>.json.
