@@ -22,6 +22,7 @@ from .errors import (AlreadyFinished, Cancelled, CannotServe, CommandFailed, Com
                      StaleRequest, UnknownCmdID, UsageError, WaitTimeout)
 from ._lease import LeaseKeeper
 from .session import Match, Session, Submitted
+from .pool import pool_pick, pool_submit, pool_wait
 
 __version__ = "1.0.0"
 
@@ -32,4 +33,5 @@ __all__ = [
     "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "CannotServe", "StaleRequest", "WaitTimeout",
     "UnknownCmdID", "NothingToDo", "NotRunning", "AlreadyFinished", "Idle", "RequestRejected",
     "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "__version__",
+    "pool_pick", "pool_submit", "pool_wait",
 ]

@@ -1,0 +1,286 @@
+# SkillPilot pools from Tcl 8.6 (no extra packages), e.g. inside an EDA
+# tool. A pool is a directory of session directories s00, s01, ... started
+# by `master pool start` (PROTOCOL.md, "Pools").
+#
+#   source skillpilot_pool.tcl
+#   set w [skillpilot::pool_submit /proj/pool {report_timing} -affinity corner_ss]
+#   set r [skillpilot::pool_wait /proj/pool $w 600000]
+#   puts "[dict get $w session] [dict get $r status]"
+#
+# Selection is the Go master's (master.Pool): a session is alive when its
+# phase is not "stopped" and heartbeat.json is at most 2 x interval_ms + 1 s
+# old on the filesystem's clock (its mtime against <pool>/.clock, which we
+# write; Tcl's mtime has whole seconds, so the age is known to +-1 s).
+# Among alive sessions in phase idle or busy (else among all alive ones)
+# the least loaded wins (queued plus claimed commands without a result),
+# ties to the smallest name. An affinity key pins related commands to one
+# session (<pool>/affinity/<key>.json, created exclusively with a hard
+# link) while that session is alive. Tcl cannot probe flock, so unlike the
+# Go master it does not see a free runner.lock as dead. Moving commands out
+# of dead sessions is `master pool heal`'s job.
+#
+# Errors: -errorcode {SKILLPILOT RUNNER_NOT_ALIVE} when no session is
+# alive, {SKILLPILOT wait_timeout} from pool_wait, {SKILLPILOT usage}.
+# The few protocol primitives used are defined here (namespace
+# ::skillpilot::poolimpl) so this file works beside any skillpilot_master.tcl.
+
+namespace eval ::skillpilot {}
+namespace eval ::skillpilot::poolimpl {
+    variable seqWidth 10
+}
+
+# rnd returns a random 31-bit number from /dev/urandom (the host
+# interpreter's rand() is left alone: reseeding it would change an EDA
+# script's own random sequence).
+proc ::skillpilot::poolimpl::rnd {} {
+    if {![catch {open /dev/urandom rb} f]} {
+        set b [read $f 4]
+        close $f
+        if {[binary scan $b iu n] == 1} { return [expr {$n & 0x7fffffff}] }
+    }
+    return [expr {([clock clicks] ^ ([pid] << 16)) & 0x7fffffff}]
+}
+
+proc ::skillpilot::poolimpl::read_file {p} {
+    if {[catch {open $p {RDONLY NONBLOCK}} f]} { return "" }
+    fconfigure $f -encoding utf-8 -translation binary
+    set d [read $f 1048576]
+    close $f
+    return $d
+}
+
+proc ::skillpilot::poolimpl::field {json key} {
+    if {[regexp "\"$key\":\\s*\"((?:\[^\"\\\\\]|\\\\.)*)\"" $json -> raw]} {
+        return [subst -nocommands -novariables $raw]
+    }
+    if {[regexp "\"$key\":\\s*(-?\[0-9.eE+-\]+|true|false|null)" $json -> raw]} {
+        if {$raw eq "null"} { return "" }
+        return $raw
+    }
+    return ""
+}
+
+proc ::skillpilot::poolimpl::json_str {s} {
+    set s [string map {\\ \\\\ \" \\\" \n \\n \r \\r \t \\t} $s]
+    while {[regexp -indices {[\x00-\x1f]} $s idx]} {
+        set i [lindex $idx 0]
+        scan [string index $s $i] %c code
+        set s [string replace $s $i $i [format \\u%04x $code]]
+    }
+    return "\"$s\""
+}
+
+proc ::skillpilot::poolimpl::write_atomic {path data} {
+    set tmp [file join [file dirname $path] ".[file tail $path].[pid].[::skillpilot::poolimpl::rnd].tmp"]
+    set f [open $tmp w]
+    fconfigure $f -encoding utf-8 -translation lf
+    puts -nonewline $f $data
+    close $f
+    file rename -force $tmp $path
+}
+
+proc ::skillpilot::poolimpl::max_reserved {sdir} {
+    set m 0
+    foreach f [glob -nocomplain -tails -directory [file join $sdir seq] {[0-9]*}] {
+        if {[string is digit -strict $f] && [scan $f %lld] > $m} { set m [scan $f %lld] }
+    }
+    return $m
+}
+
+# alloc_seq: PROTOCOL.md section 5, exclusive create of seq/<n>.
+proc ::skillpilot::poolimpl::alloc_seq {sdir} {
+    variable seqWidth
+    file mkdir [file join $sdir seq]
+    set hint [file join $sdir seq hint]
+    set txt [string trim [read_file $hint]]
+    set n [expr {[string is digit -strict $txt] ? [scan $txt %lld] : [max_reserved $sdir]}]
+    set tries 0
+    while 1 {
+        incr n
+        set p [file join $sdir seq [format %0*lld $seqWidth $n]]
+        if {![catch {open $p {WRONLY CREAT EXCL}} f]} { close $f; break }
+        if {![file exists $p]} { return -code error "cannot reserve seq $n: $f" }
+        if {[incr tries] % 64 == 0} {
+            set m [max_reserved $sdir]
+            if {$m > $n} { set n $m }
+        }
+    }
+    set txt [string trim [read_file $hint]]
+    if {![string is digit -strict $txt] || [scan $txt %lld] < $n} { catch {write_atomic $hint "$n\n"} }
+    return $n
+}
+
+proc ::skillpilot::poolimpl::commands {dir} {
+    set out {}
+    foreach n [glob -nocomplain -tails -directory $dir cmd_*.json] {
+        if {[regexp {^cmd_[0-9]{1,18}_[A-Za-z0-9._-]{1,128}\.json$} $n]} { lappend out $n }
+    }
+    return $out
+}
+
+proc ::skillpilot::poolimpl::revalidate {dir} {
+    catch {close [open $dir RDONLY]}
+}
+
+# sessions: s00, s01, ... in name order.
+proc ::skillpilot::pool_sessions {pool} {
+    set out {}
+    foreach n [glob -nocomplain -tails -types d -directory $pool s*] {
+        if {[regexp {^s[0-9]+$} $n] && [file type [file join $pool $n]] eq "directory"} { lappend out $n }
+    }
+    return [lsort $out]
+}
+
+# pool_views: a list of dicts session phase alive dead queue_depth inflight load.
+proc ::skillpilot::pool_views {pool} {
+    set clock [file join $pool .clock]
+    set f [open $clock w]
+    puts -nonewline $f x
+    close $f
+    set now [file mtime $clock]
+    set out {}
+    foreach name [pool_sessions $pool] {
+        set s [file join $pool $name]
+        poolimpl::revalidate [file join $s state]
+        set st [poolimpl::read_file [file join $s state state.json]]
+        set hb [poolimpl::read_file [file join $s state heartbeat.json]]
+        set queue [llength [poolimpl::commands [file join $s queue]]]
+        set inflight 0
+        foreach n [poolimpl::commands [file join $s inflight]] {
+            if {![file exists [file join $s result $n]]} { incr inflight }
+        }
+        set v [dict create session $name phase "" alive 0 dead 1 queue_depth $queue inflight $inflight load [expr {$queue + $inflight}]]
+        if {$st ne "" && $hb ne "" && ![catch {file mtime [file join $s state heartbeat.json]} hbt]} {
+            set phase [poolimpl::field $st phase]
+            dict set v phase $phase
+            set iv [poolimpl::field $hb interval_ms]
+            if {![string is integer -strict $iv] || $iv < 100} { set iv 100 }
+            set window [expr {2 * $iv + 1000}]
+            set age [expr {max(($now - $hbt) * 1000, 0)}]
+            set stopped [expr {$phase eq "stopped" || [poolimpl::field $hb phase] eq "stopped"}]
+            dict set v alive [expr {!$stopped && $age <= $window}]
+            dict set v dead [expr {$stopped || $age > max(10000, $window)}]
+        }
+        lappend out $v
+    }
+    return $out
+}
+
+proc ::skillpilot::poolimpl::least_loaded {views {except ""}} {
+    foreach serving {1 0} {
+        set best ""
+        foreach v $views {
+            if {[dict get $v session] eq $except || ![dict get $v alive]} continue
+            if {$serving && [dict get $v phase] ni {idle busy}} continue
+            if {$best eq "" || [dict get $v load] < [dict get $best load]} { set best $v }
+        }
+        if {$best ne ""} { return $best }
+    }
+    return ""
+}
+
+proc ::skillpilot::poolimpl::read_pin {pool key} {
+    revalidate [file join $pool affinity]
+    return [field [read_file [file join $pool affinity $key.json]] session]
+}
+
+# write_pin: exclusive (hard link of a complete temp file) unless replace.
+proc ::skillpilot::poolimpl::write_pin {pool key session replace} {
+    set dir [file join $pool affinity]
+    file mkdir $dir
+    set path [file join $dir $key.json]
+    set data "\{\"protocol_version\":1,\"key\":[json_str $key],\"session\":[json_str $session],\"ts\":[json_str [clock format [clock seconds] -format %Y-%m-%dT%H:%M:%SZ -gmt 1]]\}"
+    if {$replace} {
+        write_atomic $path $data
+        return $session
+    }
+    set tmp [file join $dir ".$key.json.[pid].[::skillpilot::poolimpl::rnd].tmp"]
+    set f [open $tmp w]
+    puts -nonewline $f $data
+    close $f
+    set failed [catch {file link -hard $path $tmp}]
+    file delete $tmp
+    if {$failed} { return [read_pin $pool $key] }
+    return $session
+}
+
+# pool_pick: the session a command would go to now. Options: -affinity KEY.
+proc ::skillpilot::pool_pick {pool args} {
+    set opts [dict merge {-affinity ""} $args]
+    set key [dict get $opts -affinity]
+    if {$key ne "" && ![regexp {^[A-Za-z0-9._-]{1,128}$} $key]} {
+        return -code error -errorcode {SKILLPILOT usage} "affinity key \"$key\": use 1-128 characters of \[A-Za-z0-9._-\]"
+    }
+    set views [pool_views $pool]
+    set alive {}
+    foreach v $views { dict set alive [dict get $v session] [dict get $v alive] }
+    set pinned ""
+    if {$key ne ""} {
+        set pinned [poolimpl::read_pin $pool $key]
+        if {$pinned ne "" && [dict exists $alive $pinned] && [dict get $alive $pinned]} { return $pinned }
+    }
+    set best [poolimpl::least_loaded $views]
+    if {$best eq ""} {
+        return -code error -errorcode {SKILLPILOT RUNNER_NOT_ALIVE} "no live session in pool $pool"
+    }
+    set name [dict get $best session]
+    if {$key ne ""} {
+        set won [poolimpl::write_pin $pool $key $name [expr {$pinned ne ""}]]
+        if {$won ne "" && [dict exists $alive $won] && [dict get $alive $won]} { return $won }
+    }
+    return $name
+}
+
+# pool_submit: queue payload in the chosen session. Options: -affinity KEY
+# -kind tcl|sh -timeout SECONDS -cmd_id ID. Returns a dict session cmd_id name.
+proc ::skillpilot::pool_submit {pool payload args} {
+    set opts [dict merge {-affinity "" -kind tcl -timeout 0 -cmd_id ""} $args]
+    set session [pool_pick $pool -affinity [dict get $opts -affinity]]
+    set sdir [file join $pool $session]
+    set id [dict get $opts -cmd_id]
+    if {$id eq ""} { set id [format "tcl-%d-%d-%08x" [clock milliseconds] [pid] [::skillpilot::poolimpl::rnd]] }
+    set seq [poolimpl::alloc_seq $sdir]
+    set json "\{\"protocol_version\":1,\"cmd_id\":[poolimpl::json_str $id],\"seq\":$seq,\"kind\":[poolimpl::json_str [dict get $opts -kind]],\"payload\":[poolimpl::json_str $payload]"
+    if {[dict get $opts -timeout] > 0} { append json ",\"timeout_s\":[dict get $opts -timeout]" }
+    if {[dict get $opts -affinity] ne ""} { append json ",\"affinity\":[poolimpl::json_str [dict get $opts -affinity]]" }
+    append json ",\"submitter\":[poolimpl::json_str tcl-pool@[info hostname]:[pid]]\}"
+    set name [format "cmd_%0*lld_%s.json" $::skillpilot::poolimpl::seqWidth $seq $id]
+    poolimpl::write_atomic [file join $sdir queue $name] $json
+    return [dict create session $session cmd_id $id name $name]
+}
+
+# pool_locate: follow forward/ records; returns {session-dir name}.
+proc ::skillpilot::pool_locate {pool where} {
+    set sdir [file join $pool [dict get $where session]]
+    set name [dict get $where name]
+    for {set i 0} {$i < 16} {incr i} {
+        poolimpl::revalidate [file join $sdir result]
+        if {[file exists [file join $sdir result $name]]} break
+        set fwd [poolimpl::read_file [file join $sdir forward $name]]
+        set to [poolimpl::field $fwd to_name]
+        if {$to eq "" || [file tail $to] ne $to} break
+        set sdir [file normalize [file join $sdir [poolimpl::field $fwd to_session]]]
+        set name $to
+    }
+    return [list $sdir $name]
+}
+
+# pool_wait: the result of a pool_submit command wherever it was moved, as
+# a dict: status cmd_id value exit_reason output_path, session_dir (where
+# it ran) and json (the whole result file). timeout_ms -1 waits forever.
+proc ::skillpilot::pool_wait {pool where {timeout_ms -1}} {
+    set deadline [expr {$timeout_ms < 0 ? -1 : [clock milliseconds] + $timeout_ms}]
+    while 1 {
+        lassign [pool_locate $pool $where] sdir name
+        set r [poolimpl::read_file [file join $sdir result $name]]
+        if {$r ne ""} {
+            set d [dict create session_dir $sdir json $r]
+            foreach k {status cmd_id value exit_reason output_path} { dict set d $k [poolimpl::field $r $k] }
+            return $d
+        }
+        if {$deadline >= 0 && [clock milliseconds] > $deadline} {
+            return -code error -errorcode {SKILLPILOT wait_timeout} "no result for [dict get $where cmd_id] within $timeout_ms ms"
+        }
+        after 50
+    }
+}
