@@ -258,7 +258,7 @@ func writeLaunch(s *Session, li *LaunchInfo) error {
 	if err != nil {
 		return err
 	}
-	return fsq.WriteAtomic(s.path(FileLaunch), append(b, '\n'), 0o600, fsq.Durable)
+	return fsq.WriteAtomic(s.path(FileLaunch), append(b, '\n'), 0o660, fsq.Durable)
 }
 
 // findRunner resolves the runner executable to an absolute path.

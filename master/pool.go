@@ -197,7 +197,7 @@ func StartPool(ctx context.Context, dir string, opts PoolOptions) (*Pool, []Pool
 		return nil, nil, err
 	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")
-	if err := fsq.WriteAtomic(filepath.Join(abs, FilePool), append(b, '\n'), 0o600, fsq.Durable); err != nil {
+	if err := fsq.WriteAtomic(filepath.Join(abs, FilePool), append(b, '\n'), 0o660, fsq.Durable); err != nil {
 		return nil, nil, err
 	}
 	p, err := OpenPool(abs)
@@ -294,7 +294,7 @@ func (p *Pool) event(kind string, fields map[string]any) {
 	if err != nil {
 		return
 	}
-	f, err := os.OpenFile(filepath.Join(p.dir, FilePoolEvents), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(filepath.Join(p.dir, FilePoolEvents), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o660)
 	if err != nil {
 		return
 	}

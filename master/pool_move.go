@@ -215,7 +215,7 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*Forw
 		data, _ = json.Marshal(body)
 	}
 	stage := ".mv_" + toName
-	if err := fsq.WriteAtomic(t.s.path(filepath.Join(protocol.DirQueue, stage)), data, 0o600, fsq.FileSynced); err != nil {
+	if err := fsq.WriteAtomic(t.s.path(filepath.Join(protocol.DirQueue, stage)), data, 0o660, fsq.FileSynced); err != nil {
 		return nil, fmt.Errorf("master: stage move of %s/%s: %w", v.Name, name, err)
 	}
 	fwd := &Forward{ProtocolVersion: protocol.Version, CmdID: cmdID, Seq: seq, ToSession: relPath(s.dir, t.s.dir),

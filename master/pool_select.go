@@ -47,7 +47,7 @@ func (p *Pool) fsNow() (time.Time, error) {
 	err := unix.UtimesNanoAt(unix.AT_FDCWD, path, now, unix.AT_SYMLINK_NOFOLLOW)
 	if errors.Is(err, unix.ENOENT) {
 		var f *os.File
-		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o660); err == nil {
 			err = f.Close()
 		}
 	}
@@ -209,7 +209,7 @@ func (p *Pool) readPin(key string) (Pin, error) {
 func (p *Pool) writePin(key, session string, replace bool) (string, error) {
 	b, _ := json.Marshal(Pin{ProtocolVersion: protocol.Version, Key: key, Session: session, TS: protocol.Now()})
 	if replace {
-		return session, fsq.WriteAtomic(p.pinPath(key), b, 0o600, fsq.Volatile)
+		return session, fsq.WriteAtomic(p.pinPath(key), b, 0o660, fsq.Volatile)
 	}
 	if err := os.MkdirAll(filepath.Join(p.dir, DirAffinity), 0o700); err != nil {
 		return "", err
@@ -229,7 +229,7 @@ func (p *Pool) writePin(key, session string, replace bool) (string, error) {
 // written, then hard-linked to path (EEXIST: false, nil), then removed.
 func linkNew(path string, data []byte) (bool, error) {
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+NewCmdID()+".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	if err := os.WriteFile(tmp, data, 0o660); err != nil {
 		return false, err
 	}
 	defer os.Remove(tmp)
@@ -330,7 +330,7 @@ func submitExtra(ctx context.Context, s *Session, payload string, opts SubmitOpt
 		return nil, err
 	}
 	name := protocol.CommandName(seq, c.CmdID)
-	if err := fsq.WriteAtomic(s.path(filepath.Join(protocol.DirQueue, name)), b, 0o600, fsq.Volatile); err != nil {
+	if err := fsq.WriteAtomic(s.path(filepath.Join(protocol.DirQueue, name)), b, 0o660, fsq.Volatile); err != nil {
 		return nil, fmt.Errorf("master: write command: %w", err)
 	}
 	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
