@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/skillpilot/skillpilot/internal/testrunner"
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -60,25 +60,7 @@ func submitHelper() int {
 func startRunner(t testing.TB, mods ...func(*runner.Config)) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "sess")
-	cfg := runner.Config{Session: dir, Heartbeat: 100 * time.Millisecond, Poll: 200 * time.Millisecond,
-		KillGrace: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	for _, m := range mods {
-		m(&cfg)
-	}
-	r, err := runner.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(context.Background(), nil) }()
-	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(dir, protocol.FileStop), []byte(`{"mode":"force"}`), 0o600)
-		select {
-		case <-done:
-		case <-time.After(longWait):
-			t.Error("runner did not stop")
-		}
-	})
+	testrunner.Start(t, dir, mods...)
 	return dir
 }
 

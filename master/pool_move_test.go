@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,30 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testrunner"
+
 	"github.com/skillpilot/skillpilot/protocol"
-	"github.com/skillpilot/skillpilot/runner"
 	"github.com/skillpilot/skillpilot/sched"
 )
 
 // runnerIn runs an in-process runner on dir until the test ends.
 func runnerIn(t *testing.T, dir string) {
 	t.Helper()
-	cfg := runner.Config{Session: dir, Heartbeat: 100 * time.Millisecond, Poll: 200 * time.Millisecond,
-		KillGrace: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	r, err := runner.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(context.Background(), nil) }()
-	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(dir, protocol.FileStop), []byte(`{"mode":"force"}`), 0o600)
-		select {
-		case <-done:
-		case <-time.After(longWait):
-			t.Error("runner did not stop")
-		}
-	})
+	testrunner.Start(t, dir)
 	if _, err := WaitReady(ctx(t), dir); err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testrunner"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/skillpilot/skillpilot/master"
-	"github.com/skillpilot/skillpilot/protocol"
-	"github.com/skillpilot/skillpilot/runner"
 )
 
 // longWait bounds every wait of these tests. It is a hang guard, not a
@@ -45,22 +43,7 @@ func testCtx(t testing.TB) context.Context {
 func startRunner(t testing.TB, dir string) {
 	t.Helper()
 	needTool(t, "tclsh", "tcl")
-	cfg := runner.Config{Session: dir, Heartbeat: 100 * time.Millisecond, Poll: 200 * time.Millisecond,
-		KillGrace: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	r, err := runner.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(context.Background(), nil) }()
-	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(dir, protocol.FileStop), []byte(`{"mode":"force"}`), 0o600)
-		select {
-		case <-done:
-		case <-time.After(longWait):
-			t.Error("runner did not stop")
-		}
-	})
+	testrunner.Start(t, dir)
 	if _, err := master.WaitReady(testCtx(t), dir); err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func (r *Runner) takeLegacy(file string) {
 	}
 	var perr error
 	if !fi.Mode().IsRegular() {
-		perr = fmt.Errorf("%s is a %s; only a regular file is a request", file, fileType(fi))
+		perr = fmt.Errorf("%s is %s; only a regular file is a request", file, fsq.FileType(fi))
 	} else {
 		data, fi2, err := fsq.ReadFile(p, maxLegacySize)
 		switch {
@@ -102,22 +102,6 @@ func parseLegacy(req *protocol.ControlRequest, path string) error {
 	c, err := protocol.ParseCancel(data)
 	req.Scope, req.CmdID = c.Scope, c.CmdID
 	return err
-}
-
-func fileType(fi os.FileInfo) string {
-	switch m := fi.Mode(); {
-	case m.IsDir():
-		return "directory"
-	case m&os.ModeSymlink != 0:
-		return "symlink"
-	case m&os.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&os.ModeSocket != 0:
-		return "socket"
-	case m&os.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }
 
 // cancel acts on a valid cancel request and says what it did. source names
