@@ -42,10 +42,13 @@ type running struct {
 	endMsg    string
 	doneSeen  bool // its done marker arrived after an interrupt
 	marker    done
-	outErr    error     // writing the output file failed
-	toolStart int64     // which start of the tool runs it (state.json tool_starts)
-	last      []byte    // the output after its last newline, at most maxLastLine bytes
-	lastOut   time.Time // when it last printed (clk); its start until then
+	outErr    error      // writing the output file failed
+	toolStart int64      // which start of the tool runs it (state.json tool_starts)
+	last      []byte     // the output after its last newline, at most maxLastLine bytes
+	lastOut   time.Time  // when it last printed (clk); its start until then
+	win       outWindow  // its recent output, for expect (input.go)
+	cursor    int64      // its expect cursor: the end of the last match a send consumed
+	echo      echoFilter // the terminal's echo of delivered input (echo.go)
 }
 
 // maxLastLine bounds state.json's current_last_line.
@@ -57,6 +60,7 @@ func (c *running) write(b []byte) {
 	c.bytes += int64(len(b))
 	c.lines += int64(bytes.Count(b, newline))
 	c.sum.Write(b)
+	c.win.add(b)
 	if _, err := c.w.Write(b); err != nil && c.outErr == nil {
 		c.outErr = err
 	}
@@ -446,9 +450,16 @@ func (r *Runner) onBegin() {
 	r.fr.capture(m.Prefix, r.doneMatcher(c), m.Mode == protocol.MarkerRunnerInject, r.sink)
 }
 
-// sink receives captured output of the current command.
+// sink receives captured output of the current command. The terminal's
+// echo of delivered input is left out (echo.go).
 func (r *Runner) sink(b []byte) {
-	r.cur.lastOut = r.clk.Now()
+	c := r.cur
+	c.lastOut = r.clk.Now()
+	c.echo.feed(b, r.emit)
+}
+
+// emit appends to the current command's output.
+func (r *Runner) emit(b []byte) {
 	r.cur.write(b)
 	r.tail.write(b)
 }
@@ -471,7 +482,9 @@ func (r *Runner) doneMatcher(c *running) func([]byte) bool {
 func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errInfo *protocol.Error, exit *toolExit) {
 	c := r.cur
 	r.fr.finish() // Flush held-back bytes into the output before closing it.
+	c.echo.flush(r.emit)
 	r.cur = nil
+	r.endInput() // Held send and signal requests are refused: it has ended.
 	flushErr := c.w.Flush()
 	r.flushSpool()
 	spoolEnd := r.spoolSize

@@ -20,6 +20,11 @@ type driver interface {
 	// it is short enough to type, else "" and file holds it.
 	run(file, inline, prefix, token string, wrap bool) string
 	sync(prefix, token string) string
+	// fence returns the line the runner types once it has seen the done
+	// marker of a payload run with token: the helper that ran it reads
+	// and drops input up to that line before it returns to the prompt
+	// (see fenceLine).
+	fence(token string) string
 	// inlineMax is the largest payload run types inline (0: never).
 	inlineMax() int
 }
@@ -63,7 +68,7 @@ const tclBootstrap = `namespace eval ::__sp {variable vmax %d;variable out stdou
 	`set ::__sp::cfg [list -translation lf -encoding [fconfigure stdout -encoding] -buffering [fconfigure stdout -buffering]];` +
 	`proc ::__sp::ev {b p t} {` + tclPre + `set rc [catch {uplevel #0 [encoding convertfrom utf-8 [binary decode base64 $b]]} res];` + tclPost + `};` +
 	`proc ::__sp::src {f p t} {` + tclPre + `set rc [catch {uplevel #0 [list source -encoding utf-8 $f]} res];` + tclPost + `};` +
-	`proc ::__sp::raw {f t} {` + tclPre + `uplevel #0 [list source -encoding utf-8 $f];return};` +
+	`proc ::__sp::raw {f t} {` + tclPre + `catch {uplevel #0 [list source -encoding utf-8 $f]} res opts;` + tclFence + `;return -options $opts $res};` +
 	`proc ::__sp::sync {p t} {::tcl::chan::puts $::__sp::out "
 $p $t rc=0";catch {::tcl::chan::flush $::__sp::out};return}`
 
@@ -73,16 +78,24 @@ const tclPre = `set o $::__sp::out;set cfg $::__sp::cfg;set vmax $::__sp::vmax;s
 	`catch {::tcl::chan::flush stdout};::tcl::chan::puts $o "
 __SP_BEGIN__ $t";catch {::tcl::chan::flush $o};`
 
-// tclPost restores the interpreter's and stdout's settings and prints the
+// tclPost restores the interpreter's and stdout's settings, prints the
 // done line: rc, the value (cut at vmax bytes of UTF-8) and h=0 if the
-// helpers are gone.
+// helpers are gone, then reads stdin up to the runner's fence line.
 const tclPost = `catch {interp recursionlimit {} $rl};catch {fconfigure stdout -blocking 1};catch {::tcl::chan::flush stdout};` +
 	`catch {fconfigure stdout {*}$cfg};catch {::tcl::chan::flush stderr};` +
 	`set bb [encoding convertto utf-8 $res];set vt 0;` +
 	`if {[string length $bb]>$vmax} {set bb [string range $bb 0 [expr {$vmax-1}]];set vt 1};` +
 	`set h {};if {![namespace exists ::__sp]} {set h { h=0}};` +
 	`::tcl::chan::puts $o "
-$p $t rc=$rc v=[binary encode base64 $bb] vt=$vt$h";catch {::tcl::chan::flush $o};return`
+$p $t rc=$rc v=[binary encode base64 $bb] vt=$vt$h";catch {::tcl::chan::flush $o};` + tclFence + `;return`
+
+// tclFence reads and drops stdin up to the line that ends with the fence
+// of token $t (section "The input fence" of PROTOCOL.md): input the payload
+// did not read never reaches the tool's prompt. It ends early at end of
+// file or when reading fails (a payload closed stdin, a Ctrl-C the tool
+// turns into an error).
+const tclFence = `set fl "` + fenceMark + `$t";set fn [expr {[string length $fl]-1}];catch {fconfigure stdin -blocking 1};` +
+	`while {![catch {::tcl::chan::gets stdin l} n] && $n>=0} {if {[string range $l end-$fn end] eq $fl} break}`
 
 func (tclDriver) bootstrap() string { return fmt.Sprintf(tclBootstrap, maxValue) }
 
@@ -97,6 +110,8 @@ func (tclDriver) run(file, inline, prefix, token string, wrap bool) string {
 }
 
 func (tclDriver) sync(prefix, token string) string { return "::__sp::sync " + prefix + " " + token }
+
+func (tclDriver) fence(token string) string { return fenceLine(token) }
 
 // Inline payloads travel as base64 on the typed line; 2 KiB of payload
 // keeps the line near 2.8 KiB, well under the 4095-byte line limit.
@@ -121,8 +136,9 @@ func tclQuote(s string) string {
 // its status $? is the return code. There is no value.
 type shDriver struct{}
 
-const shBootstrap = `__sp_src() { printf '\n__SP_BEGIN__ %s\n' "$3"; . "$1"; __sp_rc=$?; printf '\n%s %s rc=%d\n' "$2" "$3" "$__sp_rc"; }; ` +
-	`__sp_raw() { printf '\n__SP_BEGIN__ %s\n' "$2"; . "$1"; }; ` +
+const shBootstrap = `__sp_fence() { while IFS= read -r __sp_l; do case $__sp_l in *"` + fenceMark + `$1") break;; esac; done; }; ` +
+	`__sp_src() { printf '\n__SP_BEGIN__ %s\n' "$3"; . "$1"; __sp_rc=$?; printf '\n%s %s rc=%d\n' "$2" "$3" "$__sp_rc"; __sp_fence "$3"; }; ` +
+	`__sp_raw() { printf '\n__SP_BEGIN__ %s\n' "$2"; . "$1"; __sp_rc=$?; __sp_fence "$2"; return $__sp_rc; }; ` +
 	`__sp_sync() { printf '\n%s %s rc=0\n' "$1" "$2"; }`
 
 func (shDriver) bootstrap() string { return shBootstrap }
@@ -136,6 +152,22 @@ func (shDriver) run(file, _, prefix, token string, wrap bool) string {
 
 func (shDriver) sync(prefix, token string) string { return "__sp_sync " + prefix + " " + token }
 
+func (shDriver) fence(token string) string { return fenceLine(token) }
+
 func (shDriver) inlineMax() int { return 0 }
 
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// fenceMark starts the fence line. The line is a comment in Tcl and in a
+// POSIX shell, so a tool that reads it at its prompt (its helper was
+// interrupted while reading) does nothing with it.
+const fenceMark = "#__SP_FENCE__ "
+
+// fenceLine is the line the runner types after the done marker of the
+// payload run with token. The helper that ran the payload drops every
+// input line up to the one that ends with it: bytes sent to a command that
+// it did not read (also a last line without newline, which the fence line
+// completes) are dropped there instead of reaching the tool's prompt as a
+// command. Input is delivered only while the runner has not yet seen the
+// done marker, so it always precedes the fence.
+func fenceLine(token string) string { return fenceMark + token }

@@ -24,6 +24,8 @@ type fakeBehavior struct {
 	onInt string
 	// onTerm: "" (SIGTERM kills it) or "ignore".
 	onTerm string
+	echo   bool // its terminal echoes input (Echo reports true)
+	stuck  bool // it never reads its input: Input blocks until aborted
 }
 
 // fakeTool plays a Tcl tool's part over channels: it answers the runner's
@@ -34,6 +36,10 @@ type fakeBehavior struct {
 //	print TEXT    prints TEXT and a newline     printn TEXT  without newline
 //	value V       the payload's result is V     error MSG    Tcl error MSG
 //	exit N        the tool exits with N         hang         wait for a signal
+//	gets          reads an input line L and prints "got L"
+//
+// After the done marker it drops input lines up to the runner's fence
+// line, as the real helpers do (it notes "dropped L" for each).
 type fakeTool struct {
 	b       fakeBehavior
 	pid     int
@@ -51,6 +57,8 @@ type fakeTool struct {
 	partial string
 	once    sync.Once
 	endOnce sync.Once
+	fencing string // the fence line it drops input up to ("" when none)
+	inputs  []string // what reached it through Input, in order
 }
 
 var fakePids = struct {
@@ -75,6 +83,25 @@ func (t *fakeTool) Exited() <-chan toolExit { return t.exited }
 func (t *fakeTool) Pid() int                { return t.pid }
 func (t *fakeTool) StartTime() uint64       { return 1 }
 func (t *fakeTool) Resize(int, int) error   { return nil }
+
+func (t *fakeTool) Echo() (bool, error) { return t.b.echo, nil }
+
+func (t *fakeTool) SignalForeground(sig syscall.Signal) error {
+	t.note("fg " + sigName(sig))
+	return nil
+}
+
+func (t *fakeTool) Input(p []byte, abort <-chan struct{}) (int, error) {
+	if t.b.stuck {
+		t.note("input stuck")
+		<-abort
+		return 0, os.ErrDeadlineExceeded
+	}
+	t.mu.Lock()
+	t.inputs = append(t.inputs, string(p))
+	t.mu.Unlock()
+	return len(p), t.Write(p)
+}
 
 func (t *fakeTool) Write(p []byte) error {
 	select {
@@ -193,6 +220,14 @@ func (t *fakeTool) run() {
 			if t.b.mute {
 				continue
 			}
+			if t.fencing != "" {
+				if strings.HasSuffix(line, t.fencing) {
+					t.fencing = ""
+				} else {
+					t.note("dropped " + line)
+				}
+				continue
+			}
 			if !t.typed(line) {
 				return
 			}
@@ -218,6 +253,10 @@ func sigName(sig syscall.Signal) string {
 		return "SIGTERM"
 	case syscall.SIGINT:
 		return "SIGINT"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
 	}
 	return fmt.Sprint(int(sig))
 }
@@ -248,6 +287,7 @@ func (t *fakeTool) typed(line string) bool {
 		if err != nil {
 			t.emit(fmt.Sprintf("\n__SP_BEGIN__ %s\n\n%s %s rc=1 v=%s vt=0\n", f[3], f[2], f[3],
 				base64.StdEncoding.EncodeToString([]byte(err.Error()))))
+			t.fencing = "#__SP_FENCE__ " + f[3]
 			return true
 		}
 		return t.runPayload(string(b), f[2], f[3])
@@ -285,6 +325,17 @@ func (t *fakeTool) runPayload(payload, prefix, tok string) bool {
 			if interrupted {
 				rc, value = 1, "interrupted"
 			}
+		case "gets":
+			t.note("gets")
+			line, ended, interrupted := t.gets()
+			switch {
+			case ended:
+				return false
+			case interrupted:
+				rc, value = 1, "interrupted"
+			default:
+				t.emit("got " + line + "\n")
+			}
 		default:
 			panic("fake tool: unknown statement " + st)
 		}
@@ -293,7 +344,34 @@ func (t *fakeTool) runPayload(payload, prefix, tok string) bool {
 		}
 	}
 	t.emit(fmt.Sprintf("\n%s %s rc=%d v=%s vt=0\n", prefix, tok, rc, base64.StdEncoding.EncodeToString([]byte(value))))
+	t.fencing = "#__SP_FENCE__ " + tok
 	return true
+}
+
+// gets waits for an input line, as hang waits for a signal.
+func (t *fakeTool) gets() (line string, ended, interrupted bool) {
+	for {
+		select {
+		case <-t.closed:
+			t.end(nil, "SIGHUP")
+			return "", true, false
+		case sig := <-t.sigs:
+			if t.signalled(sig) {
+				return "", true, false
+			}
+		case <-t.intr:
+			t.note("intr")
+			switch t.b.onInt {
+			case "die":
+				t.end(nil, "SIGINT")
+				return "", true, false
+			case "prompt":
+				return "", false, true
+			}
+		case l := <-t.lines:
+			return l, false, false
+		}
+	}
 }
 
 // hang waits until something ends the payload: ended says the tool ended,

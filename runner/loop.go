@@ -72,6 +72,10 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		wake.Reset(r.nextWake())
 		var out <-chan chunk
 		var exited <-chan toolExit
+		var input <-chan inputDone
+		if r.inw != nil {
+			input = r.inw.done
+		}
 		if r.tool != nil {
 			exited = r.tool.Exited()
 			if !r.toolEOF {
@@ -87,6 +91,8 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.onChunk(c)
 		case ex := <-exited:
 			r.onToolExit(ex)
+		case d := <-input:
+			r.onInputDone(d)
 		case d := <-r.results.done:
 			r.onResult(d)
 		case st := <-r.results.status:
@@ -131,6 +137,7 @@ func (r *Runner) nextWake() time.Duration {
 	}
 	consider(r.pend.promote(now))
 	consider(r.mbox.recheck)
+	consider(r.inputDue())
 	consider(r.stateAt)
 	if !r.bufferedAt.IsZero() {
 		consider(r.bufferedAt.Add(flushDelay))
@@ -152,6 +159,9 @@ func (r *Runner) onTimer(now time.Time) {
 	}
 	if !r.mbox.recheck.IsZero() && !now.Before(r.mbox.recheck) {
 		r.checkCtl()
+	}
+	if d := r.inputDue(); !d.IsZero() && !now.Before(d) {
+		r.pumpInput()
 	}
 	if !r.bufferedAt.IsZero() && now.Sub(r.bufferedAt) >= flushDelay {
 		r.flushBuffers()
@@ -219,6 +229,7 @@ func (r *Runner) rescan() {
 func (r *Runner) shutdown() error {
 	r.setPhase(protocol.PhaseStopping, r.stopReason)
 	r.writeState()
+	r.abortInput()
 	if t := r.tool; t != nil {
 		_ = t.Signal(sigTerm)
 		if !r.waitExit(t, r.cfg.KillGrace) {

@@ -36,6 +36,7 @@ type mailbox struct {
 	seen     map[string]fileSeen // files not yet complete, by name in ctl/
 	recheck  time.Time           // when to look at an incomplete file again
 	unsent   map[string][]byte   // replies acted on whose write failed, retried
+	held     map[string]bool     // send and signal requests taken, not yet answered (input.go)
 	moved    int64               // names files moved into tmp/
 }
 
@@ -58,7 +59,7 @@ const startedFile = "started"
 // masters set session_id, and a stale stop is the worse mistake.
 func (r *Runner) initMailbox() {
 	m := &r.mbox
-	m.seen, m.unsent = map[string]fileSeen{}, map[string][]byte{}
+	m.seen, m.unsent, m.held = map[string]fileSeen{}, map[string][]byte{}, map[string]bool{}
 	p := r.path(rel(protocol.DirTmp, startedFile))
 	first, err := writeStamp(p, r.sessionID)
 	if err == nil {
@@ -147,6 +148,9 @@ func (r *Runner) checkCtl() {
 func (r *Runner) takeRequest(name string) bool {
 	m := &r.mbox
 	p := r.path(rel(protocol.DirCtl, name))
+	if m.held[name] {
+		return true // Taken; answered once it is delivered or refused.
+	}
 	if b, ok := m.unsent[name]; ok {
 		if r.writeReply(name, b) == nil {
 			delete(m.unsent, name)
@@ -195,12 +199,13 @@ func (r *Runner) takeRequest(name string) bool {
 		mod = fi.ModTime()
 	}
 	a := r.decide(req, perr, mod, rel(protocol.DirCtl, name))
+	if a.held {
+		r.pumpInput() // Answered now or later, by completeHeld.
+		return true
+	}
 	r.record(req, a, "")
 	failpoint("ctl_after_act")
-	b := marshal(&protocol.ControlReply{
-		ProtocolVersion: protocol.Version, ReqID: req.ReqID, Seq: req.Seq, Op: req.Op, CmdID: a.cmdID,
-		Outcome: a.outcome, Message: a.message, TS: protocol.Now(), SpoolOffset: a.offset,
-	})
+	b := marshal(replyFor(req, a))
 	if err := r.writeReply(name, b); err != nil {
 		m.unsent[name] = b // Acted on: never again; the reply is retried.
 		return true
@@ -216,6 +221,22 @@ type answer struct {
 	message string
 	cmdID   string
 	offset  int64 // spool size when it took effect
+	held    bool  // a send or signal queued for the running command (input.go)
+	// send and signal only (see protocol.ControlReply)
+	bytes                              *int64
+	sha256                             string
+	matchStart, matchEnd, outputOffset *int64
+	cmdState                           string
+}
+
+// replyFor is the reply to req.
+func replyFor(req *protocol.ControlRequest, a answer) *protocol.ControlReply {
+	return &protocol.ControlReply{
+		ProtocolVersion: protocol.Version, ReqID: req.ReqID, Seq: req.Seq, Op: req.Op, CmdID: a.cmdID,
+		Outcome: a.outcome, Message: a.message, TS: protocol.Now(), SpoolOffset: a.offset,
+		Bytes: a.bytes, SHA256: a.sha256, MatchStart: a.matchStart, MatchEnd: a.matchEnd,
+		OutputOffset: a.outputOffset, CmdState: a.cmdState,
+	}
 }
 
 // decide validates, judges staleness and acts. source names the request in
@@ -236,8 +257,12 @@ func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time,
 		a.outcome, a.message, a.cmdID = r.cancel(req.Scope, req.CmdID, source)
 	case req.Op == protocol.OpStop:
 		a.outcome, a.message = r.stopRequested(req.Mode, source)
+	case req.Op == protocol.OpSend, req.Op == protocol.OpSignal:
+		return r.takeInput(req, requestName(source), a)
+	case req.Op == protocol.OpResize:
+		a.outcome, a.message = r.resize(req)
 	default:
-		a.outcome, a.message = protocol.OutcomeRejected, string(req.Op)+" is not supported by this runner yet"
+		a.outcome, a.message = protocol.OutcomeRejected, string(req.Op)+" is not supported by this runner"
 	}
 	return a
 }
@@ -266,11 +291,30 @@ func (r *Runner) record(req *protocol.ControlRequest, a answer, legacy string) {
 	case protocol.OpResize:
 		detail["cols"], detail["rows"] = req.Cols, req.Rows
 	case protocol.OpSend:
-		detail["secret"] = req.Secret // Never the bytes, nor their hash.
+		// Never the bytes; their hash only when they are not secret.
+		detail["secret"] = req.Secret
+		detail["bytes"] = int64(0)
+		if a.bytes != nil {
+			detail["bytes"] = *a.bytes
+		}
+		if a.sha256 != "" && !req.Secret {
+			detail["sha256"] = a.sha256
+		}
+		if req.Expect != "" {
+			detail["expect"] = req.Expect
+		}
+		for k, v := range map[string]*int64{"match_start": a.matchStart, "match_end": a.matchEnd, "output_offset": a.outputOffset} {
+			if v != nil {
+				detail[k] = *v
+			}
+		}
 	default:
 		if req.Op != "" {
 			detail["op"] = string(req.Op)
 		}
+	}
+	if a.cmdState != "" {
+		detail["cmd_state"] = a.cmdState
 	}
 	off := a.offset
 	r.event(protocol.Event{Event: ev, CmdID: a.cmdID, SpoolOffset: &off, Detail: detail})

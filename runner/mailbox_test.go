@@ -158,11 +158,11 @@ func TestMailboxOutcomes(t *testing.T) {
 		{protocol.OpCancel, map[string]any{"scope": "nonsense", "cmd_id": "c1"}, protocol.OutcomeRejected, "scope"},
 		{protocol.OpCancel, map[string]any{"cmd_id": nil}, protocol.OutcomeRejected, "cmd_id"},
 		{protocol.Op("explode"), nil, protocol.OutcomeRejected, "unknown op"},
-		{protocol.OpSend, map[string]any{"cmd_id": "c1", "data_b64": "aGkK"}, protocol.OutcomeRejected, "not supported by this runner yet"},
-		{protocol.OpSend, map[string]any{"cmd_id": "c1", "data_b64": "c2VjcmV0Cg==", "secret": true}, protocol.OutcomeRejected, "not supported"},
-		{protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "INT"}, protocol.OutcomeRejected, "not supported"},
+		{protocol.OpSend, map[string]any{"cmd_id": "c1", "data_b64": "aGkK"}, protocol.OutcomeNotRunning, "c1 has finished"},
+		{protocol.OpSend, map[string]any{"cmd_id": "c1", "data_b64": "c2VjcmV0Cg==", "secret": true}, protocol.OutcomeNotRunning, "finished"},
+		{protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "INT"}, protocol.OutcomeNotRunning, "finished"},
 		{protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "KILL"}, protocol.OutcomeRejected, "signal"},
-		{protocol.OpResize, map[string]any{"cols": 100, "rows": 40}, protocol.OutcomeRejected, "not supported"},
+		{protocol.OpResize, map[string]any{"cols": 100, "rows": 40}, protocol.OutcomeDelivered, "100 columns by 40 rows"},
 	})
 	// A request without session_id from before this runner's start (by the
 	// filesystem's clock) is stale.

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -258,6 +259,52 @@ func (s *ptySession) Signal(sig syscall.Signal) error {
 }
 
 func (s *ptySession) Resize(cols, rows int) error { return setWinsize(s.ptmx, cols, rows) }
+
+// SignalForeground sends sig to the terminal's foreground process group.
+func (s *ptySession) SignalForeground(sig syscall.Signal) error {
+	return unix.Kill(-s.foreground(), sig)
+}
+
+// Input writes p to the PTY master. The master is non-blocking and served
+// by the runtime's poller, so a write the terminal cannot take yet parks
+// until it can; closing abort sets a write deadline in the past, which
+// ends it at once with the count written so far.
+func (s *ptySession) Input(p []byte, abort <-chan struct{}) (int, error) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-abort:
+			_ = s.ptmx.SetWriteDeadline(time.Unix(1, 0))
+		case <-stop:
+		}
+	}()
+	n, err := s.ptmx.Write(p)
+	close(stop)
+	wg.Wait()
+	_ = s.ptmx.SetWriteDeadline(time.Time{}) // For the runner's own lines.
+	return n, err
+}
+
+// Echo reads the terminal's ECHO flag. On Linux, TCGETS on a PTY master
+// returns the settings of its slave, the tool's terminal.
+func (s *ptySession) Echo() (bool, error) {
+	c, err := s.ptmx.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var tio *unix.Termios
+	var ierr error
+	if err := c.Control(func(fd uintptr) { tio, ierr = unix.IoctlGetTermios(int(fd), unix.TCGETS) }); err != nil {
+		return false, err
+	}
+	if ierr != nil {
+		return false, fmt.Errorf("termios: %w", ierr)
+	}
+	return tio.Lflag&unix.ECHO != 0, nil
+}
 
 // Close releases the PTY master: every process still holding the terminal
 // gets a hangup, and the reader stops. It waits for the reader goroutine.

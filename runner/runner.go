@@ -72,7 +72,11 @@ type Runner struct {
 	cmdsDone     int64
 	lease        leaseWatch
 	started      time.Time
-	mbox         mailbox // ctl/: control requests (mailbox.go)
+	mbox         mailbox     // ctl/: control requests (mailbox.go)
+	inq          []*heldReq  // send and signal requests for the running command, in seq order (input.go)
+	inw          *inputWrite // a send's bytes being written
+	winCols      int         // the last resize (0: none)
+	winRows      int
 	scan         *scanner
 	stateDirty   bool
 	signals      int

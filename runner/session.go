@@ -22,8 +22,18 @@ type toolSession interface {
 	// stream (the terminal's last holder is gone) or after Close. The
 	// receiver returns each chunk's buffer with chunk.release.
 	Output() <-chan chunk
-	// Write types p into the tool's terminal.
+	// Write types p into the tool's terminal (the runner's own short
+	// lines). It must not be called while an Input is under way.
 	Write(p []byte) error
+	// Input writes p into the terminal as typed input, blocking until the
+	// terminal has taken all of it (it takes input only as fast as the
+	// tool reads) or abort is closed. It returns how many bytes it took.
+	Input(p []byte, abort <-chan struct{}) (int, error)
+	// Echo reports whether the terminal echoes input (termios ECHO).
+	Echo() (bool, error)
+	// SignalForeground sends sig to the terminal's foreground process
+	// group only: what a key such as Ctrl-\ does, without any cancel.
+	SignalForeground(sig syscall.Signal) error
 	// Interrupt does what a user's Ctrl-C does.
 	Interrupt() error
 	// Signal sends sig to the tool's process group, and to the terminal's

@@ -68,7 +68,8 @@ func (r *Runner) toolReady() bool {
 // startTool starts a fresh tool and types the bootstrap, then waits (in
 // phaseBooting) for the first sync marker.
 func (r *Runner) startTool() {
-	t, err := r.startSession(sessionSpec{Argv: r.cfg.Tool, Env: r.toolEnv(), Cols: defaultCols, Rows: defaultRows})
+	cols, rows := r.winSize()
+	t, err := r.startSession(sessionSpec{Argv: r.cfg.Tool, Env: r.toolEnv(), Cols: cols, Rows: rows})
 	if err != nil {
 		r.countFailedStart(fmt.Sprintf("cannot start the tool: %v", err))
 		return
@@ -92,15 +93,22 @@ func (r *Runner) startTool() {
 }
 
 // typeLine types s and a newline into the tool. A failure means the tool
-// is dying; its exit is handled where it is reported.
+// is dying; its exit is handled where it is reported. A send's bytes still
+// being written are cut off first: the runner types only when the command
+// ends or is interrupted, and its line must not be mixed into them.
 func (r *Runner) typeLine(s string) {
 	if r.tool == nil {
 		return
 	}
+	r.abortInput()
 	if err := r.tool.Write([]byte(s + "\n")); err != nil {
 		r.log.Warn("type to tool", "err", err)
 	}
 }
+
+// typeFence types the fence line of token, after its done marker: the
+// helper that ran the payload drops input up to it (driver.go, fenceLine).
+func (r *Runner) typeFence(token string) { r.typeLine(r.drv.fence(token)) }
 
 // sendSync types a sync request with a fresh token. Every token sent since
 // the last resynchronisation is accepted.
@@ -141,6 +149,9 @@ func (r *Runner) onChunk(c chunk) {
 		if line != nil {
 			r.tphase.line(r, line)
 		}
+	}
+	if len(r.inq) > 0 {
+		r.pumpInput() // New output: an expect may match now.
 	}
 }
 
@@ -204,6 +215,7 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 	}
 	r.event(protocol.Event{Event: protocol.EvInterrupt, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status,
 		Detail: map[string]any{"policy": string(policy), "reason": msg}})
+	r.endInput() // It is ending: held input is refused, a write cut off.
 	switch policy {
 	case protocol.PolicyCtrlC:
 		if !first {
@@ -259,6 +271,7 @@ func (r *Runner) kill(hard bool, failure string) {
 // process group, then let the phase decide what the exit means.
 func (r *Runner) onToolExit(ex toolExit) {
 	t := r.tool
+	r.abortInput()
 	r.drain(t, 500*time.Millisecond)
 	_ = t.Signal(sigKill) // Orphans the tool left in its group.
 	_ = t.Close()

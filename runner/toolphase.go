@@ -81,6 +81,7 @@ func (p *phaseInit) line(r *Runner, l []byte) {
 		return
 	}
 	d, _ := matchDone(l, protocol.DefaultMarkerPrefix, p.tok)
+	r.typeFence(p.tok)
 	end := r.spoolSize
 	ok := !d.hasRC || d.rc == 0 || d.rc == 2
 	r.event(protocol.Event{Event: protocol.EvInitEnd, SpoolStart: &p.spoolStart, SpoolEnd: &end, Detail: map[string]any{
@@ -119,8 +120,10 @@ func (p *phaseBusy) String() string { return "busy" }
 func (p *phaseBusy) line(r *Runner, l []byte) {
 	if !r.cur.begun {
 		r.onBegin()
+		r.pumpInput() // Input held until its output is captured.
 		return
 	}
+	r.typeFence(r.cur.cmd.Marker.Token)
 	r.finishByMarker()
 	r.becomeReady()
 }
@@ -168,9 +171,14 @@ func (p *phaseResync) line(r *Runner, l []byte) {
 	}
 	// The interrupted command's own marker: its output is complete
 	// (a partial line before it was its own); wait for the sync marker
-	// that proves the prompt is back.
+	// that proves the prompt is back. The helper first reads input up to
+	// the fence, sync lines typed meanwhile included: type one more.
 	r.fr.releaseHeld()
 	r.fr.discard(r.isSync)
+	if r.cur != nil {
+		r.typeFence(r.cur.cmd.Marker.Token)
+		r.sendSync()
+	}
 }
 func (p *phaseResync) timer(r *Runner, now time.Time) {
 	switch {

@@ -1,0 +1,408 @@
+package runner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// Input to the running command (PROTOCOL.md section 9.6): send and signal
+// requests name a command and act only while it is the running command
+// and its output is being captured (its begin line was seen, its done
+// marker not yet). Those for the running command are applied one at a
+// time in seq order: r.inq holds them, and its head may wait — for the
+// begin line, for its expect to match, or for the terminal to take its
+// bytes — holding back the ones behind it. Cancel, stop and resize never
+// wait behind them.
+//
+// Input never reaches a later command or the tool's prompt: it is written
+// only before the runner has seen the command's done marker, and the
+// helper that ran the payload reads and drops everything up to the fence
+// line the runner types after that marker (driver.go, fenceLine).
+
+// heldReq is a send or signal request for the running command that has
+// been taken but not yet answered.
+type heldReq struct {
+	name     string // ctl/<name>
+	req      *protocol.ControlRequest
+	re       *regexp.Regexp // the expect of a send, compiled
+	from     int64          // where the expect starts in the command's output
+	deadline time.Time      // when the expect gives up (r.clk); zero: no expect
+	matched  bool
+	match    [2]int64 // the expect's match in the command's output
+	spoolOff int64    // spool size when it took effect
+	outOff   int64    // the command's output size when it took effect
+}
+
+// inputWrite is a send's bytes on their way into the terminal: the
+// terminal takes input only as fast as the tool reads it (about 20 KiB
+// ahead), so the bytes are written by a goroutine of their own and the
+// owner goroutine never blocks on them.
+type inputWrite struct {
+	h     *heldReq
+	abort chan struct{}
+	done  chan inputDone
+}
+
+type inputDone struct {
+	n   int
+	err error
+}
+
+// expectWindow bounds what an expect searches: the last expectWindow bytes
+// of the command's output. A match that starts earlier is not found.
+const expectWindow = 64 << 10
+
+// signals maps a signal request's name to the signal.
+var signals = map[string]syscall.Signal{
+	"INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "TSTP": syscall.SIGTSTP, "CONT": syscall.SIGCONT,
+	"HUP": syscall.SIGHUP, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2,
+}
+
+// takeInput takes a valid send or signal request. One for the running
+// command is queued (held: answered later by completeHeld, possibly at
+// once); any other is refused here with not_running and the named
+// command's state.
+func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) answer {
+	c := r.cur
+	if c == nil || c.cmd.CmdID != req.CmdID || c.doneSeen {
+		a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.cmdState(req.CmdID)
+		if c != nil && c.cmd.CmdID == req.CmdID {
+			a.cmdState = "finished"
+		}
+		a.message = notRunning(req, a.cmdState)
+		return a
+	}
+	if c.endStatus != "" {
+		return r.ending(req, a)
+	}
+	h := &heldReq{name: name, req: req, from: -1}
+	if req.Op == protocol.OpSend && req.Expect != "" {
+		h.re = regexp.MustCompile(req.Expect) // Validated by protocol.ParseControlRequest.
+		ms := int64(protocol.DefaultExpectTimeoutMS)
+		if req.ExpectTimeoutMS != nil {
+			ms = *req.ExpectTimeoutMS
+		}
+		h.deadline = r.clk.Now().Add(time.Duration(ms) * time.Millisecond)
+		if req.ExpectFrom != nil {
+			h.from = *req.ExpectFrom
+		}
+	}
+	r.inq = append(r.inq, h)
+	r.mbox.held[name] = true
+	a.held = true
+	return a
+}
+
+// notRunning says why input for a command that is not running is refused.
+func notRunning(req *protocol.ControlRequest, state string) string {
+	what := "input"
+	if req.Op == protocol.OpSignal {
+		what = "signal " + req.Signal
+	}
+	switch state {
+	case "queued":
+		return fmt.Sprintf("%s is queued, not running; %s refused, nothing sent", req.CmdID, what)
+	case "finished":
+		return fmt.Sprintf("%s has finished; %s refused, nothing sent", req.CmdID, what)
+	}
+	return fmt.Sprintf("no command %s is queued, running or finished in this session; %s refused, nothing sent", req.CmdID, what)
+}
+
+// ending refuses input for the running command once the runner is ending
+// it (a timeout, a cancel, a force stop).
+func (r *Runner) ending(req *protocol.ControlRequest, a answer) answer {
+	a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
+	a.message = fmt.Sprintf("%s is ending (%s); refused, nothing sent", req.CmdID, r.cur.endStatus)
+	return a
+}
+
+// cmdState says where a command that is not running is: finished (it has
+// a result), queued (its file is in queue/) or unknown.
+func (r *Runner) cmdState(id string) string {
+	if r.doneIDs[id] {
+		return "finished"
+	}
+	names, err := fsq.ReadNames(r.path(protocol.DirQueue))
+	if err == nil {
+		for _, n := range names {
+			if _, nid, err := protocol.ParseCommandName(n); err == nil && nid == id {
+				return "queued"
+			}
+		}
+	}
+	return "unknown"
+}
+
+// pumpInput answers or starts the held requests in order, until one has
+// to wait (or a write is under way).
+func (r *Runner) pumpInput() {
+	for len(r.inq) > 0 && r.inw == nil {
+		h := r.inq[0]
+		a := r.step(h)
+		if a == nil {
+			return // Waits, or its bytes are being written.
+		}
+		r.inq = r.inq[1:]
+		r.completeHeld(h, *a)
+	}
+}
+
+// step decides the head of the queue: its answer, or nil while it waits
+// (then h is either still waiting or being written).
+func (r *Runner) step(h *heldReq) *answer {
+	req, c := h.req, r.cur
+	a := &answer{cmdID: req.CmdID}
+	if c == nil || c.cmd.CmdID != req.CmdID || c.doneSeen {
+		a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
+		a.message = notRunning(req, "finished")
+		r.stamp(a)
+		return a
+	}
+	if c.endStatus != "" {
+		*a = r.ending(req, *a)
+		r.stamp(a)
+		return a
+	}
+	now := r.clk.Now()
+	if !c.begun {
+		if !h.deadline.IsZero() && !now.Before(h.deadline) {
+			return r.expectTimeout(h, a)
+		}
+		return nil // Its begin line is on its way.
+	}
+	if h.re != nil && !h.matched {
+		if !r.expect(h) {
+			if !now.Before(h.deadline) {
+				return r.expectTimeout(h, a)
+			}
+			return nil
+		}
+	}
+	r.stamp(a)
+	h.spoolOff, h.outOff = a.offset, c.bytes
+	if _, err := os.Lstat(r.path(rel(protocol.DirCtl, h.name))); errors.Is(err, os.ErrNotExist) {
+		a.outcome, a.message = protocol.OutcomeRejected, "withdrawn by its master before delivery; nothing sent"
+		return a
+	}
+	if req.Op == protocol.OpSignal {
+		return r.deliverSignal(h, a)
+	}
+	return r.startWrite(h, a)
+}
+
+// stamp sets where the answer took effect: the spool size now.
+func (r *Runner) stamp(a *answer) {
+	r.flushSpool()
+	a.offset = r.spoolSize
+}
+
+func (r *Runner) expectTimeout(h *heldReq, a *answer) *answer {
+	r.stamp(a)
+	a.outcome = protocol.OutcomeExpectTimeout
+	a.message = fmt.Sprintf("%q did not appear in the output of %s within %v; nothing sent", h.req.Expect, h.req.CmdID,
+		time.Duration(expectMS(h.req))*time.Millisecond)
+	if c := r.cur; c != nil && c.cmd.CmdID == h.req.CmdID {
+		off := c.bytes
+		a.outputOffset = &off
+	}
+	return a
+}
+
+func expectMS(req *protocol.ControlRequest) int64 {
+	if req.ExpectTimeoutMS != nil {
+		return *req.ExpectTimeoutMS
+	}
+	return protocol.DefaultExpectTimeoutMS
+}
+
+// expect looks for h's expect in the running command's output, from its
+// start (expect_from, else the command's expect cursor) within the last
+// expectWindow bytes.
+func (r *Runner) expect(h *heldReq) bool {
+	c := r.cur
+	from := h.from
+	if from < 0 {
+		from = c.cursor
+	}
+	from = max(from, c.bytes-expectWindow, c.win.start())
+	if from > c.bytes {
+		return false
+	}
+	region := c.win.since(from)
+	loc := h.re.FindIndex(region)
+	if loc == nil {
+		return false
+	}
+	h.matched, h.match = true, [2]int64{from + int64(loc[0]), from + int64(loc[1])}
+	return true
+}
+
+// deliverSignal sends a signal request's signal to the terminal's
+// foreground process group. Nothing else happens: no cancel, no
+// resynchronisation; the command goes on (or ends) as the tool decides.
+func (r *Runner) deliverSignal(h *heldReq, a *answer) *answer {
+	if r.tool == nil {
+		a.outcome, a.cmdState, a.message = protocol.OutcomeNotRunning, "finished", h.req.CmdID+" has no tool any more; nothing sent"
+		return a
+	}
+	if err := r.tool.SignalForeground(signals[h.req.Signal]); err != nil {
+		a.outcome, a.message = protocol.OutcomeRejected, "the signal could not be sent: "+err.Error()
+		return a
+	}
+	a.outcome = protocol.OutcomeDelivered
+	a.message = fmt.Sprintf("SIG%s sent to the foreground process group of %s's terminal", h.req.Signal, h.req.CmdID)
+	return a
+}
+
+// startWrite starts writing a send's bytes (answered in finishWrite), or
+// refuses a secret while the terminal echoes.
+func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
+	c, req := r.cur, h.req
+	echo, err := r.tool.Echo()
+	if err != nil {
+		a.outcome, a.message = protocol.OutcomeRejected, "cannot read the terminal's settings: "+err.Error()+"; nothing sent"
+		return a
+	}
+	if req.Secret && echo {
+		a.outcome = protocol.OutcomeRefusedEcho
+		a.message = "the terminal echoes input (ECHO is on), so the secret would be printed into the session; nothing sent"
+		return a
+	}
+	if h.matched {
+		c.cursor = h.match[1]
+	}
+	if echo {
+		c.echo.expect(req.Data) // Its echo is the terminal's, not the tool's output.
+	}
+	w := &inputWrite{h: h, abort: make(chan struct{}), done: make(chan inputDone, 1)}
+	r.inw = w
+	t := r.tool
+	go func() {
+		n, err := t.Input(req.Data, w.abort)
+		w.done <- inputDone{n, err}
+	}()
+	return nil
+}
+
+// onInputDone answers the send whose write ended and goes on with the queue.
+func (r *Runner) onInputDone(d inputDone) {
+	r.finishWrite(d)
+	r.pumpInput()
+}
+
+// finishWrite answers the send whose bytes were being written: delivered
+// when the terminal took all of them, else not_running with the count.
+func (r *Runner) finishWrite(d inputDone) {
+	w := r.inw
+	r.inw = nil
+	h := w.h
+	r.inq = r.inq[1:]
+	req := h.req
+	a := answer{cmdID: req.CmdID, offset: h.spoolOff}
+	n := int64(d.n)
+	a.bytes, a.outputOffset = &n, &h.outOff
+	if h.matched {
+		a.matchStart, a.matchEnd = &h.match[0], &h.match[1]
+	}
+	if !req.Secret {
+		sum := sha256.Sum256(req.Data[:d.n])
+		a.sha256 = hex.EncodeToString(sum[:])
+	}
+	if d.n == len(req.Data) {
+		a.outcome = protocol.OutcomeDelivered
+		a.message = fmt.Sprintf("%d bytes written to the terminal of %s", d.n, req.CmdID)
+		if h.matched {
+			a.message += fmt.Sprintf(" after %q matched its output at %d-%d", req.Expect, h.match[0], h.match[1])
+		}
+	} else {
+		if c := r.cur; c != nil {
+			c.echo.truncate(len(req.Data) - d.n)
+		}
+		a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
+		a.message = fmt.Sprintf("%s ended before it read all its input: %d of %d bytes were written", req.CmdID, d.n, len(req.Data))
+		if d.err != nil && !errors.Is(d.err, os.ErrDeadlineExceeded) {
+			a.message += " (" + d.err.Error() + ")"
+		}
+	}
+	r.completeHeld(h, a)
+}
+
+// abortInput stops a write under way (the command is ending, or the
+// runner is about to type into the terminal) and answers its request.
+func (r *Runner) abortInput() {
+	w := r.inw
+	if w == nil {
+		return
+	}
+	close(w.abort)
+	r.finishWrite(<-w.done)
+}
+
+// endInput answers every request still held for the current command: it
+// ends (its done marker, a timeout or cancel, the tool's death).
+func (r *Runner) endInput() {
+	r.abortInput()
+	r.pumpInput() // The command is ending or gone: each is refused.
+}
+
+// completeHeld records a held request's event and writes its reply. A
+// request whose file is gone (its master withdrew it) gets its event and
+// no reply.
+func (r *Runner) completeHeld(h *heldReq, a answer) {
+	delete(r.mbox.held, h.name)
+	r.record(h.req, a, "")
+	p := r.path(rel(protocol.DirCtl, h.name))
+	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	b := marshal(replyFor(h.req, a))
+	if err := r.writeReply(h.name, b); err != nil {
+		r.mbox.unsent[h.name] = b
+		return
+	}
+	r.removeRequest(p)
+}
+
+// inputDue is when the head of the queue gives up on its expect.
+func (r *Runner) inputDue() time.Time {
+	if len(r.inq) == 0 || r.inw != nil {
+		return time.Time{}
+	}
+	return r.inq[0].deadline
+}
+
+// resize sets the terminal's window size (the tool's foreground process
+// group gets SIGWINCH from the kernel). The size is kept for later starts
+// of the tool.
+func (r *Runner) resize(req *protocol.ControlRequest) (protocol.Outcome, string) {
+	r.winCols, r.winRows = req.Cols, req.Rows
+	if r.tool == nil {
+		return protocol.OutcomeDelivered, fmt.Sprintf("no tool runs now; the next one starts with a %dx%d terminal", req.Cols, req.Rows)
+	}
+	if err := r.tool.Resize(req.Cols, req.Rows); err != nil {
+		return protocol.OutcomeRejected, "the terminal could not be resized: " + err.Error()
+	}
+	return protocol.OutcomeDelivered, fmt.Sprintf("the terminal is now %d columns by %d rows (the tool gets SIGWINCH)", req.Cols, req.Rows)
+}
+
+// winSize is the terminal size for a new tool: the last resize, else the
+// default.
+func (r *Runner) winSize() (int, int) {
+	if r.winCols > 0 {
+		return r.winCols, r.winRows
+	}
+	return defaultCols, defaultRows
+}
+
+// requestName returns the file name of a request's source path.
+func requestName(source string) string { return filepath.Base(source) }
