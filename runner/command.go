@@ -318,6 +318,9 @@ func (r *Runner) submitResult(j resultJob) {
 	r.settling[j.name] = true
 	if _, _, err := protocol.ParseCommandName(j.name); err == nil {
 		r.doneIDs[j.res.CmdID] = true
+		if len(r.waitq[j.res.CmdID]) > 0 {
+			r.pumpWaiting(j.res.CmdID) // It ended without running (cancelled while queued, rejected).
+		}
 	}
 	r.results.submit(j, r.onResult)
 }
@@ -403,6 +406,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		return
 	}
 	r.cur = c
+	r.startedInput(cmd.CmdID)
 	r.enter(&phaseBusy{})
 	r.setPhase(protocol.PhaseBusy, "")
 	tok := cmd.Marker.Token

@@ -57,7 +57,7 @@ type fakeTool struct {
 	partial string
 	once    sync.Once
 	endOnce sync.Once
-	fencing string // the fence line it drops input up to ("" when none)
+	fencing string   // the fence line it drops input up to ("" when none)
 	inputs  []string // what reached it through Input, in order
 }
 
@@ -100,7 +100,17 @@ func (t *fakeTool) Input(p []byte, abort <-chan struct{}) (int, error) {
 	t.mu.Lock()
 	t.inputs = append(t.inputs, string(p))
 	t.mu.Unlock()
+	if t.b.echo {
+		t.emit(string(p)) // The terminal's echo, before the tool reads.
+	}
 	return len(p), t.Write(p)
+}
+
+// inputsSoFar returns what reached the tool through Input.
+func (t *fakeTool) inputsSoFar() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.inputs...)
 }
 
 func (t *fakeTool) Write(p []byte) error {
@@ -405,7 +415,8 @@ type fakeStarter struct {
 	clk    *fakeClock
 	behave func(n int) fakeBehavior
 	tools  []*fakeTool
-	at     []time.Time // fake time of each start attempt
+	at     []time.Time   // fake time of each start attempt
+	specs  []sessionSpec // what each start attempt was asked for
 }
 
 func (f *fakeStarter) start(spec sessionSpec) (toolSession, error) {
@@ -413,6 +424,7 @@ func (f *fakeStarter) start(spec sessionSpec) (toolSession, error) {
 	defer f.mu.Unlock()
 	n := len(f.at) + 1
 	f.at = append(f.at, f.clk.Now())
+	f.specs = append(f.specs, spec)
 	b := fakeBehavior{onInt: "prompt"}
 	if f.behave != nil {
 		b = f.behave(n)

@@ -70,10 +70,18 @@ var signals = map[string]syscall.Signal{
 
 // takeInput takes a valid send or signal request. One for the running
 // command is queued (held: answered later by completeHeld, possibly at
-// once); any other is refused here with not_running and the named
+// once). A send with an expect for a queued command waits (in r.waitq)
+// for it to start, within its expect timeout: the output it expects does
+// not exist yet. Any other is refused here with not_running and the named
 // command's state.
 func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) answer {
 	c := r.cur
+	if (c == nil || c.cmd.CmdID != req.CmdID) && r.mayWait(req) {
+		r.waitq[req.CmdID] = append(r.waitq[req.CmdID], r.newHeld(req, name))
+		r.mbox.held[name] = true
+		a.held = true
+		return a
+	}
 	if c == nil || c.cmd.CmdID != req.CmdID || c.doneSeen {
 		a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.cmdState(req.CmdID)
 		if c != nil && c.cmd.CmdID == req.CmdID {
@@ -85,22 +93,91 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 	if c.endStatus != "" {
 		return r.ending(req, a)
 	}
+	r.inq = append(r.inq, r.newHeld(req, name))
+	r.mbox.held[name] = true
+	a.held = true
+	return a
+}
+
+func (r *Runner) newHeld(req *protocol.ControlRequest, name string) *heldReq {
 	h := &heldReq{name: name, req: req, from: -1}
 	if req.Op == protocol.OpSend && req.Expect != "" {
 		h.re = regexp.MustCompile(req.Expect) // Validated by protocol.ParseControlRequest.
-		ms := int64(protocol.DefaultExpectTimeoutMS)
-		if req.ExpectTimeoutMS != nil {
-			ms = *req.ExpectTimeoutMS
-		}
-		h.deadline = r.clk.Now().Add(time.Duration(ms) * time.Millisecond)
+		h.deadline = r.clk.Now().Add(time.Duration(expectMS(req)) * time.Millisecond)
 		if req.ExpectFrom != nil {
 			h.from = *req.ExpectFrom
 		}
 	}
-	r.inq = append(r.inq, h)
-	r.mbox.held[name] = true
-	a.held = true
-	return a
+	return h
+}
+
+// mayWait tells whether a request for a command that is not running waits
+// for it: a send with an expect for a queued command, and anything behind
+// one (seq order).
+func (r *Runner) mayWait(req *protocol.ControlRequest) bool {
+	if len(r.waitq[req.CmdID]) > 0 {
+		return true
+	}
+	return req.Op == protocol.OpSend && req.Expect != "" && !r.doneIDs[req.CmdID] && r.cmdState(req.CmdID) == "queued"
+}
+
+// startedInput moves the requests waiting for a command that has just
+// started to the running command's queue.
+func (r *Runner) startedInput(id string) {
+	if w, ok := r.waitq[id]; ok {
+		r.inq = append(r.inq, w...)
+		delete(r.waitq, id)
+	}
+}
+
+// pumpWaiting answers the requests waiting for queued commands whose
+// expect timed out (each queue's head first, in order), and, with gone
+// set, all those for command id (it has a result without having run, or
+// the runner stops: cmdState says which).
+func (r *Runner) pumpWaiting(gone string) {
+	now := r.clk.Now()
+	for id, q := range r.waitq {
+		for len(q) > 0 {
+			h := q[0]
+			a := &answer{cmdID: id}
+			switch {
+			case id == gone || gone == "*":
+				r.stamp(a)
+				a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.cmdState(id)
+				a.message = notRunning(h.req, a.cmdState)
+				if a.cmdState == "queued" {
+					a.message = fmt.Sprintf("%s did not start before the runner stopped; nothing sent", id)
+				}
+			case !h.deadline.IsZero() && !now.Before(h.deadline):
+				a = r.expectTimeout(h, a)
+				a.message += " (it had not started)"
+			default:
+				a = nil
+			}
+			if a == nil {
+				break
+			}
+			q = q[1:]
+			r.completeHeld(h, *a)
+		}
+		if len(q) == 0 {
+			delete(r.waitq, id)
+		} else {
+			r.waitq[id] = q
+		}
+	}
+}
+
+// waitDue is when the earliest request waiting for a queued command gives
+// up on its expect.
+func (r *Runner) waitDue() time.Time {
+	var due time.Time
+	for _, q := range r.waitq {
+		if d := q[0].deadline; !d.IsZero() && (due.IsZero() || d.Before(due)) {
+			due = d
+		}
+	}
+	return due
 }
 
 // notRunning says why input for a command that is not running is refused.
@@ -373,12 +450,16 @@ func (r *Runner) completeHeld(h *heldReq, a answer) {
 	r.removeRequest(p)
 }
 
-// inputDue is when the head of the queue gives up on its expect.
+// inputDue is when the head of a queue gives up on its expect.
 func (r *Runner) inputDue() time.Time {
+	due := r.waitDue()
 	if len(r.inq) == 0 || r.inw != nil {
-		return time.Time{}
+		return due
 	}
-	return r.inq[0].deadline
+	if d := r.inq[0].deadline; !d.IsZero() && (due.IsZero() || d.Before(due)) {
+		due = d
+	}
+	return due
 }
 
 // resize sets the terminal's window size (the tool's foreground process

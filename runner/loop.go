@@ -162,6 +162,7 @@ func (r *Runner) onTimer(now time.Time) {
 	}
 	if d := r.inputDue(); !d.IsZero() && !now.Before(d) {
 		r.pumpInput()
+		r.pumpWaiting("")
 	}
 	if !r.bufferedAt.IsZero() && now.Sub(r.bufferedAt) >= flushDelay {
 		r.flushBuffers()
@@ -230,6 +231,7 @@ func (r *Runner) shutdown() error {
 	r.setPhase(protocol.PhaseStopping, r.stopReason)
 	r.writeState()
 	r.abortInput()
+	r.pumpWaiting("*") // Commands still queued will not start under this runner.
 	if t := r.tool; t != nil {
 		_ = t.Signal(sigTerm)
 		if !r.waitExit(t, r.cfg.KillGrace) {
