@@ -26,6 +26,10 @@ Commands:
   result  CMD_ID                    print the result JSON as the runner wrote it
   output  CMD_ID                    print a command's output (--offset, --length: a byte range)
   cancel  [CMD_ID]                  cancel CMD_ID, or the running command; says what happened
+  send    CMD_ID [TEXT]             type TEXT (and a newline) into the tool while CMD_ID runs;
+                                    --expect REGEX waits for a prompt first (--secret, --file F)
+  signal  CMD_ID SIG                send INT|QUIT|TSTP|CONT|HUP|USR1|USR2 to the running command
+  resize  COLS ROWS                 resize the tool's terminal (SIGWINCH)
   stop                              stop the runner (graceful; --force: at once; --wait);
                                     on a launched session: stop request, then after --grace
                                     (30s) the scheduler's cancel, then its kill
@@ -187,6 +191,12 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		return c.output(args)
 	case "cancel":
 		return c.cancel(ctx, args)
+	case "send":
+		return c.send(ctx, args)
+	case "signal":
+		return c.signal(ctx, args)
+	case "resize":
+		return c.resize(ctx, args)
 	case "stop":
 		if handled, err := c.stopLaunched(ctx, args); handled { // launch_cli.go
 			return err

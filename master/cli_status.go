@@ -167,10 +167,12 @@ func writeStatus(w io.Writer, st Status) {
 		if st.CurrentQuiet != nil {
 			run += ", quiet " + roundDur(*st.CurrentQuiet)
 		}
-		row("running", "%s", run)
 		if st.CurrentLastLine != "" {
-			row("", "> %s", st.CurrentLastLine)
+			// The prompt a waiting command shows, quoted: its trailing
+			// blanks matter to a send --expect.
+			run += " at: " + strconv.Quote(st.CurrentLastLine)
 		}
+		row("running", "%s", run)
 	} else {
 		row("running", "nothing")
 	}

@@ -286,7 +286,7 @@ func (r *Runner) stamp(a *answer) {
 func (r *Runner) expectTimeout(h *heldReq, a *answer) *answer {
 	r.stamp(a)
 	a.outcome = protocol.OutcomeExpectTimeout
-	a.message = fmt.Sprintf("%q did not appear in the output of %s within %v; nothing sent", h.req.Expect, h.req.CmdID,
+	a.message = fmt.Sprintf("/%s/ did not appear in the output of %s within %v; nothing sent", h.req.Expect, h.req.CmdID,
 		time.Duration(expectMS(h.req))*time.Millisecond)
 	if c := r.cur; c != nil && c.cmd.CmdID == h.req.CmdID {
 		off := c.bytes
@@ -399,7 +399,7 @@ func (r *Runner) finishWrite(d inputDone) {
 		a.outcome = protocol.OutcomeDelivered
 		a.message = fmt.Sprintf("%d bytes written to the terminal of %s", d.n, req.CmdID)
 		if h.matched {
-			a.message += fmt.Sprintf(" after %q matched its output at %d-%d", req.Expect, h.match[0], h.match[1])
+			a.message += fmt.Sprintf(" after /%s/ matched its output at %d-%d", req.Expect, h.match[0], h.match[1])
 		}
 	} else {
 		if c := r.cur; c != nil {
