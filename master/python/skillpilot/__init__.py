@@ -10,6 +10,10 @@ the ctl/ mailbox, liveness by the heartbeat counter on this host's clock::
     res = s.run("puts hello; expr 6*7", timeout=60)
     print(res["status"], res.get("value"), s.output(res))
 
+    # answer a prompt of a running command
+    sub = s.submit("write_design top.v")
+    s.send(sub.cmd_id, "y\n", expect=r"Overwrite\? \(y/n\) ")
+
 Every exception is a MasterError with a stable ``code`` and the ``master``
 CLI's ``exit_code`` (see skillpilot.errors). Every wait notices a dead
 runner: RunnerNotAlive after ``wait_for_runner`` seconds (default 10)
@@ -17,9 +21,9 @@ without a live runner.
 """
 
 from ._names import PROTOCOL_VERSION, new_id
-from .errors import (AlreadyFinished, Cancelled, CannotServe, CommandFailed, CommandTimeout, Idle, MasterError,
-                     NothingToDo, NotRunning, RequestRejected, ResultError, RunnerNotAlive, SessionMissing,
-                     StaleRequest, UnknownCmdID, UsageError, WaitTimeout)
+from .errors import (AlreadyFinished, Cancelled, CannotServe, CommandFailed, CommandTimeout, ExpectTimeout, Idle,
+                     MasterError, NothingToDo, NotRunning, RefusedEcho, RequestRejected, ResultError, RunnerNotAlive,
+                     SessionMissing, StaleRequest, UnknownCmdID, UsageError, WaitTimeout)
 from ._lease import LeaseKeeper
 from .session import Match, Session, Submitted
 from .pool import pool_pick, pool_submit, pool_wait
@@ -32,6 +36,6 @@ __all__ = [
     "Session", "Submitted", "Match", "LeaseKeeper", "PROTOCOL_VERSION", "new_cmd_id",
     "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "CannotServe", "StaleRequest", "WaitTimeout",
     "UnknownCmdID", "NothingToDo", "NotRunning", "AlreadyFinished", "Idle", "RequestRejected",
-    "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "__version__",
+    "ExpectTimeout", "RefusedEcho", "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "__version__",
     "pool_pick", "pool_submit", "pool_wait",
 ]

@@ -98,6 +98,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("cmd_id")
     p = sub.add_parser("cancel", parents=[common, waiting], help="cancel CMD_ID, or the running command")
     p.add_argument("cmd_id", nargs="?")
+    p = sub.add_parser("send", parents=[common, waiting],
+                       help="type TEXT and a newline into the tool while CMD_ID runs (exit 7: not running, "
+                       "3: --expect did not match)")
+    p.add_argument("--expect", help="wait for this regular expression (RE2) in the command's output first")
+    p.add_argument("--expect-timeout", type=duration, default=30.0, help="how long --expect waits (default 30s)")
+    p.add_argument("--expect-from", type=int, default=None, help="output offset to search from")
+    p.add_argument("--secret", action="store_true", help="write the bytes nowhere in the session")
+    p.add_argument("--no-newline", action="store_true", help="do not add a newline to TEXT")
+    p.add_argument("--file", help="send the bytes of FILE ('-': stdin)")
+    p.add_argument("cmd_id")
+    p.add_argument("text", nargs="?")
+    p = sub.add_parser("signal", parents=[common, waiting], help="send a signal to the running command CMD_ID")
+    p.add_argument("cmd_id")
+    p.add_argument("sig", metavar="INT|QUIT|TSTP|CONT|HUP|USR1|USR2")
+    p = sub.add_parser("resize", parents=[common, waiting], help="resize the tool's terminal")
+    p.add_argument("cols", type=int)
+    p.add_argument("rows", type=int)
     p = sub.add_parser("stop", parents=[common, waiting], help="stop the runner (graceful by default)")
     p.add_argument("--force", action="store_true")
     p.add_argument("--wait", action="store_true", help="wait until the runner has stopped")
@@ -231,6 +248,38 @@ class _CLI:
 
     def cmd_cancel(self) -> int:
         return self.reply(self.session().cancel(self.a.cmd_id, timeout=self.a.wait_timeout,
+                                                wait_for_runner=self.a.wait_for_runner))
+
+    def cmd_send(self) -> int:
+        a = self.a
+        if a.text is not None and a.file is not None:
+            raise UsageError("give TEXT or --file, not both")
+        if a.text is not None:
+            data = a.text.encode("utf-8") + (b"" if a.no_newline else b"\n")
+        elif a.file is None or a.file == "-":
+            data = sys.stdin.buffer.read((1 << 20) + 1)
+        else:
+            try:
+                with open(a.file, "rb") as f:
+                    data = f.read((1 << 20) + 1)
+            except OSError as e:
+                raise UsageError("--file: %s" % e) from e
+        reply = self.session().send(a.cmd_id, data, expect=a.expect, expect_timeout=a.expect_timeout if a.expect else None,
+                                    expect_from=a.expect_from, secret=a.secret, timeout=a.wait_timeout,
+                                    wait_for_runner=a.wait_for_runner)
+        if self.json:
+            self.print_json(reply)
+        else:
+            self.out.write("%s: %s (spool offset %s)\n" % (reply.get("outcome"), reply.get("message", ""),
+                                                           reply.get("spool_offset")))
+        return 0
+
+    def cmd_signal(self) -> int:
+        return self.reply(self.session().signal(self.a.cmd_id, self.a.sig, timeout=self.a.wait_timeout,
+                                                wait_for_runner=self.a.wait_for_runner))
+
+    def cmd_resize(self) -> int:
+        return self.reply(self.session().resize(self.a.cols, self.a.rows, timeout=self.a.wait_timeout,
                                                 wait_for_runner=self.a.wait_for_runner))
 
     def cmd_stop(self) -> int:

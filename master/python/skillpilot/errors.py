@@ -11,6 +11,7 @@ class                 code                   exit
 CommandFailed         command_failed         1
 UsageError            usage                  2
 WaitTimeout           wait_timeout           3
+ExpectTimeout         expect_timeout         3
 CommandTimeout        command_timeout        3
 Cancelled             cancelled              4
 SessionMissing        session_missing        5
@@ -22,6 +23,7 @@ NotRunning            not_running            7
 AlreadyFinished       already_finished       7
 Idle                  idle                   7
 RequestRejected       rejected               10
+RefusedEcho           refused_echo           10
 MasterError           io_error               10
 ====================  =====================  ====
 """
@@ -31,7 +33,7 @@ from typing import Any, Dict, Optional
 __all__ = [
     "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "CannotServe", "StaleRequest", "WaitTimeout",
     "UnknownCmdID", "NothingToDo", "NotRunning", "AlreadyFinished", "Idle", "RequestRejected",
-    "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "EXIT_OK", "EXIT_INTERRUPTED",
+    "ExpectTimeout", "RefusedEcho", "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "EXIT_OK", "EXIT_INTERRUPTED",
 ]
 
 EXIT_OK = 0
@@ -90,6 +92,13 @@ class WaitTimeout(MasterError):
     exit_code = 3
 
 
+class ExpectTimeout(WaitTimeout):
+    """send: the expected output did not appear within the expect timeout
+    (on the runner's clock); nothing was sent. ``.reply`` holds the reply."""
+
+    code = "expect_timeout"
+
+
 class UnknownCmdID(MasterError, LookupError):
     """No command with this cmd_id exists in the session."""
 
@@ -134,6 +143,13 @@ class RequestRejected(MasterError):
     def __init__(self, message: str, reply: Optional[Dict[str, Any]] = None) -> None:
         super().__init__(message)
         self.reply = reply
+
+
+class RefusedEcho(RequestRejected):
+    """send: a secret was refused because the tool's terminal echoes input
+    (it would have been printed into the session); nothing was sent."""
+
+    code = "refused_echo"
 
 
 class ResultError(MasterError):

@@ -1,5 +1,6 @@
 """Session: the Python master's handle on a session directory."""
 
+import base64
 import json
 import os
 import re
@@ -10,12 +11,14 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 from . import _fs, _names
 from ._lease import LeaseKeeper, write_lease
 from ._wait import Backoff, HeartbeatSeen, Liveness, Look, observe
-from .errors import (AlreadyFinished, CannotServe, Idle, MasterError, NotRunning, RequestRejected, RunnerNotAlive,
-                     SessionMissing, StaleRequest, UnknownCmdID, UsageError, WaitTimeout, result_error)
+from .errors import (AlreadyFinished, CannotServe, ExpectTimeout, Idle, MasterError, NotRunning, RefusedEcho,
+                     RequestRejected, RunnerNotAlive, SessionMissing, StaleRequest, UnknownCmdID, UsageError,
+                     WaitTimeout, result_error)
 
 Result = Dict[str, Any]
 
 KINDS = ("tcl", "sh")
+SIGNALS = ("INT", "QUIT", "TSTP", "CONT", "HUP", "USR1", "USR2")
 CANCEL_POLICIES = ("ctrl_c", "terminate_tool", "terminate_session")
 
 
@@ -289,6 +292,75 @@ class Session:
                 raise WaitTimeout("the runner did not stop within %gs" % timeout)
             backoff.sleep(deadline)
 
+    # --- input to a running command (issue 11) -----------------------------
+
+    def send(self, cmd_id: str, data: Union[str, bytes], expect: Optional[str] = None,
+             expect_timeout: Optional[float] = None, expect_from: Optional[int] = None, secret: bool = False,
+             timeout: Optional[float] = None, wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
+        """Type data (str: UTF-8; add the newline a line needs) into the
+        tool's terminal while command cmd_id runs, and return the runner's
+        reply (outcome delivered: bytes, sha256 unless secret, spool_offset,
+        output_offset, match_start/match_end).
+
+        With expect (an RE2 regular expression, Go syntax: keep to what
+        Python's re and RE2 share) the runner first waits for it in the
+        command's output, from the command's expect cursor (the end of the
+        last match a send consumed: no match is skipped, none answered
+        twice) or from expect_from, within the last 64 KiB, for at most
+        expect_timeout seconds (its clock; default 30) — a queued command is
+        waited for — and sends nothing when it does not match:
+        ExpectTimeout. secret: the bytes are written nowhere in the session;
+        refused (RefusedEcho) while the terminal echoes. A command that is
+        not running (queued, finished, unknown) gets nothing: NotRunning,
+        whose ``reply["cmd_state"]`` says which. Input the command did not
+        read is dropped when it ends, never reaching a later command."""
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        if len(raw) > 1 << 20:
+            raise UsageError("send: %d bytes, the limit of one send is %d" % (len(raw), 1 << 20))
+        fields: Dict[str, Any] = {"cmd_id": _names.check_id(cmd_id),
+                                  "data_b64": base64.b64encode(raw).decode("ascii")}
+        if secret:
+            fields["secret"] = True
+        if expect:
+            fields["expect"] = expect
+        if expect_timeout is not None:
+            if expect_timeout < 0:
+                raise UsageError("send: expect_timeout must not be negative")
+            fields["expect_timeout_ms"] = int(round(expect_timeout * 1000))
+        if expect_from is not None:
+            fields["expect_from"] = int(expect_from)
+        reply = self.request("send", fields, timeout, wait_for_runner)
+        if reply.get("outcome") == "delivered":
+            return reply
+        raise _reply_error(reply, "send %s" % cmd_id)
+
+    def signal(self, cmd_id: str, sig: str, timeout: Optional[float] = None,
+               wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
+        """Send sig (INT, QUIT, TSTP, CONT, HUP, USR1, USR2; "SIGUSR1" and
+        lower case work too) to the foreground process group of the tool's
+        terminal while cmd_id runs. No cancel semantics: the command goes on
+        or ends as the tool decides. NotRunning when it is not running."""
+        name = sig.strip().upper()
+        if name.startswith("SIG"):
+            name = name[3:]
+        if name not in SIGNALS:
+            raise UsageError("signal: %r is not one of %s" % (sig, ", ".join(SIGNALS)))
+        reply = self.request("signal", {"cmd_id": _names.check_id(cmd_id), "signal": name}, timeout, wait_for_runner)
+        if reply.get("outcome") == "delivered":
+            return reply
+        raise _reply_error(reply, "signal %s" % cmd_id)
+
+    def resize(self, cols: int, rows: int, timeout: Optional[float] = None,
+               wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
+        """Set the tool's terminal to cols x rows (1 to 10000); the tool
+        gets SIGWINCH. The size is kept when the tool restarts."""
+        if not (1 <= cols <= 10000 and 1 <= rows <= 10000):
+            raise UsageError("resize %dx%d: columns and rows must be 1 to 10000" % (cols, rows))
+        reply = self.request("resize", {"cols": int(cols), "rows": int(rows)}, timeout, wait_for_runner)
+        if reply.get("outcome") == "delivered":
+            return reply
+        raise _reply_error(reply, "resize")
+
     # --- state and liveness -----------------------------------------------
 
     def _state(self) -> Optional[Dict[str, Any]]:
@@ -438,7 +510,8 @@ def _reply_error(reply: Dict[str, Any], what: str) -> MasterError:
     outcome = reply.get("outcome")
     msg = "%s: %s: %s" % (what, outcome, reply.get("message") or "")
     cls = {"not_found": UnknownCmdID, "already_finished": AlreadyFinished, "idle": Idle,
-           "not_running": NotRunning, "stale": StaleRequest, "expect_timeout": WaitTimeout}.get(str(outcome), RequestRejected)
+           "not_running": NotRunning, "stale": StaleRequest, "expect_timeout": ExpectTimeout,
+           "refused_echo": RefusedEcho}.get(str(outcome), RequestRejected)
     e = cls(msg)
     e.reply = reply  # type: ignore[attr-defined]
     return e

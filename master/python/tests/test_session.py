@@ -176,6 +176,46 @@ class CancelTest(Base):
             self.s.cancel("x", timeout=0.2)
 
 
+class SendTest(Base):
+    def test_request_fields(self) -> None:
+        r = self.runner(answer=answer_with("delivered"))
+        self.s.send("abc", "y\n", expect=r"Overwrite\? ", expect_timeout=2.5, expect_from=7)
+        self.s.send("abc", b"pw\n", secret=True)
+        self.s.signal("abc", "sigusr1")
+        self.s.resize(132, 43)
+        a, b, c, d = r.requests
+        self.assertEqual((a["op"], a["cmd_id"], a["data_b64"], a["expect"], a["expect_timeout_ms"], a["expect_from"]),
+                         ("send", "abc", "eQo=", r"Overwrite\? ", 2500, 7))
+        self.assertNotIn("secret", a)
+        self.assertEqual((b["secret"], b["data_b64"]), (True, "cHcK"))
+        self.assertNotIn("expect", b)
+        self.assertEqual((c["op"], c["signal"]), ("signal", "USR1"))
+        self.assertEqual((d["op"], d["cols"], d["rows"]), ("resize", 132, 43))
+        self.assertEqual(self.ctl_files(), [])
+
+    def test_outcomes(self) -> None:
+        cases = {"not_running": (sp.NotRunning, "not_running", 7), "expect_timeout": (sp.ExpectTimeout, "expect_timeout", 3),
+                 "refused_echo": (sp.RefusedEcho, "refused_echo", 10), "stale": (sp.StaleRequest, "stale", 5),
+                 "rejected": (sp.RequestRejected, "rejected", 10)}
+        for outcome, (exc, code, exit_code) in cases.items():
+            with self.subTest(outcome=outcome):
+                r = FakeRunner(self.dir, answer=answer_with(outcome))
+                try:
+                    with self.assertRaises(exc) as cm:
+                        self.s.send("x", "y\n")
+                    self.assertEqual((cm.exception.code, cm.exception.exit_code), (code, exit_code))
+                    self.assertEqual(cm.exception.reply["outcome"], outcome)  # type: ignore[attr-defined]
+                finally:
+                    r.close()
+
+    def test_usage(self) -> None:
+        for call in (lambda: self.s.signal("x", "KILL"), lambda: self.s.resize(0, 10),
+                     lambda: self.s.send("x", b"a" * ((1 << 20) + 1)), lambda: self.s.send("bad id", "y")):
+            with self.assertRaises(sp.UsageError):
+                call()
+        self.assertEqual(self.ctl_files(), [], "a usage error wrote a request")
+
+
 class StopTest(Base):
     def test_no_live_runner_raises_and_writes_nothing(self) -> None:
         for how in ("never", "stopped", "killed"):

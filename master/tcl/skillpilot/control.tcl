@@ -51,7 +51,7 @@ proc ::skillpilot::request {dir op members args} {
 # OutcomeCode is the error code of a reply outcome that is not a success.
 proc ::skillpilot::OutcomeCode {outcome} {
     set map {not_found UNKNOWN_CMD_ID already_finished ALREADY_FINISHED idle IDLE not_running NOT_RUNNING
-             stale STALE expect_timeout WAIT_TIMEOUT}
+             stale STALE expect_timeout EXPECT_TIMEOUT refused_echo REFUSED_ECHO}
     return [expr {[dict exists $map $outcome] ? [dict get $map $outcome] : "REJECTED"}]
 }
 
@@ -74,6 +74,77 @@ proc ::skillpilot::cancel {dir {cmd_id ""} args} {
     set what "cancel [expr {$cmd_id eq "" ? "(current)" : $cmd_id}]"
     return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] \
         "$what: $outcome: [expr {[dict exists $reply message] ? [dict get $reply message] : ""}]"
+}
+
+# send types data (a Tcl string, sent as UTF-8; add the "\n" a line needs)
+# into the tool's terminal while command cmd_id runs, and returns the
+# runner's reply (outcome delivered: bytes, sha256 unless secret,
+# spool_offset, output_offset, match_start/match_end). Options:
+#   -expect re          wait for this RE2 regular expression (Go syntax) in
+#                       the command's output first, from its expect cursor
+#                       (the end of the last match a send consumed) or
+#                       -expectfrom, within the last 64 KiB; a queued
+#                       command is waited for; no match: EXPECT_TIMEOUT,
+#                       nothing sent
+#   -expecttimeout ms   how long the expect waits (the runner's clock;
+#                       default 30000)
+#   -expectfrom offset  output offset to search from
+#   -secret 0|1         write the bytes nowhere in the session (refused with
+#                       REFUSED_ECHO while the terminal echoes)
+#   -timeout ms, -waitforrunner ms
+# Errors: NOT_RUNNING (queued, finished or unknown: the reply, third element
+# of the error code, has cmd_state), EXPECT_TIMEOUT, REFUSED_ECHO, STALE,
+# REJECTED, RUNNER_NOT_ALIVE, WAIT_TIMEOUT, USAGE.
+proc ::skillpilot::send {dir cmd_id data args} {
+    variable waitForRunnerMs
+    set o [Opts [list -expect "" -expecttimeout "" -expectfrom "" -secret 0 -timeout -1 \
+                     -waitforrunner $waitForRunnerMs] $args]
+    if {![valid_id $cmd_id]} { Throw USAGE "invalid cmd_id \"$cmd_id\"" }
+    set bytes [encoding convertto utf-8 $data]
+    if {[string length $bytes] > 1048576} { Throw USAGE "send: [string length $bytes] bytes, the limit is 1048576" }
+    set m "\"cmd_id\":[json::string $cmd_id],\"data_b64\":\"[binary encode base64 $bytes]\""
+    if {[dict get $o -secret]} { append m ",\"secret\":true" }
+    if {[dict get $o -expect] ne ""} { append m ",\"expect\":[json::string [dict get $o -expect]]" }
+    foreach {opt key} {-expecttimeout expect_timeout_ms -expectfrom expect_from} {
+        set v [dict get $o $opt]
+        if {$v eq ""} { continue }
+        if {![string is wideinteger -strict $v] || $v < 0} { Throw USAGE "$opt must be a number >= 0, not \"$v\"" }
+        append m ",\"$key\":$v"
+    }
+    set reply [request $dir send $m -timeout [dict get $o -timeout] -waitforrunner [dict get $o -waitforrunner]]
+    return [Delivered $reply "send $cmd_id"]
+}
+
+# Delivered returns a reply whose outcome is delivered, or raises the error
+# of its outcome.
+proc ::skillpilot::Delivered {reply what} {
+    set outcome [expr {[dict exists $reply outcome] ? [dict get $reply outcome] : ""}]
+    if {$outcome eq "delivered"} { return $reply }
+    return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] \
+        "$what: $outcome: [expr {[dict exists $reply message] ? [dict get $reply message] : ""}]"
+}
+
+# signal sends sig (INT QUIT TSTP CONT HUP USR1 USR2; SIGUSR1 and lower case
+# work too) to the foreground process group of the tool's terminal while
+# cmd_id runs, without cancel semantics, and returns the reply. Errors:
+# NOT_RUNNING, STALE, REJECTED, RUNNER_NOT_ALIVE, WAIT_TIMEOUT, USAGE.
+# Options: -timeout ms, -waitforrunner ms.
+proc ::skillpilot::signal {dir cmd_id sig args} {
+    if {![valid_id $cmd_id]} { Throw USAGE "invalid cmd_id \"$cmd_id\"" }
+    set sig [string toupper [string trim $sig]]
+    if {[string match SIG* $sig]} { set sig [string range $sig 3 end] }
+    if {$sig ni {INT QUIT TSTP CONT HUP USR1 USR2}} { Throw USAGE "unknown signal \"$sig\"" }
+    set reply [request $dir signal "\"cmd_id\":[json::string $cmd_id],\"signal\":\"$sig\"" {*}$args]
+    return [Delivered $reply "signal $cmd_id"]
+}
+
+# resize sets the tool's terminal to cols x rows (1 to 10000); the tool
+# gets SIGWINCH. Options: -timeout ms, -waitforrunner ms.
+proc ::skillpilot::resize {dir cols rows args} {
+    foreach v [list $cols $rows] {
+        if {![string is integer -strict $v] || $v < 1 || $v > 10000} { Throw USAGE "resize: $cols x $rows: each must be 1 to 10000" }
+    }
+    return [Delivered [request $dir resize "\"cols\":$cols,\"rows\":$rows" {*}$args] "resize"]
 }
 
 # stop asks the runner to stop and returns the reply (outcome accepted).

@@ -6,6 +6,10 @@
 #   puts "[dict get $r status] [dict get $r value]"
 #   puts -nonewline [skillpilot::output /path/to/session $r]
 #
+#   # answer a prompt of a running command
+#   set id [lindex [skillpilot::parse_name [skillpilot::submit $dir {write_design top.v}]] 1]
+#   skillpilot::send $dir $id "y\n" -expect {Overwrite\? \(y/n\) }
+#
 # It follows PROTOCOL.md: seq allocation by exclusive create in seq/, atomic
 # writes (temp file + rename, mode 0600), results in result/, control
 # requests in the ctl/ mailbox, liveness by the heartbeat counter on this
@@ -13,9 +17,10 @@
 #
 # Errors are raised with -errorcode {SKILLPILOT CODE ...}; CODE and the
 # exit code of the master CLI that goes with it (skillpilot::exitcode):
-#   COMMAND_FAILED 1  USAGE 2  WAIT_TIMEOUT 3  COMMAND_TIMEOUT 3  CANCELLED 4
-#   SESSION_MISSING 5  RUNNER_NOT_ALIVE 5  CANNOT_SERVE 5  STALE 5  UNKNOWN_CMD_ID 6
-#   NOT_RUNNING 7  ALREADY_FINISHED 7  IDLE 7  REJECTED 10  IO_ERROR 10
+#   COMMAND_FAILED 1  USAGE 2  WAIT_TIMEOUT 3  EXPECT_TIMEOUT 3  COMMAND_TIMEOUT 3
+#   CANCELLED 4  SESSION_MISSING 5  RUNNER_NOT_ALIVE 5  CANNOT_SERVE 5  STALE 5
+#   UNKNOWN_CMD_ID 6  NOT_RUNNING 7  ALREADY_FINISHED 7  IDLE 7  REJECTED 10
+#   REFUSED_ECHO 10  IO_ERROR 10
 # Errors for a result that is not ok carry the result dict as a third
 # element: {SKILLPILOT COMMAND_FAILED <result>}.
 
@@ -39,7 +44,7 @@ namespace eval ::skillpilot {
 
 proc ::skillpilot::exitcode {errorcode} {
     if {[lindex $errorcode 0] ne "SKILLPILOT"} { return 10 }
-    set map {COMMAND_FAILED 1 USAGE 2 WAIT_TIMEOUT 3 COMMAND_TIMEOUT 3 CANCELLED 4 SESSION_MISSING 5
+    set map {COMMAND_FAILED 1 USAGE 2 WAIT_TIMEOUT 3 EXPECT_TIMEOUT 3 COMMAND_TIMEOUT 3 CANCELLED 4 SESSION_MISSING 5
              RUNNER_NOT_ALIVE 5 CANNOT_SERVE 5 STALE 5 UNKNOWN_CMD_ID 6 NOT_RUNNING 7 ALREADY_FINISHED 7 IDLE 7}
     set code [lindex $errorcode 1]
     return [expr {[dict exists $map $code] ? [dict get $map $code] : 10}]
