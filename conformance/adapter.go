@@ -141,7 +141,7 @@ func (a *adapter) close() {
 }
 
 // wireLine encodes a master step for an adapter: "op k=v ...", text values
-// (payload, re) base64 in k_b64.
+// (payload, re, text, expect) base64 in k_b64.
 func wireLine(args []string) (string, error) {
 	parts := []string{args[0]}
 	for _, kv := range args[1:] {
@@ -150,7 +150,7 @@ func wireLine(args []string) (string, error) {
 			return "", fmt.Errorf("master step argument %q is not K=V", kv)
 		}
 		switch k {
-		case "payload", "re":
+		case "payload", "re", "text", "expect":
 			parts = append(parts, k+"_b64="+base64.StdEncoding.EncodeToString([]byte(v)))
 		default:
 			if strings.ContainsAny(v, " \t\n") {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // cliAdapter drives the master command line (bin) as a user's script
@@ -147,6 +149,44 @@ func (a *cliAd) do(st step) map[string]any {
 			outcome = "unknown_cmd_id"
 		}
 		return map[string]any{"outcome": outcome, "exit": code}
+	case "send", "signal", "resize":
+		var args []string
+		switch st["op"] {
+		case "send":
+			args = append([]string{"send"}, waitArgs(st)...)
+			if st["expect"] != "" {
+				args = append(args, "--expect", st["expect"])
+			}
+			if v := st["expect_timeout_ms"]; v != "" {
+				args = append(args, "--expect-timeout", v+"ms")
+			}
+			if st["secret"] == "1" {
+				args = append(args, "--secret")
+			}
+			if st["no_newline"] == "1" {
+				args = append(args, "--no-newline")
+			}
+			args = append(args, "--", st["id"], st["text"])
+		case "signal":
+			args = append(append([]string{"signal"}, waitArgs(st)...), "--", st["id"], st["sig"])
+		default:
+			args = append(append([]string{"resize"}, waitArgs(st)...), st["cols"], st["rows"])
+		}
+		code, out, stderr := a.run(args...)
+		var rep protocol.ControlReply
+		if m := doc(out); m == nil || m["outcome"] == nil || json.Unmarshal(out, &rep) != nil {
+			return errOutcome(code, m, stderr)
+		}
+		// The reply was printed: its outcome, by the code the other
+		// masters report for it.
+		outcome := string(rep.Outcome)
+		switch rep.Outcome {
+		case protocol.OutcomeNotFound:
+			outcome = "unknown_cmd_id"
+		case protocol.OutcomeRejected:
+			outcome = "rejected"
+		}
+		return replyFields(map[string]any{"outcome": outcome, "exit": code}, &rep)
 	case "status":
 		code, out, stderr := a.run("status")
 		m := doc(out)

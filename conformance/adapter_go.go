@@ -210,6 +210,20 @@ func (a *goAd) do(st step) map[string]any {
 		}
 		return map[string]any{"outcome": "matched", "exit": 0, "start": m.Start, "end": m.End,
 			"resume_cursor": m.ResumeCursor, "match_b64": base64.StdEncoding.EncodeToString([]byte(m.Text))}
+	case "send":
+		data := st["text"]
+		if st["no_newline"] != "1" {
+			data += "\n"
+		}
+		rep, err := s.Send(ctx, st["id"], []byte(data), master.SendOptions{Expect: st["expect"],
+			ExpectTimeout: st.ms("expect_timeout_ms"), Secret: st["secret"] == "1"})
+		return ofReply(rep, err)
+	case "signal":
+		return ofReply(s.Signal(ctx, st["id"], st["sig"]))
+	case "resize":
+		cols, _ := strconv.Atoi(st["cols"])
+		rows, _ := strconv.Atoi(st["rows"])
+		return ofReply(s.Resize(ctx, cols, rows))
 	case "ready":
 		if st["wait_timeout_ms"] == "" {
 			cancel()
@@ -231,6 +245,32 @@ func (a *goAd) wait(ctx context.Context, c *master.Command) map[string]any {
 		return ofResult(c, r)
 	}
 	return ofError(err)
+}
+
+// ofReply is the outcome of a send, signal or resize: delivered with the
+// reply's counts, or the error's code with the named command's state.
+func ofReply(rep *protocol.ControlReply, err error) map[string]any {
+	if err != nil {
+		out := ofError(err)
+		var re *master.RequestError
+		if errors.As(err, &re) && re.Reply.CmdState != "" {
+			out["cmd_state"] = re.Reply.CmdState
+		}
+		return out
+	}
+	return replyFields(map[string]any{"outcome": string(rep.Outcome), "exit": 0}, rep)
+}
+
+func replyFields(out map[string]any, rep *protocol.ControlReply) map[string]any {
+	for k, v := range map[string]*int64{"bytes": rep.Bytes, "match_start": rep.MatchStart, "match_end": rep.MatchEnd} {
+		if v != nil {
+			out[k] = *v
+		}
+	}
+	if rep.CmdState != "" {
+		out["cmd_state"] = rep.CmdState
+	}
+	return out
 }
 
 func statusOutcome(alive, canServe bool, phase string) map[string]any {

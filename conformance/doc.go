@@ -23,6 +23,7 @@
 //	count TYPE N            meta.log holds exactly N events of TYPE
 //	json PATH K=V...        wait for a JSON file with these top-level fields
 //	files GLOB N            exactly N session files match GLOB
+//	absent TEXT             no file of the session holds TEXT (a secret)
 //	sleep DURATION          let time pass (only to age a liveness window)
 //
 // Master steps, sent to the master under test through its adapter:
@@ -32,12 +33,16 @@
 //	<- EXPECT...                 the outcome of the started OP
 //
 // OP is submit, run, wait, cancel, stop, status, lease, lease_stop,
-// waitfor or ready. Values may be Go-quoted ("a b\n"); payload= and re=
-// are sent base64-encoded. EXPECT is K=V (equal), K~=V (contains) or
-// K=>NAME (capture into $NAME for later steps). Outcome keys: outcome
-// (result status, reply outcome or error code), exit (the CLI exit code
-// of that outcome), cmd_id, value, output, error_message, alive, phase,
-// can_serve, match, start, end, resume_cursor.
+// waitfor, ready, send, signal or resize. Values may be Go-quoted ("a
+// b\n"); payload=, re=, text= and expect= are sent base64-encoded. send
+// id=ID text=TEXT types TEXT and a newline (no_newline=1: TEXT alone), with
+// expect=RE, expect_timeout_ms=N and secret=1 as the masters offer them;
+// signal id=ID sig=SIG; resize cols=N rows=N. EXPECT is K=V (equal), K~=V
+// (contains) or K=>NAME (capture into $NAME for later steps). Outcome keys:
+// outcome (result status, reply outcome or error code), exit (the CLI exit
+// code of that outcome), cmd_id, value, output, error_message, alive,
+// phase, can_serve, match, start, end, resume_cursor; for send bytes,
+// match_start, match_end; for a refused send or signal cmd_state.
 //
 // # Adapters
 //

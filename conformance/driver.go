@@ -399,6 +399,17 @@ func (d *driver) harness(st Step, args []string) {
 		if want, _ := strconv.Atoi(args[1]); len(matches) != want {
 			d.fail(st, "%d files match, want %d: %v", len(matches), want, matches)
 		}
+	case "absent":
+		argN(1)
+		_ = filepath.WalkDir(d.runnerDir, func(p string, de os.DirEntry, err error) error {
+			if err != nil || !de.Type().IsRegular() {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(args[0])) {
+				d.fail(st, "%s holds %q", p, args[0])
+			}
+			return nil
+		})
 	case "sleep":
 		argN(1)
 		if !durRE.MatchString(args[0]) {

@@ -47,8 +47,19 @@ def of_error(e: sp.MasterError) -> Dict[str, Any]:
     if isinstance(e, sp.ResultError):
         return of_result(e.result)
     out: Dict[str, Any] = {"outcome": e.code, "exit": e.exit_code, "message": str(e)}
+    reply = getattr(e, "reply", None)
+    if isinstance(reply, dict) and reply.get("cmd_state"):
+        out["cmd_state"] = reply["cmd_state"]
     if hasattr(e, "resume_cursor"):
         out["resume_cursor"] = e.resume_cursor  # type: ignore[attr-defined]
+    return out
+
+
+def of_reply(reply: Dict[str, Any]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"outcome": reply["outcome"], "exit": 0}
+    for k in ("bytes", "match_start", "match_end", "cmd_state"):
+        if reply.get(k) is not None:
+            out[k] = reply[k]
     return out
 
 
@@ -94,6 +105,18 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
         m = session().wait_for(text(step, "re"), int(step.get("from", "0")), ms(step, "wait_timeout_ms"), wfr)
         return {"outcome": "matched", "exit": 0, "start": m.start, "end": m.end, "resume_cursor": m.resume_cursor,
                 "match_b64": b64(m.text)}
+    if op == "send":
+        data = text(step, "text") + ("" if step.get("no_newline") == "1" else "\n")
+        reply = session().send(step["id"], data, expect=text(step, "expect") if "expect_b64" in step else None,
+                               expect_timeout=ms(step, "expect_timeout_ms"), secret=step.get("secret") == "1",
+                               timeout=ms(step, "wait_timeout_ms"), wait_for_runner=wfr)
+        return of_reply(reply)
+    if op == "signal":
+        return of_reply(session().signal(step["id"], step["sig"], timeout=ms(step, "wait_timeout_ms"),
+                                         wait_for_runner=wfr))
+    if op == "resize":
+        return of_reply(session().resize(int(step["cols"]), int(step["rows"]), timeout=ms(step, "wait_timeout_ms"),
+                                         wait_for_runner=wfr))
     if op == "ready":
         s = session()
         s.ready(ms(step, "wait_timeout_ms") or 60.0, wait_for_runner=wfr)

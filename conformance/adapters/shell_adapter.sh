@@ -162,18 +162,45 @@ do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcom
       return 1
     fi
   fi
-  reply_outcome=$(field "$S/ctl/ack/$name" outcome)
+  reply_outcome=$(field "$S/ctl/ack/$name" outcome); reply_name=$name
   return 0
 }
-out_reply() { # the outcome of a cancel or stop reply, with its exit code
+out_reply() { # the outcome of a reply, with its exit code (PROTOCOL.md section 19)
   case $reply_outcome in
-    cancelled_running|cancelled_queued|accepted) out_code "$reply_outcome" 0 ;;
+    cancelled_running|cancelled_queued|accepted|delivered) out_code "$reply_outcome" 0 ;;
     not_found) out_code unknown_cmd_id 6 ;;
     already_finished|idle|not_running) out_code "$reply_outcome" 7 ;;
+    expect_timeout) out_code expect_timeout 3 ;;
     stale) out_code stale 5 ;;
+    refused_echo) out_code refused_echo 10 ;;
     *) out_code rejected 10 ;;
   esac
 }
+# out_send: a send, signal or resize reply's outcome with its counts and,
+# when refused, the named command's state.
+out_send() {
+  local f="$S/ctl/ack/$reply_name" k v extra=""
+  for k in bytes match_start match_end cmd_state; do
+    v=$(field "$f" "$k")
+    [ -z "$v" ] && continue
+    if [[ $v =~ ^[0-9]+$ ]]; then extra+=",\"$k\":$v"; else extra+=",\"$k\":$(json_str "$v")"; fi
+  done
+  out_reply | sed "s/}\$/$extra}/"
+}
+
+# A send is a mailbox request like the others: the bytes base64 in
+# data_b64 (the text and a newline, as master send types them).
+do_send() {
+  local b64 members
+  b64=$( { printf '%s' "$k_text_b64" | base64 -d; [ "${k_no_newline:-0}" = 1 ] || printf '\n'; } | base64 -w0)
+  members=",\"cmd_id\":\"$k_id\",\"data_b64\":\"$b64\""
+  [ "${k_secret:-0}" = 1 ] && members+=',"secret":true'
+  [ -n "${k_expect_b64:-}" ] && members+=",\"expect\":$(json_str "$(printf '%s' "$k_expect_b64" | base64 -d)")"
+  [ -n "${k_expect_timeout_ms:-}" ] && members+=",\"expect_timeout_ms\":$k_expect_timeout_ms"
+  do_request send "$members" && out_send
+}
+do_signal() { do_request signal ",\"cmd_id\":\"$k_id\",\"signal\":\"$k_sig\"" && out_send; }
+do_resize() { do_request resize ",\"cols\":$k_cols,\"rows\":$k_rows" && out_send; }
 
 do_cancel() {
   local members=',"scope":"current"'
@@ -270,6 +297,9 @@ while IFS= read -r line; do
     lease) do_lease ;;
     lease_stop) do_lease_stop ;;
     waitfor) do_waitfor ;;
+    send) do_send ;;
+    signal) do_signal ;;
+    resize) do_resize ;;
     ready) do_ready ;;
     *) out_code usage 2 ;;
   esac

@@ -32,6 +32,19 @@ proc ofError {msg ec} {
     if {$code eq "WAIT_TIMEOUT" && [llength $ec] > 2 && [string is integer -strict [lindex $ec 2]]} {
         append out ",\"resume_cursor\":[lindex $ec 2]"
     }
+    set reply [lindex $ec 2]
+    if {[llength $ec] > 2 && [string is list $reply] && [llength $reply] % 2 == 0 && [dict exists $reply cmd_state]} {
+        append out ",\"cmd_state\":[jstr [dict get $reply cmd_state]]"
+    }
+    return "$out}"
+}
+
+# ofReply is the outcome of a delivered send, signal or resize.
+proc ofReply {reply} {
+    set out "{\"outcome\":[jstr [dict get $reply outcome]],\"exit\":0"
+    foreach k {bytes match_start match_end} {
+        if {[dict exists $reply $k]} { append out ",\"$k\":[dict get $reply $k]" }
+    }
     return "$out}"
 }
 
@@ -86,6 +99,17 @@ proc do {step} {
             set m [skillpilot::waitfor $dir [text $step re] -from [opt $step from 0] {*}[waitOpts $step]]
             return "{\"outcome\":\"matched\",\"exit\":0,\"start\":[dict get $m start],\"end\":[dict get $m end],\"resume_cursor\":[dict get $m resume_cursor],\"match_b64\":\"[b64 [dict get $m match]]\"}"
         }
+        send {
+            set data [text $step text]
+            if {[opt $step no_newline 0] ne "1"} { append data \n }
+            set o [waitOpts $step]
+            if {[dict exists $step expect_b64]} { lappend o -expect [text $step expect] }
+            if {[dict exists $step expect_timeout_ms]} { lappend o -expecttimeout [dict get $step expect_timeout_ms] }
+            lappend o -secret [opt $step secret 0]
+            return [ofReply [skillpilot::send $dir [dict get $step id] $data {*}$o]]
+        }
+        signal { return [ofReply [skillpilot::signal $dir [dict get $step id] [dict get $step sig] {*}[waitOpts $step]]] }
+        resize { return [ofReply [skillpilot::resize $dir [dict get $step cols] [dict get $step rows] {*}[waitOpts $step]]] }
         ready {
             set o [list -timeout [opt $step wait_timeout_ms 60000]]
             if {[dict exists $step wait_for_runner_ms]} { lappend o -waitforrunner [dict get $step wait_for_runner_ms] }
