@@ -12,13 +12,8 @@ import (
 // keeps only the `reads` tools and refuses calls to the others), and how to
 // add it to a server.
 //
-// Adding a tool is one handler method and one line in toolDefs. The `send`
-// tool (input to the running command, issue 11) is meant to plug in here:
-// a method (h *handler) send(ctx, req, SendInput) (SendOutput, error) that
-// calls h.checkPayload on the data and the master library's send request,
-// and the line
-//
-//	def("send", changes, descSend, (*handler).send),
+// Adding a tool is one handler method and one line in toolDefs (as `send`,
+// input to the running command, in tool_send.go).
 type toolDef struct {
 	name    string
 	access  access
@@ -44,6 +39,7 @@ var toolDefs = []toolDef{
 	def("wait_for", reads, descWaitFor, (*handler).waitFor),
 	def("tail", reads, descTail, (*handler).tail),
 	def("cancel", changes, descCancel, (*handler).cancel),
+	def("send", changes, descSend, (*handler).send),
 	def("status", reads, descStatus, (*handler).status),
 }
 
@@ -91,6 +87,13 @@ const (
 		`resume_cursor (offset + bytes returned) for the next call.`
 	descCancel = `Cancel a command (queued or running) by cmd_id, or with no cmd_id the running command. Waits ` +
 		`(at most wait_timeout_s, default 10 s) for its result and reports the outcome.`
+	descSend = `Answer a question the running command asks (a prompt such as "Overwrite? (y/n) ", a Tcl ` +
+		`gets stdin): type text (and a newline) into the tool while cmd_id runs. With expect, the text is typed ` +
+		`only once the pattern matches the command's output, searched from the end of the last match a send ` +
+		`consumed, so asking twice is answered twice; a queued command is waited for. Input for a command ` +
+		`that is not running is refused (outcome not_running, cmd_state says why) and never reaches another ` +
+		`command; text the command does not read is dropped when it ends. secret keeps a password out of the ` +
+		`session's files. The server's --allow/--deny rules apply to text as to payloads.`
 	descStatus = `The session's state: runner alive or not, phase, running command, queue depth, and ` +
 		`resume_cursor (the spool size now). With a pool and no session: every session.`
 )

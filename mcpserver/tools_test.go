@@ -18,7 +18,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-var allTools = []string{"cancel", "read_output", "run", "status", "submit", "tail", "wait", "wait_for"}
+var allTools = []string{"cancel", "read_output", "run", "send", "status", "submit", "tail", "wait", "wait_for"}
 
 func toolNames(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Tool {
 	t.Helper()
@@ -52,6 +52,7 @@ func TestToolsListSchemas(t *testing.T) {
 	required := map[string][]string{
 		"run": {"payload"}, "submit": {"payload"}, "wait": {"cmd_id"}, "read_output": {"cmd_id", "offset"},
 		"wait_for": {"pattern", "from_cursor"}, "tail": {"from_cursor"}, "cancel": nil, "status": nil,
+		"send": {"cmd_id", "text"},
 	}
 	for name, tool := range tools {
 		var in, out struct {
@@ -400,7 +401,7 @@ func TestReadOnly(t *testing.T) {
 	if got := sortedKeys(toolNames(t, cs)); !slices.Equal(got, []string{"read_output", "status", "tail", "wait_for"}) {
 		t.Fatalf("read-only tools %v", got)
 	}
-	for _, name := range []string{"run", "submit", "cancel", "wait"} {
+	for _, name := range []string{"run", "submit", "cancel", "wait", "send"} {
 		msg := callErr(t, cs, name, map[string]any{"payload": "expr 1", "cmd_id": "x"})
 		if !strings.Contains(msg, "refused") || !strings.Contains(msg, "--read-only") {
 			t.Errorf("%s: %s", name, msg)
@@ -413,5 +414,52 @@ func TestReadOnly(t *testing.T) {
 	call(t, cs, "status", nil, &st)
 	if len(st.Sessions) != 1 || !st.Sessions[0].Alive {
 		t.Fatalf("%+v", st)
+	}
+}
+
+// send answers a prompt of the running command: expect waits for it, the
+// answer reaches the command, and a second send to the finished command is
+// refused with its state; --deny rules apply to the text; a secret leaves
+// nothing in the session's files.
+func TestSendAnswersPrompt(t *testing.T) {
+	dir, cs := newSession(t, func(c *Config) { c.Deny = []*regexp.Regexp{regexp.MustCompile(`\bexit\b`)} })
+	var sub SubmitOutput
+	call(t, cs, "submit", map[string]any{"payload": `puts -nonewline "File top.v exists. Overwrite? (y/n) "; flush stdout; gets stdin a; ` +
+		`puts -nonewline "Password: "; flush stdout; gets stdin pw; puts "answer $a, [string length $pw] characters"`}, &sub)
+	var out SendOutput
+	call(t, cs, "send", map[string]any{"cmd_id": sub.CmdID, "text": "y", "expect": `Overwrite\? \(y/n\) $`}, &out)
+	if out.Outcome != "delivered" || out.Bytes != 2 || out.MatchEnd == nil || *out.MatchEnd != 36 || out.ResumeCursor == 0 {
+		t.Fatalf("%+v", out)
+	}
+	if msg := callErr(t, cs, "send", map[string]any{"cmd_id": sub.CmdID, "text": "exit"}); !strings.Contains(msg, "--deny") {
+		t.Fatalf("deny: %s", msg)
+	}
+	call(t, cs, "send", map[string]any{"cmd_id": sub.CmdID, "text": "MCP-Secret-7", "expect": "Password: ", "secret": true}, &out)
+	if out.Outcome != "delivered" {
+		t.Fatalf("%+v", out)
+	}
+	var r CommandResult
+	call(t, cs, "wait", map[string]any{"cmd_id": sub.CmdID, "wait_timeout_s": longWait.Seconds()}, &r)
+	if r.Status != "ok" || r.Output.Head != "File top.v exists. Overwrite? (y/n) Password: answer y, 12 characters\n" {
+		t.Fatalf("%+v", r)
+	}
+	call(t, cs, "send", map[string]any{"cmd_id": sub.CmdID, "text": "n"}, &out)
+	if out.Outcome != "not_running" || out.CmdState != "finished" {
+		t.Fatalf("after the end: %+v", out)
+	}
+	call(t, cs, "send", map[string]any{"cmd_id": "nosuch", "text": "n"}, &out)
+	if out.Outcome != "not_running" || out.CmdState != "unknown" {
+		t.Fatalf("unknown: %+v", out)
+	}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), "MCP-Secret-7") {
+				t.Errorf("%s holds the secret", p)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
