@@ -90,7 +90,7 @@ const tclPost = `catch {interp recursionlimit {} $rl};catch {fconfigure stdout -
 $p $t rc=$rc v=[binary encode base64 $bb] vt=$vt$h";catch {::tcl::chan::flush $o};` + tclFence + `;return`
 
 // tclFence reads and drops stdin up to the line that ends with the fence
-// of token $t (section "The input fence" of PROTOCOL.md): input the payload
+// of token $t (PROTOCOL.md section 9.8): input the payload
 // did not read never reaches the tool's prompt. It ends early at end of
 // file or when reading fails (a payload closed stdin, a Ctrl-C the tool
 // turns into an error).

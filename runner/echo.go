@@ -1,6 +1,6 @@
 package runner
 
-// What "exact output" means for typed input (PROTOCOL.md section 9.6): a
+// What "exact output" means for typed input (PROTOCOL.md section 9.8): a
 // command's output file holds what the tool printed. The runner's terminal
 // does not echo (ECHO is off), so typed input is not output. When a
 // payload turns the terminal's echo on (stty echo, a library that does),

@@ -15,7 +15,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Input to the running command (PROTOCOL.md section 9.6): send and signal
+// Input to the running command (PROTOCOL.md section 9.8): send and signal
 // requests name a command and act only while it is the running command
 // and its output is being captured (its begin line was seen, its done
 // marker not yet). Those for the running command are applied one at a
