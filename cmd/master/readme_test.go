@@ -22,8 +22,8 @@ func readmeBlocks(t *testing.T) []string {
 	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
 		blocks = append(blocks, m[1])
 	}
-	if len(blocks) != 2 {
-		t.Fatalf("README.md has %d tested blocks, want 2 (first steps, hand-written client)", len(blocks))
+	if len(blocks) != 3 {
+		t.Fatalf("README.md has %d tested blocks, want 3 (first steps, answering a prompt, hand-written client)", len(blocks))
 	}
 	return blocks
 }
@@ -77,7 +77,7 @@ func TestReadmeFirstSteps(t *testing.T) {
 func TestReadmeHandWrittenClient(t *testing.T) {
 	bin := binDir(t)
 	sess := filepath.Join(t.TempDir(), "sp")
-	script := strings.Replace(readmeBlocks(t)[1], "sp=/proj/run1/sp", "sp="+sess, 1)
+	script := strings.Replace(readmeBlocks(t)[2], "sp=/proj/run1/sp", "sp="+sess, 1)
 	runner := exec.Command(filepath.Join(bin, "runner"), "--session", sess, "--heartbeat", "100ms")
 	if err := runner.Start(); err != nil {
 		t.Fatal(err)
@@ -97,5 +97,20 @@ func TestReadmeHandWrittenClient(t *testing.T) {
 	results, _ := filepath.Glob(filepath.Join(sess, "result", "cmd_*_step1-*.json"))
 	if len(results) != 2 {
 		t.Fatalf("results %v", results)
+	}
+}
+
+// README's prompt-answering example runs as written: send --expect answers
+// the prompt, the command's output shows the answer, and a send to the
+// finished command exits 7.
+func TestReadmeAnswerPrompt(t *testing.T) {
+	bin := binDir(t)
+	sess := filepath.Join(t.TempDir(), "sp-ask")
+	script := strings.ReplaceAll(readmeBlocks(t)[1], "/tmp/sp-ask", sess)
+	out := bash(t, bin, script+"\nwait\n")
+	for _, want := range []string{"delivered: 2 bytes", "File top.v exists. Overwrite? (y/n) answer: y\n", "exit 7: "} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the example printed (no %q):\n%s", want, out)
+		}
 	}
 }
