@@ -1,7 +1,8 @@
 // Package master is the client side of the SkillPilot file protocol: it
 // submits commands into a session directory, waits for their results,
-// cancels, stops, reads and follows output, and keeps the runner's lease
-// alive. It talks to the runner only through files (see PROTOCOL.md), so it
+// answers the questions a running command asks (Session.Send, with an
+// expect), cancels, signals, stops, reads and follows output, and keeps the
+// runner's lease alive. It talks to the runner only through files (see PROTOCOL.md), so it
 // works from another host over a shared filesystem, and it interoperates
 // with the Python and Tcl masters in master/python and master/tcl.
 //

@@ -14,7 +14,10 @@
 //     syncer (syncer.go) and the spare-file pools (fsq.Spares);
 //   - the process starter (pty.go), an OS thread locked for the runner's
 //     life so that the tool's parent-death signal fires only when the
-//     runner dies.
+//     runner dies;
+//   - a send's writer (input.go), one at a time: it writes input into the
+//     terminal as fast as the tool reads it, and is cut off (a write
+//     deadline) before the runner types anything itself.
 //
 // Each has a close or stop that waits for it; [Runner.Close] releases them
 // all.
@@ -25,5 +28,8 @@
 // implementation and, in the tests, a pipe-based fake. Time comes from a
 // clock (clock.go), fake in the tests. The tool's phases (down, booting,
 // init, ready, busy, resync, killing) are types in toolphase.go, each
-// holding everything the runner does in that phase.
+// holding everything the runner does in that phase. Input for the running
+// command (send, signal, resize: PROTOCOL.md section 9.8) is input.go, with
+// the terminal's echo and the expect window in echo.go; the fence that
+// keeps unread input away from the next command is in driver.go.
 package runner
