@@ -209,6 +209,7 @@ func (r *Runner) cmdState(id string) string {
 	if r.doneIDs[id] {
 		return "finished"
 	}
+	fsq.Revalidate(r.path(protocol.DirQueue)) // A command written on another NFS client just before the request.
 	names, err := fsq.ReadNames(r.path(protocol.DirQueue))
 	if err == nil {
 		for _, n := range names {
