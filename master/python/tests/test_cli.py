@@ -93,6 +93,24 @@ class CLITest(unittest.TestCase):
         r.answer = lambda req: {"outcome": "idle", "message": "nothing runs"}
         self.assertEqual(run("cancel", "--session", self.dir)[0], 7)
 
+    def test_send_signal_resize(self) -> None:
+        r = self.runner(answer=lambda req: {"outcome": "delivered", "message": "2 bytes", "spool_offset": 7})
+        code, out, _ = run("send", "--session", self.dir, "--expect", r"Overwrite\?", "q", "y")
+        self.assertEqual((code, out), (0, "delivered: 2 bytes (spool offset 7)\n"))
+        req = r.requests[-1]
+        self.assertEqual((req["op"], req["cmd_id"], req["data_b64"], req["expect"], req["expect_timeout_ms"]),
+                         ("send", "q", "eQo=", r"Overwrite\?", 30000))
+        self.assertEqual(run("send", "--session", self.dir, "--no-newline", "--secret", "q", "pw")[0], 0)
+        self.assertEqual((r.requests[-1]["data_b64"], r.requests[-1]["secret"]), ("cHc=", True))
+        self.assertEqual(run("signal", "--session", self.dir, "q", "USR1")[0], 0)
+        self.assertEqual(run("resize", "--session", self.dir, "100", "30")[0], 0)
+        self.assertEqual((r.requests[-1]["cols"], r.requests[-1]["rows"]), (100, 30))
+        for outcome, exit_code in (("not_running", 7), ("expect_timeout", 3), ("refused_echo", 10), ("stale", 5)):
+            r.answer = lambda req, o=outcome: {"outcome": o, "message": o, "cmd_state": "queued"}
+            code, out, _ = run("send", "--session", self.dir, "--json", "q", "y")
+            self.assertEqual(code, exit_code, outcome)
+            self.assertEqual(json.loads(out)["outcome"], outcome)  # The reply, not an error document.
+
     def test_status_alive(self) -> None:
         self.runner()
         code, out, _ = run("status", "--session", self.dir, "--json")
