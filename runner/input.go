@@ -58,6 +58,9 @@ type inputDone struct {
 	err error
 }
 
+// maxHeld bounds the send and signal requests taken and not yet answered.
+const maxHeld = 256
+
 // expectWindow bounds what an expect searches: the last expectWindow bytes
 // of the command's output. A match that starts earlier is not found.
 const expectWindow = 64 << 10
@@ -75,6 +78,12 @@ var signals = map[string]syscall.Signal{
 // not exist yet. Any other is refused here with not_running and the named
 // command's state.
 func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) answer {
+	if len(r.mbox.held) >= maxHeld {
+		// Bounded memory: each may hold 1 MiB of data.
+		a.outcome = protocol.OutcomeRejected
+		a.message = fmt.Sprintf("rejected, nothing done: %d send and signal requests already wait; answer or cancel them first", maxHeld)
+		return a
+	}
 	c := r.cur
 	if (c == nil || c.cmd.CmdID != req.CmdID) && r.mayWait(req) {
 		r.waitq[req.CmdID] = append(r.waitq[req.CmdID], r.newHeld(req, name))

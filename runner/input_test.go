@@ -359,3 +359,29 @@ func TestInputExpectWaitsForQueuedFake(t *testing.T) {
 	}
 	h.result(third)
 }
+
+// Requests waiting behind a pending expect are bounded: beyond maxHeld a
+// request is rejected at once (each may carry 1 MiB).
+func TestInputHeldBoundedFake(t *testing.T) {
+	h := newFakeHarness(t, nil).start()
+	a := h.submit("printn q\ngets")
+	tool := h.waitTool(1)
+	waitEvent(t, tool, "gets")
+	h.send(1, "c1", "x\n", map[string]any{"expect": "never", "expect_timeout_ms": 1000})
+	for i := 2; i <= maxHeld; i++ {
+		h.send(int64(i), "c1", "y\n", nil)
+	}
+	over := h.reply(h.send(maxHeld+1, "c1", "z\n", nil))
+	if over.Outcome != protocol.OutcomeRejected || !strings.Contains(over.Message, "already wait") {
+		t.Fatalf("%+v", over)
+	}
+	h.clk.Advance(time.Second)
+	h.result(a)
+	if got := h.output(a); got != "qgot y\n" {
+		t.Fatalf("output %q", got) // The first plain send answered; the rest were refused or dropped at the fence.
+	}
+	h.waitFor("every held request answered", func() bool {
+		names, _ := os.ReadDir(filepath.Join(h.dir, protocol.DirCtl))
+		return len(names) == 1 // ack/
+	})
+}
