@@ -413,3 +413,22 @@ func TestPayloadCannotBreakTheMarker(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyPayload: an empty payload is what an empty line at the prompt
+// is, a command that does nothing and succeeds, for both kinds. It must not
+// be mistaken for "the payload is in a file" (whose name would then be "").
+func TestEmptyPayload(t *testing.T) {
+	for _, kind := range []protocol.Kind{protocol.KindTcl, protocol.KindSh} {
+		t.Run(string(kind), func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.Kind = kind }).start()
+			a := h.submit("")
+			b := h.submit("   \n")
+			for _, name := range []string{a, b} {
+				r := h.result(name)
+				if r.Status != protocol.StatusOK || h.output(name) != "" {
+					t.Fatalf("%s: %+v output %q", name, r, h.output(name))
+				}
+			}
+		})
+	}
+}
