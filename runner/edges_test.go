@@ -432,3 +432,19 @@ func TestEmptyPayload(t *testing.T) {
 		})
 	}
 }
+
+// TestStateFileDeletedWhileIdle: state/state.json deleted under an idle
+// runner is written again at the next heartbeat, not only at the next
+// transition (masters read the phase and session_id from it).
+func TestStateFileDeletedWhileIdle(t *testing.T) {
+	h := newHarness(t).start()
+	h.result(h.submit("expr 1"))
+	h.waitFor("idle", func() bool { return h.state().Phase == protocol.PhaseIdle })
+	want := h.state().SessionID
+	if err := os.Remove(filepath.Join(h.dir, protocol.FileState)); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.state(); st.SessionID != want || st.Phase != protocol.PhaseIdle || st.CommandsDone != 1 {
+		t.Fatalf("state.json written again: %+v", st)
+	}
+}

@@ -2,11 +2,14 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -176,11 +179,18 @@ func (r *Runner) onBeat() {
 	r.lease.check(r, r.clk.Now())
 	r.beat()
 	r.flushTail()
-	if r.stateDirty || r.cur != nil {
+	if r.stateDirty || r.cur != nil || r.stateGone() {
 		// While a command runs, current_quiet_ms and current_last_line
-		// are refreshed every heartbeat.
+		// are refreshed every heartbeat; a state.json someone deleted
+		// (or state/ with it) is written again at once.
 		r.writeState()
 	}
+}
+
+// stateGone reports whether state/state.json is missing.
+func (r *Runner) stateGone() bool {
+	_, err := os.Lstat(r.path(protocol.FileState))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 func (r *Runner) onSignal(sig os.Signal) {
