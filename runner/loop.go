@@ -169,6 +169,7 @@ func (r *Runner) onTimer(now time.Time) {
 
 func (r *Runner) onBeat() {
 	r.checkLayout()
+	r.keepLock()
 	if !r.ballast && r.pendingErr == nil && r.beats%16 == 0 {
 		r.makeBallast()
 	}
