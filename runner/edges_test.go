@@ -448,3 +448,46 @@ func TestStateFileDeletedWhileIdle(t *testing.T) {
 		t.Fatalf("state.json written again: %+v", st)
 	}
 }
+
+// TestSpoolReplacedByFIFO: log/session.out replaced by a FIFO under a live
+// runner puts it in phase error once, with one layout event, for as long as
+// the FIFO stays (it used to flap between "usable again" and the error on
+// every heartbeat, two events each time); removed, the runner serves again.
+func TestSpoolReplacedByFIFO(t *testing.T) {
+	h := newHarness(t).start()
+	h.result(h.submit("expr 1"))
+	spool := filepath.Join(h.dir, protocol.FileSpool)
+	if err := os.Remove(spool); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(spool, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("phase error", func() bool { return h.state().Phase == protocol.PhaseError })
+	hb := func() int64 {
+		hb, _ := readHeartbeat(filepath.Join(h.dir, protocol.FileHeartbeat))
+		return hb.Counter
+	}
+	from := hb()
+	h.waitFor("ten more heartbeats", func() bool { return hb() >= from+10 })
+	layoutEvents := func() (n int) {
+		for _, e := range h.events() {
+			if e.Event == protocol.EvWarning && e.Detail["layout"] != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := layoutEvents(); n != 1 || h.state().Phase != protocol.PhaseError {
+		t.Fatalf("%d layout events, phase %s: want 1 and error", n, h.state().Phase)
+	}
+	if err := os.Remove(spool); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.result(h.submit("puts again")); r.Status != protocol.StatusOK {
+		t.Fatalf("%+v", r)
+	}
+	if n := layoutEvents(); n != 2 {
+		t.Errorf("%d layout events, want 2 (the error, then usable again)", n)
+	}
+}
