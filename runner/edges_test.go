@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -489,5 +490,52 @@ func TestSpoolReplacedByFIFO(t *testing.T) {
 	}
 	if n := layoutEvents(); n != 2 {
 		t.Errorf("%d layout events, want 2 (the error, then usable again)", n)
+	}
+}
+
+// TestStopWhileResultsWait: results that cannot be committed (a full disk,
+// injected here at the rename) hold a graceful stop back, and meanwhile the
+// runner keeps beating and stays stoppable; a second signal (force) gives
+// them up and exits, leaving the command in inflight/ for the next runner,
+// which answers it runner_restarted (PROTOCOL.md section 13). The runner
+// used to leave its loop at once: no heartbeat, no control, and a second
+// signal was never read, so it hung until the disk had room.
+func TestStopWhileResultsWait(t *testing.T) {
+	var full atomic.Bool
+	h := newHarness(t, func(c *Config) {
+		c.writerOps.place = func(tmp, dst string) error {
+			if full.Load() {
+				return &os.LinkError{Op: "rename", Old: tmp, New: dst, Err: syscall.ENOSPC}
+			}
+			return fsq.RenameNoReplace(tmp, dst)
+		}
+	}).start()
+	h.result(h.submit("expr 1"))
+	full.Store(true)
+	a := h.submit("expr 2")
+	h.waitFor("results waiting", func() bool {
+		st := h.state()
+		return st.Phase == protocol.PhaseError && strings.Contains(st.Reason, "waiting to be written")
+	})
+	h.sigs <- syscall.SIGTERM
+	h.waitFor("phase stopping", func() bool { return h.state().Phase == protocol.PhaseStopping })
+	c0 := h.heartbeatCounter()
+	h.waitFor("the heartbeat to move while the stop waits", func() bool { return h.heartbeatCounter() > c0+2 })
+	select {
+	case err := <-h.errc:
+		t.Fatalf("the runner stopped with a result still waiting: %v", err)
+	default:
+	}
+	h.sigs <- syscall.SIGTERM
+	if err := h.waitExit(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(h.dir, protocol.DirInflight, a)); err != nil {
+		t.Fatalf("the command whose result was given up must stay in inflight/: %v", err)
+	}
+	full.Store(false)
+	h.start()
+	if r := h.result(a); r.ExitReason != protocol.ReasonRunnerRestarted {
+		t.Fatalf("%+v", r)
 	}
 }

@@ -64,7 +64,10 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 	ctxDone := ctx.Done()
 	for {
 		r.nextCommand()
-		if r.stopMode != "" && r.cur == nil {
+		// A graceful stop waits for results that wait for a retry (a full
+		// disk) here, in the loop, so the heartbeat and control go on; a
+		// force stop has given them up (beginStop).
+		if r.stopMode != "" && r.cur == nil && (r.pendingErr == nil || r.stopMode == protocol.StopForce) {
 			break
 		}
 		if r.stateDirty && r.stateAt.IsZero() {
