@@ -53,6 +53,11 @@ type LaunchOptions struct {
 	Progress func(string)
 	// Exec runs scheduler commands (nil: sched.RunCommand).
 	Exec sched.Exec
+
+	// respawn: a pool's heal relaunches the session. It refuses (with
+	// errStoppedOnPurpose) a session whose launch.json says it was stopped
+	// by StopLaunched, so a deliberate stop is never undone.
+	respawn bool
 }
 
 // LaunchInfo is state/launch.json. It is written by the launcher only, once
@@ -70,6 +75,11 @@ type LaunchInfo struct {
 	RunnerCommand   []string      `json:"runner_command"`
 	Script          string        `json:"script"`
 	Output          string        `json:"output"`
+	// StoppedAt and StoppedBy are set by StopLaunched (master stop, master
+	// pool stop) before it stops the session: a pool's heal does not
+	// respawn a session stopped on purpose. A new launch clears them.
+	StoppedAt *protocol.Time `json:"stopped_at,omitempty"`
+	StoppedBy string         `json:"stopped_by,omitempty"`
 }
 
 // LaunchResult is what Launch found.
@@ -150,6 +160,9 @@ func submitLocked(ctx context.Context, s *Session, d sched.Driver, x sched.Exec,
 		return nil, "", err
 	}
 	if prev != nil {
+		if opts.respawn && prev.StoppedAt != nil {
+			return nil, "", fmt.Errorf("%w (by %s at %s)", errStoppedOnPurpose, prev.StoppedBy, prev.StoppedAt)
+		}
 		if err := refuseActive(ctx, prev, x); err != nil {
 			return nil, "", err
 		}
@@ -251,6 +264,29 @@ func readLaunch(s *Session) (*LaunchInfo, error) {
 		return nil, fmt.Errorf("master: %s: via and job_id are required", FileLaunch)
 	}
 	return &li, nil
+}
+
+// errStoppedOnPurpose: a respawn found the session stopped by StopLaunched.
+var errStoppedOnPurpose = errors.New("master: the session was stopped on purpose")
+
+// markStopped records in launch.json, under the launch lock, that the
+// session is being stopped on purpose, and returns the launch it stops.
+// Under the lock a concurrent respawn either sees the mark or has already
+// written the launch this stop then stops.
+func markStopped(ctx context.Context, s *Session) (*LaunchInfo, error) {
+	lock := flock.New(s.path(fileLaunchLock))
+	ok, err := lock.TryLockContext(ctx, 100*time.Millisecond)
+	if err != nil || !ok {
+		return nil, fmt.Errorf("master: launch lock: %w", errors.Join(err, ctx.Err()))
+	}
+	defer lock.Unlock()
+	li, err := readLaunch(s)
+	if err != nil {
+		return nil, err
+	}
+	now := protocol.Now()
+	li.StoppedAt, li.StoppedBy = &now, s.owner
+	return li, writeLaunch(s, li)
 }
 
 func writeLaunch(s *Session, li *LaunchInfo) error {

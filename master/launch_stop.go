@@ -59,9 +59,12 @@ func StopLaunched(ctx context.Context, dir string, opts StopLaunchOptions) (Stop
 	if err != nil {
 		return StopReport{}, err
 	}
-	li, err := readLaunch(s)
-	if err != nil {
+	if _, err := readLaunch(s); err != nil {
 		return StopReport{}, errors.Join(errNotLaunched, err)
+	}
+	li, err := markStopped(ctx, s) // Before anything stops: heal must not respawn it.
+	if err != nil {
+		return StopReport{}, err
 	}
 	d, err := sched.For(li.Via)
 	if err != nil {

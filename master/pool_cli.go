@@ -28,11 +28,12 @@ Exit codes as for the other commands; 5: no live session.
 `
 
 func (c *cli) pool(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		fmt.Fprint(c.stderr, poolUsage)
-		if len(args) == 0 {
-			return usageErr("a pool subcommand is required")
-		}
+		return usageErr("a pool subcommand is required")
+	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		fmt.Fprint(c.stdout, poolUsage) // Help goes to stdout, like every command's.
 		return nil
 	}
 	switch args[0] {
@@ -56,7 +57,12 @@ func (c *cli) pool(ctx context.Context, args []string) error {
 func (c *cli) poolFlags(name string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet("master pool "+name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	fs.Usage = func() { fmt.Fprint(c.stderr, poolUsage) }
+	fs.Usage = func() { // The pool's usage, then this subcommand's own flags.
+		fmt.Fprint(c.stderr, poolUsage)
+		fmt.Fprintf(c.stderr, "\nFlags of master pool %s:\n", name)
+		fs.SetOutput(c.stderr)
+		fs.PrintDefaults()
+	}
 	dir := fs.String("pool", os.Getenv("SP_POOL_DIR"), "pool directory (default $SP_POOL_DIR)")
 	fs.BoolVar(&c.json, "json", false, "print JSON only on stdout")
 	return fs, dir

@@ -332,8 +332,9 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// respawn relaunches the dead session v if its job is gone and it has
-// been launched at most MaxRespawns times before. It does not wait for the
+// respawn relaunches the dead session v if its job is gone, it was not
+// stopped on purpose (StopLaunched) and it has been launched at most
+// MaxRespawns times before. It does not wait for the
 // runner to serve.
 func (p *Pool) respawn(ctx context.Context, v SessionView) (bool, error) {
 	li, err := readLaunch(v.s)
@@ -341,10 +342,12 @@ func (p *Pool) respawn(ctx context.Context, v SessionView) (bool, error) {
 		return false, nil
 	}
 	lo := p.launchOptions(v.Name)
-	lo.NoWait = true
+	lo.NoWait, lo.respawn = true, true
 	res, err := Launch(ctx, v.s.dir, lo)
-	if errors.Is(err, ErrAlreadyLaunched) {
-		return false, nil // Its job is still queued or running (e.g. respawned by another process).
+	if errors.Is(err, ErrAlreadyLaunched) || errors.Is(err, errStoppedOnPurpose) {
+		// Its job is still queued or running (e.g. respawned by another
+		// process), or master stop / pool stop stopped it.
+		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("master: respawn %s: %w", v.Name, err)

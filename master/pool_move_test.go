@@ -484,3 +484,61 @@ puts [lindex $sessions 0]`), 0o600)
 		}
 	}
 }
+
+// A pool started with --respawn and then stopped with pool stop stays
+// stopped: a heal pass (README: keep `pool heal --every` beside the flow)
+// must not relaunch the sessions the user stopped. A session stopped that
+// way is relaunched by a launch by hand, which clears the mark, and a
+// session that dies without a stop is still respawned.
+func TestPoolHealDoesNotRespawnStopped(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pool")
+	runnerArgs := []string{"--heartbeat", "200ms", "--kill-grace", "1s"}
+	p, _, err := StartPool(ctx(t), dir, PoolOptions{Size: 2, Via: "local", Respawn: true, RunnerArgs: runnerArgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, name := range p.SessionNames() {
+			killLaunched(t, filepath.Join(dir, name))
+		}
+	})
+	if _, err := p.Stop(ctx(t), StopLaunchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := p.Heal(ctx(t))
+	if err != nil || len(rep.Respawned) != 0 {
+		t.Fatalf("heal after pool stop respawned %v (err %v)", rep.Respawned, err)
+	}
+	for _, name := range p.SessionNames() {
+		li, err := ReadLaunch(filepath.Join(dir, name))
+		if err != nil || li.Launches != 1 || li.StoppedAt == nil {
+			t.Fatalf("%s: %+v %v", name, li, err)
+		}
+	}
+	// A launch by hand clears the mark; a kill (no stop) is respawned.
+	s00 := filepath.Join(dir, "s00")
+	launchLocal(t, s00, func(o *LaunchOptions) { o.RunnerArgs = runnerArgs })
+	li, _ := ReadLaunch(s00)
+	if li.StoppedAt != nil || li.Launches != 2 {
+		t.Fatalf("relaunched by hand: %+v", li)
+	}
+	if err := killJob(li); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitJobGone(ctx(t), sched.Local{}, nil, li.JobID); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rep, err = p.Heal(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Respawned) > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // Until heal judges s00 dead.
+	}
+	if fmt.Sprint(rep.Respawned) != "[s00]" {
+		t.Fatalf("respawned %v, want [s00]", rep.Respawned)
+	}
+}

@@ -56,10 +56,16 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	fs.DurationVar(&cfg.MaxWait, "max-wait", DefaultMaxWait, "ceiling on how long one call may block")
 	fs.DurationVar(&cfg.DefaultWait, "default-wait", DefaultDefaultWait, "how long a call blocks when it gives no wait_timeout_s")
 	quiet := fs.Bool("quiet", false, "no log lines on stderr")
+	fs.SetOutput(io.Discard) // The help goes to stdout, errors to stderr (below).
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, "usage: master mcp %s\n", strings.TrimRight(Usage, "\n"))
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return master.ExitOK
 		}
+		fmt.Fprintf(stderr, "master mcp: %v (see 'master mcp --help')\n", err)
 		return master.ExitUsage
 	}
 	if fs.NArg() > 0 {

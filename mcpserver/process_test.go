@@ -229,3 +229,22 @@ func TestMainExitCodes(t *testing.T) {
 		t.Errorf("help:\n%s", out)
 	}
 }
+
+// TestMainHelp: --help prints the flags on stdout and exits 0, as every
+// master command does (README); a bad flag still goes to stderr.
+func TestMainHelp(t *testing.T) {
+	for _, arg := range []string{"--help", "-h"} {
+		var stdout, stderr bytes.Buffer
+		if got := Main(context.Background(), []string{arg}, strings.NewReader(""), &stdout, &stderr); got != master.ExitOK {
+			t.Errorf("%s: exit %d, want 0", arg, got)
+		}
+		if !strings.Contains(stdout.String(), "-read-only") || stderr.Len() != 0 {
+			t.Errorf("%s: stdout %q, stderr %q", arg, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if got := Main(context.Background(), []string{"--bogus"}, strings.NewReader(""), &stdout, &stderr); got != master.ExitUsage ||
+		stdout.Len() != 0 || !strings.Contains(stderr.String(), "-bogus") {
+		t.Errorf("--bogus: exit %d, stdout %q, stderr %q", got, stdout.String(), stderr.String())
+	}
+}

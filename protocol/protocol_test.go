@@ -60,6 +60,10 @@ var commandCases = []struct {
 	{"bad marker mode", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x","marker":{"mode":"guess"}}`, "marker.mode"},
 	{"bad token", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x","marker":{"token":"a b"}}`, "marker.token"},
 	{"name mismatch", "cmd_2_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x"}`, "seq: is 1"},
+	// A required field that is null is missing, not "" (a null payload ran as an empty one).
+	{"null payload", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":null}`, "payload: required field is null"},
+	{"null seq", "cmd_1_a.json", `{"cmd_id":"a","seq":null,"kind":"tcl","payload":"x"}`, "seq: required field is null"},
+	{"empty payload", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":""}`, ""},
 }
 
 func TestParseCommand(t *testing.T) {

@@ -60,8 +60,12 @@ func ParseCommand(name string, data []byte) (*Command, error) {
 		return nil, invalid("", "must be a JSON object: %v", err)
 	}
 	for _, f := range []string{"cmd_id", "seq", "kind", "payload"} {
-		if _, ok := raw[f]; !ok {
+		v, ok := raw[f]
+		if !ok {
 			return nil, invalid(f, "required field is missing")
+		}
+		if string(v) == "null" { // json.Unmarshal would leave the zero value: a null payload would run as "".
+			return nil, invalid(f, "required field is null")
 		}
 	}
 	var c Command

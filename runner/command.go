@@ -419,7 +419,9 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 func (r *Runner) runLine(c *running) (string, error) {
 	m := c.cmd.Marker
 	wrap := m.Mode == protocol.MarkerRunnerInject
-	if wrap && len(c.cmd.Payload) <= r.drv.inlineMax() {
+	// An empty payload goes through a (zero-length) file: the drivers read
+	// inline == "" as "the payload is in file".
+	if wrap && c.cmd.Payload != "" && len(c.cmd.Payload) <= r.drv.inlineMax() {
 		return r.drv.run("", c.cmd.Payload, m.Prefix, m.Token, true), nil
 	}
 	c.payload = r.path(rel(protocol.DirInflight, c.name+payloadExt))

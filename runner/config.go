@@ -61,6 +61,7 @@ type Config struct {
 	clock        clock
 	startSession sessionStarter
 	listQueue    func(dir string) ([]string, error) // nil: fsq.ReadNames
+	writerOps    writerOps                          // nil fields: the result writer's real system calls
 }
 
 // Runner exit codes of cmd/runner.

@@ -212,6 +212,11 @@ func (r *Runner) beginStop(mode protocol.StopMode, why string) bool {
 	if mode == protocol.StopForce && r.cur != nil {
 		r.interrupt(protocol.StatusCancelled, protocol.ReasonForceStop, "force stop ("+why+")", protocol.PolicyTerminateSession)
 	}
+	if mode == protocol.StopForce {
+		// Results that cannot be committed now (a full disk) are given up:
+		// their commands stay in inflight/ for the next runner.
+		r.results.abort()
+	}
 	return true
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -411,5 +412,130 @@ func TestPayloadCannotBreakTheMarker(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEmptyPayload: an empty payload is what an empty line at the prompt
+// is, a command that does nothing and succeeds, for both kinds. It must not
+// be mistaken for "the payload is in a file" (whose name would then be "").
+func TestEmptyPayload(t *testing.T) {
+	for _, kind := range []protocol.Kind{protocol.KindTcl, protocol.KindSh} {
+		t.Run(string(kind), func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.Kind = kind }).start()
+			a := h.submit("")
+			b := h.submit("   \n")
+			for _, name := range []string{a, b} {
+				r := h.result(name)
+				if r.Status != protocol.StatusOK || h.output(name) != "" {
+					t.Fatalf("%s: %+v output %q", name, r, h.output(name))
+				}
+			}
+		})
+	}
+}
+
+// TestStateFileDeletedWhileIdle: state/state.json deleted under an idle
+// runner is written again at the next heartbeat, not only at the next
+// transition (masters read the phase and session_id from it).
+func TestStateFileDeletedWhileIdle(t *testing.T) {
+	h := newHarness(t).start()
+	h.result(h.submit("expr 1"))
+	h.waitFor("idle", func() bool { return h.state().Phase == protocol.PhaseIdle })
+	want := h.state().SessionID
+	if err := os.Remove(filepath.Join(h.dir, protocol.FileState)); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.state(); st.SessionID != want || st.Phase != protocol.PhaseIdle || st.CommandsDone != 1 {
+		t.Fatalf("state.json written again: %+v", st)
+	}
+}
+
+// TestSpoolReplacedByFIFO: log/session.out replaced by a FIFO under a live
+// runner puts it in phase error once, with one layout event, for as long as
+// the FIFO stays (it used to flap between "usable again" and the error on
+// every heartbeat, two events each time); removed, the runner serves again.
+func TestSpoolReplacedByFIFO(t *testing.T) {
+	h := newHarness(t).start()
+	h.result(h.submit("expr 1"))
+	spool := filepath.Join(h.dir, protocol.FileSpool)
+	if err := os.Remove(spool); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(spool, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("phase error", func() bool { return h.state().Phase == protocol.PhaseError })
+	hb := func() int64 {
+		hb, _ := readHeartbeat(filepath.Join(h.dir, protocol.FileHeartbeat))
+		return hb.Counter
+	}
+	from := hb()
+	h.waitFor("ten more heartbeats", func() bool { return hb() >= from+10 })
+	layoutEvents := func() (n int) {
+		for _, e := range h.events() {
+			if e.Event == protocol.EvWarning && e.Detail["layout"] != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := layoutEvents(); n != 1 || h.state().Phase != protocol.PhaseError {
+		t.Fatalf("%d layout events, phase %s: want 1 and error", n, h.state().Phase)
+	}
+	if err := os.Remove(spool); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.result(h.submit("puts again")); r.Status != protocol.StatusOK {
+		t.Fatalf("%+v", r)
+	}
+	if n := layoutEvents(); n != 2 {
+		t.Errorf("%d layout events, want 2 (the error, then usable again)", n)
+	}
+}
+
+// TestStopWhileResultsWait: results that cannot be committed (a full disk,
+// injected here at the rename) hold a graceful stop back, and meanwhile the
+// runner keeps beating and stays stoppable; a second signal (force) gives
+// them up and exits, leaving the command in inflight/ for the next runner,
+// which answers it runner_restarted (PROTOCOL.md section 13). The runner
+// used to leave its loop at once: no heartbeat, no control, and a second
+// signal was never read, so it hung until the disk had room.
+func TestStopWhileResultsWait(t *testing.T) {
+	var full atomic.Bool
+	h := newHarness(t, func(c *Config) {
+		c.writerOps.place = func(tmp, dst string) error {
+			if full.Load() {
+				return &os.LinkError{Op: "rename", Old: tmp, New: dst, Err: syscall.ENOSPC}
+			}
+			return fsq.RenameNoReplace(tmp, dst)
+		}
+	}).start()
+	h.result(h.submit("expr 1"))
+	full.Store(true)
+	a := h.submit("expr 2")
+	h.waitFor("results waiting", func() bool {
+		st := h.state()
+		return st.Phase == protocol.PhaseError && strings.Contains(st.Reason, "waiting to be written")
+	})
+	h.sigs <- syscall.SIGTERM
+	h.waitFor("phase stopping", func() bool { return h.state().Phase == protocol.PhaseStopping })
+	c0 := h.heartbeatCounter()
+	h.waitFor("the heartbeat to move while the stop waits", func() bool { return h.heartbeatCounter() > c0+2 })
+	select {
+	case err := <-h.errc:
+		t.Fatalf("the runner stopped with a result still waiting: %v", err)
+	default:
+	}
+	h.sigs <- syscall.SIGTERM
+	if err := h.waitExit(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(h.dir, protocol.DirInflight, a)); err != nil {
+		t.Fatalf("the command whose result was given up must stay in inflight/: %v", err)
+	}
+	full.Store(false)
+	h.start()
+	if r := h.result(a); r.ExitReason != protocol.ReasonRunnerRestarted {
+		t.Fatalf("%+v", r)
 	}
 }

@@ -216,11 +216,18 @@ func (r *Runner) checkLayout() {
 		r.log.Warn("recreated a deleted session directory", "dir", d)
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": d + "/"}})
 		if d == protocol.DirLog || d == protocol.DirRejected {
-			r.reopenLogs()
+			if lerr := r.reopenLogs(); err == nil {
+				err = lerr
+			}
 		}
 	}
+	// One verdict per heartbeat, logs included: judging the directories
+	// "usable again" and then the logs unusable flapped the phase and
+	// wrote two events on every heartbeat while a FIFO sat in log/.
+	if lerr := r.reopenLogsIfGone(); err == nil {
+		err = lerr
+	}
 	r.setLayoutErr(err)
-	r.reopenLogsIfGone()
 }
 
 // setLayoutErr records whether the layout is usable, with an event and a

@@ -96,6 +96,45 @@ func isRunnerHeartbeat(hb protocol.Heartbeat) bool {
 	return hb.ProtocolVersion >= 1 && hb.Counter > 0 && hb.Hostname != ""
 }
 
+// keepLock runs on every heartbeat. If state/runner.lock was deleted or
+// replaced under the runner (someone cleaning up "stale" lock files, or
+// state/ deleted and recreated), the flock it holds is on a file nobody can
+// reach: masters probing the lock would judge the runner dead (status exit
+// 5, a stop refused) and a second runner could start. keepLock then locks
+// the file now at that path (creating it; anything but a regular file there
+// is removed, only the runner writes it) with a warning event. A lock it
+// cannot take now (a master probing it for microseconds) is retried at the
+// next heartbeat.
+func (r *Runner) keepLock() {
+	if r.lock == nil || !r.lock.Locked() {
+		return // flock is unavailable here: the heartbeat alone tells liveness.
+	}
+	held, err := r.lock.Stat()
+	if err != nil {
+		return
+	}
+	lockPath := r.path(protocol.FileLock)
+	cur, err := os.Lstat(lockPath)
+	if err == nil && os.SameFile(held, cur) {
+		return
+	}
+	if err == nil && !cur.Mode().IsRegular() {
+		_ = os.Remove(lockPath)
+	}
+	nl := flock.New(lockPath, flock.SetFlag(os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK),
+		flock.SetPermissions(r.perms.file))
+	if ok, err := nl.TryLock(); err != nil || !ok {
+		r.log.Warn("state/runner.lock was deleted or replaced; cannot lock the new one yet", "err", err)
+		return
+	}
+	_ = os.Chmod(lockPath, r.perms.file)
+	old := r.lock
+	r.lock = nl
+	_ = old.Unlock()
+	r.log.Warn("state/runner.lock was deleted or replaced; locked it again")
+	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": protocol.FileLock}})
+}
+
 func (r *Runner) release() {
 	if r.lock != nil {
 		_ = r.lock.Unlock() // The kernel releases it at exit anyway.

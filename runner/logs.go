@@ -64,27 +64,30 @@ func (r *Runner) closeLogs() {
 
 // reopenLogsIfGone reopens the event log or the spool when its file was
 // deleted or replaced under the runner (appends would go nowhere).
-func (r *Runner) reopenLogsIfGone() {
+// It returns why they cannot be opened (a FIFO planted there), for the
+// caller's layout error.
+func (r *Runner) reopenLogsIfGone() error {
 	same := func(rel string, open os.FileInfo) bool {
 		fi, err := os.Lstat(r.path(rel))
 		return err == nil && open != nil && os.SameFile(fi, open)
 	}
 	if !same(protocol.FileMeta, r.metaInfo) || !same(protocol.FileSpool, r.spoolInfo) {
-		r.reopenLogs()
+		return r.reopenLogs()
 	}
+	return nil
 }
 
 // reopenLogs closes and reopens both logs (after log/ was recreated). A
-// new spool starts again at offset 0.
-func (r *Runner) reopenLogs() {
+// new spool starts again at offset 0. An error is for the caller to report
+// (checkLayout, once per change): it recurs on every heartbeat until fixed.
+func (r *Runner) reopenLogs() error {
 	r.closeLogs()
 	if err := r.openLogs(); err != nil {
-		r.log.Error("cannot reopen the logs", "err", err)
-		r.setLayoutErr(err)
-		return
+		return err
 	}
 	r.log.Warn("reopened log/meta.log and log/session.out: they were deleted or replaced")
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"reopened": "log/meta.log, log/session.out", "spool_size": r.spoolSize}})
+	return nil
 }
 
 // event appends to log/meta.log; a failure is logged, not fatal: the

@@ -2,11 +2,14 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -61,7 +64,10 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 	ctxDone := ctx.Done()
 	for {
 		r.nextCommand()
-		if r.stopMode != "" && r.cur == nil {
+		// A graceful stop waits for results that wait for a retry (a full
+		// disk) here, in the loop, so the heartbeat and control go on; a
+		// force stop has given them up (beginStop).
+		if r.stopMode != "" && r.cur == nil && (r.pendingErr == nil || r.stopMode == protocol.StopForce) {
 			break
 		}
 		if r.stateDirty && r.stateAt.IsZero() {
@@ -177,6 +183,7 @@ func (r *Runner) onTimer(now time.Time) {
 
 func (r *Runner) onBeat() {
 	r.checkLayout()
+	r.keepLock()
 	if !r.ballast && r.pendingErr == nil && r.beats%16 == 0 {
 		r.makeBallast()
 	}
@@ -187,11 +194,18 @@ func (r *Runner) onBeat() {
 	r.lease.check(r, r.clk.Now())
 	r.beat()
 	r.flushTail()
-	if r.stateDirty || r.cur != nil {
+	if r.stateDirty || r.cur != nil || r.stateGone() {
 		// While a command runs, current_quiet_ms and current_last_line
-		// are refreshed every heartbeat.
+		// are refreshed every heartbeat; a state.json someone deleted
+		// (or state/ with it) is written again at once.
 		r.writeState()
 	}
+}
+
+// stateGone reports whether state/state.json is missing.
+func (r *Runner) stateGone() bool {
+	_, err := os.Lstat(r.path(protocol.FileState))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 func (r *Runner) onSignal(sig os.Signal) {

@@ -184,7 +184,7 @@ func (r *Runner) openSession() error {
 	r.outSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, r.perms.file)
 	r.resSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, r.perms.file)
 	r.results = newResultWriter(writerConfig{dir: r.dir, host: r.hostname, durable: !r.cfg.NoSync,
-		filePerm: r.perms.file, dirMode: r.perms.dir, spares: r.resSpares, log: r.log})
+		filePerm: r.perms.file, dirMode: r.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
 	return r.recover()
 }
 

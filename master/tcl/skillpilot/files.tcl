@@ -76,17 +76,26 @@ proc ::skillpilot::revalidate {dir} {
 
 # write_atomic replaces path with data (UTF-8): a dot-file in the same
 # directory, mode 0660 whatever the umask (group read is what the runner of
-# a group-shared session needs), then rename.
+# a group-shared session needs), then rename. A directory at path, or a
+# symlink to one, is an error: [file rename] would move the file into it
+# (possibly outside the session) and report success.
 proc ::skillpilot::write_atomic {path data} {
     variable fileMode
     set tmp [file join [file dirname $path] ".[file tail $path].[pid].[RandomHex 4].tmp"]
     if {[catch {
+        if {[file isdirectory $path]} {
+            error "$path is a directory (or a link to one): remove it"
+        }
         set f [open $tmp {WRONLY CREAT EXCL} $fileMode]
         file attributes $tmp -permissions $fileMode
         fconfigure $f -encoding utf-8 -translation lf
         puts -nonewline $f $data
         close $f
         file rename -force -- $tmp $path
+        if {[file isdirectory $path]} { ;# It became one meanwhile.
+            catch {file delete -- [file join $path [file tail $tmp]]}
+            error "$path is a directory (or a link to one): remove it"
+        }
     } msg]} {
         catch {close $f}
         catch {file delete -- $tmp}

@@ -71,6 +71,9 @@ proc ::skillpilot::poolimpl::json_str {s} {
 }
 
 proc ::skillpilot::poolimpl::write_atomic {path data} {
+    if {[file isdirectory $path]} { ;# [file rename] would move the file into it.
+        error "$path is a directory (or a link to one): remove it"
+    }
     set tmp [file join [file dirname $path] ".[file tail $path].[pid].[::skillpilot::poolimpl::rnd].tmp"]
     set f [open $tmp w]
     fconfigure $f -encoding utf-8 -translation lf
