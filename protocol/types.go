@@ -193,9 +193,12 @@ type State struct {
 	ToolPGID      int    `json:"tool_pgid,omitempty"`
 	ToolStartTime uint64 `json:"tool_start_time,omitempty"`
 	// LeaseError says why state/lease.json could not be understood.
-	LeaseError    string `json:"lease_error,omitempty"`
-	RejectedCount int64  `json:"rejected_count"`
-	SkippedCount  int64  `json:"skipped_count"`
+	LeaseError string `json:"lease_error,omitempty"`
+	// DiskFull is set while the disk is full and the spool and output
+	// files are not written (results, state and heartbeat still are).
+	DiskFull      bool  `json:"disk_full,omitempty"`
+	RejectedCount int64 `json:"rejected_count"`
+	SkippedCount  int64 `json:"skipped_count"`
 	// CurrentLastLine is the running command's last partial line of output
 	// (at most 256 bytes, whole UTF-8 characters); CurrentQuietMS is how
 	// long ago it last printed (runner clock).

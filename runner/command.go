@@ -57,13 +57,32 @@ const maxLastLine = 256
 // write appends normalised output; it is the framer's sink. A write error
 // (a full disk) is kept: the result then says the output is incomplete.
 func (c *running) write(b []byte) {
+	c.account(b)
+	if _, err := c.w.Write(b); err != nil && c.outErr == nil {
+		c.outErr = err
+	}
+}
+
+// errOutputSuspended is a running command's outErr when output it printed
+// was not written because the disk is full (Runner.noSpace).
+var errOutputSuspended = errors.New("the disk is full: output files are suspended until it has room")
+
+// skip accounts for output that is not written (a full disk): the result
+// says the output file is incomplete.
+func (c *running) skip(b []byte) {
+	c.account(b)
+	if c.outErr == nil {
+		c.outErr = errOutputSuspended
+	}
+}
+
+// account records output in the command's counters, expect window and
+// last line.
+func (c *running) account(b []byte) {
 	c.bytes += int64(len(b))
 	c.lines += int64(bytes.Count(b, newline))
 	c.sum.Write(b)
 	c.win.add(b)
-	if _, err := c.w.Write(b); err != nil && c.outErr == nil {
-		c.outErr = err
-	}
 	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
 		c.last = append(c.last[:0], b[i+1:]...)
 	} else {
@@ -375,6 +394,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	// The claim becomes durable off the critical path, while the command
 	// runs (PROTOCOL.md, "Durability and crash consistency").
 	r.ringSync()
+	r.checkDiskRoom() // A command started after space returned is written whole.
 	spoolStart := r.spoolSize
 	r.event(protocol.Event{Event: protocol.EvCmdBegin, CmdID: cmd.CmdID, Seq: cmd.Seq, SpoolStart: &spoolStart})
 	outName := protocol.OutputName(name)
@@ -466,7 +486,16 @@ func (r *Runner) sink(b []byte) {
 
 // emit appends to the current command's output.
 func (r *Runner) emit(b []byte) {
-	r.cur.write(b)
+	c := r.cur
+	if r.diskFull {
+		c.skip(b)
+		r.diskFullOut += int64(len(b))
+	} else {
+		c.write(b)
+		if c.outErr != nil && isNoSpace(c.outErr) {
+			r.noSpace(c.name, c.outErr)
+		}
+	}
 	r.tail.write(b)
 }
 

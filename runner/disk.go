@@ -17,13 +17,31 @@ const ballastSize = 1 << 20
 
 func (r *Runner) ballastPath() string { return r.path(rel(protocol.DirTmp, "ballast")) }
 
+// resumeFree is the free space at which a runner that suspended its output
+// files (a full disk) takes its reserve again and resumes writing them.
+const resumeFree = 4 * ballastSize
+
+// freeBytes returns the space available to the runner on the session's
+// filesystem (-1: unknown).
+func (r *Runner) freeBytes() int64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs(r.path(protocol.DirTmp), &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
+
 // makeBallast reserves ballastSize bytes if the filesystem has room to
 // spare (eight times as much free).
 func (r *Runner) makeBallast() {
-	var st unix.Statfs_t
-	if err := unix.Statfs(r.path(protocol.DirTmp), &st); err != nil || int64(st.Bavail)*int64(st.Bsize) < 8*ballastSize {
+	if r.freeBytes() < 8*ballastSize {
 		return
 	}
+	r.takeBallast()
+}
+
+// takeBallast creates tmp/ballast (ballastSize bytes).
+func (r *Runner) takeBallast() {
 	f, err := os.OpenFile(r.ballastPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return
@@ -40,17 +58,53 @@ func (r *Runner) makeBallast() {
 	r.ballast = true
 }
 
-// releaseBallast gives the reserve back to the filesystem (a full disk).
-func (r *Runner) releaseBallast() {
-	if !r.ballast {
+// noSpace handles a write that failed for want of space (ENOSPC,
+// EDQUOT). The runner gives its reserve back and suspends the writes that
+// grow without bound — the spool and the running command's output file —
+// so that what is left (results, state.json, the heartbeat, events) can
+// still be written: a chatty command must not eat the reserve and make the
+// runner look dead. The output printed meanwhile is counted, not written;
+// the result says its output is incomplete. onBeat resumes once the
+// filesystem has room again (checkDiskRoom).
+func (r *Runner) noSpace(what string, err error) {
+	released := false
+	if r.ballast {
+		r.ballast = false
+		released = os.Remove(r.ballastPath()) == nil
+	}
+	if r.diskFull {
 		return
 	}
-	r.ballast = false
-	if err := os.Remove(r.ballastPath()); err != nil {
+	r.diskFull = true
+	r.diskFullSpool, r.diskFullOut = 0, 0
+	r.stateDirty = true
+	d := map[string]any{"disk_full": true, "suspended": "log/session.out and output files", "failed": what, "error": err.Error()}
+	if released {
+		d["released_reserve_bytes"] = ballastSize
+	}
+	r.log.Warn("the disk is full: output files are suspended (not written) until it has room; results, state and heartbeat go on", "failed", what, "err", err, "released_reserve", released)
+	r.event(protocol.Event{Event: protocol.EvWarning, Detail: d})
+}
+
+// checkDiskRoom ends a suspension (noSpace) once the filesystem has
+// resumeFree bytes available: the reserve is taken again, then writing the
+// spool and output files resumes. The event says how many bytes were not
+// written meanwhile.
+func (r *Runner) checkDiskRoom() {
+	if !r.diskFull || r.freeBytes() < resumeFree {
 		return
 	}
-	r.log.Warn("the disk is full: released the runner's 1 MiB reserve so that results and state can be written")
-	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"disk_full": true, "released_reserve_bytes": ballastSize}})
+	r.takeBallast()
+	r.diskFull = false
+	if c := r.cur; c != nil && c.w.Flush() != nil {
+		// A bufio.Writer keeps its error: a fresh one lets the running
+		// command's output file resume (what it held is counted lost).
+		c.w.Reset(c.out)
+	}
+	r.stateDirty = true
+	r.log.Info("the disk has room again: writing output files resumes", "spool_bytes_not_written", r.diskFullSpool, "output_bytes_not_written", r.diskFullOut)
+	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"disk_full": false, "resumed": true,
+		"spool_bytes_not_written": r.diskFullSpool, "output_bytes_not_written": r.diskFullOut}})
 }
 
 // removeBallast deletes the reserve at stop (tmp/ is left empty).

@@ -151,6 +151,76 @@ func TestDiskFull(t *testing.T) {
 	}
 }
 
+// A full disk while a command keeps printing: the runner suspends the
+// spool and the output file rather than let the output eat the reserve it
+// gave back, so the heartbeat and state.json keep moving (found by trying
+// the runner as a new user: before, the runner looked dead within a second
+// of a chatty command filling the disk). Once space returns, the reserve
+// is taken again and output files are written again.
+func TestDiskFullChattyCommand(t *testing.T) {
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=32m"); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (%v); needs root (CAP_SYS_ADMIN)", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	h := newHarness(t, func(c *Config) { c.Session = filepath.Join(mnt, "s") })
+	h.dir = h.cfg.Session
+	makeLayout(h.dir)
+	h.start()
+	h.result(h.submit("expr 1"))
+	ballast := filepath.Join(h.dir, protocol.DirTmp, "ballast")
+	h.waitFor("the reserve", func() bool { _, err := os.Stat(ballast); return err == nil })
+	flag := filepath.Join(h.dir, "stop-printing")
+	a := h.submit(fmt.Sprintf("while {![file exists %s]} {puts [string repeat x 8000]; after 2}; expr 42", flag))
+	h.waitFor("a running", func() bool { return h.state().Phase == protocol.PhaseBusy })
+	filler := filepath.Join(mnt, "filler")
+	f, _ := os.Create(filler)
+	for {
+		if _, err := f.Write(make([]byte, 64<<10)); err != nil {
+			break
+		}
+	}
+	f.Close()
+	h.waitFor("state.json to say disk_full", func() bool { return h.state().DiskFull })
+	// The command goes on printing (megabytes per second) while the
+	// heartbeat moves on, several times over.
+	for i := 0; i < 5; i++ {
+		c0 := h.heartbeatCounter()
+		h.waitFor("the heartbeat to move on a full disk while output goes on", func() bool { return h.heartbeatCounter() > c0 })
+	}
+	if !h.state().DiskFull {
+		t.Fatal("disk_full went away while the disk was still full")
+	}
+	os.WriteFile(flag, nil, 0o600) // An empty file needs no data block.
+	ra := h.result(a)
+	if ra.Error == nil || ra.Error.Code != protocol.CodeIO || !strings.Contains(ra.Error.Message, "output incomplete") ||
+		ra.ToolRC == nil || *ra.ToolRC != 0 || *ra.Value != "42" {
+		t.Fatalf("result of a chatty command on a full disk: %+v %+v", ra, ra.Error)
+	}
+	os.Remove(filler)
+	h.waitFor("disk_full to end", func() bool { return !h.state().DiskFull })
+	if _, err := os.Stat(ballast); err != nil {
+		t.Fatalf("the reserve was not taken again: %v", err)
+	}
+	r := h.result(h.submit("puts ok; expr 3"))
+	if r.Status != protocol.StatusOK || *r.Value != "3" || r.Stats.Bytes != 3 {
+		t.Fatalf("after space returned: %+v %+v", r, r.Error)
+	}
+	var suspended, resumed bool
+	for _, e := range h.events() {
+		if e.Event == protocol.EvWarning && e.Detail["disk_full"] == true && e.Detail["suspended"] != nil {
+			suspended = true
+		}
+		if e.Event == protocol.EvWarning && e.Detail["resumed"] == true {
+			n, _ := e.Detail["output_bytes_not_written"].(float64)
+			resumed = n > 0
+		}
+	}
+	if !suspended || !resumed {
+		t.Fatalf("events: suspended %v, resumed with output_bytes_not_written > 0 %v", suspended, resumed)
+	}
+}
+
 // Issue 9, break 7: mass rejection does not starve liveness. With 3,000
 // invalid files the owner goroutine still beats while it rejects them (it
 // handles a bounded number per turn; the results are written as groups by

@@ -96,7 +96,7 @@ func (r *Runner) writeState() {
 		RunnerPID: os.Getpid(), Hostname: r.hostname, QueueDepth: r.pend.len(),
 		Reason: r.reason, Filesystem: r.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
 		CommandsDone: r.cmdsDone, ToolStarts: r.toolStarts, RejectedCount: r.rejected, SkippedCount: r.skipped,
-		LeaseError: r.lease.err,
+		LeaseError: r.lease.err, DiskFull: r.diskFull,
 	}
 	if r.phase == protocol.PhaseStopped {
 		st.Error = r.stopError
@@ -159,7 +159,7 @@ func (r *Runner) beat() {
 func (r *Runner) writeFile(relPath string, data []byte) error {
 	err := fsq.WriteAtomicVia(r.path(protocol.DirTmp), r.path(relPath), data, r.perms.file)
 	if err != nil && isNoSpace(err) {
-		r.releaseBallast()
+		r.noSpace(relPath, err)
 		err = fsq.WriteAtomicVia(r.path(protocol.DirTmp), r.path(relPath), data, r.perms.file)
 	}
 	return err

@@ -503,7 +503,11 @@ func TestStateShowsLastLine(t *testing.T) {
 	})
 	h.writeFile(protocol.FileCancel, "")
 	h.result(a)
-	if st := h.state(); st.CurrentLastLine != nil {
+	// state.json follows the result within stateDelay: judge the first
+	// state that no longer names the command.
+	var st protocol.State
+	h.waitFor("state.json without the command", func() bool { st = h.state(); return st.CurrentCmdID == nil })
+	if st.CurrentLastLine != nil {
 		t.Fatalf("current_last_line stays after the command: %q", *st.CurrentLastLine)
 	}
 }

@@ -121,6 +121,10 @@ func (r *Runner) spoolWrite(b []byte) {
 	if r.spool == nil {
 		return
 	}
+	if r.diskFull {
+		r.diskFullSpool += int64(len(b))
+		return
+	}
 	if _, err := r.spoolW.Write(b); err != nil {
 		r.spoolFailed(err)
 		return
@@ -151,6 +155,9 @@ func (r *Runner) flushSpool() {
 // that offsets stay true. bufio.Writer keeps an error forever; a fresh one
 // lets the spool resume when space returns.
 func (r *Runner) spoolFailed(err error) {
+	if isNoSpace(err) {
+		r.noSpace(protocol.FileSpool, err)
+	}
 	r.spoolW.Reset(r.spool)
 	if fi, serr := r.spool.Stat(); serr == nil {
 		r.spoolSize = fi.Size()

@@ -27,8 +27,17 @@ const flushDelay = 20 * time.Millisecond
 func (r *Runner) flushBuffers() {
 	printed := !r.bufferedAt.IsZero()
 	r.flushSpool()
-	if r.cur != nil {
-		_ = r.cur.w.Flush() // Partial output becomes visible; errors surface at finish.
+	if c := r.cur; c != nil {
+		// Partial output becomes visible. A failure is kept for the
+		// result (finish); a full disk suspends output files.
+		if err := c.w.Flush(); err != nil {
+			if c.outErr == nil {
+				c.outErr = err
+			}
+			if isNoSpace(err) {
+				r.noSpace(c.name, err)
+			}
+		}
 	}
 	r.bufferedAt = time.Time{}
 	if r.network && printed {
@@ -184,7 +193,8 @@ func (r *Runner) onTimer(now time.Time) {
 func (r *Runner) onBeat() {
 	r.checkLayout()
 	r.keepLock()
-	if !r.ballast && r.pendingErr == nil && r.beats%16 == 0 {
+	r.checkDiskRoom()
+	if !r.ballast && !r.diskFull && r.pendingErr == nil && r.beats%16 == 0 {
 		r.makeBallast()
 	}
 	r.flushBuffers()
@@ -321,7 +331,7 @@ func (r *Runner) onWriterStatus(st writerStatus) {
 	was := r.pendingErr
 	r.pendingN, r.pendingErr = st.pending, st.err
 	if st.err != nil && isNoSpace(st.err) {
-		r.releaseBallast()
+		r.noSpace("a result", st.err)
 	}
 	if st.err != nil {
 		if was == nil || was.Error() != st.err.Error() {

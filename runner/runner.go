@@ -94,13 +94,18 @@ type Runner struct {
 	rejected        int64 // files answered as invalid
 	discards        int64 // entries moved into tmp/ to be deleted
 	ballast         bool  // tmp/ballast holds the disk reserve
-	perms           perms // modes of the session's directories and the runner's files
-	layoutErr       error // why the session directory cannot be used (nil: fine)
-	trustWarnings   []trustWarning
-	pendingErr      error // why results wait for a retry (nil: none)
-	pendingN        int
-	closeOnce       sync.Once
-	metrics         *metrics // nil without --metrics-file
+	// diskFull: a write failed for want of space; the spool and output
+	// files are suspended until the disk has room (disk.go). The counts
+	// are the bytes not written meanwhile.
+	diskFull                   bool
+	diskFullSpool, diskFullOut int64
+	perms                      perms // modes of the session's directories and the runner's files
+	layoutErr                  error // why the session directory cannot be used (nil: fine)
+	trustWarnings              []trustWarning
+	pendingErr                 error // why results wait for a retry (nil: none)
+	pendingN                   int
+	closeOnce                  sync.Once
+	metrics                    *metrics // nil without --metrics-file
 }
 
 // Open prepares the session directory (creating the layout, mode 0700),
