@@ -19,6 +19,7 @@
 //	running ID              wait until state.json says ID is running
 //	write PATH CONTENT      write a session file (temp file + rename)
 //	touch PATH              create an empty session file (as touch(1) does)
+//	plant fifo|symlink ID   put a FIFO, or a symlink to a file elsewhere, where ID's result goes
 //	event TYPE K=V...       wait for a meta.log event of TYPE with these fields
 //	count TYPE N            meta.log holds exactly N events of TYPE
 //	json PATH K=V...        wait for a JSON file with these top-level fields

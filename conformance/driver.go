@@ -363,6 +363,36 @@ func (d *driver) harness(st Step, args []string) {
 		if err != nil {
 			d.fail(st, "%v", err)
 		}
+	case "plant":
+		// plant fifo|symlink ID: put a FIFO, or a symlink to a regular
+		// file outside the session, where ID's result will go.
+		argN(2)
+		name := ""
+		for _, dir := range []string{"queue", "inflight"} {
+			m, _ := filepath.Glob(filepath.Join(d.runnerDir, dir, "cmd_*_"+args[1]+".json"))
+			if len(m) == 1 {
+				name = filepath.Base(m[0])
+			}
+		}
+		if name == "" {
+			d.fail(st, "no queued or running command %s", args[1])
+		}
+		p := filepath.Join(d.runnerDir, "result", name)
+		var err error
+		switch args[0] {
+		case "fifo":
+			err = syscall.Mkfifo(p, 0o600)
+		case "symlink":
+			target := filepath.Join(d.t.TempDir(), "elsewhere.json")
+			if err = os.WriteFile(target, []byte(`{"protocol_version":1,"cmd_id":"`+args[1]+`","status":"ok","value":"planted"}`), 0o600); err == nil {
+				err = os.Symlink(target, p)
+			}
+		default:
+			d.fail(st, "plant fifo or symlink")
+		}
+		if err != nil {
+			d.fail(st, "%v", err)
+		}
 	case "event":
 		argN(1)
 		d.waitFor(st, "event "+strings.Join(args, " "), func() bool {

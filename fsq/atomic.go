@@ -237,6 +237,25 @@ func ReadFile(path string, limit int64) ([]byte, os.FileInfo, error) {
 	return buf, fi, nil
 }
 
+// OpenRegular opens a session file for reading as ReadFile does: without
+// following a symlink (ErrSymlink), without blocking on a FIFO, and only
+// if it is a regular file (ErrNotRegular). For files read in pieces
+// (output, the spool) rather than whole.
+func OpenRegular(path string) (*os.File, error) {
+	f, err := CreateFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%s: %w", path, ErrSymlink)
+		}
+		return nil, err
+	}
+	if err := checkRegular(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // Errors of ReadFile.
 var (
 	ErrSymlink    = errors.New("fsq: refusing to follow a symlink")

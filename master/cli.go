@@ -65,6 +65,7 @@ type cli struct {
 // SIGTERM end it with 130 and 143 (code interrupted).
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{stdin: stdin, stdout: &trackWriter{w: stdout}, stderr: stderr}
+	args = commandFirst(args)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, cliUsage, subcommandUsage())
 		return ExitUsage
@@ -95,6 +96,45 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	return c.fail(err)
+}
+
+// commandFirst moves the flags every command takes (--session DIR, --json,
+// --wait-for-runner D) from before the command name to after it, so that
+// "master --session DIR submit ..." works as "master submit --session DIR
+// ...". Anything else before the command is left for the usage error.
+func commandFirst(args []string) []string {
+	var lead []string
+	i := 0
+	for i < len(args) {
+		a := args[i]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			break
+		}
+		switch name {
+		case "json":
+			lead = append(lead, a)
+			i++
+			continue
+		case "session", "wait-for-runner":
+			if hasValue {
+				lead = append(lead, a)
+				i++
+				continue
+			}
+			if i+1 < len(args) {
+				lead = append(lead, a, args[i+1])
+				i += 2
+				continue
+			}
+		}
+		return args // Not a flag every command takes: say so at the command.
+	}
+	if len(lead) == 0 || i == len(args) {
+		return args
+	}
+	out := append([]string{args[i]}, lead...)
+	return append(out, args[i+1:]...)
 }
 
 // interruptContext returns a context cancelled by the first SIGINT or
@@ -223,6 +263,5 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 	case "diff":
 		return c.diff(args)
 	}
-	fmt.Fprint(c.stderr, cliUsage, subcommandUsage())
-	return usageErr("unknown command %q", cmd)
+	return usageErr("unknown command %q (master --help lists the commands)", cmd)
 }

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )
@@ -186,7 +186,7 @@ func (s *Session) serving(before string) (Status, bool) {
 
 // outputTail returns the last lines of the job's output, for messages.
 func outputTail(s *Session) string {
-	f, err := os.Open(s.path(FileLaunchOutput))
+	f, err := fsq.OpenRegular(s.path(FileLaunchOutput))
 	if err != nil {
 		return ""
 	}

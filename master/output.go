@@ -18,7 +18,7 @@ import (
 // flushes it at least once per heartbeat); offsets are stable.
 func (c *Command) Output(off, n int64) ([]byte, error) {
 	fsq.Revalidate(c.s.path(protocol.DirOutput))
-	f, err := os.Open(c.s.path(protocol.DirOutput + "/" + protocol.OutputName(c.Name)))
+	f, err := fsq.OpenRegular(c.s.path(protocol.DirOutput + "/" + protocol.OutputName(c.Name)))
 	if errors.Is(err, os.ErrNotExist) {
 		if fc := c.forwarded(); fc != nil { // Moved by a pool: pool_move.go.
 			return fc.Output(off, n)
@@ -48,7 +48,10 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 	defer stop()
 	rw := c.newRunnerWatch()
 	for {
-		done, _ := c.Result()
+		done, err := c.Result()
+		if err != nil {
+			return off, err // A result that cannot be read (a FIFO, a symlink) is never waited for.
+		}
 		b, err := c.Output(off, 0)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return off, err
@@ -89,7 +92,7 @@ func (s *Session) SpoolSize() (int64, error) {
 // copying new bytes until ctx ends. It returns the cursor after the last
 // byte copied; give it back to resume.
 func (s *Session) Tail(ctx context.Context, w io.Writer, from int64, follow bool) (int64, error) {
-	f, err := os.Open(s.path(protocol.FileSpool))
+	f, err := fsq.OpenRegular(s.path(protocol.FileSpool))
 	if err != nil {
 		return from, err
 	}
@@ -160,7 +163,7 @@ func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int6
 		return Match{ResumeCursor: max(size, from)}, err
 	}
 	for {
-		f, err := os.Open(s.path(protocol.FileSpool))
+		f, err := fsq.OpenRegular(s.path(protocol.FileSpool))
 		for err == nil {
 			if cerr := ctx.Err(); cerr != nil {
 				f.Close()

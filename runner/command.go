@@ -202,8 +202,10 @@ func (r *Runner) hasResult(name string) bool {
 	if r.settling[name] {
 		return true
 	}
-	_, err := os.Lstat(r.path(rel(protocol.DirResult, name)))
-	return err == nil
+	// Only a regular file is a result: anything else there (a FIFO, a
+	// symlink) is moved aside when the result is written (displace).
+	fi, err := os.Lstat(r.path(rel(protocol.DirResult, name)))
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // stillWriting decides whether an unparsable file may be a writer still
@@ -348,6 +350,9 @@ func (r *Runner) submitResult(j resultJob) {
 func (r *Runner) onResult(d resultDone) {
 	j, res := d.job, d.job.res
 	delete(r.settling, j.name)
+	for _, x := range d.displaced {
+		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: d.job.res.CmdID, Seq: d.job.res.Seq, Detail: x})
+	}
 	for _, d := range d.recreated {
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": d + "/"}})
 	}

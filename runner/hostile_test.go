@@ -3,6 +3,7 @@ package runner
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -509,5 +510,63 @@ func TestStateShowsLastLine(t *testing.T) {
 	h.waitFor("state.json without the command", func() bool { st = h.state(); return st.CurrentCmdID == nil })
 	if st.CurrentLastLine != nil {
 		t.Fatalf("current_last_line stays after the command: %q", *st.CurrentLastLine)
+	}
+}
+
+// What stands at a result's name before the result is written and is not a
+// result (a FIFO, a symlink, a directory holding a file) is moved aside:
+// the command still gets its one result, a regular file, and an event says
+// what was displaced. The symlink's target is never touched.
+func TestNonResultDisplaced(t *testing.T) {
+	h := newHarness(t)
+	outside := filepath.Join(t.TempDir(), "target.json")
+	if err := os.WriteFile(outside, []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plant := map[string]func(string) error{
+		"a FIFO":      func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"a symlink":   func(p string) error { return os.Symlink(outside, p) },
+		"a directory": func(p string) error { os.Mkdir(p, 0o700); return os.WriteFile(filepath.Join(p, "x"), nil, 0o600) },
+	}
+	names := map[string]string{}
+	for i, kind := range []string{"a FIFO", "a symlink", "a directory"} {
+		name := protocol.CommandName(int64(i+1), fmt.Sprintf("c%d", i+1))
+		if err := plant[kind](filepath.Join(h.dir, protocol.DirResult, name)); err != nil {
+			t.Fatal(err)
+		}
+		names[name] = kind
+	}
+	h.start()
+	for range names {
+		h.submit("expr 5")
+	}
+	for name, kind := range names {
+		h.waitFor("a regular result over "+kind, func() bool {
+			fi, err := os.Lstat(filepath.Join(h.dir, protocol.DirResult, name))
+			return err == nil && fi.Mode().IsRegular()
+		})
+		if r := h.result(name); r.Status != protocol.StatusOK || *r.Value != "5" {
+			t.Fatalf("%s over %s: %+v", name, kind, r)
+		}
+		if fi, err := os.Lstat(filepath.Join(h.dir, protocol.DirResult, name)); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("result %s is not a regular file: %v", name, err)
+		}
+	}
+	h.waitFor("three displaced events", func() bool {
+		seen := map[string]bool{}
+		for _, e := range h.events() {
+			if d, _ := e.Detail["displaced"].(string); d != "" {
+				seen[filepath.Base(d)+" "+e.Detail["was"].(string)] = true
+			}
+		}
+		for name, kind := range names {
+			if !seen[name+" "+kind] {
+				return false
+			}
+		}
+		return true
+	})
+	if b, _ := os.ReadFile(outside); string(b) != "keep me" {
+		t.Fatalf("the symlink's target was written: %q", b)
 	}
 }

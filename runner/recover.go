@@ -26,12 +26,16 @@ func (r *Runner) recover() error {
 	if r.pendingTakeover != nil {
 		r.event(protocol.Event{Event: protocol.EvLockTakeover, Detail: r.pendingTakeover})
 	}
-	results, err := fsq.ReadNames(r.path(protocol.DirResult))
+	results, err := readEntries(r.path(protocol.DirResult))
 	if err != nil {
 		return err
 	}
 	have := make(map[string]bool, len(results))
-	for _, name := range results {
+	for _, de := range results {
+		name := de.Name()
+		if !de.Type().IsRegular() {
+			continue // Not a result: moved aside when the result is written (displace).
+		}
 		if _, id, err := protocol.ParseCommandName(name); err == nil {
 			r.doneIDs[id] = true
 			have[name] = true
@@ -216,4 +220,15 @@ func emptyDir(dir string) error {
 		}
 	}
 	return nil
+}
+
+// readEntries lists dir with each entry's type (from the directory itself
+// where the filesystem says it, else lstat), unsorted.
+func readEntries(dir string) ([]os.DirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
 }

@@ -53,8 +53,9 @@ type resultJob struct {
 type resultDone struct {
 	job       resultJob
 	existed   bool
-	err       error    // the writer gave up (abort): the command stays in inflight/
-	recreated []string // session directories someone deleted and the writer made again
+	err       error            // the writer gave up (abort): the command stays in inflight/
+	recreated []string         // session directories someone deleted and the writer made again
+	displaced []map[string]any // non-results moved aside from result/ (displace)
 }
 
 // writerStatus tells the owner whether results are waiting for a retry.
@@ -106,7 +107,8 @@ type writerConfig struct {
 //     aborted; meanwhile status reports how many results wait and why.
 type resultWriter struct {
 	cfg       writerConfig
-	recreated []string // since the last done report
+	recreated []string         // since the last done report
+	displaced []map[string]any // since the last done report (displace)
 	jobs      chan resultJob
 	done      chan resultDone
 	status    chan writerStatus
@@ -408,6 +410,9 @@ func (w *resultWriter) place(j resultJob, s *staged) (existed bool, err error) {
 	if errors.Is(err, os.ErrNotExist) && w.recreate(protocol.DirResult) {
 		err = w.cfg.ops.place(s.tmp.Name(), dst)
 	}
+	if errors.Is(err, os.ErrExist) && w.displace(j.name, dst) {
+		err = w.cfg.ops.place(s.tmp.Name(), dst)
+	}
 	switch {
 	case errors.Is(err, os.ErrExist):
 		os.Remove(s.tmp.Name())
@@ -425,6 +430,25 @@ func (w *resultWriter) place(j resultJob, s *staged) (existed bool, err error) {
 	}
 	s.tmp = nil
 	return false, nil
+}
+
+// displace moves aside what stands at dst if it is not a result — a FIFO,
+// a symlink, a directory, a device someone put there before the result was
+// written — so that the command still gets its one result; it reports
+// whether it did. A regular file is a result and always stands.
+func (w *resultWriter) displace(name, dst string) bool {
+	fi, err := os.Lstat(dst)
+	if err != nil || fi.Mode().IsRegular() {
+		return false
+	}
+	aside := filepath.Join(w.cfg.dir, protocol.DirTmp, fmt.Sprintf(".displaced-%d-%s", time.Now().UnixNano(), name))
+	if err := os.Rename(dst, aside); err != nil {
+		w.cfg.log.Error("cannot move aside what stands where a result goes", "file", dst, "err", err)
+		return false
+	}
+	_ = os.RemoveAll(aside) // tmp/ is emptied at the next start anyway.
+	w.displaced = append(w.displaced, map[string]any{"displaced": protocol.DirResult + "/" + name, "was": fsq.FileType(fi)})
+	return true
 }
 
 // recreate makes a session directory someone deleted again, and reports
@@ -469,8 +493,8 @@ func (w *resultWriter) finish(j resultJob, existed bool) {
 	if j.payload != "" {
 		_ = os.Remove(j.payload) // Gone already is fine.
 	}
-	w.done <- resultDone{job: j, existed: existed, recreated: w.recreated}
-	w.recreated = nil
+	w.done <- resultDone{job: j, existed: existed, recreated: w.recreated, displaced: w.displaced}
+	w.recreated, w.displaced = nil, nil
 }
 
 // describeIncompleteOutput rewrites a result whose output file could not

@@ -123,12 +123,15 @@ out_result() { # out_result NAME: the outcome of a command with a result
   printf '{"outcome":"%s","exit":%d,"cmd_id":"%s","result_file":"result/%s"}\n' "$st" "$code" "$(field "$f" cmd_id)" "$1"
 }
 out_code() { printf '{"outcome":"%s","exit":%d}\n' "$1" "$2"; }
-has_result() { revalidate "$S/result"; [ -f "$S/result/$1" ]; }
+# has_result: a result is there, or something that is not one (a FIFO, a
+# symlink) stands where it goes; do_wait then reports an I/O error.
+has_result() { revalidate "$S/result"; [ -e "$S/result/$1" ] || [ -L "$S/result/$1" ]; }
+bad_result() { [ -L "$S/result/$1" ] || [ ! -f "$S/result/$1" ]; }
 has_reply() { revalidate "$S/ctl/ack"; [ -f "$S/ctl/ack/$1" ]; }
 
 do_wait() { # do_wait NAME
   wait_until has_result "$1"
-  case $? in 0) out_result "$1" ;; 3) out_code wait_timeout 3 ;; *) out_code runner_not_alive 5 ;; esac
+  case $? in 0) if bad_result "$1"; then out_code io_error 10; else out_result "$1"; fi ;; 3) out_code wait_timeout 3 ;; *) out_code runner_not_alive 5 ;; esac
 }
 
 do_submit() { # do_submit RUN(0/1)
