@@ -93,11 +93,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		_, code := master.Classify(err)
 		return code
 	}
-	rc, ok := stdin.(io.ReadCloser)
-	if !ok {
-		rc = io.NopCloser(stdin)
-	}
-	err = srv.Run(ctx, &mcp.IOTransport{Reader: rc, Writer: nopCloser{stdout}})
+	// Requests read before stdin ends are all answered before the server
+	// ends (drain.go).
+	d := newDrain(ctx, stdin, stdout)
+	err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(d), Writer: nopCloser{d}})
 	switch {
 	case ctx.Err() != nil:
 		if strings.Contains(fmt.Sprint(context.Cause(ctx)), "interrupt") {

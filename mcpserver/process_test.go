@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os/exec"
 	"path/filepath"
@@ -246,5 +247,40 @@ func TestMainHelp(t *testing.T) {
 	if got := Main(context.Background(), []string{"--bogus"}, strings.NewReader(""), &stdout, &stderr); got != master.ExitUsage ||
 		stdout.Len() != 0 || !strings.Contains(stderr.String(), "-bogus") {
 		t.Errorf("--bogus: exit %d, stdout %q, stderr %q", got, stdout.String(), stderr.String())
+	}
+}
+
+// A client that writes its requests and closes stdin at once (a shell
+// pipe) still gets every answer, including one for a call that takes a
+// while: the server ends only once the requests it read are answered.
+func TestStdinClosedEarlyAnswersAll(t *testing.T) {
+	bin := binaries(t)
+	dir := filepath.Join(t.TempDir(), "sess")
+	startRunner(t, dir)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"payload":"after 500; expr 6*7"}}}`,
+		`{"jsonrpc":"2.0","id":"three","method":"tools/list"}`,
+	}, "\n") + "\n"
+	cmd := exec.Command(filepath.Join(bin, "master"), "mcp", "--session", dir, "--quiet")
+	cmd.Stdin = strings.NewReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		got[string(m.ID)] = string(m.Result)
+	}
+	if len(got) != 3 || !strings.Contains(got["2"], `\"value\":\"42\"`) || !strings.Contains(got[`"three"`], `"run"`) {
+		t.Fatalf("answers: %v", got)
 	}
 }

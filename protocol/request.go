@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"regexp"
 	"slices"
 	"unicode/utf8"
@@ -28,7 +27,7 @@ func ParseControlRequest(name string, data []byte) (*ControlRequest, error) {
 	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || !json.Valid(trimmed) {
-		return req, fmt.Errorf("%w: %w", invalid("", "not valid JSON (write to a temporary name, then rename into ctl/)"), ErrIncomplete)
+		return req, incomplete("not valid JSON (write to a temporary name, then rename into ctl/)")
 	}
 	if !utf8.Valid(trimmed) {
 		return req, invalid("", "not valid UTF-8")

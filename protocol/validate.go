@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -17,6 +19,17 @@ const MaxCommandSize = 16 << 20
 type ValidationError struct {
 	Field string // JSON field name, or "" for the file as a whole
 	Msg   string
+	// Incomplete: the file is not (yet) valid JSON; errors.Is(err,
+	// ErrIncomplete) reports it.
+	Incomplete bool
+}
+
+// Is makes an incomplete file's error match ErrIncomplete.
+func (e *ValidationError) Is(target error) bool { return e.Incomplete && target == ErrIncomplete }
+
+// incomplete is a ValidationError for a file that is not valid JSON.
+func incomplete(format string, args ...any) error {
+	return &ValidationError{Msg: fmt.Sprintf(format, args...), Incomplete: true}
 }
 
 func (e *ValidationError) Error() string {
@@ -50,7 +63,11 @@ func ParseCommand(name string, data []byte) (*Command, error) {
 	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || !json.Valid(trimmed) {
-		return nil, fmt.Errorf("%w: %w", invalid("", "not valid JSON (write to a temporary name, then rename into queue/)"), ErrIncomplete)
+		msg := "not valid JSON (write to a temporary name, then rename into queue/)"
+		if end := firstValueEnd(trimmed); end > 0 {
+			msg = fmt.Sprintf("not valid JSON: a complete JSON value is followed by %d more bytes (from byte %d); a command file holds one object", len(trimmed)-end, end)
+		}
+		return nil, incomplete("%s", msg)
 	}
 	if !utf8.Valid(trimmed) {
 		return nil, invalid("", "not valid UTF-8")
@@ -72,7 +89,7 @@ func ParseCommand(name string, data []byte) (*Command, error) {
 	if err := json.Unmarshal(trimmed, &c); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return nil, invalid(te.Field, "has the wrong type: want %s", te.Type)
+			return nil, typeError(te)
 		}
 		return nil, invalid("", "%v", err)
 	}
@@ -162,7 +179,7 @@ func ParseCancel(data []byte) (CancelRequest, error) {
 		return CancelRequest{Scope: ScopeCurrent}, nil
 	}
 	if !json.Valid(trimmed) {
-		return CancelRequest{}, fmt.Errorf("%w: %w", invalid("", "cancel.json is neither empty nor valid JSON"), ErrIncomplete)
+		return CancelRequest{}, incomplete("cancel.json is neither empty nor valid JSON")
 	}
 	o, err := decodeObject(trimmed, "cancel.json")
 	if err != nil {
@@ -190,7 +207,7 @@ func ParseStop(data []byte) (StopRequest, error) {
 		return StopRequest{Mode: StopGraceful}, nil
 	}
 	if !json.Valid(trimmed) {
-		return StopRequest{}, fmt.Errorf("%w: %w", invalid("", "stop.json is neither empty nor valid JSON"), ErrIncomplete)
+		return StopRequest{}, incomplete("stop.json is neither empty nor valid JSON")
 	}
 	o, err := decodeObject(trimmed, "stop.json")
 	if err != nil {
@@ -265,4 +282,41 @@ func ParseLease(data []byte) (Lease, error) {
 		return Lease{}, invalid("expires_at", "a lease needs expires_at or ttl_ms")
 	}
 	return l, nil
+}
+
+// firstValueEnd returns where what follows a complete first JSON value in
+// b starts (trailing junk; b is trimmed, so there is some), else 0.
+func firstValueEnd(b []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var v json.RawMessage
+	if dec.Decode(&v) != nil {
+		return 0
+	}
+	end := int(dec.InputOffset())
+	return len(b) - len(bytes.TrimLeft(b[end:], " \t\r\n"))
+}
+
+// typeError says what was wrong with a field's value in words a flow
+// author can act on: a number out of range is not "the wrong type".
+func typeError(te *json.UnmarshalTypeError) error {
+	want := "a string"
+	switch te.Type.Kind() {
+	case reflect.Float32, reflect.Float64:
+		want = "a number"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "an integer"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.Map, reflect.Struct:
+		want = "an object"
+	case reflect.Slice, reflect.Array:
+		want = "an array"
+	}
+	if num, ok := strings.CutPrefix(te.Value, "number "); ok {
+		if want == "an integer" && strings.ContainsAny(num, ".eE") {
+			return invalid(te.Field, "is %s: want an integer (no fraction or exponent), within range", num)
+		}
+		return invalid(te.Field, "is %s, out of range for %s", num, want)
+	}
+	return invalid(te.Field, "has the wrong type (%s): want %s", te.Value, want)
 }
