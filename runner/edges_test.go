@@ -111,13 +111,15 @@ func TestDeletedDirectories(t *testing.T) {
 	})
 }
 
-// Issue 9, break 6: a full disk. A command that ran while the disk was
-// full gets its result (the runner gives back its reserve), saying its
-// output is incomplete; the heartbeat keeps beating; once space returns
-// commands run normally. Needs a small tmpfs (root, or a mount namespace).
-func TestDiskFull(t *testing.T) {
+// tmpfsHarness starts a runner whose session is on a tmpfs of size, to be
+// filled, and runs one command. It needs root (CAP_SYS_ADMIN): skipped
+// without, failed under CI.
+func tmpfsHarness(t *testing.T, size string) (*harness, string) {
 	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=8m"); err != nil {
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size="+size); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cannot mount a tmpfs to fill (%v); CI runs as root", err)
+		}
 		t.Skipf("cannot mount a tmpfs to fill (%v); needs root (CAP_SYS_ADMIN)", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
@@ -126,9 +128,12 @@ func TestDiskFull(t *testing.T) {
 	makeLayout(h.dir)
 	h.start()
 	h.result(h.submit("expr 1"))
-	flag := filepath.Join(h.dir, "go")
-	a := h.submit(fmt.Sprintf("while {![file exists %s]} {after 10}; puts [string repeat x 100000]; expr 42", flag))
-	h.waitFor("a running", func() bool { return h.state().Phase == protocol.PhaseBusy })
+	return h, mnt
+}
+
+// fillDisk writes mnt/filler until the filesystem is full; it returns its
+// path (remove it to give the space back).
+func fillDisk(mnt string) string {
 	filler := filepath.Join(mnt, "filler")
 	f, _ := os.Create(filler)
 	for {
@@ -137,6 +142,19 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 	f.Close()
+	return filler
+}
+
+// Issue 9, break 6: a full disk. A command that ran while the disk was
+// full gets its result (the runner gives back its reserve), saying its
+// output is incomplete; the heartbeat keeps beating; once space returns
+// commands run normally. Needs a small tmpfs (root, or a mount namespace).
+func TestDiskFull(t *testing.T) {
+	h, mnt := tmpfsHarness(t, "8m")
+	flag := filepath.Join(h.dir, "go")
+	a := h.submit(fmt.Sprintf("while {![file exists %s]} {after 10}; puts [string repeat x 100000]; expr 42", flag))
+	h.waitFor("a running", func() bool { return h.state().Phase == protocol.PhaseBusy })
+	filler := fillDisk(mnt)
 	c0 := h.heartbeatCounter()
 	os.WriteFile(flag, nil, 0o600) // An empty file needs no data block.
 	ra := h.result(a)
@@ -158,29 +176,13 @@ func TestDiskFull(t *testing.T) {
 // of a chatty command filling the disk). Once space returns, the reserve
 // is taken again and output files are written again.
 func TestDiskFullChattyCommand(t *testing.T) {
-	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=32m"); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (%v); needs root (CAP_SYS_ADMIN)", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
-	h := newHarness(t, func(c *Config) { c.Session = filepath.Join(mnt, "s") })
-	h.dir = h.cfg.Session
-	makeLayout(h.dir)
-	h.start()
-	h.result(h.submit("expr 1"))
+	h, mnt := tmpfsHarness(t, "32m")
 	ballast := filepath.Join(h.dir, protocol.DirTmp, "ballast")
 	h.waitFor("the reserve", func() bool { _, err := os.Stat(ballast); return err == nil })
 	flag := filepath.Join(h.dir, "stop-printing")
 	a := h.submit(fmt.Sprintf("while {![file exists %s]} {puts [string repeat x 8000]; after 2}; expr 42", flag))
 	h.waitFor("a running", func() bool { return h.state().Phase == protocol.PhaseBusy })
-	filler := filepath.Join(mnt, "filler")
-	f, _ := os.Create(filler)
-	for {
-		if _, err := f.Write(make([]byte, 64<<10)); err != nil {
-			break
-		}
-	}
-	f.Close()
+	filler := fillDisk(mnt)
 	h.waitFor("state.json to say disk_full", func() bool { return h.state().DiskFull })
 	// The command goes on printing (megabytes per second) while the
 	// heartbeat moves on, several times over.
