@@ -43,8 +43,9 @@ Commands:
 ` + reportUsage + standinUsage + farmUsage + `
 Every command takes --session DIR (default: $SP_SESSION_DIR) and --json; commands that
 wait take --wait-for-runner DUR (how long to wait without a live runner; default 10s).
-Durations are Go durations (1.5s, 2m, 1h) or plain seconds (30). 'master COMMAND --help'
-lists a command's flags.
+These three may also come before the command (master --session DIR status). Durations are
+Go durations (1.5s, 2m, 1h) or plain seconds (30). 'master COMMAND --help' lists a
+command's flags.
 
 Exit codes: 0 ok, 1 command failed, 2 usage, 3 timeout, 4 cancelled, 5 session missing,
 runner not alive or cannot serve, 6 unknown cmd_id, 7 nothing to act on (not running,

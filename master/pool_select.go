@@ -297,20 +297,9 @@ func submitExtra(ctx context.Context, s *Session, payload string, opts SubmitOpt
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := protocol.Command{ProtocolVersion: protocol.Version, CmdID: opts.CmdID, Kind: opts.Kind, Payload: payload,
-		TimeoutS: opts.Timeout.Seconds(), CancelPolicy: opts.CancelPolicy, Marker: opts.Marker,
-		SubmittedAt: protocol.Now(), Submitter: s.owner}
-	if c.CmdID == "" {
-		c.CmdID = NewCmdID()
-	}
-	if c.Kind == "" {
-		c.Kind = protocol.KindTcl
-	}
-	if opts.Submitter != "" {
-		c.Submitter = opts.Submitter
-	}
-	if err := c.Validate(); err != nil {
-		return nil, usageErr("%v", err)
+	c, err := s.buildCommand(payload, opts)
+	if err != nil {
+		return nil, err
 	}
 	seq, err := allocSeq(s.dir)
 	if err != nil {

@@ -30,15 +30,8 @@ func (p *Pool) WaitCommand(ctx context.Context, c *Command) (*protocol.Result, e
 	defer t.Stop()
 	var lastHeal, stuckSince time.Time
 	for {
-		r, err := c.Result()
-		if err != nil {
-			return nil, err
-		}
-		if r != nil {
-			if r.Status != protocol.StatusOK {
-				return r, &ResultError{Result: r}
-			}
-			return r, nil
+		if r, done, err := c.outcome(); done {
+			return r, err
 		}
 		if time.Since(lastHeal) >= time.Second {
 			lastHeal = time.Now()

@@ -103,12 +103,9 @@ type Command struct {
 	hops int    // forwards followed to reach this handle (pool_move.go)
 }
 
-// Submit allocates a seq (see allocSeq), writes the command atomically
-// into queue/ and returns its handle.
-func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions) (*Command, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+// buildCommand makes a command file's content from opts (all but its
+// seq), with a new cmd_id and the session's kind by default.
+func (s *Session) buildCommand(payload string, opts SubmitOptions) (protocol.Command, error) {
 	c := protocol.Command{
 		ProtocolVersion: protocol.Version, CmdID: opts.CmdID, Kind: opts.Kind, Payload: payload,
 		TimeoutS: opts.Timeout.Seconds(), CancelPolicy: opts.CancelPolicy, Marker: opts.Marker,
@@ -124,7 +121,20 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 		c.Submitter = opts.Submitter
 	}
 	if err := c.Validate(); err != nil {
-		return nil, usageErr("%v", err)
+		return c, usageErr("%v", err)
+	}
+	return c, nil
+}
+
+// Submit allocates a seq (see allocSeq), writes the command atomically
+// into queue/ and returns its handle.
+func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions) (*Command, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c, err := s.buildCommand(payload, opts)
+	if err != nil {
+		return nil, err
 	}
 	seq, err := allocSeqBackground(s.dir)
 	if err != nil {
@@ -225,6 +235,22 @@ func (c *Command) readResult() (*protocol.Result, []byte, error) {
 	return &r, b, nil
 }
 
+// outcome is what a wait returns once the command has a result (done):
+// the result, with a *ResultError when its status is not ok. A result
+// that cannot be read ends the wait too, with the error.
+func (c *Command) outcome() (*protocol.Result, bool, error) {
+	r, err := c.Result()
+	switch {
+	case err != nil:
+		return nil, true, err
+	case r == nil:
+		return nil, false, nil
+	case r.Status != protocol.StatusOK:
+		return r, true, &ResultError{Result: r}
+	}
+	return r, true, nil
+}
+
 // Wait returns the command's result as soon as it appears. A result whose
 // status is not ok comes with a *ResultError; ctx's end gives
 // ErrWaitTimeout (deadline) or its cause (cancelled); a wait that sees no
@@ -240,15 +266,8 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 	var wake <-chan struct{}
 	w := c.newRunnerWatch()
 	for {
-		r, err := c.Result()
-		if err != nil {
-			return nil, err
-		}
-		if r != nil {
-			if r.Status != protocol.StatusOK {
-				return r, &ResultError{Result: r}
-			}
-			return r, nil
+		if r, done, err := c.outcome(); done {
+			return r, err
 		}
 		if err := w.check(); err != nil {
 			return nil, fmt.Errorf("waiting for %s: %w", c.ID, err)

@@ -174,3 +174,15 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// waitUntil polls cond until it holds (the test's deadline is the limit).
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -108,10 +108,14 @@ func TestRunExpr(t *testing.T) {
 		t.Errorf("%+v", r)
 	}
 	var cmd protocol.Command
-	b, err := os.ReadFile(filepath.Join(dir, r.CommandPath))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The command file reaches command_path just after the result appears
+	// (PROTOCOL.md section 7).
+	var b []byte
+	waitUntil(t, "the archived command", func() bool {
+		var err error
+		b, err = os.ReadFile(filepath.Join(dir, r.CommandPath))
+		return err == nil
+	})
 	if err := json.Unmarshal(b, &cmd); err != nil {
 		t.Fatal(err)
 	}

@@ -77,8 +77,10 @@ proc ::skillpilot::Alive {dir} {
     return [list [dict get $look alive] [dict get $look reason]]
 }
 
-# WaitStart returns the state of one wait; WaitStep sleeps once (1 ms first,
-# doubling to pollMs), after checking the caller's deadline and the runner's
+# WaitStart returns the state of one wait; WaitStep sleeps once (1 ms for
+# the first four looks, then doubling to pollMs: Tcl's after counts whole
+# milliseconds, so a ~1 ms command is seen at the second look rather than
+# the third), after checking the caller's deadline and the runner's
 # liveness and renewing kept leases.
 proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
     variable waitForRunnerMs
@@ -88,7 +90,7 @@ proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
     if {$grace_ms <= 0} { set grace_ms $waitForRunnerMs }
     set now [clock milliseconds]
     return [dict create dir $dir timeout $timeout_ms deadline [expr {$timeout_ms < 0 ? -1 : $now + $timeout_ms}] \
-                grace $grace_ms lastAlive $now nextLook 0 delay 1 \
+                grace $grace_ms lastAlive $now nextLook 0 delay 1 steps 0 \
                 look [dict create alive 0 definite 0 reason "no look yet" state {}]]
 }
 
@@ -116,7 +118,9 @@ proc ::skillpilot::WaitStep {wVar what} {
     set d [dict get $w delay]
     if {$deadline >= 0} { set d [expr {max(0, min($d, $deadline - $now))}] }
     after [expr {int($d)}]
-    dict set w delay [expr {min([dict get $w delay] * 2, $pollMs)}]
+    if {[dict incr w steps] >= 4} {
+        dict set w delay [expr {min([dict get $w delay] * 2, $pollMs)}]
+    }
 }
 
 # --- lease --------------------------------------------------------------------
