@@ -91,6 +91,7 @@ proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
     set now [clock milliseconds]
     return [dict create dir $dir timeout $timeout_ms deadline [expr {$timeout_ms < 0 ? -1 : $now + $timeout_ms}] \
                 grace $grace_ms lastAlive $now nextLook 0 delay 1 steps 0 \
+                spinUntil [expr {[clock microseconds] + 1500}] \
                 look [dict create alive 0 definite 0 reason "no look yet" state {}]]
 }
 
@@ -115,6 +116,9 @@ proc ::skillpilot::WaitStep {wVar what} {
         }
     }
     RenewLeases
+    if {[clock microseconds] < [dict get $w spinUntil]} {
+        return ;# The first 1.5 ms: look again at once (after sleeps whole ms).
+    }
     set d [dict get $w delay]
     if {$deadline >= 0} { set d [expr {max(0, min($d, $deadline - $now))}] }
     after [expr {int($d)}]
