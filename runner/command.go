@@ -55,12 +55,15 @@ type running struct {
 const maxLastLine = 256
 
 // write appends normalised output; it is the framer's sink. A write error
-// (a full disk) is kept: the result then says the output is incomplete.
-func (c *running) write(b []byte) {
+// (a full disk) is kept, and returned: the result then says the output is
+// incomplete.
+func (c *running) write(b []byte) error {
 	c.account(b)
-	if _, err := c.w.Write(b); err != nil && c.outErr == nil {
+	_, err := c.w.Write(b)
+	if err != nil && c.outErr == nil {
 		c.outErr = err
 	}
+	return err
 }
 
 // errOutputSuspended is a running command's outErr when output it printed
@@ -496,9 +499,8 @@ func (r *Runner) emit(b []byte) {
 		c.skip(b)
 		r.diskFullOut += int64(len(b))
 	} else {
-		c.write(b)
-		if c.outErr != nil && isNoSpace(c.outErr) {
-			r.noSpace(c.name, c.outErr)
+		if err := c.write(b); err != nil && isNoSpace(err) {
+			r.noSpace(c.name, err)
 		}
 	}
 	r.tail.write(b)

@@ -193,33 +193,51 @@ func TestDiskFullChattyCommand(t *testing.T) {
 	if !h.state().DiskFull {
 		t.Fatal("disk_full went away while the disk was still full")
 	}
-	os.WriteFile(flag, nil, 0o600) // An empty file needs no data block.
+	// Space returns while the command still prints: writing resumes and
+	// stays resumed (an old write error must not suspend it again).
+	os.Remove(filler)
+	h.waitFor("disk_full to end", func() bool { return !h.state().DiskFull })
+	for i := 0; i < 5; i++ {
+		c0 := h.heartbeatCounter()
+		h.waitFor("a heartbeat after space returned", func() bool { return h.heartbeatCounter() > c0 })
+		if h.state().DiskFull {
+			t.Fatal("disk_full came back with space free")
+		}
+	}
+	if _, err := os.Stat(ballast); err != nil {
+		t.Fatalf("the reserve was not taken again: %v", err)
+	}
+	os.WriteFile(flag, nil, 0o600)
 	ra := h.result(a)
 	if ra.Error == nil || ra.Error.Code != protocol.CodeIO || !strings.Contains(ra.Error.Message, "output incomplete") ||
 		ra.ToolRC == nil || *ra.ToolRC != 0 || *ra.Value != "42" {
 		t.Fatalf("result of a chatty command on a full disk: %+v %+v", ra, ra.Error)
 	}
-	os.Remove(filler)
-	h.waitFor("disk_full to end", func() bool { return !h.state().DiskFull })
-	if _, err := os.Stat(ballast); err != nil {
-		t.Fatalf("the reserve was not taken again: %v", err)
+	// The file holds what was written before and after the suspension:
+	// stats describe the file; the message says how much was printed.
+	var held, printed int64
+	if _, err := fmt.Sscanf(ra.Error.Message[strings.Index(ra.Error.Message, " holds "):], " holds %d of the %d bytes", &held, &printed); err != nil ||
+		held == 0 || held >= printed || held != ra.Stats.Bytes {
+		t.Fatalf("output after resuming: %q (stats %d bytes, %v)", ra.Error.Message, ra.Stats.Bytes, err)
+	}
+	if fi, err := os.Stat(filepath.Join(h.dir, ra.OutputPath)); err != nil || fi.Size() != held {
+		t.Fatalf("output file: %v %v, want %d bytes", fi, err, held)
 	}
 	r := h.result(h.submit("puts ok; expr 3"))
 	if r.Status != protocol.StatusOK || *r.Value != "3" || r.Stats.Bytes != 3 {
 		t.Fatalf("after space returned: %+v %+v", r, r.Error)
 	}
-	var suspended, resumed bool
+	var suspended, resumed int
 	for _, e := range h.events() {
 		if e.Event == protocol.EvWarning && e.Detail["disk_full"] == true && e.Detail["suspended"] != nil {
-			suspended = true
+			suspended++
 		}
-		if e.Event == protocol.EvWarning && e.Detail["resumed"] == true {
-			n, _ := e.Detail["output_bytes_not_written"].(float64)
-			resumed = n > 0
+		if n, _ := e.Detail["output_bytes_not_written"].(float64); e.Event == protocol.EvWarning && e.Detail["resumed"] == true && n > 0 {
+			resumed++
 		}
 	}
-	if !suspended || !resumed {
-		t.Fatalf("events: suspended %v, resumed with output_bytes_not_written > 0 %v", suspended, resumed)
+	if suspended != 1 || resumed != 1 {
+		t.Fatalf("events: %d suspended (want 1), %d resumed with output_bytes_not_written > 0 (want 1)", suspended, resumed)
 	}
 }
 
