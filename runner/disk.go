@@ -1,10 +1,13 @@
 package runner
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 	"golang.org/x/sys/unix"
 )
@@ -32,16 +35,25 @@ func (r *Runner) freeBytes() int64 {
 }
 
 // makeBallast reserves ballastSize bytes if the filesystem has room to
-// spare (eight times as much free).
+// spare (eight times as much free), or keeps the reserve already there.
 func (r *Runner) makeBallast() {
+	if fi, err := os.Lstat(r.ballastPath()); err == nil && fi.Mode().IsRegular() && fi.Size() >= ballastSize {
+		r.ballast = true
+		return
+	}
 	if r.freeBytes() < 8*ballastSize {
 		return
 	}
 	r.takeBallast()
 }
 
-// takeBallast creates tmp/ballast (ballastSize bytes).
+// takeBallast creates tmp/ballast (ballastSize bytes). A reserve left by
+// the previous runner (kept at start by sweepLeftovers) is taken over.
 func (r *Runner) takeBallast() {
+	if fi, err := os.Lstat(r.ballastPath()); err == nil && fi.Mode().IsRegular() && fi.Size() >= ballastSize {
+		r.ballast = true
+		return
+	}
 	f, err := os.OpenFile(r.ballastPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return
@@ -107,12 +119,31 @@ func (r *Runner) checkDiskRoom() {
 		"spool_bytes_not_written": r.diskFullSpool, "output_bytes_not_written": r.diskFullOut}})
 }
 
-// removeBallast deletes the reserve at stop (tmp/ is left empty).
-func (r *Runner) removeBallast() {
-	if r.ballast {
-		_ = os.Remove(r.ballastPath()) // tmp/ is emptied at the next start anyway.
-		r.ballast = false
+// writeInPlace rewrites a small observed-state file (heartbeat.json,
+// state.json) in place when the disk is too full for a temporary file: the
+// file's blocks are already allocated, so the heartbeat goes on even when
+// another process took the space the reserve gave back. The content is
+// padded with spaces (valid JSON whitespace) to the old size, so no stale
+// bytes remain. A reader may, rarely, see a torn file meanwhile; masters
+// take an unreadable heartbeat as "no news", not as a dead runner.
+func (r *Runner) writeInPlace(relPath string, data []byte) error {
+	f, err := fsq.CreateFile(r.path(relPath), os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: %w", relPath, fsq.ErrNotRegular)
+	}
+	if n := fi.Size() - int64(len(data)); n > 0 {
+		data = append(data[:len(data):len(data)], bytes.Repeat([]byte(" "), int(n))...)
+	}
+	_, err = f.WriteAt(data, 0)
+	return err
 }
 
 // isNoSpace reports a full disk or an exhausted quota.

@@ -131,11 +131,11 @@ func tmpfsHarness(t *testing.T, size string) (*harness, string) {
 	return h, mnt
 }
 
-// fillDisk writes mnt/filler until the filesystem is full; it returns its
-// path (remove it to give the space back).
+// fillDisk writes a new file in mnt until the filesystem is full; it
+// returns its path (remove it to give the space back).
 func fillDisk(mnt string) string {
-	filler := filepath.Join(mnt, "filler")
-	f, _ := os.Create(filler)
+	f, _ := os.CreateTemp(mnt, "filler")
+	filler := f.Name()
 	for {
 		if _, err := f.Write(make([]byte, 64<<10)); err != nil {
 			break
@@ -238,6 +238,44 @@ func TestDiskFullChattyCommand(t *testing.T) {
 	}
 	if suspended != 1 || resumed != 1 {
 		t.Fatalf("events: %d suspended (want 1), %d resumed with output_bytes_not_written > 0 (want 1)", suspended, resumed)
+	}
+}
+
+// A full disk where another process takes the space the reserve gave
+// back: the heartbeat and state.json are then rewritten in place (their
+// blocks are already there), so the runner never looks dead. The reserve
+// outlives a stop: the next runner, started on a full disk, has it.
+func TestDiskFullOtherWriter(t *testing.T) {
+	h, mnt := tmpfsHarness(t, "32m")
+	ballast := filepath.Join(h.dir, protocol.DirTmp, "ballast")
+	exists := func() bool { _, err := os.Stat(ballast); return err == nil }
+	h.waitFor("the reserve", exists)
+	f1 := fillDisk(mnt)
+	h.waitFor("the reserve given back", func() bool { return !exists() })
+	f2 := fillDisk(mnt) // Another writer takes what the reserve gave back.
+	beats := func(what string) {
+		for i := 0; i < 5; i++ {
+			c0 := h.heartbeatCounter()
+			h.waitFor(what, func() bool { return h.heartbeatCounter() > c0 })
+		}
+	}
+	beats("the heartbeat to move with no space left at all")
+	if st := h.state(); !st.DiskFull {
+		t.Fatalf("state.json: %+v", st)
+	}
+	os.Remove(f1)
+	h.waitFor("the reserve taken again", func() bool { return exists() && !h.state().DiskFull })
+	h.stop(protocol.StopGraceful)
+	if !exists() {
+		t.Fatal("the reserve was removed at stop")
+	}
+	f3 := fillDisk(mnt)
+	h.start() // On a full disk, with the reserve the last runner left.
+	beats("the heartbeat of a runner started on a full disk")
+	os.Remove(f2)
+	os.Remove(f3)
+	if r := h.result(h.submit("expr 3")); r.Status != protocol.StatusOK {
+		t.Fatalf("after space returned: %+v", r)
 	}
 }
 

@@ -161,6 +161,9 @@ func (r *Runner) writeFile(relPath string, data []byte) error {
 	if err != nil && isNoSpace(err) {
 		r.noSpace(relPath, err)
 		err = fsq.WriteAtomicVia(r.path(protocol.DirTmp), r.path(relPath), data, r.perms.file)
+		if err != nil && isNoSpace(err) && (relPath == protocol.FileHeartbeat || relPath == protocol.FileState) {
+			err = r.writeInPlace(relPath, data) // disk.go
+		}
 	}
 	return err
 }

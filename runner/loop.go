@@ -267,7 +267,6 @@ func (r *Runner) shutdown() error {
 		r.tool = nil
 	}
 	r.results.close(r.onResult)
-	r.removeBallast()
 	r.flushTail()
 	reason := r.stopReason
 	r.setPhase(protocol.PhaseStopped, reason)

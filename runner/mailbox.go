@@ -78,8 +78,8 @@ func (r *Runner) initMailbox() {
 				break
 			}
 		}
-		_ = os.Remove(p) // Only its mtime was needed; tmp/ is left empty.
 	}
+	_ = os.Remove(p) // Only its mtime was needed (or it failed half-way: a full disk).
 	if err != nil {
 		// Our own clock is the same clock on a local filesystem.
 		m.startMod = time.Now()

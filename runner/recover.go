@@ -165,7 +165,7 @@ func unendedBegins(path string) map[beginKey]bool {
 // made them there), spare files, and claimed control files. tmp/ itself is
 // emptied. It runs under the session lock, so no other runner is writing.
 func (r *Runner) sweepLeftovers() error {
-	if err := emptyDir(r.path(protocol.DirTmp)); err != nil {
+	if err := emptyDir(r.path(protocol.DirTmp), "ballast"); err != nil {
 		return err
 	}
 	for _, d := range []string{protocol.DirResult, protocol.DirOutput, protocol.DirState, protocol.DirLog, protocol.DirArchive} {
@@ -208,13 +208,17 @@ func runnerTemp(dir, name string) bool {
 	return strings.HasSuffix(name, ".tmp")
 }
 
-// emptyDir removes every entry of dir (the runner's private tmp/).
-func emptyDir(dir string) error {
+// emptyDir removes every entry of dir (the runner's private tmp/) but a
+// regular file named keep.
+func emptyDir(dir string, keep string) error {
 	names, err := fsq.ReadNames(dir)
 	if err != nil {
 		return err
 	}
 	for _, n := range names {
+		if fi, err := os.Lstat(filepath.Join(dir, n)); n == keep && err == nil && fi.Mode().IsRegular() {
+			continue // The disk reserve outlives its runner (disk.go).
+		}
 		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
 			return err
 		}

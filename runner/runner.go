@@ -205,7 +205,6 @@ func (r *Runner) Close() error {
 			r.outSpares.Close()
 			r.resSpares.Close()
 		}
-		r.removeBallast()
 		r.closeLogs()
 		r.release()
 		if r.procs != nil {

@@ -348,13 +348,16 @@ func (c *checker) events() {
 }
 
 // leftovers reports temporary, spare and claimed files outside tmp/, and
-// anything in inflight/ or tmp/ once the runner is gone.
+// anything in inflight/ or tmp/ (but the disk reserve) once the runner is
+// gone.
 func (c *checker) leftovers() {
 	for _, d := range protocol.Dirs {
 		names, _ := readNames(c.path(d))
 		for _, n := range names {
 			rel := d + "/" + n
 			switch {
+			case d == protocol.DirTmp && n == "ballast":
+				// The runner's disk reserve outlives it (PROTOCOL.md §13).
 			case d == protocol.DirTmp || d == protocol.DirInflight:
 				if !c.opts.Running {
 					c.fail("%s left behind", rel)
