@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -43,7 +44,7 @@ Commands:
 ` + reportUsage + standinUsage + farmUsage + `
 Every command takes --session DIR (default: $SP_SESSION_DIR) and --json; commands that
 wait take --wait-for-runner DUR (how long to wait without a live runner; default 10s).
-These three may also come before the command (master --session DIR status). Durations are
+These two may also come before the command (master --session DIR status). Durations are
 Go durations (1.5s, 2m, 1h) or plain seconds (30). 'master COMMAND --help' lists a
 command's flags.
 
@@ -99,8 +100,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return c.fail(err)
 }
 
-// commandFirst moves the flags every command takes (--session DIR, --json,
-// --wait-for-runner D) from before the command name to after it, so that
+// commandFirst moves the flags every command takes (--session DIR, --json)
+// from before the command name to after it, so that
 // "master --session DIR submit ..." works as "master submit --session DIR
 // ...". Anything else before the command is left for the usage error.
 func commandFirst(args []string) []string {
@@ -117,7 +118,7 @@ func commandFirst(args []string) []string {
 			lead = append(lead, a)
 			i++
 			continue
-		case "session", "wait-for-runner":
+		case "session":
 			if hasValue {
 				lead = append(lead, a)
 				i++
@@ -131,8 +132,11 @@ func commandFirst(args []string) []string {
 		}
 		return args // Not a flag every command takes: say so at the command.
 	}
-	if len(lead) == 0 || i == len(args) {
+	if len(lead) == 0 {
 		return args
+	}
+	if i == len(args) {
+		return append([]string{""}, lead...) // Flags but no command: a usage error naming none.
 	}
 	out := append([]string{args[i]}, lead...)
 	return append(out, args[i+1:]...)
@@ -263,6 +267,13 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		return c.standin(args)
 	case "diff":
 		return c.diff(args)
+	}
+	c.json = slices.Contains(args, "--json") || slices.Contains(args, "-json") // The error in JSON too.
+	if cmd == "" {
+		return usageErr("no command given (master --help lists the commands)")
+	}
+	if strings.HasPrefix(cmd, "-") {
+		return usageErr("%s before the command: only --session DIR and --json may come before it (master --help)", cmd)
 	}
 	return usageErr("unknown command %q (master --help lists the commands)", cmd)
 }

@@ -152,6 +152,9 @@ func writeStatus(w io.Writer, st Status) {
 		phase += "  (cannot serve commands)"
 	}
 	row("phase", "%s", phase)
+	if st.DiskFull {
+		row("disk", "FULL: output files and log/session.out are not written until there is room (results are)")
+	}
 	if st.ToolStarts > 0 || st.ToolPID != 0 {
 		tool := fmt.Sprintf("%s, started %d time%s", orDash(string(st.Kind)), st.ToolStarts, plural(st.ToolStarts))
 		if st.ToolPID != 0 {

@@ -78,12 +78,15 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 
 // SpoolSize returns the current size of log/session.out.
 func (s *Session) SpoolSize() (int64, error) {
-	fi, err := os.Stat(s.path(protocol.FileSpool))
+	fi, err := os.Lstat(s.path(protocol.FileSpool))
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s: %w (%s)", s.path(protocol.FileSpool), fsq.ErrNotRegular, fsq.FileType(fi))
 	}
 	return fi.Size(), nil
 }
@@ -164,6 +167,9 @@ func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int6
 	}
 	for {
 		f, err := fsq.OpenRegular(s.path(protocol.FileSpool))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return end(err) // A FIFO or a symlink is never waited on nor followed.
+		}
 		for err == nil {
 			if cerr := ctx.Err(); cerr != nil {
 				f.Close()

@@ -312,10 +312,14 @@ func (s *Session) Run(ctx context.Context, payload string, opts SubmitOptions) (
 	return c.Wait(ctx)
 }
 
+// maxStateFile bounds what a master reads of state.json and
+// heartbeat.json: they are input (never followed, never blocked on).
+const maxStateFile = 1 << 20
+
 func (s *Session) readState() (protocol.State, error) {
 	fsq.Revalidate(s.path(protocol.DirState))
 	var st protocol.State
-	b, err := os.ReadFile(s.path(protocol.FileState))
+	b, _, err := fsq.ReadFile(s.path(protocol.FileState), maxStateFile)
 	if err != nil {
 		return st, err
 	}
@@ -325,7 +329,7 @@ func (s *Session) readState() (protocol.State, error) {
 func (s *Session) readHeartbeat() (protocol.Heartbeat, error) {
 	fsq.Revalidate(s.path(protocol.DirState))
 	var hb protocol.Heartbeat
-	b, err := os.ReadFile(s.path(protocol.FileHeartbeat))
+	b, _, err := fsq.ReadFile(s.path(protocol.FileHeartbeat), maxStateFile)
 	if err != nil {
 		return hb, err
 	}

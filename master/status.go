@@ -43,6 +43,9 @@ type Status struct {
 	RejectedCount   int64          `json:"rejected_count,omitempty"`
 	Lease           *LeaseStatus   `json:"lease,omitempty"`
 	LastResults     []ResultBrief  `json:"last_results,omitempty"` // newest first, at most five
+	// DiskFull: the session's disk is full; the runner writes results,
+	// state and heartbeat but not the spool and output files meanwhile.
+	DiskFull bool `json:"disk_full,omitempty"`
 	// CanServe is false when the session cannot run commands: no live
 	// runner, or phase error (tool start or init failing).
 	CanServe bool `json:"can_serve"`

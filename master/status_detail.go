@@ -48,16 +48,17 @@ type stateExtra struct {
 	SkippedCount    int64   `json:"skipped_count"`
 	RejectedCount   int64   `json:"rejected_count"`
 	LeaseError      string  `json:"lease_error"`
+	DiskFull        bool    `json:"disk_full"`
 }
 
 // details fills the parts of st a person reads: the running command's last
 // line, the lease, the last five results.
 func (s *Session) details(st *Status, hb protocol.Heartbeat) {
 	var ex stateExtra
-	if b, err := os.ReadFile(s.path(protocol.FileState)); err == nil {
+	if b, _, err := fsq.ReadFile(s.path(protocol.FileState), maxStateFile); err == nil {
 		_ = json.Unmarshal(b, &ex) // Fields it cannot read stay zero.
 	}
-	st.SkippedCount, st.RejectedCount = ex.SkippedCount, ex.RejectedCount
+	st.SkippedCount, st.RejectedCount, st.DiskFull = ex.SkippedCount, ex.RejectedCount, ex.DiskFull
 	if st.CurrentCmdID != "" {
 		if ex.CurrentLastLine != nil {
 			st.CurrentLastLine = *ex.CurrentLastLine
@@ -76,7 +77,7 @@ func (s *Session) details(st *Status, hb protocol.Heartbeat) {
 // lastLine returns the last non-empty line of a file's last 4 KiB, cut at
 // 256 bytes.
 func lastLine(path string) string {
-	f, err := fsq.CreateFile(path, os.O_RDONLY, 0)
+	f, err := fsq.OpenRegular(path)
 	if err != nil {
 		return ""
 	}

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -82,5 +84,45 @@ func TestWaitForDoesNotCutAMatchAtAChunkEdge(t *testing.T) {
 	m, err := s.WaitFor(context.Background(), regexp.MustCompile(`x+`), 0)
 	if err != nil || m.Text != "xxxxxx" {
 		t.Fatalf("%+v %v", m, err)
+	}
+}
+
+// A spool that is a FIFO or a symlink is an I/O error at once: WaitFor
+// neither blocks on it nor reads the file a symlink points to.
+func TestWaitForHostileSpool(t *testing.T) {
+	for _, kind := range []string{"fifo", "symlink"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, d := range protocol.Dirs {
+				os.MkdirAll(filepath.Join(dir, d), 0o700)
+			}
+			spool := filepath.Join(dir, protocol.FileSpool)
+			if kind == "fifo" {
+				if err := syscall.Mkfifo(spool, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				target := filepath.Join(t.TempDir(), "elsewhere")
+				os.WriteFile(target, []byte("NEEDLE\n"), 0o600)
+				if err := os.Symlink(target, spool); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.WaitForRunner = time.Hour
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			m, err := s.WaitFor(ctx, regexp.MustCompile("NEEDLE"), 0)
+			if err == nil || errors.Is(err, ErrWaitTimeout) || !(errors.Is(err, fsq.ErrSymlink) || errors.Is(err, fsq.ErrNotRegular)) {
+				t.Fatalf("WaitFor on a %s spool: %+v, %v", kind, m, err)
+			}
+			if m.ResumeCursor != 0 {
+				t.Fatalf("resume cursor %d: the symlink's target was read", m.ResumeCursor)
+			}
+		})
 	}
 }

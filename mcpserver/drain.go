@@ -41,13 +41,19 @@ type rpcHead struct {
 
 // Read hands out the input a line at a time, noting requests.
 func (d *drain) Read(p []byte) (int, error) {
-	if len(d.buf) == 0 {
+	for len(d.buf) == 0 {
 		line, err := d.in.ReadBytes('\n')
 		if len(line) == 0 && err != nil {
 			if err == io.EOF {
 				d.waitAnswered()
 			}
 			return 0, err
+		}
+		if t := bytes.TrimSpace(line); len(t) > 0 && !json.Valid(t) {
+			// JSON-RPC's answer to a line that is not JSON; the SDK
+			// would end the session (and every answer still owed).
+			d.parseError(t)
+			continue
 		}
 		var h rpcHead
 		if json.Unmarshal(line, &h) == nil && h.Method != "" && len(h.ID) > 0 && string(h.ID) != "null" {
@@ -103,4 +109,17 @@ func (d *drain) Write(p []byte) (int, error) {
 		d.partial = append(d.partial[:0], d.partial[i+1:]...)
 	}
 	return n, err
+}
+
+// parseError answers a line that is not JSON with JSON-RPC's parse error
+// (-32700, id null) and goes on with the next line.
+func (d *drain) parseError(line []byte) {
+	if len(line) > 64 {
+		line = line[:64]
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": -32700, "message": "parse error: not a JSON message: " + string(bytes.ToValidUTF8(line, []byte("?")))}})
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	_, _ = d.out.Write(append(b, '\n'))
 }

@@ -261,6 +261,7 @@ func TestStdinClosedEarlyAnswersAll(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"payload":"after 500; expr 6*7"}}}`,
+		`not json`, // Answered with a parse error; the session goes on.
 		`{"jsonrpc":"2.0","id":"three","method":"tools/list"}`,
 	}, "\n") + "\n"
 	cmd := exec.Command(filepath.Join(bin, "master"), "mcp", "--session", dir, "--quiet")
@@ -269,18 +270,20 @@ func TestStdinClosedEarlyAnswersAll(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	got := map[string]string{}
+	got, errs := map[string]string{}, map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("%v: %s", err, line)
 		}
 		got[string(m.ID)] = string(m.Result)
+		errs[string(m.ID)] = string(m.Error)
 	}
-	if len(got) != 3 || !strings.Contains(got["2"], `\"value\":\"42\"`) || !strings.Contains(got[`"three"`], `"run"`) {
+	if len(got) != 4 || !strings.Contains(got["2"], `\"value\":\"42\"`) || !strings.Contains(got[`"three"`], `"run"`) || !strings.Contains(errs["null"], "-32700") {
 		t.Fatalf("answers: %v", got)
 	}
 }

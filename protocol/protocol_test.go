@@ -58,6 +58,10 @@ var commandCases = []struct {
 	{"seq with a fraction", "cmd_1_a.json", `{"cmd_id":"a","seq":1.5,"kind":"tcl","payload":"x"}`, "seq: is 1.5: want an integer"},
 	{"seq a string", "cmd_1_a.json", `{"cmd_id":"a","seq":"1","kind":"tcl","payload":"x"}`, "seq: has the wrong type (string): want an integer"},
 	{"trailing junk", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x"} xyz`, "a complete JSON value is followed by 3 more bytes (from byte 50)"},
+	{"one junk byte", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x"}x`, "followed by 1 more byte (from byte 49)"},
+	{"byte order mark", "cmd_1_a.json", "\xef\xbb\xbf" + `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x"}`, "byte order mark"},
+	{"NaN", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x","timeout_s":NaN}`, "not valid JSON at byte 62: invalid character 'N'"},
+	{"cut short", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tc`, "it ends early (write to a temporary name"},
 	{"not object", "cmd_1_a.json", `[1,2]`, "must be a JSON object"},
 	{"truncated", "cmd_1_a.json", `{"cmd_id":"a","se`, "not valid JSON"},
 	{"negative timeout", "cmd_1_a.json", `{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x","timeout_s":-1}`, "timeout_s"},
@@ -279,6 +283,24 @@ func TestQueueNames(t *testing.T) {
 		id, dseq, derived := DeriveCmdID(tc.name)
 		if derived != (tc.id != "") || id != tc.id || dseq != tc.seq {
 			t.Errorf("DeriveCmdID(%q) = %q %d %v, want %q %d", tc.name, id, dseq, derived, tc.id, tc.seq)
+		}
+	}
+}
+
+// A timeout that underflows to 0 (1e-400) is not "no timeout": it stays a
+// tiny positive one, which the runner clamps with a warning.
+func TestTimeoutUnderflow(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x","timeout_s":1e-400}`: true,
+		`{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x","timeout_s":0}`:      false,
+		`{"cmd_id":"a","seq":1,"kind":"tcl","payload":"x","timeout_s":0.0e7}`:  false,
+	} {
+		c, err := ParseCommand("cmd_1_a.json", []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.TimeoutS > 0; got != want {
+			t.Errorf("%s: timeout_s %g", body, c.TimeoutS)
 		}
 	}
 }

@@ -27,7 +27,7 @@ func ParseControlRequest(name string, data []byte) (*ControlRequest, error) {
 	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || !json.Valid(trimmed) {
-		return req, incomplete("not valid JSON (write to a temporary name, then rename into ctl/)")
+		return req, incomplete("%s", jsonProblem(trimmed, "ctl/"))
 	}
 	if !utf8.Valid(trimmed) {
 		return req, invalid("", "not valid UTF-8")

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -63,11 +65,7 @@ func ParseCommand(name string, data []byte) (*Command, error) {
 	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || !json.Valid(trimmed) {
-		msg := "not valid JSON (write to a temporary name, then rename into queue/)"
-		if end := firstValueEnd(trimmed); end > 0 {
-			msg = fmt.Sprintf("not valid JSON: a complete JSON value is followed by %d more bytes (from byte %d); a command file holds one object", len(trimmed)-end, end)
-		}
-		return nil, incomplete("%s", msg)
+		return nil, incomplete("%s", jsonProblem(trimmed, "queue/"))
 	}
 	if !utf8.Valid(trimmed) {
 		return nil, invalid("", "not valid UTF-8")
@@ -92,6 +90,11 @@ func ParseCommand(name string, data []byte) (*Command, error) {
 			return nil, typeError(te)
 		}
 		return nil, invalid("", "%v", err)
+	}
+	if c.TimeoutS == 0 && nonzeroLiteral(raw["timeout_s"]) {
+		// 1e-400 reads as 0, which would mean no timeout at all: keep it
+		// a tiny timeout, which Timeout clamps (with a warning event).
+		c.TimeoutS = math.SmallestNonzeroFloat64
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -284,6 +287,35 @@ func ParseLease(data []byte) (Lease, error) {
 	return l, nil
 }
 
+// jsonProblem says what is wrong with b, which is not valid JSON, in words
+// a flow author can act on; dir is where such files are renamed into.
+func jsonProblem(b []byte, dir string) string {
+	if bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
+		return "starts with a UTF-8 byte order mark (BOM): write the JSON without it"
+	}
+	if end := firstValueEnd(b); end > 0 {
+		n := len(b) - end
+		return fmt.Sprintf("not valid JSON: a complete JSON value is followed by %d more %s (from byte %d); a command file holds one object", n, plural(n, "byte", "bytes"), end)
+	}
+	var v any
+	err := json.Unmarshal(b, &v)
+	var se *json.SyntaxError
+	if len(b) == 0 || errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &se) && se.Offset >= int64(len(b))) {
+		return "not valid JSON: it ends early (write to a temporary name, then rename into " + dir + ")"
+	}
+	if errors.As(err, &se) {
+		return fmt.Sprintf("not valid JSON at byte %d: %v", se.Offset, err)
+	}
+	return fmt.Sprintf("not valid JSON: %v", err)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // firstValueEnd returns where what follows a complete first JSON value in
 // b starts (trailing junk; b is trimmed, so there is some), else 0.
 func firstValueEnd(b []byte) int {
@@ -319,4 +351,18 @@ func typeError(te *json.UnmarshalTypeError) error {
 		return invalid(te.Field, "is %s, out of range for %s", num, want)
 	}
 	return invalid(te.Field, "has the wrong type (%s): want %s", te.Value, want)
+}
+
+// nonzeroLiteral reports whether a JSON number's text has a non-zero digit
+// in its mantissa (1e-400 does; 0, 0.0 and 0e5 do not).
+func nonzeroLiteral(raw json.RawMessage) bool {
+	for _, c := range raw {
+		if c == 'e' || c == 'E' {
+			return false
+		}
+		if c >= '1' && c <= '9' {
+			return true
+		}
+	}
+	return false
 }

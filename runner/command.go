@@ -68,7 +68,7 @@ func (c *running) write(b []byte) error {
 
 // errOutputSuspended is a running command's outErr when output it printed
 // was not written because the disk is full (Runner.noSpace).
-var errOutputSuspended = errors.New("the disk is full: output files are suspended until it has room")
+var errOutputSuspended = errors.New("output printed while the disk was full was not written")
 
 // skip accounts for output that is not written (a full disk): the result
 // says the output file is incomplete.
