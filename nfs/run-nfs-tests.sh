@@ -32,10 +32,13 @@ for mode in "-v 4.2" "-v 3 -o nolock,lookupcache=positive"; do
 done
 # The conformance suite (every master through every scenario, runner on
 # client A, masters on client B) in a guest of its own: its scenarios mostly
-# wait (liveness graces, leases, polls), so the five masters run at once.
+# wait (liveness graces, leases, polls), so masters run in parallel, three at a time.
 # NFS_CONFORMANCE_MODES: mount modes separated by ';' (default: -v 4.2).
 IFS=';' read -r -a cmodes <<<"${NFS_CONFORMANCE_MODES:--v 4.2}"
 for mode in "${cmodes[@]}"; do
-  pass "$mode" 1800 -test.run '^TestNFSConformance$' -test.parallel 5 -test.timeout 25m
+  # Three masters at a time, not five: with five, the loaded guest
+  # (user-mode Linux) once delayed a runner's heartbeat past a master's 1.25 s liveness
+  # window (a cancel answered "runner not alive" by the Tcl master).
+  pass "$mode" 1800 -test.run '^TestNFSConformance$' -test.parallel 3 -test.timeout 25m
 done
 exit $status
