@@ -37,23 +37,32 @@ func (r *Runner) freeBytes() int64 {
 // makeBallast reserves ballastSize bytes if the filesystem has room to
 // spare (eight times as much free), or keeps the reserve already there.
 func (r *Runner) makeBallast() {
-	if fi, err := os.Lstat(r.ballastPath()); err == nil && fi.Mode().IsRegular() && fi.Size() >= ballastSize {
-		r.ballast = true
+	if r.adoptBallast() || r.freeBytes() < 8*ballastSize {
 		return
 	}
-	if r.freeBytes() < 8*ballastSize {
-		return
-	}
-	r.takeBallast()
+	r.createBallast()
 }
 
-// takeBallast creates tmp/ballast (ballastSize bytes). A reserve left by
-// the previous runner (kept at start by sweepLeftovers) is taken over.
+// takeBallast takes the reserve whatever the free space (resuming after a
+// full disk: checkDiskRoom has seen resumeFree).
 func (r *Runner) takeBallast() {
-	if fi, err := os.Lstat(r.ballastPath()); err == nil && fi.Mode().IsRegular() && fi.Size() >= ballastSize {
-		r.ballast = true
-		return
+	if !r.adoptBallast() {
+		r.createBallast()
 	}
+}
+
+// adoptBallast takes over a reserve already in tmp/ (one the previous
+// runner left: sweepLeftovers keeps it) and reports whether there was one.
+func (r *Runner) adoptBallast() bool {
+	fi, err := os.Lstat(r.ballastPath())
+	r.ballast = err == nil && fi.Mode().IsRegular() && fi.Size() >= ballastSize
+	return r.ballast
+}
+
+// createBallast creates tmp/ballast (ballastSize bytes), replacing a
+// leftover that is too small to be the reserve.
+func (r *Runner) createBallast() {
+	_ = os.Remove(r.ballastPath()) // tmp/ is the runner's own; usually nothing is there.
 	f, err := os.OpenFile(r.ballastPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return
