@@ -287,3 +287,104 @@ func TestStdinClosedEarlyAnswersAll(t *testing.T) {
 		t.Fatalf("answers: %v", got)
 	}
 }
+
+// Lines the MCP SDK would end the whole session on are answered with their
+// JSON-RPC error, and the session goes on: a batch (each request in it
+// answered under its own id), an id that is an object, a message that is
+// not JSON-RPC 2.0, and a line over MaxLine (a 17 MiB submit), whose id is
+// still found. Every answer owed before stdin ends arrives (issue 22.4).
+func TestBadLinesAnsweredSessionGoesOn(t *testing.T) {
+	bin := binaries(t)
+	dir := filepath.Join(t.TempDir(), "sess")
+	startRunner(t, dir)
+	huge := `{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"submit","arguments":{"payload":"puts ` +
+		strings.Repeat("x", MaxLine+1<<20) + `"}}}`
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`[{"jsonrpc":"2.0","id":10,"method":"tools/list"},{"jsonrpc":"2.0","id":"eleven","method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/initialized"}]`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`,
+		`{"jsonrpc":"1.0","id":12,"method":"tools/list"}`,
+		`[]`,
+		huge,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"payload":"expr 6*7"}}}`,
+	}, "\n") + "\n"
+	cmd := exec.Command(filepath.Join(bin, "master"), "mcp", "--session", dir, "--quiet")
+	cmd.Stdin = strings.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("master mcp: %v (it must not end on a bad line)\nstderr: %s", err, stderr.String())
+	}
+	type answer struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	var answers []answer
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.HasPrefix(line, "[") {
+			var batch []answer
+			if err := json.Unmarshal([]byte(line), &batch); err != nil {
+				t.Fatalf("%v: %s", err, line)
+			}
+			if len(batch) != 2 || string(batch[0].ID) != "10" || string(batch[1].ID) != `"eleven"` {
+				t.Errorf("batch answer: %s", line)
+			}
+			answers = append(answers, batch...)
+			continue
+		}
+		var a answer
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		answers = append(answers, a)
+	}
+	byID := map[string][]answer{}
+	for _, a := range answers {
+		byID[string(a.ID)] = append(byID[string(a.ID)], a)
+	}
+	wantErr := func(id, msg string) {
+		t.Helper()
+		as := byID[id]
+		if len(as) == 0 {
+			t.Errorf("no answer for id %s", id)
+			return
+		}
+		for _, a := range as {
+			if a.Error != nil && a.Error.Code == -32600 && strings.Contains(a.Error.Message, msg) {
+				return
+			}
+		}
+		t.Errorf("id %s: no -32600 error saying %q in %+v", id, msg, as)
+	}
+	wantErr("10", "batches are not supported")
+	wantErr(`"eleven"`, "batches are not supported")
+	wantErr(`"big"`, "over the 16777216-byte (16 MiB) limit")
+	wantErr("null", "invalid ID type")          // the object id
+	wantErr("12", "invalid message version tag") // jsonrpc 1.0
+	if r := byID["2"]; len(r) != 1 || !strings.Contains(string(r[0].Result), `\"value\":\"42\"`) {
+		t.Errorf("the call after the bad lines: %+v", r)
+	}
+	if nulls := len(byID["null"]); nulls != 2 { // the object id and the empty batch
+		t.Errorf("%d answers with id null, want 2: %+v", nulls, byID["null"])
+	}
+}
+
+func TestTopLevelID(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":7,"method":"x"}`:                    `7`,
+		`{"params":{"id":3,"a":[1,{"id":4}]},"id":"s\"x","m":1}`:   `"s\"x"`,
+		`{"id" : {"a":1} ,"method":"x"}`:                           `{"a":1}`,
+		`{"params":{"payload":"\"id\":9"},"method":"x"}`:           ``,
+		`{"method":"x","params":{"p":"xxxx` + "\n" + `xx"},"id":5}`: `5`,
+	} {
+		if got := string(topLevelID([]byte(in))); got != want {
+			t.Errorf("topLevelID(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
