@@ -73,8 +73,9 @@ type handler struct {
 	sessions *sessions
 	owner    string // submitter prefix: mcp@host:pid
 
-	mu   sync.Mutex
-	cmds map[string]cmdRef // commands this server submitted, by cmd_id
+	mu    sync.Mutex
+	cmds  map[string]cmdRef    // commands this server submitted, by cmd_id
+	lines map[string]*heldLine // the unfinished line typed into a command, by session and cmd_id (tool_send.go)
 }
 
 type cmdRef struct {
@@ -95,7 +96,7 @@ func New(cfg Config) (*mcp.Server, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	h := &handler{cfg: cfg, sessions: ss, owner: fmt.Sprintf("mcp@%s:%d", host, os.Getpid()), cmds: map[string]cmdRef{}}
+	h := &handler{cfg: cfg, sessions: ss, owner: fmt.Sprintf("mcp@%s:%d", host, os.Getpid()), cmds: map[string]cmdRef{}, lines: map[string]*heldLine{}}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "skillpilot", Title: "SkillPilot session", Version: "1"},
 		&mcp.ServerOptions{Instructions: instructions, Capabilities: &mcp.ServerCapabilities{}})
 	refused := map[string]bool{}

@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,9 +42,6 @@ type SendOutput struct {
 const defaultExpect = 30 * time.Second
 
 func (h *handler) send(ctx context.Context, _ *mcp.CallToolRequest, in SendInput) (SendOutput, error) {
-	if err := h.checkPayload(in.Text); err != nil {
-		return SendOutput{}, err
-	}
 	if in.ExpectTimeoutS < 0 {
 		return SendOutput{}, errors.New("expect_timeout_s must not be negative")
 	}
@@ -51,6 +50,15 @@ func (h *handler) send(ctx context.Context, _ *mcp.CallToolRequest, in SendInput
 		s, name = ref.s, ref.session
 	} else if s, name, err = h.sessions.get(in.Session); err != nil {
 		return SendOutput{}, err // The runner answers an unknown cmd_id of a known session.
+	}
+	// The rules see the line the tool will read: what this server typed
+	// into the command since its last newline, plus this text, so a
+	// denied word cannot be typed in pieces.
+	line := h.lineFor(name, in.CmdID)
+	line.mu.Lock()
+	defer line.mu.Unlock()
+	if err := h.checkPayload(line.held + in.Text); err != nil {
+		return SendOutput{}, err
 	}
 	data := []byte(in.Text)
 	if !in.NoNewline {
@@ -79,8 +87,57 @@ func (h *handler) send(ctx context.Context, _ *mcp.CallToolRequest, in SendInput
 	if rep.Bytes != nil {
 		out.Bytes = *rep.Bytes
 	}
+	switch {
+	case rep.Outcome == protocol.OutcomeDelivered:
+		line.typed(string(data))
+	case rep.CmdState == "finished" || rep.CmdState == "unknown":
+		h.forgetLine(name, in.CmdID)
+	}
 	if rep.Outcome == protocol.OutcomeNotFound {
 		out.Outcome = string(protocol.OutcomeNotRunning)
 	}
 	return out, nil
+}
+
+// heldLine is the text this server typed into one running command since
+// the last newline it typed there: the start of the line the tool has
+// not read yet. Sends to one command are checked and typed one at a time.
+type heldLine struct {
+	mu   sync.Mutex
+	held string
+}
+
+// maxHeld bounds what a heldLine keeps: the last bytes of a line this long.
+const maxHeld = 1 << 20
+
+// typed notes text delivered to the command.
+func (l *heldLine) typed(text string) {
+	l.held += text
+	if i := strings.LastIndexByte(l.held, '\n'); i >= 0 {
+		l.held = l.held[i+1:]
+	}
+	if len(l.held) > maxHeld {
+		l.held = l.held[len(l.held)-maxHeld:]
+	}
+}
+
+func (h *handler) lineFor(session, cmdID string) *heldLine {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	key := session + "\x00" + cmdID
+	if l := h.lines[key]; l != nil {
+		return l
+	}
+	if len(h.lines) >= 1024 { // Bounded: commands that ended long ago.
+		clear(h.lines)
+	}
+	l := &heldLine{}
+	h.lines[key] = l
+	return l
+}
+
+func (h *handler) forgetLine(session, cmdID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.lines, session+"\x00"+cmdID)
 }

@@ -467,3 +467,40 @@ func TestSendAnswersPrompt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// --deny sees the line the tool will read, not just one send's text: a
+// denied word typed in two pieces (the first without a newline) is refused
+// and nothing of the second piece reaches the tool (issue 22.5). After a
+// newline the next line starts afresh.
+func TestDenySplitSend(t *testing.T) {
+	dir, cs := newSession(t, func(c *Config) { c.Deny = []*regexp.Regexp{regexp.MustCompile(`exec`)} })
+	marker := filepath.Join(t.TempDir(), "F")
+	var sub SubmitOutput
+	call(t, cs, "submit", map[string]any{"payload": `puts -nonewline "> "; flush stdout; set l [gets stdin]; puts "line1=$l"; ` +
+		`puts -nonewline "> "; flush stdout; set l2 [gets stdin]; puts "line2=$l2"`}, &sub)
+	var out SendOutput
+	call(t, cs, "send", map[string]any{"cmd_id": sub.CmdID, "text": "ex", "no_newline": true, "expect": "> $"}, &out)
+	if out.Outcome != "delivered" {
+		t.Fatalf("%+v", out)
+	}
+	if msg := callErr(t, cs, "send", map[string]any{"cmd_id": sub.CmdID, "text": "ec touch " + marker}); !strings.Contains(msg, "--deny") {
+		t.Fatalf("the second piece completes a denied line, want refused: %s", msg)
+	}
+	call(t, cs, "send", map[string]any{"cmd_id": sub.CmdID, "text": "tra"}, &out) // "extra\n": allowed
+	if out.Outcome != "delivered" {
+		t.Fatalf("%+v", out)
+	}
+	call(t, cs, "send", map[string]any{"cmd_id": sub.CmdID, "text": "ec", "expect": "> $"}, &out) // a new line: "ec" alone
+	if out.Outcome != "delivered" {
+		t.Fatalf("%+v", out)
+	}
+	var r CommandResult
+	call(t, cs, "wait", map[string]any{"cmd_id": sub.CmdID, "wait_timeout_s": longWait.Seconds()}, &r)
+	if r.Status != "ok" || !strings.Contains(r.Output.Head, "line1=extra\n") || !strings.Contains(r.Output.Head, "line2=ec\n") {
+		t.Fatalf("%+v", r)
+	}
+	if _, err := os.Lstat(marker); err == nil {
+		t.Fatal("the denied line ran")
+	}
+	_ = dir
+}
