@@ -439,6 +439,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	r.setPhase(protocol.PhaseBusy, "")
 	tok := cmd.Marker.Token
 	r.fr.discard(func(l []byte) bool { return isBegin(l, tok) })
+	r.restoreModes(cmd)
 	r.typeLine(line)
 }
 

@@ -291,3 +291,39 @@ func TestInteractiveResize(t *testing.T) {
 		t.Errorf("output %q", got)
 	}
 }
+
+// A command that turns the terminal's modes back on (`stty sane`: echo and
+// ONLCR) changes only its own output: the runner restores its modes before
+// the next command, so later outputs are exact and nothing typed shows up,
+// and a warning event says what was turned off (issue 22.6).
+func TestTerminalModesRestoredBeforeEachCommand(t *testing.T) {
+	h := newHarness(t).start()
+	a := h.submit(`exec stty sane <@stdin; puts -nonewline s`)
+	b := h.submit(`set x 1`)
+	c := h.submit("puts hello\nputs world")
+	h.result(a)
+	for _, r := range []protocol.Result{h.result(b), h.result(c)} {
+		if r.Status != protocol.StatusOK {
+			t.Fatalf("%+v", r)
+		}
+	}
+	if got := h.output(b); got != "" {
+		t.Errorf("output of the next command %q, want \"\"", got)
+	}
+	if got := h.output(c); got != "hello\nworld\n" {
+		t.Errorf("output %q, want %q", got, "hello\nworld\n")
+	}
+	restored := false
+	for _, e := range h.events() {
+		if e.Event == protocol.EvWarning && e.CmdID != "" {
+			if m, _ := e.Detail["terminal_modes_restored"].(string); strings.Contains(m, "echo") && strings.Contains(m, "onlcr") {
+				restored = true
+			}
+		}
+	}
+	if !restored {
+		t.Errorf("no warning event names the restored modes: %v", h.events())
+	}
+	h.stop(protocol.StopGraceful)
+	invariants(t, h.dir, a, b, c)
+}

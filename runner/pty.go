@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"strings"
 	"syscall"
 	"time"
 
@@ -155,8 +156,7 @@ func setTermios(tty *os.File) error {
 	if err != nil {
 		return fmt.Errorf("termios: %w", err)
 	}
-	tio.Lflag &^= unix.ECHO | unix.ECHONL
-	tio.Oflag &^= unix.ONLCR | unix.OCRNL | unix.ONLRET
+	clearModes(tio)
 	return unix.IoctlSetTermios(fd, unix.TCSETS, tio)
 }
 
@@ -306,6 +306,51 @@ func (s *ptySession) Echo() (bool, error) {
 	return tio.Lflag&unix.ECHO != 0, nil
 }
 
+// RestoreModes clears the echo and output post-processing flags setTermios
+// cleared at start, where the tool turned them back on. On Linux, termios
+// ioctls on a PTY master act on its slave, the tool's terminal.
+func (s *ptySession) RestoreModes() (string, error) {
+	c, err := s.ptmx.SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	var changed string
+	var ierr error
+	if err := c.Control(func(fd uintptr) {
+		var tio *unix.Termios
+		if tio, ierr = unix.IoctlGetTermios(int(fd), unix.TCGETS); ierr != nil {
+			return
+		}
+		if changed = modesChanged(tio); changed != "" {
+			clearModes(tio)
+			ierr = unix.IoctlSetTermios(int(fd), unix.TCSETS, tio)
+		}
+	}); err != nil {
+		return "", err
+	}
+	if ierr != nil {
+		return "", fmt.Errorf("termios: %w", ierr)
+	}
+	return changed, nil
+}
+
+// modesChanged names the flags among those clearModes clears that are set.
+func modesChanged(tio *unix.Termios) string {
+	var on []string
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{
+		{tio.Lflag&unix.ECHO != 0, "echo"}, {tio.Lflag&unix.ECHONL != 0, "echonl"},
+		{tio.Oflag&unix.ONLCR != 0, "onlcr"}, {tio.Oflag&unix.OCRNL != 0, "ocrnl"}, {tio.Oflag&unix.ONLRET != 0, "onlret"},
+	} {
+		if f.set {
+			on = append(on, f.name)
+		}
+	}
+	return strings.Join(on, ",")
+}
+
 // Close releases the PTY master: every process still holding the terminal
 // gets a hangup, and the reader stops. It waits for the reader goroutine.
 func (s *ptySession) Close() error {
@@ -316,4 +361,11 @@ func (s *ptySession) Close() error {
 		s.readers.Wait()
 	})
 	return err
+}
+
+// clearModes turns off echo and the output post-processing that would
+// change the tool's bytes (setTermios).
+func clearModes(tio *unix.Termios) {
+	tio.Lflag &^= unix.ECHO | unix.ECHONL
+	tio.Oflag &^= unix.ONLCR | unix.OCRNL | unix.ONLRET
 }

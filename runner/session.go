@@ -31,6 +31,11 @@ type toolSession interface {
 	Input(p []byte, abort <-chan struct{}) (int, error)
 	// Echo reports whether the terminal echoes input (termios ECHO).
 	Echo() (bool, error)
+	// RestoreModes puts back the terminal modes the runner set at start
+	// (no echo, no output post-processing) when something in the tool
+	// changed them (`stty sane`, a pager), and names what it turned off;
+	// "" when nothing had changed.
+	RestoreModes() (string, error)
 	// SignalForeground sends sig to the terminal's foreground process
 	// group only: what a key such as Ctrl-\ does, without any cancel.
 	SignalForeground(sig syscall.Signal) error

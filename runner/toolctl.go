@@ -106,6 +106,26 @@ func (r *Runner) typeLine(s string) {
 	}
 }
 
+// restoreModes puts the terminal's modes back before cmd is typed: a
+// command that ran `stty sane` (or a pager) turned echo and output
+// post-processing back on, which would add "\r" and typed lines to every
+// later command's output. A warning event names what was turned off.
+func (r *Runner) restoreModes(cmd *protocol.Command) {
+	if r.tool == nil {
+		return
+	}
+	changed, err := r.tool.RestoreModes()
+	if err != nil {
+		r.log.Warn("restore terminal modes", "err", err)
+		return
+	}
+	if changed != "" {
+		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: cmd.CmdID, Seq: cmd.Seq, Detail: map[string]any{
+			"terminal_modes_restored": changed,
+			"message":                 "the tool's terminal had " + changed + " turned on; the runner turned it off again before this command"}})
+	}
+}
+
 // typeFence types the fence line of token, after its done marker: the
 // helper that ran the payload drops input up to it (driver.go, fenceLine).
 func (r *Runner) typeFence(token string) { r.typeLine(r.drv.fence(token)) }
