@@ -365,7 +365,7 @@ func TestBadLinesAnsweredSessionGoesOn(t *testing.T) {
 	wantErr("10", "batches are not supported")
 	wantErr(`"eleven"`, "batches are not supported")
 	wantErr(`"big"`, "over the 16777216-byte (16 MiB) limit")
-	wantErr("null", "invalid ID type")          // the object id
+	wantErr("null", "invalid ID type")           // the object id
 	wantErr("12", "invalid message version tag") // jsonrpc 1.0
 	if r := byID["2"]; len(r) != 1 || !strings.Contains(string(r[0].Result), `\"value\":\"42\"`) {
 		t.Errorf("the call after the bad lines: %+v", r)
@@ -377,10 +377,10 @@ func TestBadLinesAnsweredSessionGoesOn(t *testing.T) {
 
 func TestTopLevelID(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"jsonrpc":"2.0","id":7,"method":"x"}`:                    `7`,
-		`{"params":{"id":3,"a":[1,{"id":4}]},"id":"s\"x","m":1}`:   `"s\"x"`,
-		`{"id" : {"a":1} ,"method":"x"}`:                           `{"a":1}`,
-		`{"params":{"payload":"\"id\":9"},"method":"x"}`:           ``,
+		`{"jsonrpc":"2.0","id":7,"method":"x"}`:                     `7`,
+		`{"params":{"id":3,"a":[1,{"id":4}]},"id":"s\"x","m":1}`:    `"s\"x"`,
+		`{"id" : {"a":1} ,"method":"x"}`:                            `{"a":1}`,
+		`{"params":{"payload":"\"id\":9"},"method":"x"}`:            ``,
 		`{"method":"x","params":{"p":"xxxx` + "\n" + `xx"},"id":5}`: `5`,
 	} {
 		if got := string(topLevelID([]byte(in))); got != want {

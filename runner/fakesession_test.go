@@ -84,7 +84,7 @@ func (t *fakeTool) Pid() int                { return t.pid }
 func (t *fakeTool) StartTime() uint64       { return 1 }
 func (t *fakeTool) Resize(int, int) error   { return nil }
 
-func (t *fakeTool) Echo() (bool, error) { return t.b.echo, nil }
+func (t *fakeTool) Echo() (bool, error)           { return t.b.echo, nil }
 func (t *fakeTool) RestoreModes() (string, error) { return "", nil }
 
 func (t *fakeTool) SignalForeground(sig syscall.Signal) error {

@@ -6,8 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"sync"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
