@@ -522,3 +522,40 @@ func TestRecoveryOfInflight(t *testing.T) {
 	}
 	invariants(t, h.dir)
 }
+
+// A lease whose expires_at passed before the runner started (left by an
+// earlier master) is ignored until a master renews it, as PROTOCOL.md §10
+// says: the new runner serves (issue 23.1: every new runner used to stop
+// with "lease expired"). A renewal that is itself already expired then
+// stops it.
+func TestStaleLeaseAtStartIgnored(t *testing.T) {
+	h := newHarness(t)
+	h.writeFile(protocol.FileLease, `{"lease_id":"old","expires_at":1000}`)
+	h.start()
+	r := h.result(h.submit("expr 6*7"))
+	if r.Status != protocol.StatusOK || *r.Value != "42" {
+		t.Fatalf("%+v", r)
+	}
+	if st := h.state(); st.Phase == protocol.PhaseStopped {
+		t.Fatalf("a lease that expired before the start stopped the runner: %+v", st)
+	}
+	ignored := false
+	for _, e := range h.events() {
+		if e.Event == protocol.EvLease && e.Detail["action"] == "stale_ignored" {
+			ignored = true
+		}
+		if e.Event == protocol.EvLease && e.Detail["action"] == "expired" {
+			t.Fatalf("expired event for the ignored lease: %+v", e)
+		}
+	}
+	if !ignored {
+		t.Error("no stale_ignored lease event")
+	}
+	h.writeFile(protocol.FileLease, `{"lease_id":"new","expires_at":2000}`) // A renewal, already past.
+	if err := h.waitExit(); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.state(); st.Phase != protocol.PhaseStopped || !strings.Contains(st.Reason, "lease new expired") {
+		t.Fatalf("%+v", st)
+	}
+}

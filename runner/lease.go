@@ -32,14 +32,20 @@ type leaseWatch struct {
 	err       string // lease_error ("" when fine)
 }
 
+// init takes the lease an earlier master left. One whose expires_at has
+// already passed is ignored until a master renews it (PROTOCOL.md §10): it
+// is judged only after that decision, so it cannot stop the new runner.
 func (l *leaseWatch) init(r *Runner, now time.Time) {
 	l.renewedAt = now
-	l.check(r, now)
+	if !l.read(r, now) || l.expired {
+		return
+	}
 	if l.valid && l.ttl == 0 && now.After(l.lease.ExpiresAt.Time) {
 		l.ignored = true
 		r.log.Warn("state/lease.json expired before this runner started; ignoring it until a master renews it")
 		r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "stale_ignored", "lease_id": l.lease.LeaseID}})
 	}
+	l.judge(r, now)
 }
 
 // check reads state/lease.json and stops the runner when the lease has
@@ -49,6 +55,15 @@ func (l *leaseWatch) check(r *Runner, now time.Time) {
 	if l.expired {
 		return
 	}
+	if l.read(r, now) && !l.expired {
+		l.judge(r, now)
+	}
+}
+
+// read takes what state/lease.json says now; false when there is nothing
+// to judge (no file, or a transient NFS error). Without a lease that could
+// be understood, --require-lease stops the runner after --lease-grace.
+func (l *leaseWatch) read(r *Runner, now time.Time) bool {
 	fsq.Revalidate(r.path(protocol.DirState))
 	data, _, err := fsq.ReadFile(r.path(protocol.FileLease), maxStateFile)
 	switch {
@@ -57,13 +72,13 @@ func (l *leaseWatch) check(r *Runner, now time.Time) {
 		if !l.valid && r.cfg.RequireLease && now.Sub(r.started) > r.cfg.LeaseGrace {
 			l.expire(r, "no lease was written within --lease-grace")
 		}
-		return
+		return false
 	case errors.Is(err, fsq.ErrTooLarge):
 		l.setErr(r, fmt.Sprintf("state/lease.json is larger than %d bytes", maxStateFile))
 	case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
 		l.setErr(r, "state/lease.json is not a regular file: "+err.Error())
 	case errors.Is(err, syscall.ESTALE):
-		return // Transient on NFS: judge at the next tick.
+		return false // Transient on NFS: judge at the next tick.
 	case err != nil:
 		l.setErr(r, "state/lease.json cannot be read: "+err.Error())
 	case !bytes.Equal(data, l.content):
@@ -73,9 +88,9 @@ func (l *leaseWatch) check(r *Runner, now time.Time) {
 	}
 	if !l.valid && r.cfg.RequireLease && now.Sub(r.started) > r.cfg.LeaseGrace {
 		l.expire(r, "no lease that could be understood was written within --lease-grace ("+l.err+")")
-		return
+		return false
 	}
-	l.judge(r, now)
+	return true
 }
 
 // update takes changed lease content: a renewal if it parses.
