@@ -65,10 +65,8 @@ func ParseControlRequest(name string, data []byte) (*ControlRequest, error) {
 
 // decodeCommon checks the fields every request has.
 func (req *ControlRequest) decodeCommon(o object, seq int64, id string) error {
-	if v, ok, err := o.integer("protocol_version"); err != nil {
+	if err := checkVersion(o["protocol_version"]); err != nil {
 		return err
-	} else if ok && v != Version {
-		return invalid("protocol_version", "is %d; this runner speaks version %d", v, Version)
 	}
 	rid, ok, err := o.str("req_id", false)
 	if err != nil {

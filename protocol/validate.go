@@ -83,6 +83,9 @@ func ParseCommand(name string, data []byte) (*Command, error) {
 			return nil, invalid(f, "required field is null")
 		}
 	}
+	if err := checkVersion(raw["protocol_version"]); err != nil {
+		return nil, err
+	}
 	var c Command
 	if err := json.Unmarshal(trimmed, &c); err != nil {
 		var te *json.UnmarshalTypeError
@@ -365,4 +368,23 @@ func nonzeroLiteral(raw json.RawMessage) bool {
 		}
 	}
 	return false
+}
+
+// checkVersion applies the one version rule of command files and control
+// requests: protocol_version may be absent (or null), else it must be
+// this runner's Version. A master of another version gets an
+// invalid_request answer that says which version this runner speaks,
+// instead of having its file run under rules it did not write for.
+func checkVersion(raw json.RawMessage) error {
+	if len(raw) == 0 || isNull(raw) {
+		return nil
+	}
+	var v json.Number
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return invalid("protocol_version", "must be an integer (this runner speaks version %d)", Version)
+	}
+	if n, err := v.Int64(); err != nil || n != Version {
+		return invalid("protocol_version", "is %s; this runner speaks version %d", v, Version)
+	}
+	return nil
 }

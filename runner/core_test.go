@@ -273,6 +273,8 @@ func TestInvalidInput(t *testing.T) {
 		{"bad policy", q("cmd_9_bad9.json", `{"cmd_id":"bad9","seq":9,"kind":"tcl","payload":"x","cancel_policy":"nuke"}`), "cancel_policy"},
 		{"empty file", q("cmd_10_bad10.json", ""), "not valid JSON"},
 		{"kind of another runner", q("cmd_15_bad15.json", `{"cmd_id":"bad15","seq":15,"kind":"sh","payload":"ls"}`), "this runner runs tcl payloads"},
+		{"another protocol version", q("cmd_16_bad16.json", `{"protocol_version":99,"cmd_id":"bad16","seq":16,"kind":"tcl","payload":"puts x"}`),
+			"protocol_version: is 99; this runner speaks version 1"},
 	}
 	big := filepath.Join(h.dir, protocol.DirQueue, "cmd_11_big.json")
 	if err := os.WriteFile(big, make([]byte, protocol.MaxCommandSize+10), 0o600); err != nil {
