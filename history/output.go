@@ -77,3 +77,39 @@ func (s *Session) OutputPrefix(c *Command, n int64) (data []byte, truncated bool
 	data, err = io.ReadAll(io.LimitReader(f, n))
 	return data, fi.Size() > n, err
 }
+
+// VerifyOutput checks that the output file of a finished command still
+// holds what its result recorded: its size and output_sha256. The file is
+// streamed (memory stays bounded whatever its size; at most the recorded
+// size plus one byte is read), never through a symlink and never blocking
+// on a FIFO. It returns nil when they match, and an error that wraps
+// ErrOutputMismatch (the file was replaced or changed after the run) or
+// says why the file cannot be read. A command whose result records no
+// output matches an absent or empty file.
+func (s *Session) VerifyOutput(c *Command) error {
+	if c.Result == nil {
+		return fmt.Errorf("history: %s has no result yet", c.Name)
+	}
+	want, size := c.Result.OutputSHA256, c.Result.Stats.Bytes
+	p, err := s.path(protocol.DirOutput + "/" + protocol.OutputName(c.Name))
+	if err != nil {
+		return fmt.Errorf("output of %s: %w", c.CmdID, err)
+	}
+	f, err := fsq.OpenRegular(p)
+	if errors.Is(err, os.ErrNotExist) && size == 0 && (want == "" || want == emptySHA) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("output of %s: %w", c.CmdID, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, size+1))
+	if err != nil {
+		return fmt.Errorf("output of %s: %w", c.CmdID, err)
+	}
+	if n != size || (want != "" && hex.EncodeToString(h.Sum(nil)) != want) {
+		return fmt.Errorf("output of %s (%s) is not the %d bytes its result recorded: %w", c.CmdID, p, size, ErrOutputMismatch)
+	}
+	return nil
+}

@@ -157,6 +157,20 @@ func (r *Result) compare(p *Pair, a *history.Session, ca *history.Command, b *hi
 		p.Differs = append(p.Differs, "value")
 	}
 	if p.A.OutputSHA256 == p.B.OutputSHA256 && p.A.Bytes == p.B.Bytes {
+		// The records agree; the files must still hold what they record
+		// (an output replaced after the run by another file, a symlink,
+		// a FIFO or a huge file is a difference, not an agreement).
+		errA, errB := a.VerifyOutput(ca), b.VerifyOutput(cb)
+		if errA == nil && errB == nil {
+			return
+		}
+		for _, err := range []error{errA, errB} {
+			if err != nil {
+				r.Warnings = append(r.Warnings, err.Error())
+			}
+		}
+		p.Differs = append(p.Differs, "output")
+		p.OutputDiff = "(the recorded outputs agree, but an output file no longer holds what its result recorded)"
 		return
 	}
 	p.Differs = append(p.Differs, "output")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -121,5 +122,43 @@ func TestCompare(t *testing.T) {
 	}
 	if r := diff.Compare(a, a); !r.Agree || r.Same != 4 {
 		t.Errorf("a run compared with itself: %+v", r)
+	}
+}
+
+// An output file replaced after the run (by other bytes, a symlink to the
+// other run's output, a FIFO, a larger file) is a difference even though
+// both results record the same output_sha256: diff checks the files, never
+// following a link or blocking on the FIFO (issue 22.8).
+func TestReplacedOutputDiffers(t *testing.T) {
+	base := t.TempDir()
+	runs := []cmd{{"report", protocol.StatusOK, "", "slack 1\n", 10}}
+	a := write(t, filepath.Join(base, "a"), runs)
+	outA := filepath.Join(base, "a", "output", protocol.OutputName(protocol.CommandName(1, "ca")))
+	for name, replace := range map[string]func() error{
+		"other bytes": func() error { return os.WriteFile(outA, []byte("slack 9\n"), 0o600) },
+		"larger":      func() error { return os.WriteFile(outA, bytes.Repeat([]byte("x"), 1<<20), 0o600) },
+		"symlink": func() error {
+			good := filepath.Join(base, "good.out")
+			os.WriteFile(good, []byte("slack 1\n"), 0o600)
+			return os.Symlink(good, outA)
+		},
+		"fifo": func() error { return syscall.Mkfifo(outA, 0o600) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := write(t, filepath.Join(base, "b-"+strings.ReplaceAll(name, " ", "-")), runs)
+			if r := diff.Compare(a, b); !r.Agree {
+				t.Fatalf("before the replacement: %+v", r)
+			}
+			os.Remove(outA)
+			if err := replace(); err != nil {
+				t.Fatal(err)
+			}
+			r := diff.Compare(a, b)
+			if r.Agree || r.Different != 1 || len(r.Warnings) == 0 || r.Differences[0].Differs[0] != "output" {
+				t.Fatalf("replaced output (%s) still agrees: %+v", name, r)
+			}
+			os.Remove(outA)
+			os.WriteFile(outA, []byte("slack 1\n"), 0o600)
+		})
 	}
 }
