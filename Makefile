@@ -9,8 +9,12 @@ all: build
 
 # Static binaries (no cgo): nothing to load at exec, which is most of a
 # short `master` call's start-up (BENCHMARKS.md, "The master's side").
+# The version both binaries print (--version): git describe of this tree,
+# the same name make dist gives its tarball.
+VERSION ?= $(shell ./scripts/version.sh)
+LDFLAGS := -X github.com/skillpilot/skillpilot/internal/version.Version=$(VERSION)
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/runner ./cmd/master
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/runner ./cmd/master
 
 demo: build
 	BIN=$(CURDIR)/$(BIN) ./scripts/demo.sh

@@ -25,14 +25,14 @@ if [ "${1:-}" = --copy-masters ]; then
   exit 0
 fi
 
-version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
+version=$(scripts/version.sh)
 arch=$(go env GOARCH)
 name=skillpilot-$version-linux-$arch
 dist=${DIST_DIR:-dist}
 mkdir -p "$dist" && dist=$(cd "$dist" && pwd)
 out=$dist/$name
 rm -rf "$out" && mkdir -p "$out/bin" "$out/doc"
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/bin/" ./cmd/runner ./cmd/master
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/skillpilot/skillpilot/internal/version.Version=$version" -o "$out/bin/" ./cmd/runner ./cmd/master
 copy_masters "$out"
 cp README.md PROTOCOL.md BENCHMARKS.md "$out/doc/"
 [ -d docs ] && cp -r docs/. "$out/doc/"

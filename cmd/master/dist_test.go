@@ -29,10 +29,23 @@ func TestMakeInstall(t *testing.T) {
 			t.Errorf("not installed: %v", err)
 		}
 	}
-	v, err := exec.Command(filepath.Join(prefix, "bin/master"), "--version").Output()
-	if err != nil || !strings.Contains(string(v), "protocol version 1") {
-		t.Errorf("installed master --version: %q %v", v, err)
+	want := treeVersion(t)
+	for _, bin := range []string{"bin/master", "bin/runner"} {
+		v, err := exec.Command(filepath.Join(prefix, bin), "--version").Output()
+		if err != nil || !strings.Contains(string(v), "protocol version 1") || !strings.Contains(string(v), " "+want+",") {
+			t.Errorf("installed %s --version: %q %v (want the tree's version %s, not (devel))", bin, v, err, want)
+		}
 	}
+}
+
+// treeVersion is the version make stamps into the binaries (and make dist
+// into the tarball's name).
+func treeVersion(t *testing.T) string {
+	out, err := exec.Command("../../scripts/version.sh").Output()
+	if err != nil || len(strings.TrimSpace(string(out))) == 0 {
+		t.Fatalf("scripts/version.sh: %q %v", out, err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // make dist builds a tarball with static binaries (no ELF interpreter, so
@@ -47,6 +60,10 @@ func TestMakeDist(t *testing.T) {
 	tars, _ := filepath.Glob(filepath.Join(dir, "skillpilot-*-linux-*.tar.gz"))
 	if len(tars) != 1 {
 		t.Fatalf("tarballs: %v", tars)
+	}
+	version := treeVersion(t)
+	if !strings.HasPrefix(filepath.Base(tars[0]), "skillpilot-"+version+"-linux-") {
+		t.Errorf("tarball %s is not named for version %s", tars[0], version)
 	}
 	f, err := os.Open(tars[0])
 	if err != nil {
@@ -73,6 +90,9 @@ func TestMakeDist(t *testing.T) {
 			p := filepath.Join(dir, filepath.Base(name))
 			b, _ := io.ReadAll(tr)
 			os.WriteFile(p, b, 0o755)
+			if v, err := exec.Command(p, "--version").Output(); err != nil || !strings.Contains(string(v), " "+version+",") {
+				t.Errorf("%s --version: %q %v, want version %s (the tarball's)", name, v, err, version)
+			}
 			e, err := elf.Open(p)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
