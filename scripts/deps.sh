@@ -39,7 +39,9 @@ while read -r cmd pkg; do
 done <<<"$deps"
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-install=(apt-get install -y -qq "${missing[@]}")
+# Only what the tests run: no recommended extras (a Prometheus server brings
+# node-exporter, avahi, a systemd upgrade: 167 packages instead of a few).
+install=(apt-get install -y -qq --no-install-recommends "${missing[@]}")
 if [ "${SP_DEPS_INSTALL:-1}" != 0 ] && command -v apt-get >/dev/null 2>&1; then
   sudo=()
   if [ "$(id -u)" != 0 ]; then
@@ -54,5 +56,5 @@ if [ "${SP_DEPS_INSTALL:-1}" != 0 ] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 echo "deps: the tests need ${missing[*]}, which are not installed. Run:" >&2
-echo "  sudo apt-get install -y ${missing[*]}" >&2
+echo "  sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
 exit 1
