@@ -48,13 +48,19 @@ proc ::skillpilot::now_iso {} {
 }
 
 # read_json parses the JSON file dir/sub/name; "" if it does not exist.
-# With quiet, any error also gives "" (for liveness probes).
-proc ::skillpilot::read_json {dir sub name {quiet 0}} {
+# With quiet, any error also gives "" (for liveness probes). The older
+# form "read_json PATH ?quiet?" reads the caller's path.
+proc ::skillpilot::read_json {args} {
+    if {[llength $args] <= 2} {
+        lassign $args path quiet
+        set args [list [file dirname $path] "" [file tail $path] $quiet]
+    }
+    lassign $args dir sub name quiet
     if {[catch {
         set text [fs::read_file $dir $sub $name found]
         set v [expr {$found ? [json::parse $text] : ""}]
     } msg opts]} {
-        if {$quiet} { return "" }
+        if {$quiet ne "" && $quiet} { return "" }
         if {[lindex [dict get $opts -errorcode] 1] eq "JSON"} {
             Throw IO_ERROR "[fs::path $dir $sub $name]: not valid JSON: $msg"
         }
@@ -114,4 +120,23 @@ proc ::skillpilot::lock_held {path} {
 # fs_type returns {type network} of the filesystem under dir: see fs::fs_type.
 proc ::skillpilot::fs_type {dir} {
     return [fs::fs_type $dir]
+}
+
+# read_file, read_range, create_exclusive and revalidate on the caller's
+# path (the older API): see their fs:: forms.
+proc ::skillpilot::read_file {path {foundVar ""} {limit ""}} {
+    if {$foundVar ne ""} { upvar 1 $foundVar found }
+    return [fs::read_file [file dirname $path] "" [file tail $path] found $limit]
+}
+
+proc ::skillpilot::read_range {path offset {length -1}} {
+    return [fs::read_range [file dirname $path] "" [file tail $path] $offset $length]
+}
+
+proc ::skillpilot::create_exclusive {path} {
+    return [fs::create_exclusive [file dirname $path] "" [file tail $path]]
+}
+
+proc ::skillpilot::revalidate {dir} {
+    fs::revalidate $dir
 }
