@@ -3,7 +3,6 @@ runner on its own clock (no renewal seen for ttl_ms: expired)."""
 
 import itertools
 import json
-import os
 import sys
 import threading
 import time
@@ -19,7 +18,7 @@ _counter = itertools.count(1)
 _counter_lock = threading.Lock()
 
 
-def write_lease(session_dir: str, ttl: float, lease_id: str, owner: str) -> None:
+def write_lease(sfs: "_fs.SessionFS", ttl: float, lease_id: str, owner: str) -> None:
     """Write state/lease.json once. Each write bumps ``counter`` so the
     runner sees a renewal; ``expires_at`` is for seed runners only."""
     if not isinstance(ttl, (int, float)) or ttl <= 0:
@@ -29,7 +28,7 @@ def write_lease(session_dir: str, ttl: float, lease_id: str, owner: str) -> None
     body = {"protocol_version": _names.PROTOCOL_VERSION, "lease_id": lease_id, "ttl_ms": int(ttl * 1000),
             "counter": n, "owner": owner, "expires_at": int((time.time() + ttl) * 1000)}
     try:
-        _fs.write_atomic(os.path.join(session_dir, _names.FILE_LEASE), json.dumps(body).encode("utf-8"))
+        sfs.write_atomic(*_names.LEASE, json.dumps(body).encode("utf-8"))
     except OSError as e:
         raise MasterError("write lease: %s" % e) from e
 
@@ -48,14 +47,14 @@ class LeaseKeeper:
         self.errors: List[BaseException] = []
         self._on_error = on_error
         self._stop = threading.Event()
-        write_lease(session.dir, self.ttl, lease_id, session.owner)  # The first write raises.
+        write_lease(session.fs, self.ttl, lease_id, session.owner)  # The first write raises.
         self._thread = threading.Thread(target=self._loop, name="skillpilot-lease", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.ttl / 3.0):
             try:
-                write_lease(self._s.dir, self.ttl, self.lease_id, self._s.owner)
+                write_lease(self._s.fs, self.ttl, self.lease_id, self._s.owner)
             except (MasterError, OSError) as e:
                 self.errors.append(e)
                 if self._on_error is not None:

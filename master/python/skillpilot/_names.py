@@ -1,10 +1,9 @@
 """Names of a session (PROTOCOL.md sections 2, 3 and 5) and seq allocation."""
 
-import os
 import re
 import secrets
 import time
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 from . import _fs
 from .errors import MasterError, UsageError
@@ -13,13 +12,18 @@ PROTOCOL_VERSION = 1
 SEQ_WIDTH = 10
 
 DIR_QUEUE, DIR_INFLIGHT, DIR_RESULT, DIR_OUTPUT = "queue", "inflight", "result", "output"
-DIR_CTL, DIR_ACK, DIR_STATE, DIR_SEQ, DIR_LOG = "ctl", os.path.join("ctl", "ack"), "state", "seq", "log"
-FILE_STATE = os.path.join("state", "state.json")
-FILE_HEARTBEAT = os.path.join("state", "heartbeat.json")
-FILE_LEASE = os.path.join("state", "lease.json")
-FILE_LOCK = os.path.join("state", "runner.lock")
-FILE_SPOOL = os.path.join("log", "session.out")
-FILE_SEQ_HINT = os.path.join("seq", "hint")
+DIR_CTL, DIR_ACK, DIR_STATE, DIR_SEQ, DIR_LOG = "ctl", "ctl/ack", "state", "seq", "log"
+
+# The session's fixed files as (directory, name), the arguments of
+# _fs.SessionFS's methods: no other module joins a session path.
+STATE = (DIR_STATE, "state.json")
+HEARTBEAT = (DIR_STATE, "heartbeat.json")
+LEASE = (DIR_STATE, "lease.json")
+LOCK = (DIR_STATE, "runner.lock")
+SPOOL = (DIR_LOG, "session.out")
+SEQ_HINT = (DIR_SEQ, "hint")
+FILE_STATE, FILE_HEARTBEAT, FILE_LEASE, FILE_LOCK, FILE_SPOOL, FILE_SEQ_HINT = (
+    "/".join(f) for f in (STATE, HEARTBEAT, LEASE, LOCK, SPOOL, SEQ_HINT))
 
 _CMD_ID = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
 _NAME = re.compile(r"(cmd|req)_([0-9]{1,18})_(.+)\.json\Z", re.S)
@@ -70,9 +74,13 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%03dZ" % int((t % 1) * 1000)
 
 
-def _read_hint(session_dir: str) -> Optional[int]:
+def _session_fs(session: "Union[str, _fs.SessionFS]") -> _fs.SessionFS:
+    return session if isinstance(session, _fs.SessionFS) else _fs.SessionFS(session)
+
+
+def _read_hint(sfs: _fs.SessionFS) -> Optional[int]:
     try:
-        data = _fs.read_small(os.path.join(session_dir, FILE_SEQ_HINT), 64)
+        data = sfs.read(*SEQ_HINT, limit=64)
     except MasterError:
         return None
     if data is None:
@@ -81,37 +89,38 @@ def _read_hint(session_dir: str) -> Optional[int]:
     return int(text) if text.isdigit() and len(text) <= 18 else None
 
 
-def _max_reserved(seq_dir: str) -> int:
+def _max_reserved(sfs: _fs.SessionFS) -> int:
     try:
-        names = os.listdir(seq_dir)
+        names = sfs.list(DIR_SEQ)
     except FileNotFoundError as e:
-        raise MasterError("no seq/ directory in the session: %s" % seq_dir) from e
+        raise MasterError("no seq/ directory in the session: %s" % sfs.path(DIR_SEQ)) from e
     return max([int(n) for n in names if n.isdigit() and len(n) <= 18] or [0])
 
 
-def alloc_seq(session_dir: str) -> int:
+def alloc_seq(session: "Union[str, _fs.SessionFS]") -> int:
     """Reserve the next seq by exclusive create in seq/ (PROTOCOL.md section
-    5): the same scheme as every SkillPilot master, on any host."""
-    seq_dir = os.path.join(session_dir, DIR_SEQ)
-    n = _read_hint(session_dir)
+    5): the same scheme as every SkillPilot master, on any host. session is
+    a session directory or its SessionFS."""
+    sfs = _session_fs(session)
+    n = _read_hint(sfs)
     if n is None:
-        n = _max_reserved(seq_dir)
+        n = _max_reserved(sfs)
     tries = 0
     while True:
         n += 1
         try:
-            if _fs.create_exclusive(os.path.join(seq_dir, "%0*d" % (SEQ_WIDTH, n))):
+            if sfs.create_exclusive(DIR_SEQ, "%0*d" % (SEQ_WIDTH, n)):
                 break
         except OSError as e:
             raise MasterError("reserve seq %d: %s" % (n, e)) from e
         tries += 1
         if tries % 64 == 0:
-            n = max(n, _max_reserved(seq_dir))
-    cur = _read_hint(session_dir)
+            n = max(n, _max_reserved(sfs))
+    cur = _read_hint(sfs)
     if cur is None or cur < n:
         try:
-            _fs.write_atomic(os.path.join(session_dir, FILE_SEQ_HINT), b"%d\n" % n)
-        except OSError:
+            sfs.write_atomic(*SEQ_HINT, b"%d\n" % n)
+        except (OSError, MasterError):
             pass  # Best effort: a lost hint costs the next allocator a few EEXIST.
     return n
 

@@ -7,7 +7,6 @@ heartbeat counter moves within ``2 x interval_ms + 250 ms`` measured on this
 host's clock. No timestamp written by another host is compared with ours.
 """
 
-import os
 import time
 from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional
 
@@ -114,20 +113,20 @@ class HeartbeatSeen:
         self.moved = False
 
 
-def observe(session_dir: str, network: bool, seen: HeartbeatSeen) -> Look:
+def observe(sfs: "_fs.SessionFS", network: bool, seen: HeartbeatSeen) -> Look:
     """One look at the runner by the documented rule, remembering the
     counter in seen: alive when the counter moved within the window on our
     clock; dead at once (definite) when there is no state, the phase is
     stopped or, on a local filesystem, the runner's flock is free; a
     counter not seen moving yet is an indefinite "not alive"."""
-    state = _fs.read_json_quiet(os.path.join(session_dir, _names.FILE_STATE))
-    hb = _fs.read_json_quiet(os.path.join(session_dir, _names.FILE_HEARTBEAT))
+    state = sfs.read_json_quiet(*_names.STATE)
+    hb = sfs.read_json_quiet(*_names.HEARTBEAT)
     st = state or {}
     if state is None and hb is None:
         return Look(False, True, "no runner has written state yet", st)
     if is_stopped(state, hb):
         return Look(False, True, stopped_reason(state), st)
-    if not network and not _fs.lock_held(os.path.join(session_dir, _names.FILE_LOCK)):
+    if not network and not sfs.lock_held(*_names.LOCK):
         return Look(False, True, "the runner's lock is free", st)
     if hb is None:
         return Look(False, False, "no heartbeat yet", st)

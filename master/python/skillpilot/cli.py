@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any, NoReturn, Optional, Sequence, TextIO
 
-from . import _names
+from . import _fs, _names
 from ._wait import Liveness
 from .errors import EXIT_INTERRUPTED, MasterError, ResultError, UsageError, WaitTimeout, exit_code_of_status
 from .session import Session
@@ -159,8 +159,7 @@ class _CLI:
         if a.file == "-" or (a.file is None and a.payload in (None, "-")):
             payload = sys.stdin.read()
         elif a.file is not None:
-            with open(a.file, encoding="utf-8") as f:
-                payload = f.read()
+            payload = _fs.read_text(a.file)
         else:
             payload = a.payload
         sub = s.submit(payload, kind=a.kind, timeout=a.timeout, cancel_policy=a.cancel_policy, cmd_id=a.cmd_id)
@@ -260,8 +259,7 @@ class _CLI:
             data = sys.stdin.buffer.read((1 << 20) + 1)
         else:
             try:
-                with open(a.file, "rb") as f:
-                    data = f.read((1 << 20) + 1)
+                data = _fs.read_user_bytes(a.file, (1 << 20) + 1)
             except OSError as e:
                 raise UsageError("--file: %s" % e) from e
         reply = self.session().send(a.cmd_id, data, expect=a.expect, expect_timeout=a.expect_timeout if a.expect else None,

@@ -24,9 +24,8 @@ whose runner was killed within the last ~3 s (its commands are then moved
 by `master pool heal`). Moving commands out of dead sessions and respawning
 are done by the Go master (`master pool heal`), not here.
 
-The helpers below duplicate the few protocol primitives they need
-(seq allocation, atomic writes) so that this file works next to any
-version of skillpilot_master.py.
+Every file operation goes through skillpilot._fs.SessionFS, which never
+follows a symlink inside the pool or its sessions.
 """
 
 import json
@@ -35,6 +34,8 @@ import re
 import secrets
 import socket
 import time
+
+from . import _fs
 
 PROTOCOL_VERSION = 1
 SEQ_WIDTH = 10
@@ -65,95 +66,59 @@ def _new_cmd_id():
     return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
 
 
-def _revalidate(d):
+def _alloc_seq(sfs):
+    """PROTOCOL.md section 5: exclusive create of seq/<n>."""
     try:
-        os.close(os.open(d, os.O_RDONLY))
-    except OSError:
+        sfs.mkdir("seq", 0o700)
+    except FileExistsError:
         pass
 
-
-def _read_json(path, limit=1 << 20):
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(limit + 1)
-        if len(data) > limit:
-            return None
-        v = json.loads(data.decode("utf-8"))
-        return v if isinstance(v, dict) else None
-    except (OSError, ValueError):
-        return None
-
-
-def _write_atomic(path, data):
-    d, base = os.path.split(path)
-    tmp = os.path.join(d, ".%s.%d.%s.tmp" % (base, os.getpid(), secrets.token_hex(4)))
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(data)
-    os.rename(tmp, path)
-
-
-def _alloc_seq(session):
-    """PROTOCOL.md section 5: exclusive create of seq/<n>."""
-    seqdir = os.path.join(session, "seq")
-    os.makedirs(seqdir, exist_ok=True)
-
     def max_reserved():
-        return max([int(n) for n in os.listdir(seqdir) if n.isdigit()] or [0])
+        return max([int(n) for n in sfs.list("seq") if n.isdigit()] or [0])
 
-    try:
-        with open(os.path.join(seqdir, "hint")) as f:
-            n = int(f.read().strip())
-    except (OSError, ValueError):
+    def hint():
+        try:
+            return int((sfs.read("seq", "hint", 64) or b"").decode("ascii").strip())
+        except (OSError, ValueError, _fs.MasterError):
+            return None
+
+    n = hint()
+    if n is None:
         n = max_reserved()
     tries = 0
     while True:
         n += 1
-        try:
-            os.close(os.open(os.path.join(seqdir, "%0*d" % (SEQ_WIDTH, n)), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except FileExistsError:
+        if not sfs.create_exclusive("seq", "%0*d" % (SEQ_WIDTH, n), 0o600):
             tries += 1
             if tries % 64 == 0:
                 n = max(n, max_reserved())
             continue
-        try:
-            with open(os.path.join(seqdir, "hint")) as f:
-                cur = int(f.read().strip())
-        except (OSError, ValueError):
-            cur = -1
-        if cur < n:
+        cur = hint()
+        if cur is None or cur < n:
             try:
-                _write_atomic(os.path.join(seqdir, "hint"), "%d\n" % n)
-            except OSError:
+                sfs.write_atomic("seq", "hint", b"%d\n" % n)
+            except (OSError, _fs.MasterError):
                 pass
         return n
 
 
-def _commands(d):
+def _commands(sfs, sub):
     try:
-        return [n for n in os.listdir(d) if _CMD.match(n)]
-    except OSError:
+        return [n for n in sfs.list(sub) if _CMD.match(n)]
+    except (OSError, _fs.MasterError):
         return []
 
 
 def pool_sessions(pool_dir):
     """The pool's session names (s00, s01, ...) in name order."""
-    return sorted(n for n in os.listdir(pool_dir)
-                  if _NAME.match(n) and os.path.isdir(os.path.join(pool_dir, n)) and not os.path.islink(os.path.join(pool_dir, n)))
+    pfs = _fs.SessionFS(pool_dir)
+    return sorted(n for n in pfs.list("") if _NAME.match(n) and pfs.is_plain_dir(n))
 
 
 def _fs_now(pool_dir):
     """The filesystem's current time: touch <pool>/.clock (UTIME_NOW; on NFS
     the server sets it) and read its mtime."""
-    p = os.path.join(pool_dir, ".clock")
-    try:
-        os.utime(p, None)
-    except FileNotFoundError:
-        os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o600))
-    return os.stat(p).st_mtime_ns / 1e9
+    return _fs.SessionFS(pool_dir).touch_mtime("", ".clock")
 
 
 def pool_views(pool_dir):
@@ -161,19 +126,19 @@ def pool_views(pool_dir):
     inflight, load (see the module doc for the rules)."""
     now = _fs_now(pool_dir)
     out = []
+    pfs = _fs.SessionFS(pool_dir)
     for name in pool_sessions(pool_dir):
-        s = os.path.join(pool_dir, name)
-        _revalidate(os.path.join(s, "state"))
-        st = _read_json(os.path.join(s, "state", "state.json"))
-        hb = _read_json(os.path.join(s, "state", "heartbeat.json"))
-        queue = len(_commands(os.path.join(s, "queue")))
-        inflight = len([n for n in _commands(os.path.join(s, "inflight"))
-                        if not os.path.exists(os.path.join(s, "result", n))])
+        s = pfs.session(name)
+        s.revalidate("state")
+        st = s.read_json_quiet("state", "state.json", 1 << 20)
+        hb = s.read_json_quiet("state", "heartbeat.json", 1 << 20)
+        queue = len(_commands(s, "queue"))
+        inflight = len([n for n in _commands(s, "inflight") if not s.exists("result", n)])
         v = {"session": name, "phase": None, "alive": False, "dead": True,
              "queue_depth": queue, "inflight": inflight, "load": queue + inflight}
         try:
-            age = max(now - os.stat(os.path.join(s, "state", "heartbeat.json")).st_mtime_ns / 1e9, 0.0)
-        except OSError:
+            age = max(now - s.stat("state", "heartbeat.json").st_mtime_ns / 1e9, 0.0)
+        except (OSError, _fs.MasterError):
             age = None
         if st is not None and hb is not None and age is not None:
             v["phase"] = st.get("phase")
@@ -197,34 +162,27 @@ def _least_loaded(views, except_name=None):
     return None
 
 
-def _pin_path(pool_dir, key):
-    return os.path.join(pool_dir, "affinity", key + ".json")
-
-
 def _read_pin(pool_dir, key):
-    _revalidate(os.path.join(pool_dir, "affinity"))
-    pin = _read_json(_pin_path(pool_dir, key), 1 << 16)
+    pfs = _fs.SessionFS(pool_dir)
+    pfs.revalidate("affinity")
+    pin = pfs.read_json_quiet("affinity", key + ".json", 1 << 16)
     return pin.get("session") if pin else None
 
 
 def _write_pin(pool_dir, key, session, replace):
     data = json.dumps({"protocol_version": PROTOCOL_VERSION, "key": key, "session": session,
-                       "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    path = _pin_path(pool_dir, key)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if replace:
-        _write_atomic(path, data)
-        return session
-    tmp = os.path.join(os.path.dirname(path), ".%s.%s.tmp" % (os.path.basename(path), secrets.token_hex(8)))
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(data)
+                       "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode("utf-8")
+    pfs = _fs.SessionFS(pool_dir)
     try:
-        os.link(tmp, path)
-        return session
+        pfs.mkdir("affinity", 0o777)
     except FileExistsError:
-        return _read_pin(pool_dir, key)
-    finally:
-        os.unlink(tmp)
+        pass
+    if replace:
+        pfs.write_atomic("affinity", key + ".json", data)
+        return session
+    if pfs.link_exclusive("affinity", key + ".json", data):
+        return session
+    return _read_pin(pool_dir, key)
 
 
 def pool_pick(pool_dir, affinity=None, views=None):
@@ -252,9 +210,9 @@ def pool_submit(pool_dir, payload, affinity=None, kind="tcl", timeout=None, canc
     """Queue payload in the session pool_pick chooses. Returns a dict with
     session, cmd_id and name (the file name in that session's queue/)."""
     session = pool_pick(pool_dir, affinity)
-    sdir = os.path.join(pool_dir, session)
+    sfs = _fs.SessionFS(pool_dir).session(session)
     cmd_id = cmd_id or _new_cmd_id()
-    seq = _alloc_seq(sdir)
+    seq = _alloc_seq(sfs)
     cmd = {"protocol_version": PROTOCOL_VERSION, "cmd_id": cmd_id, "seq": seq, "kind": kind, "payload": payload,
            "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "submitter": "python-pool@%s:%d" % (socket.gethostname(), os.getpid())}
@@ -265,23 +223,24 @@ def pool_submit(pool_dir, payload, affinity=None, kind="tcl", timeout=None, canc
     if affinity:
         cmd["affinity"] = affinity
     name = "cmd_%0*d_%s.json" % (SEQ_WIDTH, seq, cmd_id)
-    _write_atomic(os.path.join(sdir, "queue", name), json.dumps(cmd))
+    sfs.write_atomic("queue", name, json.dumps(cmd).encode("utf-8"))
     return {"session": session, "cmd_id": cmd_id, "name": name}
 
 
 def pool_locate(pool_dir, where):
     """Follow forward/ records: (session directory, name) where the
     command is now."""
-    sdir, name = os.path.join(pool_dir, where["session"]), where["name"]
+    sfs, name = _fs.SessionFS(pool_dir).session(where["session"]), where["name"]
     for _ in range(16):
-        _revalidate(os.path.join(sdir, "result"))
-        if os.path.exists(os.path.join(sdir, "result", name)):
+        sfs.revalidate("result")
+        if sfs.exists("result", name):
             break
-        fwd = _read_json(os.path.join(sdir, "forward", name), 1 << 16)
-        if not fwd or not isinstance(fwd.get("to_name"), str) or os.path.basename(fwd["to_name"]) != fwd["to_name"]:
+        fwd = sfs.read_json_quiet("forward", name, 1 << 16)
+        to_name = fwd.get("to_name") if fwd else None
+        if not isinstance(to_name, str) or not to_name or "/" in to_name or to_name in (".", ".."):
             break
-        sdir, name = os.path.normpath(os.path.join(sdir, fwd["to_session"])), fwd["to_name"]
-    return sdir, name
+        sfs, name = sfs.relative(fwd["to_session"]), to_name
+    return sfs.root, name
 
 
 def pool_wait(pool_dir, where, timeout=None, poll=0.05):
@@ -290,7 +249,7 @@ def pool_wait(pool_dir, where, timeout=None, poll=0.05):
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         sdir, name = pool_locate(pool_dir, where)
-        res = _read_json(os.path.join(sdir, "result", name), 64 << 20)
+        res = _fs.SessionFS(sdir).read_json_quiet("result", name, 64 << 20)
         if res is not None:
             return res
         if deadline is not None and time.monotonic() > deadline:

@@ -56,28 +56,26 @@ class Session:
     """
 
     def __init__(self, directory: str, poll: float = 0.1, *, wait_for_runner: float = 10.0) -> None:
-        self.dir = os.path.abspath(directory)
-        _fs.revalidate(self.dir)
-        _fs.revalidate(os.path.dirname(self.dir))
-        if not os.path.isdir(self._p(_names.DIR_QUEUE)):
+        self.fs = _fs.SessionFS(_fs.abspath(directory))
+        self.dir = self.fs.root
+        self.fs.revalidate()
+        self.fs.parent().revalidate()
+        if not self.fs.is_dir(_names.DIR_QUEUE):
             raise SessionMissing("not a session directory (no queue/): %s" % directory)
         try:
-            os.mkdir(self._p(_names.DIR_SEQ), _fs.DIR_MODE)  # A session made by an older runner.
+            self.fs.mkdir(_names.DIR_SEQ, _fs.DIR_MODE)  # A session made by an older runner.
         except FileExistsError:
             pass
         except OSError as e:
-            raise MasterError("create %s: %s" % (self._p(_names.DIR_SEQ), e)) from e
+            raise MasterError("create %s: %s" % (self.fs.path(_names.DIR_SEQ), e)) from e
         if poll <= 0:
             raise UsageError("poll must be positive")
         self.poll = poll
         self.wait_for_runner = wait_for_runner
-        self.filesystem, self.network = _fs.fs_type(self.dir)
+        self.filesystem, self.network = self.fs.fs_type()
         self.owner = "python-master@%s:%d" % (socket.gethostname(), os.getpid())
         self._hb_seen = HeartbeatSeen()
         self._hb_look = Look(False, False, "no look yet", {})
-
-    def _p(self, *parts: str) -> str:
-        return os.path.join(self.dir, *parts)
 
     def _backoff(self) -> Backoff:
         return Backoff(ceiling=self.poll)
@@ -104,7 +102,7 @@ class Session:
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
             raise UsageError("timeout must be a non-negative number of seconds")
         cmd_id = _names.check_id(cmd_id) if cmd_id is not None else _names.new_id()
-        seq = _names.alloc_seq(self.dir)
+        seq = _names.alloc_seq(self.fs)
         cmd: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "seq": seq,
                                "kind": kind, "payload": payload, "submitted_at": _names.now_iso(),
                                "submitter": self.owner}
@@ -114,7 +112,7 @@ class Session:
             cmd["cancel_policy"] = cancel_policy
         name = _names.command_name(seq, cmd_id)
         try:
-            _fs.write_atomic(self._p(_names.DIR_QUEUE, name), json.dumps(cmd).encode("utf-8"))
+            self.fs.write_atomic(_names.DIR_QUEUE, name, json.dumps(cmd).encode("utf-8"))
         except OSError as e:
             raise MasterError("write command %s: %s" % (name, e)) from e
         return Submitted(cmd_id, name)
@@ -125,10 +123,10 @@ class Session:
         (queue, inflight, result), so a command that moves meanwhile is
         still found."""
         for d in (_names.DIR_QUEUE, _names.DIR_INFLIGHT, _names.DIR_RESULT):
-            _fs.revalidate(self._p(d))
+            self.fs.revalidate(d)
             try:
-                names = os.listdir(self._p(d))
-            except OSError:
+                names = self.fs.list(d)
+            except (OSError, MasterError):
                 continue
             for n in names:
                 parsed = _names.parse_name(n)
@@ -146,8 +144,8 @@ class Session:
     def result(self, name_or_id: str) -> Optional[Result]:
         """The command's result, or None while it has none."""
         name = self._resolve(name_or_id)
-        _fs.revalidate(self._p(_names.DIR_RESULT))
-        return _fs.read_json(self._p(_names.DIR_RESULT, name))
+        self.fs.revalidate(_names.DIR_RESULT)
+        return self.fs.read_json(_names.DIR_RESULT, name)
 
     def wait(self, name_or_id: str, timeout: Optional[float] = None, check: bool = True,
              wait_for_runner: Optional[float] = None) -> Result:
@@ -185,11 +183,11 @@ class Session:
                 return b""  # A command that never ran (cancelled before start, runner restarted).
             if not rel.startswith(_names.DIR_OUTPUT + "/") or ".." in rel.split("/"):
                 raise MasterError("result has no usable output_path: %r" % rel)
-            path = self._p(*rel.split("/"))
+            sub, _, base = rel.rpartition("/")
         else:
-            path = self._p(_names.DIR_OUTPUT, _names.output_name(self._resolve(result_or_id)))
-        _fs.revalidate(os.path.dirname(path))
-        return _fs.read_range(path, offset, length)
+            sub, base = _names.DIR_OUTPUT, _names.output_name(self._resolve(result_or_id))
+        self.fs.revalidate(sub)
+        return self.fs.read_range(sub, base, offset, length)
 
     def output(self, result_or_id: Union[Result, str], offset: int = 0, length: int = -1) -> str:
         """output_bytes decoded as UTF-8 (invalid bytes replaced)."""
@@ -211,7 +209,7 @@ class Session:
         if not alive:
             raise RunnerNotAlive("runner not alive: %s; nothing was written" % why)
         req_id = _names.new_id()
-        seq = _names.alloc_seq(self.dir)
+        seq = _names.alloc_seq(self.fs)
         body: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "req_id": req_id, "seq": seq,
                                 "op": op, "ts": _names.now_iso(), "submitter": self.owner}
         sid = self._hb_look.state.get("session_id")
@@ -220,14 +218,14 @@ class Session:
         body.update(fields or {})
         name = _names.request_name(seq, req_id)
         try:
-            _fs.write_atomic(self._p(_names.DIR_CTL, name), json.dumps(body).encode("utf-8"))
+            self.fs.write_atomic(_names.DIR_CTL, name, json.dumps(body).encode("utf-8"))
         except OSError as e:
             raise MasterError("write request %s: %s" % (name, e)) from e
         return self._wait_reply(name, timeout, wait_for_runner)
 
     def _read_reply(self, name: str) -> Optional[Dict[str, Any]]:
-        _fs.revalidate(self._p(_names.DIR_ACK))
-        return _fs.read_json(self._p(_names.DIR_ACK, name))
+        self.fs.revalidate(_names.DIR_ACK)
+        return self.fs.read_json(_names.DIR_ACK, name)
 
     def _wait_reply(self, name: str, timeout: Optional[float], wait_for_runner: Optional[float]) -> Dict[str, Any]:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -243,10 +241,7 @@ class Session:
                 live.check()
             except MasterError:
                 # Withdraw the request unless the runner took it meanwhile.
-                try:
-                    os.unlink(self._p(_names.DIR_CTL, name))
-                except FileNotFoundError:
-                    pass
+                self.fs.withdraw(_names.DIR_CTL, name)
                 reply = self._read_reply(name)
                 if reply is not None:
                     return reply
@@ -364,16 +359,16 @@ class Session:
     # --- state and liveness -----------------------------------------------
 
     def _state(self) -> Optional[Dict[str, Any]]:
-        _fs.revalidate(self._p(_names.DIR_STATE))
-        return _fs.read_json_quiet(self._p(_names.FILE_STATE))
+        self.fs.revalidate(_names.DIR_STATE)
+        return self.fs.read_json_quiet(*_names.STATE)
 
     def _heartbeat(self) -> Optional[Dict[str, Any]]:
-        _fs.revalidate(self._p(_names.DIR_STATE))
-        return _fs.read_json_quiet(self._p(_names.FILE_HEARTBEAT))
+        self.fs.revalidate(_names.DIR_STATE)
+        return self.fs.read_json_quiet(*_names.HEARTBEAT)
 
     def _observe_liveness(self) -> Look:
-        _fs.revalidate(self._p(_names.DIR_STATE))
-        self._hb_look = observe(self.dir, self.network, self._hb_seen)
+        self.fs.revalidate(_names.DIR_STATE)
+        self._hb_look = observe(self.fs, self.network, self._hb_seen)
         return self._hb_look
 
     def _alive(self) -> Tuple[bool, str]:
@@ -417,10 +412,10 @@ class Session:
         return out
 
     def _queue_depth(self) -> int:
-        _fs.revalidate(self._p(_names.DIR_QUEUE))
+        self.fs.revalidate(_names.DIR_QUEUE)
         try:
-            return sum(1 for n in os.listdir(self._p(_names.DIR_QUEUE)) if _names.parse_name(n) is not None)
-        except OSError:
+            return sum(1 for n in self.fs.list(_names.DIR_QUEUE) if _names.parse_name(n) is not None)
+        except (OSError, MasterError):
             return 0
 
     def ready(self, timeout: float = 60.0, wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
@@ -449,7 +444,7 @@ class Session:
     def write_lease(self, ttl: float, lease_id: str = "python-lease") -> None:
         """Write state/lease.json once: the runner stops when it sees no
         renewal for ttl seconds (its own clock)."""
-        write_lease(self.dir, ttl, lease_id, self.owner)
+        write_lease(self.fs, ttl, lease_id, self.owner)
 
     def keep_lease(self, ttl: float, lease_id: Optional[str] = None, on_error: Any = None) -> LeaseKeeper:
         """Write the lease and renew it every ttl/3 from a daemon thread
@@ -462,7 +457,7 @@ class Session:
 
     def spool_size(self) -> int:
         try:
-            return os.stat(self._p(_names.FILE_SPOOL)).st_size
+            return self.fs.stat(*_names.SPOOL).st_size
         except FileNotFoundError:
             return 0
 
@@ -501,7 +496,7 @@ class Session:
             backoff.sleep(deadline)
 
     def _read_spool(self, offset: int) -> bytes:
-        return _fs.read_range(self._p(_names.FILE_SPOOL), offset, 4 << 20)
+        return self.fs.read_range(*_names.SPOOL, offset, 4 << 20)
 
 
 def _reply_error(reply: Dict[str, Any], what: str) -> MasterError:

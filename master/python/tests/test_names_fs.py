@@ -126,6 +126,37 @@ class FSTest(unittest.TestCase):
         self.assertEqual(_fs.read_range(p, 20), b"")
         self.assertEqual(_fs.read_range(p + ".missing"), b"")
 
+    def test_session_fs_never_follows_a_symlinked_directory(self) -> None:
+        outside = os.path.join(os.path.dirname(self.d), "outside")
+        os.mkdir(outside)
+        with open(os.path.join(outside, "cmd_1_x.json"), "w") as f:
+            f.write("{}")
+        os.rmdir(os.path.join(self.d, "result"))
+        os.symlink(outside, os.path.join(self.d, "result"))
+        sfs = _fs.SessionFS(self.d)
+        for call in (lambda: sfs.read("result", "cmd_1_x.json"), lambda: sfs.read_json("result", "cmd_1_x.json"),
+                     lambda: sfs.read_range("result", "cmd_1_x.json"), lambda: sfs.list("result"),
+                     lambda: sfs.write_atomic("result", "cmd_2_y.json", b"{}"),
+                     lambda: sfs.create_exclusive("result", "3"), lambda: sfs.stat("result", "cmd_1_x.json"),
+                     lambda: sfs.withdraw("result", "cmd_1_x.json")):
+            with self.assertRaisesRegex(MasterError, "symlink"):
+                call()
+        self.assertEqual(os.listdir(outside), ["cmd_1_x.json"])
+        self.assertIsNone(sfs.read_json_quiet("result", "cmd_1_x.json"))
+        self.assertFalse(sfs.exists("result", "cmd_1_x.json"))
+        self.assertTrue(sfs.is_dir("result"))  # Tells a session apart; every operation above refuses.
+        self.assertFalse(sfs.is_plain_dir("result"))
+        for bad in ("..", ".", "a/b", ""):
+            with self.assertRaises(MasterError):
+                sfs.read("queue", bad)
+        with self.assertRaises(MasterError):
+            sfs.read("../sess", "x")
+        self.assertIsNone(sfs.read("nosuch", "x"))
+        self.assertEqual(sfs.read_range("nosuch", "x"), b"")
+        sfs.write_atomic("queue", "cmd_4_z.json", b"{}")
+        self.assertEqual(sfs.read_json("queue", "cmd_4_z.json"), {})
+        self.assertEqual(sfs.list("queue"), ["cmd_4_z.json"])
+
     def test_fs_type_of_a_local_dir(self) -> None:
         name, network = _fs.fs_type(self.d)
         self.assertTrue(name)

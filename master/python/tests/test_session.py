@@ -130,6 +130,59 @@ def answer_with(outcome: str) -> Any:
     return lambda req: {"outcome": outcome, "cmd_id": req.get("cmd_id")}
 
 
+class SymlinkedDirTest(Base):
+    """A session directory swapped for a symlink to a directory outside the
+    session (PROTOCOL.md section 21): the master neither writes nor reads
+    through it and reports io_error."""
+
+    def swap(self, sub: str) -> str:
+        outside = os.path.join(os.path.dirname(self.dir), "outside-" + sub.replace("/", "-"))
+        os.mkdir(outside)
+        real = os.path.join(self.dir, sub)
+        for n in os.listdir(real):
+            os.rename(os.path.join(real, n), os.path.join(outside, n))
+        os.rmdir(real)
+        os.symlink(outside, real)
+        return outside
+
+    def test_symlinked_queue_is_never_written_through(self) -> None:
+        self.runner()
+        outside = self.swap("queue")
+        with self.assertRaises(sp.MasterError) as cm:
+            self.s.submit("puts hi")
+        self.assertEqual(cm.exception.code, "io_error")
+        self.assertIn("symlink", str(cm.exception))
+        self.assertEqual(os.listdir(outside), [])
+
+    def test_symlinked_result_is_never_read_through(self) -> None:
+        r = self.runner()
+        cmd_id, name = self.s.submit("x")
+        outside = self.swap("result")
+        r.finish(name, "ok", b"out\n")  # The fake runner writes through the link: a planted result.
+        self.assertEqual(os.listdir(outside), [name])
+        for call in (lambda: self.s.result(name), lambda: self.s.wait(name, timeout=5)):
+            with self.assertRaises(sp.MasterError) as cm:
+                call()
+            self.assertEqual(cm.exception.code, "io_error")
+            self.assertIn("symlink", str(cm.exception))
+
+    def test_symlinked_state_and_ctl_are_never_written_through(self) -> None:
+        r = self.runner()
+        out_ctl = self.swap("ctl")
+        before = sorted(os.listdir(out_ctl))
+        with self.assertRaises(sp.MasterError) as cm:
+            self.s.cancel(timeout=5)
+        self.assertEqual(cm.exception.code, "io_error")
+        self.assertEqual(sorted(os.listdir(out_ctl)), before)
+        r.close()  # Its heartbeat thread writes into state/.
+        out_state = self.swap("state")
+        before = sorted(os.listdir(out_state))
+        with self.assertRaises(sp.MasterError) as cm:
+            self.s.write_lease(30)
+        self.assertEqual(cm.exception.code, "io_error")
+        self.assertEqual(sorted(os.listdir(out_state)), before)
+
+
 class CancelTest(Base):
     def test_request_file_and_reply(self) -> None:
         r = self.runner(answer=answer_with("cancelled_queued"))

@@ -19,7 +19,7 @@ proc ::skillpilot::request {dir op members args} {
     set dir [check $dir]
     lassign [Alive $dir] alive why
     if {!$alive} { Throw RUNNER_NOT_ALIVE "runner not alive: $why; nothing was written" }
-    set st [read_json [file join $dir state state.json] 1]
+    set st [read_json $dir state state.json 1]
     set id [new_id]
     set seq [alloc_seq $dir]
     set json "\{\"protocol_version\":$version,\"req_id\":[json::string $id],\"seq\":$seq,\"op\":[json::string $op]"
@@ -30,18 +30,17 @@ proc ::skillpilot::request {dir op members args} {
     if {$members ne ""} { append json ",$members" }
     append json "\}"
     set name [format "req_%0*lld_%s.json" $seqWidth $seq $id]
-    write_atomic [file join $dir ctl $name] $json
+    fs::write_atomic $dir ctl $name $json
     set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner]]
-    set ack [file join $dir ctl ack]
     while 1 {
-        revalidate $ack
-        set reply [read_json [file join $ack $name]]
+        fs::revalidate $dir ctl/ack
+        set reply [read_json $dir ctl/ack $name]
         if {$reply ne ""} { return $reply }
         if {[catch {WaitStep w "no reply to $name"} msg opts]} {
             # Withdraw the request unless the runner took it meanwhile.
-            catch {file delete -- [file join $dir ctl $name]}
-            revalidate $ack
-            set reply [read_json [file join $ack $name]]
+            fs::withdraw $dir ctl $name
+            fs::revalidate $dir ctl/ack
+            set reply [read_json $dir ctl/ack $name]
             if {$reply ne ""} { return $reply }
             return -options $opts $msg
         }
@@ -186,8 +185,8 @@ proc ::skillpilot::stop {dir args} {
 
 # state returns state/state.json as a dict ("" fields when missing).
 proc ::skillpilot::state {dir} {
-    revalidate [file join $dir state]
-    set st [read_json [file join $dir state state.json] 1]
+    fs::revalidate $dir state
+    set st [read_json $dir state state.json 1]
     foreach k {phase current_cmd_id reason session_id} {
         if {![dict exists $st $k]} { dict set st $k "" }
     }
@@ -201,7 +200,7 @@ proc ::skillpilot::status {dir} {
     variable version
     set dir [check $dir]
     set st [state $dir]
-    set hb [read_json [file join $dir state heartbeat.json] 1]
+    set hb [read_json $dir state heartbeat.json 1]
     set out [dict create protocol_version $version alive 0 alive_reason "" dir $dir phase [dict get $st phase] \
                  reason [dict get $st reason] session_id [dict get $st session_id] \
                  current_cmd_id [dict get $st current_cmd_id] queue_depth 0 \
@@ -211,7 +210,8 @@ proc ::skillpilot::status {dir} {
         if {[dict exists $st $src]} { dict set out $k [dict get $st $src] }
     }
     set n 0
-    foreach f [glob -nocomplain -tails -directory [file join $dir queue] cmd_*.json] {
+    if {[catch {fs::names $dir queue cmd_*.json} queued]} { set queued {} }
+    foreach f $queued {
         if {[parse_name $f] ne ""} { incr n }
     }
     dict set out queue_depth $n
@@ -273,10 +273,9 @@ proc ::skillpilot::waitfor {dir re args} {
     set buf ""
     set bufStart $from
     set readAt $from
-    set spool [file join $dir log session.out]
     set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner]]
     while 1 {
-        set chunk [read_range $spool $readAt]
+        set chunk [fs::read_range $dir log session.out $readAt]
         append buf $chunk
         incr readAt [string length $chunk]
         if {[regexp -indices -- $re $buf m]} {

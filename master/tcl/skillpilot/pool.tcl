@@ -22,9 +22,13 @@
 # Errors: -errorcode {SKILLPILOT RUNNER_NOT_ALIVE} when no session is
 # alive, {SKILLPILOT wait_timeout} from pool_wait, {SKILLPILOT usage}.
 # The few protocol primitives used are defined here (namespace
-# ::skillpilot::poolimpl) so this file works beside any skillpilot_master.tcl.
+# ::skillpilot::poolimpl); every file operation is fs.tcl's
+# (::skillpilot::fs), sourced from beside this file when not yet loaded.
 
 namespace eval ::skillpilot {}
+if {[info commands ::skillpilot::fs::read_file] eq ""} {
+    source -encoding utf-8 [file join [file dirname [info script]] fs.tcl]
+}
 namespace eval ::skillpilot::poolimpl {
     variable seqWidth 10
 }
@@ -33,20 +37,8 @@ namespace eval ::skillpilot::poolimpl {
 # interpreter's rand() is left alone: reseeding it would change an EDA
 # script's own random sequence).
 proc ::skillpilot::poolimpl::rnd {} {
-    if {![catch {open /dev/urandom rb} f]} {
-        set b [read $f 4]
-        close $f
-        if {[binary scan $b iu n] == 1} { return [expr {$n & 0x7fffffff}] }
-    }
+    if {[binary scan [::skillpilot::fs::urandom 4] iu n] == 1} { return [expr {$n & 0x7fffffff}] }
     return [expr {([clock clicks] ^ ([pid] << 16)) & 0x7fffffff}]
-}
-
-proc ::skillpilot::poolimpl::read_file {p} {
-    if {[catch {open $p {RDONLY NONBLOCK}} f]} { return "" }
-    fconfigure $f -encoding utf-8 -translation binary
-    set d [read $f 1048576]
-    close $f
-    return $d
 }
 
 proc ::skillpilot::poolimpl::field {json key} {
@@ -70,21 +62,9 @@ proc ::skillpilot::poolimpl::json_str {s} {
     return "\"$s\""
 }
 
-proc ::skillpilot::poolimpl::write_atomic {path data} {
-    if {[file isdirectory $path]} { ;# [file rename] would move the file into it.
-        error "$path is a directory (or a link to one): remove it"
-    }
-    set tmp [file join [file dirname $path] ".[file tail $path].[pid].[::skillpilot::poolimpl::rnd].tmp"]
-    set f [open $tmp w]
-    fconfigure $f -encoding utf-8 -translation lf
-    puts -nonewline $f $data
-    close $f
-    file rename -force $tmp $path
-}
-
 proc ::skillpilot::poolimpl::max_reserved {sdir} {
     set m 0
-    foreach f [glob -nocomplain -tails -directory [file join $sdir seq] {[0-9]*}] {
+    foreach f [::skillpilot::fs::names $sdir seq {[0-9]*}] {
         if {[string is digit -strict $f] && [scan $f %lld] > $m} { set m [scan $f %lld] }
     }
     return $m
@@ -93,67 +73,61 @@ proc ::skillpilot::poolimpl::max_reserved {sdir} {
 # alloc_seq: PROTOCOL.md section 5, exclusive create of seq/<n>.
 proc ::skillpilot::poolimpl::alloc_seq {sdir} {
     variable seqWidth
-    file mkdir [file join $sdir seq]
-    set hint [file join $sdir seq hint]
-    set txt [string trim [read_file $hint]]
+    ::skillpilot::fs::mkdir $sdir seq
+    set txt [string trim [::skillpilot::fs::read_quiet $sdir seq hint]]
     set n [expr {[string is digit -strict $txt] ? [scan $txt %lld] : [max_reserved $sdir]}]
     set tries 0
     while 1 {
         incr n
-        set p [file join $sdir seq [format %0*lld $seqWidth $n]]
-        if {![catch {open $p {WRONLY CREAT EXCL}} f]} { close $f; break }
-        if {![file exists $p]} { return -code error "cannot reserve seq $n: $f" }
+        if {[catch {::skillpilot::fs::create_exclusive $sdir seq [format %0*lld $seqWidth $n]} made]} {
+            return -code error "cannot reserve seq $n: $made"
+        }
+        if {$made} break
         if {[incr tries] % 64 == 0} {
             set m [max_reserved $sdir]
             if {$m > $n} { set n $m }
         }
     }
-    set txt [string trim [read_file $hint]]
-    if {![string is digit -strict $txt] || [scan $txt %lld] < $n} { catch {write_atomic $hint "$n\n"} }
+    set txt [string trim [::skillpilot::fs::read_quiet $sdir seq hint]]
+    if {![string is digit -strict $txt] || [scan $txt %lld] < $n} { catch {::skillpilot::fs::write_atomic $sdir seq hint "$n\n"} }
     return $n
 }
 
-proc ::skillpilot::poolimpl::commands {dir} {
+proc ::skillpilot::poolimpl::commands {sdir sub} {
     set out {}
-    foreach n [glob -nocomplain -tails -directory $dir cmd_*.json] {
+    if {[catch {::skillpilot::fs::names $sdir $sub cmd_*.json} names]} { return {} }
+    foreach n $names {
         if {[regexp {^cmd_[0-9]{1,18}_[A-Za-z0-9._-]{1,128}\.json$} $n]} { lappend out $n }
     }
     return $out
 }
 
-proc ::skillpilot::poolimpl::revalidate {dir} {
-    catch {close [open $dir RDONLY]}
-}
-
 # sessions: s00, s01, ... in name order.
 proc ::skillpilot::pool_sessions {pool} {
     set out {}
-    foreach n [glob -nocomplain -tails -types d -directory $pool s*] {
-        if {[regexp {^s[0-9]+$} $n] && [file type [file join $pool $n]] eq "directory"} { lappend out $n }
+    foreach n [::skillpilot::fs::names $pool "" s*] {
+        if {[regexp {^s[0-9]+$} $n] && [::skillpilot::fs::is_plain_dir $pool $n]} { lappend out $n }
     }
     return [lsort $out]
 }
 
 # pool_views: a list of dicts session phase alive dead queue_depth inflight load.
 proc ::skillpilot::pool_views {pool} {
-    set clock [file join $pool .clock]
-    set f [open $clock w]
-    puts -nonewline $f x
-    close $f
-    set now [file mtime $clock]
+    ::skillpilot::fs::write_atomic $pool "" .clock x
+    set now [::skillpilot::fs::mtime $pool "" .clock]
     set out {}
     foreach name [pool_sessions $pool] {
-        set s [file join $pool $name]
-        poolimpl::revalidate [file join $s state]
-        set st [poolimpl::read_file [file join $s state state.json]]
-        set hb [poolimpl::read_file [file join $s state heartbeat.json]]
-        set queue [llength [poolimpl::commands [file join $s queue]]]
+        set s [::skillpilot::fs::path $pool "" $name]
+        ::skillpilot::fs::revalidate $s state
+        set st [::skillpilot::fs::read_quiet $s state state.json]
+        set hb [::skillpilot::fs::read_quiet $s state heartbeat.json]
+        set queue [llength [poolimpl::commands $s queue]]
         set inflight 0
-        foreach n [poolimpl::commands [file join $s inflight]] {
-            if {![file exists [file join $s result $n]]} { incr inflight }
+        foreach n [poolimpl::commands $s inflight] {
+            if {![::skillpilot::fs::exists $s result $n]} { incr inflight }
         }
         set v [dict create session $name phase "" alive 0 dead 1 queue_depth $queue inflight $inflight load [expr {$queue + $inflight}]]
-        if {$st ne "" && $hb ne "" && ![catch {file mtime [file join $s state heartbeat.json]} hbt]} {
+        if {$st ne "" && $hb ne "" && ![catch {::skillpilot::fs::mtime $s state heartbeat.json} hbt]} {
             set phase [poolimpl::field $st phase]
             dict set v phase $phase
             set iv [poolimpl::field $hb interval_ms]
@@ -183,27 +157,19 @@ proc ::skillpilot::poolimpl::least_loaded {views {except ""}} {
 }
 
 proc ::skillpilot::poolimpl::read_pin {pool key} {
-    revalidate [file join $pool affinity]
-    return [field [read_file [file join $pool affinity $key.json]] session]
+    ::skillpilot::fs::revalidate $pool affinity
+    return [field [::skillpilot::fs::read_quiet $pool affinity $key.json] session]
 }
 
 # write_pin: exclusive (hard link of a complete temp file) unless replace.
 proc ::skillpilot::poolimpl::write_pin {pool key session replace} {
-    set dir [file join $pool affinity]
-    file mkdir $dir
-    set path [file join $dir $key.json]
+    ::skillpilot::fs::mkdir $pool affinity
     set data "\{\"protocol_version\":1,\"key\":[json_str $key],\"session\":[json_str $session],\"ts\":[json_str [clock format [clock seconds] -format %Y-%m-%dT%H:%M:%SZ -gmt 1]]\}"
     if {$replace} {
-        write_atomic $path $data
+        ::skillpilot::fs::write_atomic $pool affinity $key.json $data
         return $session
     }
-    set tmp [file join $dir ".$key.json.[pid].[::skillpilot::poolimpl::rnd].tmp"]
-    set f [open $tmp w]
-    puts -nonewline $f $data
-    close $f
-    set failed [catch {file link -hard $path $tmp}]
-    file delete $tmp
-    if {$failed} { return [read_pin $pool $key] }
+    if {![::skillpilot::fs::link_exclusive $pool affinity $key.json $data]} { return [read_pin $pool $key] }
     return $session
 }
 
@@ -239,7 +205,7 @@ proc ::skillpilot::pool_pick {pool args} {
 proc ::skillpilot::pool_submit {pool payload args} {
     set opts [dict merge {-affinity "" -kind tcl -timeout 0 -cmd_id ""} $args]
     set session [pool_pick $pool -affinity [dict get $opts -affinity]]
-    set sdir [file join $pool $session]
+    set sdir [::skillpilot::fs::path $pool "" $session]
     set id [dict get $opts -cmd_id]
     if {$id eq ""} { set id [format "tcl-%d-%d-%08x" [clock milliseconds] [pid] [::skillpilot::poolimpl::rnd]] }
     set seq [poolimpl::alloc_seq $sdir]
@@ -248,21 +214,21 @@ proc ::skillpilot::pool_submit {pool payload args} {
     if {[dict get $opts -affinity] ne ""} { append json ",\"affinity\":[poolimpl::json_str [dict get $opts -affinity]]" }
     append json ",\"submitter\":[poolimpl::json_str tcl-pool@[info hostname]:[pid]]\}"
     set name [format "cmd_%0*lld_%s.json" $::skillpilot::poolimpl::seqWidth $seq $id]
-    poolimpl::write_atomic [file join $sdir queue $name] $json
+    ::skillpilot::fs::write_atomic $sdir queue $name $json
     return [dict create session $session cmd_id $id name $name]
 }
 
 # pool_locate: follow forward/ records; returns {session-dir name}.
 proc ::skillpilot::pool_locate {pool where} {
-    set sdir [file join $pool [dict get $where session]]
+    set sdir [::skillpilot::fs::path $pool "" [dict get $where session]]
     set name [dict get $where name]
     for {set i 0} {$i < 16} {incr i} {
-        poolimpl::revalidate [file join $sdir result]
-        if {[file exists [file join $sdir result $name]]} break
-        set fwd [poolimpl::read_file [file join $sdir forward $name]]
+        ::skillpilot::fs::revalidate $sdir result
+        if {[::skillpilot::fs::exists $sdir result $name]} break
+        set fwd [::skillpilot::fs::read_quiet $sdir forward $name]
         set to [poolimpl::field $fwd to_name]
         if {$to eq "" || [file tail $to] ne $to} break
-        set sdir [file normalize [file join $sdir [poolimpl::field $fwd to_session]]]
+        set sdir [::skillpilot::fs::relative $sdir [poolimpl::field $fwd to_session]]
         set name $to
     }
     return [list $sdir $name]
@@ -275,7 +241,7 @@ proc ::skillpilot::pool_wait {pool where {timeout_ms -1}} {
     set deadline [expr {$timeout_ms < 0 ? -1 : [clock milliseconds] + $timeout_ms}]
     while 1 {
         lassign [pool_locate $pool $where] sdir name
-        set r [poolimpl::read_file [file join $sdir result $name]]
+        set r [::skillpilot::fs::read_quiet $sdir result $name]
         if {$r ne ""} {
             set d [dict create session_dir $sdir json $r]
             foreach k {status cmd_id value exit_reason output_path} { dict set d $k [poolimpl::field $r $k] }

@@ -66,20 +66,20 @@ proc ::skillpilot::Opts {defaults arglist} {
 }
 
 proc ::skillpilot::check {dir} {
-    revalidate $dir
-    revalidate [file dirname $dir]
-    if {![file isdirectory [file join $dir queue]]} {
+    fs::revalidate $dir
+    fs::revalidate [file dirname $dir]
+    if {![fs::is_dir $dir queue]} {
         Throw SESSION_MISSING "not a session directory (no queue/): $dir"
     }
-    if {![file isdirectory [file join $dir seq]]} {
-        catch {file mkdir [file join $dir seq]}
+    if {![fs::is_dir $dir seq]} {
+        catch {fs::mkdir $dir seq}
     }
     return [file normalize $dir]
 }
 
 proc ::skillpilot::Network {dir} {
     variable fsCache
-    if {![info exists fsCache($dir)]} { set fsCache($dir) [lindex [fs_type $dir] 1] }
+    if {![info exists fsCache($dir)]} { set fsCache($dir) [lindex [fs::fs_type $dir] 1] }
     return $fsCache($dir)
 }
 
@@ -105,7 +105,7 @@ proc ::skillpilot::submit {dir payload args} {
     }
     set kind [dict get $o -kind]
     if {$kind eq ""} {
-        set st [read_json [file join $dir state state.json] 1]
+        set st [read_json $dir state state.json 1]
         set kind [expr {[dict exists $st kind] && [dict get $st kind] in {tcl sh} ? [dict get $st kind] : "tcl"}]
     }
     if {$kind ni {tcl sh}} { Throw USAGE "kind must be tcl or sh, not \"$kind\"" }
@@ -120,7 +120,7 @@ proc ::skillpilot::submit {dir payload args} {
     if {$policy ne ""} { append json ",\"cancel_policy\":[json::string $policy]" }
     append json ",\"submitted_at\":[json::string [now_iso]],\"submitter\":[json::string [Owner]]\}"
     set name [format "cmd_%0*lld_%s.json" $seqWidth $seq $id]
-    write_atomic [file join $dir queue $name] $json
+    fs::write_atomic $dir queue $name $json
     return $name
 }
 
@@ -131,8 +131,9 @@ proc ::skillpilot::find {dir cmd} {
     if {[parse_name $cmd] ne ""} { return $cmd }
     if {![valid_id $cmd]} { Throw USAGE "invalid cmd_id \"$cmd\"" }
     foreach d {queue inflight result} {
-        revalidate [file join $dir $d]
-        foreach n [glob -nocomplain -tails -directory [file join $dir $d] cmd_*.json] {
+        fs::revalidate $dir $d
+        if {[catch {fs::names $dir $d cmd_*.json} names]} { set names {} }
+        foreach n $names {
             if {[lindex [parse_name $n] 1] eq $cmd} { return $n }
         }
     }
@@ -143,8 +144,8 @@ proc ::skillpilot::find {dir cmd} {
 # file, plus name, error_code and error_message), or "" while it has none.
 proc ::skillpilot::result {dir cmd} {
     set name [find $dir $cmd]
-    revalidate [file join $dir result]
-    set r [read_json [file join $dir result $name]]
+    fs::revalidate $dir result
+    set r [read_json $dir result $name]
     if {$r eq ""} { return "" }
     dict set r name $name
     foreach k {cmd_id status exit_reason tool_rc value value_truncated output_path exit_code signal} {
@@ -214,6 +215,7 @@ proc ::skillpilot::output {dir r {offset 0} {length -1}} {
     if {![string match output/* $rel] || ".." in [file split $rel]} {
         Throw IO_ERROR "result has no usable output_path: $rel"
     }
-    revalidate [file join $dir output]
-    return [encoding convertfrom utf-8 [read_range [file join $dir {*}[split $rel /]] $offset $length]]
+    set parts [split $rel /]
+    fs::revalidate $dir [join [lrange $parts 0 end-1] /]
+    return [encoding convertfrom utf-8 [fs::read_range $dir [join [lrange $parts 0 end-1] /] [lindex $parts end] $offset $length]]
 }

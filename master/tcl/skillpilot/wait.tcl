@@ -35,13 +35,13 @@ proc ::skillpilot::Phase {d} {
 # filesystem a free flock.
 proc ::skillpilot::Observe {dir} {
     variable hbSeen
-    revalidate [file join $dir state]
-    set st [read_json [file join $dir state state.json] 1]
-    set hb [read_json [file join $dir state heartbeat.json] 1]
+    fs::revalidate $dir state
+    set st [read_json $dir state state.json 1]
+    set hb [read_json $dir state heartbeat.json 1]
     set look [dict create alive 0 definite 1 reason "" state $st]
     if {$st eq "" && $hb eq ""} { return [dict replace $look reason "no runner has written state yet"] }
     if {[Phase $st] eq "stopped" || [Phase $hb] eq "stopped"} { return [dict replace $look reason [StoppedReason $st]] }
-    if {![Network $dir] && [lock_held [file join $dir state runner.lock]] == 0} {
+    if {![Network $dir] && [fs::lock_held $dir state runner.lock] == 0} {
         return [dict replace $look reason "the runner's lock is free"]
     }
     if {$hb eq ""} { return [dict replace $look definite 0 reason "no heartbeat yet"] }
@@ -138,7 +138,7 @@ proc ::skillpilot::lease {dir ttl_ms {lease_id tcl-lease}} {
     if {![string is wideinteger -strict $ttl_ms] || $ttl_ms <= 0} { Throw USAGE "ttl_ms must be a positive integer" }
     incr leaseCounter
     set exp [expr {[clock milliseconds] + $ttl_ms}]
-    write_atomic [file join $dir state lease.json] "\{\"protocol_version\":$version,\"lease_id\":[json::string $lease_id],\
+    fs::write_atomic $dir state lease.json "\{\"protocol_version\":$version,\"lease_id\":[json::string $lease_id],\
 \"ttl_ms\":$ttl_ms,\"counter\":$leaseCounter,\"expires_at\":$exp,\"owner\":[json::string [Owner]]\}"
 }
 

@@ -45,8 +45,8 @@ proc mailbox {} {
         close $f
         regexp {"op":"([a-z]+)"} $req -> op
         regexp {"req_id":"([^"]+)"} $req -> id
+        file delete $p ;# Taken before the reply, as the runner does: a master that sees the reply sees no request.
         put [file join $dir ctl ack [file tail $p]] "{\"req_id\":\"$id\",\"op\":\"$op\",\"outcome\":\"$outcome\",\"message\":\"fake\",\"request\":[string map {\n { }} $req]}"
-        file delete $p
         if {$op eq "stop" && $outcome eq "accepted" && !$stays} {
             set phase stopped
             state
