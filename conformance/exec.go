@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
 	"github.com/skillpilot/skillpilot/master"
-	"github.com/skillpilot/skillpilot/runner"
 )
 
 // Main makes a test binary act as the runner, the master CLI or the Go and
@@ -21,7 +21,7 @@ func Main() {
 	_ = os.Unsetenv(ExecEnv) // Not for the processes this one starts.
 	switch role {
 	case "runner":
-		os.Exit(runner.Main(os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(runnercli.Main(os.Args[1:], os.Stdout, os.Stderr))
 	case "master":
 		os.Exit(master.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	case "adapter-go":

@@ -17,6 +17,7 @@ import (
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
 )
@@ -28,11 +29,11 @@ func TestMain(m *testing.M) {
 		os.Exit(submitHelper())
 	}
 	if os.Getenv("MASTER_RUNNER_HELPER") != "" {
-		os.Exit(runner.Main(os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(runnercli.Main(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	testscript.Main(m, map[string]func(){
 		"master": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
-		"runner": func() { os.Exit(runner.Main(os.Args[1:], os.Stdout, os.Stderr)) },
+		"runner": func() { os.Exit(runnercli.Main(os.Args[1:], os.Stdout, os.Stderr)) },
 	})
 }
 

@@ -7,8 +7,13 @@ import "time"
 // timeouts, kill escalation and restart backoff are tested without
 // sleeping and without depending on the machine's speed.
 //
-// Timestamps written on the wire (result start_ts/end_ts, event ts) come
-// from the real clock whichever clock governs.
+// Every deadline the owner sets or compares (command timeouts, mailbox
+// rechecks, the lease, timers) is on this clock. Timestamps written on the
+// wire (result end_ts, event and reply ts, heartbeat and state times) come
+// from the real clock whichever clock governs; result start_ts is this
+// clock's (the same thing outside tests). Code that measures the machine
+// itself (the cost of a queue listing, waits on another process or on a
+// filesystem's mtime) uses the real clock too.
 type clock interface {
 	Now() time.Time
 	// NewTimer returns a stopped-or-running one-shot timer like

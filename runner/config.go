@@ -52,7 +52,10 @@ type Config struct {
 	// may lose results. Off by default.
 	NoSync bool
 
-	MetricsFile string // Prometheus text file rewritten on every heartbeat and result ("": none)
+	// Observer, if set, receives what the runner measures (every
+	// heartbeat and result); see Observer. cmd/runner's --metrics-file
+	// sets runner/promfile's writer here.
+	Observer Observer
 
 	Logger *slog.Logger
 
@@ -76,6 +79,24 @@ const (
 // ErrLocked is returned when another live runner holds the session.
 var ErrLocked = errors.New("runner: session is held by another runner")
 
+// ErrConfig is wrapped by the errors about a Config value that cannot work
+// (an unknown kind or watch mode): cmd/runner answers them as usage
+// errors.
+var ErrConfig = errors.New("runner: invalid configuration")
+
+// configError is a Config value that cannot work; it is ErrConfig.
+type configError string
+
+func (e configError) Error() string        { return string(e) }
+func (e configError) Is(target error) bool { return target == ErrConfig }
+
+// Check reports what Open would refuse in c before it touches the disk
+// (errors.Is(err, ErrConfig) for a value that cannot work).
+func (c Config) Check() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Session == "" {
 		return c, errors.New("runner: --session is required")
@@ -84,7 +105,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Kind = protocol.KindTcl
 	}
 	if c.Kind != protocol.KindTcl && c.Kind != protocol.KindSh {
-		return c, fmt.Errorf("runner: unknown kind %q (want tcl or sh)", c.Kind)
+		return c, configError(fmt.Sprintf("runner: unknown kind %q (want tcl or sh)", c.Kind))
 	}
 	if len(c.Tool) == 0 {
 		if c.Kind == protocol.KindSh {
@@ -117,7 +138,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Watch = WatchAuto
 	case WatchAuto, WatchInotify, WatchPoll:
 	default:
-		return c, fmt.Errorf("runner: unknown watch mode %q (want auto, inotify or poll)", c.Watch)
+		return c, configError(fmt.Sprintf("runner: unknown watch mode %q (want auto, inotify or poll)", c.Watch))
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -49,7 +49,7 @@ func (r *Runner) takeLegacy(file string) {
 			perr = fmt.Errorf("%s is not a regular file", file)
 		case transient(err):
 			r.log.Warn("read control file; will retry", "file", file, "err", err)
-			r.recheckAt(time.Now().Add(r.cfg.Poll))
+			r.recheckAt(r.clk.Now().Add(r.cfg.Poll))
 			return
 		case err != nil:
 			perr = fmt.Errorf("%s cannot be read: %w", file, err)
@@ -229,13 +229,13 @@ const settleWait = 500 * time.Millisecond
 // awaitResult handles the writer's completions until name's result is
 // committed or d has passed.
 func (r *Runner) awaitResult(name string, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
+	timeout, stop := after(r.clk, d)
+	defer stop()
 	for r.settling[name] {
 		select {
 		case done := <-r.results.done:
 			r.onResult(done)
-		case <-t.C:
+		case <-timeout:
 			return
 		}
 	}

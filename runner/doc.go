@@ -20,7 +20,9 @@
 //     deadline) before the runner types anything itself.
 //
 // Each has a close or stop that waits for it; [Runner.Close] releases them
-// all.
+// all. What the runner measures goes to a [Config.Observer] on the owner
+// goroutine (runner/promfile writes it as a Prometheus file, with a
+// goroutine of its own outside this package).
 //
 // # The tool
 //

@@ -176,7 +176,7 @@ func (r *Runner) takeRequest(name string) bool {
 		perr = errors.New("a request must be a regular file, not a symlink, directory or FIFO")
 	case transient(err):
 		r.log.Warn("read control request; will retry", "name", name, "err", err)
-		r.recheckAt(time.Now().Add(r.cfg.Poll))
+		r.recheckAt(r.clk.Now().Add(r.cfg.Poll))
 		return false
 	case err != nil:
 		// Unreadable for good (another user's file, say): answered, and
@@ -350,7 +350,7 @@ func (r *Runner) writeReply(name string, b []byte) error {
 	}
 	if err != nil {
 		r.log.Error("write control reply; will retry", "name", name, "err", err)
-		r.recheckAt(time.Now().Add(r.cfg.Poll))
+		r.recheckAt(r.clk.Now().Add(r.cfg.Poll))
 		return err
 	}
 	r.ringSync() // On NFS the syncer then bumps ctl/ack/'s mtime (PROTOCOL.md section 16.1).
@@ -395,7 +395,7 @@ func (r *Runner) moveAside(p, name string) {
 // ctlStillWriting tells whether an incomplete control file may still be being written:
 // it is given grace (on our clock) after it last changed size or mtime.
 func (r *Runner) ctlStillWriting(name string, fi os.FileInfo, grace time.Duration) bool {
-	now := time.Now()
+	now := r.clk.Now()
 	s, ok := r.mbox.seen[name]
 	if !ok || s.size != fi.Size() || !s.mod.Equal(fi.ModTime()) {
 		s = fileSeen{size: fi.Size(), mod: fi.ModTime(), at: now}

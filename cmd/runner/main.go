@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/skillpilot/skillpilot/runner"
+	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
 )
 
-func main() { os.Exit(runner.Main(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(runnercli.Main(os.Args[1:], os.Stdout, os.Stderr)) }

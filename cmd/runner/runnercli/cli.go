@@ -1,4 +1,8 @@
-package runner
+// Package runnercli is the runner's command line (cmd/runner): flags,
+// exit codes, profiling and signals around the runner library, and the
+// --metrics-file writer (runner/promfile) wired to it. It is a package of
+// its own so that tests can run the command in-process.
+package runnercli
 
 import (
 	"context"
@@ -16,6 +20,8 @@ import (
 
 	"github.com/skillpilot/skillpilot/internal/version"
 	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/runner"
+	"github.com/skillpilot/skillpilot/runner/promfile"
 )
 
 type stringList []string
@@ -39,13 +45,24 @@ within --restart-window.
 Flags:
 `
 
+// Exit codes of the runner command.
+const (
+	ExitOK     = runner.ExitOK
+	ExitError  = runner.ExitError
+	ExitUsage  = runner.ExitUsage
+	ExitLocked = runner.ExitLocked
+	ExitGaveUp = runner.ExitGaveUp
+)
+
 // Main runs the runner command line and returns its exit code. Help and
-// --version go to stdout; everything else to stderr.
+// --version go to stdout; everything else to stderr. Nothing is created on
+// disk before the flags are known to be good (the session, the layout),
+// and the session is released on every path that opened it.
 func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg Config
-	var kind, logLevel string
+	var cfg runner.Config
+	var kind, logLevel, metricsFile string
 	var inits stringList
 	var maxRestarts int
 	fs.StringVar(&cfg.Session, "session", "", "session directory (default $SP_SESSION_DIR); created if missing (its parent must exist)")
@@ -67,7 +84,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&maxRestarts, "max-restarts", 5, "restarts after failed starts of the tool (it died or failed before becoming ready) within --restart-window; one more failure and the runner stops with exit code 4")
 	fs.DurationVar(&cfg.RestartWindow, "restart-window", 10*time.Minute, "the window --max-restarts counts failed starts in")
 	version := fs.Bool("version", false, "print the version and exit")
-	fs.StringVar(&cfg.MetricsFile, "metrics-file", "", "write Prometheus metrics (text format, atomically) to this file on every heartbeat and result, e.g. for node_exporter's textfile collector")
+	fs.StringVar(&metricsFile, "metrics-file", "", "write Prometheus metrics (text format, atomically) to this file on every heartbeat and result, e.g. for node_exporter's textfile collector")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the runner stops (for performance work)")
 	fs.Usage = func() {
@@ -111,27 +128,35 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
+	// What Open would refuse, and the metrics file's directory, are
+	// checked before Open creates the session and its layout.
+	if err := cfg.Check(); err != nil {
+		return openErr(stderr, err)
+	}
+	if metricsFile != "" {
+		w, err := promfile.New(metricsFile, cfg.Logger)
+		if err != nil {
+			return openErr(stderr, err)
+		}
+		cfg.Observer = w
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	r, err := Open(cfg)
+	r, err := runner.Open(cfg)
 	if err != nil {
-		printErr(stderr, err)
-		if errors.Is(err, ErrLocked) {
-			return ExitLocked
-		}
-		if strings.Contains(err.Error(), "unknown") {
-			return ExitUsage
-		}
-		return ExitError
+		return openErr(stderr, err)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
+			r.Close()
 			printErr(stderr, err)
 			return ExitUsage
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
+			r.Close()
+			f.Close()
 			printErr(stderr, err)
 			return ExitError
 		}
@@ -139,12 +164,26 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := r.Run(context.Background(), sigs); err != nil {
 		printErr(stderr, err)
-		if errors.Is(err, ErrGaveUp) {
+		if errors.Is(err, runner.ErrGaveUp) {
 			return ExitGaveUp
 		}
 		return ExitError
 	}
 	return ExitOK
+}
+
+// openErr prints an error of the start and returns its exit code: a
+// configuration that cannot work is a usage error, a session held by
+// another runner has its own code, anything else is an error.
+func openErr(stderr io.Writer, err error) int {
+	printErr(stderr, err)
+	switch {
+	case errors.Is(err, runner.ErrLocked):
+		return ExitLocked
+	case errors.Is(err, runner.ErrConfig):
+		return ExitUsage
+	}
+	return ExitError
 }
 
 // printErr prints err once with the program's prefix (errors of this

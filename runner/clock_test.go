@@ -1,0 +1,39 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// TestClockControlRetry: a control request still being written is looked
+// at again when the fake clock passes its grace, and answered; nothing but
+// the fake clock moves it (no rescans: the poll is an hour, and inotify
+// saw the only write). A recheck set from the real clock never fires here.
+func TestClockControlRetry(t *testing.T) {
+	h := newFakeHarness(t, nil, func(c *Config) {
+		c.Poll, c.Watch, c.ParseGrace = time.Hour, WatchInotify, 500*time.Millisecond
+	}).start()
+	// The runner watches ctl/ once it logged runner_start.
+	h.waitFor("runner_start", func() bool { return countEvents(h.events(), protocol.EvRunnerStart) > 0 })
+	name := protocol.RequestName(1, "slow")
+	p := filepath.Join(h.dir, protocol.DirCtl, name)
+	if err := os.WriteFile(p, []byte(`{"req_id":"slow","seq":1,`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ack := filepath.Join(h.dir, protocol.DirAck, name)
+	start := h.clk.Now()
+	h.advanceUntil("the reply to the incomplete request", 50*time.Millisecond, func() bool {
+		_, err := os.Lstat(ack)
+		if err != nil && h.clk.Now().Sub(start) > 20*time.Second {
+			t.Fatalf("no reply after %v on the fake clock (grace 500ms)", h.clk.Now().Sub(start))
+		}
+		return err == nil
+	})
+	if rep := h.reply(name); rep.Outcome != protocol.OutcomeRejected {
+		t.Errorf("%+v", rep)
+	}
+}
