@@ -421,6 +421,9 @@ func TestToolDiesWithRunner(t *testing.T) {
 		if !killed {
 			t.Error("no stale_tool_killed event")
 		}
+		// A stop written before the new runner recorded its start would be
+		// judged stale (written before it started): wait until it serves.
+		hh.waitFor("the new runner to serve", func() bool { return hh.state().Phase == protocol.PhaseIdle })
 		os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600)
 		p.wait(t)
 		invariants(t, dir, name)
