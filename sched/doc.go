@@ -8,7 +8,8 @@
 // script and records the job in state/launch.json (PROTOCOL.md, "Launch").
 //
 // Command lines and parsers are pure functions so they can be unit-tested
-// without the scheduler. Slurm is tested for real (make test-slurm); Grid
-// Engine and LSF are tested only through their command lines and sample
-// outputs (see README, "Scale out").
+// without the scheduler. Slurm and Grid Engine are also tested for real
+// (make test-slurm, make test-sge: package farm); LSF only through its
+// command lines, sample outputs and a fake bsub/bjobs/bkill (see README,
+// "Scale out").
 package sched
