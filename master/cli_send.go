@@ -153,3 +153,12 @@ runner, 10 rejected.`, true)
 	rep, err := s.Resize(ctx, cols, rows)
 	return c.reply(rep, err, "")
 }
+
+// describeSend is the line the CLI prints for a delivered send.
+func describeSend(rep *protocol.ControlReply) string {
+	msg := fmt.Sprintf("%s: %s", rep.Outcome, rep.Message)
+	if rep.Outcome == protocol.OutcomeDelivered {
+		msg += fmt.Sprintf(" (spool offset %d)", rep.SpoolOffset)
+	}
+	return msg
+}

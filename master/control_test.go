@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -372,3 +373,5 @@ func TestNoRunnerHintByFilesystemClock(t *testing.T) {
 		t.Fatal("a heartbeat a minute old passed the quick liveness check")
 	}
 }
+
+func regexpMust(s string) *regexp.Regexp { return regexp.MustCompile(s) }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -160,8 +159,6 @@ func TestShellJoin(t *testing.T) {
 		t.Errorf("%s", got)
 	}
 }
-
-func regexpMust(s string) *regexp.Regexp { return regexp.MustCompile(s) }
 
 // A local job of another host cannot be asked about or cancelled from
 // here; stop still sends the stop request to a live runner.

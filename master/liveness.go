@@ -117,7 +117,7 @@ func (w *runnerWatch) check() error {
 	w.next = now.Add(watchEvery)
 	if w.cmd != nil {
 		// A command a pool moved is served by its new session's runner.
-		if cur := w.cmd.resolve(); cur.s.dir != w.s.dir {
+		if cur := w.cmd.Resolve(); cur.s.dir != w.s.dir {
 			w.s, w.cmd = cur.s, cur
 		}
 	}

@@ -25,7 +25,6 @@ const (
 	FilePoolEvents = "events.jsonl"   // what pool operations did: moves, respawns (append-only)
 	filePoolClock  = ".clock"         // touched to read the filesystem's clock
 	DirMoved       = "moved"          // in a session: commands claimed by a mover, move in progress
-	DirForward     = "forward"        // in a session: forward/<name>.json says where a moved command went
 	maxPoolCommand = 16 << 20         // the runner's own limit on command files
 	poolNamePrefix = "s"              // sessions are s00, s01, ...
 	poolDeadAfter  = 10 * time.Second // heartbeat age after which a session counts as dead (SPEC D's grace)

@@ -14,21 +14,6 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Forward is forward/<name> in a session: the command queued there as
-// <name> was moved, exactly once, to ToName in the session at ToSession.
-// Written once, by the mover that won the move, never changed.
-type Forward struct {
-	ProtocolVersion int           `json:"protocol_version"`
-	CmdID           string        `json:"cmd_id"`
-	Seq             int64         `json:"seq"`
-	ToSession       string        `json:"to_session"` // relative to this session's directory: "../s02"
-	ToName          string        `json:"to_name"`    // cmd_<new seq>_<cmd_id>.json in the target's queue/
-	Stage           string        `json:"stage"`      // the dot-file in the target's queue/ renamed to ToName
-	Reason          string        `json:"reason"`
-	MovedAt         protocol.Time `json:"moved_at"`
-	Mover           string        `json:"mover"`
-}
-
 // Move is one command moved by Heal.
 type Move struct {
 	From   string `json:"from"`
@@ -151,7 +136,7 @@ func (p *Pool) moveOne(views []SessionView, v SessionView, name string, now time
 func (p *Pool) finishMove(views []SessionView, v SessionView, name string) (*Move, error) {
 	s := v.s
 	fwdPath := s.path(filepath.Join(DirForward, name))
-	fwd, err := readForward(fwdPath)
+	fwd, err := ReadForward(fwdPath)
 	if errors.Is(err, os.ErrNotExist) {
 		fwd, err = p.stageMove(views, v, name)
 	}
@@ -184,7 +169,7 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*Forw
 	}
 	raw, _, err := fsq.ReadFile(s.path(filepath.Join(DirMoved, name)), maxPoolCommand)
 	if errors.Is(err, os.ErrNotExist) {
-		return readForward(s.path(filepath.Join(DirForward, name))) // Finished by another mover meanwhile.
+		return ReadForward(s.path(filepath.Join(DirForward, name))) // Finished by another mover meanwhile.
 	}
 	if err != nil {
 		raw = nil // Too large or unreadable: moved as is; the target's runner answers it as invalid.
@@ -230,7 +215,7 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*Forw
 		if err != nil {
 			return nil, err
 		}
-		return readForward(s.path(filepath.Join(DirForward, name)))
+		return ReadForward(s.path(filepath.Join(DirForward, name)))
 	}
 	_ = fsq.SyncDir(s.path(DirForward)) // Best effort: the forward outlives a machine crash.
 	return fwd, nil
@@ -244,64 +229,6 @@ func relPath(from, to string) string {
 	return r
 }
 
-func readForward(path string) (*Forward, error) {
-	fsq.Revalidate(filepath.Dir(path))
-	b, _, err := fsq.ReadFile(path, 1<<16)
-	if err != nil {
-		return nil, err
-	}
-	var f Forward
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("master: %s: %w", path, err)
-	}
-	if !protocol.ValidCmdID(f.CmdID) || f.ToSession == "" || filepath.Base(f.ToName) != f.ToName || filepath.Base(f.Stage) != f.Stage {
-		return nil, fmt.Errorf("master: %s: not a valid forward record", path)
-	}
-	return &f, nil
-}
-
-// maxHops bounds how many forwards a lookup follows (moves chain when a
-// target dies too; a longer chain is a crafted loop).
-const maxHops = 16
-
-// forwarded returns the command a forward record of c's session points to,
-// or nil when c was not moved.
-func (c *Command) forwarded() *Command {
-	if c.hops >= maxHops {
-		return nil
-	}
-	f, err := readForward(c.s.path(filepath.Join(DirForward, c.Name)))
-	if err != nil {
-		return nil
-	}
-	t, err := Open(filepath.Join(c.s.dir, f.ToSession))
-	if err != nil {
-		return nil
-	}
-	seq, id, err := protocol.ParseCommandName(f.ToName)
-	if err != nil || id != c.ID {
-		return nil
-	}
-	t.PollInterval = c.s.PollInterval
-	return &Command{s: t, ID: id, Seq: seq, Name: f.ToName, hops: c.hops + 1}
-}
-
-// resolve follows c's forward records to the handle of the session the
-// command is in now (c itself when it was never moved). A wait that checks
-// liveness must check this session's runner, not the one c was queued in.
-func (c *Command) resolve() *Command {
-	for {
-		if exists(c.s.path(filepath.Join(protocol.DirResult, c.Name))) {
-			return c
-		}
-		next := c.forwarded()
-		if next == nil {
-			return c
-		}
-		c = next
-	}
-}
-
 // Where is a command of a pool now.
 type Where struct {
 	Session string `json:"session"` // pool session name
@@ -311,7 +238,7 @@ type Where struct {
 
 // Locate follows c's forwards to where the command is now.
 func (p *Pool) Locate(c *Command) (Where, *Command) {
-	cur := c.resolve()
+	cur := c.Resolve()
 	w := Where{Session: filepath.Base(cur.s.dir), Name: cur.Name, State: "unknown"}
 	fsq.Revalidate(cur.s.path(protocol.DirResult))
 	switch {
@@ -325,11 +252,6 @@ func (p *Pool) Locate(c *Command) (Where, *Command) {
 		w.State = "moving"
 	}
 	return w, cur
-}
-
-func exists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
 }
 
 // respawn relaunches the dead session v if its job is gone, it was not

@@ -247,7 +247,7 @@ func TestPoolMoveKeepsAffinity(t *testing.T) {
 	dead, _ := Open(filepath.Join(pool, "s00"))
 	var cmds []*Command
 	for i := 0; i < 6; i++ {
-		c, err := submitExtra(ctx(t), dead, "expr 1", SubmitOptions{}, map[string]any{"affinity": "corner_ss"})
+		c, err := dead.SubmitExtra(ctx(t), "expr 1", SubmitOptions{}, map[string]any{"affinity": "corner_ss"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -125,7 +125,7 @@ func (p *Pool) Status(ctx context.Context) ([]PoolSessionStatus, error) {
 			fwds := commandNames(v.s.path(DirForward))
 			ps.MovedOut = len(fwds)
 			for _, n := range fwds {
-				if f, err := readForward(v.s.path(filepath.Join(DirForward, n))); err == nil {
+				if f, err := ReadForward(v.s.path(filepath.Join(DirForward, n))); err == nil {
 					if ps.MovedTo == nil {
 						ps.MovedTo = map[string]int{}
 					}

@@ -341,3 +341,49 @@ func isCommand(name string) bool {
 	_, _, err := protocol.ParseCommandName(name)
 	return err == nil && !strings.HasPrefix(name, ".")
 }
+
+// SubmitExtra is Submit with extra top-level fields in the command file
+// (the runner ignores unknown fields; a pool records its affinity key so).
+func (s *Session) SubmitExtra(ctx context.Context, payload string, opts SubmitOptions, extra map[string]any) (*Command, error) {
+	if len(extra) == 0 {
+		return s.Submit(ctx, payload, opts)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c, err := s.buildCommand(payload, opts)
+	if err != nil {
+		return nil, err
+	}
+	seq, err := allocSeq(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	c.Seq = seq
+	m, err := toMap(c)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		b, _ := json.Marshal(v)
+		m[k] = b
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	name := protocol.CommandName(seq, c.CmdID)
+	if err := fsq.WriteAtomic(s.path(filepath.Join(protocol.DirQueue, name)), b, 0o660, fsq.Volatile); err != nil {
+		return nil, fmt.Errorf("master: write command: %w", err)
+	}
+	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
+}
+
+func toMap(v any) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	return m, json.Unmarshal(b, &m)
+}
