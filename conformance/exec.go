@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/cmd/master/cli"
 	"github.com/skillpilot/skillpilot/runner"
 )
 
@@ -23,7 +23,7 @@ func Main() {
 	case "runner":
 		os.Exit(runner.Main(os.Args[1:], os.Stdout, os.Stderr))
 	case "master":
-		os.Exit(master.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	case "adapter-go":
 		os.Exit(goAdapter(os.Args[1]))
 	case "adapter-cli":

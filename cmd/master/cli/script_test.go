@@ -1,20 +1,33 @@
-package master
+package cli
 
 import (
+	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/runner"
+	"github.com/skillpilot/skillpilot/sched"
 )
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"master": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"runner": func() { os.Exit(runner.Main(os.Args[1:], os.Stdout, os.Stderr)) },
+	})
+}
 
 // TestScripts runs the CLI end to end: testdata/script/*.txtar start a real
 // runner (on tclsh) in the background and drive it with master.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir:                 "../testdata/script",
+		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		Setup: func(env *testscript.Env) error {
@@ -48,5 +61,19 @@ func TestScripts(t *testing.T) {
 				}
 			},
 		},
+	})
+}
+
+// killLocalLaunches SIGKILLs the runners of every session under dir that
+// was launched --via local and still runs.
+func killLocalLaunches(dir string) {
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "launch.json" {
+			return nil
+		}
+		if li, err := launch.ReadLaunch(filepath.Dir(filepath.Dir(p))); err == nil && li.Via == "local" {
+			_ = (sched.Local{}).Cancel(context.Background(), nil, li.JobID, true)
+		}
+		return nil
 	})
 }

@@ -1,4 +1,4 @@
-package master
+package pool
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"golang.org/x/sys/unix"
 )
@@ -26,7 +27,7 @@ type SessionView struct {
 	Inflight int            `json:"inflight"`
 	HBAge    time.Duration  `json:"heartbeat_age_ns"`
 	Done     int64          `json:"commands_done"`
-	s        *Session
+	s        *master.Session
 }
 
 // Load is what least-loaded compares: queued plus claimed commands.
@@ -89,11 +90,11 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 		return v
 	}
 	v.s = s
-	v.Queue = s.queueDepth()
-	v.Inflight = s.claimedCount()
-	st, serr := s.readState()
-	hb, herr := s.readHeartbeat()
-	fi, ferr := os.Stat(s.path(protocol.FileHeartbeat))
+	v.Queue = s.QueueDepth()
+	v.Inflight = claimedCount(s)
+	st, serr := s.ReadState()
+	hb, herr := s.ReadHeartbeat()
+	fi, ferr := os.Stat(sessionPath(s, protocol.FileHeartbeat))
 	if serr != nil || herr != nil || ferr != nil {
 		v.Dead, v.Why = true, "no runner has written state yet"
 		return v
@@ -104,7 +105,7 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 	switch {
 	case st.Phase == protocol.PhaseStopped || hb.Phase == protocol.PhaseStopped:
 		v.Dead, v.Why = true, "the runner stopped: "+st.Reason
-	case !s.network && !s.lockHeld():
+	case !s.OnNetworkFS() && !s.LockHeld():
 		v.Dead, v.Why = true, "the runner's lock is free"
 	case v.HBAge > max(poolDeadAfter, window):
 		v.Dead, v.Why = true, fmt.Sprintf("heartbeat %v old", v.HBAge.Round(time.Second))
@@ -119,11 +120,11 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 // claimedCount counts the commands in inflight/ that have no result yet
 // (the runner moves a finished command to archive/ a little after its
 // result is visible).
-func (s *Session) claimedCount() int {
-	names, _ := fsq.ReadNames(s.path(protocol.DirInflight))
+func claimedCount(s *master.Session) int {
+	names, _ := fsq.ReadNames(sessionPath(s, protocol.DirInflight))
 	n := 0
 	for _, name := range names {
-		if isCommand(name) && !exists(s.path(filepath.Join(protocol.DirResult, name))) {
+		if isCommand(name) && !exists(sessionPath(s, filepath.Join(protocol.DirResult, name))) {
 			n++
 		}
 	}
@@ -168,7 +169,7 @@ func (p *Pool) pick(views []SessionView, affinity, except string) (SessionView, 
 	}
 	v, ok := leastLoaded(views, except)
 	if !ok {
-		return v, fmt.Errorf("%w: no live session in pool %s", ErrRunnerNotAlive, p.dir)
+		return v, fmt.Errorf("%w: no live session in pool %s", master.ErrRunnerNotAlive, p.dir)
 	}
 	if affinity != "" {
 		won, err := p.writePin(affinity, v.Name, pinned != "")
@@ -228,7 +229,7 @@ func (p *Pool) writePin(key, session string, replace bool) (string, error) {
 // linkNew creates path with data exclusively and complete: a temp file is
 // written, then hard-linked to path (EEXIST: false, nil), then removed.
 func linkNew(path string, data []byte) (bool, error) {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+NewCmdID()+".tmp")
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+master.NewCmdID()+".tmp")
 	if err := os.WriteFile(tmp, data, 0o660); err != nil {
 		return false, err
 	}
@@ -242,7 +243,7 @@ func linkNew(path string, data []byte) (bool, error) {
 
 // PoolSubmitOptions are SubmitOptions plus the affinity key.
 type PoolSubmitOptions struct {
-	SubmitOptions
+	master.SubmitOptions
 	// Affinity pins related commands to one session: every command with
 	// the same key goes to the session the key is pinned to, while that
 	// session is alive. Same charset as a cmd_id.
@@ -251,7 +252,7 @@ type PoolSubmitOptions struct {
 
 // PoolCommand is a command submitted to a pool.
 type PoolCommand struct {
-	*Command
+	*master.Command
 	Session string // the session it was first queued in (it may have moved since)
 	pool    *Pool
 }

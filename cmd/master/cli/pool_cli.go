@@ -1,4 +1,4 @@
-package master
+package cli
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/pool"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -68,11 +71,11 @@ func (c *cli) poolFlags(name string) (*flag.FlagSet, *string) {
 	return fs, dir
 }
 
-func (c *cli) openPool(dir string) (*Pool, error) {
+func (c *cli) openPool(dir string) (*pool.Pool, error) {
 	if dir == "" {
 		return nil, usageErr("--pool is required")
 	}
-	p, err := OpenPool(dir)
+	p, err := pool.OpenPool(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +85,7 @@ func (c *cli) openPool(dir string) (*Pool, error) {
 
 func (c *cli) poolStart(ctx context.Context, args []string) error {
 	fs, dir := c.poolFlags("start")
-	var o PoolOptions
+	var o pool.PoolOptions
 	fs.IntVar(&o.Size, "size", 0, "number of sessions (required)")
 	fs.StringVar(&o.Via, "via", "", "local, slurm, sge or lsf (required)")
 	fs.Var((*stringsFlag)(&o.SubmitArgs), "submit-arg", "argument for sbatch/qsub/bsub (repeatable)")
@@ -99,7 +102,7 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 		return usageErr("--pool, --via and --size are required")
 	}
 	o.Tool, o.Progress = fs.Args(), c.note
-	_, res, err := StartPool(ctx, *dir, o)
+	_, res, err := pool.StartPool(ctx, *dir, o)
 	if c.json {
 		var js []map[string]any
 		for _, r := range res {
@@ -131,7 +134,7 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 
 func (c *cli) poolSubmit(ctx context.Context, args []string) error {
 	fs, dir := c.poolFlags("submit")
-	var o PoolSubmitOptions
+	var o pool.PoolSubmitOptions
 	fs.StringVar(&o.Affinity, "affinity", "", "key pinning related commands to one session")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "command timeout")
 	fs.StringVar(&o.CmdID, "id", "", "cmd_id (default: a new UUIDv7)")
@@ -189,7 +192,7 @@ func (c *cli) poolWait(ctx context.Context, args []string) error {
 
 // poolWaitCmd waits (following moves), then prints the output (or the
 // result with --json) and maps the status to the exit code.
-func (c *cli) poolWaitCmd(ctx context.Context, p *Pool, cmd *Command, timeout time.Duration) error {
+func (c *cli) poolWaitCmd(ctx context.Context, p *pool.Pool, cmd *master.Command, timeout time.Duration) error {
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 	res, err := p.WaitCommand(ctx, cmd)
@@ -257,7 +260,7 @@ func (c *cli) poolStatus(ctx context.Context, args []string) error {
 		_ = w.Flush() // Writing to stdout.
 	}
 	if serving == 0 {
-		return exitOnly(ExitNoRunner)
+		return exitOnly(master.ExitNoRunner)
 	}
 	return nil
 }
@@ -323,7 +326,7 @@ func (c *cli) poolStop(ctx context.Context, args []string) error {
 	if *force {
 		mode = protocol.StopForce
 	}
-	res, err := p.Stop(ctx, StopLaunchOptions{Mode: mode, Grace: *grace, Progress: c.note})
+	res, err := p.Stop(ctx, launch.StopLaunchOptions{Mode: mode, Grace: *grace, Progress: c.note})
 	if c.json {
 		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": res})
 		if err != nil {

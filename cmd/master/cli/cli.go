@@ -1,4 +1,4 @@
-package master
+package cli
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/skillpilot/skillpilot/internal/version"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/mcpserver"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -69,33 +71,33 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{stdin: stdin, stdout: &trackWriter{w: stdout}, stderr: stderr}
 	args = commandFirst(args)
 	if len(args) == 0 {
-		fmt.Fprint(stderr, cliUsage, subcommandUsage())
-		return ExitUsage
+		fmt.Fprint(stderr, cliUsage, moreUsage)
+		return master.ExitUsage
 	}
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
-		fmt.Fprint(stdout, cliUsage, subcommandUsage())
-		return ExitOK
+		fmt.Fprint(stdout, cliUsage, moreUsage)
+		return master.ExitOK
 	case "--version", "-version", "version":
 		fmt.Fprintln(stdout, versionLine())
-		return ExitOK
+		return master.ExitOK
 	}
-	defer hintWrites.Wait() // Submit's best-effort seq/hint rewrite.
+	defer master.WaitBackgroundWrites() // Submit's best-effort seq/hint rewrite.
 	ctx, stop := interruptContext()
 	defer stop()
-	if sc, ok := lookupSubcommand(args[0]); ok { // See RegisterSubcommand.
-		return sc.run(ctx, args[1:], stdin, stdout, stderr)
+	if args[0] == "mcp" {
+		return mcpserver.Main(ctx, args[1:], stdin, stdout, stderr)
 	}
 	err := c.run(ctx, args[0], args[1:])
 	if err == nil {
 		// Commands that run until interrupted (tail -f, lease --keep,
 		// status --watch) end here with the signal's exit code.
-		var ie *InterruptedError
+		var ie *master.InterruptedError
 		if errors.As(context.Cause(ctx), &ie) {
-			_, exit := Classify(ie)
+			_, exit := master.Classify(ie)
 			return exit
 		}
-		return ExitOK
+		return master.ExitOK
 	}
 	return c.fail(err)
 }
@@ -154,7 +156,7 @@ func interruptContext() (context.Context, func()) {
 		select {
 		case s := <-ch:
 			signal.Stop(ch)
-			cancel(&InterruptedError{Signal: s.(syscall.Signal)})
+			cancel(&master.InterruptedError{Signal: s.(syscall.Signal)})
 		case <-done:
 		}
 	}()
@@ -167,14 +169,14 @@ func versionLine() string { return version.String("master") }
 // on a line of its own.
 func (c *cli) fail(err error) int {
 	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
+		return master.ExitOK
 	}
-	code, exit := Classify(err)
+	code, exit := master.Classify(err)
 	var eo exitOnly
 	if errors.As(err, &eo) {
 		return exit
 	}
-	var re *ResultError
+	var re *master.ResultError
 	if errors.As(err, &re) {
 		c.diag("%s", strings.TrimPrefix(err.Error(), "master: "))
 		return exit
@@ -223,6 +225,9 @@ func (c *cli) printRawJSON(b []byte) {
 type exitOnly int
 
 func (e exitOnly) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+// ErrorCode implements master.CodedError: no code, the exit code.
+func (e exitOnly) ErrorCode() (code string, exit int) { return "", int(e) }
 
 func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 	switch cmd {

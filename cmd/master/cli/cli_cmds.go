@@ -1,4 +1,4 @@
-package master
+package cli
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -48,7 +49,7 @@ runner serves it) and a warning goes to stderr.`, true)
 	if err != nil {
 		return err
 	}
-	command, err := s.Submit(ctx, payload, SubmitOptions{Kind: protocol.Kind(*kind), Timeout: timeout,
+	command, err := s.Submit(ctx, payload, master.SubmitOptions{Kind: protocol.Kind(*kind), Timeout: timeout,
 		CancelPolicy: protocol.CancelPolicy(*policy), CmdID: *id})
 	if err != nil {
 		return err
@@ -59,7 +60,7 @@ runner serves it) and a warning goes to stderr.`, true)
 		} else {
 			fmt.Fprintln(c.stdout, command.ID)
 		}
-		if why := s.noRunnerHint(command); why != "" {
+		if why := s.NoRunnerHint(command); why != "" {
 			c.diag("warning: no runner serves %s (%s); %s stays queued until one starts", s.Dir(), why, command.ID)
 		}
 		return nil
@@ -87,7 +88,7 @@ func (c *cli) payload(args []string, file string) (string, error) {
 // waitCmd streams output (unless --json), waits, prints the value (unless
 // noValue) and maps the status to the exit code. With announce, a result
 // that is already there is said to be so on stderr.
-func (c *cli) waitCmd(ctx context.Context, s *Session, cmd *Command, timeout time.Duration, value, announce bool) error {
+func (c *cli) waitCmd(ctx context.Context, s *master.Session, cmd *master.Command, timeout time.Duration, value, announce bool) error {
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 	if m := s.Watching(); m.Degraded != "" {
@@ -117,7 +118,7 @@ func (c *cli) waitCmd(ctx context.Context, s *Session, cmd *Command, timeout tim
 		return err
 	}
 	if c.json {
-		if _, raw, rerr := cmd.readResult(); rerr == nil && raw != nil {
+		if _, raw, rerr := cmd.ReadResult(); rerr == nil && raw != nil {
 			c.printRawJSON(raw)
 		}
 		return err
@@ -136,7 +137,7 @@ func (c *cli) waitCmd(ctx context.Context, s *Session, cmd *Command, timeout tim
 
 // progress reports a long wait on stderr every 5 s when stderr is a
 // terminal, each message on a line of its own.
-func (c *cli) progress(ctx context.Context, s *Session, cmd *Command) {
+func (c *cli) progress(ctx context.Context, s *master.Session, cmd *master.Command) {
 	if !isTerminal(c.stderr) {
 		return
 	}
@@ -181,7 +182,7 @@ so on stderr.`, true)
 	return c.waitCmd(ctx, s, command, timeout, !*noValue, true)
 }
 
-func (c *cli) lookup(cmd *command, args []string) (*Session, *Command, error) {
+func (c *cli) lookup(cmd *command, args []string) (*master.Session, *master.Command, error) {
 	if len(args) != 1 {
 		return nil, nil, usageErr("one CMD_ID expected")
 	}
@@ -205,16 +206,16 @@ its status. Exit 3 when there is no result yet.`, false)
 	if err != nil {
 		return err
 	}
-	res, raw, err := command.readResult()
+	res, raw, err := command.ReadResult()
 	if err != nil {
 		return err
 	}
 	if res == nil {
-		return fmt.Errorf("no result yet for %s: %w", command.ID, ErrWaitTimeout)
+		return fmt.Errorf("no result yet for %s: %w", command.ID, master.ErrWaitTimeout)
 	}
 	c.printRawJSON(raw)
 	if res.Status != protocol.StatusOK {
-		_, exit := Classify(&ResultError{Result: res})
+		_, exit := master.Classify(&master.ResultError{Result: res})
 		return exitOnly(exit)
 	}
 	return nil

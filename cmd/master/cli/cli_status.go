@@ -1,4 +1,4 @@
-package master
+package cli
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -72,7 +74,7 @@ commands, 5 when it cannot (no live runner, phase error or stopped).`, false)
 		if err != nil {
 			return err
 		}
-		st.Launch = launchStatus(ctx, s) // launch_stop.go: the scheduler's view, if launched
+		st.Launch = launch.Status(ctx, s) // launch_stop.go: the scheduler's view, if launched
 		if c.json {
 			c.printJSON(st)
 		} else {
@@ -86,13 +88,13 @@ commands, 5 when it cannot (no live runner, phase error or stopped).`, false)
 	for {
 		st, err := s.Status(ctx)
 		if err == nil {
-			st.Launch = launchStatus(ctx, s)
+			st.Launch = launch.Status(ctx, s)
 		}
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil && c.json:
-			code, _ := Classify(err)
+			code, _ := master.Classify(err)
 			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": map[string]string{"code": code, "message": err.Error()}})
 		case err != nil:
 			c.diag("%v", err)
@@ -119,15 +121,15 @@ commands, 5 when it cannot (no live runner, phase error or stopped).`, false)
 }
 
 // statusExit is status's exit code: 5 when the session cannot serve.
-func statusExit(st Status) error {
+func statusExit(st master.Status) error {
 	if !st.CanServe {
-		return exitOnly(ExitNoRunner)
+		return exitOnly(master.ExitNoRunner)
 	}
 	return nil
 }
 
 // writeStatus prints the compact, aligned view of a status.
-func writeStatus(w io.Writer, st Status) {
+func writeStatus(w io.Writer, st master.Status) {
 	row := func(label, format string, args ...any) {
 		fmt.Fprintf(w, "%-9s %s\n", label, fmt.Sprintf(format, args...))
 	}

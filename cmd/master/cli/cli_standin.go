@@ -1,4 +1,4 @@
-package master
+package cli
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"github.com/skillpilot/skillpilot/history"
 	"github.com/skillpilot/skillpilot/history/diff"
 	"github.com/skillpilot/skillpilot/history/standin"
+	"github.com/skillpilot/skillpilot/master"
 )
 
 const standinUsage = `  standin --from SESSION [--from SESSION]... -o FILE.tcl [--timing none|recorded|scale=F] [--on-unknown error|tcl]
@@ -102,7 +103,7 @@ func (c *cli) diff(args []string) error {
 		return err
 	}
 	if !r.Agree {
-		return exitOnly(ExitFailed)
+		return exitOnly(master.ExitFailed)
 	}
 	return nil
 }

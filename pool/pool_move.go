@@ -1,4 +1,4 @@
-package master
+package pool
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -60,7 +62,7 @@ func (p *Pool) Heal(ctx context.Context) (HealReport, error) {
 		if v.s == nil {
 			continue
 		}
-		for _, name := range commandNames(v.s.path(DirMoved)) {
+		for _, name := range commandNames(sessionPath(v.s, DirMoved)) {
 			m, err := p.finishMove(views, v, name)
 			if err != nil {
 				errs = append(errs, err)
@@ -73,7 +75,7 @@ func (p *Pool) Heal(ctx context.Context) (HealReport, error) {
 		}
 		rep.Dead = append(rep.Dead, v.Name)
 		if _, ok := leastLoaded(views, v.Name); ok {
-			for _, name := range commandNames(v.s.path(protocol.DirQueue)) {
+			for _, name := range commandNames(sessionPath(v.s, protocol.DirQueue)) {
 				m, err := p.moveOne(views, v, name, now)
 				if err != nil {
 					errs = append(errs, err)
@@ -114,14 +116,14 @@ func commandNames(dir string) []string {
 // moved/) and finishes the move. Losing the claim to the runner or another
 // mover is not an error (nil, nil).
 func (p *Pool) moveOne(views []SessionView, v SessionView, name string, now time.Time) (*Move, error) {
-	q := v.s.path(filepath.Join(protocol.DirQueue, name))
+	q := sessionPath(v.s, filepath.Join(protocol.DirQueue, name))
 	if fi, err := os.Lstat(q); err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < minMoveAge {
 		return nil, nil // Gone, not a plain file (the runner answers it), or maybe still being written.
 	}
-	if err := os.MkdirAll(v.s.path(DirMoved), 0o700); err != nil {
+	if err := os.MkdirAll(sessionPath(v.s, DirMoved), 0o700); err != nil {
 		return nil, err
 	}
-	ok, err := fsq.Claim(q, v.s.path(filepath.Join(DirMoved, name)))
+	ok, err := fsq.Claim(q, sessionPath(v.s, filepath.Join(DirMoved, name)))
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -135,20 +137,20 @@ func (p *Pool) moveOne(views []SessionView, v SessionView, name string, now time
 // into place (ENOENT: already done) and removes moved/<name>.
 func (p *Pool) finishMove(views []SessionView, v SessionView, name string) (*Move, error) {
 	s := v.s
-	fwdPath := s.path(filepath.Join(DirForward, name))
-	fwd, err := ReadForward(fwdPath)
+	fwdPath := sessionPath(s, filepath.Join(master.DirForward, name))
+	fwd, err := master.ReadForward(fwdPath)
 	if errors.Is(err, os.ErrNotExist) {
 		fwd, err = p.stageMove(views, v, name)
 	}
 	if err != nil || fwd == nil {
 		return nil, err
 	}
-	target := filepath.Join(s.dir, fwd.ToSession)
+	target := filepath.Join(s.Dir(), fwd.ToSession)
 	ours, err := fsq.Claim(filepath.Join(target, protocol.DirQueue, fwd.Stage), filepath.Join(target, protocol.DirQueue, fwd.ToName))
 	if err != nil {
 		return nil, fmt.Errorf("master: move %s/%s: %w", v.Name, name, err)
 	}
-	_ = os.Remove(s.path(filepath.Join(DirMoved, name))) // Moved; an error leaves it for the next pass, which finds the forward.
+	_ = os.Remove(sessionPath(s, filepath.Join(DirMoved, name))) // Moved; an error leaves it for the next pass, which finds the forward.
 	if !ours {
 		return nil, nil // Another mover put it in place.
 	}
@@ -161,15 +163,15 @@ func (p *Pool) finishMove(views []SessionView, v SessionView, name string) (*Mov
 // queue/ under a dot-name and records the forward. It returns the forward
 // that won (another mover's, if it was first), or nil when no session can
 // take the command now.
-func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*Forward, error) {
+func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*master.Forward, error) {
 	s := v.s
 	seq, cmdID, err := protocol.ParseCommandName(name)
 	if err != nil {
 		return nil, err
 	}
-	raw, _, err := fsq.ReadFile(s.path(filepath.Join(DirMoved, name)), maxPoolCommand)
+	raw, _, err := fsq.ReadFile(sessionPath(s, filepath.Join(DirMoved, name)), maxPoolCommand)
 	if errors.Is(err, os.ErrNotExist) {
-		return ReadForward(s.path(filepath.Join(DirForward, name))) // Finished by another mover meanwhile.
+		return master.ReadForward(sessionPath(s, filepath.Join(master.DirForward, name))) // Finished by another mover meanwhile.
 	}
 	if err != nil {
 		raw = nil // Too large or unreadable: moved as is; the target's runner answers it as invalid.
@@ -188,7 +190,7 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*Forw
 			views[i].Queue++ // So that the next move of this pass sees the load it adds.
 		}
 	}
-	newSeq, err := allocSeq(t.s.dir)
+	newSeq, err := master.AllocSeq(t.s.Dir())
 	if err != nil {
 		return nil, err
 	}
@@ -196,28 +198,28 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*Forw
 	data := raw
 	if body != nil {
 		body["seq"], _ = json.Marshal(newSeq)
-		body["moved_from"], _ = json.Marshal(map[string]any{"session": relPath(t.s.dir, s.dir), "name": name})
+		body["moved_from"], _ = json.Marshal(map[string]any{"session": relPath(t.s.Dir(), s.Dir()), "name": name})
 		data, _ = json.Marshal(body)
 	}
 	stage := ".mv_" + toName
-	if err := fsq.WriteAtomic(t.s.path(filepath.Join(protocol.DirQueue, stage)), data, 0o660, fsq.FileSynced); err != nil {
+	if err := fsq.WriteAtomic(sessionPath(t.s, filepath.Join(protocol.DirQueue, stage)), data, 0o660, fsq.FileSynced); err != nil {
 		return nil, fmt.Errorf("master: stage move of %s/%s: %w", v.Name, name, err)
 	}
-	fwd := &Forward{ProtocolVersion: protocol.Version, CmdID: cmdID, Seq: seq, ToSession: relPath(s.dir, t.s.dir),
-		ToName: toName, Stage: stage, Reason: v.Name + " dead: " + v.Why, MovedAt: protocol.Now(), Mover: s.owner}
+	fwd := &master.Forward{ProtocolVersion: protocol.Version, CmdID: cmdID, Seq: seq, ToSession: relPath(s.Dir(), t.s.Dir()),
+		ToName: toName, Stage: stage, Reason: v.Name + " dead: " + v.Why, MovedAt: protocol.Now(), Mover: s.Owner()}
 	b, _ := json.MarshalIndent(fwd, "", "  ")
-	if err := os.MkdirAll(s.path(DirForward), 0o700); err != nil {
+	if err := os.MkdirAll(sessionPath(s, master.DirForward), 0o700); err != nil {
 		return nil, err
 	}
-	won, err := linkNew(s.path(filepath.Join(DirForward, name)), append(b, '\n'))
+	won, err := linkNew(sessionPath(s, filepath.Join(master.DirForward, name)), append(b, '\n'))
 	if err != nil || !won {
-		_ = os.Remove(t.s.path(filepath.Join(protocol.DirQueue, stage))) // Ours, never named by a forward.
+		_ = os.Remove(sessionPath(t.s, filepath.Join(protocol.DirQueue, stage))) // Ours, never named by a forward.
 		if err != nil {
 			return nil, err
 		}
-		return ReadForward(s.path(filepath.Join(DirForward, name)))
+		return master.ReadForward(sessionPath(s, filepath.Join(master.DirForward, name)))
 	}
-	_ = fsq.SyncDir(s.path(DirForward)) // Best effort: the forward outlives a machine crash.
+	_ = fsq.SyncDir(sessionPath(s, master.DirForward)) // Best effort: the forward outlives a machine crash.
 	return fwd, nil
 }
 
@@ -237,18 +239,18 @@ type Where struct {
 }
 
 // Locate follows c's forwards to where the command is now.
-func (p *Pool) Locate(c *Command) (Where, *Command) {
+func (p *Pool) Locate(c *master.Command) (Where, *master.Command) {
 	cur := c.Resolve()
-	w := Where{Session: filepath.Base(cur.s.dir), Name: cur.Name, State: "unknown"}
-	fsq.Revalidate(cur.s.path(protocol.DirResult))
+	w := Where{Session: filepath.Base(cur.Session().Dir()), Name: cur.Name, State: "unknown"}
+	fsq.Revalidate(sessionPath(cur.Session(), protocol.DirResult))
 	switch {
-	case exists(cur.s.path(filepath.Join(protocol.DirResult, cur.Name))):
+	case exists(sessionPath(cur.Session(), filepath.Join(protocol.DirResult, cur.Name))):
 		w.State = "done"
-	case exists(cur.s.path(filepath.Join(protocol.DirInflight, cur.Name))):
+	case exists(sessionPath(cur.Session(), filepath.Join(protocol.DirInflight, cur.Name))):
 		w.State = "claimed"
-	case exists(cur.s.path(filepath.Join(protocol.DirQueue, cur.Name))):
+	case exists(sessionPath(cur.Session(), filepath.Join(protocol.DirQueue, cur.Name))):
 		w.State = "queued"
-	case exists(cur.s.path(filepath.Join(DirMoved, cur.Name))):
+	case exists(sessionPath(cur.Session(), filepath.Join(DirMoved, cur.Name))):
 		w.State = "moving"
 	}
 	return w, cur
@@ -259,14 +261,14 @@ func (p *Pool) Locate(c *Command) (Where, *Command) {
 // MaxRespawns times before. It does not wait for the
 // runner to serve.
 func (p *Pool) respawn(ctx context.Context, v SessionView) (bool, error) {
-	li, err := readLaunch(v.s)
+	li, err := launch.Read(v.s)
 	if err != nil || li.Launches > p.cfg.MaxRespawns {
 		return false, nil
 	}
 	lo := p.launchOptions(v.Name)
-	lo.NoWait, lo.respawn = true, true
-	res, err := Launch(ctx, v.s.dir, lo)
-	if errors.Is(err, ErrAlreadyLaunched) || errors.Is(err, errStoppedOnPurpose) {
+	lo.NoWait, lo.Respawn = true, true
+	res, err := launch.Launch(ctx, v.s.Dir(), lo)
+	if errors.Is(err, launch.ErrAlreadyLaunched) || errors.Is(err, launch.ErrStoppedOnPurpose) {
 		// Its job is still queued or running (e.g. respawned by another
 		// process), or master stop / pool stop stopped it.
 		return false, nil

@@ -1,4 +1,4 @@
-package master
+package cli
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -61,7 +62,7 @@ the terminal echoes) or rejected.`, true)
 	if err != nil {
 		return err
 	}
-	opts := SendOptions{Expect: *expect, ExpectTimeout: expectTimeout, Secret: *secret}
+	opts := master.SendOptions{Expect: *expect, ExpectTimeout: expectTimeout, Secret: *secret}
 	if *from >= 0 {
 		opts.ExpectFrom = from
 	}

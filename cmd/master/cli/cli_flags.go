@@ -1,4 +1,4 @@
-package master
+package cli
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/skillpilot/skillpilot/master"
 )
 
 // command is one CLI command's flag set with the flags every command has.
@@ -72,7 +74,7 @@ func (cmd *command) parse(args []string) ([]string, error) {
 		err := cmd.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
 			cmd.usage(cmd.c.stdout)
-			return nil, exitOnly(ExitOK)
+			return nil, exitOnly(master.ExitOK)
 		}
 		if err != nil {
 			return nil, usageErr("master %s: %v (see 'master %s --help')", cmd.name, err, cmd.name)
@@ -101,11 +103,11 @@ func (cmd *command) usage(w io.Writer) {
 }
 
 // open opens the command's session.
-func (cmd *command) open() (*Session, error) {
+func (cmd *command) open() (*master.Session, error) {
 	if cmd.session == "" {
 		return nil, usageErr("--session is required (or set SP_SESSION_DIR)")
 	}
-	s, err := Open(cmd.session)
+	s, err := master.Open(cmd.session)
 	if err == nil {
 		s.WaitForRunner = cmd.waitForRunner
 		// One wait, then exit: poll before paying for inotify (see
@@ -186,7 +188,7 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) error {
 		usage() // NewFlagSet's default prints the flags to Output().
 		c.stderr = stderr
 		fs.SetOutput(out)
-		return exitOnly(ExitOK)
+		return exitOnly(master.ExitOK)
 	}
 	if err != nil {
 		return usageErr("%s: %v (see '%s --help')", fs.Name(), err, fs.Name())

@@ -1,4 +1,4 @@
-package master
+package pool
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -25,12 +27,12 @@ func (pc *PoolCommand) Wait(ctx context.Context) (*protocol.Result, error) {
 // respawn the session is relaunched) and fails with ErrRunnerNotAlive when
 // the command has been stuck for 10 s: claimed by a dead session that will
 // not be respawned, or queued with no live session to move it to.
-func (p *Pool) WaitCommand(ctx context.Context, c *Command) (*protocol.Result, error) {
-	t := time.NewTicker(c.s.PollInterval)
+func (p *Pool) WaitCommand(ctx context.Context, c *master.Command) (*protocol.Result, error) {
+	t := time.NewTicker(c.Session().PollInterval)
 	defer t.Stop()
 	var lastHeal, stuckSince time.Time
 	for {
-		if r, done, err := c.outcome(); done {
+		if r, done, err := c.Outcome(); done {
 			return r, err
 		}
 		if time.Since(lastHeal) >= time.Second {
@@ -41,7 +43,7 @@ func (p *Pool) WaitCommand(ctx context.Context, c *Command) (*protocol.Result, e
 			} else if stuckSince.IsZero() {
 				stuckSince = time.Now()
 			} else if time.Since(stuckSince) > poolDeadAfter {
-				return nil, fmt.Errorf("%w: command %s: %s", ErrRunnerNotAlive, c.ID, why)
+				return nil, fmt.Errorf("%w: command %s: %s", master.ErrRunnerNotAlive, c.ID, why)
 			}
 		}
 		select {
@@ -53,7 +55,7 @@ func (p *Pool) WaitCommand(ctx context.Context, c *Command) (*protocol.Result, e
 }
 
 // stuck says why c cannot get a result without help, or "".
-func (p *Pool) stuck(c *Command) string {
+func (p *Pool) stuck(c *master.Command) string {
 	w, _ := p.Locate(c)
 	views, err := p.Views()
 	if err != nil {
@@ -81,7 +83,7 @@ func (p *Pool) stuck(c *Command) string {
 
 // FindCommand finds cmdID in the pool's sessions (where it was queued, or
 // where it was moved to).
-func (p *Pool) FindCommand(cmdID string) (*Command, error) {
+func (p *Pool) FindCommand(cmdID string) (*master.Command, error) {
 	for _, name := range p.SessionNames() {
 		s, err := p.session(name)
 		if err != nil {
@@ -97,11 +99,11 @@ func (p *Pool) FindCommand(cmdID string) (*Command, error) {
 // PoolSessionStatus is one line of pool status.
 type PoolSessionStatus struct {
 	SessionView
-	Launch           *LaunchStatus  `json:"launch,omitempty"`
-	MovedOut         int            `json:"moved_out"`          // commands moved from this session to others
-	MovedTo          map[string]int `json:"moved_to,omitempty"` // by target session
-	AwaitingRecovery int            `json:"awaiting_recovery"`  // claimed commands of a dead session
-	Note             string         `json:"note,omitempty"`
+	Launch           *master.LaunchStatus `json:"launch,omitempty"`
+	MovedOut         int                  `json:"moved_out"`          // commands moved from this session to others
+	MovedTo          map[string]int       `json:"moved_to,omitempty"` // by target session
+	AwaitingRecovery int                  `json:"awaiting_recovery"`  // claimed commands of a dead session
+	Note             string               `json:"note,omitempty"`
 }
 
 // Status reads every session and asks the scheduler about its job. It
@@ -121,11 +123,11 @@ func (p *Pool) Status(ctx context.Context) ([]PoolSessionStatus, error) {
 		wg.Add(1)
 		go func(ps *PoolSessionStatus) {
 			defer wg.Done()
-			ps.Launch = launchStatus(ctx, v.s)
-			fwds := commandNames(v.s.path(DirForward))
+			ps.Launch = launch.Status(ctx, v.s)
+			fwds := commandNames(sessionPath(v.s, master.DirForward))
 			ps.MovedOut = len(fwds)
 			for _, n := range fwds {
-				if f, err := ReadForward(v.s.path(filepath.Join(DirForward, n))); err == nil {
+				if f, err := master.ReadForward(sessionPath(v.s, filepath.Join(master.DirForward, n))); err == nil {
 					if ps.MovedTo == nil {
 						ps.MovedTo = map[string]int{}
 					}

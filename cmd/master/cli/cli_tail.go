@@ -1,4 +1,4 @@
-package master
+package cli
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -138,7 +139,7 @@ the spool size), 5 when no live runner is seen for --wait-for-runner.`, true)
 		doc := map[string]any{"protocol_version": protocol.Version, "matched": err == nil, "match": m.Text,
 			"start": m.Start, "end": m.End, "resume_cursor": m.ResumeCursor}
 		if err != nil {
-			code, _ := Classify(err)
+			code, _ := master.Classify(err)
 			doc["error"] = map[string]string{"code": code, "message": err.Error()}
 			c.json = false // One document: the error is in it.
 		}

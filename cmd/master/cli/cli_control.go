@@ -1,10 +1,11 @@
-package master
+package cli
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -119,9 +120,9 @@ prints one JSON line per renewal.`, false)
 	if err != nil {
 		return err
 	}
-	id := "lease-" + NewCmdID()
+	id := "lease-" + master.NewCmdID()
 	if !*keep {
-		l, err := s.writeLease(id, ttl)
+		l, err := s.WriteLeaseRecord(id, ttl)
 		if err == nil && c.json {
 			c.printJSON(l)
 		}
@@ -130,10 +131,10 @@ prints one JSON line per renewal.`, false)
 	t := time.NewTicker(max(ttl/3, 10*time.Millisecond))
 	defer t.Stop()
 	for {
-		l, err := s.writeLease(id, ttl)
+		l, err := s.WriteLeaseRecord(id, ttl)
 		switch {
 		case err != nil && c.json:
-			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": map[string]string{"code": CodeIO, "message": err.Error()}})
+			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": map[string]string{"code": master.CodeIO, "message": err.Error()}})
 		case err != nil:
 			c.diag("renew lease: %v", err)
 		case c.json:
@@ -167,7 +168,7 @@ printed); 3 when --wait-timeout passes first.`, true)
 	}
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	st, err := WaitReadyFor(ctx, cmd.session, cmd.waitForRunner)
+	st, err := master.WaitReadyFor(ctx, cmd.session, cmd.waitForRunner)
 	if c.json && err == nil {
 		c.printJSON(st)
 	}

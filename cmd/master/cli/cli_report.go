@@ -1,4 +1,4 @@
-package master
+package cli
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/history"
 	"github.com/skillpilot/skillpilot/history/report"
+	"github.com/skillpilot/skillpilot/master"
 )
 
 const reportUsage = `  report  [--session DIR]... [--pool DIR]... [-o FILE] [--format html|svg|json] [--max-bars N]
@@ -83,7 +84,7 @@ func sessionDirs(sessions, pools []string) ([]string, error) {
 	for _, p := range pools {
 		found, err := history.FindSessions(p)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrSessionMissing, err)
+			return nil, fmt.Errorf("%w: %v", master.ErrSessionMissing, err)
 		}
 		dirs = append(dirs, found...)
 	}
@@ -101,7 +102,7 @@ func sessionDirs(sessions, pools []string) ([]string, error) {
 func loadSession(dir string, opt history.Options) (*history.Session, error) {
 	s, err := history.Load(dir, opt)
 	if errors.Is(err, history.ErrNotSession) || errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %v", ErrSessionMissing, err)
+		return nil, fmt.Errorf("%w: %v", master.ErrSessionMissing, err)
 	}
 	return s, err
 }

@@ -1,4 +1,4 @@
-package master
+package pool
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )
@@ -72,7 +74,7 @@ type Pool struct {
 	Exec sched.Exec
 
 	mu       sync.Mutex
-	sessions map[string]*Session
+	sessions map[string]*master.Session
 }
 
 // OpenPool opens the pool in dir (it must have pool.json).
@@ -83,9 +85,9 @@ func OpenPool(dir string) (*Pool, error) {
 	}
 	b, _, err := fsq.ReadFile(filepath.Join(abs, FilePool), 1<<20)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s is not a pool (%v)", ErrSessionMissing, dir, err)
+		return nil, fmt.Errorf("%w: %s is not a pool (%v)", master.ErrSessionMissing, dir, err)
 	}
-	p := &Pool{dir: abs, sessions: map[string]*Session{}}
+	p := &Pool{dir: abs, sessions: map[string]*master.Session{}}
 	if err := json.Unmarshal(b, &p.cfg); err != nil {
 		return nil, fmt.Errorf("master: %s: %w", FilePool, err)
 	}
@@ -141,13 +143,13 @@ func (p *Pool) SessionNames() []string {
 }
 
 // session returns the (cached) handle on session name.
-func (p *Pool) session(name string) (*Session, error) {
+func (p *Pool) session(name string) (*master.Session, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.sessions[name]; s != nil {
 		return s, nil
 	}
-	s, err := Open(filepath.Join(p.dir, name))
+	s, err := master.Open(filepath.Join(p.dir, name))
 	if err != nil {
 		return nil, err
 	}
@@ -155,8 +157,8 @@ func (p *Pool) session(name string) (*Session, error) {
 	return s, nil
 }
 
-func (p *Pool) launchOptions(name string) LaunchOptions {
-	return LaunchOptions{Via: p.cfg.Via, SubmitArgs: p.cfg.SubmitArgs, RunnerArgs: p.cfg.RunnerArgs, Tool: p.cfg.Tool,
+func (p *Pool) launchOptions(name string) launch.LaunchOptions {
+	return launch.LaunchOptions{Via: p.cfg.Via, SubmitArgs: p.cfg.SubmitArgs, RunnerArgs: p.cfg.RunnerArgs, Tool: p.cfg.Tool,
 		Runner: p.cfg.Runner, JobName: "sp-" + filepath.Base(p.dir) + "-" + name, Exec: p.Exec}
 }
 
@@ -175,7 +177,7 @@ func StartPool(ctx context.Context, dir string, opts PoolOptions) (*Pool, []Pool
 	if err != nil {
 		return nil, nil, err
 	}
-	runner, err := findRunner(opts.Runner)
+	runner, err := launch.FindRunner(opts.Runner)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -216,14 +218,14 @@ func StartPool(ctx context.Context, dir string, opts PoolOptions) (*Pool, []Pool
 			if opts.Progress != nil {
 				lo.Progress = func(m string) { opts.Progress(name + ": " + m) }
 			}
-			res, err := Launch(ctx, filepath.Join(abs, name), lo)
+			res, err := launch.Launch(ctx, filepath.Join(abs, name), lo)
 			out[i] = PoolLaunch{Session: name, Result: res, Err: err}
 		}()
 	}
 	wg.Wait()
 	var errs []error
 	for _, l := range out {
-		if l.Err != nil && !errors.Is(l.Err, ErrAlreadyLaunched) {
+		if l.Err != nil && !errors.Is(l.Err, launch.ErrAlreadyLaunched) {
 			errs = append(errs, fmt.Errorf("%s: %w", l.Session, l.Err))
 		}
 	}
@@ -233,21 +235,21 @@ func StartPool(ctx context.Context, dir string, opts PoolOptions) (*Pool, []Pool
 // PoolLaunch is the outcome of launching one session of a pool.
 type PoolLaunch struct {
 	Session string
-	Result  *LaunchResult
+	Result  *launch.LaunchResult
 	Err     error
 }
 
 // PoolStop is the outcome of stopping one session of a pool.
 type PoolStop struct {
-	Session string     `json:"session"`
-	Report  StopReport `json:"report"`
-	Error   string     `json:"error,omitempty"`
+	Session string            `json:"session"`
+	Report  launch.StopReport `json:"report"`
+	Error   string            `json:"error,omitempty"`
 }
 
 // Stop stops every session of the pool (StopLaunched, in parallel).
 // Sessions with no live runner and no active job are reported, not
 // errors. Commands still queued stay where they are.
-func (p *Pool) Stop(ctx context.Context, opts StopLaunchOptions) ([]PoolStop, error) {
+func (p *Pool) Stop(ctx context.Context, opts launch.StopLaunchOptions) ([]PoolStop, error) {
 	names := p.SessionNames()
 	out := make([]PoolStop, len(names))
 	var wg sync.WaitGroup
@@ -262,14 +264,14 @@ func (p *Pool) Stop(ctx context.Context, opts StopLaunchOptions) ([]PoolStop, er
 			if o.Exec == nil {
 				o.Exec = p.Exec
 			}
-			rep, err := StopLaunched(ctx, filepath.Join(p.dir, name), o)
+			rep, err := launch.StopLaunched(ctx, filepath.Join(p.dir, name), o)
 			out[i] = PoolStop{Session: name, Report: rep}
 			if err != nil {
 				out[i].Error = err.Error()
-				if errors.Is(err, ErrRunnerNotAlive) {
+				if errors.Is(err, master.ErrRunnerNotAlive) {
 					out[i].Report.Step = "already_stopped"
 					out[i].Error = ""
-					out[i].Report.Message = strings.TrimPrefix(err.Error(), ErrRunnerNotAlive.Error()+": ")
+					out[i].Report.Message = strings.TrimPrefix(err.Error(), master.ErrRunnerNotAlive.Error()+": ")
 				}
 			}
 		}()

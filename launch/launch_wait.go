@@ -1,4 +1,4 @@
-package master
+package launch
 
 import (
 	"context"
@@ -9,22 +9,24 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )
 
-// Farm errors a caller may branch on with errors.Is.
+// Farm errors a caller may branch on with errors.Is. Each is a
+// master.CodedError, so master.Classify gives its code and exit status.
 var (
 	// ErrAlreadyLaunched: the session already has a live runner, or the
 	// job of an earlier launch is still queued or running. Nothing was
 	// submitted. CLI exit 7 (nothing to act on), code already_launched.
-	ErrAlreadyLaunched = errors.New("master: the session is already served or its job is still queued or running")
+	ErrAlreadyLaunched error = &farmError{"master: the session is already served or its job is still queued or running", CodeAlreadyLaunched, master.ExitNothingToDo}
 	// ErrLaunchFailed: the job ended (or the local runner exited) before
 	// its runner served the session. CLI exit 5, code launch_failed.
-	ErrLaunchFailed = errors.New("master: the job ended before its runner served the session")
+	ErrLaunchFailed error = &farmError{"master: the job ended before its runner served the session", CodeLaunchFailed, master.ExitNoRunner}
 	// ErrSubmitFailed: the scheduler refused the job, or its submit command
 	// is missing. CLI exit 10, code submit_failed.
-	ErrSubmitFailed = errors.New("master: the scheduler did not accept the job")
+	ErrSubmitFailed error = &farmError{"master: the scheduler did not accept the job", CodeSubmitFailed, master.ExitIO}
 )
 
 // Codes of the farm errors in the CLI's JSON output.
@@ -34,25 +36,24 @@ const (
 	CodeSubmitFailed    = "submit_failed"
 )
 
-// classifyFarm maps the farm errors to their code and exit status.
-func classifyFarm(err error) (code string, exit int, ok bool) {
-	switch {
-	case errors.Is(err, ErrAlreadyLaunched):
-		return CodeAlreadyLaunched, 7, true
-	case errors.Is(err, ErrLaunchFailed):
-		return CodeLaunchFailed, ExitNoRunner, true
-	case errors.Is(err, ErrSubmitFailed):
-		return CodeSubmitFailed, ExitIO, true
-	}
-	return "", 0, false
+// farmError is a farm sentinel: its message, code and exit status.
+type farmError struct {
+	msg  string
+	code string
+	exit int
 }
+
+func (e *farmError) Error() string { return e.msg }
+
+// ErrorCode implements master.CodedError.
+func (e *farmError) ErrorCode() (code string, exit int) { return e.code, e.exit }
 
 // queryEvery is how often a waiting launcher asks the scheduler.
 const queryEvery = time.Second
 
 // waitServing waits until a runner newer than session_id before serves
 // the session, or the job ends, or ctx (bounded by ReadyTimeout) ends.
-func waitServing(ctx context.Context, s *Session, d sched.Driver, x sched.Exec, before string, opts LaunchOptions, res *LaunchResult) error {
+func waitServing(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exec, before string, opts LaunchOptions, res *LaunchResult) error {
 	start := time.Now()
 	if opts.ReadyTimeout > 0 {
 		var cancel context.CancelFunc
@@ -68,7 +69,7 @@ func waitServing(ctx context.Context, s *Session, d sched.Driver, x sched.Exec, 
 	var pendingSince, lastNote time.Time
 	var lastSaid, lastPhase string
 	for {
-		if st, ok := s.serving(before); ok {
+		if st, ok := serving(s, before); ok {
 			res.Status, res.Elapsed = st, time.Since(start)
 			if !pendingSince.IsZero() && res.Pending == 0 {
 				res.Pending = time.Since(pendingSince) // Upper bound: pending until the runner served.
@@ -97,7 +98,7 @@ func waitServing(ctx context.Context, s *Session, d sched.Driver, x sched.Exec, 
 				res.Pending = time.Since(pendingSince)
 			}
 			if !j.State.Active() {
-				if st, ok := s.serving(before); ok { // Served and stopped within one poll.
+				if st, ok := serving(s, before); ok { // Served and stopped within one poll.
 					res.Status, res.Elapsed = st, time.Since(start)
 					return nil
 				}
@@ -110,7 +111,7 @@ func waitServing(ctx context.Context, s *Session, d sched.Driver, x sched.Exec, 
 				progress(opts.Progress, "job %s (%s) pending for %v: %s", id, d.Name(), time.Since(pendingSince).Round(time.Second), said)
 				lastNote = time.Now()
 			}
-			if st, err := s.readState(); err == nil && st.SessionID != before && st.Phase != protocol.PhaseIdle && st.Phase != protocol.PhaseBusy {
+			if st, err := s.ReadState(); err == nil && st.SessionID != before && st.Phase != protocol.PhaseIdle && st.Phase != protocol.PhaseBusy {
 				if ph := string(st.Phase) + " " + st.Reason; ph != lastPhase {
 					progress(opts.Progress, "runner pid %d on %s: phase %s", st.RunnerPID, st.Hostname, strings.TrimSpace(ph))
 					lastPhase = ph
@@ -149,15 +150,15 @@ func pollJob(ctx context.Context, d sched.Driver, x sched.Exec, id string) <-cha
 }
 
 // waitEnded explains an interrupted or timed-out wait; the job is left alone.
-func waitEnded(ctx context.Context, s *Session, res *LaunchResult) error {
+func waitEnded(ctx context.Context, s *master.Session, res *LaunchResult) error {
 	state := res.Job.String()
 	if res.Job.ID == "" {
 		state = "not yet seen by the scheduler"
 	}
 	msg := fmt.Sprintf("job %s (%s) is %s and the runner does not serve yet; the job stays (master stop --session %s cancels it)",
-		res.Info.JobID, res.Info.Via, state, s.dir)
+		res.Info.JobID, res.Info.Via, state, s.Dir())
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %s", ErrWaitTimeout, msg)
+		return fmt.Errorf("%w: %s", master.ErrWaitTimeout, msg)
 	}
 	return fmt.Errorf("%w: %s", ctx.Err(), msg)
 }
@@ -166,27 +167,27 @@ func waitEnded(ctx context.Context, s *Session, res *LaunchResult) error {
 // before serves the session: phase idle or busy, and its lock held (local
 // filesystem) or its heartbeat written under the same session_id (network
 // filesystem, where a lock proves nothing).
-func (s *Session) serving(before string) (Status, bool) {
-	st, err := s.readState()
+func serving(s *master.Session, before string) (master.Status, bool) {
+	st, err := s.ReadState()
 	if err != nil || st.SessionID == "" || st.SessionID == before || (st.Phase != protocol.PhaseIdle && st.Phase != protocol.PhaseBusy) {
-		return Status{}, false
+		return master.Status{}, false
 	}
-	if s.network {
-		hb, err := s.readHeartbeat()
+	if s.OnNetworkFS() {
+		hb, err := s.ReadHeartbeat()
 		if err != nil || hb.SessionID != st.SessionID {
-			return Status{}, false
+			return master.Status{}, false
 		}
-	} else if !s.lockHeld() {
-		return Status{}, false
+	} else if !s.LockHeld() {
+		return master.Status{}, false
 	}
-	return Status{ProtocolVersion: protocol.Version, Alive: true, AliveReason: "a new runner serves the session",
+	return master.Status{ProtocolVersion: protocol.Version, Alive: true, AliveReason: "a new runner serves the session",
 		Phase: st.Phase, SessionID: st.SessionID, RunnerHost: st.Hostname, RunnerPID: st.RunnerPID, ToolPID: st.ToolPID,
 		CommandsDone: st.CommandsDone, Filesystem: st.Filesystem}, true
 }
 
 // outputTail returns the last lines of the job's output, for messages.
-func outputTail(s *Session) string {
-	f, err := fsq.OpenRegular(s.path(FileLaunchOutput))
+func outputTail(s *master.Session) string {
+	f, err := fsq.OpenRegular(sessionPath(s, FileLaunchOutput))
 	if err != nil {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package master
+package cli
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -34,7 +36,7 @@ func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 func (c *cli) launch(ctx context.Context, args []string) error {
 	fs, dir := c.flags("launch")
 	fs.Usage = func() { fmt.Fprint(c.stderr, launchUsage) }
-	var opts LaunchOptions
+	var opts launch.LaunchOptions
 	fs.StringVar(&opts.Via, "via", "", "local, slurm, sge or lsf (required)")
 	fs.Var((*stringsFlag)(&opts.SubmitArgs), "submit-arg", "argument for sbatch/qsub/bsub (repeatable)")
 	fs.Var((*stringsFlag)(&opts.RunnerArgs), "runner-arg", "extra runner flag, e.g. --runner-arg=--init=/p/load.tcl (repeatable)")
@@ -50,7 +52,7 @@ func (c *cli) launch(ctx context.Context, args []string) error {
 	}
 	opts.Tool = fs.Args()
 	opts.Progress = c.note
-	res, err := Launch(ctx, *dir, opts)
+	res, err := launch.Launch(ctx, *dir, opts)
 	if err != nil {
 		return err
 	}
@@ -80,11 +82,11 @@ func (c *cli) stopLaunched(ctx context.Context, args []string) (handled bool, er
 	if fs.Parse(args) != nil || *dir == "" || fs.NArg() > 0 {
 		return false, nil
 	}
-	s, err := Open(*dir)
+	s, err := master.Open(*dir)
 	if err != nil {
 		return false, nil
 	}
-	if _, err := readLaunch(s); err != nil {
+	if _, err := launch.Read(s); err != nil {
 		return false, nil
 	}
 	mode := protocol.StopGraceful
@@ -93,7 +95,7 @@ func (c *cli) stopLaunched(ctx context.Context, args []string) (handled bool, er
 	}
 	ctx, cancel := withTimeout(ctx, *timeout)
 	defer cancel()
-	rep, err := StopLaunched(ctx, *dir, StopLaunchOptions{Mode: mode, Grace: *grace, Progress: c.note})
+	rep, err := launch.StopLaunched(ctx, *dir, launch.StopLaunchOptions{Mode: mode, Grace: *grace, Progress: c.note})
 	if err != nil {
 		return true, err
 	}
@@ -110,7 +112,7 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // printLaunch adds the scheduler's view to master status's text output.
-func (c *cli) printLaunch(ls *LaunchStatus) {
+func (c *cli) printLaunch(ls *master.LaunchStatus) {
 	if ls != nil {
 		fmt.Fprintf(c.stdout, "job:       %s\n", ls)
 	}

@@ -1,4 +1,4 @@
-package master
+package pool
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/internal/testrunner"
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
 
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
@@ -23,7 +25,7 @@ import (
 func runnerIn(t *testing.T, dir string) {
 	t.Helper()
 	testrunner.Start(t, dir)
-	if _, err := WaitReady(ctx(t), dir); err != nil {
+	if _, err := master.WaitReady(ctx(t), dir); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -47,17 +49,17 @@ func newPoolDir(t *testing.T, names ...string) (*Pool, string) {
 
 // queueSideEffects queues n commands in dir whose payload appends its
 // cmd_id to side, dated old enough for a mover.
-func queueSideEffects(t *testing.T, dir, side string, n int) []*Command {
+func queueSideEffects(t *testing.T, dir, side string, n int) []*master.Command {
 	t.Helper()
-	s, err := Open(dir)
+	s, err := master.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cmds []*Command
+	var cmds []*master.Command
 	old := time.Now().Add(-time.Minute)
 	for i := 0; i < n; i++ {
-		id := NewCmdID()
-		c, err := s.Submit(ctx(t), fmt.Sprintf("set f [open {%s} a]; puts $f %s; close $f", side, id), SubmitOptions{CmdID: id})
+		id := master.NewCmdID()
+		c, err := s.Submit(ctx(t), fmt.Sprintf("set f [open {%s} a]; puts $f %s; close $f", side, id), master.SubmitOptions{CmdID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +71,7 @@ func queueSideEffects(t *testing.T, dir, side string, n int) []*Command {
 
 // checkExactlyOnce: every command has one result in the whole pool (found
 // by following forwards), ran at most once, and ran once if its result is ok.
-func checkExactlyOnce(t *testing.T, pool, side string, cmds []*Command) map[string]*protocol.Result {
+func checkExactlyOnce(t *testing.T, pool, side string, cmds []*master.Command) map[string]*protocol.Result {
 	t.Helper()
 	byID := map[string]*protocol.Result{}
 	for _, c := range cmds {
@@ -151,7 +153,7 @@ func TestPoolMoveExactlyOnce(t *testing.T) {
 	runnerIn(t, filepath.Join(pool, "s00")) // Claims race the movers' claims.
 	wg.Wait()
 	byID := checkExactlyOnce(t, pool, side, cmds)
-	fwds := commandNames(filepath.Join(pool, "s00", DirForward))
+	fwds := commandNames(filepath.Join(pool, "s00", master.DirForward))
 	if len(fwds) != moved || moved == 0 {
 		t.Errorf("%d forwards, %d moves reported", len(fwds), moved)
 	}
@@ -178,7 +180,7 @@ func TestPoolMoveCrashRecovery(t *testing.T) {
 	runnerIn(t, filepath.Join(pool, "s01"))
 	cmds := queueSideEffects(t, filepath.Join(pool, "s00"), side, 4)
 	dead := filepath.Join(pool, "s00")
-	claim := func(c *Command) {
+	claim := func(c *master.Command) {
 		if ok, err := claimTo(dead, c.Name); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
@@ -218,8 +220,8 @@ func TestPoolMoveCrashRecovery(t *testing.T) {
 		if byID[c.ID].Status != protocol.StatusOK {
 			t.Errorf("%s: %+v", c.ID, byID[c.ID])
 		}
-		var fw Forward
-		b, err := os.ReadFile(filepath.Join(dead, DirForward, c.Name))
+		var fw master.Forward
+		b, err := os.ReadFile(filepath.Join(dead, master.DirForward, c.Name))
 		if err != nil || json.Unmarshal(b, &fw) != nil || fw.ToSession != "../s01" || fw.CmdID != c.ID {
 			t.Errorf("forward of %s: %s %v", c.Name, b, err)
 		}
@@ -244,10 +246,10 @@ func TestPoolMoveKeepsAffinity(t *testing.T) {
 	p, pool := newPoolDir(t, "s00", "s01", "s02")
 	runnerIn(t, filepath.Join(pool, "s01"))
 	runnerIn(t, filepath.Join(pool, "s02"))
-	dead, _ := Open(filepath.Join(pool, "s00"))
-	var cmds []*Command
+	dead, _ := master.Open(filepath.Join(pool, "s00"))
+	var cmds []*master.Command
 	for i := 0; i < 6; i++ {
-		c, err := dead.SubmitExtra(ctx(t), "expr 1", SubmitOptions{}, map[string]any{"affinity": "corner_ss"})
+		c, err := dead.SubmitExtra(ctx(t), "expr 1", master.SubmitOptions{}, map[string]any{"affinity": "corner_ss"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,24 +305,24 @@ func poolLocalKill(t *testing.T, respawn bool) {
 		t.Fatalf("%+v %+v", res, p.Config())
 	}
 	gate := filepath.Join(t.TempDir(), "gate")
-	var gates []*Command
+	var gates []*master.Command
 	for _, name := range p.SessionNames() {
 		s, _ := p.session(name)
-		c, err := s.Submit(ctx(t), fmt.Sprintf("while {![file exists {%s}]} {after 10}", gate), SubmitOptions{})
+		c, err := s.Submit(ctx(t), fmt.Sprintf("while {![file exists {%s}]} {after 10}", gate), master.SubmitOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for s.claimedCount() == 0 {
+		for claimedCount(s) == 0 {
 			time.Sleep(10 * time.Millisecond)
 		}
 		gates = append(gates, c)
 	}
 	side := filepath.Join(t.TempDir(), "side")
-	var cmds []*Command
+	var cmds []*master.Command
 	var pcs []*PoolCommand
 	for i := 0; i < 60; i++ {
-		id := NewCmdID()
-		pc, err := p.Submit(ctx(t), fmt.Sprintf("set f [open {%s} a]; puts $f %s; close $f", side, id), PoolSubmitOptions{SubmitOptions: SubmitOptions{CmdID: id}})
+		id := master.NewCmdID()
+		pc, err := p.Submit(ctx(t), fmt.Sprintf("set f [open {%s} a]; puts $f %s; close $f", side, id), PoolSubmitOptions{SubmitOptions: master.SubmitOptions{CmdID: id}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -328,7 +330,7 @@ func poolLocalKill(t *testing.T, respawn bool) {
 	}
 	victim := filepath.Join(dir, "s01")
 	queued := len(commandNames(filepath.Join(victim, protocol.DirQueue)))
-	li, _ := ReadLaunch(victim)
+	li, _ := launch.ReadLaunch(victim)
 	if err := killJob(li); err != nil {
 		t.Fatal(err)
 	}
@@ -342,10 +344,10 @@ func poolLocalKill(t *testing.T, respawn bool) {
 	if !respawn {
 		// Claimed by a dead session that nobody relaunches: reported, then
 		// settled by the next runner on it.
-		if !errors.Is(err, ErrRunnerNotAlive) || !strings.Contains(err.Error(), "claimed by s01") {
+		if !errors.Is(err, master.ErrRunnerNotAlive) || !strings.Contains(err.Error(), "claimed by s01") {
 			t.Fatalf("stuck command: %v", err)
 		}
-		launchLocal(t, victim, func(o *LaunchOptions) { o.RunnerArgs = runnerArgs })
+		launchLocal(t, victim, func(o *launch.LaunchOptions) { o.RunnerArgs = runnerArgs })
 		_, err = p.WaitCommand(ctx(t), gates[1])
 	}
 	if !errorsIsRestarted(err) {
@@ -368,18 +370,18 @@ func poolLocalKill(t *testing.T, respawn bool) {
 			t.Errorf("s01 had %d queued, %d moved out", queued, s.MovedOut)
 		}
 	}
-	stops, err := p.Stop(ctx(t), StopLaunchOptions{})
+	stops, err := p.Stop(ctx(t), launch.StopLaunchOptions{})
 	if err != nil || len(stops) != 3 {
 		t.Fatalf("%+v %v", stops, err)
 	}
 }
 
 func errorsIsRestarted(err error) bool {
-	var re *ResultError
+	var re *master.ResultError
 	return errors.As(err, &re) && re.Result.ExitReason == protocol.ReasonRunnerRestarted
 }
 
-func killJob(li *LaunchInfo) error {
+func killJob(li *launch.LaunchInfo) error {
 	return (sched.Local{}).Cancel(context.Background(), nil, li.JobID, true)
 }
 
@@ -389,8 +391,8 @@ func killJob(li *LaunchInfo) error {
 func TestPoolMovedCommandLookups(t *testing.T) {
 	p, pool := newPoolDir(t, "s00", "s01")
 	runnerIn(t, filepath.Join(pool, "s01"))
-	dead, _ := Open(filepath.Join(pool, "s00"))
-	c, err := dead.Submit(ctx(t), "puts moved-out; expr 6*7", SubmitOptions{})
+	dead, _ := master.Open(filepath.Join(pool, "s00"))
+	c, err := dead.Submit(ctx(t), "puts moved-out; expr 6*7", master.SubmitOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +412,7 @@ func TestPoolMovedCommandLookups(t *testing.T) {
 	if out, err := found.Output(0, 0); err != nil || string(out) != "moved-out\n" {
 		t.Fatalf("output %q %v", out, err)
 	}
-	if w, final := p.Locate(c); w.Session != "s01" || w.State != "done" || final.s.dir != filepath.Join(pool, "s01") {
+	if w, final := p.Locate(c); w.Session != "s01" || w.State != "done" || final.Session().Dir() != filepath.Join(pool, "s01") {
 		t.Errorf("locate: %+v", w)
 	}
 	for _, lang := range []string{"python3", "tclsh"} {
@@ -502,7 +504,7 @@ func TestPoolHealDoesNotRespawnStopped(t *testing.T) {
 			killLaunched(t, filepath.Join(dir, name))
 		}
 	})
-	if _, err := p.Stop(ctx(t), StopLaunchOptions{}); err != nil {
+	if _, err := p.Stop(ctx(t), launch.StopLaunchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := p.Heal(ctx(t))
@@ -510,22 +512,22 @@ func TestPoolHealDoesNotRespawnStopped(t *testing.T) {
 		t.Fatalf("heal after pool stop respawned %v (err %v)", rep.Respawned, err)
 	}
 	for _, name := range p.SessionNames() {
-		li, err := ReadLaunch(filepath.Join(dir, name))
+		li, err := launch.ReadLaunch(filepath.Join(dir, name))
 		if err != nil || li.Launches != 1 || li.StoppedAt == nil {
 			t.Fatalf("%s: %+v %v", name, li, err)
 		}
 	}
 	// A launch by hand clears the mark; a kill (no stop) is respawned.
 	s00 := filepath.Join(dir, "s00")
-	launchLocal(t, s00, func(o *LaunchOptions) { o.RunnerArgs = runnerArgs })
-	li, _ := ReadLaunch(s00)
+	launchLocal(t, s00, func(o *launch.LaunchOptions) { o.RunnerArgs = runnerArgs })
+	li, _ := launch.ReadLaunch(s00)
 	if li.StoppedAt != nil || li.Launches != 2 {
 		t.Fatalf("relaunched by hand: %+v", li)
 	}
 	if err := killJob(li); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := waitJobGone(ctx(t), sched.Local{}, nil, li.JobID); err != nil {
+	if _, err := launch.WaitJobGone(ctx(t), sched.Local{}, nil, li.JobID); err != nil {
 		t.Fatal(err)
 	}
 	for {

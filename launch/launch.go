@@ -1,4 +1,4 @@
-package master
+package launch
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofrs/flock"
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )
@@ -54,10 +55,10 @@ type LaunchOptions struct {
 	// Exec runs scheduler commands (nil: sched.RunCommand).
 	Exec sched.Exec
 
-	// respawn: a pool's heal relaunches the session. It refuses (with
-	// errStoppedOnPurpose) a session whose launch.json says it was stopped
+	// Respawn: a pool's heal relaunches the session. It refuses (with
+	// ErrStoppedOnPurpose) a session whose launch.json says it was stopped
 	// by StopLaunched, so a deliberate stop is never undone.
-	respawn bool
+	Respawn bool
 }
 
 // LaunchInfo is state/launch.json. It is written by the launcher only, once
@@ -86,7 +87,7 @@ type LaunchInfo struct {
 type LaunchResult struct {
 	Info    LaunchInfo
 	Job     sched.Job     // the scheduler's last view of the job
-	Status  Status        // the runner's status once it serves (zero with NoWait)
+	Status  master.Status // the runner's status once it serves (zero with NoWait)
 	Pending time.Duration // how long the job was seen pending (our clock)
 	Elapsed time.Duration // submit to serving (our clock)
 }
@@ -120,7 +121,7 @@ func Launch(ctx context.Context, dir string, opts LaunchOptions) (*LaunchResult,
 	if err != nil {
 		return nil, err
 	}
-	runnerPath, err := findRunner(opts.Runner)
+	runnerPath, err := FindRunner(opts.Runner)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func Launch(ctx context.Context, dir string, opts LaunchOptions) (*LaunchResult,
 			return nil, fmt.Errorf("master: create session: %w", err)
 		}
 	}
-	s, err := Open(abs)
+	s, err := master.Open(abs)
 	if err != nil {
 		return nil, err
 	}
@@ -148,55 +149,55 @@ func Launch(ctx context.Context, dir string, opts LaunchOptions) (*LaunchResult,
 // submitLocked checks that nothing serves the session, writes the job
 // script, submits it and records launch.json, all under the launch lock.
 // It returns the session_id state.json held before the launch.
-func submitLocked(ctx context.Context, s *Session, d sched.Driver, x sched.Exec, runnerPath string, opts LaunchOptions) (*LaunchInfo, string, error) {
-	lock := flock.New(s.path(fileLaunchLock))
+func submitLocked(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exec, runnerPath string, opts LaunchOptions) (*LaunchInfo, string, error) {
+	lock := flock.New(sessionPath(s, fileLaunchLock))
 	ok, err := lock.TryLockContext(ctx, 100*time.Millisecond)
 	if err != nil || !ok {
 		return nil, "", fmt.Errorf("master: launch lock: %w", errors.Join(err, ctx.Err()))
 	}
 	defer lock.Unlock()
-	prev, err := readLaunch(s)
+	prev, err := Read(s)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, "", err
 	}
 	if prev != nil {
-		if opts.respawn && prev.StoppedAt != nil {
-			return nil, "", fmt.Errorf("%w (by %s at %s)", errStoppedOnPurpose, prev.StoppedBy, prev.StoppedAt)
+		if opts.Respawn && prev.StoppedAt != nil {
+			return nil, "", fmt.Errorf("%w (by %s at %s)", ErrStoppedOnPurpose, prev.StoppedBy, prev.StoppedAt)
 		}
 		if err := refuseActive(ctx, prev, x); err != nil {
 			return nil, "", err
 		}
 	}
 	if st, err := s.Status(ctx); err == nil && st.Alive {
-		return nil, "", fmt.Errorf("%w: a runner serves %s (pid %d on %s, phase %s)", ErrAlreadyLaunched, s.dir, st.RunnerPID, st.RunnerHost, st.Phase)
+		return nil, "", fmt.Errorf("%w: a runner serves %s (pid %d on %s, phase %s)", ErrAlreadyLaunched, s.Dir(), st.RunnerPID, st.RunnerHost, st.Phase)
 	}
-	if !s.network && s.lockHeld() { // A runner that has not written its state yet.
-		return nil, "", fmt.Errorf("%w: a runner holds %s of %s", ErrAlreadyLaunched, protocol.FileLock, s.dir)
+	if !s.OnNetworkFS() && s.LockHeld() { // A runner that has not written its state yet.
+		return nil, "", fmt.Errorf("%w: a runner holds %s of %s", ErrAlreadyLaunched, protocol.FileLock, s.Dir())
 	}
 	var before string
-	if st, err := s.readState(); err == nil {
+	if st, err := s.ReadState(); err == nil {
 		before = st.SessionID
 	}
-	info := &LaunchInfo{ProtocolVersion: protocol.Version, LaunchID: NewCmdID(), Via: d.Name(), Launches: 1,
-		SubmittedAt: protocol.Now(), Submitter: s.owner, Script: FileLaunchScript, Output: FileLaunchOutput}
+	info := &LaunchInfo{ProtocolVersion: protocol.Version, LaunchID: master.NewCmdID(), Via: d.Name(), Launches: 1,
+		SubmittedAt: protocol.Now(), Submitter: s.Owner(), Script: FileLaunchScript, Output: FileLaunchOutput}
 	if prev != nil {
 		info.Launches = prev.Launches + 1
 	}
 	info.SubmitHost, _ = os.Hostname()
-	info.RunnerCommand = append([]string{runnerPath, "--session", s.dir}, opts.RunnerArgs...)
+	info.RunnerCommand = append([]string{runnerPath, "--session", s.Dir()}, opts.RunnerArgs...)
 	if len(opts.Tool) > 0 {
 		info.RunnerCommand = append(append(info.RunnerCommand, "--"), opts.Tool...)
 	}
 	script := fmt.Sprintf("#!/bin/sh\n# Written by master launch (launch_id %s): runs the session's runner.\nSP_LAUNCH_ID=%s; export SP_LAUNCH_ID\nexec %s\n",
 		info.LaunchID, info.LaunchID, shellJoin(info.RunnerCommand))
-	if err := fsq.WriteAtomic(s.path(FileLaunchScript), []byte(script), 0o700, fsq.FileSynced); err != nil {
+	if err := fsq.WriteAtomic(sessionPath(s, FileLaunchScript), []byte(script), 0o700, fsq.FileSynced); err != nil {
 		return nil, "", fmt.Errorf("master: write job script: %w", err)
 	}
 	name := opts.JobName
 	if name == "" {
-		name = "sp-" + filepath.Base(s.dir)
+		name = "sp-" + filepath.Base(s.Dir())
 	}
-	sub := sched.Submission{Script: s.path(FileLaunchScript), Output: s.path(FileLaunchOutput), Name: name, WorkDir: s.dir, Args: opts.SubmitArgs}
+	sub := sched.Submission{Script: sessionPath(s, FileLaunchScript), Output: sessionPath(s, FileLaunchOutput), Name: name, WorkDir: s.Dir(), Args: opts.SubmitArgs}
 	info.SubmitCommand = submitCommand(d, sub)
 	id, err := d.Submit(ctx, x, sub)
 	if err != nil {
@@ -243,16 +244,16 @@ func submitCommand(d sched.Driver, s sched.Submission) []string {
 // ReadLaunch returns the session's launch.json (an error wrapping
 // os.ErrNotExist if the session was never launched).
 func ReadLaunch(dir string) (*LaunchInfo, error) {
-	s, err := Open(dir)
+	s, err := master.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	return readLaunch(s)
+	return Read(s)
 }
 
-func readLaunch(s *Session) (*LaunchInfo, error) {
-	fsq.Revalidate(s.path(protocol.DirState))
-	b, _, err := fsq.ReadFile(s.path(FileLaunch), 1<<20)
+func Read(s *master.Session) (*LaunchInfo, error) {
+	fsq.Revalidate(sessionPath(s, protocol.DirState))
+	b, _, err := fsq.ReadFile(sessionPath(s, FileLaunch), 1<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -266,39 +267,39 @@ func readLaunch(s *Session) (*LaunchInfo, error) {
 	return &li, nil
 }
 
-// errStoppedOnPurpose: a respawn found the session stopped by StopLaunched.
-var errStoppedOnPurpose = errors.New("master: the session was stopped on purpose")
+// ErrStoppedOnPurpose: a respawn found the session stopped by StopLaunched.
+var ErrStoppedOnPurpose = errors.New("master: the session was stopped on purpose")
 
 // markStopped records in launch.json, under the launch lock, that the
 // session is being stopped on purpose, and returns the launch it stops.
 // Under the lock a concurrent respawn either sees the mark or has already
 // written the launch this stop then stops.
-func markStopped(ctx context.Context, s *Session) (*LaunchInfo, error) {
-	lock := flock.New(s.path(fileLaunchLock))
+func markStopped(ctx context.Context, s *master.Session) (*LaunchInfo, error) {
+	lock := flock.New(sessionPath(s, fileLaunchLock))
 	ok, err := lock.TryLockContext(ctx, 100*time.Millisecond)
 	if err != nil || !ok {
 		return nil, fmt.Errorf("master: launch lock: %w", errors.Join(err, ctx.Err()))
 	}
 	defer lock.Unlock()
-	li, err := readLaunch(s)
+	li, err := Read(s)
 	if err != nil {
 		return nil, err
 	}
 	now := protocol.Now()
-	li.StoppedAt, li.StoppedBy = &now, s.owner
+	li.StoppedAt, li.StoppedBy = &now, s.Owner()
 	return li, writeLaunch(s, li)
 }
 
-func writeLaunch(s *Session, li *LaunchInfo) error {
+func writeLaunch(s *master.Session, li *LaunchInfo) error {
 	b, err := json.MarshalIndent(li, "", "  ")
 	if err != nil {
 		return err
 	}
-	return fsq.WriteAtomic(s.path(FileLaunch), append(b, '\n'), 0o660, fsq.Durable)
+	return fsq.WriteAtomic(sessionPath(s, FileLaunch), append(b, '\n'), 0o660, fsq.Durable)
 }
 
 // findRunner resolves the runner executable to an absolute path.
-func findRunner(p string) (string, error) {
+func FindRunner(p string) (string, error) {
 	if p == "" {
 		p = os.Getenv("SP_RUNNER")
 	}

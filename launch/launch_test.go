@@ -1,4 +1,4 @@
-package master
+package launch
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )
@@ -38,7 +39,7 @@ func killLaunched(t *testing.T, dir string) {
 	}
 	if j, err := (sched.Local{}).Query(context.Background(), nil, li.JobID); err == nil && j.State.Active() {
 		_ = (sched.Local{}).Cancel(context.Background(), nil, li.JobID, true)
-		_, _ = waitJobGone(ctx(t), sched.Local{}, nil, li.JobID)
+		_, _ = WaitJobGone(ctx(t), sched.Local{}, nil, li.JobID)
 	}
 }
 
@@ -61,8 +62,8 @@ func TestLaunchLocalServesRefusesAndStops(t *testing.T) {
 		t.Errorf("progress: %q", lines)
 	}
 	mu.Unlock()
-	s, _ := Open(dir)
-	if r, err := s.Run(ctx(t), "expr 6*7", SubmitOptions{}); err != nil || *r.Value != "42" {
+	s, _ := master.Open(dir)
+	if r, err := s.Run(ctx(t), "expr 6*7", master.SubmitOptions{}); err != nil || *r.Value != "42" {
 		t.Fatalf("%+v %v", r, err)
 	}
 	// A second launch while the first runner serves changes nothing.
@@ -72,10 +73,10 @@ func TestLaunchLocalServesRefusesAndStops(t *testing.T) {
 	if li2, _ := ReadLaunch(dir); li2.LaunchID != li.LaunchID {
 		t.Fatal("a refused launch rewrote launch.json")
 	}
-	if code, exit := Classify(ErrAlreadyLaunched); code != CodeAlreadyLaunched || exit != 7 {
+	if code, exit := master.Classify(ErrAlreadyLaunched); code != CodeAlreadyLaunched || exit != 7 {
 		t.Errorf("classify: %s %d", code, exit)
 	}
-	if ls := launchStatus(ctx(t), s); ls == nil || ls.Job.State != sched.Running || !strings.Contains(ls.String(), "(local) running") {
+	if ls := Status(ctx(t), s); ls == nil || ls.Job.State != sched.Running || !strings.Contains(ls.String(), "(local) running") {
 		t.Errorf("launch status %+v", ls)
 	}
 	rep, err := StopLaunched(ctx(t), dir, StopLaunchOptions{})
@@ -83,7 +84,7 @@ func TestLaunchLocalServesRefusesAndStops(t *testing.T) {
 		t.Fatalf("stop: %+v %v", rep, err)
 	}
 	// Nothing left to stop: exit 5, nothing written.
-	if _, err := StopLaunched(ctx(t), dir, StopLaunchOptions{}); !errors.Is(err, ErrRunnerNotAlive) {
+	if _, err := StopLaunched(ctx(t), dir, StopLaunchOptions{}); !errors.Is(err, master.ErrRunnerNotAlive) {
 		t.Fatalf("second stop: %v", err)
 	}
 	// Relaunch: the count goes up, the new runner serves.
@@ -98,8 +99,8 @@ func TestLaunchLocalServesRefusesAndStops(t *testing.T) {
 func TestLaunchStopEscalates(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	launchLocal(t, dir)
-	s, _ := Open(dir)
-	c, err := s.Submit(ctx(t), "puts started; flush stdout; after 600000", SubmitOptions{})
+	s, _ := master.Open(dir)
+	c, err := s.Submit(ctx(t), "puts started; flush stdout; after 600000", master.SubmitOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestLaunchFailsWhenTheRunnerExits(t *testing.T) {
 	if !errors.Is(err, ErrLaunchFailed) || !strings.Contains(err.Error(), "no-such-flag") || !strings.Contains(err.Error(), "exit 2") {
 		t.Fatalf("%v", err)
 	}
-	if _, exit := Classify(err); exit != ExitNoRunner {
+	if _, exit := master.Classify(err); exit != master.ExitNoRunner {
 		t.Errorf("exit %d", exit)
 	}
 }
@@ -146,7 +147,7 @@ func TestLaunchRefusesARunnerStartedByHand(t *testing.T) {
 
 func TestLaunchUsage(t *testing.T) {
 	for _, o := range []LaunchOptions{{Via: "pbs"}, {Via: "local", SubmitArgs: []string{"-x"}}, {Via: "slurm", Runner: "/nonexistent/runner"}} {
-		if _, err := Launch(ctx(t), t.TempDir(), o); !errors.Is(err, errUsage) {
+		if _, err := Launch(ctx(t), t.TempDir(), o); !errors.Is(err, master.ErrUsage) {
 			t.Errorf("%+v: %v", o, err)
 		}
 	}
@@ -168,7 +169,7 @@ func TestStopLaunchedSchedulerUnreachable(t *testing.T) {
 	li, _ := ReadLaunch(dir)
 	real := *li
 	li.JobID = "1@another-host:5"
-	s, _ := Open(dir)
+	s, _ := master.Open(dir)
 	if err := writeLaunch(s, li); err != nil {
 		t.Fatal(err)
 	}
@@ -180,18 +181,4 @@ func TestStopLaunchedSchedulerUnreachable(t *testing.T) {
 	if _, err := StopLaunched(ctx(t), dir, StopLaunchOptions{}); err == nil || !strings.Contains(err.Error(), "another-host") {
 		t.Fatalf("second stop: %v", err)
 	}
-}
-
-// killLocalLaunches SIGKILLs the runners of every session under dir that
-// was launched --via local and still runs.
-func killLocalLaunches(dir string) {
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "launch.json" {
-			return nil
-		}
-		if li, err := ReadLaunch(filepath.Dir(filepath.Dir(p))); err == nil && li.Via == "local" {
-			_ = (sched.Local{}).Cancel(context.Background(), nil, li.JobID, true)
-		}
-		return nil
-	})
 }

@@ -1,4 +1,4 @@
-package master
+package cli
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -20,7 +21,7 @@ func TestStatusShowsDiskFull(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, protocol.FileState), []byte(`{"protocol_version":1,"phase":"busy","session_id":"s1","runner_pid":1,"hostname":"h","current_cmd_id":null,"queue_depth":0,"kind":"tcl","updated_at":"2026-11-26T12:00:00Z","commands_done":3,"tool_starts":1,"rejected_count":0,"skipped_count":0,"disk_full":true}`), 0o600)
 	os.WriteFile(filepath.Join(dir, protocol.FileHeartbeat), []byte(`{"protocol_version":1,"timestamp":"2026-11-26T12:00:00Z","counter":5,"hostname":"h","runner_pid":1,"session_id":"s1","phase":"busy","interval_ms":1000}          `), 0o600)
-	s, err := Open(dir)
+	s, err := master.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package master
+package launch
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )
@@ -55,11 +56,11 @@ var errNotLaunched = errors.New("master: the session was not launched by master 
 // returns ErrRunnerNotAlive and does nothing; a session never launched
 // gives an error wrapping errNotLaunched.
 func StopLaunched(ctx context.Context, dir string, opts StopLaunchOptions) (StopReport, error) {
-	s, err := Open(dir)
+	s, err := master.Open(dir)
 	if err != nil {
 		return StopReport{}, err
 	}
-	if _, err := readLaunch(s); err != nil {
+	if _, err := Read(s); err != nil {
 		return StopReport{}, errors.Join(errNotLaunched, err)
 	}
 	li, err := markStopped(ctx, s) // Before anything stops: heal must not respawn it.
@@ -103,14 +104,14 @@ func StopLaunched(ctx context.Context, dir string, opts StopLaunchOptions) (Stop
 	}
 	rep.Job = job
 	if !st.Alive && !job.State.Active() {
-		return rep, fmt.Errorf("%w: job %s (%s) is %s and no runner serves the session; nothing to stop", ErrRunnerNotAlive, li.JobID, li.Via, job)
+		return rep, fmt.Errorf("%w: job %s (%s) is %s and no runner serves the session; nothing to stop", master.ErrRunnerNotAlive, li.JobID, li.Via, job)
 	}
 	if st.Alive {
 		progress(opts.Progress, "asking the runner (pid %d on %s) to stop (%s); job %s (%s) is %s", st.RunnerPID, st.RunnerHost, opts.Mode, li.JobID, li.Via, job)
 		gctx, cancel := context.WithTimeout(ctx, opts.Grace)
 		serr := stopRequest(gctx, s, opts.Mode)
 		if serr == nil {
-			rep.Job, serr = waitJobGone(gctx, d, x, li.JobID)
+			rep.Job, serr = WaitJobGone(gctx, d, x, li.JobID)
 		}
 		cancel()
 		if serr == nil {
@@ -130,7 +131,7 @@ func StopLaunched(ctx context.Context, dir string, opts StopLaunchOptions) (Stop
 			progress(opts.Progress, "%s: %v", argv, err) // A job that ended meanwhile makes some schedulers complain.
 		}
 		cctx, cancel := context.WithTimeout(ctx, opts.CancelGrace)
-		j, err := waitJobGone(cctx, d, x, li.JobID)
+		j, err := WaitJobGone(cctx, d, x, li.JobID)
 		cancel()
 		rep.Job = j
 		if err == nil {
@@ -152,13 +153,13 @@ func StopLaunched(ctx context.Context, dir string, opts StopLaunchOptions) (Stop
 // stopRequest asks the runner to stop and waits until it has. It is the
 // one place the escalation talks to the runner, so a change of the stop
 // protocol (mailbox requests) touches only this function.
-func stopRequest(ctx context.Context, s *Session, mode protocol.StopMode) error {
+func stopRequest(ctx context.Context, s *master.Session, mode protocol.StopMode) error {
 	_, err := s.Stop(ctx, mode, true)
 	return err
 }
 
 // waitJobGone polls the scheduler until the job is no longer active.
-func waitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (sched.Job, error) {
+func WaitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (sched.Job, error) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -178,12 +179,12 @@ func waitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (
 }
 
 // launchStatus returns the launch status of s, or nil if s was never launched.
-func launchStatus(ctx context.Context, s *Session) *LaunchStatus {
-	li, err := readLaunch(s)
+func Status(ctx context.Context, s *master.Session) *master.LaunchStatus {
+	li, err := Read(s)
 	if err != nil {
 		return nil
 	}
-	ls := &LaunchStatus{Via: li.Via, JobID: li.JobID, Launches: li.Launches}
+	ls := &master.LaunchStatus{Via: li.Via, JobID: li.JobID, Launches: li.Launches}
 	d, err := sched.For(li.Via)
 	if err == nil {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
