@@ -1,4 +1,4 @@
-// Package cli is the master command line (README.md, "The master CLI"):
+// Package cli is the master command line (README.md, "From a shell script"):
 // Main parses the arguments, runs one command against a session or pool
 // directory through packages master, launch and pool, the history tools
 // (report, standin, diff) and the MCP server (mcp), and returns the exit
