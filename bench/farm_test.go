@@ -33,7 +33,7 @@ func BenchmarkSlurmLaunch(b *testing.B) {
 		for j := 0; j < n; j++ {
 			for _, via := range []string{"slurm", "local"} { // local: the runner's and tool's own start, for reference
 				dir := filepath.Join(benchDir(b), "s")
-				res, err := launch.Launch(ctx, dir, launch.LaunchOptions{Via: via, Runner: runnerBin})
+				res, err := launch.Launch(ctx, dir, launch.Options{Via: via, Runner: runnerBin})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -42,7 +42,7 @@ func BenchmarkSlurmLaunch(b *testing.B) {
 				} else {
 					local = append(local, res.Elapsed)
 				}
-				if _, err := launch.StopLaunched(ctx, dir, launch.StopLaunchOptions{}); err != nil {
+				if _, err := launch.StopLaunched(ctx, dir, launch.StopOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -50,12 +50,12 @@ func BenchmarkSlurmLaunch(b *testing.B) {
 		for j := 0; j < pick(1, 3); j++ {
 			dir := filepath.Join(benchDir(b), "pool")
 			t0 := time.Now()
-			p, _, err := pool.StartPool(ctx, dir, pool.PoolOptions{Size: 4, Via: "slurm", Runner: runnerBin})
+			p, _, err := pool.Start(ctx, dir, pool.Options{Size: 4, Via: "slurm", Runner: runnerBin})
 			if err != nil {
 				b.Fatal(err)
 			}
 			pool4 = append(pool4, time.Since(t0))
-			if _, err := p.Stop(ctx, launch.StopLaunchOptions{}); err != nil {
+			if _, err := p.Stop(ctx, launch.StopOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -87,12 +87,12 @@ func BenchmarkPoolThroughput(b *testing.B) {
 	sizes := []int{1, 2, 4}
 	pools := map[int]*pool.Pool{}
 	for _, k := range sizes {
-		p, _, err := pool.StartPool(ctx, filepath.Join(benchDir(b), "pool"), pool.PoolOptions{Size: k, Via: "local", Runner: runnerBin,
+		p, _, err := pool.Start(ctx, filepath.Join(benchDir(b), "pool"), pool.Options{Size: k, Via: "local", Runner: runnerBin,
 			RunnerArgs: []string{"--log-level", "warn"}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer p.Stop(ctx, launch.StopLaunchOptions{})
+		defer p.Stop(ctx, launch.StopOptions{})
 		pools[k] = p
 	}
 	n := pick(8, 80)
@@ -103,9 +103,9 @@ func BenchmarkPoolThroughput(b *testing.B) {
 			for _, k := range sizes {
 				p := pools[k]
 				t0 := time.Now()
-				var pcs []*pool.PoolCommand
+				var pcs []*pool.Command
 				for j := 0; j < n; j++ {
-					pc, err := p.Submit(ctx, burn, pool.PoolSubmitOptions{})
+					pc, err := p.Submit(ctx, burn, pool.SubmitOptions{})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -140,12 +140,12 @@ func BenchmarkPoolThroughput(b *testing.B) {
 // pool of 4 live sessions running the commands.
 func BenchmarkPoolSubmitOverhead(b *testing.B) {
 	ctx := context.Background()
-	p, _, err := pool.StartPool(ctx, filepath.Join(benchDir(b), "pool"), pool.PoolOptions{Size: 4, Via: "local", Runner: runnerBin,
+	p, _, err := pool.Start(ctx, filepath.Join(benchDir(b), "pool"), pool.Options{Size: 4, Via: "local", Runner: runnerBin,
 		RunnerArgs: []string{"--log-level", "warn"}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer p.Stop(ctx, launch.StopLaunchOptions{})
+	defer p.Stop(ctx, launch.StopOptions{})
 	s, err := master.Open(filepath.Join(p.Dir(), "s00"))
 	if err != nil {
 		b.Fatal(err)
@@ -163,7 +163,7 @@ func BenchmarkPoolSubmitOverhead(b *testing.B) {
 			direct = append(direct, us(time.Since(t0)/time.Duration(n)))
 			t0 = time.Now()
 			for j := 0; j < n; j++ {
-				if _, err := p.Submit(ctx, "expr 1", pool.PoolSubmitOptions{}); err != nil {
+				if _, err := p.Submit(ctx, "expr 1", pool.SubmitOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}

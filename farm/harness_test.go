@@ -107,9 +107,9 @@ func runnerPath() string { return filepath.Join(bin, "runner") }
 
 // launchSession launches a runner on a new session through Slurm; its job is
 // cancelled when the test ends.
-func launchSession(t *testing.T, dir string, mods ...func(*launch.LaunchOptions)) *launch.LaunchResult {
+func launchSession(t *testing.T, dir string, mods ...func(*launch.Options)) *launch.Result {
 	t.Helper()
-	o := launch.LaunchOptions{Via: "slurm", Runner: runnerPath(), RunnerArgs: []string{"--heartbeat", "250ms"}}
+	o := launch.Options{Via: "slurm", Runner: runnerPath(), RunnerArgs: []string{"--heartbeat", "250ms"}}
 	for _, m := range mods {
 		m(&o)
 	}

@@ -69,7 +69,7 @@ func TestSlurmStopEscalatesToScancel(t *testing.T) {
 	}
 	waitFor(t, "the long command to start", func() bool { st, _ := s.Status(ctx(t)); return st.CurrentCmdID == c.ID })
 	var notes []string
-	rep, err := launch.StopLaunched(ctx(t), dir, launch.StopLaunchOptions{Grace: time.Second, Progress: func(m string) { notes = append(notes, m) }})
+	rep, err := launch.StopLaunched(ctx(t), dir, launch.StopOptions{Grace: time.Second, Progress: func(m string) { notes = append(notes, m) }})
 	if err != nil || rep.Step != launch.StepCancel || rep.Job.State != sched.Cancelled {
 		t.Fatalf("%+v %v", rep, err)
 	}
@@ -144,7 +144,7 @@ func TestSlurmJobKilledMidCommand(t *testing.T) {
 			if n[running.ID] != 1 || n[queued.ID] != 1 || ran["first"] != 1 || ran["second"] != 1 {
 				t.Errorf("results %v, side effects %v", n, ran)
 			}
-			if rep, err := launch.StopLaunched(ctx(t), dir, launch.StopLaunchOptions{}); err != nil || rep.Step != launch.StepStopRequest {
+			if rep, err := launch.StopLaunched(ctx(t), dir, launch.StopOptions{}); err != nil || rep.Step != launch.StepStopRequest {
 				t.Errorf("stop: %+v %v", rep, err)
 			}
 		})
@@ -158,7 +158,7 @@ func TestSlurmPendingJob(t *testing.T) {
 	needSlurm(t)
 	dir := filepath.Join(workDir(t), "s")
 	var notes []string
-	res, err := launch.Launch(ctx(t), dir, launch.LaunchOptions{Via: "slurm", Runner: runnerPath(), SubmitArgs: []string{"--begin=now+3600"},
+	res, err := launch.Launch(ctx(t), dir, launch.Options{Via: "slurm", Runner: runnerPath(), SubmitArgs: []string{"--begin=now+3600"},
 		ReadyTimeout: 3 * time.Second, Progress: func(m string) { notes = append(notes, m) }})
 	if res != nil {
 		cancelAtEnd(t, "slurm", res.Info.JobID)
@@ -169,14 +169,14 @@ func TestSlurmPendingJob(t *testing.T) {
 	if !strings.Contains(strings.Join(notes, "\n"), "PENDING (BeginTime)") {
 		t.Errorf("progress %q", notes)
 	}
-	if _, err := launch.Launch(ctx(t), dir, launch.LaunchOptions{Via: "slurm", Runner: runnerPath()}); !errors.Is(err, launch.ErrAlreadyLaunched) || !strings.Contains(err.Error(), "PENDING") {
+	if _, err := launch.Launch(ctx(t), dir, launch.Options{Via: "slurm", Runner: runnerPath()}); !errors.Is(err, launch.ErrAlreadyLaunched) || !strings.Contains(err.Error(), "PENDING") {
 		t.Fatalf("launch over a pending job: %v", err)
 	}
 	out, _, code := cli(t, "status", "--session", dir)
 	if code != 5 || !strings.Contains(out, "PENDING (BeginTime)") {
 		t.Errorf("status %d: %s", code, out)
 	}
-	rep, err := launch.StopLaunched(ctx(t), dir, launch.StopLaunchOptions{})
+	rep, err := launch.StopLaunched(ctx(t), dir, launch.StopOptions{})
 	if err != nil || rep.Step != launch.StepCancel || rep.Job.State != sched.Cancelled {
 		t.Fatalf("stop of a pending job: %+v %v", rep, err)
 	}
@@ -209,7 +209,7 @@ func TestSlurmTimeLimitSignalStopsGracefully(t *testing.T) {
 	needSlurm(t)
 	dir := filepath.Join(workDir(t), "s")
 	side := filepath.Join(filepath.Dir(dir), "side")
-	res := launchSession(t, dir, func(o *launch.LaunchOptions) { o.SubmitArgs = []string{"--time=1", "--signal=B:TERM@50"} })
+	res := launchSession(t, dir, func(o *launch.Options) { o.SubmitArgs = []string{"--time=1", "--signal=B:TERM@50"} })
 	s, _ := master.Open(dir)
 	var cmds []*master.Command
 	for i := 0; i < 20; i++ {

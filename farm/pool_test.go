@@ -20,7 +20,7 @@ import (
 
 func startPool(t *testing.T, dir, via string, size int, respawn bool) *pool.Pool {
 	t.Helper()
-	p, res, err := pool.StartPool(ctx(t), dir, pool.PoolOptions{Size: size, Via: via, Runner: runnerPath(), Respawn: respawn,
+	p, res, err := pool.Start(ctx(t), dir, pool.Options{Size: size, Via: via, Runner: runnerPath(), Respawn: respawn,
 		RunnerArgs: []string{"--heartbeat", "250ms"}})
 	for _, r := range res {
 		if r.Result != nil {
@@ -73,7 +73,7 @@ func poolCancelHalfway(t *testing.T, via string, size, n int, respawn bool, canc
 	moved := 0
 	go func() { // master pool heal --every 500ms
 		defer healWG.Done()
-		q, _ := pool.OpenPool(p.Dir())
+		q, _ := pool.Open(p.Dir())
 		for hctx.Err() == nil {
 			rep, err := q.Heal(hctx)
 			if err != nil && hctx.Err() == nil {
@@ -86,10 +86,10 @@ func poolCancelHalfway(t *testing.T, via string, size, n int, respawn bool, canc
 			}
 		}
 	}()
-	var cmds []*pool.PoolCommand
+	var cmds []*pool.Command
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("c%04d-%s", i, master.NewCmdID())
-		pc, err := p.Submit(ctx(t), sidePayload(side, id, "after 20; "), pool.PoolSubmitOptions{SubmitOptions: master.SubmitOptions{CmdID: id}})
+		pc, err := p.Submit(ctx(t), sidePayload(side, id, "after 20; "), pool.SubmitOptions{SubmitOptions: master.SubmitOptions{CmdID: id}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,9 +202,9 @@ func TestSlurmPoolRespawn(t *testing.T) {
 		waitFor(t, "the gate command to run", func() bool { st, _ := s.Status(ctx(t)); return st.CurrentCmdID == c.ID })
 		gates = append(gates, c)
 	}
-	var cmds []*pool.PoolCommand
+	var cmds []*pool.Command
 	for i := 0; i < 20; i++ {
-		pc, err := p.Submit(ctx(t), "expr 1", pool.PoolSubmitOptions{})
+		pc, err := p.Submit(ctx(t), "expr 1", pool.SubmitOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,8 +26,8 @@ const (
 	fileLaunchLock   = "state/launch.lock" // flock held by a launcher while it checks, submits and records
 )
 
-// LaunchOptions say how Launch starts a runner.
-type LaunchOptions struct {
+// Options say how Launch starts a runner.
+type Options struct {
 	// Via names the scheduler: "local" (a detached process on this host),
 	// "slurm", "sge" or "lsf". Required.
 	Via string
@@ -61,9 +61,9 @@ type LaunchOptions struct {
 	Respawn bool
 }
 
-// LaunchInfo is state/launch.json. It is written by the launcher only, once
+// Info is state/launch.json. It is written by the launcher only, once
 // per launch, atomically.
-type LaunchInfo struct {
+type Info struct {
 	ProtocolVersion int           `json:"protocol_version"`
 	LaunchID        string        `json:"launch_id"`
 	Via             string        `json:"via"`
@@ -83,9 +83,9 @@ type LaunchInfo struct {
 	StoppedBy string         `json:"stopped_by,omitempty"`
 }
 
-// LaunchResult is what Launch found.
-type LaunchResult struct {
-	Info    LaunchInfo
+// Result is what Launch found.
+type Result struct {
+	Info    Info
 	Job     sched.Job     // the scheduler's last view of the job
 	Status  master.Status // the runner's status once it serves (zero with NoWait)
 	Pending time.Duration // how long the job was seen pending (our clock)
@@ -105,7 +105,7 @@ type LaunchResult struct {
 // running. The check, the submission and launch.json are done under a
 // flock on state/launch.lock, so two launchers on one host (or on NFS
 // v4 clients) cannot both submit.
-func Launch(ctx context.Context, dir string, opts LaunchOptions) (*LaunchResult, error) {
+func Launch(ctx context.Context, dir string, opts Options) (*Result, error) {
 	d, err := sched.For(opts.Via)
 	if err != nil {
 		return nil, usageErr("%v", err)
@@ -138,7 +138,7 @@ func Launch(ctx context.Context, dir string, opts LaunchOptions) (*LaunchResult,
 	if err != nil {
 		return nil, err
 	}
-	res := &LaunchResult{Info: *info}
+	res := &Result{Info: *info}
 	progress(opts.Progress, "job %s submitted (%s)", info.JobID, info.Via)
 	if opts.NoWait {
 		return res, nil
@@ -149,7 +149,7 @@ func Launch(ctx context.Context, dir string, opts LaunchOptions) (*LaunchResult,
 // submitLocked checks that nothing serves the session, writes the job
 // script, submits it and records launch.json, all under the launch lock.
 // It returns the session_id state.json held before the launch.
-func submitLocked(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exec, runnerPath string, opts LaunchOptions) (*LaunchInfo, string, error) {
+func submitLocked(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exec, runnerPath string, opts Options) (*Info, string, error) {
 	lock := flock.New(sessionPath(s, fileLaunchLock))
 	ok, err := lock.TryLockContext(ctx, 100*time.Millisecond)
 	if err != nil || !ok {
@@ -178,7 +178,7 @@ func submitLocked(ctx context.Context, s *master.Session, d sched.Driver, x sche
 	if st, err := s.ReadState(); err == nil {
 		before = st.SessionID
 	}
-	info := &LaunchInfo{ProtocolVersion: protocol.Version, LaunchID: master.NewCmdID(), Via: d.Name(), Launches: 1,
+	info := &Info{ProtocolVersion: protocol.Version, LaunchID: master.NewCmdID(), Via: d.Name(), Launches: 1,
 		SubmittedAt: protocol.Now(), Submitter: s.Owner(), Script: FileLaunchScript, Output: FileLaunchOutput}
 	if prev != nil {
 		info.Launches = prev.Launches + 1
@@ -212,7 +212,7 @@ func submitLocked(ctx context.Context, s *master.Session, d sched.Driver, x sche
 
 // refuseActive returns ErrAlreadyLaunched if prev's job is queued or
 // running, and an error if the scheduler cannot say.
-func refuseActive(ctx context.Context, prev *LaunchInfo, x sched.Exec) error {
+func refuseActive(ctx context.Context, prev *Info, x sched.Exec) error {
 	pd, err := sched.For(prev.Via)
 	if err != nil {
 		return fmt.Errorf("master: %s: %w", FileLaunch, err)
@@ -243,7 +243,7 @@ func submitCommand(d sched.Driver, s sched.Submission) []string {
 
 // ReadLaunch returns the session's launch.json (an error wrapping
 // os.ErrNotExist if the session was never launched).
-func ReadLaunch(dir string) (*LaunchInfo, error) {
+func ReadLaunch(dir string) (*Info, error) {
 	s, err := master.Open(dir)
 	if err != nil {
 		return nil, err
@@ -251,13 +251,14 @@ func ReadLaunch(dir string) (*LaunchInfo, error) {
 	return Read(s)
 }
 
-func Read(s *master.Session) (*LaunchInfo, error) {
+// Read is ReadLaunch for an open session.
+func Read(s *master.Session) (*Info, error) {
 	fsq.Revalidate(sessionPath(s, protocol.DirState))
 	b, _, err := fsq.ReadFile(sessionPath(s, FileLaunch), 1<<20)
 	if err != nil {
 		return nil, err
 	}
-	var li LaunchInfo
+	var li Info
 	if err := json.Unmarshal(b, &li); err != nil {
 		return nil, fmt.Errorf("master: %s: %w", FileLaunch, err)
 	}
@@ -274,7 +275,7 @@ var ErrStoppedOnPurpose = errors.New("master: the session was stopped on purpose
 // session is being stopped on purpose, and returns the launch it stops.
 // Under the lock a concurrent respawn either sees the mark or has already
 // written the launch this stop then stops.
-func markStopped(ctx context.Context, s *master.Session) (*LaunchInfo, error) {
+func markStopped(ctx context.Context, s *master.Session) (*Info, error) {
 	lock := flock.New(sessionPath(s, fileLaunchLock))
 	ok, err := lock.TryLockContext(ctx, 100*time.Millisecond)
 	if err != nil || !ok {
@@ -290,7 +291,7 @@ func markStopped(ctx context.Context, s *master.Session) (*LaunchInfo, error) {
 	return li, writeLaunch(s, li)
 }
 
-func writeLaunch(s *master.Session, li *LaunchInfo) error {
+func writeLaunch(s *master.Session, li *Info) error {
 	b, err := json.MarshalIndent(li, "", "  ")
 	if err != nil {
 		return err
@@ -298,7 +299,7 @@ func writeLaunch(s *master.Session, li *LaunchInfo) error {
 	return fsq.WriteAtomic(sessionPath(s, FileLaunch), append(b, '\n'), 0o660, fsq.Durable)
 }
 
-// findRunner resolves the runner executable to an absolute path.
+// FindRunner resolves the runner executable to an absolute path.
 func FindRunner(p string) (string, error) {
 	if p == "" {
 		p = os.Getenv("SP_RUNNER")

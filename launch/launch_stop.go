@@ -19,8 +19,8 @@ const (
 	StepKill        = "scheduler_kill"   // the forced cancel (SIGKILL) ended the job
 )
 
-// StopLaunchOptions say how StopLaunched escalates.
-type StopLaunchOptions struct {
+// StopOptions say how StopLaunched escalates.
+type StopOptions struct {
 	// Mode of the stop request (default graceful: the running command
 	// finishes first).
 	Mode protocol.StopMode
@@ -55,7 +55,7 @@ var errNotLaunched = errors.New("master: the session was not launched by master 
 // the step that ended the job. With no live runner and no active job it
 // returns ErrRunnerNotAlive and does nothing; a session never launched
 // gives an error wrapping errNotLaunched.
-func StopLaunched(ctx context.Context, dir string, opts StopLaunchOptions) (StopReport, error) {
+func StopLaunched(ctx context.Context, dir string, opts StopOptions) (StopReport, error) {
 	s, err := master.Open(dir)
 	if err != nil {
 		return StopReport{}, err
@@ -158,7 +158,7 @@ func stopRequest(ctx context.Context, s *master.Session, mode protocol.StopMode)
 	return err
 }
 
-// waitJobGone polls the scheduler until the job is no longer active.
+// WaitJobGone polls the scheduler until the job is no longer active.
 func WaitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (sched.Job, error) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -178,7 +178,8 @@ func WaitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (
 	}
 }
 
-// launchStatus returns the launch status of s, or nil if s was never launched.
+// Status returns the launch status of s (what master status shows), or nil
+// if s was never launched.
 func Status(ctx context.Context, s *master.Session) *master.LaunchStatus {
 	li, err := Read(s)
 	if err != nil {

@@ -17,9 +17,9 @@ import (
 
 // launchLocal launches a runner (the test binary as "runner", from the PATH
 // testscript.Main set up) detached on a new session, stopped at the end.
-func launchLocal(t *testing.T, dir string, mods ...func(*LaunchOptions)) *LaunchResult {
+func launchLocal(t *testing.T, dir string, mods ...func(*Options)) *Result {
 	t.Helper()
-	opts := LaunchOptions{Via: "local", RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"}}
+	opts := Options{Via: "local", RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"}}
 	for _, m := range mods {
 		m(&opts)
 	}
@@ -47,7 +47,7 @@ func TestLaunchLocalServesRefusesAndStops(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	var lines []string
 	var mu sync.Mutex
-	res := launchLocal(t, dir, func(o *LaunchOptions) {
+	res := launchLocal(t, dir, func(o *Options) {
 		o.Progress = func(m string) { mu.Lock(); lines = append(lines, m); mu.Unlock() }
 	})
 	if !res.Status.Alive || res.Info.Via != "local" || res.Info.Launches != 1 || res.Info.Script != FileLaunchScript {
@@ -67,7 +67,7 @@ func TestLaunchLocalServesRefusesAndStops(t *testing.T) {
 		t.Fatalf("%+v %v", r, err)
 	}
 	// A second launch while the first runner serves changes nothing.
-	if _, err := Launch(ctx(t), dir, LaunchOptions{Via: "local"}); !errors.Is(err, ErrAlreadyLaunched) {
+	if _, err := Launch(ctx(t), dir, Options{Via: "local"}); !errors.Is(err, ErrAlreadyLaunched) {
 		t.Fatalf("second launch: %v", err)
 	}
 	if li2, _ := ReadLaunch(dir); li2.LaunchID != li.LaunchID {
@@ -79,12 +79,12 @@ func TestLaunchLocalServesRefusesAndStops(t *testing.T) {
 	if ls := Status(ctx(t), s); ls == nil || ls.Job.State != sched.Running || !strings.Contains(ls.String(), "(local) running") {
 		t.Errorf("launch status %+v", ls)
 	}
-	rep, err := StopLaunched(ctx(t), dir, StopLaunchOptions{})
+	rep, err := StopLaunched(ctx(t), dir, StopOptions{})
 	if err != nil || rep.Step != StepStopRequest || rep.Job.State.Active() {
 		t.Fatalf("stop: %+v %v", rep, err)
 	}
 	// Nothing left to stop: exit 5, nothing written.
-	if _, err := StopLaunched(ctx(t), dir, StopLaunchOptions{}); !errors.Is(err, master.ErrRunnerNotAlive) {
+	if _, err := StopLaunched(ctx(t), dir, StopOptions{}); !errors.Is(err, master.ErrRunnerNotAlive) {
 		t.Fatalf("second stop: %v", err)
 	}
 	// Relaunch: the count goes up, the new runner serves.
@@ -107,7 +107,7 @@ func TestLaunchStopEscalates(t *testing.T) {
 	if _, err := s.WaitFor(ctx(t), regexpMust("started"), 0); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := StopLaunched(ctx(t), dir, StopLaunchOptions{Grace: 500 * time.Millisecond})
+	rep, err := StopLaunched(ctx(t), dir, StopOptions{Grace: 500 * time.Millisecond})
 	if err != nil || rep.Step != StepCancel {
 		t.Fatalf("%+v %v", rep, err)
 	}
@@ -124,7 +124,7 @@ func TestLaunchStopEscalates(t *testing.T) {
 // and the runner's own message.
 func TestLaunchFailsWhenTheRunnerExits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
-	_, err := Launch(ctx(t), dir, LaunchOptions{Via: "local", RunnerArgs: []string{"--no-such-flag"}})
+	_, err := Launch(ctx(t), dir, Options{Via: "local", RunnerArgs: []string{"--no-such-flag"}})
 	if !errors.Is(err, ErrLaunchFailed) || !strings.Contains(err.Error(), "no-such-flag") || !strings.Contains(err.Error(), "exit 2") {
 		t.Fatalf("%v", err)
 	}
@@ -136,7 +136,7 @@ func TestLaunchFailsWhenTheRunnerExits(t *testing.T) {
 // A session served by a runner started by hand is not launched again.
 func TestLaunchRefusesARunnerStartedByHand(t *testing.T) {
 	dir := startRunner(t)
-	_, err := Launch(ctx(t), dir, LaunchOptions{Via: "local"})
+	_, err := Launch(ctx(t), dir, Options{Via: "local"})
 	if !errors.Is(err, ErrAlreadyLaunched) {
 		t.Fatalf("%v", err)
 	}
@@ -146,7 +146,7 @@ func TestLaunchRefusesARunnerStartedByHand(t *testing.T) {
 }
 
 func TestLaunchUsage(t *testing.T) {
-	for _, o := range []LaunchOptions{{Via: "pbs"}, {Via: "local", SubmitArgs: []string{"-x"}}, {Via: "slurm", Runner: "/nonexistent/runner"}} {
+	for _, o := range []Options{{Via: "pbs"}, {Via: "local", SubmitArgs: []string{"-x"}}, {Via: "slurm", Runner: "/nonexistent/runner"}} {
 		if _, err := Launch(ctx(t), t.TempDir(), o); !errors.Is(err, master.ErrUsage) {
 			t.Errorf("%+v: %v", o, err)
 		}
@@ -174,11 +174,11 @@ func TestStopLaunchedSchedulerUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { writeLaunch(s, &real) }) // So that killLaunched finds the real process.
-	rep, err := StopLaunched(ctx(t), dir, StopLaunchOptions{})
+	rep, err := StopLaunched(ctx(t), dir, StopOptions{})
 	if err != nil || rep.Step != StepStopRequest || !strings.Contains(rep.Message, "could not be checked") {
 		t.Fatalf("%+v %v", rep, err)
 	}
-	if _, err := StopLaunched(ctx(t), dir, StopLaunchOptions{}); err == nil || !strings.Contains(err.Error(), "another-host") {
+	if _, err := StopLaunched(ctx(t), dir, StopOptions{}); err == nil || !strings.Contains(err.Error(), "another-host") {
 		t.Fatalf("second stop: %v", err)
 	}
 }

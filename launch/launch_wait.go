@@ -53,7 +53,7 @@ const queryEvery = time.Second
 
 // waitServing waits until a runner newer than session_id before serves
 // the session, or the job ends, or ctx (bounded by ReadyTimeout) ends.
-func waitServing(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exec, before string, opts LaunchOptions, res *LaunchResult) error {
+func waitServing(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exec, before string, opts Options, res *Result) error {
 	start := time.Now()
 	if opts.ReadyTimeout > 0 {
 		var cancel context.CancelFunc
@@ -150,7 +150,7 @@ func pollJob(ctx context.Context, d sched.Driver, x sched.Exec, id string) <-cha
 }
 
 // waitEnded explains an interrupted or timed-out wait; the job is left alone.
-func waitEnded(ctx context.Context, s *master.Session, res *LaunchResult) error {
+func waitEnded(ctx context.Context, s *master.Session, res *Result) error {
 	state := res.Job.String()
 	if res.Job.ID == "" {
 		state = "not yet seen by the scheduler"

@@ -57,9 +57,9 @@ func needTool(t *testing.T, name string) string {
 
 // launchLocal launches a runner (the test binary as "runner", from the PATH
 // testscript.Main set up) detached on a new session, stopped at the end.
-func launchLocal(t *testing.T, dir string, mods ...func(*launch.LaunchOptions)) *launch.LaunchResult {
+func launchLocal(t *testing.T, dir string, mods ...func(*launch.Options)) *launch.Result {
 	t.Helper()
-	opts := launch.LaunchOptions{Via: "local", RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"}}
+	opts := launch.Options{Via: "local", RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"}}
 	for _, m := range mods {
 		m(&opts)
 	}

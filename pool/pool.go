@@ -32,8 +32,8 @@ const (
 	poolDeadAfter  = 10 * time.Second // heartbeat age after which a session counts as dead (SPEC D's grace)
 )
 
-// PoolConfig is pool.json.
-type PoolConfig struct {
+// Config is pool.json.
+type Config struct {
 	ProtocolVersion int           `json:"protocol_version"`
 	Size            int           `json:"size"`
 	Via             string        `json:"via"`
@@ -46,8 +46,8 @@ type PoolConfig struct {
 	CreatedAt       protocol.Time `json:"created_at"`
 }
 
-// PoolOptions say how StartPool launches the pool's sessions.
-type PoolOptions struct {
+// Options say how Start launches the pool's sessions.
+type Options struct {
 	Size         int
 	Via          string
 	SubmitArgs   []string
@@ -67,7 +67,7 @@ type PoolOptions struct {
 // that died. Its methods are safe for concurrent use.
 type Pool struct {
 	dir string
-	cfg PoolConfig
+	cfg Config
 	// Progress, if set, receives a line for each thing heal does.
 	Progress func(string)
 	// Exec runs scheduler commands (nil: sched.RunCommand).
@@ -77,8 +77,8 @@ type Pool struct {
 	sessions map[string]*master.Session
 }
 
-// OpenPool opens the pool in dir (it must have pool.json).
-func OpenPool(dir string) (*Pool, error) {
+// Open opens the pool in dir (it must have pool.json).
+func Open(dir string) (*Pool, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -97,8 +97,8 @@ func OpenPool(dir string) (*Pool, error) {
 // Dir returns the pool directory.
 func (p *Pool) Dir() string { return p.dir }
 
-// Config returns pool.json as read by OpenPool.
-func (p *Pool) Config() PoolConfig { return p.cfg }
+// Config returns pool.json as read by Open.
+func (p *Pool) Config() Config { return p.cfg }
 
 func (p *Pool) exec() sched.Exec {
 	if p.Exec != nil {
@@ -107,8 +107,8 @@ func (p *Pool) exec() sched.Exec {
 	return sched.RunCommand
 }
 
-// PoolSessionName is the name of the i-th session of a pool of size n.
-func PoolSessionName(i, n int) string {
+// SessionName is the name of the i-th session of a pool of size n.
+func SessionName(i, n int) string {
 	w := max(2, len(strconv.Itoa(n-1)))
 	return fmt.Sprintf("%s%0*d", poolNamePrefix, w, i)
 }
@@ -157,16 +157,16 @@ func (p *Pool) session(name string) (*master.Session, error) {
 	return s, nil
 }
 
-func (p *Pool) launchOptions(name string) launch.LaunchOptions {
-	return launch.LaunchOptions{Via: p.cfg.Via, SubmitArgs: p.cfg.SubmitArgs, RunnerArgs: p.cfg.RunnerArgs, Tool: p.cfg.Tool,
+func (p *Pool) launchOptions(name string) launch.Options {
+	return launch.Options{Via: p.cfg.Via, SubmitArgs: p.cfg.SubmitArgs, RunnerArgs: p.cfg.RunnerArgs, Tool: p.cfg.Tool,
 		Runner: p.cfg.Runner, JobName: "sp-" + filepath.Base(p.dir) + "-" + name, Exec: p.Exec}
 }
 
-// StartPool creates (or extends) the pool in dir, writes pool.json and
+// Start creates (or extends) the pool in dir, writes pool.json and
 // launches every session that is not already served or queued, waiting
 // until all serve. Sessions already served are left alone (reported with
 // ErrAlreadyLaunched in their result). It returns one result per session.
-func StartPool(ctx context.Context, dir string, opts PoolOptions) (*Pool, []PoolLaunch, error) {
+func Start(ctx context.Context, dir string, opts Options) (*Pool, []SessionLaunch, error) {
 	if opts.Size < 1 {
 		return nil, nil, usageErr("--size must be at least 1")
 	}
@@ -181,7 +181,7 @@ func StartPool(ctx context.Context, dir string, opts PoolOptions) (*Pool, []Pool
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := PoolConfig{ProtocolVersion: protocol.Version, Size: opts.Size, Via: opts.Via, SubmitArgs: opts.SubmitArgs,
+	cfg := Config{ProtocolVersion: protocol.Version, Size: opts.Size, Via: opts.Via, SubmitArgs: opts.SubmitArgs,
 		Tool: opts.Tool, Runner: runner, Respawn: opts.Respawn, MaxRespawns: opts.MaxRespawns, CreatedAt: protocol.Now()}
 	if cfg.MaxRespawns <= 0 {
 		cfg.MaxRespawns = 3
@@ -201,15 +201,15 @@ func StartPool(ctx context.Context, dir string, opts PoolOptions) (*Pool, []Pool
 	if err := fsq.WriteAtomic(filepath.Join(abs, FilePool), append(b, '\n'), 0o660, fsq.Durable); err != nil {
 		return nil, nil, err
 	}
-	p, err := OpenPool(abs)
+	p, err := Open(abs)
 	if err != nil {
 		return nil, nil, err
 	}
 	p.Exec, p.Progress = opts.Exec, opts.Progress
-	out := make([]PoolLaunch, opts.Size)
+	out := make([]SessionLaunch, opts.Size)
 	var wg sync.WaitGroup
 	for i := range out {
-		name := PoolSessionName(i, opts.Size)
+		name := SessionName(i, opts.Size)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -219,7 +219,7 @@ func StartPool(ctx context.Context, dir string, opts PoolOptions) (*Pool, []Pool
 				lo.Progress = func(m string) { opts.Progress(name + ": " + m) }
 			}
 			res, err := launch.Launch(ctx, filepath.Join(abs, name), lo)
-			out[i] = PoolLaunch{Session: name, Result: res, Err: err}
+			out[i] = SessionLaunch{Session: name, Result: res, Err: err}
 		}()
 	}
 	wg.Wait()
@@ -232,15 +232,15 @@ func StartPool(ctx context.Context, dir string, opts PoolOptions) (*Pool, []Pool
 	return p, out, errors.Join(errs...)
 }
 
-// PoolLaunch is the outcome of launching one session of a pool.
-type PoolLaunch struct {
+// SessionLaunch is the outcome of launching one session of a pool.
+type SessionLaunch struct {
 	Session string
-	Result  *launch.LaunchResult
+	Result  *launch.Result
 	Err     error
 }
 
-// PoolStop is the outcome of stopping one session of a pool.
-type PoolStop struct {
+// SessionStop is the outcome of stopping one session of a pool.
+type SessionStop struct {
 	Session string            `json:"session"`
 	Report  launch.StopReport `json:"report"`
 	Error   string            `json:"error,omitempty"`
@@ -249,9 +249,9 @@ type PoolStop struct {
 // Stop stops every session of the pool (StopLaunched, in parallel).
 // Sessions with no live runner and no active job are reported, not
 // errors. Commands still queued stay where they are.
-func (p *Pool) Stop(ctx context.Context, opts launch.StopLaunchOptions) ([]PoolStop, error) {
+func (p *Pool) Stop(ctx context.Context, opts launch.StopOptions) ([]SessionStop, error) {
 	names := p.SessionNames()
-	out := make([]PoolStop, len(names))
+	out := make([]SessionStop, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Add(1)
@@ -265,7 +265,7 @@ func (p *Pool) Stop(ctx context.Context, opts launch.StopLaunchOptions) ([]PoolS
 				o.Exec = p.Exec
 			}
 			rep, err := launch.StopLaunched(ctx, filepath.Join(p.dir, name), o)
-			out[i] = PoolStop{Session: name, Report: rep}
+			out[i] = SessionStop{Session: name, Report: rep}
 			if err != nil {
 				out[i].Error = err.Error()
 				if errors.Is(err, master.ErrRunnerNotAlive) {

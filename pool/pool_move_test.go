@@ -40,7 +40,7 @@ func newPoolDir(t *testing.T, names ...string) (*Pool, string) {
 			os.MkdirAll(filepath.Join(pool, n, d), 0o700)
 		}
 	}
-	p, err := OpenPool(pool)
+	p, err := Open(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func checkExactlyOnce(t *testing.T, pool, side string, cmds []*master.Command) m
 }
 
 func mustSessions(t *testing.T, pool string) []string {
-	p, err := OpenPool(pool)
+	p, err := Open(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestPoolMoveExactlyOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			q, _ := OpenPool(pool) // A mover of its own, as another process would be.
+			q, _ := Open(pool) // A mover of its own, as another process would be.
 			for k := 0; k < 20; k++ {
 				rep, err := q.Heal(ctx(t))
 				if err != nil {
@@ -292,7 +292,7 @@ func TestPoolLocalKill(t *testing.T) {
 func poolLocalKill(t *testing.T, respawn bool) {
 	dir := filepath.Join(t.TempDir(), "pool")
 	runnerArgs := []string{"--heartbeat", "200ms", "--kill-grace", "1s"}
-	p, res, err := StartPool(ctx(t), dir, PoolOptions{Size: 3, Via: "local", Respawn: respawn, RunnerArgs: runnerArgs})
+	p, res, err := Start(ctx(t), dir, Options{Size: 3, Via: "local", Respawn: respawn, RunnerArgs: runnerArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,10 +319,10 @@ func poolLocalKill(t *testing.T, respawn bool) {
 	}
 	side := filepath.Join(t.TempDir(), "side")
 	var cmds []*master.Command
-	var pcs []*PoolCommand
+	var pcs []*Command
 	for i := 0; i < 60; i++ {
 		id := master.NewCmdID()
-		pc, err := p.Submit(ctx(t), fmt.Sprintf("set f [open {%s} a]; puts $f %s; close $f", side, id), PoolSubmitOptions{SubmitOptions: master.SubmitOptions{CmdID: id}})
+		pc, err := p.Submit(ctx(t), fmt.Sprintf("set f [open {%s} a]; puts $f %s; close $f", side, id), SubmitOptions{SubmitOptions: master.SubmitOptions{CmdID: id}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +347,7 @@ func poolLocalKill(t *testing.T, respawn bool) {
 		if !errors.Is(err, master.ErrRunnerNotAlive) || !strings.Contains(err.Error(), "claimed by s01") {
 			t.Fatalf("stuck command: %v", err)
 		}
-		launchLocal(t, victim, func(o *launch.LaunchOptions) { o.RunnerArgs = runnerArgs })
+		launchLocal(t, victim, func(o *launch.Options) { o.RunnerArgs = runnerArgs })
 		_, err = p.WaitCommand(ctx(t), gates[1])
 	}
 	if !errorsIsRestarted(err) {
@@ -370,7 +370,7 @@ func poolLocalKill(t *testing.T, respawn bool) {
 			t.Errorf("s01 had %d queued, %d moved out", queued, s.MovedOut)
 		}
 	}
-	stops, err := p.Stop(ctx(t), launch.StopLaunchOptions{})
+	stops, err := p.Stop(ctx(t), launch.StopOptions{})
 	if err != nil || len(stops) != 3 {
 		t.Fatalf("%+v %v", stops, err)
 	}
@@ -381,7 +381,7 @@ func errorsIsRestarted(err error) bool {
 	return errors.As(err, &re) && re.Result.ExitReason == protocol.ReasonRunnerRestarted
 }
 
-func killJob(li *launch.LaunchInfo) error {
+func killJob(li *launch.Info) error {
 	return (sched.Local{}).Cancel(context.Background(), nil, li.JobID, true)
 }
 
@@ -495,7 +495,7 @@ puts [lindex $sessions 0]`), 0o600)
 func TestPoolHealDoesNotRespawnStopped(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pool")
 	runnerArgs := []string{"--heartbeat", "200ms", "--kill-grace", "1s"}
-	p, _, err := StartPool(ctx(t), dir, PoolOptions{Size: 2, Via: "local", Respawn: true, RunnerArgs: runnerArgs})
+	p, _, err := Start(ctx(t), dir, Options{Size: 2, Via: "local", Respawn: true, RunnerArgs: runnerArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +504,7 @@ func TestPoolHealDoesNotRespawnStopped(t *testing.T) {
 			killLaunched(t, filepath.Join(dir, name))
 		}
 	})
-	if _, err := p.Stop(ctx(t), launch.StopLaunchOptions{}); err != nil {
+	if _, err := p.Stop(ctx(t), launch.StopOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := p.Heal(ctx(t))
@@ -519,7 +519,7 @@ func TestPoolHealDoesNotRespawnStopped(t *testing.T) {
 	}
 	// A launch by hand clears the mark; a kill (no stop) is respawned.
 	s00 := filepath.Join(dir, "s00")
-	launchLocal(t, s00, func(o *launch.LaunchOptions) { o.RunnerArgs = runnerArgs })
+	launchLocal(t, s00, func(o *launch.Options) { o.RunnerArgs = runnerArgs })
 	li, _ := launch.ReadLaunch(s00)
 	if li.StoppedAt != nil || li.Launches != 2 {
 		t.Fatalf("relaunched by hand: %+v", li)

@@ -241,8 +241,8 @@ func linkNew(path string, data []byte) (bool, error) {
 	return err == nil, err
 }
 
-// PoolSubmitOptions are SubmitOptions plus the affinity key.
-type PoolSubmitOptions struct {
+// SubmitOptions are master.SubmitOptions plus the affinity key.
+type SubmitOptions struct {
 	master.SubmitOptions
 	// Affinity pins related commands to one session: every command with
 	// the same key goes to the session the key is pinned to, while that
@@ -250,8 +250,8 @@ type PoolSubmitOptions struct {
 	Affinity string
 }
 
-// PoolCommand is a command submitted to a pool.
-type PoolCommand struct {
+// Command is a command submitted to a pool.
+type Command struct {
 	*master.Command
 	Session string // the session it was first queued in (it may have moved since)
 	pool    *Pool
@@ -260,7 +260,7 @@ type PoolCommand struct {
 // Submit puts one command into the least-loaded live session of the pool,
 // or the session its affinity key is pinned to. The command file carries
 // an "affinity" field so that a move keeps it with its key.
-func (p *Pool) Submit(ctx context.Context, payload string, opts PoolSubmitOptions) (*PoolCommand, error) {
+func (p *Pool) Submit(ctx context.Context, payload string, opts SubmitOptions) (*Command, error) {
 	if opts.Affinity != "" && !protocol.ValidCmdID(opts.Affinity) {
 		return nil, usageErr("affinity key %q: use 1-128 characters of [A-Za-z0-9._-]", opts.Affinity)
 	}
@@ -286,5 +286,5 @@ func (p *Pool) Submit(ctx context.Context, payload string, opts PoolSubmitOption
 			break
 		}
 	}
-	return &PoolCommand{Command: c, Session: v.Name, pool: p}, nil
+	return &Command{Command: c, Session: v.Name, pool: p}, nil
 }

@@ -124,7 +124,7 @@ var pickCases = []pickCase{
 
 func TestPoolPickFixture(t *testing.T) {
 	pool := selectionFixture(t)
-	p, err := OpenPool(pool)
+	p, err := Open(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestPoolPickInterop(t *testing.T) {
 					t.Errorf("%s %+v: got %q", lang, tc, got)
 				}
 				if tc.key != "" {
-					p, _ := OpenPool(pool)
+					p, _ := Open(pool)
 					if pin, _ := p.readPin(tc.key); pin.Session != tc.want {
 						t.Errorf("%s %+v: pin now %q", lang, tc, pin.Session)
 					}
@@ -214,11 +214,11 @@ func TestPoolPickNoneAlive(t *testing.T) {
 	pool := t.TempDir()
 	os.WriteFile(filepath.Join(pool, FilePool), []byte(`{"protocol_version":1,"size":1,"via":"local"}`), 0o600)
 	os.MkdirAll(filepath.Join(pool, "s00", "queue"), 0o700)
-	p, _ := OpenPool(pool)
-	if _, err := p.Submit(context.Background(), "expr 1", PoolSubmitOptions{}); err == nil || !strings.Contains(err.Error(), "no live session") {
+	p, _ := Open(pool)
+	if _, err := p.Submit(context.Background(), "expr 1", SubmitOptions{}); err == nil || !strings.Contains(err.Error(), "no live session") {
 		t.Fatalf("%v", err)
 	}
-	if _, err := p.Submit(context.Background(), "expr 1", PoolSubmitOptions{Affinity: "bad/key"}); err == nil {
+	if _, err := p.Submit(context.Background(), "expr 1", SubmitOptions{Affinity: "bad/key"}); err == nil {
 		t.Fatal("a bad affinity key was accepted")
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 // Wait waits for the command's result wherever it was moved, healing the
 // pool once a second meanwhile (see Pool.WaitCommand).
-func (pc *PoolCommand) Wait(ctx context.Context) (*protocol.Result, error) {
+func (pc *Command) Wait(ctx context.Context) (*protocol.Result, error) {
 	return pc.pool.WaitCommand(ctx, pc.Command)
 }
 
@@ -96,8 +96,8 @@ func (p *Pool) FindCommand(cmdID string) (*master.Command, error) {
 	return nil, fmt.Errorf("%w: no command %q in pool %s", os.ErrNotExist, cmdID, p.dir)
 }
 
-// PoolSessionStatus is one line of pool status.
-type PoolSessionStatus struct {
+// SessionStatus is one line of pool status.
+type SessionStatus struct {
 	SessionView
 	Launch           *master.LaunchStatus `json:"launch,omitempty"`
 	MovedOut         int                  `json:"moved_out"`          // commands moved from this session to others
@@ -108,20 +108,20 @@ type PoolSessionStatus struct {
 
 // Status reads every session and asks the scheduler about its job. It
 // changes nothing (Heal does).
-func (p *Pool) Status(ctx context.Context) ([]PoolSessionStatus, error) {
+func (p *Pool) Status(ctx context.Context) ([]SessionStatus, error) {
 	views, err := p.Views()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PoolSessionStatus, len(views))
+	out := make([]SessionStatus, len(views))
 	var wg sync.WaitGroup
 	for i, v := range views {
-		out[i] = PoolSessionStatus{SessionView: v}
+		out[i] = SessionStatus{SessionView: v}
 		if v.s == nil {
 			continue
 		}
 		wg.Add(1)
-		go func(ps *PoolSessionStatus) {
+		go func(ps *SessionStatus) {
 			defer wg.Done()
 			ps.Launch = launch.Status(ctx, v.s)
 			fwds := commandNames(sessionPath(v.s, master.DirForward))
@@ -141,7 +141,7 @@ func (p *Pool) Status(ctx context.Context) ([]PoolSessionStatus, error) {
 	return out, nil
 }
 
-func (p *Pool) note(ps *PoolSessionStatus) string {
+func (p *Pool) note(ps *SessionStatus) string {
 	var parts []string
 	if ps.Dead {
 		parts = append(parts, "dead: "+ps.Why)

@@ -36,7 +36,7 @@ func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 func (c *cli) launch(ctx context.Context, args []string) error {
 	fs, dir := c.flags("launch")
 	fs.Usage = func() { fmt.Fprint(c.stderr, launchUsage) }
-	var opts launch.LaunchOptions
+	var opts launch.Options
 	fs.StringVar(&opts.Via, "via", "", "local, slurm, sge or lsf (required)")
 	fs.Var((*stringsFlag)(&opts.SubmitArgs), "submit-arg", "argument for sbatch/qsub/bsub (repeatable)")
 	fs.Var((*stringsFlag)(&opts.RunnerArgs), "runner-arg", "extra runner flag, e.g. --runner-arg=--init=/p/load.tcl (repeatable)")
@@ -95,7 +95,7 @@ func (c *cli) stopLaunched(ctx context.Context, args []string) (handled bool, er
 	}
 	ctx, cancel := withTimeout(ctx, *timeout)
 	defer cancel()
-	rep, err := launch.StopLaunched(ctx, *dir, launch.StopLaunchOptions{Mode: mode, Grace: *grace, Progress: c.note})
+	rep, err := launch.StopLaunched(ctx, *dir, launch.StopOptions{Mode: mode, Grace: *grace, Progress: c.note})
 	if err != nil {
 		return true, err
 	}

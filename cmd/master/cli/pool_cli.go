@@ -75,7 +75,7 @@ func (c *cli) openPool(dir string) (*pool.Pool, error) {
 	if dir == "" {
 		return nil, usageErr("--pool is required")
 	}
-	p, err := pool.OpenPool(dir)
+	p, err := pool.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (c *cli) openPool(dir string) (*pool.Pool, error) {
 
 func (c *cli) poolStart(ctx context.Context, args []string) error {
 	fs, dir := c.poolFlags("start")
-	var o pool.PoolOptions
+	var o pool.Options
 	fs.IntVar(&o.Size, "size", 0, "number of sessions (required)")
 	fs.StringVar(&o.Via, "via", "", "local, slurm, sge or lsf (required)")
 	fs.Var((*stringsFlag)(&o.SubmitArgs), "submit-arg", "argument for sbatch/qsub/bsub (repeatable)")
@@ -102,7 +102,7 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 		return usageErr("--pool, --via and --size are required")
 	}
 	o.Tool, o.Progress = fs.Args(), c.note
-	_, res, err := pool.StartPool(ctx, *dir, o)
+	_, res, err := pool.Start(ctx, *dir, o)
 	if c.json {
 		var js []map[string]any
 		for _, r := range res {
@@ -134,7 +134,7 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 
 func (c *cli) poolSubmit(ctx context.Context, args []string) error {
 	fs, dir := c.poolFlags("submit")
-	var o pool.PoolSubmitOptions
+	var o pool.SubmitOptions
 	fs.StringVar(&o.Affinity, "affinity", "", "key pinning related commands to one session")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "command timeout")
 	fs.StringVar(&o.CmdID, "id", "", "cmd_id (default: a new UUIDv7)")
@@ -326,7 +326,7 @@ func (c *cli) poolStop(ctx context.Context, args []string) error {
 	if *force {
 		mode = protocol.StopForce
 	}
-	res, err := p.Stop(ctx, launch.StopLaunchOptions{Mode: mode, Grace: *grace, Progress: c.note})
+	res, err := p.Stop(ctx, launch.StopOptions{Mode: mode, Grace: *grace, Progress: c.note})
 	if c.json {
 		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": res})
 		if err != nil {
