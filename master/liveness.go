@@ -99,7 +99,7 @@ func (s *Session) newRunnerWatch() *runnerWatch {
 	return &runnerWatch{s: s, grace: g, lastAlive: now, next: now.Add(watchEvery)}
 }
 
-// newRunnerWatch watches the runner of the session c is in now (pool_move.go:
+// newRunnerWatch watches the runner of the session c is in now (forward.go:
 // a pool may move a queued command to another session).
 func (c *Command) newRunnerWatch() *runnerWatch {
 	w := c.s.newRunnerWatch()

@@ -108,7 +108,7 @@ type Command struct {
 	ID   string
 	Seq  int64
 	Name string // cmd_<seq>_<cmd_id>.json
-	hops int    // forwards followed to reach this handle (pool_move.go)
+	hops int    // forwards followed to reach this handle (forward.go)
 }
 
 // buildCommand makes a command file's content from opts (all but its
@@ -231,7 +231,7 @@ func (c *Command) ReadResult() (*protocol.Result, []byte, error) {
 	fsq.Revalidate(c.s.path(protocol.DirResult)) // The runner may be on another NFS client.
 	b, _, err := fsq.ReadFile(c.s.path(filepath.Join(protocol.DirResult, c.Name)), protocol.MaxCommandSize)
 	if errors.Is(err, os.ErrNotExist) {
-		if fc := c.forwarded(); fc != nil { // pool_move.go
+		if fc := c.forwarded(); fc != nil { // forward.go
 			return fc.ReadResult()
 		}
 		return nil, nil, nil
