@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/pool"
 )
 
 // needSlurm skips a benchmark when no Slurm answers here.
@@ -26,12 +28,12 @@ func BenchmarkSlurmLaunch(b *testing.B) {
 	needSlurm(b)
 	ctx := context.Background()
 	n := pick(2, 10)
-	var one, local, pool []time.Duration
+	var one, local, pool4 []time.Duration
 	for i := 0; i < b.N; i++ {
 		for j := 0; j < n; j++ {
 			for _, via := range []string{"slurm", "local"} { // local: the runner's and tool's own start, for reference
 				dir := filepath.Join(benchDir(b), "s")
-				res, err := master.Launch(ctx, dir, master.LaunchOptions{Via: via, Runner: runnerBin})
+				res, err := launch.Launch(ctx, dir, launch.Options{Via: via, Runner: runnerBin})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -40,7 +42,7 @@ func BenchmarkSlurmLaunch(b *testing.B) {
 				} else {
 					local = append(local, res.Elapsed)
 				}
-				if _, err := master.StopLaunched(ctx, dir, master.StopLaunchOptions{}); err != nil {
+				if _, err := launch.StopLaunched(ctx, dir, launch.StopOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -48,25 +50,25 @@ func BenchmarkSlurmLaunch(b *testing.B) {
 		for j := 0; j < pick(1, 3); j++ {
 			dir := filepath.Join(benchDir(b), "pool")
 			t0 := time.Now()
-			p, _, err := master.StartPool(ctx, dir, master.PoolOptions{Size: 4, Via: "slurm", Runner: runnerBin})
+			p, _, err := pool.Start(ctx, dir, pool.Options{Size: 4, Via: "slurm", Runner: runnerBin})
 			if err != nil {
 				b.Fatal(err)
 			}
-			pool = append(pool, time.Since(t0))
-			if _, err := p.Stop(ctx, master.StopLaunchOptions{}); err != nil {
+			pool4 = append(pool4, time.Since(t0))
+			if _, err := p.Stop(ctx, launch.StopOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
 	sort.Slice(one, func(i, j int) bool { return one[i] < one[j] })
 	sort.Slice(local, func(i, j int) bool { return local[i] < local[j] })
-	sort.Slice(pool, func(i, j int) bool { return pool[i] < pool[j] })
+	sort.Slice(pool4, func(i, j int) bool { return pool4[i] < pool4[j] })
 	b.ReportMetric(ms(one[len(one)/2]), "launch-p50-ms")
 	b.ReportMetric(ms(one[len(one)-1]), "launch-max-ms")
-	b.ReportMetric(ms(pool[len(pool)/2]), "pool4-p50-ms")
+	b.ReportMetric(ms(pool4[len(pool4)/2]), "pool4-p50-ms")
 	b.ReportMetric(ms(local[len(local)/2]), "local-p50-ms")
 	report("Slurm launch, submit to serving: p50 %.0f ms, min %.0f, max %.0f (%d launches); pool of 4: p50 %.0f ms, max %.0f",
-		ms(one[len(one)/2]), ms(one[0]), ms(one[len(one)-1]), len(one), ms(pool[len(pool)/2]), ms(pool[len(pool)-1]))
+		ms(one[len(one)/2]), ms(one[0]), ms(one[len(one)-1]), len(one), ms(pool4[len(pool4)/2]), ms(pool4[len(pool4)-1]))
 	report("local launch (runner and tclsh start, no scheduler): p50 %.0f ms, max %.0f", ms(local[len(local)/2]), ms(local[len(local)-1]))
 }
 
@@ -83,14 +85,14 @@ const burn = `proc burn {n} {set s 0; for {set i 0} {$i < $n} {incr i} {incr s $
 func BenchmarkPoolThroughput(b *testing.B) {
 	ctx := context.Background()
 	sizes := []int{1, 2, 4}
-	pools := map[int]*master.Pool{}
+	pools := map[int]*pool.Pool{}
 	for _, k := range sizes {
-		p, _, err := master.StartPool(ctx, filepath.Join(benchDir(b), "pool"), master.PoolOptions{Size: k, Via: "local", Runner: runnerBin,
+		p, _, err := pool.Start(ctx, filepath.Join(benchDir(b), "pool"), pool.Options{Size: k, Via: "local", Runner: runnerBin,
 			RunnerArgs: []string{"--log-level", "warn"}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer p.Stop(ctx, master.StopLaunchOptions{})
+		defer p.Stop(ctx, launch.StopOptions{})
 		pools[k] = p
 	}
 	n := pick(8, 80)
@@ -101,9 +103,9 @@ func BenchmarkPoolThroughput(b *testing.B) {
 			for _, k := range sizes {
 				p := pools[k]
 				t0 := time.Now()
-				var pcs []*master.PoolCommand
+				var pcs []*pool.Command
 				for j := 0; j < n; j++ {
-					pc, err := p.Submit(ctx, burn, master.PoolSubmitOptions{})
+					pc, err := p.Submit(ctx, burn, pool.SubmitOptions{})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -138,12 +140,12 @@ func BenchmarkPoolThroughput(b *testing.B) {
 // pool of 4 live sessions running the commands.
 func BenchmarkPoolSubmitOverhead(b *testing.B) {
 	ctx := context.Background()
-	p, _, err := master.StartPool(ctx, filepath.Join(benchDir(b), "pool"), master.PoolOptions{Size: 4, Via: "local", Runner: runnerBin,
+	p, _, err := pool.Start(ctx, filepath.Join(benchDir(b), "pool"), pool.Options{Size: 4, Via: "local", Runner: runnerBin,
 		RunnerArgs: []string{"--log-level", "warn"}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer p.Stop(ctx, master.StopLaunchOptions{})
+	defer p.Stop(ctx, launch.StopOptions{})
 	s, err := master.Open(filepath.Join(p.Dir(), "s00"))
 	if err != nil {
 		b.Fatal(err)
@@ -161,7 +163,7 @@ func BenchmarkPoolSubmitOverhead(b *testing.B) {
 			direct = append(direct, us(time.Since(t0)/time.Duration(n)))
 			t0 = time.Now()
 			for j := 0; j < n; j++ {
-				if _, err := p.Submit(ctx, "expr 1", master.PoolSubmitOptions{}); err != nil {
+				if _, err := p.Submit(ctx, "expr 1", pool.SubmitOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}

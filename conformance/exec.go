@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/skillpilot/skillpilot/cmd/master/cli"
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
-	"github.com/skillpilot/skillpilot/master"
 )
 
 // Main makes a test binary act as the runner, the master CLI or the Go and
@@ -23,7 +23,7 @@ func Main() {
 	case "runner":
 		os.Exit(runnercli.Main(os.Args[1:], os.Stdout, os.Stderr))
 	case "master":
-		os.Exit(master.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	case "adapter-go":
 		os.Exit(goAdapter(os.Args[1]))
 	case "adapter-cli":

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -105,15 +105,15 @@ func workDir(t *testing.T) string {
 
 func runnerPath() string { return filepath.Join(bin, "runner") }
 
-// launch launches a runner on a new session through Slurm; its job is
+// launchSession launches a runner on a new session through Slurm; its job is
 // cancelled when the test ends.
-func launch(t *testing.T, dir string, mods ...func(*master.LaunchOptions)) *master.LaunchResult {
+func launchSession(t *testing.T, dir string, mods ...func(*launch.Options)) *launch.Result {
 	t.Helper()
-	o := master.LaunchOptions{Via: "slurm", Runner: runnerPath(), RunnerArgs: []string{"--heartbeat", "250ms"}}
+	o := launch.Options{Via: "slurm", Runner: runnerPath(), RunnerArgs: []string{"--heartbeat", "250ms"}}
 	for _, m := range mods {
 		m(&o)
 	}
-	res, err := master.Launch(ctx(t), dir, o)
+	res, err := launch.Launch(ctx(t), dir, o)
 	if res != nil {
 		cancelAtEnd(t, o.Via, res.Info.JobID)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
@@ -28,7 +29,7 @@ func TestSlurmLaunchRunStop(t *testing.T) {
 	if !strings.Contains(errOut, "job "+job+" submitted (slurm)") || !strings.Contains(errOut, "runner serves the session") {
 		t.Errorf("progress: %s", errOut)
 	}
-	li, err := master.ReadLaunch(dir)
+	li, err := launch.ReadLaunch(dir)
 	if err != nil || li.Via != "slurm" || li.JobID != job || li.SubmitCommand[0] != "sbatch" {
 		t.Fatalf("launch.json %+v %v", li, err)
 	}
@@ -60,7 +61,7 @@ func TestSlurmLaunchRunStop(t *testing.T) {
 func TestSlurmStopEscalatesToScancel(t *testing.T) {
 	needSlurm(t)
 	dir := filepath.Join(workDir(t), "s")
-	res := launch(t, dir)
+	res := launchSession(t, dir)
 	s, _ := master.Open(dir)
 	c, err := s.Submit(ctx(t), "puts started; flush stdout; after 600000", master.SubmitOptions{})
 	if err != nil {
@@ -68,8 +69,8 @@ func TestSlurmStopEscalatesToScancel(t *testing.T) {
 	}
 	waitFor(t, "the long command to start", func() bool { st, _ := s.Status(ctx(t)); return st.CurrentCmdID == c.ID })
 	var notes []string
-	rep, err := master.StopLaunched(ctx(t), dir, master.StopLaunchOptions{Grace: time.Second, Progress: func(m string) { notes = append(notes, m) }})
-	if err != nil || rep.Step != master.StepCancel || rep.Job.State != sched.Cancelled {
+	rep, err := launch.StopLaunched(ctx(t), dir, launch.StopOptions{Grace: time.Second, Progress: func(m string) { notes = append(notes, m) }})
+	if err != nil || rep.Step != launch.StepCancel || rep.Job.State != sched.Cancelled {
 		t.Fatalf("%+v %v", rep, err)
 	}
 	if !strings.Contains(rep.Message, "scancel "+res.Info.JobID) || !strings.Contains(strings.Join(notes, "\n"), "did not stop") {
@@ -111,7 +112,7 @@ func TestSlurmJobKilledMidCommand(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(workDir(t), "s")
 			side := filepath.Join(filepath.Dir(dir), "side")
-			res := launch(t, dir)
+			res := launchSession(t, dir)
 			s, _ := master.Open(dir)
 			running, err := s.Submit(ctx(t), sidePayload(side, "first", "")+"; puts started; flush stdout; after 600000", master.SubmitOptions{})
 			if err != nil {
@@ -128,7 +129,7 @@ func TestSlurmJobKilledMidCommand(t *testing.T) {
 				j, err := sched.Slurm{}.Query(ctx(t), sched.RunCommand, res.Info.JobID)
 				return err == nil && !j.State.Active()
 			})
-			res2 := launch(t, dir)
+			res2 := launchSession(t, dir)
 			if res2.Info.Launches != 2 {
 				t.Errorf("launches %d", res2.Info.Launches)
 			}
@@ -143,7 +144,7 @@ func TestSlurmJobKilledMidCommand(t *testing.T) {
 			if n[running.ID] != 1 || n[queued.ID] != 1 || ran["first"] != 1 || ran["second"] != 1 {
 				t.Errorf("results %v, side effects %v", n, ran)
 			}
-			if rep, err := master.StopLaunched(ctx(t), dir, master.StopLaunchOptions{}); err != nil || rep.Step != master.StepStopRequest {
+			if rep, err := launch.StopLaunched(ctx(t), dir, launch.StopOptions{}); err != nil || rep.Step != launch.StepStopRequest {
 				t.Errorf("stop: %+v %v", rep, err)
 			}
 		})
@@ -157,7 +158,7 @@ func TestSlurmPendingJob(t *testing.T) {
 	needSlurm(t)
 	dir := filepath.Join(workDir(t), "s")
 	var notes []string
-	res, err := master.Launch(ctx(t), dir, master.LaunchOptions{Via: "slurm", Runner: runnerPath(), SubmitArgs: []string{"--begin=now+3600"},
+	res, err := launch.Launch(ctx(t), dir, launch.Options{Via: "slurm", Runner: runnerPath(), SubmitArgs: []string{"--begin=now+3600"},
 		ReadyTimeout: 3 * time.Second, Progress: func(m string) { notes = append(notes, m) }})
 	if res != nil {
 		cancelAtEnd(t, "slurm", res.Info.JobID)
@@ -168,18 +169,18 @@ func TestSlurmPendingJob(t *testing.T) {
 	if !strings.Contains(strings.Join(notes, "\n"), "PENDING (BeginTime)") {
 		t.Errorf("progress %q", notes)
 	}
-	if _, err := master.Launch(ctx(t), dir, master.LaunchOptions{Via: "slurm", Runner: runnerPath()}); !errors.Is(err, master.ErrAlreadyLaunched) || !strings.Contains(err.Error(), "PENDING") {
+	if _, err := launch.Launch(ctx(t), dir, launch.Options{Via: "slurm", Runner: runnerPath()}); !errors.Is(err, launch.ErrAlreadyLaunched) || !strings.Contains(err.Error(), "PENDING") {
 		t.Fatalf("launch over a pending job: %v", err)
 	}
 	out, _, code := cli(t, "status", "--session", dir)
 	if code != 5 || !strings.Contains(out, "PENDING (BeginTime)") {
 		t.Errorf("status %d: %s", code, out)
 	}
-	rep, err := master.StopLaunched(ctx(t), dir, master.StopLaunchOptions{})
-	if err != nil || rep.Step != master.StepCancel || rep.Job.State != sched.Cancelled {
+	rep, err := launch.StopLaunched(ctx(t), dir, launch.StopOptions{})
+	if err != nil || rep.Step != launch.StepCancel || rep.Job.State != sched.Cancelled {
 		t.Fatalf("stop of a pending job: %+v %v", rep, err)
 	}
-	launch(t, dir)
+	launchSession(t, dir)
 }
 
 // A runner that cannot start: the launch fails as soon as the job does,
@@ -208,7 +209,7 @@ func TestSlurmTimeLimitSignalStopsGracefully(t *testing.T) {
 	needSlurm(t)
 	dir := filepath.Join(workDir(t), "s")
 	side := filepath.Join(filepath.Dir(dir), "side")
-	res := launch(t, dir, func(o *master.LaunchOptions) { o.SubmitArgs = []string{"--time=1", "--signal=B:TERM@50"} })
+	res := launchSession(t, dir, func(o *launch.Options) { o.SubmitArgs = []string{"--time=1", "--signal=B:TERM@50"} })
 	s, _ := master.Open(dir)
 	var cmds []*master.Command
 	for i := 0; i < 20; i++ {
@@ -230,7 +231,7 @@ func TestSlurmTimeLimitSignalStopsGracefully(t *testing.T) {
 		t.Fatalf("job %s, runner %s (%s)", job, st.Phase, st.Reason)
 	}
 	ranFirst := len(resultsByID(dir))
-	launch(t, dir)
+	launchSession(t, dir)
 	for _, c := range cmds {
 		r, err := c.Wait(ctx(t))
 		if err != nil || r.Status != protocol.StatusOK {

@@ -12,13 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/pool"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-func startPool(t *testing.T, dir, via string, size int, respawn bool) *master.Pool {
+func startPool(t *testing.T, dir, via string, size int, respawn bool) *pool.Pool {
 	t.Helper()
-	p, res, err := master.StartPool(ctx(t), dir, master.PoolOptions{Size: size, Via: via, Runner: runnerPath(), Respawn: respawn,
+	p, res, err := pool.Start(ctx(t), dir, pool.Options{Size: size, Via: via, Runner: runnerPath(), Respawn: respawn,
 		RunnerArgs: []string{"--heartbeat", "250ms"}})
 	for _, r := range res {
 		if r.Result != nil {
@@ -30,7 +32,7 @@ func startPool(t *testing.T, dir, via string, size int, respawn bool) *master.Po
 	}
 	t.Cleanup(func() {
 		for _, name := range p.SessionNames() { // Respawned jobs too.
-			if li, err := master.ReadLaunch(filepath.Join(dir, name)); err == nil {
+			if li, err := launch.ReadLaunch(filepath.Join(dir, name)); err == nil {
 				cancelNow(via, li.JobID)
 			}
 		}
@@ -38,7 +40,7 @@ func startPool(t *testing.T, dir, via string, size int, respawn bool) *master.Po
 	return p
 }
 
-func sessionDirs(p *master.Pool) []string {
+func sessionDirs(p *pool.Pool) []string {
 	var dirs []string
 	for _, n := range p.SessionNames() {
 		dirs = append(dirs, filepath.Join(p.Dir(), n))
@@ -71,7 +73,7 @@ func poolCancelHalfway(t *testing.T, via string, size, n int, respawn bool, canc
 	moved := 0
 	go func() { // master pool heal --every 500ms
 		defer healWG.Done()
-		q, _ := master.OpenPool(p.Dir())
+		q, _ := pool.Open(p.Dir())
 		for hctx.Err() == nil {
 			rep, err := q.Heal(hctx)
 			if err != nil && hctx.Err() == nil {
@@ -84,10 +86,10 @@ func poolCancelHalfway(t *testing.T, via string, size, n int, respawn bool, canc
 			}
 		}
 	}()
-	var cmds []*master.PoolCommand
+	var cmds []*pool.Command
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("c%04d-%s", i, master.NewCmdID())
-		pc, err := p.Submit(ctx(t), sidePayload(side, id, "after 20; "), master.PoolSubmitOptions{SubmitOptions: master.SubmitOptions{CmdID: id}})
+		pc, err := p.Submit(ctx(t), sidePayload(side, id, "after 20; "), pool.SubmitOptions{SubmitOptions: master.SubmitOptions{CmdID: id}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +111,7 @@ func poolCancelHalfway(t *testing.T, via string, size, n int, respawn bool, canc
 			victim = v
 		}
 	}
-	li, _ := master.ReadLaunch(filepath.Join(p.Dir(), victim.Name))
+	li, _ := launch.ReadLaunch(filepath.Join(p.Dir(), victim.Name))
 	if err := cancel(li.JobID); err != nil {
 		t.Fatalf("cancel job %s: %v", li.JobID, err)
 	}
@@ -127,7 +129,7 @@ func poolCancelHalfway(t *testing.T, via string, size, n int, respawn bool, canc
 		}
 	}
 	t.Logf("all results %v after the cancel", time.Since(cancelled).Round(time.Millisecond))
-	if ev, err := os.ReadFile(filepath.Join(p.Dir(), master.FilePoolEvents)); err == nil {
+	if ev, err := os.ReadFile(filepath.Join(p.Dir(), pool.FilePoolEvents)); err == nil {
 		for _, l := range strings.Split(string(ev), "\n") {
 			if !strings.Contains(l, `"event":"moved"`) && l != "" {
 				t.Logf("event %s", l)
@@ -200,9 +202,9 @@ func TestSlurmPoolRespawn(t *testing.T) {
 		waitFor(t, "the gate command to run", func() bool { st, _ := s.Status(ctx(t)); return st.CurrentCmdID == c.ID })
 		gates = append(gates, c)
 	}
-	var cmds []*master.PoolCommand
+	var cmds []*pool.Command
 	for i := 0; i < 20; i++ {
-		pc, err := p.Submit(ctx(t), "expr 1", master.PoolSubmitOptions{})
+		pc, err := p.Submit(ctx(t), "expr 1", pool.SubmitOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +227,7 @@ func TestSlurmPoolRespawn(t *testing.T) {
 	if !errors.As(err, &re) || re.Result.ExitReason != protocol.ReasonRunnerRestarted {
 		t.Fatalf("the killed runner's command: %v", err)
 	}
-	li, _ := master.ReadLaunch(victim)
+	li, _ := launch.ReadLaunch(victim)
 	if li.Launches != 2 {
 		t.Errorf("launches %d", li.Launches)
 	}
@@ -234,7 +236,7 @@ func TestSlurmPoolRespawn(t *testing.T) {
 			t.Errorf("%s: %d results", id, k)
 		}
 	}
-	b, _ := os.ReadFile(filepath.Join(p.Dir(), master.FilePoolEvents))
+	b, _ := os.ReadFile(filepath.Join(p.Dir(), pool.FilePoolEvents))
 	if !strings.Contains(string(b), `"event":"respawned"`) {
 		t.Errorf("events: %s", b)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -43,7 +44,7 @@ func TestSGELaunchRunStop(t *testing.T) {
 func TestSGEStopEscalatesToQdel(t *testing.T) {
 	needSGE(t)
 	dir := filepath.Join(workDir(t), "s")
-	res := launch(t, dir, func(o *master.LaunchOptions) { o.Via = "sge" })
+	res := launchSession(t, dir, func(o *launch.Options) { o.Via = "sge" })
 	s, _ := master.Open(dir)
 	c, err := s.Submit(ctx(t), "puts started; flush stdout; after 600000", master.SubmitOptions{})
 	if err != nil {
@@ -52,11 +53,11 @@ func TestSGEStopEscalatesToQdel(t *testing.T) {
 	if _, err := s.WaitFor(ctx(t), regexpStarted, 0); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := master.StopLaunched(ctx(t), dir, master.StopLaunchOptions{Grace: time.Second})
-	if err != nil || rep.Step != master.StepCancel || !strings.Contains(rep.Message, "qdel "+res.Info.JobID) {
+	rep, err := launch.StopLaunched(ctx(t), dir, launch.StopOptions{Grace: time.Second})
+	if err != nil || rep.Step != launch.StepCancel || !strings.Contains(rep.Message, "qdel "+res.Info.JobID) {
 		t.Fatalf("%+v %v", rep, err)
 	}
-	launch(t, dir, func(o *master.LaunchOptions) { o.Via = "sge" })
+	launchSession(t, dir, func(o *launch.Options) { o.Via = "sge" })
 	r, _ := c.Wait(ctx(t))
 	if r == nil || r.Status == protocol.StatusOK {
 		t.Fatalf("the interrupted command: %+v", r)

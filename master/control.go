@@ -38,7 +38,7 @@ func (s *Session) Request(ctx context.Context, req protocol.ControlRequest) (*pr
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	seq, err := allocSeq(s.dir)
+	seq, err := AllocSeq(s.dir)
 	if err != nil {
 		return nil, err
 	}

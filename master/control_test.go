@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -320,7 +321,7 @@ func TestSeedResultAndStatusFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, raw, err := c.readResult()
+	_, raw, err := c.ReadResult()
 	if err != nil || string(raw) != seed {
 		t.Fatalf("%s %v", raw, err)
 	}
@@ -354,7 +355,7 @@ func TestNoRunnerHintByFilesystemClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if why := s.noRunnerHint(c); why != "" {
+	if why := s.NoRunnerHint(c); why != "" {
 		t.Fatalf("fresh heartbeat judged dead: %s", why)
 	}
 	os.WriteFile(hb, []byte(`{"counter":7,"interval_ms":1000,"phase":"idle","session_id":"s"}`), 0o600)
@@ -365,10 +366,12 @@ func TestNoRunnerHintByFilesystemClock(t *testing.T) {
 	os.Chtimes(hb, old, old)
 	s2, _ := Open(dir)
 	s2.network = true
-	if why := s2.noRunnerHint(c); !strings.Contains(why, "heartbeat is 1m0s old by the session's filesystem clock") {
+	if why := s2.NoRunnerHint(c); !strings.Contains(why, "heartbeat is 1m0s old by the session's filesystem clock") {
 		t.Fatalf("stale heartbeat: %q", why)
 	}
 	if _, ok := s2.freshHeartbeat(c.Seq); ok {
 		t.Fatal("a heartbeat a minute old passed the quick liveness check")
 	}
 }
+
+func regexpMust(s string) *regexp.Regexp { return regexp.MustCompile(s) }

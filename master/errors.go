@@ -179,16 +179,13 @@ const (
 
 // Classify maps an error to its stable code and CLI exit code.
 func Classify(err error) (code string, exit int) {
-	if code, exit, ok := classifyFarm(err); ok { // launch and pool (launch_wait.go)
-		return code, exit
-	}
-	var eo exitOnly
+	var ce CodedError
 	var ie *InterruptedError
 	switch {
 	case err == nil:
 		return "", ExitOK
-	case errors.As(err, &eo):
-		return "", int(eo)
+	case errors.As(err, &ce): // Packages built on this one: launch, pool, the CLI.
+		return ce.ErrorCode()
 	case errors.As(err, &ie):
 		return CodeInterrupted, 128 + int(ie.Signal)
 	case errors.Is(err, ErrInterrupted):
@@ -223,14 +220,25 @@ func Classify(err error) (code string, exit int) {
 		return CodeRefusedEcho, ExitIO
 	case errors.Is(err, ErrRequestRejected):
 		return CodeRejected, ExitIO
-	case errors.Is(err, errUsage):
+	case errors.Is(err, ErrUsage):
 		return CodeUsage, ExitUsage
 	}
 	return CodeIO, ExitIO
 }
 
-var errUsage = errors.New("usage")
+// ErrUsage marks an invalid argument or option (code usage, CLI exit 2).
+// The message follows it: "usage: ...".
+var ErrUsage = errors.New("usage")
+
+// CodedError is an error that carries its own stable code and CLI exit
+// code. Classify answers with them before its own table, so packages built
+// on this one (launch, pool, the CLI) define errors it classifies without
+// being imported by it. Code may be empty for an outcome already reported.
+type CodedError interface {
+	error
+	ErrorCode() (code string, exit int)
+}
 
 func usageErr(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
 }

@@ -17,11 +17,12 @@ var leaseCounter atomic.Int64
 // too, for runners that follow the seed protocol. A session made by an
 // older runner without state/ gets the directory.
 func (s *Session) WriteLease(leaseID string, ttl time.Duration) error {
-	_, err := s.writeLease(leaseID, ttl)
+	_, err := s.WriteLeaseRecord(leaseID, ttl)
 	return err
 }
 
-func (s *Session) writeLease(leaseID string, ttl time.Duration) (protocol.Lease, error) {
+// WriteLeaseRecord is WriteLease returning the lease it wrote.
+func (s *Session) WriteLeaseRecord(leaseID string, ttl time.Duration) (protocol.Lease, error) {
 	l := protocol.Lease{
 		ProtocolVersion: protocol.Version, LeaseID: leaseID, TTLMS: ttl.Milliseconds(),
 		ExpiresAt: protocol.Time{Time: time.Now().Add(ttl)}, Counter: leaseCounter.Add(1), Owner: s.owner,

@@ -31,8 +31,8 @@ type look struct {
 // filesystem, the runner's flock is free. A counter not yet seen moving
 // gives an indefinite "not alive".
 func (s *Session) observe() look {
-	state, serr := s.readState()
-	hb, herr := s.readHeartbeat()
+	state, serr := s.ReadState()
+	hb, herr := s.ReadHeartbeat()
 	l := look{state: state}
 	switch {
 	case serr != nil && herr != nil:
@@ -44,7 +44,7 @@ func (s *Session) observe() look {
 			l.reason += " (" + state.Reason + ")"
 		}
 		return l
-	case !s.network && !s.lockHeld():
+	case !s.network && !s.LockHeld():
 		l.definite, l.reason = true, "the runner's lock is free"
 		return l
 	case herr != nil:
@@ -99,7 +99,7 @@ func (s *Session) newRunnerWatch() *runnerWatch {
 	return &runnerWatch{s: s, grace: g, lastAlive: now, next: now.Add(watchEvery)}
 }
 
-// newRunnerWatch watches the runner of the session c is in now (pool_move.go:
+// newRunnerWatch watches the runner of the session c is in now (forward.go:
 // a pool may move a queued command to another session).
 func (c *Command) newRunnerWatch() *runnerWatch {
 	w := c.s.newRunnerWatch()
@@ -117,7 +117,7 @@ func (w *runnerWatch) check() error {
 	w.next = now.Add(watchEvery)
 	if w.cmd != nil {
 		// A command a pool moved is served by its new session's runner.
-		if cur := w.cmd.resolve(); cur.s.dir != w.s.dir {
+		if cur := w.cmd.Resolve(); cur.s.dir != w.s.dir {
 			w.s, w.cmd = cur.s, cur
 		}
 	}
@@ -141,13 +141,13 @@ func cannotServe(st protocol.State) error {
 	return nil
 }
 
-// noRunnerHint says why no runner seems to serve the session, from one look
+// NoRunnerHint says why no runner seems to serve the session, from one look
 // without waiting, or returns "" when one may: it is for the warning of a
 // plain submit, which queues the command either way. Beyond the definite
 // signs (no state, phase stopped, a free lock on a local filesystem) it
 // compares the heartbeat file's mtime with that of c's seq reservation,
 // both stamped by the session's filesystem, so no two hosts' clocks meet.
-func (s *Session) noRunnerHint(c *Command) string {
+func (s *Session) NoRunnerHint(c *Command) string {
 	l := s.observe()
 	if l.alive {
 		return ""
@@ -157,7 +157,7 @@ func (s *Session) noRunnerHint(c *Command) string {
 	}
 	hbInfo, err1 := os.Stat(s.path(protocol.FileHeartbeat))
 	ref, err2 := os.Stat(s.path(filepath.Join(protocol.DirSeq, protocol.SeqName(c.Seq))))
-	hb, err3 := s.readHeartbeat()
+	hb, err3 := s.ReadHeartbeat()
 	if err1 != nil || err2 != nil || err3 != nil {
 		return ""
 	}
@@ -176,11 +176,11 @@ func (s *Session) noRunnerHint(c *Command) string {
 // come from the filesystem, so no two hosts' clocks meet. false means "not
 // shown", not "dead".
 func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
-	st, err := s.readState()
+	st, err := s.ReadState()
 	if err != nil || st.SessionID == "" || st.Phase == protocol.PhaseStopped {
 		return st, false
 	}
-	hb, err := s.readHeartbeat()
+	hb, err := s.ReadHeartbeat()
 	if err != nil || hb.Phase == protocol.PhaseStopped || hb.SessionID != st.SessionID {
 		return st, false
 	}
@@ -193,7 +193,7 @@ func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
 	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
 		return st, false
 	}
-	if !s.network && !s.lockHeld() {
+	if !s.network && !s.LockHeld() {
 		return st, false
 	}
 	return st, true

@@ -16,7 +16,6 @@ import (
 
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 
-	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
@@ -31,10 +30,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("MASTER_RUNNER_HELPER") != "" {
 		os.Exit(runnercli.Main(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	testscript.Main(m, map[string]func(){
-		"master": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
-		"runner": func() { os.Exit(runnercli.Main(os.Args[1:], os.Stdout, os.Stderr)) },
-	})
+	os.Exit(m.Run())
 }
 
 // submitHelper submits $N commands to $SESSION and prints their seqs.

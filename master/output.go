@@ -20,7 +20,7 @@ func (c *Command) Output(off, n int64) ([]byte, error) {
 	fsq.Revalidate(c.s.path(protocol.DirOutput))
 	f, err := fsq.OpenRegular(c.s.path(protocol.DirOutput + "/" + protocol.OutputName(c.Name)))
 	if errors.Is(err, os.ErrNotExist) {
-		if fc := c.forwarded(); fc != nil { // Moved by a pool: pool_move.go.
+		if fc := c.forwarded(); fc != nil { // Moved by a pool: forward.go.
 			return fc.Output(off, n)
 		}
 	}

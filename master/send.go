@@ -3,7 +3,6 @@ package master
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 	"strings"
 	"time"
 
@@ -85,13 +84,4 @@ func (s *Session) Resize(ctx context.Context, cols, rows int) (*protocol.Control
 		return nil, usageErr("resize %dx%d: columns and rows must be 1 to %d", cols, rows, protocol.MaxResize)
 	}
 	return s.Request(ctx, protocol.ControlRequest{Op: protocol.OpResize, Cols: cols, Rows: rows})
-}
-
-// describeSend is the line the CLI prints for a delivered send.
-func describeSend(rep *protocol.ControlReply) string {
-	msg := fmt.Sprintf("%s: %s", rep.Outcome, rep.Message)
-	if rep.Outcome == protocol.OutcomeDelivered {
-		msg += fmt.Sprintf(" (spool offset %d)", rep.SpoolOffset)
-	}
-	return msg
 }

@@ -59,7 +59,7 @@ func TestSendSignalResize(t *testing.T) {
 	if out, _ := long.Output(0, 0); string(out) != "size? 40 120\n" {
 		t.Fatalf("output %q", out)
 	}
-	if _, err := s.Resize(ctx(t), 0, 40); !errors.Is(err, errUsage) {
+	if _, err := s.Resize(ctx(t), 0, 40); !errors.Is(err, ErrUsage) {
 		t.Fatalf("resize 0x40: %v", err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// allocSeq reserves the next seq for this session. The scheme is part of
+// AllocSeq reserves the next seq for this session. The scheme is part of
 // the protocol so that Go, Python and Tcl masters on any host can follow it
 // (PROTOCOL.md, "Allocating seq"):
 //
@@ -26,7 +26,7 @@ import (
 // Exclusive create is atomic on local filesystems and on NFS v3 and v4
 // (the server decides), needs no lock daemon, and Tcl's open offers it
 // (EXCL), so the scheme works where flock does not.
-func allocSeq(dir string) (int64, error) {
+func AllocSeq(dir string) (int64, error) {
 	n, hint, err := reserveSeq(dir)
 	if err == nil && hint < n {
 		writeHint(dir, n)
@@ -38,6 +38,11 @@ func allocSeq(dir string) (int64, error) {
 // Main (and Session.Close) wait for them, so that a short-lived master
 // does not leave the hint behind.
 var hintWrites sync.WaitGroup
+
+// WaitBackgroundWrites waits for the best-effort seq hint rewrites Submit
+// leaves to the background. A process that exits right after submitting
+// (the master CLI) calls it so that it does not leave a stale hint.
+func WaitBackgroundWrites() { hintWrites.Wait() }
 
 // allocSeqBackground is allocSeq with the hint rewritten off the caller's
 // path: the hint is best effort, and a caller about to wait for its

@@ -82,6 +82,14 @@ func Open(dir string) (*Session, error) {
 // Dir returns the session directory.
 func (s *Session) Dir() string { return s.dir }
 
+// Owner names this master in the files it writes ("master@host:pid"):
+// a command's submitter, a lease's owner.
+func (s *Session) Owner() string { return s.owner }
+
+// OnNetworkFS reports whether the session is on a network filesystem,
+// where a free flock proves nothing (see LockHeld).
+func (s *Session) OnNetworkFS() bool { return s.network }
+
 func (s *Session) path(rel string) string { return filepath.Join(s.dir, rel) }
 
 // SubmitOptions are the optional fields of a command.
@@ -100,7 +108,7 @@ type Command struct {
 	ID   string
 	Seq  int64
 	Name string // cmd_<seq>_<cmd_id>.json
-	hops int    // forwards followed to reach this handle (pool_move.go)
+	hops int    // forwards followed to reach this handle (forward.go)
 }
 
 // buildCommand makes a command file's content from opts (all but its
@@ -162,7 +170,7 @@ func (s *Session) defaultKind() protocol.Kind {
 	if s.kind != "" {
 		return s.kind
 	}
-	if st, err := s.readState(); err == nil && (st.Kind == protocol.KindTcl || st.Kind == protocol.KindSh) {
+	if st, err := s.ReadState(); err == nil && (st.Kind == protocol.KindTcl || st.Kind == protocol.KindSh) {
 		s.kind = st.Kind
 		return st.Kind
 	}
@@ -208,20 +216,23 @@ func (s *Session) Command(cmdID string) (*Command, error) {
 
 // Result returns the command's result if it exists (nil, nil if not yet).
 // A command a pool moved to another session (forward/) is followed there.
+// Session returns the session the command was queued in.
+func (c *Command) Session() *Session { return c.s }
+
 func (c *Command) Result() (*protocol.Result, error) {
-	r, _, err := c.readResult()
+	r, _, err := c.ReadResult()
 	return r, err
 }
 
-// readResult returns the result and its bytes as the runner wrote them
+// ReadResult returns the result and its bytes as the runner wrote them
 // (nil, nil, nil while there is none). Fields a seed runner did not write
 // stay zero in the struct; the bytes are the truth.
-func (c *Command) readResult() (*protocol.Result, []byte, error) {
+func (c *Command) ReadResult() (*protocol.Result, []byte, error) {
 	fsq.Revalidate(c.s.path(protocol.DirResult)) // The runner may be on another NFS client.
 	b, _, err := fsq.ReadFile(c.s.path(filepath.Join(protocol.DirResult, c.Name)), protocol.MaxCommandSize)
 	if errors.Is(err, os.ErrNotExist) {
-		if fc := c.forwarded(); fc != nil { // pool_move.go
-			return fc.readResult()
+		if fc := c.forwarded(); fc != nil { // forward.go
+			return fc.ReadResult()
 		}
 		return nil, nil, nil
 	}
@@ -235,10 +246,10 @@ func (c *Command) readResult() (*protocol.Result, []byte, error) {
 	return &r, b, nil
 }
 
-// outcome is what a wait returns once the command has a result (done):
+// Outcome is what a wait returns once the command has a result (done):
 // the result, with a *ResultError when its status is not ok. A result
 // that cannot be read ends the wait too, with the error.
-func (c *Command) outcome() (*protocol.Result, bool, error) {
+func (c *Command) Outcome() (*protocol.Result, bool, error) {
 	r, err := c.Result()
 	switch {
 	case err != nil:
@@ -266,7 +277,7 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 	var wake <-chan struct{}
 	w := c.newRunnerWatch()
 	for {
-		if r, done, err := c.outcome(); done {
+		if r, done, err := c.Outcome(); done {
 			return r, err
 		}
 		if err := w.check(); err != nil {
@@ -316,7 +327,8 @@ func (s *Session) Run(ctx context.Context, payload string, opts SubmitOptions) (
 // heartbeat.json: they are input (never followed, never blocked on).
 const maxStateFile = 1 << 20
 
-func (s *Session) readState() (protocol.State, error) {
+// ReadState reads state/state.json as bounded input (never followed).
+func (s *Session) ReadState() (protocol.State, error) {
 	fsq.Revalidate(s.path(protocol.DirState))
 	var st protocol.State
 	b, _, err := fsq.ReadFile(s.path(protocol.FileState), maxStateFile)
@@ -326,7 +338,8 @@ func (s *Session) readState() (protocol.State, error) {
 	return st, json.Unmarshal(b, &st)
 }
 
-func (s *Session) readHeartbeat() (protocol.Heartbeat, error) {
+// ReadHeartbeat reads state/heartbeat.json as bounded input.
+func (s *Session) ReadHeartbeat() (protocol.Heartbeat, error) {
 	fsq.Revalidate(s.path(protocol.DirState))
 	var hb protocol.Heartbeat
 	b, _, err := fsq.ReadFile(s.path(protocol.FileHeartbeat), maxStateFile)
@@ -340,4 +353,50 @@ func (s *Session) readHeartbeat() (protocol.Heartbeat, error) {
 func isCommand(name string) bool {
 	_, _, err := protocol.ParseCommandName(name)
 	return err == nil && !strings.HasPrefix(name, ".")
+}
+
+// SubmitExtra is Submit with extra top-level fields in the command file
+// (the runner ignores unknown fields; a pool records its affinity key so).
+func (s *Session) SubmitExtra(ctx context.Context, payload string, opts SubmitOptions, extra map[string]any) (*Command, error) {
+	if len(extra) == 0 {
+		return s.Submit(ctx, payload, opts)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c, err := s.buildCommand(payload, opts)
+	if err != nil {
+		return nil, err
+	}
+	seq, err := AllocSeq(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	c.Seq = seq
+	m, err := toMap(c)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		b, _ := json.Marshal(v)
+		m[k] = b
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	name := protocol.CommandName(seq, c.CmdID)
+	if err := fsq.WriteAtomic(s.path(filepath.Join(protocol.DirQueue, name)), b, 0o660, fsq.Volatile); err != nil {
+		return nil, fmt.Errorf("master: write command: %w", err)
+	}
+	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
+}
+
+func toMap(v any) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	return m, json.Unmarshal(b, &m)
 }

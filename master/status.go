@@ -58,14 +58,14 @@ type Status struct {
 // long at most, and not at all if this Session saw it move recently).
 func (s *Session) Status(ctx context.Context) (Status, error) {
 	st := Status{ProtocolVersion: protocol.Version, Dir: s.dir}
-	state, serr := s.readState()
-	hb, herr := s.readHeartbeat()
+	state, serr := s.ReadState()
+	hb, herr := s.ReadHeartbeat()
 	if serr != nil && herr != nil {
 		if _, err := os.Stat(s.path(protocol.DirQueue)); err != nil {
 			return st, ErrSessionMissing
 		}
 		st.AliveReason = "no runner has written state yet"
-		st.QueueDepth = s.queueDepth()
+		st.QueueDepth = s.QueueDepth()
 		return st, nil
 	}
 	st.Phase, st.Reason, st.SessionID, st.RunnerPID, st.ToolPID = state.Phase, state.Reason, state.SessionID, state.RunnerPID, state.ToolPID
@@ -88,7 +88,7 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 			st.CurrentOutBytes = hb.CurrentOutBytes
 		}
 	}
-	st.QueueDepth = s.queueDepth()
+	st.QueueDepth = s.QueueDepth()
 	st.Alive, st.AliveReason = s.alive(ctx)
 	st.Kind, st.ToolStarts = state.Kind, state.ToolStarts
 	s.details(&st, hb)
@@ -96,7 +96,8 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
-func (s *Session) queueDepth() int {
+// QueueDepth counts the commands waiting in queue/.
+func (s *Session) QueueDepth() int {
 	names, _ := fsq.ReadNames(s.path(protocol.DirQueue))
 	n := 0
 	for _, name := range names {
@@ -132,9 +133,9 @@ func (s *Session) alive(ctx context.Context) (bool, string) {
 	}
 }
 
-// lockHeld probes the runner's flock with a shared lock. Where flock does
+// LockHeld probes the runner's flock with a shared lock. Where flock does
 // not work (some NFS mounts) it reports true and the heartbeat decides.
-func (s *Session) lockHeld() bool {
+func (s *Session) LockHeld() bool {
 	l := flock.New(s.path(protocol.FileLock))
 	ok, err := l.TryRLock()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/skillpilot/skillpilot/master"
@@ -99,10 +100,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(d), Writer: nopCloser{d}})
 	switch {
 	case ctx.Err() != nil:
-		if strings.Contains(fmt.Sprint(context.Cause(ctx)), "interrupt") {
-			return 130
+		if ie := (*master.InterruptedError)(nil); errors.As(context.Cause(ctx), &ie) && ie.Signal == syscall.SIGINT {
+			return master.ExitSIGINT
 		}
-		return 143
+		return master.ExitSIGTERM
 	case err != nil && !errors.Is(err, io.EOF):
 		fmt.Fprintf(stderr, "master mcp: %v\n", err)
 		return master.ExitIO

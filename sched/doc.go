@@ -4,7 +4,7 @@
 // one. Each driver builds the command lines and parses the scheduler's own
 // view of a job into a [Job]; [Run] executes them.
 //
-// The package knows nothing about sessions: master.Launch writes the job
+// The package knows nothing about sessions: launch.Launch (package launch) writes the job
 // script and records the job in state/launch.json (PROTOCOL.md, "Launch").
 //
 // Command lines and parsers are pure functions so they can be unit-tested

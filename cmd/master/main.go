@@ -1,17 +1,14 @@
 // Command master talks to a SkillPilot runner through its session
 // directory: submit, wait, cancel, stop, status, lease, tail, and `mcp` (a
 // Model Context Protocol server for AI agents, package mcpserver). See
-// README.md.
+// README.md. The command line is package cmd/master/cli: this package only
+// runs cli.Main, which tests register too.
 package main
 
 import (
 	"os"
 
-	"github.com/skillpilot/skillpilot/master"
-	"github.com/skillpilot/skillpilot/mcpserver"
+	"github.com/skillpilot/skillpilot/cmd/master/cli"
 )
 
-func main() {
-	master.RegisterSubcommand("mcp", mcpserver.Usage, mcpserver.Main)
-	os.Exit(master.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-}
+func main() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

@@ -1,0 +1,284 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/skillpilot/skillpilot/internal/version"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/mcpserver"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+const cliUsage = `usage: master COMMAND [flags] [args]     (flags may come before or after args)
+
+Commands:
+  submit  [PAYLOAD | -f FILE | -]   queue a command (no payload: stdin); prints its cmd_id;
+          with --wait streams its output, then its value, and exits with its status
+  wait    CMD_ID                    wait for a result; print the output and the value
+  result  CMD_ID                    print the result JSON as the runner wrote it
+  output  CMD_ID                    print a command's output (--offset, --length: a byte range)
+  cancel  [CMD_ID]                  cancel CMD_ID, or the running command; says what happened
+  send    CMD_ID [TEXT]             type TEXT (and a newline) into the tool while CMD_ID runs;
+                                    --expect REGEX waits for a prompt first (--secret, --file F)
+  signal  CMD_ID SIG                send INT|QUIT|TSTP|CONT|HUP|USR1|USR2 to the running command
+  resize  COLS ROWS                 resize the tool's terminal (SIGWINCH)
+  stop                              stop the runner (graceful; --force: at once; --wait);
+                                    on a launched session: stop request, then after --grace
+                                    (30s) the scheduler's cancel, then its kill
+  status                            phase, liveness, running command, queue, lease, last results
+                                    (--watch [INTERVAL]: refresh in place)
+  lease   --ttl DUR                 write the lease (--keep: keep renewing it)
+  tail                              print log/session.out from a byte cursor (-f: follow;
+                                    --clean: only the commands' own output)
+  ready                             wait until a runner serves the session (idle or busy)
+  waitfor REGEXP                    wait for output in the spool (--from CURSOR)
+` + reportUsage + standinUsage + farmUsage + `
+Every command takes --session DIR (default: $SP_SESSION_DIR) and --json; commands that
+wait take --wait-for-runner DUR (how long to wait without a live runner; default 10s).
+These two may also come before the command (master --session DIR status). Durations are
+Go durations (1.5s, 2m, 1h) or plain seconds (30). 'master COMMAND --help' lists a
+command's flags.
+
+Exit codes: 0 ok, 1 command failed, 2 usage, 3 timeout, 4 cancelled, 5 session missing,
+runner not alive or cannot serve, 6 unknown cmd_id, 7 nothing to act on (not running,
+already finished, idle), 10 I/O or internal error, 130/143 interrupted (SIGINT/SIGTERM).
+With --json, stdout holds only JSON carrying protocol_version (one document, or JSON Lines
+for tail and status --watch); errors are {"protocol_version":1,"error":{"code","message"}};
+diagnostics go to stderr.
+`
+
+type cli struct {
+	stdin  io.Reader
+	stdout *trackWriter
+	stderr io.Writer
+	json   bool
+}
+
+// Main runs the master command line and returns its exit code. SIGINT and
+// SIGTERM end it with 130 and 143 (code interrupted).
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{stdin: stdin, stdout: &trackWriter{w: stdout}, stderr: stderr}
+	args = commandFirst(args)
+	if len(args) == 0 {
+		fmt.Fprint(stderr, cliUsage, moreUsage)
+		return master.ExitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		fmt.Fprint(stdout, cliUsage, moreUsage)
+		return master.ExitOK
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, versionLine())
+		return master.ExitOK
+	}
+	defer master.WaitBackgroundWrites() // Submit's best-effort seq/hint rewrite.
+	ctx, stop := interruptContext()
+	defer stop()
+	if args[0] == "mcp" {
+		return mcpserver.Main(ctx, args[1:], stdin, stdout, stderr)
+	}
+	err := c.run(ctx, args[0], args[1:])
+	if err == nil {
+		// Commands that run until interrupted (tail -f, lease --keep,
+		// status --watch) end here with the signal's exit code.
+		var ie *master.InterruptedError
+		if errors.As(context.Cause(ctx), &ie) {
+			_, exit := master.Classify(ie)
+			return exit
+		}
+		return master.ExitOK
+	}
+	return c.fail(err)
+}
+
+// commandFirst moves the flags every command takes (--session DIR, --json)
+// from before the command name to after it, so that
+// "master --session DIR submit ..." works as "master submit --session DIR
+// ...". Anything else before the command is left for the usage error.
+func commandFirst(args []string) []string {
+	var lead []string
+	i := 0
+	for i < len(args) {
+		a := args[i]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			break
+		}
+		switch name {
+		case "json":
+			lead = append(lead, a)
+			i++
+			continue
+		case "session":
+			if hasValue {
+				lead = append(lead, a)
+				i++
+				continue
+			}
+			if i+1 < len(args) {
+				lead = append(lead, a, args[i+1])
+				i += 2
+				continue
+			}
+		}
+		return args // Not a flag every command takes: say so at the command.
+	}
+	if len(lead) == 0 {
+		return args
+	}
+	if i == len(args) {
+		return append([]string{""}, lead...) // Flags but no command: a usage error naming none.
+	}
+	out := append([]string{args[i]}, lead...)
+	return append(out, args[i+1:]...)
+}
+
+// interruptContext returns a context cancelled by the first SIGINT or
+// SIGTERM with an *InterruptedError as its cause; a second signal has its
+// default effect.
+func interruptContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			signal.Stop(ch)
+			cancel(&master.InterruptedError{Signal: s.(syscall.Signal)})
+		case <-done:
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); close(done); cancel(nil) }
+}
+
+func versionLine() string { return version.String("master") }
+
+// fail reports err once: as JSON on stdout with --json, always on stderr,
+// on a line of its own.
+func (c *cli) fail(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return master.ExitOK
+	}
+	code, exit := master.Classify(err)
+	var eo exitOnly
+	if errors.As(err, &eo) {
+		return exit
+	}
+	var re *master.ResultError
+	if errors.As(err, &re) {
+		c.diag("%s", strings.TrimPrefix(err.Error(), "master: "))
+		return exit
+	}
+	if c.json {
+		c.printJSON(map[string]any{"protocol_version": protocol.Version, "error": map[string]string{"code": code, "message": err.Error()}})
+	}
+	c.diag("%s", strings.TrimPrefix(err.Error(), "master: "))
+	return exit
+}
+
+// diag prints a diagnostic on stderr, starting on a line of its own when
+// stdout and stderr share a terminal and stdout's last line is unfinished.
+func (c *cli) diag(format string, args ...any) {
+	if c.stdout.partial() && isTerminal(c.stderr) && isTerminal(c.stdout.w) {
+		fmt.Fprintln(c.stderr)
+		c.stdout.endLine()
+	}
+	fmt.Fprintf(c.stderr, "master: "+format+"\n", args...)
+}
+
+// printJSON prints one JSON document (indented) on stdout.
+func (c *cli) printJSON(v any) {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // Writing to stdout; nothing better to do on failure.
+}
+
+// printJSONLine prints one line of a JSON Lines stream on stdout.
+func (c *cli) printJSONLine(v any) {
+	_ = json.NewEncoder(c.stdout).Encode(v) // As printJSON.
+}
+
+// printRawJSON prints a document exactly as a file holds it (indented).
+func (c *cli) printRawJSON(b []byte) {
+	var out bytes.Buffer
+	if json.Indent(&out, bytes.TrimSpace(b), "", "  ") != nil {
+		c.stdout.Write(b)
+		return
+	}
+	out.WriteByte('\n')
+	c.stdout.Write(out.Bytes())
+}
+
+// exitOnly carries an exit code for an outcome already reported.
+type exitOnly int
+
+func (e exitOnly) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+// ErrorCode implements master.CodedError: no code, the exit code.
+func (e exitOnly) ErrorCode() (code string, exit int) { return "", int(e) }
+
+func (c *cli) run(ctx context.Context, cmd string, args []string) error {
+	switch cmd {
+	case "submit":
+		return c.submit(ctx, args)
+	case "wait":
+		return c.wait(ctx, args)
+	case "result":
+		return c.result(args)
+	case "output":
+		return c.output(args)
+	case "cancel":
+		return c.cancel(ctx, args)
+	case "send":
+		return c.send(ctx, args)
+	case "signal":
+		return c.signal(ctx, args)
+	case "resize":
+		return c.resize(ctx, args)
+	case "stop":
+		if handled, err := c.stopLaunched(ctx, args); handled { // launch_cli.go
+			return err
+		}
+		return c.stop(ctx, args)
+	case "launch":
+		return c.launch(ctx, args)
+	case "pool":
+		return c.pool(ctx, args)
+	case "status":
+		return c.status(ctx, args)
+	case "lease":
+		return c.lease(ctx, args)
+	case "tail":
+		return c.tail(ctx, args)
+	case "waitfor":
+		return c.waitfor(ctx, args)
+	case "ready":
+		return c.ready(ctx, args)
+	case "report":
+		return c.report(args)
+	case "standin":
+		return c.standin(args)
+	case "diff":
+		return c.diff(args)
+	}
+	c.json = slices.Contains(args, "--json") || slices.Contains(args, "-json") // The error in JSON too.
+	if cmd == "" {
+		return usageErr("no command given (master --help lists the commands)")
+	}
+	if strings.HasPrefix(cmd, "-") {
+		return usageErr("%s before the command: only --session DIR and --json may come before it (master --help)", cmd)
+	}
+	return usageErr("unknown command %q (master --help lists the commands)", cmd)
+}

@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+	"unicode/utf8"
+
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+func (c *cli) submit(ctx context.Context, args []string) error {
+	cmd := c.newCommand("submit", "[PAYLOAD | -f FILE | -]", `
+Queue a command; without a payload argument it is read from stdin. Prints the
+cmd_id. With --wait, streams the command's output, then prints its value (the
+Tcl result, as interactive tclsh does; --no-value leaves it out) and exits with
+the command's status. With no live runner the command is still queued (a later
+runner serves it) and a warning goes to stderr.`, true)
+	var timeout, waitTimeout time.Duration
+	cmd.Duration(&timeout, "timeout", 0, "command timeout (timeout_s) in seconds or as a duration; 0: the runner's default")
+	policy := cmd.String("cancel-policy", "", "ctrl_c (default), terminate_tool or terminate_session")
+	id := cmd.String("id", "", "cmd_id (default: a new UUIDv7)")
+	kind := cmd.String("kind", "", "tcl or sh (default: the session's kind from state.json, else tcl)")
+	file := cmd.String("f", "", "read the payload from FILE ('-': stdin)")
+	wait := cmd.Bool("wait", false, "wait for the result, stream the output, exit with the command's status")
+	cmd.Duration(&waitTimeout, "wait-timeout", 0, "with --wait, how long to wait (0: forever); exit 3 when exceeded")
+	noValue := cmd.Bool("no-value", false, "with --wait, do not print the command's value after its output")
+	pos, err := cmd.parse(args)
+	if err != nil {
+		return err
+	}
+	payload, err := c.payload(pos, *file)
+	if err != nil {
+		return err
+	}
+	s, err := cmd.open()
+	if err != nil {
+		return err
+	}
+	command, err := s.Submit(ctx, payload, master.SubmitOptions{Kind: protocol.Kind(*kind), Timeout: timeout,
+		CancelPolicy: protocol.CancelPolicy(*policy), CmdID: *id})
+	if err != nil {
+		return err
+	}
+	if !*wait {
+		if c.json {
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "cmd_id": command.ID, "seq": command.Seq, "file": protocol.DirQueue + "/" + command.Name})
+		} else {
+			fmt.Fprintln(c.stdout, command.ID)
+		}
+		if why := s.NoRunnerHint(command); why != "" {
+			c.diag("warning: no runner serves %s (%s); %s stays queued until one starts", s.Dir(), why, command.ID)
+		}
+		return nil
+	}
+	return c.waitCmd(ctx, s, command, waitTimeout, !*noValue, false)
+}
+
+func (c *cli) payload(args []string, file string) (string, error) {
+	switch {
+	case file == "-" || (file == "" && len(args) == 1 && args[0] == "-") || (file == "" && len(args) == 0):
+		b, err := io.ReadAll(c.stdin)
+		return string(b), err
+	case file != "":
+		if len(args) > 0 {
+			return "", usageErr("give either -f FILE or a payload, not both")
+		}
+		b, err := os.ReadFile(file)
+		return string(b), err
+	case len(args) == 1:
+		return args[0], nil
+	}
+	return "", usageErr("one payload argument expected (quote it), got %d", len(args))
+}
+
+// waitCmd streams output (unless --json), waits, prints the value (unless
+// noValue) and maps the status to the exit code. With announce, a result
+// that is already there is said to be so on stderr.
+func (c *cli) waitCmd(ctx context.Context, s *master.Session, cmd *master.Command, timeout time.Duration, value, announce bool) error {
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+	if m := s.Watching(); m.Degraded != "" {
+		c.diag("%s", m.Degraded) // Never a silent slowdown.
+	}
+	if announce {
+		if r, _ := cmd.Result(); r != nil {
+			c.diag("%s already done (%s at %s)", cmd.ID, r.Status, r.EndTS.UTC().Format(time.RFC3339))
+		}
+	}
+	if !c.json {
+		pctx, pcancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.progress(pctx, s, cmd)
+		}()
+		_, err := cmd.Follow(ctx, c.stdout, 0)
+		pcancel()
+		<-done
+		if err != nil {
+			return err
+		}
+	}
+	res, err := cmd.Wait(ctx)
+	if res == nil {
+		return err
+	}
+	if c.json {
+		if _, raw, rerr := cmd.ReadResult(); rerr == nil && raw != nil {
+			c.printRawJSON(raw)
+		}
+		return err
+	}
+	if value && res.Status == protocol.StatusOK && res.Value != nil && *res.Value != "" {
+		if c.stdout.partial() {
+			fmt.Fprintln(c.stdout)
+		}
+		fmt.Fprintln(c.stdout, *res.Value)
+		if res.ValueTruncated {
+			c.diag("the value of %s was cut at 64 KiB (the full value is not kept)", cmd.ID)
+		}
+	}
+	return err
+}
+
+// progress reports a long wait on stderr every 5 s when stderr is a
+// terminal, each message on a line of its own.
+func (c *cli) progress(ctx context.Context, s *master.Session, cmd *master.Command) {
+	if !isTerminal(c.stderr) {
+		return
+	}
+	start := time.Now()
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := s.Status(ctx)
+		if err != nil {
+			continue
+		}
+		where := "queued"
+		if st.CurrentCmdID == cmd.ID {
+			where = fmt.Sprintf("running for %v, %d bytes of output", st.CurrentElapsed.Round(time.Second), st.CurrentOutBytes)
+		}
+		c.diag("waiting %v for %s: %s (runner %s)", time.Since(start).Round(time.Second), cmd.ID, where, st.Phase)
+	}
+}
+
+func (c *cli) wait(ctx context.Context, args []string) error {
+	cmd := c.newCommand("wait", "CMD_ID", `
+Wait for a command's result: stream its output, print its value (--no-value
+leaves it out) and exit with its status. A command that is already done says
+so on stderr.`, true)
+	var timeout time.Duration
+	cmd.Duration(&timeout, "wait-timeout", 0, "how long to wait (0: forever); exit 3 when exceeded")
+	cmd.Duration(&timeout, "timeout", 0, "same as --wait-timeout")
+	noValue := cmd.Bool("no-value", false, "do not print the command's value after its output")
+	pos, err := cmd.parse(args)
+	if err != nil {
+		return err
+	}
+	s, command, err := c.lookup(cmd, pos)
+	if err != nil {
+		return err
+	}
+	return c.waitCmd(ctx, s, command, timeout, !*noValue, true)
+}
+
+func (c *cli) lookup(cmd *command, args []string) (*master.Session, *master.Command, error) {
+	if len(args) != 1 {
+		return nil, nil, usageErr("one CMD_ID expected")
+	}
+	s, err := cmd.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	command, err := s.Command(args[0])
+	return s, command, err
+}
+
+func (c *cli) result(args []string) error {
+	cmd := c.newCommand("result", "CMD_ID", `
+Print a command's result exactly as the runner wrote it (JSON), and exit with
+its status. Exit 3 when there is no result yet.`, false)
+	pos, err := cmd.parse(args)
+	if err != nil {
+		return err
+	}
+	_, command, err := c.lookup(cmd, pos)
+	if err != nil {
+		return err
+	}
+	res, raw, err := command.ReadResult()
+	if err != nil {
+		return err
+	}
+	if res == nil {
+		return fmt.Errorf("no result yet for %s: %w", command.ID, master.ErrWaitTimeout)
+	}
+	c.printRawJSON(raw)
+	if res.Status != protocol.StatusOK {
+		_, exit := master.Classify(&master.ResultError{Result: res})
+		return exitOnly(exit)
+	}
+	return nil
+}
+
+func (c *cli) output(args []string) error {
+	cmd := c.newCommand("output", "CMD_ID", `
+Print a command's output (exactly what it printed), or a byte range of it. With
+--json: {"protocol_version","cmd_id","offset","next_offset","text","complete"},
+plus "data_b64" holding the exact bytes when they are not valid UTF-8.`, false)
+	off := cmd.Int64("offset", 0, "first byte")
+	n := cmd.Int64("length", 0, "bytes to print (0: to the end)")
+	pos, err := cmd.parse(args)
+	if err != nil {
+		return err
+	}
+	_, command, err := c.lookup(cmd, pos)
+	if err != nil {
+		return err
+	}
+	if *off < 0 || *n < 0 {
+		return usageErr("--offset and --length must not be negative")
+	}
+	b, err := command.Output(*off, *n)
+	if errors.Is(err, os.ErrNotExist) {
+		b, err = nil, nil // Queued, or answered without running: no output.
+	}
+	if err != nil {
+		return err
+	}
+	if !c.json {
+		_, err = c.stdout.Write(b)
+		return err
+	}
+	res, _ := command.Result()
+	doc := textDoc(b)
+	doc["cmd_id"], doc["offset"], doc["next_offset"], doc["complete"] = command.ID, *off, *off+int64(len(b)), res != nil
+	c.printJSON(doc)
+	return nil
+}
+
+// textDoc starts a JSON document carrying bytes: "text" (invalid UTF-8
+// replaced), and "data_b64" with the exact bytes when they are not UTF-8.
+func textDoc(b []byte) map[string]any {
+	doc := map[string]any{"protocol_version": protocol.Version, "text": string(b)}
+	if !utf8.Valid(b) {
+		doc["data_b64"] = base64.StdEncoding.EncodeToString(b)
+	}
+	return doc
+}

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/skillpilot/skillpilot/master"
+)
+
+// command is one CLI command's flag set with the flags every command has.
+type command struct {
+	*flag.FlagSet
+	c             *cli
+	name, args    string // name and synopsis of its arguments, for --help
+	about         string
+	session       string
+	waitForRunner time.Duration
+}
+
+// newCommand starts a command's flags: --session and --json always;
+// --wait-for-runner when it waits.
+func (c *cli) newCommand(name, args, about string, waits bool) *command {
+	fs := flag.NewFlagSet("master "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // Usage and errors are printed by parse.
+	cmd := &command{FlagSet: fs, c: c, name: name, args: args, about: about}
+	fs.StringVar(&cmd.session, "session", "", "session directory (default: $SP_SESSION_DIR)")
+	fs.BoolVar(&c.json, "json", false, "print only JSON on stdout")
+	if waits {
+		cmd.Duration(&cmd.waitForRunner, "wait-for-runner", 0, "how long to wait without a live runner before failing with exit 5 (default 10s)")
+	}
+	return cmd
+}
+
+// Duration defines a duration flag that also takes plain seconds.
+func (cmd *command) Duration(p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	cmd.Var((*durationFlag)(p), name, usage+" (a `duration` such as 1.5s or 2m, or plain seconds)")
+}
+
+// durationFlag is a Go duration ("1.5s", "2m") or a number of seconds.
+type durationFlag time.Duration
+
+func (d *durationFlag) String() string { return time.Duration(*d).String() }
+
+func (d *durationFlag) Set(s string) error {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f < 0 || f > 1e9 {
+			return fmt.Errorf("%s seconds is out of range", s)
+		}
+		*d = durationFlag(f * float64(time.Second))
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: use seconds (30) or a Go duration (1.5s, 2m, 1h)", s)
+	}
+	*d = durationFlag(v)
+	return nil
+}
+
+// parse parses args, flags before and after the positional arguments
+// ("--" ends the flags), and resolves --session from $SP_SESSION_DIR. -h
+// prints the command's help on stdout and ends it with exit 0.
+func (cmd *command) parse(args []string) ([]string, error) {
+	var pos []string
+	for {
+		err := cmd.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			cmd.usage(cmd.c.stdout)
+			return nil, exitOnly(master.ExitOK)
+		}
+		if err != nil {
+			return nil, usageErr("master %s: %v (see 'master %s --help')", cmd.name, err, cmd.name)
+		}
+		rest := cmd.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	if cmd.session == "" {
+		cmd.session = os.Getenv("SP_SESSION_DIR")
+	}
+	return pos, nil
+}
+
+func (cmd *command) usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: master %s [flags] %s\n\n%s\n\nFlags:\n", cmd.name, cmd.args, strings.TrimSpace(cmd.about))
+	cmd.SetOutput(w)
+	cmd.PrintDefaults()
+	cmd.SetOutput(io.Discard)
+}
+
+// open opens the command's session.
+func (cmd *command) open() (*master.Session, error) {
+	if cmd.session == "" {
+		return nil, usageErr("--session is required (or set SP_SESSION_DIR)")
+	}
+	s, err := master.Open(cmd.session)
+	if err == nil {
+		s.WaitForRunner = cmd.waitForRunner
+		// One wait, then exit: poll before paying for inotify (see
+		// Session.QuickPoll).
+		s.QuickPoll = 50 * time.Millisecond
+	}
+	return s, err
+}
+
+// trackWriter remembers the last byte written, so that diagnostics can
+// start on a line of their own. It is safe for concurrent use.
+type trackWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	last byte
+	n    int64
+}
+
+func (t *trackWriter) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, err := t.w.Write(b)
+	if n > 0 {
+		t.last, t.n = b[n-1], t.n+int64(n)
+	}
+	return n, err
+}
+
+// partial reports an unfinished last line.
+func (t *trackWriter) partial() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n > 0 && t.last != '\n'
+}
+
+// endLine records that the terminal's line was ended by someone else.
+func (t *trackWriter) endLine() {
+	t.mu.Lock()
+	t.last = '\n'
+	t.mu.Unlock()
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// flags starts a flag set built by hand (commands that do not use
+// newCommand): --session (resolved from $SP_SESSION_DIR by parse, so that
+// the help shows a clean default) and --json.
+func (c *cli) flags(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("master "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	session := fs.String("session", "", "session directory (default: $SP_SESSION_DIR)")
+	fs.BoolVar(&c.json, "json", false, "print only JSON on stdout")
+	return fs, session
+}
+
+// parse parses a flag set built by hand: -h prints its help on stdout (its
+// own Usage, or its flags) and ends with exit 0; an error is a usage error.
+// An empty --session takes $SP_SESSION_DIR.
+func (c *cli) parse(fs *flag.FlagSet, args []string) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		stderr := c.stderr
+		c.stderr = c.stdout // A Usage that prints to c.stderr prints to stdout.
+		fs.SetOutput(c.stdout)
+		usage() // NewFlagSet's default prints the flags to Output().
+		c.stderr = stderr
+		fs.SetOutput(out)
+		return exitOnly(master.ExitOK)
+	}
+	if err != nil {
+		return usageErr("%s: %v (see '%s --help')", fs.Name(), err, fs.Name())
+	}
+	if f := fs.Lookup("session"); f != nil && f.Value.String() == "" {
+		_ = f.Value.Set(os.Getenv("SP_SESSION_DIR")) // A string flag accepts any value.
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/history"
+	"github.com/skillpilot/skillpilot/history/report"
+	"github.com/skillpilot/skillpilot/master"
+)
+
+const reportUsage = `  report  [--session DIR]... [--pool DIR]... [-o FILE] [--format html|svg|json] [--max-bars N]
+          timeline of sessions from their files alone (one lane per session)
+`
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string     { return fmt.Sprint(*r) }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+// report renders the timeline report (issue 13) of one or more sessions.
+func (c *cli) report(args []string) error {
+	fs := flag.NewFlagSet("master report", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	var sessions, pools repeated
+	fs.Var(&sessions, "session", "session directory (repeatable; default $SP_SESSION_DIR)")
+	fs.Var(&pools, "pool", "directory of session directories: each is a lane (repeatable)")
+	out := fs.String("o", "", "write to FILE (atomically) instead of stdout")
+	format := fs.String("format", "html", "html (self-contained page), svg (the timeline alone) or json (the data model)")
+	maxBars := fs.Int("max-bars", report.DefaultMaxBars, "commands drawn one by one; above this, lanes are drawn as time bins")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments %q", fs.Args())
+	}
+	if *format != "html" && *format != "svg" && *format != "json" {
+		return usageErr("--format %q: want html, svg or json", *format)
+	}
+	dirs, err := sessionDirs(sessions, pools)
+	if err != nil {
+		return err
+	}
+	var loaded []*history.Session
+	for _, d := range dirs {
+		s, err := loadSession(d, history.Options{})
+		if err != nil {
+			return err
+		}
+		for _, w := range s.Warnings {
+			fmt.Fprintf(c.stderr, "master: report: %s: %s\n", d, w)
+		}
+		loaded = append(loaded, s)
+	}
+	m := report.Build(loaded, report.Options{MaxBars: *maxBars})
+	var buf bytes.Buffer
+	switch *format {
+	case "json":
+		err = report.WriteJSON(&buf, m)
+	case "svg":
+		err = report.WriteSVG(&buf, m)
+	default:
+		err = report.WriteHTML(&buf, m)
+	}
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		_, err = c.stdout.Write(buf.Bytes())
+		return err
+	}
+	return fsq.WriteAtomic(*out, buf.Bytes(), 0o644, fsq.Volatile)
+}
+
+// sessionDirs lists the session directories named by --session and --pool
+// (default: $SP_SESSION_DIR).
+func sessionDirs(sessions, pools []string) ([]string, error) {
+	dirs := append([]string(nil), sessions...)
+	for _, p := range pools {
+		found, err := history.FindSessions(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", master.ErrSessionMissing, err)
+		}
+		dirs = append(dirs, found...)
+	}
+	if len(dirs) == 0 {
+		if env := os.Getenv("SP_SESSION_DIR"); env != "" {
+			return []string{env}, nil
+		}
+		return nil, usageErr("give --session DIR or --pool DIR")
+	}
+	return dirs, nil
+}
+
+// loadSession reads a session's history; a directory that is not a
+// session is ErrSessionMissing (exit 5).
+func loadSession(dir string, opt history.Options) (*history.Session, error) {
+	s, err := history.Load(dir, opt)
+	if errors.Is(err, history.ErrNotSession) || errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %v", master.ErrSessionMissing, err)
+	}
+	return s, err
+}

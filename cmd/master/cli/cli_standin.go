@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/history"
+	"github.com/skillpilot/skillpilot/history/diff"
+	"github.com/skillpilot/skillpilot/history/standin"
+	"github.com/skillpilot/skillpilot/master"
+)
+
+const standinUsage = `  standin --from SESSION [--from SESSION]... -o FILE.tcl [--timing none|recorded|scale=F] [--on-unknown error|tcl]
+          write a Tcl stand-in that answers the recorded commands on plain tclsh
+          (runner --init FILE.tcl -- tclsh)
+  diff    [--json] SESSION_A SESSION_B         compare two runs command by command
+          (matched by payload and order); exit 0 when they agree, 1 when they differ
+`
+
+// standin writes a stand-in Tcl file from recorded sessions (issue 14).
+func (c *cli) standin(args []string) error {
+	fs := flag.NewFlagSet("master standin", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	var from repeated
+	fs.Var(&from, "from", "recorded session directory (repeatable; recordings are replayed in the order given)")
+	out := fs.String("o", "", "the Tcl file to write (required)")
+	timing := fs.String("timing", "none", "none (answer at once), recorded (take the recorded time) or scale=F")
+	onUnknown := fs.String("on-unknown", "error", "a command that was not recorded: error (a Tcl error naming it) or tcl (evaluate it)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageErr("unexpected arguments %q", fs.Args())
+	case len(from) == 0:
+		return usageErr("give at least one --from SESSION")
+	case *out == "":
+		return usageErr("-o FILE.tcl is required")
+	}
+	if _, err := standin.ParseTiming(*timing); err != nil {
+		return usageErr("%v", err)
+	}
+	if *onUnknown != "error" && *onUnknown != "tcl" {
+		return usageErr("--on-unknown %q: want error or tcl", *onUnknown)
+	}
+	var sessions []*history.Session
+	for _, d := range from {
+		s, err := loadSession(d, history.Options{Payloads: true})
+		if err != nil {
+			return err
+		}
+		sessions = append(sessions, s)
+	}
+	var buf bytes.Buffer
+	st, err := standin.Generate(&buf, sessions, standin.Options{Timing: *timing, OnUnknown: *onUnknown})
+	if errors.Is(err, standin.ErrUsage) {
+		return usageErr("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	if err := fsq.WriteAtomic(*out, buf.Bytes(), 0o644, fsq.Volatile); err != nil {
+		return err
+	}
+	for _, s := range st.Skipped {
+		fmt.Fprintf(c.stderr, "master: standin: not replayed: %s\n", s)
+	}
+	fmt.Fprintf(c.stderr, "master: standin: %s: %d recordings of %d payloads (id %s)\n", *out, st.Recordings, st.Payloads, st.ID)
+	return nil
+}
+
+// diff compares two recorded runs; exit 1 when they differ.
+func (c *cli) diff(args []string) error {
+	fs := flag.NewFlagSet("master diff", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.BoolVar(&c.json, "json", false, "print the comparison as one JSON document")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return usageErr("want two session directories: SESSION_A SESSION_B")
+	}
+	var runs [2]*history.Session
+	for i, d := range fs.Args() {
+		s, err := loadSession(d, history.Options{Payloads: true})
+		if err != nil {
+			return err
+		}
+		runs[i] = s
+	}
+	r := diff.Compare(runs[0], runs[1])
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else if err := diff.WriteText(c.stdout, r); err != nil {
+		return err
+	}
+	if !r.Agree {
+		return exitOnly(master.ExitFailed)
+	}
+	return nil
+}

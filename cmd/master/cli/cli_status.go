@@ -1,0 +1,257 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// watchFlag is --watch, alone (2 s) or with an interval (--watch=5s).
+type watchFlag struct {
+	on    bool
+	every time.Duration
+}
+
+func (w *watchFlag) IsBoolFlag() bool { return true }
+func (w *watchFlag) String() string {
+	if w == nil || !w.on {
+		return "false"
+	}
+	return w.every.String()
+}
+
+func (w *watchFlag) Set(s string) error {
+	if b, err := strconv.ParseBool(s); err == nil {
+		w.on = b
+		return nil
+	}
+	var d durationFlag
+	if err := d.Set(s); err != nil {
+		return err
+	}
+	w.on, w.every = true, time.Duration(d)
+	return nil
+}
+
+func (c *cli) status(ctx context.Context, args []string) error {
+	cmd := c.newCommand("status", "[--watch [INTERVAL]]", `
+Show the session: runner liveness and phase, the tool, the running command with
+its elapsed time and last output line, the queue, the lease and the last five
+results. --watch refreshes it every INTERVAL (2s) in place on a terminal (JSON
+Lines with --json) until interrupted. Exit 0 when the session can serve
+commands, 5 when it cannot (no live runner, phase error or stopped).`, false)
+	watch := &watchFlag{every: 2 * time.Second}
+	cmd.Var(watch, "watch", "refresh every INTERVAL (default 2s) until interrupted")
+	pos, err := cmd.parse(args)
+	if err != nil {
+		return err
+	}
+	if watch.on && len(pos) == 1 {
+		if err := watch.Set(pos[0]); err != nil {
+			return usageErr("--watch %s: %v", pos[0], err)
+		}
+		pos = nil
+	}
+	if len(pos) > 0 {
+		return usageErr("status takes no arguments (the interval goes with --watch)")
+	}
+	if watch.every <= 0 {
+		return usageErr("--watch needs a positive interval")
+	}
+	s, err := cmd.open()
+	if err != nil {
+		return err
+	}
+	if !watch.on {
+		st, err := s.Status(ctx)
+		if err != nil {
+			return err
+		}
+		st.Launch = launch.Status(ctx, s) // launch_stop.go: the scheduler's view, if launched
+		if c.json {
+			c.printJSON(st)
+		} else {
+			writeStatus(c.stdout, st)
+		}
+		return statusExit(st)
+	}
+	tty := !c.json && isTerminal(c.stdout.w)
+	t := time.NewTicker(watch.every)
+	defer t.Stop()
+	for {
+		st, err := s.Status(ctx)
+		if err == nil {
+			st.Launch = launch.Status(ctx, s)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil && c.json:
+			code, _ := master.Classify(err)
+			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": map[string]string{"code": code, "message": err.Error()}})
+		case err != nil:
+			c.diag("%v", err)
+		case c.json:
+			c.printJSONLine(st)
+		default:
+			var b strings.Builder
+			if tty {
+				b.WriteString("\x1b[H\x1b[2J") // Home, clear: refresh in place.
+			}
+			writeStatus(&b, st)
+			fmt.Fprintf(&b, "(every %v; Ctrl-C ends)\n", watch.every)
+			if !tty {
+				b.WriteString("\n")
+			}
+			io.WriteString(c.stdout, b.String())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// statusExit is status's exit code: 5 when the session cannot serve.
+func statusExit(st master.Status) error {
+	if !st.CanServe {
+		return exitOnly(master.ExitNoRunner)
+	}
+	return nil
+}
+
+// writeStatus prints the compact, aligned view of a status.
+func writeStatus(w io.Writer, st master.Status) {
+	row := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%-9s %s\n", label, fmt.Sprintf(format, args...))
+	}
+	row("session", "%s", st.Dir)
+	alive := "alive"
+	if !st.Alive {
+		alive = "NOT ALIVE"
+	}
+	where := ""
+	if st.RunnerPID != 0 {
+		where = fmt.Sprintf(", pid %d on %s", st.RunnerPID, st.RunnerHost)
+	}
+	row("runner", "%s (%s)%s", alive, st.AliveReason, where)
+	phase := string(st.Phase)
+	if phase == "" {
+		phase = "-"
+	}
+	if st.Reason != "" {
+		phase += ": " + st.Reason
+	}
+	if st.Phase == protocol.PhaseError || (st.Alive && !st.CanServe) {
+		phase += "  (cannot serve commands)"
+	}
+	row("phase", "%s", phase)
+	if st.DiskFull {
+		row("disk", "FULL: output files and log/session.out are not written until there is room (results are)")
+	}
+	if st.ToolStarts > 0 || st.ToolPID != 0 {
+		tool := fmt.Sprintf("%s, started %d time%s", orDash(string(st.Kind)), st.ToolStarts, plural(st.ToolStarts))
+		if st.ToolPID != 0 {
+			tool += fmt.Sprintf(", pid %d", st.ToolPID)
+		}
+		if st.ToolStarts > 1 {
+			tool += " (restarted: Tcl state of earlier starts is gone)"
+		}
+		row("tool", "%s", tool)
+	}
+	if st.CurrentCmdID != "" {
+		run := fmt.Sprintf("%s for %s, %s of output", st.CurrentCmdID, roundDur(st.CurrentElapsed), size(st.CurrentOutBytes))
+		if st.CurrentQuiet != nil {
+			run += ", quiet " + roundDur(*st.CurrentQuiet)
+		}
+		if st.CurrentLastLine != "" {
+			// The prompt a waiting command shows, quoted: its trailing
+			// blanks matter to a send --expect.
+			run += " at: " + strconv.Quote(st.CurrentLastLine)
+		}
+		row("running", "%s", run)
+	} else {
+		row("running", "nothing")
+	}
+	if st.Launch != nil {
+		row("job", "%s", st.Launch)
+	}
+	row("queue", "%d waiting", st.QueueDepth)
+	switch l := st.Lease; {
+	case l == nil:
+		row("lease", "none (the runner runs until stopped)")
+	case l.LeaseID == "":
+		row("lease", "unreadable: %s", l.Error)
+	default:
+		left := roundDur(l.Remaining) + " left"
+		if l.Remaining < 0 {
+			left = "expired"
+		}
+		extra := ""
+		if l.TTLMS > 0 {
+			extra = fmt.Sprintf(" (ttl %s)", roundDur(time.Duration(l.TTLMS)*time.Millisecond))
+		}
+		if l.Error != "" {
+			extra += "; runner says: " + l.Error
+		}
+		row("lease", "%s: %s%s", l.LeaseID, left, extra)
+	}
+	done := fmt.Sprintf("%d command%s", st.CommandsDone, plural(st.CommandsDone))
+	if st.SkippedCount > 0 || st.RejectedCount > 0 {
+		done += fmt.Sprintf(" (%d skipped: already done; %d rejected: invalid)", st.SkippedCount, st.RejectedCount)
+	}
+	row("done", "%s", done)
+	for i, r := range st.LastResults {
+		label := ""
+		if i == 0 {
+			label = "last"
+		}
+		status := string(r.Status)
+		if r.Status != protocol.StatusOK && r.ExitReason != "" {
+			status += " (" + string(r.ExitReason) + ")"
+		}
+		row(label, "%-34s %8s  %s", status, roundDur(time.Duration(r.DurationMS)*time.Millisecond), r.CmdID)
+	}
+}
+
+func roundDur(d time.Duration) string {
+	switch {
+	case d >= time.Minute:
+		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+func plural(n int64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

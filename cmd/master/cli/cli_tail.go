@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+func (c *cli) tail(ctx context.Context, args []string) error {
+	cmd := c.newCommand("tail", "", `
+Print log/session.out, everything the tool printed (raw: prompts, markers and
+all), from a byte cursor; -f keeps following until interrupted. --clean shows
+only what the commands printed, line by line, as their output files hold it.
+The cursor reached goes to stderr ("master: resume_cursor N"); give it back
+with --from to resume. With --json: JSON Lines {"protocol_version","offset",
+"text"} (offset: where the text starts in the spool; "data_b64" holds the exact
+bytes when they are not UTF-8; --clean lines carry no offset), and a last line
+{"protocol_version","resume_cursor"}.`, false)
+	follow := cmd.Bool("f", false, "keep printing new output until interrupted")
+	from := cmd.Int64("from", 0, "byte cursor to start at (negative: that many bytes before the end)")
+	clean := cmd.Bool("clean", false, "only the commands' own output (no prompt, echo, init output or markers)")
+	pos, err := cmd.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("tail takes no arguments")
+	}
+	s, err := cmd.open()
+	if err != nil {
+		return err
+	}
+	if *from < 0 {
+		size, _ := s.SpoolSize()
+		*from = max(size+*from, 0)
+	}
+	var w io.Writer = c.stdout
+	var lines *jsonLines
+	if c.json {
+		lines = &jsonLines{c: c, off: *from, offsets: !*clean}
+		w = lines
+	}
+	var cw *cleanWriter
+	if *clean {
+		cw = &cleanWriter{w: w}
+		w = cw
+	}
+	cur, err := s.Tail(ctx, w, *from, *follow)
+	if lines != nil {
+		lines.flush()
+		c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "resume_cursor": cur})
+	} else {
+		c.diag("resume_cursor %d", cur)
+	}
+	return err
+}
+
+// jsonLines turns a byte stream into JSON Lines, one per write, never
+// splitting a UTF-8 sequence between two lines.
+type jsonLines struct {
+	c       *cli
+	off     int64
+	held    []byte
+	offsets bool
+}
+
+func (j *jsonLines) Write(b []byte) (int, error) {
+	data := append(j.held, b...)
+	cut := len(data)
+	// Hold back an incomplete UTF-8 sequence at the end (at most 3 bytes).
+	for k := 1; k <= 3 && k <= len(data); k++ {
+		if r := data[len(data)-k]; r >= 0xC0 {
+			if !utf8.FullRune(data[len(data)-k:]) {
+				cut = len(data) - k
+			}
+			break
+		} else if r < 0x80 {
+			break
+		}
+	}
+	j.held = append([]byte(nil), data[cut:]...)
+	j.emit(data[:cut])
+	return len(b), nil
+}
+
+func (j *jsonLines) flush() {
+	j.emit(j.held)
+	j.held = nil
+}
+
+func (j *jsonLines) emit(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	doc := textDoc(b)
+	if j.offsets {
+		doc["offset"] = j.off
+	}
+	j.off += int64(len(b))
+	j.c.printJSONLine(doc)
+}
+
+func (c *cli) waitfor(ctx context.Context, args []string) error {
+	cmd := c.newCommand("waitfor", "REGEXP", `
+Wait until REGEXP (RE2) matches the spool at or after --from; print
+"<resume_cursor> <match>" (--json: {"protocol_version","matched","match",
+"start","end","resume_cursor"}). Resume from resume_cursor: the next wait never
+skips a match. Exit 3 when --wait-timeout passes first (resume_cursor is then
+the spool size), 5 when no live runner is seen for --wait-for-runner.`, true)
+	from := cmd.Int64("from", 0, "byte cursor to start at")
+	var timeout time.Duration
+	cmd.Duration(&timeout, "wait-timeout", 0, "how long to wait (0: forever); exit 3 when exceeded")
+	pos, err := cmd.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("one REGEXP expected")
+	}
+	re, err := regexp.Compile(pos[0])
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	s, err := cmd.open()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+	m, err := s.WaitFor(ctx, re, *from)
+	if c.json {
+		doc := map[string]any{"protocol_version": protocol.Version, "matched": err == nil, "match": m.Text,
+			"start": m.Start, "end": m.End, "resume_cursor": m.ResumeCursor}
+		if err != nil {
+			code, _ := master.Classify(err)
+			doc["error"] = map[string]string{"code": code, "message": err.Error()}
+			c.json = false // One document: the error is in it.
+		}
+		c.printJSON(doc)
+	} else if err == nil {
+		fmt.Fprintf(c.stdout, "%d %s\n", m.ResumeCursor, strings.TrimSpace(m.Text))
+	} else {
+		c.diag("resume_cursor %d", m.ResumeCursor)
+	}
+	return err
+}

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The clean view keeps exactly what commands printed, whatever the chunking
+// of the raw spool: prompts, markers, sync lines and init output go, the
+// runner's injected newline goes, "\r\r\n" becomes "\n", a lone "\r" stays.
+func TestCleanView(t *testing.T) {
+	spool := "% % \r\r\n__SP_DONE__ sync-ab-1 rc=0\r\r\ninit noise\r\r\n% \r\r\n__SP_BEGIN__ a\r\r\nalpha\r\r\nno newline\r\r\n__SP_DONE__ a rc=0 v= vt=0\r\r\n" +
+		"% \r\r\n__SP_BEGIN__ b\r\r\nbe\rta\r\r\n\r\r\n\r\r\n__SP_DONE__ b rc=0 v=NDI= vt=0\r\r\n% " +
+		"\r\n__SP_BEGIN__ c\r\nkilled mid-line" + // c's tool died: no marker
+		"\r\n__SP_BEGIN__ d\r\nd out\r\n\r\nMY_PREFIX d rc=0\r\n% "
+	want := "alpha\nno newline" + "be\rta\n\n" + "killed mid-line" + "d out\n"
+	for _, step := range []int{1, 2, 3, 7, len(spool)} {
+		var out bytes.Buffer
+		cw := &cleanWriter{w: &out}
+		for i := 0; i < len(spool); i += step {
+			cw.Write([]byte(spool[i:min(i+step, len(spool))]))
+		}
+		if out.String() != want {
+			t.Errorf("chunks of %d: %q, want %q", step, out.String(), want)
+		}
+	}
+}
+
+// JSON Lines never split a UTF-8 sequence, and carry exact offsets.
+func TestJSONLinesUTF8(t *testing.T) {
+	var out bytes.Buffer
+	c := &cli{stdout: &trackWriter{w: &out}}
+	j := &jsonLines{c: c, off: 10, offsets: true}
+	data := []byte("héllo wörld ✓\xff")
+	for i := range data {
+		j.Write(data[i : i+1])
+	}
+	j.flush()
+	var text strings.Builder
+	next := int64(10)
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var d struct {
+			Offset int64  `json:"offset"`
+			Text   string `json:"text"`
+			B64    string `json:"data_b64"`
+		}
+		if err := json.Unmarshal([]byte(line), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Offset != next {
+			t.Fatalf("offset %d, want %d", d.Offset, next)
+		}
+		if d.B64 != "" {
+			raw, _ := base64.StdEncoding.DecodeString(d.B64)
+			next += int64(len(raw))
+		} else {
+			next += int64(len(d.Text))
+		}
+		if d.B64 == "" && strings.ContainsRune(d.Text, '\uFFFD') {
+			t.Errorf("a split rune in %q", line)
+		}
+		text.WriteString(d.Text)
+	}
+	if next != 10+int64(len(data)) || !strings.HasPrefix(text.String(), "héllo wörld ✓") {
+		t.Errorf("%q up to %d", text.String(), next)
+	}
+}
+
+func TestDurationFlag(t *testing.T) {
+	for in, want := range map[string]time.Duration{"1": time.Second, "0.25": 250 * time.Millisecond, "2m": 2 * time.Minute, "1h30m": 90 * time.Minute} {
+		var d durationFlag
+		if err := d.Set(in); err != nil || time.Duration(d) != want {
+			t.Errorf("%s: %v %v", in, time.Duration(d), err)
+		}
+	}
+	for _, bad := range []string{"1x", "-1", "soon", "1e12"} {
+		var d durationFlag
+		if err := d.Set(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+// Flags may follow arguments; "--" ends the flags.
+func TestInterspersedFlags(t *testing.T) {
+	c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}}
+	cmd := c.newCommand("x", "", "", true)
+	n := cmd.Int("n", 0, "")
+	pos, err := cmd.parse([]string{"a", "--n", "3", "b", "--json", "--", "--n", "-x"})
+	if err != nil || *n != 3 || !c.json || strings.Join(pos, " ") != "a b --n -x" {
+		t.Fatalf("%v %d %v %q", err, *n, c.json, pos)
+	}
+}

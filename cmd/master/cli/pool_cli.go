@@ -1,0 +1,345 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/pool"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+const poolUsage = `usage: master pool SUBCOMMAND --pool DIR [flags]
+
+  start  --size N --via local|slurm|sge|lsf [--submit-arg A]... [--init FILE]... [--runner-arg A]...
+         [--runner PATH] [--respawn] [--max-respawns N] [--ready-timeout D] [-- TOOL ARGS...]
+         launch N sessions (DIR/s00 ...) and wait until all serve
+  submit [--affinity KEY] [--timeout D] [--id ID] [--kind K] [--wait] [--wait-timeout D] [PAYLOAD | -f FILE | -]
+         queue a command in the least-loaded live session (or KEY's session); prints the cmd_id
+  wait   [--wait-timeout D] CMD_ID     wait for a pool command's result wherever it was moved
+  status                               one line per session
+  heal   [--every D]                   move commands out of dead sessions (and respawn); once, or every D
+  stop   [--force] [--grace D]         stop every session (stop request, then the scheduler's cancel)
+
+Exit codes as for the other commands; 5: no live session.
+`
+
+func (c *cli) pool(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(c.stderr, poolUsage)
+		return usageErr("a pool subcommand is required")
+	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		fmt.Fprint(c.stdout, poolUsage) // Help goes to stdout, like every command's.
+		return nil
+	}
+	switch args[0] {
+	case "start":
+		return c.poolStart(ctx, args[1:])
+	case "submit":
+		return c.poolSubmit(ctx, args[1:])
+	case "wait":
+		return c.poolWait(ctx, args[1:])
+	case "status":
+		return c.poolStatus(ctx, args[1:])
+	case "heal":
+		return c.poolHeal(ctx, args[1:])
+	case "stop":
+		return c.poolStop(ctx, args[1:])
+	}
+	fmt.Fprint(c.stderr, poolUsage)
+	return usageErr("unknown pool subcommand %q", args[0])
+}
+
+func (c *cli) poolFlags(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("master pool "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() { // The pool's usage, then this subcommand's own flags.
+		fmt.Fprint(c.stderr, poolUsage)
+		fmt.Fprintf(c.stderr, "\nFlags of master pool %s:\n", name)
+		fs.SetOutput(c.stderr)
+		fs.PrintDefaults()
+	}
+	dir := fs.String("pool", os.Getenv("SP_POOL_DIR"), "pool directory (default $SP_POOL_DIR)")
+	fs.BoolVar(&c.json, "json", false, "print JSON only on stdout")
+	return fs, dir
+}
+
+func (c *cli) openPool(dir string) (*pool.Pool, error) {
+	if dir == "" {
+		return nil, usageErr("--pool is required")
+	}
+	p, err := pool.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	p.Progress = nil
+	return p, nil
+}
+
+func (c *cli) poolStart(ctx context.Context, args []string) error {
+	fs, dir := c.poolFlags("start")
+	var o pool.Options
+	fs.IntVar(&o.Size, "size", 0, "number of sessions (required)")
+	fs.StringVar(&o.Via, "via", "", "local, slurm, sge or lsf (required)")
+	fs.Var((*stringsFlag)(&o.SubmitArgs), "submit-arg", "argument for sbatch/qsub/bsub (repeatable)")
+	fs.Var((*stringsFlag)(&o.Init), "init", "runner --init script for every session (repeatable)")
+	fs.Var((*stringsFlag)(&o.RunnerArgs), "runner-arg", "extra runner flag (repeatable)")
+	fs.StringVar(&o.Runner, "runner", "", "runner executable")
+	fs.BoolVar(&o.Respawn, "respawn", false, "heal relaunches sessions whose job ended")
+	fs.IntVar(&o.MaxRespawns, "max-respawns", 3, "relaunches per session at most")
+	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", 0, "how long to wait for every session to serve (0: as long as the jobs live)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" || o.Via == "" || o.Size < 1 {
+		return usageErr("--pool, --via and --size are required")
+	}
+	o.Tool, o.Progress = fs.Args(), c.note
+	_, res, err := pool.Start(ctx, *dir, o)
+	if c.json {
+		var js []map[string]any
+		for _, r := range res {
+			m := map[string]any{"session": r.Session}
+			if r.Result != nil {
+				m["job_id"], m["elapsed_ms"] = r.Result.Info.JobID, r.Result.Elapsed.Milliseconds()
+			}
+			if r.Err != nil {
+				m["error"] = r.Err.Error()
+			}
+			js = append(js, m)
+		}
+		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
+	} else {
+		for _, r := range res {
+			switch {
+			case r.Err != nil:
+				fmt.Fprintf(c.stdout, "%s  %s\n", r.Session, r.Err)
+			default:
+				fmt.Fprintf(c.stdout, "%s  job %s serving after %v\n", r.Session, r.Result.Info.JobID, r.Result.Elapsed.Round(time.Millisecond))
+			}
+		}
+	}
+	if c.json && err != nil {
+		c.json = false // Already reported in the document.
+	}
+	return err
+}
+
+func (c *cli) poolSubmit(ctx context.Context, args []string) error {
+	fs, dir := c.poolFlags("submit")
+	var o pool.SubmitOptions
+	fs.StringVar(&o.Affinity, "affinity", "", "key pinning related commands to one session")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "command timeout")
+	fs.StringVar(&o.CmdID, "id", "", "cmd_id (default: a new UUIDv7)")
+	kind := fs.String("kind", "tcl", "tcl or sh")
+	file := fs.String("f", "", "read the payload from FILE ('-': stdin)")
+	wait := fs.Bool("wait", false, "wait for the result and exit with the command's status")
+	waitTimeout := fs.Duration("wait-timeout", 0, "with --wait, how long to wait (0: forever)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	o.Kind = protocol.Kind(*kind)
+	payload, err := c.payload(fs.Args(), *file)
+	if err != nil {
+		return err
+	}
+	p, err := c.openPool(*dir)
+	if err != nil {
+		return err
+	}
+	pc, err := p.Submit(ctx, payload, o)
+	if err != nil {
+		return err
+	}
+	if !*wait {
+		if c.json {
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "cmd_id": pc.ID, "session": pc.Session, "seq": pc.Seq,
+				"file": pc.Session + "/" + protocol.DirQueue + "/" + pc.Name})
+		} else {
+			fmt.Fprintln(c.stdout, pc.ID)
+		}
+		return nil
+	}
+	return c.poolWaitCmd(ctx, p, pc.Command, *waitTimeout)
+}
+
+func (c *cli) poolWait(ctx context.Context, args []string) error {
+	fs, dir := c.poolFlags("wait")
+	timeout := fs.Duration("wait-timeout", 0, "how long to wait (0: forever)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErr("one CMD_ID expected")
+	}
+	p, err := c.openPool(*dir)
+	if err != nil {
+		return err
+	}
+	cmd, err := p.FindCommand(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	return c.poolWaitCmd(ctx, p, cmd, *timeout)
+}
+
+// poolWaitCmd waits (following moves), then prints the output (or the
+// result with --json) and maps the status to the exit code.
+func (c *cli) poolWaitCmd(ctx context.Context, p *pool.Pool, cmd *master.Command, timeout time.Duration) error {
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+	res, err := p.WaitCommand(ctx, cmd)
+	if res == nil {
+		return err
+	}
+	if c.json {
+		c.printJSON(res)
+	} else if _, final := p.Locate(cmd); final != nil {
+		if out, oerr := final.Output(0, 0); oerr == nil {
+			_, _ = c.stdout.Write(out)
+		}
+	}
+	return err
+}
+
+func (c *cli) poolStatus(ctx context.Context, args []string) error {
+	fs, dir := c.poolFlags("status")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	p, err := c.openPool(*dir)
+	if err != nil {
+		return err
+	}
+	sts, err := p.Status(ctx)
+	if err != nil {
+		return err
+	}
+	serving := 0
+	for _, s := range sts {
+		if s.Serving() {
+			serving++
+		}
+	}
+	if c.json {
+		c.printJSON(map[string]any{"protocol_version": protocol.Version, "pool": p.Dir(), "config": p.Config(), "serving": serving, "sessions": sts})
+	} else {
+		cfg := p.Config()
+		respawn := "off"
+		if cfg.Respawn {
+			respawn = fmt.Sprintf("on (at most %d per session)", cfg.MaxRespawns)
+		}
+		fmt.Fprintf(c.stdout, "pool %s: %d sessions, %d serving, via %s, respawn %s\n", p.Dir(), len(sts), serving, cfg.Via, respawn)
+		w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "SESSION\tRUNNER\tPHASE\tQUEUE\tBUSY\tDONE\tJOB\tMOVED\tNOTE")
+		for _, s := range sts {
+			runner := map[bool]string{true: "alive", false: "late"}[s.Alive]
+			if s.Dead {
+				runner = "dead"
+			}
+			job := "-"
+			if s.Launch != nil {
+				job = s.Launch.JobID + " " + s.Launch.Job.Raw
+				if s.Launch.Error != "" {
+					job = s.Launch.JobID + " ?"
+				}
+			}
+			phase := string(s.Phase)
+			if phase == "" {
+				phase = "-"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", s.Name, runner, phase, s.Queue, s.Inflight, s.Done, strings.TrimSpace(job), s.MovedOut, s.Note)
+		}
+		_ = w.Flush() // Writing to stdout.
+	}
+	if serving == 0 {
+		return exitOnly(master.ExitNoRunner)
+	}
+	return nil
+}
+
+func (c *cli) poolHeal(ctx context.Context, args []string) error {
+	fs, dir := c.poolFlags("heal")
+	every := fs.Duration("every", 0, "repeat every D until interrupted (0: once)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	p, err := c.openPool(*dir)
+	if err != nil {
+		return err
+	}
+	for {
+		rep, err := p.Heal(ctx)
+		if c.json {
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "report": rep, "error": errString(err)})
+		} else {
+			for _, m := range rep.Moved {
+				fmt.Fprintf(c.stdout, "moved %s/%s -> %s/%s\n", m.From, m.Name, m.To, m.ToName)
+			}
+			for _, s := range rep.Respawned {
+				fmt.Fprintf(c.stdout, "respawned %s\n", s)
+			}
+		}
+		if err != nil {
+			if *every == 0 || ctx.Err() != nil {
+				return err
+			}
+			c.note(err.Error())
+		}
+		if *every == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*every):
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (c *cli) poolStop(ctx context.Context, args []string) error {
+	fs, dir := c.poolFlags("stop")
+	force := fs.Bool("force", false, "end running commands at once")
+	grace := fs.Duration("grace", 30*time.Second, "time for the stop request before the scheduler's cancel")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	p, err := c.openPool(*dir)
+	if err != nil {
+		return err
+	}
+	mode := protocol.StopGraceful
+	if *force {
+		mode = protocol.StopForce
+	}
+	res, err := p.Stop(ctx, launch.StopOptions{Mode: mode, Grace: *grace, Progress: c.note})
+	if c.json {
+		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": res})
+		if err != nil {
+			c.json = false
+		}
+	} else {
+		for _, r := range res {
+			msg := r.Report.Message
+			if r.Error != "" {
+				msg = "ERROR " + r.Error
+			}
+			fmt.Fprintf(c.stdout, "%s  %s: %s\n", r.Session, r.Report.Step, msg)
+		}
+	}
+	return err
+}

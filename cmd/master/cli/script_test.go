@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/sched"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"master": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"runner": func() { os.Exit(runnercli.Main(os.Args[1:], os.Stdout, os.Stderr)) },
+	})
+}
+
+// TestScripts runs the CLI end to end: testdata/script/*.txtar start a real
+// runner (on tclsh) in the background and drive it with master.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		Setup: func(env *testscript.Env) error {
+			// Runners a script launched detached (master launch/pool start
+			// --via local) must not outlive a failed script.
+			env.Defer(func() { killLocalLaunches(env.WorkDir) })
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// checksession [-queued] [-running] DIR: the session invariants (internal/sessioncheck).
+			"checksession": sessioncheck.Command,
+			// exitcode N prog args...: run prog and require exit code N.
+			"exitcode": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) < 2 {
+					ts.Fatalf("usage: exitcode N prog args...")
+				}
+				want, err := strconv.Atoi(args[0])
+				if err != nil {
+					ts.Fatalf("exitcode: %v", err)
+				}
+				err = ts.Exec(args[1], args[2:]...)
+				got := 0
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					got = ee.ExitCode()
+				} else if err != nil {
+					ts.Fatalf("exitcode: %v", err)
+				}
+				if (got == want) == neg {
+					ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+				}
+			},
+		},
+	})
+}
+
+// killLocalLaunches SIGKILLs the runners of every session under dir that
+// was launched --via local and still runs.
+func killLocalLaunches(dir string) {
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "launch.json" {
+			return nil
+		}
+		if li, err := launch.ReadLaunch(filepath.Dir(filepath.Dir(p))); err == nil && li.Via == "local" {
+			_ = (sched.Local{}).Cancel(context.Background(), nil, li.JobID, true)
+		}
+		return nil
+	})
+}

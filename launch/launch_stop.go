@@ -1,0 +1,199 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/sched"
+)
+
+// Steps of StopLaunched: which one ended the job.
+const (
+	StepStopRequest = "stop_request"     // the runner stopped on the stop request and the job ended
+	StepCancel      = "scheduler_cancel" // scancel / qdel / bkill / SIGTERM ended the job
+	StepKill        = "scheduler_kill"   // the forced cancel (SIGKILL) ended the job
+)
+
+// StopOptions say how StopLaunched escalates.
+type StopOptions struct {
+	// Mode of the stop request (default graceful: the running command
+	// finishes first).
+	Mode protocol.StopMode
+	// Grace is how long the runner has to stop on the request before the
+	// scheduler cancels the job (0: 30 s).
+	Grace time.Duration
+	// CancelGrace is how long the scheduler's cancel has before the forced
+	// one (0: 60 s; Slurm's own KillWait is 30 s by default).
+	CancelGrace time.Duration
+	Progress    func(string)
+	Exec        sched.Exec // nil: sched.RunCommand
+}
+
+// StopReport says how a launched session's job ended.
+type StopReport struct {
+	ProtocolVersion int       `json:"protocol_version"`
+	JobID           string    `json:"job_id"`
+	Via             string    `json:"via"`
+	Step            string    `json:"step"` // StepStopRequest, StepCancel or StepKill
+	Job             sched.Job `json:"job"`  // the scheduler's last view
+	Message         string    `json:"message"`
+}
+
+// errNotLaunched: the session has no launch.json (a plain stop applies).
+var errNotLaunched = errors.New("master: the session was not launched by master launch")
+
+// StopLaunched stops a launched session's runner and makes sure its job is
+// gone, escalating: (1) a stop request, waiting up to Grace for the runner
+// to stop and the job to end; (2) the scheduler's cancel (scancel, qdel,
+// bkill; SIGTERM for local), waiting up to CancelGrace; (3) the forced
+// cancel (SIGKILL). A job still pending goes straight to (2). It returns
+// the step that ended the job. With no live runner and no active job it
+// returns ErrRunnerNotAlive and does nothing; a session never launched
+// gives an error wrapping errNotLaunched.
+func StopLaunched(ctx context.Context, dir string, opts StopOptions) (StopReport, error) {
+	s, err := master.Open(dir)
+	if err != nil {
+		return StopReport{}, err
+	}
+	if _, err := Read(s); err != nil {
+		return StopReport{}, errors.Join(errNotLaunched, err)
+	}
+	li, err := markStopped(ctx, s) // Before anything stops: heal must not respawn it.
+	if err != nil {
+		return StopReport{}, err
+	}
+	d, err := sched.For(li.Via)
+	if err != nil {
+		return StopReport{}, err
+	}
+	x := opts.Exec
+	if x == nil {
+		x = sched.RunCommand
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 30 * time.Second
+	}
+	if opts.CancelGrace <= 0 {
+		opts.CancelGrace = time.Minute
+	}
+	if opts.Mode == "" {
+		opts.Mode = protocol.StopGraceful
+	}
+	rep := StopReport{ProtocolVersion: protocol.Version, JobID: li.JobID, Via: li.Via}
+	job, qerr := d.Query(ctx, x, li.JobID)
+	st, _ := s.Status(ctx)
+	if qerr != nil {
+		// The scheduler cannot be asked (not installed here; a local job of
+		// another host): the stop request is all this host can do.
+		if !st.Alive {
+			return rep, fmt.Errorf("master: ask %s about job %s: %w", li.Via, li.JobID, qerr)
+		}
+		progress(opts.Progress, "cannot ask %s about job %s (%v); sending the stop request only", li.Via, li.JobID, qerr)
+		gctx, cancel := context.WithTimeout(ctx, opts.Grace)
+		defer cancel()
+		if err := stopRequest(gctx, s, opts.Mode); err != nil {
+			return rep, fmt.Errorf("master: the runner did not stop within %v and job %s (%s) cannot be cancelled from here: %w", opts.Grace, li.JobID, li.Via, err)
+		}
+		rep.Step, rep.Message = StepStopRequest, fmt.Sprintf("the runner stopped on the stop request; job %s (%s) could not be checked: %v", li.JobID, li.Via, qerr)
+		return rep, nil
+	}
+	rep.Job = job
+	if !st.Alive && !job.State.Active() {
+		return rep, fmt.Errorf("%w: job %s (%s) is %s and no runner serves the session; nothing to stop", master.ErrRunnerNotAlive, li.JobID, li.Via, job)
+	}
+	if st.Alive {
+		progress(opts.Progress, "asking the runner (pid %d on %s) to stop (%s); job %s (%s) is %s", st.RunnerPID, st.RunnerHost, opts.Mode, li.JobID, li.Via, job)
+		gctx, cancel := context.WithTimeout(ctx, opts.Grace)
+		serr := stopRequest(gctx, s, opts.Mode)
+		if serr == nil {
+			rep.Job, serr = WaitJobGone(gctx, d, x, li.JobID)
+		}
+		cancel()
+		if serr == nil {
+			rep.Step = StepStopRequest
+			rep.Message = fmt.Sprintf("the runner stopped on the stop request; job %s (%s) is %s", li.JobID, li.Via, rep.Job)
+			return rep, nil
+		}
+		if ctx.Err() != nil {
+			return rep, ctxErr(ctx)
+		}
+		progress(opts.Progress, "the runner did not stop and end its job within %v (%v)", opts.Grace, serr)
+	}
+	for _, force := range []bool{false, true} {
+		argv := strings.Join(d.CancelCommand(li.JobID, force), " ")
+		progress(opts.Progress, "running %s", argv)
+		if err := d.Cancel(ctx, x, li.JobID, force); err != nil {
+			progress(opts.Progress, "%s: %v", argv, err) // A job that ended meanwhile makes some schedulers complain.
+		}
+		cctx, cancel := context.WithTimeout(ctx, opts.CancelGrace)
+		j, err := WaitJobGone(cctx, d, x, li.JobID)
+		cancel()
+		rep.Job = j
+		if err == nil {
+			rep.Step = map[bool]string{false: StepCancel, true: StepKill}[force]
+			rep.Message = fmt.Sprintf("job %s (%s) ended by %s: %s", li.JobID, li.Via, argv, j)
+			if st.Alive {
+				rep.Message = fmt.Sprintf("the runner did not stop within %v; %s", opts.Grace, rep.Message)
+			}
+			return rep, nil
+		}
+		if ctx.Err() != nil {
+			return rep, ctxErr(ctx)
+		}
+	}
+	return rep, fmt.Errorf("master: job %s (%s) is still %s after %s; ask the cluster's administrator",
+		li.JobID, li.Via, rep.Job, strings.Join(d.CancelCommand(li.JobID, true), " "))
+}
+
+// stopRequest asks the runner to stop and waits until it has. It is the
+// one place the escalation talks to the runner, so a change of the stop
+// protocol (mailbox requests) touches only this function.
+func stopRequest(ctx context.Context, s *master.Session, mode protocol.StopMode) error {
+	_, err := s.Stop(ctx, mode, true)
+	return err
+}
+
+// WaitJobGone polls the scheduler until the job is no longer active.
+func WaitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (sched.Job, error) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		j, err := d.Query(ctx, x, id)
+		if err == nil && !j.State.Active() {
+			return j, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return j, err
+			}
+			return j, ctxErr(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// Status returns the launch status of s (what master status shows), or nil
+// if s was never launched.
+func Status(ctx context.Context, s *master.Session) *master.LaunchStatus {
+	li, err := Read(s)
+	if err != nil {
+		return nil
+	}
+	ls := &master.LaunchStatus{Via: li.Via, JobID: li.JobID, Launches: li.Launches}
+	d, err := sched.For(li.Via)
+	if err == nil {
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ls.Job, err = d.Query(qctx, sched.RunCommand, li.JobID)
+		cancel()
+	}
+	if err != nil {
+		ls.Error = err.Error()
+	}
+	return ls
+}

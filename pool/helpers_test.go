@@ -1,0 +1,85 @@
+package pool
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
+	"github.com/skillpilot/skillpilot/internal/testrunner"
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/runner"
+	"github.com/skillpilot/skillpilot/sched"
+)
+
+// TestMain puts this test binary on the PATH as "runner" (what a local
+// launch runs), as package master's tests did.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"runner": func() { os.Exit(runnercli.Main(os.Args[1:], os.Stdout, os.Stderr)) },
+	})
+}
+
+// As in package master's tests.
+const longWait = 90 * time.Second
+
+func startRunner(t testing.TB, mods ...func(*runner.Config)) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "sess")
+	testrunner.Start(t, dir, mods...)
+	return dir
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), longWait)
+	t.Cleanup(cancel)
+	return c
+}
+
+// needTool returns the path of a program a test needs. Under CI (CI=true)
+// a missing program fails the test; elsewhere the test is skipped with the
+// program's name, so a developer knows what to install.
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not installed (scripts/deps.sh installs it)", name)
+	}
+	t.Skipf("%s is not installed (scripts/deps.sh installs it)", name)
+	return ""
+}
+
+// launchLocal launches a runner (the test binary as "runner", from the PATH
+// testscript.Main set up) detached on a new session, stopped at the end.
+func launchLocal(t *testing.T, dir string, mods ...func(*launch.Options)) *launch.Result {
+	t.Helper()
+	opts := launch.Options{Via: "local", RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"}}
+	for _, m := range mods {
+		m(&opts)
+	}
+	res, err := launch.Launch(ctx(t), dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killLaunched(t, dir) })
+	return res
+}
+
+// killLaunched makes sure no launched process outlives the test.
+func killLaunched(t *testing.T, dir string) {
+	li, err := launch.ReadLaunch(dir)
+	if err != nil {
+		return
+	}
+	if j, err := (sched.Local{}).Query(context.Background(), nil, li.JobID); err == nil && j.State.Active() {
+		_ = (sched.Local{}).Cancel(context.Background(), nil, li.JobID, true)
+		_, _ = launch.WaitJobGone(ctx(t), sched.Local{}, nil, li.JobID)
+	}
+}

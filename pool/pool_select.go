@@ -1,0 +1,290 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
+)
+
+// SessionView is what the pool's rules see of one session, read without
+// waiting (PROTOCOL.md, "Pools": selection).
+type SessionView struct {
+	Name     string         `json:"session"`
+	Phase    protocol.Phase `json:"phase"`
+	Alive    bool           `json:"alive"` // heartbeat fresh on the filesystem's clock (and lock held, local fs)
+	Dead     bool           `json:"dead"`  // stopped, lock free (local fs), never started, or heartbeat older than 10 s
+	Why      string         `json:"why"`
+	Queue    int            `json:"queue_depth"`
+	Inflight int            `json:"inflight"`
+	HBAge    time.Duration  `json:"heartbeat_age_ns"`
+	Done     int64          `json:"commands_done"`
+	s        *master.Session
+}
+
+// Load is what least-loaded compares: queued plus claimed commands.
+func (v SessionView) Load() int { return v.Queue + v.Inflight }
+
+// Serving reports whether new commands may go to the session: alive and
+// idle or busy.
+func (v SessionView) Serving() bool {
+	return v.Alive && (v.Phase == protocol.PhaseIdle || v.Phase == protocol.PhaseBusy)
+}
+
+// fsNow returns the current time of the filesystem holding the pool: the
+// mtime of a file touched with UTIME_NOW (on NFS the server's clock), so
+// that heartbeat ages compare two times of one clock.
+func (p *Pool) fsNow() (time.Time, error) {
+	path := filepath.Join(p.dir, filePoolClock)
+	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
+	err := unix.UtimesNanoAt(unix.AT_FDCWD, path, now, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		var f *os.File
+		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o660); err == nil {
+			err = f.Close()
+		}
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("master: touch %s: %w", path, err)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fi.ModTime(), nil
+}
+
+// Views reads every session of the pool once (no waiting).
+func (p *Pool) Views() ([]SessionView, error) {
+	now, err := p.fsNow()
+	if err != nil {
+		return nil, err
+	}
+	var out []SessionView
+	for _, name := range p.SessionNames() {
+		out = append(out, p.view(name, now))
+	}
+	return out, nil
+}
+
+// view judges one session against the filesystem time now:
+//   - alive: phase is not stopped, heartbeat.json's mtime is at most
+//     2 x interval_ms + 1 s older than now, and (local filesystem) the
+//     runner's lock is held;
+//   - dead: phase stopped, no state at all, (local filesystem) lock free,
+//     or heartbeat older than 10 s. A session neither alive nor dead (a
+//     heartbeat a few seconds late) keeps its commands but gets no new ones.
+func (p *Pool) view(name string, now time.Time) SessionView {
+	v := SessionView{Name: name}
+	s, err := p.session(name)
+	if err != nil {
+		v.Dead, v.Why = true, "not a session yet (no runner has started)"
+		return v
+	}
+	v.s = s
+	v.Queue = s.QueueDepth()
+	v.Inflight = claimedCount(s)
+	st, serr := s.ReadState()
+	hb, herr := s.ReadHeartbeat()
+	fi, ferr := os.Stat(sessionPath(s, protocol.FileHeartbeat))
+	if serr != nil || herr != nil || ferr != nil {
+		v.Dead, v.Why = true, "no runner has written state yet"
+		return v
+	}
+	v.Phase, v.Done = st.Phase, st.CommandsDone
+	v.HBAge = max(now.Sub(fi.ModTime()), 0)
+	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + time.Second
+	switch {
+	case st.Phase == protocol.PhaseStopped || hb.Phase == protocol.PhaseStopped:
+		v.Dead, v.Why = true, "the runner stopped: "+st.Reason
+	case !s.OnNetworkFS() && !s.LockHeld():
+		v.Dead, v.Why = true, "the runner's lock is free"
+	case v.HBAge > max(poolDeadAfter, window):
+		v.Dead, v.Why = true, fmt.Sprintf("heartbeat %v old", v.HBAge.Round(time.Second))
+	case v.HBAge > window:
+		v.Why = fmt.Sprintf("heartbeat %v old", v.HBAge.Round(100*time.Millisecond))
+	default:
+		v.Alive, v.Why = true, "heartbeat fresh"
+	}
+	return v
+}
+
+// claimedCount counts the commands in inflight/ that have no result yet
+// (the runner moves a finished command to archive/ a little after its
+// result is visible).
+func claimedCount(s *master.Session) int {
+	names, _ := fsq.ReadNames(sessionPath(s, protocol.DirInflight))
+	n := 0
+	for _, name := range names {
+		if isCommand(name) && !exists(sessionPath(s, filepath.Join(protocol.DirResult, name))) {
+			n++
+		}
+	}
+	return n
+}
+
+// leastLoaded picks among views: serving sessions first, else alive ones;
+// the smallest Load, ties to the smallest name (views are in name order).
+// except names a session to leave out.
+func leastLoaded(views []SessionView, except string) (SessionView, bool) {
+	for _, want := range []func(SessionView) bool{SessionView.Serving, func(v SessionView) bool { return v.Alive }} {
+		best, found := SessionView{}, false
+		for _, v := range views {
+			if v.Name != except && want(v) && (!found || v.Load() < best.Load()) {
+				best, found = v, true
+			}
+		}
+		if found {
+			return best, true
+		}
+	}
+	return SessionView{}, false
+}
+
+// pick chooses the session for a command: the session the affinity key is
+// pinned to while it is alive, else the least-loaded one (which then
+// becomes the key's pin).
+func (p *Pool) pick(views []SessionView, affinity, except string) (SessionView, error) {
+	byName := map[string]SessionView{}
+	for _, v := range views {
+		byName[v.Name] = v
+	}
+	var pinned string
+	if affinity != "" {
+		pin, err := p.readPin(affinity)
+		if err == nil {
+			if v, ok := byName[pin.Session]; ok && v.Alive && v.Name != except {
+				return v, nil
+			}
+			pinned = pin.Session
+		}
+	}
+	v, ok := leastLoaded(views, except)
+	if !ok {
+		return v, fmt.Errorf("%w: no live session in pool %s", master.ErrRunnerNotAlive, p.dir)
+	}
+	if affinity != "" {
+		won, err := p.writePin(affinity, v.Name, pinned != "")
+		if err != nil {
+			return v, err
+		}
+		if w, ok := byName[won]; ok && w.Alive && won != v.Name && won != except {
+			return w, nil // Another master pinned the key first.
+		}
+	}
+	return v, nil
+}
+
+// Pin is affinity/<key>.json.
+type Pin struct {
+	ProtocolVersion int           `json:"protocol_version"`
+	Key             string        `json:"key"`
+	Session         string        `json:"session"`
+	TS              protocol.Time `json:"ts"`
+}
+
+func (p *Pool) pinPath(key string) string { return filepath.Join(p.dir, DirAffinity, key+".json") }
+
+func (p *Pool) readPin(key string) (Pin, error) {
+	fsq.Revalidate(filepath.Join(p.dir, DirAffinity))
+	var pin Pin
+	b, _, err := fsq.ReadFile(p.pinPath(key), 1<<16)
+	if err != nil {
+		return pin, err
+	}
+	return pin, json.Unmarshal(b, &pin)
+}
+
+// writePin pins key to session. A new pin is created exclusively (a hard
+// link of a complete temp file): if another master created it first, its
+// session is returned. A stale pin (replace) is overwritten atomically;
+// two masters replacing one stale pin at once: the last rename wins.
+func (p *Pool) writePin(key, session string, replace bool) (string, error) {
+	b, _ := json.Marshal(Pin{ProtocolVersion: protocol.Version, Key: key, Session: session, TS: protocol.Now()})
+	if replace {
+		return session, fsq.WriteAtomic(p.pinPath(key), b, 0o660, fsq.Volatile)
+	}
+	if err := os.MkdirAll(filepath.Join(p.dir, DirAffinity), 0o700); err != nil {
+		return "", err
+	}
+	ok, err := linkNew(p.pinPath(key), b)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		pin, err := p.readPin(key)
+		return pin.Session, err
+	}
+	return session, nil
+}
+
+// linkNew creates path with data exclusively and complete: a temp file is
+// written, then hard-linked to path (EEXIST: false, nil), then removed.
+func linkNew(path string, data []byte) (bool, error) {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+master.NewCmdID()+".tmp")
+	if err := os.WriteFile(tmp, data, 0o660); err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp)
+	err := os.Link(tmp, path)
+	if errors.Is(err, os.ErrExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// SubmitOptions are master.SubmitOptions plus the affinity key.
+type SubmitOptions struct {
+	master.SubmitOptions
+	// Affinity pins related commands to one session: every command with
+	// the same key goes to the session the key is pinned to, while that
+	// session is alive. Same charset as a cmd_id.
+	Affinity string
+}
+
+// Command is a command submitted to a pool.
+type Command struct {
+	*master.Command
+	Session string // the session it was first queued in (it may have moved since)
+	pool    *Pool
+}
+
+// Submit puts one command into the least-loaded live session of the pool,
+// or the session its affinity key is pinned to. The command file carries
+// an "affinity" field so that a move keeps it with its key.
+func (p *Pool) Submit(ctx context.Context, payload string, opts SubmitOptions) (*Command, error) {
+	if opts.Affinity != "" && !protocol.ValidCmdID(opts.Affinity) {
+		return nil, usageErr("affinity key %q: use 1-128 characters of [A-Za-z0-9._-]", opts.Affinity)
+	}
+	views, err := p.Views()
+	if err != nil {
+		return nil, err
+	}
+	v, err := p.pick(views, opts.Affinity, "")
+	if err != nil {
+		return nil, err
+	}
+	var extra map[string]any
+	if opts.Affinity != "" {
+		extra = map[string]any{"affinity": opts.Affinity}
+	}
+	c, err := v.s.SubmitExtra(ctx, payload, opts.SubmitOptions, extra)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range views {
+		if x.Dead && x.Queue > 0 {
+			_, _ = p.Heal(ctx) // Best effort here; Heal's errors are for pool heal to report.
+			break
+		}
+	}
+	return &Command{Command: c, Session: v.Name, pool: p}, nil
+}
