@@ -133,7 +133,8 @@ func buildCached(root, key, pkg string, c buildConfig) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(tmp)                      // Gone after the rename; the loser's copy otherwise.
+	// Gone after the rename; the losing process's copy otherwise.
+	defer os.RemoveAll(tmp)
 	if err := os.Chmod(tmp, 0o755); err != nil { // Some tests run it as another user.
 		return "", err
 	}

@@ -17,13 +17,24 @@ import (
 func CheckSession(t testing.TB, dir string, opts sessioncheck.Options) {
 	t.Helper()
 	t.Cleanup(func() {
-		if t.Failed() {
-			return
-		}
-		if err := sessioncheck.Check(dir, opts); err != nil {
-			t.Errorf("session invariants of %s:\n%v", dir, err)
+		if !t.Failed() {
+			VerifySession(t, dir, opts)
 		}
 	})
+}
+
+// VerifySession runs the session-invariant check on dir now and reports
+// every violation as a test error; it reports whether there was none. Use
+// it where a cleanup of the test's own must run it between steps (stop the
+// runner, check, then dump the session if the test failed); otherwise
+// prefer [CheckSession].
+func VerifySession(t testing.TB, dir string, opts sessioncheck.Options) bool {
+	t.Helper()
+	if err := sessioncheck.Check(dir, opts); err != nil {
+		t.Errorf("session invariants of %s:\n%v", dir, err)
+		return false
+	}
+	return true
 }
 
 // SkipCheck records, in the test log, that the session at dir is
