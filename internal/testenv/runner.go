@@ -19,7 +19,7 @@ const LongWait = 120 * time.Second
 
 // stopGrace is how long the cleanup waits after SIGTERM (a graceful stop)
 // before it kills the runner.
-const stopGrace = 30 * time.Second
+const stopGrace = 90 * time.Second
 
 // RunnerOptions say how [StartRunner] starts a runner process. The zero
 // value runs tclsh on a new session with a fast heartbeat and poll, waits
@@ -58,7 +58,7 @@ type RunnerProcess struct {
 
 // StartRunner starts a runner process on a session (o.Dir or a new one)
 // and, unless o.NoWait, waits until it serves. When the test ends the
-// runner is stopped (SIGTERM, a graceful stop, then SIGKILL after 30 s),
+// runner is stopped (SIGTERM, a graceful stop, then SIGKILL after 90 s),
 // its output (stdout and stderr) is logged if the test failed, and then
 // the session-invariant check runs on the session (o.Check; o.NoCheck
 // opts out with a reason).
