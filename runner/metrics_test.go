@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -21,15 +22,7 @@ import (
 // the package name elsewhere.
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("promtool is required (apt-get install prometheus)")
-	}
-	t.Skip("promtool not found: install the Debian package prometheus")
-	return ""
+	return testenv.NeedTool(t, "promtool", "prometheus")
 }
 
 // checkMetrics runs `promtool check metrics` on the file (it lints names,

@@ -16,7 +16,6 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	sessiontest.Cleanup()
 	os.Exit(code)
 }
 

@@ -148,6 +148,9 @@ func buildCached(root, key, pkg string, c buildConfig) (string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("testenv: go build %s: %v\n%s", pkg, err, out)
 	}
+	if err := os.Chmod(filepath.Join(tmp, name), 0o755); err != nil {
+		return "", err
+	}
 	if err := os.Rename(tmp, filepath.Join(cache, key)); err != nil && !isExist(err) {
 		return "", err
 	}
@@ -171,7 +174,10 @@ var (
 func cacheDir() (string, error) {
 	cacheOnce.Do(func() {
 		cachePath = filepath.Join(os.TempDir(), fmt.Sprintf("skillpilot-testbin-%d", os.Getuid()))
-		if err := os.Mkdir(cachePath, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		switch err := os.Mkdir(cachePath, 0o755); {
+		case err == nil:
+			_ = os.Chmod(cachePath, 0o755) // Whatever the umask: some tests run the binaries as another user.
+		case !errors.Is(err, fs.ErrExist):
 			cacheErr = err
 			return
 		}
