@@ -53,6 +53,7 @@ func TestSlurmLaunchRunStop(t *testing.T) {
 	if _, _, code := cli(t, "stop", "--session", dir); code != 5 {
 		t.Errorf("stop of a stopped session: exit %d", code)
 	}
+	checkStopped(t, dir)
 }
 
 // A runner busy with a long command does not stop on a graceful request
@@ -145,6 +146,8 @@ func TestSlurmJobKilledMidCommand(t *testing.T) {
 			}
 			if rep, err := master.StopLaunched(ctx(t), dir, master.StopLaunchOptions{}); err != nil || rep.Step != master.StepStopRequest {
 				t.Errorf("stop: %+v %v", rep, err)
+			} else {
+				checkStopped(t, dir) // The killed runner's command was settled by the second.
 			}
 		})
 	}
