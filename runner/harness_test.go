@@ -414,9 +414,7 @@ func livingInGroups(groups map[int]bool) []string {
 // harness submitted itself).
 func invariants(t testing.TB, dir string, names ...string) {
 	t.Helper()
-	if err := sessioncheck.Check(dir, sessioncheck.Options{Submitted: names, AllowQueued: true}); err != nil {
-		t.Errorf("session invariants:\n%v", err)
-	}
+	testenv.VerifySession(t, dir, sessioncheck.Options{Submitted: names, AllowQueued: true})
 }
 
 // withKind and friends modify commands in submit.
