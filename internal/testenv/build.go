@@ -207,6 +207,14 @@ func prune(dir string) {
 	}
 }
 
+// skipDirs are directories no build reads.
+var skipDirs = map[string]bool{"testdata": true, "bin": true, "dist": true, "artifacts": true, "__pycache__": true}
+
+// buildInputs are the extensions of files a build reads (sources and
+// embedded files).
+var buildInputs = map[string]bool{".go": true, ".mod": true, ".sum": true, ".s": true, ".c": true, ".h": true,
+	".tmpl": true, ".html": true, ".css": true, ".js": true, ".tcl": true, ".json": true}
+
 var (
 	sumOnce sync.Once
 	sumRoot string
@@ -214,9 +222,11 @@ var (
 	sumErr  error
 )
 
-// moduleSum returns the module's root directory and a hash of its non-test
-// files: every regular file but *_test.go, outside testdata/ and hidden
-// directories. Computed once per process.
+// moduleSum returns the module's root directory and a hash of the files a
+// build can read: non-test Go sources, go.mod and go.sum, and files of the
+// kinds the packages embed (templates, CSS, JavaScript, Tcl, JSON),
+// outside testdata/, hidden directories and what tests and builds write
+// (bin/, dist/, artifacts/, __pycache__/). Computed once per process.
 func moduleSum() (string, string, error) {
 	sumOnce.Do(func() {
 		sumRoot, sumErr = moduleRoot()
@@ -230,12 +240,12 @@ func moduleSum() (string, string, error) {
 			}
 			name := d.Name()
 			if d.IsDir() {
-				if p != sumRoot && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || name == "dist") {
+				if p != sumRoot && (strings.HasPrefix(name, ".") || skipDirs[name]) {
 					return filepath.SkipDir
 				}
 				return nil
 			}
-			if !d.Type().IsRegular() || strings.HasSuffix(name, "_test.go") {
+			if !d.Type().IsRegular() || strings.HasSuffix(name, "_test.go") || !buildInputs[filepath.Ext(name)] {
 				return nil
 			}
 			rel, _ := filepath.Rel(sumRoot, p)
