@@ -2,22 +2,20 @@ package bench
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // BenchmarkCancel: ctl/cancel.json created → cancelled result visible, on
 // the fake EDA tool, which returns to its prompt on Ctrl-C.
 func BenchmarkCancel(b *testing.B) {
-	if _, err := exec.LookPath("expect"); err != nil {
-		b.Skip("expect not installed")
-	}
+	testenv.NeedTool(b, "expect", "expect")
 	fake, _ := filepath.Abs("../testdata/fake_eda.exp")
 	rd := benchDir(b)
 	startRunner(b, rd, "--", fake)

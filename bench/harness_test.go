@@ -13,37 +13,33 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
 var runnerBin, minloopBin, masterBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "spbench")
-	if err != nil {
-		panic(err)
-	}
-	runnerBin = filepath.Join(dir, "runner")
-	if out, err := cgoOff(exec.Command("go", "build", "-o", runnerBin, "github.com/skillpilot/skillpilot/cmd/runner")).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build runner: %v\n%s", err, out)
+	// Static, no cgo, as `make build` does; testenv builds each once and
+	// shares it with the other test packages.
+	var err error
+	if runnerBin, err = testenv.Build(testenv.Runner, testenv.WithEnv("CGO_ENABLED=0")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	masterBin = filepath.Join(dir, "master")
-	if out, err := cgoOff(exec.Command("go", "build", "-o", masterBin, "github.com/skillpilot/skillpilot/cmd/master")).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build master: %v\n%s", err, out)
+	if masterBin, err = testenv.Build(testenv.Master, testenv.WithEnv("CGO_ENABLED=0")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	minloopBin = filepath.Join(dir, "minloop")
-	if out, err := exec.Command("go", "build", "-o", minloopBin, "github.com/skillpilot/skillpilot/bench/minloop").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build minloop: %v\n%s", err, out)
+	if minloopBin, err = testenv.Build(testenv.Module + "/bench/minloop"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	if b := os.Getenv("SP_BENCH_RUNNER_BIN"); b != "" {
 		runnerBin = b // Compare another build of the runner.
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // smoke is set by make bench-smoke (CI): every benchmark runs, small.
@@ -89,6 +85,9 @@ func startRunner(b testing.TB, dir string, args ...string) *runnerProc {
 			cmd.Stderr = w
 		}
 	}
+	// After the force stop below (cleanups run in reverse), the session's
+	// invariants; the force stop may leave commands queued.
+	testenv.CheckSession(b, dir, sessioncheck.Options{AllowQueued: true})
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -255,10 +254,4 @@ func procStatus(pid int, key string) int64 {
 func countFDs(pid int) int {
 	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	return len(ents)
-}
-
-// cgoOff builds as `make build` does: static, no cgo.
-func cgoOff(c *exec.Cmd) *exec.Cmd {
-	c.Env = append(os.Environ(), "CGO_ENABLED=0")
-	return c
 }

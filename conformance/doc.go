@@ -10,6 +10,16 @@
 // scenario needs. The file "steps" holds one step per line; other files
 // (an --init script, say) can be named in runner flags as @file.
 //
+// Every scenario ends, once its runner has stopped, with the
+// session-invariant check (internal/sessioncheck) on the runner's side:
+// each command has exactly one result, meta.log's cmd_begin and cmd_end
+// pair up, nothing is left in inflight/ or tmp/, modes are right. A
+// scenario that leaves its session mid-state on purpose says so in its
+// comment, with the reason: "check: queued (why)" accepts commands left in
+// queue/, "check: crashed (why)" a killed runner's leftovers (one command
+// in inflight/ with an open cmd_begin, files in tmp/); "nocheck: why"
+// skips the check and logs why.
+//
 // Harness steps, carried out by the driver on the runner's side:
 //
 //	runner [FLAG...]        start a runner on the session and wait until it is idle

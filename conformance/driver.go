@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
 )
 
 // Env says where the runner and the masters run. On one host RunnerRoot
@@ -82,10 +84,7 @@ func Run(t *testing.T, e Env) {
 // need fails under CI and skips elsewhere, saying what is missing.
 func need(t *testing.T, what string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(what)
-	}
-	t.Skip(what)
+	testenv.Unavailable(t, "%s", what)
 }
 
 // driver runs one scenario with one master.
@@ -133,6 +132,15 @@ func runScenario(t *testing.T, e *Env, master string, sc Scenario) {
 	t.Cleanup(func() {
 		d.ad.close()
 		d.stopRunner()
+		// Every scenario ends with the session-invariant check, on the
+		// runner's side, once its runner has stopped.
+		switch {
+		case t.Failed():
+		case sc.NoCheck != "":
+			testenv.SkipCheck(t, d.runnerDir, sc.NoCheck)
+		default:
+			testenv.VerifySession(t, d.runnerDir, sc.Check)
+		}
 		if t.Failed() {
 			d.dump()
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -29,7 +30,7 @@ func repoPath(t *testing.T, rel string) string {
 // (master/python/tests: its logic against a fake runner, the CLI, the
 // build backend).
 func TestPythonUnittest(t *testing.T) {
-	py := needTool(t, "python3", "python3")
+	py := testenv.NeedTool(t, "python3", "python3")
 	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "tests", "-t", ".")
 	cmd.Dir = repoPath(t, "master/python")
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
@@ -40,8 +41,8 @@ func TestPythonUnittest(t *testing.T) {
 
 // TestTclTests runs the Tcl master's tcltest suite (master/tcl/tests).
 func TestTclTests(t *testing.T) {
-	tcl := needTool(t, "tclsh", "tcl")
-	needTool(t, "flock", "util-linux")
+	tcl := testenv.NeedTool(t, "tclsh", "tcl")
+	testenv.NeedTool(t, "flock", "util-linux")
 	cmd := exec.Command(tcl, "all.tcl")
 	cmd.Dir = repoPath(t, "master/tcl/tests")
 	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
@@ -54,7 +55,7 @@ func TestTclTests(t *testing.T) {
 // TestPythonPipInstallOffline installs the Python master as README shows,
 // into a fresh virtual environment with no package index, and runs it.
 func TestPythonPipInstallOffline(t *testing.T) {
-	py := needTool(t, "python3", "python3")
+	py := testenv.NeedTool(t, "python3", "python3")
 	venv := filepath.Join(t.TempDir(), "venv")
 	if out, err := exec.Command(py, "-m", "venv", venv).CombinedOutput(); err != nil {
 		need(t, fmt.Sprintf("python3 -m venv failed (Debian package python3-venv): %v\n%s", err, out))
@@ -94,7 +95,7 @@ func startSession(t *testing.T) string {
 // to one session at the same time; every seq is unique and every command
 // gets its result, executed once.
 func TestMixedMastersOneSession(t *testing.T) {
-	py, tcl := needTool(t, "python3", "python3"), needTool(t, "tclsh", "tcl")
+	py, tcl := testenv.NeedTool(t, "python3", "python3"), testenv.NeedTool(t, "tclsh", "tcl")
 	bin := MakeBin(t)
 	dir := filepath.Join(t.TempDir(), "sess")
 	side := filepath.Join(t.TempDir(), "side")

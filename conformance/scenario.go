@@ -9,15 +9,18 @@ import (
 	"strings"
 
 	"github.com/rogpeppe/go-internal/txtar"
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
 )
 
 // Scenario is one scenarios/*.txtar file.
 type Scenario struct {
 	Name     string
 	Comment  string
-	Requires []string          // runner flags the scenario needs
-	Steps    []Step            // in order
-	Files    map[string][]byte // other files of the archive, by name
+	Requires []string             // runner flags the scenario needs
+	Check    sessioncheck.Options // what the invariant check at the end is told ("check: queued")
+	NoCheck  string               // why the session is not checked at the end ("nocheck: reason")
+	Steps    []Step               // in order
+	Files    map[string][]byte    // other files of the archive, by name
 }
 
 // Step is one line of a scenario's steps.
@@ -55,8 +58,26 @@ func ParseScenario(name string, data []byte) (Scenario, error) {
 	a := txtar.Parse(data)
 	sc := Scenario{Name: name, Comment: string(a.Comment), Files: map[string][]byte{}}
 	for _, l := range strings.Split(sc.Comment, "\n") {
-		if r, ok := strings.CutPrefix(strings.TrimSpace(l), "requires:"); ok {
+		l = strings.TrimSpace(l)
+		if r, ok := strings.CutPrefix(l, "requires:"); ok {
 			sc.Requires = append(sc.Requires, strings.Fields(r)...)
+		}
+		if r, ok := strings.CutPrefix(l, "nocheck:"); ok {
+			if sc.NoCheck = strings.TrimSpace(r); sc.NoCheck == "" {
+				return sc, fmt.Errorf("nocheck: needs a reason")
+			}
+		}
+		if r, ok := strings.CutPrefix(l, "check:"); ok {
+			for _, w := range strings.Fields(strings.SplitN(r, "(", 2)[0]) {
+				switch w {
+				case "queued": // Commands may be left in queue/ with no runner to serve them.
+					sc.Check.AllowQueued = true
+				case "crashed": // The last runner was killed: what it was doing is left as a live runner's would be.
+					sc.Check.Running = true
+				default:
+					return sc, fmt.Errorf("check: unknown word %q (queued, crashed)", w)
+				}
+			}
 		}
 	}
 	var steps []byte

@@ -13,13 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// bin holds the runner and master built for the suite: Slurm runs the
-// runner as a separate program, from a path every job can see.
-var bin string
+// runnerBin and masterBin are the runner and master built for the suite
+// (or found in $SP_BIN): Slurm runs the runner as a separate program, from
+// a path every job can see.
+var runnerBin, masterBin string
 
 // slurm and sge say which schedulers the suite was asked to test.
 var slurm, sge = os.Getenv("SP_SLURM") == "1", os.Getenv("SP_SGE") == "1"
@@ -37,17 +40,15 @@ func TestMain(m *testing.M) {
 			os.Setenv("SGE_CELL", "default")
 		}
 	}
-	dir, err := os.MkdirTemp("", "skillpilot-farm-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = os.Getenv("SP_BIN")
-	if bin == "" {
-		bin = dir
-		out, err := exec.Command("go", "build", "-o", dir+"/", "../cmd/runner", "../cmd/master").CombinedOutput()
+	if bin := os.Getenv("SP_BIN"); bin != "" {
+		runnerBin, masterBin = filepath.Join(bin, "runner"), filepath.Join(bin, "master")
+	} else {
+		var err error
+		if runnerBin, err = testenv.Build(testenv.Runner); err == nil {
+			masterBin, err = testenv.Build(testenv.Master)
+		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "farm: build: %v\n%s", err, out)
+			fmt.Fprintf(os.Stderr, "farm: %v\n", err)
 			os.Exit(1)
 		}
 	}
@@ -59,9 +60,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "farm: SP_SGE=1 but Grid Engine does not answer (qstat: %v %s); start it with scripts/sge-up.sh\n", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 const long = 3 * time.Minute
@@ -103,7 +102,7 @@ func workDir(t *testing.T) string {
 	return d
 }
 
-func runnerPath() string { return filepath.Join(bin, "runner") }
+func runnerPath() string { return runnerBin }
 
 // launchSession launches a runner on a new session through Slurm; its job is
 // cancelled when the test ends.
@@ -137,7 +136,7 @@ func cancelNow(via, job string) {
 // cli runs the built master and returns stdout, stderr and the exit code.
 func cli(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(bin, "master"), args...)
+	cmd := exec.Command(masterBin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -148,6 +147,13 @@ func cli(t *testing.T, args ...string) (string, string, int) {
 		t.Fatal(err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// checkStopped runs the session-invariant check on a session whose runner
+// has stopped gracefully after serving every command.
+func checkStopped(t *testing.T, dir string) {
+	t.Helper()
+	testenv.VerifySession(t, dir, sessioncheck.Options{})
 }
 
 // resultsByID counts result files per cmd_id in the given sessions.

@@ -54,6 +54,7 @@ func TestSlurmLaunchRunStop(t *testing.T) {
 	if _, _, code := cli(t, "stop", "--session", dir); code != 5 {
 		t.Errorf("stop of a stopped session: exit %d", code)
 	}
+	checkStopped(t, dir)
 }
 
 // A runner busy with a long command does not stop on a graceful request
@@ -146,6 +147,8 @@ func TestSlurmJobKilledMidCommand(t *testing.T) {
 			}
 			if rep, err := launch.StopLaunched(ctx(t), dir, launch.StopOptions{}); err != nil || rep.Step != launch.StepStopRequest {
 				t.Errorf("stop: %+v %v", rep, err)
+			} else {
+				checkStopped(t, dir) // The killed runner's command was settled by the second.
 			}
 		})
 	}

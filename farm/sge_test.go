@@ -37,6 +37,7 @@ func TestSGELaunchRunStop(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "stopped (stop_request)") {
 		t.Fatalf("stop %d: %s %s", code, out, errOut)
 	}
+	checkStopped(t, dir)
 }
 
 // A runner that does not stop within the grace is ended by qdel; its

@@ -18,7 +18,6 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	sessiontest.Cleanup()
 	if recorded.dir != "" {
 		os.RemoveAll(filepath.Dir(recorded.dir))
 	}

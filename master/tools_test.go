@@ -1,9 +1,9 @@
 package master
 
 import (
-	"os"
-	"os/exec"
 	"testing"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
 )
 
 // needTool returns the path of a program a test needs. Under CI (CI=true)
@@ -11,13 +11,9 @@ import (
 // program's name, so a developer knows what to install.
 func needTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
+	pkg := map[string]string{"tclsh": "tcl", "promtool": "prometheus"}[name]
+	if pkg == "" {
+		pkg = name
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed (scripts/deps.sh installs it)", name)
-	}
-	t.Skipf("%s is not installed (scripts/deps.sh installs it)", name)
-	return ""
+	return testenv.NeedTool(t, name, pkg) // scripts/deps.sh installs it
 }

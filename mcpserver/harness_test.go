@@ -3,14 +3,12 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -21,29 +19,17 @@ import (
 // timing assertion: a healthy run is far below it even on a slow machine.
 const longWait = 90 * time.Second
 
-// needTool fails under CI (CI=true) and skips elsewhere when name is not on
-// PATH.
-func needTool(t testing.TB, name, pkg string) {
-	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is required (apt-get install %s)", name, pkg)
-		}
-		t.Skipf("%s not found: install the %s package (apt-get install %s)", name, pkg, pkg)
-	}
-}
-
 func testCtx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), longWait)
 	t.Cleanup(cancel)
 	return c
 }
 
-// startRunner runs a runner (tclsh) in-process on dir until the test ends.
+// startRunner runs a runner (tclsh) in-process on dir until the test ends;
+// then, once it has stopped, the session-invariant check runs on dir.
 func startRunner(t testing.TB, dir string) {
 	t.Helper()
-	needTool(t, "tclsh", "tcl")
-	testrunner.Start(t, dir)
+	testrunner.StartChecked(t, dir, sessioncheck.Options{})
 	if _, err := master.WaitReady(testCtx(t), dir); err != nil {
 		t.Fatal(err)
 	}
@@ -132,47 +118,6 @@ func textOf(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
-}
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// binaries builds cmd/master and cmd/runner once and returns their directory.
-func binaries(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "mcpserver-bin")
-		if buildErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", binDir+"/", "github.com/skillpilot/skillpilot/cmd/master",
-			"github.com/skillpilot/skillpilot/cmd/runner").CombinedOutput()
-		if err != nil {
-			buildErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
-}
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + e.out }
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
 }
 
 // waitUntil polls cond until it holds (the test's deadline is the limit).

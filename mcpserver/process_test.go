@@ -13,45 +13,28 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
 )
 
 // startRunnerProc runs the built runner binary on dir; the test stops it
-// (SIGTERM, then SIGKILL) at the end if it still runs.
-func startRunnerProc(t *testing.T, bin, dir string) *exec.Cmd {
+// (SIGTERM, then SIGKILL) at the end if it still runs, then checks the
+// session's invariants.
+func startRunnerProc(t *testing.T, dir string) *testenv.RunnerProcess {
 	t.Helper()
-	needTool(t, "tclsh", "tcl")
-	cmd := exec.Command(filepath.Join(bin, "runner"), "--session", dir, "--heartbeat", "100ms", "--kill-grace", "1s")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	r := testenv.StartRunner(t, testenv.RunnerOptions{Dir: dir, Flags: []string{"--heartbeat", "100ms", "--kill-grace", "1s"}})
+	if _, err := master.WaitReady(testCtx(t), dir); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(longWait):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("runner did not stop on SIGTERM; stderr:\n%s", stderr.String())
-		}
-	})
-	if _, err := master.WaitReady(testCtx(t), dir); err != nil {
-		t.Fatalf("%v; runner stderr:\n%s", err, stderr.String())
-	}
-	return cmd
+	return r
 }
 
 // The server keeps working when the runner under it is killed and a new one
 // starts on the same session: the interrupted command gets its result
 // (runner_restarted), new calls run, wait_for keeps its cursor.
 func TestRunnerRestartUnderServer(t *testing.T) {
-	bin := binaries(t)
 	dir := filepath.Join(t.TempDir(), "sess")
-	r1 := startRunnerProc(t, bin, dir)
+	r1 := startRunnerProc(t, dir)
 	cs := connect(t, Config{Session: dir})
 
 	var r CommandResult
@@ -76,7 +59,7 @@ func TestRunnerRestartUnderServer(t *testing.T) {
 		}
 		waited <- res
 	}()
-	r1.Process.Kill() // A crash: no cleanup at all.
+	r1.Kill() // A crash: no cleanup at all.
 	for ctx := testCtx(t); ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
 		call(t, cs, "status", nil, &st)
 		if !st.Sessions[0].Alive {
@@ -86,7 +69,7 @@ func TestRunnerRestartUnderServer(t *testing.T) {
 	if st.Sessions[0].Alive {
 		t.Fatal("the killed runner still looks alive")
 	}
-	startRunnerProc(t, bin, dir)
+	startRunnerProc(t, dir)
 
 	res := <-waited
 	if res.IsError {
@@ -116,11 +99,11 @@ func TestRunnerRestartUnderServer(t *testing.T) {
 
 // The built binary over a real stdio pipe: `master mcp --session DIR`.
 func TestStdioBinary(t *testing.T) {
-	bin := binaries(t)
+	masterBin := testenv.BuildBinary(t, testenv.Master)
 	dir := filepath.Join(t.TempDir(), "sess")
 	startRunner(t, dir)
 	// The command line of the client configuration in README.md and docs/mcp.md.
-	cmd := exec.Command(filepath.Join(bin, "master"), "mcp", "--session", dir, "--deny", `\bexit\b`, "--preview-bytes", "64")
+	cmd := exec.Command(masterBin, "mcp", "--session", dir, "--deny", `\bexit\b`, "--preview-bytes", "64")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "0"}, nil)
@@ -166,10 +149,10 @@ func TestStdioBinary(t *testing.T) {
 
 // SIGTERM ends a server that is waiting for its client: exit 143.
 func TestStdioSignal(t *testing.T) {
-	bin := binaries(t)
+	masterBin := testenv.BuildBinary(t, testenv.Master)
 	dir := filepath.Join(t.TempDir(), "sess")
 	startRunner(t, dir)
-	cmd := exec.Command(filepath.Join(bin, "master"), "mcp", "--session", dir)
+	cmd := exec.Command(masterBin, "mcp", "--session", dir)
 	stdin, err := cmd.StdinPipe() // Kept open: the server waits for requests.
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +208,7 @@ func TestMainExitCodes(t *testing.T) {
 		}
 	}
 	// `master mcp` is listed by `master help` once registered.
-	out, _ := exec.Command(filepath.Join(binaries(t), "master"), "help").CombinedOutput()
+	out, _ := exec.Command(testenv.BuildBinary(t, testenv.Master), "help").CombinedOutput()
 	if !strings.Contains(string(out), "  mcp --session DIR") {
 		t.Errorf("help:\n%s", out)
 	}
@@ -254,7 +237,7 @@ func TestMainHelp(t *testing.T) {
 // pipe) still gets every answer, including one for a call that takes a
 // while: the server ends only once the requests it read are answered.
 func TestStdinClosedEarlyAnswersAll(t *testing.T) {
-	bin := binaries(t)
+	masterBin := testenv.BuildBinary(t, testenv.Master)
 	dir := filepath.Join(t.TempDir(), "sess")
 	startRunner(t, dir)
 	in := strings.Join([]string{
@@ -264,7 +247,7 @@ func TestStdinClosedEarlyAnswersAll(t *testing.T) {
 		`not json`, // Answered with a parse error; the session goes on.
 		`{"jsonrpc":"2.0","id":"three","method":"tools/list"}`,
 	}, "\n") + "\n"
-	cmd := exec.Command(filepath.Join(bin, "master"), "mcp", "--session", dir, "--quiet")
+	cmd := exec.Command(masterBin, "mcp", "--session", dir, "--quiet")
 	cmd.Stdin = strings.NewReader(in)
 	out, err := cmd.Output()
 	if err != nil {
@@ -294,7 +277,7 @@ func TestStdinClosedEarlyAnswersAll(t *testing.T) {
 // not JSON-RPC 2.0, and a line over MaxLine (a 17 MiB submit), whose id is
 // still found. Every answer owed before stdin ends arrives (issue 22.4).
 func TestBadLinesAnsweredSessionGoesOn(t *testing.T) {
-	bin := binaries(t)
+	masterBin := testenv.BuildBinary(t, testenv.Master)
 	dir := filepath.Join(t.TempDir(), "sess")
 	startRunner(t, dir)
 	huge := `{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"submit","arguments":{"payload":"puts ` +
@@ -309,7 +292,7 @@ func TestBadLinesAnsweredSessionGoesOn(t *testing.T) {
 		huge,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"payload":"expr 6*7"}}}`,
 	}, "\n") + "\n"
-	cmd := exec.Command(filepath.Join(bin, "master"), "mcp", "--session", dir, "--quiet")
+	cmd := exec.Command(masterBin, "mcp", "--session", dir, "--quiet")
 	cmd.Stdin = strings.NewReader(in)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

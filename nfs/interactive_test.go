@@ -98,6 +98,7 @@ print("ok")`, filepath.Join(repo, "master/python"), b, c.ID, c.ID))
 	if code := r.wait(t); code != 0 {
 		t.Fatalf("runner exit %d", code)
 	}
+	checkStopped(t, a)
 	filepath.Walk(a, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() {
 			if data, _ := os.ReadFile(p); strings.Contains(string(data), "NFS-Secret-31") {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -117,6 +119,13 @@ func (p *proc) wait(t *testing.T) int {
 	}
 }
 
+// checkStopped runs the session-invariant check on a session, from client
+// A, whose runner has stopped gracefully after serving every command.
+func checkStopped(t *testing.T, dir string) {
+	t.Helper()
+	testenv.VerifySession(t, dir, sessioncheck.Options{})
+}
+
 // runnerOnA starts the runner with its session on client A.
 func runnerOnA(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
@@ -211,6 +220,7 @@ puts ok
 	if code := r.wait(t); code != 0 {
 		t.Fatalf("runner exit %d", code)
 	}
+	checkStopped(t, a)
 }
 
 func waitState(t *testing.T, dir string, cond func(protocol.State) bool) {
@@ -376,6 +386,7 @@ func TestNFSKilledOnARestartedOnB(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2.wait(t)
+	checkStopped(t, a) // The runner killed on A left k2 mid-run; the one on B settled it.
 	data, _ := os.ReadFile(side)
 	count := map[string]int{}
 	for _, l := range strings.Fields(string(data)) {

@@ -3,10 +3,11 @@ package pool
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
@@ -45,15 +46,11 @@ func ctx(t testing.TB) context.Context {
 // program's name, so a developer knows what to install.
 func needTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
+	pkg := map[string]string{"tclsh": "tcl", "promtool": "prometheus"}[name]
+	if pkg == "" {
+		pkg = name
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed (scripts/deps.sh installs it)", name)
-	}
-	t.Skipf("%s is not installed (scripts/deps.sh installs it)", name)
-	return ""
+	return testenv.NeedTool(t, name, pkg) // scripts/deps.sh installs it
 }
 
 // launchLocal launches a runner (the test binary as "runner", from the PATH

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -117,10 +118,7 @@ func TestDeletedDirectories(t *testing.T) {
 func tmpfsHarness(t *testing.T, size string) (*harness, string) {
 	mnt := t.TempDir()
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size="+size); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("cannot mount a tmpfs to fill (%v); CI runs as root", err)
-		}
-		t.Skipf("cannot mount a tmpfs to fill (%v); needs root (CAP_SYS_ADMIN)", err)
+		testenv.Unavailable(t, "cannot mount a tmpfs to fill (%v); needs root (CAP_SYS_ADMIN), as CI has", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
 	h := newHarness(t, func(c *Config) { c.Session = filepath.Join(mnt, "s") })

@@ -19,6 +19,7 @@ import (
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -33,20 +34,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "tclsh is required (apt-get install tcl)")
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "runnerbin")
-	if err != nil {
-		panic(err)
-	}
-	os.Chmod(dir, 0o755) // Tests run it as another user too.
-	runnerBin = filepath.Join(dir, "runner")
-	out, err := exec.Command("go", "build", "-o", runnerBin, "github.com/skillpilot/skillpilot/cmd/runner").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build runner: %v\n%s", err, out)
+	// testenv keeps it in a directory every user can read: tests run it as
+	// another user too.
+	var err error
+	if runnerBin, err = testenv.Build(testenv.Runner); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // quietLogger discards log lines.
@@ -90,14 +85,9 @@ type harness struct {
 }
 
 func fakeEDA(t testing.TB) []string {
-	if _, err := exec.LookPath("expect"); err != nil {
-		// These tests are the core use case (an EDA shell that returns to
-		// its prompt on Ctrl-C): under CI a missing tool is a failure.
-		if os.Getenv("CI") == "true" {
-			t.Fatal("expect is required for this test and is not installed (apt-get install expect)")
-		}
-		t.Skip("expect is not installed (apt-get install expect)")
-	}
+	// These tests are the core use case (an EDA shell that returns to its
+	// prompt on Ctrl-C): under CI a missing tool is a failure.
+	testenv.NeedTool(t, "expect", "expect")
 	p, err := filepath.Abs("../testdata/fake_eda.exp")
 	if err != nil {
 		t.Fatal(err)
@@ -424,9 +414,7 @@ func livingInGroups(groups map[int]bool) []string {
 // harness submitted itself).
 func invariants(t testing.TB, dir string, names ...string) {
 	t.Helper()
-	if err := sessioncheck.Check(dir, sessioncheck.Options{Submitted: names, AllowQueued: true}); err != nil {
-		t.Errorf("session invariants:\n%v", err)
-	}
+	testenv.VerifySession(t, dir, sessioncheck.Options{Submitted: names, AllowQueued: true})
 }
 
 // withKind and friends modify commands in submit.

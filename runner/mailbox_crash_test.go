@@ -5,34 +5,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
-)
-
-var (
-	failpointOnce sync.Once
-	failpointBin  string
-	failpointErr  error
 )
 
 // failpointRunner builds the runner with -tags sp_failpoints once: a binary
 // that kills itself with SIGKILL at the point $SP_FAILPOINT names.
 func failpointRunner(t testing.TB) string {
 	t.Helper()
-	failpointOnce.Do(func() {
-		failpointBin = filepath.Join(filepath.Dir(runnerBin), "runner-failpoints")
-		out, err := exec.Command("go", "build", "-tags", "sp_failpoints", "-o", failpointBin, "github.com/skillpilot/skillpilot/cmd/runner").CombinedOutput()
-		if err != nil {
-			failpointErr = err
-			failpointBin = string(out)
-		}
-	})
-	if failpointErr != nil {
-		t.Fatalf("build runner with failpoints: %v\n%s", failpointErr, failpointBin)
-	}
-	return failpointBin
+	return testenv.BuildBinary(t, testenv.Runner, testenv.WithTags("sp_failpoints"))
 }
 
 // A runner killed between acting on a request and deleting it never makes

@@ -9,16 +9,11 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/history"
-	"github.com/skillpilot/skillpilot/history/internal/browser"
 	"github.com/skillpilot/skillpilot/history/internal/sessiontest"
 	"github.com/skillpilot/skillpilot/history/report"
+	"github.com/skillpilot/skillpilot/internal/testenv"
+	"github.com/skillpilot/skillpilot/internal/testenv/browser"
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	sessiontest.Cleanup()
-	os.Exit(code)
-}
 
 // artifactDir is where the browser tests leave their pages and screenshots
 // for people (CI keeps it): $SP_ARTIFACT_DIR/report, by default
@@ -44,7 +39,7 @@ func artifactDir(t *testing.T) string {
 // exception, and no request leaves the machine.
 func openPage(t *testing.T, path string) *browser.Browser {
 	t.Helper()
-	chromium := sessiontest.Require(t, "chromium", "chromium")
+	chromium := testenv.NeedTool(t, "chromium", "chromium")
 	b, err := browser.Start(chromium, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

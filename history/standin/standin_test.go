@@ -18,12 +18,6 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	sessiontest.Cleanup()
-	os.Exit(code)
-}
-
 // edaProcs is what the flow defines first, as an EDA flow loads its
 // helpers: procs that print reports and return values.
 const edaProcs = `proc report_timing {args} {

@@ -14,7 +14,9 @@
 //   - every cmd_begin in log/meta.log has exactly one cmd_end after it, and
 //     no cmd_end lacks its cmd_begin; runner_start carries protocol_version;
 //   - nothing is left in inflight/ or tmp/, and no temporary, spare or
-//     claimed ("taken") file lies outside tmp/;
+//     claimed ("taken") file lies outside tmp/ (an NFS client's ".nfs*"
+//     file, a removed file still open somewhere, is not ours: it goes at
+//     its last close, and is ignored);
 //   - directories and runner-written files have the documented modes
 //     (private session: 0700 and 0600; group-shared session, marked by the
 //     setgid bit on the session directory: 2770 for the directories masters
@@ -356,6 +358,9 @@ func (c *checker) leftovers() {
 		for _, n := range names {
 			rel := d + "/" + n
 			switch {
+			case strings.HasPrefix(n, ".nfs"):
+				// An NFS client's silly rename of a file removed while
+				// open; it disappears at the last close.
 			case d == protocol.DirTmp && n == "ballast":
 				// The runner's disk reserve outlives it (PROTOCOL.md §13).
 			case d == protocol.DirTmp || d == protocol.DirInflight:

@@ -138,6 +138,21 @@ func TestCheckFindsEachViolation(t *testing.T) {
 	}
 }
 
+// An NFS client's silly-renamed file (removed while still open) is not a
+// leftover of the runner's; a dot-file of ours is.
+func TestCheckIgnoresNFSSillyRenames(t *testing.T) {
+	dir, names := session(t)
+	write(t, dir, "result/.nfs000000000123abcd00000001", nil)
+	write(t, dir, "tmp/.nfs000000000123abcd00000002", nil)
+	if err := Check(dir, Options{Submitted: names, AllowQueued: true}); err != nil {
+		t.Fatalf(".nfs files: %v", err)
+	}
+	write(t, dir, "result/.x.tmp", nil)
+	if err := Check(dir, Options{Submitted: names, AllowQueued: true}); err == nil {
+		t.Fatal("a temporary file in result/ accepted")
+	}
+}
+
 // A running runner's current work is not a violation; a second open
 // cmd_begin is.
 func TestCheckRunning(t *testing.T) {

@@ -1,17 +1,21 @@
 // Package testrunner runs a real runner (on tclsh) in-process for the tests
 // of packages built on top of it: the master library, the MCP server, the
-// pools. It is test support only.
+// pools. It is test support only, the in-process half of internal/testenv
+// (which cannot import the runner library: the runner's own tests use it).
 package testrunner
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
 )
@@ -22,11 +26,17 @@ const StopWait = 90 * time.Second
 // Start runs a runner on dir (created if needed) until the test ends, with
 // a fast heartbeat (100 ms), poll (200 ms) and kill grace (1 s); mods
 // change the configuration. At the end a force stop is requested and the
-// test fails if the runner does not stop within StopWait.
+// test fails if the runner does not stop within StopWait; if the test
+// failed, the runner's log is logged.
+//
+// Start does not check the session: new tests call [StartChecked].
+// (master's tests still call Start; they switch when master's CLI has
+// moved to cmd/master, issue #21.)
 func Start(t testing.TB, dir string, mods ...func(*runner.Config)) {
 	t.Helper()
+	log := &lockedBuffer{}
 	cfg := runner.Config{Session: dir, Heartbeat: 100 * time.Millisecond, Poll: 200 * time.Millisecond,
-		KillGrace: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		KillGrace: time.Second, Logger: slog.New(slog.NewTextHandler(log, nil))}
 	for _, m := range mods {
 		m(&cfg)
 	}
@@ -43,5 +53,38 @@ func Start(t testing.TB, dir string, mods ...func(*runner.Config)) {
 		case <-time.After(StopWait):
 			t.Error("runner did not stop")
 		}
+		if t.Failed() {
+			t.Logf("runner log (%s):\n%s", dir, log.String())
+		}
 	})
+}
+
+// StartChecked is [Start], and when the test ends, after the runner has
+// stopped, the session-invariant check ([testenv.CheckSession]) on dir
+// with check. The force stop at the end cancels the running command and
+// leaves queued ones in queue/: tests that may leave commands queued set
+// check.AllowQueued.
+func StartChecked(t testing.TB, dir string, check sessioncheck.Options, mods ...func(*runner.Config)) {
+	t.Helper()
+	testenv.NeedTool(t, "tclsh", "tcl")
+	testenv.CheckSession(t, dir, check) // Registered first: runs after Start's stop.
+	Start(t, dir, mods...)
+}
+
+// lockedBuffer collects the runner's log lines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -176,15 +178,7 @@ func (h *harness) events() []protocol.Event {
 // the package name elsewhere.
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("promtool is required (apt-get install prometheus)")
-	}
-	t.Skip("promtool not found: install the Debian package prometheus")
-	return ""
+	return testenv.NeedTool(t, "promtool", "prometheus")
 }
 
 // checkMetrics runs `promtool check metrics` on the file (it lints names,

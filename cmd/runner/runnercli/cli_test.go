@@ -6,12 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
 
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
@@ -73,12 +74,7 @@ func TestRefusedStartLeavesNothing(t *testing.T) {
 // --metrics-file m.prom` serves the session and writes its metrics (it
 // used to panic at the start).
 func TestMetricsInvalidUTF8Session(t *testing.T) {
-	if _, err := exec.LookPath("tclsh"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("tclsh is required (apt-get install tcl)")
-		}
-		t.Skip("tclsh is not installed")
-	}
+	testenv.NeedTool(t, "tclsh", "tcl")
 	base := t.TempDir()
 	dir := filepath.Join(base, "m\xff")
 	if err := os.Mkdir(dir, 0o700); err != nil {

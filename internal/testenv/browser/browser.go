@@ -3,6 +3,8 @@
 // test: load a page, collect console errors, uncaught exceptions and network
 // requests, evaluate an expression, take a screenshot. It needs no library:
 // the pipe carries NUL-terminated JSON messages on file descriptors 3 and 4.
+// It is test support, part of internal/testenv (find chromium with
+// testenv.NeedTool).
 package browser
 
 import (

@@ -1,0 +1,36 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// CI reports whether the tests run under CI (the environment variable CI
+// is "true"), where nothing a test needs may be missing.
+func CI() bool { return os.Getenv("CI") == "true" }
+
+// Unavailable ends the test because something it needs is missing: under
+// CI=true it fails with the message, elsewhere it skips with it. The
+// message should say what to install or how to run the test.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if CI() {
+		t.Fatalf("%s (required under CI=true)", msg)
+	}
+	t.Skip(msg)
+}
+
+// NeedTool returns the path of the program name on PATH. When it is
+// missing the test fails under CI=true and is skipped elsewhere, naming
+// the Debian package pkg that provides it.
+func NeedTool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Unavailable(t, "%s is not installed: install the Debian package %s (apt-get install %s)", name, pkg, pkg)
+	}
+	return p
+}
