@@ -122,10 +122,12 @@ func TestRunExpr(t *testing.T) {
 	if !strings.HasPrefix(cmd.Submitter, "mcp@") || !strings.Contains(cmd.Submitter, "client=test-agent") || cmd.CmdID != r.CmdID {
 		t.Errorf("archived command %+v", cmd)
 	}
-	meta, _ := os.ReadFile(filepath.Join(dir, protocol.FileMeta))
-	if !bytes.Contains(meta, []byte(`"event":"cmd_end","cmd_id":"`+r.CmdID)) {
-		t.Errorf("no cmd_end event for %s in meta.log", r.CmdID)
-	}
+	// The runner appends cmd_end once its result writer reports the
+	// result written, so the event may follow the result by a moment.
+	waitUntil(t, "the cmd_end event in meta.log", func() bool {
+		meta, _ := os.ReadFile(filepath.Join(dir, protocol.FileMeta))
+		return bytes.Contains(meta, []byte(`"event":"cmd_end","cmd_id":"`+r.CmdID))
+	})
 
 	// A Tcl error is the command's status, not a tool error.
 	r = CommandResult{}

@@ -55,6 +55,8 @@ func TestLeastLoaded(t *testing.T) {
 func selectionFixture(t *testing.T) string {
 	t.Helper()
 	pool := t.TempDir()
+	ages := map[string]time.Duration{}
+	fixtureAges[pool] = ages
 	os.WriteFile(filepath.Join(pool, FilePool), []byte(`{"protocol_version":1,"size":6,"via":"local"}`), 0o600)
 	now := time.Now()
 	mk := func(name string, phase protocol.Phase, age time.Duration, queued, claimed int, claimedDone bool) {
@@ -71,6 +73,7 @@ func selectionFixture(t *testing.T) string {
 		b, _ = json.Marshal(hb)
 		os.WriteFile(filepath.Join(dir, protocol.FileHeartbeat), b, 0o600)
 		os.Chtimes(filepath.Join(dir, protocol.FileHeartbeat), now.Add(-age), now.Add(-age))
+		ages[name] = age
 		for i := 0; i < queued; i++ {
 			os.WriteFile(filepath.Join(dir, protocol.DirQueue, protocol.CommandName(int64(10+i), "q"+name+string(rune('a'+i)))), []byte("{}"), 0o600)
 		}
@@ -98,6 +101,19 @@ func selectionFixture(t *testing.T) string {
 	mk("s05", protocol.PhaseIdle, 20*time.Second, 1, 1, true)
 	os.MkdirAll(filepath.Join(pool, "s99-not-a-session"), 0o700)
 	return pool
+}
+
+// fixtureAges holds each fixture's heartbeat ages, by pool directory.
+var fixtureAges = map[string]map[string]time.Duration{}
+
+// refreshHeartbeats sets the fixture's heartbeat mtimes again to their
+// ages before now: a slow machine must not age the live sessions past the
+// liveness window between the fixture and a pick in another process.
+func refreshHeartbeats(pool string) {
+	now := time.Now()
+	for name, age := range fixtureAges[pool] {
+		os.Chtimes(filepath.Join(pool, name, protocol.FileHeartbeat), now.Add(-age), now.Add(-age))
+	}
 }
 
 func writePinFile(t *testing.T, pool, key, session string) {
@@ -171,6 +187,7 @@ func TestPoolPickInterop(t *testing.T) {
 				if tc.pin != "" {
 					writePinFile(t, pool, tc.key, tc.pin)
 				}
+				refreshHeartbeats(pool)
 				got := runPick(t, lang, pool, tc.key)
 				if got != tc.want {
 					t.Errorf("%s %+v: got %q", lang, tc, got)
