@@ -10,6 +10,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/runner"
 )
@@ -28,7 +29,7 @@ const longWait = 90 * time.Second
 func startRunner(t testing.TB, mods ...func(*runner.Config)) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "sess")
-	testrunner.Start(t, dir, mods...)
+	testrunner.StartChecked(t, dir, sessioncheck.Options{AllowQueued: true}, mods...)
 	return dir
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
@@ -57,7 +58,7 @@ func submitHelper() int {
 func startRunner(t testing.TB, mods ...func(*runner.Config)) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "sess")
-	testrunner.Start(t, dir, mods...)
+	testrunner.StartChecked(t, dir, sessioncheck.Options{AllowQueued: true}, mods...)
 	return dir
 }
 

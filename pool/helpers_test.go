@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
 	"github.com/skillpilot/skillpilot/internal/testenv"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -31,7 +32,7 @@ const longWait = 90 * time.Second
 func startRunner(t testing.TB, mods ...func(*runner.Config)) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "sess")
-	testrunner.Start(t, dir, mods...)
+	testrunner.StartChecked(t, dir, sessioncheck.Options{AllowQueued: true}, mods...)
 	return dir
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
@@ -24,7 +25,7 @@ import (
 // runnerIn runs an in-process runner on dir until the test ends.
 func runnerIn(t *testing.T, dir string) {
 	t.Helper()
-	testrunner.Start(t, dir)
+	testrunner.StartChecked(t, dir, sessioncheck.Options{AllowQueued: true})
 	if _, err := master.WaitReady(ctx(t), dir); err != nil {
 		t.Fatal(err)
 	}

@@ -10,14 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
 )
 
 // make install PREFIX=... puts both binaries, the Python and Tcl masters
 // and the documents where README says; the installed master runs.
 func TestMakeInstall(t *testing.T) {
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Fatal("make is required (apt-get install make)")
-	}
+	testenv.NeedTool(t, "make", "make")
 	prefix := filepath.Join(t.TempDir(), "opt")
 	out, err := exec.Command("make", "-C", "../..", "install", "PREFIX="+prefix, "BIN="+t.TempDir()).CombinedOutput()
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
 )
 
 // readmeBlocks returns the shell blocks README.md marks as tested.
@@ -33,8 +35,10 @@ func readmeBlocks(t *testing.T) []string {
 func binDir(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", bin+"/", "../../cmd/runner", "../../cmd/master").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	for name, pkg := range map[string]string{"runner": testenv.Runner, "master": testenv.Master} {
+		if err := os.Symlink(testenv.BuildBinary(t, pkg), filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return bin
 }
