@@ -33,7 +33,7 @@ type running struct {
 	sum        hash.Hash
 	bytes      int64
 	lines      int64
-	begun      bool // the begin line was seen: output is being captured
+	begun      bool   // the begin line was seen: output is being captured
 	payload    string // its payload file (a name in the session), if any
 	// Set once the command is being ended by the runner rather than by
 	// its marker (timeout, cancel, lease, force stop).

@@ -23,7 +23,7 @@ import (
 type Runner struct {
 	cfg       Config
 	log       *slog.Logger
-	dir       string // absolute session directory
+	dir       string       // absolute session directory
 	root      *sessionRoot // every file operation on the session goes through it
 	sessionID string
 	hostname  string
