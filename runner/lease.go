@@ -49,8 +49,8 @@ func (l *leaseWatch) check(r *Runner, now time.Time) {
 	if l.expired {
 		return
 	}
-	fsq.Revalidate(r.path(protocol.DirState))
-	data, _, err := fsq.ReadFile(r.path(protocol.FileLease), maxStateFile)
+	r.root.Revalidate(protocol.DirState)
+	data, _, err := r.root.ReadFile(protocol.FileLease, maxStateFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		l.setErr(r, "")

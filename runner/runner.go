@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -29,7 +28,7 @@ type Runner struct {
 	hostname  string
 	fsName    string
 	network   bool
-	lock      *flock.Flock
+	lock      *fileLock
 	meta      *fsq.Log
 	drv       driver
 

@@ -46,6 +46,22 @@ type sessionRoot struct {
 // "." or ".." component.
 var errBadName = errors.New("runner: not a plain path inside the session")
 
+// errLayout reports that a directory on the way to a name is not a plain
+// directory of the session (a symlink, a file, or a path leaving it): the
+// layout is broken, the operation was not done, and it is worth retrying
+// once the layout is fixed. It is not fsq.ErrSymlink, which says the file
+// itself is a symlink.
+var errLayout = errors.New("a session directory on the path is a symlink or not a directory; nothing was written through it")
+
+// dirErr turns an error of openDir into one that wraps errLayout when the
+// walk met a symlink or a non-directory.
+func dirErr(err error) error {
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOTDIR) {
+		return fmt.Errorf("%w (%v)", errLayout, err)
+	}
+	return err
+}
+
 // noOpenat2 is set once openat2(2) turned out to be missing (ENOSYS) or
 // refused by a seccomp filter (EPERM): then directories are walked one
 // component at a time.
@@ -182,7 +198,7 @@ func (s *sessionRoot) at(op, name string, fn func(dfd int, base string) error) e
 	}
 	dfd, err := s.openDir(dir)
 	if err != nil {
-		return s.symlinkErr(op, name, err)
+		return &os.PathError{Op: op, Path: s.abs(name), Err: dirErr(err)}
 	}
 	defer unix.Close(dfd)
 	if err := fn(dfd, base); err != nil {
@@ -426,7 +442,11 @@ func (s *sessionRoot) at2(op, from, to string, fn func(ofd int, obase string, nf
 				if nfd, err = s.openDir(ndir); err == nil {
 					defer unix.Close(nfd)
 					err = fn(ofd, obase, nfd, nbase)
+				} else {
+					err = dirErr(err)
 				}
+			} else {
+				err = dirErr(err)
 			}
 		}
 	}
@@ -526,7 +546,7 @@ func (s *sessionRoot) openDirFile(name string) (*os.File, error) {
 		fd, err = s.openDir(name)
 	}
 	if err != nil {
-		return nil, s.symlinkErr("open", name, err)
+		return nil, &os.PathError{Op: "open", Path: s.abs(name), Err: dirErr(err)}
 	}
 	return os.NewFile(uintptr(fd), s.abs(name)), nil
 }
@@ -731,3 +751,15 @@ func (s *sessionRoot) Stat() (os.FileInfo, error) {
 
 // The cast in Lstat relies on both packages' Stat_t being the kernel's.
 var _ = [1]struct{}{}[unsafe.Sizeof(unix.Stat_t{})-unsafe.Sizeof(syscall.Stat_t{})]
+
+// ReadDir lists the directory name with each entry's type, unsorted. The
+// type comes from the directory itself; where the filesystem does not
+// give it, package os looks it up by path (a read-only lstat).
+func (s *sessionRoot) ReadDir(name string) ([]os.DirEntry, error) {
+	f, err := s.openDirFile(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
+}
