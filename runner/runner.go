@@ -16,6 +16,7 @@ import (
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Runner serves one session directory. Create it with [Open]; call Run once.
@@ -160,7 +161,10 @@ func Open(cfg Config) (*Runner, error) {
 	r.started = r.clk.Now()
 	r.hostname, _ = os.Hostname()
 	r.sessionID = newSessionID()
-	r.fsName, r.network, _ = fsq.FSType(dir) // A statfs of the path, read-only.
+	var sfs unix.Statfs_t
+	if r.root.Statfs(".", &sfs) == nil {
+		r.fsName, r.network = fsq.FSTypeOf(&sfs)
+	}
 	if r.cfg.Poll <= 0 {
 		r.cfg.Poll = time.Second
 		if r.network {
