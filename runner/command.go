@@ -335,6 +335,22 @@ func (r *Runner) claim(name, dst string) bool {
 	return ok
 }
 
+// unclaim puts a claimed command back into queue/ when output/ was swapped
+// for a symlink (errLayout) between the layout check and the start: the
+// command waits, queued, until the layout is fixed instead of getting an
+// error result. It reports false if the file could not be put back (then
+// the command is answered as before).
+func (r *Runner) unclaim(name string, seq int64, why error) bool {
+	r.checkLayout()
+	if err := r.root.RenameNoReplace(rel(protocol.DirInflight, name), rel(protocol.DirQueue, name)); err != nil {
+		r.log.Error("cannot put a claimed command back into queue/", "name", name, "err", err)
+		return false
+	}
+	r.log.Warn("a session directory is not usable; the command waits in queue/", "name", name, "err", why)
+	r.pend.add(name, seq, "")
+	return true
+}
+
 // submitResult hands a result to the result writer. From here on the name
 // and its cmd_id count as done, so a duplicate queued right behind it is
 // refused even before the result is on disk.
@@ -404,13 +420,16 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	r.ringSync()
 	r.checkDiskRoom() // A command started after space returned is written whole.
 	spoolStart := r.spoolSize
-	r.event(protocol.Event{Event: protocol.EvCmdBegin, CmdID: cmd.CmdID, Seq: cmd.Seq, SpoolStart: &spoolStart})
 	outName := protocol.OutputName(name)
 	out, err := r.createOutput(rel(protocol.DirOutput, outName))
 	if errors.Is(err, os.ErrNotExist) {
 		r.checkLayout() // Someone deleted output/.
 		out, err = r.createOutput(rel(protocol.DirOutput, outName))
 	}
+	if errors.Is(err, errLayout) && r.unclaim(name, cmd.Seq, err) {
+		return
+	}
+	r.event(protocol.Event{Event: protocol.EvCmdBegin, CmdID: cmd.CmdID, Seq: cmd.Seq, SpoolStart: &spoolStart})
 	if err != nil {
 		r.log.Error("create output", "err", err)
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error())

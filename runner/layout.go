@@ -207,7 +207,15 @@ func checkSubdir(root *sessionRoot, d string, p perms, euid int) error {
 // someone deleted (with a warning event) and reports one it cannot use.
 // While it fails, no command starts and the phase is error with the
 // reason; the heartbeat keeps beating.
+//
+// It also notices the session's path no longer naming the directory the
+// runner holds open (renamed, removed or replaced: sessionRoot.Moved);
+// that is reported the same way, and nothing is written at the new path.
 func (r *Runner) checkLayout() {
+	if err := r.root.Moved(); err != nil {
+		r.setLayoutErr(fmt.Errorf("runner: %w", err))
+		return
+	}
 	created, err := ensureLayout(r.root, r.perms)
 	if err == nil {
 		for _, d := range protocol.Dirs {

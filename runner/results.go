@@ -492,7 +492,20 @@ func (w *resultWriter) finish(j resultJob, existed bool) {
 			if errors.Is(err, os.ErrNotExist) && w.recreate(filepath.Dir(j.keepAt)) {
 				err = w.cfg.ops.move(src, dst)
 			}
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
+			// A session directory swapped for a symlink: the file is kept
+			// where it is until the layout is fixed (or the writer is
+			// aborted: the next runner then finds the result and settles it).
+			for delay := w.cfg.retryMin; errors.Is(err, errLayout); delay = min(2*delay, w.cfg.retryMax) {
+				w.cfg.log.Error("cannot keep the command file; retrying", "from", j.cmdFile, "to", j.keepAt, "err", err, "retry_in", delay)
+				select {
+				case <-w.quit:
+				case <-time.After(delay):
+					err = w.cfg.ops.move(src, dst)
+					continue
+				}
+				break
+			}
+			if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errLayout) {
 				// inflight/ must not keep it, or the next runner would take
 				// it for an interrupted command: its result exists.
 				w.cfg.log.Error("cannot keep the command file", "from", j.cmdFile, "to", j.keepAt, "err", err)
