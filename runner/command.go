@@ -628,7 +628,7 @@ func (r *Runner) createOutput(name string) (*os.File, error) {
 			return f, nil
 		}
 		f.Close()
-		_ = r.root.Remove(spare)
+		r.root.RemoveOrLater(spare)
 	}
 	f, err = r.root.CreateNew(name, r.perms.file)
 	if err == nil {

@@ -239,6 +239,9 @@ func (r *Runner) checkLayout() {
 	if lerr := r.reopenLogsIfGone(); err == nil {
 		err = lerr
 	}
+	if err == nil {
+		r.root.SweepLater() // Temp files left while tmp/ was unreachable.
+	}
 	r.setLayoutErr(err)
 }
 

@@ -67,14 +67,22 @@ func (r *Runner) closeLogs() {
 // It returns why they cannot be opened (a FIFO planted there), for the
 // caller's layout error.
 func (r *Runner) reopenLogsIfGone() error {
+	var unreachable error
 	same := func(rel string, open os.FileInfo) bool {
 		fi, err := r.root.Lstat(rel)
+		if errors.Is(err, errLayout) {
+			unreachable = err
+			return true
+		}
 		return err == nil && open != nil && sameFile(fi, open)
 	}
 	if !same(protocol.FileMeta, r.metaInfo) || !same(protocol.FileSpool, r.spoolInfo) {
 		return r.reopenLogs()
 	}
-	return nil
+	// log/ swapped for a symlink: the open files are the session's own
+	// (nothing is resolved by appending to them), so they stay open and
+	// no event is lost; the layout error is reported meanwhile.
+	return unreachable
 }
 
 // reopenLogs closes and reopens both logs (after log/ was recreated). A

@@ -238,6 +238,7 @@ func (w *resultWriter) abort() {
 
 func (w *resultWriter) run() {
 	defer close(w.exit)
+	defer w.cfg.root.SweepLater()
 	for j := range w.jobs {
 		batch := []resultJob{j}
 	more:
@@ -316,11 +317,12 @@ type staged struct {
 // per command.
 func (w *resultWriter) commit(batch []resultJob) (int, error) {
 	st := make([]staged, len(batch))
+	w.cfg.root.SweepLater()
 	defer func() {
 		for _, s := range st {
 			if s.tmp != nil {
 				s.tmp.Close()
-				_ = w.cfg.root.Remove(w.cfg.root.relOf(s.tmp.Name()))
+				w.cfg.root.RemoveOrLater(w.cfg.root.relOf(s.tmp.Name()))
 			}
 		}
 	}()
@@ -424,7 +426,7 @@ func (w *resultWriter) place(j resultJob, s *staged) (existed bool, err error) {
 	}
 	switch {
 	case errors.Is(err, os.ErrExist):
-		_ = w.cfg.root.Remove(w.cfg.root.relOf(s.tmp.Name()))
+		w.cfg.root.RemoveOrLater(w.cfg.root.relOf(s.tmp.Name()))
 		s.tmp = nil
 		return true, nil
 	case err != nil:
@@ -433,6 +435,7 @@ func (w *resultWriter) place(j resultJob, s *staged) (existed bool, err error) {
 		if oerr == nil {
 			s.tmp = f
 		} else {
+			w.cfg.root.RemoveOrLater(w.cfg.root.relOf(s.tmp.Name())) // tmp/ unreachable: removed once it is back.
 			s.tmp = nil
 		}
 		return false, fmt.Errorf("rename the result of %s into result/: %w", j.name, err)

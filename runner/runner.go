@@ -222,6 +222,7 @@ func (r *Runner) Close() error {
 		}
 		r.closeLogs()
 		r.release()
+		r.root.SweepLater()
 		r.root.Close()
 		if r.procs != nil {
 			r.procs.close()

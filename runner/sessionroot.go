@@ -10,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -40,6 +41,34 @@ type sessionRoot struct {
 	dir      string // absolute session directory, for messages and the watcher
 	fd       int    // the session directory, opened once
 	dev, ino uint64 // its identity, to notice the path naming another directory
+
+	mu    sync.Mutex
+	later []string // runner temp files to remove once their directory is back (RemoveOrLater)
+}
+
+// RemoveOrLater removes a temporary file of the runner's; if its
+// directory is unreachable now (swapped for a symlink), the name is kept
+// and SweepLater removes it once the layout is fixed, so nothing is left
+// behind in tmp/. Safe for concurrent use.
+func (s *sessionRoot) RemoveOrLater(name string) {
+	if err := s.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.mu.Lock()
+		s.later = append(s.later, name)
+		s.mu.Unlock()
+	}
+}
+
+// SweepLater retries the removals RemoveOrLater could not do.
+func (s *sessionRoot) SweepLater() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := s.later[:0]
+	for _, n := range s.later {
+		if err := s.Remove(n); err != nil && !errors.Is(err, os.ErrNotExist) {
+			keep = append(keep, n)
+		}
+	}
+	s.later = keep
 }
 
 // errBadName reports a name the root refuses: absolute, empty, or with a
@@ -646,7 +675,7 @@ func (s *sessionRoot) writeAtomic(tmpDir, name string, data []byte, perm os.File
 		err = s.Rename(tmp, name)
 	}
 	if err != nil {
-		_ = s.Remove(tmp) // Best effort: a leftover dot-file is ignored by readers.
+		s.RemoveOrLater(tmp) // A leftover dot-file is ignored by readers; see RemoveOrLater.
 		return err
 	}
 	if d == fsq.Durable {
@@ -724,7 +753,7 @@ func sameFile(a, b os.FileInfo) bool {
 func (s *sessionRoot) NewSpares(dir string, n int, perm os.FileMode) *fsq.Spares {
 	return fsq.NewSparesWith(n,
 		func() (*os.File, error) { return s.CreateTemp(dir, fsq.SparePrefix, perm) },
-		func(f *os.File) { _ = s.Remove(s.relOf(f.Name())) })
+		func(f *os.File) { s.RemoveOrLater(s.relOf(f.Name())) })
 }
 
 // RemoveSpares is fsq.RemoveSpares in the session directory dir.
