@@ -189,7 +189,7 @@ func (s *swapper) swapped() bool {
 // answered at once) and returns its name.
 func cancelReq(t testing.TB, h *harness, n int) string {
 	name := fmt.Sprintf("req_%d_r%d.json", n, n)
-	h.writeFile(rel(protocol.DirCtl, name), fmt.Sprintf(`{"req_id":"r%d","op":"cancel","cmd_id":"nosuch%d"}`, n, n))
+	h.writeFile(rel(protocol.DirCtl, name), fmt.Sprintf(`{"req_id":"r%d","seq":%d,"op":"cancel","cmd_id":"nosuch%d"}`, n, n, n))
 	return name
 }
 
