@@ -179,8 +179,10 @@ func (s *sessionRoot) symlinkErr(op, name string, err error) error {
 }
 
 // openDir opens the directory dir ("" is the root itself, duplicated)
-// without following a symlink in any component. The caller closes it.
-func (s *sessionRoot) openDir(dir string) (int, error) {
+// without following a symlink in any component, with O_PATH (a handle for
+// the *at calls: no open on the server of a network filesystem) or
+// O_RDONLY (to list, fsync or revalidate it) in mode. The caller closes it.
+func (s *sessionRoot) openDir(dir string, mode int) (int, error) {
 	if dir == "" {
 		fd, err := unix.Dup(s.fd) // F_DUPFD_CLOEXEC would need fcntl; close-on-exec is set below.
 		if err == nil {
@@ -190,7 +192,7 @@ func (s *sessionRoot) openDir(dir string) (int, error) {
 	}
 	if !noOpenat2.Load() {
 		fd, err := unix.Openat2(s.fd, dir, &unix.OpenHow{
-			Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Flags:   uint64(mode | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC),
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 		})
 		if err == nil || (!errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM)) {
@@ -198,15 +200,20 @@ func (s *sessionRoot) openDir(dir string) (int, error) {
 		}
 		noOpenat2.Store(true)
 	}
-	return s.walk(dir)
+	return s.walk(dir, mode)
 }
 
 // walk is openDir for kernels without openat2: one openat per component,
-// each with O_NOFOLLOW|O_DIRECTORY.
-func (s *sessionRoot) walk(dir string) (int, error) {
+// each with O_NOFOLLOW|O_DIRECTORY (O_PATH but for the last).
+func (s *sessionRoot) walk(dir string, mode int) (int, error) {
 	cur := s.fd
-	for _, c := range strings.Split(dir, "/") {
-		fd, err := unix.Openat(cur, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	parts := strings.Split(dir, "/")
+	for i, c := range parts {
+		m := unix.O_PATH
+		if i == len(parts)-1 {
+			m = mode
+		}
+		fd, err := unix.Openat(cur, c, m|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if cur != s.fd {
 			unix.Close(cur)
 		}
@@ -225,7 +232,7 @@ func (s *sessionRoot) at(op, name string, fn func(dfd int, base string) error) e
 	if err != nil {
 		return &os.PathError{Op: op, Path: name, Err: err}
 	}
-	dfd, err := s.openDir(dir)
+	dfd, err := s.openDir(dir, unix.O_PATH)
 	if err != nil {
 		return &os.PathError{Op: op, Path: s.abs(name), Err: dirErr(err)}
 	}
@@ -466,9 +473,9 @@ func (s *sessionRoot) at2(op, from, to string, fn func(ofd int, obase string, nf
 		var ndir, nbase string
 		if ndir, nbase, err = split(to); err == nil {
 			var ofd, nfd int
-			if ofd, err = s.openDir(odir); err == nil {
+			if ofd, err = s.openDir(odir, unix.O_PATH); err == nil {
 				defer unix.Close(ofd)
-				if nfd, err = s.openDir(ndir); err == nil {
+				if nfd, err = s.openDir(ndir, unix.O_PATH); err == nil {
 					defer unix.Close(nfd)
 					err = fn(ofd, obase, nfd, nbase)
 				} else {
@@ -567,12 +574,12 @@ func (s *sessionRoot) openDirFile(name string) (*os.File, error) {
 	var fd int
 	var err error
 	if name == "." {
-		fd, err = s.openDir("")
+		fd, err = s.openDir("", unix.O_RDONLY)
 	} else {
 		if _, _, err = split(name); err != nil {
 			return nil, &os.PathError{Op: "open", Path: name, Err: err}
 		}
-		fd, err = s.openDir(name)
+		fd, err = s.openDir(name, unix.O_RDONLY)
 	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: s.abs(name), Err: dirErr(err)}
