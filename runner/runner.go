@@ -177,6 +177,7 @@ func Open(cfg Config) (*Runner, error) {
 	}
 	if r.metrics, err = newMetrics(r); err != nil {
 		r.release()
+		r.root.Close()
 		return nil, err
 	}
 	if err := r.openSession(); err != nil {

@@ -169,11 +169,12 @@ func split(name string) (dir, base string, err error) {
 	return strings.TrimSuffix(dir, "/"), base, nil
 }
 
-// symlinkErr turns the errors a refused symlink produces into one that
-// wraps fsq.ErrSymlink, naming what was refused.
+// symlinkErr turns the error of an operation on the last component into
+// one naming the path; a refused symlink (ELOOP from O_NOFOLLOW) wraps
+// fsq.ErrSymlink, worded as package fsq words it.
 func (s *sessionRoot) symlinkErr(op, name string, err error) error {
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
-		return &os.PathError{Op: op, Path: s.abs(name), Err: fmt.Errorf("%w (a symlink or a path leaving the session)", fsq.ErrSymlink)}
+	if errors.Is(err, unix.ELOOP) {
+		return fmt.Errorf("%s: %w", s.abs(name), fsq.ErrSymlink)
 	}
 	return &os.PathError{Op: op, Path: s.abs(name), Err: err}
 }
@@ -614,9 +615,6 @@ func (s *sessionRoot) Revalidate(name string) {
 // TouchDir is fsq.TouchDir inside the session.
 func (s *sessionRoot) TouchDir(name string) error {
 	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
-	if name == "." {
-		return unix.UtimesNanoAt(s.fd, "", now, unix.AT_EMPTY_PATH) // Not supported before Linux 5.8; see below.
-	}
 	return s.at("utimes", name, func(dfd int, base string) error {
 		return unix.UtimesNanoAt(dfd, base, now, unix.AT_SYMLINK_NOFOLLOW)
 	})
