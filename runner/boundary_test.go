@@ -330,3 +330,62 @@ func TestSwapRace(t *testing.T) {
 	}
 	t.Logf("%d of %d results ok", ok, len(h.submitted))
 }
+
+// TestSessionReplacedNoticed: the session path renamed away and a new
+// directory made at it (issue #22 item 2, its detection only) is reported
+// on the next heartbeat as a layout error with an event, and the runner
+// writes nothing at the new path: its root is the directory it opened.
+func TestSessionReplacedNoticed(t *testing.T) {
+	h := newHarness(t).start()
+	h.noCheck = true // The session moves under the harness.
+	h.result(h.submit("expr 1"))
+	old := h.dir + ".old"
+	must(t, os.Rename(h.dir, old))
+	must(t, os.Mkdir(h.dir, 0o700))
+	h.waitFor("the replacement noticed", func() bool {
+		b, _ := os.ReadFile(filepath.Join(old, protocol.FileMeta))
+		return strings.Contains(string(b), "was replaced by another directory")
+	})
+	time.Sleep(300 * time.Millisecond)
+	assertEmptyBut(t, h.dir)
+	// Put it back, so that the harness stops the runner at its path.
+	must(t, os.Remove(h.dir))
+	must(t, os.Rename(old, h.dir))
+	h.waitFor("usable again", func() bool { return h.state().Phase == protocol.PhaseIdle })
+}
+
+// BenchmarkRootWrite compares an observed-state write (tmp/ + rename into
+// state/) by path with the same through the session root.
+func BenchmarkRootWrite(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "s")
+	must(b, makeLayout(dir))
+	root, err := openRoot(dir)
+	must(b, err)
+	defer root.Close()
+	data := []byte(`{"counter":1}`)
+	b.Run("path", func(b *testing.B) {
+		for b.Loop() {
+			must(b, fsq.WriteAtomicVia(filepath.Join(dir, protocol.DirTmp), filepath.Join(dir, protocol.FileHeartbeat), data, 0o600))
+		}
+	})
+	b.Run("root", func(b *testing.B) {
+		for b.Loop() {
+			must(b, root.WriteAtomicVia(protocol.DirTmp, protocol.FileHeartbeat, data, 0o600))
+		}
+	})
+	b.Run("claim-path", func(b *testing.B) {
+		q, i := filepath.Join(dir, protocol.DirQueue, "x"), filepath.Join(dir, protocol.DirInflight, "x")
+		must(b, os.WriteFile(q, data, 0o600))
+		for b.Loop() {
+			must(b, os.Rename(q, i))
+			must(b, os.Rename(i, q))
+		}
+	})
+	b.Run("claim-root", func(b *testing.B) {
+		q, i := rel(protocol.DirQueue, "x"), rel(protocol.DirInflight, "x")
+		for b.Loop() {
+			must(b, root.Rename(q, i))
+			must(b, root.Rename(i, q))
+		}
+	})
+}
