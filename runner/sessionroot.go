@@ -31,7 +31,15 @@ import (
 // fsq.ErrSymlink at the moment of the operation, not at the next layout
 // check. Directories are looked up anew on every call, never cached, so a
 // directory renamed away (even outside the session) is not written through
-// either.
+// either. What stays open across calls is the runner's own files (the
+// event log, the spool, a running command's output, the lock) and the
+// directories the syncer fsyncs: writing to them resolves no path.
+//
+// Outside this type the runner touches session paths only to create the
+// session directory itself (createSession, before there is a root) and to
+// watch queue/ and ctl/ for changes (fsq.Watch: inotify or a poll, which
+// opens nothing). The payload file's path is handed to the tool, which
+// sources it.
 //
 // Names are slash-separated paths relative to the session ("result/x.json");
 // an absolute name, an empty one, "." or ".." in any component is refused
