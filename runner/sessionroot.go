@@ -37,8 +37,9 @@ import (
 //
 // Outside this type the runner touches session paths only to create the
 // session directory itself (createSession, before there is a root) and to
-// watch queue/ and ctl/ for changes (fsq.Watch: inotify or a poll, which
-// opens nothing). The payload file's path is handed to the tool, which
+// watch queue/ and ctl/ for changes (fsq.Watch: an inotify watch added by
+// path, which reads and writes nothing; every listing it triggers goes
+// through the root). The payload file's path is handed to the tool, which
 // sources it.
 //
 // Names are slash-separated paths relative to the session ("result/x.json");
