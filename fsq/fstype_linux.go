@@ -25,20 +25,27 @@ func FSType(path string) (name string, network bool, err error) {
 	if err := unix.Statfs(path, &st); err != nil {
 		return "", false, err
 	}
+	name, network = FSTypeOf(&st)
+	return name, network, nil
+}
+
+// FSTypeOf is FSType for a statfs(2) the caller made (of an open
+// directory, say).
+func FSTypeOf(st *unix.Statfs_t) (name string, network bool) {
 	if n, ok := networkFS[int64(st.Type)]; ok {
-		return n, true, nil
+		return n, true
 	}
 	switch int64(st.Type) {
 	case 0xEF53:
-		return "ext4", false, nil
+		return "ext4", false
 	case 0x01021994:
-		return "tmpfs", false, nil
+		return "tmpfs", false
 	case 0x58465342:
-		return "xfs", false, nil
+		return "xfs", false
 	case 0x9123683E:
-		return "btrfs", false, nil
+		return "btrfs", false
 	case 0x794C7630:
-		return "overlayfs", false, nil
+		return "overlayfs", false
 	}
-	return "local", false, nil
+	return "local", false
 }

@@ -39,10 +39,18 @@ func OpenLog(path string, perm os.FileMode) (*Log, []byte, error) {
 		f.Close()
 		return nil, nil, err
 	}
+	return AdoptLog(f)
+}
+
+// AdoptLog is OpenLog for a file the caller opened (read-write, append,
+// checked to be a regular file): a caller that reaches its files through
+// a directory handle rather than by path opens it and hands it over. The
+// Log owns f from then on, and closes it on error.
+func AdoptLog(f *os.File) (*Log, []byte, error) {
 	torn, err := repairTail(f)
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("fsq: repair %s: %w", path, err)
+		return nil, nil, fmt.Errorf("fsq: repair %s: %w", f.Name(), err)
 	}
 	fi, err := f.Stat()
 	if err != nil {

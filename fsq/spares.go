@@ -23,6 +23,9 @@ const SparePrefix = ".spare-"
 type Spares struct {
 	dir  string
 	perm os.FileMode
+	// made and drop replace create and os.Remove for NewSparesWith.
+	made func() (*os.File, error)
+	drop func(f *os.File)
 	ch   chan *os.File
 	stop chan struct{}
 	done chan struct{}
@@ -36,6 +39,24 @@ func NewSpares(dir string, n int, perm os.FileMode) *Spares {
 	return s
 }
 
+// NewSparesWith starts a pool of n spare files made by create (a new,
+// empty file under a name starting with SparePrefix) and removed by drop
+// when the pool closes with them unused: for a caller that reaches its
+// directory through a handle rather than by path.
+func NewSparesWith(n int, create func() (*os.File, error), drop func(f *os.File)) *Spares {
+	s := &Spares{made: create, drop: drop, ch: make(chan *os.File, n), stop: make(chan struct{}), done: make(chan struct{})}
+	go s.fill()
+	return s
+}
+
+func (s *Spares) remove(f *os.File) {
+	if s.drop != nil {
+		s.drop(f)
+		return
+	}
+	os.Remove(f.Name())
+}
+
 func (s *Spares) fill() {
 	defer close(s.done)
 	for {
@@ -47,13 +68,16 @@ func (s *Spares) fill() {
 		case s.ch <- f:
 		case <-s.stop:
 			f.Close()
-			os.Remove(f.Name())
+			s.remove(f)
 			return
 		}
 	}
 }
 
 func (s *Spares) create() (*os.File, error) {
+	if s.made != nil {
+		return s.made()
+	}
 	for i := 0; ; i++ {
 		name := filepath.Join(s.dir, SparePrefix+strconv.FormatUint(rand.Uint64(), 36))
 		f, err := CreateFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, s.perm)
@@ -83,7 +107,7 @@ func (s *Spares) Close() {
 			select {
 			case f := <-s.ch:
 				f.Close()
-				os.Remove(f.Name())
+				s.remove(f)
 			default:
 				return
 			}

@@ -33,8 +33,8 @@ type running struct {
 	sum        hash.Hash
 	bytes      int64
 	lines      int64
-	begun      bool // the begin line was seen: output is being captured
-	payload    string
+	begun      bool   // the begin line was seen: output is being captured
+	payload    string // its payload file (a name in the session), if any
 	// Set once the command is being ended by the runner rather than by
 	// its marker (timeout, cancel, lease, force stop).
 	endStatus protocol.Status
@@ -123,7 +123,7 @@ func (r *Runner) nextCommand() {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
 		// this once it is fixed).
-		if err := checkSubdir(r.dir, protocol.DirQueue, r.perms, os.Geteuid()); err != nil {
+		if err := checkSubdir(r.root, protocol.DirQueue, r.perms, os.Geteuid()); err != nil {
 			r.setLayoutErr(err)
 		}
 	}
@@ -153,8 +153,8 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		r.reject(e, e.misnamed)
 		return
 	}
-	qpath := r.path(rel(protocol.DirQueue, e.name))
-	data, fi, err := fsq.ReadFile(qpath, protocol.MaxCommandSize)
+	qpath := rel(protocol.DirQueue, e.name)
+	data, fi, err := r.root.ReadFile(qpath, protocol.MaxCommandSize)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return // Withdrawn, or claimed by someone else.
@@ -207,7 +207,7 @@ func (r *Runner) hasResult(name string) bool {
 	}
 	// Only a regular file is a result: anything else there (a FIFO, a
 	// symlink) is moved aside when the result is written (displace).
-	fi, err := os.Lstat(r.path(rel(protocol.DirResult, name)))
+	fi, err := r.root.Lstat(rel(protocol.DirResult, name))
 	return err == nil && fi.Mode().IsRegular()
 }
 
@@ -231,7 +231,7 @@ func (r *Runner) stillWriting(e *pendingEntry, fi os.FileInfo) bool {
 // cmd_skipped event says so. The result that stands is never touched.
 func (r *Runner) skipDone(name string) {
 	what := "a file"
-	if fi, err := os.Lstat(r.path(rel(protocol.DirQueue, name))); err == nil {
+	if fi, err := r.root.Lstat(rel(protocol.DirQueue, name)); err == nil {
 		what = fsq.FileType(fi)
 	} else if errors.Is(err, os.ErrNotExist) {
 		return
@@ -252,14 +252,14 @@ func (r *Runner) skipDone(name string) {
 // emptied at the next start should the removal fail.
 func (r *Runner) discard(relPath string) bool {
 	r.discards++
-	dst := r.path(rel(protocol.DirTmp, fmt.Sprintf("discard-%d-%s", r.discards, filepath.Base(relPath))))
-	if err := os.Rename(r.path(relPath), dst); err != nil {
+	dst := rel(protocol.DirTmp, fmt.Sprintf("discard-%d-%s", r.discards, filepath.Base(relPath)))
+	if err := r.root.Rename(relPath, dst); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			r.log.Warn("cannot move aside", "file", relPath, "err", err)
 		}
 		return false
 	}
-	_ = os.RemoveAll(dst) // Best effort: tmp/ is emptied at every start.
+	_ = r.root.RemoveAll(dst) // Best effort: tmp/ is emptied at every start.
 	return true
 }
 
@@ -293,12 +293,12 @@ func (r *Runner) reject(e *pendingEntry, msg string) {
 func (r *Runner) rejectNameless(name, ipath, msg string) {
 	dst := rel(protocol.DirRejected, name)
 	for i := 1; ; i++ {
-		if _, err := os.Lstat(r.path(dst)); errors.Is(err, os.ErrNotExist) || i > 1000 {
+		if _, err := r.root.Lstat(dst); errors.Is(err, os.ErrNotExist) || i > 1000 {
 			break
 		}
 		dst = rel(protocol.DirRejected, fmt.Sprintf("%s.%d", name, i))
 	}
-	if err := os.Rename(r.path(ipath), r.path(dst)); err != nil {
+	if err := r.root.Rename(ipath, dst); err != nil {
 		r.log.Error("cannot move a rejected file aside", "name", name, "err", err)
 		r.discard(ipath)
 		dst = ""
@@ -314,13 +314,13 @@ func (r *Runner) rejectNameless(name, ipath, msg string) {
 // inflight/) is recreated and the claim retried, instead of leaving the
 // command queued forever.
 func (r *Runner) claim(name, dst string) bool {
-	src := r.path(rel(protocol.DirQueue, name))
-	ok, err := fsq.Claim(src, r.path(dst))
+	src := rel(protocol.DirQueue, name)
+	ok, err := r.root.Claim(src, dst)
 	if ok {
 		return true
 	}
 	if err == nil {
-		if _, lerr := os.Lstat(src); lerr != nil {
+		if _, lerr := r.root.Lstat(src); lerr != nil {
 			return false // Withdrawn, or claimed by someone else.
 		}
 	}
@@ -328,11 +328,27 @@ func (r *Runner) claim(name, dst string) bool {
 	if r.layoutErr != nil {
 		return false
 	}
-	ok, err = fsq.Claim(src, r.path(dst))
+	ok, err = r.root.Claim(src, dst)
 	if err != nil {
 		r.log.Error("claim", "name", name, "err", err)
 	}
 	return ok
+}
+
+// unclaim puts a claimed command back into queue/ when output/ was swapped
+// for a symlink (errLayout) between the layout check and the start: the
+// command waits, queued, until the layout is fixed instead of getting an
+// error result. It reports false if the file could not be put back (then
+// the command is answered as before).
+func (r *Runner) unclaim(name string, seq int64, why error) bool {
+	r.checkLayout()
+	if err := r.root.RenameNoReplace(rel(protocol.DirInflight, name), rel(protocol.DirQueue, name)); err != nil {
+		r.log.Error("cannot put a claimed command back into queue/", "name", name, "err", err)
+		return false
+	}
+	r.log.Warn("a session directory is not usable; the command waits in queue/", "name", name, "err", why)
+	r.pend.add(name, seq, "")
+	return true
 }
 
 // submitResult hands a result to the result writer. From here on the name
@@ -404,13 +420,16 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	r.ringSync()
 	r.checkDiskRoom() // A command started after space returned is written whole.
 	spoolStart := r.spoolSize
-	r.event(protocol.Event{Event: protocol.EvCmdBegin, CmdID: cmd.CmdID, Seq: cmd.Seq, SpoolStart: &spoolStart})
 	outName := protocol.OutputName(name)
-	out, err := r.createOutput(r.path(rel(protocol.DirOutput, outName)))
+	out, err := r.createOutput(rel(protocol.DirOutput, outName))
 	if errors.Is(err, os.ErrNotExist) {
 		r.checkLayout() // Someone deleted output/.
-		out, err = r.createOutput(r.path(rel(protocol.DirOutput, outName)))
+		out, err = r.createOutput(rel(protocol.DirOutput, outName))
 	}
+	if errors.Is(err, errLayout) && r.unclaim(name, cmd.Seq, err) {
+		return
+	}
+	r.event(protocol.Event{Event: protocol.EvCmdBegin, CmdID: cmd.CmdID, Seq: cmd.Seq, SpoolStart: &spoolStart})
 	if err != nil {
 		r.log.Error("create output", "err", err)
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error())
@@ -429,7 +448,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	line, err := r.runLine(c)
 	if err != nil {
 		out.Close()
-		_ = os.Remove(r.path(rel(protocol.DirOutput, outName))) // Empty; the result names no output.
+		_ = r.root.Remove(rel(protocol.DirOutput, outName)) // Empty; the result names no output.
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot write the payload file: "+err.Error())
 		return
 	}
@@ -453,8 +472,8 @@ func (r *Runner) runLine(c *running) (string, error) {
 	if wrap && c.cmd.Payload != "" && len(c.cmd.Payload) <= r.drv.inlineMax() {
 		return r.drv.run("", c.cmd.Payload, m.Prefix, m.Token, true), nil
 	}
-	c.payload = r.path(rel(protocol.DirInflight, c.name+payloadExt))
-	f, err := fsq.CreateNew(c.payload, 0o600) // Never through a symlink planted there.
+	c.payload = rel(protocol.DirInflight, c.name+payloadExt)
+	f, err := r.root.CreateNew(c.payload, 0o600) // Never through a symlink planted there.
 	if err != nil {
 		return "", err
 	}
@@ -465,7 +484,8 @@ func (r *Runner) runLine(c *running) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return r.drv.run(c.payload, "", m.Prefix, m.Token, wrap), nil
+	// The tool opens the file by its path (it cannot be handed an fd).
+	return r.drv.run(r.root.abs(c.payload), "", m.Prefix, m.Token, wrap), nil
 }
 
 // finishEarly settles a claimed command that never reached the tool.
@@ -601,16 +621,17 @@ func codeFor(s protocol.Status, reason protocol.ExitReason) string {
 
 // createOutput makes the output file from a spare (a rename) rather than
 // creating it on the critical path.
-func (r *Runner) createOutput(path string) (*os.File, error) {
+func (r *Runner) createOutput(name string) (*os.File, error) {
 	f, err := r.outSpares.Take()
 	if err == nil {
-		if err = os.Rename(f.Name(), path); err == nil {
+		spare := r.root.relOf(f.Name())
+		if err = r.root.Rename(spare, name); err == nil {
 			return f, nil
 		}
 		f.Close()
-		os.Remove(f.Name())
+		r.root.RemoveOrLater(spare)
 	}
-	f, err = fsq.CreateNew(path, r.perms.file)
+	f, err = r.root.CreateNew(name, r.perms.file)
 	if err == nil {
 		_ = f.Chmod(r.perms.file) // Independent of the umask.
 	}

@@ -63,7 +63,7 @@ type Config struct {
 	// tests (nil: the real ones).
 	clock        clock
 	startSession sessionStarter
-	listQueue    func(dir string) ([]string, error) // nil: fsq.ReadNames
+	listQueue    func(dir string) ([]string, error) // nil: the session root lists it
 	writerOps    writerOps                          // nil fields: the result writer's real system calls
 }
 

@@ -29,8 +29,8 @@ const maxLegacySize = 64 << 10
 // is not lost, and no fixed name is left in ctl/). It gets an event, no
 // reply.
 func (r *Runner) takeLegacy(file string) {
-	p, name := r.path(file), filepath.Base(file)
-	fi, err := os.Lstat(p)
+	p, name := file, filepath.Base(file)
+	fi, err := r.root.Lstat(p)
 	if err != nil {
 		delete(r.mbox.seen, name)
 		return
@@ -39,7 +39,7 @@ func (r *Runner) takeLegacy(file string) {
 	if !fi.Mode().IsRegular() {
 		perr = fmt.Errorf("%s is %s; only a regular file is a request", file, fsq.FileType(fi))
 	} else {
-		data, fi2, err := fsq.ReadFile(p, maxLegacySize)
+		data, fi2, err := r.root.ReadFile(p, maxLegacySize)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			return
@@ -62,15 +62,15 @@ func (r *Runner) takeLegacy(file string) {
 	}
 	delete(r.mbox.seen, name)
 	r.mbox.moved++
-	dst := r.path(rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", r.mbox.moved, name)))
-	if ok, err := fsq.Claim(p, dst); !ok {
+	dst := rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", r.mbox.moved, name))
+	if ok, err := r.root.Claim(p, dst); !ok {
 		if err != nil {
 			r.log.Warn("claim control file", "file", file, "err", err)
 		}
 		return
 	}
 	defer func() {
-		if err := os.RemoveAll(dst); err != nil {
+		if err := r.root.RemoveAll(dst); err != nil {
 			r.log.Warn("remove a consumed control file", "file", dst, "err", err) // tmp/ is emptied at the next start.
 		}
 	}()
@@ -78,19 +78,19 @@ func (r *Runner) takeLegacy(file string) {
 	if file == protocol.FileStop {
 		req.Op = protocol.OpStop
 	}
-	if st, err := os.Lstat(dst); err == nil {
+	if st, err := r.root.Lstat(dst); err == nil {
 		fi = st // The claimed file is authoritative: it may have changed since it was read.
 	}
 	if perr == nil {
-		perr = parseLegacy(req, dst)
+		perr = parseLegacy(r.root, req, dst)
 	}
 	a := r.decide(req, perr, fi.ModTime(), file)
 	r.record(req, a, file)
 }
 
 // parseLegacy reads a claimed legacy file into req.
-func parseLegacy(req *protocol.ControlRequest, path string) error {
-	data, _, err := fsq.ReadFile(path, maxLegacySize)
+func parseLegacy(root *sessionRoot, req *protocol.ControlRequest, name string) error {
+	data, _, err := root.ReadFile(name, maxLegacySize)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string) (protocol
 // already has a result is only cleared (cmd_skipped), and a cmd_id that
 // already has one under another seq is answered duplicate_cmd_id.
 func (r *Runner) cancelQueued(id, source string) bool {
-	names, err := fsq.ReadNames(r.path(protocol.DirQueue))
+	names, err := r.root.ReadNames(protocol.DirQueue)
 	if err != nil {
 		return false
 	}
@@ -149,7 +149,7 @@ func (r *Runner) cancelQueued(id, source string) bool {
 			continue
 		}
 		ipath := rel(protocol.DirInflight, name)
-		if ok, _ := fsq.Claim(r.path(rel(protocol.DirQueue, name)), r.path(ipath)); !ok {
+		if ok, _ := r.root.Claim(rel(protocol.DirQueue, name), ipath); !ok {
 			continue
 		}
 		r.pend.remove(name)

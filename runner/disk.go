@@ -18,7 +18,8 @@ import (
 // taken again once there is room.
 const ballastSize = 1 << 20
 
-func (r *Runner) ballastPath() string { return r.path(rel(protocol.DirTmp, "ballast")) }
+// ballastName is the reserve's name in the session.
+var ballastName = rel(protocol.DirTmp, "ballast")
 
 // resumeFree is the free space at which a runner that suspended its output
 // files (a full disk) takes its reserve again and resumes writing them.
@@ -28,7 +29,7 @@ const resumeFree = 4 * ballastSize
 // filesystem (-1: unknown).
 func (r *Runner) freeBytes() int64 {
 	var st unix.Statfs_t
-	if err := unix.Statfs(r.path(protocol.DirTmp), &st); err != nil {
+	if err := r.root.Statfs(protocol.DirTmp, &st); err != nil {
 		return -1
 	}
 	return int64(st.Bavail) * int64(st.Bsize)
@@ -54,7 +55,7 @@ func (r *Runner) takeBallast() {
 // adoptBallast takes over a reserve already in tmp/ (one the previous
 // runner left: sweepLeftovers keeps it) and reports whether there was one.
 func (r *Runner) adoptBallast() bool {
-	fi, err := os.Lstat(r.ballastPath())
+	fi, err := r.root.Lstat(ballastName)
 	r.ballast = err == nil && fi.Mode().IsRegular() && fi.Size() >= ballastSize
 	return r.ballast
 }
@@ -62,8 +63,8 @@ func (r *Runner) adoptBallast() bool {
 // createBallast creates tmp/ballast (ballastSize bytes), replacing a
 // leftover that is too small to be the reserve.
 func (r *Runner) createBallast() {
-	_ = os.Remove(r.ballastPath()) // tmp/ is the runner's own; usually nothing is there.
-	f, err := os.OpenFile(r.ballastPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	_ = r.root.Remove(ballastName) // tmp/ is the runner's own; usually nothing is there.
+	f, err := r.root.OpenFile(ballastName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return
 	}
@@ -71,7 +72,7 @@ func (r *Runner) createBallast() {
 		_, err = f.Write(make([]byte, ballastSize)) // No fallocate (NFS v3, tmpfs on old kernels).
 		if err != nil {
 			f.Close()
-			os.Remove(f.Name())
+			_ = r.root.Remove(ballastName)
 			return
 		}
 	}
@@ -91,7 +92,7 @@ func (r *Runner) noSpace(what string, err error) {
 	released := false
 	if r.ballast {
 		r.ballast = false
-		released = os.Remove(r.ballastPath()) == nil
+		released = r.root.Remove(ballastName) == nil
 	}
 	if r.diskFull {
 		return
@@ -136,7 +137,7 @@ func (r *Runner) checkDiskRoom() {
 // bytes remain. A reader may, rarely, see a torn file meanwhile; masters
 // take an unreadable heartbeat as "no news", not as a dead runner.
 func (r *Runner) writeInPlace(relPath string, data []byte) error {
-	f, err := fsq.CreateFile(r.path(relPath), os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := r.root.OpenFile(relPath, os.O_WRONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}

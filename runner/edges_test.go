@@ -595,7 +595,7 @@ func TestSpoolReplacedByFIFO(t *testing.T) {
 	}
 	h.waitFor("phase error", func() bool { return h.state().Phase == protocol.PhaseError })
 	hb := func() int64 {
-		hb, _ := readHeartbeat(filepath.Join(h.dir, protocol.FileHeartbeat))
+		hb, _ := readHeartbeatPath(filepath.Join(h.dir, protocol.FileHeartbeat))
 		return hb.Counter
 	}
 	from := hb()

@@ -6,7 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -157,10 +156,10 @@ func (r *Runner) beat() {
 // write leaves nothing where masters look; a symlink or FIFO planted at
 // the target is replaced, never followed.
 func (r *Runner) writeFile(relPath string, data []byte) error {
-	err := fsq.WriteAtomicVia(r.path(protocol.DirTmp), r.path(relPath), data, r.perms.file)
+	err := r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.perms.file)
 	if err != nil && isNoSpace(err) {
 		r.noSpace(relPath, err)
-		err = fsq.WriteAtomicVia(r.path(protocol.DirTmp), r.path(relPath), data, r.perms.file)
+		err = r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.perms.file)
 		if err != nil && isNoSpace(err) && (relPath == protocol.FileHeartbeat || relPath == protocol.FileState) {
 			err = r.writeInPlace(relPath, data) // disk.go
 		}

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -218,8 +217,8 @@ func (r *Runner) cmdState(id string) string {
 	if r.doneIDs[id] {
 		return "finished"
 	}
-	fsq.Revalidate(r.path(protocol.DirQueue)) // A command written on another NFS client just before the request.
-	names, err := fsq.ReadNames(r.path(protocol.DirQueue))
+	r.root.Revalidate(protocol.DirQueue) // A command written on another NFS client just before the request.
+	names, err := r.root.ReadNames(protocol.DirQueue)
 	if err == nil {
 		for _, n := range names {
 			if _, nid, err := protocol.ParseCommandName(n); err == nil && nid == id {
@@ -277,7 +276,7 @@ func (r *Runner) step(h *heldReq) *answer {
 	}
 	r.stamp(a)
 	h.spoolOff, h.outOff = a.offset, c.bytes
-	if _, err := os.Lstat(r.path(rel(protocol.DirCtl, h.name))); errors.Is(err, os.ErrNotExist) {
+	if _, err := r.root.Lstat(rel(protocol.DirCtl, h.name)); errors.Is(err, os.ErrNotExist) {
 		a.outcome, a.message = protocol.OutcomeRejected, "withdrawn by its master before delivery; nothing sent"
 		return a
 	}
@@ -448,8 +447,8 @@ func (r *Runner) endInput() {
 func (r *Runner) completeHeld(h *heldReq, a answer) {
 	delete(r.mbox.held, h.name)
 	r.record(h.req, a, "")
-	p := r.path(rel(protocol.DirCtl, h.name))
-	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+	p := rel(protocol.DirCtl, h.name)
+	if _, err := r.root.Lstat(p); errors.Is(err, os.ErrNotExist) {
 		return
 	}
 	b := marshal(replyFor(h.req, a))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/skillpilot/skillpilot/protocol"
@@ -61,21 +60,25 @@ func makeLayout(dir string) error {
 	if err := createSession(dir); err != nil {
 		return err
 	}
+	root, err := openRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	p := perms{file: 0o600}
-	if fi, err := os.Stat(dir); err == nil && fi.Mode()&fs.ModeSetgid != 0 {
+	if fi, err := root.Stat(); err == nil && fi.Mode()&fs.ModeSetgid != 0 {
 		p = perms{shared: true, file: 0o640}
 	}
-	_, err := ensureLayout(dir, p)
+	_, err = ensureLayout(root, p)
 	return err
 }
 
 // ensureLayout creates missing subdirectories with their documented
 // modes, and reports which it created. It fails on a subdirectory it
 // cannot use: a symlink, a file, or one it cannot create.
-func ensureLayout(dir string, p perms) (created []string, err error) {
+func ensureLayout(root *sessionRoot, p perms) (created []string, err error) {
 	for _, d := range protocol.Dirs {
-		path := filepath.Join(dir, d)
-		fi, lerr := os.Lstat(path)
+		fi, lerr := root.Lstat(d)
 		switch {
 		case lerr == nil && fi.IsDir():
 			continue
@@ -84,11 +87,11 @@ func ensureLayout(dir string, p perms) (created []string, err error) {
 		case !errors.Is(lerr, fs.ErrNotExist):
 			return created, fmt.Errorf("runner: %s/: %w", d, lerr)
 		}
-		if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := root.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return created, fmt.Errorf("runner: cannot create %s/: %w", d, err)
 		}
 		// Mkdir applies the umask and never sets setgid explicitly.
-		if err := os.Chmod(path, p.dir(d)); err != nil {
+		if err := root.Chmod(d, p.dir(d)); err != nil {
 			return created, fmt.Errorf("runner: cannot set the mode of %s/: %w", d, err)
 		}
 		created = append(created, d)
@@ -126,10 +129,11 @@ type trustWarning string
 //
 // It warns about a session others can read or enter (their outputs are
 // readable), and about a shared session whose group cannot use it.
-func checkTrust(dir string) (perms, []trustWarning, error) {
+func checkTrust(root *sessionRoot) (perms, []trustWarning, error) {
 	var p perms
 	var warns []trustWarning
-	fi, err := os.Stat(dir)
+	dir := root.dir
+	fi, err := root.Stat()
 	if err != nil {
 		return p, nil, fmt.Errorf("runner: session: %w", err)
 	}
@@ -162,7 +166,7 @@ func checkTrust(dir string) (perms, []trustWarning, error) {
 		warns = append(warns, trustWarning(fmt.Sprintf("%s is marked shared (setgid) but its group lacks rwx (mode %v): chmod g+rwx %s", dir, mode.Perm(), dir)))
 	}
 	for _, d := range protocol.Dirs {
-		if err := checkSubdir(dir, d, p, euid); err != nil {
+		if err := checkSubdir(root, d, p, euid); err != nil {
 			return p, warns, err
 		}
 	}
@@ -171,15 +175,15 @@ func checkTrust(dir string) (perms, []trustWarning, error) {
 
 // checkSubdir applies the trust rules to one subdirectory (missing is fine:
 // it is created).
-func checkSubdir(dir, d string, p perms, euid int) error {
-	fi, err := os.Lstat(filepath.Join(dir, d))
+func checkSubdir(root *sessionRoot, d string, p perms, euid int) error {
+	fi, err := root.Lstat(d)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("runner: %s/: %w", d, err)
 	}
-	path := filepath.Join(dir, d)
+	path := root.abs(d)
 	if !fi.IsDir() {
 		return fmt.Errorf("%w: %s/ is %s, not a directory: remove it (the runner recreates it)", ErrUntrusted, d, fileKind(fi))
 	}
@@ -203,11 +207,19 @@ func checkSubdir(dir, d string, p perms, euid int) error {
 // someone deleted (with a warning event) and reports one it cannot use.
 // While it fails, no command starts and the phase is error with the
 // reason; the heartbeat keeps beating.
+//
+// It also notices the session's path no longer naming the directory the
+// runner holds open (renamed, removed or replaced: sessionRoot.Moved);
+// that is reported the same way, and nothing is written at the new path.
 func (r *Runner) checkLayout() {
-	created, err := ensureLayout(r.dir, r.perms)
+	if err := r.root.Moved(); err != nil {
+		r.setLayoutErr(fmt.Errorf("runner: %w", err))
+		return
+	}
+	created, err := ensureLayout(r.root, r.perms)
 	if err == nil {
 		for _, d := range protocol.Dirs {
-			if err = checkSubdir(r.dir, d, r.perms, os.Geteuid()); err != nil {
+			if err = checkSubdir(r.root, d, r.perms, os.Geteuid()); err != nil {
 				break
 			}
 		}
@@ -226,6 +238,9 @@ func (r *Runner) checkLayout() {
 	// wrote two events on every heartbeat while a FIFO sat in log/.
 	if lerr := r.reopenLogsIfGone(); err == nil {
 		err = lerr
+	}
+	if err == nil {
+		r.root.SweepLater() // Temp files left while tmp/ was unreachable.
 	}
 	r.setLayoutErr(err)
 }

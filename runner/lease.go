@@ -64,8 +64,8 @@ func (l *leaseWatch) check(r *Runner, now time.Time) {
 // to judge (no file, or a transient NFS error). Without a lease that could
 // be understood, --require-lease stops the runner after --lease-grace.
 func (l *leaseWatch) read(r *Runner, now time.Time) bool {
-	fsq.Revalidate(r.path(protocol.DirState))
-	data, _, err := fsq.ReadFile(r.path(protocol.FileLease), maxStateFile)
+	r.root.Revalidate(protocol.DirState)
+	data, _, err := r.root.ReadFile(protocol.FileLease, maxStateFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		l.setErr(r, "")

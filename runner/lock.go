@@ -2,14 +2,14 @@ package runner
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
 	"time"
 
-	"github.com/gofrs/flock"
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // maxStateFile bounds what the runner reads of state/*.json files: they are
@@ -32,12 +32,11 @@ const maxStateFile = 64 << 10
 // left by a seed-protocol runner) is no evidence of a live runner: it
 // neither delays the start nor leads to a lock_takeover.
 func (r *Runner) acquire() error {
-	lockPath := r.path(protocol.FileLock)
-	if fi, err := os.Lstat(lockPath); err == nil && !fi.Mode().IsRegular() {
+	lockPath := protocol.FileLock
+	if fi, err := r.root.Lstat(lockPath); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: %s is %s, not a regular file: remove it", ErrUntrusted, protocol.FileLock, fileKind(fi))
 	}
-	r.lock = flock.New(lockPath, flock.SetFlag(os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK),
-		flock.SetPermissions(r.perms.file))
+	r.lock = r.root.newLock(lockPath, r.perms.file)
 	locked, err := r.lock.TryLock()
 	// A master probing liveness holds a shared lock for microseconds:
 	// retry briefly before concluding that a runner holds it.
@@ -49,9 +48,9 @@ func (r *Runner) acquire() error {
 		r.log.Warn("flock unavailable on this filesystem; relying on the heartbeat", "err", err)
 	}
 	if locked {
-		_ = os.Chmod(lockPath, r.perms.file) // Masters of a shared session probe it.
+		_ = r.root.Chmod(lockPath, r.perms.file) // Masters of a shared session probe it.
 	}
-	hb, hbErr := readHeartbeat(r.path(protocol.FileHeartbeat))
+	hb, hbErr := readHeartbeat(r.root, protocol.FileHeartbeat)
 	ours := hbErr == nil && isRunnerHeartbeat(hb)
 	if hbErr == nil && !ours {
 		r.log.Info("state/heartbeat.json is not a SkillPilot runner's heartbeat (seed format?); ignoring it")
@@ -68,7 +67,7 @@ func (r *Runner) acquire() error {
 	if !ours {
 		window = 2*r.cfg.Heartbeat + 500*time.Millisecond
 	}
-	if ours && heartbeatMoves(r.path(protocol.FileHeartbeat), hb.Counter, window) {
+	if ours && heartbeatMoves(r.root, protocol.FileHeartbeat, hb.Counter, window) {
 		if locked {
 			_ = r.lock.Unlock() // We must not keep a lock we will not use.
 		}
@@ -113,21 +112,20 @@ func (r *Runner) keepLock() {
 	if err != nil {
 		return
 	}
-	lockPath := r.path(protocol.FileLock)
-	cur, err := os.Lstat(lockPath)
-	if err == nil && os.SameFile(held, cur) {
+	lockPath := protocol.FileLock
+	cur, err := r.root.Lstat(lockPath)
+	if err == nil && sameFile(held, cur) {
 		return
 	}
 	if err == nil && !cur.Mode().IsRegular() {
-		_ = os.Remove(lockPath)
+		_ = r.root.Remove(lockPath)
 	}
-	nl := flock.New(lockPath, flock.SetFlag(os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK),
-		flock.SetPermissions(r.perms.file))
+	nl := r.root.newLock(lockPath, r.perms.file)
 	if ok, err := nl.TryLock(); err != nil || !ok {
 		r.log.Warn("state/runner.lock was deleted or replaced; cannot lock the new one yet", "err", err)
 		return
 	}
-	_ = os.Chmod(lockPath, r.perms.file)
+	_ = r.root.Chmod(lockPath, r.perms.file)
 	old := r.lock
 	r.lock = nl
 	_ = old.Unlock()
@@ -143,9 +141,9 @@ func (r *Runner) release() {
 
 // readHeartbeat reads state/heartbeat.json without following a symlink,
 // blocking on a FIFO or reading more than maxStateFile.
-func readHeartbeat(path string) (protocol.Heartbeat, error) {
+func readHeartbeat(root *sessionRoot, name string) (protocol.Heartbeat, error) {
 	var hb protocol.Heartbeat
-	b, _, err := fsq.ReadFile(path, maxStateFile)
+	b, _, err := root.ReadFile(name, maxStateFile)
 	if err != nil {
 		return hb, err
 	}
@@ -153,14 +151,96 @@ func readHeartbeat(path string) (protocol.Heartbeat, error) {
 }
 
 // heartbeatMoves watches the heartbeat counter for window (on our clock).
-func heartbeatMoves(path string, counter int64, window time.Duration) bool {
+func heartbeatMoves(root *sessionRoot, name string, counter int64, window time.Duration) bool {
 	end := time.Now().Add(window)
 	for time.Now().Before(end) {
 		time.Sleep(100 * time.Millisecond)
-		hb, err := readHeartbeat(path)
+		hb, err := readHeartbeat(root, name)
 		if err == nil && hb.Counter != counter {
 			return hb.Phase != protocol.PhaseStopped
 		}
 	}
 	return false
+}
+
+// fileLock is an exclusive flock(2) on a file of the session, opened
+// through the session root (so never through a symlink): what gofrs/flock
+// did by path. Not safe for concurrent use; the owner goroutine holds it.
+type fileLock struct {
+	root   *sessionRoot
+	name   string
+	perm   os.FileMode
+	f      *os.File
+	locked bool
+}
+
+func (s *sessionRoot) newLock(name string, perm os.FileMode) *fileLock {
+	return &fileLock{root: s, name: name, perm: perm}
+}
+
+// TryLock takes the lock without waiting: false, nil when another holds
+// it. Where flock is emulated by fcntl (NFSv4) a read-only descriptor
+// fails with EBADF or EIO; it is then retried once read-write, as
+// util-linux flock(1) and gofrs/flock do.
+func (l *fileLock) TryLock() (bool, error) {
+	if l.locked {
+		return true, nil
+	}
+	flag := os.O_CREATE | os.O_RDONLY
+	for retried := false; ; retried = true {
+		if l.f == nil {
+			f, err := l.root.OpenFile(l.name, flag|syscall.O_NONBLOCK, l.perm)
+			if err != nil {
+				return false, err
+			}
+			l.f = f
+		}
+		err := unix.Flock(int(l.f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			l.locked = true
+			return true, nil
+		case errors.Is(err, unix.EWOULDBLOCK):
+			l.close()
+			return false, nil
+		case !retried && (errors.Is(err, unix.EIO) || errors.Is(err, unix.EBADF)):
+			l.close()
+			flag = os.O_CREATE | os.O_RDWR
+			continue
+		}
+		l.close()
+		return false, &os.PathError{Op: "flock", Path: l.root.abs(l.name), Err: err}
+	}
+}
+
+func (l *fileLock) close() {
+	if l.f != nil {
+		_ = l.f.Close()
+		l.f = nil
+	}
+}
+
+// Locked reports whether the lock is held.
+func (l *fileLock) Locked() bool { return l.locked }
+
+// Stat describes the locked file (the inode held, wherever it now is).
+func (l *fileLock) Stat() (os.FileInfo, error) {
+	if l.f == nil {
+		return nil, os.ErrClosed
+	}
+	return l.f.Stat()
+}
+
+// Unlock releases the lock and closes the file.
+func (l *fileLock) Unlock() error {
+	if l.f == nil {
+		return nil
+	}
+	var err error
+	if l.locked {
+		err = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+	}
+	l.locked = false
+	l.close()
+	return err
 }

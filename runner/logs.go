@@ -16,18 +16,18 @@ import (
 func (r *Runner) openLogs() error {
 	// Appends are not fsynced one by one: the syncer does it off the
 	// critical path (and shutdown does it last).
-	meta, torn, err := fsq.OpenLog(r.path(protocol.FileMeta), r.perms.file)
+	meta, torn, err := r.root.OpenLog(protocol.FileMeta, r.perms.file)
 	if err != nil {
 		return plantedErr(protocol.FileMeta, err)
 	}
 	r.meta = meta
-	r.metaInfo, _ = os.Lstat(r.path(protocol.FileMeta))
-	_ = os.Chmod(r.path(protocol.FileMeta), r.perms.file) // A file of an earlier private session, now shared.
+	r.metaInfo, _ = r.root.Lstat(protocol.FileMeta)
+	_ = r.root.Chmod(protocol.FileMeta, r.perms.file) // A file of an earlier private session, now shared.
 	if len(torn) > 0 {
 		r.log.Warn("repaired a torn last line of the event log", "bytes", len(torn))
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"repaired_meta_log_bytes": len(torn)}})
 	}
-	spool, err := fsq.OpenAppend(r.path(protocol.FileSpool), r.perms.file)
+	spool, err := r.root.OpenAppend(protocol.FileSpool, r.perms.file)
 	if err != nil {
 		return plantedErr(protocol.FileSpool, err)
 	}
@@ -67,14 +67,22 @@ func (r *Runner) closeLogs() {
 // It returns why they cannot be opened (a FIFO planted there), for the
 // caller's layout error.
 func (r *Runner) reopenLogsIfGone() error {
+	var unreachable error
 	same := func(rel string, open os.FileInfo) bool {
-		fi, err := os.Lstat(r.path(rel))
-		return err == nil && open != nil && os.SameFile(fi, open)
+		fi, err := r.root.Lstat(rel)
+		if errors.Is(err, errLayout) {
+			unreachable = err
+			return true
+		}
+		return err == nil && open != nil && sameFile(fi, open)
 	}
 	if !same(protocol.FileMeta, r.metaInfo) || !same(protocol.FileSpool, r.spoolInfo) {
 		return r.reopenLogs()
 	}
-	return nil
+	// log/ swapped for a symlink: the open files are the session's own
+	// (nothing is resolved by appending to them), so they stay open and
+	// no event is lost; the layout error is reported meanwhile.
+	return unreachable
 }
 
 // reopenLogs closes and reopens both logs (after log/ was recreated). A

@@ -214,7 +214,7 @@ func (r *Runner) onBeat() {
 
 // stateGone reports whether state/state.json is missing.
 func (r *Runner) stateGone() bool {
-	_, err := os.Lstat(r.path(protocol.FileState))
+	_, err := r.root.Lstat(protocol.FileState)
 	return errors.Is(err, fs.ErrNotExist)
 }
 
@@ -317,7 +317,7 @@ func (r *Runner) waitExit(t toolSession, d time.Duration) bool {
 // This bounds how long a command, a cancel or a lease can go unseen.
 func (r *Runner) touchInputs() {
 	for _, d := range []string{protocol.DirQueue, protocol.DirCtl, protocol.DirState} {
-		if err := fsq.TouchDir(r.path(d)); err != nil {
+		if err := r.root.TouchDir(d); err != nil {
 			r.log.Debug("touch", "dir", d, "err", err)
 		}
 	}

@@ -60,15 +60,15 @@ const startedFile = "started"
 func (r *Runner) initMailbox() {
 	m := &r.mbox
 	m.seen, m.unsent, m.held = map[string]fileSeen{}, map[string][]byte{}, map[string]bool{}
-	p := r.path(rel(protocol.DirTmp, startedFile))
-	first, err := writeStamp(p, r.sessionID)
+	p := rel(protocol.DirTmp, startedFile)
+	first, err := writeStamp(r.root, p, r.sessionID)
 	if err == nil {
 		m.startMod = first
 		for deadline := time.Now().Add(1100 * time.Millisecond); time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 			var fi os.FileInfo
-			if err = fsq.TouchDir(p); err == nil {
-				fi, err = os.Lstat(p)
+			if err = r.root.TouchDir(p); err == nil {
+				fi, err = r.root.Lstat(p)
 			}
 			if err != nil {
 				break
@@ -79,7 +79,7 @@ func (r *Runner) initMailbox() {
 			}
 		}
 	}
-	_ = os.Remove(p) // Only its mtime was needed (or it failed half-way: a full disk).
+	_ = r.root.Remove(p) // Only its mtime was needed (or it failed half-way: a full disk).
 	if err != nil {
 		// Our own clock is the same clock on a local filesystem.
 		m.startMod = time.Now()
@@ -88,8 +88,8 @@ func (r *Runner) initMailbox() {
 }
 
 // writeStamp creates p and returns its mtime.
-func writeStamp(p, content string) (time.Time, error) {
-	f, err := fsq.CreateFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+func writeStamp(root *sessionRoot, p, content string) (time.Time, error) {
+	f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -109,12 +109,12 @@ func writeStamp(p, content string) (time.Time, error) {
 // written (the order of requests is part of the contract) and comes back
 // at m.recheck.
 func (r *Runner) checkCtl() {
-	ctl := r.path(protocol.DirCtl)
-	fsq.Revalidate(ctl) // See fsq.Revalidate: requests come from other hosts.
+	ctl := protocol.DirCtl
+	r.root.Revalidate(ctl) // See fsq.Revalidate: requests come from other hosts.
 	r.mbox.recheck = time.Time{}
 	r.takeLegacy(protocol.FileCancel)
 	r.takeLegacy(protocol.FileStop)
-	names, err := fsq.ReadNames(ctl)
+	names, err := r.root.ReadNames(ctl)
 	if err != nil {
 		r.log.Warn("list ctl/", "err", err)
 		return
@@ -147,7 +147,7 @@ func (r *Runner) checkCtl() {
 // be decided yet (still being written, or unreadable for now).
 func (r *Runner) takeRequest(name string) bool {
 	m := &r.mbox
-	p := r.path(rel(protocol.DirCtl, name))
+	p := rel(protocol.DirCtl, name)
 	if m.held[name] {
 		return true // Taken; answered once it is delivered or refused.
 	}
@@ -158,11 +158,11 @@ func (r *Runner) takeRequest(name string) bool {
 		}
 		return true
 	}
-	if _, err := os.Lstat(r.path(rel(protocol.DirAck, name))); err == nil {
+	if _, err := r.root.Lstat(rel(protocol.DirAck, name)); err == nil {
 		r.removeRequest(p) // Answered by a runner that died before deleting it.
 		return true
 	}
-	data, fi, err := fsq.ReadFile(p, protocol.MaxRequestSize)
+	data, fi, err := r.root.ReadFile(p, protocol.MaxRequestSize)
 	var req *protocol.ControlRequest
 	var perr error
 	switch {
@@ -341,11 +341,15 @@ func eventFor(op protocol.Op) string {
 // writeReply writes ctl/ack/<name> atomically (recreating ctl/ack/ if
 // someone removed it).
 func (r *Runner) writeReply(name string, b []byte) error {
-	p := r.path(rel(protocol.DirAck, name))
-	err := fsq.WriteAtomic(p, b, 0o600, fsq.Volatile)
+	p := rel(protocol.DirAck, name)
+	err := r.root.WriteAtomic(p, b, 0o600, fsq.Volatile)
 	if errors.Is(err, os.ErrNotExist) {
-		if err = os.MkdirAll(r.path(protocol.DirAck), 0o700); err == nil {
-			err = fsq.WriteAtomic(p, b, 0o600, fsq.Volatile)
+		// ctl/ack/ (or ctl/) was removed: made again as MkdirAll would.
+		if err = r.root.Mkdir(protocol.DirCtl, 0o700); err == nil || errors.Is(err, os.ErrExist) {
+			err = r.root.Mkdir(protocol.DirAck, 0o700)
+		}
+		if err == nil || errors.Is(err, os.ErrExist) {
+			err = r.root.WriteAtomic(p, b, 0o600, fsq.Volatile)
 		}
 	}
 	if err != nil {
@@ -358,7 +362,7 @@ func (r *Runner) writeReply(name string, b []byte) error {
 }
 
 func (r *Runner) removeRequest(p string) {
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := r.root.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 		r.log.Warn("remove control request", "file", p, "err", err) // Its reply exists: never acted on again.
 	}
 }
@@ -369,7 +373,7 @@ func (r *Runner) removeRequest(p string) {
 func (r *Runner) rejectRequestName(name string) {
 	r.flushSpool()
 	off := r.spoolSize
-	r.moveAside(r.path(rel(protocol.DirCtl, name)), name)
+	r.moveAside(rel(protocol.DirCtl, name), name)
 	msg := "rejected, nothing done: " + strconv.Quote(name) + " is not req_<seq>_<req_id>.json (req_id: 1-128 characters of [A-Za-z0-9._-])"
 	r.log.Warn("control request with a bad name", "file", name)
 	r.event(protocol.Event{Event: protocol.EvRequestRejected, SpoolOffset: &off,
@@ -380,14 +384,14 @@ func (r *Runner) rejectRequestName(name string) {
 // runner's tmp/ and deletes it there, so no fixed name is left behind.
 func (r *Runner) moveAside(p, name string) {
 	r.mbox.moved++
-	dst := r.path(rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", r.mbox.moved, name)))
-	if err := os.Rename(p, dst); err != nil {
+	dst := rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", r.mbox.moved, name))
+	if err := r.root.Rename(p, dst); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			r.log.Warn("move a control file aside", "file", p, "err", err)
 		}
 		return
 	}
-	if err := os.RemoveAll(dst); err != nil {
+	if err := r.root.RemoveAll(dst); err != nil {
 		r.log.Warn("remove a control file", "file", dst, "err", err) // tmp/ is emptied at the next start.
 	}
 }
@@ -409,9 +413,10 @@ func (r *Runner) ctlStillWriting(name string, fi os.FileInfo, grace time.Duratio
 }
 
 // transient reports read errors worth retrying at the next poll: a
-// network filesystem's stale handle or I/O hiccup, an interrupted call.
+// network filesystem's stale handle or I/O hiccup, an interrupted call, a
+// session directory swapped for a symlink (errLayout) until it is fixed.
 func transient(err error) bool {
-	return errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN)
+	return errors.Is(err, errLayout) || errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN)
 }
 
 func (r *Runner) recheckAt(t time.Time) {

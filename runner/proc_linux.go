@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 	"golang.org/x/sys/unix"
 )
@@ -88,7 +87,7 @@ func killPreviousTool(pgid int, startTime uint64) []int {
 // what is left of its process group (see killPreviousTool above), logging a
 // stale_tool_killed event.
 func (r *Runner) killPreviousTool() {
-	b, _, err := fsq.ReadFile(r.path(protocol.FileState), maxStateFile)
+	b, _, err := r.root.ReadFile(protocol.FileState, maxStateFile)
 	if err != nil {
 		return
 	}

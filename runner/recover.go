@@ -5,10 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -26,7 +23,7 @@ func (r *Runner) recover() error {
 	if r.pendingTakeover != nil {
 		r.event(protocol.Event{Event: protocol.EvLockTakeover, Detail: r.pendingTakeover})
 	}
-	results, err := readEntries(r.path(protocol.DirResult))
+	results, err := r.root.ReadDir(protocol.DirResult)
 	if err != nil {
 		return err
 	}
@@ -41,15 +38,15 @@ func (r *Runner) recover() error {
 			have[name] = true
 		}
 	}
-	inflight, err := fsq.ReadNames(r.path(protocol.DirInflight))
+	inflight, err := r.root.ReadNames(protocol.DirInflight)
 	if err != nil {
 		return err
 	}
 	var leftovers []string
 	for _, name := range inflight {
-		p := r.path(rel(protocol.DirInflight, name))
+		p := rel(protocol.DirInflight, name)
 		if _, _, perr := protocol.ParseCommandName(name); perr != nil {
-			_ = os.RemoveAll(p) // A payload file or temp file of a dead run; inflight/ is the runner's own.
+			_ = r.root.RemoveAll(p) // A payload file or temp file of a dead run; inflight/ is the runner's own.
 			continue
 		}
 		leftovers = append(leftovers, name)
@@ -57,7 +54,7 @@ func (r *Runner) recover() error {
 	if len(leftovers) == 0 {
 		return nil
 	}
-	r.openBegins = unendedBegins(r.path(protocol.FileMeta))
+	r.openBegins = unendedBegins(r.root, protocol.FileMeta)
 	for _, name := range leftovers {
 		seq, id, _ := protocol.ParseCommandName(name)
 		job := resultJob{kind: jobRecovered, name: name, cmdFile: rel(protocol.DirInflight, name),
@@ -81,7 +78,7 @@ func (r *Runner) recover() error {
 		r.onResult(<-r.results.done)
 	}
 	if !r.cfg.NoSync {
-		if err := fsq.SyncDir(r.path(protocol.DirResult)); err != nil {
+		if err := r.root.SyncDir(protocol.DirResult); err != nil {
 			return err
 		}
 		if err := r.meta.Sync(); err != nil {
@@ -89,7 +86,7 @@ func (r *Runner) recover() error {
 		}
 	}
 	for _, name := range leftovers {
-		if _, err := os.Lstat(r.path(rel(protocol.DirInflight, name))); err == nil {
+		if _, err := r.root.Lstat(rel(protocol.DirInflight, name)); err == nil {
 			return fmt.Errorf("cannot clear inflight/%s", name)
 		}
 	}
@@ -124,15 +121,15 @@ const metaScanWindow = 16 << 20
 
 // unendedBegins lists the commands whose cmd_begin has no cmd_end in the
 // last metaScanWindow bytes of the event log.
-func unendedBegins(path string) map[beginKey]bool {
+func unendedBegins(root *sessionRoot, name string) map[beginKey]bool {
 	open := map[beginKey]bool{}
-	f, err := fsq.CreateFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := root.OpenRegular(name)
 	if err != nil {
 		return open
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
+	if err != nil {
 		return open
 	}
 	off := max(fi.Size()-metaScanWindow, 0)
@@ -165,21 +162,21 @@ func unendedBegins(path string) map[beginKey]bool {
 // made them there), spare files, and claimed control files. tmp/ itself is
 // emptied. It runs under the session lock, so no other runner is writing.
 func (r *Runner) sweepLeftovers() error {
-	if err := emptyDir(r.path(protocol.DirTmp), "ballast"); err != nil {
+	if err := emptyDir(r.root, protocol.DirTmp, "ballast"); err != nil {
 		return err
 	}
 	for _, d := range []string{protocol.DirResult, protocol.DirOutput, protocol.DirState, protocol.DirLog, protocol.DirArchive} {
-		names, err := fsq.ReadNames(r.path(d))
+		names, err := r.root.ReadNames(d)
 		if err != nil {
 			continue
 		}
 		for _, n := range names {
 			if runnerTemp(d, n) {
-				_ = os.Remove(r.path(rel(d, n))) // Best effort; readers skip dot-files.
+				_ = r.root.Remove(rel(d, n)) // Best effort; readers skip dot-files.
 			}
 		}
 	}
-	if names, err := fsq.ReadNames(r.path(protocol.DirCtl)); err == nil {
+	if names, err := r.root.ReadNames(protocol.DirCtl); err == nil {
 		for _, n := range names {
 			if strings.Contains(n, ".taken.") {
 				r.discard(rel(protocol.DirCtl, n))
@@ -210,29 +207,18 @@ func runnerTemp(dir, name string) bool {
 
 // emptyDir removes every entry of dir (the runner's private tmp/) but a
 // regular file named keep.
-func emptyDir(dir string, keep string) error {
-	names, err := fsq.ReadNames(dir)
+func emptyDir(root *sessionRoot, dir string, keep string) error {
+	names, err := root.ReadNames(dir)
 	if err != nil {
 		return err
 	}
 	for _, n := range names {
-		if fi, err := os.Lstat(filepath.Join(dir, n)); n == keep && err == nil && fi.Mode().IsRegular() {
+		if fi, err := root.Lstat(rel(dir, n)); n == keep && err == nil && fi.Mode().IsRegular() {
 			continue // The disk reserve outlives its runner (disk.go).
 		}
-		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+		if err := root.RemoveAll(rel(dir, n)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// readEntries lists dir with each entry's type (from the directory itself
-// where the filesystem says it, else lstat), unsorted.
-func readEntries(dir string) ([]os.DirEntry, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.ReadDir(-1)
 }

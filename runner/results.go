@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -79,7 +78,8 @@ type writerOps struct {
 // the Runner: the writer shares nothing with the owner goroutine but its
 // channels.
 type writerConfig struct {
-	dir      string // absolute session directory
+	dir      string       // absolute session directory
+	root     *sessionRoot // how it reaches the session (nil: opened from dir)
 	host     string
 	durable  bool // fsync outputs and results before they appear
 	filePerm os.FileMode
@@ -131,6 +131,13 @@ func newResultWriter(cfg writerConfig) *resultWriter {
 	if cfg.retryMax <= 0 {
 		cfg.retryMax = 2 * time.Second
 	}
+	if cfg.root == nil { // Tests build a writer without a Runner.
+		root, err := openRoot(cfg.dir)
+		if err != nil {
+			panic(err)
+		}
+		cfg.root = root
+	}
 	def := defaultOps(cfg)
 	if cfg.ops.temp == nil {
 		cfg.ops.temp = def.temp
@@ -158,26 +165,28 @@ func newResultWriter(cfg writerConfig) *resultWriter {
 	return w
 }
 
+// defaultOps reach the session through cfg.root. The ops speak absolute
+// paths (tests replace them with path-based ones); the root takes them
+// back to names inside the session and refuses any other.
 func defaultOps(cfg writerConfig) writerOps {
-	tmp := filepath.Join(cfg.dir, protocol.DirTmp)
+	root := cfg.root
 	return writerOps{
 		temp: func() (*os.File, error) {
 			if cfg.spares != nil {
 				return cfg.spares.Take()
 			}
-			return os.CreateTemp(tmp, ".result-*")
+			return root.CreateTemp(protocol.DirTmp, ".result-", 0o600)
 		},
 		write: func(f *os.File, b []byte) error { _, err := f.Write(b); return err },
 		sync:  func(f *os.File) error { return f.Sync() },
-		place: fsq.RenameNoReplace,
-		move:  os.Rename,
+		place: func(tmp, dst string) error { return root.RenameNoReplace(root.relOf(tmp), root.relOf(dst)) },
+		move:  func(src, dst string) error { return root.Rename(root.relOf(src), root.relOf(dst)) },
 		mkdir: func(rel string) error {
-			p := filepath.Join(cfg.dir, rel)
-			if err := os.Mkdir(p, 0o700); err != nil {
+			if err := root.Mkdir(rel, 0o700); err != nil {
 				return err
 			}
 			if cfg.dirMode != nil {
-				return os.Chmod(p, cfg.dirMode(rel))
+				return root.Chmod(rel, cfg.dirMode(rel))
 			}
 			return nil
 		},
@@ -229,6 +238,7 @@ func (w *resultWriter) abort() {
 
 func (w *resultWriter) run() {
 	defer close(w.exit)
+	defer w.cfg.root.SweepLater()
 	for j := range w.jobs {
 		batch := []resultJob{j}
 	more:
@@ -307,11 +317,12 @@ type staged struct {
 // per command.
 func (w *resultWriter) commit(batch []resultJob) (int, error) {
 	st := make([]staged, len(batch))
+	w.cfg.root.SweepLater()
 	defer func() {
 		for _, s := range st {
 			if s.tmp != nil {
 				s.tmp.Close()
-				os.Remove(s.tmp.Name())
+				w.cfg.root.RemoveOrLater(w.cfg.root.relOf(s.tmp.Name()))
 			}
 		}
 	}()
@@ -415,15 +426,16 @@ func (w *resultWriter) place(j resultJob, s *staged) (existed bool, err error) {
 	}
 	switch {
 	case errors.Is(err, os.ErrExist):
-		os.Remove(s.tmp.Name())
+		w.cfg.root.RemoveOrLater(w.cfg.root.relOf(s.tmp.Name()))
 		s.tmp = nil
 		return true, nil
 	case err != nil:
 		// Reopen so that the deferred cleanup and a retry both work.
-		f, oerr := os.OpenFile(s.tmp.Name(), os.O_RDWR, 0)
+		f, oerr := w.cfg.root.OpenFile(w.cfg.root.relOf(s.tmp.Name()), os.O_RDWR, 0)
 		if oerr == nil {
 			s.tmp = f
 		} else {
+			w.cfg.root.RemoveOrLater(w.cfg.root.relOf(s.tmp.Name())) // tmp/ unreachable: removed once it is back.
 			s.tmp = nil
 		}
 		return false, fmt.Errorf("rename the result of %s into result/: %w", j.name, err)
@@ -437,16 +449,17 @@ func (w *resultWriter) place(j resultJob, s *staged) (existed bool, err error) {
 // written — so that the command still gets its one result; it reports
 // whether it did. A regular file is a result and always stands.
 func (w *resultWriter) displace(name, dst string) bool {
-	fi, err := os.Lstat(dst)
+	root := w.cfg.root
+	fi, err := root.Lstat(root.relOf(dst))
 	if err != nil || fi.Mode().IsRegular() {
 		return false
 	}
-	aside := filepath.Join(w.cfg.dir, protocol.DirTmp, fmt.Sprintf(".displaced-%d-%s", time.Now().UnixNano(), name))
-	if err := os.Rename(dst, aside); err != nil {
+	aside := rel(protocol.DirTmp, fmt.Sprintf(".displaced-%d-%s", time.Now().UnixNano(), name))
+	if err := root.Rename(root.relOf(dst), aside); err != nil {
 		w.cfg.log.Error("cannot move aside what stands where a result goes", "file", dst, "err", err)
 		return false
 	}
-	_ = os.RemoveAll(aside) // tmp/ is emptied at the next start anyway.
+	_ = root.RemoveAll(aside) // tmp/ is emptied at the next start anyway.
 	w.displaced = append(w.displaced, map[string]any{"displaced": protocol.DirResult + "/" + name, "was": fsq.FileType(fi)})
 	return true
 }
@@ -475,23 +488,36 @@ func (w *resultWriter) finish(j resultJob, existed bool) {
 		case (existed && j.kind != jobRecovered) || j.keepAt == "":
 			// The result that stands belongs to an earlier file of this
 			// name; this one is only evidence of a re-drop.
-			_ = os.Remove(src)
+			_ = w.cfg.root.Remove(j.cmdFile)
 		default:
 			dst := filepath.Join(w.cfg.dir, j.keepAt)
 			err := w.cfg.ops.move(src, dst)
 			if errors.Is(err, os.ErrNotExist) && w.recreate(filepath.Dir(j.keepAt)) {
 				err = w.cfg.ops.move(src, dst)
 			}
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
+			// A session directory swapped for a symlink: the file is kept
+			// where it is until the layout is fixed (or the writer is
+			// aborted: the next runner then finds the result and settles it).
+			for delay := w.cfg.retryMin; errors.Is(err, errLayout); delay = min(2*delay, w.cfg.retryMax) {
+				w.cfg.log.Error("cannot keep the command file; retrying", "from", j.cmdFile, "to", j.keepAt, "err", err, "retry_in", delay)
+				select {
+				case <-w.quit:
+				case <-time.After(delay):
+					err = w.cfg.ops.move(src, dst)
+					continue
+				}
+				break
+			}
+			if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errLayout) {
 				// inflight/ must not keep it, or the next runner would take
 				// it for an interrupted command: its result exists.
 				w.cfg.log.Error("cannot keep the command file", "from", j.cmdFile, "to", j.keepAt, "err", err)
-				_ = os.Remove(src)
+				_ = w.cfg.root.Remove(j.cmdFile)
 			}
 		}
 	}
 	if j.payload != "" {
-		_ = os.Remove(j.payload) // Gone already is fine.
+		_ = w.cfg.root.Remove(j.payload) // Gone already is fine.
 	}
 	w.done <- resultDone{job: j, existed: existed, recreated: w.recreated, displaced: w.displaced}
 	w.recreated, w.displaced = nil, nil
@@ -506,7 +532,7 @@ func (w *resultWriter) describeIncompleteOutput(j *resultJob) {
 	printed := res.Stats.Bytes
 	var n, lines int64
 	sum := sha256.New()
-	if f, err := fsq.CreateFile(filepath.Join(w.cfg.dir, res.OutputPath), os.O_RDONLY|syscall.O_NOFOLLOW, 0); err == nil {
+	if f, err := w.cfg.root.OpenRegular(res.OutputPath); err == nil {
 		buf := make([]byte, 64<<10)
 		for {
 			k, rerr := f.Read(buf)

@@ -6,27 +6,30 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Runner serves one session directory. Create it with [Open]; call Run once.
 type Runner struct {
 	cfg       Config
 	log       *slog.Logger
-	dir       string // absolute session directory
+	dir       string       // absolute session directory
+	root      *sessionRoot // every file operation on the session goes through it
 	sessionID string
 	hostname  string
 	fsName    string
 	network   bool
-	lock      *flock.Flock
+	lock      *fileLock
 	meta      *fsq.Log
 	drv       driver
 
@@ -124,14 +127,23 @@ func Open(cfg Config) (*Runner, error) {
 	if err := createSession(dir); err != nil {
 		return nil, err
 	}
-	p, warns, err := checkTrust(dir)
+	root, err := openRoot(dir)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, fmt.Errorf("%w: %s is not a directory", ErrUntrusted, dir)
+	}
 	if err != nil {
+		return nil, fmt.Errorf("runner: session: %w", err)
+	}
+	p, warns, err := checkTrust(root)
+	if err != nil {
+		root.Close()
 		return nil, err
 	}
-	if _, err := ensureLayout(dir, p); err != nil {
+	if _, err := ensureLayout(root, p); err != nil {
+		root.Close()
 		return nil, err
 	}
-	r := &Runner{perms: p, trustWarnings: warns,
+	r := &Runner{perms: p, trustWarnings: warns, root: root,
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
 		pend: newPending(), doneIDs: map[string]bool{}, waitq: map[string][]*heldReq{}, settling: map[string]bool{}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), syncTokens: map[string]bool{},
@@ -149,7 +161,10 @@ func Open(cfg Config) (*Runner, error) {
 	r.started = r.clk.Now()
 	r.hostname, _ = os.Hostname()
 	r.sessionID = newSessionID()
-	r.fsName, r.network, _ = fsq.FSType(dir)
+	var sfs unix.Statfs_t
+	if r.root.Statfs(".", &sfs) == nil {
+		r.fsName, r.network = fsq.FSTypeOf(&sfs)
+	}
 	if r.cfg.Poll <= 0 {
 		r.cfg.Poll = time.Second
 		if r.network {
@@ -162,6 +177,7 @@ func Open(cfg Config) (*Runner, error) {
 	}
 	if r.metrics, err = newMetrics(r); err != nil {
 		r.release()
+		r.root.Close()
 		return nil, err
 	}
 	if err := r.openSession(); err != nil {
@@ -186,9 +202,9 @@ func (r *Runner) openSession() error {
 	// Files on the critical path are taken from pools of spares instead of
 	// being created there (see fsq.Spares). They live in tmp/, so that
 	// clients listing result/ or output/ never see them.
-	r.outSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, r.perms.file)
-	r.resSpares = fsq.NewSpares(r.path(protocol.DirTmp), 4, r.perms.file)
-	r.results = newResultWriter(writerConfig{dir: r.dir, host: r.hostname, durable: !r.cfg.NoSync,
+	r.outSpares = r.root.NewSpares(protocol.DirTmp, 4, r.perms.file)
+	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.perms.file)
+	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.hostname, durable: !r.cfg.NoSync,
 		filePerm: r.perms.file, dirMode: r.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
 	return r.recover()
 }
@@ -207,6 +223,8 @@ func (r *Runner) Close() error {
 		}
 		r.closeLogs()
 		r.release()
+		r.root.SweepLater()
+		r.root.Close()
 		if r.procs != nil {
 			r.procs.close()
 		}
@@ -234,13 +252,15 @@ func rel(parts ...string) string { return filepath.ToSlash(filepath.Join(parts..
 // Close); call it once.
 func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	defer r.Close()
-	if _, err := os.Lstat(r.path(protocol.FileTail)); errors.Is(err, os.ErrNotExist) {
+	if _, err := r.root.Lstat(protocol.FileTail); errors.Is(err, os.ErrNotExist) {
 		r.tail.dirty = true // Results name it (tail_path): it exists from the start.
 		r.flushTail()
 	}
 	wctx, cancelWatch := context.WithCancel(context.Background())
 	defer cancelWatch()
 	useInotify := r.cfg.Watch == WatchInotify || (r.cfg.Watch == WatchAuto && !r.network)
+	// The watcher only listens (inotify or a poll of the names): it opens
+	// nothing it reads, and the scan it triggers lists through r.root.
 	r.watcher = fsq.Watch(wctx, []string{r.path(protocol.DirQueue), r.path(protocol.DirCtl)}, r.cfg.Poll, useInotify, r.log)
 	r.log.Info("runner started", "session", r.dir, "session_id", r.sessionID, "filesystem", r.fsName,
 		"network_fs", r.network, "inotify", r.watcher.Inotify, "poll", r.cfg.Poll, "tool", r.cfg.Tool)
@@ -253,19 +273,23 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	}
 	var touch []string
 	if r.network {
-		touch = []string{r.path(protocol.DirResult), r.path(protocol.DirOutput), r.path(protocol.DirAck)}
+		touch = []string{protocol.DirResult, protocol.DirOutput, protocol.DirAck}
 	}
 	if !r.cfg.NoSync || r.network {
 		meta := r.meta
 		if r.cfg.NoSync {
 			meta = nil
 		}
-		r.sync = newSyncer(meta, []string{r.path(protocol.DirInflight), r.path(protocol.DirResult)}, touch,
+		r.sync = newSyncer(r.root, meta, []string{protocol.DirInflight, protocol.DirResult}, touch,
 			func(msg string, err error) { r.log.Warn(msg, "err", err) })
 		defer r.sync.close()
 	}
 	r.lease.init(r, r.clk.Now())
-	r.scan = newScanner(r.path(protocol.DirQueue), r.cfg.listQueue)
+	list := r.cfg.listQueue
+	if list == nil {
+		list = func(string) ([]string, error) { return r.root.ReadNames(protocol.DirQueue) }
+	}
+	r.scan = newScanner(r.path(protocol.DirQueue), list)
 	defer r.scan.close()
 	r.scan.start()
 	r.startTool()

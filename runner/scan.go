@@ -3,7 +3,6 @@ package runner
 import (
 	"time"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -48,9 +47,6 @@ type scanner struct {
 }
 
 func newScanner(dir string, list func(string) ([]string, error)) *scanner {
-	if list == nil {
-		list = fsq.ReadNames
-	}
 	// At most one listing is in flight, so the send on results (capacity
 	// one) never blocks, whether or not the owner still reads.
 	s := &scanner{dir: dir, req: make(chan struct{}), results: make(chan scanResult, 1), done: make(chan struct{})}

@@ -21,6 +21,7 @@ const syncPace = 20 * time.Millisecond
 // owner rings it after each claim and each result; rings coalesce. See
 // PROTOCOL.md, "Durability and crash consistency".
 type syncer struct {
+	root *sessionRoot
 	bell chan struct{}
 	done chan struct{}
 	meta *fsq.Log
@@ -35,13 +36,13 @@ type syncer struct {
 
 // newSyncer starts a syncer. meta nil means no fsync at all (NoSync); the
 // touch list is still served.
-func newSyncer(meta *fsq.Log, dirs, touch []string, log func(string, error)) *syncer {
-	s := &syncer{bell: make(chan struct{}, 1), done: make(chan struct{}), meta: meta, log: log, touch: touch}
+func newSyncer(root *sessionRoot, meta *fsq.Log, dirs, touch []string, log func(string, error)) *syncer {
+	s := &syncer{root: root, bell: make(chan struct{}, 1), done: make(chan struct{}), meta: meta, log: log, touch: touch}
 	for _, d := range dirs {
 		if meta == nil {
 			break
 		}
-		f, err := os.Open(d)
+		f, err := root.openDirFile(d)
 		if err != nil {
 			log("open "+d+" for fsync", err)
 			continue
@@ -70,7 +71,7 @@ func (s *syncer) run() {
 
 func (s *syncer) round() {
 	for _, d := range s.touch {
-		if err := fsq.TouchDir(d); err != nil {
+		if err := s.root.TouchDir(d); err != nil {
 			s.log("touch "+d, err)
 		}
 	}
