@@ -191,6 +191,9 @@ func (r *Runner) onTimer(now time.Time) {
 }
 
 func (r *Runner) onBeat() {
+	if r.checkSessionLost() {
+		return // Stopping: nothing more is looked at or written for the session.
+	}
 	r.checkLayout()
 	r.keepLock()
 	r.checkDiskRoom()
@@ -281,6 +284,9 @@ func (r *Runner) shutdown() error {
 	r.metrics.close()
 	if r.gaveUp != "" {
 		return gaveUpError(r.gaveUp)
+	}
+	if r.stopError != nil && r.stopError.Code == protocol.CodeSessionLost {
+		return sessionLostError(r.stopError.Message)
 	}
 	return nil
 }
