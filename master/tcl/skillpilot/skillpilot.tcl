@@ -189,12 +189,15 @@ proc ::skillpilot::wait {dir cmd args} {
     }
 }
 
-# run submits payload and waits for its result. Options: those of submit,
-# -waittimeout ms, -waitforrunner ms and -check (default 0: the result is
-# returned whatever its status).
+# run submits payload and waits for its result, as wait does (and as the Go
+# master's Run and the Python master's run do): a status other than ok
+# raises COMMAND_FAILED, COMMAND_TIMEOUT or CANCELLED whose -errorcode
+# carries the result dict, {SKILLPILOT COMMAND_FAILED <result>}. Options:
+# those of submit, -waittimeout ms, -waitforrunner ms and -check (default 1;
+# -check 0 returns the result whatever its status).
 proc ::skillpilot::run {dir payload args} {
     variable waitForRunnerMs
-    set o [Opts [list -kind "" -timeout 0 -cancel_policy "" -cmd_id "" -waittimeout -1 -check 0 \
+    set o [Opts [list -kind "" -timeout 0 -cancel_policy "" -cmd_id "" -waittimeout -1 -check 1 \
                      -waitforrunner $waitForRunnerMs] $args]
     set name [submit $dir $payload {*}[dict remove $o -waittimeout -check -waitforrunner]]
     return [wait $dir $name -timeout [dict get $o -waittimeout] -check [dict get $o -check] \
