@@ -19,7 +19,10 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Default dead grace: how long a wait goes on without seeing a live runner.
 DEFAULT_WAIT_FOR_RUNNER = 10.0
 
-#: How often a wait re-reads state.json and heartbeat.json at most.
+#: How often a wait re-reads state.json and heartbeat.json at most. The
+#: first look comes one period after the wait starts: a look cannot end a
+#: wait before its grace has passed, so a wait that is over sooner (most
+#: commands) never pays for one.
 LIVENESS_PERIOD = 0.1
 
 
@@ -34,11 +37,16 @@ class Backoff:
         self.ceiling = ceiling
         self.delay = self.first
 
-    def sleep(self, deadline: Optional[float] = None) -> None:
+    def sleep(self, deadline: Optional[float] = None, watch: Any = None) -> None:
+        """Sleep the current delay (bounded by deadline); with a watch
+        (a _watch.DirWatch), wake as soon as it sees a change."""
         d = self.delay
         if deadline is not None:
             d = max(0.0, min(d, deadline - time.monotonic()))
-        time.sleep(d)
+        if watch is not None:
+            watch.sleep(d)
+        else:
+            time.sleep(d)
         self.delay = min(self.delay * 2, self.ceiling)
 
     def reset(self) -> None:
@@ -85,7 +93,7 @@ class Liveness:
         self.s = session
         self.grace = DEFAULT_WAIT_FOR_RUNNER if grace is None or grace <= 0 else float(grace)
         self.last_alive = time.monotonic()
-        self.next_look = 0.0
+        self.next_look = self.last_alive + min(LIVENESS_PERIOD, self.grace / 2)
         self.last = Look(False, False, "no look yet", {})
 
     def check(self) -> None:
