@@ -19,11 +19,12 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Default dead grace: how long a wait goes on without seeing a live runner.
 DEFAULT_WAIT_FOR_RUNNER = 10.0
 
-#: How often a wait re-reads state.json and heartbeat.json at most. The
-#: first look comes one period after the wait starts: a look cannot end a
-#: wait before its grace has passed, so a wait that is over sooner (most
-#: commands) never pays for one.
+#: How often a wait re-reads state.json and heartbeat.json at most.
 LIVENESS_PERIOD = 0.1
+
+#: When a wait first looks: a look cannot end a wait before its grace has
+#: passed, so a short command's wait never pays for one.
+FIRST_LOOK = 0.02
 
 
 class Backoff:
@@ -93,7 +94,7 @@ class Liveness:
         self.s = session
         self.grace = DEFAULT_WAIT_FOR_RUNNER if grace is None or grace <= 0 else float(grace)
         self.last_alive = time.monotonic()
-        self.next_look = self.last_alive + min(LIVENESS_PERIOD, self.grace / 2)
+        self.next_look = self.last_alive + min(FIRST_LOOK, self.grace / 2)
         self.last = Look(False, False, "no look yet", {})
 
     def check(self) -> None:

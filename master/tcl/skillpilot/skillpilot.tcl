@@ -37,6 +37,9 @@ namespace eval ::skillpilot {
     array set hbSeen {}
     variable fsCache
     array set fsCache {}
+    # Per session directory: {session_id kind} of the runner last seen.
+    variable kindSeen
+    array set kindSeen {}
     # Leases kept by keeplease: dir -> {ttl_ms lease_id next_ms}.
     variable leases
     array set leases {}
@@ -104,24 +107,44 @@ proc ::skillpilot::submit {dir payload args} {
         Throw USAGE "invalid cmd_id \"$id\": 1-128 characters of \[A-Za-z0-9._-\]"
     }
     set kind [dict get $o -kind]
-    if {$kind eq ""} {
-        set st [read_json $dir state state.json 1]
-        set kind [expr {[dict exists $st kind] && [dict get $st kind] in {tcl sh} ? [dict get $st kind] : "tcl"}]
-    }
+    if {$kind eq ""} { set kind [RunnerKind $dir] }
     if {$kind ni {tcl sh}} { Throw USAGE "kind must be tcl or sh, not \"$kind\"" }
     set timeout [dict get $o -timeout]
     if {![string is double -strict $timeout] || $timeout < 0} { Throw USAGE "-timeout must be seconds >= 0" }
     set policy [dict get $o -cancel_policy]
     if {$policy ni {"" ctrl_c terminate_tool terminate_session}} { Throw USAGE "unknown -cancel_policy $policy" }
-    set seq [alloc_seq $dir]
+    set seq [ReserveSeq $dir]
     set json "\{\"protocol_version\":$version,\"cmd_id\":[json::string $id],\"seq\":$seq"
     append json ",\"kind\":[json::string $kind],\"payload\":[json::string $payload]"
     if {$timeout > 0} { append json ",\"timeout_s\":$timeout" }
     if {$policy ne ""} { append json ",\"cancel_policy\":[json::string $policy]" }
     append json ",\"submitted_at\":[json::string [now_iso]],\"submitter\":[json::string [Owner]]\}"
     set name [format "cmd_%0*lld_%s.json" $seqWidth $seq $id]
-    fs::write_atomic $dir queue $name $json
+    try {
+        fs::write_atomic $dir queue $name $json
+    } finally {
+        WriteHint $dir $seq ;# After the command: the runner sees it one write sooner.
+    }
     return $name
+}
+
+# RunnerKind is the kind of the session's runner (state.json), else tcl.
+# It is remembered with the runner's session_id: a runner never changes its
+# kind, so only a new runner's state.json is parsed whole.
+proc ::skillpilot::RunnerKind {dir} {
+    variable kindSeen
+    if {[catch {fs::read_file $dir state state.json found 1048576} text] || !$found} { return tcl }
+    set sid ""
+    regexp {"session_id": *"([A-Za-z0-9._-]+)"} $text -> sid
+    if {$sid ne "" && [info exists kindSeen($dir)] && [lindex $kindSeen($dir) 0] eq $sid} {
+        return [lindex $kindSeen($dir) 1]
+    }
+    if {[catch {json::parse $text} st]} { return tcl }
+    set kind [expr {[dict exists $st kind] && [dict get $st kind] in {tcl sh} ? [dict get $st kind] : "tcl"}]
+    if {[dict exists $st session_id] && [dict get $st session_id] eq $sid && $sid ne ""} {
+        set kindSeen($dir) [list $sid $kind]
+    }
+    return $kind
 }
 
 # find returns the file name of the command whose cmd_id is exactly cmd (a
@@ -144,7 +167,7 @@ proc ::skillpilot::find {dir cmd} {
 # file, plus name, error_code and error_message), or "" while it has none.
 proc ::skillpilot::result {dir cmd} {
     set name [find $dir $cmd]
-    fs::revalidate $dir result
+    if {[Network $dir]} { fs::revalidate $dir result } ;# Local lookups are never stale.
     set r [read_json $dir result $name]
     if {$r eq ""} { return "" }
     dict set r name $name

@@ -89,8 +89,12 @@ proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
     }
     if {$grace_ms <= 0} { set grace_ms $waitForRunnerMs }
     set now [clock milliseconds]
+    # The first look at the runner comes 20 ms after the start (a look
+    # parses two JSON files): a look cannot end a wait before the grace has
+    # passed, so a short command's wait never pays for one.
+    set first [expr {$now + int(min(20, $grace_ms / 2))}]
     return [dict create dir $dir timeout $timeout_ms deadline [expr {$timeout_ms < 0 ? -1 : $now + $timeout_ms}] \
-                grace $grace_ms lastAlive $now nextLook 0 delay 1 steps 0 \
+                grace $grace_ms lastAlive $now nextLook $first delay 1 steps 0 \
                 spinUntil [expr {[clock microseconds] + 1500}] \
                 look [dict create alive 0 definite 0 reason "no look yet" state {}]]
 }
