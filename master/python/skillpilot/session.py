@@ -8,7 +8,7 @@ import socket
 import time
 from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
-from . import _fs, _names, _watch
+from . import _fs, _names, _status, _watch
 from ._lease import LeaseKeeper, write_lease
 from ._wait import Backoff, HeartbeatSeen, Liveness, Look, observe
 from .errors import (AlreadyFinished, CannotServe, ExpectTimeout, Idle, MasterError, NotRunning, RefusedEcho,
@@ -431,7 +431,9 @@ class Session:
         return look.alive, look.reason
 
     def status(self) -> Dict[str, Any]:
-        """What the Go master's Status reports, with the same keys, liveness
+        """What the Go master's Status reports, with the same keys (the
+        running command's elapsed time, last line and quiet time, the lease
+        and the last five results included), liveness
         judged by the same rule (this may take up to two heartbeat periods
         plus 250 ms). ``can_serve`` is False when commands cannot run: no
         live runner, or phase error or stopping."""
@@ -454,6 +456,7 @@ class Session:
         if hb.get("current_cmd_id") and hb.get("current_cmd_id") == st.get("current_cmd_id"):
             out["current_output_bytes"] = hb.get("current_output_bytes", 0)
         out["alive"], out["alive_reason"] = self._alive()
+        _status.details(self.fs, out, st, hb)
         out["can_serve"] = out["alive"] and out["phase"] not in ("error", "stopping")
         return out
 
