@@ -75,24 +75,24 @@ proc ::skillpilot::json::Object {text iVar} {
     upvar 1 $iVar i
     incr i
     set d [dict create]
-    Ws $text i
+    while {[::string index $text $i] in {" " "\n" "\t" "\r"}} { incr i }
     if {[::string index $text $i] eq "\}"} {
         incr i
         return $d
     }
     while 1 {
-        Ws $text i
+        while {[::string index $text $i] in {" " "\n" "\t" "\r"}} { incr i }
         if {[::string index $text $i] ne "\""} {
             Fail $i "expected a string key, found [Near $text $i]"
         }
         set k [String $text i]
-        Ws $text i
+        while {[::string index $text $i] in {" " "\n" "\t" "\r"}} { incr i }
         if {[::string index $text $i] ne ":"} {
             Fail $i "expected ':', found [Near $text $i]"
         }
         incr i
         dict set d $k [Value $text i]
-        Ws $text i
+        while {[::string index $text $i] in {" " "\n" "\t" "\r"}} { incr i }
         switch -- [::string index $text $i] {
             "," { incr i }
             "\}" { incr i; return $d }

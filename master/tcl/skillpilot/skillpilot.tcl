@@ -28,6 +28,9 @@ namespace eval ::skillpilot {
     variable version 1
     # Polling starts at 1 ms and doubles up to pollMs while nothing changes.
     variable pollMs 100
+    # For its first spinUs microseconds a wait looks again at once (after
+    # sleeps whole milliseconds); then 1 ms, doubling up to pollMs.
+    variable spinUs 1500
     # Every wait fails with RUNNER_NOT_ALIVE once no live runner has been
     # seen for this long (ms); -waitforrunner overrides it per call.
     variable waitForRunnerMs 10000

@@ -84,6 +84,7 @@ proc ::skillpilot::Alive {dir} {
 # liveness and renewing kept leases.
 proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
     variable waitForRunnerMs
+    variable spinUs
     if {![string is double -strict $timeout_ms] || ![string is double -strict $grace_ms]} {
         Throw USAGE "timeouts are numbers of milliseconds"
     }
@@ -95,7 +96,7 @@ proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
     set first [expr {$now + int(min(20, $grace_ms / 2))}]
     return [dict create dir $dir timeout $timeout_ms deadline [expr {$timeout_ms < 0 ? -1 : $now + $timeout_ms}] \
                 grace $grace_ms lastAlive $now nextLook $first delay 1 steps 0 \
-                spinUntil [expr {[clock microseconds] + 1500}] \
+                spinUntil [expr {[clock microseconds] + $spinUs}] \
                 look [dict create alive 0 definite 0 reason "no look yet" state {}]]
 }
 
