@@ -31,6 +31,10 @@ namespace eval ::skillpilot {
     # For its first spinUs microseconds a wait looks again at once (after
     # sleeps whole milliseconds); then 1 ms, doubling up to pollMs.
     variable spinUs 1500
+    variable adaptive 1
+    # Per session directory: how long the last short waits took (µs).
+    variable waitSeen
+    array set waitSeen {}
     # Every wait fails with RUNNER_NOT_ALIVE once no live runner has been
     # seen for this long (ms); -waitforrunner overrides it per call.
     variable waitForRunnerMs 10000
@@ -208,6 +212,7 @@ proc ::skillpilot::wait {dir cmd args} {
     while 1 {
         set r [result $dir $name]
         if {$r ne ""} {
+            WaitDone w
             if {[dict get $o -check] && [dict get $r status] ne "ok"} { ResultError $r }
             return $r
         }

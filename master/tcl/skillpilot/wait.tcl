@@ -94,10 +94,44 @@ proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
     # parses two JSON files): a look cannot end a wait before the grace has
     # passed, so a short command's wait never pays for one.
     set first [expr {$now + int(min(20, $grace_ms / 2))}]
+    # Adaptive first polls: when the last short waits on this session took
+    # about E, sleep (whole ms, no CPU taken from the runner) until 1 ms
+    # before E, then look again at once until 1 ms after it.
+    set us [clock microseconds]
+    set sleepUntil $us
+    set spinUntil [expr {$us + $spinUs}]
+    set e [ExpectedUs $dir]
+    if {$e > 0} {
+        set sleepUntil [expr {$us + min(max(0, $e - 1000), 4000)}]
+        set spinUntil [expr {max($spinUntil, $sleepUntil + 2000)}]
+    }
     return [dict create dir $dir timeout $timeout_ms deadline [expr {$timeout_ms < 0 ? -1 : $now + $timeout_ms}] \
                 grace $grace_ms lastAlive $now nextLook $first delay 1 steps 0 \
-                spinUntil [expr {[clock microseconds] + $spinUs}] \
+                startUs $us sleepUntil $sleepUntil spinUntil $spinUntil \
                 look [dict create alive 0 definite 0 reason "no look yet" state {}]]
+}
+
+# ExpectedUs is how long a short wait on dir is expected to take (µs): the
+# smaller of the last two that took under 20 ms, or 0 when unknown.
+proc ::skillpilot::ExpectedUs {dir} {
+    variable adaptive
+    variable waitSeen
+    if {!$adaptive || ![info exists waitSeen($dir)] || [llength $waitSeen($dir)] < 2} { return 0 }
+    return [tcl::mathfunc::min {*}$waitSeen($dir)]
+}
+
+# WaitDone records how long a wait that saw its answer took.
+proc ::skillpilot::WaitDone {wVar} {
+    variable waitSeen
+    upvar 1 $wVar w
+    set took [expr {[clock microseconds] - [dict get $w startUs]}]
+    set dir [dict get $w dir]
+    if {$took < 20000} {
+        set l [expr {[info exists waitSeen($dir)] ? $waitSeen($dir) : {}}]
+        set waitSeen($dir) [lrange [linsert $l 0 $took] 0 1]
+    } else {
+        unset -nocomplain waitSeen($dir)
+    }
 }
 
 proc ::skillpilot::WaitStep {wVar what} {
@@ -121,8 +155,15 @@ proc ::skillpilot::WaitStep {wVar what} {
         }
     }
     RenewLeases
-    if {[clock microseconds] < [dict get $w spinUntil]} {
-        return ;# The first 1.5 ms: look again at once (after sleeps whole ms).
+    set us [clock microseconds]
+    if {$us + 1000 <= [dict get $w sleepUntil]} {
+        set d [expr {([dict get $w sleepUntil] - $us) / 1000}]
+        if {$deadline >= 0} { set d [expr {max(0, min($d, $deadline - $now))}] }
+        after [expr {int($d)}]
+        return
+    }
+    if {$us < [dict get $w spinUntil]} {
+        return ;# Look again at once (after sleeps whole ms).
     }
     set d [dict get $w delay]
     if {$deadline >= 0} { set d [expr {max(0, min($d, $deadline - $now))}] }
