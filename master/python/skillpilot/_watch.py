@@ -81,6 +81,14 @@ class DirWatch:
         except OSError:
             pass
 
+    def __del__(self) -> None:
+        # A Session dropped without close() releases its instance (the
+        # kernel allows few per user: 128 by default).
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
     def close(self) -> None:
         if self.fd is not None:
             fd, self.fd = self.fd, None
