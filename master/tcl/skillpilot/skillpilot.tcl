@@ -76,8 +76,11 @@ proc ::skillpilot::Opts {defaults arglist} {
 }
 
 proc ::skillpilot::check {dir} {
-    fs::revalidate $dir
-    fs::revalidate [file dirname $dir]
+    variable fsCache
+    if {![info exists fsCache($dir)] || $fsCache($dir)} { ;# Not known to be local: NFS drops stale lookups.
+        fs::revalidate $dir
+        fs::revalidate [file dirname $dir]
+    }
     if {![fs::is_dir $dir queue]} {
         Throw SESSION_MISSING "not a session directory (no queue/): $dir"
     }
@@ -250,6 +253,6 @@ proc ::skillpilot::output {dir r {offset 0} {length -1}} {
         Throw IO_ERROR "result has no usable output_path: $rel"
     }
     set parts [split $rel /]
-    fs::revalidate $dir [join [lrange $parts 0 end-1] /]
+    if {[Network $dir]} { fs::revalidate $dir [join [lrange $parts 0 end-1] /] }
     return [encoding convertfrom utf-8 [fs::read_range $dir [join [lrange $parts 0 end-1] /] [lindex $parts end] $offset $length]]
 }
