@@ -211,7 +211,7 @@ proc ::skillpilot::wait {dir cmd args} {
     set o [Opts [list -timeout -1 -check 1 -waitforrunner $waitForRunnerMs] $args]
     set dir [check $dir]
     set name [find $dir $cmd]
-    set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner]]
+    set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner] 1]
     while 1 {
         set r [result $dir $name]
         if {$r ne ""} {

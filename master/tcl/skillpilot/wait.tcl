@@ -82,7 +82,7 @@ proc ::skillpilot::Alive {dir} {
 # milliseconds, so a ~1 ms command is seen at the second look rather than
 # the third), after checking the caller's deadline and the runner's
 # liveness and renewing kept leases.
-proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
+proc ::skillpilot::WaitStart {dir timeout_ms grace_ms {learn 0}} {
     variable waitForRunnerMs
     variable spinUs
     if {![string is double -strict $timeout_ms] || ![string is double -strict $grace_ms]} {
@@ -94,13 +94,14 @@ proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
     # parses two JSON files): a look cannot end a wait before the grace has
     # passed, so a short command's wait never pays for one.
     set first [expr {$now + int(min(20, $grace_ms / 2))}]
-    # Adaptive first polls: when the last short waits on this session took
-    # about E, sleep (whole ms, no CPU taken from the runner) until 1 ms
-    # before E, then look again at once until 1 ms after it.
+    # Adaptive first polls (a wait for a result, learn 1): when the last
+    # short ones on this session took about E, sleep (whole ms, no CPU
+    # taken from the runner) until 1 ms before E, then look again at once
+    # for 2 ms.
     set us [clock microseconds]
     set sleepUntil $us
     set spinUntil [expr {$us + $spinUs}]
-    set e [ExpectedUs $dir]
+    set e [expr {$learn ? [ExpectedUs $dir] : 0}]
     if {$e > 0} {
         set sleepUntil [expr {$us + min(max(0, $e - 1000), 4000)}]
         set spinUntil [expr {max($spinUntil, $sleepUntil + 2000)}]
