@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
 )
 
@@ -22,8 +23,8 @@ var goDuration = regexp.MustCompile(`\b[0-9]+(\.[0-9]+)?(ns|µs|ms|s)\b|\b[0-9]+
 // lines, word for word, on the same session (a running command with a
 // prompt, a finished and a failed command, a lease).
 func TestPythonStatusLayout(t *testing.T) {
-	py := needTool(t, "python3", "python3")
-	needTool(t, "tclsh", "tcl")
+	py := testenv.NeedTool(t, "python3", "python3")
+	testenv.NeedTool(t, "tclsh", "tcl")
 	bin := MakeBin(t)
 	dir := filepath.Join(t.TempDir(), "sess")
 	runner := exec.Command(filepath.Join(bin, "runner"), "--session", dir, "--heartbeat", "200ms")
