@@ -123,16 +123,25 @@ func (c *cli) waitCmd(ctx context.Context, s *master.Session, cmd *master.Comman
 		}
 		return err
 	}
-	if value && res.Status == protocol.StatusOK && res.Value != nil && *res.Value != "" {
-		if c.stdout.partial() {
-			fmt.Fprintln(c.stdout)
-		}
-		fmt.Fprintln(c.stdout, *res.Value)
-		if res.ValueTruncated {
-			c.diag("the value of %s was cut at 64 KiB (the full value is not kept)", cmd.ID)
-		}
+	if value {
+		c.printValue(res)
 	}
 	return err
+}
+
+// printValue prints an ok command's value (the Tcl result, as interactive
+// tclsh does) on a line of its own after its output.
+func (c *cli) printValue(res *protocol.Result) {
+	if res.Status != protocol.StatusOK || res.Value == nil || *res.Value == "" {
+		return
+	}
+	if c.stdout.partial() {
+		fmt.Fprintln(c.stdout)
+	}
+	fmt.Fprintln(c.stdout, *res.Value)
+	if res.ValueTruncated {
+		c.diag("the value of %s was cut at 64 KiB (the full value is not kept)", res.CmdID)
+	}
 }
 
 // progress reports a long wait on stderr every 5 s when stderr is a
