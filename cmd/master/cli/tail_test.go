@@ -8,9 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testrunner"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -114,5 +117,56 @@ func TestCleanViewCutAtCmdEnd(t *testing.T) {
 		if out.String() != "early\nx\n" {
 			t.Errorf("chunks of %d: %q, want %q", step, out.String(), "early\nx\n")
 		}
+	}
+}
+
+// An interrupted wait says what becomes of the command: still queued or
+// running, with how to cancel it; --cancel-on-interrupt cancels it (issue
+// 26 item 8).
+func TestWaitInterrupted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	testrunner.Start(t, dir)
+	if _, err := master.WaitReady(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	interruptedWait := func(args ...string) (string, error) {
+		var stderr lockedBuffer
+		c := &cli{stdin: strings.NewReader(""), stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &stderr}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.run(ctx, args[0], append(args[1:], "--session", dir)) }()
+		time.Sleep(300 * time.Millisecond)
+		cancel(&master.InterruptedError{Signal: syscall.SIGINT})
+		err := <-done
+		return stderr.String(), err
+	}
+	run := func(args ...string) {
+		t.Helper()
+		c := &cli{stdin: strings.NewReader(""), stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &bytes.Buffer{}}
+		if err := c.run(context.Background(), args[0], append(args[1:], "--session", dir)); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	run("submit", "--id", "r1", "after 60000")
+	run("submit", "--id", "q1", "after 60000")
+	for _, tc := range []struct{ id, want string }{
+		{"r1", "master: r1 is still running; master cancel r1 --session " + dir + "\n"},
+		{"q1", "master: q1 is still queued; master cancel q1 --session " + dir + "\n"},
+	} {
+		stderr, err := interruptedWait("wait", tc.id)
+		if _, exit := master.Classify(err); exit != 130 {
+			t.Errorf("wait %s: %v (exit %d), want exit 130", tc.id, err, exit)
+		}
+		if stderr != tc.want {
+			t.Errorf("wait %s said %q, want %q", tc.id, stderr, tc.want)
+		}
+	}
+	stderr, _ := interruptedWait("wait", "--cancel-on-interrupt", "q1")
+	if !strings.Contains(stderr, "cancelled on interrupt: cancelled_queued") {
+		t.Errorf("wait --cancel-on-interrupt on a queued command said %q", stderr)
+	}
+	stderr, err := interruptedWait("wait", "--cancel-on-interrupt", "r1")
+	if _, exit := master.Classify(err); exit != 130 || !strings.Contains(stderr, "cancelled on interrupt: cancelled_running") {
+		t.Errorf("wait --cancel-on-interrupt: %v, said %q", err, stderr)
 	}
 }
