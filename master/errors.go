@@ -261,3 +261,12 @@ func (e *prefixed) Error() string {
 	return e.msg + ": " + strings.TrimPrefix(e.err.Error(), "master: ")
 }
 func (e *prefixed) Unwrap() error { return e.err }
+
+// withCause is err with why in parentheses, "master: " said once: "master:
+// timed out waiting (runner cannot serve: ...)". Both are wrapped.
+type withCause struct{ err, cause error }
+
+func (e *withCause) Error() string {
+	return e.err.Error() + " (" + strings.TrimPrefix(e.cause.Error(), "master: ") + ")"
+}
+func (e *withCause) Unwrap() []error { return []error{e.err, e.cause} }

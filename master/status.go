@@ -270,7 +270,7 @@ func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) 
 			err := ctxErr(ctx)
 			if s != nil && errors.Is(err, ErrWaitTimeout) {
 				if cerr := cannotServe(w.last.state); cerr != nil {
-					return Status{}, fmt.Errorf("%w (%w)", err, cerr)
+					return Status{}, &withCause{err: err, cause: cerr}
 				}
 			}
 			return Status{}, err
