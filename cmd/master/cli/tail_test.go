@@ -149,6 +149,19 @@ func TestWaitInterrupted(t *testing.T) {
 	}
 	run("submit", "--id", "r1", "after 60000")
 	run("submit", "--id", "q1", "after 60000")
+	s, err := master.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st, _ := s.Status(context.Background()); st.CurrentCmdID == "r1" {
+			break // r1 runs, q1 waits behind it.
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("r1 did not start")
+		}
+	}
 	for _, tc := range []struct{ id, want string }{
 		{"r1", "master: r1 is still running; master cancel r1 --session " + dir + "\n"},
 		{"q1", "master: q1 is still queued; master cancel q1 --session " + dir + "\n"},
@@ -165,7 +178,7 @@ func TestWaitInterrupted(t *testing.T) {
 	if !strings.Contains(stderr, "cancelled on interrupt: cancelled_queued") {
 		t.Errorf("wait --cancel-on-interrupt on a queued command said %q", stderr)
 	}
-	stderr, err := interruptedWait("wait", "--cancel-on-interrupt", "r1")
+	stderr, err = interruptedWait("wait", "--cancel-on-interrupt", "r1")
 	if _, exit := master.Classify(err); exit != 130 || !strings.Contains(stderr, "cancelled on interrupt: cancelled_running") {
 		t.Errorf("wait --cancel-on-interrupt: %v, said %q", err, stderr)
 	}
