@@ -257,7 +257,11 @@ func BenchmarkPoolBalance(b *testing.B) {
 		}
 		sort.Float64s(counts)
 		b.ReportMetric(counts[len(counts)-1]*float64(size)/float64(n), "max/mean-commands")
-		report("pool of %d, %d CPU-bound commands: commands per session %v (max/mean %.2f); busy ms per session %.0f (max/mean %.2f); wall %v",
-			size, n, count, counts[len(counts)-1]*float64(size)/float64(n), busy, most/mean, wall.Round(time.Millisecond))
+		busyMS := map[string]int{}
+		for k, v := range busy {
+			busyMS[k] = int(v)
+		}
+		report("pool of %d, %d CPU-bound commands: commands per session %v (max/mean %.2f); busy ms per session %v (max/mean %.2f); wall %v",
+			size, n, count, counts[len(counts)-1]*float64(size)/float64(n), busyMS, most/mean, wall.Round(time.Millisecond))
 	}
 }
