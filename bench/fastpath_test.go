@@ -59,7 +59,9 @@ func BenchmarkCLIStart(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		tcl, cli := pairs(n, 3,
 			func() time.Duration { return timeExec(b, "hi\n", "tclsh", script) },
-			func() time.Duration { return timeExec(b, "hi\n", masterBin, "submit", "--session", dir, "--wait", "puts hi") })
+			func() time.Duration {
+				return timeExec(b, "hi\n", masterBin, "submit", "--session", dir, "--wait", "puts hi")
+			})
 		_, ver := pairs(n, 3,
 			func() time.Duration { return 0 },
 			func() time.Duration { return timeExec(b, "", masterBin, "--version") })
@@ -105,8 +107,12 @@ func BenchmarkPoolCLI(b *testing.B) {
 	n := pick(5, 30)
 	for i := 0; i < b.N; i++ {
 		direct, pooled := pairs(n, 3,
-			func() time.Duration { return timeExec(b, "hi\n", masterBin, "submit", "--session", one, "--wait", "puts hi") },
-			func() time.Duration { return timeExec(b, "hi\n", masterBin, "pool", "submit", "--pool", p.Dir(), "--wait", "puts hi") })
+			func() time.Duration {
+				return timeExec(b, "hi\n", masterBin, "submit", "--session", one, "--wait", "puts hi")
+			},
+			func() time.Duration {
+				return timeExec(b, "hi\n", masterBin, "pool", "submit", "--pool", p.Dir(), "--wait", "puts hi")
+			})
 		d, q := medianF(direct), medianF(pooled)
 		b.ReportMetric(q/d, "x-direct-wait")
 		report("pool of %d, --wait: direct %.2f ms, pool %.2f ms (%.2f×)", size, d, q, q/d)
