@@ -15,7 +15,7 @@ import (
 // idlePool makes a pool of n sessions without runners that look idle and
 // alive (fresh heartbeat, runner.lock held by the test), with queued[i]
 // commands in session i.
-func idlePool(t *testing.T, queued []int) string {
+func idlePool(t testing.TB, queued []int) string {
 	t.Helper()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, FilePool), []byte(`{"protocol_version":1,"size":1,"via":"local"}`), 0o600)
