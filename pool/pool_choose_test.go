@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -123,5 +124,36 @@ func TestSubmitSpreads(t *testing.T) {
 		if v.Queue < 1 || v.Queue > 16 {
 			t.Errorf("%s: %d queued of 128 over 16 sessions", v.Name, v.Queue)
 		}
+	}
+}
+
+// BenchmarkChoose: choosing a session (touching the clock file, listing
+// the pool, judging two sessions) in pools of 4, 64 and 256 sessions that
+// all serve, and the listing alone, which is the part that grows with the
+// pool (BENCHMARKS.md, issue 24).
+func BenchmarkChoose(b *testing.B) {
+	for _, n := range []int{4, 64, 256} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			p, err := Open(idlePool(b, make([]int, n)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run("choose", func(b *testing.B) {
+				for b.Loop() {
+					ch, err := p.newChooser()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := p.choose(ch, "", ""); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("list", func(b *testing.B) {
+				for b.Loop() {
+					p.SessionNames()
+				}
+			})
+		})
 	}
 }
