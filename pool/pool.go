@@ -129,13 +129,11 @@ func isPoolSessionName(n string) bool {
 
 // SessionNames lists the pool's sessions in name order.
 func (p *Pool) SessionNames() []string {
-	names, _ := fsq.ReadNames(p.dir)
+	entries, _ := os.ReadDir(p.dir) // Types from getdents where the filesystem gives them: no stat per entry.
 	var out []string
-	for _, n := range names {
-		if isPoolSessionName(n) {
-			if fi, err := os.Lstat(filepath.Join(p.dir, n)); err == nil && fi.IsDir() {
-				out = append(out, n)
-			}
+	for _, e := range entries {
+		if isPoolSessionName(e.Name()) && e.IsDir() {
+			out = append(out, e.Name())
 		}
 	}
 	sort.Strings(out)

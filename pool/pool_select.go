@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -149,25 +151,115 @@ func leastLoaded(views []SessionView, except string) (SessionView, bool) {
 	return SessionView{}, false
 }
 
-// pick chooses the session for a command: the session the affinity key is
-// pinned to while it is alive, else the least-loaded one (which then
-// becomes the key's pin).
-func (p *Pool) pick(views []SessionView, affinity, except string) (SessionView, error) {
-	byName := map[string]SessionView{}
-	for _, v := range views {
-		byName[v.Name] = v
+// chooser judges the sessions of a pool on demand, each at most once, so
+// that choosing a session reads two of them, not all (PROTOCOL.md section
+// 18.3). It is not safe for concurrent use.
+type chooser struct {
+	p      *Pool
+	now    time.Time // the filesystem's clock (fsNow)
+	names  []string  // the pool's sessions, in name order
+	judged map[string]SessionView
+}
+
+// newChooser lists the pool's sessions and reads the filesystem's clock.
+func (p *Pool) newChooser() (*chooser, error) {
+	now, err := p.fsNow()
+	if err != nil {
+		return nil, err
 	}
+	return &chooser{p: p, now: now, names: p.SessionNames(), judged: map[string]SessionView{}}, nil
+}
+
+// chooserOf is a chooser that knows every session already (views, as
+// Views or Heal read them).
+func (p *Pool) chooserOf(views []SessionView) *chooser {
+	c := &chooser{p: p, judged: make(map[string]SessionView, len(views))}
+	for _, v := range views {
+		c.names = append(c.names, v.Name)
+		c.judged[v.Name] = v
+	}
+	return c
+}
+
+// has reports whether name is a session of the pool.
+func (c *chooser) has(name string) bool {
+	_, found := slices.BinarySearch(c.names, name)
+	return found
+}
+
+// view judges session name (once).
+func (c *chooser) view(name string) SessionView {
+	v, ok := c.judged[name]
+	if !ok {
+		v = c.p.view(name, c.now)
+		c.judged[name] = v
+	}
+	return v
+}
+
+// seen returns the sessions judged so far, in name order.
+func (c *chooser) seen() []SessionView {
+	out := make([]SessionView, 0, len(c.judged))
+	for _, n := range c.names {
+		if v, ok := c.judged[n]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// twoChoices is the power of two choices: it judges the sessions in a
+// random order until two are serving, and takes the less loaded of the
+// two (ties to the smaller name). Its cost does not grow with the pool
+// while most sessions serve. When fewer than two serve, every session has
+// been judged and leastLoaded decides among them (serving first, else
+// alive). except names a session to leave out.
+func (c *chooser) twoChoices(except string) (SessionView, bool) {
+	order := slices.Clone(c.names)
+	var found []SessionView
+	for i := 0; i < len(order) && len(found) < 2; i++ {
+		j := i + rand.IntN(len(order)-i) // Fisher-Yates, one step at a time.
+		order[i], order[j] = order[j], order[i]
+		if order[i] == except {
+			continue
+		}
+		if v := c.view(order[i]); v.Serving() {
+			found = append(found, v)
+		}
+	}
+	if len(found) < 2 {
+		return leastLoaded(c.seen(), except)
+	}
+	a, b := found[0], found[1]
+	if b.Load() < a.Load() || b.Load() == a.Load() && b.Name < a.Name {
+		a = b
+	}
+	return a, true
+}
+
+// pick chooses the session for a command among views (every session of
+// the pool, judged): see choose.
+func (p *Pool) pick(views []SessionView, affinity, except string) (SessionView, error) {
+	return p.choose(p.chooserOf(views), affinity, except)
+}
+
+// choose chooses the session for a command: the session the affinity key
+// is pinned to while it is alive, else one by twoChoices (which then
+// becomes the key's pin). except names a session to leave out.
+func (p *Pool) choose(c *chooser, affinity, except string) (SessionView, error) {
 	var pinned string
 	if affinity != "" {
 		pin, err := p.readPin(affinity)
 		if err == nil {
-			if v, ok := byName[pin.Session]; ok && v.Alive && v.Name != except {
-				return v, nil
+			if pin.Session != except && c.has(pin.Session) {
+				if v := c.view(pin.Session); v.Alive {
+					return v, nil
+				}
 			}
 			pinned = pin.Session
 		}
 	}
-	v, ok := leastLoaded(views, except)
+	v, ok := c.twoChoices(except)
 	if !ok {
 		return v, fmt.Errorf("%w: no live session in pool %s", master.ErrRunnerNotAlive, p.dir)
 	}
@@ -176,8 +268,10 @@ func (p *Pool) pick(views []SessionView, affinity, except string) (SessionView, 
 		if err != nil {
 			return v, err
 		}
-		if w, ok := byName[won]; ok && w.Alive && won != v.Name && won != except {
-			return w, nil // Another master pinned the key first.
+		if won != v.Name && won != except && c.has(won) {
+			if w := c.view(won); w.Alive {
+				return w, nil // Another master pinned the key first.
+			}
 		}
 	}
 	return v, nil
@@ -257,18 +351,19 @@ type Command struct {
 	pool    *Pool
 }
 
-// Submit puts one command into the least-loaded live session of the pool,
-// or the session its affinity key is pinned to. The command file carries
+// Submit puts one command into the less loaded of two live sessions of the
+// pool chosen at random (the power of two choices, PROTOCOL.md section
+// 18.3), or the session its affinity key is pinned to. The command file carries
 // an "affinity" field so that a move keeps it with its key.
 func (p *Pool) Submit(ctx context.Context, payload string, opts SubmitOptions) (*Command, error) {
 	if opts.Affinity != "" && !protocol.ValidCmdID(opts.Affinity) {
 		return nil, usageErr("affinity key %q: use 1-128 characters of [A-Za-z0-9._-]", opts.Affinity)
 	}
-	views, err := p.Views()
+	ch, err := p.newChooser()
 	if err != nil {
 		return nil, err
 	}
-	v, err := p.pick(views, opts.Affinity, "")
+	v, err := p.choose(ch, opts.Affinity, "")
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +375,7 @@ func (p *Pool) Submit(ctx context.Context, payload string, opts SubmitOptions) (
 	if err != nil {
 		return nil, err
 	}
-	for _, x := range views {
+	for _, x := range ch.seen() { // The sessions judged: a dead one with queued commands is healed.
 		if x.Dead && x.Queue > 0 {
 			_, _ = p.Heal(ctx) // Best effort here; Heal's errors are for pool heal to report.
 			break

@@ -22,15 +22,20 @@ func (pc *Command) Wait(ctx context.Context) (*protocol.Result, error) {
 	return pc.pool.WaitCommand(ctx, pc.Command)
 }
 
-// WaitCommand waits for c's result, following moves. Once a second it runs
+// WaitCommand waits for c's result, following moves. It looks for the
+// result on a timer whose period starts at 250 µs and grows by half up to
+// the Session's PollInterval, so a short command is seen done at once and
+// a long wait costs no more reads than a plain poll. Once a second it runs
 // Heal (so a command queued in a session that dies is moved, and with
 // respawn the session is relaunched) and fails with ErrRunnerNotAlive when
 // the command has been stuck for 10 s: claimed by a dead session that will
 // not be respawned, or queued with no live session to move it to.
 func (p *Pool) WaitCommand(ctx context.Context, c *master.Command) (*protocol.Result, error) {
-	t := time.NewTicker(c.Session().PollInterval)
+	lastHeal := time.Now() // Submit healed already: a wait that ends within a second needs no pass.
+	var stuckSince time.Time
+	d := 250 * time.Microsecond
+	t := time.NewTimer(d)
 	defer t.Stop()
-	var lastHeal, stuckSince time.Time
 	for {
 		if r, done, err := c.Outcome(); done {
 			return r, err
@@ -51,31 +56,31 @@ func (p *Pool) WaitCommand(ctx context.Context, c *master.Command) (*protocol.Re
 			return nil, ctxErr(ctx)
 		case <-t.C:
 		}
+		d = max(min(d+d/2, c.Session().PollInterval), 250*time.Microsecond)
+		t.Reset(d)
 	}
 }
 
 // stuck says why c cannot get a result without help, or "".
 func (p *Pool) stuck(c *master.Command) string {
 	w, _ := p.Locate(c)
-	views, err := p.Views()
-	if err != nil {
+	ch, err := p.newChooser()
+	if err != nil || !ch.has(w.Session) {
 		return ""
 	}
-	var here SessionView
-	live := false
-	for _, v := range views {
-		if v.Name == w.Session {
-			here = v
-		}
-		live = live || v.Alive
-	}
+	here := ch.view(w.Session)
 	switch {
 	case !here.Dead:
 		return ""
 	case w.State == "claimed" && !p.cfg.Respawn:
 		return fmt.Sprintf("claimed by %s, whose runner is gone (%s); it gets its result (runner_restarted) when a runner starts on %s (master pool heal with respawn, or master launch)",
 			w.Session, here.Why, w.Session)
-	case (w.State == "queued" || w.State == "moving") && !live && !p.cfg.Respawn:
+	case (w.State == "queued" || w.State == "moving") && !p.cfg.Respawn:
+		for _, n := range ch.names {
+			if ch.view(n).Alive {
+				return ""
+			}
+		}
 		return "no live session in the pool to move it to"
 	}
 	return ""

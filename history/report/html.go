@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/skillpilot/skillpilot/history"
 )
@@ -21,7 +22,12 @@ var (
 	pageJS string
 )
 
-var page = template.Must(template.New("page").Funcs(template.FuncMap{"inc": func(i int) int { return i + 1 }}).Parse(pageTemplate))
+// page is the parsed template, parsed on first use: a process that links
+// this package but writes no report (the master CLI's hot commands) does
+// not pay for the parse at start.
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page").Funcs(template.FuncMap{"inc": func(i int) int { return i + 1 }}).Parse(pageTemplate))
+})
 
 // pageData is what the template sees.
 type pageData struct {
@@ -116,7 +122,7 @@ func WriteHTML(w io.Writer, m *Model) error {
 			Start: b.Start.UTC().Format("2006-01-02 15:04:05.000"), Payload: clip(b.Payload, 120), Text: barText(b)})
 	}
 	bw = bufio.NewWriterSize(w, 256<<10)
-	if err := page.Execute(bw, d); err != nil {
+	if err := page().Execute(bw, d); err != nil {
 		return err
 	}
 	return bw.Flush()

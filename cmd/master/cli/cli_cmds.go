@@ -140,9 +140,16 @@ func commandWhere(s *master.Session, cmd *master.Command) string {
 func (c *cli) waitCmdOnce(ctx context.Context, s *master.Session, cmd *master.Command, timeout time.Duration, value, announce bool) error {
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	if m := s.Watching(); m.Degraded != "" {
-		c.diag("%s", m.Degraded) // Never a silent slowdown.
-	}
+	// Say so when waits degrade to polling (never a silent slowdown), but
+	// only once the wait outlasts its quick poll: asking earlier would
+	// start the watcher for every short wait, and an inotify instance costs
+	// a millisecond to create and stalls the exit to tear down.
+	warn := time.AfterFunc(s.QuickPoll, func() {
+		if m := s.Watching(); m.Degraded != "" {
+			c.diag("%s", m.Degraded)
+		}
+	})
+	defer warn.Stop()
 	if announce {
 		if r, _ := cmd.Result(); r != nil {
 			c.diag("%s already done (%s at %s)", cmd.ID, r.Status, r.EndTS.UTC().Format(time.RFC3339))

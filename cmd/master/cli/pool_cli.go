@@ -23,7 +23,7 @@ const poolUsage = `usage: master pool SUBCOMMAND --pool DIR [flags]
          launch N sessions (DIR/s00 ...) and wait until all serve
   submit [--affinity KEY] [--timeout D] [--id ID] [--kind K] [--wait] [--wait-timeout D] [--no-value]
          [--cancel-on-interrupt] [PAYLOAD | -f FILE | -]
-         queue a command in the least-loaded live session (or KEY's session); prints the cmd_id;
+         queue a command in the less loaded of two live sessions (or KEY's); prints the cmd_id;
          with --wait prints its output, then its value (as submit --wait), and exits with its status
   wait   [--wait-timeout D] [--no-value] [--cancel-on-interrupt] CMD_ID
          wait for a pool command's result wherever it was moved; its output, then its value

@@ -11,10 +11,13 @@ the pool with the same selection rules as the Go master (master.Pool):
 Selection: a session is *alive* when state.json's phase is not "stopped"
 and heartbeat.json is at most 2 x interval_ms + 1 s old on the
 filesystem's clock (its mtime against the mtime of <pool>/.clock, which we
-touch: both are the file server's time on NFS). Among alive sessions whose
-phase is idle or busy (else among all alive ones) the least loaded wins:
-queued commands plus claimed commands without a result; ties go to the
-smallest name. An affinity key pins related commands to one session
+touch: both are the file server's time on NFS). The load of a session is
+its queued commands plus claimed commands without a result. Choosing reads
+two sessions, not all (the power of two choices): sessions are judged in a
+random order until two are alive with phase idle or busy, and the less
+loaded of the two wins (ties to the smaller name). When fewer than two
+serve, all have been judged, and the least loaded of those serving (else of
+the alive ones) wins, ties to the smallest name. An affinity key pins related commands to one session
 (<pool>/affinity/<key>.json, created exclusively) while that session is
 alive; a key whose session is not alive is pinned again.
 
@@ -30,6 +33,7 @@ follows a symlink inside the pool or its sessions.
 
 import json
 import os
+import random
 import re
 import secrets
 import socket
@@ -121,34 +125,82 @@ def _fs_now(pool_dir):
     return _fs.SessionFS(pool_dir).touch_mtime("", ".clock")
 
 
+def _view(pfs, name, now):
+    """Judge one session against the filesystem time now."""
+    s = pfs.session(name)
+    s.revalidate("state")
+    st = s.read_json_quiet("state", "state.json", 1 << 20)
+    hb = s.read_json_quiet("state", "heartbeat.json", 1 << 20)
+    queue = len(_commands(s, "queue"))
+    inflight = len([n for n in _commands(s, "inflight") if not s.exists("result", n)])
+    v = {"session": name, "phase": None, "alive": False, "dead": True,
+         "queue_depth": queue, "inflight": inflight, "load": queue + inflight}
+    try:
+        age = max(now - s.stat("state", "heartbeat.json").st_mtime_ns / 1e9, 0.0)
+    except (OSError, _fs.MasterError):
+        age = None
+    if st is not None and hb is not None and age is not None:
+        v["phase"] = st.get("phase")
+        interval = max(hb.get("interval_ms") or 0, 100) / 1000.0
+        window = 2 * interval + 1.0
+        stopped = "stopped" in (st.get("phase"), hb.get("phase"))
+        v["alive"] = not stopped and age <= window
+        v["dead"] = stopped or age > max(10.0, window)
+    return v
+
+
 def pool_views(pool_dir):
     """One dict per session: session, phase, alive, dead, queue_depth,
     inflight, load (see the module doc for the rules)."""
     now = _fs_now(pool_dir)
-    out = []
     pfs = _fs.SessionFS(pool_dir)
-    for name in pool_sessions(pool_dir):
-        s = pfs.session(name)
-        s.revalidate("state")
-        st = s.read_json_quiet("state", "state.json", 1 << 20)
-        hb = s.read_json_quiet("state", "heartbeat.json", 1 << 20)
-        queue = len(_commands(s, "queue"))
-        inflight = len([n for n in _commands(s, "inflight") if not s.exists("result", n)])
-        v = {"session": name, "phase": None, "alive": False, "dead": True,
-             "queue_depth": queue, "inflight": inflight, "load": queue + inflight}
-        try:
-            age = max(now - s.stat("state", "heartbeat.json").st_mtime_ns / 1e9, 0.0)
-        except (OSError, _fs.MasterError):
-            age = None
-        if st is not None and hb is not None and age is not None:
-            v["phase"] = st.get("phase")
-            interval = max(hb.get("interval_ms") or 0, 100) / 1000.0
-            window = 2 * interval + 1.0
-            stopped = "stopped" in (st.get("phase"), hb.get("phase"))
-            v["alive"] = not stopped and age <= window
-            v["dead"] = stopped or age > max(10.0, window)
-        out.append(v)
-    return out
+    return [_view(pfs, name, now) for name in pool_sessions(pool_dir)]
+
+
+class _Chooser:
+    """Judges the pool's sessions on demand, each at most once."""
+
+    def __init__(self, pool_dir, views=None):
+        if views is None:
+            self.now = _fs_now(pool_dir)
+            self.pfs = _fs.SessionFS(pool_dir)
+            self.names = pool_sessions(pool_dir)
+            self.judged = {}
+        else:
+            self.names = [v["session"] for v in views]
+            self.judged = {v["session"]: v for v in views}
+
+    def view(self, name):
+        if name not in self.judged:
+            self.judged[name] = _view(self.pfs, name, self.now)
+        return self.judged[name]
+
+    def seen(self):
+        return [self.judged[n] for n in self.names if n in self.judged]
+
+    def two_choices(self):
+        """The power of two choices: judge sessions in a random order until
+        two are serving; the less loaded wins (ties to the smaller name).
+        With fewer than two serving, all were judged: _least_loaded."""
+        order = list(self.names)
+        found = []
+        i = 0
+        while i < len(order) and len(found) < 2:
+            j = i + _rng.randrange(len(order) - i)
+            order[i], order[j] = order[j], order[i]
+            v = self.view(order[i])
+            if v["alive"] and v["phase"] in ("idle", "busy"):
+                found.append(v)
+            i += 1
+        if len(found) < 2:
+            return _least_loaded(self.seen())
+        a, b = found
+        if (b["load"], b["session"]) < (a["load"], a["session"]):
+            a = b
+        return a
+
+
+_rng = random.SystemRandom()
 
 
 def _least_loaded(views, except_name=None):
@@ -189,19 +241,18 @@ def pool_pick(pool_dir, affinity=None, views=None):
     """The session a command would go to now (a name such as "s01")."""
     if affinity is not None and not _KEY.match(affinity):
         raise ValueError("affinity key %r: use 1-128 characters of [A-Za-z0-9._-]" % affinity)
-    views = pool_views(pool_dir) if views is None else views
-    by_name = {v["session"]: v for v in views}
+    ch = _Chooser(pool_dir, views)
     pinned = None
     if affinity:
         pinned = _read_pin(pool_dir, affinity)
-        if pinned in by_name and by_name[pinned]["alive"]:
+        if pinned in ch.names and ch.view(pinned)["alive"]:
             return pinned
-    best = _least_loaded(views)
+    best = ch.two_choices()
     if best is None:
         raise NoLiveSession("no live session in pool %s" % pool_dir)
     if affinity:
         won = _write_pin(pool_dir, affinity, best["session"], pinned is not None)
-        if won in by_name and by_name[won]["alive"]:
+        if won in ch.names and ch.view(won)["alive"]:
             return won
     return best["session"]
 

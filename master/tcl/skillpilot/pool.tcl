@@ -11,9 +11,12 @@
 # phase is not "stopped" and heartbeat.json is at most 2 x interval_ms + 1 s
 # old on the filesystem's clock (its mtime against <pool>/.clock, which we
 # write; Tcl's mtime has whole seconds, so the age is known to +-1 s).
-# Among alive sessions in phase idle or busy (else among all alive ones)
-# the least loaded wins (queued plus claimed commands without a result),
-# ties to the smallest name. An affinity key pins related commands to one
+# Choosing reads two sessions, not all (the power of two choices):
+# sessions are judged in a random order until two are alive in phase idle
+# or busy, and the less loaded of the two wins (load: queued plus claimed
+# commands without a result), ties to the smaller name. With fewer than two
+# serving, all were judged and the least loaded of those serving (else of
+# the alive ones) wins, ties to the smallest name. An affinity key pins related commands to one
 # session (<pool>/affinity/<key>.json, created exclusively with a hard
 # link) while that session is alive. Tcl cannot probe flock, so unlike the
 # Go master it does not see a free runner.lock as dead. Moving commands out
@@ -111,36 +114,85 @@ proc ::skillpilot::pool_sessions {pool} {
     return [lsort $out]
 }
 
+# poolimpl::now: the filesystem's clock (the mtime of <pool>/.clock, just written).
+proc ::skillpilot::poolimpl::now {pool} {
+    ::skillpilot::fs::write_atomic $pool "" .clock x
+    return [::skillpilot::fs::mtime $pool "" .clock]
+}
+
+# poolimpl::view: one session judged against the filesystem time now.
+proc ::skillpilot::poolimpl::view {pool name now} {
+    set s [::skillpilot::fs::path $pool "" $name]
+    ::skillpilot::fs::revalidate $s state
+    set st [::skillpilot::fs::read_quiet $s state state.json]
+    set hb [::skillpilot::fs::read_quiet $s state heartbeat.json]
+    set queue [llength [commands $s queue]]
+    set inflight 0
+    foreach n [commands $s inflight] {
+        if {![::skillpilot::fs::exists $s result $n]} { incr inflight }
+    }
+    set v [dict create session $name phase "" alive 0 dead 1 queue_depth $queue inflight $inflight load [expr {$queue + $inflight}]]
+    if {$st ne "" && $hb ne "" && ![catch {::skillpilot::fs::mtime $s state heartbeat.json} hbt]} {
+        set phase [field $st phase]
+        dict set v phase $phase
+        set iv [field $hb interval_ms]
+        if {![string is integer -strict $iv] || $iv < 100} { set iv 100 }
+        set window [expr {2 * $iv + 1000}]
+        set age [expr {max(($now - $hbt) * 1000, 0)}]
+        set stopped [expr {$phase eq "stopped" || [field $hb phase] eq "stopped"}]
+        dict set v alive [expr {!$stopped && $age <= $window}]
+        dict set v dead [expr {$stopped || $age > max(10000, $window)}]
+    }
+    return $v
+}
+
 # pool_views: a list of dicts session phase alive dead queue_depth inflight load.
 proc ::skillpilot::pool_views {pool} {
-    ::skillpilot::fs::write_atomic $pool "" .clock x
-    set now [::skillpilot::fs::mtime $pool "" .clock]
+    set now [poolimpl::now $pool]
     set out {}
     foreach name [pool_sessions $pool] {
-        set s [::skillpilot::fs::path $pool "" $name]
-        ::skillpilot::fs::revalidate $s state
-        set st [::skillpilot::fs::read_quiet $s state state.json]
-        set hb [::skillpilot::fs::read_quiet $s state heartbeat.json]
-        set queue [llength [poolimpl::commands $s queue]]
-        set inflight 0
-        foreach n [poolimpl::commands $s inflight] {
-            if {![::skillpilot::fs::exists $s result $n]} { incr inflight }
-        }
-        set v [dict create session $name phase "" alive 0 dead 1 queue_depth $queue inflight $inflight load [expr {$queue + $inflight}]]
-        if {$st ne "" && $hb ne "" && ![catch {::skillpilot::fs::mtime $s state heartbeat.json} hbt]} {
-            set phase [poolimpl::field $st phase]
-            dict set v phase $phase
-            set iv [poolimpl::field $hb interval_ms]
-            if {![string is integer -strict $iv] || $iv < 100} { set iv 100 }
-            set window [expr {2 * $iv + 1000}]
-            set age [expr {max(($now - $hbt) * 1000, 0)}]
-            set stopped [expr {$phase eq "stopped" || [poolimpl::field $hb phase] eq "stopped"}]
-            dict set v alive [expr {!$stopped && $age <= $window}]
-            dict set v dead [expr {$stopped || $age > max(10000, $window)}]
-        }
-        lappend out $v
+        lappend out [poolimpl::view $pool $name $now]
     }
     return $out
+}
+
+# poolimpl::judge: the view of session name, judged once (cached in the
+# dict variable named judgedVar).
+proc ::skillpilot::poolimpl::judge {pool name now judgedVar} {
+    upvar 1 $judgedVar judged
+    if {![dict exists $judged $name]} { dict set judged $name [view $pool $name $now] }
+    return [dict get $judged $name]
+}
+
+# poolimpl::two_choices: the power of two choices. Sessions are judged in
+# a random order until two serve (alive, phase idle or busy); the less
+# loaded wins, ties to the smaller name. With fewer than two serving, all
+# were judged and least_loaded decides among them.
+proc ::skillpilot::poolimpl::two_choices {pool names now judgedVar} {
+    upvar 1 $judgedVar judged
+    set order $names
+    set n [llength $order]
+    set found {}
+    for {set i 0} {$i < $n && [llength $found] < 2} {incr i} {
+        set j [expr {$i + [rnd] % ($n - $i)}]
+        set a [lindex $order $i]
+        lset order $i [lindex $order $j]
+        lset order $j $a
+        set v [judge $pool [lindex $order $i] $now judged]
+        if {[dict get $v alive] && [dict get $v phase] in {idle busy}} { lappend found $v }
+    }
+    if {[llength $found] < 2} {
+        set seen {}
+        foreach name $names {
+            if {[dict exists $judged $name]} { lappend seen [dict get $judged $name] }
+        }
+        return [least_loaded $seen]
+    }
+    lassign $found a b
+    if {[dict get $b load] < [dict get $a load] || ([dict get $b load] == [dict get $a load] && [dict get $b session] < [dict get $a session])} {
+        set a $b
+    }
+    return $a
 }
 
 proc ::skillpilot::poolimpl::least_loaded {views {except ""}} {
@@ -180,22 +232,22 @@ proc ::skillpilot::pool_pick {pool args} {
     if {$key ne "" && ![regexp {^[A-Za-z0-9._-]{1,128}$} $key]} {
         return -code error -errorcode {SKILLPILOT usage} "affinity key \"$key\": use 1-128 characters of \[A-Za-z0-9._-\]"
     }
-    set views [pool_views $pool]
-    set alive {}
-    foreach v $views { dict set alive [dict get $v session] [dict get $v alive] }
+    set now [poolimpl::now $pool]
+    set names [pool_sessions $pool]
+    set judged [dict create]
     set pinned ""
     if {$key ne ""} {
         set pinned [poolimpl::read_pin $pool $key]
-        if {$pinned ne "" && [dict exists $alive $pinned] && [dict get $alive $pinned]} { return $pinned }
+        if {$pinned ne "" && $pinned in $names && [dict get [poolimpl::judge $pool $pinned $now judged] alive]} { return $pinned }
     }
-    set best [poolimpl::least_loaded $views]
+    set best [poolimpl::two_choices $pool $names $now judged]
     if {$best eq ""} {
         return -code error -errorcode {SKILLPILOT RUNNER_NOT_ALIVE} "no live session in pool $pool"
     }
     set name [dict get $best session]
     if {$key ne ""} {
         set won [poolimpl::write_pin $pool $key $name [expr {$pinned ne ""}]]
-        if {$won ne "" && [dict exists $alive $won] && [dict get $alive $won]} { return $won }
+        if {$won ne "" && $won in $names && [dict get [poolimpl::judge $pool $won $now judged] alive]} { return $won }
     }
     return $name
 }

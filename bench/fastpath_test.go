@@ -1,0 +1,273 @@
+package bench
+
+// Issue 24, goals 1 to 3: where users wait on the master's side. Whole
+// processes timed pair by pair (the two sides of a ratio alternate, so a
+// burst of load on this shared machine hits both), medians reported.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/pool"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// timeExec runs argv and returns its wall time; it fails b unless the
+// exit status is 0 and stdout is want (when want is not "").
+func timeExec(b testing.TB, want string, argv ...string) time.Duration {
+	b.Helper()
+	t0 := time.Now()
+	out, err := exec.Command(argv[0], argv[1:]...).Output()
+	d := time.Since(t0)
+	if err != nil || want != "" && string(out) != want {
+		b.Fatalf("%s: %q %v", strings.Join(argv, " "), out, err)
+	}
+	return d
+}
+
+// pairs runs a and b alternately n times after warm rounds and returns
+// both samples in ms.
+func pairs(n, warm int, a, b func() time.Duration) (xs, ys []float64) {
+	for i := 0; i < warm+n; i++ {
+		da, db := a(), b()
+		if i >= warm {
+			xs, ys = append(xs, ms(da)), append(ys, ms(db))
+		}
+	}
+	return xs, ys
+}
+
+// BenchmarkCLIStart (goal 3): `master submit --wait 'puts hi'` against a
+// one-shot `tclsh hi.tcl`, pair by pair, and `master --version` alone.
+func BenchmarkCLIStart(b *testing.B) {
+	dir := filepath.Join(benchDir(b), "s")
+	startRunner(b, dir)
+	script := filepath.Join(benchDir(b), "hi.tcl")
+	os.WriteFile(script, []byte("puts hi\n"), 0o600)
+	n := pick(5, 40)
+	for i := 0; i < b.N; i++ {
+		tcl, cli := pairs(n, 3,
+			func() time.Duration { return timeExec(b, "hi\n", "tclsh", script) },
+			func() time.Duration {
+				return timeExec(b, "hi\n", masterBin, "submit", "--session", dir, "--wait", "puts hi")
+			})
+		_, ver := pairs(n, 3,
+			func() time.Duration { return 0 },
+			func() time.Duration { return timeExec(b, "", masterBin, "--version") })
+		t, c, v := medianF(tcl), medianF(cli), medianF(ver)
+		b.ReportMetric(c/t, "x-tclsh")
+		report("median of %d pairs: tclsh hi.tcl %.2f ms, master submit --wait %.2f ms (%.2f×); master --version %.2f ms", n, t, c, c/t, v)
+	}
+}
+
+// BenchmarkStatus (goal 2): `master status` on a local session, whole
+// process.
+func BenchmarkStatus(b *testing.B) {
+	dir := filepath.Join(benchDir(b), "s")
+	startRunner(b, dir)
+	n := pick(5, 20)
+	for i := 0; i < b.N; i++ {
+		var xs []float64
+		for j := 0; j < n; j++ {
+			xs = append(xs, ms(timeExec(b, "", masterBin, "status", "--session", dir)))
+		}
+		sort.Float64s(xs)
+		b.ReportMetric(medianF(xs), "ms/status")
+		report("master status, local session: median %.1f ms of %d (min %.1f, max %.1f)", medianF(xs), n, xs[0], xs[len(xs)-1])
+	}
+}
+
+// BenchmarkPoolCLI (goal 1): in a pool of SP_BENCH_POOL_SIZE (64) local
+// sessions, `master pool submit [--wait]` against `master submit [--wait]`
+// straight to one of its sessions, pair by pair.
+func BenchmarkPoolCLI(b *testing.B) {
+	ctx := context.Background()
+	size := pick(4, 64)
+	if s := os.Getenv("SP_BENCH_POOL_SIZE"); s != "" {
+		fmt.Sscan(s, &size)
+	}
+	p, _, err := pool.Start(ctx, filepath.Join(benchDir(b), "pool"), pool.Options{Size: size, Via: "local", Runner: runnerBin,
+		RunnerArgs: []string{"--log-level", "warn"}, ReadyTimeout: 5 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Stop(ctx, launch.StopOptions{})
+	one := filepath.Join(p.Dir(), pool.SessionName(min(5, size-1), size))
+	n := pick(5, 30)
+	for i := 0; i < b.N; i++ {
+		direct, pooled := pairs(n, 3,
+			func() time.Duration {
+				return timeExec(b, "hi\n", masterBin, "submit", "--session", one, "--wait", "puts hi")
+			},
+			func() time.Duration {
+				return timeExec(b, "hi\n", masterBin, "pool", "submit", "--pool", p.Dir(), "--wait", "puts hi")
+			})
+		d, q := medianF(direct), medianF(pooled)
+		b.ReportMetric(q/d, "x-direct-wait")
+		report("pool of %d, --wait: direct %.2f ms, pool %.2f ms (%.2f×)", size, d, q, q/d)
+		direct, pooled = pairs(n, 3,
+			func() time.Duration { return timeExec(b, "", masterBin, "submit", "--session", one, "expr 1") },
+			func() time.Duration { return timeExec(b, "", masterBin, "pool", "submit", "--pool", p.Dir(), "expr 1") })
+		d, q = medianF(direct), medianF(pooled)
+		b.ReportMetric(q/d, "x-direct-submit")
+		report("pool of %d, no wait: direct %.2f ms, pool %.2f ms (%.2f×)", size, d, q, q/d)
+	}
+}
+
+// fakePool makes a pool of n sessions without runners that every master
+// takes for idle and alive: state and heartbeat files (interval_ms 1 h, so
+// they stay fresh) and runner.lock held by this process. It returns the
+// pool's directory.
+func fakePool(b testing.TB, n int) string {
+	b.Helper()
+	dir := filepath.Join(benchDir(b), "pool")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, pool.FilePool), []byte(`{"protocol_version":1,"size":1,"via":"local"}`), 0o600)
+	for i := 0; i < n; i++ {
+		name := pool.SessionName(i, n)
+		sd := filepath.Join(dir, name)
+		for _, d := range protocol.Dirs {
+			if err := os.MkdirAll(filepath.Join(sd, d), 0o700); err != nil {
+				b.Fatal(err)
+			}
+		}
+		st, _ := json.Marshal(protocol.State{ProtocolVersion: 1, Phase: protocol.PhaseIdle, SessionID: "session_" + name, Hostname: "h", Kind: protocol.KindTcl})
+		hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: 1, Counter: 1, IntervalMS: 3600000, Phase: protocol.PhaseIdle, SessionID: "session_" + name})
+		os.WriteFile(filepath.Join(sd, protocol.FileState), st, 0o600)
+		os.WriteFile(filepath.Join(sd, protocol.FileHeartbeat), hb, 0o600)
+		l := flock.New(filepath.Join(sd, protocol.FileLock))
+		if ok, err := l.TryLock(); !ok || err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Unlock() })
+	}
+	return dir
+}
+
+// BenchmarkPoolChoose (goal 1): the cost of choosing a session, as
+// Pool.Submit minus Session.Submit in alternating rounds, in pools of 4, 64
+// and 256 sessions without runners (every session idle and alive; nothing
+// drains the queues), and the balance reached: after k commands per
+// session, the fullest queue against the mean (1.00 is perfect).
+func BenchmarkPoolChoose(b *testing.B) {
+	ctx := context.Background()
+	for _, size := range []int{4, 64, 256} {
+		b.Run(fmt.Sprintf("sessions=%d", size), func(b *testing.B) {
+			dir := fakePool(b, size)
+			p, err := pool.Open(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := master.Open(filepath.Join(fakePool(b, 1), "s00")) // A session of its own: its queue is not the pool's.
+			if err != nil {
+				b.Fatal(err)
+			}
+			per := pick(2, 16)
+			n := per * size
+			var direct, pooled []float64
+			for i := 0; i < b.N; i++ {
+				for round := 0; round < 4; round++ {
+					m := n / 4
+					t0 := time.Now()
+					for j := 0; j < m; j++ {
+						if _, err := s.Submit(ctx, "expr 1", master.SubmitOptions{}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					direct = append(direct, us(time.Since(t0)/time.Duration(m)))
+					t0 = time.Now()
+					for j := 0; j < m; j++ {
+						if _, err := p.Submit(ctx, "expr 1", pool.SubmitOptions{}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					pooled = append(pooled, us(time.Since(t0)/time.Duration(m)))
+				}
+			}
+			loads := make([]float64, 0, size)
+			for _, name := range p.SessionNames() {
+				ss, _ := master.Open(filepath.Join(dir, name))
+				loads = append(loads, float64(ss.QueueDepth()))
+			}
+			sort.Float64s(loads)
+			mean := 0.0
+			for _, l := range loads {
+				mean += l / float64(len(loads))
+			}
+			d, q := medianF(direct), medianF(pooled)
+			b.ReportMetric(q-d, "µs-to-choose")
+			b.ReportMetric(loads[len(loads)-1]/mean, "max/mean-load")
+			report("pool of %3d: Session.Submit %.0f µs, Pool.Submit %.0f µs: %.0f µs to choose; %.0f commands per session: fullest %.0f, emptiest %.0f, mean %.1f (max/mean %.2f)",
+				size, d, q, q-d, mean, loads[len(loads)-1], loads[0], mean, loads[len(loads)-1]/mean)
+		})
+	}
+}
+
+// BenchmarkPoolBalance (goal 1): a CPU-bound run in a pool of 4 live
+// sessions: n commands of the burn payload submitted at once, then the
+// busy time of each session (the sum of its commands' durations) against
+// the mean; 1.00 is perfect balance.
+func BenchmarkPoolBalance(b *testing.B) {
+	ctx := context.Background()
+	size := 4
+	p, _, err := pool.Start(ctx, filepath.Join(benchDir(b), "pool"), pool.Options{Size: size, Via: "local", Runner: runnerBin,
+		RunnerArgs: []string{"--log-level", "warn"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Stop(ctx, launch.StopOptions{})
+	n := pick(16, 80)
+	for i := 0; i < b.N; i++ {
+		busy := map[string]float64{}
+		count := map[string]int{}
+		t0 := time.Now()
+		var pcs []*pool.Command
+		for j := 0; j < n; j++ {
+			pc, err := p.Submit(ctx, burn, pool.SubmitOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pcs = append(pcs, pc)
+		}
+		for _, pc := range pcs {
+			r, err := pc.Wait(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			busy[pc.Session] += float64(r.Stats.DurationMS)
+			count[pc.Session]++
+		}
+		wall := time.Since(t0)
+		mean, most := 0.0, 0.0
+		for _, v := range busy {
+			mean += v / float64(size)
+			most = max(most, v)
+		}
+		b.ReportMetric(most/mean, "max/mean-busy")
+		counts := make([]float64, 0, len(count))
+		for _, k := range count {
+			counts = append(counts, float64(k))
+		}
+		sort.Float64s(counts)
+		b.ReportMetric(counts[len(counts)-1]*float64(size)/float64(n), "max/mean-commands")
+		busyMS := map[string]int{}
+		for k, v := range busy {
+			busyMS[k] = int(v)
+		}
+		report("pool of %d, %d CPU-bound commands: commands per session %v (max/mean %.2f); busy ms per session %v (max/mean %.2f); wall %v",
+			size, n, count, counts[len(counts)-1]*float64(size)/float64(n), busyMS, most/mean, wall.Round(time.Millisecond))
+	}
+}
