@@ -8,4 +8,11 @@
 // On network filesystems (NFS, SMB, FUSE) inotify sees only changes made
 // through the local mount, so Watch's rescan is then the only mechanism that
 // works; see PROTOCOL.md, "Shared filesystems".
+//
+// Guarantees: a file written with WriteAtomic is seen whole or not at all
+// under its final name (durable as its Durability says); Claim moves a
+// file to exactly one claimer, also when NFS retries a rename; no reader
+// here follows a symlink in the last component, blocks on a FIFO or reads
+// more than its limit (ErrSymlink, ErrNotRegular, ErrTooLarge); a log
+// opened with OpenLog never keeps a torn last line.
 package fsq

@@ -13,4 +13,13 @@
 //
 // A Session is safe for concurrent use by multiple goroutines; several
 // processes (and hosts) may submit to one session at once.
+//
+// Guarantees: a command file appears in queue/ whole, under a seq no other
+// master (of any language, on any host) holds; a control request is never
+// written for a runner that is not alive; every wait ends — with the
+// result, the caller's deadline, or ErrRunnerNotAlive once no live runner
+// was seen for the grace — and a result, output or state file is read
+// without following a symlink, blocking on a FIFO or exceeding its bound
+// (io_error instead). Errors carry their code and CLI exit status
+// (Classify), the same in every master.
 package master

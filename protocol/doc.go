@@ -18,6 +18,12 @@
 //	  log/       session.out, meta.log, last_n_lines.txt, rejected/
 //
 // Only this package formats or parses file names.
+//
+// Guarantees: the parsers (ParseCommand, ParseControlRequest, the name
+// grammar) accept any bytes without panicking (they are fuzzed) and answer
+// every problem with a *ValidationError whose message names the field and
+// what to fix; what they accept is valid and carries its defaults; one
+// version rule (checkVersion) applies to commands and requests alike.
 package protocol
 
 // Version is the protocol version written into every file the runner and the
