@@ -328,7 +328,7 @@ func (r *Runner) touchInputs() {
 // reason says why; the heartbeat keeps beating.
 func (r *Runner) onWriterStatus(st writerStatus) {
 	was := r.pendingErr
-	r.pendingN, r.pendingErr = st.pending, st.err
+	r.pendingErr = st.err
 	if st.err != nil && isNoSpace(st.err) {
 		r.noSpace("a result", st.err)
 	}

@@ -57,10 +57,9 @@ type Runner struct {
 	toolBorn     time.Time   // when the tool started (clk)
 	tphase       toolPhase
 	toolStarts   int64
-	fastDeaths   int         // consecutive deaths of a ready tool soon after its start
-	failStreak   int         // consecutive failed starts (backoff)
-	failedStarts []time.Time // failed starts within RestartWindow (clk)
-	lastFailure  string
+	fastDeaths   int             // consecutive deaths of a ready tool soon after its start
+	failStreak   int             // consecutive failed starts (backoff)
+	failedStarts []time.Time     // failed starts within RestartWindow (clk)
 	gaveUp       string          // why the runner gave up starting the tool
 	stopError    *protocol.Error // state.json error once stopped because of it
 	syncTokens   map[string]bool
@@ -70,7 +69,6 @@ type Runner struct {
 	reason       string
 	stopMode     protocol.StopMode // "" while running
 	stopReason   string
-	done         bool
 	beats        int64
 	cmdsDone     int64
 	lease        leaseWatch
@@ -106,7 +104,6 @@ type Runner struct {
 	layoutErr                  error // why the session directory cannot be used (nil: fine)
 	trustWarnings              []trustWarning
 	pendingErr                 error // why results wait for a retry (nil: none)
-	pendingN                   int
 	closeOnce                  sync.Once
 	metrics                    *metrics // nil without --metrics-file
 }

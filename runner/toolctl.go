@@ -364,7 +364,6 @@ func (r *Runner) startFailed(why string) {
 func (r *Runner) countFailedStart(why string) {
 	now := r.clk.Now()
 	r.failStreak++
-	r.lastFailure = why
 	keep := r.failedStarts[:0]
 	for _, t := range r.failedStarts {
 		if now.Sub(t) < r.cfg.RestartWindow {
