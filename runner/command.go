@@ -127,7 +127,7 @@ func (r *Runner) nextCommand() {
 			r.setLayoutErr(err)
 		}
 	}
-	for n := 0; r.cur == nil && r.toolReady() && r.stopMode == "" && r.pendingErr == nil && r.layoutErr == nil && r.scan.listed; n++ {
+	for n := 0; r.cur == nil && r.tool.ready() && r.stopMode == "" && r.pendingErr == nil && r.layoutErr == nil && r.scan.listed; n++ {
 		if n == perTurn || r.results.full() {
 			r.moreQueued = !r.results.full()
 			return
@@ -435,7 +435,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error())
 		return
 	}
-	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.toolStarts, spoolStart: r.spoolSize, out: out,
+	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.starts, spoolStart: r.spoolSize, out: out,
 		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New()}
 	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
 	if clamped {

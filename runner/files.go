@@ -94,7 +94,7 @@ func (r *Runner) writeState() {
 		ProtocolVersion: protocol.Version, Phase: r.phase, SessionID: r.sessionID,
 		RunnerPID: os.Getpid(), Hostname: r.hostname, QueueDepth: r.pend.len(),
 		Reason: r.reason, Filesystem: r.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
-		CommandsDone: r.cmdsDone, ToolStarts: r.toolStarts, RejectedCount: r.rejected, SkippedCount: r.skipped,
+		CommandsDone: r.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.rejected, SkippedCount: r.skipped,
 		LeaseError: r.lease.err, DiskFull: r.diskFull,
 	}
 	if r.phase == protocol.PhaseStopped {
@@ -106,8 +106,8 @@ func (r *Runner) writeState() {
 			st.Watch = "inotify"
 		}
 	}
-	if r.tool != nil {
-		st.ToolPID, st.ToolPGID, st.ToolStartTime = r.tool.Pid(), r.tool.Pid(), r.tool.StartTime()
+	if r.tool.sess != nil {
+		st.ToolPID, st.ToolPGID, st.ToolStartTime = r.tool.sess.Pid(), r.tool.sess.Pid(), r.tool.sess.StartTime()
 	}
 	if r.cur != nil {
 		id, last, quiet := r.cur.cmd.CmdID, r.cur.lastLine(), r.clk.Now().Sub(r.cur.lastOut).Milliseconds()

@@ -337,11 +337,11 @@ func (r *Runner) expect(h *heldReq) bool {
 // foreground process group. Nothing else happens: no cancel, no
 // resynchronisation; the command goes on (or ends) as the tool decides.
 func (r *Runner) deliverSignal(h *heldReq, a *answer) *answer {
-	if r.tool == nil {
+	if r.tool.sess == nil {
 		a.outcome, a.cmdState, a.message = protocol.OutcomeNotRunning, "finished", h.req.CmdID+" has no tool any more; nothing sent"
 		return a
 	}
-	if err := r.tool.SignalForeground(signals[h.req.Signal]); err != nil {
+	if err := r.tool.sess.SignalForeground(signals[h.req.Signal]); err != nil {
 		a.outcome, a.message = protocol.OutcomeRejected, "the signal could not be sent: "+err.Error()
 		return a
 	}
@@ -354,7 +354,7 @@ func (r *Runner) deliverSignal(h *heldReq, a *answer) *answer {
 // refuses a secret while the terminal echoes.
 func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
 	c, req := r.cur, h.req
-	echo, err := r.tool.Echo()
+	echo, err := r.tool.sess.Echo()
 	if err != nil {
 		a.outcome, a.message = protocol.OutcomeRejected, "cannot read the terminal's settings: "+err.Error()+"; nothing sent"
 		return a
@@ -372,7 +372,7 @@ func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
 	}
 	w := &inputWrite{h: h, abort: make(chan struct{}), done: make(chan inputDone, 1)}
 	r.inw = w
-	t := r.tool
+	t := r.tool.sess
 	go func() {
 		n, err := t.Input(req.Data, w.abort)
 		w.done <- inputDone{n, err}
@@ -476,10 +476,10 @@ func (r *Runner) inputDue() time.Time {
 // of the tool.
 func (r *Runner) resize(req *protocol.ControlRequest) (protocol.Outcome, string) {
 	r.winCols, r.winRows = req.Cols, req.Rows
-	if r.tool == nil {
+	if r.tool.sess == nil {
 		return protocol.OutcomeDelivered, fmt.Sprintf("no tool runs now; the next one starts with a %dx%d terminal", req.Cols, req.Rows)
 	}
-	if err := r.tool.Resize(req.Cols, req.Rows); err != nil {
+	if err := r.tool.sess.Resize(req.Cols, req.Rows); err != nil {
 		return protocol.OutcomeRejected, "the terminal could not be resized: " + err.Error()
 	}
 	return protocol.OutcomeDelivered, fmt.Sprintf("the terminal is now %d columns by %d rows (the tool gets SIGWINCH)", req.Cols, req.Rows)

@@ -270,7 +270,7 @@ func (r *Runner) restorePhase() {
 	switch {
 	case r.cur != nil:
 		r.setPhase(protocol.PhaseBusy, "")
-	case r.toolReady():
+	case r.tool.ready():
 		r.setPhase(protocol.PhaseIdle, "")
 	}
 }

@@ -91,16 +91,16 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		if r.inw != nil {
 			input = r.inw.done
 		}
-		if r.tool != nil {
-			exited = r.tool.Exited()
-			if !r.toolEOF {
-				out = r.tool.Output()
+		if r.tool.sess != nil {
+			exited = r.tool.sess.Exited()
+			if !r.tool.eof {
+				out = r.tool.sess.Output()
 			}
 		}
 		select {
 		case c, ok := <-out:
 			if !ok {
-				r.toolEOF = true
+				r.tool.eof = true
 				continue
 			}
 			r.onChunk(c)
@@ -147,8 +147,8 @@ func (r *Runner) nextWake() time.Duration {
 	if r.cur != nil && r.cur.endStatus == "" {
 		consider(r.cur.deadline)
 	}
-	if _, down := r.tphase.(*phaseDown); !down || r.stopMode == "" {
-		consider(r.tphase.due())
+	if _, down := r.tool.phase.(*phaseDown); !down || r.stopMode == "" {
+		consider(r.tool.phase.due())
 	}
 	consider(r.pend.promote(now))
 	consider(r.mbox.recheck)
@@ -185,8 +185,8 @@ func (r *Runner) onTimer(now time.Time) {
 	if !r.stateAt.IsZero() && !now.Before(r.stateAt) {
 		r.writeState()
 	}
-	if d := r.tphase.due(); !d.IsZero() && !now.Before(d) {
-		r.tphase.timer(r, now)
+	if d := r.tool.phase.due(); !d.IsZero() && !now.Before(d) {
+		r.tool.phase.timer(r, now)
 	}
 }
 
@@ -256,7 +256,7 @@ func (r *Runner) shutdown() error {
 	r.writeState()
 	r.abortInput()
 	r.pumpWaiting("*") // Commands still queued will not start under this runner.
-	if t := r.tool; t != nil {
+	if t := r.tool.sess; t != nil {
 		_ = t.Signal(sigTerm)
 		if !r.waitExit(t, r.cfg.KillGrace) {
 			_ = t.Signal(sigKill)
@@ -264,7 +264,7 @@ func (r *Runner) shutdown() error {
 		}
 		_ = t.Signal(sigKill) // Whatever else is left in its group.
 		_ = t.Close()
-		r.tool = nil
+		r.tool.sess = nil
 	}
 	r.results.close(r.onResult)
 	r.flushTail()
@@ -279,8 +279,8 @@ func (r *Runner) shutdown() error {
 	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: detail})
 	r.log.Info("runner stopped", "reason", reason, "commands_done", r.cmdsDone)
 	r.metrics.close()
-	if r.gaveUp != "" {
-		return gaveUpError(r.gaveUp)
+	if r.tool.gaveUp != "" {
+		return gaveUpError(r.tool.gaveUp)
 	}
 	return nil
 }
@@ -291,13 +291,13 @@ func (r *Runner) waitExit(t toolSession, d time.Duration) bool {
 	defer stop()
 	for {
 		var out <-chan chunk
-		if !r.toolEOF {
+		if !r.tool.eof {
 			out = t.Output()
 		}
 		select {
 		case c, ok := <-out:
 			if !ok {
-				r.toolEOF = true
+				r.tool.eof = true
 				continue
 			}
 			r.onChunk(c)

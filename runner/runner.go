@@ -33,9 +33,8 @@ type Runner struct {
 	meta      *fsq.Log
 	drv       driver
 
-	clk          clock
-	startSession sessionStarter
-	procs        *procStarter // nil when a test injects startSession
+	clk  clock
+	tool toolLife // the tool process and its phase (tool.go)
 
 	// Everything below is owned by the Run goroutine.
 	spool      *os.File
@@ -52,36 +51,25 @@ type Runner struct {
 	tail       *tailRing
 	moreQueued bool // nextCommand stopped early; the loop comes back at once
 
-	tool         toolSession // nil when no tool runs
-	toolEOF      bool        // the tool's output channel was closed
-	toolBorn     time.Time   // when the tool started (clk)
-	tphase       toolPhase
-	toolStarts   int64
-	fastDeaths   int             // consecutive deaths of a ready tool soon after its start
-	failStreak   int             // consecutive failed starts (backoff)
-	failedStarts []time.Time     // failed starts within RestartWindow (clk)
-	gaveUp       string          // why the runner gave up starting the tool
-	stopError    *protocol.Error // state.json error once stopped because of it
-	syncTokens   map[string]bool
-	syncSeq      int64
-	cur          *running
-	phase        protocol.Phase
-	reason       string
-	stopMode     protocol.StopMode // "" while running
-	stopReason   string
-	beats        int64
-	cmdsDone     int64
-	lease        leaseWatch
-	started      time.Time
-	mbox         mailbox               // ctl/: control requests (mailbox.go)
-	inq          []*heldReq            // send and signal requests for the running command, in seq order (input.go)
-	inw          *inputWrite           // a send's bytes being written
-	waitq        map[string][]*heldReq // sends with an expect waiting for a queued command to start, by cmd_id
-	winCols      int                   // the last resize (0: none)
-	winRows      int
-	scan         *scanner
-	stateDirty   bool
-	signals      int
+	stopError  *protocol.Error // state.json error once stopped because of it
+	cur        *running
+	phase      protocol.Phase
+	reason     string
+	stopMode   protocol.StopMode // "" while running
+	stopReason string
+	beats      int64
+	cmdsDone   int64
+	lease      leaseWatch
+	started    time.Time
+	mbox       mailbox               // ctl/: control requests (mailbox.go)
+	inq        []*heldReq            // send and signal requests for the running command, in seq order (input.go)
+	inw        *inputWrite           // a send's bytes being written
+	waitq      map[string][]*heldReq // sends with an expect waiting for a queued command to start, by cmd_id
+	winCols    int                   // the last resize (0: none)
+	winRows    int
+	scan       *scanner
+	stateDirty bool
+	signals    int
 
 	pendingTakeover map[string]any
 	sync            *syncer // nil with NoSync
@@ -143,17 +131,16 @@ func Open(cfg Config) (*Runner, error) {
 	r := &Runner{perms: p, trustWarnings: warns, root: root,
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
 		pend: newPending(), doneIDs: map[string]bool{}, waitq: map[string][]*heldReq{}, settling: map[string]bool{}, fr: newFramer(),
-		tail: newTailRing(cfg.TailLines), syncTokens: map[string]bool{},
+		tail: newTailRing(cfg.TailLines), tool: toolLife{phase: &phaseDown{}, syncTokens: map[string]bool{}},
 		phase: protocol.PhaseStarting,
 	}
-	r.tphase = &phaseDown{}
-	r.clk, r.startSession = cfg.clock, cfg.startSession
+	r.clk, r.tool.start = cfg.clock, cfg.startSession
 	if r.clk == nil {
 		r.clk = realClock{}
 	}
-	if r.startSession == nil {
-		r.procs = newProcStarter()
-		r.startSession = ptyStarter(r.procs)
+	if r.tool.start == nil {
+		r.tool.procs = newProcStarter()
+		r.tool.start = ptyStarter(r.tool.procs)
 	}
 	r.started = r.clk.Now()
 	r.hostname, _ = os.Hostname()
@@ -222,8 +209,8 @@ func (r *Runner) Close() error {
 		r.release()
 		r.root.SweepLater()
 		r.root.Close()
-		if r.procs != nil {
-			r.procs.close()
+		if r.tool.procs != nil {
+			r.tool.procs.close()
 		}
 	})
 	return nil

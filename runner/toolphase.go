@@ -44,7 +44,7 @@ type phaseBooting struct{ until time.Time }
 func (p *phaseBooting) String() string { return "booting" }
 func (p *phaseBooting) due() time.Time { return p.until }
 func (p *phaseBooting) line(r *Runner, _ []byte) {
-	r.syncTokens = map[string]bool{}
+	r.tool.syncTokens = map[string]bool{}
 	r.startInit(0)
 }
 func (p *phaseBooting) timer(r *Runner, now time.Time) {
@@ -161,7 +161,7 @@ func (p *phaseResync) line(r *Runner, l []byte) {
 		return
 	}
 	if r.isSync(l) {
-		r.syncTokens = map[string]bool{}
+		r.tool.syncTokens = map[string]bool{}
 		if r.cur != nil {
 			r.fr.dropPartial()
 			r.finishByMarker()
@@ -217,7 +217,7 @@ func (p *phaseKilling) timer(r *Runner, now time.Time) {
 	} else {
 		r.log.Warn("the tool ignored SIGTERM; killing its process group")
 		p.hard = true
-		_ = r.tool.Signal(sigKill)
+		_ = r.tool.sess.Signal(sigKill)
 	}
 	p.until = now.Add(r.cfg.KillGrace)
 }
