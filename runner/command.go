@@ -358,7 +358,7 @@ func (r *Runner) submitResult(j resultJob) {
 	r.settling[j.name] = true
 	if _, _, err := protocol.ParseCommandName(j.name); err == nil {
 		r.doneIDs[j.res.CmdID] = true
-		if len(r.waitq[j.res.CmdID]) > 0 {
+		if len(r.in.waiting[j.res.CmdID]) > 0 {
 			r.pumpWaiting(j.res.CmdID) // It ended without running (cancelled while queued, rejected).
 		}
 	}
@@ -453,7 +453,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		return
 	}
 	r.cur = c
-	r.startedInput(cmd.CmdID)
+	r.in.started(cmd.CmdID)
 	r.enter(&phaseBusy{})
 	r.setPhase(protocol.PhaseBusy, "")
 	tok := cmd.Marker.Token

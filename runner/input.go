@@ -29,6 +29,18 @@ import (
 // line the runner types after that marker (driver.go, fenceLine).
 
 // heldReq is a send or signal request for the running command that has
+// inputQueue is the input part of the runner: the send and signal
+// requests held for the running command, the send being written, sends
+// waiting for a queued command to start, and the last window size. It is
+// owned by the Run goroutine.
+type inputQueue struct {
+	held    []*heldReq            // send and signal requests for the running command, in seq order
+	write   *inputWrite           // a send's bytes being written
+	waiting map[string][]*heldReq // sends with an expect waiting for a queued command to start, by cmd_id
+	cols    int                   // the last resize (0: none)
+	rows    int
+}
+
 // been taken but not yet answered.
 type heldReq struct {
 	name     string // ctl/<name>
@@ -85,7 +97,7 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 	}
 	c := r.cur
 	if (c == nil || c.cmd.CmdID != req.CmdID) && r.mayWait(req) {
-		r.waitq[req.CmdID] = append(r.waitq[req.CmdID], r.newHeld(req, name))
+		r.in.waiting[req.CmdID] = append(r.in.waiting[req.CmdID], r.newHeld(req, name))
 		r.mbox.held[name] = true
 		a.held = true
 		return a
@@ -101,7 +113,7 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 	if c.endStatus != "" {
 		return r.ending(req, a)
 	}
-	r.inq = append(r.inq, r.newHeld(req, name))
+	r.in.held = append(r.in.held, r.newHeld(req, name))
 	r.mbox.held[name] = true
 	a.held = true
 	return a
@@ -123,18 +135,18 @@ func (r *Runner) newHeld(req *protocol.ControlRequest, name string) *heldReq {
 // for it: a send with an expect for a queued command, and anything behind
 // one (seq order).
 func (r *Runner) mayWait(req *protocol.ControlRequest) bool {
-	if len(r.waitq[req.CmdID]) > 0 {
+	if len(r.in.waiting[req.CmdID]) > 0 {
 		return true
 	}
 	return req.Op == protocol.OpSend && req.Expect != "" && !r.doneIDs[req.CmdID] && r.cmdState(req.CmdID) == "queued"
 }
 
-// startedInput moves the requests waiting for a command that has just
+// started moves the requests waiting for a command that has just
 // started to the running command's queue.
-func (r *Runner) startedInput(id string) {
-	if w, ok := r.waitq[id]; ok {
-		r.inq = append(r.inq, w...)
-		delete(r.waitq, id)
+func (in *inputQueue) started(id string) {
+	if w, ok := in.waiting[id]; ok {
+		in.held = append(in.held, w...)
+		delete(in.waiting, id)
 	}
 }
 
@@ -144,7 +156,7 @@ func (r *Runner) startedInput(id string) {
 // the runner stops: cmdState says which).
 func (r *Runner) pumpWaiting(gone string) {
 	now := r.clk.Now()
-	for id, q := range r.waitq {
+	for id, q := range r.in.waiting {
 		for len(q) > 0 {
 			h := q[0]
 			a := &answer{cmdID: id}
@@ -169,18 +181,18 @@ func (r *Runner) pumpWaiting(gone string) {
 			r.completeHeld(h, *a)
 		}
 		if len(q) == 0 {
-			delete(r.waitq, id)
+			delete(r.in.waiting, id)
 		} else {
-			r.waitq[id] = q
+			r.in.waiting[id] = q
 		}
 	}
 }
 
 // waitDue is when the earliest request waiting for a queued command gives
 // up on its expect.
-func (r *Runner) waitDue() time.Time {
+func (in *inputQueue) waitDue() time.Time {
 	var due time.Time
-	for _, q := range r.waitq {
+	for _, q := range in.waiting {
 		if d := q[0].deadline; !d.IsZero() && (due.IsZero() || d.Before(due)) {
 			due = d
 		}
@@ -232,13 +244,13 @@ func (r *Runner) cmdState(id string) string {
 // pumpInput answers or starts the held requests in order, until one has
 // to wait (or a write is under way).
 func (r *Runner) pumpInput() {
-	for len(r.inq) > 0 && r.inw == nil {
-		h := r.inq[0]
+	for len(r.in.held) > 0 && r.in.write == nil {
+		h := r.in.held[0]
 		a := r.step(h)
 		if a == nil {
 			return // Waits, or its bytes are being written.
 		}
-		r.inq = r.inq[1:]
+		r.in.held = r.in.held[1:]
 		r.completeHeld(h, *a)
 	}
 }
@@ -371,7 +383,7 @@ func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
 		c.echo.expect(req.Data) // Its echo is the terminal's, not the tool's output.
 	}
 	w := &inputWrite{h: h, abort: make(chan struct{}), done: make(chan inputDone, 1)}
-	r.inw = w
+	r.in.write = w
 	t := r.tool.sess
 	go func() {
 		n, err := t.Input(req.Data, w.abort)
@@ -389,10 +401,10 @@ func (r *Runner) onInputDone(d inputDone) {
 // finishWrite answers the send whose bytes were being written: delivered
 // when the terminal took all of them, else not_running with the count.
 func (r *Runner) finishWrite(d inputDone) {
-	w := r.inw
-	r.inw = nil
+	w := r.in.write
+	r.in.write = nil
 	h := w.h
-	r.inq = r.inq[1:]
+	r.in.held = r.in.held[1:]
 	req := h.req
 	a := answer{cmdID: req.CmdID, offset: h.spoolOff}
 	n := int64(d.n)
@@ -426,7 +438,7 @@ func (r *Runner) finishWrite(d inputDone) {
 // abortInput stops a write under way (the command is ending, or the
 // runner is about to type into the terminal) and answers its request.
 func (r *Runner) abortInput() {
-	w := r.inw
+	w := r.in.write
 	if w == nil {
 		return
 	}
@@ -459,13 +471,13 @@ func (r *Runner) completeHeld(h *heldReq, a answer) {
 	r.removeRequest(p)
 }
 
-// inputDue is when the head of a queue gives up on its expect.
-func (r *Runner) inputDue() time.Time {
-	due := r.waitDue()
-	if len(r.inq) == 0 || r.inw != nil {
+// due is when the head of a queue gives up on its expect.
+func (in *inputQueue) due() time.Time {
+	due := in.waitDue()
+	if len(in.held) == 0 || in.write != nil {
 		return due
 	}
-	if d := r.inq[0].deadline; !d.IsZero() && (due.IsZero() || d.Before(due)) {
+	if d := in.held[0].deadline; !d.IsZero() && (due.IsZero() || d.Before(due)) {
 		due = d
 	}
 	return due
@@ -475,7 +487,7 @@ func (r *Runner) inputDue() time.Time {
 // group gets SIGWINCH from the kernel). The size is kept for later starts
 // of the tool.
 func (r *Runner) resize(req *protocol.ControlRequest) (protocol.Outcome, string) {
-	r.winCols, r.winRows = req.Cols, req.Rows
+	r.in.cols, r.in.rows = req.Cols, req.Rows
 	if r.tool.sess == nil {
 		return protocol.OutcomeDelivered, fmt.Sprintf("no tool runs now; the next one starts with a %dx%d terminal", req.Cols, req.Rows)
 	}
@@ -487,9 +499,9 @@ func (r *Runner) resize(req *protocol.ControlRequest) (protocol.Outcome, string)
 
 // winSize is the terminal size for a new tool: the last resize, else the
 // default.
-func (r *Runner) winSize() (int, int) {
-	if r.winCols > 0 {
-		return r.winCols, r.winRows
+func (in *inputQueue) winSize() (int, int) {
+	if in.cols > 0 {
+		return in.cols, in.rows
 	}
 	return defaultCols, defaultRows
 }

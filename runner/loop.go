@@ -88,8 +88,8 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		var out <-chan chunk
 		var exited <-chan toolExit
 		var input <-chan inputDone
-		if r.inw != nil {
-			input = r.inw.done
+		if r.in.write != nil {
+			input = r.in.write.done
 		}
 		if r.tool.sess != nil {
 			exited = r.tool.sess.Exited()
@@ -152,7 +152,7 @@ func (r *Runner) nextWake() time.Duration {
 	}
 	consider(r.pend.promote(now))
 	consider(r.mbox.recheck)
-	consider(r.inputDue())
+	consider(r.in.due())
 	consider(r.stateAt)
 	if !r.bufferedAt.IsZero() {
 		consider(r.bufferedAt.Add(flushDelay))
@@ -175,7 +175,7 @@ func (r *Runner) onTimer(now time.Time) {
 	if !r.mbox.recheck.IsZero() && !now.Before(r.mbox.recheck) {
 		r.checkCtl()
 	}
-	if d := r.inputDue(); !d.IsZero() && !now.Before(d) {
+	if d := r.in.due(); !d.IsZero() && !now.Before(d) {
 		r.pumpInput()
 		r.pumpWaiting("")
 	}

@@ -61,12 +61,8 @@ type Runner struct {
 	cmdsDone   int64
 	lease      leaseWatch
 	started    time.Time
-	mbox       mailbox               // ctl/: control requests (mailbox.go)
-	inq        []*heldReq            // send and signal requests for the running command, in seq order (input.go)
-	inw        *inputWrite           // a send's bytes being written
-	waitq      map[string][]*heldReq // sends with an expect waiting for a queued command to start, by cmd_id
-	winCols    int                   // the last resize (0: none)
-	winRows    int
+	in         inputQueue // send, signal and resize requests (input.go)
+	mbox       mailbox    // ctl/: control requests (mailbox.go)
 	scan       *scanner
 	stateDirty bool
 	signals    int
@@ -130,7 +126,7 @@ func Open(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{perms: p, trustWarnings: warns, root: root,
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
-		pend: newPending(), doneIDs: map[string]bool{}, waitq: map[string][]*heldReq{}, settling: map[string]bool{}, fr: newFramer(),
+		pend: newPending(), doneIDs: map[string]bool{}, in: inputQueue{waiting: map[string][]*heldReq{}}, settling: map[string]bool{}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), tool: toolLife{phase: &phaseDown{}, syncTokens: map[string]bool{}},
 		phase: protocol.PhaseStarting,
 	}

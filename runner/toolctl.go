@@ -62,7 +62,7 @@ func (r *Runner) enter(p toolPhase) {
 // startTool starts a fresh tool and types the bootstrap, then waits (in
 // phaseBooting) for the first sync marker.
 func (r *Runner) startTool() {
-	cols, rows := r.winSize()
+	cols, rows := r.in.winSize()
 	t, err := r.tool.start(sessionSpec{Argv: r.cfg.Tool, Env: r.toolEnv(), Cols: cols, Rows: rows})
 	if err != nil {
 		r.countFailedStart(fmt.Sprintf("cannot start the tool: %v", err))
@@ -162,7 +162,7 @@ func (r *Runner) onChunk(c chunk) {
 			r.tool.phase.line(r, line)
 		}
 	}
-	if len(r.inq) > 0 {
+	if len(r.in.held) > 0 {
 		r.pumpInput() // New output: an expect may match now.
 	}
 }
