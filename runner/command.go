@@ -419,7 +419,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	// runs (PROTOCOL.md, "Durability and crash consistency").
 	r.ringSync()
 	r.checkDiskRoom() // A command started after space returned is written whole.
-	spoolStart := r.spoolSize
+	spoolStart := r.disk.spoolSize
 	outName := protocol.OutputName(name)
 	out, err := r.createOutput(rel(protocol.DirOutput, outName))
 	if errors.Is(err, os.ErrNotExist) {
@@ -435,7 +435,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error())
 		return
 	}
-	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.starts, spoolStart: r.spoolSize, out: out,
+	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.starts, spoolStart: r.disk.spoolSize, out: out,
 		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New()}
 	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
 	if clamped {
@@ -492,7 +492,7 @@ func (r *Runner) runLine(c *running) (string, error) {
 func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg string) {
 	res := &protocol.Result{CmdID: cmd.CmdID, Seq: cmd.Seq, Status: protocol.StatusError,
 		ExitReason: protocol.ReasonRunnerError, Error: &protocol.Error{Code: code, Message: msg},
-		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.spoolSize, SpoolEnd: r.spoolSize}
+		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolSize, SpoolEnd: r.disk.spoolSize}
 	r.submitResult(resultJob{kind: jobEarly, name: name, res: res, text: cmd.Payload,
 		cmdFile: rel(protocol.DirInflight, name), keepAt: res.CommandPath})
 }
@@ -516,9 +516,9 @@ func (r *Runner) sink(b []byte) {
 // emit appends to the current command's output.
 func (r *Runner) emit(b []byte) {
 	c := r.cur
-	if r.diskFull {
+	if r.disk.full {
 		c.skip(b)
-		r.diskFullOut += int64(len(b))
+		r.disk.fullOut += int64(len(b))
 	} else {
 		if err := c.write(b); err != nil && isNoSpace(err) {
 			r.noSpace(c.name, err)
@@ -550,7 +550,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	r.endInput() // Held send and signal requests are refused: it has ended.
 	flushErr := c.w.Flush()
 	r.flushSpool()
-	spoolEnd := r.spoolSize
+	spoolEnd := r.disk.spoolSize
 	res := &protocol.Result{
 		CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status, ExitReason: reason,
 		StartTS: protocol.Time{Time: c.start}, EndTS: protocol.Now(),
@@ -622,7 +622,7 @@ func codeFor(s protocol.Status, reason protocol.ExitReason) string {
 // createOutput makes the output file from a spare (a rename) rather than
 // creating it on the critical path.
 func (r *Runner) createOutput(name string) (*os.File, error) {
-	f, err := r.outSpares.Take()
+	f, err := r.disk.outSpares.Take()
 	if err == nil {
 		spare := r.root.relOf(f.Name())
 		if err = r.root.Rename(spare, name); err == nil {

@@ -192,7 +192,7 @@ func (r *Runner) stopRequested(mode protocol.StopMode, source string) (protocol.
 // lease expiry, the context) and records it with a stop_request event.
 func (r *Runner) requestStop(mode protocol.StopMode, why string) {
 	r.flushSpool()
-	off := r.spoolSize
+	off := r.disk.spoolSize
 	if r.beginStop(mode, why) {
 		r.event(protocol.Event{Event: protocol.EvStop, SpoolOffset: &off, Detail: map[string]any{"mode": string(mode), "why": why}})
 	}

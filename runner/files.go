@@ -95,7 +95,7 @@ func (r *Runner) writeState() {
 		RunnerPID: os.Getpid(), Hostname: r.hostname, QueueDepth: r.pend.len(),
 		Reason: r.reason, Filesystem: r.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
 		CommandsDone: r.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.rejected, SkippedCount: r.skipped,
-		LeaseError: r.lease.err, DiskFull: r.diskFull,
+		LeaseError: r.lease.err, DiskFull: r.disk.full,
 	}
 	if r.phase == protocol.PhaseStopped {
 		st.Error = r.stopError
@@ -140,7 +140,7 @@ func (r *Runner) beat() {
 	hb := protocol.Heartbeat{
 		ProtocolVersion: protocol.Version, Timestamp: protocol.Now(), Counter: r.beats,
 		Hostname: r.hostname, RunnerPID: os.Getpid(), SessionID: r.sessionID, Phase: r.phase,
-		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.spoolSize,
+		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolSize,
 	}
 	if r.cur != nil {
 		hb.CurrentCmdID, hb.CurrentOutBytes = r.cur.cmd.CmdID, r.cur.bytes

@@ -301,7 +301,7 @@ func (r *Runner) step(h *heldReq) *answer {
 // stamp sets where the answer took effect: the spool size now.
 func (r *Runner) stamp(a *answer) {
 	r.flushSpool()
-	a.offset = r.spoolSize
+	a.offset = r.disk.spoolSize
 }
 
 func (r *Runner) expectTimeout(h *heldReq, a *answer) *answer {

@@ -20,8 +20,8 @@ func (r *Runner) openLogs() error {
 	if err != nil {
 		return plantedErr(protocol.FileMeta, err)
 	}
-	r.meta = meta
-	r.metaInfo, _ = r.root.Lstat(protocol.FileMeta)
+	r.disk.meta = meta
+	r.disk.metaInfo, _ = r.root.Lstat(protocol.FileMeta)
 	_ = r.root.Chmod(protocol.FileMeta, r.perms.file) // A file of an earlier private session, now shared.
 	if len(torn) > 0 {
 		r.log.Warn("repaired a torn last line of the event log", "bytes", len(torn))
@@ -37,8 +37,8 @@ func (r *Runner) openLogs() error {
 		spool.Close()
 		return err
 	}
-	r.spool, r.spoolSize, r.spoolInfo = spool, fi.Size(), fi
-	r.spoolW = bufio.NewWriterSize(spool, 64<<10)
+	r.disk.spool, r.disk.spoolSize, r.disk.spoolInfo = spool, fi.Size(), fi
+	r.disk.spoolW = bufio.NewWriterSize(spool, 64<<10)
 	return nil
 }
 
@@ -51,14 +51,14 @@ func plantedErr(rel string, err error) error {
 }
 
 func (r *Runner) closeLogs() {
-	if r.spool != nil {
+	if r.disk.spool != nil {
 		r.flushSpool()
-		_ = r.spool.Close() // Best effort at exit.
-		r.spool = nil
+		_ = r.disk.spool.Close() // Best effort at exit.
+		r.disk.spool = nil
 	}
-	if r.meta != nil {
-		_ = r.meta.Close()
-		r.meta = nil
+	if r.disk.meta != nil {
+		_ = r.disk.meta.Close()
+		r.disk.meta = nil
 	}
 }
 
@@ -76,7 +76,7 @@ func (r *Runner) reopenLogsIfGone() error {
 		}
 		return err == nil && open != nil && sameFile(fi, open)
 	}
-	if !same(protocol.FileMeta, r.metaInfo) || !same(protocol.FileSpool, r.spoolInfo) {
+	if !same(protocol.FileMeta, r.disk.metaInfo) || !same(protocol.FileSpool, r.disk.spoolInfo) {
 		return r.reopenLogs()
 	}
 	// log/ swapped for a symlink: the open files are the session's own
@@ -94,7 +94,7 @@ func (r *Runner) reopenLogs() error {
 		return err
 	}
 	r.log.Warn("reopened log/meta.log and log/session.out: they were deleted or replaced")
-	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"reopened": "log/meta.log, log/session.out", "spool_size": r.spoolSize}})
+	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"reopened": "log/meta.log, log/session.out", "spool_size": r.disk.spoolSize}})
 	return nil
 }
 
@@ -111,33 +111,33 @@ func (r *Runner) event(e protocol.Event) {
 	if e.TS.IsZero() {
 		e.TS = protocol.Now()
 	}
-	if r.meta == nil {
+	if r.disk.meta == nil {
 		return
 	}
 	if e.SpoolOffset == nil && controlEvents[e.Event] {
 		// Control is ordered against output: where in the spool it acted.
-		off := r.spoolSize
+		off := r.disk.spoolSize
 		e.SpoolOffset = &off
 	}
-	if err := r.meta.Append(e); err != nil {
+	if err := r.disk.meta.Append(e); err != nil {
 		r.log.Error("append event", "event", e.Event, "err", err)
 	}
 }
 
 // spoolWrite appends raw tool output to the spool (buffered).
 func (r *Runner) spoolWrite(b []byte) {
-	if r.spool == nil {
+	if r.disk.spool == nil {
 		return
 	}
-	if r.diskFull {
-		r.diskFullSpool += int64(len(b))
+	if r.disk.full {
+		r.disk.fullSpool += int64(len(b))
 		return
 	}
-	if _, err := r.spoolW.Write(b); err != nil {
+	if _, err := r.disk.spoolW.Write(b); err != nil {
 		r.spoolFailed(err)
 		return
 	}
-	r.spoolSize += int64(len(b))
+	r.disk.spoolSize += int64(len(b))
 }
 
 // flushSpool writes buffered spool bytes out. The spool is buffered because
@@ -145,15 +145,15 @@ func (r *Runner) spoolWrite(b []byte) {
 // (so the result's spool range can be read) and within flushDelay of any
 // byte printed.
 func (r *Runner) flushSpool() {
-	if r.spool == nil || r.spoolW.Buffered() == 0 {
+	if r.disk.spool == nil || r.disk.spoolW.Buffered() == 0 {
 		return
 	}
-	if err := r.spoolW.Flush(); err != nil {
+	if err := r.disk.spoolW.Flush(); err != nil {
 		r.spoolFailed(err)
 		return
 	}
-	if r.spoolErr != nil {
-		r.spoolErr = nil
+	if r.disk.spoolErr != nil {
+		r.disk.spoolErr = nil
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "writing log/session.out works again"}})
 	}
 }
@@ -166,13 +166,13 @@ func (r *Runner) spoolFailed(err error) {
 	if isNoSpace(err) {
 		r.noSpace(protocol.FileSpool, err)
 	}
-	r.spoolW.Reset(r.spool)
-	if fi, serr := r.spool.Stat(); serr == nil {
-		r.spoolSize = fi.Size()
+	r.disk.spoolW.Reset(r.disk.spool)
+	if fi, serr := r.disk.spool.Stat(); serr == nil {
+		r.disk.spoolSize = fi.Size()
 	}
-	if r.spoolErr == nil {
+	if r.disk.spoolErr == nil {
 		r.log.Error("write spool; output is missing from log/session.out", "err", err)
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "write failed; output lost from log/session.out", "error": err.Error()}})
 	}
-	r.spoolErr = err
+	r.disk.spoolErr = err
 }

@@ -25,7 +25,7 @@ const flushDelay = 20 * time.Millisecond
 
 // flushBuffers writes out the spool and the current output.
 func (r *Runner) flushBuffers() {
-	printed := !r.bufferedAt.IsZero()
+	printed := !r.disk.bufferedAt.IsZero()
 	r.flushSpool()
 	if c := r.cur; c != nil {
 		// Partial output becomes visible. A failure is kept for the
@@ -39,7 +39,7 @@ func (r *Runner) flushBuffers() {
 			}
 		}
 	}
-	r.bufferedAt = time.Time{}
+	r.disk.bufferedAt = time.Time{}
 	if r.network && printed {
 		r.pushToServer()
 	}
@@ -52,8 +52,8 @@ func (r *Runner) flushBuffers() {
 // output (waitfor, tail -f, Follow) would see it that late. Called when the
 // buffers are flushed, i.e. within flushDelay of any printed byte.
 func (r *Runner) pushToServer() {
-	if r.spool != nil {
-		if err := unix.Fdatasync(int(r.spool.Fd())); err != nil {
+	if r.disk.spool != nil {
+		if err := unix.Fdatasync(int(r.disk.spool.Fd())); err != nil {
 			r.log.Debug("push spool to the server", "err", err)
 		}
 	}
@@ -154,8 +154,8 @@ func (r *Runner) nextWake() time.Duration {
 	consider(r.mbox.recheck)
 	consider(r.in.due())
 	consider(r.stateAt)
-	if !r.bufferedAt.IsZero() {
-		consider(r.bufferedAt.Add(flushDelay))
+	if !r.disk.bufferedAt.IsZero() {
+		consider(r.disk.bufferedAt.Add(flushDelay))
 	}
 	if r.moreQueued {
 		consider(now)
@@ -179,7 +179,7 @@ func (r *Runner) onTimer(now time.Time) {
 		r.pumpInput()
 		r.pumpWaiting("")
 	}
-	if !r.bufferedAt.IsZero() && now.Sub(r.bufferedAt) >= flushDelay {
+	if !r.disk.bufferedAt.IsZero() && now.Sub(r.disk.bufferedAt) >= flushDelay {
 		r.flushBuffers()
 	}
 	if !r.stateAt.IsZero() && !now.Before(r.stateAt) {
@@ -194,8 +194,8 @@ func (r *Runner) onBeat() {
 	r.checkLayout()
 	r.keepLock()
 	r.checkDiskRoom()
-	if !r.ballast && !r.diskFull && r.pendingErr == nil && r.beats%16 == 0 {
-		r.makeBallast()
+	if !r.disk.ballast && !r.disk.full && r.pendingErr == nil && r.beats%16 == 0 {
+		r.disk.makeBallast()
 	}
 	r.flushBuffers()
 	if r.network && r.beats%2 == 0 {

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -30,20 +29,12 @@ type Runner struct {
 	fsName    string
 	network   bool
 	lock      *fileLock
-	meta      *fsq.Log
 	drv       driver
 
 	clk  clock
 	tool toolLife // the tool process and its phase (tool.go)
 
 	// Everything below is owned by the Run goroutine.
-	spool      *os.File
-	spoolW     *bufio.Writer // buffers spool writes; flushed by flushSpool
-	spoolErr   error         // the last spool write failure, until a write succeeds
-	spoolInfo  os.FileInfo   // of the open spool, to notice it deleted or replaced
-	metaInfo   os.FileInfo   // of the open event log
-	bufferedAt time.Time     // when the spool or output buffers took their first unflushed byte
-	spoolSize  int64
 	pend       *pending
 	doneIDs    map[string]bool // cmd_ids that have a result
 	watcher    *fsq.Watcher
@@ -61,6 +52,7 @@ type Runner struct {
 	cmdsDone   int64
 	lease      leaseWatch
 	started    time.Time
+	disk       spoolDisk  // the spool, the event log, a full disk and the reserve (logs.go, disk.go)
 	in         inputQueue // send, signal and resize requests (input.go)
 	mbox       mailbox    // ctl/: control requests (mailbox.go)
 	scan       *scanner
@@ -72,24 +64,17 @@ type Runner struct {
 	results         *resultWriter
 	settling        map[string]bool // names handed to results and not yet done
 	openBegins      map[beginKey]bool
-	outSpares       *fsq.Spares
 	resSpares       *fsq.Spares
 	stateAt         time.Time
 	skipped         int64 // names cleared because they already had a result
 	rejected        int64 // files answered as invalid
 	discards        int64 // entries moved into tmp/ to be deleted
-	ballast         bool  // tmp/ballast holds the disk reserve
-	// diskFull: a write failed for want of space; the spool and output
-	// files are suspended until the disk has room (disk.go). The counts
-	// are the bytes not written meanwhile.
-	diskFull                   bool
-	diskFullSpool, diskFullOut int64
-	perms                      perms // modes of the session's directories and the runner's files
-	layoutErr                  error // why the session directory cannot be used (nil: fine)
-	trustWarnings              []trustWarning
-	pendingErr                 error // why results wait for a retry (nil: none)
-	closeOnce                  sync.Once
-	metrics                    *metrics // nil without --metrics-file
+	perms           perms // modes of the session's directories and the runner's files
+	layoutErr       error // why the session directory cannot be used (nil: fine)
+	trustWarnings   []trustWarning
+	pendingErr      error // why results wait for a retry (nil: none)
+	closeOnce       sync.Once
+	metrics         *metrics // nil without --metrics-file
 }
 
 // Open prepares the session directory (creating the layout, mode 0700),
@@ -124,7 +109,7 @@ func Open(cfg Config) (*Runner, error) {
 		root.Close()
 		return nil, err
 	}
-	r := &Runner{perms: p, trustWarnings: warns, root: root,
+	r := &Runner{perms: p, trustWarnings: warns, root: root, disk: spoolDisk{root: root},
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
 		pend: newPending(), doneIDs: map[string]bool{}, in: inputQueue{waiting: map[string][]*heldReq{}}, settling: map[string]bool{}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), tool: toolLife{phase: &phaseDown{}, syncTokens: map[string]bool{}},
@@ -177,12 +162,12 @@ func (r *Runner) openSession() error {
 	if err := r.openLogs(); err != nil {
 		return err
 	}
-	r.makeBallast()
+	r.disk.makeBallast()
 	r.killPreviousTool()
 	// Files on the critical path are taken from pools of spares instead of
 	// being created there (see fsq.Spares). They live in tmp/, so that
 	// clients listing result/ or output/ never see them.
-	r.outSpares = r.root.NewSpares(protocol.DirTmp, 4, r.perms.file)
+	r.disk.outSpares = r.root.NewSpares(protocol.DirTmp, 4, r.perms.file)
 	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.perms.file)
 	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.hostname, durable: !r.cfg.NoSync,
 		filePerm: r.perms.file, dirMode: r.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
@@ -197,8 +182,8 @@ func (r *Runner) Close() error {
 		if r.results != nil {
 			r.results.close(r.onResult)
 		}
-		if r.outSpares != nil {
-			r.outSpares.Close()
+		if r.disk.outSpares != nil {
+			r.disk.outSpares.Close()
 			r.resSpares.Close()
 		}
 		r.closeLogs()
@@ -256,7 +241,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		touch = []string{protocol.DirResult, protocol.DirOutput, protocol.DirAck}
 	}
 	if !r.cfg.NoSync || r.network {
-		meta := r.meta
+		meta := r.disk.meta
 		if r.cfg.NoSync {
 			meta = nil
 		}

@@ -151,8 +151,8 @@ func (r *Runner) isSync(l []byte) bool {
 func (r *Runner) onChunk(c chunk) {
 	defer c.release()
 	b := c.bytes()
-	if r.bufferedAt.IsZero() {
-		r.bufferedAt = r.clk.Now()
+	if r.disk.bufferedAt.IsZero() {
+		r.disk.bufferedAt = r.clk.Now()
 	}
 	r.spoolWrite(b)
 	for len(b) > 0 {
@@ -188,7 +188,7 @@ func (r *Runner) startInit(idx int) {
 		r.startFailed(err.Error())
 		return
 	}
-	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.starts, idx), spoolStart: r.spoolSize,
+	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.starts, idx), spoolStart: r.disk.spoolSize,
 		until: r.clk.Now().Add(r.cfg.InitTimeout)}
 	r.enter(p)
 	r.event(protocol.Event{Event: protocol.EvInitBegin, SpoolStart: &p.spoolStart, Detail: map[string]any{"file": file}})
