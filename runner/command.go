@@ -118,8 +118,8 @@ const perTurn = 64
 // full listing of queue/ is known, so that a command dropped right after
 // the start cannot overtake a backlog with lower seqs.
 func (r *Runner) nextCommand() {
-	r.moreQueued = false
-	if r.pend.len() > 0 && r.layoutErr == nil && r.cur == nil {
+	r.queue.more = false
+	if r.queue.pend.len() > 0 && r.layoutErr == nil && r.cur == nil {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
 		// this once it is fixed).
@@ -127,12 +127,12 @@ func (r *Runner) nextCommand() {
 			r.setLayoutErr(err)
 		}
 	}
-	for n := 0; r.cur == nil && r.tool.ready() && r.stopMode == "" && r.pendingErr == nil && r.layoutErr == nil && r.scan.listed; n++ {
+	for n := 0; r.cur == nil && r.tool.ready() && r.stopMode == "" && r.pendingErr == nil && r.layoutErr == nil && r.queue.scan.listed; n++ {
 		if n == perTurn || r.results.full() {
-			r.moreQueued = !r.results.full()
+			r.queue.more = !r.results.full()
 			return
 		}
-		e := r.pend.pop()
+		e := r.queue.pend.pop()
 		if e == nil {
 			return
 		}
@@ -178,7 +178,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 			return
 		}
 		r.log.Warn("read queued command; will retry", "name", e.name, "err", err)
-		r.pend.deferUntil(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
+		r.queue.pend.deferUntil(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
 		return
 	}
 	cmd, err := protocol.ParseCommand(e.name, data)
@@ -193,7 +193,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		r.reject(e, fmt.Sprintf("kind: this runner runs %s payloads, not %s", r.cfg.Kind, cmd.Kind))
 		return
 	}
-	if r.doneIDs[cmd.CmdID] {
+	if r.queue.done[cmd.CmdID] {
 		r.reject(e, fmt.Sprintf("cmd_id %q already has a result under another seq; cmd_ids must be unique", cmd.CmdID))
 		return
 	}
@@ -202,7 +202,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 
 // hasResult reports whether name has a result, on disk or on its way there.
 func (r *Runner) hasResult(name string) bool {
-	if r.settling[name] {
+	if r.queue.settling[name] {
 		return true
 	}
 	// Only a regular file is a result: anything else there (a FIFO, a
@@ -222,7 +222,7 @@ func (r *Runner) stillWriting(e *pendingEntry, fi os.FileInfo) bool {
 	if now.Sub(e.firstBad) >= r.cfg.ParseGrace {
 		return false
 	}
-	r.pend.deferUntil(e, now.Add(min(100*time.Millisecond, r.cfg.ParseGrace)))
+	r.queue.pend.deferUntil(e, now.Add(min(100*time.Millisecond, r.cfg.ParseGrace)))
 	return true
 }
 
@@ -239,7 +239,7 @@ func (r *Runner) skipDone(name string) {
 	if !r.discard(rel(protocol.DirQueue, name)) {
 		return
 	}
-	r.skipped++
+	r.queue.skipped++
 	r.stateDirty = true
 	seq, id, _ := protocol.ParseCommandName(name)
 	r.log.Info("skipping a command that already has a result", "name", name)
@@ -251,8 +251,8 @@ func (r *Runner) skipDone(name string) {
 // directory with everything in it): the name is free at once, and tmp/ is
 // emptied at the next start should the removal fail.
 func (r *Runner) discard(relPath string) bool {
-	r.discards++
-	dst := rel(protocol.DirTmp, fmt.Sprintf("discard-%d-%s", r.discards, filepath.Base(relPath)))
+	r.queue.discards++
+	dst := rel(protocol.DirTmp, fmt.Sprintf("discard-%d-%s", r.queue.discards, filepath.Base(relPath)))
 	if err := r.root.Rename(relPath, dst); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			r.log.Warn("cannot move aside", "file", relPath, "err", err)
@@ -271,7 +271,7 @@ func (r *Runner) discard(relPath string) bool {
 func (r *Runner) reject(e *pendingEntry, msg string) {
 	id, seq, derived := protocol.DeriveCmdID(e.name)
 	code := protocol.CodeInvalidRequest
-	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.doneIDs[id] {
+	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.done[id] {
 		code = protocol.CodeDuplicateCmdID
 	}
 	ipath := rel(protocol.DirInflight, e.name)
@@ -303,7 +303,7 @@ func (r *Runner) rejectNameless(name, ipath, msg string) {
 		r.discard(ipath)
 		dst = ""
 	}
-	r.rejected++
+	r.queue.rejected++
 	r.stateDirty = true
 	r.event(protocol.Event{Event: protocol.EvRejected, Detail: map[string]any{"file": rel(protocol.DirQueue, name),
 		"moved_to": dst, "error": msg, "code": protocol.CodeInvalidRequest}})
@@ -347,7 +347,7 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 		return false
 	}
 	r.log.Warn("a session directory is not usable; the command waits in queue/", "name", name, "err", why)
-	r.pend.add(name, seq, "")
+	r.queue.pend.add(name, seq, "")
 	return true
 }
 
@@ -355,9 +355,9 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 // and its cmd_id count as done, so a duplicate queued right behind it is
 // refused even before the result is on disk.
 func (r *Runner) submitResult(j resultJob) {
-	r.settling[j.name] = true
+	r.queue.settling[j.name] = true
 	if _, _, err := protocol.ParseCommandName(j.name); err == nil {
-		r.doneIDs[j.res.CmdID] = true
+		r.queue.done[j.res.CmdID] = true
 		if len(r.in.waiting[j.res.CmdID]) > 0 {
 			r.pumpWaiting(j.res.CmdID) // It ended without running (cancelled while queued, rejected).
 		}
@@ -368,7 +368,7 @@ func (r *Runner) submitResult(j resultJob) {
 // onResult records a result the writer committed (or gave up on).
 func (r *Runner) onResult(d resultDone) {
 	j, res := d.job, d.job.res
-	delete(r.settling, j.name)
+	delete(r.queue.settling, j.name)
 	for _, x := range d.displaced {
 		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: d.job.res.CmdID, Seq: d.job.res.Seq, Detail: x})
 	}
@@ -388,7 +388,7 @@ func (r *Runner) onResult(d resultDone) {
 		r.metrics.result(r, res, j.kind == jobRun)
 	}
 	if d.existed && j.kind != jobRecovered {
-		r.skipped++
+		r.queue.skipped++
 		r.log.Warn("a result already existed; it was kept and nothing was written", "name", j.name)
 		r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: res.CmdID, Seq: res.Seq, Detail: map[string]any{
 			"reason": "result exists", "file": j.cmdFile, "would_have_been": string(res.Status)}})
@@ -402,7 +402,7 @@ func (r *Runner) onResult(d resultDone) {
 			ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,
 			Detail: map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS}})
 	case jobRejected:
-		r.rejected++
+		r.queue.rejected++
 		r.event(protocol.Event{Event: protocol.EvRejected, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
 			ExitReason: res.ExitReason, Detail: map[string]any{"file": j.cmdFile, "error": res.Error.Message, "code": res.Error.Code}})
 	case jobRecovered:

@@ -120,7 +120,7 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string) (protocol
 	case c != nil && c.cmd.CmdID == id:
 		r.interrupt(protocol.StatusCancelled, "", "cancelled by "+source, "")
 		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.cmd.CancelPolicy), id
-	case r.doneIDs[id]:
+	case r.queue.done[id]:
 		return protocol.OutcomeAlreadyFinished, id + " has already finished; nothing cancelled", id
 	case r.cancelQueued(id, source):
 		return protocol.OutcomeCancelledQueued, id + " was queued; it got a cancelled result and will not run", id
@@ -144,7 +144,7 @@ func (r *Runner) cancelQueued(id, source string) bool {
 			continue
 		}
 		if r.hasResult(name) {
-			r.pend.remove(name)
+			r.queue.pend.remove(name)
 			r.skipDone(name)
 			continue
 		}
@@ -152,8 +152,8 @@ func (r *Runner) cancelQueued(id, source string) bool {
 		if ok, _ := r.root.Claim(rel(protocol.DirQueue, name), ipath); !ok {
 			continue
 		}
-		r.pend.remove(name)
-		if r.doneIDs[id] {
+		r.queue.pend.remove(name)
+		if r.queue.done[id] {
 			res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
 				Error: &protocol.Error{Code: protocol.CodeDuplicateCmdID, Message: fmt.Sprintf(
 					"cmd_id %q already has a result under another seq; cmd_ids must be unique", id)},
@@ -231,7 +231,7 @@ const settleWait = 500 * time.Millisecond
 func (r *Runner) awaitResult(name string, d time.Duration) {
 	timeout, stop := after(r.clk, d)
 	defer stop()
-	for r.settling[name] {
+	for r.queue.settling[name] {
 		select {
 		case done := <-r.results.done:
 			r.onResult(done)

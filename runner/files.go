@@ -92,9 +92,9 @@ func marshal(v any) []byte {
 func (r *Runner) writeState() {
 	st := protocol.State{
 		ProtocolVersion: protocol.Version, Phase: r.phase, SessionID: r.sessionID,
-		RunnerPID: os.Getpid(), Hostname: r.hostname, QueueDepth: r.pend.len(),
+		RunnerPID: os.Getpid(), Hostname: r.hostname, QueueDepth: r.queue.pend.len(),
 		Reason: r.reason, Filesystem: r.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
-		CommandsDone: r.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.rejected, SkippedCount: r.skipped,
+		CommandsDone: r.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.queue.rejected, SkippedCount: r.queue.skipped,
 		LeaseError: r.lease.err, DiskFull: r.disk.full,
 	}
 	if r.phase == protocol.PhaseStopped {

@@ -138,7 +138,7 @@ func (r *Runner) mayWait(req *protocol.ControlRequest) bool {
 	if len(r.in.waiting[req.CmdID]) > 0 {
 		return true
 	}
-	return req.Op == protocol.OpSend && req.Expect != "" && !r.doneIDs[req.CmdID] && r.cmdState(req.CmdID) == "queued"
+	return req.Op == protocol.OpSend && req.Expect != "" && !r.queue.done[req.CmdID] && r.cmdState(req.CmdID) == "queued"
 }
 
 // started moves the requests waiting for a command that has just
@@ -226,7 +226,7 @@ func (r *Runner) ending(req *protocol.ControlRequest, a answer) answer {
 // cmdState says where a command that is not running is: finished (it has
 // a result), queued (its file is in queue/) or unknown.
 func (r *Runner) cmdState(id string) string {
-	if r.doneIDs[id] {
+	if r.queue.done[id] {
 		return "finished"
 	}
 	r.root.Revalidate(protocol.DirQueue) // A command written on another NFS client just before the request.

@@ -117,9 +117,9 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		case <-r.watcher.Rescan:
 			r.rescan()
 		case <-r.watcher.Lost:
-			r.scan.lost = true
+			r.queue.scan.lost = true
 			r.maybeScan()
-		case res := <-r.scan.results:
+		case res := <-r.queue.scan.results:
 			r.onScan(res)
 		case <-hb.C():
 			r.onBeat()
@@ -150,14 +150,14 @@ func (r *Runner) nextWake() time.Duration {
 	if _, down := r.tool.phase.(*phaseDown); !down || r.stopMode == "" {
 		consider(r.tool.phase.due())
 	}
-	consider(r.pend.promote(now))
+	consider(r.queue.pend.promote(now))
 	consider(r.mbox.recheck)
 	consider(r.in.due())
 	consider(r.stateAt)
 	if !r.disk.bufferedAt.IsZero() {
 		consider(r.disk.bufferedAt.Add(flushDelay))
 	}
-	if r.moreQueued {
+	if r.queue.more {
 		consider(now)
 	}
 	if next.IsZero() {
@@ -232,7 +232,7 @@ func (r *Runner) onChange(ch fsq.Change) {
 	switch ch.Dir {
 	case r.path(protocol.DirQueue):
 		if seq, rule, ok := protocol.CheckQueueName(ch.Name); ok {
-			if r.pend.add(ch.Name, seq, rule) {
+			if r.queue.pend.add(ch.Name, seq, rule) {
 				r.stateDirty = true
 			}
 		}

@@ -68,7 +68,7 @@ func newMetrics(r *Runner) (*metrics, error) {
 
 // snapshot reads the runner's figures; it runs on the owner goroutine.
 func (r *Runner) snapshot() Snapshot {
-	s := Snapshot{QueueDepth: r.pend.len(), ToolRestarts: max(r.tool.starts-1, 0), Heartbeats: r.beats, Phase: r.phase,
+	s := Snapshot{QueueDepth: r.queue.pend.len(), ToolRestarts: max(r.tool.starts-1, 0), Heartbeats: r.beats, Phase: r.phase,
 		LeaseRemaining: r.lease.remaining(r, r.clk.Now())}
 	if r.cur != nil {
 		s.Busy, s.CurrentOutputBytes = true, r.cur.bytes

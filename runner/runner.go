@@ -35,12 +35,9 @@ type Runner struct {
 	tool toolLife // the tool process and its phase (tool.go)
 
 	// Everything below is owned by the Run goroutine.
-	pend       *pending
-	doneIDs    map[string]bool // cmd_ids that have a result
-	watcher    *fsq.Watcher
-	fr         *framer
-	tail       *tailRing
-	moreQueued bool // nextCommand stopped early; the loop comes back at once
+	watcher *fsq.Watcher
+	fr      *framer
+	tail    *tailRing
 
 	stopError  *protocol.Error // state.json error once stopped because of it
 	cur        *running
@@ -53,22 +50,17 @@ type Runner struct {
 	lease      leaseWatch
 	started    time.Time
 	disk       spoolDisk  // the spool, the event log, a full disk and the reserve (logs.go, disk.go)
+	queue      cmdQueue   // queue/: commands seen, running order, results settling (queue.go, scan.go, command.go)
 	in         inputQueue // send, signal and resize requests (input.go)
 	mbox       mailbox    // ctl/: control requests (mailbox.go)
-	scan       *scanner
 	stateDirty bool
 	signals    int
 
 	pendingTakeover map[string]any
 	sync            *syncer // nil with NoSync
 	results         *resultWriter
-	settling        map[string]bool // names handed to results and not yet done
-	openBegins      map[beginKey]bool
 	resSpares       *fsq.Spares
 	stateAt         time.Time
-	skipped         int64 // names cleared because they already had a result
-	rejected        int64 // files answered as invalid
-	discards        int64 // entries moved into tmp/ to be deleted
 	perms           perms // modes of the session's directories and the runner's files
 	layoutErr       error // why the session directory cannot be used (nil: fine)
 	trustWarnings   []trustWarning
@@ -111,7 +103,8 @@ func Open(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{perms: p, trustWarnings: warns, root: root, disk: spoolDisk{root: root},
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
-		pend: newPending(), doneIDs: map[string]bool{}, in: inputQueue{waiting: map[string][]*heldReq{}}, settling: map[string]bool{}, fr: newFramer(),
+		queue: cmdQueue{pend: newPending(), done: map[string]bool{}, settling: map[string]bool{}},
+		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), tool: toolLife{phase: &phaseDown{}, syncTokens: map[string]bool{}},
 		phase: protocol.PhaseStarting,
 	}
@@ -254,9 +247,9 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	if list == nil {
 		list = func(string) ([]string, error) { return r.root.ReadNames(protocol.DirQueue) }
 	}
-	r.scan = newScanner(r.path(protocol.DirQueue), list)
-	defer r.scan.close()
-	r.scan.start()
+	r.queue.scan = newScanner(r.path(protocol.DirQueue), list)
+	defer r.queue.scan.close()
+	r.queue.scan.start()
 	r.startTool()
 	r.writeState()
 	r.beat()

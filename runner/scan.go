@@ -89,7 +89,7 @@ func (s *scanner) start() {
 
 // onScan adds a listing's names to the pending set.
 func (r *Runner) onScan(res scanResult) {
-	s := r.scan
+	s := r.queue.scan
 	s.inFlight, s.lastEnd, s.lastTook, s.lastFull = false, time.Now(), res.took, time.Now()
 	if res.err != nil {
 		r.log.Warn("list queue", "err", res.err)
@@ -100,7 +100,7 @@ func (r *Runner) onScan(res scanResult) {
 		if r.cur != nil && r.cur.name == ns.name {
 			continue
 		}
-		if r.pend.add(ns.name, ns.seq, ns.rule) {
+		if r.queue.pend.add(ns.name, ns.seq, ns.rule) {
 			r.stateDirty = true
 		}
 	}
@@ -108,7 +108,7 @@ func (r *Runner) onScan(res scanResult) {
 
 // maybeScan starts a listing if one is due.
 func (r *Runner) maybeScan() {
-	if r.scan.due(time.Now(), r.watcher.Inotify, r.pend.len() == 0) {
-		r.scan.start()
+	if r.queue.scan.due(time.Now(), r.watcher.Inotify, r.queue.pend.len() == 0) {
+		r.queue.scan.start()
 	}
 }
