@@ -119,15 +119,15 @@ const perTurn = 64
 // the start cannot overtake a backlog with lower seqs.
 func (r *Runner) nextCommand() {
 	r.queue.more = false
-	if r.queue.pend.len() > 0 && r.layoutErr == nil && r.cur == nil {
+	if r.queue.pend.len() > 0 && r.layout.err == nil && r.cur == nil {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
 		// this once it is fixed).
-		if err := checkSubdir(r.root, protocol.DirQueue, r.perms, os.Geteuid()); err != nil {
+		if err := checkSubdir(r.root, protocol.DirQueue, r.layout.perms, os.Geteuid()); err != nil {
 			r.setLayoutErr(err)
 		}
 	}
-	for n := 0; r.cur == nil && r.tool.ready() && r.stopMode == "" && r.pendingErr == nil && r.layoutErr == nil && r.queue.scan.listed; n++ {
+	for n := 0; r.cur == nil && r.tool.ready() && r.stop.mode == "" && r.pendingErr == nil && r.layout.err == nil && r.queue.scan.listed; n++ {
 		if n == perTurn || r.results.full() {
 			r.queue.more = !r.results.full()
 			return
@@ -136,7 +136,7 @@ func (r *Runner) nextCommand() {
 		if e == nil {
 			return
 		}
-		r.stateDirty = true
+		r.status.dirty = true
 		r.tryStart(e)
 	}
 }
@@ -240,7 +240,7 @@ func (r *Runner) skipDone(name string) {
 		return
 	}
 	r.queue.skipped++
-	r.stateDirty = true
+	r.status.dirty = true
 	seq, id, _ := protocol.ParseCommandName(name)
 	r.log.Info("skipping a command that already has a result", "name", name)
 	r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: id, Seq: seq, Detail: map[string]any{
@@ -304,7 +304,7 @@ func (r *Runner) rejectNameless(name, ipath, msg string) {
 		dst = ""
 	}
 	r.queue.rejected++
-	r.stateDirty = true
+	r.status.dirty = true
 	r.event(protocol.Event{Event: protocol.EvRejected, Detail: map[string]any{"file": rel(protocol.DirQueue, name),
 		"moved_to": dst, "error": msg, "code": protocol.CodeInvalidRequest}})
 }
@@ -325,7 +325,7 @@ func (r *Runner) claim(name, dst string) bool {
 		}
 	}
 	r.checkLayout()
-	if r.layoutErr != nil {
+	if r.layout.err != nil {
 		return false
 	}
 	ok, err = r.root.Claim(src, dst)
@@ -375,7 +375,7 @@ func (r *Runner) onResult(d resultDone) {
 	for _, d := range d.recreated {
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": d + "/"}})
 	}
-	r.stateDirty = true
+	r.status.dirty = true
 	r.ringSync()
 	if d.err != nil {
 		r.log.Error("a result was not written; the command stays in inflight/ and the next runner settles it",
@@ -576,7 +576,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	if outErr == nil {
 		outErr = flushErr
 	}
-	r.cmdsDone++
+	r.status.cmdsDone++
 	r.submitResult(resultJob{kind: jobRun, name: c.name, res: res, out: c.out, outErr: outErr,
 		cmdFile: rel(protocol.DirInflight, c.name), keepAt: res.CommandPath, payload: c.payload, text: c.cmd.Payload})
 }
@@ -631,9 +631,9 @@ func (r *Runner) createOutput(name string) (*os.File, error) {
 		f.Close()
 		r.root.RemoveOrLater(spare)
 	}
-	f, err = r.root.CreateNew(name, r.perms.file)
+	f, err = r.root.CreateNew(name, r.layout.perms.file)
 	if err == nil {
-		_ = f.Chmod(r.perms.file) // Independent of the umask.
+		_ = f.Chmod(r.layout.perms.file) // Independent of the umask.
 	}
 	return f, err
 }

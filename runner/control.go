@@ -22,6 +22,14 @@ const ctlSettle = 5 * time.Millisecond
 // maxLegacySize bounds ctl/cancel.json and ctl/stop.json.
 const maxLegacySize = 64 << 10
 
+// stopState is how and why the runner stops, once asked to.
+type stopState struct {
+	mode    protocol.StopMode // "" while running
+	reason  string
+	err     *protocol.Error // state.json error once stopped because of it
+	signals int             // signals received
+}
+
 // takeLegacy handles a legacy single-slot file (ctl/cancel.json or
 // ctl/stop.json): empty means current/graceful; anything that is not one
 // of the documented forms is rejected with an event and nothing done. The
@@ -169,7 +177,7 @@ func (r *Runner) cancelQueued(id, source string) bool {
 		// answered, so a reply never promises a result a crash could turn
 		// into runner_restarted.
 		r.awaitResult(name, settleWait)
-		r.stateDirty = true
+		r.status.dirty = true
 		return true
 	}
 	return false
@@ -177,7 +185,7 @@ func (r *Runner) cancelQueued(id, source string) bool {
 
 // stopRequested acts on a valid stop request.
 func (r *Runner) stopRequested(mode protocol.StopMode, source string) (protocol.Outcome, string) {
-	before := r.stopMode
+	before := r.stop.mode
 	r.beginStop(mode, source)
 	switch {
 	case before == protocol.StopForce || before == mode:
@@ -203,10 +211,10 @@ func (r *Runner) requestStop(mode protocol.StopMode, why string) {
 // reports whether anything changed (a graceful stop while stopping does
 // not; force after graceful does).
 func (r *Runner) beginStop(mode protocol.StopMode, why string) bool {
-	if r.stopMode == protocol.StopForce || (r.stopMode == mode && mode == protocol.StopGraceful) {
+	if r.stop.mode == protocol.StopForce || (r.stop.mode == mode && mode == protocol.StopGraceful) {
 		return false
 	}
-	r.stopMode, r.stopReason = mode, why
+	r.stop.mode, r.stop.reason = mode, why
 	r.log.Info("stopping", "mode", mode, "why", why)
 	r.setPhase(protocol.PhaseStopping, why)
 	if mode == protocol.StopForce && r.cur != nil {

@@ -125,7 +125,7 @@ func (r *Runner) noSpace(what string, err error) {
 	}
 	r.disk.full = true
 	r.disk.fullSpool, r.disk.fullOut = 0, 0
-	r.stateDirty = true
+	r.status.dirty = true
 	d := map[string]any{"disk_full": true, "suspended": "log/session.out and output files", "failed": what, "error": err.Error()}
 	if released {
 		d["released_reserve_bytes"] = ballastSize
@@ -149,7 +149,7 @@ func (r *Runner) checkDiskRoom() {
 		// command's output file resume (what it held is counted lost).
 		c.w.Reset(c.out)
 	}
-	r.stateDirty = true
+	r.status.dirty = true
 	r.log.Info("the disk has room again: writing output files resumes", "spool_bytes_not_written", r.disk.fullSpool, "output_bytes_not_written", r.disk.fullOut)
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"disk_full": false, "resumed": true,
 		"spool_bytes_not_written": r.disk.fullSpool, "output_bytes_not_written": r.disk.fullOut}})

@@ -40,7 +40,7 @@ func (r *Runner) flushBuffers() {
 		}
 	}
 	r.disk.bufferedAt = time.Time{}
-	if r.network && printed {
+	if r.id.network && printed {
 		r.pushToServer()
 	}
 }
@@ -76,13 +76,13 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		// A graceful stop waits for results that wait for a retry (a full
 		// disk) here, in the loop, so the heartbeat and control go on; a
 		// force stop has given them up (beginStop).
-		if r.stopMode != "" && r.cur == nil && (r.pendingErr == nil || r.stopMode == protocol.StopForce) {
+		if r.stop.mode != "" && r.cur == nil && (r.pendingErr == nil || r.stop.mode == protocol.StopForce) {
 			break
 		}
-		if r.stateDirty && r.stateAt.IsZero() {
+		if r.status.dirty && r.status.writeAt.IsZero() {
 			// Busy/idle flips are coalesced off the critical path;
 			// other phases are written by setPhase at once.
-			r.stateAt = r.clk.Now().Add(stateDelay)
+			r.status.writeAt = r.clk.Now().Add(stateDelay)
 		}
 		wake.Reset(r.nextWake())
 		var out <-chan chunk
@@ -147,13 +147,13 @@ func (r *Runner) nextWake() time.Duration {
 	if r.cur != nil && r.cur.endStatus == "" {
 		consider(r.cur.deadline)
 	}
-	if _, down := r.tool.phase.(*phaseDown); !down || r.stopMode == "" {
+	if _, down := r.tool.phase.(*phaseDown); !down || r.stop.mode == "" {
 		consider(r.tool.phase.due())
 	}
 	consider(r.queue.pend.promote(now))
 	consider(r.mbox.recheck)
 	consider(r.in.due())
-	consider(r.stateAt)
+	consider(r.status.writeAt)
 	if !r.disk.bufferedAt.IsZero() {
 		consider(r.disk.bufferedAt.Add(flushDelay))
 	}
@@ -182,7 +182,7 @@ func (r *Runner) onTimer(now time.Time) {
 	if !r.disk.bufferedAt.IsZero() && now.Sub(r.disk.bufferedAt) >= flushDelay {
 		r.flushBuffers()
 	}
-	if !r.stateAt.IsZero() && !now.Before(r.stateAt) {
+	if !r.status.writeAt.IsZero() && !now.Before(r.status.writeAt) {
 		r.writeState()
 	}
 	if d := r.tool.phase.due(); !d.IsZero() && !now.Before(d) {
@@ -194,17 +194,17 @@ func (r *Runner) onBeat() {
 	r.checkLayout()
 	r.keepLock()
 	r.checkDiskRoom()
-	if !r.disk.ballast && !r.disk.full && r.pendingErr == nil && r.beats%16 == 0 {
+	if !r.disk.ballast && !r.disk.full && r.pendingErr == nil && r.status.beats%16 == 0 {
 		r.disk.makeBallast()
 	}
 	r.flushBuffers()
-	if r.network && r.beats%2 == 0 {
+	if r.id.network && r.status.beats%2 == 0 {
 		r.touchInputs()
 	}
 	r.lease.check(r, r.clk.Now())
 	r.beat()
 	r.flushTail()
-	if r.stateDirty || r.cur != nil || r.stateGone() {
+	if r.status.dirty || r.cur != nil || r.stateGone() {
 		// While a command runs, current_quiet_ms and current_last_line
 		// are refreshed every heartbeat; a state.json someone deleted
 		// (or state/ with it) is written again at once.
@@ -219,9 +219,9 @@ func (r *Runner) stateGone() bool {
 }
 
 func (r *Runner) onSignal(sig os.Signal) {
-	r.signals++
+	r.stop.signals++
 	mode := protocol.StopGraceful
-	if r.signals > 1 {
+	if r.stop.signals > 1 {
 		mode = protocol.StopForce
 	}
 	r.requestStop(mode, "signal "+sig.String())
@@ -233,7 +233,7 @@ func (r *Runner) onChange(ch fsq.Change) {
 	case r.path(protocol.DirQueue):
 		if seq, rule, ok := protocol.CheckQueueName(ch.Name); ok {
 			if r.queue.pend.add(ch.Name, seq, rule) {
-				r.stateDirty = true
+				r.status.dirty = true
 			}
 		}
 	case r.path(protocol.DirCtl):
@@ -252,7 +252,7 @@ func (r *Runner) rescan() {
 
 // shutdown ends the tool and every process it started, and records the stop.
 func (r *Runner) shutdown() error {
-	r.setPhase(protocol.PhaseStopping, r.stopReason)
+	r.setPhase(protocol.PhaseStopping, r.stop.reason)
 	r.writeState()
 	r.abortInput()
 	r.pumpWaiting("*") // Commands still queued will not start under this runner.
@@ -268,16 +268,16 @@ func (r *Runner) shutdown() error {
 	}
 	r.results.close(r.onResult)
 	r.flushTail()
-	reason := r.stopReason
+	reason := r.stop.reason
 	r.setPhase(protocol.PhaseStopped, reason)
 	r.writeState()
 	r.beat()
-	detail := map[string]any{"reason": reason, "commands_done": r.cmdsDone}
-	if r.stopError != nil {
-		detail["error"] = r.stopError
+	detail := map[string]any{"reason": reason, "commands_done": r.status.cmdsDone}
+	if r.stop.err != nil {
+		detail["error"] = r.stop.err
 	}
 	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: detail})
-	r.log.Info("runner stopped", "reason", reason, "commands_done", r.cmdsDone)
+	r.log.Info("runner stopped", "reason", reason, "commands_done", r.status.cmdsDone)
 	r.metrics.close()
 	if r.tool.gaveUp != "" {
 		return gaveUpError(r.tool.gaveUp)

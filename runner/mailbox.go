@@ -61,7 +61,7 @@ func (r *Runner) initMailbox() {
 	m := &r.mbox
 	m.seen, m.unsent, m.held = map[string]fileSeen{}, map[string][]byte{}, map[string]bool{}
 	p := rel(protocol.DirTmp, startedFile)
-	first, err := writeStamp(r.root, p, r.sessionID)
+	first, err := writeStamp(r.root, p, r.id.sessionID)
 	if err == nil {
 		m.startMod = first
 		for deadline := time.Now().Add(1100 * time.Millisecond); time.Now().Before(deadline); {
@@ -247,9 +247,9 @@ func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time,
 	switch {
 	case perr != nil:
 		a.outcome, a.message = protocol.OutcomeRejected, "rejected, nothing done: "+perr.Error()
-	case req.SessionID != "" && req.SessionID != r.sessionID:
+	case req.SessionID != "" && req.SessionID != r.id.sessionID:
 		a.outcome = protocol.OutcomeStale
-		a.message = fmt.Sprintf("stale, nothing done: meant for runner session %s, this is %s", req.SessionID, r.sessionID)
+		a.message = fmt.Sprintf("stale, nothing done: meant for runner session %s, this is %s", req.SessionID, r.id.sessionID)
 	case req.SessionID == "" && !mod.IsZero() && mod.Before(r.mbox.startMod):
 		a.outcome = protocol.OutcomeStale
 		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startMod.UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"

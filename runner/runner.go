@@ -19,54 +19,55 @@ import (
 )
 
 // Runner serves one session directory. Create it with [Open]; call Run once.
+//
+// A Runner is made of parts, each a type with its own fields and methods,
+// all owned by the Run goroutine (loop.go), which alone calls them: the
+// tool's life (toolLife, tool.go), the queue (cmdQueue, queue.go), input
+// (inputQueue, input.go), the spool and disk (spoolDisk, disk.go), the
+// control mailbox (mailbox, mailbox.go), the lease (leaseWatch, lease.go)
+// and the result writer (resultWriter, results.go, with its own goroutine).
+// The methods on *Runner are what makes the parts work together.
 type Runner struct {
-	cfg       Config
-	log       *slog.Logger
-	dir       string       // absolute session directory
-	root      *sessionRoot // every file operation on the session goes through it
-	sessionID string
-	hostname  string
-	fsName    string
-	network   bool
-	lock      *fileLock
-	drv       driver
-
-	clk  clock
-	tool toolLife // the tool process and its phase (tool.go)
+	cfg    Config
+	log    *slog.Logger
+	dir    string       // absolute session directory
+	root   *sessionRoot // every file operation on the session goes through it
+	id     identity     // fixed by Open
+	layout layoutState  // modes of the session, and what is wrong with it (layout.go)
+	lock   *fileLock
+	drv    driver
+	clk    clock
 
 	// Everything below is owned by the Run goroutine.
+	status  runStatus // what state.json says (files.go)
+	stop    stopState // why and how the runner stops (control.go)
+	tool    toolLife  // the tool process and its phase (tool.go)
+	cur     *running  // the running command (command.go)
+	queue   cmdQueue  // queue/: commands seen, running order, results settling (queue.go)
+	in      inputQueue
+	mbox    mailbox   // ctl/: control requests (mailbox.go)
+	disk    spoolDisk // the spool, the event log, a full disk and the reserve (disk.go, logs.go)
+	lease   leaseWatch
 	watcher *fsq.Watcher
 	fr      *framer
 	tail    *tailRing
 
-	stopError  *protocol.Error // state.json error once stopped because of it
-	cur        *running
-	phase      protocol.Phase
-	reason     string
-	stopMode   protocol.StopMode // "" while running
-	stopReason string
-	beats      int64
-	cmdsDone   int64
-	lease      leaseWatch
-	started    time.Time
-	disk       spoolDisk  // the spool, the event log, a full disk and the reserve (logs.go, disk.go)
-	queue      cmdQueue   // queue/: commands seen, running order, results settling (queue.go, scan.go, command.go)
-	in         inputQueue // send, signal and resize requests (input.go)
-	mbox       mailbox    // ctl/: control requests (mailbox.go)
-	stateDirty bool
-	signals    int
-
-	pendingTakeover map[string]any
-	sync            *syncer // nil with NoSync
+	pendingTakeover map[string]any // the lock taken over from a dead runner, for its event
+	sync            *syncer        // nil with NoSync
 	results         *resultWriter
 	resSpares       *fsq.Spares
-	stateAt         time.Time
-	perms           perms // modes of the session's directories and the runner's files
-	layoutErr       error // why the session directory cannot be used (nil: fine)
-	trustWarnings   []trustWarning
 	pendingErr      error // why results wait for a retry (nil: none)
 	closeOnce       sync.Once
 	metrics         *metrics // nil without --metrics-file
+}
+
+// identity is what a runner says about itself, fixed by Open.
+type identity struct {
+	sessionID string
+	hostname  string
+	fsName    string    // the session's filesystem type
+	network   bool      // the session is on a network filesystem
+	started   time.Time // when Open ran (clk)
 }
 
 // Open prepares the session directory (creating the layout, mode 0700),
@@ -101,12 +102,12 @@ func Open(cfg Config) (*Runner, error) {
 		root.Close()
 		return nil, err
 	}
-	r := &Runner{perms: p, trustWarnings: warns, root: root, disk: spoolDisk{root: root},
+	r := &Runner{layout: layoutState{perms: p, warnings: warns}, root: root, disk: spoolDisk{root: root},
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
 		queue: cmdQueue{pend: newPending(), done: map[string]bool{}, settling: map[string]bool{}},
 		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), tool: toolLife{phase: &phaseDown{}, syncTokens: map[string]bool{}},
-		phase: protocol.PhaseStarting,
+		status: runStatus{phase: protocol.PhaseStarting},
 	}
 	r.clk, r.tool.start = cfg.clock, cfg.startSession
 	if r.clk == nil {
@@ -116,16 +117,16 @@ func Open(cfg Config) (*Runner, error) {
 		r.tool.procs = newProcStarter()
 		r.tool.start = ptyStarter(r.tool.procs)
 	}
-	r.started = r.clk.Now()
-	r.hostname, _ = os.Hostname()
-	r.sessionID = newSessionID()
+	r.id.started = r.clk.Now()
+	r.id.hostname, _ = os.Hostname()
+	r.id.sessionID = newSessionID()
 	var sfs unix.Statfs_t
 	if r.root.Statfs(".", &sfs) == nil {
-		r.fsName, r.network = fsq.FSTypeOf(&sfs)
+		r.id.fsName, r.id.network = fsq.FSTypeOf(&sfs)
 	}
 	if r.cfg.Poll <= 0 {
 		r.cfg.Poll = time.Second
-		if r.network {
+		if r.id.network {
 			r.cfg.Poll = 250 * time.Millisecond
 		}
 	}
@@ -160,10 +161,10 @@ func (r *Runner) openSession() error {
 	// Files on the critical path are taken from pools of spares instead of
 	// being created there (see fsq.Spares). They live in tmp/, so that
 	// clients listing result/ or output/ never see them.
-	r.disk.outSpares = r.root.NewSpares(protocol.DirTmp, 4, r.perms.file)
-	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.perms.file)
-	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.hostname, durable: !r.cfg.NoSync,
-		filePerm: r.perms.file, dirMode: r.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
+	r.disk.outSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
+	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
+	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.id.hostname, durable: !r.cfg.NoSync,
+		filePerm: r.layout.perms.file, dirMode: r.layout.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
 	return r.recover()
 }
 
@@ -216,24 +217,24 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	}
 	wctx, cancelWatch := context.WithCancel(context.Background())
 	defer cancelWatch()
-	useInotify := r.cfg.Watch == WatchInotify || (r.cfg.Watch == WatchAuto && !r.network)
+	useInotify := r.cfg.Watch == WatchInotify || (r.cfg.Watch == WatchAuto && !r.id.network)
 	// The watcher only listens (inotify or a poll of the names): it opens
 	// nothing it reads, and the scan it triggers lists through r.root.
 	r.watcher = fsq.Watch(wctx, []string{r.path(protocol.DirQueue), r.path(protocol.DirCtl)}, r.cfg.Poll, useInotify, r.log)
-	r.log.Info("runner started", "session", r.dir, "session_id", r.sessionID, "filesystem", r.fsName,
-		"network_fs", r.network, "inotify", r.watcher.Inotify, "poll", r.cfg.Poll, "tool", r.cfg.Tool)
+	r.log.Info("runner started", "session", r.dir, "session_id", r.id.sessionID, "filesystem", r.id.fsName,
+		"network_fs", r.id.network, "inotify", r.watcher.Inotify, "poll", r.cfg.Poll, "tool", r.cfg.Tool)
 	r.event(protocol.Event{Event: protocol.EvRunnerStart, Detail: map[string]any{
-		"protocol_version": protocol.Version, "session_id": r.sessionID, "runner_pid": os.Getpid(), "hostname": r.hostname,
-		"filesystem": r.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.perms.shared}})
-	for _, w := range r.trustWarnings {
+		"protocol_version": protocol.Version, "session_id": r.id.sessionID, "runner_pid": os.Getpid(), "hostname": r.id.hostname,
+		"filesystem": r.id.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.layout.perms.shared}})
+	for _, w := range r.layout.warnings {
 		r.log.Warn(string(w))
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"trust": string(w)}})
 	}
 	var touch []string
-	if r.network {
+	if r.id.network {
 		touch = []string{protocol.DirResult, protocol.DirOutput, protocol.DirAck}
 	}
-	if !r.cfg.NoSync || r.network {
+	if !r.cfg.NoSync || r.id.network {
 		meta := r.disk.meta
 		if r.cfg.NoSync {
 			meta = nil

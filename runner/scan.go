@@ -101,7 +101,7 @@ func (r *Runner) onScan(res scanResult) {
 			continue
 		}
 		if r.queue.pend.add(ns.name, ns.seq, ns.rule) {
-			r.stateDirty = true
+			r.status.dirty = true
 		}
 	}
 }

@@ -56,7 +56,7 @@ func (r *Runner) toolEnv() []string {
 // enter switches the tool's phase.
 func (r *Runner) enter(p toolPhase) {
 	r.tool.phase = p
-	r.stateDirty = true
+	r.status.dirty = true
 }
 
 // startTool starts a fresh tool and types the bootstrap, then waits (in
@@ -127,7 +127,7 @@ func (r *Runner) typeFence(token string) { r.typeLine(r.drv.fence(token)) }
 // sendSync types a sync request with a fresh token. Every token sent since
 // the last resynchronisation is accepted.
 func (r *Runner) sendSync() {
-	tok := r.tool.newSyncToken(r.sessionID)
+	tok := r.tool.newSyncToken(r.id.sessionID)
 	r.typeLine(r.drv.sync(r.syncPrefix(), tok))
 }
 
@@ -171,7 +171,7 @@ func (r *Runner) onChunk(c chunk) {
 func (r *Runner) becomeReady() {
 	r.enter(&phaseReady{})
 	r.tool.failStreak = 0
-	if r.stopMode == "" && r.pendingErr == nil && r.layoutErr == nil {
+	if r.stop.mode == "" && r.pendingErr == nil && r.layout.err == nil {
 		r.setPhase(protocol.PhaseIdle, "")
 	}
 	r.fr.discard(nil)
@@ -322,7 +322,7 @@ func (r *Runner) finishOnExit(ex toolExit) {
 // command (exit, crash, cancel) restarts at once. Such deaths do not count
 // against MaxRestarts.
 func (r *Runner) restartAfterDeath(hadCmd bool) {
-	if r.stopMode != "" {
+	if r.stop.mode != "" {
 		return
 	}
 	now := r.clk.Now()
@@ -349,7 +349,7 @@ func (r *Runner) startFailed(why string) {
 func (r *Runner) countFailedStart(why string) {
 	now := r.clk.Now()
 	r.tool.failedStart(now, r.cfg.RestartWindow)
-	if r.stopMode != "" {
+	if r.stop.mode != "" {
 		return
 	}
 	if len(r.tool.failedStarts) > r.maxRestarts() {
@@ -373,7 +373,7 @@ func backoff(n int) time.Duration {
 func (r *Runner) giveUp(last string) {
 	r.tool.gaveUp = fmt.Sprintf("gave up after %d failed starts of the tool within %v (--max-restarts %d): %s",
 		len(r.tool.failedStarts), r.cfg.RestartWindow, r.maxRestarts(), last)
-	r.stopError = &protocol.Error{Code: protocol.CodeToolStartFailed, Message: r.tool.gaveUp}
+	r.stop.err = &protocol.Error{Code: protocol.CodeToolStartFailed, Message: r.tool.gaveUp}
 	r.log.Error("giving up", "reason", r.tool.gaveUp)
 	r.requestStop(protocol.StopGraceful, r.tool.gaveUp)
 }

@@ -32,7 +32,7 @@ func (p *phaseDown) line(*Runner, []byte)     {}
 func (p *phaseDown) due() time.Time           { return p.at }
 func (p *phaseDown) exited(*Runner, toolExit) {}
 func (p *phaseDown) timer(r *Runner, now time.Time) {
-	if !now.Before(p.at) && r.stopMode == "" {
+	if !now.Before(p.at) && r.stop.mode == "" {
 		r.startTool()
 	}
 }
