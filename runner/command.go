@@ -142,7 +142,7 @@ func (r *Runner) nextCommand() {
 }
 
 func (r *Runner) tryStart(e *pendingEntry) {
-	if r.hasResult(e.name) {
+	if r.queue.hasResult(e.name) {
 		// Checked before the file is even read: whatever now sits under
 		// a name that has a result (a symlink, a directory, a FIFO, a
 		// huge file) is a re-drop, never a reason for a second result.
@@ -182,7 +182,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		return
 	}
 	cmd, err := protocol.ParseCommand(e.name, data)
-	if errors.Is(err, protocol.ErrIncomplete) && r.stillWriting(e, fi) {
+	if errors.Is(err, protocol.ErrIncomplete) && r.queue.stillWriting(e, fi, r.clk.Now(), r.cfg.ParseGrace) {
 		return
 	}
 	if err != nil {
@@ -201,28 +201,27 @@ func (r *Runner) tryStart(e *pendingEntry) {
 }
 
 // hasResult reports whether name has a result, on disk or on its way there.
-func (r *Runner) hasResult(name string) bool {
-	if r.queue.settling[name] {
+func (q *cmdQueue) hasResult(name string) bool {
+	if q.settling[name] {
 		return true
 	}
 	// Only a regular file is a result: anything else there (a FIFO, a
 	// symlink) is moved aside when the result is written (displace).
-	fi, err := r.root.Lstat(rel(protocol.DirResult, name))
+	fi, err := q.root.Lstat(rel(protocol.DirResult, name))
 	return err == nil && fi.Mode().IsRegular()
 }
 
 // stillWriting decides whether an unparsable file may be a writer still
 // writing: it is given ParseGrace (on our clock) after it last changed size
 // or mtime, then rejected.
-func (r *Runner) stillWriting(e *pendingEntry, fi os.FileInfo) bool {
-	now := r.clk.Now()
+func (q *cmdQueue) stillWriting(e *pendingEntry, fi os.FileInfo, now time.Time, grace time.Duration) bool {
 	if e.firstBad.IsZero() || fi.Size() != e.lastSize || !fi.ModTime().Equal(e.lastMod) {
 		e.firstBad, e.lastSize, e.lastMod = now, fi.Size(), fi.ModTime()
 	}
-	if now.Sub(e.firstBad) >= r.cfg.ParseGrace {
+	if now.Sub(e.firstBad) >= grace {
 		return false
 	}
-	r.queue.pend.deferUntil(e, now.Add(min(100*time.Millisecond, r.cfg.ParseGrace)))
+	q.pend.deferUntil(e, now.Add(min(100*time.Millisecond, grace)))
 	return true
 }
 
@@ -236,7 +235,7 @@ func (r *Runner) skipDone(name string) {
 	} else if errors.Is(err, os.ErrNotExist) {
 		return
 	}
-	if !r.discard(rel(protocol.DirQueue, name)) {
+	if !r.queue.discard(rel(protocol.DirQueue, name)) {
 		return
 	}
 	r.queue.skipped++
@@ -250,16 +249,16 @@ func (r *Runner) skipDone(name string) {
 // discard moves a session entry into tmp/ and removes it there (a
 // directory with everything in it): the name is free at once, and tmp/ is
 // emptied at the next start should the removal fail.
-func (r *Runner) discard(relPath string) bool {
-	r.queue.discards++
-	dst := rel(protocol.DirTmp, fmt.Sprintf("discard-%d-%s", r.queue.discards, filepath.Base(relPath)))
-	if err := r.root.Rename(relPath, dst); err != nil {
+func (q *cmdQueue) discard(relPath string) bool {
+	q.discards++
+	dst := rel(protocol.DirTmp, fmt.Sprintf("discard-%d-%s", q.discards, filepath.Base(relPath)))
+	if err := q.root.Rename(relPath, dst); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			r.log.Warn("cannot move aside", "file", relPath, "err", err)
+			q.log.Warn("cannot move aside", "file", relPath, "err", err)
 		}
 		return false
 	}
-	_ = r.root.RemoveAll(dst) // Best effort: tmp/ is emptied at every start.
+	_ = q.root.RemoveAll(dst) // Best effort: tmp/ is emptied at every start.
 	return true
 }
 
@@ -300,7 +299,7 @@ func (r *Runner) rejectNameless(name, ipath, msg string) {
 	}
 	if err := r.root.Rename(ipath, dst); err != nil {
 		r.log.Error("cannot move a rejected file aside", "name", name, "err", err)
-		r.discard(ipath)
+		r.queue.discard(ipath)
 		dst = ""
 	}
 	r.queue.rejected++

@@ -57,13 +57,13 @@ func (r *Runner) takeLegacy(file string) {
 			perr = fmt.Errorf("%s is not a regular file", file)
 		case transient(err):
 			r.log.Warn("read control file; will retry", "file", file, "err", err)
-			r.recheckAt(r.clk.Now().Add(r.cfg.Poll))
+			r.mbox.recheckAt(r.clk.Now().Add(r.cfg.Poll))
 			return
 		case err != nil:
 			perr = fmt.Errorf("%s cannot be read: %w", file, err)
 		default:
 			t := bytes.TrimSpace(data)
-			if (len(t) == 0 || !json.Valid(t)) && r.ctlStillWriting(name, fi2, ctlSettle) {
+			if (len(t) == 0 || !json.Valid(t)) && r.mbox.stillWriting(name, fi2, ctlSettle, r.clk.Now()) {
 				return
 			}
 		}
@@ -151,7 +151,7 @@ func (r *Runner) cancelQueued(id, source string) bool {
 		if err != nil || nid != id {
 			continue
 		}
-		if r.hasResult(name) {
+		if r.queue.hasResult(name) {
 			r.queue.pend.remove(name)
 			r.skipDone(name)
 			continue

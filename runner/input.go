@@ -103,7 +103,7 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 		return a
 	}
 	if c == nil || c.cmd.CmdID != req.CmdID || c.doneSeen {
-		a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.cmdState(req.CmdID)
+		a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.queue.cmdState(req.CmdID)
 		if c != nil && c.cmd.CmdID == req.CmdID {
 			a.cmdState = "finished"
 		}
@@ -138,7 +138,7 @@ func (r *Runner) mayWait(req *protocol.ControlRequest) bool {
 	if len(r.in.waiting[req.CmdID]) > 0 {
 		return true
 	}
-	return req.Op == protocol.OpSend && req.Expect != "" && !r.queue.done[req.CmdID] && r.cmdState(req.CmdID) == "queued"
+	return req.Op == protocol.OpSend && req.Expect != "" && !r.queue.done[req.CmdID] && r.queue.cmdState(req.CmdID) == "queued"
 }
 
 // started moves the requests waiting for a command that has just
@@ -163,7 +163,7 @@ func (r *Runner) pumpWaiting(gone string) {
 			switch {
 			case id == gone || gone == "*":
 				r.stamp(a)
-				a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.cmdState(id)
+				a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.queue.cmdState(id)
 				a.message = notRunning(h.req, a.cmdState)
 				if a.cmdState == "queued" {
 					a.message = fmt.Sprintf("%s did not start before the runner stopped; nothing sent", id)
@@ -225,12 +225,12 @@ func (r *Runner) ending(req *protocol.ControlRequest, a answer) answer {
 
 // cmdState says where a command that is not running is: finished (it has
 // a result), queued (its file is in queue/) or unknown.
-func (r *Runner) cmdState(id string) string {
-	if r.queue.done[id] {
+func (q *cmdQueue) cmdState(id string) string {
+	if q.done[id] {
 		return "finished"
 	}
-	r.root.Revalidate(protocol.DirQueue) // A command written on another NFS client just before the request.
-	names, err := r.root.ReadNames(protocol.DirQueue)
+	q.root.Revalidate(protocol.DirQueue) // A command written on another NFS client just before the request.
+	names, err := q.root.ReadNames(protocol.DirQueue)
 	if err == nil {
 		for _, n := range names {
 			if _, nid, err := protocol.ParseCommandName(n); err == nil && nid == id {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"container/heap"
+	"log/slog"
 	"time"
 )
 
@@ -10,6 +11,8 @@ import (
 // and the names whose result is still being written, and the counts of
 // files skipped, rejected and discarded. It is owned by the Run goroutine.
 type cmdQueue struct {
+	root       *sessionRoot
+	log        *slog.Logger
 	scan       *scanner
 	pend       *pending
 	more       bool              // nextCommand stopped early; the loop comes back at once

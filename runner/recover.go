@@ -179,7 +179,7 @@ func (r *Runner) sweepLeftovers() error {
 	if names, err := r.root.ReadNames(protocol.DirCtl); err == nil {
 		for _, n := range names {
 			if strings.Contains(n, ".taken.") {
-				r.discard(rel(protocol.DirCtl, n))
+				r.queue.discard(rel(protocol.DirCtl, n))
 			}
 		}
 	}
