@@ -162,8 +162,8 @@ func (r *Runner) checkDiskRoom() {
 // padded with spaces (valid JSON whitespace) to the old size, so no stale
 // bytes remain. A reader may, rarely, see a torn file meanwhile; masters
 // take an unreadable heartbeat as "no news", not as a dead runner.
-func (r *Runner) writeInPlace(relPath string, data []byte) error {
-	f, err := r.root.OpenFile(relPath, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+func (d *spoolDisk) writeInPlace(relPath string, data []byte) error {
+	f, err := d.root.OpenFile(relPath, os.O_WRONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}

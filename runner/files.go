@@ -172,7 +172,7 @@ func (r *Runner) writeFile(relPath string, data []byte) error {
 		r.noSpace(relPath, err)
 		err = r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.perms.file)
 		if err != nil && isNoSpace(err) && (relPath == protocol.FileHeartbeat || relPath == protocol.FileState) {
-			err = r.writeInPlace(relPath, data) // disk.go
+			err = r.disk.writeInPlace(relPath, data) // disk.go
 		}
 	}
 	return err

@@ -111,7 +111,7 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 		return a
 	}
 	if c.endStatus != "" {
-		return r.ending(req, a)
+		return ending(r.cur, req, a)
 	}
 	r.in.held = append(r.in.held, r.newHeld(req, name))
 	r.mbox.held[name] = true
@@ -217,9 +217,9 @@ func notRunning(req *protocol.ControlRequest, state string) string {
 
 // ending refuses input for the running command once the runner is ending
 // it (a timeout, a cancel, a force stop).
-func (r *Runner) ending(req *protocol.ControlRequest, a answer) answer {
+func ending(c *running, req *protocol.ControlRequest, a answer) answer {
 	a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
-	a.message = fmt.Sprintf("%s is ending (%s); refused, nothing sent", req.CmdID, r.cur.endStatus)
+	a.message = fmt.Sprintf("%s is ending (%s); refused, nothing sent", req.CmdID, c.endStatus)
 	return a
 }
 
@@ -267,7 +267,7 @@ func (r *Runner) step(h *heldReq) *answer {
 		return a
 	}
 	if c.endStatus != "" {
-		*a = r.ending(req, *a)
+		*a = ending(c, req, *a)
 		r.stamp(a)
 		return a
 	}
@@ -279,7 +279,7 @@ func (r *Runner) step(h *heldReq) *answer {
 		return nil // Its begin line is on its way.
 	}
 	if h.re != nil && !h.matched {
-		if !r.expect(h) {
+		if !c.expect(h) {
 			if !now.Before(h.deadline) {
 				return r.expectTimeout(h, a)
 			}
@@ -293,7 +293,7 @@ func (r *Runner) step(h *heldReq) *answer {
 		return a
 	}
 	if req.Op == protocol.OpSignal {
-		return r.deliverSignal(h, a)
+		return deliverSignal(r.tool.sess, h, a)
 	}
 	return r.startWrite(h, a)
 }
@@ -323,11 +323,10 @@ func expectMS(req *protocol.ControlRequest) int64 {
 	return protocol.DefaultExpectTimeoutMS
 }
 
-// expect looks for h's expect in the running command's output, from its
-// start (expect_from, else the command's expect cursor) within the last
+// expect looks for h's expect in the command's output, from its start
+// (expect_from, else the command's expect cursor) within the last
 // expectWindow bytes.
-func (r *Runner) expect(h *heldReq) bool {
-	c := r.cur
+func (c *running) expect(h *heldReq) bool {
 	from := h.from
 	if from < 0 {
 		from = c.cursor
@@ -345,15 +344,15 @@ func (r *Runner) expect(h *heldReq) bool {
 	return true
 }
 
-// deliverSignal sends a signal request's signal to the terminal's
-// foreground process group. Nothing else happens: no cancel, no
+// deliverSignal sends a signal request's signal to the foreground process
+// group of t's terminal (nil: no tool). Nothing else happens: no cancel, no
 // resynchronisation; the command goes on (or ends) as the tool decides.
-func (r *Runner) deliverSignal(h *heldReq, a *answer) *answer {
-	if r.tool.sess == nil {
+func deliverSignal(t toolSession, h *heldReq, a *answer) *answer {
+	if t == nil {
 		a.outcome, a.cmdState, a.message = protocol.OutcomeNotRunning, "finished", h.req.CmdID+" has no tool any more; nothing sent"
 		return a
 	}
-	if err := r.tool.sess.SignalForeground(signals[h.req.Signal]); err != nil {
+	if err := t.SignalForeground(signals[h.req.Signal]); err != nil {
 		a.outcome, a.message = protocol.OutcomeRejected, "the signal could not be sent: "+err.Error()
 		return a
 	}

@@ -50,15 +50,21 @@ func plantedErr(rel string, err error) error {
 	return fmt.Errorf("runner: open %s: %w", rel, err)
 }
 
+// closeLogs flushes the spool and closes both logs.
 func (r *Runner) closeLogs() {
-	if r.disk.spool != nil {
-		r.flushSpool()
-		_ = r.disk.spool.Close() // Best effort at exit.
-		r.disk.spool = nil
+	r.flushSpool()
+	r.disk.closeLogs()
+}
+
+// closeLogs closes the spool and the event log (flushSpool first).
+func (d *spoolDisk) closeLogs() {
+	if d.spool != nil {
+		_ = d.spool.Close() // Best effort at exit.
+		d.spool = nil
 	}
-	if r.disk.meta != nil {
-		_ = r.disk.meta.Close()
-		r.disk.meta = nil
+	if d.meta != nil {
+		_ = d.meta.Close()
+		d.meta = nil
 	}
 }
 
@@ -67,22 +73,30 @@ func (r *Runner) closeLogs() {
 // It returns why they cannot be opened (a FIFO planted there), for the
 // caller's layout error.
 func (r *Runner) reopenLogsIfGone() error {
-	var unreachable error
-	same := func(rel string, open os.FileInfo) bool {
-		fi, err := r.root.Lstat(rel)
-		if errors.Is(err, errLayout) {
-			unreachable = err
-			return true
-		}
-		return err == nil && open != nil && sameFile(fi, open)
-	}
-	if !same(protocol.FileMeta, r.disk.metaInfo) || !same(protocol.FileSpool, r.disk.spoolInfo) {
+	replaced, unreachable := r.disk.logsReplaced()
+	if replaced {
 		return r.reopenLogs()
 	}
 	// log/ swapped for a symlink: the open files are the session's own
 	// (nothing is resolved by appending to them), so they stay open and
 	// no event is lost; the layout error is reported meanwhile.
 	return unreachable
+}
+
+// logsReplaced reports whether the event log or the spool was deleted or
+// replaced under the runner, or else why log/ cannot be looked at
+// (errLayout).
+func (d *spoolDisk) logsReplaced() (replaced bool, unreachable error) {
+	same := func(rel string, open os.FileInfo) bool {
+		fi, err := d.root.Lstat(rel)
+		if errors.Is(err, errLayout) {
+			unreachable = err
+			return true
+		}
+		return err == nil && open != nil && sameFile(fi, open)
+	}
+	replaced = !same(protocol.FileMeta, d.metaInfo) || !same(protocol.FileSpool, d.spoolInfo)
+	return replaced, unreachable
 }
 
 // reopenLogs closes and reopens both logs (after log/ was recreated). A
@@ -108,36 +122,50 @@ var controlEvents = map[string]bool{
 }
 
 func (r *Runner) event(e protocol.Event) {
-	if e.TS.IsZero() {
-		e.TS = protocol.Now()
-	}
-	if r.disk.meta == nil {
-		return
-	}
-	if e.SpoolOffset == nil && controlEvents[e.Event] {
-		// Control is ordered against output: where in the spool it acted.
-		off := r.disk.spoolSize
-		e.SpoolOffset = &off
-	}
-	if err := r.disk.meta.Append(e); err != nil {
+	if err := r.disk.appendEvent(e); err != nil {
 		r.log.Error("append event", "event", e.Event, "err", err)
 	}
 }
 
+// appendEvent appends e to the event log (once closed: nothing), stamped
+// with the time and, for a control event, the spool offset.
+func (d *spoolDisk) appendEvent(e protocol.Event) error {
+	if e.TS.IsZero() {
+		e.TS = protocol.Now()
+	}
+	if d.meta == nil {
+		return nil
+	}
+	if e.SpoolOffset == nil && controlEvents[e.Event] {
+		// Control is ordered against output: where in the spool it acted.
+		off := d.spoolSize
+		e.SpoolOffset = &off
+	}
+	return d.meta.Append(e)
+}
+
 // spoolWrite appends raw tool output to the spool (buffered).
 func (r *Runner) spoolWrite(b []byte) {
-	if r.disk.spool == nil {
-		return
-	}
-	if r.disk.full {
-		r.disk.fullSpool += int64(len(b))
-		return
-	}
-	if _, err := r.disk.spoolW.Write(b); err != nil {
+	if err := r.disk.spoolWrite(b); err != nil {
 		r.spoolFailed(err)
-		return
 	}
-	r.disk.spoolSize += int64(len(b))
+}
+
+// spoolWrite appends b to the spool's buffer, or only counts it while the
+// disk is full (or after the spool was closed: nothing).
+func (d *spoolDisk) spoolWrite(b []byte) error {
+	if d.spool == nil {
+		return nil
+	}
+	if d.full {
+		d.fullSpool += int64(len(b))
+		return nil
+	}
+	if _, err := d.spoolW.Write(b); err != nil {
+		return err
+	}
+	d.spoolSize += int64(len(b))
+	return nil
 }
 
 // flushSpool writes buffered spool bytes out. The spool is buffered because
@@ -145,15 +173,12 @@ func (r *Runner) spoolWrite(b []byte) {
 // (so the result's spool range can be read) and within flushDelay of any
 // byte printed.
 func (r *Runner) flushSpool() {
-	if r.disk.spool == nil || r.disk.spoolW.Buffered() == 0 {
-		return
-	}
-	if err := r.disk.spoolW.Flush(); err != nil {
+	recovered, err := r.disk.flushSpool()
+	if err != nil {
 		r.spoolFailed(err)
 		return
 	}
-	if r.disk.spoolErr != nil {
-		r.disk.spoolErr = nil
+	if recovered {
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "writing log/session.out works again"}})
 	}
 }
@@ -166,13 +191,33 @@ func (r *Runner) spoolFailed(err error) {
 	if isNoSpace(err) {
 		r.noSpace(protocol.FileSpool, err)
 	}
-	r.disk.spoolW.Reset(r.disk.spool)
-	if fi, serr := r.disk.spool.Stat(); serr == nil {
-		r.disk.spoolSize = fi.Size()
-	}
-	if r.disk.spoolErr == nil {
+	if r.disk.spoolReset(err) {
 		r.log.Error("write spool; output is missing from log/session.out", "err", err)
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "write failed; output lost from log/session.out", "error": err.Error()}})
 	}
-	r.disk.spoolErr = err
+}
+
+// flushSpool writes the spool's buffer out. recovered says that the
+// spool works again after a failed write.
+func (d *spoolDisk) flushSpool() (recovered bool, err error) {
+	if d.spool == nil || d.spoolW.Buffered() == 0 {
+		return false, nil
+	}
+	if err := d.spoolW.Flush(); err != nil {
+		return false, err
+	}
+	recovered, d.spoolErr = d.spoolErr != nil, nil
+	return recovered, nil
+}
+
+// spoolReset continues the spool from what its file holds after err (the
+// buffered bytes are lost), and reports whether err is the first failure
+// since the spool last worked.
+func (d *spoolDisk) spoolReset(err error) (first bool) {
+	d.spoolW.Reset(d.spool)
+	if fi, serr := d.spool.Stat(); serr == nil {
+		d.spoolSize = fi.Size()
+	}
+	first, d.spoolErr = d.spoolErr == nil, err
+	return first
 }

@@ -118,7 +118,7 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.rescan()
 		case <-r.watcher.Lost:
 			r.queue.scan.lost = true
-			r.maybeScan()
+			r.queue.maybeScan(r.watcher.Inotify)
 		case res := <-r.queue.scan.results:
 			r.onScan(res)
 		case <-hb.C():
@@ -247,7 +247,7 @@ func (r *Runner) onChange(ch fsq.Change) {
 // listing when the scanner says it is due.
 func (r *Runner) rescan() {
 	r.checkCtl()
-	r.maybeScan()
+	r.queue.maybeScan(r.watcher.Inotify)
 }
 
 // shutdown ends the tool and every process it started, and records the stop.

@@ -106,9 +106,10 @@ func (r *Runner) onScan(res scanResult) {
 	}
 }
 
-// maybeScan starts a listing if one is due.
-func (r *Runner) maybeScan() {
-	if r.queue.scan.due(time.Now(), r.watcher.Inotify, r.queue.pend.len() == 0) {
-		r.queue.scan.start()
+// maybeScan starts a listing if one is due (inotify: the watcher gets
+// inotify events for queue/).
+func (q *cmdQueue) maybeScan(inotify bool) {
+	if q.scan.due(time.Now(), inotify, q.pend.len() == 0) {
+		q.scan.start()
 	}
 }

@@ -66,3 +66,14 @@ func (t *toolLife) failedStart(now time.Time, window time.Duration) {
 	}
 	t.failedStarts = append(keep, now)
 }
+
+// isSync reports whether l is the done marker (under prefix) of a sync
+// token given out since syncTokens was last cleared.
+func (t *toolLife) isSync(l []byte, prefix string) bool {
+	for tok := range t.syncTokens {
+		if _, ok := matchDone(l, prefix, tok); ok {
+			return true
+		}
+	}
+	return false
+}

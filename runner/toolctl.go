@@ -138,14 +138,7 @@ func (r *Runner) syncPrefix() string {
 	return protocol.DefaultMarkerPrefix
 }
 
-func (r *Runner) isSync(l []byte) bool {
-	for tok := range r.tool.syncTokens {
-		if _, ok := matchDone(l, r.syncPrefix(), tok); ok {
-			return true
-		}
-	}
-	return false
-}
+func (r *Runner) isSync(l []byte) bool { return r.tool.isSync(l, r.syncPrefix()) }
 
 // onChunk spools raw output and runs it through the framer.
 func (r *Runner) onChunk(c chunk) {
