@@ -20,13 +20,9 @@ import (
 
 // Runner serves one session directory. Create it with [Open]; call Run once.
 //
-// A Runner is made of parts, each a type with its own fields and methods,
-// all owned by the Run goroutine (loop.go), which alone calls them: the
-// tool's life (toolLife, tool.go), the queue (cmdQueue, queue.go), input
-// (inputQueue, input.go), the spool and disk (spoolDisk, disk.go), the
-// control mailbox (mailbox, mailbox.go), the lease (leaseWatch, lease.go)
-// and the result writer (resultWriter, results.go, with its own goroutine).
-// The methods on *Runner are what makes the parts work together.
+// A Runner is made of parts (the package doc lists them), each a type with
+// its own fields and methods, all owned by the Run goroutine (loop.go). The
+// methods on *Runner make the parts work together.
 type Runner struct {
 	cfg    Config
 	log    *slog.Logger
