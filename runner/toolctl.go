@@ -128,17 +128,19 @@ func (r *Runner) typeFence(token string) { r.typeLine(r.drv.fence(token)) }
 // the last resynchronisation is accepted.
 func (r *Runner) sendSync() {
 	tok := r.tool.newSyncToken(r.id.sessionID)
-	r.typeLine(r.drv.sync(r.syncPrefix(), tok))
+	r.typeLine(r.drv.sync(syncPrefix(r.cur), tok))
 }
 
-func (r *Runner) syncPrefix() string {
-	if r.cur != nil {
-		return r.cur.cmd.Marker.Prefix
+// syncPrefix is the marker prefix of sync lines: the running command's
+// (c), whose output the runner may still be capturing, or the default.
+func syncPrefix(c *running) string {
+	if c != nil {
+		return c.cmd.Marker.Prefix
 	}
 	return protocol.DefaultMarkerPrefix
 }
 
-func (r *Runner) isSync(l []byte) bool { return r.tool.isSync(l, r.syncPrefix()) }
+func (r *Runner) isSync(l []byte) bool { return r.tool.isSync(l, syncPrefix(r.cur)) }
 
 // onChunk spools raw output and runs it through the framer.
 func (r *Runner) onChunk(c chunk) {
