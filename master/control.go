@@ -61,7 +61,7 @@ func (s *Session) Request(ctx context.Context, req protocol.ControlRequest) (*pr
 	}
 	name := protocol.RequestName(seq, req.ReqID)
 	if err := s.writeFile(filepath.Join(protocol.DirCtl, name), b); err != nil {
-		return nil, fmt.Errorf("master: write request: %w", err)
+		return nil, wrapf(err, "write request")
 	}
 	return s.awaitReply(ctx, name)
 }
@@ -122,7 +122,7 @@ func (s *Session) readReply(name string) (*protocol.ControlReply, error) {
 	}
 	var rep protocol.ControlReply
 	if err := json.Unmarshal(b, &rep); err != nil {
-		return nil, fmt.Errorf("master: reply %s: %w", name, err)
+		return nil, wrapf(err, "reply %s", name)
 	}
 	return &rep, replyErr(&rep)
 }

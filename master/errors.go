@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	"github.com/skillpilot/skillpilot/protocol"
@@ -242,3 +243,30 @@ type CodedError interface {
 func usageErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
 }
+
+// wrapf wraps err under "master: " and what format says, dropping err's
+// own "master: " prefix so that the prefix appears once in the message
+// ("master: waiting for X: runner not alive", not "...: master: runner
+// not alive"). errors.Is and errors.As see err.
+func wrapf(err error, format string, args ...any) error {
+	return &prefixed{msg: "master: " + fmt.Sprintf(format, args...), err: err}
+}
+
+type prefixed struct {
+	msg string
+	err error
+}
+
+func (e *prefixed) Error() string {
+	return e.msg + ": " + strings.TrimPrefix(e.err.Error(), "master: ")
+}
+func (e *prefixed) Unwrap() error { return e.err }
+
+// withCause is err with why in parentheses, "master: " said once: "master:
+// timed out waiting (runner cannot serve: ...)". Both are wrapped.
+type withCause struct{ err, cause error }
+
+func (e *withCause) Error() string {
+	return e.err.Error() + " (" + strings.TrimPrefix(e.cause.Error(), "master: ") + ")"
+}
+func (e *withCause) Unwrap() []error { return []error{e.err, e.cause} }

@@ -40,7 +40,7 @@ func ReadForward(path string) (*Forward, error) {
 	}
 	var f Forward
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("master: %s: %w", path, err)
+		return nil, wrapf(err, "%s", path)
 	}
 	if !protocol.ValidCmdID(f.CmdID) || f.ToSession == "" || filepath.Base(f.ToName) != f.ToName || filepath.Base(f.Stage) != f.Stage {
 		return nil, fmt.Errorf("master: %s: not a valid forward record", path)

@@ -60,7 +60,7 @@ func (s *Session) KeepLease(ctx context.Context, ttl time.Duration) <-chan error
 				return
 			case <-t.C:
 				if err := s.WriteLease(id, ttl); err != nil {
-					report(fmt.Errorf("master: renew lease: %w", err))
+					report(wrapf(err, "renew lease"))
 				}
 			}
 		}

@@ -66,7 +66,7 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 			return off, nil
 		}
 		if err := rw.check(); err != nil {
-			return off, fmt.Errorf("waiting for %s: %w", c.ID, err)
+			return off, wrapf(err, "waiting for %s", c.ID)
 		}
 		select {
 		case <-ctx.Done():

@@ -74,7 +74,7 @@ func reserveSeq(dir string) (n, hint int64, err error) {
 			return n, hint, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
-			return 0, 0, fmt.Errorf("master: reserve seq %d: %w", n, err)
+			return 0, 0, wrapf(err, "reserve seq %d", n)
 		}
 		if tries > 0 && tries%64 == 0 {
 			// The hint is far behind: start again from the largest reservation.
@@ -101,7 +101,7 @@ func readHint(dir string) (int64, error) {
 func maxReserved(seqDir string) (int64, error) {
 	f, err := os.Open(seqDir)
 	if err != nil {
-		return 0, fmt.Errorf("master: %w: %w", ErrSessionMissing, err)
+		return 0, fmt.Errorf("%w: %w", ErrSessionMissing, err)
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(-1)

@@ -157,7 +157,7 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	// Not fsynced: a command lost to a machine crash before the runner saw
 	// it was never acknowledged by a result.
 	if err := fsq.WriteAtomic(s.path(filepath.Join(protocol.DirQueue, name)), b, 0o660, fsq.Volatile); err != nil {
-		return nil, fmt.Errorf("master: write command: %w", err)
+		return nil, wrapf(err, "write command")
 	}
 	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
 }
@@ -241,7 +241,7 @@ func (c *Command) ReadResult() (*protocol.Result, []byte, error) {
 	}
 	var r protocol.Result
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, nil, fmt.Errorf("master: result %s: %w", c.Name, err)
+		return nil, nil, wrapf(err, "result %s", c.Name)
 	}
 	return &r, b, nil
 }
@@ -281,7 +281,7 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 			return r, err
 		}
 		if err := w.check(); err != nil {
-			return nil, fmt.Errorf("waiting for %s: %w", c.ID, err)
+			return nil, wrapf(err, "waiting for %s", c.ID)
 		}
 		if progress != nil {
 			progress()
@@ -387,7 +387,7 @@ func (s *Session) SubmitExtra(ctx context.Context, payload string, opts SubmitOp
 	}
 	name := protocol.CommandName(seq, c.CmdID)
 	if err := fsq.WriteAtomic(s.path(filepath.Join(protocol.DirQueue, name)), b, 0o660, fsq.Volatile); err != nil {
-		return nil, fmt.Errorf("master: write command: %w", err)
+		return nil, wrapf(err, "write command")
 	}
 	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -91,9 +93,72 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 	st.QueueDepth = s.QueueDepth()
 	st.Alive, st.AliveReason = s.alive(ctx)
 	st.Kind, st.ToolStarts = state.Kind, state.ToolStarts
-	s.details(&st, hb)
+	stateCmd := st.CurrentCmdID
+	finished := s.reconcile(&st, state, hb)
+	s.details(&st, hb, stateCmd)
+	if st.Phase == protocol.PhaseIdle || st.Phase == protocol.PhaseBusy {
+		// Results the runner wrote after its last state.json: they are
+		// done, whatever the coalesced commands_done says.
+		for _, r := range st.LastResults {
+			if r.ran && r.EndTS.After(state.UpdatedAt.Time) && r.CmdID != finished {
+				st.CommandsDone++
+			}
+		}
+	}
+	if st.CurrentQuiet != nil && *st.CurrentQuiet > st.CurrentElapsed {
+		q := st.CurrentElapsed // Quiet since the command started, at most.
+		st.CurrentQuiet = &q
+	}
 	st.CanServe = st.Alive && st.Phase != protocol.PhaseError && st.Phase != protocol.PhaseStopping
 	return st, nil
+}
+
+// reconcile corrects the running command and the phase that state.json
+// says with what the files say: state.json's busy/idle flips are
+// coalesced (PROTOCOL.md section 8), so right after a claim it can still
+// say idle while the command sits in inflight/, and right after a result
+// it can still name the finished command. A command in inflight/ without a
+// result is running; a command with a result is not. It returns the id of
+// state.json's command when that has finished since (counted as done).
+func (s *Session) reconcile(st *Status, state protocol.State, hb protocol.Heartbeat) (finished string) {
+	if st.Phase != protocol.PhaseIdle && st.Phase != protocol.PhaseBusy {
+		return ""
+	}
+	hasResult := func(name string) bool {
+		_, err := os.Lstat(s.path(filepath.Join(protocol.DirResult, name)))
+		return err == nil
+	}
+	if st.CurrentCmdID != "" && hasResult(protocol.CommandName(state.CurrentSeq, st.CurrentCmdID)) {
+		finished = st.CurrentCmdID
+		st.CommandsDone++
+		st.CurrentCmdID, st.CurrentElapsed, st.CurrentOutBytes = "", 0, 0
+	}
+	if st.CurrentCmdID == "" {
+		names, _ := fsq.ReadNames(s.path(protocol.DirInflight))
+		best, bestSeq := "", int64(-1)
+		for _, name := range names {
+			seq, id, err := protocol.ParseCommandName(name)
+			if err != nil || strings.HasPrefix(name, ".") || hasResult(name) || (bestSeq >= 0 && seq >= bestSeq) {
+				continue
+			}
+			best, bestSeq = id, seq
+		}
+		if best != "" {
+			// Claimed since state.json was written: its elapsed time is
+			// not known yet (next to nothing).
+			st.CurrentCmdID = best
+			if hb.CurrentCmdID == best {
+				st.CurrentOutBytes = hb.CurrentOutBytes
+			}
+		}
+	}
+	switch {
+	case st.CurrentCmdID != "":
+		st.Phase = protocol.PhaseBusy
+	case finished != "":
+		st.Phase = protocol.PhaseIdle
+	}
+	return finished
 }
 
 // QueueDepth counts the commands waiting in queue/.
@@ -205,7 +270,7 @@ func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) 
 			err := ctxErr(ctx)
 			if s != nil && errors.Is(err, ErrWaitTimeout) {
 				if cerr := cannotServe(w.last.state); cerr != nil {
-					return Status{}, fmt.Errorf("%w (%w)", err, cerr)
+					return Status{}, &withCause{err: err, cause: cerr}
 				}
 			}
 			return Status{}, err

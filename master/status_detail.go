@@ -38,6 +38,7 @@ type ResultBrief struct {
 	ExitReason protocol.ExitReason `json:"exit_reason,omitempty"`
 	DurationMS int64               `json:"duration_ms"`
 	EndTS      protocol.Time       `json:"end_ts,omitzero"`
+	ran        bool                // run in the tool (counted in commands_done)
 }
 
 // stateExtra holds state.json fields newer runners write (PROTOCOL.md
@@ -52,14 +53,18 @@ type stateExtra struct {
 }
 
 // details fills the parts of st a person reads: the running command's last
-// line, the lease, the last five results.
-func (s *Session) details(st *Status, hb protocol.Heartbeat) {
+// line, the lease, the last five results. stateCmd is the command
+// state.json names (its last line and quiet time are that command's).
+func (s *Session) details(st *Status, hb protocol.Heartbeat, stateCmd string) {
 	var ex stateExtra
 	if b, _, err := fsq.ReadFile(s.path(protocol.FileState), maxStateFile); err == nil {
 		_ = json.Unmarshal(b, &ex) // Fields it cannot read stay zero.
 	}
 	st.SkippedCount, st.RejectedCount, st.DiskFull = ex.SkippedCount, ex.RejectedCount, ex.DiskFull
 	if st.CurrentCmdID != "" {
+		if st.CurrentCmdID != stateCmd {
+			ex.CurrentLastLine, ex.CurrentQuietMS = nil, nil
+		}
 		if ex.CurrentLastLine != nil {
 			st.CurrentLastLine = *ex.CurrentLastLine
 		} else if c, err := s.Command(st.CurrentCmdID); err == nil {
@@ -164,7 +169,7 @@ func (s *Session) lastResults(n int) []ResultBrief {
 			_, r.CmdID, _ = protocol.ParseCommandName(e.name)
 		}
 		out = append(out, ResultBrief{CmdID: r.CmdID, Seq: e.seq, Status: r.Status, ExitReason: r.ExitReason,
-			DurationMS: r.Stats.DurationMS, EndTS: r.EndTS})
+			DurationMS: r.Stats.DurationMS, EndTS: r.EndTS, ran: r.ToolStart > 0})
 	}
 	return out
 }

@@ -104,6 +104,10 @@ const (
 	// CodeToolStartFailed is state.json's error once the runner gave up
 	// starting the tool (--max-restarts).
 	CodeToolStartFailed = "tool_start_failed"
+	// CodeSessionLost is state.json's error (and the runner_stop event's)
+	// once the runner stopped because its session directory or its lock
+	// was taken away (PROTOCOL.md section 12).
+	CodeSessionLost = "session_lost"
 )
 
 // Stats summarises a command's output.

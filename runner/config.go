@@ -74,6 +74,7 @@ const (
 	ExitUsage  = 2
 	ExitLocked = 3 // another runner holds the session
 	ExitGaveUp = 4 // the tool failed to start more often than --max-restarts allows
+	ExitLost   = 5 // the session directory or its lock was taken away (ErrSessionLost)
 )
 
 // ErrLocked is returned when another live runner holds the session.

@@ -123,8 +123,10 @@ func (r *Runner) keepLock() {
 	nl := r.root.newLock(lockPath, r.layout.perms.file)
 	if ok, err := nl.TryLock(); err != nil || !ok {
 		r.log.Warn("state/runner.lock was deleted or replaced; cannot lock the new one yet", "err", err)
+		r.root.loss.lockRefused(err == nil)
 		return
 	}
+	r.root.loss.lockRefused(false)
 	_ = r.root.Chmod(lockPath, r.layout.perms.file)
 	old := r.lock
 	r.lock = nl

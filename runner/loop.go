@@ -191,6 +191,9 @@ func (r *Runner) onTimer(now time.Time) {
 }
 
 func (r *Runner) onBeat() {
+	if r.checkSessionLost() {
+		return // Stopping: nothing more is looked at or written for the session.
+	}
 	r.checkLayout()
 	r.keepLock()
 	r.checkDiskRoom()
@@ -281,6 +284,9 @@ func (r *Runner) shutdown() error {
 	r.metrics.close()
 	if r.tool.gaveUp != "" {
 		return gaveUpError(r.tool.gaveUp)
+	}
+	if r.stop.err != nil && r.stop.err.Code == protocol.CodeSessionLost {
+		return sessionLostError(r.stop.err.Message)
 	}
 	return nil
 }

@@ -256,9 +256,9 @@ func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time,
 		a.outcome = protocol.OutcomeStale
 		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startMod.UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"
 	case req.Op == protocol.OpCancel:
-		a.outcome, a.message, a.cmdID = r.cancel(req.Scope, req.CmdID, source)
+		a.outcome, a.message, a.cmdID = r.cancel(req.Scope, req.CmdID, requestWords(req, source, mod))
 	case req.Op == protocol.OpStop:
-		a.outcome, a.message = r.stopRequested(req.Mode, source)
+		a.outcome, a.message = r.stopRequested(req.Mode, requestWords(req, source, mod))
 	case req.Op == protocol.OpSend, req.Op == protocol.OpSignal:
 		return r.takeInput(req, requestName(source), a)
 	case req.Op == protocol.OpResize:
@@ -267,6 +267,35 @@ func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time,
 		a.outcome, a.message = protocol.OutcomeRejected, string(req.Op)+" is not supported by this runner"
 	}
 	return a
+}
+
+// requestWords names a request in words for a result's error message and
+// state.json's reason: "a stop request from master pid 42 on host1 at
+// 2026-11-26 16:40:51 UTC" (who asked: its submitter, "name@host:pid";
+// when: its ts, else the file's mtime). A request that names no
+// submitter is named by its file.
+func requestWords(req *protocol.ControlRequest, source string, mod time.Time) string {
+	w := "a " + string(req.Op) + " request"
+	switch who := req.Submitter; {
+	case who == "":
+		w += " (" + source + ")"
+	default:
+		name, where, ok := strings.Cut(who, "@")
+		host, pid, ok2 := strings.Cut(where, ":")
+		if ok && ok2 && name != "" && host != "" && pid != "" {
+			w += fmt.Sprintf(" from %s pid %s on %s", name, pid, host)
+		} else {
+			w += " from " + who
+		}
+	}
+	at := req.TS.Time
+	if at.IsZero() {
+		at = mod
+	}
+	if !at.IsZero() {
+		w += " at " + at.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	return w
 }
 
 // record writes the request's one event. legacy names the single-slot

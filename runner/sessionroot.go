@@ -53,6 +53,8 @@ type sessionRoot struct {
 
 	mu    sync.Mutex
 	later []string // runner temp files to remove once their directory is back (RemoveOrLater)
+
+	loss lossWatch // lost.go: is the session still this runner's?
 }
 
 // RemoveOrLater removes a temporary file of the runner's; if its

@@ -69,10 +69,11 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
     wfr = ms(step, "wait_for_runner_ms")
     if op == "submit" or op == "run":
         timeout = ms(step, "timeout_ms")
-        cmd_id, name = session().submit(text(step, "payload"), timeout=timeout, cmd_id=step.get("id"))
-        if op == "submit":
-            return {"outcome": "queued", "exit": 0, "cmd_id": cmd_id}
-        return of_result(session().wait(name, timeout=ms(step, "wait_timeout_ms"), check=False, wait_for_runner=wfr))
+        if op == "run":  # Session.run itself: a status other than ok raises ResultError (of_error).
+            return of_result(session().run(text(step, "payload"), wait_timeout=ms(step, "wait_timeout_ms"),
+                                           wait_for_runner=wfr, timeout=timeout, cmd_id=step.get("id")))
+        cmd_id, _ = session().submit(text(step, "payload"), timeout=timeout, cmd_id=step.get("id"))
+        return {"outcome": "queued", "exit": 0, "cmd_id": cmd_id}
     if op == "wait":
         return of_result(session().wait(step["id"], timeout=ms(step, "wait_timeout_ms"), check=False,
                                         wait_for_runner=wfr))

@@ -62,11 +62,14 @@ proc do {step} {
             set sub {}
             if {[dict exists $step id]} { lappend sub -cmd_id [dict get $step id] }
             if {[dict exists $step timeout_ms]} { lappend sub -timeout [expr {[dict get $step timeout_ms] / 1000.0}] }
-            set name [skillpilot::submit $dir [text $step payload] {*}$sub]
-            if {$op eq "submit"} {
-                return "{\"outcome\":\"queued\",\"exit\":0,\"cmd_id\":[jstr [lindex [skillpilot::parse_name $name] 1]]}"
+            if {$op eq "run"} {
+                # skillpilot::run itself: a status other than ok raises, the result in the error code (ofError).
+                set w [waitOpts $step]
+                lset w 0 -waittimeout
+                return [ofResult [skillpilot::run $dir [text $step payload] {*}$sub {*}$w]]
             }
-            return [ofResult [skillpilot::wait $dir $name -check 0 {*}[waitOpts $step]]]
+            set name [skillpilot::submit $dir [text $step payload] {*}$sub]
+            return "{\"outcome\":\"queued\",\"exit\":0,\"cmd_id\":[jstr [lindex [skillpilot::parse_name $name] 1]]}"
         }
         wait { return [ofResult [skillpilot::wait $dir [dict get $step id] -check 0 {*}[waitOpts $step]]] }
         cancel {

@@ -39,8 +39,8 @@ Commands:
   status                            phase, liveness, running command, queue, lease, last results
                                     (--watch [INTERVAL]: refresh in place)
   lease   --ttl DUR                 write the lease (--keep: keep renewing it)
-  tail                              print log/session.out from a byte cursor (-f: follow;
-                                    --clean: only the commands' own output)
+  tail                              print log/session.out from a byte cursor (-f: follow from
+                                    the last 10 lines; --clean: only the commands' own output)
   ready                             wait until a runner serves the session (idle or busy)
   waitfor REGEXP                    wait for output in the spool (--from CURSOR)
 ` + reportUsage + standinUsage + farmUsage + `
@@ -178,14 +178,21 @@ func (c *cli) fail(err error) int {
 	}
 	var re *master.ResultError
 	if errors.As(err, &re) {
-		c.diag("%s", strings.TrimPrefix(err.Error(), "master: "))
+		c.diag("%s", errText(err))
 		return exit
 	}
 	if c.json {
 		c.printJSON(map[string]any{"protocol_version": protocol.Version, "error": map[string]string{"code": code, "message": err.Error()}})
 	}
-	c.diag("%s", strings.TrimPrefix(err.Error(), "master: "))
+	c.diag("%s", errText(err))
 	return exit
+}
+
+// errText is err's message for a diagnostic (which diag prefixes with
+// "master: "): no "master: " of its own, at the start or where a wrapped
+// error's message begins.
+func errText(err error) string {
+	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "master: "), ": master: ", ": ")
 }
 
 // diag prints a diagnostic on stderr, starting on a line of its own when

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 	"unicode/utf8"
 
@@ -27,7 +28,9 @@ Queue a command; without a payload argument it is read from stdin. Prints the
 cmd_id. With --wait, streams the command's output, then prints its value (the
 Tcl result, as interactive tclsh does; --no-value leaves it out) and exits with
 the command's status. With no live runner the command is still queued (a later
-runner serves it) and a warning goes to stderr.`, true)
+runner serves it) and a warning goes to stderr. Interrupted (Ctrl-C: exit 130),
+the command goes on: stderr says "<id> is still running" (or queued) and how to
+cancel it; with --cancel-on-interrupt it is cancelled first.`, true)
 	var timeout, waitTimeout time.Duration
 	cmd.Duration(&timeout, "timeout", 0, "command timeout (timeout_s) in seconds or as a duration; 0: the runner's default")
 	policy := cmd.String("cancel-policy", "", "ctrl_c (default), terminate_tool or terminate_session")
@@ -37,6 +40,7 @@ runner serves it) and a warning goes to stderr.`, true)
 	wait := cmd.Bool("wait", false, "wait for the result, stream the output, exit with the command's status")
 	cmd.Duration(&waitTimeout, "wait-timeout", 0, "with --wait, how long to wait (0: forever); exit 3 when exceeded")
 	noValue := cmd.Bool("no-value", false, "with --wait, do not print the command's value after its output")
+	cancelOnInt := cmd.Bool("cancel-on-interrupt", false, "with --wait, cancel the command when interrupted (Ctrl-C), then exit 130")
 	pos, err := cmd.parse(args)
 	if err != nil {
 		return err
@@ -65,7 +69,7 @@ runner serves it) and a warning goes to stderr.`, true)
 		}
 		return nil
 	}
-	return c.waitCmd(ctx, s, command, waitTimeout, !*noValue, false)
+	return c.waitCmd(ctx, s, command, waitTimeout, !*noValue, false, *cancelOnInt)
 }
 
 func (c *cli) payload(args []string, file string) (string, error) {
@@ -87,8 +91,53 @@ func (c *cli) payload(args []string, file string) (string, error) {
 
 // waitCmd streams output (unless --json), waits, prints the value (unless
 // noValue) and maps the status to the exit code. With announce, a result
-// that is already there is said to be so on stderr.
-func (c *cli) waitCmd(ctx context.Context, s *master.Session, cmd *master.Command, timeout time.Duration, value, announce bool) error {
+// that is already there is said to be so on stderr. Interrupted (SIGINT,
+// SIGTERM), it says on stderr what becomes of the command, or with
+// cancelOnInt cancels it first.
+func (c *cli) waitCmd(ctx context.Context, s *master.Session, cmd *master.Command, timeout time.Duration, value, announce, cancelOnInt bool) error {
+	err := c.waitCmdOnce(ctx, s, cmd, timeout, value, announce)
+	var ie *master.InterruptedError
+	if err != nil && errors.As(context.Cause(ctx), &ie) {
+		c.interrupted(s, cmd, cancelOnInt)
+	}
+	return err
+}
+
+// interrupted tells what becomes of cmd when its wait was interrupted: it
+// goes on (queued or running) unless cancel, which cancels it.
+func (c *cli) interrupted(s *master.Session, cmd *master.Command, cancel bool) {
+	where := commandWhere(s, cmd)
+	if where == "" {
+		return // It has a result: nothing goes on.
+	}
+	howto := fmt.Sprintf("master cancel %s --session %s", cmd.ID, s.Dir())
+	if !cancel {
+		c.diag("%s is still %s; %s", cmd.ID, where, howto)
+		return
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	rep, err := s.Cancel(ctx, cmd.ID)
+	if rep == nil || (err != nil && !errors.Is(err, master.ErrAlreadyFinished)) {
+		c.diag("%s was %s and could not be cancelled (%s); %s", cmd.ID, where, errText(err), howto)
+		return
+	}
+	c.diag("cancelled on interrupt: %s: %s", rep.Outcome, rep.Message)
+}
+
+// commandWhere says where cmd is: "queued", "running", or "" once it has
+// a result.
+func commandWhere(s *master.Session, cmd *master.Command) string {
+	if r, _ := cmd.Result(); r != nil {
+		return ""
+	}
+	if _, err := os.Lstat(filepath.Join(s.Dir(), protocol.DirInflight, cmd.Name)); err == nil {
+		return "running"
+	}
+	return "queued"
+}
+
+func (c *cli) waitCmdOnce(ctx context.Context, s *master.Session, cmd *master.Command, timeout time.Duration, value, announce bool) error {
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 	if m := s.Watching(); m.Degraded != "" {
@@ -123,16 +172,25 @@ func (c *cli) waitCmd(ctx context.Context, s *master.Session, cmd *master.Comman
 		}
 		return err
 	}
-	if value && res.Status == protocol.StatusOK && res.Value != nil && *res.Value != "" {
-		if c.stdout.partial() {
-			fmt.Fprintln(c.stdout)
-		}
-		fmt.Fprintln(c.stdout, *res.Value)
-		if res.ValueTruncated {
-			c.diag("the value of %s was cut at 64 KiB (the full value is not kept)", cmd.ID)
-		}
+	if value {
+		c.printValue(res)
 	}
 	return err
+}
+
+// printValue prints an ok command's value (the Tcl result, as interactive
+// tclsh does) on a line of its own after its output.
+func (c *cli) printValue(res *protocol.Result) {
+	if res.Status != protocol.StatusOK || res.Value == nil || *res.Value == "" {
+		return
+	}
+	if c.stdout.partial() {
+		fmt.Fprintln(c.stdout)
+	}
+	fmt.Fprintln(c.stdout, *res.Value)
+	if res.ValueTruncated {
+		c.diag("the value of %s was cut at 64 KiB (the full value is not kept)", res.CmdID)
+	}
 }
 
 // progress reports a long wait on stderr every 5 s when stderr is a
@@ -166,11 +224,13 @@ func (c *cli) wait(ctx context.Context, args []string) error {
 	cmd := c.newCommand("wait", "CMD_ID", `
 Wait for a command's result: stream its output, print its value (--no-value
 leaves it out) and exit with its status. A command that is already done says
-so on stderr.`, true)
+so on stderr. Interrupted (Ctrl-C: exit 130), the command goes on and stderr
+says so; with --cancel-on-interrupt it is cancelled first.`, true)
 	var timeout time.Duration
 	cmd.Duration(&timeout, "wait-timeout", 0, "how long to wait (0: forever); exit 3 when exceeded")
 	cmd.Duration(&timeout, "timeout", 0, "same as --wait-timeout")
 	noValue := cmd.Bool("no-value", false, "do not print the command's value after its output")
+	cancelOnInt := cmd.Bool("cancel-on-interrupt", false, "cancel the command when interrupted (Ctrl-C), then exit 130")
 	pos, err := cmd.parse(args)
 	if err != nil {
 		return err
@@ -179,7 +239,7 @@ so on stderr.`, true)
 	if err != nil {
 		return err
 	}
-	return c.waitCmd(ctx, s, command, timeout, !*noValue, true)
+	return c.waitCmd(ctx, s, command, timeout, !*noValue, true, *cancelOnInt)
 }
 
 func (c *cli) lookup(cmd *command, args []string) (*master.Session, *master.Command, error) {

@@ -97,7 +97,7 @@ commands, 5 when it cannot (no live runner, phase error or stopped).`, false)
 			code, _ := master.Classify(err)
 			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": map[string]string{"code": code, "message": err.Error()}})
 		case err != nil:
-			c.diag("%v", err)
+			c.diag("%s", errText(err))
 		case c.json:
 			c.printJSONLine(st)
 		default:

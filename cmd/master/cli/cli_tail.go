@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -13,11 +15,16 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
+// tailLines is how many lines tail -f starts with, as tail(1).
+const tailLines = 10
+
 func (c *cli) tail(ctx context.Context, args []string) error {
 	cmd := c.newCommand("tail", "", `
 Print log/session.out, everything the tool printed (raw: prompts, markers and
-all), from a byte cursor; -f keeps following until interrupted. --clean shows
-only what the commands printed, line by line, as their output files hold it.
+all), from a byte cursor; -f keeps following until interrupted and, like
+tail -f, starts with the last 10 lines (--clean: with the last command's
+output; --from-start or --from: from there instead). --clean shows only
+what the commands printed, line by line, as their output files hold it.
 The cursor reached goes to stderr ("master: resume_cursor N"); give it back
 with --from to resume. With --json: JSON Lines {"protocol_version","offset",
 "text"} (offset: where the text starts in the spool; "data_b64" holds the exact
@@ -25,6 +32,7 @@ bytes when they are not UTF-8; --clean lines carry no offset), and a last line
 {"protocol_version","resume_cursor"}.`, false)
 	follow := cmd.Bool("f", false, "keep printing new output until interrupted")
 	from := cmd.Int64("from", 0, "byte cursor to start at (negative: that many bytes before the end)")
+	fromStart := cmd.Bool("from-start", false, "with -f, start at the first byte instead of the last lines")
 	clean := cmd.Bool("clean", false, "only the commands' own output (no prompt, echo, init output or markers)")
 	pos, err := cmd.parse(args)
 	if err != nil {
@@ -33,13 +41,23 @@ bytes when they are not UTF-8; --clean lines carry no offset), and a last line
 	if len(pos) > 0 {
 		return usageErr("tail takes no arguments")
 	}
+	fromSet := false
+	cmd.Visit(func(f *flag.Flag) { fromSet = fromSet || f.Name == "from" })
+	if fromSet && *fromStart {
+		return usageErr("give --from or --from-start, not both")
+	}
 	s, err := cmd.open()
 	if err != nil {
 		return err
 	}
-	if *from < 0 {
+	switch {
+	case *from < 0:
 		size, _ := s.SpoolSize()
 		*from = max(size+*from, 0)
+	case *follow && !fromSet && !*fromStart && *clean:
+		*from = lastCmdBegin(filepath.Join(s.Dir(), protocol.FileMeta))
+	case *follow && !fromSet && !*fromStart:
+		*from = lastLinesOffset(filepath.Join(s.Dir(), protocol.FileSpool), tailLines)
 	}
 	var w io.Writer = c.stdout
 	var lines *jsonLines
@@ -49,7 +67,7 @@ bytes when they are not UTF-8; --clean lines carry no offset), and a last line
 	}
 	var cw *cleanWriter
 	if *clean {
-		cw = &cleanWriter{w: w}
+		cw = &cleanWriter{w: w, pos: *from, ends: &cmdEnds{path: filepath.Join(s.Dir(), protocol.FileMeta)}}
 		w = cw
 	}
 	cur, err := s.Tail(ctx, w, *from, *follow)

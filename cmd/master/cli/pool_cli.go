@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -20,9 +21,12 @@ const poolUsage = `usage: master pool SUBCOMMAND --pool DIR [flags]
   start  --size N --via local|slurm|sge|lsf [--submit-arg A]... [--init FILE]... [--runner-arg A]...
          [--runner PATH] [--respawn] [--max-respawns N] [--ready-timeout D] [-- TOOL ARGS...]
          launch N sessions (DIR/s00 ...) and wait until all serve
-  submit [--affinity KEY] [--timeout D] [--id ID] [--kind K] [--wait] [--wait-timeout D] [PAYLOAD | -f FILE | -]
-         queue a command in the least-loaded live session (or KEY's session); prints the cmd_id
-  wait   [--wait-timeout D] CMD_ID     wait for a pool command's result wherever it was moved
+  submit [--affinity KEY] [--timeout D] [--id ID] [--kind K] [--wait] [--wait-timeout D] [--no-value]
+         [--cancel-on-interrupt] [PAYLOAD | -f FILE | -]
+         queue a command in the least-loaded live session (or KEY's session); prints the cmd_id;
+         with --wait prints its output, then its value (as submit --wait), and exits with its status
+  wait   [--wait-timeout D] [--no-value] [--cancel-on-interrupt] CMD_ID
+         wait for a pool command's result wherever it was moved; its output, then its value
   status                               one line per session
   heal   [--every D]                   move commands out of dead sessions (and respawn); once, or every D
   stop   [--force] [--grace D]         stop every session (stop request, then the scheduler's cancel)
@@ -142,6 +146,8 @@ func (c *cli) poolSubmit(ctx context.Context, args []string) error {
 	file := fs.String("f", "", "read the payload from FILE ('-': stdin)")
 	wait := fs.Bool("wait", false, "wait for the result and exit with the command's status")
 	waitTimeout := fs.Duration("wait-timeout", 0, "with --wait, how long to wait (0: forever)")
+	noValue := fs.Bool("no-value", false, "with --wait, do not print the command's value after its output")
+	cancelOnInt := fs.Bool("cancel-on-interrupt", false, "with --wait, cancel the command when interrupted (Ctrl-C), then exit 130")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -167,12 +173,14 @@ func (c *cli) poolSubmit(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	return c.poolWaitCmd(ctx, p, pc.Command, *waitTimeout)
+	return c.poolWaitCmd(ctx, p, pc.Command, *waitTimeout, !*noValue, *cancelOnInt)
 }
 
 func (c *cli) poolWait(ctx context.Context, args []string) error {
 	fs, dir := c.poolFlags("wait")
 	timeout := fs.Duration("wait-timeout", 0, "how long to wait (0: forever)")
+	noValue := fs.Bool("no-value", false, "do not print the command's value after its output")
+	cancelOnInt := fs.Bool("cancel-on-interrupt", false, "cancel the command when interrupted (Ctrl-C), then exit 130")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -187,15 +195,22 @@ func (c *cli) poolWait(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.poolWaitCmd(ctx, p, cmd, *timeout)
+	return c.poolWaitCmd(ctx, p, cmd, *timeout, !*noValue, *cancelOnInt)
 }
 
-// poolWaitCmd waits (following moves), then prints the output (or the
-// result with --json) and maps the status to the exit code.
-func (c *cli) poolWaitCmd(ctx context.Context, p *pool.Pool, cmd *master.Command, timeout time.Duration) error {
-	ctx, cancel := withTimeout(ctx, timeout)
+// poolWaitCmd waits (following moves), then prints the output and the
+// value (unless !value), as submit --wait does, or the result with --json,
+// and maps the status to the exit code. Interrupted, it says what becomes
+// of the command (or cancels it), as submit --wait does.
+func (c *cli) poolWaitCmd(ctx context.Context, p *pool.Pool, cmd *master.Command, timeout time.Duration, value, cancelOnInt bool) error {
+	wctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	res, err := p.WaitCommand(ctx, cmd)
+	res, err := p.WaitCommand(wctx, cmd)
+	var ie *master.InterruptedError
+	if res == nil && err != nil && errors.As(context.Cause(ctx), &ie) {
+		_, final := p.Locate(cmd)
+		c.interrupted(final.Session(), final, cancelOnInt)
+	}
 	if res == nil {
 		return err
 	}
@@ -204,6 +219,9 @@ func (c *cli) poolWaitCmd(ctx context.Context, p *pool.Pool, cmd *master.Command
 	} else if _, final := p.Locate(cmd); final != nil {
 		if out, oerr := final.Output(0, 0); oerr == nil {
 			_, _ = c.stdout.Write(out)
+		}
+		if value {
+			c.printValue(res)
 		}
 	}
 	return err

@@ -52,6 +52,7 @@ const (
 	ExitUsage  = runner.ExitUsage
 	ExitLocked = runner.ExitLocked
 	ExitGaveUp = runner.ExitGaveUp
+	ExitLost   = runner.ExitLost
 )
 
 // Main runs the runner command line and returns its exit code. Help and
@@ -166,6 +167,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		printErr(stderr, err)
 		if errors.Is(err, runner.ErrGaveUp) {
 			return ExitGaveUp
+		}
+		if errors.Is(err, runner.ErrSessionLost) {
+			return ExitLost
 		}
 		return ExitError
 	}

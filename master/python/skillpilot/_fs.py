@@ -311,6 +311,9 @@ class SessionFS:
 
     def __init__(self, root: str) -> None:
         self.root = root
+        # local: the session is on a local filesystem (Session sets it from
+        # fs_type), where revalidate has nothing to drop and is skipped.
+        self.local = False
 
     def path(self, sub: str, name: str = "") -> str:
         """The path of sub/name, for messages and for the caller's eyes only."""
@@ -350,7 +353,10 @@ class SessionFS:
 
     def revalidate(self, sub: str = "") -> None:
         """Open and close root/sub (NFS: drop cached negative lookups).
-        Errors are ignored: the lookup that follows reports them."""
+        Errors are ignored: the lookup that follows reports them. Nothing
+        to do on a local filesystem (local), whose lookups are never stale."""
+        if self.local:
+            return
         try:
             os.close(self._dir(sub))
         except (OSError, MasterError):

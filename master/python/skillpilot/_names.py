@@ -102,6 +102,15 @@ def alloc_seq(session: "Union[str, _fs.SessionFS]") -> int:
     5): the same scheme as every SkillPilot master, on any host. session is
     a session directory or its SessionFS."""
     sfs = _session_fs(session)
+    n = reserve_seq(sfs)
+    write_hint(sfs, n)
+    return n
+
+
+def reserve_seq(sfs: _fs.SessionFS) -> int:
+    """alloc_seq without updating seq/hint: the caller calls write_hint
+    after the work the seq is for (as the Go master writes the hint in the
+    background), so the runner sees a command one atomic write sooner."""
     n = _read_hint(sfs)
     if n is None:
         n = _max_reserved(sfs)
@@ -116,13 +125,18 @@ def alloc_seq(session: "Union[str, _fs.SessionFS]") -> int:
         tries += 1
         if tries % 64 == 0:
             n = max(n, _max_reserved(sfs))
+    return n
+
+
+def write_hint(sfs: _fs.SessionFS, n: int) -> None:
+    """Raise seq/hint to n (best effort: a lost or late hint costs the next
+    allocator a few EEXIST, never a wrong seq)."""
     cur = _read_hint(sfs)
     if cur is None or cur < n:
         try:
             sfs.write_atomic(*SEQ_HINT, b"%d\n" % n)
         except (OSError, MasterError):
             pass  # Best effort: a lost hint costs the next allocator a few EEXIST.
-    return n
 
 
 def check_id(cmd_id: str, what: str = "cmd_id") -> str:

@@ -22,6 +22,10 @@ DEFAULT_WAIT_FOR_RUNNER = 10.0
 #: How often a wait re-reads state.json and heartbeat.json at most.
 LIVENESS_PERIOD = 0.1
 
+#: When a wait first looks: a look cannot end a wait before its grace has
+#: passed, so a short command's wait never pays for one.
+FIRST_LOOK = 0.02
+
 
 class Backoff:
     """Adaptive polling: the first re-check comes after ``first`` seconds
@@ -34,11 +38,16 @@ class Backoff:
         self.ceiling = ceiling
         self.delay = self.first
 
-    def sleep(self, deadline: Optional[float] = None) -> None:
+    def sleep(self, deadline: Optional[float] = None, watch: Any = None) -> None:
+        """Sleep the current delay (bounded by deadline); with a watch
+        (a _watch.DirWatch), wake as soon as it sees a change."""
         d = self.delay
         if deadline is not None:
             d = max(0.0, min(d, deadline - time.monotonic()))
-        time.sleep(d)
+        if watch is not None:
+            watch.sleep(d)
+        else:
+            time.sleep(d)
         self.delay = min(self.delay * 2, self.ceiling)
 
     def reset(self) -> None:
@@ -85,7 +94,7 @@ class Liveness:
         self.s = session
         self.grace = DEFAULT_WAIT_FOR_RUNNER if grace is None or grace <= 0 else float(grace)
         self.last_alive = time.monotonic()
-        self.next_look = 0.0
+        self.next_look = self.last_alive + min(FIRST_LOOK, self.grace / 2)
         self.last = Look(False, False, "no look yet", {})
 
     def check(self) -> None:

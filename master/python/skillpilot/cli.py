@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any, NoReturn, Optional, Sequence, TextIO
 
-from . import _fs, _names
+from . import _fs, _names, _status
 from ._wait import Liveness
 from .errors import EXIT_INTERRUPTED, MasterError, ResultError, UsageError, WaitTimeout, exit_code_of_status
 from .session import Session
@@ -118,7 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stop", parents=[common, waiting], help="stop the runner (graceful by default)")
     p.add_argument("--force", action="store_true")
     p.add_argument("--wait", action="store_true", help="wait until the runner has stopped")
-    sub.add_parser("status", parents=[common], help="phase, current command, queue, liveness (exit 5: not alive)")
+    sub.add_parser("status", parents=[common], help="liveness, phase, tool, running command, queue, lease, last results "
+                   "(exit 5: the session cannot serve commands)")
     p = sub.add_parser("lease", parents=[common], help="write the lease (and keep renewing it)")
     p.add_argument("--ttl", type=duration, required=True)
     p.add_argument("--keep", action="store_true", help="renew every ttl/3 until interrupted")
@@ -290,15 +291,8 @@ class _CLI:
         if self.json:
             self.print_json(st)
         else:
-            w = self.out.write
-            w("runner:    %s (%s), pid %s on %s\n" % ("alive" if st["alive"] else "NOT ALIVE", st["alive_reason"],
-                                                     st.get("runner_pid", 0), st.get("runner_host", "")))
-            w("phase:     %s%s\n" % (st.get("phase") or "-", " (%s)" % st["reason"] if st.get("reason") else ""))
-            w("running:   %s\n" % (st.get("current_cmd_id") or "nothing"))
-            w("queue:     %d waiting\n" % st["queue_depth"])
-            w("done:      %s commands\n" % st.get("commands_done", 0))
-            w("heartbeat: #%s\n" % st.get("heartbeat_counter", 0))
-        return 0 if st["alive"] else 5
+            self.out.write(_status.format_status(st))  # The Go CLI's lines (master status).
+        return 0 if st["can_serve"] else 5
 
     def cmd_lease(self) -> int:
         s = self.session()

@@ -8,7 +8,7 @@ import socket
 import time
 from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
-from . import _fs, _names
+from . import _fs, _names, _status, _watch
 from ._lease import LeaseKeeper, write_lease
 from ._wait import Backoff, HeartbeatSeen, Liveness, Look, observe
 from .errors import (AlreadyFinished, CannotServe, ExpectTimeout, Idle, MasterError, NotRunning, RefusedEcho,
@@ -73,9 +73,40 @@ class Session:
         self.poll = poll
         self.wait_for_runner = wait_for_runner
         self.filesystem, self.network = self.fs.fs_type()
+        self.fs.local = not self.network
         self.owner = "python-master@%s:%d" % (socket.gethostname(), os.getpid())
         self._hb_seen = HeartbeatSeen()
         self._hb_look = Look(False, False, "no look yet", {})
+        self._kind: Optional[str] = None
+        self._result_watch: Optional[_watch.DirWatch] = None
+        self._result_watch_tried = False
+
+    def close(self) -> None:
+        """Release what the Session holds (the watch its waits share). A
+        Session stays usable: its next wait watches again."""
+        w, self._result_watch, self._result_watch_tried = self._result_watch, None, False
+        if w is not None:
+            w.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _watch_results(self) -> Optional[_watch.DirWatch]:
+        """The inotify watch on result/ that every wait of this Session
+        shares (as the Go master's one watcher per Session), or None on a
+        network filesystem (inotify sees no other host's changes) or where
+        inotify cannot be had: then waits poll as before."""
+        if not self._result_watch_tried:
+            self._result_watch_tried = True
+            if not self.network and self.fs.is_plain_dir(_names.DIR_RESULT):
+                try:
+                    self._result_watch = _watch.DirWatch(self.fs.path(_names.DIR_RESULT))
+                except OSError:
+                    self._result_watch = None
+        return self._result_watch
 
     def _backoff(self) -> Backoff:
         return Backoff(ceiling=self.poll)
@@ -94,7 +125,7 @@ class Session:
         if not isinstance(payload, str):
             raise UsageError("payload must be a str")
         if kind is None:
-            kind = (self._state() or {}).get("kind") or "tcl"
+            kind = self._default_kind()
         if kind not in KINDS:
             raise UsageError("kind must be one of %s, not %r" % (", ".join(KINDS), kind))
         if cancel_policy is not None and cancel_policy not in CANCEL_POLICIES:
@@ -102,7 +133,7 @@ class Session:
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
             raise UsageError("timeout must be a non-negative number of seconds")
         cmd_id = _names.check_id(cmd_id) if cmd_id is not None else _names.new_id()
-        seq = _names.alloc_seq(self.fs)
+        seq = _names.reserve_seq(self.fs)
         cmd: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "seq": seq,
                                "kind": kind, "payload": payload, "submitted_at": _names.now_iso(),
                                "submitter": self.owner}
@@ -115,7 +146,19 @@ class Session:
             self.fs.write_atomic(_names.DIR_QUEUE, name, json.dumps(cmd).encode("utf-8"))
         except OSError as e:
             raise MasterError("write command %s: %s" % (name, e)) from e
+        finally:
+            _names.write_hint(self.fs, seq)  # After the command: the runner sees it one write sooner.
         return Submitted(cmd_id, name)
+
+    def _default_kind(self) -> str:
+        """The kind of the session's runner (state.json), else tcl; read
+        once per Session, as the Go master does."""
+        if self._kind is None:
+            kind = (self._state() or {}).get("kind")
+            if kind not in KINDS:
+                return "tcl"
+            self._kind = kind
+        return self._kind
 
     def _find(self, cmd_id: str) -> str:
         """The file name of the command whose cmd_id is exactly cmd_id.
@@ -158,7 +201,10 @@ class Session:
         deadline = None if timeout is None else time.monotonic() + timeout
         live = Liveness(self, self._grace(wait_for_runner))
         backoff = self._backoff()
+        watch = self._watch_results()
         while True:
+            if watch is not None:
+                watch.drain()  # Before the look: a result written after it wakes the sleep below.
             res = self.result(name)
             if res is not None:
                 if check and res.get("status") != "ok":
@@ -167,7 +213,7 @@ class Session:
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout("no result for %s within %gs" % (name, timeout))
             live.check()
-            backoff.sleep(deadline)
+            backoff.sleep(deadline, watch)
 
     def run(self, payload: str, wait_timeout: Optional[float] = None, check: bool = True,
             wait_for_runner: Optional[float] = None, **submit_args: Any) -> Result:
@@ -385,7 +431,9 @@ class Session:
         return look.alive, look.reason
 
     def status(self) -> Dict[str, Any]:
-        """What the Go master's Status reports, with the same keys, liveness
+        """What the Go master's Status reports, with the same keys (the
+        running command's elapsed time, last line and quiet time, the lease
+        and the last five results included), liveness
         judged by the same rule (this may take up to two heartbeat periods
         plus 250 ms). ``can_serve`` is False when commands cannot run: no
         live runner, or phase error or stopping."""
@@ -408,6 +456,7 @@ class Session:
         if hb.get("current_cmd_id") and hb.get("current_cmd_id") == st.get("current_cmd_id"):
             out["current_output_bytes"] = hb.get("current_output_bytes", 0)
         out["alive"], out["alive_reason"] = self._alive()
+        _status.details(self.fs, out, st, hb)
         out["can_serve"] = out["alive"] and out["phase"] not in ("error", "stopping")
         return out
 

@@ -48,6 +48,7 @@ class FakeRunner:
         self.counter = 0
         self.beating = True
         self.requests: List[Dict[str, Any]] = []
+        self.hb_extra: Dict[str, Any] = {}  # More heartbeat fields (timestamp, current_output_bytes, ...).
         self.answer = answer or (lambda req: {"outcome": "accepted"})
         self._stop = threading.Event()
         self._lock_fd = os.open(os.path.join(session_dir, "state", "runner.lock"), os.O_RDWR | os.O_CREAT, 0o600)
@@ -65,9 +66,10 @@ class FakeRunner:
 
     def _beat(self) -> None:
         self.counter += 1
-        write_json(os.path.join(self.dir, "state", "heartbeat.json"),
-                   {"protocol_version": 1, "counter": self.counter, "interval_ms": int(self.interval * 1000),
-                    "phase": self.phase, "session_id": self.session_id})
+        hb = {"protocol_version": 1, "counter": self.counter, "interval_ms": int(self.interval * 1000),
+              "phase": self.phase, "session_id": self.session_id}
+        hb.update(self.hb_extra)
+        write_json(os.path.join(self.dir, "state", "heartbeat.json"), hb)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval / 5):

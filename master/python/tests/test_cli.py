@@ -117,6 +117,53 @@ class CLITest(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertTrue(json.loads(out)["alive"])
 
+    def test_status_layout_is_the_go_clis(self) -> None:
+        # The lines of the Go CLI's master status (master/cli_status.go,
+        # writeStatus), word for word, from the same files.
+        r = self.runner()
+        r.phase = "busy"
+        r.hb_extra = {"timestamp": "2026-11-26T10:00:01.000Z", "current_cmd_id": "c1", "current_output_bytes": 2048}
+        r._beat()
+        r._write_state(tool_pid=4242, tool_starts=2, current_cmd_id="c1", current_start_ts="2026-11-26T10:00:00.000Z",
+                       updated_at="2026-11-26T10:00:01.500Z", current_last_line="Overwrite? (y/n) ",
+                       current_quiet_ms=250, commands_done=7, skipped_count=1, rejected_count=2)
+        with open(os.path.join(self.dir, "state", "lease.json"), "w") as f:
+            json.dump({"lease_id": "L1", "expires_at": "2026-11-26T10:01:01.000Z"}, f)
+        for name in ("cmd_0000000005_c1.json", "cmd_0000000006_q.json"):
+            open(os.path.join(self.dir, "queue" if name.endswith("q.json") else "inflight", name), "w").close()
+        r.finish("cmd_0000000003_r1.json", stats={"duration_ms": 3})
+        r.finish("cmd_0000000004_r2.json", "error", exit_reason="tool_error", stats={"duration_ms": 1234})
+        code, out, _ = run("status", "--session", self.dir)
+        self.assertEqual(code, 0)
+        want = ("session   %s\n" % self.dir +
+                "runner    alive (heartbeat counter moved), pid %d on fake\n" % os.getpid() +
+                "phase     busy\n"
+                "tool      tcl, started 2 times, pid 4242 (restarted: Tcl state of earlier starts is gone)\n"
+                "running   c1 for 1.5s, 2.0 KiB of output, quiet 250ms at: \"Overwrite? (y/n) \"\n"
+                "queue     1 waiting\n"
+                "lease     L1: 1m0s left\n"
+                "done      7 commands (1 skipped: already done; 2 rejected: invalid)\n"
+                "last      error (tool_error)                     1.2s  r2\n"
+                "          ok                                      3ms  r1\n")
+        self.assertEqual(out, want)
+        # A stopped runner: exit 5, and the words of the Go CLI.
+        r.stop_runner(reason="stop requested")
+        os.unlink(os.path.join(self.dir, "state", "lease.json"))
+        code, out, _ = run("status", "--session", self.dir)
+        self.assertEqual(code, 5)
+        self.assertIn("runner    NOT ALIVE (the runner stopped (stop requested)), pid %d on fake\n" % os.getpid(), out)
+        self.assertIn("phase     stopped: stop requested\n", out)
+        self.assertIn("lease     none (the runner runs until stopped)\n", out)
+
+    def test_go_durations(self) -> None:
+        from skillpilot import _status
+        for ns, want in ((0, "0s"), (1500, "1.5µs"), (450000000, "450ms"), (1500000000, "1.5s"),
+                         (90 * 10**9, "1m30s"), (3600 * 10**9, "1h0m0s"), (-2 * 10**9, "-2s"), (999, "999ns")):
+            self.assertEqual(_status.go_duration(ns), want)
+        self.assertEqual(_status.round_dur(1449999999), "1.4s")
+        self.assertEqual(_status.round_dur(1450000000), "1.5s")  # Halves away from zero, as Go's Round.
+        self.assertEqual(_status.round_dur(61499999999), "1m1s")
+
     def test_durations(self) -> None:
         for text, want in (("1.5", 1.5), ("250ms", 0.25), ("1m30s", 90.0), ("2h", 7200.0), ("10s", 10.0)):
             self.assertAlmostEqual(cli.duration(text), want)

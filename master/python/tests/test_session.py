@@ -389,6 +389,49 @@ class LeaseTest(Base):
             k.check()
 
 
+class WatchTest(Base):
+    def test_a_rename_wakes_the_watch(self) -> None:
+        from skillpilot import _watch
+        d = os.path.join(self.dir, "result")
+        try:
+            w = _watch.DirWatch(d)
+        except OSError as e:
+            self.skipTest("no inotify here: %s" % e)
+        self.addCleanup(w.close)
+        w.drain()
+        src = os.path.join(self.dir, "tmp", "r.json")
+        with open(src, "w") as f:
+            f.write("{}")
+        threading.Timer(0.1, os.rename, (src, os.path.join(d, "r.json"))).start()
+        t0 = time.monotonic()
+        w.sleep(30.0)
+        self.assertLess(time.monotonic() - t0, 10.0)  # Woken by the rename, not the 30 s.
+
+    def test_waits_share_one_watch_and_close_releases_it(self) -> None:
+        r = self.runner()
+        s = sp.Session(self.dir, poll=5.0)
+        seen = set()
+        for _ in range(3):
+            _, name = s.submit("x")
+            threading.Timer(0.3, r.finish, (name,)).start()
+            self.assertEqual(s.wait(name)["status"], "ok")
+            seen.add(id(s._result_watch))
+        self.assertEqual(len(seen), 1)
+        w = s._result_watch
+        if w is None:
+            self.skipTest("no inotify here")
+        s.close()
+        self.assertIsNone(w.fd)
+        _, name = s.submit("x")
+        r.finish(name)
+        self.assertEqual(s.wait(name)["status"], "ok")  # Usable after close.
+        s.close()
+
+    def test_no_watch_on_a_network_filesystem(self) -> None:
+        self.s.network = True
+        self.assertIsNone(self.s._watch_results())
+
+
 class BackoffTest(unittest.TestCase):
     def test_doubles_to_the_ceiling(self) -> None:
         b = _wait.Backoff(ceiling=0.1)

@@ -87,6 +87,15 @@ proc ::skillpilot::ReadHint {dir} {
 # alloc_seq reserves the next seq of the session (PROTOCOL.md section 5):
 # exclusive create of seq/<n>, the same scheme as every SkillPilot master.
 proc ::skillpilot::alloc_seq {dir} {
+    set n [ReserveSeq $dir]
+    WriteHint $dir $n
+    return $n
+}
+
+# ReserveSeq is alloc_seq without updating seq/hint; submit calls WriteHint
+# after writing the command (as the Go master writes the hint in the
+# background), so the runner sees the command one atomic write sooner.
+proc ::skillpilot::ReserveSeq {dir} {
     variable seqWidth
     set n [ReadHint $dir]
     if {$n < 0} { set n [MaxReserved $dir] }
@@ -99,10 +108,15 @@ proc ::skillpilot::alloc_seq {dir} {
             if {$m > $n} { set n $m }
         }
     }
+    return $n
+}
+
+# WriteHint raises seq/hint to n (best effort: a lost or late hint costs the
+# next allocator a few EEXIST, never a wrong seq).
+proc ::skillpilot::WriteHint {dir n} {
     if {[ReadHint $dir] < $n} {
         catch {fs::write_atomic $dir seq hint "$n\n"}
     }
-    return $n
 }
 
 # write_atomic replaces the file at path (the caller's path: its directory

@@ -31,10 +31,11 @@ proc ::skillpilot::json::Near {text i} {
     return "\"[::string range $text $i [expr {$i + 9}]]\""
 }
 
+# Ws skips white space. Character by character: Tcl's regexp with -start
+# costs more than the short runs of blanks between tokens.
 proc ::skillpilot::json::Ws {text iVar} {
     upvar 1 $iVar i
-    regexp -start $i -indices {\A[ \t\n\r]*} $text m
-    set i [expr {[lindex $m 1] + 1}]
+    while {[::string index $text $i] in {" " "\n" "\t" "\r"}} { incr i }
 }
 
 proc ::skillpilot::json::Value {text iVar} {
@@ -49,11 +50,15 @@ proc ::skillpilot::json::Value {text iVar} {
         "n" { return [Literal $text i null ""] }
         "" { Fail $i "unexpected end of text" }
     }
-    if {![regexp -start $i -indices {\A-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?} $text m]} {
+    # A number: the run of characters a number can hold, then the longest
+    # prefix of it that is one (regexp on the short run, not at -start).
+    set j $i
+    while {[::string first [::string index $text $j] "0123456789+-.eE"] >= 0 && $j < [::string length $text]} { incr j }
+    if {![regexp {^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?} [::string range $text $i [expr {$j - 1}]] num]} {
         Fail $i "unexpected [Near $text $i]"
     }
-    set i [expr {[lindex $m 1] + 1}]
-    return [::string range $text [lindex $m 0] [lindex $m 1]]
+    incr i [::string length $num]
+    return $num
 }
 
 proc ::skillpilot::json::Literal {text iVar word value} {
@@ -70,24 +75,24 @@ proc ::skillpilot::json::Object {text iVar} {
     upvar 1 $iVar i
     incr i
     set d [dict create]
-    Ws $text i
+    while {[::string index $text $i] in {" " "\n" "\t" "\r"}} { incr i }
     if {[::string index $text $i] eq "\}"} {
         incr i
         return $d
     }
     while 1 {
-        Ws $text i
+        while {[::string index $text $i] in {" " "\n" "\t" "\r"}} { incr i }
         if {[::string index $text $i] ne "\""} {
             Fail $i "expected a string key, found [Near $text $i]"
         }
         set k [String $text i]
-        Ws $text i
+        while {[::string index $text $i] in {" " "\n" "\t" "\r"}} { incr i }
         if {[::string index $text $i] ne ":"} {
             Fail $i "expected ':', found [Near $text $i]"
         }
         incr i
         dict set d $k [Value $text i]
-        Ws $text i
+        while {[::string index $text $i] in {" " "\n" "\t" "\r"}} { incr i }
         switch -- [::string index $text $i] {
             "," { incr i }
             "\}" { incr i; return $d }
@@ -116,17 +121,27 @@ proc ::skillpilot::json::Array {text iVar} {
     }
 }
 
+# String reads the string literal at i: its body ends at the first quote
+# that follows an even number of backslashes (string first, not a regexp:
+# Tcl's regexp engine is slow on the alternation a string body needs).
 proc ::skillpilot::json::String {text iVar} {
     upvar 1 $iVar i
-    if {![regexp -start $i -indices {\A"((?:[^"\\]|\\.)*)"} $text m inner]} {
-        Fail $i "unterminated string"
+    set from [expr {$i + 1}]
+    set j $from
+    while 1 {
+        set q [::string first \" $text $j]
+        if {$q < 0} { Fail $i "unterminated string" }
+        set k $q
+        while {$k > $from && [::string index $text [expr {$k - 1}]] eq "\\"} { incr k -1 }
+        if {($q - $k) % 2 == 0} break
+        set j [expr {$q + 1}]
     }
-    set i [expr {[lindex $m 1] + 1}]
-    set raw [::string range $text [lindex $inner 0] [lindex $inner 1]]
+    set i [expr {$q + 1}]
+    set raw [::string range $text $from [expr {$q - 1}]]
     if {[::string first \\ $raw] < 0} {
         return $raw
     }
-    return [Unescape $raw [lindex $inner 0]]
+    return [Unescape $raw $from]
 }
 
 # Unescape decodes the escapes of a string's body. A \u escape becomes the

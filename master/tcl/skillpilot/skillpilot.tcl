@@ -28,6 +28,13 @@ namespace eval ::skillpilot {
     variable version 1
     # Polling starts at 1 ms and doubles up to pollMs while nothing changes.
     variable pollMs 100
+    # For its first spinUs microseconds a wait looks again at once (after
+    # sleeps whole milliseconds); then 1 ms, doubling up to pollMs.
+    variable spinUs 1500
+    variable adaptive 1
+    # Per session directory: how long the last short waits took (µs).
+    variable waitSeen
+    array set waitSeen {}
     # Every wait fails with RUNNER_NOT_ALIVE once no live runner has been
     # seen for this long (ms); -waitforrunner overrides it per call.
     variable waitForRunnerMs 10000
@@ -37,6 +44,9 @@ namespace eval ::skillpilot {
     array set hbSeen {}
     variable fsCache
     array set fsCache {}
+    # Per session directory: {session_id kind} of the runner last seen.
+    variable kindSeen
+    array set kindSeen {}
     # Leases kept by keeplease: dir -> {ttl_ms lease_id next_ms}.
     variable leases
     array set leases {}
@@ -66,8 +76,11 @@ proc ::skillpilot::Opts {defaults arglist} {
 }
 
 proc ::skillpilot::check {dir} {
-    fs::revalidate $dir
-    fs::revalidate [file dirname $dir]
+    variable fsCache
+    if {![info exists fsCache($dir)] || $fsCache($dir)} { ;# Not known to be local: NFS drops stale lookups.
+        fs::revalidate $dir
+        fs::revalidate [file dirname $dir]
+    }
     if {![fs::is_dir $dir queue]} {
         Throw SESSION_MISSING "not a session directory (no queue/): $dir"
     }
@@ -104,24 +117,44 @@ proc ::skillpilot::submit {dir payload args} {
         Throw USAGE "invalid cmd_id \"$id\": 1-128 characters of \[A-Za-z0-9._-\]"
     }
     set kind [dict get $o -kind]
-    if {$kind eq ""} {
-        set st [read_json $dir state state.json 1]
-        set kind [expr {[dict exists $st kind] && [dict get $st kind] in {tcl sh} ? [dict get $st kind] : "tcl"}]
-    }
+    if {$kind eq ""} { set kind [RunnerKind $dir] }
     if {$kind ni {tcl sh}} { Throw USAGE "kind must be tcl or sh, not \"$kind\"" }
     set timeout [dict get $o -timeout]
     if {![string is double -strict $timeout] || $timeout < 0} { Throw USAGE "-timeout must be seconds >= 0" }
     set policy [dict get $o -cancel_policy]
     if {$policy ni {"" ctrl_c terminate_tool terminate_session}} { Throw USAGE "unknown -cancel_policy $policy" }
-    set seq [alloc_seq $dir]
+    set seq [ReserveSeq $dir]
     set json "\{\"protocol_version\":$version,\"cmd_id\":[json::string $id],\"seq\":$seq"
     append json ",\"kind\":[json::string $kind],\"payload\":[json::string $payload]"
     if {$timeout > 0} { append json ",\"timeout_s\":$timeout" }
     if {$policy ne ""} { append json ",\"cancel_policy\":[json::string $policy]" }
     append json ",\"submitted_at\":[json::string [now_iso]],\"submitter\":[json::string [Owner]]\}"
     set name [format "cmd_%0*lld_%s.json" $seqWidth $seq $id]
-    fs::write_atomic $dir queue $name $json
+    try {
+        fs::write_atomic $dir queue $name $json
+    } finally {
+        WriteHint $dir $seq ;# After the command: the runner sees it one write sooner.
+    }
     return $name
+}
+
+# RunnerKind is the kind of the session's runner (state.json), else tcl.
+# It is remembered with the runner's session_id: a runner never changes its
+# kind, so only a new runner's state.json is parsed whole.
+proc ::skillpilot::RunnerKind {dir} {
+    variable kindSeen
+    if {[catch {fs::read_file $dir state state.json found 1048576} text] || !$found} { return tcl }
+    set sid ""
+    regexp {"session_id": *"([A-Za-z0-9._-]+)"} $text -> sid
+    if {$sid ne "" && [info exists kindSeen($dir)] && [lindex $kindSeen($dir) 0] eq $sid} {
+        return [lindex $kindSeen($dir) 1]
+    }
+    if {[catch {json::parse $text} st]} { return tcl }
+    set kind [expr {[dict exists $st kind] && [dict get $st kind] in {tcl sh} ? [dict get $st kind] : "tcl"}]
+    if {[dict exists $st session_id] && [dict get $st session_id] eq $sid && $sid ne ""} {
+        set kindSeen($dir) [list $sid $kind]
+    }
+    return $kind
 }
 
 # find returns the file name of the command whose cmd_id is exactly cmd (a
@@ -144,7 +177,7 @@ proc ::skillpilot::find {dir cmd} {
 # file, plus name, error_code and error_message), or "" while it has none.
 proc ::skillpilot::result {dir cmd} {
     set name [find $dir $cmd]
-    fs::revalidate $dir result
+    if {[Network $dir]} { fs::revalidate $dir result } ;# Local lookups are never stale.
     set r [read_json $dir result $name]
     if {$r eq ""} { return "" }
     dict set r name $name
@@ -178,10 +211,11 @@ proc ::skillpilot::wait {dir cmd args} {
     set o [Opts [list -timeout -1 -check 1 -waitforrunner $waitForRunnerMs] $args]
     set dir [check $dir]
     set name [find $dir $cmd]
-    set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner]]
+    set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner] 1]
     while 1 {
         set r [result $dir $name]
         if {$r ne ""} {
+            WaitDone w
             if {[dict get $o -check] && [dict get $r status] ne "ok"} { ResultError $r }
             return $r
         }
@@ -189,12 +223,15 @@ proc ::skillpilot::wait {dir cmd args} {
     }
 }
 
-# run submits payload and waits for its result. Options: those of submit,
-# -waittimeout ms, -waitforrunner ms and -check (default 0: the result is
-# returned whatever its status).
+# run submits payload and waits for its result, as wait does (and as the Go
+# master's Run and the Python master's run do): a status other than ok
+# raises COMMAND_FAILED, COMMAND_TIMEOUT or CANCELLED whose -errorcode
+# carries the result dict, {SKILLPILOT COMMAND_FAILED <result>}. Options:
+# those of submit, -waittimeout ms, -waitforrunner ms and -check (default 1;
+# -check 0 returns the result whatever its status).
 proc ::skillpilot::run {dir payload args} {
     variable waitForRunnerMs
-    set o [Opts [list -kind "" -timeout 0 -cancel_policy "" -cmd_id "" -waittimeout -1 -check 0 \
+    set o [Opts [list -kind "" -timeout 0 -cancel_policy "" -cmd_id "" -waittimeout -1 -check 1 \
                      -waitforrunner $waitForRunnerMs] $args]
     set name [submit $dir $payload {*}[dict remove $o -waittimeout -check -waitforrunner]]
     return [wait $dir $name -timeout [dict get $o -waittimeout] -check [dict get $o -check] \
@@ -216,6 +253,6 @@ proc ::skillpilot::output {dir r {offset 0} {length -1}} {
         Throw IO_ERROR "result has no usable output_path: $rel"
     }
     set parts [split $rel /]
-    fs::revalidate $dir [join [lrange $parts 0 end-1] /]
+    if {[Network $dir]} { fs::revalidate $dir [join [lrange $parts 0 end-1] /] }
     return [encoding convertfrom utf-8 [fs::read_range $dir [join [lrange $parts 0 end-1] /] [lindex $parts end] $offset $length]]
 }

@@ -82,17 +82,57 @@ proc ::skillpilot::Alive {dir} {
 # milliseconds, so a ~1 ms command is seen at the second look rather than
 # the third), after checking the caller's deadline and the runner's
 # liveness and renewing kept leases.
-proc ::skillpilot::WaitStart {dir timeout_ms grace_ms} {
+proc ::skillpilot::WaitStart {dir timeout_ms grace_ms {learn 0}} {
     variable waitForRunnerMs
+    variable spinUs
     if {![string is double -strict $timeout_ms] || ![string is double -strict $grace_ms]} {
         Throw USAGE "timeouts are numbers of milliseconds"
     }
     if {$grace_ms <= 0} { set grace_ms $waitForRunnerMs }
     set now [clock milliseconds]
+    # The first look at the runner comes 20 ms after the start (a look
+    # parses two JSON files): a look cannot end a wait before the grace has
+    # passed, so a short command's wait never pays for one.
+    set first [expr {$now + int(min(20, $grace_ms / 2))}]
+    # Adaptive first polls (a wait for a result, learn 1): when the last
+    # short ones on this session took about E, sleep (whole ms, no CPU
+    # taken from the runner) until 1 ms before E, then look again at once
+    # for 2 ms.
+    set us [clock microseconds]
+    set sleepUntil $us
+    set spinUntil [expr {$us + $spinUs}]
+    set e [expr {$learn ? [ExpectedUs $dir] : 0}]
+    if {$e > 0} {
+        set sleepUntil [expr {$us + min(max(0, $e - 1000), 4000)}]
+        set spinUntil [expr {max($spinUntil, $sleepUntil + 2000)}]
+    }
     return [dict create dir $dir timeout $timeout_ms deadline [expr {$timeout_ms < 0 ? -1 : $now + $timeout_ms}] \
-                grace $grace_ms lastAlive $now nextLook 0 delay 1 steps 0 \
-                spinUntil [expr {[clock microseconds] + 1500}] \
+                grace $grace_ms lastAlive $now nextLook $first delay 1 steps 0 \
+                startUs $us sleepUntil $sleepUntil spinUntil $spinUntil \
                 look [dict create alive 0 definite 0 reason "no look yet" state {}]]
+}
+
+# ExpectedUs is how long a short wait on dir is expected to take (µs): the
+# smaller of the last two that took under 20 ms, or 0 when unknown.
+proc ::skillpilot::ExpectedUs {dir} {
+    variable adaptive
+    variable waitSeen
+    if {!$adaptive || ![info exists waitSeen($dir)] || [llength $waitSeen($dir)] < 2} { return 0 }
+    return [tcl::mathfunc::min {*}$waitSeen($dir)]
+}
+
+# WaitDone records how long a wait that saw its answer took.
+proc ::skillpilot::WaitDone {wVar} {
+    variable waitSeen
+    upvar 1 $wVar w
+    set took [expr {[clock microseconds] - [dict get $w startUs]}]
+    set dir [dict get $w dir]
+    if {$took < 20000} {
+        set l [expr {[info exists waitSeen($dir)] ? $waitSeen($dir) : {}}]
+        set waitSeen($dir) [lrange [linsert $l 0 $took] 0 1]
+    } else {
+        unset -nocomplain waitSeen($dir)
+    }
 }
 
 proc ::skillpilot::WaitStep {wVar what} {
@@ -116,8 +156,15 @@ proc ::skillpilot::WaitStep {wVar what} {
         }
     }
     RenewLeases
-    if {[clock microseconds] < [dict get $w spinUntil]} {
-        return ;# The first 1.5 ms: look again at once (after sleeps whole ms).
+    set us [clock microseconds]
+    if {$us + 1000 <= [dict get $w sleepUntil]} {
+        set d [expr {([dict get $w sleepUntil] - $us) / 1000}]
+        if {$deadline >= 0} { set d [expr {max(0, min($d, $deadline - $now))}] }
+        after [expr {int($d)}]
+        return
+    }
+    if {$us < [dict get $w spinUntil]} {
+        return ;# Look again at once (after sleeps whole ms).
     }
     set d [dict get $w delay]
     if {$deadline >= 0} { set d [expr {max(0, min($d, $deadline - $now))}] }

@@ -6,7 +6,9 @@
 #
 # Every request gets OUTCOME (a stop that is accepted stops the fake,
 # unless STAYS is 1). Touching DIR/fake-hang stops the heartbeat; the
-# content of DIR/fake-phase, when it exists at start, is the phase.
+# content of DIR/fake-phase, when it exists at start, is the phase. While
+# DIR/fake-serve exists, every queued command gets a result at once whose
+# status is that file's content (ok, error, timeout or cancelled).
 lassign $argv dir interval outcome stays
 if {$stays eq ""} { set stays 0 }
 set counter 0
@@ -54,7 +56,23 @@ proc mailbox {} {
             exit 0
         }
     }
+    serve
     after 10 mailbox
+}
+proc serve {} {
+    global dir
+    set f [file join $dir fake-serve]
+    if {![file exists $f]} { return }
+    set c [open $f]
+    set status [string trim [read $c]]
+    close $c
+    foreach p [lsort [glob -nocomplain -directory [file join $dir queue] cmd_*.json]] {
+        set name [file tail $p]
+        regexp {^cmd_[0-9]+_(.*)\.json$} $name -> id
+        set err [expr {$status eq "ok" ? "" : ",\"error\":{\"code\":\"fake\",\"message\":\"fake $status\"}"}]
+        put [file join $dir result $name] "{\"protocol_version\":1,\"cmd_id\":\"$id\",\"status\":\"$status\",\"value\":\"v\"$err}"
+        file delete $p
+    }
 }
 state
 beat
