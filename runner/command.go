@@ -118,31 +118,31 @@ const perTurn = 64
 // full listing of queue/ is known, so that a command dropped right after
 // the start cannot overtake a backlog with lower seqs.
 func (r *Runner) nextCommand() {
-	r.moreQueued = false
-	if r.pend.len() > 0 && r.layoutErr == nil && r.cur == nil {
+	r.queue.more = false
+	if r.queue.pend.len() > 0 && r.layout.err == nil && r.cur == nil {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
 		// this once it is fixed).
-		if err := checkSubdir(r.root, protocol.DirQueue, r.perms, os.Geteuid()); err != nil {
+		if err := checkSubdir(r.root, protocol.DirQueue, r.layout.perms, os.Geteuid()); err != nil {
 			r.setLayoutErr(err)
 		}
 	}
-	for n := 0; r.cur == nil && r.toolReady() && r.stopMode == "" && r.pendingErr == nil && r.layoutErr == nil && r.scan.listed; n++ {
+	for n := 0; r.cur == nil && r.tool.ready() && r.stop.mode == "" && r.pendingErr == nil && r.layout.err == nil && r.queue.scan.listed; n++ {
 		if n == perTurn || r.results.full() {
-			r.moreQueued = !r.results.full()
+			r.queue.more = !r.results.full()
 			return
 		}
-		e := r.pend.pop()
+		e := r.queue.pend.pop()
 		if e == nil {
 			return
 		}
-		r.stateDirty = true
+		r.status.dirty = true
 		r.tryStart(e)
 	}
 }
 
 func (r *Runner) tryStart(e *pendingEntry) {
-	if r.hasResult(e.name) {
+	if r.queue.hasResult(e.name) {
 		// Checked before the file is even read: whatever now sits under
 		// a name that has a result (a symlink, a directory, a FIFO, a
 		// huge file) is a re-drop, never a reason for a second result.
@@ -178,11 +178,11 @@ func (r *Runner) tryStart(e *pendingEntry) {
 			return
 		}
 		r.log.Warn("read queued command; will retry", "name", e.name, "err", err)
-		r.pend.deferUntil(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
+		r.queue.pend.deferUntil(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
 		return
 	}
 	cmd, err := protocol.ParseCommand(e.name, data)
-	if errors.Is(err, protocol.ErrIncomplete) && r.stillWriting(e, fi) {
+	if errors.Is(err, protocol.ErrIncomplete) && r.queue.stillWriting(e, fi, r.clk.Now(), r.cfg.ParseGrace) {
 		return
 	}
 	if err != nil {
@@ -193,7 +193,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		r.reject(e, fmt.Sprintf("kind: this runner runs %s payloads, not %s", r.cfg.Kind, cmd.Kind))
 		return
 	}
-	if r.doneIDs[cmd.CmdID] {
+	if r.queue.done[cmd.CmdID] {
 		r.reject(e, fmt.Sprintf("cmd_id %q already has a result under another seq; cmd_ids must be unique", cmd.CmdID))
 		return
 	}
@@ -201,28 +201,27 @@ func (r *Runner) tryStart(e *pendingEntry) {
 }
 
 // hasResult reports whether name has a result, on disk or on its way there.
-func (r *Runner) hasResult(name string) bool {
-	if r.settling[name] {
+func (q *cmdQueue) hasResult(name string) bool {
+	if q.settling[name] {
 		return true
 	}
 	// Only a regular file is a result: anything else there (a FIFO, a
 	// symlink) is moved aside when the result is written (displace).
-	fi, err := r.root.Lstat(rel(protocol.DirResult, name))
+	fi, err := q.root.Lstat(rel(protocol.DirResult, name))
 	return err == nil && fi.Mode().IsRegular()
 }
 
 // stillWriting decides whether an unparsable file may be a writer still
 // writing: it is given ParseGrace (on our clock) after it last changed size
 // or mtime, then rejected.
-func (r *Runner) stillWriting(e *pendingEntry, fi os.FileInfo) bool {
-	now := r.clk.Now()
+func (q *cmdQueue) stillWriting(e *pendingEntry, fi os.FileInfo, now time.Time, grace time.Duration) bool {
 	if e.firstBad.IsZero() || fi.Size() != e.lastSize || !fi.ModTime().Equal(e.lastMod) {
 		e.firstBad, e.lastSize, e.lastMod = now, fi.Size(), fi.ModTime()
 	}
-	if now.Sub(e.firstBad) >= r.cfg.ParseGrace {
+	if now.Sub(e.firstBad) >= grace {
 		return false
 	}
-	r.pend.deferUntil(e, now.Add(min(100*time.Millisecond, r.cfg.ParseGrace)))
+	q.pend.deferUntil(e, now.Add(min(100*time.Millisecond, grace)))
 	return true
 }
 
@@ -236,11 +235,11 @@ func (r *Runner) skipDone(name string) {
 	} else if errors.Is(err, os.ErrNotExist) {
 		return
 	}
-	if !r.discard(rel(protocol.DirQueue, name)) {
+	if !r.queue.discard(rel(protocol.DirQueue, name)) {
 		return
 	}
-	r.skipped++
-	r.stateDirty = true
+	r.queue.skipped++
+	r.status.dirty = true
 	seq, id, _ := protocol.ParseCommandName(name)
 	r.log.Info("skipping a command that already has a result", "name", name)
 	r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: id, Seq: seq, Detail: map[string]any{
@@ -250,16 +249,16 @@ func (r *Runner) skipDone(name string) {
 // discard moves a session entry into tmp/ and removes it there (a
 // directory with everything in it): the name is free at once, and tmp/ is
 // emptied at the next start should the removal fail.
-func (r *Runner) discard(relPath string) bool {
-	r.discards++
-	dst := rel(protocol.DirTmp, fmt.Sprintf("discard-%d-%s", r.discards, filepath.Base(relPath)))
-	if err := r.root.Rename(relPath, dst); err != nil {
+func (q *cmdQueue) discard(relPath string) bool {
+	q.discards++
+	dst := rel(protocol.DirTmp, fmt.Sprintf("discard-%d-%s", q.discards, filepath.Base(relPath)))
+	if err := q.root.Rename(relPath, dst); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			r.log.Warn("cannot move aside", "file", relPath, "err", err)
+			q.log.Warn("cannot move aside", "file", relPath, "err", err)
 		}
 		return false
 	}
-	_ = r.root.RemoveAll(dst) // Best effort: tmp/ is emptied at every start.
+	_ = q.root.RemoveAll(dst) // Best effort: tmp/ is emptied at every start.
 	return true
 }
 
@@ -271,7 +270,7 @@ func (r *Runner) discard(relPath string) bool {
 func (r *Runner) reject(e *pendingEntry, msg string) {
 	id, seq, derived := protocol.DeriveCmdID(e.name)
 	code := protocol.CodeInvalidRequest
-	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.doneIDs[id] {
+	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.done[id] {
 		code = protocol.CodeDuplicateCmdID
 	}
 	ipath := rel(protocol.DirInflight, e.name)
@@ -300,11 +299,11 @@ func (r *Runner) rejectNameless(name, ipath, msg string) {
 	}
 	if err := r.root.Rename(ipath, dst); err != nil {
 		r.log.Error("cannot move a rejected file aside", "name", name, "err", err)
-		r.discard(ipath)
+		r.queue.discard(ipath)
 		dst = ""
 	}
-	r.rejected++
-	r.stateDirty = true
+	r.queue.rejected++
+	r.status.dirty = true
 	r.event(protocol.Event{Event: protocol.EvRejected, Detail: map[string]any{"file": rel(protocol.DirQueue, name),
 		"moved_to": dst, "error": msg, "code": protocol.CodeInvalidRequest}})
 }
@@ -325,7 +324,7 @@ func (r *Runner) claim(name, dst string) bool {
 		}
 	}
 	r.checkLayout()
-	if r.layoutErr != nil {
+	if r.layout.err != nil {
 		return false
 	}
 	ok, err = r.root.Claim(src, dst)
@@ -347,7 +346,7 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 		return false
 	}
 	r.log.Warn("a session directory is not usable; the command waits in queue/", "name", name, "err", why)
-	r.pend.add(name, seq, "")
+	r.queue.pend.add(name, seq, "")
 	return true
 }
 
@@ -355,10 +354,10 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 // and its cmd_id count as done, so a duplicate queued right behind it is
 // refused even before the result is on disk.
 func (r *Runner) submitResult(j resultJob) {
-	r.settling[j.name] = true
+	r.queue.settling[j.name] = true
 	if _, _, err := protocol.ParseCommandName(j.name); err == nil {
-		r.doneIDs[j.res.CmdID] = true
-		if len(r.waitq[j.res.CmdID]) > 0 {
+		r.queue.done[j.res.CmdID] = true
+		if len(r.in.waiting[j.res.CmdID]) > 0 {
 			r.pumpWaiting(j.res.CmdID) // It ended without running (cancelled while queued, rejected).
 		}
 	}
@@ -368,14 +367,14 @@ func (r *Runner) submitResult(j resultJob) {
 // onResult records a result the writer committed (or gave up on).
 func (r *Runner) onResult(d resultDone) {
 	j, res := d.job, d.job.res
-	delete(r.settling, j.name)
+	delete(r.queue.settling, j.name)
 	for _, x := range d.displaced {
 		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: d.job.res.CmdID, Seq: d.job.res.Seq, Detail: x})
 	}
 	for _, d := range d.recreated {
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": d + "/"}})
 	}
-	r.stateDirty = true
+	r.status.dirty = true
 	r.ringSync()
 	if d.err != nil {
 		r.log.Error("a result was not written; the command stays in inflight/ and the next runner settles it",
@@ -388,7 +387,7 @@ func (r *Runner) onResult(d resultDone) {
 		r.metrics.result(r, res, j.kind == jobRun)
 	}
 	if d.existed && j.kind != jobRecovered {
-		r.skipped++
+		r.queue.skipped++
 		r.log.Warn("a result already existed; it was kept and nothing was written", "name", j.name)
 		r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: res.CmdID, Seq: res.Seq, Detail: map[string]any{
 			"reason": "result exists", "file": j.cmdFile, "would_have_been": string(res.Status)}})
@@ -402,7 +401,7 @@ func (r *Runner) onResult(d resultDone) {
 			ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,
 			Detail: map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS}})
 	case jobRejected:
-		r.rejected++
+		r.queue.rejected++
 		r.event(protocol.Event{Event: protocol.EvRejected, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
 			ExitReason: res.ExitReason, Detail: map[string]any{"file": j.cmdFile, "error": res.Error.Message, "code": res.Error.Code}})
 	case jobRecovered:
@@ -419,7 +418,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	// runs (PROTOCOL.md, "Durability and crash consistency").
 	r.ringSync()
 	r.checkDiskRoom() // A command started after space returned is written whole.
-	spoolStart := r.spoolSize
+	spoolStart := r.disk.spoolSize
 	outName := protocol.OutputName(name)
 	out, err := r.createOutput(rel(protocol.DirOutput, outName))
 	if errors.Is(err, os.ErrNotExist) {
@@ -435,7 +434,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error())
 		return
 	}
-	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.toolStarts, spoolStart: r.spoolSize, out: out,
+	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.starts, spoolStart: r.disk.spoolSize, out: out,
 		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New()}
 	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
 	if clamped {
@@ -453,7 +452,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		return
 	}
 	r.cur = c
-	r.startedInput(cmd.CmdID)
+	r.in.started(cmd.CmdID)
 	r.enter(&phaseBusy{})
 	r.setPhase(protocol.PhaseBusy, "")
 	tok := cmd.Marker.Token
@@ -492,7 +491,7 @@ func (r *Runner) runLine(c *running) (string, error) {
 func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg string) {
 	res := &protocol.Result{CmdID: cmd.CmdID, Seq: cmd.Seq, Status: protocol.StatusError,
 		ExitReason: protocol.ReasonRunnerError, Error: &protocol.Error{Code: code, Message: msg},
-		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.spoolSize, SpoolEnd: r.spoolSize}
+		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolSize, SpoolEnd: r.disk.spoolSize}
 	r.submitResult(resultJob{kind: jobEarly, name: name, res: res, text: cmd.Payload,
 		cmdFile: rel(protocol.DirInflight, name), keepAt: res.CommandPath})
 }
@@ -516,9 +515,9 @@ func (r *Runner) sink(b []byte) {
 // emit appends to the current command's output.
 func (r *Runner) emit(b []byte) {
 	c := r.cur
-	if r.diskFull {
+	if r.disk.full {
 		c.skip(b)
-		r.diskFullOut += int64(len(b))
+		r.disk.fullOut += int64(len(b))
 	} else {
 		if err := c.write(b); err != nil && isNoSpace(err) {
 			r.noSpace(c.name, err)
@@ -550,7 +549,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	r.endInput() // Held send and signal requests are refused: it has ended.
 	flushErr := c.w.Flush()
 	r.flushSpool()
-	spoolEnd := r.spoolSize
+	spoolEnd := r.disk.spoolSize
 	res := &protocol.Result{
 		CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status, ExitReason: reason,
 		StartTS: protocol.Time{Time: c.start}, EndTS: protocol.Now(),
@@ -576,7 +575,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	if outErr == nil {
 		outErr = flushErr
 	}
-	r.cmdsDone++
+	r.status.cmdsDone++
 	r.submitResult(resultJob{kind: jobRun, name: c.name, res: res, out: c.out, outErr: outErr,
 		cmdFile: rel(protocol.DirInflight, c.name), keepAt: res.CommandPath, payload: c.payload, text: c.cmd.Payload})
 }
@@ -622,7 +621,7 @@ func codeFor(s protocol.Status, reason protocol.ExitReason) string {
 // createOutput makes the output file from a spare (a rename) rather than
 // creating it on the critical path.
 func (r *Runner) createOutput(name string) (*os.File, error) {
-	f, err := r.outSpares.Take()
+	f, err := r.disk.outSpares.Take()
 	if err == nil {
 		spare := r.root.relOf(f.Name())
 		if err = r.root.Rename(spare, name); err == nil {
@@ -631,9 +630,9 @@ func (r *Runner) createOutput(name string) (*os.File, error) {
 		f.Close()
 		r.root.RemoveOrLater(spare)
 	}
-	f, err = r.root.CreateNew(name, r.perms.file)
+	f, err = r.root.CreateNew(name, r.layout.perms.file)
 	if err == nil {
-		_ = f.Chmod(r.perms.file) // Independent of the umask.
+		_ = f.Chmod(r.layout.perms.file) // Independent of the umask.
 	}
 	return f, err
 }

@@ -22,6 +22,14 @@ const ctlSettle = 5 * time.Millisecond
 // maxLegacySize bounds ctl/cancel.json and ctl/stop.json.
 const maxLegacySize = 64 << 10
 
+// stopState is how and why the runner stops, once asked to.
+type stopState struct {
+	mode    protocol.StopMode // "" while running
+	reason  string
+	err     *protocol.Error // state.json error once stopped because of it
+	signals int             // signals received
+}
+
 // takeLegacy handles a legacy single-slot file (ctl/cancel.json or
 // ctl/stop.json): empty means current/graceful; anything that is not one
 // of the documented forms is rejected with an event and nothing done. The
@@ -49,13 +57,13 @@ func (r *Runner) takeLegacy(file string) {
 			perr = fmt.Errorf("%s is not a regular file", file)
 		case transient(err):
 			r.log.Warn("read control file; will retry", "file", file, "err", err)
-			r.recheckAt(r.clk.Now().Add(r.cfg.Poll))
+			r.mbox.recheckAt(r.clk.Now().Add(r.cfg.Poll))
 			return
 		case err != nil:
 			perr = fmt.Errorf("%s cannot be read: %w", file, err)
 		default:
 			t := bytes.TrimSpace(data)
-			if (len(t) == 0 || !json.Valid(t)) && r.ctlStillWriting(name, fi2, ctlSettle) {
+			if (len(t) == 0 || !json.Valid(t)) && r.mbox.stillWriting(name, fi2, ctlSettle, r.clk.Now()) {
 				return
 			}
 		}
@@ -120,7 +128,7 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string) (protocol
 	case c != nil && c.cmd.CmdID == id:
 		r.interrupt(protocol.StatusCancelled, "", "cancelled by "+source, "")
 		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.cmd.CancelPolicy), id
-	case r.doneIDs[id]:
+	case r.queue.done[id]:
 		return protocol.OutcomeAlreadyFinished, id + " has already finished; nothing cancelled", id
 	case r.cancelQueued(id, source):
 		return protocol.OutcomeCancelledQueued, id + " was queued; it got a cancelled result and will not run", id
@@ -143,8 +151,8 @@ func (r *Runner) cancelQueued(id, source string) bool {
 		if err != nil || nid != id {
 			continue
 		}
-		if r.hasResult(name) {
-			r.pend.remove(name)
+		if r.queue.hasResult(name) {
+			r.queue.pend.remove(name)
 			r.skipDone(name)
 			continue
 		}
@@ -152,8 +160,8 @@ func (r *Runner) cancelQueued(id, source string) bool {
 		if ok, _ := r.root.Claim(rel(protocol.DirQueue, name), ipath); !ok {
 			continue
 		}
-		r.pend.remove(name)
-		if r.doneIDs[id] {
+		r.queue.pend.remove(name)
+		if r.queue.done[id] {
 			res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
 				Error: &protocol.Error{Code: protocol.CodeDuplicateCmdID, Message: fmt.Sprintf(
 					"cmd_id %q already has a result under another seq; cmd_ids must be unique", id)},
@@ -169,7 +177,7 @@ func (r *Runner) cancelQueued(id, source string) bool {
 		// answered, so a reply never promises a result a crash could turn
 		// into runner_restarted.
 		r.awaitResult(name, settleWait)
-		r.stateDirty = true
+		r.status.dirty = true
 		return true
 	}
 	return false
@@ -177,7 +185,7 @@ func (r *Runner) cancelQueued(id, source string) bool {
 
 // stopRequested acts on a valid stop request.
 func (r *Runner) stopRequested(mode protocol.StopMode, source string) (protocol.Outcome, string) {
-	before := r.stopMode
+	before := r.stop.mode
 	r.beginStop(mode, source)
 	switch {
 	case before == protocol.StopForce || before == mode:
@@ -192,7 +200,7 @@ func (r *Runner) stopRequested(mode protocol.StopMode, source string) (protocol.
 // lease expiry, the context) and records it with a stop_request event.
 func (r *Runner) requestStop(mode protocol.StopMode, why string) {
 	r.flushSpool()
-	off := r.spoolSize
+	off := r.disk.spoolSize
 	if r.beginStop(mode, why) {
 		r.event(protocol.Event{Event: protocol.EvStop, SpoolOffset: &off, Detail: map[string]any{"mode": string(mode), "why": why}})
 	}
@@ -203,10 +211,10 @@ func (r *Runner) requestStop(mode protocol.StopMode, why string) {
 // reports whether anything changed (a graceful stop while stopping does
 // not; force after graceful does).
 func (r *Runner) beginStop(mode protocol.StopMode, why string) bool {
-	if r.stopMode == protocol.StopForce || (r.stopMode == mode && mode == protocol.StopGraceful) {
+	if r.stop.mode == protocol.StopForce || (r.stop.mode == mode && mode == protocol.StopGraceful) {
 		return false
 	}
-	r.stopMode, r.stopReason = mode, why
+	r.stop.mode, r.stop.reason = mode, why
 	r.log.Info("stopping", "mode", mode, "why", why)
 	r.setPhase(protocol.PhaseStopping, why)
 	if mode == protocol.StopForce && r.cur != nil {
@@ -231,7 +239,7 @@ const settleWait = 500 * time.Millisecond
 func (r *Runner) awaitResult(name string, d time.Duration) {
 	timeout, stop := after(r.clk, d)
 	defer stop()
-	for r.settling[name] {
+	for r.queue.settling[name] {
 		select {
 		case done := <-r.results.done:
 			r.onResult(done)

@@ -1,16 +1,42 @@
 package runner
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 	"golang.org/x/sys/unix"
 )
+
+// spoolDisk is the runner's part that writes the logs and watches the
+// disk: the spool (log/session.out) and its buffer, the event log
+// (log/meta.log), the pool of spare output files, the reserve
+// (tmp/ballast), and the suspension of the spool and output files while
+// the disk is full. It is owned by the Run goroutine.
+type spoolDisk struct {
+	root       *sessionRoot
+	meta       *fsq.Log      // log/meta.log; nil once closed
+	metaInfo   os.FileInfo   // of the open event log
+	spool      *os.File      // log/session.out; nil once closed
+	spoolW     *bufio.Writer // buffers spool writes; flushed by flushSpool
+	spoolErr   error         // the last spool write failure, until a write succeeds
+	spoolInfo  os.FileInfo   // of the open spool, to notice it deleted or replaced
+	spoolSize  int64
+	bufferedAt time.Time   // when the spool or output buffers took their first unflushed byte
+	outSpares  *fsq.Spares // output files made in advance
+	ballast    bool        // tmp/ballast holds the disk reserve
+	// full: a write failed for want of space; the spool and output
+	// files are suspended until the disk has room. The counts are the
+	// bytes not written meanwhile.
+	full               bool
+	fullSpool, fullOut int64
+}
 
 // ballastSize is disk space the runner holds in reserve (tmp/ballast) and
 // gives back when the disk fills up, so that the results of commands that
@@ -27,9 +53,9 @@ const resumeFree = 4 * ballastSize
 
 // freeBytes returns the space available to the runner on the session's
 // filesystem (-1: unknown).
-func (r *Runner) freeBytes() int64 {
+func (d *spoolDisk) freeBytes() int64 {
 	var st unix.Statfs_t
-	if err := r.root.Statfs(protocol.DirTmp, &st); err != nil {
+	if err := d.root.Statfs(protocol.DirTmp, &st); err != nil {
 		return -1
 	}
 	return int64(st.Bavail) * int64(st.Bsize)
@@ -37,34 +63,34 @@ func (r *Runner) freeBytes() int64 {
 
 // makeBallast reserves ballastSize bytes if the filesystem has room to
 // spare (eight times as much free), or keeps the reserve already there.
-func (r *Runner) makeBallast() {
-	if r.adoptBallast() || r.freeBytes() < 8*ballastSize {
+func (d *spoolDisk) makeBallast() {
+	if d.adoptBallast() || d.freeBytes() < 8*ballastSize {
 		return
 	}
-	r.createBallast()
+	d.createBallast()
 }
 
 // takeBallast takes the reserve whatever the free space (resuming after a
 // full disk: checkDiskRoom has seen resumeFree).
-func (r *Runner) takeBallast() {
-	if !r.adoptBallast() {
-		r.createBallast()
+func (d *spoolDisk) takeBallast() {
+	if !d.adoptBallast() {
+		d.createBallast()
 	}
 }
 
 // adoptBallast takes over a reserve already in tmp/ (one the previous
 // runner left: sweepLeftovers keeps it) and reports whether there was one.
-func (r *Runner) adoptBallast() bool {
-	fi, err := r.root.Lstat(ballastName)
-	r.ballast = err == nil && fi.Mode().IsRegular() && fi.Size() >= ballastSize
-	return r.ballast
+func (d *spoolDisk) adoptBallast() bool {
+	fi, err := d.root.Lstat(ballastName)
+	d.ballast = err == nil && fi.Mode().IsRegular() && fi.Size() >= ballastSize
+	return d.ballast
 }
 
 // createBallast creates tmp/ballast (ballastSize bytes), replacing a
 // leftover that is too small to be the reserve.
-func (r *Runner) createBallast() {
-	_ = r.root.Remove(ballastName) // tmp/ is the runner's own; usually nothing is there.
-	f, err := r.root.OpenFile(ballastName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+func (d *spoolDisk) createBallast() {
+	_ = d.root.Remove(ballastName) // tmp/ is the runner's own; usually nothing is there.
+	f, err := d.root.OpenFile(ballastName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return
 	}
@@ -72,12 +98,12 @@ func (r *Runner) createBallast() {
 		_, err = f.Write(make([]byte, ballastSize)) // No fallocate (NFS v3, tmpfs on old kernels).
 		if err != nil {
 			f.Close()
-			_ = r.root.Remove(ballastName)
+			_ = d.root.Remove(ballastName)
 			return
 		}
 	}
 	f.Close()
-	r.ballast = true
+	d.ballast = true
 }
 
 // noSpace handles a write that failed for want of space (ENOSPC,
@@ -90,16 +116,16 @@ func (r *Runner) createBallast() {
 // filesystem has room again (checkDiskRoom).
 func (r *Runner) noSpace(what string, err error) {
 	released := false
-	if r.ballast {
-		r.ballast = false
+	if r.disk.ballast {
+		r.disk.ballast = false
 		released = r.root.Remove(ballastName) == nil
 	}
-	if r.diskFull {
+	if r.disk.full {
 		return
 	}
-	r.diskFull = true
-	r.diskFullSpool, r.diskFullOut = 0, 0
-	r.stateDirty = true
+	r.disk.full = true
+	r.disk.fullSpool, r.disk.fullOut = 0, 0
+	r.status.dirty = true
 	d := map[string]any{"disk_full": true, "suspended": "log/session.out and output files", "failed": what, "error": err.Error()}
 	if released {
 		d["released_reserve_bytes"] = ballastSize
@@ -113,20 +139,20 @@ func (r *Runner) noSpace(what string, err error) {
 // spool and output files resumes. The event says how many bytes were not
 // written meanwhile.
 func (r *Runner) checkDiskRoom() {
-	if !r.diskFull || r.freeBytes() < resumeFree {
+	if !r.disk.full || r.disk.freeBytes() < resumeFree {
 		return
 	}
-	r.takeBallast()
-	r.diskFull = false
+	r.disk.takeBallast()
+	r.disk.full = false
 	if c := r.cur; c != nil && c.w.Flush() != nil {
 		// A bufio.Writer keeps its error: a fresh one lets the running
 		// command's output file resume (what it held is counted lost).
 		c.w.Reset(c.out)
 	}
-	r.stateDirty = true
-	r.log.Info("the disk has room again: writing output files resumes", "spool_bytes_not_written", r.diskFullSpool, "output_bytes_not_written", r.diskFullOut)
+	r.status.dirty = true
+	r.log.Info("the disk has room again: writing output files resumes", "spool_bytes_not_written", r.disk.fullSpool, "output_bytes_not_written", r.disk.fullOut)
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"disk_full": false, "resumed": true,
-		"spool_bytes_not_written": r.diskFullSpool, "output_bytes_not_written": r.diskFullOut}})
+		"spool_bytes_not_written": r.disk.fullSpool, "output_bytes_not_written": r.disk.fullOut}})
 }
 
 // writeInPlace rewrites a small observed-state file (heartbeat.json,
@@ -136,8 +162,8 @@ func (r *Runner) checkDiskRoom() {
 // padded with spaces (valid JSON whitespace) to the old size, so no stale
 // bytes remain. A reader may, rarely, see a torn file meanwhile; masters
 // take an unreadable heartbeat as "no news", not as a dead runner.
-func (r *Runner) writeInPlace(relPath string, data []byte) error {
-	f, err := r.root.OpenFile(relPath, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+func (d *spoolDisk) writeInPlace(relPath string, data []byte) error {
+	f, err := d.root.OpenFile(relPath, os.O_WRONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}

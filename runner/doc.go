@@ -24,6 +24,32 @@
 // goroutine (runner/promfile writes it as a Prometheus file, with a
 // goroutine of its own outside this package).
 //
+// # Parts
+//
+// A [Runner] is a few owned parts, each a type with its own fields and
+// methods in its own file(s). The owner goroutine alone calls them; the
+// methods on *Runner are what makes the parts work together (an event that
+// a command ended, a full disk that ends writes of output):
+//
+//   - toolLife (tool.go, toolctl.go, toolphase.go): the tool process, its
+//     phase, the counts of starts, deaths and failed starts, sync tokens;
+//   - cmdQueue (queue.go, scan.go, command.go): the scanner of queue/, the
+//     pending names in running order, the cmd_ids that have a result and
+//     the results still being written;
+//   - inputQueue (input.go): send and signal requests held for the
+//     running command, the write under way, sends waiting for a queued
+//     command, the window size;
+//   - spoolDisk (disk.go, logs.go): the spool and its buffer, the event log,
+//     the spare output files, a full disk's suspension and the reserve;
+//   - mailbox (mailbox.go, control.go): the control requests of ctl/;
+//   - leaseWatch (lease.go) and the result writer (results.go, with a
+//     goroutine of its own).
+//
+// Small types hold the rest: identity (fixed by Open), layoutState (the
+// session's modes and what is wrong with it), runStatus (what state.json
+// says) and stopState (how and why the runner stops). The running command
+// is a *running (command.go).
+//
 // # The tool
 //
 // The tool sits behind the toolSession interface (session.go), with a PTY

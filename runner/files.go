@@ -86,19 +86,30 @@ func marshal(v any) []byte {
 	return append(b, '\n')
 }
 
+// runStatus is the runner's own state as state.json and the heartbeat
+// publish it.
+type runStatus struct {
+	phase    protocol.Phase
+	reason   string
+	dirty    bool      // state.json is to be rewritten
+	writeAt  time.Time // when a dirty state.json is rewritten (zero: not scheduled)
+	beats    int64
+	cmdsDone int64
+}
+
 // writeState rewrites state/state.json. It is observed state, rewritten on
 // every transition: atomic for readers, not fsynced (a crash loses at most
 // a transition, and the next runner rewrites it at start).
 func (r *Runner) writeState() {
 	st := protocol.State{
-		ProtocolVersion: protocol.Version, Phase: r.phase, SessionID: r.sessionID,
-		RunnerPID: os.Getpid(), Hostname: r.hostname, QueueDepth: r.pend.len(),
-		Reason: r.reason, Filesystem: r.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
-		CommandsDone: r.cmdsDone, ToolStarts: r.toolStarts, RejectedCount: r.rejected, SkippedCount: r.skipped,
-		LeaseError: r.lease.err, DiskFull: r.diskFull,
+		ProtocolVersion: protocol.Version, Phase: r.status.phase, SessionID: r.id.sessionID,
+		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.pend.len(),
+		Reason: r.status.reason, Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
+		CommandsDone: r.status.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.queue.rejected, SkippedCount: r.queue.skipped,
+		LeaseError: r.lease.err, DiskFull: r.disk.full,
 	}
-	if r.phase == protocol.PhaseStopped {
-		st.Error = r.stopError
+	if r.status.phase == protocol.PhaseStopped {
+		st.Error = r.stop.err
 	}
 	if r.watcher != nil {
 		st.Watch = "poll"
@@ -106,8 +117,8 @@ func (r *Runner) writeState() {
 			st.Watch = "inotify"
 		}
 	}
-	if r.tool != nil {
-		st.ToolPID, st.ToolPGID, st.ToolStartTime = r.tool.Pid(), r.tool.Pid(), r.tool.StartTime()
+	if r.tool.sess != nil {
+		st.ToolPID, st.ToolPGID, st.ToolStartTime = r.tool.sess.Pid(), r.tool.sess.Pid(), r.tool.sess.StartTime()
 	}
 	if r.cur != nil {
 		id, last, quiet := r.cur.cmd.CmdID, r.cur.lastLine(), r.clk.Now().Sub(r.cur.lastOut).Milliseconds()
@@ -117,14 +128,14 @@ func (r *Runner) writeState() {
 	if err := r.writeFile(protocol.FileState, marshal(st)); err != nil {
 		r.log.Warn("write state", "err", err)
 	}
-	r.stateDirty, r.stateAt = false, time.Time{}
+	r.status.dirty, r.status.writeAt = false, time.Time{}
 }
 
 // setPhase changes the phase and marks state.json for rewriting.
 func (r *Runner) setPhase(p protocol.Phase, reason string) {
-	if r.phase != p || r.reason != reason {
-		r.phase, r.reason = p, reason
-		r.stateDirty = true
+	if r.status.phase != p || r.status.reason != reason {
+		r.status.phase, r.status.reason = p, reason
+		r.status.dirty = true
 		if p == protocol.PhaseError {
 			r.log.Error("runner in error phase", "reason", reason)
 		}
@@ -136,11 +147,11 @@ func (r *Runner) setPhase(p protocol.Phase, reason string) {
 
 // beat writes state/heartbeat.json with a counter that grows by one.
 func (r *Runner) beat() {
-	r.beats++
+	r.status.beats++
 	hb := protocol.Heartbeat{
-		ProtocolVersion: protocol.Version, Timestamp: protocol.Now(), Counter: r.beats,
-		Hostname: r.hostname, RunnerPID: os.Getpid(), SessionID: r.sessionID, Phase: r.phase,
-		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.spoolSize,
+		ProtocolVersion: protocol.Version, Timestamp: protocol.Now(), Counter: r.status.beats,
+		Hostname: r.id.hostname, RunnerPID: os.Getpid(), SessionID: r.id.sessionID, Phase: r.status.phase,
+		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolSize,
 	}
 	if r.cur != nil {
 		hb.CurrentCmdID, hb.CurrentOutBytes = r.cur.cmd.CmdID, r.cur.bytes
@@ -156,12 +167,12 @@ func (r *Runner) beat() {
 // write leaves nothing where masters look; a symlink or FIFO planted at
 // the target is replaced, never followed.
 func (r *Runner) writeFile(relPath string, data []byte) error {
-	err := r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.perms.file)
+	err := r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.perms.file)
 	if err != nil && isNoSpace(err) {
 		r.noSpace(relPath, err)
-		err = r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.perms.file)
+		err = r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.perms.file)
 		if err != nil && isNoSpace(err) && (relPath == protocol.FileHeartbeat || relPath == protocol.FileState) {
-			err = r.writeInPlace(relPath, data) // disk.go
+			err = r.disk.writeInPlace(relPath, data) // disk.go
 		}
 	}
 	return err

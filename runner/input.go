@@ -29,6 +29,18 @@ import (
 // line the runner types after that marker (driver.go, fenceLine).
 
 // heldReq is a send or signal request for the running command that has
+// inputQueue is the input part of the runner: the send and signal
+// requests held for the running command, the send being written, sends
+// waiting for a queued command to start, and the last window size. It is
+// owned by the Run goroutine.
+type inputQueue struct {
+	held    []*heldReq            // send and signal requests for the running command, in seq order
+	write   *inputWrite           // a send's bytes being written
+	waiting map[string][]*heldReq // sends with an expect waiting for a queued command to start, by cmd_id
+	cols    int                   // the last resize (0: none)
+	rows    int
+}
+
 // been taken but not yet answered.
 type heldReq struct {
 	name     string // ctl/<name>
@@ -85,13 +97,13 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 	}
 	c := r.cur
 	if (c == nil || c.cmd.CmdID != req.CmdID) && r.mayWait(req) {
-		r.waitq[req.CmdID] = append(r.waitq[req.CmdID], r.newHeld(req, name))
+		r.in.waiting[req.CmdID] = append(r.in.waiting[req.CmdID], r.newHeld(req, name))
 		r.mbox.held[name] = true
 		a.held = true
 		return a
 	}
 	if c == nil || c.cmd.CmdID != req.CmdID || c.doneSeen {
-		a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.cmdState(req.CmdID)
+		a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.queue.cmdState(req.CmdID)
 		if c != nil && c.cmd.CmdID == req.CmdID {
 			a.cmdState = "finished"
 		}
@@ -99,9 +111,9 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 		return a
 	}
 	if c.endStatus != "" {
-		return r.ending(req, a)
+		return ending(r.cur, req, a)
 	}
-	r.inq = append(r.inq, r.newHeld(req, name))
+	r.in.held = append(r.in.held, r.newHeld(req, name))
 	r.mbox.held[name] = true
 	a.held = true
 	return a
@@ -123,18 +135,18 @@ func (r *Runner) newHeld(req *protocol.ControlRequest, name string) *heldReq {
 // for it: a send with an expect for a queued command, and anything behind
 // one (seq order).
 func (r *Runner) mayWait(req *protocol.ControlRequest) bool {
-	if len(r.waitq[req.CmdID]) > 0 {
+	if len(r.in.waiting[req.CmdID]) > 0 {
 		return true
 	}
-	return req.Op == protocol.OpSend && req.Expect != "" && !r.doneIDs[req.CmdID] && r.cmdState(req.CmdID) == "queued"
+	return req.Op == protocol.OpSend && req.Expect != "" && !r.queue.done[req.CmdID] && r.queue.cmdState(req.CmdID) == "queued"
 }
 
-// startedInput moves the requests waiting for a command that has just
+// started moves the requests waiting for a command that has just
 // started to the running command's queue.
-func (r *Runner) startedInput(id string) {
-	if w, ok := r.waitq[id]; ok {
-		r.inq = append(r.inq, w...)
-		delete(r.waitq, id)
+func (in *inputQueue) started(id string) {
+	if w, ok := in.waiting[id]; ok {
+		in.held = append(in.held, w...)
+		delete(in.waiting, id)
 	}
 }
 
@@ -144,14 +156,14 @@ func (r *Runner) startedInput(id string) {
 // the runner stops: cmdState says which).
 func (r *Runner) pumpWaiting(gone string) {
 	now := r.clk.Now()
-	for id, q := range r.waitq {
+	for id, q := range r.in.waiting {
 		for len(q) > 0 {
 			h := q[0]
 			a := &answer{cmdID: id}
 			switch {
 			case id == gone || gone == "*":
 				r.stamp(a)
-				a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.cmdState(id)
+				a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.queue.cmdState(id)
 				a.message = notRunning(h.req, a.cmdState)
 				if a.cmdState == "queued" {
 					a.message = fmt.Sprintf("%s did not start before the runner stopped; nothing sent", id)
@@ -169,18 +181,18 @@ func (r *Runner) pumpWaiting(gone string) {
 			r.completeHeld(h, *a)
 		}
 		if len(q) == 0 {
-			delete(r.waitq, id)
+			delete(r.in.waiting, id)
 		} else {
-			r.waitq[id] = q
+			r.in.waiting[id] = q
 		}
 	}
 }
 
 // waitDue is when the earliest request waiting for a queued command gives
 // up on its expect.
-func (r *Runner) waitDue() time.Time {
+func (in *inputQueue) waitDue() time.Time {
 	var due time.Time
-	for _, q := range r.waitq {
+	for _, q := range in.waiting {
 		if d := q[0].deadline; !d.IsZero() && (due.IsZero() || d.Before(due)) {
 			due = d
 		}
@@ -205,20 +217,20 @@ func notRunning(req *protocol.ControlRequest, state string) string {
 
 // ending refuses input for the running command once the runner is ending
 // it (a timeout, a cancel, a force stop).
-func (r *Runner) ending(req *protocol.ControlRequest, a answer) answer {
+func ending(c *running, req *protocol.ControlRequest, a answer) answer {
 	a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
-	a.message = fmt.Sprintf("%s is ending (%s); refused, nothing sent", req.CmdID, r.cur.endStatus)
+	a.message = fmt.Sprintf("%s is ending (%s); refused, nothing sent", req.CmdID, c.endStatus)
 	return a
 }
 
 // cmdState says where a command that is not running is: finished (it has
 // a result), queued (its file is in queue/) or unknown.
-func (r *Runner) cmdState(id string) string {
-	if r.doneIDs[id] {
+func (q *cmdQueue) cmdState(id string) string {
+	if q.done[id] {
 		return "finished"
 	}
-	r.root.Revalidate(protocol.DirQueue) // A command written on another NFS client just before the request.
-	names, err := r.root.ReadNames(protocol.DirQueue)
+	q.root.Revalidate(protocol.DirQueue) // A command written on another NFS client just before the request.
+	names, err := q.root.ReadNames(protocol.DirQueue)
 	if err == nil {
 		for _, n := range names {
 			if _, nid, err := protocol.ParseCommandName(n); err == nil && nid == id {
@@ -232,13 +244,13 @@ func (r *Runner) cmdState(id string) string {
 // pumpInput answers or starts the held requests in order, until one has
 // to wait (or a write is under way).
 func (r *Runner) pumpInput() {
-	for len(r.inq) > 0 && r.inw == nil {
-		h := r.inq[0]
+	for len(r.in.held) > 0 && r.in.write == nil {
+		h := r.in.held[0]
 		a := r.step(h)
 		if a == nil {
 			return // Waits, or its bytes are being written.
 		}
-		r.inq = r.inq[1:]
+		r.in.held = r.in.held[1:]
 		r.completeHeld(h, *a)
 	}
 }
@@ -255,7 +267,7 @@ func (r *Runner) step(h *heldReq) *answer {
 		return a
 	}
 	if c.endStatus != "" {
-		*a = r.ending(req, *a)
+		*a = ending(c, req, *a)
 		r.stamp(a)
 		return a
 	}
@@ -267,7 +279,7 @@ func (r *Runner) step(h *heldReq) *answer {
 		return nil // Its begin line is on its way.
 	}
 	if h.re != nil && !h.matched {
-		if !r.expect(h) {
+		if !c.expect(h) {
 			if !now.Before(h.deadline) {
 				return r.expectTimeout(h, a)
 			}
@@ -281,7 +293,7 @@ func (r *Runner) step(h *heldReq) *answer {
 		return a
 	}
 	if req.Op == protocol.OpSignal {
-		return r.deliverSignal(h, a)
+		return deliverSignal(r.tool.sess, h, a)
 	}
 	return r.startWrite(h, a)
 }
@@ -289,7 +301,7 @@ func (r *Runner) step(h *heldReq) *answer {
 // stamp sets where the answer took effect: the spool size now.
 func (r *Runner) stamp(a *answer) {
 	r.flushSpool()
-	a.offset = r.spoolSize
+	a.offset = r.disk.spoolSize
 }
 
 func (r *Runner) expectTimeout(h *heldReq, a *answer) *answer {
@@ -311,11 +323,10 @@ func expectMS(req *protocol.ControlRequest) int64 {
 	return protocol.DefaultExpectTimeoutMS
 }
 
-// expect looks for h's expect in the running command's output, from its
-// start (expect_from, else the command's expect cursor) within the last
+// expect looks for h's expect in the command's output, from its start
+// (expect_from, else the command's expect cursor) within the last
 // expectWindow bytes.
-func (r *Runner) expect(h *heldReq) bool {
-	c := r.cur
+func (c *running) expect(h *heldReq) bool {
 	from := h.from
 	if from < 0 {
 		from = c.cursor
@@ -333,15 +344,15 @@ func (r *Runner) expect(h *heldReq) bool {
 	return true
 }
 
-// deliverSignal sends a signal request's signal to the terminal's
-// foreground process group. Nothing else happens: no cancel, no
+// deliverSignal sends a signal request's signal to the foreground process
+// group of t's terminal (nil: no tool). Nothing else happens: no cancel, no
 // resynchronisation; the command goes on (or ends) as the tool decides.
-func (r *Runner) deliverSignal(h *heldReq, a *answer) *answer {
-	if r.tool == nil {
+func deliverSignal(t toolSession, h *heldReq, a *answer) *answer {
+	if t == nil {
 		a.outcome, a.cmdState, a.message = protocol.OutcomeNotRunning, "finished", h.req.CmdID+" has no tool any more; nothing sent"
 		return a
 	}
-	if err := r.tool.SignalForeground(signals[h.req.Signal]); err != nil {
+	if err := t.SignalForeground(signals[h.req.Signal]); err != nil {
 		a.outcome, a.message = protocol.OutcomeRejected, "the signal could not be sent: "+err.Error()
 		return a
 	}
@@ -354,7 +365,7 @@ func (r *Runner) deliverSignal(h *heldReq, a *answer) *answer {
 // refuses a secret while the terminal echoes.
 func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
 	c, req := r.cur, h.req
-	echo, err := r.tool.Echo()
+	echo, err := r.tool.sess.Echo()
 	if err != nil {
 		a.outcome, a.message = protocol.OutcomeRejected, "cannot read the terminal's settings: "+err.Error()+"; nothing sent"
 		return a
@@ -371,8 +382,8 @@ func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
 		c.echo.expect(req.Data) // Its echo is the terminal's, not the tool's output.
 	}
 	w := &inputWrite{h: h, abort: make(chan struct{}), done: make(chan inputDone, 1)}
-	r.inw = w
-	t := r.tool
+	r.in.write = w
+	t := r.tool.sess
 	go func() {
 		n, err := t.Input(req.Data, w.abort)
 		w.done <- inputDone{n, err}
@@ -389,10 +400,10 @@ func (r *Runner) onInputDone(d inputDone) {
 // finishWrite answers the send whose bytes were being written: delivered
 // when the terminal took all of them, else not_running with the count.
 func (r *Runner) finishWrite(d inputDone) {
-	w := r.inw
-	r.inw = nil
+	w := r.in.write
+	r.in.write = nil
 	h := w.h
-	r.inq = r.inq[1:]
+	r.in.held = r.in.held[1:]
 	req := h.req
 	a := answer{cmdID: req.CmdID, offset: h.spoolOff}
 	n := int64(d.n)
@@ -426,7 +437,7 @@ func (r *Runner) finishWrite(d inputDone) {
 // abortInput stops a write under way (the command is ending, or the
 // runner is about to type into the terminal) and answers its request.
 func (r *Runner) abortInput() {
-	w := r.inw
+	w := r.in.write
 	if w == nil {
 		return
 	}
@@ -459,13 +470,13 @@ func (r *Runner) completeHeld(h *heldReq, a answer) {
 	r.removeRequest(p)
 }
 
-// inputDue is when the head of a queue gives up on its expect.
-func (r *Runner) inputDue() time.Time {
-	due := r.waitDue()
-	if len(r.inq) == 0 || r.inw != nil {
+// due is when the head of a queue gives up on its expect.
+func (in *inputQueue) due() time.Time {
+	due := in.waitDue()
+	if len(in.held) == 0 || in.write != nil {
 		return due
 	}
-	if d := r.inq[0].deadline; !d.IsZero() && (due.IsZero() || d.Before(due)) {
+	if d := in.held[0].deadline; !d.IsZero() && (due.IsZero() || d.Before(due)) {
 		due = d
 	}
 	return due
@@ -475,11 +486,11 @@ func (r *Runner) inputDue() time.Time {
 // group gets SIGWINCH from the kernel). The size is kept for later starts
 // of the tool.
 func (r *Runner) resize(req *protocol.ControlRequest) (protocol.Outcome, string) {
-	r.winCols, r.winRows = req.Cols, req.Rows
-	if r.tool == nil {
+	r.in.cols, r.in.rows = req.Cols, req.Rows
+	if r.tool.sess == nil {
 		return protocol.OutcomeDelivered, fmt.Sprintf("no tool runs now; the next one starts with a %dx%d terminal", req.Cols, req.Rows)
 	}
-	if err := r.tool.Resize(req.Cols, req.Rows); err != nil {
+	if err := r.tool.sess.Resize(req.Cols, req.Rows); err != nil {
 		return protocol.OutcomeRejected, "the terminal could not be resized: " + err.Error()
 	}
 	return protocol.OutcomeDelivered, fmt.Sprintf("the terminal is now %d columns by %d rows (the tool gets SIGWINCH)", req.Cols, req.Rows)
@@ -487,9 +498,9 @@ func (r *Runner) resize(req *protocol.ControlRequest) (protocol.Outcome, string)
 
 // winSize is the terminal size for a new tool: the last resize, else the
 // default.
-func (r *Runner) winSize() (int, int) {
-	if r.winCols > 0 {
-		return r.winCols, r.winRows
+func (in *inputQueue) winSize() (int, int) {
+	if in.cols > 0 {
+		return in.cols, in.rows
 	}
 	return defaultCols, defaultRows
 }

@@ -25,6 +25,14 @@ var masterDirs = map[string]bool{protocol.DirQueue: true, protocol.DirCtl: true,
 // someone other than its owner could make it run commands.
 var ErrUntrusted = errors.New("runner: refusing an unsafe session directory")
 
+// layoutState is what the runner knows of the session directory's
+// layout: the modes it uses, and why the session cannot be used.
+type layoutState struct {
+	perms    perms // modes of the session's directories and the runner's files
+	err      error // why the session directory cannot be used (nil: fine)
+	warnings []trustWarning
+}
+
 // perms are the modes a session's directories and the runner's files get.
 type perms struct {
 	shared bool
@@ -216,10 +224,10 @@ func (r *Runner) checkLayout() {
 		r.setLayoutErr(fmt.Errorf("runner: %w", err))
 		return
 	}
-	created, err := ensureLayout(r.root, r.perms)
+	created, err := ensureLayout(r.root, r.layout.perms)
 	if err == nil {
 		for _, d := range protocol.Dirs {
-			if err = checkSubdir(r.root, d, r.perms, os.Geteuid()); err != nil {
+			if err = checkSubdir(r.root, d, r.layout.perms, os.Geteuid()); err != nil {
 				break
 			}
 		}
@@ -248,8 +256,8 @@ func (r *Runner) checkLayout() {
 // setLayoutErr records whether the layout is usable, with an event and a
 // log line when that changes.
 func (r *Runner) setLayoutErr(err error) {
-	was := r.layoutErr
-	r.layoutErr = err
+	was := r.layout.err
+	r.layout.err = err
 	switch {
 	case err != nil && (was == nil || was.Error() != err.Error()):
 		r.log.Error("the session directory cannot be used", "err", err)
@@ -264,13 +272,13 @@ func (r *Runner) setLayoutErr(err error) {
 
 // restorePhase leaves phase error once nothing holds it there.
 func (r *Runner) restorePhase() {
-	if r.phase != protocol.PhaseError || r.stopMode != "" || r.layoutErr != nil || r.pendingErr != nil {
+	if r.status.phase != protocol.PhaseError || r.stop.mode != "" || r.layout.err != nil || r.pendingErr != nil {
 		return
 	}
 	switch {
 	case r.cur != nil:
 		r.setPhase(protocol.PhaseBusy, "")
-	case r.toolReady():
+	case r.tool.ready():
 		r.setPhase(protocol.PhaseIdle, "")
 	}
 }

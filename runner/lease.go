@@ -69,7 +69,7 @@ func (l *leaseWatch) read(r *Runner, now time.Time) bool {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		l.setErr(r, "")
-		if !l.valid && r.cfg.RequireLease && now.Sub(r.started) > r.cfg.LeaseGrace {
+		if !l.valid && r.cfg.RequireLease && now.Sub(r.id.started) > r.cfg.LeaseGrace {
 			l.expire(r, "no lease was written within --lease-grace")
 		}
 		return false
@@ -86,7 +86,7 @@ func (l *leaseWatch) read(r *Runner, now time.Time) bool {
 	default:
 		l.setErr(r, "")
 	}
-	if !l.valid && r.cfg.RequireLease && now.Sub(r.started) > r.cfg.LeaseGrace {
+	if !l.valid && r.cfg.RequireLease && now.Sub(r.id.started) > r.cfg.LeaseGrace {
 		l.expire(r, "no lease that could be understood was written within --lease-grace ("+l.err+")")
 		return false
 	}
@@ -130,7 +130,7 @@ func (l *leaseWatch) setErr(r *Runner, msg string) {
 		return
 	}
 	l.err = msg
-	r.stateDirty = true
+	r.status.dirty = true
 	if msg == "" {
 		r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "understood"}})
 		return

@@ -36,7 +36,7 @@ func (r *Runner) acquire() error {
 	if fi, err := r.root.Lstat(lockPath); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: %s is %s, not a regular file: remove it", ErrUntrusted, protocol.FileLock, fileKind(fi))
 	}
-	r.lock = r.root.newLock(lockPath, r.perms.file)
+	r.lock = r.root.newLock(lockPath, r.layout.perms.file)
 	locked, err := r.lock.TryLock()
 	// A master probing liveness holds a shared lock for microseconds:
 	// retry briefly before concluding that a runner holds it.
@@ -48,19 +48,19 @@ func (r *Runner) acquire() error {
 		r.log.Warn("flock unavailable on this filesystem; relying on the heartbeat", "err", err)
 	}
 	if locked {
-		_ = r.root.Chmod(lockPath, r.perms.file) // Masters of a shared session probe it.
+		_ = r.root.Chmod(lockPath, r.layout.perms.file) // Masters of a shared session probe it.
 	}
 	hb, hbErr := readHeartbeat(r.root, protocol.FileHeartbeat)
 	ours := hbErr == nil && isRunnerHeartbeat(hb)
 	if hbErr == nil && !ours {
 		r.log.Info("state/heartbeat.json is not a SkillPilot runner's heartbeat (seed format?); ignoring it")
 	}
-	otherHost := ours && hb.Hostname != r.hostname
+	otherHost := ours && hb.Hostname != r.id.hostname
 	live := ours && hb.Phase != protocol.PhaseStopped
 	// On a local filesystem a held flock is proof enough. On a network
 	// filesystem it may be private to this client (NFS mounted nolock), so a
 	// heartbeat that says "live" must also be seen standing still.
-	if locked && !(live && (otherHost || r.network)) {
+	if locked && !(live && (otherHost || r.id.network)) {
 		return nil
 	}
 	window := 2*time.Duration(max(hb.IntervalMS, 1000))*time.Millisecond + 500*time.Millisecond
@@ -73,10 +73,10 @@ func (r *Runner) acquire() error {
 		}
 		return fmt.Errorf("%w (runner pid %d on host %q; its heartbeat is moving)", ErrLocked, hb.RunnerPID, hb.Hostname)
 	}
-	if !locked && err == nil && !r.network {
+	if !locked && err == nil && !r.id.network {
 		// The kernel says another process holds the lock; on a local
 		// filesystem that process is alive even if its heartbeat stopped.
-		if !ours || hb.Hostname == r.hostname {
+		if !ours || hb.Hostname == r.id.hostname {
 			return fmt.Errorf("%w (the lock is held on this host; its heartbeat is not moving, so it may be hung)", ErrLocked)
 		}
 	}
@@ -120,14 +120,14 @@ func (r *Runner) keepLock() {
 	if err == nil && !cur.Mode().IsRegular() {
 		_ = r.root.Remove(lockPath)
 	}
-	nl := r.root.newLock(lockPath, r.perms.file)
+	nl := r.root.newLock(lockPath, r.layout.perms.file)
 	if ok, err := nl.TryLock(); err != nil || !ok {
 		r.log.Warn("state/runner.lock was deleted or replaced; cannot lock the new one yet", "err", err)
 		r.root.loss.lockRefused(err == nil)
 		return
 	}
 	r.root.loss.lockRefused(false)
-	_ = r.root.Chmod(lockPath, r.perms.file)
+	_ = r.root.Chmod(lockPath, r.layout.perms.file)
 	old := r.lock
 	r.lock = nl
 	_ = old.Unlock()

@@ -16,29 +16,29 @@ import (
 func (r *Runner) openLogs() error {
 	// Appends are not fsynced one by one: the syncer does it off the
 	// critical path (and shutdown does it last).
-	meta, torn, err := r.root.OpenLog(protocol.FileMeta, r.perms.file)
+	meta, torn, err := r.root.OpenLog(protocol.FileMeta, r.layout.perms.file)
 	if err != nil {
 		return plantedErr(protocol.FileMeta, err)
 	}
-	r.meta = meta
-	r.metaInfo, _ = r.root.Lstat(protocol.FileMeta)
-	_ = r.root.Chmod(protocol.FileMeta, r.perms.file) // A file of an earlier private session, now shared.
+	r.disk.meta = meta
+	r.disk.metaInfo, _ = r.root.Lstat(protocol.FileMeta)
+	_ = r.root.Chmod(protocol.FileMeta, r.layout.perms.file) // A file of an earlier private session, now shared.
 	if len(torn) > 0 {
 		r.log.Warn("repaired a torn last line of the event log", "bytes", len(torn))
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"repaired_meta_log_bytes": len(torn)}})
 	}
-	spool, err := r.root.OpenAppend(protocol.FileSpool, r.perms.file)
+	spool, err := r.root.OpenAppend(protocol.FileSpool, r.layout.perms.file)
 	if err != nil {
 		return plantedErr(protocol.FileSpool, err)
 	}
-	_ = spool.Chmod(r.perms.file)
+	_ = spool.Chmod(r.layout.perms.file)
 	fi, err := spool.Stat()
 	if err != nil {
 		spool.Close()
 		return err
 	}
-	r.spool, r.spoolSize, r.spoolInfo = spool, fi.Size(), fi
-	r.spoolW = bufio.NewWriterSize(spool, 64<<10)
+	r.disk.spool, r.disk.spoolSize, r.disk.spoolInfo = spool, fi.Size(), fi
+	r.disk.spoolW = bufio.NewWriterSize(spool, 64<<10)
 	return nil
 }
 
@@ -50,15 +50,21 @@ func plantedErr(rel string, err error) error {
 	return fmt.Errorf("runner: open %s: %w", rel, err)
 }
 
+// closeLogs flushes the spool and closes both logs.
 func (r *Runner) closeLogs() {
-	if r.spool != nil {
-		r.flushSpool()
-		_ = r.spool.Close() // Best effort at exit.
-		r.spool = nil
+	r.flushSpool()
+	r.disk.closeLogs()
+}
+
+// closeLogs closes the spool and the event log (flushSpool first).
+func (d *spoolDisk) closeLogs() {
+	if d.spool != nil {
+		_ = d.spool.Close() // Best effort at exit.
+		d.spool = nil
 	}
-	if r.meta != nil {
-		_ = r.meta.Close()
-		r.meta = nil
+	if d.meta != nil {
+		_ = d.meta.Close()
+		d.meta = nil
 	}
 }
 
@@ -67,22 +73,30 @@ func (r *Runner) closeLogs() {
 // It returns why they cannot be opened (a FIFO planted there), for the
 // caller's layout error.
 func (r *Runner) reopenLogsIfGone() error {
-	var unreachable error
-	same := func(rel string, open os.FileInfo) bool {
-		fi, err := r.root.Lstat(rel)
-		if errors.Is(err, errLayout) {
-			unreachable = err
-			return true
-		}
-		return err == nil && open != nil && sameFile(fi, open)
-	}
-	if !same(protocol.FileMeta, r.metaInfo) || !same(protocol.FileSpool, r.spoolInfo) {
+	replaced, unreachable := r.disk.logsReplaced()
+	if replaced {
 		return r.reopenLogs()
 	}
 	// log/ swapped for a symlink: the open files are the session's own
 	// (nothing is resolved by appending to them), so they stay open and
 	// no event is lost; the layout error is reported meanwhile.
 	return unreachable
+}
+
+// logsReplaced reports whether the event log or the spool was deleted or
+// replaced under the runner, or else why log/ cannot be looked at
+// (errLayout).
+func (d *spoolDisk) logsReplaced() (replaced bool, unreachable error) {
+	same := func(rel string, open os.FileInfo) bool {
+		fi, err := d.root.Lstat(rel)
+		if errors.Is(err, errLayout) {
+			unreachable = err
+			return true
+		}
+		return err == nil && open != nil && sameFile(fi, open)
+	}
+	replaced = !same(protocol.FileMeta, d.metaInfo) || !same(protocol.FileSpool, d.spoolInfo)
+	return replaced, unreachable
 }
 
 // reopenLogs closes and reopens both logs (after log/ was recreated). A
@@ -94,7 +108,7 @@ func (r *Runner) reopenLogs() error {
 		return err
 	}
 	r.log.Warn("reopened log/meta.log and log/session.out: they were deleted or replaced")
-	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"reopened": "log/meta.log, log/session.out", "spool_size": r.spoolSize}})
+	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"reopened": "log/meta.log, log/session.out", "spool_size": r.disk.spoolSize}})
 	return nil
 }
 
@@ -108,36 +122,50 @@ var controlEvents = map[string]bool{
 }
 
 func (r *Runner) event(e protocol.Event) {
-	if e.TS.IsZero() {
-		e.TS = protocol.Now()
-	}
-	if r.meta == nil {
-		return
-	}
-	if e.SpoolOffset == nil && controlEvents[e.Event] {
-		// Control is ordered against output: where in the spool it acted.
-		off := r.spoolSize
-		e.SpoolOffset = &off
-	}
-	if err := r.meta.Append(e); err != nil {
+	if err := r.disk.appendEvent(e); err != nil {
 		r.log.Error("append event", "event", e.Event, "err", err)
 	}
 }
 
+// appendEvent appends e to the event log (once closed: nothing), stamped
+// with the time and, for a control event, the spool offset.
+func (d *spoolDisk) appendEvent(e protocol.Event) error {
+	if e.TS.IsZero() {
+		e.TS = protocol.Now()
+	}
+	if d.meta == nil {
+		return nil
+	}
+	if e.SpoolOffset == nil && controlEvents[e.Event] {
+		// Control is ordered against output: where in the spool it acted.
+		off := d.spoolSize
+		e.SpoolOffset = &off
+	}
+	return d.meta.Append(e)
+}
+
 // spoolWrite appends raw tool output to the spool (buffered).
 func (r *Runner) spoolWrite(b []byte) {
-	if r.spool == nil {
-		return
-	}
-	if r.diskFull {
-		r.diskFullSpool += int64(len(b))
-		return
-	}
-	if _, err := r.spoolW.Write(b); err != nil {
+	if err := r.disk.spoolWrite(b); err != nil {
 		r.spoolFailed(err)
-		return
 	}
-	r.spoolSize += int64(len(b))
+}
+
+// spoolWrite appends b to the spool's buffer, or only counts it while the
+// disk is full (or after the spool was closed: nothing).
+func (d *spoolDisk) spoolWrite(b []byte) error {
+	if d.spool == nil {
+		return nil
+	}
+	if d.full {
+		d.fullSpool += int64(len(b))
+		return nil
+	}
+	if _, err := d.spoolW.Write(b); err != nil {
+		return err
+	}
+	d.spoolSize += int64(len(b))
+	return nil
 }
 
 // flushSpool writes buffered spool bytes out. The spool is buffered because
@@ -145,15 +173,12 @@ func (r *Runner) spoolWrite(b []byte) {
 // (so the result's spool range can be read) and within flushDelay of any
 // byte printed.
 func (r *Runner) flushSpool() {
-	if r.spool == nil || r.spoolW.Buffered() == 0 {
-		return
-	}
-	if err := r.spoolW.Flush(); err != nil {
+	recovered, err := r.disk.flushSpool()
+	if err != nil {
 		r.spoolFailed(err)
 		return
 	}
-	if r.spoolErr != nil {
-		r.spoolErr = nil
+	if recovered {
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "writing log/session.out works again"}})
 	}
 }
@@ -166,13 +191,33 @@ func (r *Runner) spoolFailed(err error) {
 	if isNoSpace(err) {
 		r.noSpace(protocol.FileSpool, err)
 	}
-	r.spoolW.Reset(r.spool)
-	if fi, serr := r.spool.Stat(); serr == nil {
-		r.spoolSize = fi.Size()
-	}
-	if r.spoolErr == nil {
+	if r.disk.spoolReset(err) {
 		r.log.Error("write spool; output is missing from log/session.out", "err", err)
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"spool": "write failed; output lost from log/session.out", "error": err.Error()}})
 	}
-	r.spoolErr = err
+}
+
+// flushSpool writes the spool's buffer out. recovered says that the
+// spool works again after a failed write.
+func (d *spoolDisk) flushSpool() (recovered bool, err error) {
+	if d.spool == nil || d.spoolW.Buffered() == 0 {
+		return false, nil
+	}
+	if err := d.spoolW.Flush(); err != nil {
+		return false, err
+	}
+	recovered, d.spoolErr = d.spoolErr != nil, nil
+	return recovered, nil
+}
+
+// spoolReset continues the spool from what its file holds after err (the
+// buffered bytes are lost), and reports whether err is the first failure
+// since the spool last worked.
+func (d *spoolDisk) spoolReset(err error) (first bool) {
+	d.spoolW.Reset(d.spool)
+	if fi, serr := d.spool.Stat(); serr == nil {
+		d.spoolSize = fi.Size()
+	}
+	first, d.spoolErr = d.spoolErr == nil, err
+	return first
 }

@@ -25,7 +25,7 @@ const flushDelay = 20 * time.Millisecond
 
 // flushBuffers writes out the spool and the current output.
 func (r *Runner) flushBuffers() {
-	printed := !r.bufferedAt.IsZero()
+	printed := !r.disk.bufferedAt.IsZero()
 	r.flushSpool()
 	if c := r.cur; c != nil {
 		// Partial output becomes visible. A failure is kept for the
@@ -39,8 +39,8 @@ func (r *Runner) flushBuffers() {
 			}
 		}
 	}
-	r.bufferedAt = time.Time{}
-	if r.network && printed {
+	r.disk.bufferedAt = time.Time{}
+	if r.id.network && printed {
 		r.pushToServer()
 	}
 }
@@ -52,8 +52,8 @@ func (r *Runner) flushBuffers() {
 // output (waitfor, tail -f, Follow) would see it that late. Called when the
 // buffers are flushed, i.e. within flushDelay of any printed byte.
 func (r *Runner) pushToServer() {
-	if r.spool != nil {
-		if err := unix.Fdatasync(int(r.spool.Fd())); err != nil {
+	if r.disk.spool != nil {
+		if err := unix.Fdatasync(int(r.disk.spool.Fd())); err != nil {
 			r.log.Debug("push spool to the server", "err", err)
 		}
 	}
@@ -76,31 +76,31 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		// A graceful stop waits for results that wait for a retry (a full
 		// disk) here, in the loop, so the heartbeat and control go on; a
 		// force stop has given them up (beginStop).
-		if r.stopMode != "" && r.cur == nil && (r.pendingErr == nil || r.stopMode == protocol.StopForce) {
+		if r.stop.mode != "" && r.cur == nil && (r.pendingErr == nil || r.stop.mode == protocol.StopForce) {
 			break
 		}
-		if r.stateDirty && r.stateAt.IsZero() {
+		if r.status.dirty && r.status.writeAt.IsZero() {
 			// Busy/idle flips are coalesced off the critical path;
 			// other phases are written by setPhase at once.
-			r.stateAt = r.clk.Now().Add(stateDelay)
+			r.status.writeAt = r.clk.Now().Add(stateDelay)
 		}
 		wake.Reset(r.nextWake())
 		var out <-chan chunk
 		var exited <-chan toolExit
 		var input <-chan inputDone
-		if r.inw != nil {
-			input = r.inw.done
+		if r.in.write != nil {
+			input = r.in.write.done
 		}
-		if r.tool != nil {
-			exited = r.tool.Exited()
-			if !r.toolEOF {
-				out = r.tool.Output()
+		if r.tool.sess != nil {
+			exited = r.tool.sess.Exited()
+			if !r.tool.eof {
+				out = r.tool.sess.Output()
 			}
 		}
 		select {
 		case c, ok := <-out:
 			if !ok {
-				r.toolEOF = true
+				r.tool.eof = true
 				continue
 			}
 			r.onChunk(c)
@@ -117,9 +117,9 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		case <-r.watcher.Rescan:
 			r.rescan()
 		case <-r.watcher.Lost:
-			r.scan.lost = true
-			r.maybeScan()
-		case res := <-r.scan.results:
+			r.queue.scan.lost = true
+			r.queue.maybeScan(r.watcher.Inotify)
+		case res := <-r.queue.scan.results:
 			r.onScan(res)
 		case <-hb.C():
 			r.onBeat()
@@ -147,17 +147,17 @@ func (r *Runner) nextWake() time.Duration {
 	if r.cur != nil && r.cur.endStatus == "" {
 		consider(r.cur.deadline)
 	}
-	if _, down := r.tphase.(*phaseDown); !down || r.stopMode == "" {
-		consider(r.tphase.due())
+	if _, down := r.tool.phase.(*phaseDown); !down || r.stop.mode == "" {
+		consider(r.tool.phase.due())
 	}
-	consider(r.pend.promote(now))
+	consider(r.queue.pend.promote(now))
 	consider(r.mbox.recheck)
-	consider(r.inputDue())
-	consider(r.stateAt)
-	if !r.bufferedAt.IsZero() {
-		consider(r.bufferedAt.Add(flushDelay))
+	consider(r.in.due())
+	consider(r.status.writeAt)
+	if !r.disk.bufferedAt.IsZero() {
+		consider(r.disk.bufferedAt.Add(flushDelay))
 	}
-	if r.moreQueued {
+	if r.queue.more {
 		consider(now)
 	}
 	if next.IsZero() {
@@ -175,18 +175,18 @@ func (r *Runner) onTimer(now time.Time) {
 	if !r.mbox.recheck.IsZero() && !now.Before(r.mbox.recheck) {
 		r.checkCtl()
 	}
-	if d := r.inputDue(); !d.IsZero() && !now.Before(d) {
+	if d := r.in.due(); !d.IsZero() && !now.Before(d) {
 		r.pumpInput()
 		r.pumpWaiting("")
 	}
-	if !r.bufferedAt.IsZero() && now.Sub(r.bufferedAt) >= flushDelay {
+	if !r.disk.bufferedAt.IsZero() && now.Sub(r.disk.bufferedAt) >= flushDelay {
 		r.flushBuffers()
 	}
-	if !r.stateAt.IsZero() && !now.Before(r.stateAt) {
+	if !r.status.writeAt.IsZero() && !now.Before(r.status.writeAt) {
 		r.writeState()
 	}
-	if d := r.tphase.due(); !d.IsZero() && !now.Before(d) {
-		r.tphase.timer(r, now)
+	if d := r.tool.phase.due(); !d.IsZero() && !now.Before(d) {
+		r.tool.phase.timer(r, now)
 	}
 }
 
@@ -197,17 +197,17 @@ func (r *Runner) onBeat() {
 	r.checkLayout()
 	r.keepLock()
 	r.checkDiskRoom()
-	if !r.ballast && !r.diskFull && r.pendingErr == nil && r.beats%16 == 0 {
-		r.makeBallast()
+	if !r.disk.ballast && !r.disk.full && r.pendingErr == nil && r.status.beats%16 == 0 {
+		r.disk.makeBallast()
 	}
 	r.flushBuffers()
-	if r.network && r.beats%2 == 0 {
+	if r.id.network && r.status.beats%2 == 0 {
 		r.touchInputs()
 	}
 	r.lease.check(r, r.clk.Now())
 	r.beat()
 	r.flushTail()
-	if r.stateDirty || r.cur != nil || r.stateGone() {
+	if r.status.dirty || r.cur != nil || r.stateGone() {
 		// While a command runs, current_quiet_ms and current_last_line
 		// are refreshed every heartbeat; a state.json someone deleted
 		// (or state/ with it) is written again at once.
@@ -222,9 +222,9 @@ func (r *Runner) stateGone() bool {
 }
 
 func (r *Runner) onSignal(sig os.Signal) {
-	r.signals++
+	r.stop.signals++
 	mode := protocol.StopGraceful
-	if r.signals > 1 {
+	if r.stop.signals > 1 {
 		mode = protocol.StopForce
 	}
 	r.requestStop(mode, "signal "+sig.String())
@@ -235,8 +235,8 @@ func (r *Runner) onChange(ch fsq.Change) {
 	switch ch.Dir {
 	case r.path(protocol.DirQueue):
 		if seq, rule, ok := protocol.CheckQueueName(ch.Name); ok {
-			if r.pend.add(ch.Name, seq, rule) {
-				r.stateDirty = true
+			if r.queue.pend.add(ch.Name, seq, rule) {
+				r.status.dirty = true
 			}
 		}
 	case r.path(protocol.DirCtl):
@@ -250,16 +250,16 @@ func (r *Runner) onChange(ch fsq.Change) {
 // listing when the scanner says it is due.
 func (r *Runner) rescan() {
 	r.checkCtl()
-	r.maybeScan()
+	r.queue.maybeScan(r.watcher.Inotify)
 }
 
 // shutdown ends the tool and every process it started, and records the stop.
 func (r *Runner) shutdown() error {
-	r.setPhase(protocol.PhaseStopping, r.stopReason)
+	r.setPhase(protocol.PhaseStopping, r.stop.reason)
 	r.writeState()
 	r.abortInput()
 	r.pumpWaiting("*") // Commands still queued will not start under this runner.
-	if t := r.tool; t != nil {
+	if t := r.tool.sess; t != nil {
 		_ = t.Signal(sigTerm)
 		if !r.waitExit(t, r.cfg.KillGrace) {
 			_ = t.Signal(sigKill)
@@ -267,26 +267,26 @@ func (r *Runner) shutdown() error {
 		}
 		_ = t.Signal(sigKill) // Whatever else is left in its group.
 		_ = t.Close()
-		r.tool = nil
+		r.tool.sess = nil
 	}
 	r.results.close(r.onResult)
 	r.flushTail()
-	reason := r.stopReason
+	reason := r.stop.reason
 	r.setPhase(protocol.PhaseStopped, reason)
 	r.writeState()
 	r.beat()
-	detail := map[string]any{"reason": reason, "commands_done": r.cmdsDone}
-	if r.stopError != nil {
-		detail["error"] = r.stopError
+	detail := map[string]any{"reason": reason, "commands_done": r.status.cmdsDone}
+	if r.stop.err != nil {
+		detail["error"] = r.stop.err
 	}
 	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: detail})
-	r.log.Info("runner stopped", "reason", reason, "commands_done", r.cmdsDone)
+	r.log.Info("runner stopped", "reason", reason, "commands_done", r.status.cmdsDone)
 	r.metrics.close()
-	if r.gaveUp != "" {
-		return gaveUpError(r.gaveUp)
+	if r.tool.gaveUp != "" {
+		return gaveUpError(r.tool.gaveUp)
 	}
-	if r.stopError != nil && r.stopError.Code == protocol.CodeSessionLost {
-		return sessionLostError(r.stopError.Message)
+	if r.stop.err != nil && r.stop.err.Code == protocol.CodeSessionLost {
+		return sessionLostError(r.stop.err.Message)
 	}
 	return nil
 }
@@ -297,13 +297,13 @@ func (r *Runner) waitExit(t toolSession, d time.Duration) bool {
 	defer stop()
 	for {
 		var out <-chan chunk
-		if !r.toolEOF {
+		if !r.tool.eof {
 			out = t.Output()
 		}
 		select {
 		case c, ok := <-out:
 			if !ok {
-				r.toolEOF = true
+				r.tool.eof = true
 				continue
 			}
 			r.onChunk(c)
@@ -334,7 +334,7 @@ func (r *Runner) touchInputs() {
 // reason says why; the heartbeat keeps beating.
 func (r *Runner) onWriterStatus(st writerStatus) {
 	was := r.pendingErr
-	r.pendingN, r.pendingErr = st.pending, st.err
+	r.pendingErr = st.err
 	if st.err != nil && isNoSpace(st.err) {
 		r.noSpace("a result", st.err)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -29,6 +30,8 @@ import (
 
 // mailbox is the runner's state for ctl/. It is owned by the Run goroutine.
 type mailbox struct {
+	root *sessionRoot
+	log  *slog.Logger
 	// startMod is the runner's start on the filesystem's clock: the mtime
 	// of tmp/started, written at start and removed. A request without session_id, or a
 	// legacy file, older than it was meant for an earlier runner.
@@ -51,24 +54,23 @@ type fileSeen struct {
 // start as the session's filesystem tells time.
 const startedFile = "started"
 
-// initMailbox records the runner's start on the filesystem's clock. It
+// init records the runner's start on the filesystem's clock. It
 // writes tmp/started, then touches it until its mtime moves past the first
 // one, so that a request written in the same timestamp tick as the start
 // (just before it) counts as older. The price is that a request without
 // session_id written within that tick after the start is judged stale too;
 // masters set session_id, and a stale stop is the worse mistake.
-func (r *Runner) initMailbox() {
-	m := &r.mbox
+func (m *mailbox) init(sessionID string) {
 	m.seen, m.unsent, m.held = map[string]fileSeen{}, map[string][]byte{}, map[string]bool{}
 	p := rel(protocol.DirTmp, startedFile)
-	first, err := writeStamp(r.root, p, r.sessionID)
+	first, err := writeStamp(m.root, p, sessionID)
 	if err == nil {
 		m.startMod = first
 		for deadline := time.Now().Add(1100 * time.Millisecond); time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 			var fi os.FileInfo
-			if err = r.root.TouchDir(p); err == nil {
-				fi, err = r.root.Lstat(p)
+			if err = m.root.TouchDir(p); err == nil {
+				fi, err = m.root.Lstat(p)
 			}
 			if err != nil {
 				break
@@ -79,11 +81,11 @@ func (r *Runner) initMailbox() {
 			}
 		}
 	}
-	_ = r.root.Remove(p) // Only its mtime was needed (or it failed half-way: a full disk).
+	_ = m.root.Remove(p) // Only its mtime was needed (or it failed half-way: a full disk).
 	if err != nil {
 		// Our own clock is the same clock on a local filesystem.
 		m.startMod = time.Now()
-		r.log.Warn("cannot record the start time on the session's filesystem; using the runner's clock", "err", err)
+		m.log.Warn("cannot record the start time on the session's filesystem; using the runner's clock", "err", err)
 	}
 }
 
@@ -172,20 +174,20 @@ func (r *Runner) takeRequest(name string) bool {
 	case errors.Is(err, fsq.ErrTooLarge):
 		perr = fmt.Errorf("file is larger than %d bytes", protocol.MaxRequestSize)
 	case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
-		r.moveAside(p, name)
+		r.mbox.moveAside(p, name)
 		perr = errors.New("a request must be a regular file, not a symlink, directory or FIFO")
 	case transient(err):
 		r.log.Warn("read control request; will retry", "name", name, "err", err)
-		r.recheckAt(r.clk.Now().Add(r.cfg.Poll))
+		r.mbox.recheckAt(r.clk.Now().Add(r.cfg.Poll))
 		return false
 	case err != nil:
 		// Unreadable for good (another user's file, say): answered, and
 		// moved out of the way so that it does not hold back the others.
-		r.moveAside(p, name)
+		r.mbox.moveAside(p, name)
 		perr = fmt.Errorf("the request cannot be read: %w", err)
 	default:
 		req, perr = protocol.ParseControlRequest(name, data)
-		if errors.Is(perr, protocol.ErrIncomplete) && r.ctlStillWriting(name, fi, r.cfg.ParseGrace) {
+		if errors.Is(perr, protocol.ErrIncomplete) && r.mbox.stillWriting(name, fi, r.cfg.ParseGrace, r.clk.Now()) {
 			return false
 		}
 	}
@@ -243,13 +245,13 @@ func replyFor(req *protocol.ControlRequest, a answer) *protocol.ControlReply {
 // results and logs (its file: "ctl/req_<seq>_<req_id>.json", "ctl/cancel.json").
 func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time, source string) answer {
 	r.flushSpool()
-	a := answer{offset: r.spoolSize, cmdID: req.CmdID}
+	a := answer{offset: r.disk.spoolSize, cmdID: req.CmdID}
 	switch {
 	case perr != nil:
 		a.outcome, a.message = protocol.OutcomeRejected, "rejected, nothing done: "+perr.Error()
-	case req.SessionID != "" && req.SessionID != r.sessionID:
+	case req.SessionID != "" && req.SessionID != r.id.sessionID:
 		a.outcome = protocol.OutcomeStale
-		a.message = fmt.Sprintf("stale, nothing done: meant for runner session %s, this is %s", req.SessionID, r.sessionID)
+		a.message = fmt.Sprintf("stale, nothing done: meant for runner session %s, this is %s", req.SessionID, r.id.sessionID)
 	case req.SessionID == "" && !mod.IsZero() && mod.Before(r.mbox.startMod):
 		a.outcome = protocol.OutcomeStale
 		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startMod.UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"
@@ -383,7 +385,7 @@ func (r *Runner) writeReply(name string, b []byte) error {
 	}
 	if err != nil {
 		r.log.Error("write control reply; will retry", "name", name, "err", err)
-		r.recheckAt(r.clk.Now().Add(r.cfg.Poll))
+		r.mbox.recheckAt(r.clk.Now().Add(r.cfg.Poll))
 		return err
 	}
 	r.ringSync() // On NFS the syncer then bumps ctl/ack/'s mtime (PROTOCOL.md section 16.1).
@@ -401,8 +403,8 @@ func (r *Runner) removeRequest(p string) {
 // name cannot be a reply's name.
 func (r *Runner) rejectRequestName(name string) {
 	r.flushSpool()
-	off := r.spoolSize
-	r.moveAside(rel(protocol.DirCtl, name), name)
+	off := r.disk.spoolSize
+	r.mbox.moveAside(rel(protocol.DirCtl, name), name)
 	msg := "rejected, nothing done: " + strconv.Quote(name) + " is not req_<seq>_<req_id>.json (req_id: 1-128 characters of [A-Za-z0-9._-])"
 	r.log.Warn("control request with a bad name", "file", name)
 	r.event(protocol.Event{Event: protocol.EvRequestRejected, SpoolOffset: &off,
@@ -411,33 +413,32 @@ func (r *Runner) rejectRequestName(name string) {
 
 // moveAside moves a file (or directory, FIFO, symlink) out of ctl/ into the
 // runner's tmp/ and deletes it there, so no fixed name is left behind.
-func (r *Runner) moveAside(p, name string) {
-	r.mbox.moved++
-	dst := rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", r.mbox.moved, name))
-	if err := r.root.Rename(p, dst); err != nil {
+func (m *mailbox) moveAside(p, name string) {
+	m.moved++
+	dst := rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", m.moved, name))
+	if err := m.root.Rename(p, dst); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			r.log.Warn("move a control file aside", "file", p, "err", err)
+			m.log.Warn("move a control file aside", "file", p, "err", err)
 		}
 		return
 	}
-	if err := r.root.RemoveAll(dst); err != nil {
-		r.log.Warn("remove a control file", "file", dst, "err", err) // tmp/ is emptied at the next start.
+	if err := m.root.RemoveAll(dst); err != nil {
+		m.log.Warn("remove a control file", "file", dst, "err", err) // tmp/ is emptied at the next start.
 	}
 }
 
-// ctlStillWriting tells whether an incomplete control file may still be being written:
+// stillWriting tells whether an incomplete control file may still be being written:
 // it is given grace (on our clock) after it last changed size or mtime.
-func (r *Runner) ctlStillWriting(name string, fi os.FileInfo, grace time.Duration) bool {
-	now := r.clk.Now()
-	s, ok := r.mbox.seen[name]
+func (m *mailbox) stillWriting(name string, fi os.FileInfo, grace time.Duration, now time.Time) bool {
+	s, ok := m.seen[name]
 	if !ok || s.size != fi.Size() || !s.mod.Equal(fi.ModTime()) {
 		s = fileSeen{size: fi.Size(), mod: fi.ModTime(), at: now}
-		r.mbox.seen[name] = s
+		m.seen[name] = s
 	}
 	if now.Sub(s.at) >= grace {
 		return false
 	}
-	r.recheckAt(s.at.Add(grace))
+	m.recheckAt(s.at.Add(grace))
 	return true
 }
 
@@ -448,8 +449,8 @@ func transient(err error) bool {
 	return errors.Is(err, errLayout) || errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN)
 }
 
-func (r *Runner) recheckAt(t time.Time) {
-	if r.mbox.recheck.IsZero() || t.Before(r.mbox.recheck) {
-		r.mbox.recheck = t
+func (m *mailbox) recheckAt(t time.Time) {
+	if m.recheck.IsZero() || t.Before(m.recheck) {
+		m.recheck = t
 	}
 }

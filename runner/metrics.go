@@ -58,8 +58,8 @@ func newMetrics(r *Runner) (*metrics, error) {
 	if r.cfg.Observer == nil {
 		return nil, nil
 	}
-	err := r.cfg.Observer.Start(Info{Session: r.dir, SessionID: r.sessionID, Hostname: r.hostname,
-		Kind: r.cfg.Kind, Started: r.started})
+	err := r.cfg.Observer.Start(Info{Session: r.dir, SessionID: r.id.sessionID, Hostname: r.id.hostname,
+		Kind: r.cfg.Kind, Started: r.id.started})
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func newMetrics(r *Runner) (*metrics, error) {
 
 // snapshot reads the runner's figures; it runs on the owner goroutine.
 func (r *Runner) snapshot() Snapshot {
-	s := Snapshot{QueueDepth: r.pend.len(), ToolRestarts: max(r.toolStarts-1, 0), Heartbeats: r.beats, Phase: r.phase,
+	s := Snapshot{QueueDepth: r.queue.pend.len(), ToolRestarts: max(r.tool.starts-1, 0), Heartbeats: r.status.beats, Phase: r.status.phase,
 		LeaseRemaining: r.lease.remaining(r, r.clk.Now())}
 	if r.cur != nil {
 		s.Busy, s.CurrentOutputBytes = true, r.cur.bytes
@@ -111,7 +111,7 @@ func (l *leaseWatch) remaining(r *Runner, now time.Time) float64 {
 	case l.expired:
 		return 0
 	case !l.valid && r.cfg.RequireLease:
-		left = r.cfg.LeaseGrace - now.Sub(r.started)
+		left = r.cfg.LeaseGrace - now.Sub(r.id.started)
 	case !l.valid || l.ignored:
 		return math.Inf(1)
 	case l.ttl > 0:

@@ -13,7 +13,7 @@ import (
 // with --require-lease, the TTL left since the last renewal, 0 once expired.
 func TestLeaseRemaining(t *testing.T) {
 	now := time.Now()
-	r := &Runner{started: now.Add(-10 * time.Second)}
+	r := &Runner{id: identity{started: now.Add(-10 * time.Second)}}
 	r.cfg.LeaseGrace = 30 * time.Second
 	cases := []struct {
 		name string

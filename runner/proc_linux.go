@@ -92,7 +92,7 @@ func (r *Runner) killPreviousTool() {
 		return
 	}
 	var st protocol.State
-	if json.Unmarshal(b, &st) != nil || st.Hostname != r.hostname || st.ToolPGID == 0 {
+	if json.Unmarshal(b, &st) != nil || st.Hostname != r.id.hostname || st.ToolPGID == 0 {
 		return
 	}
 	if killed := killPreviousTool(st.ToolPGID, st.ToolStartTime); len(killed) > 0 {

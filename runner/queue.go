@@ -2,8 +2,27 @@ package runner
 
 import (
 	"container/heap"
+	"log/slog"
 	"time"
 )
+
+// cmdQueue is the runner's part that reads queue/: the scanner that lists
+// it, the pending names in running order, the cmd_ids that have a result
+// and the names whose result is still being written, and the counts of
+// files skipped, rejected and discarded. It is owned by the Run goroutine.
+type cmdQueue struct {
+	root       *sessionRoot
+	log        *slog.Logger
+	scan       *scanner
+	pend       *pending
+	more       bool              // nextCommand stopped early; the loop comes back at once
+	done       map[string]bool   // cmd_ids that have a result
+	settling   map[string]bool   // names handed to results and not yet done
+	openBegins map[beginKey]bool // commands whose begin event has no end (recover.go)
+	skipped    int64             // names cleared because they already had a result
+	rejected   int64             // files answered as invalid
+	discards   int64             // entries moved into tmp/ to be deleted
+}
 
 // pendingEntry is a command file name seen in queue/ and not yet handled.
 type pendingEntry struct {

@@ -34,7 +34,7 @@ func (r *Runner) recover() error {
 			continue // Not a result: moved aside when the result is written (displace).
 		}
 		if _, id, err := protocol.ParseCommandName(name); err == nil {
-			r.doneIDs[id] = true
+			r.queue.done[id] = true
 			have[name] = true
 		}
 	}
@@ -54,7 +54,7 @@ func (r *Runner) recover() error {
 	if len(leftovers) == 0 {
 		return nil
 	}
-	r.openBegins = unendedBegins(r.root, protocol.FileMeta)
+	r.queue.openBegins = unendedBegins(r.root, protocol.FileMeta)
 	for _, name := range leftovers {
 		seq, id, _ := protocol.ParseCommandName(name)
 		job := resultJob{kind: jobRecovered, name: name, cmdFile: rel(protocol.DirInflight, name),
@@ -74,14 +74,14 @@ func (r *Runner) recover() error {
 	}
 	// Wait for every recovery result: they are durable before anything
 	// else happens.
-	for len(r.settling) > 0 {
+	for len(r.queue.settling) > 0 {
 		r.onResult(<-r.results.done)
 	}
 	if !r.cfg.NoSync {
 		if err := r.root.SyncDir(protocol.DirResult); err != nil {
 			return err
 		}
-		if err := r.meta.Sync(); err != nil {
+		if err := r.disk.meta.Sync(); err != nil {
 			return err
 		}
 	}
@@ -99,8 +99,8 @@ func (r *Runner) recover() error {
 func (r *Runner) onRecovered(j resultJob, hadResult bool) {
 	res := j.res
 	key := beginKey{res.Seq, res.CmdID}
-	if r.openBegins[key] {
-		delete(r.openBegins, key)
+	if r.queue.openBegins[key] {
+		delete(r.queue.openBegins, key)
 		var s int64
 		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: protocol.StatusError,
 			ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"recovered": true}, SpoolStart: &s, SpoolEnd: &s})
@@ -179,7 +179,7 @@ func (r *Runner) sweepLeftovers() error {
 	if names, err := r.root.ReadNames(protocol.DirCtl); err == nil {
 		for _, n := range names {
 			if strings.Contains(n, ".taken.") {
-				r.discard(rel(protocol.DirCtl, n))
+				r.queue.discard(rel(protocol.DirCtl, n))
 			}
 		}
 	}

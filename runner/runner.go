@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,95 +19,51 @@ import (
 )
 
 // Runner serves one session directory. Create it with [Open]; call Run once.
+//
+// A Runner is made of parts (the package doc lists them), each a type with
+// its own fields and methods, all owned by the Run goroutine (loop.go). The
+// methods on *Runner make the parts work together.
 type Runner struct {
-	cfg       Config
-	log       *slog.Logger
-	dir       string       // absolute session directory
-	root      *sessionRoot // every file operation on the session goes through it
-	sessionID string
-	hostname  string
-	fsName    string
-	network   bool
-	lock      *fileLock
-	meta      *fsq.Log
-	drv       driver
-
-	clk          clock
-	startSession sessionStarter
-	procs        *procStarter // nil when a test injects startSession
+	cfg    Config
+	log    *slog.Logger
+	dir    string       // absolute session directory
+	root   *sessionRoot // every file operation on the session goes through it
+	id     identity     // fixed by Open
+	layout layoutState  // modes of the session, and what is wrong with it (layout.go)
+	lock   *fileLock
+	drv    driver
+	clk    clock
 
 	// Everything below is owned by the Run goroutine.
-	spool      *os.File
-	spoolW     *bufio.Writer // buffers spool writes; flushed by flushSpool
-	spoolErr   error         // the last spool write failure, until a write succeeds
-	spoolInfo  os.FileInfo   // of the open spool, to notice it deleted or replaced
-	metaInfo   os.FileInfo   // of the open event log
-	bufferedAt time.Time     // when the spool or output buffers took their first unflushed byte
-	spoolSize  int64
-	pend       *pending
-	doneIDs    map[string]bool // cmd_ids that have a result
-	watcher    *fsq.Watcher
-	fr         *framer
-	tail       *tailRing
-	moreQueued bool // nextCommand stopped early; the loop comes back at once
+	status  runStatus // what state.json says (files.go)
+	stop    stopState // why and how the runner stops (control.go)
+	tool    toolLife  // the tool process and its phase (tool.go)
+	cur     *running  // the running command (command.go)
+	queue   cmdQueue  // queue/: commands seen, running order, results settling (queue.go)
+	in      inputQueue
+	mbox    mailbox   // ctl/: control requests (mailbox.go)
+	disk    spoolDisk // the spool, the event log, a full disk and the reserve (disk.go, logs.go)
+	lease   leaseWatch
+	watcher *fsq.Watcher
+	fr      *framer
+	tail    *tailRing
 
-	tool         toolSession // nil when no tool runs
-	toolEOF      bool        // the tool's output channel was closed
-	toolBorn     time.Time   // when the tool started (clk)
-	tphase       toolPhase
-	toolStarts   int64
-	fastDeaths   int         // consecutive deaths of a ready tool soon after its start
-	failStreak   int         // consecutive failed starts (backoff)
-	failedStarts []time.Time // failed starts within RestartWindow (clk)
-	lastFailure  string
-	gaveUp       string          // why the runner gave up starting the tool
-	stopError    *protocol.Error // state.json error once stopped because of it
-	syncTokens   map[string]bool
-	syncSeq      int64
-	cur          *running
-	phase        protocol.Phase
-	reason       string
-	stopMode     protocol.StopMode // "" while running
-	stopReason   string
-	done         bool
-	beats        int64
-	cmdsDone     int64
-	lease        leaseWatch
-	started      time.Time
-	mbox         mailbox               // ctl/: control requests (mailbox.go)
-	inq          []*heldReq            // send and signal requests for the running command, in seq order (input.go)
-	inw          *inputWrite           // a send's bytes being written
-	waitq        map[string][]*heldReq // sends with an expect waiting for a queued command to start, by cmd_id
-	winCols      int                   // the last resize (0: none)
-	winRows      int
-	scan         *scanner
-	stateDirty   bool
-	signals      int
-
-	pendingTakeover map[string]any
-	sync            *syncer // nil with NoSync
+	pendingTakeover map[string]any // the lock taken over from a dead runner, for its event
+	sync            *syncer        // nil with NoSync
 	results         *resultWriter
-	settling        map[string]bool // names handed to results and not yet done
-	openBegins      map[beginKey]bool
-	outSpares       *fsq.Spares
 	resSpares       *fsq.Spares
-	stateAt         time.Time
-	skipped         int64 // names cleared because they already had a result
-	rejected        int64 // files answered as invalid
-	discards        int64 // entries moved into tmp/ to be deleted
-	ballast         bool  // tmp/ballast holds the disk reserve
-	// diskFull: a write failed for want of space; the spool and output
-	// files are suspended until the disk has room (disk.go). The counts
-	// are the bytes not written meanwhile.
-	diskFull                   bool
-	diskFullSpool, diskFullOut int64
-	perms                      perms // modes of the session's directories and the runner's files
-	layoutErr                  error // why the session directory cannot be used (nil: fine)
-	trustWarnings              []trustWarning
-	pendingErr                 error // why results wait for a retry (nil: none)
-	pendingN                   int
-	closeOnce                  sync.Once
-	metrics                    *metrics // nil without --metrics-file
+	pendingErr      error // why results wait for a retry (nil: none)
+	closeOnce       sync.Once
+	metrics         *metrics // nil without --metrics-file
+}
+
+// identity is what a runner says about itself, fixed by Open.
+type identity struct {
+	sessionID string
+	hostname  string
+	fsName    string    // the session's filesystem type
+	network   bool      // the session is on a network filesystem
+	started   time.Time // when Open ran (clk)
 }
 
 // Open prepares the session directory (creating the layout, mode 0700),
@@ -143,31 +98,31 @@ func Open(cfg Config) (*Runner, error) {
 		root.Close()
 		return nil, err
 	}
-	r := &Runner{perms: p, trustWarnings: warns, root: root,
+	r := &Runner{layout: layoutState{perms: p, warnings: warns}, root: root, disk: spoolDisk{root: root}, mbox: mailbox{root: root, log: cfg.Logger},
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
-		pend: newPending(), doneIDs: map[string]bool{}, waitq: map[string][]*heldReq{}, settling: map[string]bool{}, fr: newFramer(),
-		tail: newTailRing(cfg.TailLines), syncTokens: map[string]bool{},
-		phase: protocol.PhaseStarting,
+		queue: cmdQueue{root: root, log: cfg.Logger, pend: newPending(), done: map[string]bool{}, settling: map[string]bool{}},
+		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
+		tail: newTailRing(cfg.TailLines), tool: toolLife{phase: &phaseDown{}, syncTokens: map[string]bool{}},
+		status: runStatus{phase: protocol.PhaseStarting},
 	}
-	r.tphase = &phaseDown{}
-	r.clk, r.startSession = cfg.clock, cfg.startSession
+	r.clk, r.tool.start = cfg.clock, cfg.startSession
 	if r.clk == nil {
 		r.clk = realClock{}
 	}
-	if r.startSession == nil {
-		r.procs = newProcStarter()
-		r.startSession = ptyStarter(r.procs)
+	if r.tool.start == nil {
+		r.tool.procs = newProcStarter()
+		r.tool.start = ptyStarter(r.tool.procs)
 	}
-	r.started = r.clk.Now()
-	r.hostname, _ = os.Hostname()
-	r.sessionID = newSessionID()
+	r.id.started = r.clk.Now()
+	r.id.hostname, _ = os.Hostname()
+	r.id.sessionID = newSessionID()
 	var sfs unix.Statfs_t
 	if r.root.Statfs(".", &sfs) == nil {
-		r.fsName, r.network = fsq.FSTypeOf(&sfs)
+		r.id.fsName, r.id.network = fsq.FSTypeOf(&sfs)
 	}
 	if r.cfg.Poll <= 0 {
 		r.cfg.Poll = time.Second
-		if r.network {
+		if r.id.network {
 			r.cfg.Poll = 250 * time.Millisecond
 		}
 	}
@@ -184,7 +139,7 @@ func Open(cfg Config) (*Runner, error) {
 		r.Close()
 		return nil, err
 	}
-	r.initMailbox() // Requests older than this were meant for an earlier runner.
+	r.mbox.init(r.id.sessionID) // Requests older than this were meant for an earlier runner.
 	return r, nil
 }
 
@@ -197,15 +152,15 @@ func (r *Runner) openSession() error {
 	if err := r.openLogs(); err != nil {
 		return err
 	}
-	r.makeBallast()
+	r.disk.makeBallast()
 	r.killPreviousTool()
 	// Files on the critical path are taken from pools of spares instead of
 	// being created there (see fsq.Spares). They live in tmp/, so that
 	// clients listing result/ or output/ never see them.
-	r.outSpares = r.root.NewSpares(protocol.DirTmp, 4, r.perms.file)
-	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.perms.file)
-	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.hostname, durable: !r.cfg.NoSync,
-		filePerm: r.perms.file, dirMode: r.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
+	r.disk.outSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
+	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
+	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.id.hostname, durable: !r.cfg.NoSync,
+		filePerm: r.layout.perms.file, dirMode: r.layout.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
 	return r.recover()
 }
 
@@ -217,16 +172,16 @@ func (r *Runner) Close() error {
 		if r.results != nil {
 			r.results.close(r.onResult)
 		}
-		if r.outSpares != nil {
-			r.outSpares.Close()
+		if r.disk.outSpares != nil {
+			r.disk.outSpares.Close()
 			r.resSpares.Close()
 		}
 		r.closeLogs()
 		r.release()
 		r.root.SweepLater()
 		r.root.Close()
-		if r.procs != nil {
-			r.procs.close()
+		if r.tool.procs != nil {
+			r.tool.procs.close()
 		}
 	})
 	return nil
@@ -258,25 +213,25 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	}
 	wctx, cancelWatch := context.WithCancel(context.Background())
 	defer cancelWatch()
-	useInotify := r.cfg.Watch == WatchInotify || (r.cfg.Watch == WatchAuto && !r.network)
+	useInotify := r.cfg.Watch == WatchInotify || (r.cfg.Watch == WatchAuto && !r.id.network)
 	// The watcher only listens (inotify or a poll of the names): it opens
 	// nothing it reads, and the scan it triggers lists through r.root.
 	r.watcher = fsq.Watch(wctx, []string{r.path(protocol.DirQueue), r.path(protocol.DirCtl)}, r.cfg.Poll, useInotify, r.log)
-	r.log.Info("runner started", "session", r.dir, "session_id", r.sessionID, "filesystem", r.fsName,
-		"network_fs", r.network, "inotify", r.watcher.Inotify, "poll", r.cfg.Poll, "tool", r.cfg.Tool)
+	r.log.Info("runner started", "session", r.dir, "session_id", r.id.sessionID, "filesystem", r.id.fsName,
+		"network_fs", r.id.network, "inotify", r.watcher.Inotify, "poll", r.cfg.Poll, "tool", r.cfg.Tool)
 	r.event(protocol.Event{Event: protocol.EvRunnerStart, Detail: map[string]any{
-		"protocol_version": protocol.Version, "session_id": r.sessionID, "runner_pid": os.Getpid(), "hostname": r.hostname,
-		"filesystem": r.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.perms.shared}})
-	for _, w := range r.trustWarnings {
+		"protocol_version": protocol.Version, "session_id": r.id.sessionID, "runner_pid": os.Getpid(), "hostname": r.id.hostname,
+		"filesystem": r.id.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.layout.perms.shared}})
+	for _, w := range r.layout.warnings {
 		r.log.Warn(string(w))
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"trust": string(w)}})
 	}
 	var touch []string
-	if r.network {
+	if r.id.network {
 		touch = []string{protocol.DirResult, protocol.DirOutput, protocol.DirAck}
 	}
-	if !r.cfg.NoSync || r.network {
-		meta := r.meta
+	if !r.cfg.NoSync || r.id.network {
+		meta := r.disk.meta
 		if r.cfg.NoSync {
 			meta = nil
 		}
@@ -289,9 +244,9 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	if list == nil {
 		list = func(string) ([]string, error) { return r.root.ReadNames(protocol.DirQueue) }
 	}
-	r.scan = newScanner(r.path(protocol.DirQueue), list)
-	defer r.scan.close()
-	r.scan.start()
+	r.queue.scan = newScanner(r.path(protocol.DirQueue), list)
+	defer r.queue.scan.close()
+	r.queue.scan.start()
 	r.startTool()
 	r.writeState()
 	r.beat()

@@ -89,7 +89,7 @@ func (s *scanner) start() {
 
 // onScan adds a listing's names to the pending set.
 func (r *Runner) onScan(res scanResult) {
-	s := r.scan
+	s := r.queue.scan
 	s.inFlight, s.lastEnd, s.lastTook, s.lastFull = false, time.Now(), res.took, time.Now()
 	if res.err != nil {
 		r.log.Warn("list queue", "err", res.err)
@@ -100,15 +100,16 @@ func (r *Runner) onScan(res scanResult) {
 		if r.cur != nil && r.cur.name == ns.name {
 			continue
 		}
-		if r.pend.add(ns.name, ns.seq, ns.rule) {
-			r.stateDirty = true
+		if r.queue.pend.add(ns.name, ns.seq, ns.rule) {
+			r.status.dirty = true
 		}
 	}
 }
 
-// maybeScan starts a listing if one is due.
-func (r *Runner) maybeScan() {
-	if r.scan.due(time.Now(), r.watcher.Inotify, r.pend.len() == 0) {
-		r.scan.start()
+// maybeScan starts a listing if one is due (inotify: the watcher gets
+// inotify events for queue/).
+func (q *cmdQueue) maybeScan(inotify bool) {
+	if q.scan.due(time.Now(), inotify, q.pend.len() == 0) {
+		q.scan.start()
 	}
 }

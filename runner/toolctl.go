@@ -55,35 +55,29 @@ func (r *Runner) toolEnv() []string {
 
 // enter switches the tool's phase.
 func (r *Runner) enter(p toolPhase) {
-	r.tphase = p
-	r.stateDirty = true
-}
-
-// toolReady reports whether the tool waits at its prompt.
-func (r *Runner) toolReady() bool {
-	_, ok := r.tphase.(*phaseReady)
-	return ok
+	r.tool.phase = p
+	r.status.dirty = true
 }
 
 // startTool starts a fresh tool and types the bootstrap, then waits (in
 // phaseBooting) for the first sync marker.
 func (r *Runner) startTool() {
-	cols, rows := r.winSize()
-	t, err := r.startSession(sessionSpec{Argv: r.cfg.Tool, Env: r.toolEnv(), Cols: cols, Rows: rows})
+	cols, rows := r.in.winSize()
+	t, err := r.tool.start(sessionSpec{Argv: r.cfg.Tool, Env: r.toolEnv(), Cols: cols, Rows: rows})
 	if err != nil {
 		r.countFailedStart(fmt.Sprintf("cannot start the tool: %v", err))
 		return
 	}
-	r.tool, r.toolEOF, r.toolBorn = t, false, r.clk.Now()
-	r.toolStarts++
-	if r.toolStarts > 1 {
-		r.event(protocol.Event{Event: protocol.EvSessionReset, Detail: map[string]any{"tool_pid": t.Pid(), "tool_starts": r.toolStarts}})
+	r.tool.sess, r.tool.eof, r.tool.born = t, false, r.clk.Now()
+	r.tool.starts++
+	if r.tool.starts > 1 {
+		r.event(protocol.Event{Event: protocol.EvSessionReset, Detail: map[string]any{"tool_pid": t.Pid(), "tool_starts": r.tool.starts}})
 	}
 	r.event(protocol.Event{Event: protocol.EvToolStart, Detail: map[string]any{"tool_pid": t.Pid(), "argv": r.cfg.Tool,
-		"tool_starts": r.toolStarts}})
+		"tool_starts": r.tool.starts}})
 	r.log.Info("tool started", "pid", t.Pid(), "argv", r.cfg.Tool)
 	r.enter(&phaseBooting{until: r.clk.Now().Add(r.cfg.StartTimeout)})
-	r.syncTokens = map[string]bool{}
+	r.tool.syncTokens = map[string]bool{}
 	r.fr.discard(r.isSync)
 	r.typeLine(r.drv.bootstrap())
 	r.sendSync()
@@ -97,11 +91,11 @@ func (r *Runner) startTool() {
 // being written are cut off first: the runner types only when the command
 // ends or is interrupted, and its line must not be mixed into them.
 func (r *Runner) typeLine(s string) {
-	if r.tool == nil {
+	if r.tool.sess == nil {
 		return
 	}
 	r.abortInput()
-	if err := r.tool.Write([]byte(s + "\n")); err != nil {
+	if err := r.tool.sess.Write([]byte(s + "\n")); err != nil {
 		r.log.Warn("type to tool", "err", err)
 	}
 }
@@ -111,10 +105,10 @@ func (r *Runner) typeLine(s string) {
 // post-processing back on, which would add "\r" and typed lines to every
 // later command's output. A warning event names what was turned off.
 func (r *Runner) restoreModes(cmd *protocol.Command) {
-	if r.tool == nil {
+	if r.tool.sess == nil {
 		return
 	}
-	changed, err := r.tool.RestoreModes()
+	changed, err := r.tool.sess.RestoreModes()
 	if err != nil {
 		r.log.Warn("restore terminal modes", "err", err)
 		return
@@ -133,44 +127,37 @@ func (r *Runner) typeFence(token string) { r.typeLine(r.drv.fence(token)) }
 // sendSync types a sync request with a fresh token. Every token sent since
 // the last resynchronisation is accepted.
 func (r *Runner) sendSync() {
-	r.syncSeq++
-	tok := fmt.Sprintf("sync-%s-%d", r.sessionID[len(r.sessionID)-8:], r.syncSeq)
-	r.syncTokens[tok] = true
-	r.typeLine(r.drv.sync(r.syncPrefix(), tok))
+	tok := r.tool.newSyncToken(r.id.sessionID)
+	r.typeLine(r.drv.sync(syncPrefix(r.cur), tok))
 }
 
-func (r *Runner) syncPrefix() string {
-	if r.cur != nil {
-		return r.cur.cmd.Marker.Prefix
+// syncPrefix is the marker prefix of sync lines: the running command's
+// (c), whose output the runner may still be capturing, or the default.
+func syncPrefix(c *running) string {
+	if c != nil {
+		return c.cmd.Marker.Prefix
 	}
 	return protocol.DefaultMarkerPrefix
 }
 
-func (r *Runner) isSync(l []byte) bool {
-	for tok := range r.syncTokens {
-		if _, ok := matchDone(l, r.syncPrefix(), tok); ok {
-			return true
-		}
-	}
-	return false
-}
+func (r *Runner) isSync(l []byte) bool { return r.tool.isSync(l, syncPrefix(r.cur)) }
 
 // onChunk spools raw output and runs it through the framer.
 func (r *Runner) onChunk(c chunk) {
 	defer c.release()
 	b := c.bytes()
-	if r.bufferedAt.IsZero() {
-		r.bufferedAt = r.clk.Now()
+	if r.disk.bufferedAt.IsZero() {
+		r.disk.bufferedAt = r.clk.Now()
 	}
 	r.spoolWrite(b)
 	for len(b) > 0 {
 		line, n := r.fr.feed(b)
 		b = b[n:]
 		if line != nil {
-			r.tphase.line(r, line)
+			r.tool.phase.line(r, line)
 		}
 	}
-	if len(r.inq) > 0 {
+	if len(r.in.held) > 0 {
 		r.pumpInput() // New output: an expect may match now.
 	}
 }
@@ -178,8 +165,8 @@ func (r *Runner) onChunk(c chunk) {
 // becomeReady puts the tool at its prompt with nothing running.
 func (r *Runner) becomeReady() {
 	r.enter(&phaseReady{})
-	r.failStreak = 0
-	if r.stopMode == "" && r.pendingErr == nil && r.layoutErr == nil {
+	r.tool.failStreak = 0
+	if r.stop.mode == "" && r.pendingErr == nil && r.layout.err == nil {
 		r.setPhase(protocol.PhaseIdle, "")
 	}
 	r.fr.discard(nil)
@@ -196,7 +183,7 @@ func (r *Runner) startInit(idx int) {
 		r.startFailed(err.Error())
 		return
 	}
-	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.toolStarts, idx), spoolStart: r.spoolSize,
+	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.starts, idx), spoolStart: r.disk.spoolSize,
 		until: r.clk.Now().Add(r.cfg.InitTimeout)}
 	r.enter(p)
 	r.event(protocol.Event{Event: protocol.EvInitBegin, SpoolStart: &p.spoolStart, Detail: map[string]any{"file": file}})
@@ -219,7 +206,7 @@ func absPath(p string) (string, error) {
 // its cancel policy (or policy, when not empty).
 func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, msg string, policy protocol.CancelPolicy) {
 	c := r.cur
-	if c == nil || r.tool == nil {
+	if c == nil || r.tool.sess == nil {
 		return
 	}
 	if policy == "" {
@@ -241,7 +228,7 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 		if !first {
 			return
 		}
-		if err := r.tool.Interrupt(); err != nil {
+		if err := r.tool.sess.Interrupt(); err != nil {
 			r.log.Warn("interrupt tool", "err", err)
 		}
 		now := r.clk.Now()
@@ -264,13 +251,13 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 // in phaseKilling, where the deadline escalates to SIGKILL. failure, if
 // set, makes the exit count as a failed start.
 func (r *Runner) kill(hard bool, failure string) {
-	if r.tool == nil {
+	if r.tool.sess == nil {
 		return
 	}
-	if k, ok := r.tphase.(*phaseKilling); ok {
+	if k, ok := r.tool.phase.(*phaseKilling); ok {
 		if hard && !k.hard {
 			k.hard = true
-			_ = r.tool.Signal(sigKill)
+			_ = r.tool.sess.Signal(sigKill)
 		}
 		if failure != "" {
 			k.failure = failure
@@ -281,7 +268,7 @@ func (r *Runner) kill(hard bool, failure string) {
 	if hard {
 		sig = sigKill
 	}
-	if err := r.tool.Signal(sig); err != nil {
+	if err := r.tool.sess.Signal(sig); err != nil {
 		r.log.Warn("signal tool", "err", err)
 	}
 	r.enter(&phaseKilling{until: r.clk.Now().Add(r.cfg.KillGrace), hard: hard, failure: failure})
@@ -290,17 +277,17 @@ func (r *Runner) kill(hard bool, failure string) {
 // onToolExit handles the tool's end: drain its last output, clear its
 // process group, then let the phase decide what the exit means.
 func (r *Runner) onToolExit(ex toolExit) {
-	t := r.tool
+	t := r.tool.sess
 	r.abortInput()
 	r.drain(t, 500*time.Millisecond)
 	_ = t.Signal(sigKill) // Orphans the tool left in its group.
 	_ = t.Close()
-	lived := r.clk.Now().Sub(r.toolBorn)
+	lived := r.clk.Now().Sub(r.tool.born)
 	r.event(protocol.Event{Event: protocol.EvToolExit, Detail: map[string]any{"tool_pid": t.Pid(), "exit_code": ex.code,
 		"signal": ex.signal, "lived_ms": lived.Milliseconds()}})
 	r.log.Info("tool exited", "pid", t.Pid(), "how", describeExit(ex))
-	r.tool = nil
-	phase := r.tphase
+	r.tool.sess = nil
+	phase := r.tool.phase
 	r.enter(&phaseDown{})
 	phase.exited(r, ex)
 	r.fr.discard(nil)
@@ -330,18 +317,11 @@ func (r *Runner) finishOnExit(ex toolExit) {
 // command (exit, crash, cancel) restarts at once. Such deaths do not count
 // against MaxRestarts.
 func (r *Runner) restartAfterDeath(hadCmd bool) {
-	if r.stopMode != "" {
+	if r.stop.mode != "" {
 		return
 	}
 	now := r.clk.Now()
-	delay := time.Duration(0)
-	if !hadCmd && now.Sub(r.toolBorn) < fastDeath {
-		r.fastDeaths++
-		delay = backoff(r.fastDeaths)
-	} else {
-		r.fastDeaths = 0
-	}
-	r.enter(&phaseDown{at: now.Add(delay)})
+	r.enter(&phaseDown{at: now.Add(r.tool.restartDelay(hadCmd, now))})
 }
 
 // startFailed ends a start that did not reach the prompt: the tool, if
@@ -349,7 +329,7 @@ func (r *Runner) restartAfterDeath(hadCmd bool) {
 // failure counts at once.
 func (r *Runner) startFailed(why string) {
 	r.log.Error("the tool failed to start", "reason", why)
-	if r.tool != nil {
+	if r.tool.sess != nil {
 		r.setPhase(protocol.PhaseError, why)
 		r.kill(true, why)
 		return
@@ -363,24 +343,16 @@ func (r *Runner) startFailed(why string) {
 // RestartWindow. Commands stay queued meanwhile.
 func (r *Runner) countFailedStart(why string) {
 	now := r.clk.Now()
-	r.failStreak++
-	r.lastFailure = why
-	keep := r.failedStarts[:0]
-	for _, t := range r.failedStarts {
-		if now.Sub(t) < r.cfg.RestartWindow {
-			keep = append(keep, t)
-		}
-	}
-	r.failedStarts = append(keep, now)
-	if r.stopMode != "" {
+	r.tool.failedStart(now, r.cfg.RestartWindow)
+	if r.stop.mode != "" {
 		return
 	}
-	if len(r.failedStarts) > r.maxRestarts() {
+	if len(r.tool.failedStarts) > r.maxRestarts() {
 		r.giveUp(why)
 		return
 	}
-	delay := backoff(r.failStreak)
-	r.setPhase(protocol.PhaseError, fmt.Sprintf("%s; restart %d of %d in %v", why, len(r.failedStarts), r.maxRestarts(), delay))
+	delay := backoff(r.tool.failStreak)
+	r.setPhase(protocol.PhaseError, fmt.Sprintf("%s; restart %d of %d in %v", why, len(r.tool.failedStarts), r.maxRestarts(), delay))
 	r.enter(&phaseDown{at: now.Add(delay)})
 }
 
@@ -394,11 +366,11 @@ func backoff(n int) time.Duration {
 
 // giveUp stops the runner after too many failed starts (exit code 4).
 func (r *Runner) giveUp(last string) {
-	r.gaveUp = fmt.Sprintf("gave up after %d failed starts of the tool within %v (--max-restarts %d): %s",
-		len(r.failedStarts), r.cfg.RestartWindow, r.maxRestarts(), last)
-	r.stopError = &protocol.Error{Code: protocol.CodeToolStartFailed, Message: r.gaveUp}
-	r.log.Error("giving up", "reason", r.gaveUp)
-	r.requestStop(protocol.StopGraceful, r.gaveUp)
+	r.tool.gaveUp = fmt.Sprintf("gave up after %d failed starts of the tool within %v (--max-restarts %d): %s",
+		len(r.tool.failedStarts), r.cfg.RestartWindow, r.maxRestarts(), last)
+	r.stop.err = &protocol.Error{Code: protocol.CodeToolStartFailed, Message: r.tool.gaveUp}
+	r.log.Error("giving up", "reason", r.tool.gaveUp)
+	r.requestStop(protocol.StopGraceful, r.tool.gaveUp)
 }
 
 // drain reads what the dead tool still had in its terminal, bounded by
@@ -406,11 +378,11 @@ func (r *Runner) giveUp(last string) {
 func (r *Runner) drain(t toolSession, wait time.Duration) {
 	timeout, stop := after(r.clk, wait)
 	defer stop()
-	for !r.toolEOF {
+	for !r.tool.eof {
 		select {
 		case c, ok := <-t.Output():
 			if !ok {
-				r.toolEOF = true
+				r.tool.eof = true
 				return
 			}
 			r.onChunk(c)

@@ -32,7 +32,7 @@ func (p *phaseDown) line(*Runner, []byte)     {}
 func (p *phaseDown) due() time.Time           { return p.at }
 func (p *phaseDown) exited(*Runner, toolExit) {}
 func (p *phaseDown) timer(r *Runner, now time.Time) {
-	if !now.Before(p.at) && r.stopMode == "" {
+	if !now.Before(p.at) && r.stop.mode == "" {
 		r.startTool()
 	}
 }
@@ -44,7 +44,7 @@ type phaseBooting struct{ until time.Time }
 func (p *phaseBooting) String() string { return "booting" }
 func (p *phaseBooting) due() time.Time { return p.until }
 func (p *phaseBooting) line(r *Runner, _ []byte) {
-	r.syncTokens = map[string]bool{}
+	r.tool.syncTokens = map[string]bool{}
 	r.startInit(0)
 }
 func (p *phaseBooting) timer(r *Runner, now time.Time) {
@@ -82,7 +82,7 @@ func (p *phaseInit) line(r *Runner, l []byte) {
 	}
 	d, _ := matchDone(l, protocol.DefaultMarkerPrefix, p.tok)
 	r.typeFence(p.tok)
-	end := r.spoolSize
+	end := r.disk.spoolSize
 	ok := !d.hasRC || d.rc == 0 || d.rc == 2
 	r.event(protocol.Event{Event: protocol.EvInitEnd, SpoolStart: &p.spoolStart, SpoolEnd: &end, Detail: map[string]any{
 		"file": r.cfg.Init[p.idx], "rc": d.rc, "ok": ok, "output": string(p.out), "value": string(d.value)}})
@@ -161,7 +161,7 @@ func (p *phaseResync) line(r *Runner, l []byte) {
 		return
 	}
 	if r.isSync(l) {
-		r.syncTokens = map[string]bool{}
+		r.tool.syncTokens = map[string]bool{}
 		if r.cur != nil {
 			r.fr.dropPartial()
 			r.finishByMarker()
@@ -217,7 +217,7 @@ func (p *phaseKilling) timer(r *Runner, now time.Time) {
 	} else {
 		r.log.Warn("the tool ignored SIGTERM; killing its process group")
 		p.hard = true
-		_ = r.tool.Signal(sigKill)
+		_ = r.tool.sess.Signal(sigKill)
 	}
 	p.until = now.Add(r.cfg.KillGrace)
 }
