@@ -332,9 +332,10 @@ func TestSwapRace(t *testing.T) {
 }
 
 // TestSessionReplacedNoticed: the session path renamed away and a new
-// directory made at it (issue #22 item 2, its detection only) is reported
-// on the next heartbeat as a layout error with an event, and the runner
-// writes nothing at the new path: its root is the directory it opened.
+// directory made at it (issue 22.2) stops the runner with session_lost: it
+// records why in the directory it opened (now at the old path's new name),
+// writes nothing at the new path (its root is the directory it opened), and
+// Run returns ErrSessionLost.
 func TestSessionReplacedNoticed(t *testing.T) {
 	h := newHarness(t).start()
 	h.noCheck = true // The session moves under the harness.
@@ -342,16 +343,19 @@ func TestSessionReplacedNoticed(t *testing.T) {
 	old := h.dir + ".old"
 	must(t, os.Rename(h.dir, old))
 	must(t, os.Mkdir(h.dir, 0o700))
-	h.waitFor("the replacement noticed", func() bool {
-		b, _ := os.ReadFile(filepath.Join(old, protocol.FileMeta))
-		return strings.Contains(string(b), "was replaced by another directory")
-	})
-	time.Sleep(300 * time.Millisecond)
+	if err := h.waitExit(); !errors.Is(err, ErrSessionLost) {
+		t.Fatalf("Run returned %v, want ErrSessionLost", err)
+	}
+	b, _ := os.ReadFile(filepath.Join(old, protocol.FileMeta))
+	if !strings.Contains(string(b), "was replaced by another directory") || !strings.Contains(string(b), `"session_lost"`) {
+		t.Errorf("meta.log of the held directory does not say why:\n%s", b)
+	}
+	var st protocol.State
+	sb, _ := os.ReadFile(filepath.Join(old, protocol.FileState))
+	if err := json.Unmarshal(sb, &st); err != nil || st.Phase != protocol.PhaseStopped || st.Error == nil || st.Error.Code != protocol.CodeSessionLost {
+		t.Errorf("state.json of the held directory: %s", sb)
+	}
 	assertEmptyBut(t, h.dir)
-	// Put it back, so that the harness stops the runner at its path.
-	must(t, os.Remove(h.dir))
-	must(t, os.Rename(old, h.dir))
-	h.waitFor("usable again", func() bool { return h.state().Phase == protocol.PhaseIdle })
 }
 
 // BenchmarkRootWrite compares an observed-state write (tmp/ + rename into
