@@ -246,11 +246,28 @@ func TestSwappedDirNotWrittenThrough(t *testing.T) {
 func assertOneResultEach(t testing.TB, h *harness, events bool) {
 	t.Helper()
 	ends := map[string]int{}
-	for _, e := range h.events() {
-		if e.Event == protocol.EvCmdEnd || e.Event == protocol.EvRejected {
-			ends[e.CmdID]++
+	count := func() {
+		clear(ends)
+		for _, e := range h.events() {
+			if e.Event == protocol.EvCmdEnd || e.Event == protocol.EvRejected {
+				ends[e.CmdID]++
+			}
 		}
 	}
+	if events {
+		// A command's end event follows its result by a moment (the
+		// owner logs it once the writer reports the result written).
+		h.waitFor("an end event for every command", func() bool {
+			count()
+			for _, n := range h.submitted {
+				if _, id, _ := protocol.ParseCommandName(n); ends[id] == 0 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	count()
 	for _, n := range h.submitted {
 		_, id, _ := protocol.ParseCommandName(n)
 		if _, err := os.Stat(filepath.Join(h.dir, protocol.DirResult, n)); err != nil {

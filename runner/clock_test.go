@@ -25,12 +25,12 @@ func TestClockControlRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	ack := filepath.Join(h.dir, protocol.DirAck, name)
-	start := h.clk.Now()
+	// Only the fake clock moving past the grace can bring the reply (the
+	// poll is an hour): without the one clock it never comes, and
+	// advanceUntil fails at its real-time deadline. No bound on fake time
+	// here: a loaded machine lets much of it pass before the runner looks.
 	h.advanceUntil("the reply to the incomplete request", 50*time.Millisecond, func() bool {
 		_, err := os.Lstat(ack)
-		if err != nil && h.clk.Now().Sub(start) > 20*time.Second {
-			t.Fatalf("no reply after %v on the fake clock (grace 500ms)", h.clk.Now().Sub(start))
-		}
 		return err == nil
 	})
 	if rep := h.reply(name); rep.Outcome != protocol.OutcomeRejected {
