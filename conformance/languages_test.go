@@ -149,10 +149,13 @@ func TestMixedMastersOneSession(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", p.Args, err, outs[i])
 		}
 	}
+	// In the order commands move (queue/ -> inflight/ -> a result, which
+	// stays), so a command that moves on between two globs is still seen
+	// by the later one.
 	names, _ := filepath.Glob(filepath.Join(dir, "queue", "cmd_*"))
-	results, _ := filepath.Glob(filepath.Join(dir, "result", "cmd_*"))
 	inflight, _ := filepath.Glob(filepath.Join(dir, "inflight", "cmd_*"))
-	all := append(append(names, results...), inflight...)
+	results, _ := filepath.Glob(filepath.Join(dir, "result", "cmd_*"))
+	all := append(append(names, inflight...), results...)
 	seqs := map[int64]string{}
 	for _, p := range all {
 		seq, id, err := protocol.ParseCommandName(filepath.Base(p))

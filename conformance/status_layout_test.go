@@ -78,8 +78,19 @@ func TestPythonStatusLayout(t *testing.T) {
 		}
 		return goDuration.ReplaceAllString(string(out), "D")
 	}
-	goOut := status(filepath.Join(bin, "master"))
-	pyOut := status(py, "-m", "skillpilot")
+	// The two CLIs look one after the other at a live session: a heartbeat
+	// between them may move a figure (the running command's output bytes
+	// are refreshed on every heartbeat). The layouts must agree on some
+	// pair of looks within a few heartbeats, and then on every line.
+	var goOut, pyOut string
+	for try := 0; try < 20; try++ {
+		goOut = status(filepath.Join(bin, "master"))
+		pyOut = status(py, "-m", "skillpilot")
+		if pyOut == goOut {
+			break
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
 	if pyOut != goOut {
 		t.Fatalf("python status differs from the Go CLI's:\n--- go\n%s--- python\n%s", goOut, pyOut)
 	}

@@ -85,8 +85,8 @@ func (s *Session) observe() look {
 // window before now. Only meaningful on a local filesystem, where the
 // mtime is stamped by this host's clock.
 func (s *Session) heartbeatWrittenWithin(now time.Time, window time.Duration) bool {
-	fi, err := os.Stat(s.path(protocol.FileHeartbeat))
-	return err == nil && now.Sub(fi.ModTime()) <= window
+	fi, err := os.Lstat(s.path(protocol.FileHeartbeat)) // A symlink or FIFO there is no heartbeat.
+	return err == nil && fi.Mode().IsRegular() && now.Sub(fi.ModTime()) <= window
 }
 
 // runnerWatch fails a wait once no live runner has been seen for a grace.

@@ -251,6 +251,8 @@ do_lease() {
 do_lease_stop() {
   [ -n "$lease_pid" ] && kill "$lease_pid" 2>/dev/null && wait "$lease_pid" 2>/dev/null
   lease_pid=""
+  # A renewal killed between its write and its rename leaves its temp file.
+  rm -f "$S/state/.lease.json.$$.tmp"
   out_code ok 0
 }
 
