@@ -233,6 +233,12 @@ func WaitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (
 	}
 }
 
+// statusExec shares one run of a scheduler command among the Status calls
+// that ask at the same moment (master pool status asks for every session
+// at once; the elements of one array ask the same squeue or qstat). It
+// keeps nothing once the run has ended.
+var statusExec = sched.SharedExec(sched.RunCommand, 0)
+
 // Status returns the launch status of s (what master status shows), or nil
 // if s was never launched.
 func Status(ctx context.Context, s *master.Session) *master.LaunchStatus {
@@ -244,7 +250,7 @@ func Status(ctx context.Context, s *master.Session) *master.LaunchStatus {
 	d, err := sched.For(li.Via)
 	if err == nil {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ls.Job, err = d.Query(qctx, sched.RunCommand, li.JobID)
+		ls.Job, err = d.Query(qctx, statusExec, li.JobID)
 		cancel()
 	}
 	if err != nil {

@@ -79,7 +79,7 @@ fi
 # A queue made by an earlier version of this script had 4 slots and the default load threshold.
 qattr() { qconf -sq all.q | awk -v k="$1" '$1==k {print $2}'; }
 [[ $(qattr slots) == "$SLOTS" ]] || qconf -mattr queue slots "$SLOTS" all.q >/dev/null
-[[ $(qattr load_thresholds) == NONE ]] || qconf -mattr queue load_thresholds NONE all.q >/dev/null
+[[ $(qattr load_thresholds) == NONE ]] || qconf -rattr queue load_thresholds NONE all.q >/dev/null
 
 # 3. execd (after min_uid is 0) ------------------------------------------------
 if ! pgrep -u sgeadmin -x sge_execd >/dev/null && ! pgrep -u root -x sge_execd >/dev/null; then
