@@ -118,6 +118,9 @@ func (LSF) ElementID(job string, index int) string { return fmt.Sprintf("%s[%d]"
 // command line share one run: a call within ttl of the last run of the same
 // argv gets its output. A launcher waiting for the 128 elements of an array
 // asks the scheduler once a second, not 128 times. Errors are not kept.
+// A shared run is not ended by the cancellation of the caller that started
+// it (others may be waiting for it): it runs under x's own time limit
+// (RunCommand: CommandTimeout), and a caller whose ctx ends stops waiting.
 func SharedExec(x Exec, ttl time.Duration) Exec {
 	type entry struct {
 		done chan struct{}
@@ -144,7 +147,7 @@ func SharedExec(x Exec, ttl time.Duration) Exec {
 			e = &entry{done: make(chan struct{})}
 			cache[key] = e
 			mu.Unlock()
-			e.out, e.err = x(ctx, argv)
+			e.out, e.err = x(context.WithoutCancel(ctx), argv)
 			e.at = time.Now()
 			close(e.done)
 			return e.out, e.err
