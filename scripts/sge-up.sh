@@ -7,7 +7,8 @@
 # the packaged set-up leaves for a human: a host_aliases line (this host's
 # name resolves to 127.0.0.1, which resolves back to "localhost"), root may
 # run jobs (min_uid/min_gid 0), this host is a submit host, a 1 s scheduler
-# interval and 1 s accounting flush, and a queue all.q on this host with
+# interval and 1 s accounting flush, 501 additional group ids (each running
+# job takes one: the packaged 101 start at most 101 jobs), and a queue all.q on this host with
 # $SGE_SLOTS slots (default 160: the farm suite runs a 128-session pool, and
 # sessions idle at ~0% CPU, so slots oversubscribe the cores) and no load
 # threshold (a loaded test machine would otherwise put the queue in alarm
@@ -60,7 +61,8 @@ qconf -sh >/dev/null || { log "qmaster does not answer"; cat "$CFG/qmaster.out" 
 
 qconf -sconf global >"$CFG/global"
 sed -i -e 's/^min_uid .*/min_uid                      0/' -e 's/^min_gid .*/min_gid                      0/' \
-       -e 's/flush_time=[0-9:]*/flush_time=00:00:01/' "$CFG/global"
+       -e 's/flush_time=[0-9:]*/flush_time=00:00:01/' \
+       -e 's/^gid_range .*/gid_range                    65000-65500/' "$CFG/global"
 if ! cmp -s <(qconf -sconf global) "$CFG/global"; then qconf -Mconf "$CFG/global" >/dev/null; fi
 qconf -ss | grep -qx "$HOST" || qconf -as "$HOST" >/dev/null
 qconf -ssconf >"$CFG/sched"

@@ -28,6 +28,8 @@ const poolUsage = `usage: master pool SUBCOMMAND --pool DIR [flags]
   stop   [--force] [--grace D]         stop every session (stop request, then the scheduler's cancel)
   grow   --by K [--ready-timeout D]    launch K more sessions (retired ones first; one job array)
   shrink --by K | --to N [--grace D]   retire the least-loaded sessions; their queued commands move
+  adapt  --min A --max B [--every D] [--idle D] [--grace D]
+         heal every D (10s), grow while commands wait, retire sessions idle for D (60s), within [A, B]
 
 Exit codes as for the other commands; 5: no live session.
 `
@@ -58,6 +60,8 @@ func (c *cli) pool(ctx context.Context, args []string) error {
 		return c.poolGrow(ctx, args[1:])
 	case "shrink":
 		return c.poolShrink(ctx, args[1:])
+	case "adapt":
+		return c.poolAdapt(ctx, args[1:])
 	}
 	fmt.Fprint(c.stderr, poolUsage)
 	return usageErr("unknown pool subcommand %q", args[0])
@@ -432,4 +436,60 @@ func (c *cli) poolShrink(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "moved %s/%s -> %s/%s\n", m.From, m.Name, m.To, m.ToName)
 	}
 	return err
+}
+
+func (c *cli) poolAdapt(ctx context.Context, args []string) error {
+	fs, dir := c.poolFlags("adapt")
+	var o pool.AdaptOptions
+	fs.IntVar(&o.Min, "min", 1, "sessions at least")
+	fs.IntVar(&o.Max, "max", 0, "sessions at most (required)")
+	fs.DurationVar(&o.Idle, "idle", time.Minute, "retire a session idle this long")
+	fs.DurationVar(&o.Ready, "ready-timeout", 0, "how long a grow waits for new sessions to serve")
+	fs.DurationVar(&o.Stop.Grace, "grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
+	every := fs.Duration("every", 10*time.Second, "repeat every D until interrupted (0: once)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if o.Min < 1 || o.Max < o.Min {
+		return usageErr("--max B is required, with 1 <= --min A <= B")
+	}
+	p, err := c.openPool(*dir)
+	if err != nil {
+		return err
+	}
+	o.Stop.Progress = c.note
+	a := pool.NewAdapter(p, o)
+	for {
+		rep, err := a.Step(ctx)
+		if c.json {
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "report": rep, "error": errString(err)})
+		} else {
+			for _, m := range rep.Heal.Moved {
+				fmt.Fprintf(c.stdout, "moved %s/%s -> %s/%s\n", m.From, m.Name, m.To, m.ToName)
+			}
+			for _, s := range rep.Heal.Respawned {
+				fmt.Fprintf(c.stdout, "respawned %s\n", s)
+			}
+			for _, s := range rep.Grown {
+				fmt.Fprintf(c.stdout, "grown %s (%d commands waiting)\n", s, rep.Waiting)
+			}
+			for _, s := range rep.Retired {
+				fmt.Fprintf(c.stdout, "retired %s (idle)\n", s)
+			}
+		}
+		if err != nil {
+			if *every == 0 || ctx.Err() != nil {
+				return err
+			}
+			c.note(err.Error())
+		}
+		if *every == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*every):
+		}
+	}
 }
