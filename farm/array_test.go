@@ -106,3 +106,79 @@ func poolArray(t *testing.T, via, sep string, cancel func(id string) error) {
 		t.Errorf("pool stop did not cancel the array as one:\n%s", errOut)
 	}
 }
+
+// pool grow on Slurm submits one more array for the new sessions (their
+// indices follow the session numbers); pool shrink retires the
+// least-loaded, whose elements end, and every command still gets exactly
+// one result.
+func TestSlurmPoolGrowShrink(t *testing.T) {
+	needSlurm(t)
+	work := workDir(t)
+	p := startPool(t, filepath.Join(work, "pool"), "slurm", 2, false)
+	first, _ := launch.ReadLaunch(sessionDirs(p)[0])
+	t0 := time.Now()
+	out, errOut, code := cli(t, "pool", "grow", "--pool", p.Dir(), "--by", "2")
+	t.Logf("pool grow --by 2 took %v:\n%s", time.Since(t0).Round(time.Millisecond), out)
+	dirs := sessionDirs(p)
+	for _, d := range dirs {
+		if li, err := launch.ReadLaunch(d); err == nil {
+			cancelAtEnd(t, "slurm", li.JobID)
+		}
+	}
+	if code != 0 || len(dirs) != 4 {
+		t.Fatalf("pool grow: exit %d, sessions %v\n%s", code, dirs, errOut)
+	}
+	var grown string
+	for i, d := range dirs[2:] {
+		li, err := launch.ReadLaunch(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			grown = li.ArrayJobID
+		}
+		if grown == "" || grown == first.ArrayJobID || li.ArrayJobID != grown || li.ArrayIndex != i+3 {
+			t.Errorf("%s: %+v, want element %d of one new array", d, li, i+3)
+		}
+	}
+	side := filepath.Join(work, "side")
+	var cmds []*pool.Command
+	for i := 0; i < 200; i++ {
+		id := fmt.Sprintf("g%03d-%s", i, master.NewCmdID())
+		pc, err := p.Submit(ctx(t), sidePayload(side, id, "after 5; "), pool.SubmitOptions{SubmitOptions: master.SubmitOptions{CmdID: id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, pc)
+	}
+	t0 = time.Now()
+	out, errOut, code = cli(t, "pool", "shrink", "--pool", p.Dir(), "--to", "2")
+	t.Logf("pool shrink --to 2 took %v: %d lines", time.Since(t0).Round(time.Millisecond), strings.Count(out, "\n"))
+	if code != 0 || strings.Count(out, "retired ") != 2 {
+		t.Fatalf("pool shrink: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, pc := range cmds {
+		if _, err := pc.Wait(ctx(t)); err != nil {
+			t.Fatalf("%s: %v", pc.ID, err)
+		}
+	}
+	results, ran := resultsByID(dirs...), sideEffects(t, side)
+	for _, pc := range cmds {
+		if results[pc.ID] != 1 || ran[pc.ID] != 1 {
+			t.Errorf("%s: %d results, ran %d times", pc.ID, results[pc.ID], ran[pc.ID])
+		}
+	}
+	m, r := p.Members()
+	if len(m) != 2 || len(r) != 2 {
+		t.Errorf("members %v retired %v", m, r)
+	}
+	for _, name := range r {
+		li, _ := launch.ReadLaunch(filepath.Join(p.Dir(), name))
+		if st := squeueState(t, li.JobID); st != "" && st != "COMPLETED" && st != "CANCELLED" {
+			t.Errorf("retired %s: element %s is %s", name, li.JobID, st)
+		}
+	}
+	if out, _, code := cli(t, "pool", "stop", "--pool", p.Dir()); code != 0 {
+		t.Errorf("pool stop %d:\n%s", code, out)
+	}
+}

@@ -77,7 +77,7 @@ func farmScale(t *testing.T, via, cancelCmd string) {
 	var healWG sync.WaitGroup
 	healWG.Add(1)
 	var healMax time.Duration
-	respawned := 0
+	respawned, moved := 0, 0
 	go func() { // master pool heal --every 1s
 		defer healWG.Done()
 		q, _ := pool.Open(p.Dir())
@@ -86,6 +86,7 @@ func farmScale(t *testing.T, via, cancelCmd string) {
 			rep, err := q.Heal(hctx)
 			healMax = max(healMax, time.Since(h0))
 			respawned += len(rep.Respawned)
+			moved += len(rep.Moved)
 			if err != nil && hctx.Err() == nil {
 				t.Log(err)
 			}
@@ -135,15 +136,16 @@ func farmScale(t *testing.T, via, cancelCmd string) {
 		if out, err := exec.Command(cancelCmd, ids...).CombinedOutput(); err != nil {
 			t.Errorf("%s: %v %s", cancelCmd, err, out)
 		}
+		t.Logf("cancelled %d elements with %s %v after the first submission: %s", len(ids), cancelCmd, time.Since(t1).Round(time.Millisecond), strings.Join(ids, " "))
 		killed <- ids
 	}()
 	subWG.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("%d commands submitted in %v", n, time.Since(t1).Round(time.Millisecond))
-	ids := <-killed
-	t.Logf("cancelled %d elements with %s at %v: %s", len(ids), cancelCmd, time.Since(t1).Round(time.Millisecond), strings.Join(ids, " "))
+	t.Logf("BENCH %s %d commands submitted by 4 submitters in %v (pool submit at N=%d: %v each)", via, n, time.Since(t1).Round(time.Millisecond), size,
+		(4 * time.Since(t1) / time.Duration(n)).Round(100*time.Microsecond))
+	<-killed
 	notOK := 0
 	for _, pc := range cmds {
 		r, err := pc.Wait(c)
@@ -170,7 +172,7 @@ func farmScale(t *testing.T, via, cancelCmd string) {
 	if len(results) != n {
 		t.Errorf("%d commands have results, want %d", len(results), n)
 	}
-	t.Logf("heal loop: %d respawned, slowest pass %v", respawned, healMax.Round(time.Millisecond))
+	t.Logf("heal loop: %d respawned, %d moved, slowest pass %v", respawned, moved, healMax.Round(time.Millisecond))
 	t2 := time.Now()
 	out, _, code := cli(t, "pool", "status", "--pool", p.Dir())
 	t.Logf("BENCH %s pool status N=%d: %v (exit %d, %s)", via, size, time.Since(t2).Round(time.Millisecond), code, firstLineOf(out))
