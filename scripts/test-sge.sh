@@ -22,7 +22,7 @@ set +e
 SP_SGE=1 go test -race -count=1 -timeout 20m -v -run '^TestSGE' ./farm/ >"$log" 2>&1
 rc=$?
 set -e
-grep -E '^(=== RUN|--- |PASS$|FAIL|ok )' "$log" || true
+grep -E '^(=== RUN|--- |PASS$|FAIL|ok )|BENCH' "$log" || true # BENCH: the farm's figures (BENCHMARKS.md)
 if [ "$rc" != 0 ]; then
   echo "Grid Engine suite failed; full log:"
   cat "$log"

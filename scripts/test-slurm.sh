@@ -23,7 +23,7 @@ set +e
 SP_SLURM=1 go test -race -count=1 -timeout 20m -v -run "^TestSlurm" ./farm/ >"$log" 2>&1
 rc=$?
 set -e
-grep -E '^(=== RUN|--- |PASS$|FAIL|ok )' "$log" || true
+grep -E '^(=== RUN|--- |PASS$|FAIL|ok )|BENCH' "$log" || true # BENCH: the farm's figures (BENCHMARKS.md)
 if [ "$rc" != 0 ]; then
   echo "farm suite failed; full log:"
   cat "$log"
