@@ -51,9 +51,9 @@ func LaunchArray(ctx context.Context, script string, members []Member, opts Opti
 	if !ok {
 		return nil, usageErr("--via %s has no job arrays", opts.Via)
 	}
-	for i := 1; i < len(members); i++ {
-		if members[i].Index != members[i-1].Index+1 || members[0].Index < 1 {
-			return nil, fmt.Errorf("master: array members must have consecutive indices from 1 up")
+	for i, m := range members {
+		if m.Index < 1 || i > 0 && m.Index != members[i-1].Index+1 {
+			return nil, fmt.Errorf("master: array members must have consecutive indices, the first at least 1")
 		}
 	}
 	x := opts.Exec
