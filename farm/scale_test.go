@@ -19,10 +19,10 @@ import (
 )
 
 // scaleSize and scaleCommands size the farm-scale tests: a pool of 128
-// sessions (one job array) serving 3,000 commands keeps each test to a
+// sessions (one job array) serving 2,000 commands keeps each test to a
 // couple of minutes on a 2-core CI runner (SP_SCALE_SIZE and
 // SP_SCALE_COMMANDS change them).
-var scaleSize, scaleCommands = envInt("SP_SCALE_SIZE", 128), envInt("SP_SCALE_COMMANDS", 3000)
+var scaleSize, scaleCommands = envInt("SP_SCALE_SIZE", 128), envInt("SP_SCALE_COMMANDS", 2000)
 
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
