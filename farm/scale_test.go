@@ -31,7 +31,7 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// A pool of 128 on Slurm, started as one job array: all serve; 3,000
+// A pool of 128 on Slurm, started as one job array: all serve; 2,000
 // commands from 4 submitters pass through it; once a third have results,
 // 10% of the elements are cancelled with scancel, heal (every second, with
 // respawn) moves their queued commands and relaunches them. Every command
