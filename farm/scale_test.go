@@ -172,7 +172,7 @@ func farmScale(t *testing.T, via, cancelCmd string) {
 	if len(results) != n {
 		t.Errorf("%d commands have results, want %d", len(results), n)
 	}
-	t.Logf("heal loop: %d respawned, %d moved, slowest pass %v", respawned, moved, healMax.Round(time.Millisecond))
+	t.Logf("BENCH %s heal loop: %d respawned, %d moved, slowest pass %v", via, respawned, moved, healMax.Round(time.Millisecond))
 	t2 := time.Now()
 	out, _, code := cli(t, "pool", "status", "--pool", p.Dir())
 	t.Logf("BENCH %s pool status N=%d: %v (exit %d, %s)", via, size, time.Since(t2).Round(time.Millisecond), code, firstLineOf(out))
