@@ -90,7 +90,7 @@ func poolArray(t *testing.T, via, sep string, cancel func(id string) error) {
 	}
 	waitFor(t, "the gate command to run", func() bool { st, _ := s0.Status(ctx(t)); return st.CurrentCmdID == c.ID })
 	t1 := time.Now()
-	out, errOut, code := cli(t, "pool", "stop", "--pool", p.Dir(), "--grace", "2s")
+	out, errOut, code := cli(t, "pool", "stop", "--pool", p.Dir(), "--grace", "5s") // Idle runners stop within it; s00 does not.
 	t.Logf("pool stop took %v:\n%s%s", time.Since(t1).Round(time.Millisecond), out, errOut)
 	os.WriteFile(gate, nil, 0o600)
 	lines := strings.Split(strings.TrimSpace(out), "\n")

@@ -165,7 +165,7 @@ func TestPoolLSFArray(t *testing.T) {
 	for claimedCount(s0) == 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	stops, err := p.Stop(ctx(t), launch.StopOptions{Grace: time.Second, Exec: f.exec})
+	stops, err := p.Stop(ctx(t), launch.StopOptions{Grace: 8 * time.Second, Exec: f.exec}) // Idle runners stop well within it, even under -race on a loaded machine.
 	if err != nil {
 		t.Fatal(err)
 	}
