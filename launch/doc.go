@@ -5,7 +5,9 @@
 // pools"). It records the job in state/launch.json under a flock, so two
 // launchers never submit twice for one session; a launch of a session that
 // is served, or whose job is still queued or running, fails with
-// ErrAlreadyLaunched and submits nothing.
+// ErrAlreadyLaunched and submits nothing. LaunchArray starts several
+// sessions as one job array, StopMany stops several, cancelling the
+// elements of one array together.
 //
 // Its errors are master.CodedError values, so master.Classify gives their
 // codes and the CLI's exit codes.

@@ -81,6 +81,12 @@ type Info struct {
 	// respawn a session stopped on purpose. A new launch clears them.
 	StoppedAt *protocol.Time `json:"stopped_at,omitempty"`
 	StoppedBy string         `json:"stopped_by,omitempty"`
+	// ArrayJobID and ArrayIndex are set when the runner is one element of
+	// a job array (master pool start/grow via slurm, sge or lsf): JobID is
+	// then the element's id ("123_4", "123.4", "123[4]"), ArrayJobID the
+	// array's ("123") and ArrayIndex the element's index (>= 1).
+	ArrayJobID string `json:"array_job_id,omitempty"`
+	ArrayIndex int    `json:"array_index,omitempty"`
 }
 
 // Result is what Launch found.
@@ -150,12 +156,48 @@ func Launch(ctx context.Context, dir string, opts Options) (*Result, error) {
 // script, submits it and records launch.json, all under the launch lock.
 // It returns the session_id state.json held before the launch.
 func submitLocked(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exec, runnerPath string, opts Options) (*Info, string, error) {
+	unlock, err := lockLaunch(ctx, s)
+	if err != nil {
+		return nil, "", err
+	}
+	defer unlock()
+	info, before, err := prepare(ctx, s, d, x, runnerPath, opts, "")
+	if err != nil {
+		return nil, "", err
+	}
+	name := opts.JobName
+	if name == "" {
+		name = "sp-" + filepath.Base(s.Dir())
+	}
+	sub := sched.Submission{Script: sessionPath(s, FileLaunchScript), Output: sessionPath(s, FileLaunchOutput), Name: name, WorkDir: s.Dir(), Args: opts.SubmitArgs}
+	info.SubmitCommand = submitCommand(d, sub)
+	id, err := d.Submit(ctx, x, sub)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", ErrSubmitFailed, err)
+	}
+	info.JobID = id
+	if err := writeLaunch(s, info); err != nil {
+		return nil, "", fmt.Errorf("master: job %s submitted but not recorded (cancel it by hand): %w", id, err)
+	}
+	return info, before, nil
+}
+
+// lockLaunch takes the session's launch lock; the caller runs unlock.
+func lockLaunch(ctx context.Context, s *master.Session) (unlock func(), err error) {
 	lock := flock.New(sessionPath(s, fileLaunchLock))
 	ok, err := lock.TryLockContext(ctx, 100*time.Millisecond)
 	if err != nil || !ok {
-		return nil, "", fmt.Errorf("master: launch lock: %w", errors.Join(err, ctx.Err()))
+		return nil, fmt.Errorf("master: launch lock: %w", errors.Join(err, ctx.Err()))
 	}
-	defer lock.Unlock()
+	return func() { _ = lock.Unlock() }, nil // Closing the file releases it anyway.
+}
+
+// prepare, under the launch lock, checks that nothing serves the session
+// and no earlier job is active, writes the job script and returns the
+// launch's Info (without job id and submit command) and the session_id
+// state.json held before the launch. A non-empty redirect is prepended to
+// the script as a shell line (an array element sends its output there).
+func prepare(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exec, runnerPath string, opts Options, redirect string) (*Info, string, error) {
 	prev, err := Read(s)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, "", err
@@ -188,24 +230,10 @@ func submitLocked(ctx context.Context, s *master.Session, d sched.Driver, x sche
 	if len(opts.Tool) > 0 {
 		info.RunnerCommand = append(append(info.RunnerCommand, "--"), opts.Tool...)
 	}
-	script := fmt.Sprintf("#!/bin/sh\n# Written by master launch (launch_id %s): runs the session's runner.\nSP_LAUNCH_ID=%s; export SP_LAUNCH_ID\nexec %s\n",
-		info.LaunchID, info.LaunchID, shellJoin(info.RunnerCommand))
+	script := fmt.Sprintf("#!/bin/sh\n# Written by master launch (launch_id %s): runs the session's runner.\n%sSP_LAUNCH_ID=%s; export SP_LAUNCH_ID\nexec %s\n",
+		info.LaunchID, redirect, info.LaunchID, shellJoin(info.RunnerCommand))
 	if err := fsq.WriteAtomic(sessionPath(s, FileLaunchScript), []byte(script), 0o700, fsq.FileSynced); err != nil {
 		return nil, "", fmt.Errorf("master: write job script: %w", err)
-	}
-	name := opts.JobName
-	if name == "" {
-		name = "sp-" + filepath.Base(s.Dir())
-	}
-	sub := sched.Submission{Script: sessionPath(s, FileLaunchScript), Output: sessionPath(s, FileLaunchOutput), Name: name, WorkDir: s.Dir(), Args: opts.SubmitArgs}
-	info.SubmitCommand = submitCommand(d, sub)
-	id, err := d.Submit(ctx, x, sub)
-	if err != nil {
-		return nil, "", fmt.Errorf("%w: %w", ErrSubmitFailed, err)
-	}
-	info.JobID = id
-	if err := writeLaunch(s, info); err != nil {
-		return nil, "", fmt.Errorf("master: job %s submitted but not recorded (cancel it by hand): %w", id, err)
 	}
 	return info, before, nil
 }
@@ -276,12 +304,11 @@ var ErrStoppedOnPurpose = errors.New("master: the session was stopped on purpose
 // Under the lock a concurrent respawn either sees the mark or has already
 // written the launch this stop then stops.
 func markStopped(ctx context.Context, s *master.Session) (*Info, error) {
-	lock := flock.New(sessionPath(s, fileLaunchLock))
-	ok, err := lock.TryLockContext(ctx, 100*time.Millisecond)
-	if err != nil || !ok {
-		return nil, fmt.Errorf("master: launch lock: %w", errors.Join(err, ctx.Err()))
+	unlock, err := lockLaunch(ctx, s)
+	if err != nil {
+		return nil, err
 	}
-	defer lock.Unlock()
+	defer unlock()
 	li, err := Read(s)
 	if err != nil {
 		return nil, err

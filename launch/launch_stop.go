@@ -32,6 +32,11 @@ type StopOptions struct {
 	CancelGrace time.Duration
 	Progress    func(string)
 	Exec        sched.Exec // nil: sched.RunCommand
+	// WholeArrays (StopMany): sessions that are elements of one job array
+	// are cancelled together, by one cancel of the array's job id, instead
+	// of one cancel per element. Only for callers that stop every element
+	// of the array (master pool stop).
+	WholeArrays bool
 }
 
 // StopReport says how a launched session's job ended.
@@ -56,20 +61,49 @@ var errNotLaunched = errors.New("master: the session was not launched by master 
 // returns ErrRunnerNotAlive and does nothing; a session never launched
 // gives an error wrapping errNotLaunched.
 func StopLaunched(ctx context.Context, dir string, opts StopOptions) (StopReport, error) {
+	st, err := beginStop(ctx, dir, opts)
+	if err != nil || st.done {
+		return st.rep, err
+	}
+	for _, force := range []bool{false, true} {
+		if ok, err := st.cancel(ctx, st.li.JobID, force, true); ok || err != nil {
+			return st.rep, err
+		}
+	}
+	return st.rep, st.stillActive()
+}
+
+// stopping is a StopLaunched under way: the stop request is done and the
+// scheduler's cancel may follow.
+type stopping struct {
+	opts  StopOptions
+	li    *Info
+	d     sched.Driver
+	x     sched.Exec
+	alive bool // a runner served when the stop began
+	rep   StopReport
+	done  bool // the job ended (or nothing more can be done): rep is final
+}
+
+// beginStop marks the session stopped, asks its runner to stop and waits
+// up to Grace for its job to end. With done unset, the scheduler's cancel
+// is next.
+func beginStop(ctx context.Context, dir string, opts StopOptions) (*stopping, error) {
+	st := &stopping{}
 	s, err := master.Open(dir)
 	if err != nil {
-		return StopReport{}, err
+		return st, err
 	}
 	if _, err := Read(s); err != nil {
-		return StopReport{}, errors.Join(errNotLaunched, err)
+		return st, errors.Join(errNotLaunched, err)
 	}
 	li, err := markStopped(ctx, s) // Before anything stops: heal must not respawn it.
 	if err != nil {
-		return StopReport{}, err
+		return st, err
 	}
 	d, err := sched.For(li.Via)
 	if err != nil {
-		return StopReport{}, err
+		return st, err
 	}
 	x := opts.Exec
 	if x == nil {
@@ -84,30 +118,35 @@ func StopLaunched(ctx context.Context, dir string, opts StopOptions) (StopReport
 	if opts.Mode == "" {
 		opts.Mode = protocol.StopGraceful
 	}
-	rep := StopReport{ProtocolVersion: protocol.Version, JobID: li.JobID, Via: li.Via}
+	st.opts, st.li, st.d, st.x = opts, li, d, x
+	st.rep = StopReport{ProtocolVersion: protocol.Version, JobID: li.JobID, Via: li.Via}
+	rep := &st.rep
 	job, qerr := d.Query(ctx, x, li.JobID)
-	st, _ := s.Status(ctx)
+	status, _ := s.Status(ctx)
+	st.alive = status.Alive
 	if qerr != nil {
+		st.done = true
 		// The scheduler cannot be asked (not installed here; a local job of
 		// another host): the stop request is all this host can do.
-		if !st.Alive {
-			return rep, fmt.Errorf("master: ask %s about job %s: %w", li.Via, li.JobID, qerr)
+		if !status.Alive {
+			return st, fmt.Errorf("master: ask %s about job %s: %w", li.Via, li.JobID, qerr)
 		}
 		progress(opts.Progress, "cannot ask %s about job %s (%v); sending the stop request only", li.Via, li.JobID, qerr)
 		gctx, cancel := context.WithTimeout(ctx, opts.Grace)
 		defer cancel()
 		if err := stopRequest(gctx, s, opts.Mode); err != nil {
-			return rep, fmt.Errorf("master: the runner did not stop within %v and job %s (%s) cannot be cancelled from here: %w", opts.Grace, li.JobID, li.Via, err)
+			return st, fmt.Errorf("master: the runner did not stop within %v and job %s (%s) cannot be cancelled from here: %w", opts.Grace, li.JobID, li.Via, err)
 		}
 		rep.Step, rep.Message = StepStopRequest, fmt.Sprintf("the runner stopped on the stop request; job %s (%s) could not be checked: %v", li.JobID, li.Via, qerr)
-		return rep, nil
+		return st, nil
 	}
 	rep.Job = job
-	if !st.Alive && !job.State.Active() {
-		return rep, fmt.Errorf("%w: job %s (%s) is %s and no runner serves the session; nothing to stop", master.ErrRunnerNotAlive, li.JobID, li.Via, job)
+	if !status.Alive && !job.State.Active() {
+		st.done = true
+		return st, fmt.Errorf("%w: job %s (%s) is %s and no runner serves the session; nothing to stop", master.ErrRunnerNotAlive, li.JobID, li.Via, job)
 	}
-	if st.Alive {
-		progress(opts.Progress, "asking the runner (pid %d on %s) to stop (%s); job %s (%s) is %s", st.RunnerPID, st.RunnerHost, opts.Mode, li.JobID, li.Via, job)
+	if status.Alive {
+		progress(opts.Progress, "asking the runner (pid %d on %s) to stop (%s); job %s (%s) is %s", status.RunnerPID, status.RunnerHost, opts.Mode, li.JobID, li.Via, job)
 		gctx, cancel := context.WithTimeout(ctx, opts.Grace)
 		serr := stopRequest(gctx, s, opts.Mode)
 		if serr == nil {
@@ -115,39 +154,55 @@ func StopLaunched(ctx context.Context, dir string, opts StopOptions) (StopReport
 		}
 		cancel()
 		if serr == nil {
+			st.done = true
 			rep.Step = StepStopRequest
 			rep.Message = fmt.Sprintf("the runner stopped on the stop request; job %s (%s) is %s", li.JobID, li.Via, rep.Job)
-			return rep, nil
+			return st, nil
 		}
 		if ctx.Err() != nil {
-			return rep, ctxErr(ctx)
+			st.done = true
+			return st, ctxErr(ctx)
 		}
 		progress(opts.Progress, "the runner did not stop and end its job within %v (%v)", opts.Grace, serr)
 	}
-	for _, force := range []bool{false, true} {
-		argv := strings.Join(d.CancelCommand(li.JobID, force), " ")
-		progress(opts.Progress, "running %s", argv)
-		if err := d.Cancel(ctx, x, li.JobID, force); err != nil {
-			progress(opts.Progress, "%s: %v", argv, err) // A job that ended meanwhile makes some schedulers complain.
-		}
-		cctx, cancel := context.WithTimeout(ctx, opts.CancelGrace)
-		j, err := WaitJobGone(cctx, d, x, li.JobID)
-		cancel()
-		rep.Job = j
-		if err == nil {
-			rep.Step = map[bool]string{false: StepCancel, true: StepKill}[force]
-			rep.Message = fmt.Sprintf("job %s (%s) ended by %s: %s", li.JobID, li.Via, argv, j)
-			if st.Alive {
-				rep.Message = fmt.Sprintf("the runner did not stop within %v; %s", opts.Grace, rep.Message)
-			}
-			return rep, nil
-		}
-		if ctx.Err() != nil {
-			return rep, ctxErr(ctx)
+	return st, nil
+}
+
+// cancel runs the scheduler's cancel (forced or not) of job id (the
+// session's own job, or the whole array it is an element of) unless run
+// is false (another session's cancel already covered it), then waits up
+// to CancelGrace for the session's job to end. ok: it ended.
+func (st *stopping) cancel(ctx context.Context, id string, force, run bool) (ok bool, err error) {
+	argv := strings.Join(st.d.CancelCommand(id, force), " ")
+	if run {
+		progress(st.opts.Progress, "running %s", argv)
+		if err := st.d.Cancel(ctx, st.x, id, force); err != nil {
+			progress(st.opts.Progress, "%s: %v", argv, err) // A job that ended meanwhile makes some schedulers complain.
 		}
 	}
-	return rep, fmt.Errorf("master: job %s (%s) is still %s after %s; ask the cluster's administrator",
-		li.JobID, li.Via, rep.Job, strings.Join(d.CancelCommand(li.JobID, true), " "))
+	cctx, cancel := context.WithTimeout(ctx, st.opts.CancelGrace)
+	j, err := WaitJobGone(cctx, st.d, st.x, st.li.JobID)
+	cancel()
+	st.rep.Job = j
+	if err == nil {
+		st.done = true
+		st.rep.Step = map[bool]string{false: StepCancel, true: StepKill}[force]
+		st.rep.Message = fmt.Sprintf("job %s (%s) ended by %s: %s", st.li.JobID, st.li.Via, argv, j)
+		if st.alive {
+			st.rep.Message = fmt.Sprintf("the runner did not stop within %v; %s", st.opts.Grace, st.rep.Message)
+		}
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		st.done = true
+		return false, ctxErr(ctx)
+	}
+	return false, nil
+}
+
+func (st *stopping) stillActive() error {
+	return fmt.Errorf("master: job %s (%s) is still %s after %s; ask the cluster's administrator",
+		st.li.JobID, st.li.Via, st.rep.Job, strings.Join(st.d.CancelCommand(st.li.JobID, true), " "))
 }
 
 // stopRequest asks the runner to stop and waits until it has. It is the
@@ -178,6 +233,12 @@ func WaitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (
 	}
 }
 
+// statusExec shares one run of a scheduler command among the Status calls
+// that ask at the same moment (master pool status asks for every session
+// at once; the elements of one array ask the same squeue or qstat). It
+// keeps nothing once the run has ended.
+var statusExec = sched.SharedExec(sched.RunCommand, 0)
+
 // Status returns the launch status of s (what master status shows), or nil
 // if s was never launched.
 func Status(ctx context.Context, s *master.Session) *master.LaunchStatus {
@@ -189,7 +250,7 @@ func Status(ctx context.Context, s *master.Session) *master.LaunchStatus {
 	d, err := sched.For(li.Via)
 	if err == nil {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ls.Job, err = d.Query(qctx, sched.RunCommand, li.JobID)
+		ls.Job, err = d.Query(qctx, statusExec, li.JobID)
 		cancel()
 	}
 	if err != nil {

@@ -4,7 +4,10 @@
 // dead session to a live one, exactly once (a forward record in the dead
 // session says where each went, and package master follows it), and
 // relaunches dead sessions when the pool allows (PROTOCOL.md, "Launch and
-// pools"). The Python and Tcl masters select sessions by the same rules.
+// pools"). Via a scheduler the sessions are launched as one job array; a
+// pool grows, shrinks (retired sessions' queued commands move as heal
+// moves them) and adapts its size to the work waiting ([Adapter]). The
+// Python and Tcl masters select sessions by the same rules.
 //
 // A Pool's methods are safe for concurrent use, by several processes too.
 package pool

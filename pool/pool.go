@@ -162,7 +162,9 @@ func (p *Pool) launchOptions(name string) launch.Options {
 
 // Start creates (or extends) the pool in dir, writes pool.json and
 // launches every session that is not already served or queued, waiting
-// until all serve. Sessions already served are left alone (reported with
+// until all serve. Via slurm, sge or lsf the sessions are launched as one
+// job array (one submission; see [launch.LaunchArray]); via local each is
+// a process of its own. Sessions already served are left alone (reported with
 // ErrAlreadyLaunched in their result). It returns one result per session.
 func Start(ctx context.Context, dir string, opts Options) (*Pool, []SessionLaunch, error) {
 	if opts.Size < 1 {
@@ -204,23 +206,11 @@ func Start(ctx context.Context, dir string, opts Options) (*Pool, []SessionLaunc
 		return nil, nil, err
 	}
 	p.Exec, p.Progress = opts.Exec, opts.Progress
-	out := make([]SessionLaunch, opts.Size)
-	var wg sync.WaitGroup
-	for i := range out {
-		name := SessionName(i, opts.Size)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lo := p.launchOptions(name)
-			lo.ReadyTimeout = opts.ReadyTimeout
-			if opts.Progress != nil {
-				lo.Progress = func(m string) { opts.Progress(name + ": " + m) }
-			}
-			res, err := launch.Launch(ctx, filepath.Join(abs, name), lo)
-			out[i] = SessionLaunch{Session: name, Result: res, Err: err}
-		}()
+	names := make([]string, opts.Size)
+	for i := range names {
+		names[i] = SessionName(i, opts.Size)
 	}
-	wg.Wait()
+	out := p.launch(ctx, names, opts.ReadyTimeout, opts.Progress)
 	var errs []error
 	for _, l := range out {
 		if l.Err != nil && !errors.Is(l.Err, launch.ErrAlreadyLaunched) {
@@ -244,37 +234,40 @@ type SessionStop struct {
 	Error   string            `json:"error,omitempty"`
 }
 
-// Stop stops every session of the pool (StopLaunched, in parallel).
-// Sessions with no live runner and no active job are reported, not
-// errors. Commands still queued stay where they are.
+// Stop stops every session of the pool (StopLaunched, in parallel): a
+// stop request first, then the scheduler's cancel, which for sessions that
+// are elements of one job array is one cancel of the array (scancel JOB,
+// qdel JOB, bkill JOB). Sessions with no live runner and no active job
+// are reported, not errors. Commands still queued stay where they are.
 func (p *Pool) Stop(ctx context.Context, opts launch.StopOptions) ([]SessionStop, error) {
-	names := p.SessionNames()
+	opts.WholeArrays = true
+	return p.stopSessions(ctx, p.SessionNames(), opts)
+}
+
+// stopSessions stops the named sessions (launch.StopMany).
+func (p *Pool) stopSessions(ctx context.Context, names []string, opts launch.StopOptions) ([]SessionStop, error) {
 	out := make([]SessionStop, len(names))
-	var wg sync.WaitGroup
+	dirs := make([]string, len(names))
 	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o := opts
-			if opts.Progress != nil {
-				o.Progress = func(m string) { opts.Progress(name + ": " + m) }
-			}
-			if o.Exec == nil {
-				o.Exec = p.Exec
-			}
-			rep, err := launch.StopLaunched(ctx, filepath.Join(p.dir, name), o)
-			out[i] = SessionStop{Session: name, Report: rep}
-			if err != nil {
-				out[i].Error = err.Error()
-				if errors.Is(err, master.ErrRunnerNotAlive) {
-					out[i].Report.Step = "already_stopped"
-					out[i].Error = ""
-					out[i].Report.Message = strings.TrimPrefix(err.Error(), master.ErrRunnerNotAlive.Error()+": ")
-				}
-			}
-		}()
+		dirs[i] = filepath.Join(p.dir, name)
 	}
-	wg.Wait()
+	if opts.Exec == nil {
+		opts.Exec = p.exec()
+	}
+	// The elements of an array share their squeue/qstat answers.
+	opts.Exec = sched.SharedExec(opts.Exec, 500*time.Millisecond)
+	reps, stopErrs := launch.StopMany(ctx, dirs, opts)
+	for i, name := range names {
+		out[i] = SessionStop{Session: name, Report: reps[i]}
+		if err := stopErrs[i]; err != nil {
+			out[i].Error = err.Error()
+			if errors.Is(err, master.ErrRunnerNotAlive) {
+				out[i].Report.Step = "already_stopped"
+				out[i].Error = ""
+				out[i].Report.Message = strings.TrimPrefix(err.Error(), master.ErrRunnerNotAlive.Error()+": ")
+			}
+		}
+	}
 	var errs []error
 	for _, s := range out {
 		if s.Error != "" {

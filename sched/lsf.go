@@ -64,10 +64,13 @@ func (d LSF) Query(ctx context.Context, x Exec, id string) (Job, error) {
 }
 
 // ParseBjobs parses bjobs -o "jobid stat exit_code pend_reason delimiter='|'".
+// For an array element ("123[4]") bjobs is asked about that element alone
+// and prints the array's job id (123) in the jobid column.
 func ParseBjobs(out, id string) (Job, bool) {
+	job, _, isElement := SplitElement(id)
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.SplitN(strings.TrimSpace(l), "|", 4)
-		if len(f) < 4 || f[0] != id {
+		if len(f) < 4 || f[0] != id && !(isElement && f[0] == job) {
 			continue
 		}
 		j := Job{ID: id, Raw: f[1], State: lsfState(f[1])}

@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -41,8 +42,13 @@ func ParseQsub(out string) (string, error) {
 	return id, nil
 }
 
-// QueryCommands are the command lines Query runs, in order.
+// QueryCommands are the command lines Query runs, in order. For an array
+// element ("123.4") qstat lists every task on a line of its own (-g d) and
+// qacct is asked about the whole array.
 func (SGE) QueryCommands(id string) [][]string {
+	if job, _, ok := SplitElement(id); ok {
+		return [][]string{{"qstat", "-u", "*", "-g", "d"}, {"qacct", "-j", job}}
+	}
 	return [][]string{{"qstat", "-u", "*"}, {"qacct", "-j", id}}
 }
 
@@ -66,10 +72,13 @@ func (d SGE) Query(ctx context.Context, x Exec, id string) (Job, error) {
 
 // ParseQstat finds job id in `qstat -u '*'` output (columns job-ID, prior,
 // name, user, state, ...).
+// An array element ("123.4") is the line of job 123 whose last column
+// (ja-task-ID, with qstat -g d) is 4.
 func ParseQstat(out, id string) (Job, bool) {
+	job, task, isTask := SplitElement(id)
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
-		if len(f) < 5 || f[0] != id {
+		if len(f) < 5 || f[0] != id && !(isTask && f[0] == job && f[len(f)-1] == strconv.Itoa(task)) {
 			continue
 		}
 		st, why := sgeState(f[4])
@@ -97,18 +106,33 @@ func sgeState(s string) (State, string) {
 	return Gone, ""
 }
 
-// ParseQacct parses `qacct -j id`: failed and exit_status of the job.
+// ParseQacct parses `qacct -j id`: failed and exit_status of the job. For
+// an array element ("123.4") it reads the record (records are separated by
+// lines of "=") of job 123 whose taskid is 4. The last matching record
+// wins (a rerun job has several).
 func ParseQacct(out, id string) (Job, bool) {
-	kv := map[string]string{}
-	for _, l := range strings.Split(out, "\n") {
-		f := strings.Fields(l)
-		if len(f) >= 2 {
-			kv[f[0]] = strings.Join(f[1:], " ")
+	job, task, isTask := SplitElement(id)
+	var found map[string]string
+	for _, rec := range strings.Split(out, "\n=") {
+		kv := map[string]string{}
+		for _, l := range strings.Split(rec, "\n") {
+			f := strings.Fields(l)
+			if len(f) >= 2 {
+				kv[f[0]] = strings.Join(f[1:], " ")
+			}
+		}
+		switch {
+		case !isTask && kv["jobnumber"] == id, isTask && kv["jobnumber"] == job && kv["taskid"] == strconv.Itoa(task):
+			found = kv
 		}
 	}
-	if kv["jobnumber"] != id {
+	if found == nil {
 		return Job{}, false
 	}
+	return qacctJob(id, found), true
+}
+
+func qacctJob(id string, kv map[string]string) Job {
 	j := Job{ID: id, Raw: "finished", ExitCode: kv["exit_status"], State: Done}
 	switch {
 	case kv["failed"] != "" && kv["failed"] != "0":
@@ -119,7 +143,7 @@ func ParseQacct(out, id string) (Job, bool) {
 	case kv["exit_status"] != "" && kv["exit_status"] != "0":
 		j.State = Failed
 	}
-	return j, true
+	return j
 }
 
 // CancelCommand is qdel (or qdel -f, which removes the job even if the

@@ -45,11 +45,20 @@ func ParseSbatch(out string) (string, error) {
 // squeueFormat is the squeue -o format ParseSqueue reads.
 const squeueFormat = "%i|%T|%r|%M"
 
-// QueryCommands are the command lines Query runs, in order.
+// QueryCommands are the command lines Query runs, in order. For an array
+// element ("123_4") squeue and sacct are asked about the whole array (one
+// line per element: --array), so the elements of one array share one
+// answer (see [SharedExec]).
 func (Slurm) QueryCommands(id string) [][]string {
+	squeue := []string{"squeue", "--noheader", "--states=all", "--jobs=" + id, "--format=" + squeueFormat}
+	sacct := id
+	if job, _, ok := SplitElement(id); ok {
+		squeue = []string{"squeue", "--noheader", "--array", "--states=all", "--jobs=" + job, "--format=" + squeueFormat}
+		sacct = job
+	}
 	return [][]string{
-		{"squeue", "--noheader", "--states=all", "--jobs=" + id, "--format=" + squeueFormat},
-		{"sacct", "--noheader", "--parsable2", "--allocations", "--jobs=" + id, "--format=JobID,State,ExitCode,Elapsed"},
+		squeue,
+		{"sacct", "--noheader", "--parsable2", "--allocations", "--jobs=" + sacct, "--format=JobID,State,ExitCode,Elapsed"},
 		{"scontrol", "--oneliner", "show", "job", id},
 	}
 }

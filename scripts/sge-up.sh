@@ -7,16 +7,22 @@
 # the packaged set-up leaves for a human: a host_aliases line (this host's
 # name resolves to 127.0.0.1, which resolves back to "localhost"), root may
 # run jobs (min_uid/min_gid 0), this host is a submit host, a 1 s scheduler
-# interval and 1 s accounting flush, and a queue all.q on this host with 4
-# slots. The daemons are started in that order (sge_execd reads min_uid when
+# interval and 1 s accounting flush, 501 additional group ids (each running
+# job takes one: the packaged 101 start at most 101 jobs), and a queue all.q on this host with
+# $SGE_SLOTS slots (default 160: the farm suite runs a 128-session pool, and
+# sessions idle at ~0% CPU, so slots oversubscribe the cores) and no load
+# threshold (a loaded test machine would otherwise put the queue in alarm
+# state "a" and start nothing). The daemons are started in that order (sge_execd reads min_uid when
 # it starts). Running it again while everything is up only re-checks.
 #
-# Env: SGE_UP_TIMEOUT seconds to wait for the queue (default 60).
+# Env: SGE_UP_TIMEOUT seconds to wait for the queue (default 60); SGE_SLOTS
+# slots of all.q (default 160).
 # Pair: sge-down.sh. Jobs need SGE_ROOT=/var/lib/gridengine SGE_CELL=default
 # in the environment of qsub/qstat/qdel/qacct.
 set -euo pipefail
 export SGE_ROOT=/var/lib/gridengine SGE_CELL=default
 TIMEOUT=${SGE_UP_TIMEOUT:-60}
+SLOTS=${SGE_SLOTS:-160}
 HOST=$(hostname)
 CFG=/tmp/skillpilot-sge
 log() { printf '[sge-up] %s\n' "$*" >&2; }
@@ -55,7 +61,8 @@ qconf -sh >/dev/null || { log "qmaster does not answer"; cat "$CFG/qmaster.out" 
 
 qconf -sconf global >"$CFG/global"
 sed -i -e 's/^min_uid .*/min_uid                      0/' -e 's/^min_gid .*/min_gid                      0/' \
-       -e 's/flush_time=[0-9:]*/flush_time=00:00:01/' "$CFG/global"
+       -e 's/flush_time=[0-9:]*/flush_time=00:00:01/' \
+       -e 's/^gid_range .*/gid_range                    65000-65500/' "$CFG/global"
 if ! cmp -s <(qconf -sconf global) "$CFG/global"; then qconf -Mconf "$CFG/global" >/dev/null; fi
 qconf -ss | grep -qx "$HOST" || qconf -as "$HOST" >/dev/null
 qconf -ssconf >"$CFG/sched"
@@ -66,11 +73,15 @@ fi
 if ! qconf -sql 2>/dev/null | grep -qx all.q; then
     cat >"$CFG/edit-queue" <<ED
 #!/bin/sh
-sed -i -e 's/^hostlist .*/hostlist $HOST/' -e 's/^slots .*/slots 4/' -e 's/^pe_list .*/pe_list NONE/' "\$1"
+sed -i -e 's/^hostlist .*/hostlist $HOST/' -e 's/^slots .*/slots $SLOTS/' -e 's/^load_thresholds .*/load_thresholds NONE/' -e 's/^pe_list .*/pe_list NONE/' "\$1"
 ED
     chmod +x "$CFG/edit-queue"
     EDITOR="$CFG/edit-queue" qconf -aq all.q >/dev/null
 fi
+# A queue made by an earlier version of this script had 4 slots and the default load threshold.
+qattr() { qconf -sq all.q | awk -v k="$1" '$1==k {print $2}'; }
+[[ $(qattr slots) == "$SLOTS" ]] || qconf -mattr queue slots "$SLOTS" all.q >/dev/null
+[[ $(qattr load_thresholds) == NONE ]] || qconf -rattr queue load_thresholds NONE all.q >/dev/null
 
 # 3. execd (after min_uid is 0) ------------------------------------------------
 if ! pgrep -u sgeadmin -x sge_execd >/dev/null && ! pgrep -u root -x sge_execd >/dev/null; then

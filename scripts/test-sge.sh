@@ -8,21 +8,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export SGE_ROOT=${SGE_ROOT:-/var/lib/gridengine} SGE_CELL=${SGE_CELL:-default}
 started=0 rc=1
-if ! qstat -f >/dev/null 2>&1; then
-  ./scripts/sge-up.sh
-  started=1
-fi
 log=$(mktemp /tmp/skillpilot-farm-sge.XXXXXX)
 down() {
   rm -f "$log"
   if [ "$started" = 1 ]; then ./scripts/sge-down.sh; fi
 }
 trap down EXIT
+if ! qstat -f >/dev/null 2>&1; then
+  started=1 # Before: a failed start is taken down too.
+  ./scripts/sge-up.sh
+fi
 set +e
 SP_SGE=1 go test -race -count=1 -timeout 20m -v -run '^TestSGE' ./farm/ >"$log" 2>&1
 rc=$?
 set -e
-grep -E '^(=== RUN|--- |PASS$|FAIL|ok )' "$log" || true
+grep -E '^(=== RUN|--- |PASS$|FAIL|ok )|BENCH' "$log" || true # BENCH: the farm's figures (BENCHMARKS.md)
 if [ "$rc" != 0 ]; then
   echo "Grid Engine suite failed; full log:"
   cat "$log"

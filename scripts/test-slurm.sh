@@ -7,10 +7,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=0 rc=1
-if ! sinfo -h >/dev/null 2>&1; then
-  ./scripts/slurm-up.sh
-  started=1
-fi
 log=$(mktemp /tmp/skillpilot-farm.XXXXXX)
 down() {
   rm -f "$log"
@@ -19,11 +15,15 @@ down() {
   fi
 }
 trap down EXIT
+if ! sinfo -h >/dev/null 2>&1; then
+  started=1 # Before: a failed start is taken down too.
+  ./scripts/slurm-up.sh
+fi
 set +e
 SP_SLURM=1 go test -race -count=1 -timeout 20m -v -run "^TestSlurm" ./farm/ >"$log" 2>&1
 rc=$?
 set -e
-grep -E '^(=== RUN|--- |PASS$|FAIL|ok )' "$log" || true
+grep -E '^(=== RUN|--- |PASS$|FAIL|ok )|BENCH' "$log" || true # BENCH: the farm's figures (BENCHMARKS.md)
 if [ "$rc" != 0 ]; then
   echo "farm suite failed; full log:"
   cat "$log"

@@ -30,6 +30,10 @@ const poolUsage = `usage: master pool SUBCOMMAND --pool DIR [flags]
   status                               one line per session
   heal   [--every D]                   move commands out of dead sessions (and respawn); once, or every D
   stop   [--force] [--grace D]         stop every session (stop request, then the scheduler's cancel)
+  grow   --by K [--ready-timeout D]    launch K more sessions (retired ones first; one job array)
+  shrink --by K | --to N [--grace D]   retire the least-loaded sessions; their queued commands move
+  adapt  --min A --max B [--every D] [--idle D] [--grace D]
+         heal every D (10s), grow while commands wait, retire sessions idle for D (60s), within [A, B]
 
 Exit codes as for the other commands; 5: no live session.
 `
@@ -56,6 +60,12 @@ func (c *cli) pool(ctx context.Context, args []string) error {
 		return c.poolHeal(ctx, args[1:])
 	case "stop":
 		return c.poolStop(ctx, args[1:])
+	case "grow":
+		return c.poolGrow(ctx, args[1:])
+	case "shrink":
+		return c.poolShrink(ctx, args[1:])
+	case "adapt":
+		return c.poolAdapt(ctx, args[1:])
 	}
 	fmt.Fprint(c.stderr, poolUsage)
 	return usageErr("unknown pool subcommand %q", args[0])
@@ -360,4 +370,144 @@ func (c *cli) poolStop(ctx context.Context, args []string) error {
 		}
 	}
 	return err
+}
+
+func (c *cli) poolGrow(ctx context.Context, args []string) error {
+	fs, dir := c.poolFlags("grow")
+	by := fs.Int("by", 0, "number of sessions to add (required)")
+	ready := fs.Duration("ready-timeout", 0, "how long to wait for the new sessions to serve (0: as long as the jobs live)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if *by < 1 {
+		return usageErr("--by K (K >= 1) is required")
+	}
+	p, err := c.openPool(*dir)
+	if err != nil {
+		return err
+	}
+	p.Progress = c.note
+	res, err := p.Grow(ctx, *by, *ready)
+	if c.json {
+		var js []map[string]any
+		for _, r := range res {
+			m := map[string]any{"session": r.Session}
+			if r.Result != nil {
+				m["job_id"], m["elapsed_ms"] = r.Result.Info.JobID, r.Result.Elapsed.Milliseconds()
+			}
+			if r.Err != nil {
+				m["error"] = r.Err.Error()
+			}
+			js = append(js, m)
+		}
+		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
+		if err != nil {
+			c.json = false
+		}
+		return err
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			fmt.Fprintf(c.stdout, "%s  %s\n", r.Session, r.Err)
+		} else {
+			fmt.Fprintf(c.stdout, "%s  job %s serving after %v\n", r.Session, r.Result.Info.JobID, r.Result.Elapsed.Round(time.Millisecond))
+		}
+	}
+	return err
+}
+
+func (c *cli) poolShrink(ctx context.Context, args []string) error {
+	fs, dir := c.poolFlags("shrink")
+	by := fs.Int("by", 0, "number of sessions to retire")
+	to := fs.Int("to", 0, "number of sessions to keep")
+	grace := fs.Duration("grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if (*by > 0) == (*to > 0) {
+		return usageErr("one of --by K or --to N is required")
+	}
+	p, err := c.openPool(*dir)
+	if err != nil {
+		return err
+	}
+	if *by > 0 {
+		members, _ := p.Members()
+		*to = len(members) - *by
+	}
+	stops, rep, err := p.Shrink(ctx, *to, launch.StopOptions{Grace: *grace, Progress: c.note})
+	if c.json {
+		c.printJSON(map[string]any{"protocol_version": protocol.Version, "retired": stops, "moved": rep.Moved})
+		if err != nil {
+			c.json = false
+		}
+		return err
+	}
+	for _, r := range stops {
+		msg := r.Report.Message
+		if r.Error != "" {
+			msg = "ERROR " + r.Error
+		}
+		fmt.Fprintf(c.stdout, "retired %s  %s: %s\n", r.Session, r.Report.Step, msg)
+	}
+	for _, m := range rep.Moved {
+		fmt.Fprintf(c.stdout, "moved %s/%s -> %s/%s\n", m.From, m.Name, m.To, m.ToName)
+	}
+	return err
+}
+
+func (c *cli) poolAdapt(ctx context.Context, args []string) error {
+	fs, dir := c.poolFlags("adapt")
+	var o pool.AdaptOptions
+	fs.IntVar(&o.Min, "min", 1, "sessions at least")
+	fs.IntVar(&o.Max, "max", 0, "sessions at most (required)")
+	fs.DurationVar(&o.Idle, "idle", time.Minute, "retire a session idle this long")
+	fs.DurationVar(&o.Ready, "ready-timeout", 0, "how long a grow waits for new sessions to serve")
+	fs.DurationVar(&o.Stop.Grace, "grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
+	every := fs.Duration("every", 10*time.Second, "repeat every D until interrupted (0: once)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if o.Min < 1 || o.Max < o.Min {
+		return usageErr("--max B is required, with 1 <= --min A <= B")
+	}
+	p, err := c.openPool(*dir)
+	if err != nil {
+		return err
+	}
+	o.Stop.Progress = c.note
+	a := pool.NewAdapter(p, o)
+	for {
+		rep, err := a.Step(ctx)
+		if c.json {
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "report": rep, "error": errString(err)})
+		} else {
+			for _, m := range rep.Heal.Moved {
+				fmt.Fprintf(c.stdout, "moved %s/%s -> %s/%s\n", m.From, m.Name, m.To, m.ToName)
+			}
+			for _, s := range rep.Heal.Respawned {
+				fmt.Fprintf(c.stdout, "respawned %s\n", s)
+			}
+			for _, s := range rep.Grown {
+				fmt.Fprintf(c.stdout, "grown %s (%d commands waiting)\n", s, rep.Waiting)
+			}
+			for _, s := range rep.Retired {
+				fmt.Fprintf(c.stdout, "retired %s (idle)\n", s)
+			}
+		}
+		if err != nil {
+			if *every == 0 || ctx.Err() != nil {
+				return err
+			}
+			c.note(err.Error())
+		}
+		if *every == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*every):
+		}
+	}
 }

@@ -1,0 +1,113 @@
+package launch
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// StopMany stops the launched sessions in dirs in parallel, each as
+// StopLaunched does: a stop request with Grace, then the scheduler's
+// cancel, then the forced cancel. With opts.WholeArrays the sessions that
+// are elements of one job array (launch.json array_job_id) share the
+// escalation: one cancel of the array's job id (scancel 123, qdel 123,
+// bkill 123) once their stop requests had their Grace, then one forced
+// cancel. Reports and errors are in the order of dirs. opts.Progress, if
+// set, gets each session's lines prefixed with the directory's base name.
+func StopMany(ctx context.Context, dirs []string, opts StopOptions) ([]StopReport, []error) {
+	reps := make([]StopReport, len(dirs))
+	errs := make([]error, len(dirs))
+	sts := make([]*stopping, len(dirs))
+	var wg sync.WaitGroup
+	for i, dir := range dirs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := opts
+			if opts.Progress != nil {
+				base := filepath.Base(dir)
+				o.Progress = func(m string) { opts.Progress(base + ": " + m) }
+			}
+			sts[i], errs[i] = beginStop(ctx, dir, o)
+		}()
+	}
+	wg.Wait()
+	groups := map[string][]int{} // array job id (with its scheduler) -> sessions still to cancel
+	for i, st := range sts {
+		if errs[i] != nil || st.done {
+			continue
+		}
+		key := ""
+		if opts.WholeArrays && st.li.ArrayJobID != "" {
+			key = st.li.Via + " " + st.li.ArrayJobID
+		}
+		if key == "" {
+			wg.Add(1)
+			go func() { // A job of its own: as StopLaunched.
+				defer wg.Done()
+				for _, force := range []bool{false, true} {
+					if ok, err := st.cancel(ctx, st.li.JobID, force, true); ok || err != nil {
+						errs[i] = err
+						return
+					}
+				}
+				errs[i] = st.stillActive()
+			}()
+			continue
+		}
+		groups[key] = append(groups[key], i)
+	}
+	for _, members := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cancelArray(ctx, sts, errs, members)
+		}()
+	}
+	wg.Wait()
+	for i, st := range sts {
+		reps[i] = st.rep
+	}
+	return reps, errs
+}
+
+// cancelArray escalates for the members (indices into sts) that are
+// elements of one array: the array's cancel once, each member waiting for
+// its element to end; then the forced cancel for those still active.
+func cancelArray(ctx context.Context, sts []*stopping, errs []error, members []int) {
+	lead := sts[members[0]]
+	array := lead.li.ArrayJobID
+	for _, force := range []bool{false, true} {
+		argv := strings.Join(lead.d.CancelCommand(array, force), " ")
+		lead.note("running %s (the job array of %d session(s))", argv, len(members))
+		if err := lead.d.Cancel(ctx, lead.x, array, force); err != nil {
+			lead.note("%s: %v", argv, err) // Elements that ended meanwhile make some schedulers complain.
+		}
+		var wg sync.WaitGroup
+		var left []int
+		var mu sync.Mutex
+		for _, i := range members {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ok, err := sts[i].cancel(ctx, array, force, false)
+				errs[i] = err
+				if !ok && err == nil {
+					mu.Lock()
+					left = append(left, i)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if members = left; len(members) == 0 {
+			return
+		}
+	}
+	for _, i := range members {
+		errs[i] = sts[i].stillActive()
+	}
+}
+
+func (st *stopping) note(format string, args ...any) { progress(st.opts.Progress, format, args...) }
