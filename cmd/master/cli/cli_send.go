@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +40,11 @@ the terminal echoes) or rejected.`, true)
 	}
 	if len(pos) < 1 || len(pos) > 2 {
 		return usageErr("send takes CMD_ID and at most one TEXT (see 'master send --help')")
+	}
+	fromGiven := false
+	cmd.Visit(func(f *flag.Flag) { fromGiven = fromGiven || f.Name == "expect-from" })
+	if fromGiven && *from < 0 {
+		return usageErr("--expect-from %d: an output offset is 0 or more (leave it out to search from the expect cursor)", *from)
 	}
 	if len(pos) == 2 && *file != "" {
 		return usageErr("give TEXT or --file, not both")
