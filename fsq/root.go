@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,8 @@ type Root struct {
 	dir      string // absolute session directory, for messages and the watcher
 	fd       int    // the session directory, opened once
 	dev, ino uint64 // its identity, to notice the path naming another directory
+
+	cleanup runtime.Cleanup // closes fd if the root is dropped without Close
 
 	mu    sync.Mutex
 	later []string // temp files to remove once their directory is back (RemoveOrLater)
@@ -116,7 +119,12 @@ func OpenRoot(dir string) (*Root, error) {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "stat", Path: dir, Err: err}
 	}
-	return &Root{dir: dir, fd: fd, dev: st.Dev, ino: st.Ino}, nil
+	r := &Root{dir: dir, fd: fd, dev: st.Dev, ino: st.Ino}
+	// A root dropped without Close (a long-lived master's Session, whose
+	// waits may still run after it is done with) closes its directory
+	// when collected; every use of fd keeps the root alive meanwhile.
+	r.cleanup = runtime.AddCleanup(r, func(fd int) { unix.Close(fd) }, fd)
+	return r, nil
 }
 
 // Close closes the root's directory.
@@ -124,6 +132,7 @@ func (s *Root) Close() error {
 	if s == nil || s.fd < 0 {
 		return nil
 	}
+	s.cleanup.Stop()
 	err := unix.Close(s.fd)
 	s.fd = -1
 	return err
@@ -191,6 +200,7 @@ func (s *Root) symlinkErr(op, name string, err error) error {
 // the *at calls: no open on the server of a network filesystem) or
 // O_RDONLY (to list, fsync or revalidate it) in mode. The caller closes it.
 func (s *Root) openDir(dir string, mode int) (int, error) {
+	defer runtime.KeepAlive(s) // s.fd is in use until the call returns.
 	if dir == "" {
 		fd, err := unix.Dup(s.fd) // F_DUPFD_CLOEXEC would need fcntl; close-on-exec is set below.
 		if err == nil {
@@ -214,6 +224,7 @@ func (s *Root) openDir(dir string, mode int) (int, error) {
 // walk is openDir for kernels without openat2: one openat per component,
 // each with O_NOFOLLOW|O_DIRECTORY (O_PATH but for the last).
 func (s *Root) walk(dir string, mode int) (int, error) {
+	defer runtime.KeepAlive(s)
 	cur := s.fd
 	parts := strings.Split(dir, "/")
 	for i, c := range parts {
@@ -783,6 +794,7 @@ func (s *Root) RemoveSpares(dir string) {
 
 // Stat describes the session directory the root holds.
 func (s *Root) Stat() (os.FileInfo, error) {
+	defer runtime.KeepAlive(s)
 	var st syscall.Stat_t
 	if err := syscall.Fstat(s.fd, &st); err != nil {
 		return nil, &os.PathError{Op: "stat", Path: s.dir, Err: err}
