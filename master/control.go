@@ -36,7 +36,11 @@ func (s *Session) Request(ctx context.Context, req protocol.ControlRequest) (*pr
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	seq, err := AllocSeq(s.dir)
+	r, err := s.fs()
+	if err != nil {
+		return nil, err
+	}
+	seq, err := allocSeq(r)
 	if err != nil {
 		return nil, err
 	}

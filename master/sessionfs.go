@@ -49,7 +49,9 @@ func (s *Session) fs() (*fsq.Root, error) {
 	}
 	r, err := fsq.OpenRoot(s.dir)
 	if err != nil {
-		return nil, err
+		// Gone: what a path-based master saw as a missing seq/ (AllocSeq)
+		// or a missing file (errors.Is(err, os.ErrNotExist) still holds).
+		return nil, fmt.Errorf("%w: %w", ErrSessionMissing, err)
 	}
 	s.root = r // The previous one is closed once no wait uses it.
 	return r, nil
