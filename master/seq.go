@@ -106,7 +106,7 @@ func readHint(r *fsq.Root) (int64, error) {
 }
 
 func maxReserved(r *fsq.Root) (int64, error) {
-	names, err := r.ReadNames(protocol.DirSeq)
+	names, err := seqNames(r)
 	if errors.Is(err, fsq.ErrLayout) {
 		return 0, err // seq/ swapped for a symlink: io_error, not a missing session.
 	}
@@ -128,11 +128,11 @@ func writeHint(r *fsq.Root, n int64) {
 	if cur, err := readHintFile(r); err == nil && cur >= n {
 		return
 	}
-	_ = r.WriteAtomic(protocol.FileSeqHint, []byte(strconv.FormatInt(n, 10)+"\n"), 0o660, fsq.Volatile)
+	_ = writeSeqHint(r, []byte(strconv.FormatInt(n, 10)+"\n"))
 }
 
 func readHintFile(r *fsq.Root) (int64, error) {
-	b, _, err := r.ReadFile(protocol.FileSeqHint, 64)
+	b, err := readSeqHint(r)
 	if err != nil {
 		return 0, err
 	}

@@ -280,6 +280,21 @@ func createExcl(r *fsq.Root, name string) error {
 	return err
 }
 
+// seqNames lists seq/.
+func seqNames(r *fsq.Root) ([]string, error) { return r.ReadNames(protocol.DirSeq) }
+
+// readSeqHint reads seq/hint as untrusted input: at most 64 bytes, never
+// followed, never blocked on.
+func readSeqHint(r *fsq.Root) ([]byte, error) {
+	b, _, err := r.ReadFile(protocol.FileSeqHint, 64)
+	return b, err
+}
+
+// writeSeqHint replaces seq/hint (tmp + rename, not fsynced).
+func writeSeqHint(r *fsq.Root, b []byte) error {
+	return r.WriteAtomic(protocol.FileSeqHint, b, 0o660, fsq.Volatile)
+}
+
 // readForwardFile reads the forward record at the absolute path p through
 // a root on its directory (ReadForward's callers name it by path): the
 // last component is never followed, a FIFO never blocks.
