@@ -26,7 +26,7 @@ import (
 // (the server decides), needs no lock daemon, and Tcl's open offers it
 // (EXCL), so the scheme works where flock does not.
 func AllocSeq(dir string) (int64, error) {
-	r, err := fsq.OpenRoot(dir)
+	r, err := openDirRoot(dir)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrSessionMissing, err)
 	}

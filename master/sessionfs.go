@@ -280,6 +280,10 @@ func createExcl(r *fsq.Root, name string) error {
 	return err
 }
 
+// openDirRoot opens a root on the session directory dir for one call
+// (AllocSeq, named by path); the caller closes it.
+func openDirRoot(dir string) (*fsq.Root, error) { return fsq.OpenRoot(dir) }
+
 // seqNames lists seq/.
 func seqNames(r *fsq.Root) ([]string, error) { return r.ReadNames(protocol.DirSeq) }
 
