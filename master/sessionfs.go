@@ -32,8 +32,8 @@ import (
 // a wait still running on it never sees its descriptor reused.
 //
 // Outside this file package master touches session paths only to hand
-// them to the watcher (watch.go: fsnotify watches on queue/, result/,
-// ctl/ack/, state/, log/ and output/, which read and write nothing; every
+// them to the watcher (watch.go: fsnotify watches on result/, ctl/ack/,
+// state/ and log/, which read and write nothing; every
 // listing or read a change triggers goes through the root) and to report
 // them in messages and Status.Dir. Before the root exists Open
 // revalidates the session directory and its parent by path (an open and
