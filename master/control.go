@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -38,7 +36,11 @@ func (s *Session) Request(ctx context.Context, req protocol.ControlRequest) (*pr
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	seq, err := AllocSeq(s.dir)
+	r, err := s.fs()
+	if err != nil {
+		return nil, err
+	}
+	seq, err := allocSeq(r)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +62,7 @@ func (s *Session) Request(ctx context.Context, req protocol.ControlRequest) (*pr
 		return nil, err
 	}
 	name := protocol.RequestName(seq, req.ReqID)
-	if err := s.writeFile(filepath.Join(protocol.DirCtl, name), b); err != nil {
+	if err := s.writeFile(protocol.DirCtl+"/"+name, b); err != nil {
 		return nil, wrapf(err, "write request")
 	}
 	return s.awaitReply(ctx, name)
@@ -95,7 +97,7 @@ func (s *Session) awaitReply(ctx context.Context, name string) (*protocol.Contro
 		}
 		if err != nil {
 			// Withdraw the request unless the runner took it meanwhile.
-			if rerr := os.Remove(s.path(filepath.Join(protocol.DirCtl, name))); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			if rerr := s.remove(protocol.DirCtl + "/" + name); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 				err = errors.Join(err, rerr)
 			}
 			if rep, rerr := s.readReply(name); rerr == nil && rep != nil {
@@ -112,8 +114,7 @@ func (s *Session) awaitReply(ctx context.Context, name string) (*protocol.Contro
 
 // readReply returns the reply named name, or nil while there is none.
 func (s *Session) readReply(name string) (*protocol.ControlReply, error) {
-	fsq.Revalidate(s.path(protocol.DirAck)) // The runner may be on another NFS client.
-	b, _, err := fsq.ReadFile(s.path(filepath.Join(protocol.DirAck, name)), protocol.MaxRequestSize)
+	b, _, err := s.readFile(protocol.DirAck+"/"+name, protocol.MaxRequestSize, true) // The runner may be on another NFS client.
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -170,17 +171,4 @@ func (s *Session) Stop(ctx context.Context, mode protocol.StopMode, wait bool) (
 		case <-wake:
 		}
 	}
-}
-
-// writeFile writes rel atomically, creating its directory if a session
-// made by an older runner lacks it.
-func (s *Session) writeFile(rel string, b []byte) error {
-	p := s.path(rel)
-	err := fsq.WriteAtomic(p, b, 0o660, fsq.Volatile)
-	if errors.Is(err, os.ErrNotExist) {
-		if err = os.MkdirAll(filepath.Dir(p), 0o700); err == nil {
-			err = fsq.WriteAtomic(p, b, 0o660, fsq.Volatile)
-		}
-	}
-	return err
 }

@@ -3,10 +3,8 @@ package master
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -33,11 +31,25 @@ type Forward struct {
 // ReadForward reads and checks the forward record at path (a pool mover
 // writes them, see Forward).
 func ReadForward(path string) (*Forward, error) {
-	fsq.Revalidate(filepath.Dir(path))
-	b, _, err := fsq.ReadFile(path, 1<<16)
+	b, err := readForwardFile(path)
 	if err != nil {
 		return nil, err
 	}
+	return parseForward(path, b)
+}
+
+// readForward reads and checks the session's forward record for the
+// command file name.
+func (s *Session) readForward(name string) (*Forward, error) {
+	b, _, err := s.readFile(DirForward+"/"+name, 1<<16, true)
+	if err != nil {
+		return nil, err
+	}
+	return parseForward(s.path(DirForward+"/"+name), b)
+}
+
+// parseForward checks the forward record b read from path.
+func parseForward(path string, b []byte) (*Forward, error) {
 	var f Forward
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, wrapf(err, "%s", path)
@@ -58,7 +70,7 @@ func (c *Command) forwarded() *Command {
 	if c.hops >= maxHops {
 		return nil
 	}
-	f, err := ReadForward(c.s.path(filepath.Join(DirForward, c.Name)))
+	f, err := c.s.readForward(c.Name)
 	if err != nil {
 		return nil
 	}
@@ -79,7 +91,7 @@ func (c *Command) forwarded() *Command {
 // liveness must check this session's runner, not the one c was queued in.
 func (c *Command) Resolve() *Command {
 	for {
-		if exists(c.s.path(filepath.Join(protocol.DirResult, c.Name))) {
+		if c.s.exists(protocol.DirResult + "/" + c.Name) {
 			return c
 		}
 		next := c.forwarded()
@@ -88,9 +100,4 @@ func (c *Command) Resolve() *Command {
 		}
 		c = next
 	}
-}
-
-func exists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
 }

@@ -2,8 +2,6 @@ package master
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/skillpilot/skillpilot/protocol"
@@ -85,7 +83,7 @@ func (s *Session) observe() look {
 // window before now. Only meaningful on a local filesystem, where the
 // mtime is stamped by this host's clock.
 func (s *Session) heartbeatWrittenWithin(now time.Time, window time.Duration) bool {
-	fi, err := os.Lstat(s.path(protocol.FileHeartbeat)) // A symlink or FIFO there is no heartbeat.
+	fi, err := s.lstat(protocol.FileHeartbeat) // A symlink or FIFO there is no heartbeat.
 	return err == nil && fi.Mode().IsRegular() && now.Sub(fi.ModTime()) <= window
 }
 
@@ -172,8 +170,8 @@ func (s *Session) NoRunnerHint(c *Command) string {
 	if l.definite {
 		return l.reason
 	}
-	hbInfo, err1 := os.Stat(s.path(protocol.FileHeartbeat))
-	ref, err2 := os.Stat(s.path(filepath.Join(protocol.DirSeq, protocol.SeqName(c.Seq))))
+	hbInfo, err1 := s.regularInfo(protocol.FileHeartbeat)
+	ref, err2 := s.regularInfo(protocol.DirSeq + "/" + protocol.SeqName(c.Seq))
 	hb, err3 := s.ReadHeartbeat()
 	if err1 != nil || err2 != nil || err3 != nil {
 		return ""
@@ -201,8 +199,8 @@ func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
 	if err != nil || hb.Phase == protocol.PhaseStopped || hb.SessionID != st.SessionID {
 		return st, false
 	}
-	hbInfo, err1 := os.Stat(s.path(protocol.FileHeartbeat))
-	ref, err2 := os.Stat(s.path(filepath.Join(protocol.DirSeq, protocol.SeqName(seq))))
+	hbInfo, err1 := s.regularInfo(protocol.FileHeartbeat)
+	ref, err2 := s.regularInfo(protocol.DirSeq + "/" + protocol.SeqName(seq))
 	if err1 != nil || err2 != nil {
 		return st, false
 	}

@@ -17,8 +17,7 @@ import (
 // from byte offset off. While the command runs the file grows (the runner
 // flushes it at least once per heartbeat); offsets are stable.
 func (c *Command) Output(off, n int64) ([]byte, error) {
-	fsq.Revalidate(c.s.path(protocol.DirOutput))
-	f, err := fsq.OpenRegular(c.s.path(protocol.DirOutput + "/" + protocol.OutputName(c.Name)))
+	f, err := c.s.openRegular(protocol.DirOutput+"/"+protocol.OutputName(c.Name), true)
 	if errors.Is(err, os.ErrNotExist) {
 		if fc := c.forwarded(); fc != nil { // Moved by a pool: forward.go.
 			return fc.Output(off, n)
@@ -78,7 +77,7 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 
 // SpoolSize returns the current size of log/session.out.
 func (s *Session) SpoolSize() (int64, error) {
-	fi, err := os.Lstat(s.path(protocol.FileSpool))
+	fi, err := s.lstat(protocol.FileSpool)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -95,7 +94,7 @@ func (s *Session) SpoolSize() (int64, error) {
 // copying new bytes until ctx ends. It returns the cursor after the last
 // byte copied; give it back to resume.
 func (s *Session) Tail(ctx context.Context, w io.Writer, from int64, follow bool) (int64, error) {
-	f, err := fsq.OpenRegular(s.path(protocol.FileSpool))
+	f, err := s.openRegular(protocol.FileSpool, false)
 	if err != nil {
 		return from, err
 	}
@@ -166,7 +165,7 @@ func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int6
 		return Match{ResumeCursor: max(size, from)}, err
 	}
 	for {
-		f, err := fsq.OpenRegular(s.path(protocol.FileSpool))
+		f, err := s.openRegular(protocol.FileSpool, false)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return end(err) // A FIFO or a symlink is never waited on nor followed.
 		}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,9 +26,19 @@ import (
 // (the server decides), needs no lock daemon, and Tcl's open offers it
 // (EXCL), so the scheme works where flock does not.
 func AllocSeq(dir string) (int64, error) {
-	n, hint, err := reserveSeq(dir)
+	r, err := openDirRoot(dir)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrSessionMissing, err)
+	}
+	defer r.Close()
+	return allocSeq(r)
+}
+
+// allocSeq is AllocSeq in the session r holds.
+func allocSeq(r *fsq.Root) (int64, error) {
+	n, hint, err := reserveSeq(r)
 	if err == nil && hint < n {
-		writeHint(dir, n)
+		writeHint(r, n)
 	}
 	return n, err
 }
@@ -47,19 +56,18 @@ func WaitBackgroundWrites() { hintWrites.Wait() }
 // allocSeqBackground is allocSeq with the hint rewritten off the caller's
 // path: the hint is best effort, and a caller about to wait for its
 // command need not wait for it.
-func allocSeqBackground(dir string) (int64, error) {
-	n, hint, err := reserveSeq(dir)
+func allocSeqBackground(r *fsq.Root) (int64, error) {
+	n, hint, err := reserveSeq(r)
 	if err == nil && hint < n {
-		hintWrites.Go(func() { writeHint(dir, n) })
+		hintWrites.Go(func() { writeHint(r, n) })
 	}
 	return n, err
 }
 
 // reserveSeq performs steps 1 and 2: it returns the seq it reserved and
 // the hint it started from.
-func reserveSeq(dir string) (n, hint int64, err error) {
-	seqDir := filepath.Join(dir, protocol.DirSeq)
-	if hint, err = readHint(dir); err != nil {
+func reserveSeq(r *fsq.Root) (n, hint int64, err error) {
+	if hint, err = readHint(r); err != nil {
 		return 0, 0, err
 	}
 	n = hint
@@ -68,9 +76,8 @@ func reserveSeq(dir string) (n, hint int64, err error) {
 		if n > maxSeq {
 			return 0, 0, fmt.Errorf("master: seq %d would not fit a command file name (at most %d)", n, int64(maxSeq))
 		}
-		f, err := fsq.CreateFile(filepath.Join(seqDir, protocol.SeqName(n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o660)
+		err := createExcl(r, protocol.DirSeq+"/"+protocol.SeqName(n))
 		if err == nil {
-			f.Close()
 			return n, hint, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
@@ -78,7 +85,7 @@ func reserveSeq(dir string) (n, hint int64, err error) {
 		}
 		if tries > 0 && tries%64 == 0 {
 			// The hint is far behind: start again from the largest reservation.
-			if m, err := maxReserved(seqDir); err == nil && m > n {
+			if m, err := maxReserved(r); err == nil && m > n {
 				n = m
 			}
 		}
@@ -91,22 +98,20 @@ const maxSeq = 999_999_999_999_999_999
 // readHint reads seq/hint as untrusted input: no symlink followed, no
 // blocking on a FIFO, at most 64 bytes, at most 18 digits. Anything else
 // is no hint, and the largest reservation in seq/ is used instead.
-func readHint(dir string) (int64, error) {
-	if n, err := readHintFile(dir); err == nil {
+func readHint(r *fsq.Root) (int64, error) {
+	if n, err := readHintFile(r); err == nil {
 		return n, nil
 	}
-	return maxReserved(filepath.Join(dir, protocol.DirSeq))
+	return maxReserved(r)
 }
 
-func maxReserved(seqDir string) (int64, error) {
-	f, err := os.Open(seqDir)
+func maxReserved(r *fsq.Root) (int64, error) {
+	names, err := seqNames(r)
+	if errors.Is(err, fsq.ErrLayout) {
+		return 0, err // seq/ swapped for a symlink: io_error, not a missing session.
+	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrSessionMissing, err)
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return 0, err
 	}
 	var m int64
 	for _, n := range names {
@@ -119,15 +124,15 @@ func maxReserved(seqDir string) (int64, error) {
 
 // writeHint records n unless a larger hint is already there. Losing a race
 // here only costs the next allocator a few EEXIST retries.
-func writeHint(dir string, n int64) {
-	if cur, err := readHintFile(dir); err == nil && cur >= n {
+func writeHint(r *fsq.Root, n int64) {
+	if cur, err := readHintFile(r); err == nil && cur >= n {
 		return
 	}
-	_ = fsq.WriteAtomic(filepath.Join(dir, protocol.FileSeqHint), []byte(strconv.FormatInt(n, 10)+"\n"), 0o660, fsq.Volatile)
+	_ = writeSeqHint(r, []byte(strconv.FormatInt(n, 10)+"\n"))
 }
 
-func readHintFile(dir string) (int64, error) {
-	b, _, err := fsq.ReadFile(filepath.Join(dir, protocol.FileSeqHint), 64)
+func readHintFile(r *fsq.Root) (int64, error) {
+	b, err := readSeqHint(r)
 	if err != nil {
 		return 0, err
 	}

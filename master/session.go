@@ -47,6 +47,8 @@ type Session struct {
 	mu      sync.Mutex // guards lastHB and kind
 	lastHB  hbSeen
 	kind    protocol.Kind // the runner's kind, once read (defaultKind)
+	rootMu  sync.Mutex    // guards root
+	root    *fsq.Root     // the session directory, held open (sessionfs.go)
 	watchMu sync.Mutex    // guards wh
 	wh      *watchHub     // the watcher every wait shares (watch.go), started on first use
 }
@@ -65,16 +67,15 @@ func Open(dir string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	fsq.Revalidate(abs)
-	fsq.Revalidate(filepath.Dir(abs))
-	if fi, err := os.Stat(filepath.Join(abs, protocol.DirQueue)); err != nil || !fi.IsDir() {
+	root, hasQueue, err := openRoot(abs) // sessionfs.go
+	if err != nil || !hasQueue {
 		return nil, fmt.Errorf("%w: %s", ErrSessionMissing, dir)
 	}
 	host, _ := os.Hostname()
-	s := &Session{dir: abs, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
-	_, s.network, _ = fsq.FSType(abs)
-	if _, err := os.Stat(filepath.Join(abs, protocol.DirSeq)); err != nil {
-		_ = os.MkdirAll(filepath.Join(abs, protocol.DirSeq), 0o700) // A session made by an older runner.
+	s := &Session{dir: abs, root: root, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
+	s.network = sessionNetwork(root)
+	if !isDir(root, protocol.DirSeq) {
+		_ = mkdirAll(root, protocol.DirSeq) // A session made by an older runner.
 	}
 	return s, nil
 }
@@ -90,6 +91,8 @@ func (s *Session) Owner() string { return s.owner }
 // where a free flock proves nothing (see LockHeld).
 func (s *Session) OnNetworkFS() bool { return s.network }
 
+// path is the absolute path of the session's file rel, for messages and
+// the watcher; files are reached through the root (sessionfs.go).
 func (s *Session) path(rel string) string { return filepath.Join(s.dir, rel) }
 
 // SubmitOptions are the optional fields of a command.
@@ -144,7 +147,11 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	if err != nil {
 		return nil, err
 	}
-	seq, err := allocSeqBackground(s.dir)
+	r, err := s.fs()
+	if err != nil {
+		return nil, err
+	}
+	seq, err := allocSeqBackground(r)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +163,7 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	name := protocol.CommandName(seq, c.CmdID)
 	// Not fsynced: a command lost to a machine crash before the runner saw
 	// it was never acknowledged by a result.
-	if err := fsq.WriteAtomic(s.path(filepath.Join(protocol.DirQueue, name)), b, 0o660, fsq.Volatile); err != nil {
+	if err := s.writeNew(protocol.DirQueue+"/"+name, b); err != nil {
 		return nil, wrapf(err, "write command")
 	}
 	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
@@ -201,7 +208,7 @@ func (s *Session) Command(cmdID string) (*Command, error) {
 	// queue/ → forward/ when a pool moves it): a command that moves while
 	// the directories are listed is found in a later listing, never missed.
 	for _, d := range []string{protocol.DirQueue, DirForward, protocol.DirInflight, protocol.DirResult} {
-		names, err := fsq.ReadNames(s.path(d))
+		names, err := s.readNames(d)
 		if err != nil {
 			continue
 		}
@@ -228,8 +235,7 @@ func (c *Command) Result() (*protocol.Result, error) {
 // (nil, nil, nil while there is none). Fields a seed runner did not write
 // stay zero in the struct; the bytes are the truth.
 func (c *Command) ReadResult() (*protocol.Result, []byte, error) {
-	fsq.Revalidate(c.s.path(protocol.DirResult)) // The runner may be on another NFS client.
-	b, _, err := fsq.ReadFile(c.s.path(filepath.Join(protocol.DirResult, c.Name)), protocol.MaxCommandSize)
+	b, _, err := c.s.readFile(protocol.DirResult+"/"+c.Name, protocol.MaxCommandSize, true) // The runner may be on another NFS client.
 	if errors.Is(err, os.ErrNotExist) {
 		if fc := c.forwarded(); fc != nil { // forward.go
 			return fc.ReadResult()
@@ -329,9 +335,8 @@ const maxStateFile = 1 << 20
 
 // ReadState reads state/state.json as bounded input (never followed).
 func (s *Session) ReadState() (protocol.State, error) {
-	fsq.Revalidate(s.path(protocol.DirState))
 	var st protocol.State
-	b, _, err := fsq.ReadFile(s.path(protocol.FileState), maxStateFile)
+	b, _, err := s.readFile(protocol.FileState, maxStateFile, true)
 	if err != nil {
 		return st, err
 	}
@@ -340,9 +345,8 @@ func (s *Session) ReadState() (protocol.State, error) {
 
 // ReadHeartbeat reads state/heartbeat.json as bounded input.
 func (s *Session) ReadHeartbeat() (protocol.Heartbeat, error) {
-	fsq.Revalidate(s.path(protocol.DirState))
 	var hb protocol.Heartbeat
-	b, _, err := fsq.ReadFile(s.path(protocol.FileHeartbeat), maxStateFile)
+	b, _, err := s.readFile(protocol.FileHeartbeat, maxStateFile, true)
 	if err != nil {
 		return hb, err
 	}
@@ -368,7 +372,11 @@ func (s *Session) SubmitExtra(ctx context.Context, payload string, opts SubmitOp
 	if err != nil {
 		return nil, err
 	}
-	seq, err := AllocSeq(s.dir)
+	r, err := s.fs()
+	if err != nil {
+		return nil, err
+	}
+	seq, err := allocSeq(r)
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +394,7 @@ func (s *Session) SubmitExtra(ctx context.Context, payload string, opts SubmitOp
 		return nil, err
 	}
 	name := protocol.CommandName(seq, c.CmdID)
-	if err := fsq.WriteAtomic(s.path(filepath.Join(protocol.DirQueue, name)), b, 0o660, fsq.Volatile); err != nil {
+	if err := s.writeNew(protocol.DirQueue+"/"+name, b); err != nil {
 		return nil, wrapf(err, "write command")
 	}
 	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil

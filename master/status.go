@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/gofrs/flock"
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -63,7 +60,7 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 	state, serr := s.ReadState()
 	hb, herr := s.ReadHeartbeat()
 	if serr != nil && herr != nil {
-		if _, err := os.Stat(s.path(protocol.DirQueue)); err != nil {
+		if !s.hasQueue() {
 			return st, ErrSessionMissing
 		}
 		st.AliveReason = "no runner has written state yet"
@@ -73,7 +70,7 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 	st.Phase, st.Reason, st.SessionID, st.RunnerPID, st.ToolPID = state.Phase, state.Reason, state.SessionID, state.RunnerPID, state.ToolPID
 	st.RunnerHost, st.CommandsDone, st.Filesystem = state.Hostname, state.CommandsDone, state.Filesystem
 	st.HeartbeatCount = hb.Counter
-	if fi, err := os.Stat(s.path(protocol.FileHeartbeat)); err == nil {
+	if fi, err := s.regularInfo(protocol.FileHeartbeat); err == nil {
 		st.HeartbeatAge = time.Since(fi.ModTime()).Round(time.Millisecond)
 	}
 	if state.CurrentCmdID != nil {
@@ -125,8 +122,7 @@ func (s *Session) reconcile(st *Status, state protocol.State, hb protocol.Heartb
 		return ""
 	}
 	hasResult := func(name string) bool {
-		_, err := os.Lstat(s.path(filepath.Join(protocol.DirResult, name)))
-		return err == nil
+		return s.exists(protocol.DirResult + "/" + name)
 	}
 	if st.CurrentCmdID != "" && hasResult(protocol.CommandName(state.CurrentSeq, st.CurrentCmdID)) {
 		finished = st.CurrentCmdID
@@ -134,7 +130,7 @@ func (s *Session) reconcile(st *Status, state protocol.State, hb protocol.Heartb
 		st.CurrentCmdID, st.CurrentElapsed, st.CurrentOutBytes = "", 0, 0
 	}
 	if st.CurrentCmdID == "" {
-		names, _ := fsq.ReadNames(s.path(protocol.DirInflight))
+		names, _ := s.readNames(protocol.DirInflight)
 		best, bestSeq := "", int64(-1)
 		for _, name := range names {
 			seq, id, err := protocol.ParseCommandName(name)
@@ -163,7 +159,7 @@ func (s *Session) reconcile(st *Status, state protocol.State, hb protocol.Heartb
 
 // QueueDepth counts the commands waiting in queue/.
 func (s *Session) QueueDepth() int {
-	names, _ := fsq.ReadNames(s.path(protocol.DirQueue))
+	names, _ := s.readNames(protocol.DirQueue)
 	n := 0
 	for _, name := range names {
 		if isCommand(name) {
@@ -201,16 +197,11 @@ func (s *Session) alive(ctx context.Context) (bool, string) {
 // LockHeld probes the runner's flock with a shared lock. Where flock does
 // not work (some NFS mounts) it reports true and the heartbeat decides.
 func (s *Session) LockHeld() bool {
-	l := flock.New(s.path(protocol.FileLock))
-	ok, err := l.TryRLock()
+	held, err := s.lockHeld()
 	if err != nil {
 		return !errors.Is(err, os.ErrNotExist)
 	}
-	if ok {
-		_ = l.Unlock()
-		return false
-	}
-	return true
+	return held
 }
 
 // CheckAlive returns ErrRunnerNotAlive when no runner serves the session.

@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -57,7 +55,7 @@ type stateExtra struct {
 // state.json names (its last line and quiet time are that command's).
 func (s *Session) details(st *Status, hb protocol.Heartbeat, stateCmd string) {
 	var ex stateExtra
-	if b, _, err := fsq.ReadFile(s.path(protocol.FileState), maxStateFile); err == nil {
+	if b, _, err := s.readFile(protocol.FileState, maxStateFile, false); err == nil {
 		_ = json.Unmarshal(b, &ex) // Fields it cannot read stay zero.
 	}
 	st.SkippedCount, st.RejectedCount, st.DiskFull = ex.SkippedCount, ex.RejectedCount, ex.DiskFull
@@ -68,7 +66,7 @@ func (s *Session) details(st *Status, hb protocol.Heartbeat, stateCmd string) {
 		if ex.CurrentLastLine != nil {
 			st.CurrentLastLine = *ex.CurrentLastLine
 		} else if c, err := s.Command(st.CurrentCmdID); err == nil {
-			st.CurrentLastLine = lastLine(s.path(filepath.Join(protocol.DirOutput, protocol.OutputName(c.Name))))
+			st.CurrentLastLine = s.lastLine(protocol.DirOutput + "/" + protocol.OutputName(c.Name))
 		}
 		if ex.CurrentQuietMS != nil {
 			q := time.Duration(*ex.CurrentQuietMS) * time.Millisecond
@@ -81,8 +79,8 @@ func (s *Session) details(st *Status, hb protocol.Heartbeat, stateCmd string) {
 
 // lastLine returns the last non-empty line of a file's last 4 KiB, cut at
 // 256 bytes.
-func lastLine(path string) string {
-	f, err := fsq.OpenRegular(path)
+func (s *Session) lastLine(name string) string {
+	f, err := s.openRegular(name, false)
 	if err != nil {
 		return ""
 	}
@@ -104,8 +102,7 @@ func lastLine(path string) string {
 }
 
 func (s *Session) leaseStatus(hb protocol.Heartbeat, runnerErr string) *LeaseStatus {
-	p := s.path(protocol.FileLease)
-	b, fi, err := fsq.ReadFile(p, 1<<16)
+	b, fi, err := s.readFile(protocol.FileLease, 1<<16, false)
 	if os.IsNotExist(err) {
 		if runnerErr == "" {
 			return nil
@@ -127,7 +124,7 @@ func (s *Session) leaseStatus(hb protocol.Heartbeat, runnerErr string) *LeaseSta
 	ls.LeaseID, ls.TTLMS, ls.Owner = l.LeaseID, l.TTLMS, l.Owner
 	switch {
 	case l.TTLMS > 0:
-		if hbi, err := os.Stat(s.path(protocol.FileHeartbeat)); err == nil {
+		if hbi, err := s.regularInfo(protocol.FileHeartbeat); err == nil {
 			age := max(hbi.ModTime().Sub(fi.ModTime()), 0)
 			ls.Remaining = time.Duration(l.TTLMS)*time.Millisecond - age
 		}
@@ -140,7 +137,7 @@ func (s *Session) leaseStatus(hb protocol.Heartbeat, runnerErr string) *LeaseSta
 // lastResults reads the n results with the highest seqs, newest first. It
 // lists result/ (names only) and reads n files.
 func (s *Session) lastResults(n int) []ResultBrief {
-	names, err := fsq.ReadNames(s.path(protocol.DirResult))
+	names, err := s.readNames(protocol.DirResult)
 	if err != nil {
 		return nil
 	}
@@ -157,7 +154,7 @@ func (s *Session) lastResults(n int) []ResultBrief {
 	slices.SortFunc(all, func(a, b named) int { return cmp.Compare(b.seq, a.seq) })
 	var out []ResultBrief
 	for _, e := range all[:min(n, len(all))] {
-		b, _, err := fsq.ReadFile(s.path(filepath.Join(protocol.DirResult, e.name)), protocol.MaxCommandSize)
+		b, _, err := s.readFile(protocol.DirResult+"/"+e.name, protocol.MaxCommandSize, false)
 		if err != nil {
 			continue
 		}

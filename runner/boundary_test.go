@@ -55,7 +55,7 @@ func TestSessionRootRefuses(t *testing.T) {
 	defer root.Close()
 
 	for _, force := range []bool{false, true} { // openat2, then the per-component walk
-		noOpenat2.Store(force)
+		fsq.ForceWalk(force)
 		for _, name := range []string{"outlink/x", "in/x", "a/rel/f", "outlink/secret"} {
 			if _, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o600); !errors.Is(err, errLayout) {
 				t.Errorf("openat2=%v: create %s: err %v, want errLayout", !force, name, err)
@@ -114,7 +114,7 @@ func TestSessionRootRefuses(t *testing.T) {
 			t.Errorf("lstat outlink: %v %v", fi, err)
 		}
 	}
-	noOpenat2.Store(false)
+	fsq.ForceWalk(false)
 	// Removing a tree with a symlink inside removes the link, not its target.
 	must(t, os.Symlink(out, filepath.Join(dir, "a", "b", "tolink")))
 	must(t, root.RemoveAll("a"))

@@ -1,0 +1,314 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
+)
+
+// This file is the Go master's only way to the files of a session, as
+// runner/sessionroot.go is the runner's: every open, create, rename, list,
+// stat and remove goes through an fsq.Root, relative to the session
+// directory held open, never resolving a symlink in any component and
+// never leaving the session. A symlink planted where a file should be is
+// an error wrapping fsq.ErrSymlink, a FIFO is fsq.ErrNotRegular and never
+// blocks, and a session subdirectory swapped for a symlink is an error
+// wrapping fsq.ErrLayout: nothing is read or written through it (all
+// io_error). Names are slash-separated and relative to the session
+// ("result/cmd_….json").
+//
+// The root is opened by Open and kept for the Session's life. Before each
+// operation the session's path is checked (a stat) to still name the
+// directory the root holds; when the directory was replaced (removed and
+// made again, renamed over), the path is opened anew, so a long-lived
+// Session follows its path as a path-based master did. A root replaced
+// or dropped with its Session is closed when collected (fsq.OpenRoot), so
+// a wait still running on it never sees its descriptor reused.
+//
+// Outside this file package master touches session paths only to hand
+// them to the watcher (watch.go: fsnotify watches on result/, ctl/ack/,
+// state/ and log/, which read and write nothing; every
+// listing or read a change triggers goes through the root) and to report
+// them in messages and Status.Dir. Before the root exists Open
+// revalidates the session directory and its parent by path (an open and
+// a close, for NFS).
+
+// fs returns the session's root, opened anew when its path names another
+// directory than the one held.
+func (s *Session) fs() (*fsq.Root, error) {
+	s.rootMu.Lock()
+	defer s.rootMu.Unlock()
+	if s.root != nil && s.root.Moved() == nil {
+		return s.root, nil
+	}
+	r, err := fsq.OpenRoot(s.dir)
+	if err != nil {
+		// Gone: what a path-based master saw as a missing seq/ (AllocSeq)
+		// or a missing file (errors.Is(err, os.ErrNotExist) still holds).
+		return nil, fmt.Errorf("%w: %w", ErrSessionMissing, err)
+	}
+	s.root = r // The previous one is closed once no wait uses it.
+	return r, nil
+}
+
+// openRoot opens the root of the session at abs for Open, revalidating
+// the directory and its parent by path first (the runner may have made it
+// on another NFS client). It reports whether queue/ is there.
+func openRoot(abs string) (r *fsq.Root, hasQueue bool, err error) {
+	fsq.Revalidate(abs)
+	fsq.Revalidate(filepath.Dir(abs))
+	r, err = fsq.OpenRoot(abs)
+	if err != nil {
+		return nil, false, err
+	}
+	return r, isDir(r, protocol.DirQueue), nil
+}
+
+// hasQueue reports whether the session has its queue/ directory.
+func (s *Session) hasQueue() bool {
+	r, err := s.fs()
+	return err == nil && isDir(r, protocol.DirQueue)
+}
+
+// isDir reports whether name is a directory of the session. A symlink
+// there counts as it did for a path-based master when it leads to a
+// directory, so that Open succeeds and the operation that would go through
+// it fails (fsq.ErrLayout); the link is only looked at, never used.
+func isDir(r *fsq.Root, name string) bool {
+	fi, err := r.Lstat(name)
+	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		fi, err = os.Stat(r.Abs(name))
+	}
+	return err == nil && fi.IsDir()
+}
+
+// sessionNetwork reports whether the session is on a network filesystem.
+func sessionNetwork(r *fsq.Root) bool {
+	var st unix.Statfs_t
+	if r.Statfs(".", &st) != nil {
+		return false
+	}
+	_, network := fsq.FSTypeOf(&st)
+	return network
+}
+
+// mkdirAll makes the directory name and its parents inside the session.
+func mkdirAll(r *fsq.Root, name string) error {
+	var cur string
+	for _, c := range splitName(name) {
+		cur = path.Join(cur, c)
+		if err := r.Mkdir(cur, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+func splitName(name string) []string {
+	var out []string
+	for name != "" && name != "." {
+		d, b := path.Split(name)
+		out = append([]string{b}, out...)
+		name = path.Clean(d)
+		if name == "/" {
+			break
+		}
+	}
+	return out
+}
+
+// readFile reads name: a regular file only, at most limit bytes, never
+// blocking on a FIFO (fsq.ReadFile's rules), its directory revalidated
+// first when reval (the runner may write it from another NFS client).
+func (s *Session) readFile(name string, limit int64, reval bool) ([]byte, os.FileInfo, error) {
+	r, err := s.fs()
+	if err != nil {
+		return nil, nil, err
+	}
+	if reval {
+		r.Revalidate(path.Dir(name))
+	}
+	return r.ReadFile(name, limit)
+}
+
+// openRegular opens name for reading (a regular file only, never blocking
+// on a FIFO), its directory revalidated first.
+func (s *Session) openRegular(name string, reval bool) (*os.File, error) {
+	r, err := s.fs()
+	if err != nil {
+		return nil, err
+	}
+	if reval {
+		r.Revalidate(path.Dir(name))
+	}
+	return r.OpenRegular(name)
+}
+
+// lstat describes name without following a symlink.
+func (s *Session) lstat(name string) (os.FileInfo, error) {
+	r, err := s.fs()
+	if err != nil {
+		return nil, err
+	}
+	return r.Lstat(name)
+}
+
+// regularInfo describes name when it is a regular file (a symlink or a
+// FIFO there is not the file: an error wrapping fsq.ErrNotRegular).
+func (s *Session) regularInfo(name string) (os.FileInfo, error) {
+	fi, err := s.lstat(name)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: %w (%s)", s.path(name), fsq.ErrNotRegular, fsq.FileType(fi))
+	}
+	return fi, err
+}
+
+// exists reports whether there is an entry at name.
+func (s *Session) exists(name string) bool {
+	_, err := s.lstat(name)
+	return err == nil
+}
+
+// readNames lists the directory name.
+func (s *Session) readNames(name string) ([]string, error) {
+	r, err := s.fs()
+	if err != nil {
+		return nil, err
+	}
+	return r.ReadNames(name)
+}
+
+// remove removes name (a symlink itself, never what it points to).
+func (s *Session) remove(name string) error {
+	r, err := s.fs()
+	if err != nil {
+		return err
+	}
+	return r.Remove(name)
+}
+
+// revalidate makes an NFS client revalidate the directory name.
+func (s *Session) revalidate(name string) {
+	if r, err := s.fs(); err == nil {
+		r.Revalidate(name)
+	}
+}
+
+// writeFile writes name atomically (a dot-file beside it, renamed onto
+// it, not fsynced), creating its directory if a session made by an older
+// runner lacks it.
+func (s *Session) writeFile(name string, b []byte) error {
+	r, err := s.fs()
+	if err != nil {
+		return err
+	}
+	err = r.WriteAtomic(name, b, 0o660, fsq.Volatile)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = mkdirAll(r, path.Dir(name)); err == nil {
+			err = r.WriteAtomic(name, b, 0o660, fsq.Volatile)
+		}
+	}
+	return err
+}
+
+// writeNew writes name atomically; a missing directory is an error.
+func (s *Session) writeNew(name string, b []byte) error {
+	r, err := s.fs()
+	if err != nil {
+		return err
+	}
+	return r.WriteAtomic(name, b, 0o660, fsq.Volatile)
+}
+
+// lockHeld probes the runner's flock (state/runner.lock) with a shared
+// lock, as gofrs/flock did: the file is created if missing (mode 0600),
+// opened read-only, and reopened read-write when flock says EIO or EBADF
+// (NFSv4, where flock is emulated by fcntl). It never blocks: not on the
+// lock, not on a FIFO planted there (O_NONBLOCK, regular files only).
+// held reports false when the lock was free; err is the open's or the
+// flock's error.
+func (s *Session) lockHeld() (held bool, err error) {
+	r, err := s.fs()
+	if err != nil {
+		return false, err
+	}
+	try := func(flag int) (bool, bool, error) {
+		f, err := r.OpenFile(protocol.FileLock, flag|os.O_CREATE|unix.O_NONBLOCK, 0o600)
+		if err != nil {
+			return false, false, err
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			if err == nil {
+				err = fmt.Errorf("%s: %w (%s)", s.path(protocol.FileLock), fsq.ErrNotRegular, fsq.FileType(fi))
+			}
+			return false, false, err
+		}
+		err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		switch {
+		case errors.Is(err, unix.EWOULDBLOCK):
+			return true, false, nil
+		case err == nil:
+			_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+			return false, false, nil
+		}
+		retry := errors.Is(err, unix.EIO) || errors.Is(err, unix.EBADF)
+		return false, retry, err
+	}
+	held, retry, err := try(os.O_RDONLY)
+	if retry {
+		held, _, err = try(os.O_RDWR)
+	}
+	return held, err
+}
+
+// AllocSeq's and Submit's steps on seq/ (seq.go), through the root.
+
+// createExcl creates name exclusively (O_EXCL: an existing entry, symlink
+// or not, is os.ErrExist).
+func createExcl(r *fsq.Root, name string) error {
+	f, err := r.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o660)
+	if err == nil {
+		f.Close()
+	}
+	return err
+}
+
+// openDirRoot opens a root on the session directory dir for one call
+// (AllocSeq, named by path); the caller closes it.
+func openDirRoot(dir string) (*fsq.Root, error) { return fsq.OpenRoot(dir) }
+
+// seqNames lists seq/.
+func seqNames(r *fsq.Root) ([]string, error) { return r.ReadNames(protocol.DirSeq) }
+
+// readSeqHint reads seq/hint as untrusted input: at most 64 bytes, never
+// followed, never blocked on.
+func readSeqHint(r *fsq.Root) ([]byte, error) {
+	b, _, err := r.ReadFile(protocol.FileSeqHint, 64)
+	return b, err
+}
+
+// writeSeqHint replaces seq/hint (tmp + rename, not fsynced).
+func writeSeqHint(r *fsq.Root, b []byte) error {
+	return r.WriteAtomic(protocol.FileSeqHint, b, 0o660, fsq.Volatile)
+}
+
+// readForwardFile reads the forward record at the absolute path p through
+// a root on its directory (ReadForward's callers name it by path): the
+// last component is never followed, a FIFO never blocks.
+func readForwardFile(p string) ([]byte, error) {
+	fsq.Revalidate(filepath.Dir(p)) // Before the open: the mover may be on another NFS client.
+	r, err := fsq.OpenRoot(filepath.Dir(p))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b, _, err := r.ReadFile(filepath.Base(p), 1<<16)
+	return b, err
+}
