@@ -7,7 +7,6 @@ heartbeat counter moves within ``2 x interval_ms + 250 ms`` measured on this
 host's clock. No timestamp written by another host is compared with ours.
 """
 
-import stat
 import time
 from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional
 
@@ -153,20 +152,4 @@ def observe(sfs: "_fs.SessionFS", network: bool, seen: HeartbeatSeen) -> Look:
         return Look(True, False, "heartbeat counter moved", st)
     if age > window:
         return Look(False, True, "heartbeat counter has not moved for %.1fs" % age, st)
-    if not network and heartbeat_written_within(sfs, window):
-        # The lock is held (checked above) and the heartbeat was rewritten
-        # within the window: on a local filesystem its mtime is this host's
-        # clock, so there is no need to watch the counter move (PROTOCOL.md
-        # section 8), as the Go master does.
-        return Look(True, False, "runner's lock held and heartbeat fresh", st)
     return Look(False, False, "heartbeat counter not seen moving yet", st)
-
-
-def heartbeat_written_within(sfs: "_fs.SessionFS", window: float) -> bool:
-    """heartbeat.json is a regular file rewritten within window seconds
-    (by its mtime against this host's clock: local filesystems only)."""
-    try:
-        st = sfs.stat(*_names.HEARTBEAT)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and time.time() - st.st_mtime <= window

@@ -136,7 +136,7 @@ class CLITest(unittest.TestCase):
         code, out, _ = run("status", "--session", self.dir)
         self.assertEqual(code, 0)
         want = ("session   %s\n" % self.dir +
-                "runner    alive (runner's lock held and heartbeat fresh), pid %d on fake\n" % os.getpid() +
+                "runner    alive (heartbeat counter moved), pid %d on fake\n" % os.getpid() +
                 "phase     busy\n"
                 "tool      tcl, started 2 times, pid 4242 (restarted: Tcl state of earlier starts is gone)\n"
                 "running   c1 for 1.5s, 2.0 KiB of output, quiet 250ms at: \"Overwrite? (y/n) \"\n"

@@ -253,14 +253,6 @@ proc ::skillpilot::fs::mtime {root sub name} {
     return $st(mtime)
 }
 
-# fresh reports whether root/sub/name is a regular file modified within
-# the last ms milliseconds by this host's clock (lstat; its mtime has whole
-# seconds here, so the age is rounded up: never judged fresher than it is).
-proc ::skillpilot::fs::fresh {root sub name ms} {
-    if {[catch {file lstat [File $root $sub $name] st}] || $st(type) ne "file"} { return 0 }
-    return [expr {[clock milliseconds] - $st(mtime) * 1000 <= $ms}]
-}
-
 # withdraw removes root/sub/name (a request the runner has not taken);
 # errors are ignored.
 proc ::skillpilot::fs::withdraw {root sub name} {

@@ -60,13 +60,6 @@ proc ::skillpilot::Observe {dir} {
     if {$age > $window} {
         return [dict replace $look reason "heartbeat counter has not moved for [format %.1f [expr {$age / 1000.0}]]s"]
     }
-    # The lock is held (checked above) and the heartbeat was rewritten
-    # within the window: on a local filesystem its mtime is this host's
-    # clock, so there is no need to watch the counter move (PROTOCOL.md
-    # section 8), as the Go master does.
-    if {![Network $dir] && [fs::fresh $dir state heartbeat.json $window]} {
-        return [dict replace $look alive 1 definite 0 reason "runner's lock held and heartbeat fresh"]
-    }
     return [dict replace $look definite 0 reason "heartbeat counter not seen moving yet"]
 }
 
