@@ -36,9 +36,12 @@ done
 # NFS_CONFORMANCE_MODES: mount modes separated by ';' (default: -v 4.2).
 IFS=';' read -r -a cmodes <<<"${NFS_CONFORMANCE_MODES:--v 4.2}"
 for mode in "${cmodes[@]}"; do
-  # Three masters at a time, not five: with five, the loaded guest
-  # (user-mode Linux) once delayed a runner's heartbeat past a master's 1.25 s liveness
-  # window (a cancel answered "runner not alive" by the Tcl master).
-  pass "$mode" 1800 -test.run '^TestNFSConformance$' -test.parallel 3 -test.timeout 25m
+  # Two masters at a time, not five (nor three): the loaded guest
+  # (user-mode Linux) delayed a runner's heartbeat past a master's 1.25 s liveness
+  # window (a cancel answered "runner not alive" by the Tcl master) with five,
+  # and again with three once every session operation became a directory walk
+  # (issue 21's session root; BENCHMARKS.md). Requests judging liveness by
+  # the waits' grace is issue 22 item 7, still open.
+  pass "$mode" 2400 -test.run '^TestNFSConformance$' -test.parallel 2 -test.timeout 35m
 done
 exit $status
