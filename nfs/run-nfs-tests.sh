@@ -32,7 +32,7 @@ for mode in "-v 4.2" "-v 3 -o nolock,lookupcache=positive"; do
 done
 # The conformance suite (every master through every scenario, runner on
 # client A, masters on client B) in a guest of its own: its scenarios mostly
-# wait (liveness graces, leases, polls), so masters run in parallel, three at a time.
+# wait (liveness graces, leases, polls), so masters run in parallel.
 # NFS_CONFORMANCE_MODES: mount modes separated by ';' (default: -v 4.2).
 IFS=';' read -r -a cmodes <<<"${NFS_CONFORMANCE_MODES:--v 4.2}"
 for mode in "${cmodes[@]}"; do
@@ -42,6 +42,25 @@ for mode in "${cmodes[@]}"; do
   # and again with three once every session operation became a directory walk
   # (issue 21's session root; BENCHMARKS.md). Requests judging liveness by
   # the waits' grace is issue 22 item 7, still open.
+  cstatus=$status status=0
   pass "$mode" 2400 -test.run '^TestNFSConformance$' -test.parallel 2 -test.timeout 35m
+  [ "$status" = 0 ] && { status=$cstatus; continue; }
+  # A failed scenario gets one more try, alone, in a fresh guest: the guest is
+  # user-mode Linux on a shared CI host, and a scenario's liveness windows
+  # (1.25 s heartbeat windows, lease ttls) are real time. It passes only if
+  # every failed scenario passes on its retry; the retried ones are named
+  # here ("NFS RETRIED") so a flake stays visible. The local conformance run
+  # in make test gets no retries.
+  failed=$(sed -n 's|^ *--- FAIL: TestNFSConformance/\([a-z]*\)/\([a-z_]*\) .*|\1/\2|p' "$out/log" | sort -u)
+  if [ -z "$failed" ] || [ "$(wc -l <<<"$failed")" -gt 3 ]; then
+    echo "NFS conformance: not retried (failed scenarios: ${failed:-none named})"
+    continue
+  fi
+  masters=$(cut -d/ -f1 <<<"$failed" | sort -u | paste -sd'|')
+  scen=$(cut -d/ -f2 <<<"$failed" | sort -u | paste -sd'|')
+  echo "NFS RETRIED ($mode): $(paste -sd' ' <<<"$failed")"
+  status=0
+  pass "$mode" 1200 -test.run "^TestNFSConformance\$/^($masters)\$/^($scen)\$" -test.timeout 15m
+  [ "$status" = 0 ] && status=$cstatus || status=1
 done
 exit $status

@@ -27,7 +27,9 @@ json_str() {
 # runner wrote (one "key": value per line).
 field() { sed -n "s/^  \"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" "$1" 2>/dev/null | head -1; }
 atomic_write() { # atomic_write PATH CONTENT
-  local tmp; tmp="$(dirname "$1")/.$(basename "$1").$$.tmp"
+  # Parameter expansion, not dirname/basename: on a loaded host every fork
+  # counts, and the lease loop writes through here every ttl/3.
+  local tmp="${1%/*}/.${1##*/}.$$.tmp"
   printf '%s' "$2" >"$tmp" && chmod 660 "$tmp" && mv -f "$tmp" "$1"
 }
 alloc_seq() { # PROTOCOL.md section 5: exclusive create of seq/<n>
