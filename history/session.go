@@ -60,6 +60,10 @@ type Command struct {
 	Payload      string // the whole payload, only with Options.Payloads
 	PayloadSHA   string // sha256 of the payload (from the result, or computed)
 	TimeoutS     float64
+	// TraceID and Labels are the command's correlation fields (from the
+	// result, else the command file).
+	TraceID string
+	Labels  map[string]string
 }
 
 // Duration is how long the command ran (End − Start), never negative.
@@ -224,7 +228,8 @@ func (s *Session) readResults(ev *eventLog, w *warnings, opt Options) {
 			res.Seq = seq
 		}
 		c := &Command{Name: name, CmdID: res.CmdID, Seq: res.Seq, Result: &res, Status: displayStatus(&res),
-			Start: res.StartTS.Time, End: res.EndTS.Time, PayloadSHA: res.PayloadSHA256}
+			Start: res.StartTS.Time, End: res.EndTS.Time, PayloadSHA: res.PayloadSHA256,
+			TraceID: res.TraceID, Labels: res.Labels}
 		if t, ok := ev.begins[c.CmdID]; ok && res.ExitReason == protocol.ReasonRunnerRestarted && t.Before(c.Start) {
 			// Settled by the next runner: it ran from its cmd_begin until
 			// the runner died, and nothing knows more precisely when.
@@ -305,6 +310,9 @@ func (s *Session) readCommand(c *Command, rel string, w *warnings, opt Options) 
 		return // A rejected command file: its result says why.
 	}
 	c.PayloadKnown, c.Kind, c.TimeoutS = true, cmd.Kind, cmd.TimeoutS
+	if c.TraceID == "" && len(c.Labels) == 0 && protocol.ValidateCorrelation(cmd.TraceID, cmd.Labels) == nil {
+		c.TraceID, c.Labels = cmd.TraceID, cmd.Labels
+	}
 	c.PayloadHead = clip(cmd.Payload, PayloadHeadLen)
 	if opt.Payloads {
 		c.Payload = cmd.Payload

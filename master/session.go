@@ -103,6 +103,11 @@ type SubmitOptions struct {
 	CmdID        string                // default: a new time-ordered id
 	Marker       *protocol.Marker      // default: runner_inject with the cmd_id as token
 	Submitter    string                // default: master@<host>:<pid> (informational, kept in archive/)
+	// TraceID and Labels are carried into the result, the events, status
+	// and the report so a flow can find its steps (PROTOCOL.md section 4;
+	// protocol.ValidateCorrelation gives the bounds).
+	TraceID string
+	Labels  map[string]string
 }
 
 // Command is a submitted command.
@@ -120,7 +125,7 @@ func (s *Session) buildCommand(payload string, opts SubmitOptions) (protocol.Com
 	c := protocol.Command{
 		ProtocolVersion: protocol.Version, CmdID: opts.CmdID, Kind: opts.Kind, Payload: payload,
 		TimeoutS: opts.Timeout.Seconds(), CancelPolicy: opts.CancelPolicy, Marker: opts.Marker,
-		SubmittedAt: protocol.Now(), Submitter: s.owner,
+		SubmittedAt: protocol.Now(), Submitter: s.owner, TraceID: opts.TraceID, Labels: opts.Labels,
 	}
 	if c.CmdID == "" {
 		c.CmdID = NewCmdID()

@@ -38,10 +38,14 @@ type Status struct {
 	ToolStarts      int64          `json:"tool_starts,omitempty"`
 	CurrentLastLine string         `json:"current_last_line,omitempty"` // last output line of the running command (≤ 256 bytes)
 	CurrentQuiet    *time.Duration `json:"current_quiet_ns,omitempty"`  // since the running command last printed (runner clock)
-	SkippedCount    int64          `json:"skipped_count,omitempty"`
-	RejectedCount   int64          `json:"rejected_count,omitempty"`
-	Lease           *LeaseStatus   `json:"lease,omitempty"`
-	LastResults     []ResultBrief  `json:"last_results,omitempty"` // newest first, at most five
+	// CurrentTraceID and CurrentLabels are the running command's
+	// trace_id and labels (PROTOCOL.md section 4).
+	CurrentTraceID string            `json:"current_trace_id,omitempty"`
+	CurrentLabels  map[string]string `json:"current_labels,omitempty"`
+	SkippedCount   int64             `json:"skipped_count,omitempty"`
+	RejectedCount  int64             `json:"rejected_count,omitempty"`
+	Lease          *LeaseStatus      `json:"lease,omitempty"`
+	LastResults    []ResultBrief     `json:"last_results,omitempty"` // newest first, at most five
 	// DiskFull: the session's disk is full; the runner writes results,
 	// state and heartbeat but not the spool and output files meanwhile.
 	DiskFull bool `json:"disk_full,omitempty"`

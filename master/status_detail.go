@@ -36,18 +36,21 @@ type ResultBrief struct {
 	ExitReason protocol.ExitReason `json:"exit_reason,omitempty"`
 	DurationMS int64               `json:"duration_ms"`
 	EndTS      protocol.Time       `json:"end_ts,omitzero"`
+	TraceID    string              `json:"trace_id,omitempty"`
 	ran        bool                // run in the tool (counted in commands_done)
 }
 
 // stateExtra holds state.json fields newer runners write (PROTOCOL.md
 // section 8); older runners leave them out.
 type stateExtra struct {
-	CurrentLastLine *string `json:"current_last_line"`
-	CurrentQuietMS  *int64  `json:"current_quiet_ms"`
-	SkippedCount    int64   `json:"skipped_count"`
-	RejectedCount   int64   `json:"rejected_count"`
-	LeaseError      string  `json:"lease_error"`
-	DiskFull        bool    `json:"disk_full"`
+	CurrentLastLine *string           `json:"current_last_line"`
+	CurrentQuietMS  *int64            `json:"current_quiet_ms"`
+	SkippedCount    int64             `json:"skipped_count"`
+	RejectedCount   int64             `json:"rejected_count"`
+	LeaseError      string            `json:"lease_error"`
+	DiskFull        bool              `json:"disk_full"`
+	CurrentTraceID  string            `json:"current_trace_id"`
+	CurrentLabels   map[string]string `json:"current_labels"`
 }
 
 // details fills the parts of st a person reads: the running command's last
@@ -71,6 +74,9 @@ func (s *Session) details(st *Status, hb protocol.Heartbeat, stateCmd string) {
 		if ex.CurrentQuietMS != nil {
 			q := time.Duration(*ex.CurrentQuietMS) * time.Millisecond
 			st.CurrentQuiet = &q
+		}
+		if st.CurrentCmdID == stateCmd {
+			st.CurrentTraceID, st.CurrentLabels = ex.CurrentTraceID, ex.CurrentLabels
 		}
 	}
 	st.Lease = s.leaseStatus(hb, ex.LeaseError)
@@ -166,7 +172,7 @@ func (s *Session) lastResults(n int) []ResultBrief {
 			_, r.CmdID, _ = protocol.ParseCommandName(e.name)
 		}
 		out = append(out, ResultBrief{CmdID: r.CmdID, Seq: e.seq, Status: r.Status, ExitReason: r.ExitReason,
-			DurationMS: r.Stats.DurationMS, EndTS: r.EndTS, ran: r.ToolStart > 0})
+			DurationMS: r.Stats.DurationMS, EndTS: r.EndTS, TraceID: r.TraceID, ran: r.ToolStart > 0})
 	}
 	return out
 }

@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -307,5 +309,54 @@ func TestTimeoutUnderflow(t *testing.T) {
 		if got := c.TimeoutS > 0; got != want {
 			t.Errorf("%s: timeout_s %g", body, c.TimeoutS)
 		}
+	}
+}
+
+// TestValidateCorrelation: the bounds of trace_id and labels (PROTOCOL.md
+// section 4, Correlation), checked by ParseCommand for every command.
+func TestValidateCorrelation(t *testing.T) {
+	long := strings.Repeat("x", MaxTraceIDLen)
+	sixteen := map[string]string{}
+	for i := range MaxLabels {
+		sixteen[fmt.Sprintf("k%d", i)] = strings.Repeat("é", MaxLabelValueLen/2)
+	}
+	ok := []struct {
+		id string
+		l  map[string]string
+	}{
+		{"", nil}, {"flow-42/place:3", nil}, {long, nil}, {"4bf92f3577b34da6a3ce929d0e0e4736", sixteen},
+		{"", map[string]string{"_x": "", "a9": "with spaces and ünïcode"}},
+	}
+	for _, c := range ok {
+		if err := ValidateCorrelation(c.id, c.l); err != nil {
+			t.Errorf("ValidateCorrelation(%q, %v) = %v, want nil", c.id, c.l, err)
+		}
+	}
+	seventeen := maps.Clone(sixteen)
+	seventeen["one_more"] = ""
+	bad := []struct {
+		id    string
+		l     map[string]string
+		field string
+	}{
+		{long + "x", nil, "trace_id"}, {"a b", nil, "trace_id"}, {"tab\there", nil, "trace_id"}, {"ü", nil, "trace_id"},
+		{"", seventeen, "labels"}, {"", map[string]string{"": "x"}, "labels"}, {"", map[string]string{"9a": "x"}, "labels"},
+		{"", map[string]string{"Upper": "x"}, "labels"}, {"", map[string]string{"a-b": "x"}, "labels"},
+		{"", map[string]string{strings.Repeat("k", MaxLabelKeyLen+1): "x"}, "labels"},
+		{"", map[string]string{"k": strings.Repeat("v", MaxLabelValueLen+1)}, "labels.k"},
+		{"", map[string]string{"k": "a\x00b"}, "labels.k"}, {"", map[string]string{"k": "\x7f"}, "labels.k"},
+		{"", map[string]string{"k": "\xff"}, "labels.k"},
+	}
+	for _, c := range bad {
+		err := ValidateCorrelation(c.id, c.l)
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field {
+			t.Errorf("ValidateCorrelation(%q, %v) = %v, want a %s error", c.id, c.l, err, c.field)
+		}
+	}
+	_, err := ParseCommand("cmd_1_a.json", []byte(`{"cmd_id":"a","seq":1,"kind":"tcl","payload":"","labels":{"Bad":"x"}}`))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "labels" {
+		t.Fatalf("ParseCommand with a bad label key: %v", err)
 	}
 }

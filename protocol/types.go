@@ -53,6 +53,11 @@ type Command struct {
 	Marker          *Marker      `json:"marker,omitempty"`
 	SubmittedAt     Time         `json:"submitted_at,omitzero"`
 	Submitter       string       `json:"submitter,omitempty"`
+	// TraceID and Labels let a flow find its steps (section 4,
+	// "Correlation"): the runner copies them, unchanged, into the result,
+	// the command's events, state.json while it runs, and the report.
+	TraceID string            `json:"trace_id,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
 }
 
 // Status is the outcome of a command.
@@ -157,6 +162,9 @@ type Result struct {
 	// payload as run. Together they trace a result to its exact input.
 	CommandPath   string `json:"command_path,omitempty"`
 	PayloadSHA256 string `json:"payload_sha256,omitempty"`
+	// TraceID and Labels are the command's, copied.
+	TraceID string            `json:"trace_id,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
 }
 
 // Phase is the runner's phase in state.json.
@@ -208,6 +216,9 @@ type State struct {
 	// long ago it last printed (runner clock).
 	CurrentLastLine *string `json:"current_last_line,omitempty"`
 	CurrentQuietMS  *int64  `json:"current_quiet_ms,omitempty"`
+	// CurrentTraceID and CurrentLabels are the running command's.
+	CurrentTraceID string            `json:"current_trace_id,omitempty"`
+	CurrentLabels  map[string]string `json:"current_labels,omitempty"`
 	// Error is set when the runner stopped because it cannot serve
 	// (code tool_start_failed).
 	Error *Error `json:"error,omitempty"`
@@ -286,8 +297,12 @@ type Event struct {
 	SpoolEnd   *int64     `json:"spool_end,omitempty"`
 	// SpoolOffset is the size of log/session.out when a control event
 	// (a request, an interrupt, a stop, a lease expiry) took effect.
-	SpoolOffset *int64         `json:"spool_offset,omitempty"`
-	Detail      map[string]any `json:"detail,omitempty"`
+	SpoolOffset *int64 `json:"spool_offset,omitempty"`
+	// TraceID and Labels are the command's, on cmd_begin, cmd_end and
+	// interrupt.
+	TraceID string            `json:"trace_id,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Detail  map[string]any    `json:"detail,omitempty"`
 }
 
 // Event names.

@@ -156,7 +156,67 @@ func (c *Command) Validate() error {
 	if !markerWord(m.Token) {
 		return invalid("marker.token", "must be 1-128 characters of [A-Za-z0-9._-]")
 	}
+	return ValidateCorrelation(c.TraceID, c.Labels)
+}
+
+// Bounds of a command's correlation fields (PROTOCOL.md section 4).
+const (
+	MaxTraceIDLen    = 128
+	MaxLabels        = 16
+	MaxLabelKeyLen   = 63
+	MaxLabelValueLen = 256
+)
+
+// ValidateCorrelation checks a command's trace_id and labels: a trace_id is
+// 1-128 printable ASCII characters without spaces (a W3C trace id, a UUID,
+// a flow's own step name all fit); labels are at most 16, each key 1-63
+// characters of [a-z0-9_] starting with a letter or _ (a Prometheus label
+// name), each value at most 256 bytes of UTF-8 without control characters.
+// Masters call it before writing, so a bad field fails at submit.
+func ValidateCorrelation(traceID string, labels map[string]string) error {
+	if traceID != "" {
+		if len(traceID) > MaxTraceIDLen {
+			return invalid("trace_id", "is %d characters, the limit is %d", len(traceID), MaxTraceIDLen)
+		}
+		for i := 0; i < len(traceID); i++ {
+			if c := traceID[i]; c <= ' ' || c >= 0x7f {
+				return invalid("trace_id", "must be printable ASCII without spaces (byte %d is %#x)", i, c)
+			}
+		}
+	}
+	if len(labels) > MaxLabels {
+		return invalid("labels", "has %d entries, the limit is %d", len(labels), MaxLabels)
+	}
+	for k, v := range labels {
+		if !labelKey(k) {
+			return invalid("labels", "key %q must be 1-%d characters of [a-z0-9_], not starting with a digit", k, MaxLabelKeyLen)
+		}
+		if len(v) > MaxLabelValueLen {
+			return invalid("labels."+k, "is %d bytes, the limit is %d", len(v), MaxLabelValueLen)
+		}
+		if !utf8.ValidString(v) {
+			return invalid("labels."+k, "is not valid UTF-8")
+		}
+		for _, r := range v {
+			if r < ' ' || r == 0x7f || r >= 0x80 && r < 0xa0 {
+				return invalid("labels."+k, "must not contain control characters")
+			}
+		}
+	}
 	return nil
+}
+
+func labelKey(k string) bool {
+	if len(k) == 0 || len(k) > MaxLabelKeyLen || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func markerWord(s string) bool {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -399,6 +400,7 @@ func (r *Runner) onResult(d resultDone) {
 	case jobRun, jobEarly:
 		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
 			ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,
+			TraceID: res.TraceID, Labels: res.Labels,
 			Detail: map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS}})
 	case jobRejected:
 		r.queue.rejected++
@@ -428,7 +430,8 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	if errors.Is(err, errLayout) && r.unclaim(name, cmd.Seq, err) {
 		return
 	}
-	r.event(protocol.Event{Event: protocol.EvCmdBegin, CmdID: cmd.CmdID, Seq: cmd.Seq, SpoolStart: &spoolStart})
+	r.event(protocol.Event{Event: protocol.EvCmdBegin, CmdID: cmd.CmdID, Seq: cmd.Seq, SpoolStart: &spoolStart,
+		TraceID: cmd.TraceID, Labels: cmd.Labels})
 	if err != nil {
 		r.log.Error("create output", "err", err)
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error())
@@ -491,7 +494,8 @@ func (r *Runner) runLine(c *running) (string, error) {
 func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg string) {
 	res := &protocol.Result{CmdID: cmd.CmdID, Seq: cmd.Seq, Status: protocol.StatusError,
 		ExitReason: protocol.ReasonRunnerError, Error: &protocol.Error{Code: code, Message: msg},
-		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolSize, SpoolEnd: r.disk.spoolSize}
+		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolSize, SpoolEnd: r.disk.spoolSize,
+		TraceID: cmd.TraceID, Labels: cmd.Labels}
 	r.submitResult(resultJob{kind: jobEarly, name: name, res: res, text: cmd.Payload,
 		cmdFile: rel(protocol.DirInflight, name), keepAt: res.CommandPath})
 }
@@ -558,6 +562,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 		SpoolStart: c.spoolStart, SpoolEnd: spoolEnd, Error: errInfo,
 		OutputSHA256: hex.EncodeToString(c.sum.Sum(nil)),
 		CommandPath:  rel(protocol.DirArchive, c.name),
+		TraceID:      c.cmd.TraceID, Labels: c.cmd.Labels,
 	}
 	if c.marker.hasRC {
 		rc := c.marker.rc
@@ -640,4 +645,24 @@ func (r *Runner) createOutput(name string) (*os.File, error) {
 func sha256Hex(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
+}
+
+// correlation reads the trace_id and labels of a command file the runner
+// holds but did not parse (one cancelled before it started, one recovered
+// after a crash), so its result carries them too. A file that cannot be
+// read, or whose fields break the rules, gives none: the result matters
+// more than its labels.
+func (r *Runner) correlation(name string) (string, map[string]string) {
+	data, _, err := r.root.ReadFile(name, protocol.MaxCommandSize)
+	if err != nil {
+		return "", nil
+	}
+	var c struct {
+		TraceID string            `json:"trace_id"`
+		Labels  map[string]string `json:"labels"`
+	}
+	if json.Unmarshal(data, &c) != nil || protocol.ValidateCorrelation(c.TraceID, c.Labels) != nil {
+		return "", nil
+	}
+	return c.TraceID, c.Labels
 }

@@ -172,6 +172,7 @@ func (r *Runner) cancelQueued(id, source string) bool {
 		res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusCancelled, ExitReason: protocol.ReasonCancelledQueued,
 			Error:       &protocol.Error{Code: protocol.CodeCancelled, Message: "cancelled by " + source + " before it started"},
 			CommandPath: rel(protocol.DirArchive, name)}
+		res.TraceID, res.Labels = r.correlation(ipath)
 		r.submitResult(resultJob{kind: jobCancelled, name: name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
 		// The cancel has acted once its result is visible: only then is it
 		// answered, so a reply never promises a result a crash could turn

@@ -123,6 +123,7 @@ func (r *Runner) writeState() {
 	if r.cur != nil {
 		id, last, quiet := r.cur.cmd.CmdID, r.cur.lastLine(), r.clk.Now().Sub(r.cur.lastOut).Milliseconds()
 		st.CurrentCmdID, st.CurrentSeq, st.CurrentStart = &id, r.cur.cmd.Seq, protocol.Time{Time: r.cur.start}
+		st.CurrentTraceID, st.CurrentLabels = r.cur.cmd.TraceID, r.cur.cmd.Labels
 		st.CurrentLastLine, st.CurrentQuietMS = &last, &quiet
 	}
 	if err := r.writeFile(protocol.FileState, marshal(st)); err != nil {

@@ -41,6 +41,8 @@ type Snapshot struct {
 	QueueDepth         int            // commands waiting in queue/ as the runner knows them
 	Busy               bool           // a command runs
 	CurrentOutputBytes int64          // bytes the running command printed so far (0 when idle)
+	CurrentCmdID       string         // the running command's cmd_id ("" when idle)
+	CurrentTraceID     string         // and its trace_id
 	ToolRestarts       int64          // starts of the tool after the first one
 	Heartbeats         int64          // heartbeats written (state/heartbeat.json's counter)
 	Phase              protocol.Phase // state.json phase
@@ -72,6 +74,7 @@ func (r *Runner) snapshot() Snapshot {
 		LeaseRemaining: r.lease.remaining(r, r.clk.Now())}
 	if r.cur != nil {
 		s.Busy, s.CurrentOutputBytes = true, r.cur.bytes
+		s.CurrentCmdID, s.CurrentTraceID = r.cur.cmd.CmdID, r.cur.cmd.TraceID
 	}
 	return s
 }

@@ -65,6 +65,7 @@ func (r *Runner) recover() error {
 				Message: "the runner stopped while this command was claimed or running; it was not run again because the tool state it ran in is gone"},
 			CommandPath: job.keepAt,
 		}
+		job.res.TraceID, job.res.Labels = r.correlation(job.cmdFile)
 		// With a result already committed (only the move to archive/ was
 		// missed) the writer finds it there and keeps it.
 		if !have[name] {
@@ -103,7 +104,8 @@ func (r *Runner) onRecovered(j resultJob, hadResult bool) {
 		delete(r.queue.openBegins, key)
 		var s int64
 		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: protocol.StatusError,
-			ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"recovered": true}, SpoolStart: &s, SpoolEnd: &s})
+			ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"recovered": true}, SpoolStart: &s, SpoolEnd: &s,
+			TraceID: res.TraceID, Labels: res.Labels})
 	}
 	r.event(protocol.Event{Event: protocol.EvRecovered, CmdID: res.CmdID, Seq: res.Seq, Status: protocol.StatusError,
 		ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"had_result": hadResult}})

@@ -221,7 +221,7 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 		}
 	}
 	r.event(protocol.Event{Event: protocol.EvInterrupt, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status,
-		Detail: map[string]any{"policy": string(policy), "reason": msg}})
+		TraceID: c.cmd.TraceID, Labels: c.cmd.Labels, Detail: map[string]any{"policy": string(policy), "reason": msg}})
 	r.endInput() // It is ending: held input is refused, a write cut off.
 	switch policy {
 	case protocol.PolicyCtrlC:

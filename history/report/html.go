@@ -101,7 +101,7 @@ func WriteHTML(w io.Writer, m *Model) error {
 					q = *b.QueueMS
 				}
 				sl.C = append(sl.C, []any{b.CmdID, b.Seq, b.Status, b.ExitReason, b.RunMS, q, b.Bytes,
-					b.Start.UTC().Format("2006-01-02 15:04:05.000"), clip(b.Payload, 120), clip(b.Error, 200)})
+					b.Start.UTC().Format("2006-01-02 15:04:05.000"), clip(b.Payload, 120), clip(b.Error, 200), traceText(b)})
 			}
 		}
 		d.Data.Lanes = append(d.Data.Lanes, sl)

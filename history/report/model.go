@@ -61,6 +61,9 @@ type Bar struct {
 	Payload    string         `json:"payload"` // its first bytes
 	Error      string         `json:"error,omitempty"`
 	Lane       int            `json:"lane"`
+	// TraceID and Labels are the command's (PROTOCOL.md section 4).
+	TraceID string            `json:"trace_id,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
 }
 
 // Bin aggregates the commands that started in [Start, Start+BinMS).
@@ -183,7 +186,7 @@ func buildLane(s *history.Session, idx int) *Lane {
 func bar(c *history.Command, lane int) Bar {
 	b := Bar{CmdID: c.CmdID, Seq: c.Seq, Status: c.Status, Start: protocol.Time{Time: c.Start.UTC()},
 		End: protocol.Time{Time: c.End.UTC()}, RunMS: c.Duration().Milliseconds(), Bytes: c.OutputBytes(),
-		Payload: c.PayloadHead, Lane: lane}
+		Payload: c.PayloadHead, Lane: lane, TraceID: c.TraceID, Labels: c.Labels}
 	if w := c.QueueWait(); w >= 0 {
 		ms := w.Milliseconds()
 		b.QueueMS = &ms

@@ -23,7 +23,7 @@
     do { n /= 1024; i++; } while (n >= 1024 && i < u.length - 1);
     return n.toFixed(1) + " " + u[i];
   }
-  // A command row: [cmd_id, seq, status, exit_reason, run_ms, queue_ms, bytes, start, payload, error]
+  // A command row: [cmd_id, seq, status, exit_reason, run_ms, queue_ms, bytes, start, payload, error, trace]
   function barText(l, i) {
     var c = data.lanes[l].c[i];
     var t = c[0] + "  (seq " + c[1] + ", " + data.lanes[l].name + ")\n" +
@@ -31,6 +31,7 @@
       "run: " + fmtMS(c[4]) + "  queue wait: " + fmtMS(c[5]) + "  output: " + fmtBytes(c[6]) + "\n" +
       "start: " + c[7] + "\n" + "payload: " + c[8];
     if (c[9]) t += "\nerror: " + c[9];
+    if (c[10]) t += "\ntrace: " + c[10];
     return t;
   }
   function textOf(el) {

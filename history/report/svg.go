@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/skillpilot/skillpilot/history"
@@ -241,7 +243,28 @@ func barText(b Bar) string {
 	if b.Error != "" {
 		t += "\nerror: " + clip(b.Error, 160)
 	}
+	if tr := traceText(b); tr != "" {
+		t += "\ntrace: " + tr
+	}
 	return t
+}
+
+// traceText is a bar's trace_id and labels in one line ("" for none):
+// "<trace_id> key=value ...", keys sorted.
+func traceText(b Bar) string {
+	parts := make([]string, 0, len(b.Labels)+1)
+	if b.TraceID != "" {
+		parts = append(parts, b.TraceID)
+	}
+	keys := make([]string, 0, len(b.Labels))
+	for k := range b.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, k+"="+b.Labels[k])
+	}
+	return clip(strings.Join(parts, " "), 300)
 }
 
 // bins draws an aggregated lane: one column per bin, as high as the share

@@ -45,6 +45,7 @@ type Writer struct {
 	queueDepth  prometheus.Gauge
 	busy        prometheus.Gauge
 	curBytes    prometheus.Gauge
+	current     *prometheus.GaugeVec // skillpilot_current_command_info
 	restarts    prometheus.Counter
 	heartbeats  prometheus.Counter
 	leaseLeft   prometheus.Gauge
@@ -106,6 +107,8 @@ func (m *Writer) Start(info runner.Info) error {
 		Help: "1 while a command runs, else 0."})
 	m.curBytes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "skillpilot_current_output_bytes",
 		Help: "Bytes the running command has printed so far (0 when idle)."})
+	m.current = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "skillpilot_current_command_info",
+		Help: "1 for the running command, labelled with its cmd_id and trace_id; no series when idle."}, []string{"cmd_id", "trace_id"})
 	m.restarts = prometheus.NewCounter(prometheus.CounterOpts{Name: "skillpilot_tool_restarts_total",
 		Help: "Starts of the tool after the first one (after a crash, an exit, a cancel that killed it, a failed start)."})
 	m.heartbeats = prometheus.NewCounter(prometheus.CounterOpts{Name: "skillpilot_heartbeats_total",
@@ -121,7 +124,7 @@ func (m *Writer) Start(info runner.Info) error {
 		Help:        "Always 1; the labels identify the runner.",
 		ConstLabels: prometheus.Labels{"session_id": label(info.SessionID), "hostname": label(info.Hostname), "kind": label(string(info.Kind))}})
 	info1.Set(1)
-	for _, c := range []prometheus.Collector{m.commands, m.runTime, m.outputBytes, m.queueDepth, m.busy, m.curBytes,
+	for _, c := range []prometheus.Collector{m.commands, m.runTime, m.outputBytes, m.queueDepth, m.busy, m.curBytes, m.current,
 		m.restarts, m.heartbeats, m.leaseLeft, m.phase, start, info1} {
 		if err := f.Register(c); err != nil {
 			return fmt.Errorf("runner: --metrics-file: %w", err)
@@ -184,6 +187,10 @@ func (m *Writer) refresh(s runner.Snapshot) {
 	}
 	m.busy.Set(busy)
 	m.curBytes.Set(float64(s.CurrentOutputBytes))
+	m.current.Reset() // One series at most: the running command's.
+	if s.CurrentCmdID != "" {
+		m.current.WithLabelValues(label(s.CurrentCmdID), label(s.CurrentTraceID)).Set(1)
+	}
 	if s.ToolRestarts > m.seenStarts {
 		m.restarts.Add(float64(s.ToolRestarts - m.seenStarts))
 		m.seenStarts = s.ToolRestarts

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -41,6 +42,9 @@ cancel it; with --cancel-on-interrupt it is cancelled first.`, true)
 	cmd.Duration(&waitTimeout, "wait-timeout", 0, "with --wait, how long to wait (0: forever); exit 3 when exceeded")
 	noValue := cmd.Bool("no-value", false, "with --wait, do not print the command's value after its output")
 	cancelOnInt := cmd.Bool("cancel-on-interrupt", false, "with --wait, cancel the command when interrupted (Ctrl-C), then exit 130")
+	traceID := cmd.String("trace-id", "", "trace_id carried into the result, events, status and report (1-128 printable ASCII, no spaces)")
+	labels := labelFlag{}
+	cmd.Var(labels, "label", "KEY=VALUE carried with trace_id (repeatable, at most 16; KEY of [a-z0-9_])")
 	pos, err := cmd.parse(args)
 	if err != nil {
 		return err
@@ -54,7 +58,7 @@ cancel it; with --cancel-on-interrupt it is cancelled first.`, true)
 		return err
 	}
 	command, err := s.Submit(ctx, payload, master.SubmitOptions{Kind: protocol.Kind(*kind), Timeout: timeout,
-		CancelPolicy: protocol.CancelPolicy(*policy), CmdID: *id})
+		CancelPolicy: protocol.CancelPolicy(*policy), CmdID: *id, TraceID: *traceID, Labels: labels.orNil()})
 	if err != nil {
 		return err
 	}
@@ -332,4 +336,28 @@ func textDoc(b []byte) map[string]any {
 		doc["data_b64"] = base64.StdEncoding.EncodeToString(b)
 	}
 	return doc
+}
+
+// labelFlag is --label KEY=VALUE, repeatable.
+type labelFlag map[string]string
+
+func (l labelFlag) String() string { return fmt.Sprint(map[string]string(l)) }
+
+func (l labelFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q: want KEY=VALUE", v)
+	}
+	if _, dup := l[k]; dup {
+		return fmt.Errorf("%q: label %s given twice", v, k)
+	}
+	l[k] = val
+	return nil
+}
+
+func (l labelFlag) orNil() map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
 }

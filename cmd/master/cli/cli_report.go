@@ -13,7 +13,7 @@ import (
 	"github.com/skillpilot/skillpilot/master"
 )
 
-const reportUsage = `  report  [--session DIR]... [--pool DIR]... [-o FILE] [--format html|svg|json] [--max-bars N]
+const reportUsage = `  report  [--session DIR]... [--pool DIR]... [-o FILE] [--format html|svg|json|trace] [--max-bars N]
           timeline of sessions from their files alone (one lane per session)
 `
 
@@ -31,7 +31,7 @@ func (c *cli) report(args []string) error {
 	fs.Var(&sessions, "session", "session directory (repeatable; default $SP_SESSION_DIR)")
 	fs.Var(&pools, "pool", "directory of session directories: each is a lane (repeatable)")
 	out := fs.String("o", "", "write to FILE (atomically) instead of stdout")
-	format := fs.String("format", "html", "html (self-contained page), svg (the timeline alone) or json (the data model)")
+	format := fs.String("format", "html", "html (self-contained page), svg (the timeline alone), json (the data model) or trace (Trace Event JSON for Perfetto or chrome://tracing)")
 	maxBars := fs.Int("max-bars", report.DefaultMaxBars, "commands drawn one by one; above this, lanes are drawn as time bins")
 	if err := c.parse(fs, args); err != nil {
 		return err
@@ -39,8 +39,10 @@ func (c *cli) report(args []string) error {
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
-	if *format != "html" && *format != "svg" && *format != "json" {
-		return usageErr("--format %q: want html, svg or json", *format)
+	switch *format {
+	case "html", "svg", "json", "trace":
+	default:
+		return usageErr("--format %q: want html, svg, json or trace", *format)
 	}
 	dirs, err := sessionDirs(sessions, pools)
 	if err != nil {
@@ -64,6 +66,8 @@ func (c *cli) report(args []string) error {
 		err = report.WriteJSON(&buf, m)
 	case "svg":
 		err = report.WriteSVG(&buf, m)
+	case "trace":
+		err = report.WriteTrace(&buf, m)
 	default:
 		err = report.WriteHTML(&buf, m)
 	}

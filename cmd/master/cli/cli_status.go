@@ -172,6 +172,9 @@ func writeStatus(w io.Writer, st master.Status) {
 		if st.CurrentQuiet != nil {
 			run += ", quiet " + roundDur(*st.CurrentQuiet)
 		}
+		if st.CurrentTraceID != "" {
+			run += ", trace " + st.CurrentTraceID
+		}
 		if st.CurrentLastLine != "" {
 			// The prompt a waiting command shows, quoted: its trailing
 			// blanks matter to a send --expect.

@@ -139,6 +139,30 @@ def write_hint(sfs: _fs.SessionFS, n: int) -> None:
             pass  # Best effort: a lost hint costs the next allocator a few EEXIST.
 
 
+_TRACE_ID = re.compile(r"[!-~]{1,128}\Z")
+_LABEL_KEY = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
+
+
+def check_correlation(trace_id, labels) -> None:
+    """PROTOCOL.md section 4, Correlation: trace_id 1-128 printable ASCII
+    without spaces; at most 16 labels, keys [a-z0-9_] not starting with a
+    digit (at most 63), values at most 256 bytes of UTF-8 without control
+    characters."""
+    if trace_id is not None and (not isinstance(trace_id, str) or not _TRACE_ID.match(trace_id)):
+        raise UsageError("trace_id %r: 1-128 printable ASCII characters without spaces" % (trace_id,))
+    if labels is None:
+        return
+    if not isinstance(labels, dict) or len(labels) > 16:
+        raise UsageError("labels: a dict of at most 16 entries")
+    for k, v in labels.items():
+        if not isinstance(k, str) or not _LABEL_KEY.match(k):
+            raise UsageError("labels: key %r must be 1-63 characters of [a-z0-9_], not starting with a digit" % (k,))
+        if not isinstance(v, str) or len(v.encode("utf-8")) > 256:
+            raise UsageError("labels.%s: a str of at most 256 bytes" % k)
+        if any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for c in v):
+            raise UsageError("labels.%s: must not contain control characters" % k)
+
+
 def check_id(cmd_id: str, what: str = "cmd_id") -> str:
     if not isinstance(cmd_id, str) or not valid_id(cmd_id):
         raise UsageError("invalid %s %r: 1-128 characters of [A-Za-z0-9._-]" % (what, cmd_id))

@@ -117,11 +117,14 @@ class Session:
     # --- commands ---------------------------------------------------------
 
     def submit(self, payload: str, kind: Optional[str] = None, timeout: Optional[float] = None,
-               cancel_policy: Optional[str] = None, cmd_id: Optional[str] = None) -> Submitted:
+               cancel_policy: Optional[str] = None, cmd_id: Optional[str] = None,
+               trace_id: Optional[str] = None, labels: Optional[Dict[str, str]] = None) -> Submitted:
         """Queue a command and return (cmd_id, name). ``kind`` defaults to
         the runner's (state.json), else tcl; ``timeout`` is in seconds (None
-        or 0: the runner's default). A command is queued even when no runner
-        is alive: a later runner serves it."""
+        or 0: the runner's default). ``trace_id`` and ``labels`` are carried
+        into the result, the events, status and the report (PROTOCOL.md
+        section 4). A command is queued even when no runner is alive: a
+        later runner serves it."""
         if not isinstance(payload, str):
             raise UsageError("payload must be a str")
         if kind is None:
@@ -132,6 +135,7 @@ class Session:
             raise UsageError("cancel_policy must be one of %s" % ", ".join(CANCEL_POLICIES))
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
             raise UsageError("timeout must be a non-negative number of seconds")
+        _names.check_correlation(trace_id, labels)
         cmd_id = _names.check_id(cmd_id) if cmd_id is not None else _names.new_id()
         seq = _names.reserve_seq(self.fs)
         cmd: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "seq": seq,
@@ -141,6 +145,10 @@ class Session:
             cmd["timeout_s"] = timeout
         if cancel_policy:
             cmd["cancel_policy"] = cancel_policy
+        if trace_id:
+            cmd["trace_id"] = trace_id
+        if labels:
+            cmd["labels"] = dict(labels)
         name = _names.command_name(seq, cmd_id)
         try:
             self.fs.write_atomic(_names.DIR_QUEUE, name, json.dumps(cmd).encode("utf-8"))

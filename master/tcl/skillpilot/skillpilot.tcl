@@ -109,7 +109,7 @@ proc ::skillpilot::submit {dir payload args} {
     variable version
     variable seqWidth
     set dir [check $dir]
-    set o [Opts {-kind "" -timeout 0 -cancel_policy "" -cmd_id ""} $args]
+    set o [Opts {-kind "" -timeout 0 -cancel_policy "" -cmd_id "" -trace_id "" -labels {}} $args]
     set id [dict get $o -cmd_id]
     if {$id eq ""} {
         set id [new_id]
@@ -123,11 +123,13 @@ proc ::skillpilot::submit {dir payload args} {
     if {![string is double -strict $timeout] || $timeout < 0} { Throw USAGE "-timeout must be seconds >= 0" }
     set policy [dict get $o -cancel_policy]
     if {$policy ni {"" ctrl_c terminate_tool terminate_session}} { Throw USAGE "unknown -cancel_policy $policy" }
+    set corr [Correlation [dict get $o -trace_id] [dict get $o -labels]]
     set seq [ReserveSeq $dir]
     set json "\{\"protocol_version\":$version,\"cmd_id\":[json::string $id],\"seq\":$seq"
     append json ",\"kind\":[json::string $kind],\"payload\":[json::string $payload]"
     if {$timeout > 0} { append json ",\"timeout_s\":$timeout" }
     if {$policy ne ""} { append json ",\"cancel_policy\":[json::string $policy]" }
+    append json $corr
     append json ",\"submitted_at\":[json::string [now_iso]],\"submitter\":[json::string [Owner]]\}"
     set name [format "cmd_%0*lld_%s.json" $seqWidth $seq $id]
     try {
@@ -136,6 +138,31 @@ proc ::skillpilot::submit {dir payload args} {
         WriteHint $dir $seq ;# After the command: the runner sees it one write sooner.
     }
     return $name
+}
+
+# Correlation checks -trace_id and -labels (a dict) by PROTOCOL.md section 4
+# and returns them as JSON members to append ("" for none).
+proc ::skillpilot::Correlation {traceID labels} {
+    set out ""
+    if {$traceID ne ""} {
+        if {![regexp {^[!-~]{1,128}$} $traceID]} {
+            Throw USAGE "-trace_id \"$traceID\": 1-128 printable ASCII characters without spaces"
+        }
+        append out ",\"trace_id\":[json::string $traceID]"
+    }
+    if {[catch {dict size $labels} n] || $n > 16} { Throw USAGE "-labels: a dict of at most 16 entries" }
+    if {$n == 0} { return $out }
+    set members {}
+    dict for {k v} $labels {
+        if {![regexp {^[a-z_][a-z0-9_]{0,62}$} $k]} {
+            Throw USAGE "-labels: key \"$k\" must be 1-63 characters of \[a-z0-9_\], not starting with a digit"
+        }
+        if {[string length [encoding convertto utf-8 $v]] > 256} { Throw USAGE "-labels: $k is longer than 256 bytes" }
+        if {[regexp {[\x00-\x1f\x7f-\x9f]} $v]} { Throw USAGE "-labels: $k must not contain control characters" }
+        lappend members "[json::string $k]:[json::string $v]"
+    }
+    append out ",\"labels\":\{[join $members ,]\}"
+    return $out
 }
 
 # RunnerKind is the kind of the session's runner (state.json), else tcl.
