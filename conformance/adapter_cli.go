@@ -111,6 +111,12 @@ func (a *cliAd) do(st step) map[string]any {
 		if v := st["timeout_ms"]; v != "" {
 			args = append(args, "--timeout", v+"ms")
 		}
+		if v := st["trace_id"]; v != "" {
+			args = append(args, "--trace-id", v)
+		}
+		for k, v := range labelsOf(st["labels"]) {
+			args = append(args, "--label", k+"="+v)
+		}
 		if st["op"] == "run" {
 			args = append(append(args, "--wait"), waitArgs(st)...)
 		}

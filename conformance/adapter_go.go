@@ -144,7 +144,8 @@ func (a *goAd) do(st step) map[string]any {
 	defer cancel()
 	switch st["op"] {
 	case "submit", "run":
-		c, err := s.Submit(ctx, st["payload"], master.SubmitOptions{CmdID: st["id"], Timeout: st.ms("timeout_ms")})
+		c, err := s.Submit(ctx, st["payload"], master.SubmitOptions{CmdID: st["id"], Timeout: st.ms("timeout_ms"),
+			TraceID: st["trace_id"], Labels: labelsOf(st["labels"])})
 		if err != nil {
 			return ofError(err)
 		}
@@ -282,4 +283,17 @@ func statusOutcome(alive, canServe bool, phase string) map[string]any {
 		out["outcome"], out["exit"] = "cannot_serve", 5
 	}
 	return out
+}
+
+// labelsOf reads a step's labels=k=v,k2=v2 (nil for none).
+func labelsOf(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	m := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
 }

@@ -69,10 +69,15 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
     wfr = ms(step, "wait_for_runner_ms")
     if op == "submit" or op == "run":
         timeout = ms(step, "timeout_ms")
+        corr = {}
+        if "trace_id" in step:
+            corr["trace_id"] = step["trace_id"]
+        if "labels" in step:
+            corr["labels"] = dict(kv.split("=", 1) for kv in step["labels"].split(","))
         if op == "run":  # Session.run itself: a status other than ok raises ResultError (of_error).
             return of_result(session().run(text(step, "payload"), wait_timeout=ms(step, "wait_timeout_ms"),
-                                           wait_for_runner=wfr, timeout=timeout, cmd_id=step.get("id")))
-        cmd_id, _ = session().submit(text(step, "payload"), timeout=timeout, cmd_id=step.get("id"))
+                                           wait_for_runner=wfr, timeout=timeout, cmd_id=step.get("id"), **corr))
+        cmd_id, _ = session().submit(text(step, "payload"), timeout=timeout, cmd_id=step.get("id"), **corr)
         return {"outcome": "queued", "exit": 0, "cmd_id": cmd_id}
     if op == "wait":
         return of_result(session().wait(step["id"], timeout=ms(step, "wait_timeout_ms"), check=False,

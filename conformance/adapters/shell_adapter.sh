@@ -143,6 +143,13 @@ do_submit() { # do_submit RUN(0/1)
   seq=$(alloc_seq)
   json="{\"protocol_version\":1,\"cmd_id\":\"$id\",\"seq\":$seq,\"kind\":\"tcl\",\"payload\":$(json_str "$payload")"
   [ -n "${k_timeout_ms:-}" ] && json+=",\"timeout_s\":$(printf '%d.%03d' $((k_timeout_ms / 1000)) $((k_timeout_ms % 1000)))"
+  [ -n "${k_trace_id:-}" ] && json+=",\"trace_id\":$(json_str "$k_trace_id")"
+  if [ -n "${k_labels:-}" ]; then # labels=k=v,k2=v2
+    local kv members="" pairs
+    IFS=, read -r -a pairs <<<"$k_labels"
+    for kv in "${pairs[@]}"; do members+=",$(json_str "${kv%%=*}"):$(json_str "${kv#*=}")"; done
+    json+=",\"labels\":{${members#,}}"
+  fi
   json+=",\"submitter\":\"shell\"}"
   name=$(printf 'cmd_%010d_%s.json' "$seq" "$id")
   atomic_write "$S/queue/$name" "$json"

@@ -62,6 +62,15 @@ proc do {step} {
             set sub {}
             if {[dict exists $step id]} { lappend sub -cmd_id [dict get $step id] }
             if {[dict exists $step timeout_ms]} { lappend sub -timeout [expr {[dict get $step timeout_ms] / 1000.0}] }
+            if {[dict exists $step trace_id]} { lappend sub -trace_id [dict get $step trace_id] }
+            if {[dict exists $step labels]} {
+                set l {}
+                foreach kv [split [dict get $step labels] ,] {
+                    set eq [string first = $kv]
+                    dict set l [string range $kv 0 $eq-1] [string range $kv $eq+1 end]
+                }
+                lappend sub -labels $l
+            }
             if {$op eq "run"} {
                 # skillpilot::run itself: a status other than ok raises, the result in the error code (ofError).
                 set w [waitOpts $step]

@@ -258,7 +258,7 @@ proc ::skillpilot::wait {dir cmd args} {
 # -check 0 returns the result whatever its status).
 proc ::skillpilot::run {dir payload args} {
     variable waitForRunnerMs
-    set o [Opts [list -kind "" -timeout 0 -cancel_policy "" -cmd_id "" -waittimeout -1 -check 1 \
+    set o [Opts [list -kind "" -timeout 0 -cancel_policy "" -cmd_id "" -trace_id "" -labels {} -waittimeout -1 -check 1 \
                      -waitforrunner $waitForRunnerMs] $args]
     set name [submit $dir $payload {*}[dict remove $o -waittimeout -check -waitforrunner]]
     return [wait $dir $name -timeout [dict get $o -waittimeout] -check [dict get $o -check] \
