@@ -3,7 +3,7 @@
 import re
 import secrets
 import time
-from typing import Optional, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
 from . import _fs
 from .errors import MasterError, UsageError
@@ -143,12 +143,12 @@ _TRACE_ID = re.compile(r"[!-~]{1,128}\Z")
 _LABEL_KEY = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
 
 
-def check_correlation(trace_id, labels) -> None:
+def check_correlation(trace_id: Optional[str], labels: Optional[Dict[str, str]]) -> None:
     """PROTOCOL.md section 4, Correlation: trace_id 1-128 printable ASCII
     without spaces; at most 16 labels, keys [a-z0-9_] not starting with a
     digit (at most 63), values at most 256 bytes of UTF-8 without control
     characters."""
-    if trace_id is not None and (not isinstance(trace_id, str) or not _TRACE_ID.match(trace_id)):
+    if trace_id not in (None, "") and (not isinstance(trace_id, str) or not _TRACE_ID.match(trace_id)):
         raise UsageError("trace_id %r: 1-128 printable ASCII characters without spaces" % (trace_id,))
     if labels is None:
         return

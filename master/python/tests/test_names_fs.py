@@ -6,7 +6,7 @@ import threading
 import unittest
 
 from skillpilot import _fs, _names
-from skillpilot.errors import MasterError
+from skillpilot.errors import MasterError, UsageError
 
 from .fake_runner import make_session
 
@@ -32,6 +32,22 @@ class NamesTest(unittest.TestCase):
             self.assertTrue(_names.valid_id(i))
         self.assertEqual(len(set(ids)), len(ids))
         self.assertLessEqual(ids[0][:13], ids[-1][:13])  # Time-ordered prefix.
+
+    def test_correlation_bounds(self) -> None:
+        # PROTOCOL.md section 4, Correlation: the same bounds as the runner's.
+        ok = [(None, None), ("", None), ("flow-7/place:3", None), ("x" * 128, None),
+              (None, {"_x": "", "a9": "with spaces and \u00fcn\u00efcode"}),
+              (None, {"k%d" % i: "\u00e9" * 128 for i in range(16)})]
+        for trace_id, labels in ok:
+            _names.check_correlation(trace_id, labels)
+        bad = [("x" * 129, None), ("a b", None), ("tab\there", None), ("\u00fc", None),
+               (None, {"k%d" % i: "" for i in range(17)}), (None, {"": "x"}), (None, {"9a": "x"}),
+               (None, {"Upper": "x"}), (None, {"a-b": "x"}), (None, {"k" * 64: "x"}),
+               (None, {"k": "v" * 257}), (None, {"k": "a\x00b"}), (None, {"k": "\x7f"}), (None, {"k": 1}),
+               (None, ["k"])]
+        for trace_id, labels in bad:
+            with self.assertRaises(UsageError, msg=repr((trace_id, labels))):
+                _names.check_correlation(trace_id, labels)
 
 
 def _alloc_many(args: "tuple[str, int]") -> "list[int]":
