@@ -450,3 +450,32 @@ func BenchmarkMetricsWrite(b *testing.B) {
 		w.write()
 	}
 }
+
+// TestMetricsCurrentCommand: skillpilot_current_command_info names the
+// running command and its trace_id while it runs, and has no series once
+// the runner is idle (PROTOCOL.md section 4, Correlation).
+func TestMetricsCurrentCommand(t *testing.T) {
+	tool := promtool(t)
+	path := filepath.Join(t.TempDir(), "runner.prom")
+	h := start(t, path)
+	h.writeFile(protocol.DirQueue+"/cmd_1_long.json",
+		`{"cmd_id":"long","seq":1,"kind":"tcl","payload":"after 60000","trace_id":"flow-7/place","labels":{"step":"place"}}`)
+	h.waitFor("the running command's series", func() bool {
+		if _, err := os.Stat(path); err != nil {
+			return false
+		}
+		f := checkMetrics(t, tool, path)["skillpilot_current_command_info"]
+		return f != nil && len(f.Metric) == 1
+	})
+	fams := checkMetrics(t, tool, path)
+	if v := value(t, fams, "skillpilot_current_command_info", map[string]string{"cmd_id": "long", "trace_id": "flow-7/place"}); v != 1 {
+		t.Fatalf("current_command_info = %v", v)
+	}
+	h.writeFile(protocol.FileCancel, "")
+	h.result("cmd_1_long.json")
+	h.waitFor("no series once idle", func() bool {
+		f := checkMetrics(t, tool, path)["skillpilot_current_command_info"]
+		return f == nil || len(f.Metric) == 0
+	})
+	h.stop(protocol.StopGraceful)
+}
