@@ -60,22 +60,24 @@ type ErrorInfo struct {
 
 // CommandResult is the output of run and wait (and part of cancel's).
 type CommandResult struct {
-	Session        string     `json:"session" jsonschema:"the command's session"`
-	CmdID          string     `json:"cmd_id" jsonschema:"the command's id"`
-	Seq            int64      `json:"seq" jsonschema:"its place in the session's total order"`
-	Done           bool       `json:"done" jsonschema:"true when the command has its result; false when this call's wait ended first"`
-	State          string     `json:"state" jsonschema:"finished, running, queued, or unknown (between two of those)"`
-	Status         string     `json:"status,omitempty" jsonschema:"when done: ok, error, timeout or cancelled"`
-	Value          string     `json:"value,omitempty" jsonschema:"the Tcl result of the payload (bounded by the byte budget)"`
-	ValueTruncated bool       `json:"value_truncated,omitempty" jsonschema:"the value was cut (by the runner or by the budget)"`
-	Error          *ErrorInfo `json:"error,omitempty" jsonschema:"when status is not ok"`
-	ExitReason     string     `json:"exit_reason,omitempty" jsonschema:"why the command ended: marker_seen, ctrl_c, tool_died, runner_restarted, ..."`
-	DurationMS     int64      `json:"duration_ms,omitempty" jsonschema:"how long it ran (runner clock)"`
-	SpoolStart     int64      `json:"spool_start,omitempty" jsonschema:"the command's range in the session spool (see tail, wait_for)"`
-	SpoolEnd       int64      `json:"spool_end,omitempty" jsonschema:"end of that range (exclusive)"`
-	Output         Preview    `json:"output" jsonschema:"the output: a bounded preview of it"`
-	CommandPath    string     `json:"command_path,omitempty" jsonschema:"the executed command file kept for the audit trail, relative to the session directory"`
-	Note           string     `json:"note,omitempty" jsonschema:"a sentence for a human when not done (why the wait ended)"`
+	Session        string            `json:"session" jsonschema:"the command's session"`
+	CmdID          string            `json:"cmd_id" jsonschema:"the command's id"`
+	Seq            int64             `json:"seq" jsonschema:"its place in the session's total order"`
+	Done           bool              `json:"done" jsonschema:"true when the command has its result; false when this call's wait ended first"`
+	State          string            `json:"state" jsonschema:"finished, running, queued, or unknown (between two of those)"`
+	Status         string            `json:"status,omitempty" jsonschema:"when done: ok, error, timeout or cancelled"`
+	Value          string            `json:"value,omitempty" jsonschema:"the Tcl result of the payload (bounded by the byte budget)"`
+	ValueTruncated bool              `json:"value_truncated,omitempty" jsonschema:"the value was cut (by the runner or by the budget)"`
+	Error          *ErrorInfo        `json:"error,omitempty" jsonschema:"when status is not ok"`
+	ExitReason     string            `json:"exit_reason,omitempty" jsonschema:"why the command ended: marker_seen, ctrl_c, tool_died, runner_restarted, ..."`
+	DurationMS     int64             `json:"duration_ms,omitempty" jsonschema:"how long it ran (runner clock)"`
+	SpoolStart     int64             `json:"spool_start,omitempty" jsonschema:"the command's range in the session spool (see tail, wait_for)"`
+	SpoolEnd       int64             `json:"spool_end,omitempty" jsonschema:"end of that range (exclusive)"`
+	Output         Preview           `json:"output" jsonschema:"the output: a bounded preview of it"`
+	CommandPath    string            `json:"command_path,omitempty" jsonschema:"the executed command file kept for the audit trail, relative to the session directory"`
+	TraceID        string            `json:"trace_id,omitempty" jsonschema:"the command's trace_id, when it was given one"`
+	Labels         map[string]string `json:"labels,omitempty" jsonschema:"the command's labels, when it was given some"`
+	Note           string            `json:"note,omitempty" jsonschema:"a sentence for a human when not done (why the wait ended)"`
 }
 
 func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput) (CommandResult, error) {
@@ -189,6 +191,7 @@ func (h *handler) describe(ref cmdRef, res *protocol.Result, out CommandResult) 
 	}
 	out.ExitReason, out.DurationMS = string(res.ExitReason), res.Stats.DurationMS
 	out.SpoolStart, out.SpoolEnd, out.CommandPath = res.SpoolStart, res.SpoolEnd, res.CommandPath
+	out.TraceID, out.Labels = res.TraceID, res.Labels
 	rel := res.OutputPath
 	if rel == "" || !filepath.IsLocal(rel) {
 		rel = protocol.DirOutput + "/" + protocol.OutputName(ref.cmd.Name)

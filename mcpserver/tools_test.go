@@ -97,9 +97,16 @@ func remarshal(t *testing.T, v, out any) {
 func TestRunExpr(t *testing.T) {
 	dir, cs := newSession(t)
 	var r CommandResult
-	call(t, cs, "run", map[string]any{"payload": "puts [string cat he llo]; expr {6*7}"}, &r)
+	call(t, cs, "run", map[string]any{"payload": "puts [string cat he llo]; expr {6*7}",
+		"trace_id": "flow-7/sta", "labels": map[string]any{"step": "sta"}}, &r)
 	if !r.Done || r.Status != "ok" || r.Value != "42" || r.State != "finished" {
 		t.Fatalf("%+v", r)
+	}
+	if r.TraceID != "flow-7/sta" || r.Labels["step"] != "sta" {
+		t.Errorf("trace_id %q labels %v", r.TraceID, r.Labels)
+	}
+	if msg := callErr(t, cs, "submit", map[string]any{"payload": "expr 1", "trace_id": "a b"}); !strings.Contains(msg, "trace_id") {
+		t.Errorf("bad trace_id: %s", msg)
 	}
 	if r.Output.Head != "hello\n" || r.Output.Size != 6 || r.Output.Truncated || r.Output.SHA256 != sha("hello\n") {
 		t.Errorf("output %+v", r.Output)
@@ -119,7 +126,8 @@ func TestRunExpr(t *testing.T) {
 	if err := json.Unmarshal(b, &cmd); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(cmd.Submitter, "mcp@") || !strings.Contains(cmd.Submitter, "client=test-agent") || cmd.CmdID != r.CmdID {
+	if !strings.HasPrefix(cmd.Submitter, "mcp@") || !strings.Contains(cmd.Submitter, "client=test-agent") || cmd.CmdID != r.CmdID ||
+		cmd.TraceID != "flow-7/sta" {
 		t.Errorf("archived command %+v", cmd)
 	}
 	// The runner appends cmd_end once its result writer reports the
