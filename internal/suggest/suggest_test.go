@@ -14,7 +14,7 @@ func TestClosest(t *testing.T) {
 		{"withdr", "withdraw"},
 		{"frobnicate", ""},
 		{"x", ""},
-		{"st", ""},  // too short to guess
+		{"st", ""}, // too short to guess
 		{"canel", "cancel"},
 	} {
 		if got := Closest(c.word, cmds); got != c.want {
