@@ -29,6 +29,7 @@ Commands:
   result  CMD_ID                    print the result JSON as the runner wrote it
   output  CMD_ID                    print a command's output (--offset, --length: a byte range)
   cancel  [CMD_ID]                  cancel CMD_ID, or the running command; says what happened
+  withdraw CMD_ID                   take back a command no runner has claimed (it never runs)
   send    CMD_ID [TEXT]             type TEXT (and a newline) into the tool while CMD_ID runs;
                                     --expect REGEX waits for a prompt first (--secret, --file F)
   signal  CMD_ID SIG                send INT|QUIT|TSTP|CONT|HUP|USR1|USR2 to the running command
@@ -279,6 +280,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		return c.standin(args)
 	case "diff":
 		return c.diff(args)
+	case "withdraw":
+		return c.withdraw(args)
 	}
 	c.json = slices.Contains(args, "--json") || slices.Contains(args, "-json") // The error in JSON too.
 	if cmd == "" {
