@@ -45,11 +45,15 @@ Commands:
   ready                             wait until a runner serves the session (idle or busy)
   waitfor REGEXP                    wait for output in the spool (--from CURSOR)
 ` + reportUsage + standinUsage + farmUsage + `
-Every command takes --session DIR (default: $SP_SESSION_DIR) and --json; commands that
-wait take --wait-for-runner DUR (how long to wait without a live runner; default 10s).
-These two may also come before the command (master --session DIR status). Durations are
-Go durations (1.5s, 2m, 1h) or plain seconds (30). 'master COMMAND --help' lists a
-command's flags.
+  completion bash|zsh|fish            print a shell completion script (commands, flags, cmd_ids)
+
+The commands on one session (submit ... waitfor, launch) take --session DIR (default:
+$SP_SESSION_DIR) and --json; report, standin, diff and pool name their sessions their own
+way (see their --help). Commands that wait take --wait-for-runner DUR (how long to wait
+without a live runner; default 10s). --session and --json may also come before the command
+(master --session DIR status). Flags may come before or after the arguments. Durations are
+Go durations (1.5s, 2m, 1h) or plain seconds (30). 'master COMMAND --help' (or 'master help
+COMMAND') shows a command's usage, what it does and its flags.
 
 Exit codes: 0 ok, 1 command failed, 2 usage, 3 timeout, 4 cancelled, 5 session missing,
 runner not alive or cannot serve, 6 unknown cmd_id, 7 nothing to act on (not running,
@@ -77,6 +81,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
+		if len(args) > 1 && args[0] == "help" { // master help COMMAND [SUBCOMMAND]: its --help.
+			args = append(args[1:], "--help")
+			break
+		}
 		fmt.Fprint(stdout, cliUsage, moreUsage)
 		return master.ExitOK
 	case "--version", "-version", "version":
@@ -282,6 +290,10 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		return c.diff(args)
 	case "withdraw":
 		return c.withdraw(args)
+	case "completion":
+		return c.completion(args)
+	case "__complete": // The completion scripts' helper (cli_completion.go).
+		return c.complete(ctx, args)
 	}
 	c.json = slices.Contains(args, "--json") || slices.Contains(args, "-json") // The error in JSON too.
 	if cmd == "" {
@@ -290,5 +302,5 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 	if strings.HasPrefix(cmd, "-") {
 		return usageErr("%s before the command: only --session DIR and --json may come before it (master --help)", cmd)
 	}
-	return usageErr("unknown command %q (master --help lists the commands)", cmd)
+	return usageErr("unknown command %q%s (master --help lists the commands)", cmd, didYouMean(cmd, commandNames, "master "))
 }

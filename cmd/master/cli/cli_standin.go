@@ -25,6 +25,10 @@ const standinUsage = `  standin --from SESSION [--from SESSION]... -o FILE.tcl [
 func (c *cli) standin(args []string) error {
 	fs := flag.NewFlagSet("master standin", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
+	c.describe(fs, "standin", "--from SESSION [--from SESSION]... -o FILE.tcl", `
+Write a Tcl stand-in from recorded sessions: plain tclsh loaded with it
+(runner --init FILE.tcl -- tclsh) answers the recorded commands with their
+recorded output and values, so a flow can be rerun without the real tool.`)
 	var from repeated
 	fs.Var(&from, "from", "recorded session directory (repeatable; recordings are replayed in the order given)")
 	out := fs.String("o", "", "the Tcl file to write (required)")
@@ -77,6 +81,9 @@ func (c *cli) standin(args []string) error {
 func (c *cli) diff(args []string) error {
 	fs := flag.NewFlagSet("master diff", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
+	c.describe(fs, "diff", "SESSION_A SESSION_B", `
+Compare two recorded runs command by command (matched by payload and order):
+status, value and output of each. Exit 0 when they agree, 1 when they differ.`)
 	fs.BoolVar(&c.json, "json", false, "print the comparison as one JSON document")
 	if err := c.parse(fs, args); err != nil {
 		return err
