@@ -300,7 +300,9 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		return usageErr("no command given (master --help lists the commands)")
 	}
 	if strings.HasPrefix(cmd, "-") {
-		return usageErr("%s before the command: only --session DIR and --json may come before it (master --help)", cmd)
+		name, _, _ := strings.Cut(strings.TrimLeft(cmd, "-"), "=")
+		return usageErr("%s before the command%s: only --session DIR and --json may come before it (master --help)", cmd,
+			didYouMean(name, []string{"session", "json"}, "--"))
 	}
 	return usageErr("unknown command %q%s (master --help lists the commands)", cmd, didYouMean(cmd, commandNames, "master "))
 }
