@@ -98,8 +98,12 @@ type runnerWatch struct {
 	cmd       *Command // when watching for a command: followed if a pool moves it
 	grace     time.Duration
 	lastAlive time.Time // our clock
-	next      time.Time // rate limit of the checks
-	last      look
+	// stoppedEnds: a runner that stopped on purpose ends the wait after
+	// stoppedGrace (waits for a command, output or a reply; not WaitReady,
+	// which is how a caller waits for a runner to be started again).
+	stoppedEnds bool
+	next        time.Time // rate limit of the checks
+	last        look
 }
 
 // stoppedGrace replaces the grace when the runner stopped on purpose
@@ -123,7 +127,7 @@ func (s *Session) newRunnerWatch() *runnerWatch {
 		g = DefaultWaitForRunner
 	}
 	now := time.Now()
-	return &runnerWatch{s: s, grace: g, lastAlive: now, next: now.Add(watchEvery)}
+	return &runnerWatch{s: s, grace: g, lastAlive: now, next: now.Add(watchEvery), stoppedEnds: true}
 }
 
 // newRunnerWatch watches the runner of the session c is in now (forward.go:
@@ -154,7 +158,7 @@ func (w *runnerWatch) check() error {
 		return nil
 	}
 	gone := now.Sub(w.lastAlive)
-	if w.last.stopped && gone >= min(stoppedGrace, w.grace) {
+	if w.stoppedEnds && w.last.stopped && gone >= min(stoppedGrace, w.grace) {
 		return fmt.Errorf("%w: %s", ErrRunnerNotAlive, w.last.reason)
 	}
 	if gone > w.grace {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -49,5 +50,29 @@ func TestWaitStoppedRunnerAndWithdraw(t *testing.T) {
 	}
 	if _, exit := Classify(ErrNotQueued); exit != ExitNothingToDo {
 		t.Fatalf("ErrNotQueued exits %d", exit)
+	}
+}
+
+// WaitReady is how a caller waits for a runner to be started again: on a
+// session whose runner stopped on purpose it keeps the whole grace (only
+// waits for a command, output or a reply end early).
+func TestWaitReadyKeepsGraceAfterStop(t *testing.T) {
+	dir := startRunner(t)
+	s, _ := Open(dir)
+	if _, err := WaitReady(ctx(t), dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan error, 1)
+	go func() {
+		_, err := WaitReadyFor(ctx(t), dir, longWait)
+		ready <- err
+	}()
+	time.Sleep(2 * stoppedGrace) // Setup, not an assertion: the wait outlives stoppedGrace before a runner starts.
+	testrunner.Start(t, dir)
+	if err := <-ready; err != nil {
+		t.Fatalf("WaitReady: %v", err)
 	}
 }
