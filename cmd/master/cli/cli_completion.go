@@ -72,8 +72,9 @@ compdef _master master
 `,
 	"fish": `# fish completion for master (SkillPilot): master completion fish | source
 function __master_complete
-	set -l words (commandline -opc) (commandline -ct)
-	master __complete $words[2..-1] 2>/dev/null
+	set -l words (commandline -opc)
+	set -l cur (commandline -ct)
+	master __complete $words[2..-1] "$cur" 2>/dev/null
 end
 complete -c master -f -a '(__master_complete)'
 complete -c master -l session -r -f -a '(__fish_complete_directories)'
