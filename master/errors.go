@@ -40,6 +40,9 @@ var (
 	ErrNotRunning = errors.New("master: command not running")
 	// ErrAlreadyFinished: cancel of a command that has already finished.
 	ErrAlreadyFinished = errors.New("master: command already finished")
+	// ErrNotQueued: withdraw of a command a runner has already claimed
+	// (it is running: cancel it instead).
+	ErrNotQueued = errors.New("master: command not queued")
 	// ErrIdle: cancel of the current command while nothing runs.
 	ErrIdle = errors.New("master: runner idle, nothing to cancel")
 	// ErrStaleRequest: the runner answered a request as meant for another
@@ -156,6 +159,7 @@ const (
 	CodeNotRunning      = "not_running"
 	CodeAlreadyFinished = "already_finished"
 	CodeIdle            = "idle"
+	CodeNotQueued       = "not_queued"
 	CodeStale           = "stale"
 	CodeRejected        = "rejected"
 	CodeExpectTimeout   = "expect_timeout"
@@ -217,6 +221,8 @@ func Classify(err error) (code string, exit int) {
 		return CodeAlreadyFinished, ExitNothingToDo
 	case errors.Is(err, ErrIdle):
 		return CodeIdle, ExitNothingToDo
+	case errors.Is(err, ErrNotQueued):
+		return CodeNotQueued, ExitNothingToDo
 	case errors.Is(err, ErrRefusedEcho):
 		return CodeRefusedEcho, ExitIO
 	case errors.Is(err, ErrRequestRejected):

@@ -18,6 +18,7 @@ const DefaultWaitForRunner = 10 * time.Second
 type look struct {
 	alive    bool   // the heartbeat counter was seen moving within the window
 	definite bool   // when not alive: the verdict needs no further watching
+	stopped  bool   // the runner stopped on purpose (phase stopped, its lock free): it will not come back by itself
 	reason   string // why, in words
 	state    protocol.State
 }
@@ -41,6 +42,10 @@ func (s *Session) observe() look {
 		return l
 	case state.Phase == protocol.PhaseStopped || (herr == nil && hb.Phase == protocol.PhaseStopped):
 		l.definite, l.reason = true, "the runner stopped"
+		// state.json says so and no runner holds the lock (on NFS the lock
+		// cannot be probed: state.json alone, which a new runner rewrites
+		// at its start).
+		l.stopped = state.Phase == protocol.PhaseStopped && (s.network || !s.LockHeld())
 		if state.Reason != "" {
 			l.reason += " (" + state.Reason + ")"
 		}
@@ -93,9 +98,20 @@ type runnerWatch struct {
 	cmd       *Command // when watching for a command: followed if a pool moves it
 	grace     time.Duration
 	lastAlive time.Time // our clock
-	next      time.Time // rate limit of the checks
-	last      look
+	// stoppedEnds: a runner that stopped on purpose ends the wait after
+	// stoppedGrace (waits for a command, output or a reply; not WaitReady,
+	// which is how a caller waits for a runner to be started again).
+	stoppedEnds bool
+	next        time.Time // rate limit of the checks
+	last        look
 }
+
+// stoppedGrace replaces the grace when the runner stopped on purpose
+// (state.json's phase stopped, its lock free): such a runner does not come
+// back by itself, so a wait ends within about a second instead of
+// WaitForRunner (issue 26.9). The second lets a runner being started on
+// the session right now write its state first.
+const stoppedGrace = time.Second
 
 // watchEvery is how often a wait looks at the runner's liveness. The first
 // look comes only after it too, so that a short wait (a command's round
@@ -111,7 +127,7 @@ func (s *Session) newRunnerWatch() *runnerWatch {
 		g = DefaultWaitForRunner
 	}
 	now := time.Now()
-	return &runnerWatch{s: s, grace: g, lastAlive: now, next: now.Add(watchEvery)}
+	return &runnerWatch{s: s, grace: g, lastAlive: now, next: now.Add(watchEvery), stoppedEnds: true}
 }
 
 // newRunnerWatch watches the runner of the session c is in now (forward.go:
@@ -141,7 +157,11 @@ func (w *runnerWatch) check() error {
 		w.lastAlive = now
 		return nil
 	}
-	if gone := now.Sub(w.lastAlive); gone > w.grace {
+	gone := now.Sub(w.lastAlive)
+	if w.stoppedEnds && w.last.stopped && gone >= min(stoppedGrace, w.grace) {
+		return fmt.Errorf("%w: %s", ErrRunnerNotAlive, w.last.reason)
+	}
+	if gone > w.grace {
 		return fmt.Errorf("%w: %s; no live runner seen for %v (raise with --wait-for-runner)", ErrRunnerNotAlive, w.last.reason, gone.Round(100*time.Millisecond))
 	}
 	return nil

@@ -65,7 +65,7 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 			return off, nil
 		}
 		if err := rw.check(); err != nil {
-			return off, wrapf(err, "waiting for %s", c.ID)
+			return off, c.noRunnerErr(err)
 		}
 		select {
 		case <-ctx.Done():

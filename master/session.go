@@ -37,7 +37,9 @@ type Session struct {
 	// control request's reply, Stop's wait) goes on without seeing a live
 	// runner before it fails with ErrRunnerNotAlive; 0 means
 	// DefaultWaitForRunner (10 s). Raise it to wait for a runner that has
-	// not started yet.
+	// not started yet. A runner that stopped on purpose (phase stopped,
+	// its lock free) ends the wait after at most a second whatever this
+	// says: it does not come back by itself.
 	WaitForRunner time.Duration
 
 	// network is true when the session is on a network filesystem (set by
@@ -276,8 +278,10 @@ func (c *Command) Outcome() (*protocol.Result, bool, error) {
 // Wait returns the command's result as soon as it appears. A result whose
 // status is not ok comes with a *ResultError; ctx's end gives
 // ErrWaitTimeout (deadline) or its cause (cancelled); a wait that sees no
-// live runner for Session.WaitForRunner fails with ErrRunnerNotAlive (the
-// command stays queued for a later runner).
+// live runner for Session.WaitForRunner (about a second when the runner
+// stopped on purpose) fails with ErrRunnerNotAlive; the command stays
+// queued for a later runner, and the error says so (Withdraw takes it
+// back).
 func (c *Command) Wait(ctx context.Context) (*protocol.Result, error) {
 	return c.WaitProgress(ctx, nil)
 }
@@ -292,7 +296,7 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 			return r, err
 		}
 		if err := w.check(); err != nil {
-			return nil, wrapf(err, "waiting for %s", c.ID)
+			return nil, c.noRunnerErr(err)
 		}
 		if progress != nil {
 			progress()

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/skillpilot/skillpilot/internal/suggest"
 	"github.com/skillpilot/skillpilot/master"
 )
 
@@ -60,13 +61,22 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	fs.SetOutput(io.Discard) // The help goes to stdout, errors to stderr (below).
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stdout, "usage: master mcp %s\n", strings.TrimRight(Usage, "\n"))
+		if errors.Is(err, flag.ErrHelp) { // The master CLI's help style: usage, what it does, flags.
+			synopsis, about, _ := strings.Cut(strings.TrimRight(Usage, "\n"), "\n")
+			fmt.Fprintf(stdout, "usage: master mcp %s\n\n%s\n\nFlags:\n", synopsis, strings.TrimSpace(about))
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			return master.ExitOK
 		}
-		fmt.Fprintf(stderr, "master mcp: %v (see 'master mcp --help')\n", err)
+		msg := err.Error()
+		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+			var names []string
+			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+			if s := suggest.Closest(strings.TrimLeft(name, "-"), names); s != "" {
+				msg += " (did you mean --" + s + "?)"
+			}
+		}
+		fmt.Fprintf(stderr, "master mcp: %s (see 'master mcp --help')\n", msg)
 		return master.ExitUsage
 	}
 	if fs.NArg() > 0 {

@@ -6,16 +6,25 @@
 // same payload (commands whose command file is gone are matched among
 // themselves, in order). A matched pair differs when its status or
 // exit_reason, its value, or its output (by sha256) differ; a command
-// without a partner in the other run is a difference too. Durations are
-// reported, never a difference. Commands still running are ignored.
+// without a partner in the other run is a difference too, except that an
+// unmatched command of A and one of B in the same place (between the same
+// matched neighbours, in order) are one edited step: a "payload"
+// difference, compared as a pair. Lines matching Options.Ignore (dates,
+// hosts, pids) are left out of values and outputs before they are
+// compared. Durations are reported, never a difference. Commands still
+// running are ignored.
 package diff
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
 	udiff "github.com/aymanbagabas/go-udiff"
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/history"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -24,7 +33,17 @@ import (
 const (
 	MaxDiffInput = 256 << 10 // bytes of each output that are diffed
 	MaxDiffLines = 200       // lines of unified diff kept per command
+	// MaxIgnoreInput bounds each output read whole to drop Options.Ignore
+	// lines; a longer output is compared by sha256 alone (with a warning).
+	MaxIgnoreInput = 64 << 20
 )
+
+// Options changes what Compare takes for a difference.
+type Options struct {
+	// Ignore: lines of values and outputs matching any of these are left
+	// out before comparing (volatile lines: dates, hosts, pids).
+	Ignore []*regexp.Regexp
+}
 
 // Side is one command of a pair as the report shows it.
 type Side struct {
@@ -41,11 +60,12 @@ type Side struct {
 
 // Pair is one matched (or unmatched) command.
 type Pair struct {
-	Payload    string   `json:"payload"`    // its first bytes
-	Occurrence int      `json:"occurrence"` // 1 for the first command with this payload
-	A          *Side    `json:"a"`          // nil: only in B
-	B          *Side    `json:"b"`          // nil: only in A
-	Differs    []string `json:"differs"`    // status, value, output, only_in_a, only_in_b
+	Payload    string   `json:"payload"`             // its first bytes (A's for an edited step)
+	PayloadB   string   `json:"payload_b,omitempty"` // an edited step: B's payload (its first bytes)
+	Occurrence int      `json:"occurrence"`          // 1 for the first command with this payload
+	A          *Side    `json:"a"`                   // nil: only in B
+	B          *Side    `json:"b"`                   // nil: only in A
+	Differs    []string `json:"differs"`             // payload, status, value, output, only_in_a, only_in_b
 	OutputDiff string   `json:"output_diff,omitempty"`
 	DurationMS int64    `json:"duration_change_ms"` // B − A
 }
@@ -61,6 +81,7 @@ type Result struct {
 	Different       int    `json:"different"`
 	OnlyInA         int    `json:"only_in_a"`
 	OnlyInB         int    `json:"only_in_b"`
+	Edited          int    `json:"edited"`        // unmatched commands paired as one edited step (differs: payload)
 	DurationA       int64  `json:"duration_a_ms"` // sum over matched commands
 	DurationB       int64  `json:"duration_b_ms"`
 	// Differences lists the pairs that differ, in A's order (then B-only).
@@ -72,31 +93,57 @@ type Result struct {
 }
 
 // Compare compares run b with run a (both loaded with Payloads).
-func Compare(a, b *history.Session) *Result {
+func Compare(a, b *history.Session) *Result { return CompareWith(a, b, Options{}) }
+
+// CompareWith is Compare with options.
+func CompareWith(a, b *history.Session, opt Options) *Result {
 	r := &Result{ProtocolVersion: protocol.Version, A: a.Dir, B: b.Dir, Differences: []Pair{}, Slower: []Pair{}}
+	cmp := &comparer{r: r, a: a, b: b, ignore: opt.Ignore}
 	listA, listB := finished(a), finished(b)
 	type key struct {
 		known   bool
 		payload string
 	}
-	queueB := map[key][]*history.Command{}
-	for _, c := range listB {
+	queueB := map[key][]int{}
+	for j, c := range listB {
 		k := key{c.PayloadKnown, c.Payload}
-		queueB[k] = append(queueB[k], c)
+		queueB[k] = append(queueB[k], j)
+	}
+	// partnerA[i] is the index in B of A's i-th command (-1: unmatched),
+	// and the reverse; pairOf numbers the matched pairs in A's order.
+	partnerA, partnerB := make([]int, len(listA)), make([]int, len(listB))
+	for j := range partnerB {
+		partnerB[j] = -1
 	}
 	seen := map[key]int{}
-	var matched []Pair
-	for _, ca := range listA {
+	occA := make([]int, len(listA))
+	for i, ca := range listA {
 		k := key{ca.PayloadKnown, ca.Payload}
 		seen[k]++
-		p := Pair{Payload: head(ca), Occurrence: seen[k], A: side(ca)}
+		occA[i] = seen[k]
+		partnerA[i] = -1
 		if q := queueB[k]; len(q) > 0 {
-			cb := q[0]
+			partnerA[i], partnerB[q[0]] = q[0], i
 			queueB[k] = q[1:]
+		}
+	}
+	edits := editedSteps(partnerA, partnerB)
+	var matched []Pair
+	for i, ca := range listA {
+		p := Pair{Payload: head(ca), Occurrence: occA[i], A: side(ca)}
+		switch j, edited := edits[i]; {
+		case partnerA[i] >= 0:
+			cb := listB[partnerA[i]]
 			p.B = side(cb)
-			r.compare(&p, a, ca, b, cb)
+			cmp.compare(&p, ca, cb)
 			matched = append(matched, p)
-		} else {
+		case edited:
+			cb := listB[j]
+			p.B, p.PayloadB = side(cb), head(cb)
+			cmp.compare(&p, ca, cb)
+			p.Differs = append([]string{"payload"}, p.Differs...)
+			r.Edited++
+		default:
 			p.Differs = []string{"only_in_a"}
 			r.OnlyInA++
 		}
@@ -104,18 +151,22 @@ func Compare(a, b *history.Session) *Result {
 			r.Differences = append(r.Differences, p)
 		}
 	}
+	editedB := map[int]bool{}
+	for _, j := range edits {
+		editedB[j] = true
+	}
 	seenB := map[key]int{}
-	for _, cb := range listB {
+	for j, cb := range listB {
 		k := key{cb.PayloadKnown, cb.Payload}
 		seenB[k]++
-		if seenB[k] <= seen[k] {
-			continue // Matched above.
+		if partnerB[j] >= 0 || editedB[j] {
+			continue // Matched or edited: above.
 		}
 		r.OnlyInB++
 		r.Differences = append(r.Differences, Pair{Payload: head(cb), Occurrence: seenB[k], B: side(cb), Differs: []string{"only_in_b"}})
 	}
 	r.Matched = len(matched)
-	r.Different = len(r.Differences) - r.OnlyInA - r.OnlyInB
+	r.Different = len(r.Differences) - r.OnlyInA - r.OnlyInB - r.Edited
 	r.Same = r.Matched - r.Different
 	r.Agree = len(r.Differences) == 0
 	for i := range matched {
@@ -124,6 +175,46 @@ func Compare(a, b *history.Session) *Result {
 	}
 	r.Slower = largestChanges(matched, 5)
 	return r
+}
+
+// editedSteps pairs the unmatched commands of A with those of B that sit
+// in the same place: after the same matched pair (the last matched command
+// before each, in its own run, belongs to the same pair; or none before
+// either), first with first. It maps A's index to B's.
+func editedSteps(partnerA, partnerB []int) map[int]int {
+	// gap is the A index of the last matched command before i in its run
+	// (partner maps its run to the other; toA turns the partner into A's
+	// index), or -1.
+	gap := func(partner []int, i int, toA bool) int {
+		for k := i - 1; k >= 0; k-- {
+			if partner[k] >= 0 {
+				if toA {
+					return partner[k]
+				}
+				return k
+			}
+		}
+		return -1
+	}
+	waitingB := map[int][]int{}
+	for j := range partnerB {
+		if partnerB[j] < 0 {
+			g := gap(partnerB, j, true)
+			waitingB[g] = append(waitingB[g], j)
+		}
+	}
+	out := map[int]int{}
+	for i := range partnerA {
+		if partnerA[i] >= 0 {
+			continue
+		}
+		g := gap(partnerA, i, false)
+		if q := waitingB[g]; len(q) > 0 {
+			out[i] = q[0]
+			waitingB[g] = q[1:]
+		}
+	}
+	return out
 }
 
 // finished returns the commands of s that have a result, in recorded order.
@@ -147,14 +238,26 @@ func side(c *history.Command) *Side {
 	return s
 }
 
-// compare fills p.Differs (and the output diff) for a matched pair.
-func (r *Result) compare(p *Pair, a *history.Session, ca *history.Command, b *history.Session, cb *history.Command) {
+// comparer compares the commands of two runs.
+type comparer struct {
+	r      *Result
+	a, b   *history.Session
+	ignore []*regexp.Regexp
+}
+
+// compare fills p.Differs (and the output diff) for a pair.
+func (m *comparer) compare(p *Pair, ca, cb *history.Command) {
+	r, a, b := m.r, m.a, m.b
 	p.DurationMS = p.B.DurationMS - p.A.DurationMS
 	if p.A.Status != p.B.Status || p.A.ExitReason != p.B.ExitReason {
 		p.Differs = append(p.Differs, "status")
 	}
-	if (p.A.Value == nil) != (p.B.Value == nil) || (p.A.Value != nil && *p.A.Value != *p.B.Value) {
+	if (p.A.Value == nil) != (p.B.Value == nil) || (p.A.Value != nil && m.keep(*p.A.Value) != m.keep(*p.B.Value)) {
 		p.Differs = append(p.Differs, "value")
+	}
+	if len(m.ignore) > 0 && (p.A.OutputSHA256 != p.B.OutputSHA256 || p.A.Bytes != p.B.Bytes) {
+		m.compareIgnoring(p, ca, cb)
+		return
 	}
 	if p.A.OutputSHA256 == p.B.OutputSHA256 && p.A.Bytes == p.B.Bytes {
 		// The records agree; the files must still hold what they record
@@ -195,6 +298,71 @@ func (r *Result) compare(p *Pair, a *history.Session, ca *history.Command, b *hi
 	if truncA || truncB {
 		p.OutputDiff = fmt.Sprintf("(line diff of the first %d KiB only)\n", MaxDiffInput>>10) + p.OutputDiff
 	}
+}
+
+// compareIgnoring compares two outputs without the lines Ignore matches:
+// each is read whole (at most MaxIgnoreInput, checked against its
+// result's sha256), and the line diff shows what is left.
+func (m *comparer) compareIgnoring(p *Pair, ca, cb *history.Command) {
+	outA, errA := m.a.Output(ca, MaxIgnoreInput)
+	outB, errB := m.b.Output(cb, MaxIgnoreInput)
+	if errA != nil || errB != nil {
+		for _, err := range []error{errA, errB} {
+			if err != nil {
+				m.r.Warnings = append(m.r.Warnings, err.Error())
+			}
+		}
+		p.Differs = append(p.Differs, "output")
+		p.OutputDiff = "(the outputs differ by sha256; one of them could not be read to leave out the --ignore lines)"
+		if errors.Is(errA, fsq.ErrTooLarge) || errors.Is(errB, fsq.ErrTooLarge) {
+			p.OutputDiff = fmt.Sprintf("(the outputs differ by sha256; one is over %d MiB, too large to leave out the --ignore lines)", MaxIgnoreInput>>20)
+		}
+		return
+	}
+	keptA, keptB := m.keepBytes(outA), m.keepBytes(outB)
+	if bytes.Equal(keptA, keptB) {
+		return
+	}
+	p.Differs = append(p.Differs, "output")
+	truncated := len(keptA) > MaxDiffInput || len(keptB) > MaxDiffInput
+	keptA, keptB = wholeRunes(keptA[:min(len(keptA), MaxDiffInput)]), wholeRunes(keptB[:min(len(keptB), MaxDiffInput)])
+	p.OutputDiff = unified(ca.CmdID, cb.CmdID, keptA, keptB)
+	if truncated {
+		p.OutputDiff = fmt.Sprintf("(line diff of the first %d KiB only)\n", MaxDiffInput>>10) + p.OutputDiff
+	}
+}
+
+// keep is s without the lines Ignore matches.
+func (m *comparer) keep(s string) string {
+	if len(m.ignore) == 0 {
+		return s
+	}
+	return string(m.keepBytes([]byte(s)))
+}
+
+// keepBytes is b without the lines Ignore matches (a line is matched
+// without its newline).
+func (m *comparer) keepBytes(b []byte) []byte {
+	var out []byte
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line = b[:i+1]
+		}
+		b = b[len(line):]
+		text := bytes.TrimSuffix(line, []byte("\n"))
+		ignored := false
+		for _, re := range m.ignore {
+			if re.Match(text) {
+				ignored = true
+				break
+			}
+		}
+		if !ignored {
+			out = append(out, line...)
+		}
+	}
+	return out
 }
 
 // unified renders a bounded unified diff of two outputs.

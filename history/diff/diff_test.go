@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,5 +161,77 @@ func TestReplacedOutputDiffers(t *testing.T) {
 			os.Remove(outA)
 			os.WriteFile(outA, []byte("slack 1\n"), 0o600)
 		})
+	}
+}
+
+// Issue 26.12: an edited payload is one changed step (not "only in A" plus
+// "only in B"), compared as a pair; unmatched commands in different places
+// stay apart; --ignore leaves volatile lines out of values and outputs.
+func TestEditedStepAndIgnore(t *testing.T) {
+	base := t.TempDir()
+	a := write(t, filepath.Join(base, "a"), []cmd{
+		{"load", protocol.StatusOK, "", "", 10},
+		{"report -x 1", protocol.StatusOK, "", "slack 1\n", 10},
+		{"header", protocol.StatusOK, "run at 10:00 on host1\nok", "Date: Mon 10:00\nHost: host1\nslack 5\n", 10},
+		{"a tail", protocol.StatusOK, "", "", 10},
+	})
+	b := write(t, filepath.Join(base, "b"), []cmd{
+		{"load", protocol.StatusOK, "", "", 10},
+		{"report -x 2", protocol.StatusOK, "", "slack 2\n", 10},
+		{"header", protocol.StatusOK, "run at 11:30 on host2\nok", "Date: Tue 11:30\nHost: host2\nslack 5\n", 10},
+		{"b tail 1", protocol.StatusOK, "", "", 10},
+		{"b tail 2", protocol.StatusOK, "", "", 10},
+	})
+	r := diff.Compare(a, b)
+	// The edit between load and header pairs; the tails pair first with
+	// first (a tail ↔ b tail 1), b tail 2 is only in B.
+	if r.Edited != 2 || r.OnlyInA != 0 || r.OnlyInB != 1 || r.Matched != 2 || r.Different != 1 || r.Agree {
+		t.Fatalf("%+v", r)
+	}
+	p := r.Differences[0]
+	if p.Payload != "report -x 1" || p.PayloadB != "report -x 2" || strings.Join(p.Differs, ",") != "payload,output" ||
+		!strings.Contains(p.OutputDiff, "-slack 1") {
+		t.Fatalf("edited step: %+v", p)
+	}
+	var text bytes.Buffer
+	diff.WriteText(&text, r)
+	for _, s := range []string{`payload, output  edited step: "report -x 1" → "report -x 2"`, "2 edited, 0 only in A, 1 only in B", "2 commands matched"} {
+		if !strings.Contains(text.String(), s) {
+			t.Errorf("text lacks %q:\n%s", s, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "only in A: cb") {
+		t.Errorf("the edit shown as only in A:\n%s", text.String())
+	}
+
+	// --ignore: the header's dates and hosts are volatile; the rest agrees.
+	ign := diff.Options{Ignore: []*regexp.Regexp{regexp.MustCompile(`^(Date|Host):`), regexp.MustCompile(`^run at `)}}
+	r = diff.CompareWith(a, b, ign)
+	for _, p := range r.Differences {
+		if p.Payload == "header" {
+			t.Errorf("header still differs with --ignore: %+v", p)
+		}
+	}
+	r = diff.Compare(a, b)
+	found := false
+	for _, p := range r.Differences {
+		if p.Payload == "header" && strings.Join(p.Differs, ",") == "value,output" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("without --ignore the header differs in value and output: %+v", r.Differences)
+	}
+	// What is left after --ignore is still compared.
+	c := write(t, filepath.Join(base, "c"), []cmd{{"header", protocol.StatusOK, "", "Date: x\nslack 5\n", 10}})
+	d := write(t, filepath.Join(base, "d"), []cmd{{"header", protocol.StatusOK, "", "Date: y\nslack 6\n", 10}})
+	r = diff.CompareWith(c, d, ign)
+	if r.Agree || !strings.Contains(r.Differences[0].OutputDiff, "+slack 6") || strings.Contains(r.Differences[0].OutputDiff, "Date") {
+		t.Errorf("%+v", r.Differences)
+	}
+	var one bytes.Buffer
+	diff.WriteText(&one, diff.Compare(c, c))
+	if !strings.Contains(one.String(), "the runs agree: 1 command matched,") {
+		t.Errorf("%s", one.String())
 	}
 }

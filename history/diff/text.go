@@ -11,7 +11,11 @@ func WriteText(w io.Writer, r *Result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "A: %s\nB: %s\n", r.A, r.B)
 	for _, p := range r.Differences {
-		fmt.Fprintf(&b, "\n%s  %q (occurrence %d)\n", strings.Join(p.Differs, ", "), oneLine(p.Payload), p.Occurrence)
+		if p.PayloadB != "" { // An edited step: one change, not "only in A" plus "only in B".
+			fmt.Fprintf(&b, "\n%s  edited step: %q → %q\n", strings.Join(p.Differs, ", "), oneLine(p.Payload), oneLine(p.PayloadB))
+		} else {
+			fmt.Fprintf(&b, "\n%s  %q (occurrence %d)\n", strings.Join(p.Differs, ", "), oneLine(p.Payload), p.Occurrence)
+		}
 		switch {
 		case p.A == nil:
 			fmt.Fprintf(&b, "  only in B: %s %s\n", p.B.CmdID, describe(p.B))
@@ -44,8 +48,12 @@ func WriteText(w io.Writer, r *Result) error {
 	if !r.Agree {
 		verdict = "the runs DIFFER"
 	}
-	fmt.Fprintf(&b, "\n%s: %d commands matched, %d the same, %d different, %d only in A, %d only in B; matched commands took %dms in A, %dms in B\n",
-		verdict, r.Matched, r.Same, r.Different, r.OnlyInA, r.OnlyInB, r.DurationA, r.DurationB)
+	edited := ""
+	if r.Edited > 0 {
+		edited = fmt.Sprintf(", %d edited", r.Edited)
+	}
+	fmt.Fprintf(&b, "\n%s: %s matched, %d the same, %d different%s, %d only in A, %d only in B; matched commands took %dms in A, %dms in B\n",
+		verdict, commands(r.Matched), r.Same, r.Different, edited, r.OnlyInA, r.OnlyInB, r.DurationA, r.DurationB)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -64,4 +72,12 @@ func describe(s *Side) string {
 
 func oneLine(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "\r", "\\r"), "\n", "\\n")
+}
+
+// commands is "1 command" or "N commands".
+func commands(n int) string {
+	if n == 1 {
+		return "1 command"
+	}
+	return fmt.Sprintf("%d commands", n)
 }

@@ -29,6 +29,7 @@ Commands:
   result  CMD_ID                    print the result JSON as the runner wrote it
   output  CMD_ID                    print a command's output (--offset, --length: a byte range)
   cancel  [CMD_ID]                  cancel CMD_ID, or the running command; says what happened
+  withdraw CMD_ID                   take back a command no runner has claimed (it never runs)
   send    CMD_ID [TEXT]             type TEXT (and a newline) into the tool while CMD_ID runs;
                                     --expect REGEX waits for a prompt first (--secret, --file F)
   signal  CMD_ID SIG                send INT|QUIT|TSTP|CONT|HUP|USR1|USR2 to the running command
@@ -44,11 +45,15 @@ Commands:
   ready                             wait until a runner serves the session (idle or busy)
   waitfor REGEXP                    wait for output in the spool (--from CURSOR)
 ` + reportUsage + standinUsage + farmUsage + `
-Every command takes --session DIR (default: $SP_SESSION_DIR) and --json; commands that
-wait take --wait-for-runner DUR (how long to wait without a live runner; default 10s).
-These two may also come before the command (master --session DIR status). Durations are
-Go durations (1.5s, 2m, 1h) or plain seconds (30). 'master COMMAND --help' lists a
-command's flags.
+  completion bash|zsh|fish            print a shell completion script (commands, flags, cmd_ids)
+
+The commands on one session (submit ... waitfor, launch) take --session DIR (default:
+$SP_SESSION_DIR) and --json; report, standin, diff and pool name their sessions their own
+way (see their --help). Commands that wait take --wait-for-runner DUR (how long to wait
+without a live runner; default 10s). --session and --json may also come before the command
+(master --session DIR status). Flags may come before or after the arguments. Durations are
+Go durations (1.5s, 2m, 1h) or plain seconds (30). 'master COMMAND --help' (or 'master help
+COMMAND') shows a command's usage, what it does and its flags.
 
 Exit codes: 0 ok, 1 command failed, 2 usage, 3 timeout, 4 cancelled, 5 session missing,
 runner not alive or cannot serve, 6 unknown cmd_id, 7 nothing to act on (not running,
@@ -76,6 +81,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
+		if len(args) > 1 && args[0] == "help" { // master help COMMAND [SUBCOMMAND]: its --help.
+			args = append(args[1:], "--help")
+			break
+		}
 		fmt.Fprint(stdout, cliUsage, moreUsage)
 		return master.ExitOK
 	case "--version", "-version", "version":
@@ -279,13 +288,21 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		return c.standin(args)
 	case "diff":
 		return c.diff(args)
+	case "withdraw":
+		return c.withdraw(args)
+	case "completion":
+		return c.completion(args)
+	case "__complete": // The completion scripts' helper (cli_completion.go).
+		return c.complete(ctx, args)
 	}
 	c.json = slices.Contains(args, "--json") || slices.Contains(args, "-json") // The error in JSON too.
 	if cmd == "" {
 		return usageErr("no command given (master --help lists the commands)")
 	}
 	if strings.HasPrefix(cmd, "-") {
-		return usageErr("%s before the command: only --session DIR and --json may come before it (master --help)", cmd)
+		name, _, _ := strings.Cut(strings.TrimLeft(cmd, "-"), "=")
+		return usageErr("%s before the command%s: only --session DIR and --json may come before it (master --help)", cmd,
+			didYouMean(name, []string{"session", "json"}, "--"))
 	}
-	return usageErr("unknown command %q (master --help lists the commands)", cmd)
+	return usageErr("unknown command %q%s (master --help lists the commands)", cmd, didYouMean(cmd, commandNames, "master "))
 }

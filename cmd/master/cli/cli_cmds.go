@@ -104,7 +104,7 @@ func (c *cli) waitCmd(ctx context.Context, s *master.Session, cmd *master.Comman
 	if err != nil && errors.As(context.Cause(ctx), &ie) {
 		c.interrupted(s, cmd, cancelOnInt)
 	}
-	return err
+	return c.noRunnerHint(s, cmd, err) // cli_withdraw.go
 }
 
 // interrupted tells what becomes of cmd when its wait was interrupted: it

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -77,7 +76,7 @@ func (cmd *command) parse(args []string) ([]string, error) {
 			return nil, exitOnly(master.ExitOK)
 		}
 		if err != nil {
-			return nil, usageErr("master %s: %v (see 'master %s --help')", cmd.name, err, cmd.name)
+			return nil, usageErr("master %s: %s (see 'master %s --help')", cmd.name, flagErr(cmd.FlagSet, err), cmd.name)
 		}
 		rest := cmd.Args()
 		if len(rest) == 0 {
@@ -95,12 +94,7 @@ func (cmd *command) parse(args []string) ([]string, error) {
 	return pos, nil
 }
 
-func (cmd *command) usage(w io.Writer) {
-	fmt.Fprintf(w, "usage: master %s [flags] %s\n\n%s\n\nFlags:\n", cmd.name, cmd.args, strings.TrimSpace(cmd.about))
-	cmd.SetOutput(w)
-	cmd.PrintDefaults()
-	cmd.SetOutput(io.Discard)
-}
+func (cmd *command) usage(w io.Writer) { printHelp(w, cmd.FlagSet, cmd.name, cmd.args, cmd.about) }
 
 // open opens the command's session.
 func (cmd *command) open() (*master.Session, error) {
@@ -171,14 +165,40 @@ func (c *cli) flags(name string) (*flag.FlagSet, *string) {
 	return fs, session
 }
 
-// parse parses a flag set built by hand: -h prints its help on stdout (its
-// own Usage, or its flags) and ends with exit 0; an error is a usage error.
-// An empty --session takes $SP_SESSION_DIR.
+// parse parses a flag set built by hand, flags before and after the
+// arguments ("--" ends the flags; fs.Args() then holds the arguments): -h
+// prints its help on stdout (its own Usage, or its flags) and ends with
+// exit 0; an error is a usage error, naming the flag probably meant. An
+// empty --session takes $SP_SESSION_DIR.
 func (c *cli) parse(fs *flag.FlagSet, args []string) error {
+	return c.parseFlags(fs, args, true)
+}
+
+// parseTool is parse for a command whose arguments are a tool's command
+// line (launch, pool start): the flags end at the first argument, so the
+// tool's own flags are left to it.
+func (c *cli) parseTool(fs *flag.FlagSet, args []string) error {
+	return c.parseFlags(fs, args, false)
+}
+
+func (c *cli) parseFlags(fs *flag.FlagSet, args []string, interspersed bool) error {
 	usage, out := fs.Usage, fs.Output()
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard)
+	var pos []string
 	err := fs.Parse(args)
+	for interspersed && err == nil && fs.NArg() > 0 {
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+		err = fs.Parse(args)
+	}
+	if interspersed && err == nil {
+		_ = fs.Parse(append([]string{"--"}, pos...)) // fs.Args() is now every argument; flags keep their values.
+	}
 	fs.Usage = usage
 	fs.SetOutput(out)
 	if errors.Is(err, flag.ErrHelp) {
@@ -191,7 +211,7 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) error {
 		return exitOnly(master.ExitOK)
 	}
 	if err != nil {
-		return usageErr("%s: %v (see '%s --help')", fs.Name(), err, fs.Name())
+		return usageErr("%s: %s (see '%s --help')", fs.Name(), flagErr(fs, err), fs.Name())
 	}
 	if f := fs.Lookup("session"); f != nil && f.Value.String() == "" {
 		_ = f.Value.Set(os.Getenv("SP_SESSION_DIR")) // A string flag accepts any value.

@@ -27,6 +27,10 @@ func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 func (c *cli) report(args []string) error {
 	fs := flag.NewFlagSet("master report", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
+	c.describe(fs, "report", "[--session DIR]... [--pool DIR]...", `
+Draw the timeline of one or more sessions from their files alone: one lane per
+session (--pool DIR: each session directory in DIR is a lane), each command a
+bar. Needs no runner. Written to stdout, or atomically to -o FILE.`)
 	var sessions, pools repeated
 	fs.Var(&sessions, "session", "session directory (repeatable; default $SP_SESSION_DIR)")
 	fs.Var(&pools, "pool", "directory of session directories: each is a lane (repeatable)")

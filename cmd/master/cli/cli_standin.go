@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"regexp"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/history"
@@ -17,7 +18,7 @@ import (
 const standinUsage = `  standin --from SESSION [--from SESSION]... -o FILE.tcl [--timing none|recorded|scale=F] [--on-unknown error|tcl]
           write a Tcl stand-in that answers the recorded commands on plain tclsh
           (runner --init FILE.tcl -- tclsh)
-  diff    [--json] SESSION_A SESSION_B         compare two runs command by command
+  diff    [--json] [--ignore REGEX]... SESSION_A SESSION_B   compare two runs step by step
           (matched by payload and order); exit 0 when they agree, 1 when they differ
 `
 
@@ -25,6 +26,10 @@ const standinUsage = `  standin --from SESSION [--from SESSION]... -o FILE.tcl [
 func (c *cli) standin(args []string) error {
 	fs := flag.NewFlagSet("master standin", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
+	c.describe(fs, "standin", "--from SESSION [--from SESSION]... -o FILE.tcl", `
+Write a Tcl stand-in from recorded sessions: plain tclsh loaded with it
+(runner --init FILE.tcl -- tclsh) answers the recorded commands with their
+recorded output and values, so a flow can be rerun without the real tool.`)
 	var from repeated
 	fs.Var(&from, "from", "recorded session directory (repeatable; recordings are replayed in the order given)")
 	out := fs.String("o", "", "the Tcl file to write (required)")
@@ -77,12 +82,28 @@ func (c *cli) standin(args []string) error {
 func (c *cli) diff(args []string) error {
 	fs := flag.NewFlagSet("master diff", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
+	c.describe(fs, "diff", "SESSION_A SESSION_B", `
+Compare two recorded runs command by command (matched by payload and order):
+status, value and output of each. A command whose payload was edited (an
+unmatched command of each run in the same place) is shown as one edited step.
+--ignore REGEX leaves volatile lines (dates, hosts, pids) out of values and
+outputs. Exit 0 when they agree, 1 when they differ.`)
 	fs.BoolVar(&c.json, "json", false, "print the comparison as one JSON document")
+	var ignore repeated
+	fs.Var(&ignore, "ignore", "leave out of values and outputs the lines matching this `REGEX` (repeatable): dates, hosts, pids")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
 		return usageErr("want two session directories: SESSION_A SESSION_B")
+	}
+	var opt diff.Options
+	for _, expr := range ignore {
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return usageErr("--ignore %q: %v", expr, err)
+		}
+		opt.Ignore = append(opt.Ignore, re)
 	}
 	var runs [2]*history.Session
 	for i, d := range fs.Args() {
@@ -92,7 +113,7 @@ func (c *cli) diff(args []string) error {
 		}
 		runs[i] = s
 	}
-	r := diff.Compare(runs[0], runs[1])
+	r := diff.CompareWith(runs[0], runs[1], opt)
 	if c.json {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")

@@ -208,9 +208,7 @@ func writeStatus(w io.Writer, st master.Status) {
 		row("lease", "%s: %s%s", l.LeaseID, left, extra)
 	}
 	done := fmt.Sprintf("%d command%s", st.CommandsDone, plural(st.CommandsDone))
-	if st.SkippedCount > 0 || st.RejectedCount > 0 {
-		done += fmt.Sprintf(" (%d skipped: already done; %d rejected: invalid)", st.SkippedCount, st.RejectedCount)
-	}
+	done += notCounted(st.SkippedCount, st.RejectedCount)
 	row("done", "%s", done)
 	for i, r := range st.LastResults {
 		label := ""
@@ -223,6 +221,25 @@ func writeStatus(w io.Writer, st master.Status) {
 		}
 		row(label, "%-34s %8s  %s", status, roundDur(time.Duration(r.DurationMS)*time.Millisecond), r.CmdID)
 	}
+}
+
+// notCounted names the queue files answered without running, which
+// commands_done does not count: " (not counting 1 skipped as already done,
+// 4 rejected as invalid)", only the parts that are not zero, or "" (issue
+// 26.17: "4 commands (0 skipped; 4 rejected)" read as if all four were
+// rejected).
+func notCounted(skipped, rejected int64) string {
+	var parts []string
+	if skipped > 0 {
+		parts = append(parts, fmt.Sprintf("%d skipped as already done", skipped))
+	}
+	if rejected > 0 {
+		parts = append(parts, fmt.Sprintf("%d rejected as invalid", rejected))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (not counting " + strings.Join(parts, ", ") + ")"
 }
 
 func roundDur(d time.Duration) string {

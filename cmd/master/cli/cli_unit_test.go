@@ -95,3 +95,21 @@ func TestInterspersedFlags(t *testing.T) {
 		t.Fatalf("%v %d %v %q", err, *n, c.json, pos)
 	}
 }
+
+// notCounted names only the non-zero counts, apart from commands_done
+// (issue 26.17).
+func TestNotCounted(t *testing.T) {
+	for _, c := range []struct {
+		skipped, rejected int64
+		want              string
+	}{
+		{0, 0, ""},
+		{0, 4, " (not counting 4 rejected as invalid)"},
+		{1, 0, " (not counting 1 skipped as already done)"},
+		{1, 2, " (not counting 1 skipped as already done, 2 rejected as invalid)"},
+	} {
+		if got := notCounted(c.skipped, c.rejected); got != c.want {
+			t.Errorf("notCounted(%d, %d) = %q, want %q", c.skipped, c.rejected, got, c.want)
+		}
+	}
+}

@@ -11,15 +11,13 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-const launchUsage = `usage: master launch --session DIR --via local|slurm|sge|lsf [--submit-arg ARG]... [--runner-arg ARG]...
-                     [--runner PATH] [--job-name NAME] [--ready-timeout D] [--no-wait] [--json] [-- TOOL ARGS...]
-
+// launchAbout is what master launch --help says it does.
+const launchAbout = `
 Starts "runner --session DIR [RUNNER-ARGS] -- TOOL ARGS" as a detached local process
 or a batch job (sbatch, qsub, bsub), records it in DIR/state/launch.json and waits until
 the runner serves the session, reporting the job's state on stderr.
 Exit: 0 serving, 3 --ready-timeout passed (the job stays), 5 the job ended without
-serving, 7 already served or its job is still queued/running, 10 submit failed.
-`
+serving, 7 already served or its job is still queued/running, 10 submit failed.`
 
 // farmUsage is the launch and pool lines of master's usage.
 const farmUsage = `  launch  --via local|slurm|sge|lsf [--submit-arg A]... [--ready-timeout D] [-- TOOL ARGS]
@@ -35,7 +33,7 @@ func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func (c *cli) launch(ctx context.Context, args []string) error {
 	fs, dir := c.flags("launch")
-	fs.Usage = func() { fmt.Fprint(c.stderr, launchUsage) }
+	c.describe(fs, "launch", "--session DIR --via local|slurm|sge|lsf [-- TOOL ARGS...]", launchAbout)
 	var opts launch.Options
 	fs.StringVar(&opts.Via, "via", "", "local, slurm, sge or lsf (required)")
 	fs.Var((*stringsFlag)(&opts.SubmitArgs), "submit-arg", "argument for sbatch/qsub/bsub (repeatable)")
@@ -44,7 +42,7 @@ func (c *cli) launch(ctx context.Context, args []string) error {
 	fs.StringVar(&opts.JobName, "job-name", "", "job name (default sp-<session dir name>)")
 	fs.DurationVar(&opts.ReadyTimeout, "ready-timeout", 0, "how long to wait for the runner to serve (0: as long as the job lives)")
 	fs.BoolVar(&opts.NoWait, "no-wait", false, "return once the job is submitted")
-	if err := c.parse(fs, args); err != nil {
+	if err := c.parseTool(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" || opts.Via == "" {

@@ -67,19 +67,14 @@ func (c *cli) pool(ctx context.Context, args []string) error {
 	case "adapt":
 		return c.poolAdapt(ctx, args[1:])
 	}
-	fmt.Fprint(c.stderr, poolUsage)
-	return usageErr("unknown pool subcommand %q", args[0])
+	return usageErr("unknown pool subcommand %q%s (master pool --help lists them)", args[0], didYouMean(args[0], poolCommands, "master pool "))
 }
 
 func (c *cli) poolFlags(name string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet("master pool "+name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	fs.Usage = func() { // The pool's usage, then this subcommand's own flags.
-		fmt.Fprint(c.stderr, poolUsage)
-		fmt.Fprintf(c.stderr, "\nFlags of master pool %s:\n", name)
-		fs.SetOutput(c.stderr)
-		fs.PrintDefaults()
-	}
+	args, about := poolHelp(name)
+	c.describe(fs, "pool "+name, args, about)
 	dir := fs.String("pool", os.Getenv("SP_POOL_DIR"), "pool directory (default $SP_POOL_DIR)")
 	fs.BoolVar(&c.json, "json", false, "print JSON only on stdout")
 	return fs, dir
@@ -109,7 +104,7 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.Respawn, "respawn", false, "heal relaunches sessions whose job ended")
 	fs.IntVar(&o.MaxRespawns, "max-respawns", 3, "relaunches per session at most")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", 0, "how long to wait for every session to serve (0: as long as the jobs live)")
-	if err := c.parse(fs, args); err != nil {
+	if err := c.parseTool(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" || o.Via == "" || o.Size < 1 {

@@ -12,12 +12,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/suggest"
 	"github.com/skillpilot/skillpilot/internal/version"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
@@ -38,7 +40,8 @@ seq order, writing DIR/result/ and DIR/output/. See PROTOCOL.md.
 DIR defaults to $SP_SESSION_DIR. The runner creates DIR itself if it is
 missing (its parent must exist) and the layout inside it.
 
-Exit codes: 0 stopped cleanly, 1 error, 2 usage, 3 another runner holds the
+Exit codes: 0 stopped cleanly, 1 error, 2 usage (a bad flag, a tool that cannot
+be run: missing, not on $PATH, not executable), 3 another runner holds the
 session, 4 gave up: the tool failed to start more than --max-restarts times
 within --restart-window.
 
@@ -88,10 +91,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&metricsFile, "metrics-file", "", "write Prometheus metrics (text format, atomically) to this file on every heartbeat and result, e.g. for node_exporter's textfile collector")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the runner stops (for performance work)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() {} // A usage error is one line and a pointer to --help (flagError).
+	fs.SetOutput(io.Discard)
 	for _, a := range args {
 		if a == "--" {
 			break
@@ -104,7 +105,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+		return flagError(stderr, fs, err)
 	}
 	if *version {
 		fmt.Fprintln(stdout, versionString())
@@ -125,14 +126,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if cfg.Session == "" {
-		fmt.Fprintln(stderr, "runner: --session is required (or set SP_SESSION_DIR)")
-		fs.Usage()
+		fmt.Fprintln(stderr, "runner: --session is required (or set SP_SESSION_DIR); see 'runner --help'")
 		return ExitUsage
 	}
-	// What Open would refuse, and the metrics file's directory, are
-	// checked before Open creates the session and its layout.
+	// What Open would refuse, the tool and the metrics file's directory
+	// are checked before Open creates the session and its layout.
 	if err := cfg.Check(); err != nil {
 		return openErr(stderr, err)
+	}
+	if err := checkTool(cfg.Tool, protocol.Kind(kind)); err != nil {
+		printErr(stderr, err)
+		return ExitUsage
 	}
 	if metricsFile != "" {
 		w, err := promfile.New(metricsFile, cfg.Logger)
@@ -174,6 +178,58 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	return ExitOK
+}
+
+// flagError prints a flag error as one line, with the flag the user
+// probably meant and where the help is, and returns ExitUsage (issue
+// 26.11: the whole help used to bury the one line that mattered).
+func flagError(stderr io.Writer, fs *flag.FlagSet, err error) int {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if s := suggest.Closest(strings.TrimLeft(name, "-"), names); s != "" {
+			msg += fmt.Sprintf(" (did you mean --%s?)", s)
+		}
+	}
+	fmt.Fprintf(stderr, "runner: %s\nrunner: see 'runner --help' for the flags\n", msg)
+	return ExitUsage
+}
+
+// checkTool fails at once, with the reason, when the tool's program
+// cannot be run: not on $PATH, missing, or not executable (issue 26.11:
+// a missing tool used to cost --max-restarts failed starts). tool empty
+// is the kind's default (runner.Config).
+func checkTool(tool []string, kind protocol.Kind) error {
+	if len(tool) == 0 {
+		tool = []string{"tclsh"}
+		if kind == protocol.KindSh {
+			tool = []string{"bash"}
+		}
+	}
+	if tool[0] == "" {
+		return errors.New("the tool's name is empty")
+	}
+	name := tool[0]
+	if !strings.Contains(name, "/") {
+		if _, err := exec.LookPath(name); err != nil {
+			return fmt.Errorf("cannot run the tool: %s is not found on $PATH (give its path after --)", name)
+		}
+		return nil
+	}
+	fi, err := os.Stat(name)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("cannot run the tool: %s does not exist", name)
+	case err != nil:
+		return fmt.Errorf("cannot run the tool: %w", err)
+	case fi.IsDir():
+		return fmt.Errorf("cannot run the tool: %s is a directory", name)
+	}
+	if _, err := exec.LookPath(name); err != nil {
+		return fmt.Errorf("cannot run the tool: %s is not executable (chmod +x)", name)
+	}
+	return nil
 }
 
 // openErr prints an error of the start and returns its exit code: a

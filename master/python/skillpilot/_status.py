@@ -330,8 +330,15 @@ def format_status(st: Dict[str, Any]) -> str:
     done_n = _int(st.get("commands_done"))
     done = "%d command%s" % (done_n, _plural(done_n))
     skipped, rejected = _int(st.get("skipped_count")), _int(st.get("rejected_count"))
-    if skipped > 0 or rejected > 0:
-        done += " (%d skipped: already done; %d rejected: invalid)" % (skipped, rejected)
+    # Not counted in commands_done: say so, naming only what is not zero
+    # (the Go CLI's notCounted).
+    parts = []
+    if skipped > 0:
+        parts.append("%d skipped as already done" % skipped)
+    if rejected > 0:
+        parts.append("%d rejected as invalid" % rejected)
+    if parts:
+        done += " (not counting " + ", ".join(parts) + ")"
     row("done", done)
     for i, r in enumerate(st.get("last_results") or []):
         status = str(r.get("status") or "")

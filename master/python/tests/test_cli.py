@@ -142,7 +142,7 @@ class CLITest(unittest.TestCase):
                 "running   c1 for 1.5s, 2.0 KiB of output, quiet 250ms at: \"Overwrite? (y/n) \"\n"
                 "queue     1 waiting\n"
                 "lease     L1: 1m0s left\n"
-                "done      7 commands (1 skipped: already done; 2 rejected: invalid)\n"
+                "done      7 commands (not counting 1 skipped as already done, 2 rejected as invalid)\n"
                 "last      error (tool_error)                     1.2s  r2\n"
                 "          ok                                      3ms  r1\n")
         self.assertEqual(out, want)

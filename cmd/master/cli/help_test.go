@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/skillpilot/skillpilot/master"
+)
+
+// Every command master's did-you-mean can suggest exists, and its --help
+// starts with its usage line, on stdout, exit 0 (issue 26.11).
+func TestEveryCommandHasHelp(t *testing.T) {
+	for _, name := range commandNames {
+		if name == "help" || name == "version" {
+			continue
+		}
+		var out, errb bytes.Buffer
+		rc := Main([]string{name, "--help"}, strings.NewReader(""), &out, &errb)
+		if rc != master.ExitOK || !strings.HasPrefix(out.String(), "usage: master "+name) || errb.Len() > 0 {
+			t.Errorf("%s --help: rc %d, stdout %.60q, stderr %q", name, rc, out.String(), errb.String())
+		}
+	}
+	for _, name := range poolCommands {
+		var out, errb bytes.Buffer
+		rc := Main([]string{"pool", name, "--help"}, strings.NewReader(""), &out, &errb)
+		if rc != master.ExitOK || !strings.HasPrefix(out.String(), "usage: master pool "+name+" [flags] --pool DIR") ||
+			!strings.Contains(out.String(), "\nFlags:\n") {
+			t.Errorf("pool %s --help: rc %d, stdout %q", name, rc, out.String())
+		}
+	}
+}
+
+// The flag sets built by hand take flags after the arguments, and "--"
+// ends the flags; launch and pool start leave a tool's flags to the tool.
+func TestParseInterspersed(t *testing.T) {
+	c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &bytes.Buffer{}}
+	fs, session := c.flags("x")
+	n := fs.Int("n", 0, "")
+	if err := c.parse(fs, []string{"a", "--n", "3", "b", "--session=S", "--", "--n", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if *n != 3 || *session != "S" || !slices.Equal(fs.Args(), []string{"a", "b", "--n", "c"}) {
+		t.Fatalf("n %d session %q args %q", *n, *session, fs.Args())
+	}
+	fs2, _ := c.flags("launch")
+	v := fs2.Bool("v", false, "")
+	if err := c.parseTool(fs2, []string{"-v", "tclsh", "-v"}); err != nil {
+		t.Fatal(err)
+	}
+	if !*v || !slices.Equal(fs2.Args(), []string{"tclsh", "-v"}) {
+		t.Fatalf("tool args %q", fs2.Args())
+	}
+}
+
+// A mistyped flag names the flag meant; an unknown one without a near
+// name says only what the flag package says.
+func TestFlagErrSuggests(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.Bool("wait", false, "")
+	fs.String("session", "", "")
+	for arg, want := range map[string]string{
+		"--wiat":   "flag provided but not defined: -wiat (did you mean --wait?)",
+		"-sesion":  "flag provided but not defined: -sesion (did you mean --session?)",
+		"--zzzzzz": "flag provided but not defined: -zzzzzz",
+	} {
+		fs.SetOutput(&bytes.Buffer{})
+		err := fs.Parse([]string{arg})
+		if got := flagErr(fs, err); got != want {
+			t.Errorf("%s: %q, want %q", arg, got, want)
+		}
+	}
+}
+
+// Completion candidates: commands, flags, pool subcommands, signals.
+func TestCompletions(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		words []string
+		want  []string
+	}{
+		{[]string{"wi"}, []string{"withdraw"}},
+		{[]string{"--json", "wa"}, []string{"wait", "waitfor"}},
+		{[]string{"help", "st"}, []string{"stop", "status", "standin"}},
+		{[]string{"completion", ""}, []string{"bash", "zsh", "fish"}},
+		{[]string{"pool", "gr"}, []string{"grow"}},
+		{[]string{"pool", "shrink", "--t"}, []string{"--to"}},
+		{[]string{"tail", "--from-"}, []string{"--from-start"}},
+		{[]string{"signal", "x", "H"}, []string{"HUP"}},
+		{[]string{"status", ""}, nil},
+	} {
+		if got := completions(ctx, c.words); !slices.Equal(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.words, got, c.want)
+		}
+	}
+}
