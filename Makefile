@@ -9,12 +9,12 @@ all: build
 
 # Static binaries (no cgo): nothing to load at exec, which is most of a
 # short `master` call's start-up (BENCHMARKS.md, "The master's side").
-# The version both binaries print (--version): git describe of this tree,
+# The version the binaries print (--version): git describe of this tree,
 # the same name make dist gives its tarball.
 VERSION ?= $(shell ./scripts/version.sh)
 LDFLAGS := -X github.com/skillpilot/skillpilot/internal/version.Version=$(VERSION)
 build:
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/runner ./cmd/master
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/runner ./cmd/master ./cmd/master-mcp
 
 demo: build
 	BIN=$(CURDIR)/$(BIN) ./scripts/demo.sh
@@ -77,7 +77,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/skillpilot $(DESTDIR)$(PREFIX)/share/doc/skillpilot
-	install -m 0755 $(BIN)/runner $(BIN)/master $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BIN)/runner $(BIN)/master $(BIN)/master-mcp $(DESTDIR)$(PREFIX)/bin/
 	./scripts/dist.sh --copy-masters $(DESTDIR)$(PREFIX)/share/skillpilot
 	install -m 0644 README.md PROTOCOL.md BENCHMARKS.md docs/* $(DESTDIR)$(PREFIX)/share/doc/skillpilot/
 

@@ -99,7 +99,7 @@ func TestRunnerRestartUnderServer(t *testing.T) {
 
 // The built binary over a real stdio pipe: `master mcp --session DIR`.
 func TestStdioBinary(t *testing.T) {
-	masterBin := testenv.BuildBinary(t, testenv.Master)
+	masterBin := testenv.MasterWithMCP(t)
 	dir := filepath.Join(t.TempDir(), "sess")
 	startRunner(t, dir)
 	// The command line of the client configuration in README.md and docs/mcp.md.
@@ -149,7 +149,7 @@ func TestStdioBinary(t *testing.T) {
 
 // SIGTERM ends a server that is waiting for its client: exit 143.
 func TestStdioSignal(t *testing.T) {
-	masterBin := testenv.BuildBinary(t, testenv.Master)
+	masterBin := testenv.MasterWithMCP(t)
 	dir := filepath.Join(t.TempDir(), "sess")
 	startRunner(t, dir)
 	cmd := exec.Command(masterBin, "mcp", "--session", dir)
@@ -237,7 +237,7 @@ func TestMainHelp(t *testing.T) {
 // pipe) still gets every answer, including one for a call that takes a
 // while: the server ends only once the requests it read are answered.
 func TestStdinClosedEarlyAnswersAll(t *testing.T) {
-	masterBin := testenv.BuildBinary(t, testenv.Master)
+	masterBin := testenv.MasterWithMCP(t)
 	dir := filepath.Join(t.TempDir(), "sess")
 	startRunner(t, dir)
 	in := strings.Join([]string{
@@ -277,7 +277,7 @@ func TestStdinClosedEarlyAnswersAll(t *testing.T) {
 // not JSON-RPC 2.0, and a line over MaxLine (a 17 MiB submit), whose id is
 // still found. Every answer owed before stdin ends arrives (issue 22.4).
 func TestBadLinesAnsweredSessionGoesOn(t *testing.T) {
-	masterBin := testenv.BuildBinary(t, testenv.Master)
+	masterBin := testenv.MasterWithMCP(t)
 	dir := filepath.Join(t.TempDir(), "sess")
 	startRunner(t, dir)
 	huge := `{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"submit","arguments":{"payload":"puts ` +

@@ -28,6 +28,9 @@ const Module = "github.com/skillpilot/skillpilot"
 const (
 	Runner = Module + "/cmd/runner"
 	Master = Module + "/cmd/master"
+	// MasterMCP is the binary `master mcp` runs (found through
+	// $SP_MASTER_MCP in tests).
+	MasterMCP = Module + "/cmd/master-mcp"
 )
 
 // BuildOption changes how [BuildBinary] builds.
@@ -280,4 +283,26 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// MasterWithMCP builds the master and master-mcp binaries and returns the
+// master's path in a directory of the test's that holds both, as make build
+// and go install lay them out: `master mcp` finds master-mcp beside itself.
+func MasterWithMCP(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, b := range []struct{ pkg, name string }{{Master, "master"}, {MasterMCP, "master-mcp"}} {
+		src := BuildBinary(t, b.pkg)
+		dst := filepath.Join(dir, b.name)
+		if err := os.Link(src, dst); err != nil {
+			data, rerr := os.ReadFile(src)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if err := os.WriteFile(dst, data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return filepath.Join(dir, "master")
 }

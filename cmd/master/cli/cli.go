@@ -16,7 +16,6 @@ import (
 
 	"github.com/skillpilot/skillpilot/internal/version"
 	"github.com/skillpilot/skillpilot/master"
-	"github.com/skillpilot/skillpilot/mcpserver"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -95,7 +94,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := interruptContext()
 	defer stop()
 	if args[0] == "mcp" {
-		return mcpserver.Main(ctx, args[1:], stdin, stdout, stderr)
+		return mcp(ctx, args[1:], stdin, stdout, stderr)
 	}
 	err := c.run(ctx, args[0], args[1:])
 	if err == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
 	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/sched"
 )
@@ -34,6 +35,12 @@ func TestScripts(t *testing.T) {
 			// Runners a script launched detached (master launch/pool start
 			// --via local) must not outlive a failed script.
 			env.Defer(func() { killLocalLaunches(env.WorkDir) })
+			// `master mcp` runs the master-mcp binary.
+			mcpBin, err := testenv.Build(testenv.MasterMCP)
+			if err != nil {
+				return err
+			}
+			env.Setenv(MCPEnv, mcpBin)
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -2,17 +2,19 @@ package cli
 
 import (
 	"bytes"
+	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/mcpserver"
 )
 
-// Main runs `master mcp` (package mcpserver) with its own arguments and
-// exit code, and lists it in the help. (It replaces the test of
-// RegisterSubcommand, which is gone: this package wires mcp itself.)
+// Main runs `master mcp` (the master-mcp binary, package mcpserver) with
+// its own arguments and exit code, and lists it in the help.
 func TestMCPSubcommand(t *testing.T) {
+	t.Setenv(MCPEnv, testenv.BuildBinary(t, testenv.MasterMCP))
 	var out, errb bytes.Buffer
 	if rc := Main([]string{"mcp", "--help"}, strings.NewReader(""), &out, &errb); rc != master.ExitOK ||
 		!strings.HasPrefix(out.String(), "usage: master mcp --session DIR") {
@@ -26,7 +28,33 @@ func TestMCPSubcommand(t *testing.T) {
 	}
 	out.Reset()
 	Main([]string{"help"}, nil, &out, &errb)
-	if !strings.HasSuffix(out.String(), "\nMore commands:\n  mcp "+mcpserver.Usage+"\n") {
+	if !strings.HasSuffix(out.String(), "\nMore commands:\n  mcp "+mcpserver.Usage+"\n") || mcpUsage != mcpserver.Usage {
 		t.Fatalf("help:\n%s", out.String())
+	}
+}
+
+// TestMCPBinaryMissing: without master-mcp, master mcp says where it looked
+// and how to get it, and exits 1; the master binary itself does not link
+// the MCP SDK (the point of the split: issue 24, BENCHMARKS.md).
+func TestMCPBinaryMissing(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(MCPEnv, "")
+	t.Setenv("PATH", t.TempDir())
+	var out, errb bytes.Buffer
+	if rc := Main([]string{"mcp", "--session", t.TempDir()}, strings.NewReader(""), &out, &errb); rc != master.ExitFailed ||
+		!strings.Contains(errb.String(), "master-mcp") || !strings.Contains(errb.String(), MCPEnv) {
+		t.Fatalf("rc %d err %q", rc, errb.String())
+	}
+	deps, err := exec.Command(goBin, "list", "-deps", testenv.Master).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, heavy := range []string{"github.com/modelcontextprotocol/go-sdk/mcp", "encoding/gob", "net/http"} {
+		if strings.Contains("\n"+string(deps), "\n"+heavy+"\n") {
+			t.Errorf("the master binary links %s", heavy)
+		}
 	}
 }
