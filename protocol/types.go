@@ -314,6 +314,9 @@ const (
 	EvRequestRejected = "request_rejected"
 	EvLease           = "lease"
 	EvRecovered       = "recovered"
+	// EvRecoverySummary is the one event a runner's recovery at start
+	// writes when it settled or removed anything: its counts.
+	EvRecoverySummary = "recovery_summary"
 	EvLockTakeover    = "lock_takeover"
 	EvWarning         = "warning"
 	// EvStaleToolKilled: at start, the runner killed what was left of the

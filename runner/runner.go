@@ -30,9 +30,11 @@ type Runner struct {
 	root   *sessionRoot // every file operation on the session goes through it
 	id     identity     // fixed by Open
 	layout layoutState  // modes of the session, and what is wrong with it (layout.go)
-	lock   *fileLock
-	drv    driver
-	clk    clock
+	// recovery counts what recover did at start (recover.go); Open only.
+	recovery recoveryCounts
+	lock     *fileLock
+	drv      driver
+	clk      clock
 
 	// Everything below is owned by the Run goroutine.
 	status  runStatus // what state.json says (files.go)
