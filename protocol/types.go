@@ -41,7 +41,7 @@ type Marker struct {
 // Command is a request in queue/. Zero values of optional fields mean:
 // TimeoutS 0 the runner's --default-timeout, CancelPolicy "" ctrl_c,
 // Marker fields "" their defaults (prefix __SP_DONE__, token = cmd_id,
-// mode runner_inject).
+// mode runner_inject), MaxOutputBytes 0 the runner's --max-output-bytes.
 type Command struct {
 	ProtocolVersion int          `json:"protocol_version,omitempty"`
 	CmdID           string       `json:"cmd_id"`
@@ -53,6 +53,11 @@ type Command struct {
 	Marker          *Marker      `json:"marker,omitempty"`
 	SubmittedAt     Time         `json:"submitted_at,omitzero"`
 	Submitter       string       `json:"submitter,omitempty"`
+
+	// MaxOutputBytes is the command's output budget (PROTOCOL.md 6.3):
+	// past it the runner keeps no more output and stops the command by
+	// its cancel policy, and the result says output_limit.
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 }
 
 // Status is the outcome of a command.
@@ -101,6 +106,11 @@ const (
 	CodeLeaseExpired    = "lease_expired"
 	CodeRunnerRestarted = "runner_restarted"
 	CodeIO              = "io_error"
+
+	// CodeOutputLimit: the command printed more than its max_output_bytes;
+	// the runner stopped it and kept the first max_output_bytes bytes.
+	CodeOutputLimit = "output_limit"
+
 	// CodeToolStartFailed is state.json's error once the runner gave up
 	// starting the tool (--max-restarts).
 	CodeToolStartFailed = "tool_start_failed"
