@@ -332,4 +332,7 @@ const (
 	// EvStaleToolKilled: at start, the runner killed what was left of the
 	// previous runner's tool process group.
 	EvStaleToolKilled = "stale_tool_killed"
+	// EvCmdOutput is a running command's output progress: the spool
+	// range it printed since its last cmd_output (or its cmd_begin).
+	EvCmdOutput = "cmd_output"
 )

@@ -53,6 +53,10 @@ type running struct {
 	dropped   int64
 	limitStop bool // it passed its budget (acted on once)
 	limitEnds bool // the budget is what ends it (no earlier interrupt)
+	// reported is the spool offset its output progress was reported up
+	// to (progress.go), at reportedAt.
+	reported   int64
+	reportedAt time.Time
 }
 
 // maxLastLine bounds state.json's current_last_line.
@@ -449,6 +453,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		c.deadline = c.start.Add(timeout)
 	}
 	c.budget = cmd.OutputBudget(r.cfg.MaxOutputBytes)
+	c.reported = c.spoolStart
 	line, err := r.runLine(c)
 	if err != nil {
 		out.Close()
