@@ -30,11 +30,9 @@ type Runner struct {
 	root   *sessionRoot // every file operation on the session goes through it
 	id     identity     // fixed by Open
 	layout layoutState  // modes of the session, and what is wrong with it (layout.go)
-	// recovery counts what recover did at start (recover.go); Open only.
-	recovery recoveryCounts
-	lock     *fileLock
-	drv      driver
-	clk      clock
+	lock   *fileLock
+	drv    driver
+	clk    clock
 
 	// Everything below is owned by the Run goroutine.
 	status  runStatus // what state.json says (files.go)
@@ -57,6 +55,9 @@ type Runner struct {
 	pendingErr      error // why results wait for a retry (nil: none)
 	closeOnce       sync.Once
 	metrics         *metrics // nil without --metrics-file
+
+	// recovery counts what recover did at start (recover.go); Open only.
+	recovery recoveryCounts
 }
 
 // identity is what a runner says about itself, fixed by Open.
