@@ -62,11 +62,11 @@ func (s *Session) Send(ctx context.Context, cmdID string, data []byte, opts Send
 	return s.Request(ctx, req)
 }
 
-// Signal sends sig (INT, QUIT, TSTP, CONT, HUP, USR1 or USR2; a "SIG"
-// prefix and lower case are accepted) to the foreground process group of
-// the terminal while cmdID runs. It has no cancel semantics: the command
-// goes on or ends as the tool decides (a tool may dump its status on
-// USR1). A command that is not running gets nothing: ErrNotRunning.
+// Signal sends sig (INT, QUIT, TSTP, CONT, HUP, USR1, USR2, TERM or KILL;
+// a "SIG" prefix and lower case are accepted) to the foreground process
+// group of the terminal while cmdID runs. It has no cancel semantics: the
+// command goes on or ends as the tool decides (a tool may dump its status
+// on USR1; KILL kills the tool, which is restarted). A command that is not running gets nothing: ErrNotRunning.
 func (s *Session) Signal(ctx context.Context, cmdID, sig string) (*protocol.ControlReply, error) {
 	return s.Request(ctx, protocol.ControlRequest{Op: protocol.OpSignal, CmdID: cmdID, Signal: SignalName(sig)})
 }

@@ -29,6 +29,9 @@ type HealReport struct {
 	Moved     []Move   `json:"moved,omitempty"`
 	Respawned []string `json:"respawned,omitempty"`
 	Dead      []string `json:"dead,omitempty"`
+	// Removed lists the leftovers of killed movers deleted from queue/
+	// (relative to the pool directory; PROTOCOL.md 18.4).
+	Removed []string `json:"removed,omitempty"`
 }
 
 // minMoveAge: a queue file younger than this (filesystem clock) may still
@@ -92,6 +95,7 @@ func (p *Pool) Heal(ctx context.Context) (HealReport, error) {
 			}
 		}
 	}
+	rep.Removed = p.sweepStages(views, now)
 	return rep, errors.Join(errs...)
 }
 

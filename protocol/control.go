@@ -44,7 +44,7 @@ const (
 )
 
 // Signals a signal request may name.
-var Signals = []string{"INT", "QUIT", "TSTP", "CONT", "HUP", "USR1", "USR2"}
+var Signals = []string{"INT", "QUIT", "TSTP", "CONT", "HUP", "USR1", "USR2", "TERM", "KILL"}
 
 // Limits of control requests.
 const (

@@ -145,7 +145,7 @@ func TestParseControlRequest(t *testing.T) {
 		{`{` + head + `"op":"send","cmd_id":"c1","data_b64":"aGk=","expect":"("}`, "expect", nil},
 		{`{` + head + `"op":"send","cmd_id":"c1","data_b64":"aGk=","expect_timeout_ms":-1}`, "expect_timeout_ms", nil},
 		{`{` + head + `"op":"send","cmd_id":"c1","data_b64":"aGk=","secret":"yes"}`, "secret", nil},
-		{`{` + head + `"op":"signal","cmd_id":"c1","signal":"KILL"}`, "signal", nil},
+		{`{` + head + `"op":"signal","cmd_id":"c1","signal":"STOP"}`, "signal", nil}, // KILL and TERM are accepted (issue 23.7); STOP is not.
 		{`{` + head + `"op":"signal","cmd_id":"c1","signal":"SIGINT"}`, "signal", nil},
 		{`{` + head + `"op":"signal","signal":"INT"}`, "cmd_id", nil},
 		{`{` + head + `"op":"resize","cols":0,"rows":50}`, "cols", nil},

@@ -41,7 +41,7 @@ type Marker struct {
 // Command is a request in queue/. Zero values of optional fields mean:
 // TimeoutS 0 the runner's --default-timeout, CancelPolicy "" ctrl_c,
 // Marker fields "" their defaults (prefix __SP_DONE__, token = cmd_id,
-// mode runner_inject).
+// mode runner_inject), MaxOutputBytes 0 the runner's --max-output-bytes.
 type Command struct {
 	ProtocolVersion int          `json:"protocol_version,omitempty"`
 	CmdID           string       `json:"cmd_id"`
@@ -58,6 +58,11 @@ type Command struct {
 	// the command's events, state.json while it runs, and the report.
 	TraceID string            `json:"trace_id,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
+
+	// MaxOutputBytes is the command's output budget (PROTOCOL.md 6.3):
+	// past it the runner keeps no more output and stops the command by
+	// its cancel policy, and the result says output_limit.
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 }
 
 // Status is the outcome of a command.
@@ -106,6 +111,11 @@ const (
 	CodeLeaseExpired    = "lease_expired"
 	CodeRunnerRestarted = "runner_restarted"
 	CodeIO              = "io_error"
+
+	// CodeOutputLimit: the command printed more than its max_output_bytes;
+	// the runner stopped it and kept the first max_output_bytes bytes.
+	CodeOutputLimit = "output_limit"
+
 	// CodeToolStartFailed is state.json's error once the runner gave up
 	// starting the tool (--max-restarts).
 	CodeToolStartFailed = "tool_start_failed"
@@ -329,9 +339,15 @@ const (
 	EvRequestRejected = "request_rejected"
 	EvLease           = "lease"
 	EvRecovered       = "recovered"
+	// EvRecoverySummary is the one event a runner's recovery at start
+	// writes when it settled or removed anything: its counts.
+	EvRecoverySummary = "recovery_summary"
 	EvLockTakeover    = "lock_takeover"
 	EvWarning         = "warning"
 	// EvStaleToolKilled: at start, the runner killed what was left of the
 	// previous runner's tool process group.
 	EvStaleToolKilled = "stale_tool_killed"
+	// EvCmdOutput is a running command's output progress: the spool
+	// range it printed since its last cmd_output (or its cmd_begin).
+	EvCmdOutput = "cmd_output"
 )

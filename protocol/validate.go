@@ -127,6 +127,9 @@ func (c *Command) Validate() error {
 	if c.TimeoutS < 0 {
 		return invalid("timeout_s", "must not be negative")
 	}
+	if c.MaxOutputBytes < 0 {
+		return invalid("max_output_bytes", "must not be negative (0 or absent: the runner's --max-output-bytes)")
+	}
 	switch c.CancelPolicy {
 	case "":
 		c.CancelPolicy = PolicyCtrlC
@@ -298,6 +301,16 @@ const (
 	MaxTimeout  = 365 * 24 * time.Hour
 	MaxLeaseTTL = 365 * 24 * time.Hour
 )
+
+// OutputBudget returns the command's output budget in bytes:
+// max_output_bytes if set, else def (the runner's --max-output-bytes; 0
+// means none).
+func (c *Command) OutputBudget(def int64) int64 {
+	if c.MaxOutputBytes > 0 {
+		return c.MaxOutputBytes
+	}
+	return def
+}
 
 // Timeout returns the command's timeout: timeout_s if set, else def (the
 // runner's --default-timeout; 0 means none). A positive timeout_s is

@@ -50,6 +50,14 @@ type running struct {
 	win       outWindow  // its recent output, for expect (input.go)
 	cursor    int64      // its expect cursor: the end of the last match a send consumed
 	echo      echoFilter // the terminal's echo of delivered input (echo.go)
+	budget    int64      // its output budget (0: none) and what it printed past it (budget.go)
+	dropped   int64
+	limitStop bool // it passed its budget (acted on once)
+	limitEnds bool // the budget is what ends it (no earlier interrupt)
+	// reported is the spool offset its output progress was reported up
+	// to (progress.go), at reportedAt.
+	reported   int64
+	reportedAt time.Time
 }
 
 // maxLastLine bounds state.json's current_last_line.
@@ -401,7 +409,7 @@ func (r *Runner) onResult(d resultDone) {
 		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
 			ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,
 			TraceID: res.TraceID, Labels: res.Labels,
-			Detail: map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS}})
+			Detail: endDetail(res, map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS})})
 	case jobRejected:
 		r.queue.rejected++
 		r.event(protocol.Event{Event: protocol.EvRejected, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
@@ -447,6 +455,8 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	if timeout > 0 {
 		c.deadline = c.start.Add(timeout)
 	}
+	c.budget = cmd.OutputBudget(r.cfg.MaxOutputBytes)
+	c.reported = c.spoolStart
 	line, err := r.runLine(c)
 	if err != nil {
 		out.Close()
@@ -519,6 +529,7 @@ func (r *Runner) sink(b []byte) {
 // emit appends to the current command's output.
 func (r *Runner) emit(b []byte) {
 	c := r.cur
+	b = c.clip(b) // budget.go
 	if r.disk.full {
 		c.skip(b)
 		r.disk.fullOut += int64(len(b))
@@ -576,6 +587,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	if exit != nil {
 		res.ExitCode, res.Signal, res.ToolRestarted = exit.code, exit.signal, true
 	}
+	c.describeLimit(res) // budget.go
 	outErr := c.outErr
 	if outErr == nil {
 		outErr = flushErr

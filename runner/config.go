@@ -30,6 +30,10 @@ type Config struct {
 	TailLines      int           // lines kept in log/last_n_lines.txt (200)
 	DefaultTimeout time.Duration // timeout of a command without timeout_s (0: none)
 
+	// MaxOutputBytes is the output budget of a command without
+	// max_output_bytes (0: none; budget.go, PROTOCOL.md 6.3).
+	MaxOutputBytes int64
+
 	Init         []string      // scripts the tool runs after every start
 	InitTimeout  time.Duration // bound for each init script (10m)
 	StartTimeout time.Duration // bound for the tool to answer its first sync (60s)
@@ -107,6 +111,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Kind != protocol.KindTcl && c.Kind != protocol.KindSh {
 		return c, configError(fmt.Sprintf("runner: unknown kind %q (want tcl or sh)", c.Kind))
+	}
+	if c.MaxOutputBytes < 0 {
+		return c, configError("runner: --max-output-bytes must not be negative")
 	}
 	if len(c.Tool) == 0 {
 		if c.Kind == protocol.KindSh {

@@ -80,6 +80,7 @@ const expectWindow = 64 << 10
 var signals = map[string]syscall.Signal{
 	"INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "TSTP": syscall.SIGTSTP, "CONT": syscall.SIGCONT,
 	"HUP": syscall.SIGHUP, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2,
+	"TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL,
 }
 
 // takeInput takes a valid send or signal request. One for the running
@@ -347,6 +348,9 @@ func (c *running) expect(h *heldReq) bool {
 // deliverSignal sends a signal request's signal to the foreground process
 // group of t's terminal (nil: no tool). Nothing else happens: no cancel, no
 // resynchronisation; the command goes on (or ends) as the tool decides.
+// KILL also goes to the tool's own process group, so the tool dies
+// whatever job is in the foreground: the command ends tool_died (signal
+// KILL, tool_restarted) and the tool is restarted (PROTOCOL.md 9.8).
 func deliverSignal(t toolSession, h *heldReq, a *answer) *answer {
 	if t == nil {
 		a.outcome, a.cmdState, a.message = protocol.OutcomeNotRunning, "finished", h.req.CmdID+" has no tool any more; nothing sent"
@@ -358,6 +362,10 @@ func deliverSignal(t toolSession, h *heldReq, a *answer) *answer {
 	}
 	a.outcome = protocol.OutcomeDelivered
 	a.message = fmt.Sprintf("SIG%s sent to the foreground process group of %s's terminal", h.req.Signal, h.req.CmdID)
+	if h.req.Signal == "KILL" {
+		_ = t.Signal(syscall.SIGKILL) // Best effort: the foreground group may have been the tool's, now gone.
+		a.message += " and to the tool's process group: the tool is restarted"
+	}
 	return a
 }
 

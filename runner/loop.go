@@ -201,6 +201,7 @@ func (r *Runner) onBeat() {
 		r.disk.makeBallast()
 	}
 	r.flushBuffers()
+	r.reportProgress() // progress.go
 	if r.id.network && r.status.beats%2 == 0 {
 		r.touchInputs()
 	}

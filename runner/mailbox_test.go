@@ -161,7 +161,7 @@ func TestMailboxOutcomes(t *testing.T) {
 		{protocol.OpSend, map[string]any{"cmd_id": "c1", "data_b64": "aGkK"}, protocol.OutcomeNotRunning, "c1 has finished"},
 		{protocol.OpSend, map[string]any{"cmd_id": "c1", "data_b64": "c2VjcmV0Cg==", "secret": true}, protocol.OutcomeNotRunning, "finished"},
 		{protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "INT"}, protocol.OutcomeNotRunning, "finished"},
-		{protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "KILL"}, protocol.OutcomeRejected, "signal"},
+		{protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "STOP"}, protocol.OutcomeRejected, "signal"}, // KILL is accepted (issue 23.7).
 		{protocol.OpResize, map[string]any{"cols": 100, "rows": 40}, protocol.OutcomeDelivered, "100 columns by 40 rows"},
 	})
 	// A request without session_id from before this runner's start (by the

@@ -20,6 +20,7 @@ import (
 // The results go through the result writer like every other, as one group
 // commit, and are durable before Open returns.
 func (r *Runner) recover() error {
+	defer r.summarize()
 	if r.pendingTakeover != nil {
 		r.event(protocol.Event{Event: protocol.EvLockTakeover, Detail: r.pendingTakeover})
 	}
@@ -46,7 +47,9 @@ func (r *Runner) recover() error {
 	for _, name := range inflight {
 		p := rel(protocol.DirInflight, name)
 		if _, _, perr := protocol.ParseCommandName(name); perr != nil {
-			_ = r.root.RemoveAll(p) // A payload file or temp file of a dead run; inflight/ is the runner's own.
+			if r.root.RemoveAll(p) == nil { // A payload file or temp file of a dead run; inflight/ is the runner's own.
+				r.recovery.removed++
+			}
 			continue
 		}
 		leftovers = append(leftovers, name)
@@ -54,6 +57,7 @@ func (r *Runner) recover() error {
 	if len(leftovers) == 0 {
 		return nil
 	}
+	r.recovery.claimed = len(leftovers)
 	r.queue.openBegins = unendedBegins(r.root, protocol.FileMeta)
 	for _, name := range leftovers {
 		seq, id, _ := protocol.ParseCommandName(name)
@@ -104,11 +108,58 @@ func (r *Runner) onRecovered(j resultJob, hadResult bool) {
 		delete(r.queue.openBegins, key)
 		var s int64
 		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: protocol.StatusError,
-			ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"recovered": true}, SpoolStart: &s, SpoolEnd: &s,
+			ExitReason: protocol.ReasonRunnerRestarted, Detail: endDetail(res, map[string]any{"recovered": true}), SpoolStart: &s, SpoolEnd: &s,
 			TraceID: res.TraceID, Labels: res.Labels})
+		r.recovery.ends++
+	}
+	if hadResult {
+		r.recovery.kept++
+	} else {
+		r.recovery.written++
 	}
 	r.event(protocol.Event{Event: protocol.EvRecovered, CmdID: res.CmdID, Seq: res.Seq, Status: protocol.StatusError,
 		ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"had_result": hadResult}})
+}
+
+// endDetail adds to d what a cmd_end says of how the command ended
+// (PROTOCOL.md section 22): tool_rc (null when the tool gave none),
+// exit_code and signal when the tool exited, error_code, tool_restarted.
+func endDetail(res *protocol.Result, d map[string]any) map[string]any {
+	d["tool_rc"] = res.ToolRC
+	if res.ExitCode != nil {
+		d["exit_code"] = *res.ExitCode
+	}
+	if res.Signal != "" {
+		d["signal"] = res.Signal
+	}
+	if res.Error != nil {
+		d["error_code"] = res.Error.Code
+	}
+	if res.ToolRestarted {
+		d["tool_restarted"] = true
+	}
+	return d
+}
+
+// recoveryCounts is what a runner's recovery at start did, written as
+// one recovery_summary event.
+type recoveryCounts struct {
+	claimed int // commands a dead runner left in inflight/
+	written int // of those, results written now (runner_restarted)
+	kept    int // of those, results that were already there
+	ends    int // cmd_end events written for a dead runner's cmd_begin
+	removed int // leftover files removed (temporary, spare, claimed control and non-command inflight files)
+}
+
+// summarize writes the recovery_summary event, when recovery did anything.
+func (r *Runner) summarize() {
+	c := r.recovery
+	if c == (recoveryCounts{}) {
+		return
+	}
+	r.event(protocol.Event{Event: protocol.EvRecoverySummary, Detail: map[string]any{
+		"claimed": c.claimed, "results_written": c.written, "results_kept": c.kept,
+		"cmd_end_written": c.ends, "files_removed": c.removed}})
 }
 
 type beginKey struct {
@@ -173,8 +224,8 @@ func (r *Runner) sweepLeftovers() error {
 			continue
 		}
 		for _, n := range names {
-			if runnerTemp(d, n) {
-				_ = r.root.Remove(rel(d, n)) // Best effort; readers skip dot-files.
+			if runnerTemp(d, n) && r.root.Remove(rel(d, n)) == nil { // Best effort; readers skip dot-files.
+				r.recovery.removed++
 			}
 		}
 	}
@@ -182,6 +233,7 @@ func (r *Runner) sweepLeftovers() error {
 		for _, n := range names {
 			if strings.Contains(n, ".taken.") {
 				r.queue.discard(rel(protocol.DirCtl, n))
+				r.recovery.removed++
 			}
 		}
 	}

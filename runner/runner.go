@@ -55,6 +55,9 @@ type Runner struct {
 	pendingErr      error // why results wait for a retry (nil: none)
 	closeOnce       sync.Once
 	metrics         *metrics // nil without --metrics-file
+
+	// recovery counts what recover did at start (recover.go); Open only.
+	recovery recoveryCounts
 }
 
 // identity is what a runner says about itself, fixed by Open.

@@ -157,6 +157,7 @@ func (r *Runner) onChunk(c chunk) {
 			r.tool.phase.line(r, line)
 		}
 	}
+	r.enforceBudget() // budget.go: after the framer, never inside it.
 	if len(r.in.held) > 0 {
 		r.pumpInput() // New output: an expect may match now.
 	}

@@ -31,7 +31,7 @@ Commands:
   withdraw CMD_ID                   take back a command no runner has claimed (it never runs)
   send    CMD_ID [TEXT]             type TEXT (and a newline) into the tool while CMD_ID runs;
                                     --expect REGEX waits for a prompt first (--secret, --file F)
-  signal  CMD_ID SIG                send INT|QUIT|TSTP|CONT|HUP|USR1|USR2 to the running command
+  signal  CMD_ID SIG                send INT|QUIT|TSTP|CONT|HUP|USR1|USR2|TERM|KILL to the running command
   resize  COLS ROWS                 resize the tool's terminal (SIGWINCH)
   stop                              stop the runner (graceful; --force: at once; --wait);
                                     on a launched session: stop request, then after --grace

@@ -107,10 +107,12 @@ func readFileBounded(path string) ([]byte, error) {
 }
 
 func (c *cli) signal(ctx context.Context, args []string) error {
-	cmd := c.newCommand("signal", "CMD_ID INT|QUIT|TSTP|CONT|HUP|USR1|USR2", `
+	cmd := c.newCommand("signal", "CMD_ID INT|QUIT|TSTP|CONT|HUP|USR1|USR2|TERM|KILL", `
 Send a signal to the foreground process group of the tool's terminal while
 CMD_ID runs. Nothing else happens: no cancel (use cancel for that); the command
 goes on or ends as the tool decides (some tools print their status on USR1).
+KILL also kills the tool itself: the command ends tool_died and the tool is
+restarted.
 Exit 0 delivered, 7 CMD_ID is not running (nothing sent), 5 no live runner,
 10 rejected.`, true)
 	var timeout time.Duration

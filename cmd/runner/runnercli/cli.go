@@ -76,6 +76,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Watch, "watch", "auto", "auto (inotify plus polling; polling only on network filesystems), inotify, or poll")
 	fs.IntVar(&cfg.TailLines, "tail-lines", 200, "lines kept in log/last_n_lines.txt")
 	fs.DurationVar(&cfg.DefaultTimeout, "default-timeout", 0, "timeout of commands without timeout_s (0: none)")
+	fs.Int64Var(&cfg.MaxOutputBytes, "max-output-bytes", 0, "output budget of commands without max_output_bytes: past it a command is stopped by its cancel policy and its result says output_limit, keeping the first bytes (0: none)")
 	fs.Var(&inits, "init", "script the tool runs after every start, before any command (repeatable)")
 	fs.DurationVar(&cfg.InitTimeout, "init-timeout", 10*time.Minute, "bound for each --init script")
 	fs.DurationVar(&cfg.StartTimeout, "start-timeout", time.Minute, "bound for the tool to answer its first sync after start")

@@ -131,3 +131,15 @@ func (l *lockedBuilder) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// A negative --max-output-bytes is refused before the session is created.
+func TestMaxOutputBytesFlagRefusesNegative(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	code, stderr := runMain(t, "--session", dir, "--max-output-bytes", "-1")
+	if code != ExitUsage || !strings.Contains(stderr, "--max-output-bytes must not be negative") {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, ExitUsage, stderr)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the session directory was created (%v)", err)
+	}
+}

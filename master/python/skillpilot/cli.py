@@ -111,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="?")
     p = sub.add_parser("signal", parents=[common, waiting], help="send a signal to the running command CMD_ID")
     p.add_argument("cmd_id")
-    p.add_argument("sig", metavar="INT|QUIT|TSTP|CONT|HUP|USR1|USR2")
+    p.add_argument("sig", metavar="INT|QUIT|TSTP|CONT|HUP|USR1|USR2|TERM|KILL")
     p = sub.add_parser("resize", parents=[common, waiting], help="resize the tool's terminal")
     p.add_argument("cols", type=int)
     p.add_argument("rows", type=int)

@@ -18,7 +18,7 @@ from .errors import (AlreadyFinished, CannotServe, ExpectTimeout, Idle, MasterEr
 Result = Dict[str, Any]
 
 KINDS = ("tcl", "sh")
-SIGNALS = ("INT", "QUIT", "TSTP", "CONT", "HUP", "USR1", "USR2")
+SIGNALS = ("INT", "QUIT", "TSTP", "CONT", "HUP", "USR1", "USR2", "TERM", "KILL")
 CANCEL_POLICIES = ("ctrl_c", "terminate_tool", "terminate_session")
 
 
@@ -385,10 +385,11 @@ class Session:
 
     def signal(self, cmd_id: str, sig: str, timeout: Optional[float] = None,
                wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
-        """Send sig (INT, QUIT, TSTP, CONT, HUP, USR1, USR2; "SIGUSR1" and
-        lower case work too) to the foreground process group of the tool's
-        terminal while cmd_id runs. No cancel semantics: the command goes on
-        or ends as the tool decides. NotRunning when it is not running."""
+        """Send sig (INT, QUIT, TSTP, CONT, HUP, USR1, USR2, TERM, KILL;
+        "SIGUSR1" and lower case work too) to the foreground process group of
+        the tool's terminal while cmd_id runs. No cancel semantics: the command
+        goes on or ends as the tool decides (KILL: the tool dies and is
+        restarted). NotRunning when it is not running."""
         name = sig.strip().upper()
         if name.startswith("SIG"):
             name = name[3:]

@@ -262,7 +262,7 @@ class SendTest(Base):
                     r.close()
 
     def test_usage(self) -> None:
-        for call in (lambda: self.s.signal("x", "KILL"), lambda: self.s.resize(0, 10),
+        for call in (lambda: self.s.signal("x", "STOP"), lambda: self.s.resize(0, 10),
                      lambda: self.s.send("x", b"a" * ((1 << 20) + 1)), lambda: self.s.send("bad id", "y")):
             with self.assertRaises(sp.UsageError):
                 call()

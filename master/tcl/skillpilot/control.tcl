@@ -123,7 +123,7 @@ proc ::skillpilot::Delivered {reply what} {
         "$what: $outcome: [expr {[dict exists $reply message] ? [dict get $reply message] : ""}]"
 }
 
-# signal sends sig (INT QUIT TSTP CONT HUP USR1 USR2; SIGUSR1 and lower case
+# signal sends sig (INT QUIT TSTP CONT HUP USR1 USR2 TERM KILL; SIGUSR1 and lower case
 # work too) to the foreground process group of the tool's terminal while
 # cmd_id runs, without cancel semantics, and returns the reply. Errors:
 # NOT_RUNNING, STALE, REJECTED, RUNNER_NOT_ALIVE, WAIT_TIMEOUT, USAGE.
@@ -132,7 +132,7 @@ proc ::skillpilot::signal {dir cmd_id sig args} {
     if {![valid_id $cmd_id]} { Throw USAGE "invalid cmd_id \"$cmd_id\"" }
     set sig [string toupper [string trim $sig]]
     if {[string match SIG* $sig]} { set sig [string range $sig 3 end] }
-    if {$sig ni {INT QUIT TSTP CONT HUP USR1 USR2}} { Throw USAGE "unknown signal \"$sig\"" }
+    if {$sig ni {INT QUIT TSTP CONT HUP USR1 USR2 TERM KILL}} { Throw USAGE "unknown signal \"$sig\"" }
     set reply [request $dir signal "\"cmd_id\":[json::string $cmd_id],\"signal\":\"$sig\"" {*}$args]
     return [Delivered $reply "signal $cmd_id"]
 }

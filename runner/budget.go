@@ -1,0 +1,65 @@
+package runner
+
+import (
+	"fmt"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// Output budgets (PROTOCOL.md 6.3, issue 23.6). A command's budget is its
+// max_output_bytes, else the runner's --max-output-bytes; 0 is none. Its
+// output file keeps the first budget bytes of what it printed; the first
+// byte past the budget makes the runner stop it by its cancel policy, as
+// a cancel would, and its result is an error with code output_limit. What
+// it prints until the stop takes effect is counted, not kept (the spool,
+// log/session.out, still records it, as it records everything the tool
+// prints).
+
+// clip returns the part of b the output budget lets c keep, and counts the
+// rest. It runs inside the framer's sink: it only records that the budget
+// was passed; enforceBudget acts on it.
+func (c *running) clip(b []byte) []byte {
+	if c.budget <= 0 {
+		return b
+	}
+	room := max(c.budget-c.bytes, 0)
+	if int64(len(b)) <= room {
+		return b
+	}
+	c.dropped += int64(len(b)) - room
+	return b[:room]
+}
+
+// enforceBudget stops the running command once it printed past its budget.
+// It runs after each chunk, outside the framer (an interrupt changes what
+// the framer captures), and acts once per command.
+func (r *Runner) enforceBudget() {
+	c := r.cur
+	if c == nil || c.dropped == 0 || c.limitStop {
+		return
+	}
+	c.limitStop = true
+	if c.endStatus != "" {
+		return // Already ending (timeout, cancel): describeLimit notes the cut.
+	}
+	c.limitEnds = true
+	r.interrupt(protocol.StatusError, "", fmt.Sprintf("output limit: printed more than max_output_bytes (%d)", c.budget), "")
+}
+
+// describeLimit makes the result of a command that printed past its
+// budget say so: an error with code output_limit when the budget is what
+// ended it (or nothing else went wrong), otherwise a note in its error.
+// Its stats and output_sha256 already describe the kept bytes.
+func (c *running) describeLimit(res *protocol.Result) {
+	if c.dropped == 0 {
+		return
+	}
+	msg := fmt.Sprintf("output limit: the command printed more than max_output_bytes (%d); %s holds its first %d bytes, %d more were not kept",
+		c.budget, res.OutputPath, c.bytes, c.dropped)
+	if res.Error == nil || c.limitEnds {
+		res.Status = protocol.StatusError
+		res.Error = &protocol.Error{Code: protocol.CodeOutputLimit, Message: msg}
+		return
+	}
+	res.Error.Message += "; " + msg
+}
