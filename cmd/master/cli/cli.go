@@ -45,6 +45,7 @@ Commands:
   waitfor REGEXP                    wait for output in the spool (--from CURSOR)
 ` + reportUsage + standinUsage + farmUsage + `
   completion bash|zsh|fish            print a shell completion script (commands, flags, cmd_ids)
+  protocol                            print PROTOCOL.md (--json: with every file's JSON Schema)
 
 The commands on one session (submit ... waitfor, launch) take --session DIR (default:
 $SP_SESSION_DIR) and --json; report, standin, diff and pool name their sessions their own
@@ -291,6 +292,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		return c.withdraw(args)
 	case "completion":
 		return c.completion(args)
+	case "protocol":
+		return c.protocolDoc(args)
 	case "__complete": // The completion scripts' helper (cli_completion.go).
 		return c.complete(ctx, args)
 	}

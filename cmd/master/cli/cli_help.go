@@ -14,7 +14,7 @@ import (
 var commandNames = []string{
 	"submit", "wait", "result", "output", "cancel", "withdraw", "send", "signal", "resize", "stop",
 	"status", "lease", "tail", "ready", "waitfor", "report", "standin", "diff", "launch", "pool",
-	"mcp", "completion", "help", "version",
+	"mcp", "completion", "protocol", "help", "version",
 }
 
 // poolCommands are master pool's subcommands.
