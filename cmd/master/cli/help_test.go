@@ -8,12 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
 )
 
 // Every command master's did-you-mean can suggest exists, and its --help
 // starts with its usage line, on stdout, exit 0 (issue 26.11).
 func TestEveryCommandHasHelp(t *testing.T) {
+	t.Setenv(MCPEnv, testenv.BuildBinary(t, testenv.MasterMCP)) // master mcp --help is master-mcp's.
 	for _, name := range commandNames {
 		if name == "help" || name == "version" {
 			continue
