@@ -255,7 +255,7 @@ func (p *Pool) stopSessions(ctx context.Context, names []string, opts launch.Sto
 		opts.Exec = p.exec()
 	}
 	// The elements of an array share their squeue/qstat answers.
-	opts.Exec = sched.SharedExec(opts.Exec, 500*time.Millisecond)
+	opts.Exec = sched.SharedExec(opts.Exec, 200*time.Millisecond)
 	reps, stopErrs := launch.StopMany(ctx, dirs, opts)
 	for i, name := range names {
 		out[i] = SessionStop{Session: name, Report: reps[i]}
