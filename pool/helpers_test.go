@@ -14,6 +14,7 @@ import (
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/runner"
 	"github.com/skillpilot/skillpilot/sched"
 )
@@ -80,4 +81,14 @@ func killLaunched(t *testing.T, dir string) {
 		_ = (sched.Local{}).Cancel(context.Background(), nil, li.JobID, true)
 		_, _ = launch.WaitJobGone(ctx(t), sched.Local{}, nil, li.JobID)
 	}
+}
+
+// commandsIn is commandNames for the session directory named by its path
+// (a session's subdirectory, such as .../s00/result).
+func commandsIn(p string) []string {
+	s, err := master.Open(filepath.Dir(p))
+	if err != nil {
+		return nil
+	}
+	return commandNames(s, filepath.Base(p))
 }
