@@ -11,6 +11,14 @@ import (
 	"github.com/skillpilot/skillpilot/launch"
 )
 
+// benchPoolSize is SP_BENCH_POOL_SIZE, 128 by default.
+func benchPoolSize() int {
+	if v, err := strconv.Atoi(os.Getenv("SP_BENCH_POOL_SIZE")); err == nil && v > 0 {
+		return v
+	}
+	return 128
+}
+
 // BenchmarkPoolStop times Pool.Stop (what `master pool stop` runs) on a
 // pool of SP_BENCH_POOL_SIZE (default 128) local sessions that all serve:
 // stop requests, the runners' exits, the launcher seeing every job gone.
@@ -19,10 +27,7 @@ import (
 //	go test -run '^$' -bench PoolStop -benchtime 3x ./pool/
 func BenchmarkPoolStop(b *testing.B) {
 	needTool(&testing.T{}, "tclsh")
-	size := 128
-	if v, err := strconv.Atoi(os.Getenv("SP_BENCH_POOL_SIZE")); err == nil && v > 0 {
-		size = v
-	}
+	size := benchPoolSize()
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
