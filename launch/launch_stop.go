@@ -49,6 +49,9 @@ type StopReport struct {
 	Message         string    `json:"message"`
 }
 
+// stopQuickPoll is how long a stop's waits poll before they watch.
+const stopQuickPoll = time.Second
+
 // errNotLaunched: the session has no launch.json (a plain stop applies).
 var errNotLaunched = errors.New("master: the session was not launched by master launch")
 
@@ -94,6 +97,11 @@ func beginStop(ctx context.Context, dir string, opts StopOptions) (st *stopping,
 	if err != nil {
 		return st, err
 	}
+	// The reply and the runner's end come within milliseconds: poll for
+	// them before joining an inotify watcher, whose instance costs
+	// milliseconds of kernel time to make and to drop (128 of them per
+	// pool stop).
+	s.QuickPoll = stopQuickPoll
 	if _, err := Read(s); err != nil {
 		return st, errors.Join(errNotLaunched, err)
 	}

@@ -17,9 +17,10 @@ import (
 // fakeSlurm plays sbatch --array, squeue, scontrol and scancel by their
 // command-line contract (sched.Slurm's command lines, the outputs
 // ParseSbatch, ParseSqueue and ParseScontrol read), running each element
-// as a local process with SLURM_ARRAY_TASK_ID set. Every command costs
-// delay, as an RPC to a busy slurmctld plus a fork does, and is counted:
-// what a pool operation asks of the scheduler is measured, not guessed.
+// as a local process with SLURM_ARRAY_TASK_ID set. Every command holds
+// the fake controller for delay, one command at a time (a model of a busy
+// slurmctld answering RPCs from forked clients), and is counted: what a
+// pool operation asks of the scheduler is counted, not guessed.
 type fakeSlurm struct {
 	dir   string
 	delay time.Duration
@@ -39,9 +40,9 @@ func newFakeSlurm(t testing.TB, delay time.Duration) *fakeSlurm {
 }
 
 func (f *fakeSlurm) exec(ctx context.Context, argv []string) (string, error) {
-	time.Sleep(f.delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	time.Sleep(f.delay)
 	f.calls[argv[0]]++
 	arg := func(prefix string) string {
 		for _, a := range argv {
