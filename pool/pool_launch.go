@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/launch"
-	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/sched"
 )
 
@@ -62,8 +61,11 @@ func (p *Pool) launchArray(ctx context.Context, names []string, out []SessionLau
 	lo := p.launchOptions("")
 	lo.JobName = "sp-" + filepath.Base(p.dir)
 	lo.ReadyTimeout, lo.Progress = ready, prog
-	script := filepath.Join(p.dir, DirJobs, "array-"+master.NewCmdID()+".sh")
-	res, err := launch.LaunchArray(ctx, script, members, lo)
+	var res []launch.MemberLaunch
+	script, err := p.arrayScript()
+	if err == nil {
+		res, err = launch.LaunchArray(ctx, script, members, lo)
+	}
 	for i, name := range names {
 		out[i] = SessionLaunch{Session: name}
 		if i < len(res) {

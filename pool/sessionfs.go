@@ -258,3 +258,13 @@ func linkNew(r *fsq.Root, name string, data []byte) (bool, error) {
 // package launch (Launch, StopMany, LaunchArray), which reach its files
 // through a root; never opened here.
 func (p *Pool) dirOf(name string) string { return filepath.Join(p.dir, name) }
+
+// arrayScript makes the pool's jobs/ (through the root) and returns the
+// path of a new job script in it, for launch.LaunchArray, which writes it
+// through a root on jobs/.
+func (p *Pool) arrayScript() (string, error) {
+	if err := p.mkdirPool(DirJobs); err != nil {
+		return "", err
+	}
+	return filepath.Join(p.dir, DirJobs, "array-"+master.NewCmdID()+".sh"), nil
+}
