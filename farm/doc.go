@@ -7,5 +7,6 @@
 // (scripts/slurm-up.sh, scripts/sge-up.sh), set the variable, run them and
 // take the scheduler down again. With the variable set, a missing or broken
 // scheduler fails the suite (under CI and locally); without it the suite is
-// not requested and says so.
+// not requested and says so. SP_LOCAL=1 runs the scale test with the local
+// launcher instead (TestLocalPool128: no scheduler, no root).
 package farm

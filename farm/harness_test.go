@@ -17,6 +17,7 @@ import (
 	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/sched"
 )
 
 // runnerBin and masterBin are the runner and master built for the suite
@@ -24,11 +25,13 @@ import (
 // a path every job can see.
 var runnerBin, masterBin string
 
-// slurm and sge say which schedulers the suite was asked to test.
-var slurm, sge = os.Getenv("SP_SLURM") == "1", os.Getenv("SP_SGE") == "1"
+// slurm and sge say which schedulers the suite was asked to test; local
+// asks for the scale test with the local launcher (SP_LOCAL=1: no
+// scheduler, no root).
+var slurm, sge, local = os.Getenv("SP_SLURM") == "1", os.Getenv("SP_SGE") == "1", os.Getenv("SP_LOCAL") == "1"
 
 func TestMain(m *testing.M) {
-	if !slurm && !sge {
+	if !slurm && !sge && !local {
 		fmt.Println("farm: skipping the scheduler suite: run make test-slurm (root; scripts/slurm-up.sh installs slurm-wlm and munge) or make test-sge (scripts/sge-up.sh, gridengine)")
 		os.Exit(0)
 	}
@@ -79,6 +82,12 @@ func needSGE(t *testing.T) {
 	}
 }
 
+func needLocal(t *testing.T) {
+	if !local {
+		t.Skip("local scale test not requested (SP_LOCAL=1)")
+	}
+}
+
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), long)
 	t.Cleanup(cancel)
@@ -126,7 +135,9 @@ func launchSession(t *testing.T, dir string, mods ...func(*launch.Options)) *lau
 func cancelAtEnd(t *testing.T, via, job string) { t.Cleanup(func() { cancelNow(via, job) }) }
 
 func cancelNow(via, job string) {
-	if via == "sge" {
+	if via == "local" {
+		_ = sched.Local{}.Cancel(context.Background(), nil, job, true)
+	} else if via == "sge" {
 		_ = exec.Command("qdel", "-f", job).Run()
 	} else {
 		_ = exec.Command("scancel", "--signal=KILL", "--full", job).Run()

@@ -2,6 +2,7 @@ package farm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/pool"
 	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/sched"
 )
 
 // scaleSize and scaleCommands size the farm-scale tests: a pool of 128
@@ -39,18 +41,46 @@ func envInt(name string, def int) int {
 // heal and stop are timed (reported, not asserted).
 func TestSlurmPool128(t *testing.T) {
 	needSlurm(t)
-	farmScale(t, "slurm", "scancel")
+	farmScale(t, "slurm", scaleCommands, cancelWith("scancel"))
 }
 
 // The same on Grid Engine, the elements deleted with qdel.
 func TestSGEPool128(t *testing.T) {
 	needSGE(t)
-	farmScale(t, "sge", "qdel")
+	farmScale(t, "sge", scaleCommands, cancelWith("qdel"))
 }
 
-func farmScale(t *testing.T, via, cancelCmd string) {
-	size, n := scaleSize, scaleCommands
-	c, cancelCtx := context.WithTimeout(context.Background(), 10*time.Minute)
+// The same with the local launcher and 10,000 commands (SP_LOCAL=1;
+// SP_SCALE_COMMANDS changes the number), 10% of the runners killed with
+// SIGKILL midway: 0 lost, 0 run twice, one result each.
+//
+//	SP_LOCAL=1 go test -run TestLocalPool128 -timeout 30m -v ./farm/
+func TestLocalPool128(t *testing.T) {
+	needLocal(t)
+	farmScale(t, "local", envInt("SP_SCALE_COMMANDS", 10000), func(ids []string) error {
+		var errs []error
+		for _, id := range ids {
+			errs = append(errs, sched.Local{}.Cancel(context.Background(), nil, id, true))
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// cancelWith cancels jobs with a scheduler's command (scancel, qdel).
+func cancelWith(cmd string) func([]string) error {
+	return func(ids []string) error {
+		if out, err := exec.Command(cmd, ids...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w %s", cmd, err, out)
+		}
+		return nil
+	}
+}
+
+// farmScale runs n commands through a pool of scaleSize via a launcher,
+// cancelling 10% of its jobs with cancel once a third have results.
+func farmScale(t *testing.T, via string, n int, cancel func(ids []string) error) {
+	size := scaleSize
+	c, cancelCtx := context.WithTimeout(context.Background(), 10*time.Minute+time.Duration(n)*50*time.Millisecond)
 	defer cancelCtx()
 	work := workDir(t)
 	dir := filepath.Join(work, "pool")
@@ -133,10 +163,10 @@ func farmScale(t *testing.T, via, cancelCmd string) {
 				ids = append(ids, li.JobID)
 			}
 		}
-		if out, err := exec.Command(cancelCmd, ids...).CombinedOutput(); err != nil {
-			t.Errorf("%s: %v %s", cancelCmd, err, out)
+		if err := cancel(ids); err != nil {
+			t.Error(err)
 		}
-		t.Logf("cancelled %d elements with %s %v after the first submission: %s", len(ids), cancelCmd, time.Since(t1).Round(time.Millisecond), strings.Join(ids, " "))
+		t.Logf("cancelled %d jobs %v after the first submission: %s", len(ids), time.Since(t1).Round(time.Millisecond), strings.Join(ids, " "))
 		killed <- ids
 	}()
 	subWG.Wait()

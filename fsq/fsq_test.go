@@ -342,3 +342,26 @@ func TestFSType(t *testing.T) {
 		t.Fatalf("%s %v %v", name, network, err)
 	}
 }
+
+// Listing the root's own directory twice lists it twice: each listing
+// reads a file of its own, not one sharing the root's offset.
+func TestRootListsItselfAgain(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(dir, n), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := 0; i < 3; i++ {
+		names, err := r.ReadNames(".")
+		entries, derr := r.ReadDir(".")
+		if err != nil || derr != nil || len(names) != 2 || len(entries) != 2 {
+			t.Fatalf("listing %d: %v %v, %d entries (%v %v)", i, names, err, len(entries), derr, entries)
+		}
+	}
+}

@@ -593,7 +593,10 @@ func (s *Root) OpenDir(name string) (*os.File, error) {
 	var fd int
 	var err error
 	if name == "." {
-		fd, err = s.openDir("", unix.O_RDONLY)
+		// A file of its own (not a dup of the root's, which would share
+		// its offset: a second listing would start at the end).
+		fd, err = unix.Openat(s.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		runtime.KeepAlive(s)
 	} else {
 		if _, _, err = split(name); err != nil {
 			return nil, &os.PathError{Op: "open", Path: name, Err: err}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -114,29 +113,20 @@ type Result struct {
 func Launch(ctx context.Context, dir string, opts Options) (*Result, error) {
 	d, err := sched.For(opts.Via)
 	if err != nil {
-		return nil, usageErr("%v", err)
+		return nil, master.UsageError("%v", err)
 	}
 	if opts.Via == "local" && len(opts.SubmitArgs) > 0 {
-		return nil, usageErr("--submit-arg has no meaning with --via local")
+		return nil, master.UsageError("--submit-arg has no meaning with --via local")
 	}
 	x := opts.Exec
 	if x == nil {
 		x = sched.RunCommand
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
 	runnerPath, err := FindRunner(opts.Runner)
 	if err != nil {
 		return nil, err
 	}
-	for _, sub := range protocol.Dirs {
-		if err := os.MkdirAll(filepath.Join(abs, sub), 0o700); err != nil {
-			return nil, fmt.Errorf("master: create session: %w", err)
-		}
-	}
-	s, err := master.Open(abs)
+	s, err := createSession(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -169,27 +159,17 @@ func submitLocked(ctx context.Context, s *master.Session, d sched.Driver, x sche
 	if name == "" {
 		name = "sp-" + filepath.Base(s.Dir())
 	}
-	sub := sched.Submission{Script: sessionPath(s, FileLaunchScript), Output: sessionPath(s, FileLaunchOutput), Name: name, WorkDir: s.Dir(), Args: opts.SubmitArgs}
+	sub := sched.Submission{Script: jobPath(s, FileLaunchScript), Output: jobPath(s, FileLaunchOutput), Name: name, WorkDir: s.Dir(), Args: opts.SubmitArgs}
 	info.SubmitCommand = submitCommand(d, sub)
 	id, err := d.Submit(ctx, x, sub)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w", ErrSubmitFailed, err)
 	}
 	info.JobID = id
-	if err := writeLaunch(s, info); err != nil {
+	if err := writeLaunch(s, info, fsq.Durable); err != nil {
 		return nil, "", fmt.Errorf("master: job %s submitted but not recorded (cancel it by hand): %w", id, err)
 	}
 	return info, before, nil
-}
-
-// lockLaunch takes the session's launch lock; the caller runs unlock.
-func lockLaunch(ctx context.Context, s *master.Session) (unlock func(), err error) {
-	lock := flock.New(sessionPath(s, fileLaunchLock))
-	ok, err := lock.TryLockContext(ctx, 100*time.Millisecond)
-	if err != nil || !ok {
-		return nil, fmt.Errorf("master: launch lock: %w", errors.Join(err, ctx.Err()))
-	}
-	return func() { _ = lock.Unlock() }, nil // Closing the file releases it anyway.
 }
 
 // prepare, under the launch lock, checks that nothing serves the session
@@ -232,7 +212,7 @@ func prepare(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exe
 	}
 	script := fmt.Sprintf("#!/bin/sh\n# Written by master launch (launch_id %s): runs the session's runner.\n%sSP_LAUNCH_ID=%s; export SP_LAUNCH_ID\nexec %s\n",
 		info.LaunchID, redirect, info.LaunchID, shellJoin(info.RunnerCommand))
-	if err := fsq.WriteAtomic(sessionPath(s, FileLaunchScript), []byte(script), 0o700, fsq.FileSynced); err != nil {
+	if err := writeFile(s, FileLaunchScript, []byte(script), 0o700, fsq.FileSynced); err != nil {
 		return nil, "", fmt.Errorf("master: write job script: %w", err)
 	}
 	return info, before, nil
@@ -281,8 +261,7 @@ func ReadLaunch(dir string) (*Info, error) {
 
 // Read is ReadLaunch for an open session.
 func Read(s *master.Session) (*Info, error) {
-	fsq.Revalidate(sessionPath(s, protocol.DirState))
-	b, _, err := fsq.ReadFile(sessionPath(s, FileLaunch), 1<<20)
+	b, err := readLaunchFile(s)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +281,9 @@ var ErrStoppedOnPurpose = errors.New("master: the session was stopped on purpose
 // markStopped records in launch.json, under the launch lock, that the
 // session is being stopped on purpose, and returns the launch it stops.
 // Under the lock a concurrent respawn either sees the mark or has already
-// written the launch this stop then stops.
+// written the launch this stop then stops. The mark is visible when it
+// returns (a rename) but not yet durable: the caller makes it so
+// (syncFile) while the runner stops, and reports the stop only then.
 func markStopped(ctx context.Context, s *master.Session) (*Info, error) {
 	unlock, err := lockLaunch(ctx, s)
 	if err != nil {
@@ -315,15 +296,16 @@ func markStopped(ctx context.Context, s *master.Session) (*Info, error) {
 	}
 	now := protocol.Now()
 	li.StoppedAt, li.StoppedBy = &now, s.Owner()
-	return li, writeLaunch(s, li)
+	return li, writeLaunch(s, li, fsq.Volatile)
 }
 
-func writeLaunch(s *master.Session, li *Info) error {
+// writeLaunch replaces launch.json with li, durably unless d says otherwise.
+func writeLaunch(s *master.Session, li *Info, d fsq.Durability) error {
 	b, err := json.MarshalIndent(li, "", "  ")
 	if err != nil {
 		return err
 	}
-	return fsq.WriteAtomic(sessionPath(s, FileLaunch), append(b, '\n'), 0o660, fsq.Durable)
+	return writeFile(s, FileLaunch, append(b, '\n'), 0o660, d)
 }
 
 // FindRunner resolves the runner executable to an absolute path.
@@ -344,13 +326,13 @@ func FindRunner(p string) (string, error) {
 	if !strings.Contains(p, "/") {
 		lp, err := exec.LookPath(p)
 		if err != nil {
-			return "", usageErr("cannot find the runner executable (%v): give --runner PATH or set SP_RUNNER", err)
+			return "", master.UsageError("cannot find the runner executable (%v): give --runner PATH or set SP_RUNNER", err)
 		}
 		p = lp
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil || !isExecutable(abs) {
-		return "", usageErr("runner %s is not an executable file", p)
+		return "", master.UsageError("runner %s is not an executable file", p)
 	}
 	return abs, nil
 }

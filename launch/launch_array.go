@@ -12,7 +12,6 @@ import (
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/master"
-	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )
 
@@ -49,7 +48,7 @@ type MemberLaunch struct {
 func LaunchArray(ctx context.Context, script string, members []Member, opts Options) ([]MemberLaunch, error) {
 	d, ok := sched.Array(opts.Via)
 	if !ok {
-		return nil, usageErr("--via %s has no job arrays", opts.Via)
+		return nil, master.UsageError("--via %s has no job arrays", opts.Via)
 	}
 	for i, m := range members {
 		if m.Index < 1 || i > 0 && m.Index != members[i-1].Index+1 {
@@ -85,7 +84,7 @@ func LaunchArray(ctx context.Context, script string, members []Member, opts Opti
 		}
 		unlocks = append(unlocks, unlock)
 		sessions[i] = s
-		redirect := fmt.Sprintf("exec >>%s 2>&1\n", shellJoin([]string{sessionPath(s, FileLaunchOutput)}))
+		redirect := fmt.Sprintf("exec >>%s 2>&1\n", shellJoin([]string{jobPath(s, FileLaunchOutput)}))
 		infos[i], befores[i], out[i].Err = prepare(ctx, s, d, x, runnerPath, opts, redirect)
 		if out[i].Err == nil {
 			included = append(included, i)
@@ -117,7 +116,7 @@ func LaunchArray(ctx context.Context, script string, members []Member, opts Opti
 		info := infos[i]
 		info.JobID, info.ArrayJobID, info.ArrayIndex = d.ElementID(job, members[i].Index), job, members[i].Index
 		info.SubmitCommand = argv
-		if err := writeLaunch(sessions[i], info); err != nil {
+		if err := writeLaunch(sessions[i], info, fsq.Durable); err != nil {
 			out[i].Err = fmt.Errorf("master: element %s submitted but not recorded (cancel it by hand): %w", info.JobID, err)
 			errs = append(errs, out[i].Err)
 			continue
@@ -155,16 +154,7 @@ func LaunchArray(ctx context.Context, script string, members []Member, opts Opti
 // openLocked creates the session's directories, opens it and takes its
 // launch lock.
 func openLocked(ctx context.Context, dir string) (*master.Session, func(), error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, sub := range protocol.Dirs {
-		if err := os.MkdirAll(filepath.Join(abs, sub), 0o700); err != nil {
-			return nil, nil, fmt.Errorf("master: create session: %w", err)
-		}
-	}
-	s, err := master.Open(abs)
+	s, err := createSession(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -181,13 +171,10 @@ func writeArrayScript(path string, members []Member, included []int, sessions []
 	b.WriteString("#!/bin/sh\n# Written by master pool (job array): element i runs the launch script of its session.\n")
 	fmt.Fprintf(&b, "i=${%s:-${%s:-${%s:-}}}\ncase \"$i\" in\n", sched.IndexVars[0], sched.IndexVars[1], sched.IndexVars[2])
 	for _, i := range included {
-		fmt.Fprintf(&b, "%d) exec /bin/sh %s ;;\n", members[i].Index, shellJoin([]string{sessionPath(sessions[i], FileLaunchScript)}))
+		fmt.Fprintf(&b, "%d) exec /bin/sh %s ;;\n", members[i].Index, shellJoin([]string{jobPath(sessions[i], FileLaunchScript)}))
 	}
 	b.WriteString("esac\necho \"master pool: no session for array index '$i' (refused at submission)\" >&2\nexit 0\n")
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	if err := fsq.WriteAtomic(path, []byte(b.String()), 0o700, fsq.FileSynced); err != nil {
+	if err := writeJobScript(path, []byte(b.String())); err != nil {
 		return fmt.Errorf("master: write array job script: %w", err)
 	}
 	return nil

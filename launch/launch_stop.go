@@ -49,6 +49,9 @@ type StopReport struct {
 	Message         string    `json:"message"`
 }
 
+// stopQuickPoll is how long a stop's waits poll before they watch.
+const stopQuickPoll = time.Second
+
 // errNotLaunched: the session has no launch.json (a plain stop applies).
 var errNotLaunched = errors.New("master: the session was not launched by master launch")
 
@@ -88,12 +91,17 @@ type stopping struct {
 // beginStop marks the session stopped, asks its runner to stop and waits
 // up to Grace for its job to end. With done unset, the scheduler's cancel
 // is next.
-func beginStop(ctx context.Context, dir string, opts StopOptions) (*stopping, error) {
-	st := &stopping{}
+func beginStop(ctx context.Context, dir string, opts StopOptions) (st *stopping, err error) {
+	st = &stopping{}
 	s, err := master.Open(dir)
 	if err != nil {
 		return st, err
 	}
+	// The reply and the runner's end come within milliseconds: poll for
+	// them before joining an inotify watcher, whose instance costs
+	// milliseconds of kernel time to make and to drop (128 of them per
+	// pool stop).
+	s.QuickPoll = stopQuickPoll
 	if _, err := Read(s); err != nil {
 		return st, errors.Join(errNotLaunched, err)
 	}
@@ -101,6 +109,16 @@ func beginStop(ctx context.Context, dir string, opts StopOptions) (*stopping, er
 	if err != nil {
 		return st, err
 	}
+	// The mark is visible (a rename); its fsyncs overlap the stop, which
+	// is reported only once they are done. 128 sessions stopping at once
+	// spent most of their time in those fsyncs before the stop requests.
+	synced := make(chan error, 1)
+	go func() { synced <- syncFile(s, FileLaunch) }()
+	defer func() {
+		if serr := <-synced; serr != nil && err == nil {
+			err = fmt.Errorf("master: record the stop in %s: %w", FileLaunch, serr)
+		}
+	}()
 	d, err := sched.For(li.Via)
 	if err != nil {
 		return st, err
@@ -161,7 +179,7 @@ func beginStop(ctx context.Context, dir string, opts StopOptions) (*stopping, er
 		}
 		if ctx.Err() != nil {
 			st.done = true
-			return st, ctxErr(ctx)
+			return st, master.ContextError(ctx)
 		}
 		progress(opts.Progress, "the runner did not stop and end its job within %v (%v)", opts.Grace, serr)
 	}
@@ -195,7 +213,7 @@ func (st *stopping) cancel(ctx context.Context, id string, force, run bool) (ok 
 	}
 	if ctx.Err() != nil {
 		st.done = true
-		return false, ctxErr(ctx)
+		return false, master.ContextError(ctx)
 	}
 	return false, nil
 }
@@ -213,21 +231,26 @@ func stopRequest(ctx context.Context, s *master.Session, mode protocol.StopMode)
 	return err
 }
 
-// WaitJobGone polls the scheduler until the job is no longer active.
+// WaitJobGone polls the scheduler until the job is no longer active. It
+// asks with sched.QueryState (the queue listing alone where the driver
+// can: the job it returns may lack the exit code Query would add), first
+// after 20 ms, then at intervals growing by half up to 200 ms: a runner
+// that stopped on request ends its job within milliseconds.
 func WaitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (sched.Job, error) {
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTimer(0)
 	defer t.Stop()
-	for {
-		j, err := d.Query(ctx, x, id)
+	for wait := 20 * time.Millisecond; ; wait = min(wait+wait/2, 200*time.Millisecond) {
+		j, err := sched.QueryState(ctx, d, x, id)
 		if err == nil && !j.State.Active() {
 			return j, nil
 		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			if err != nil {
 				return j, err
 			}
-			return j, ctxErr(ctx)
+			return j, master.ContextError(ctx)
 		case <-t.C:
 		}
 	}

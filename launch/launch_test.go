@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
@@ -170,10 +171,10 @@ func TestStopLaunchedSchedulerUnreachable(t *testing.T) {
 	real := *li
 	li.JobID = "1@another-host:5"
 	s, _ := master.Open(dir)
-	if err := writeLaunch(s, li); err != nil {
+	if err := writeLaunch(s, li, fsq.Durable); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { writeLaunch(s, &real) }) // So that killLaunched finds the real process.
+	t.Cleanup(func() { writeLaunch(s, &real, fsq.Durable) }) // So that killLaunched finds the real process.
 	rep, err := StopLaunched(ctx(t), dir, StopOptions{})
 	if err != nil || rep.Step != StepStopRequest || !strings.Contains(rep.Message, "could not be checked") {
 		t.Fatalf("%+v %v", rep, err)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
@@ -187,7 +186,7 @@ func serving(s *master.Session, before string) (master.Status, bool) {
 
 // outputTail returns the last lines of the job's output, for messages.
 func outputTail(s *master.Session) string {
-	f, err := fsq.OpenRegular(sessionPath(s, FileLaunchOutput))
+	f, err := openOutput(s)
 	if err != nil {
 		return ""
 	}

@@ -312,3 +312,23 @@ func readForwardFile(p string) ([]byte, error) {
 	b, _, err := r.ReadFile(filepath.Base(p), 1<<16)
 	return b, err
 }
+
+// Root returns the session's root for the Go master's packages that keep
+// files of their own in a session (package launch: state/launch.*; package
+// pool: moved/, forward/, and the queue/ a move stages into): they reach
+// the session only through it, under this file's rules. It is opened anew
+// when the session's path names another directory.
+func (s *Session) Root() (*fsq.Root, error) { return s.fs() }
+
+// ReadForward reads the session's forward record for the command file
+// name (forward/<name>) through the root.
+func (s *Session) ReadForward(name string) (*Forward, error) { return s.readForward(name) }
+
+// AllocSeq is AllocSeq for this session, through its root.
+func (s *Session) AllocSeq() (int64, error) {
+	r, err := s.fs()
+	if err != nil {
+		return 0, err
+	}
+	return allocSeq(r)
+}

@@ -2,45 +2,25 @@ package pool
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/skillpilot/skillpilot/internal/sessioncheck"
 	"github.com/skillpilot/skillpilot/internal/testenv"
-
-	"github.com/rogpeppe/go-internal/testscript"
-	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
-	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/launch"
-	"github.com/skillpilot/skillpilot/runner"
+	"github.com/skillpilot/skillpilot/launch/launchtest"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/sched"
 )
 
-// TestMain puts this test binary on the PATH as "runner" (what a local
-// launch runs), as package master's tests did.
-func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
-		"runner": func() { os.Exit(runnercli.Main(os.Args[1:], os.Stdout, os.Stderr)) },
-	})
-}
+// TestMain puts this test binary on the PATH as "runner" (launchtest.Main).
+func TestMain(m *testing.M) { launchtest.Main(m) }
 
-// As in package master's tests.
-const longWait = 90 * time.Second
+const longWait = launchtest.LongWait
 
-func startRunner(t testing.TB, mods ...func(*runner.Config)) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "sess")
-	testrunner.StartChecked(t, dir, sessioncheck.Options{AllowQueued: true}, mods...)
-	return dir
-}
-
-func ctx(t testing.TB) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), longWait)
-	t.Cleanup(cancel)
-	return c
-}
+var (
+	startRunner = launchtest.StartRunner
+	ctx         = launchtest.Ctx
+)
 
 // needTool returns the path of a program a test needs. Under CI (CI=true)
 // a missing program fails the test; elsewhere the test is skipped with the
@@ -80,4 +60,14 @@ func killLaunched(t *testing.T, dir string) {
 		_ = (sched.Local{}).Cancel(context.Background(), nil, li.JobID, true)
 		_, _ = launch.WaitJobGone(ctx(t), sched.Local{}, nil, li.JobID)
 	}
+}
+
+// commandsIn is commandNames for the session directory named by its path
+// (a session's subdirectory, such as .../s00/result).
+func commandsIn(p string) []string {
+	s, err := master.Open(filepath.Dir(p))
+	if err != nil {
+		return nil
+	}
+	return commandNames(s, filepath.Base(p))
 }

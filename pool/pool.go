@@ -66,8 +66,9 @@ type Options struct {
 // rules that spread commands over them and move commands out of sessions
 // that died. Its methods are safe for concurrent use.
 type Pool struct {
-	dir string
-	cfg Config
+	dir  string
+	root *fsq.Root // the pool directory (sessionfs.go)
+	cfg  Config
 	// Progress, if set, receives a line for each thing heal does.
 	Progress func(string)
 	// Exec runs scheduler commands (nil: sched.RunCommand).
@@ -83,11 +84,15 @@ func Open(dir string) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, _, err := fsq.ReadFile(filepath.Join(abs, FilePool), 1<<20)
+	r, err := openPoolRoot(abs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s is not a pool (%v)", master.ErrSessionMissing, dir, err)
 	}
-	p := &Pool{dir: abs, sessions: map[string]*master.Session{}}
+	p := &Pool{dir: abs, root: r, sessions: map[string]*master.Session{}}
+	b, err := p.readPoolFile(FilePool, 1<<20)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s is not a pool (%v)", master.ErrSessionMissing, dir, err)
+	}
 	if err := json.Unmarshal(b, &p.cfg); err != nil {
 		return nil, fmt.Errorf("master: %s: %w", FilePool, err)
 	}
@@ -129,11 +134,10 @@ func isPoolSessionName(n string) bool {
 
 // SessionNames lists the pool's sessions in name order.
 func (p *Pool) SessionNames() []string {
-	entries, _ := os.ReadDir(p.dir) // Types from getdents where the filesystem gives them: no stat per entry.
 	var out []string
-	for _, e := range entries {
-		if isPoolSessionName(e.Name()) && e.IsDir() {
-			out = append(out, e.Name())
+	for _, n := range p.sessionDirs() {
+		if isPoolSessionName(n) {
+			out = append(out, n)
 		}
 	}
 	sort.Strings(out)
@@ -147,7 +151,10 @@ func (p *Pool) session(name string) (*master.Session, error) {
 	if s := p.sessions[name]; s != nil {
 		return s, nil
 	}
-	s, err := master.Open(filepath.Join(p.dir, name))
+	if !p.isSessionDir(name) {
+		return nil, fmt.Errorf("%w: %s is not a directory of the pool", master.ErrSessionMissing, name)
+	}
+	s, err := master.Open(p.dirOf(name))
 	if err != nil {
 		return nil, err
 	}
@@ -168,10 +175,10 @@ func (p *Pool) launchOptions(name string) launch.Options {
 // ErrAlreadyLaunched in their result). It returns one result per session.
 func Start(ctx context.Context, dir string, opts Options) (*Pool, []SessionLaunch, error) {
 	if opts.Size < 1 {
-		return nil, nil, usageErr("--size must be at least 1")
+		return nil, nil, master.UsageError("--size must be at least 1")
 	}
 	if _, err := sched.For(opts.Via); err != nil {
-		return nil, nil, usageErr("%v", err)
+		return nil, nil, master.UsageError("%v", err)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -194,11 +201,20 @@ func Start(ctx context.Context, dir string, opts Options) (*Pool, []SessionLaunc
 		cfg.RunnerArgs = append(cfg.RunnerArgs, "--init", a)
 	}
 	cfg.RunnerArgs = append(cfg.RunnerArgs, opts.RunnerArgs...)
-	if err := os.MkdirAll(filepath.Join(abs, DirAffinity), 0o700); err != nil {
+	if err := os.MkdirAll(abs, 0o700); err != nil { // The pool directory itself, named by path as Open names it.
+		return nil, nil, err
+	}
+	r, err := openPoolRoot(abs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := r.Mkdir(DirAffinity, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, nil, err
 	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")
-	if err := fsq.WriteAtomic(filepath.Join(abs, FilePool), append(b, '\n'), 0o660, fsq.Durable); err != nil {
+	err = r.WriteAtomic(FilePool, append(b, '\n'), 0o660, fsq.Durable)
+	r.Close()
+	if err != nil {
 		return nil, nil, err
 	}
 	p, err := Open(abs)
@@ -249,13 +265,13 @@ func (p *Pool) stopSessions(ctx context.Context, names []string, opts launch.Sto
 	out := make([]SessionStop, len(names))
 	dirs := make([]string, len(names))
 	for i, name := range names {
-		dirs[i] = filepath.Join(p.dir, name)
+		dirs[i] = p.dirOf(name)
 	}
 	if opts.Exec == nil {
 		opts.Exec = p.exec()
 	}
 	// The elements of an array share their squeue/qstat answers.
-	opts.Exec = sched.SharedExec(opts.Exec, 500*time.Millisecond)
+	opts.Exec = sched.SharedExec(opts.Exec, 200*time.Millisecond)
 	reps, stopErrs := launch.StopMany(ctx, dirs, opts)
 	for i, name := range names {
 		out[i] = SessionStop{Session: name, Report: reps[i]}
@@ -286,12 +302,7 @@ func (p *Pool) event(kind string, fields map[string]any) {
 	if err != nil {
 		return
 	}
-	f, err := os.OpenFile(filepath.Join(p.dir, FilePoolEvents), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o660)
-	if err != nil {
-		return
-	}
-	_, _ = f.Write(append(b, '\n')) // Best effort, see above.
-	_ = f.Close()
+	_ = p.appendEvent(append(b, '\n')) // Best effort, see above.
 	if p.Progress != nil {
 		p.Progress(fmt.Sprintf("%s %v", kind, fields))
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/launch"
-	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/sched"
 )
 
@@ -35,7 +34,7 @@ func (p *Pool) launch(ctx context.Context, names []string, ready time.Duration, 
 				if prog != nil {
 					lo.Progress = func(m string) { prog(name + ": " + m) }
 				}
-				res, err := launch.Launch(ctx, filepath.Join(p.dir, name), lo)
+				res, err := launch.Launch(ctx, p.dirOf(name), lo)
 				out[i] = SessionLaunch{Session: name, Result: res, Err: err}
 			}()
 		}
@@ -57,13 +56,16 @@ func (p *Pool) launch(ctx context.Context, names []string, ready time.Duration, 
 func (p *Pool) launchArray(ctx context.Context, names []string, out []SessionLaunch, ready time.Duration, prog func(string)) {
 	members := make([]launch.Member, len(names))
 	for i, name := range names {
-		members[i] = launch.Member{Dir: filepath.Join(p.dir, name), Index: sessionNumber(name) + 1}
+		members[i] = launch.Member{Dir: p.dirOf(name), Index: sessionNumber(name) + 1}
 	}
 	lo := p.launchOptions("")
 	lo.JobName = "sp-" + filepath.Base(p.dir)
 	lo.ReadyTimeout, lo.Progress = ready, prog
-	script := filepath.Join(p.dir, DirJobs, "array-"+master.NewCmdID()+".sh")
-	res, err := launch.LaunchArray(ctx, script, members, lo)
+	var res []launch.MemberLaunch
+	script, err := p.arrayScript()
+	if err == nil {
+		res, err = launch.LaunchArray(ctx, script, members, lo)
+	}
 	for i, name := range names {
 		out[i] = SessionLaunch{Session: name}
 		if i < len(res) {

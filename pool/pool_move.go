@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -65,7 +64,7 @@ func (p *Pool) Heal(ctx context.Context) (HealReport, error) {
 		if v.s == nil {
 			continue
 		}
-		for _, name := range commandNames(sessionPath(v.s, DirMoved)) {
+		for _, name := range commandNames(v.s, DirMoved) {
 			m, err := p.finishMove(views, v, name)
 			if err != nil {
 				errs = append(errs, err)
@@ -78,7 +77,7 @@ func (p *Pool) Heal(ctx context.Context) (HealReport, error) {
 		}
 		rep.Dead = append(rep.Dead, v.Name)
 		if _, ok := leastLoaded(views, v.Name); ok {
-			for _, name := range commandNames(sessionPath(v.s, protocol.DirQueue)) {
+			for _, name := range commandNames(v.s, protocol.DirQueue) {
 				m, err := p.moveOne(views, v, name, now)
 				if err != nil {
 					errs = append(errs, err)
@@ -99,35 +98,18 @@ func (p *Pool) Heal(ctx context.Context) (HealReport, error) {
 	return rep, errors.Join(errs...)
 }
 
-// commandNames lists the command files of dir in (seq, name) order.
-func commandNames(dir string) []string {
-	names, _ := fsq.ReadNames(dir)
-	var out []string
-	for _, n := range names {
-		if isCommand(n) {
-			out = append(out, n)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		si, _, _ := protocol.ParseCommandName(out[i])
-		sj, _, _ := protocol.ParseCommandName(out[j])
-		return si < sj || si == sj && out[i] < out[j]
-	})
-	return out
-}
-
 // moveOne claims queue/<name> of the dead session v (renaming it into
 // moved/) and finishes the move. Losing the claim to the runner or another
 // mover is not an error (nil, nil).
 func (p *Pool) moveOne(views []SessionView, v SessionView, name string, now time.Time) (*Move, error) {
-	q := sessionPath(v.s, filepath.Join(protocol.DirQueue, name))
-	if fi, err := os.Lstat(q); err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < minMoveAge {
+	q := protocol.DirQueue + "/" + name
+	if fi, err := lstat(v.s, q); err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < minMoveAge {
 		return nil, nil // Gone, not a plain file (the runner answers it), or maybe still being written.
 	}
-	if err := os.MkdirAll(sessionPath(v.s, DirMoved), 0o700); err != nil {
+	if err := mkdirSession(v.s, DirMoved); err != nil {
 		return nil, err
 	}
-	ok, err := fsq.Claim(q, sessionPath(v.s, filepath.Join(DirMoved, name)))
+	ok, err := claim(v.s, q, DirMoved+"/"+name)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -141,24 +123,26 @@ func (p *Pool) moveOne(views []SessionView, v SessionView, name string, now time
 // into place (ENOENT: already done) and removes moved/<name>.
 func (p *Pool) finishMove(views []SessionView, v SessionView, name string) (*Move, error) {
 	s := v.s
-	fwdPath := sessionPath(s, filepath.Join(master.DirForward, name))
-	fwd, err := master.ReadForward(fwdPath)
+	fwd, err := s.ReadForward(name)
 	if errors.Is(err, os.ErrNotExist) {
 		fwd, err = p.stageMove(views, v, name)
 	}
 	if err != nil || fwd == nil {
 		return nil, err
 	}
-	target := filepath.Join(s.Dir(), fwd.ToSession)
-	ours, err := fsq.Claim(filepath.Join(target, protocol.DirQueue, fwd.Stage), filepath.Join(target, protocol.DirQueue, fwd.ToName))
+	target, err := p.forwardTarget(s, fwd)
 	if err != nil {
 		return nil, fmt.Errorf("master: move %s/%s: %w", v.Name, name, err)
 	}
-	_ = os.Remove(sessionPath(s, filepath.Join(DirMoved, name))) // Moved; an error leaves it for the next pass, which finds the forward.
+	ours, err := claim(target, protocol.DirQueue+"/"+fwd.Stage, protocol.DirQueue+"/"+fwd.ToName)
+	if err != nil {
+		return nil, fmt.Errorf("master: move %s/%s: %w", v.Name, name, err)
+	}
+	_ = removeSession(s, DirMoved+"/"+name) // Moved; an error leaves it for the next pass, which finds the forward.
 	if !ours {
 		return nil, nil // Another mover put it in place.
 	}
-	m := &Move{From: v.Name, Name: name, To: filepath.Base(target), ToName: fwd.ToName}
+	m := &Move{From: v.Name, Name: name, To: filepath.Base(target.Dir()), ToName: fwd.ToName}
 	p.event("moved", map[string]any{"from": m.From, "name": name, "to": m.To, "to_name": m.ToName, "reason": fwd.Reason})
 	return m, nil
 }
@@ -173,9 +157,9 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*mast
 	if err != nil {
 		return nil, err
 	}
-	raw, _, err := fsq.ReadFile(sessionPath(s, filepath.Join(DirMoved, name)), maxPoolCommand)
+	raw, err := readSessionFile(s, DirMoved+"/"+name, maxPoolCommand)
 	if errors.Is(err, os.ErrNotExist) {
-		return master.ReadForward(sessionPath(s, filepath.Join(master.DirForward, name))) // Finished by another mover meanwhile.
+		return s.ReadForward(name) // Finished by another mover meanwhile.
 	}
 	if err != nil {
 		raw = nil // Too large or unreadable: moved as is; the target's runner answers it as invalid.
@@ -194,7 +178,7 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*mast
 			views[i].Queue++ // So that the next move of this pass sees the load it adds.
 		}
 	}
-	newSeq, err := master.AllocSeq(t.s.Dir())
+	newSeq, err := t.s.AllocSeq()
 	if err != nil {
 		return nil, err
 	}
@@ -206,24 +190,28 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*mast
 		data, _ = json.Marshal(body)
 	}
 	stage := ".mv_" + toName
-	if err := fsq.WriteAtomic(sessionPath(t.s, filepath.Join(protocol.DirQueue, stage)), data, 0o660, fsq.FileSynced); err != nil {
+	if err := writeSessionFile(t.s, protocol.DirQueue+"/"+stage, data, fsq.FileSynced); err != nil {
 		return nil, fmt.Errorf("master: stage move of %s/%s: %w", v.Name, name, err)
 	}
 	fwd := &master.Forward{ProtocolVersion: protocol.Version, CmdID: cmdID, Seq: seq, ToSession: relPath(s.Dir(), t.s.Dir()),
 		ToName: toName, Stage: stage, Reason: v.Name + " dead: " + v.Why, MovedAt: protocol.Now(), Mover: s.Owner()}
 	b, _ := json.MarshalIndent(fwd, "", "  ")
-	if err := os.MkdirAll(sessionPath(s, master.DirForward), 0o700); err != nil {
+	if err := mkdirSession(s, master.DirForward); err != nil {
 		return nil, err
 	}
-	won, err := linkNew(sessionPath(s, filepath.Join(master.DirForward, name)), append(b, '\n'))
+	r, err := s.Root()
+	if err != nil {
+		return nil, err
+	}
+	won, err := linkNew(r, master.DirForward+"/"+name, append(b, '\n'))
 	if err != nil || !won {
-		_ = os.Remove(sessionPath(t.s, filepath.Join(protocol.DirQueue, stage))) // Ours, never named by a forward.
+		_ = removeSession(t.s, protocol.DirQueue+"/"+stage) // Ours, never named by a forward.
 		if err != nil {
 			return nil, err
 		}
-		return master.ReadForward(sessionPath(s, filepath.Join(master.DirForward, name)))
+		return s.ReadForward(name)
 	}
-	_ = fsq.SyncDir(sessionPath(s, master.DirForward)) // Best effort: the forward outlives a machine crash.
+	_ = syncSessionDir(s, master.DirForward) // Best effort: the forward outlives a machine crash.
 	return fwd, nil
 }
 
@@ -246,15 +234,16 @@ type Where struct {
 func (p *Pool) Locate(c *master.Command) (Where, *master.Command) {
 	cur := c.Resolve()
 	w := Where{Session: filepath.Base(cur.Session().Dir()), Name: cur.Name, State: "unknown"}
-	fsq.Revalidate(sessionPath(cur.Session(), protocol.DirResult))
+	s := cur.Session()
+	revalidate(s, protocol.DirResult)
 	switch {
-	case exists(sessionPath(cur.Session(), filepath.Join(protocol.DirResult, cur.Name))):
+	case exists(s, protocol.DirResult+"/"+cur.Name):
 		w.State = "done"
-	case exists(sessionPath(cur.Session(), filepath.Join(protocol.DirInflight, cur.Name))):
+	case exists(s, protocol.DirInflight+"/"+cur.Name):
 		w.State = "claimed"
-	case exists(sessionPath(cur.Session(), filepath.Join(protocol.DirQueue, cur.Name))):
+	case exists(s, protocol.DirQueue+"/"+cur.Name):
 		w.State = "queued"
-	case exists(sessionPath(cur.Session(), filepath.Join(DirMoved, cur.Name))):
+	case exists(s, DirMoved+"/"+cur.Name):
 		w.State = "moving"
 	}
 	return w, cur
@@ -282,4 +271,15 @@ func (p *Pool) respawn(ctx context.Context, v SessionView) (bool, error) {
 	}
 	p.event("respawned", map[string]any{"session": v.Name, "job_id": res.Info.JobID, "launches": res.Info.Launches, "why": v.Why})
 	return true, nil
+}
+
+// forwardTarget is the session a forward record of session s moves its
+// command to: a session of this pool ("../s02"), opened as the pool opens
+// its sessions (never through a symlink in the pool directory).
+func (p *Pool) forwardTarget(s *master.Session, fwd *master.Forward) (*master.Session, error) {
+	dir, name := filepath.Split(filepath.Clean(fwd.ToSession))
+	if filepath.Clean(dir) != ".." || !isPoolSessionName(name) || filepath.Dir(s.Dir()) != p.dir {
+		return nil, fmt.Errorf("forward to %q: not a session of the pool %s", fwd.ToSession, p.dir)
+	}
+	return p.session(name)
 }

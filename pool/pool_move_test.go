@@ -84,11 +84,11 @@ func checkExactlyOnce(t *testing.T, pool, side string, cmds []*master.Command) m
 	}
 	results := map[string]int{}
 	for _, name := range mustSessions(t, pool) {
-		for _, n := range commandNames(filepath.Join(pool, name, protocol.DirResult)) {
+		for _, n := range commandsIn(filepath.Join(pool, name, protocol.DirResult)) {
 			_, id, _ := protocol.ParseCommandName(n)
 			results[id]++
 		}
-		if left := commandNames(filepath.Join(pool, name, DirMoved)); len(left) > 0 {
+		if left := commandsIn(filepath.Join(pool, name, DirMoved)); len(left) > 0 {
 			t.Errorf("%s: moves left unfinished: %v", name, left)
 		}
 		names, _ := os.ReadDir(filepath.Join(pool, name, protocol.DirQueue))
@@ -154,7 +154,7 @@ func TestPoolMoveExactlyOnce(t *testing.T) {
 	runnerIn(t, filepath.Join(pool, "s00")) // Claims race the movers' claims.
 	wg.Wait()
 	byID := checkExactlyOnce(t, pool, side, cmds)
-	fwds := commandNames(filepath.Join(pool, "s00", master.DirForward))
+	fwds := commandsIn(filepath.Join(pool, "s00", master.DirForward))
 	if len(fwds) != moved || moved == 0 {
 		t.Errorf("%d forwards, %d moves reported", len(fwds), moved)
 	}
@@ -163,7 +163,7 @@ func TestPoolMoveExactlyOnce(t *testing.T) {
 		if byID[c.ID].Status != protocol.StatusOK {
 			t.Errorf("%s: %s", c.ID, byID[c.ID].Status)
 		}
-		if exists(filepath.Join(pool, "s00", protocol.DirResult, c.Name)) {
+		if _, err := os.Lstat(filepath.Join(pool, "s00", protocol.DirResult, c.Name)); err == nil {
 			ranHome++
 		}
 	}
@@ -330,7 +330,7 @@ func poolLocalKill(t *testing.T, respawn bool) {
 		pcs, cmds = append(pcs, pc), append(cmds, pc.Command)
 	}
 	victim := filepath.Join(dir, "s01")
-	queued := len(commandNames(filepath.Join(victim, protocol.DirQueue)))
+	queued := len(commandsIn(filepath.Join(victim, protocol.DirQueue)))
 	li, _ := launch.ReadLaunch(victim)
 	if err := killJob(li); err != nil {
 		t.Fatal(err)
@@ -479,7 +479,7 @@ puts [lindex $sessions 0]`), 0o600)
 		if err != nil || (session != "s01" && session != "s02") {
 			t.Fatalf("%s: %v %s", lang, err, out)
 		}
-		names := commandNames(filepath.Join(pool, session, protocol.DirArchive))
+		names := commandsIn(filepath.Join(pool, session, protocol.DirArchive))
 		b, _ := os.ReadFile(filepath.Join(pool, session, protocol.DirArchive, names[len(names)-1]))
 		var m map[string]any
 		if json.Unmarshal(b, &m) != nil || !strings.HasPrefix(fmt.Sprint(m["affinity"]), "grp") {

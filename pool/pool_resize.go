@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
 )
 
 // Members returns the sessions that make up the pool's size (those not
@@ -18,7 +18,11 @@ import (
 // ones (stopped by Shrink, Stop or master stop), each in name order.
 func (p *Pool) Members() (members, retired []string) {
 	for _, name := range p.SessionNames() {
-		li, err := launch.ReadLaunch(filepath.Join(p.dir, name))
+		s, err := p.session(name)
+		var li *launch.Info
+		if err == nil {
+			li, err = launch.Read(s)
+		}
 		if err == nil && li.StoppedAt != nil {
 			retired = append(retired, name)
 		} else {
@@ -34,7 +38,7 @@ func (p *Pool) Members() (members, retired []string) {
 // scheduler with job arrays the new sessions are one array.
 func (p *Pool) Grow(ctx context.Context, k int, ready time.Duration) ([]SessionLaunch, error) {
 	if k < 1 {
-		return nil, usageErr("--by must be at least 1")
+		return nil, master.UsageError("--by must be at least 1")
 	}
 	members, retired := p.Members()
 	var names []string
@@ -77,7 +81,7 @@ func (p *Pool) Grow(ctx context.Context, k int, ready time.Duration) ([]SessionL
 func (p *Pool) Shrink(ctx context.Context, to int, opts launch.StopOptions) ([]SessionStop, HealReport, error) {
 	var rep HealReport
 	if to < 1 {
-		return nil, rep, usageErr("a pool keeps at least one session (--to 1)")
+		return nil, rep, master.UsageError("a pool keeps at least one session (--to 1)")
 	}
 	members, _ := p.Members()
 	if len(members) <= to {
@@ -116,7 +120,7 @@ func (p *Pool) Shrink(ctx context.Context, to int, opts launch.StopOptions) ([]S
 		left := 0
 		for _, name := range retire {
 			if s, serr := p.session(name); serr == nil {
-				left += s.QueueDepth() + len(commandNames(sessionPath(s, DirMoved)))
+				left += s.QueueDepth() + len(commandNames(s, DirMoved))
 			}
 		}
 		if left == 0 || ctx.Err() != nil {
@@ -136,5 +140,5 @@ func (p *Pool) saveSize(n int) error {
 	cfg := p.cfg
 	p.mu.Unlock()
 	b, _ := json.MarshalIndent(cfg, "", "  ")
-	return fsq.WriteAtomic(filepath.Join(p.dir, FilePool), append(b, '\n'), 0o660, fsq.Durable)
+	return p.writePoolFile(FilePool, append(b, '\n'), fsq.Durable)
 }

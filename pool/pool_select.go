@@ -3,18 +3,14 @@ package pool
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
-	"golang.org/x/sys/unix"
 )
 
 // SessionView is what the pool's rules see of one session, read without
@@ -44,25 +40,7 @@ func (v SessionView) Serving() bool {
 // fsNow returns the current time of the filesystem holding the pool: the
 // mtime of a file touched with UTIME_NOW (on NFS the server's clock), so
 // that heartbeat ages compare two times of one clock.
-func (p *Pool) fsNow() (time.Time, error) {
-	path := filepath.Join(p.dir, filePoolClock)
-	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
-	err := unix.UtimesNanoAt(unix.AT_FDCWD, path, now, unix.AT_SYMLINK_NOFOLLOW)
-	if errors.Is(err, unix.ENOENT) {
-		var f *os.File
-		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o660); err == nil {
-			err = f.Close()
-		}
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("master: touch %s: %w", path, err)
-	}
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return time.Time{}, err
-	}
-	return fi.ModTime(), nil
-}
+func (p *Pool) fsNow() (time.Time, error) { return p.touchClock() }
 
 // Views reads every session of the pool once (no waiting).
 func (p *Pool) Views() ([]SessionView, error) {
@@ -96,7 +74,10 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 	v.Inflight = claimedCount(s)
 	st, serr := s.ReadState()
 	hb, herr := s.ReadHeartbeat()
-	fi, ferr := os.Stat(sessionPath(s, protocol.FileHeartbeat))
+	fi, ferr := lstat(s, protocol.FileHeartbeat)
+	if ferr == nil && !fi.Mode().IsRegular() {
+		ferr = fsq.ErrNotRegular // A symlink or a FIFO there is no heartbeat.
+	}
 	if serr != nil || herr != nil || ferr != nil {
 		v.Dead, v.Why = true, "no runner has written state yet"
 		return v
@@ -123,10 +104,14 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 // (the runner moves a finished command to archive/ a little after its
 // result is visible).
 func claimedCount(s *master.Session) int {
-	names, _ := fsq.ReadNames(sessionPath(s, protocol.DirInflight))
+	r := sessionRoot(s)
+	if r == nil {
+		return 0
+	}
+	names, _ := r.ReadNames(protocol.DirInflight)
 	n := 0
 	for _, name := range names {
-		if isCommand(name) && !exists(sessionPath(s, filepath.Join(protocol.DirResult, name))) {
+		if isCommand(name) && !exists(s, protocol.DirResult+"/"+name) {
 			n++
 		}
 	}
@@ -285,12 +270,12 @@ type Pin struct {
 	TS              protocol.Time `json:"ts"`
 }
 
-func (p *Pool) pinPath(key string) string { return filepath.Join(p.dir, DirAffinity, key+".json") }
+// pinName is the pool file of key's pin.
+func pinName(key string) string { return DirAffinity + "/" + key + ".json" }
 
 func (p *Pool) readPin(key string) (Pin, error) {
-	fsq.Revalidate(filepath.Join(p.dir, DirAffinity))
 	var pin Pin
-	b, _, err := fsq.ReadFile(p.pinPath(key), 1<<16)
+	b, err := p.readPoolFile(pinName(key), 1<<16)
 	if err != nil {
 		return pin, err
 	}
@@ -304,12 +289,12 @@ func (p *Pool) readPin(key string) (Pin, error) {
 func (p *Pool) writePin(key, session string, replace bool) (string, error) {
 	b, _ := json.Marshal(Pin{ProtocolVersion: protocol.Version, Key: key, Session: session, TS: protocol.Now()})
 	if replace {
-		return session, fsq.WriteAtomic(p.pinPath(key), b, 0o660, fsq.Volatile)
+		return session, p.writePoolFile(pinName(key), b, fsq.Volatile)
 	}
-	if err := os.MkdirAll(filepath.Join(p.dir, DirAffinity), 0o700); err != nil {
+	if err := p.mkdirPool(DirAffinity); err != nil {
 		return "", err
 	}
-	ok, err := linkNew(p.pinPath(key), b)
+	ok, err := linkNew(p.root, pinName(key), b)
 	if err != nil {
 		return "", err
 	}
@@ -318,21 +303,6 @@ func (p *Pool) writePin(key, session string, replace bool) (string, error) {
 		return pin.Session, err
 	}
 	return session, nil
-}
-
-// linkNew creates path with data exclusively and complete: a temp file is
-// written, then hard-linked to path (EEXIST: false, nil), then removed.
-func linkNew(path string, data []byte) (bool, error) {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+master.NewCmdID()+".tmp")
-	if err := os.WriteFile(tmp, data, 0o660); err != nil {
-		return false, err
-	}
-	defer os.Remove(tmp)
-	err := os.Link(tmp, path)
-	if errors.Is(err, os.ErrExist) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // SubmitOptions are master.SubmitOptions plus the affinity key.
@@ -357,7 +327,7 @@ type Command struct {
 // an "affinity" field so that a move keeps it with its key.
 func (p *Pool) Submit(ctx context.Context, payload string, opts SubmitOptions) (*Command, error) {
 	if opts.Affinity != "" && !protocol.ValidCmdID(opts.Affinity) {
-		return nil, usageErr("affinity key %q: use 1-128 characters of [A-Za-z0-9._-]", opts.Affinity)
+		return nil, master.UsageError("affinity key %q: use 1-128 characters of [A-Za-z0-9._-]", opts.Affinity)
 	}
 	ch, err := p.newChooser()
 	if err != nil {

@@ -53,7 +53,7 @@ func (p *Pool) WaitCommand(ctx context.Context, c *master.Command) (*protocol.Re
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctxErr(ctx)
+			return nil, master.ContextError(ctx)
 		case <-t.C:
 		}
 		d = max(min(d+d/2, c.Session().PollInterval), 250*time.Microsecond)
@@ -129,10 +129,10 @@ func (p *Pool) Status(ctx context.Context) ([]SessionStatus, error) {
 		go func(ps *SessionStatus) {
 			defer wg.Done()
 			ps.Launch = launch.Status(ctx, v.s)
-			fwds := commandNames(sessionPath(v.s, master.DirForward))
+			fwds := commandNames(v.s, master.DirForward)
 			ps.MovedOut = len(fwds)
 			for _, n := range fwds {
-				if f, err := master.ReadForward(sessionPath(v.s, filepath.Join(master.DirForward, n))); err == nil {
+				if f, err := v.s.ReadForward(n); err == nil {
 					if ps.MovedTo == nil {
 						ps.MovedTo = map[string]int{}
 					}

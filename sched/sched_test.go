@@ -259,3 +259,40 @@ func TestLocal(t *testing.T) {
 		t.Error("a job of another host was queried")
 	}
 }
+
+// QueryActive tells an ended job from an active one with the queue
+// listing alone: no scontrol (Slurm) or qacct (Grid Engine) per job, which
+// a pool stop used to run once per element.
+func TestQueryActive(t *testing.T) {
+	// states asks d about each job of want through a replay of r and
+	// checks that it ran only the command only.
+	states := func(d Driver, r replay, only string, want map[string]State) {
+		t.Helper()
+		var calls []string
+		for id, st := range want {
+			if j, err := QueryState(context.Background(), d, r.exec(&calls), id); err != nil || j.State != st {
+				t.Errorf("%s %s: %+v %v, want %s", d.Name(), id, j, err, st)
+			}
+		}
+		for _, c := range calls {
+			if !strings.HasPrefix(c, only+" ") {
+				t.Errorf("%s: ran %q, want %s only", d.Name(), c, only)
+			}
+		}
+	}
+	states(Slurm{}, replay{"squeue": {out: "12_3|COMPLETED|None|0:05\n12_4|RUNNING|None|0:05\n"}, "scontrol": {out: "JobId=12 ExitCode=0:0\n"}},
+		"squeue", map[string]State{"12_3": Done, "12_4": Running})
+	const qstat = "job-ID prior name user state submit/start at queue slots ja-task-ID\n" +
+		"     7 0.55500 sp-p root r 11/26/2026 06:00:00 all.q@vm 1 2\n"
+	states(SGE{}, replay{"qstat": {out: qstat}, "qacct": {out: "jobnumber 7\ntaskid 1\nfailed 0\nexit_status 0\n"}},
+		"qstat", map[string]State{"7.1": Gone, "7.2": Running})
+	var calls []string
+	x := replay{"squeue": {out: ""}, "sacct": {out: "12_5|CANCELLED by 0|0:15|0:01\n"}}.exec(&calls)
+	if j, err := QueryState(context.Background(), Slurm{}, x, "12_5"); err != nil || j.State != Cancelled {
+		t.Errorf("slurm, forgotten by squeue: %+v %v (calls %q)", j, err, calls)
+	}
+	calls = nil
+	if j, err := QueryState(context.Background(), LSF{}, replay{"bjobs": {out: "5|DONE|0|\n"}}.exec(&calls), "5"); err != nil || j.State != Done {
+		t.Errorf("lsf (Query): %+v %v", j, err)
+	}
+}

@@ -1,0 +1,270 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
+)
+
+// This file is package pool's only way to files, as master/sessionfs.go
+// is package master's: a session's files (moved/, forward/, queue/,
+// inflight/, result/, heartbeat.json) through the session's fsq.Root
+// (master.Session.Root), and the pool directory's own files (pool.json,
+// affinity/, events.jsonl, .clock) through a root held on the pool
+// directory (Pool.root). Every open, create, rename, link, list, stat
+// and remove is relative to a directory held open, never resolves a
+// symlink in any component and never leaves the session or the pool: a
+// symlink planted where a file should be is an error wrapping
+// fsq.ErrSymlink (or, listed, not a command), a session subdirectory
+// swapped for a symlink an error wrapping fsq.ErrLayout; nothing is read,
+// moved or written through either. A session directory of the pool that
+// is a symlink is not a session of the pool (SessionNames, session).
+//
+// Elsewhere the package names sessions by path only to hand them to
+// package launch (Launch, StopMany, LaunchArray), which opens them through
+// a root as well.
+
+// openPoolRoot opens the root of the pool directory abs.
+func openPoolRoot(abs string) (*fsq.Root, error) { return fsq.OpenRoot(abs) }
+
+// readPoolFile reads the pool file name (at most limit bytes, a regular
+// file only), its directory revalidated first (another NFS client may
+// have written it).
+func (p *Pool) readPoolFile(name string, limit int64) ([]byte, error) {
+	p.root.Revalidate(path.Dir(name))
+	b, _, err := p.root.ReadFile(name, limit)
+	return b, err
+}
+
+// writePoolFile replaces the pool file name with data (durability d).
+func (p *Pool) writePoolFile(name string, data []byte, d fsq.Durability) error {
+	return p.root.WriteAtomic(name, data, 0o660, d)
+}
+
+// mkdirPool makes the pool's directory name if it is missing.
+func (p *Pool) mkdirPool(name string) error {
+	if err := p.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// appendEvent appends one line to events.jsonl (a regular file only).
+func (p *Pool) appendEvent(line []byte) error {
+	f, err := p.root.OpenAppend(FilePoolEvents, 0o660)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// touchClock sets the mtime of .clock to the filesystem's now (created if
+// missing) and returns it.
+func (p *Pool) touchClock() (time.Time, error) {
+	err := p.root.TouchDir(filePoolClock) // A utimensat of the name itself, file or directory.
+	if errors.Is(err, os.ErrNotExist) {
+		var f *os.File
+		if f, err = p.root.OpenFile(filePoolClock, os.O_WRONLY|os.O_CREATE|unix.O_NONBLOCK, 0o660); err == nil {
+			err = f.Close()
+		}
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("master: touch %s: %w", p.root.Abs(filePoolClock), err)
+	}
+	fi, err := p.root.Lstat(filePoolClock)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fi.ModTime(), nil
+}
+
+// sessionDirs lists the entries of the pool directory that are
+// directories (a symlink is not), with their types from the directory
+// itself: no stat per entry.
+func (p *Pool) sessionDirs() []string {
+	entries, _ := p.root.ReadDir(".")
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// isSessionDir reports whether name is a directory of the pool (not a
+// symlink to one), checked before the session is opened by path.
+func (p *Pool) isSessionDir(name string) bool {
+	fi, err := p.root.Lstat(name)
+	return err == nil && fi.IsDir()
+}
+
+// sessionRoot returns s's root; a session whose root cannot be had reads
+// as empty to the callers that list or look (they judge it dead).
+func sessionRoot(s *master.Session) *fsq.Root {
+	r, err := s.Root()
+	if err != nil {
+		return nil
+	}
+	return r
+}
+
+// commandNames lists the command files of the session directory dir in
+// (seq, name) order.
+func commandNames(s *master.Session, dir string) []string {
+	r := sessionRoot(s)
+	if r == nil {
+		return nil
+	}
+	names, _ := r.ReadNames(dir)
+	var out []string
+	for _, n := range names {
+		if isCommand(n) {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		si, _, _ := protocol.ParseCommandName(out[i])
+		sj, _, _ := protocol.ParseCommandName(out[j])
+		return si < sj || si == sj && out[i] < out[j]
+	})
+	return out
+}
+
+// lstat describes the session file name without following a symlink.
+func lstat(s *master.Session, name string) (os.FileInfo, error) {
+	r, err := s.Root()
+	if err != nil {
+		return nil, err
+	}
+	return r.Lstat(name)
+}
+
+// exists reports whether the session has an entry at name.
+func exists(s *master.Session, name string) bool {
+	_, err := lstat(s, name)
+	return err == nil
+}
+
+// revalidate makes an NFS client revalidate the session directory name.
+func revalidate(s *master.Session, name string) {
+	if r := sessionRoot(s); r != nil {
+		r.Revalidate(name)
+	}
+}
+
+// mkdirSession makes the session's directory name if it is missing.
+func mkdirSession(s *master.Session, name string) error {
+	r, err := s.Root()
+	if err != nil {
+		return err
+	}
+	if err := r.Mkdir(name, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// claim renames the session file from to to (false, nil: from is gone,
+// another claimed it).
+func claim(s *master.Session, from, to string) (bool, error) {
+	r, err := s.Root()
+	if err != nil {
+		return false, err
+	}
+	return r.Claim(from, to)
+}
+
+// readSessionFile reads the session file name: at most limit bytes, a
+// regular file only.
+func readSessionFile(s *master.Session, name string, limit int64) ([]byte, error) {
+	r, err := s.Root()
+	if err != nil {
+		return nil, err
+	}
+	b, _, err := r.ReadFile(name, limit)
+	return b, err
+}
+
+// writeSessionFile replaces the session file name with data.
+func writeSessionFile(s *master.Session, name string, data []byte, d fsq.Durability) error {
+	r, err := s.Root()
+	if err != nil {
+		return err
+	}
+	return r.WriteAtomic(name, data, 0o660, d)
+}
+
+// removeSession removes the session entry name (a symlink itself, never
+// what it points to).
+func removeSession(s *master.Session, name string) error {
+	r, err := s.Root()
+	if err != nil {
+		return err
+	}
+	return r.Remove(name)
+}
+
+// syncSessionDir fsyncs the session's directory name.
+func syncSessionDir(s *master.Session, name string) error {
+	r, err := s.Root()
+	if err != nil {
+		return err
+	}
+	return r.SyncDir(name)
+}
+
+// linkNew creates name in r with data, exclusively and complete: a temp
+// file is written beside it, then renamed onto name without replacing
+// (on NFS a hard link and an unlink); an existing name is false, nil.
+func linkNew(r *fsq.Root, name string, data []byte) (bool, error) {
+	dir := path.Dir(name)
+	f, err := r.CreateTemp(dir, "."+path.Base(name)+".", 0o660)
+	if err != nil {
+		return false, err
+	}
+	tmp := r.RelOf(f.Name())
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = r.RenameNoReplace(tmp, name)
+	}
+	if err != nil {
+		r.RemoveOrLater(tmp)
+		if errors.Is(err, os.ErrExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// dirOf is the path of the pool's session name, for master.Open and
+// package launch (Launch, StopMany, LaunchArray), which reach its files
+// through a root; never opened here.
+func (p *Pool) dirOf(name string) string { return filepath.Join(p.dir, name) }
+
+// arrayScript makes the pool's jobs/ (through the root) and returns the
+// path of a new job script in it, for launch.LaunchArray, which writes it
+// through a root on jobs/.
+func (p *Pool) arrayScript() (string, error) {
+	if err := p.mkdirPool(DirJobs); err != nil {
+		return "", err
+	}
+	return filepath.Join(p.dir, DirJobs, "array-"+master.NewCmdID()+".sh"), nil
+}
