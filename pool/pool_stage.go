@@ -2,12 +2,10 @@ package pool
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -33,23 +31,26 @@ func (p *Pool) sweepStages(views []SessionView, now time.Time) []string {
 		if v.s == nil {
 			continue
 		}
-		q := sessionPath(v.s, protocol.DirQueue)
-		names, _ := fsq.ReadNames(q)
+		r := sessionRoot(v.s)
+		if r == nil {
+			continue
+		}
+		names, _ := r.ReadNames(protocol.DirQueue)
 		for _, n := range names {
 			stage := strings.HasPrefix(n, stagePrefix)
 			if !stage && !(strings.HasPrefix(n, ".") && strings.HasSuffix(n, ".tmp")) {
 				continue
 			}
-			path := filepath.Join(q, n)
-			fi, err := os.Lstat(path)
+			name := protocol.DirQueue + "/" + n
+			fi, err := r.Lstat(name)
 			if err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < StaleStageAge {
 				continue
 			}
-			if stage && !orphanStage(v.s.Dir(), n) {
+			if stage && !orphanStage(views, v.s, n) {
 				continue
 			}
-			if os.Remove(path) == nil {
-				rel, _ := filepath.Rel(p.dir, path)
+			if removeSession(v.s, name) == nil {
+				rel, _ := filepath.Rel(p.dir, filepath.Join(v.s.Dir(), name))
 				removed = append(removed, rel)
 				p.event("stage_removed", map[string]any{"file": rel})
 			}
@@ -58,15 +59,16 @@ func (p *Pool) sweepStages(views []SessionView, now time.Time) []string {
 	return removed
 }
 
-// orphanStage reports whether the stage name in target/queue/ can never be
-// published: its moved_from names the command F of session D it was
+// orphanStage reports whether the stage name in target's queue/ can never
+// be published: its moved_from names the command F of session D it was
 // staged for, and D/forward/F exists and names another stage (forward
 // records are created exclusively and never change, so no mover will
-// ever publish this one). Without a readable moved_from, or while
-// D/forward/F does not exist (its mover may be between staging and
-// recording, however long it was suspended), the stage is kept.
-func orphanStage(target, name string) bool {
-	raw, _, err := fsq.ReadFile(filepath.Join(target, protocol.DirQueue, name), maxPoolCommand)
+// ever publish this one). Without a readable moved_from, when D is not a
+// session of the pool, or while D/forward/F does not exist (its mover may
+// be between staging and recording, however long it was suspended), the
+// stage is kept.
+func orphanStage(views []SessionView, target *master.Session, name string) bool {
+	raw, err := readSessionFile(target, protocol.DirQueue+"/"+name, maxPoolCommand)
 	if err != nil {
 		return false
 	}
@@ -80,10 +82,19 @@ func orphanStage(target, name string) bool {
 		!isCommand(body.MovedFrom.Name) {
 		return false
 	}
-	from := filepath.Join(target, body.MovedFrom.Session)
-	fwd, err := master.ReadForward(filepath.Join(from, master.DirForward, body.MovedFrom.Name))
+	fromDir := filepath.Join(target.Dir(), body.MovedFrom.Session)
+	var from *master.Session
+	for _, v := range views {
+		if v.s != nil && filepath.Clean(v.s.Dir()) == fromDir {
+			from = v.s
+		}
+	}
+	if from == nil {
+		return false
+	}
+	fwd, err := from.ReadForward(body.MovedFrom.Name)
 	if err != nil {
 		return false
 	}
-	return fwd.Stage != name || filepath.Join(from, fwd.ToSession) != filepath.Clean(target)
+	return fwd.Stage != name || filepath.Join(fromDir, fwd.ToSession) != filepath.Clean(target.Dir())
 }
