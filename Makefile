@@ -79,7 +79,7 @@ install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/skillpilot $(DESTDIR)$(PREFIX)/share/doc/skillpilot
 	install -m 0755 $(BIN)/runner $(BIN)/master $(BIN)/master-mcp $(DESTDIR)$(PREFIX)/bin/
 	./scripts/dist.sh --copy-masters $(DESTDIR)$(PREFIX)/share/skillpilot
-	install -m 0644 README.md PROTOCOL.md BENCHMARKS.md docs/* $(DESTDIR)$(PREFIX)/share/doc/skillpilot/
+	install -m 0644 README.md PROTOCOL.md BENCHMARKS.md CHANGELOG.md docs/* $(DESTDIR)$(PREFIX)/share/doc/skillpilot/
 
 # make dist: dist/skillpilot-<version>-linux-<arch>.tar.gz for an air-gapped
 # farm: static binaries, the Python and Tcl masters, the documents.

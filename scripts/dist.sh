@@ -34,7 +34,7 @@ out=$dist/$name
 rm -rf "$out" && mkdir -p "$out/bin" "$out/doc"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/skillpilot/skillpilot/internal/version.Version=$version" -o "$out/bin/" ./cmd/runner ./cmd/master ./cmd/master-mcp
 copy_masters "$out"
-cp README.md PROTOCOL.md BENCHMARKS.md "$out/doc/"
+cp README.md PROTOCOL.md BENCHMARKS.md CHANGELOG.md "$out/doc/"
 [ -d docs ] && cp -r docs/. "$out/doc/"
 cat >"$out/INSTALL" <<TXT
 SkillPilot $version (linux/$arch)
@@ -42,7 +42,7 @@ SkillPilot $version (linux/$arch)
 bin/runner, bin/master, bin/master-mcp  static binaries: copy them anywhere on PATH, master-mcp beside master (no libc needed)
 python/                 the Python master (standard library only): see doc/README.md
 tcl/                    the Tcl master (Tcl 8.6, no packages): see doc/README.md
-doc/                    README.md, PROTOCOL.md (the file protocol), BENCHMARKS.md
+doc/                    README.md, PROTOCOL.md (the file protocol), BENCHMARKS.md, CHANGELOG.md
 TXT
 tar -C "$dist" -czf "$dist/$name.tar.gz" "$name"
 rm -rf "$out"
