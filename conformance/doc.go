@@ -25,6 +25,8 @@
 //	runner [FLAG...]        start a runner on the session and wait until it is idle
 //	runner! [FLAG...]       start a runner without waiting
 //	kill-runner             SIGKILL the runner
+//	freeze-runner           SIGSTOP the runner: alive (lock held) but its heartbeat late
+//	thaw-runner             SIGCONT the runner
 //	runner-exit CODE        wait for the runner to exit with CODE
 //	running ID              wait until state.json says ID is running
 //	write PATH CONTENT      write a session file (temp file + rename)

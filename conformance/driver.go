@@ -334,6 +334,19 @@ func (d *driver) harness(st Step, args []string) {
 		}
 		_ = d.runner.cmd.Process.Signal(syscall.SIGKILL)
 		<-d.runner.done
+	case "freeze-runner", "thaw-runner":
+		// SIGSTOP / SIGCONT: a runner alive (its lock held, its tool
+		// running) whose heartbeat is late, as on a loaded host.
+		if d.runner == nil {
+			d.fail(st, "no runner")
+		}
+		sig := syscall.SIGSTOP
+		if st.Kind == "thaw-runner" {
+			sig = syscall.SIGCONT
+		}
+		if err := d.runner.cmd.Process.Signal(sig); err != nil {
+			d.fail(st, "%v", err)
+		}
 	case "runner-exit":
 		argN(1)
 		if d.runner == nil {
@@ -513,6 +526,7 @@ func (d *driver) stopRunner() {
 	if d.runner == nil {
 		return
 	}
+	_ = d.runner.cmd.Process.Signal(syscall.SIGCONT) // One a scenario left frozen.
 	_ = d.runner.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.runner.done:

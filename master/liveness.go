@@ -1,24 +1,61 @@
 package master
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// DefaultWaitForRunner is how long a wait goes on without seeing a live
-// runner before it gives up with ErrRunnerNotAlive (Session.WaitForRunner
-// changes it). It is longer than the liveness window of a runner with the
-// default heartbeat (2 × 1 s + 250 ms), so a runner being restarted by a
-// supervisor does not fail waits.
+// DefaultWaitForRunner is how long a request or a wait goes on without
+// seeing a live runner before it gives up with ErrRunnerNotAlive
+// (Session.WaitForRunner changes it), unless ten heartbeat intervals are
+// longer (Grace). It is longer than the liveness window of a runner with
+// the default heartbeat (2 × 1 s + 250 ms), so neither a heartbeat delayed
+// by a loaded host or file server nor a runner being restarted by a
+// supervisor fails requests and waits.
 const DefaultWaitForRunner = 10 * time.Second
+
+// defaultInterval is the heartbeat interval assumed before a heartbeat
+// has been read (the runner's default --heartbeat).
+const defaultInterval = time.Second
+
+// Window is the liveness window of a runner whose heartbeat interval is
+// interval (heartbeat.json interval_ms; 0: not known, 1 s): its counter
+// must be seen moving within 2 × interval + 250 ms to count as alive
+// (PROTOCOL.md section 8). An interval under 100 ms counts as 100 ms.
+func Window(interval time.Duration) time.Duration {
+	if interval <= 0 {
+		interval = defaultInterval
+	}
+	return 2*max(interval, 100*time.Millisecond) + 250*time.Millisecond
+}
+
+// Grace is the one grace of every request and wait (PROTOCOL.md section
+// 8, "Giving up"): how long a master goes on without seeing a live runner
+// before it answers ErrRunnerNotAlive. base is the caller's setting
+// (Session.WaitForRunner, --wait-for-runner); 0 means DefaultWaitForRunner
+// or ten heartbeat intervals, whichever is longer. Whatever base says, the
+// grace is at least one liveness window, or a live runner's counter could
+// not be seen moving before the grace ran out.
+func Grace(base, interval time.Duration) time.Duration {
+	if interval <= 0 {
+		interval = defaultInterval
+	}
+	if base <= 0 {
+		base = max(DefaultWaitForRunner, 10*interval)
+	}
+	return max(base, Window(interval))
+}
 
 // look is one liveness judgment made without waiting.
 type look struct {
-	alive    bool   // the heartbeat counter was seen moving within the window
-	definite bool   // when not alive: the verdict needs no further watching
-	reason   string // why, in words
+	alive    bool          // the heartbeat counter was seen moving within the window
+	definite bool          // when not alive: dead for certain (stopped, no state, a free lock)
+	late     bool          // when not alive: the counter has not moved for more than the window
+	interval time.Duration // the heartbeat's interval_ms (0: no heartbeat read)
+	reason   string        // why, in words
 	state    protocol.State
 }
 
@@ -28,9 +65,11 @@ type look struct {
 // on our clock, or, on a local filesystem, at once when the runner's flock
 // is held and heartbeat.json was rewritten within that window (its mtime
 // is our own clock there); dead at once when the phase is stopped or, on a
-// local filesystem, the runner's flock is free. Otherwise (on a network
-// filesystem) a counter not yet seen moving gives an indefinite "not
-// alive".
+// local filesystem, the runner's flock is free. A counter that has not
+// moved for more than the window is late: not alive, yet not dead either
+// (a loaded host or file server delays heartbeats); only the grace of a
+// request or wait (Grace) turns that into "runner not alive". A counter
+// not yet seen moving gives an indefinite "not alive".
 func (s *Session) observe() look {
 	state, serr := s.ReadState()
 	hb, herr := s.ReadHeartbeat()
@@ -52,6 +91,7 @@ func (s *Session) observe() look {
 		l.reason = "no heartbeat yet"
 		return l
 	}
+	l.interval = time.Duration(hb.IntervalMS) * time.Millisecond
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -60,13 +100,13 @@ func (s *Session) observe() look {
 	if s.lastHB.at.IsZero() || hb.Counter != s.lastHB.counter || hb.SessionID != s.lastHB.session {
 		s.lastHB = hbSeen{session: hb.SessionID, counter: hb.Counter, at: now, moved: !s.lastHB.at.IsZero()}
 	}
-	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
+	window := Window(l.interval)
 	age := now.Sub(s.lastHB.at)
 	switch {
 	case s.lastHB.moved && age <= window:
 		l.alive, l.reason = true, "heartbeat counter moved"
 	case age > window:
-		l.definite, l.reason = true, "heartbeat counter has not moved for "+age.Round(time.Millisecond).String()
+		l.late, l.reason = true, "heartbeat counter has not moved for "+age.Round(time.Millisecond).String()
 	case !s.network && s.heartbeatWrittenWithin(now, window):
 		// The lock is held (checked above) and the heartbeat was rewritten
 		// within the window: on a local filesystem the file's mtime is
@@ -87,13 +127,15 @@ func (s *Session) heartbeatWrittenWithin(now time.Time, window time.Duration) bo
 	return err == nil && fi.Mode().IsRegular() && now.Sub(fi.ModTime()) <= window
 }
 
-// runnerWatch fails a wait once no live runner has been seen for a grace.
+// runnerWatch gives up a request or a wait once no live runner has been
+// seen for the grace (Grace, from the caller's base and the heartbeat
+// interval the runner publishes).
 type runnerWatch struct {
 	s         *Session
-	cmd       *Command // when watching for a command: followed if a pool moves it
-	grace     time.Duration
-	lastAlive time.Time // our clock
-	next      time.Time // rate limit of the checks
+	cmd       *Command      // when watching for a command: followed if a pool moves it
+	base      time.Duration // Session.WaitForRunner (0: the default)
+	lastAlive time.Time     // our clock
+	next      time.Time     // rate limit of the checks
 	last      look
 }
 
@@ -104,14 +146,10 @@ type runnerWatch struct {
 const watchEvery = 250 * time.Millisecond
 
 // newRunnerWatch starts watching now: a wait that never sees a live runner
-// fails grace after it began.
+// fails the grace after it began.
 func (s *Session) newRunnerWatch() *runnerWatch {
-	g := s.WaitForRunner
-	if g <= 0 {
-		g = DefaultWaitForRunner
-	}
 	now := time.Now()
-	return &runnerWatch{s: s, grace: g, lastAlive: now, next: now.Add(watchEvery)}
+	return &runnerWatch{s: s, base: s.WaitForRunner, lastAlive: now, next: now.Add(watchEvery)}
 }
 
 // newRunnerWatch watches the runner of the session c is in now (forward.go:
@@ -136,15 +174,53 @@ func (w *runnerWatch) check() error {
 			w.s, w.cmd = cur.s, cur
 		}
 	}
-	w.last = w.s.observe()
-	if w.last.alive {
+	return w.judge(now, w.s.observe())
+}
+
+// judge records one look taken at now and returns the verdict of the
+// grace: nil while a live runner was seen within it.
+func (w *runnerWatch) judge(now time.Time, l look) error {
+	w.last = l
+	if l.alive {
 		w.lastAlive = now
 		return nil
 	}
-	if gone := now.Sub(w.lastAlive); gone > w.grace {
-		return fmt.Errorf("%w: %s; no live runner seen for %v (raise with --wait-for-runner)", ErrRunnerNotAlive, w.last.reason, gone.Round(100*time.Millisecond))
+	if gone := now.Sub(w.lastAlive); gone > Grace(w.base, l.interval) {
+		return fmt.Errorf("%w: %s; no live runner seen for %v (raise with --wait-for-runner)", ErrRunnerNotAlive, l.reason, gone.Round(100*time.Millisecond))
 	}
 	return nil
+}
+
+// awaitAlive watches the runner until it is seen alive, and returns that
+// look: the check a request makes before it writes anything. A definite
+// sign of death (phase stopped, no state, a free lock on a local
+// filesystem) ends it at once; a heartbeat that is merely late does not:
+// it fails only once no live runner has been seen for the grace, the
+// same rule as every wait's (PROTOCOL.md section 8, "Giving up").
+func (s *Session) awaitAlive(ctx context.Context) (look, error) {
+	w := s.newRunnerWatch()
+	wake, stop := s.watch(ctx, protocol.DirState)
+	defer stop()
+	t := time.NewTicker(50 * time.Millisecond) // A counter moves at most once a heartbeat; no need to look more often.
+	defer t.Stop()
+	for {
+		l := s.observe()
+		if l.alive {
+			return l, nil
+		}
+		if l.definite {
+			return l, fmt.Errorf("%w: %s", ErrRunnerNotAlive, l.reason)
+		}
+		if err := w.judge(time.Now(), l); err != nil {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return l, ctxErr(ctx)
+		case <-wake:
+		case <-t.C:
+		}
+	}
 }
 
 // cannotServe returns ErrCannotServe when the runner's last observed phase
@@ -176,7 +252,7 @@ func (s *Session) NoRunnerHint(c *Command) string {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return ""
 	}
-	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
+	window := Window(time.Duration(hb.IntervalMS) * time.Millisecond)
 	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
 		return "its heartbeat is " + age.Round(time.Second).String() + " old by the session's filesystem clock"
 	}
@@ -204,7 +280,7 @@ func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
 	if err1 != nil || err2 != nil {
 		return st, false
 	}
-	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
+	window := Window(time.Duration(hb.IntervalMS) * time.Millisecond)
 	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
 		return st, false
 	}

@@ -169,11 +169,13 @@ func (s *Session) QueueDepth() int {
 	return n
 }
 
-// alive judges liveness (observe), watching the heartbeat counter for one
-// window when a single look cannot decide.
+// alive judges liveness (observe) for a status, watching the heartbeat
+// counter for one window when a single look cannot decide. A status is a
+// snapshot: a late counter is reported as not alive (with its reason),
+// while a request or a wait would go on watching for the grace.
 func (s *Session) alive(ctx context.Context) (bool, string) {
 	l := s.observe()
-	if l.alive || l.definite {
+	if l.alive || l.definite || l.late {
 		return l.alive, l.reason
 	}
 	t := time.NewTicker(50 * time.Millisecond)
@@ -187,7 +189,7 @@ func (s *Session) alive(ctx context.Context) (bool, string) {
 		case <-end.C:
 			return false, "heartbeat counter did not move"
 		case <-t.C:
-			if l = s.observe(); l.alive || l.definite {
+			if l = s.observe(); l.alive || l.definite || l.late {
 				return l.alive, l.reason
 			}
 		}
@@ -232,10 +234,7 @@ func WaitReady(ctx context.Context, dir string) (Status, error) {
 func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) (Status, error) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	grace := waitForRunner
-	if grace <= 0 {
-		grace = DefaultWaitForRunner
-	}
+	grace := Grace(waitForRunner, 0) // Until a heartbeat says its interval.
 	started := time.Now()
 	var s *Session
 	var w *runnerWatch
@@ -243,7 +242,7 @@ func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) 
 		if s == nil {
 			if o, err := Open(dir); err == nil {
 				s = o
-				w = &runnerWatch{s: s, grace: grace, lastAlive: started}
+				w = &runnerWatch{s: s, base: waitForRunner, lastAlive: started}
 			}
 		}
 		if s != nil {

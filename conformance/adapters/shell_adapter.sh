@@ -70,12 +70,14 @@ session_ok() {
 
 # Liveness (PROTOCOL.md section 8): dead at once if stopped or (local
 # filesystem) the runner's flock is free; else alive while the heartbeat
-# counter moves within 2 x interval + 250 ms of our clock.
-hb_counter=""; hb_at=0; hb_moved=0
-look() { # sets alive (1/0), definite (1/0), why
+# counter moves within 2 x interval + 250 ms of our clock. A counter that
+# stands still longer is late, not dead: requests and waits give up only
+# once no live runner has been seen for the grace.
+hb_counter=""; hb_at=0; hb_moved=0; hb_iv=1000
+look() { # sets alive (1/0), definite (1/0), late (1/0), why
   revalidate "$S/state"
   local st="$S/state/state.json" hb="$S/state/heartbeat.json" phase c iv now
-  alive=0; definite=1
+  alive=0; definite=1; late=0
   if [ ! -f "$st" ] && [ ! -f "$hb" ]; then why="no runner has written state yet"; return; fi
   phase=$(field "$st" phase)
   if [ "$phase" = stopped ] || [ "$(field "$hb" phase)" = stopped ]; then why="the runner stopped"; return; fi
@@ -84,6 +86,7 @@ look() { # sets alive (1/0), definite (1/0), why
   # The session_id with the counter: a new runner counts from the start again.
   c="$(field "$hb" session_id):$(field "$hb" counter)"; iv=$(field "$hb" interval_ms); [[ $iv =~ ^[0-9]+$ ]] || iv=1000
   ((iv < 100)) && iv=100
+  hb_iv=$iv
   now=$(now_ms)
   if [ "$hb_at" = 0 ] || [ "$c" != "$hb_counter" ]; then
     [ "$hb_at" != 0 ] && hb_moved=1 || hb_moved=0
@@ -91,18 +94,40 @@ look() { # sets alive (1/0), definite (1/0), why
   fi
   local age=$((now - hb_at)) window=$((2 * iv + 250))
   if [ "$hb_moved" = 1 ] && ((age <= window)); then alive=1; definite=0; why="heartbeat counter moved"; return; fi
-  if ((age > window)); then why="heartbeat counter has not moved for ${age}ms"; return; fi
-  definite=0; why="heartbeat counter not seen moving yet"
+  definite=0
+  if ((age > window)); then late=1; why="heartbeat counter has not moved for ${age}ms"; return; fi
+  why="heartbeat counter not seen moving yet"
 }
-alive_now() { # like look, but watches until it can decide
+# set_grace: the one grace of requests and waits (PROTOCOL.md section 8,
+# "Giving up"): wait_for_runner_ms (none: 10 s or ten heartbeat intervals,
+# whichever is longer), never under one liveness window.
+set_grace() {
+  local w=$((2 * hb_iv + 250))
+  grace=${k_wait_for_runner_ms:-0}
+  ((grace <= 0)) && grace=$((10 * hb_iv > 10000 ? 10 * hb_iv : 10000))
+  ((grace < w)) && grace=$w
+}
+alive_now() { # like look, but watches until it can decide (a status: late is not alive)
   look
-  while [ "$alive" = 0 ] && [ "$definite" = 0 ]; do sleep 0.05; look; done
+  while [ "$alive" = 0 ] && [ "$definite" = 0 ] && [ "$late" = 0 ]; do sleep 0.05; look; done
+}
+await_alive() { # a request's check before it writes: 0 once alive; 1 when dead at once or none seen for the grace
+  local start t
+  start=$(now_ms)
+  while :; do
+    look
+    [ "$alive" = 1 ] && return 0
+    [ "$definite" = 1 ] && return 1
+    set_grace; t=$(now_ms)
+    ((t - start > grace)) && return 1
+    sleep 0.05
+  done
 }
 # wait_until CMD...: poll CMD (1 ms doubling to 100 ms) until it succeeds;
 # exit 3 on the step's wait_timeout_ms, 5 when no live runner was seen for
-# wait_for_runner_ms (default 10 s).
+# the grace (set_grace).
 wait_until() {
-  local start deadline=-1 grace=${k_wait_for_runner_ms:-10000} last delay=1 next=0 t
+  local start deadline=-1 grace last delay=1 next=0 t
   start=$(now_ms); last=$start
   [ -n "${k_wait_timeout_ms:-}" ] && deadline=$((start + k_wait_timeout_ms))
   while ! "$@"; do
@@ -110,6 +135,7 @@ wait_until() {
     if ((deadline >= 0 && t >= deadline)); then return 3; fi
     if ((t >= next)); then
       next=$((t + 100)); look
+      set_grace
       if [ "$alive" = 1 ]; then last=$t; elif ((t - last > grace)); then return 5; fi
     fi
     sleep "$(printf '0.%03d' "$delay")"
@@ -151,8 +177,7 @@ do_submit() { # do_submit RUN(0/1)
 
 do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcome
   session_ok || { out_code session_missing 5; return 1; }
-  alive_now
-  [ "$alive" = 1 ] || { out_code runner_not_alive 5; return 1; }  # nothing written
+  await_alive || { out_code runner_not_alive 5; return 1; }  # nothing written
   local seq id name sid json rc
   seq=$(alloc_seq); id="sh-$(now_ms)-$$-$RANDOM"
   name=$(printf 'req_%010d_%s.json' "$seq" "$id")
@@ -219,7 +244,8 @@ do_stop() {
   [ "${k_force:-0}" = 1 ] && mode=force
   do_request stop ",\"mode\":\"$mode\"" || return
   if [ "$reply_outcome" = accepted ] && [ "${k_wait:-0}" = 1 ]; then
-    k_wait_for_runner_ms=100000000 wait_until stopped || { out_code wait_timeout 3; return; }
+    wait_until stopped  # 0: stopped; 5: no live runner seen for the grace, as good as stopped
+    [ $? = 3 ] && { out_code wait_timeout 3; return; }
   fi
   out_reply
 }

@@ -147,7 +147,7 @@ class _CLI:
         if not self.a.session:
             raise UsageError("--session is required (or set SP_SESSION_DIR)")
         return Session(self.a.session, wait_for_runner=self.a.wait_for_runner
-                       if getattr(self.a, "wait_for_runner", None) is not None else 10.0)
+                       if getattr(self.a, "wait_for_runner", None) is not None else None)
 
     def run(self) -> int:
         return int(getattr(self, "cmd_" + self.a.cmd)())

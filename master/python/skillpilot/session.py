@@ -49,13 +49,15 @@ class Session:
 
     ``poll`` is the longest pause between two looks while waiting (polling
     starts at 1 ms and doubles up to it). ``wait_for_runner`` is the dead
-    grace of every wait: how long it goes on while no live runner is seen
-    before raising RunnerNotAlive (default 10 s; each wait can override it).
+    grace of every request and wait: how long it goes on while no live
+    runner is seen before raising RunnerNotAlive (None: 10 s, or ten
+    heartbeat intervals when longer; never under one liveness window; each
+    call can override it).
     A Session may be shared by threads only for reading; give each thread
     that submits or waits its own Session.
     """
 
-    def __init__(self, directory: str, poll: float = 0.1, *, wait_for_runner: float = 10.0) -> None:
+    def __init__(self, directory: str, poll: float = 0.1, *, wait_for_runner: Optional[float] = None) -> None:
         self.fs = _fs.SessionFS(_fs.abspath(directory))
         self.dir = self.fs.root
         self.fs.revalidate()
@@ -111,7 +113,7 @@ class Session:
     def _backoff(self) -> Backoff:
         return Backoff(ceiling=self.poll)
 
-    def _grace(self, wait_for_runner: Optional[float]) -> float:
+    def _grace(self, wait_for_runner: Optional[float]) -> Optional[float]:
         return self.wait_for_runner if wait_for_runner is None else wait_for_runner
 
     # --- commands ---------------------------------------------------------
@@ -251,9 +253,7 @@ class Session:
         (temp file + rename) naming the live runner's session_id and waits
         for ``ctl/ack/<same name>``, checking liveness meanwhile. A wait
         that fails withdraws the request unless the runner took it."""
-        alive, why = self._alive()
-        if not alive:
-            raise RunnerNotAlive("runner not alive: %s; nothing was written" % why)
+        self._await_alive(wait_for_runner)
         req_id = _names.new_id()
         seq = _names.alloc_seq(self.fs)
         body: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "req_id": req_id, "seq": seq,
@@ -316,7 +316,7 @@ class Session:
         live runner it raises RunnerNotAlive and writes nothing: a stop
         request never outlives the runner it was meant for. With wait, it
         returns once the runner has stopped (phase stopped, its lock free,
-        or no heartbeat for the liveness window), so it cannot block on a
+        or no live runner seen for the grace), so it cannot block on a
         runner that died; ``timeout`` bounds the whole call."""
         deadline = None if timeout is None else time.monotonic() + timeout
         reply = self.request("stop", {"mode": "force" if force else "graceful"}, timeout, wait_for_runner)
@@ -325,10 +325,15 @@ class Session:
         if not wait:
             return reply
         backoff = self._backoff()
+        live = Liveness(self, self._grace(wait_for_runner))
         while True:
             look = self._observe_liveness()
             if not look.alive and look.definite:
                 return reply
+            try:
+                live.judge(time.monotonic(), look)
+            except RunnerNotAlive:
+                return reply  # Gone for the grace: stopped as far as any master can tell.
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout("the runner did not stop within %gs" % timeout)
             backoff.sleep(deadline)
@@ -417,13 +422,34 @@ class Session:
         self._hb_look = observe(self.fs, self.network, self._hb_seen)
         return self._hb_look
 
+    def _await_alive(self, wait_for_runner: Optional[float]) -> Look:
+        """The check a request makes before it writes anything (the Go
+        master's awaitAlive): looks every 50 ms until the runner is seen
+        alive. A definite sign of death (stopped, no state, a free lock)
+        raises RunnerNotAlive at once; a late heartbeat does not: it raises
+        only once no live runner has been seen for the grace, the rule of
+        every wait (PROTOCOL.md section 8, "Giving up")."""
+        live = Liveness(self, self._grace(wait_for_runner))
+        while True:
+            look = self._observe_liveness()
+            if look.alive:
+                return look
+            if look.definite:
+                raise RunnerNotAlive("runner not alive: %s; nothing was written" % look.reason)
+            try:
+                live.judge(time.monotonic(), look)
+            except RunnerNotAlive as e:
+                raise RunnerNotAlive("%s; nothing was written" % e) from None
+            time.sleep(0.05)
+
     def _alive(self) -> Tuple[bool, str]:
-        """The Go master's rule (Session.Status): one look, and when it
-        cannot decide, more looks every 50 ms until it can (at most one
-        liveness window, or 10 s for a heartbeat claiming a huge interval)."""
+        """The Go master's status rule (Session.Status): one look, and when
+        it cannot decide, more looks every 50 ms until it can (at most one
+        liveness window, or 10 s for a heartbeat claiming a huge interval).
+        A status is a snapshot: a late counter reads as not alive."""
         look = self._observe_liveness()
         end = time.monotonic() + 10.0
-        while not look.alive and not look.definite:
+        while not look.alive and not look.definite and not look.late:
             if time.monotonic() >= end:
                 return False, "heartbeat counter did not move"
             time.sleep(0.05)

@@ -17,9 +17,7 @@ proc ::skillpilot::request {dir op members args} {
     variable waitForRunnerMs
     set o [Opts [list -timeout -1 -waitforrunner $waitForRunnerMs] $args]
     set dir [check $dir]
-    lassign [Alive $dir] alive why
-    if {!$alive} { Throw RUNNER_NOT_ALIVE "runner not alive: $why; nothing was written" }
-    set st [read_json $dir state state.json 1]
+    set st [dict get [AwaitAlive $dir [dict get $o -waitforrunner]] state]
     set id [new_id]
     set seq [alloc_seq $dir]
     set json "\{\"protocol_version\":$version,\"req_id\":[json::string $id],\"seq\":$seq,\"op\":[json::string $op]"
@@ -151,7 +149,7 @@ proc ::skillpilot::resize {dir cols rows args} {
 # -waitforrunner ms. With no live runner it raises RUNNER_NOT_ALIVE and
 # writes nothing: a stop request never outlives the runner it was meant
 # for. With -wait it returns once the runner has stopped (phase stopped,
-# its lock free, or no heartbeat for the liveness window), so it cannot
+# its lock free, or no live runner seen for the grace), so it cannot
 # block on a runner that died. The pre-1.0 form "stop dir ?mode? ?wait?"
 # still works.
 proc ::skillpilot::stop {dir args} {
@@ -169,10 +167,16 @@ proc ::skillpilot::stop {dir args} {
     if {$outcome ne "accepted"} {
         return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] "stop: $outcome"
     }
+    set lastAlive [clock milliseconds]
     while {[dict get $o -wait]} {
         set look [Observe $dir]
         if {![dict get $look alive] && [dict get $look definite]} { break }
         set now [clock milliseconds]
+        if {[dict get $look alive]} {
+            set lastAlive $now
+        } elseif {$now - $lastAlive > [Grace [dict get $o -waitforrunner] [dict get $look interval]]} {
+            break ;# Gone for the grace: stopped as far as any master can tell.
+        }
         if {[dict get $w deadline] >= 0 && $now >= [dict get $w deadline]} {
             Throw WAIT_TIMEOUT "the runner did not stop within [dict get $o -timeout] ms"
         }
@@ -245,7 +249,7 @@ proc ::skillpilot::ready {dir args} {
             WaitStep w "no runner ready"
             set look [dict get $w look]
             if {[dict get $look alive] && [Phase [dict get $look state]] in {idle busy}} { return [status $dir] }
-        } elseif {[clock milliseconds] - $start > [dict get $o -waitforrunner]} {
+        } elseif {[clock milliseconds] - $start > [Grace [dict get $o -waitforrunner] 0]} {
             Throw RUNNER_NOT_ALIVE "runner not alive: $dir is not a session yet"
         }
         if {[clock milliseconds] >= $end} {

@@ -35,9 +35,11 @@ namespace eval ::skillpilot {
     # Per session directory: how long the last short waits took (µs).
     variable waitSeen
     array set waitSeen {}
-    # Every wait fails with RUNNER_NOT_ALIVE once no live runner has been
-    # seen for this long (ms); -waitforrunner overrides it per call.
-    variable waitForRunnerMs 10000
+    # Every request and wait fails with RUNNER_NOT_ALIVE once no live runner
+    # has been seen for this long (ms; 0: 10 s or ten heartbeat intervals,
+    # whichever is longer; never under one liveness window: Grace);
+    # -waitforrunner overrides it per call.
+    variable waitForRunnerMs 0
     variable leaseCounter 0
     # Per session directory: the last heartbeat counter seen and when.
     variable hbSeen
