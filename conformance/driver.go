@@ -219,6 +219,12 @@ func (d *driver) collect(st Step) {
 	d.lastOutput = got
 	for _, ex := range st.Expect {
 		ex = d.subst(ex)
+		if k, ok := strings.CutPrefix(ex, "!"); ok {
+			if v, present := got[k]; present {
+				d.fail(st, "%s is there (%q), want none; outcome %s", k, v, show(got))
+			}
+			continue
+		}
 		if k, name, ok := strings.Cut(ex, "=>"); ok {
 			v, present := got[k]
 			if !present {

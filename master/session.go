@@ -111,7 +111,12 @@ type Command struct {
 	ID   string
 	Seq  int64
 	Name string // cmd_<seq>_<cmd_id>.json
-	hops int    // forwards followed to reach this handle (forward.go)
+	// ResumeCursor is set by Submit: the spool size just before the
+	// command was queued, so its output comes after it (a WaitFor from
+	// here cannot match output printed before). 0 for a handle found by
+	// Command or Resolve (PROTOCOL.md section 19, "Cursors").
+	ResumeCursor int64
+	hops         int // forwards followed to reach this handle (forward.go)
 }
 
 // buildCommand makes a command file's content from opts (all but its
@@ -160,13 +165,16 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	if err != nil {
 		return nil, err
 	}
+	// Before the command is queued: the runner cannot have printed any of
+	// its output yet. A spool that is not a regular file gives 0.
+	cursor, _ := s.SpoolSize()
 	name := protocol.CommandName(seq, c.CmdID)
 	// Not fsynced: a command lost to a machine crash before the runner saw
 	// it was never acknowledged by a result.
 	if err := s.writeNew(protocol.DirQueue+"/"+name, b); err != nil {
 		return nil, wrapf(err, "write command")
 	}
-	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
+	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name, ResumeCursor: cursor}, nil
 }
 
 // defaultKind is the kind of the session's runner (state.json), else tcl.

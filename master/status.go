@@ -48,6 +48,10 @@ type Status struct {
 	// CanServe is false when the session cannot run commands: no live
 	// runner, or phase error (tool start or init failing).
 	CanServe bool `json:"can_serve"`
+	// ResumeCursor is the spool size when the status was read: a WaitFor
+	// from it sees only output printed from then on (PROTOCOL.md section
+	// 19, "Cursors").
+	ResumeCursor int64 `json:"resume_cursor"`
 }
 
 // Status reads state.json and heartbeat.json and judges whether the runner
@@ -65,8 +69,10 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 		}
 		st.AliveReason = "no runner has written state yet"
 		st.QueueDepth = s.QueueDepth()
+		st.ResumeCursor, _ = s.SpoolSize() // 0 when there is none (or it is not a regular file).
 		return st, nil
 	}
+	st.ResumeCursor, _ = s.SpoolSize() // Before the liveness watch: output printed meanwhile comes after it.
 	st.Phase, st.Reason, st.SessionID, st.RunnerPID, st.ToolPID = state.Phase, state.Reason, state.SessionID, state.RunnerPID, state.ToolPID
 	st.RunnerHost, st.CommandsDone, st.Filesystem = state.Hostname, state.CommandsDone, state.Filesystem
 	st.HeartbeatCount = hb.Counter

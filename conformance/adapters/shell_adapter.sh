@@ -164,15 +164,17 @@ do_wait() { # do_wait NAME
 
 do_submit() { # do_submit RUN(0/1)
   session_ok || { out_code session_missing 5; return; }
-  local id=${k_id:-sh-$(now_ms)-$$-$RANDOM} payload seq name json
+  local id=${k_id:-sh-$(now_ms)-$$-$RANDOM} payload seq name json cursor
   payload=$(printf '%s' "$k_payload_b64" | base64 -d)
   seq=$(alloc_seq)
+  cursor=$(spool_size)  # before the command is queued: its output comes after it
   json="{\"protocol_version\":1,\"cmd_id\":\"$id\",\"seq\":$seq,\"kind\":\"tcl\",\"payload\":$(json_str "$payload")"
   [ -n "${k_timeout_ms:-}" ] && json+=",\"timeout_s\":$(printf '%d.%03d' $((k_timeout_ms / 1000)) $((k_timeout_ms % 1000)))"
   json+=",\"submitter\":\"shell\"}"
   name=$(printf 'cmd_%010d_%s.json' "$seq" "$id")
   atomic_write "$S/queue/$name" "$json"
-  if [ "$1" = 1 ]; then do_wait "$name"; else printf '{"outcome":"queued","exit":0,"cmd_id":"%s"}\n' "$id"; fi
+  if [ "$1" = 1 ]; then do_wait "$name"; else
+    printf '{"outcome":"queued","exit":0,"cmd_id":"%s","reply":{"resume_cursor":%d}}\n' "$id" "$cursor"; fi
 }
 
 do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcome
@@ -252,15 +254,16 @@ do_stop() {
 
 do_status() {
   session_ok || { out_code session_missing 5; return; }
+  local phase serve=false outcome=not_alive code=5 cursor
+  cursor=$(spool_size)
   alive_now
-  local phase serve=false outcome=not_alive code=5
   phase=$(field "$S/state/state.json" phase)
   if [ "$alive" = 1 ]; then
     outcome=cannot_serve
     case $phase in error|stopping) ;; *) serve=true; outcome=ok; code=0 ;; esac
   fi
-  printf '{"outcome":"%s","exit":%d,"alive":%s,"phase":"%s","can_serve":%s}\n' \
-    "$outcome" "$code" "$([ "$alive" = 1 ] && echo true || echo false)" "$phase" "$serve"
+  printf '{"outcome":"%s","exit":%d,"alive":%s,"phase":"%s","can_serve":%s,"reply":{"resume_cursor":%d}}\n' \
+    "$outcome" "$code" "$([ "$alive" = 1 ] && echo true || echo false)" "$phase" "$serve" "$cursor"
 }
 
 write_lease() { # write_lease TTL_MS COUNTER
@@ -284,6 +287,7 @@ do_lease_stop() {
   out_code ok 0
 }
 
+spool_size() { stat -c %s "$S/log/session.out" 2>/dev/null || echo 0; }  # a resume_cursor: output from now on
 match_at() { # match_at FROM RE: sets m_off and m_text for the first match at or after FROM
   local hit
   hit=$(tail -c +"$(($1 + 1))" "$S/log/session.out" 2>/dev/null | grep -a -b -o -m1 -E -e "$2" | head -1)
@@ -292,15 +296,19 @@ match_at() { # match_at FROM RE: sets m_off and m_text for the first match at or
 }
 do_waitfor() {
   session_ok || { out_code session_missing 5; return; }
-  local re from=${k_from:-0} rc start end
+  local re from=${k_from:-0} rc start end cursor
   re=$(printf '%s' "$k_re_b64" | base64 -d)
   wait_until match_at "$from" "$re"; rc=$?
   case $rc in
     0) start=$((from + m_off)); end=$((start + $(printf '%s' "$m_text" | wc -c)))
-       printf '{"outcome":"matched","exit":0,"start":%d,"end":%d,"resume_cursor":%d,"match_b64":"%s"}\n' \
-         "$start" "$end" "$end" "$(printf '%s' "$m_text" | base64 -w0)" ;;
-    3) printf '{"outcome":"wait_timeout","exit":3,"resume_cursor":%d}\n' "$(stat -c %s "$S/log/session.out")" ;;
-    *) out_code runner_not_alive 5 ;;
+       printf '{"outcome":"matched","exit":0,"start":%d,"end":%d,"resume_cursor":%d,"match_b64":"%s",' \
+         "$start" "$end" "$end" "$(printf '%s' "$m_text" | base64 -w0)"
+       printf '"reply":{"matched":true,"match_text":%s,"match_span":{"start":%d,"end":%d},"resume_cursor":%d}}\n' \
+         "$(json_str "$m_text")" "$start" "$end" "$end" ;;
+    3) cursor=$(spool_size)
+       printf '{"outcome":"wait_timeout","exit":3,"resume_cursor":%d,"reply":{"matched":false,"resume_cursor":%d}}\n' "$cursor" "$cursor" ;;
+    *) cursor=$(spool_size)
+       printf '{"outcome":"runner_not_alive","exit":5,"resume_cursor":%d,"reply":{"matched":false,"resume_cursor":%d}}\n' "$cursor" "$cursor" ;;
   esac
 }
 

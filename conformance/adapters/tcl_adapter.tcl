@@ -29,14 +29,38 @@ proc ofError {msg ec} {
     set code [lindex $ec 1]
     if {$code in {COMMAND_FAILED COMMAND_TIMEOUT CANCELLED}} { return [ofResult [lindex $ec 2]] }
     set out "{\"outcome\":[jstr [string tolower $code]],\"exit\":[skillpilot::exitcode $ec],\"message\":[jstr $msg]"
-    if {$code eq "WAIT_TIMEOUT" && [llength $ec] > 2 && [string is integer -strict [lindex $ec 2]]} {
-        append out ",\"resume_cursor\":[lindex $ec 2]"
+    if {$code in {WAIT_TIMEOUT RUNNER_NOT_ALIVE} && [llength $ec] > 2 && [string is integer -strict [lindex $ec 2]]} {
+        append out ",\"resume_cursor\":[lindex $ec 2],\"reply\":{\"resume_cursor\":[lindex $ec 2]}"
     }
     set reply [lindex $ec 2]
     if {[llength $ec] > 2 && [string is list $reply] && [llength $reply] % 2 == 0 && [dict exists $reply cmd_state]} {
         append out ",\"cmd_state\":[jstr [dict get $reply cmd_state]]"
     }
     return "$out}"
+}
+
+# cursorFields is {"resume_cursor":N} of a submit or status reply dict, {}
+# when it has none.
+proc cursorFields {d} {
+    if {![dict exists $d resume_cursor]} { return "{}" }
+    return "{\"resume_cursor\":[dict get $d resume_cursor]}"
+}
+
+# toJSON writes a waitfor reply dict with its own keys (matched a boolean,
+# match_span an object, integers as numbers, the rest strings).
+proc toJSON {d} {
+    set parts {}
+    dict for {k v} $d {
+        if {$k eq "match_span"} {
+            set v [toJSON $v]
+        } elseif {$k eq "matched"} {
+            set v [expr {$v ? "true" : "false"}]
+        } elseif {![string is wideinteger -strict $v]} {
+            set v [jstr [encoding convertfrom utf-8 $v]]
+        }
+        lappend parts "[jstr $k]:$v"
+    }
+    return "{[join $parts ,]}"
 }
 
 # ofReply is the outcome of a delivered send, signal or resize.
@@ -68,8 +92,8 @@ proc do {step} {
                 lset w 0 -waittimeout
                 return [ofResult [skillpilot::run $dir [text $step payload] {*}$sub {*}$w]]
             }
-            set name [skillpilot::submit $dir [text $step payload] {*}$sub]
-            return "{\"outcome\":\"queued\",\"exit\":0,\"cmd_id\":[jstr [lindex [skillpilot::parse_name $name] 1]]}"
+            set r [skillpilot::submit $dir [text $step payload] {*}$sub -reply 1]
+            return "{\"outcome\":\"queued\",\"exit\":0,\"cmd_id\":[jstr [dict get $r cmd_id]],\"reply\":[cursorFields $r]}"
         }
         wait { return [ofResult [skillpilot::wait $dir [dict get $step id] -check 0 {*}[waitOpts $step]]] }
         cancel {
@@ -84,7 +108,7 @@ proc do {step} {
             set st [skillpilot::status $dir]
             set ok [dict get $st can_serve]
             set outcome [expr {$ok ? "ok" : [dict get $st alive] ? "cannot_serve" : "not_alive"}]
-            return "{\"outcome\":\"$outcome\",\"exit\":[expr {$ok ? 0 : 5}],\"alive\":[expr {[dict get $st alive] ? "true" : "false"}],\"phase\":[jstr [dict get $st phase]],\"can_serve\":[expr {$ok ? "true" : "false"}]}"
+            return "{\"outcome\":\"$outcome\",\"exit\":[expr {$ok ? 0 : 5}],\"alive\":[expr {[dict get $st alive] ? "true" : "false"}],\"phase\":[jstr [dict get $st phase]],\"can_serve\":[expr {$ok ? "true" : "false"}],\"reply\":[cursorFields $st]}"
         }
         lease {
             if {[opt $step keep 0]} {
@@ -100,7 +124,7 @@ proc do {step} {
         }
         waitfor {
             set m [skillpilot::waitfor $dir [text $step re] -from [opt $step from 0] {*}[waitOpts $step]]
-            return "{\"outcome\":\"matched\",\"exit\":0,\"start\":[dict get $m start],\"end\":[dict get $m end],\"resume_cursor\":[dict get $m resume_cursor],\"match_b64\":\"[b64 [dict get $m match]]\"}"
+            return "{\"outcome\":\"matched\",\"exit\":0,\"start\":[dict get $m match_span start],\"end\":[dict get $m match_span end],\"resume_cursor\":[dict get $m resume_cursor],\"match_b64\":\"[b64 [dict get $m match_text]]\",\"reply\":[toJSON $m]}"
         }
         send {
             set data [text $step text]

@@ -170,7 +170,7 @@ class _CLI:
                 self.warn("no live runner (%s): %s is queued for the next runner" % (look.reason, sub.cmd_id))
             if self.json:
                 self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": sub.cmd_id, "seq": sub.seq,
-                                 "file": "queue/" + sub.name})
+                                 "file": "queue/" + sub.name, "resume_cursor": sub.resume_cursor})
             else:
                 self.out.write(sub.cmd_id + "\n")
             return 0
@@ -310,17 +310,17 @@ class _CLI:
         s = self.session()
         try:
             m = s.wait_for(self.a.regexp, self.a.from_, self.a.wait_timeout, self.a.wait_for_runner)
-        except WaitTimeout as e:
-            cur = getattr(e, "resume_cursor", self.a.from_)
-            if self.json:
-                self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "matched": False, "match": "",
-                                 "start": 0, "end": 0, "resume_cursor": cur})
-                self.json = False  # The error goes to stderr only.
+        except MasterError as e:
+            cur = getattr(e, "resume_cursor", None)
+            if self.json and cur is not None:
+                # The Go CLI's document: no match fields, the error in it.
+                self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "matched": False, "resume_cursor": cur,
+                                 "error": {"code": e.code, "message": str(e)}})
+                self.json = False  # One document: the error is in it.
             raise
         text = m.text.decode("utf-8", "replace")
         if self.json:
-            self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "matched": True, "match": text,
-                             "start": m.start, "end": m.end, "resume_cursor": m.resume_cursor})
+            self.print_json(dict(m.to_dict(), protocol_version=_names.PROTOCOL_VERSION))
         else:
             self.out.write("%d %s\n" % (m.resume_cursor, text.strip()))
         return 0

@@ -22,11 +22,23 @@ SIGNALS = ("INT", "QUIT", "TSTP", "CONT", "HUP", "USR1", "USR2")
 CANCEL_POLICIES = ("ctrl_c", "terminate_tool", "terminate_session")
 
 
-class Submitted(NamedTuple):
-    """A queued command. Unpacks as ``cmd_id, name`` (the pre-1.0 API)."""
-
+class _Submitted(NamedTuple):
     cmd_id: str
     name: str
+
+
+class Submitted(_Submitted):
+    """A queued command. Unpacks as ``cmd_id, name`` (the pre-1.0 API);
+    ``resume_cursor`` is the spool size just before it was queued, so its
+    output comes after it (PROTOCOL.md section 19, "Cursors": the same
+    name in every master's submit reply)."""
+
+    resume_cursor: int
+
+    def __new__(cls, cmd_id: str, name: str, resume_cursor: int = 0) -> "Submitted":
+        self = super().__new__(cls, cmd_id, name)
+        self.resume_cursor = resume_cursor
+        return self
 
     @property
     def seq(self) -> int:
@@ -36,12 +48,20 @@ class Submitted(NamedTuple):
 
 class Match(NamedTuple):
     """What wait_for found in the spool: byte offsets [start, end), the
-    matched bytes, and where the next wait_for should start."""
+    matched bytes, and where the next wait_for should start. to_dict()
+    gives the waitfor reply shape of every master (PROTOCOL.md section 19,
+    "Cursors"); a timeout raises WaitTimeout with only ``resume_cursor``."""
 
     start: int
     end: int
     text: bytes
     resume_cursor: int
+
+    def to_dict(self) -> Dict[str, Any]:
+        """{"matched", "match_text", "match_span": {"start", "end"},
+        "resume_cursor"}, as the Go master's Match marshals."""
+        return {"matched": True, "match_text": self.text.decode("utf-8", "replace"),
+                "match_span": {"start": self.start, "end": self.end}, "resume_cursor": self.resume_cursor}
 
 
 class Session:
@@ -123,7 +143,8 @@ class Session:
         """Queue a command and return (cmd_id, name). ``kind`` defaults to
         the runner's (state.json), else tcl; ``timeout`` is in seconds (None
         or 0: the runner's default). A command is queued even when no runner
-        is alive: a later runner serves it."""
+        is alive: a later runner serves it. The returned Submitted has its
+        resume_cursor (the spool size before it was queued)."""
         if not isinstance(payload, str):
             raise UsageError("payload must be a str")
         if kind is None:
@@ -136,6 +157,7 @@ class Session:
             raise UsageError("timeout must be a non-negative number of seconds")
         cmd_id = _names.check_id(cmd_id) if cmd_id is not None else _names.new_id()
         seq = _names.reserve_seq(self.fs)
+        cursor = self._spool_size_quiet()  # Before the command is queued: its output comes after.
         cmd: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "seq": seq,
                                "kind": kind, "payload": payload, "submitted_at": _names.now_iso(),
                                "submitter": self.owner}
@@ -150,7 +172,7 @@ class Session:
             raise MasterError("write command %s: %s" % (name, e)) from e
         finally:
             _names.write_hint(self.fs, seq)  # After the command: the runner sees it one write sooner.
-        return Submitted(cmd_id, name)
+        return Submitted(cmd_id, name, cursor)
 
     def _default_kind(self) -> str:
         """The kind of the session's runner (state.json), else tcl; read
@@ -470,6 +492,7 @@ class Session:
                                "heartbeat_counter": 0, "commands_done": 0, "can_serve": False}
         if st is None and hb is None:
             out["alive_reason"] = "no runner has written state yet"
+            out["resume_cursor"] = self._spool_size_quiet()
             return out
         st, hb = st or {}, hb or {}
         for key, src in (("phase", "phase"), ("reason", "reason"), ("session_id", "session_id"),
@@ -481,6 +504,7 @@ class Session:
         out["heartbeat_counter"] = hb.get("counter", 0)
         if hb.get("current_cmd_id") and hb.get("current_cmd_id") == st.get("current_cmd_id"):
             out["current_output_bytes"] = hb.get("current_output_bytes", 0)
+        out["resume_cursor"] = self._spool_size_quiet()  # Before the liveness watch, as the Go master.
         out["alive"], out["alive_reason"] = self._alive()
         _status.details(self.fs, out, st, hb)
         out["can_serve"] = out["alive"] and out["phase"] not in ("error", "stopping")
@@ -536,6 +560,13 @@ class Session:
         except FileNotFoundError:
             return 0
 
+    def _spool_size_quiet(self) -> int:
+        """spool_size, 0 when it cannot be read (a FIFO or symlink there)."""
+        try:
+            return self.spool_size()
+        except (OSError, MasterError):
+            return 0
+
     def wait_for(self, pattern: Union[str, bytes, "re.Pattern[bytes]"], from_: int = 0,
                  timeout: Optional[float] = None, wait_for_runner: Optional[float] = None) -> Match:
         """Wait until pattern (a Python regular expression, matched against
@@ -565,9 +596,13 @@ class Session:
                 buf = buf[-keep:]
             if deadline is not None and time.monotonic() >= deadline:
                 e = WaitTimeout("no match for %r within %gs" % (rx.pattern, timeout))  # type: ignore[union-attr]
-                e.resume_cursor = max(read_at, from_)  # type: ignore[attr-defined]
+                e.resume_cursor = max(self._spool_size_quiet(), read_at, from_)  # type: ignore[attr-defined]
                 raise e
-            live.check()
+            try:
+                live.check()
+            except RunnerNotAlive as e:  # Like a timeout: the spool size, no match fields.
+                e.resume_cursor = max(self._spool_size_quiet(), read_at, from_)  # type: ignore[attr-defined]
+                raise
             backoff.sleep(deadline)
 
     def _read_spool(self, offset: int) -> bytes:

@@ -473,3 +473,30 @@ class BackoffTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CursorShapeTest(Base):
+    """One cursor reply shape per operation (PROTOCOL.md section 19,
+    "Cursors"): submit and status carry resume_cursor (the spool size), a
+    match gives its span and resume_cursor = its end, a timeout only
+    resume_cursor = the spool size."""
+
+    def spool(self, data: bytes) -> None:
+        with open(os.path.join(self.dir, "log", "session.out"), "ab") as f:
+            f.write(data)
+
+    def test_shapes(self) -> None:
+        self.runner()
+        self.spool(b"before\n")
+        sub = self.s.submit("x")
+        cmd_id, name = sub  # Still unpacks as two.
+        self.assertEqual((sub.resume_cursor, sub.cmd_id, sub.name), (7, cmd_id, name))
+        self.assertEqual(self.s.status()["resume_cursor"], 7)
+        self.spool(b"mark-1\n")
+        m = self.s.wait_for("mark-[0-9]", sub.resume_cursor, timeout=5)
+        self.assertEqual(m.to_dict(), {"matched": True, "match_text": "mark-1",
+                                       "match_span": {"start": 7, "end": 13}, "resume_cursor": 13})
+        self.spool(b"tail")
+        with self.assertRaises(sp.WaitTimeout) as cm:
+            self.s.wait_for("mark-[0-9]", m.resume_cursor, timeout=0.2)
+        self.assertEqual(getattr(cm.exception, "resume_cursor"), 18)

@@ -197,9 +197,9 @@ proc ::skillpilot::state {dir} {
     return $st
 }
 
-# status returns what the Go master's Status reports, with the same keys,
-# liveness judged by the same rule (it may take up to two heartbeat periods
-# plus 250 ms).
+# status returns what the Go master's Status reports, with the same keys
+# (resume_cursor: the spool size when it was read), liveness judged by the
+# same rule (it may take up to two heartbeat periods plus 250 ms).
 proc ::skillpilot::status {dir} {
     variable version
     set dir [check $dir]
@@ -219,6 +219,7 @@ proc ::skillpilot::status {dir} {
         if {[parse_name $f] ne ""} { incr n }
     }
     dict set out queue_depth $n
+    dict set out resume_cursor [fs::size $dir log session.out] ;# Before the liveness watch.
     lassign [Alive $dir] alive why
     dict set out alive $alive
     dict set out alive_reason $why
@@ -265,10 +266,13 @@ proc ::skillpilot::ready {dir args} {
 }
 
 # waitfor waits until the regular expression re matches log/session.out at
-# or after byte cursor -from, and returns a dict: start, end (byte offsets),
-# match (the matched bytes) and resume_cursor (the end of the match: where
-# the next waitfor starts). Options: -from, -timeout ms, -waitforrunner ms.
-# On timeout the error code is {SKILLPILOT WAIT_TIMEOUT <resume_cursor>}.
+# or after byte cursor -from, and returns the waitfor reply of every master
+# (PROTOCOL.md section 19, "Cursors") as a dict: matched 1, match_text (the
+# matched bytes), match_span {start S end E} (byte offsets [S, E)) and
+# resume_cursor (E: where the next waitfor starts). Options: -from,
+# -timeout ms, -waitforrunner ms. On timeout the error code is {SKILLPILOT
+# WAIT_TIMEOUT <resume_cursor>}, resume_cursor being the spool size (no
+# match fields); RUNNER_NOT_ALIVE carries it the same way.
 proc ::skillpilot::waitfor {dir re args} {
     variable waitForRunnerMs
     set o [Opts [list -from 0 -timeout -1 -waitforrunner $waitForRunnerMs] $args]
@@ -284,8 +288,9 @@ proc ::skillpilot::waitfor {dir re args} {
         incr readAt [string length $chunk]
         if {[regexp -indices -- $re $buf m]} {
             lassign $m s e
-            return [dict create start [expr {$bufStart + $s}] end [expr {$bufStart + $e + 1}] \
-                        match [string range $buf $s $e] resume_cursor [expr {$bufStart + $e + 1}]]
+            set end [expr {$bufStart + $e + 1}]
+            return [dict create matched 1 match_text [string range $buf $s $e] \
+                        match_span [dict create start [expr {$bufStart + $s}] end $end] resume_cursor $end]
         }
         if {[string length $buf] > 65536} {
             set cut [expr {[string length $buf] - 65536}]
@@ -294,7 +299,10 @@ proc ::skillpilot::waitfor {dir re args} {
         }
         if {[catch {WaitStep w "no match for $re"} msg opts]} {
             set ec [dict get $opts -errorcode]
-            if {[lindex $ec 1] eq "WAIT_TIMEOUT"} { set ec [list SKILLPILOT WAIT_TIMEOUT $readAt] }
+            if {[lindex $ec 1] in {WAIT_TIMEOUT RUNNER_NOT_ALIVE}} {
+                set cur [expr {max($readAt, [fs::size $dir log session.out])}]
+                set ec [list SKILLPILOT [lindex $ec 1] $cur]
+            }
             return -code error -errorcode $ec $msg
         }
     }

@@ -106,12 +106,16 @@ proc ::skillpilot::Owner {} {
 
 # submit queues payload and returns the command's file name. Options:
 # -kind (default: the runner's, else tcl), -timeout (seconds; 0: the
-# runner's default), -cancel_policy, -cmd_id (default: a new UUIDv7).
+# runner's default), -cancel_policy, -cmd_id (default: a new UUIDv7),
+# -reply 1: return the submit reply of every master instead (PROTOCOL.md
+# section 19, "Cursors"), a dict: cmd_id, seq, name, file ("queue/NAME")
+# and resume_cursor (the spool size just before the command was queued:
+# its output comes after it).
 proc ::skillpilot::submit {dir payload args} {
     variable version
     variable seqWidth
     set dir [check $dir]
-    set o [Opts {-kind "" -timeout 0 -cancel_policy "" -cmd_id ""} $args]
+    set o [Opts {-kind "" -timeout 0 -cancel_policy "" -cmd_id "" -reply 0} $args]
     set id [dict get $o -cmd_id]
     if {$id eq ""} {
         set id [new_id]
@@ -126,6 +130,7 @@ proc ::skillpilot::submit {dir payload args} {
     set policy [dict get $o -cancel_policy]
     if {$policy ni {"" ctrl_c terminate_tool terminate_session}} { Throw USAGE "unknown -cancel_policy $policy" }
     set seq [ReserveSeq $dir]
+    set cursor [fs::size $dir log session.out] ;# Before the command is queued.
     set json "\{\"protocol_version\":$version,\"cmd_id\":[json::string $id],\"seq\":$seq"
     append json ",\"kind\":[json::string $kind],\"payload\":[json::string $payload]"
     if {$timeout > 0} { append json ",\"timeout_s\":$timeout" }
@@ -137,7 +142,17 @@ proc ::skillpilot::submit {dir payload args} {
     } finally {
         WriteHint $dir $seq ;# After the command: the runner sees it one write sooner.
     }
+    if {[dict get $o -reply]} {
+        return [dict create cmd_id $id seq $seq name $name file queue/$name resume_cursor $cursor]
+    }
     return $name
+}
+
+# spool_size returns the size of the session's spool (log/session.out), 0
+# when there is none: a resume_cursor from which waitfor sees only output
+# printed from now on.
+proc ::skillpilot::spool_size {dir} {
+    return [fs::size [check $dir] log session.out]
 }
 
 # RunnerKind is the kind of the session's runner (state.json), else tcl.
