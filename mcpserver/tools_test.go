@@ -199,7 +199,7 @@ func TestBigOutputPreviewAndRange(t *testing.T) {
 	var ro ReadOutputOutput
 	call(t, cs, "read_output", map[string]any{"cmd_id": r.CmdID, "offset": 5_000_003, "length": 1000}, &ro)
 	if ro.Data != want.String()[5_000_003:5_001_003] || ro.Encoding != "utf-8" || ro.Length != 1000 || ro.EOF || !ro.Done ||
-		ro.Size != int64(want.Len()) || ro.Path != p.Path {
+		ro.Size != int64(want.Len()) || ro.Path != p.Path || ro.ResumeCursor != 5_001_003 {
 		t.Fatalf("read_output %+v", ro)
 	}
 	// A length above the server's maximum is capped to it.
