@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -58,6 +59,9 @@ func errOutcome(code int, m map[string]any, stderr string) map[string]any {
 	out := map[string]any{"exit": code, "message": strings.TrimSpace(stderr)}
 	if e, ok := m["error"].(map[string]any); ok {
 		out["outcome"] = e["code"]
+		if ctx, ok := e["context"].(map[string]any); ok {
+			out["context"] = ctx
+		}
 	} else {
 		out["outcome"] = fmt.Sprintf("exit_%d", code)
 	}
@@ -148,7 +152,14 @@ func (a *cliAd) do(st step) map[string]any {
 		if outcome == "not_found" {
 			outcome = "unknown_cmd_id"
 		}
-		return map[string]any{"outcome": outcome, "exit": code}
+		res := map[string]any{"outcome": outcome, "exit": code}
+		var rep protocol.ControlReply
+		if code != 0 && json.Unmarshal(out, &rep) == nil {
+			// The CLI prints a refused request's reply; its context is the
+			// Go library's for that reply.
+			res["context"] = (&master.RequestError{Reply: &rep}).ErrorContext()
+		}
+		return res
 	case "send", "signal", "resize":
 		var args []string
 		switch st["op"] {

@@ -124,7 +124,11 @@ func statusExit(s protocol.Status) int {
 // ofError is the outcome of an error: its stable code and exit code.
 func ofError(err error) map[string]any {
 	code, exit := master.Classify(err)
-	return map[string]any{"outcome": code, "exit": exit, "message": err.Error()}
+	out := map[string]any{"outcome": code, "exit": exit, "message": err.Error()}
+	if ctx := master.ErrorContext(err); len(ctx) > 0 {
+		out["context"] = ctx
+	}
+	return out
 }
 
 func withTimeout(d time.Duration) (context.Context, context.CancelFunc) {

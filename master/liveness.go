@@ -185,8 +185,9 @@ func (w *runnerWatch) judge(now time.Time, l look) error {
 		w.lastAlive = now
 		return nil
 	}
-	if gone := now.Sub(w.lastAlive); gone > Grace(w.base, l.interval) {
-		return fmt.Errorf("%w: %s; no live runner seen for %v (raise with --wait-for-runner)", ErrRunnerNotAlive, l.reason, gone.Round(100*time.Millisecond))
+	if gone, grace := now.Sub(w.lastAlive), Grace(w.base, l.interval); gone > grace {
+		return withContext(fmt.Errorf("%w: %s; no live runner seen for %v (raise with --wait-for-runner)", ErrRunnerNotAlive, l.reason, gone.Round(100*time.Millisecond)),
+			notAliveContext(l.reason, grace))
 	}
 	return nil
 }
@@ -209,7 +210,7 @@ func (s *Session) awaitAlive(ctx context.Context) (look, error) {
 			return l, nil
 		}
 		if l.definite {
-			return l, fmt.Errorf("%w: %s", ErrRunnerNotAlive, l.reason)
+			return l, withContext(fmt.Errorf("%w: %s", ErrRunnerNotAlive, l.reason), notAliveContext(l.reason, Grace(w.base, l.interval)))
 		}
 		if err := w.judge(time.Now(), l); err != nil {
 			return l, err
@@ -221,6 +222,12 @@ func (s *Session) awaitAlive(ctx context.Context) (look, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// notAliveContext is the context of ErrRunnerNotAlive: why, and the grace
+// that applied (PROTOCOL.md section 8, "Giving up").
+func notAliveContext(reason string, grace time.Duration) map[string]any {
+	return map[string]any{"reason": reason, "grace_ms": grace.Milliseconds()}
 }
 
 // cannotServe returns ErrCannotServe when the runner's last observed phase

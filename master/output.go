@@ -211,7 +211,8 @@ func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int6
 		if sz, err := s.SpoolSize(); err == nil && sz > size {
 			size = sz
 		}
-		return Match{ResumeCursor: max(size, from)}, err
+		cur := max(size, from)
+		return Match{ResumeCursor: cur}, withContext(err, map[string]any{"resume_cursor": cur})
 	}
 	for {
 		f, err := s.openRegular(protocol.FileSpool, false)

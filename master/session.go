@@ -69,7 +69,7 @@ func Open(dir string) (*Session, error) {
 	}
 	root, hasQueue, err := openRoot(abs) // sessionfs.go
 	if err != nil || !hasQueue {
-		return nil, fmt.Errorf("%w: %s", ErrSessionMissing, dir)
+		return nil, withContext(fmt.Errorf("%w: %s", ErrSessionMissing, dir), map[string]any{"dir": dir})
 	}
 	host, _ := os.Hostname()
 	s := &Session{dir: abs, root: root, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
@@ -226,7 +226,8 @@ func (s *Session) Command(cmdID string) (*Command, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: no command %q is queued, running or finished in this session", ErrUnknownCmdID, cmdID)
+	return nil, withContext(fmt.Errorf("%w: no command %q is queued, running or finished in this session", ErrUnknownCmdID, cmdID),
+		map[string]any{"cmd_id": cmdID})
 }
 
 // Result returns the command's result if it exists (nil, nil if not yet).
@@ -295,7 +296,7 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 			return r, err
 		}
 		if err := w.check(); err != nil {
-			return nil, wrapf(err, "waiting for %s", c.ID)
+			return nil, withContext(wrapf(err, "waiting for %s", c.ID), map[string]any{"cmd_id": c.ID})
 		}
 		if progress != nil {
 			progress()
@@ -310,7 +311,7 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctxErr(ctx)
+			return nil, withContext(ctxErr(ctx), map[string]any{"cmd_id": c.ID})
 		case <-wake:
 		}
 	}

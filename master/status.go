@@ -259,7 +259,8 @@ func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) 
 				return s.Status(ctx)
 			}
 		} else if time.Since(started) > grace {
-			return Status{}, fmt.Errorf("%w: %s is not a session yet; no runner seen for %v", ErrRunnerNotAlive, dir, grace)
+			return Status{}, withContext(fmt.Errorf("%w: %s is not a session yet; no runner seen for %v", ErrRunnerNotAlive, dir, grace),
+				map[string]any{"dir": dir, "reason": "not a session yet", "grace_ms": grace.Milliseconds()})
 		}
 		select {
 		case <-ctx.Done():

@@ -151,7 +151,8 @@ func TestRunExpr(t *testing.T) {
 	if msg := callErr(t, cs, "run", map[string]any{"payload": "expr 1", "kind": "perl"}); !strings.Contains(msg, "kind") {
 		t.Errorf("bad kind: %s", msg)
 	}
-	if msg := callErr(t, cs, "wait", map[string]any{"cmd_id": "no-such-command"}); !strings.Contains(msg, "unknown cmd_id") {
+	if msg := callErr(t, cs, "wait", map[string]any{"cmd_id": "no-such-command"}); !strings.Contains(msg, "unknown cmd_id") ||
+		!strings.Contains(msg, `(context: {"cmd_id":"no-such-command"})`) {
 		t.Errorf("unknown cmd_id: %s", msg)
 	}
 }

@@ -47,6 +47,8 @@ def of_error(e: sp.MasterError) -> Dict[str, Any]:
     if isinstance(e, sp.ResultError):
         return of_result(e.result)
     out: Dict[str, Any] = {"outcome": e.code, "exit": e.exit_code, "message": str(e)}
+    if e.context:
+        out["context"] = e.context
     reply = getattr(e, "reply", None)
     if isinstance(reply, dict) and reply.get("cmd_state"):
         out["cmd_state"] = reply["cmd_state"]

@@ -117,8 +117,9 @@ await_alive() { # a request's check before it writes: 0 once alive; 1 when dead 
   while :; do
     look
     [ "$alive" = 1 ] && return 0
+    set_grace; gave_grace=$grace
     [ "$definite" = 1 ] && return 1
-    set_grace; t=$(now_ms)
+    t=$(now_ms)
     ((t - start > grace)) && return 1
     sleep 0.05
   done
@@ -136,7 +137,7 @@ wait_until() {
     if ((t >= next)); then
       next=$((t + 100)); look
       set_grace
-      if [ "$alive" = 1 ]; then last=$t; elif ((t - last > grace)); then return 5; fi
+      if [ "$alive" = 1 ]; then last=$t; elif ((t - last > grace)); then gave_grace=$grace; return 5; fi
     fi
     sleep "$(printf '0.%03d' "$delay")"
     delay=$((delay * 2)); ((delay > 100)) && delay=100
@@ -150,7 +151,12 @@ out_result() { # out_result NAME: the outcome of a command with a result
   case $st in ok) code=0 ;; error) code=1 ;; timeout) code=3 ;; cancelled) code=4 ;; *) code=10 ;; esac
   printf '{"outcome":"%s","exit":%d,"cmd_id":"%s","result_file":"result/%s"}\n' "$st" "$code" "$(field "$f" cmd_id)" "$1"
 }
-out_code() { printf '{"outcome":"%s","exit":%d}\n' "$1" "$2"; }
+out_code() { # out_code CODE EXIT [CONTEXT-JSON]: an error's context beside its code
+  if [ -n "${3:-}" ]; then printf '{"outcome":"%s","exit":%d,"context":%s}\n' "$1" "$2" "$3"
+  else printf '{"outcome":"%s","exit":%d}\n' "$1" "$2"; fi
+}
+# not_alive_ctx [EXTRA]: the context of runner_not_alive (why, the grace)
+not_alive_ctx() { printf '{"reason":%s,"grace_ms":%d%s}' "$(json_str "$why")" "${gave_grace:-0}" "${1:-}"; }
 # has_result: a result is there, or something that is not one (a FIFO, a
 # symlink) stands where it goes; do_wait then reports an I/O error.
 has_result() { revalidate "$S/result"; [ -e "$S/result/$1" ] || [ -L "$S/result/$1" ]; }
@@ -158,8 +164,11 @@ bad_result() { [ -L "$S/result/$1" ] || [ ! -f "$S/result/$1" ]; }
 has_reply() { revalidate "$S/ctl/ack"; [ -f "$S/ctl/ack/$1" ]; }
 
 do_wait() { # do_wait NAME
-  wait_until has_result "$1"
-  case $? in 0) if bad_result "$1"; then out_code io_error 10; else out_result "$1"; fi ;; 3) out_code wait_timeout 3 ;; *) out_code runner_not_alive 5 ;; esac
+  local rc id=${1#cmd_*_}; id=${id%.json}
+  wait_until has_result "$1"; rc=$?
+  case $rc in 0) if bad_result "$1"; then out_code io_error 10; else out_result "$1"; fi ;;
+    3) out_code wait_timeout 3 "{\"cmd_id\":\"$id\"}" ;;
+    *) out_code runner_not_alive 5 "$(not_alive_ctx ",\"cmd_id\":\"$id\"")" ;; esac
 }
 
 do_submit() { # do_submit RUN(0/1)
@@ -179,7 +188,7 @@ do_submit() { # do_submit RUN(0/1)
 
 do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcome
   session_ok || { out_code session_missing 5; return 1; }
-  await_alive || { out_code runner_not_alive 5; return 1; }  # nothing written
+  await_alive || { out_code runner_not_alive 5 "$(not_alive_ctx)"; return 1; }  # nothing written
   local seq id name sid json rc
   seq=$(alloc_seq); id="sh-$(now_ms)-$$-$RANDOM"
   name=$(printf 'req_%010d_%s.json' "$seq" "$id")
@@ -190,17 +199,24 @@ do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcom
   if [ "$rc" != 0 ]; then
     rm -f "$S/ctl/$name"  # withdraw it unless the runner took it
     if [ ! -f "$S/ctl/ack/$name" ]; then
-      if [ "$rc" = 3 ]; then out_code wait_timeout 3; else out_code runner_not_alive 5; fi
+      if [ "$rc" = 3 ]; then out_code wait_timeout 3; else out_code runner_not_alive 5 "$(not_alive_ctx)"; fi
       return 1
     fi
   fi
   reply_outcome=$(field "$S/ctl/ack/$name" outcome); reply_name=$name
   return 0
 }
+reply_ctx() { # the context of a refused request: op, req_id, outcome, cmd_id, cmd_state of its reply
+  local f="$S/ctl/ack/$reply_name" k v out=""
+  for k in op req_id outcome cmd_id cmd_state; do
+    v=$(field "$f" "$k"); [ -n "$v" ] && out+=",\"$k\":$(json_str "$v")"
+  done
+  printf '{%s}' "${out#,}"
+}
 out_reply() { # the outcome of a reply, with its exit code (PROTOCOL.md section 19)
   case $reply_outcome in
     cancelled_running|cancelled_queued|accepted|delivered) out_code "$reply_outcome" 0 ;;
-    not_found) out_code unknown_cmd_id 6 ;;
+    not_found) out_code unknown_cmd_id 6 "$(reply_ctx)" ;;
     already_finished|idle|not_running) out_code "$reply_outcome" 7 ;;
     expect_timeout) out_code expect_timeout 3 ;;
     stale) out_code stale 5 ;;
@@ -306,9 +322,10 @@ do_waitfor() {
        printf '"reply":{"matched":true,"match_text":%s,"match_span":{"start":%d,"end":%d},"resume_cursor":%d}}\n' \
          "$(json_str "$m_text")" "$start" "$end" "$end" ;;
     3) cursor=$(spool_size)
-       printf '{"outcome":"wait_timeout","exit":3,"resume_cursor":%d,"reply":{"matched":false,"resume_cursor":%d}}\n' "$cursor" "$cursor" ;;
+       printf '{"outcome":"wait_timeout","exit":3,"resume_cursor":%d,"reply":{"matched":false,"resume_cursor":%d},"context":{"resume_cursor":%d}}\n' "$cursor" "$cursor" "$cursor" ;;
     *) cursor=$(spool_size)
-       printf '{"outcome":"runner_not_alive","exit":5,"resume_cursor":%d,"reply":{"matched":false,"resume_cursor":%d}}\n' "$cursor" "$cursor" ;;
+       printf '{"outcome":"runner_not_alive","exit":5,"resume_cursor":%d,"reply":{"matched":false,"resume_cursor":%d},"context":%s}\n' \
+         "$cursor" "$cursor" "$(not_alive_ctx ",\"resume_cursor\":$cursor")" ;;
   esac
 }
 
@@ -331,7 +348,7 @@ while IFS= read -r line; do
     wait)
       if ! session_ok; then out_code session_missing 5
       elif name=$(find_cmd "$k_id"); then do_wait "$name"
-      else out_code unknown_cmd_id 6; fi ;;
+      else out_code unknown_cmd_id 6 "{\"cmd_id\":$(json_str "$k_id")}"; fi ;;
     cancel) do_cancel ;;
     stop) do_stop ;;
     status) do_status ;;

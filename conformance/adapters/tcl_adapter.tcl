@@ -22,13 +22,14 @@ proc ofResult {r} {
     return "{\"outcome\":[jstr $st],\"exit\":[dict get {ok 0 error 1 timeout 3 cancelled 4} $st],\"cmd_id\":[jstr [dict get $r cmd_id]],\"value\":$value,\"error_message\":[jstr [dict get $r error_message]],\"output_b64\":\"[b64 $out]\"}"
 }
 
-proc ofError {msg ec} {
+proc ofError {msg ec {ctx {}}} {
     if {[lindex $ec 0] ne "SKILLPILOT"} {
         return "{\"outcome\":\"io_error\",\"exit\":10,\"message\":[jstr $msg]}"
     }
     set code [lindex $ec 1]
     if {$code in {COMMAND_FAILED COMMAND_TIMEOUT CANCELLED}} { return [ofResult [lindex $ec 2]] }
     set out "{\"outcome\":[jstr [string tolower $code]],\"exit\":[skillpilot::exitcode $ec],\"message\":[jstr $msg]"
+    if {[dict size $ctx]} { append out ",\"context\":[toJSON $ctx]" }
     if {$code in {WAIT_TIMEOUT RUNNER_NOT_ALIVE} && [llength $ec] > 2 && [string is integer -strict [lindex $ec 2]]} {
         append out ",\"resume_cursor\":[lindex $ec 2],\"reply\":{\"resume_cursor\":[lindex $ec 2]}"
     }
@@ -48,7 +49,8 @@ proc cursorFields {d} {
 
 # toJSON writes a waitfor reply dict with its own keys (matched a boolean,
 # match_span an object, integers as numbers, the rest strings).
-proc toJSON {d} {
+# (bytes 1: the strings are bytes, as a waitfor's match_text is).
+proc toJSON {d {bytes 0}} {
     set parts {}
     dict for {k v} $d {
         if {$k eq "match_span"} {
@@ -56,7 +58,7 @@ proc toJSON {d} {
         } elseif {$k eq "matched"} {
             set v [expr {$v ? "true" : "false"}]
         } elseif {![string is wideinteger -strict $v]} {
-            set v [jstr [encoding convertfrom utf-8 $v]]
+            set v [jstr [expr {$bytes ? [encoding convertfrom utf-8 $v] : $v}]]
         }
         lappend parts "[jstr $k]:$v"
     }
@@ -124,7 +126,7 @@ proc do {step} {
         }
         waitfor {
             set m [skillpilot::waitfor $dir [text $step re] -from [opt $step from 0] {*}[waitOpts $step]]
-            return "{\"outcome\":\"matched\",\"exit\":0,\"start\":[dict get $m match_span start],\"end\":[dict get $m match_span end],\"resume_cursor\":[dict get $m resume_cursor],\"match_b64\":\"[b64 [dict get $m match_text]]\",\"reply\":[toJSON $m]}"
+            return "{\"outcome\":\"matched\",\"exit\":0,\"start\":[dict get $m match_span start],\"end\":[dict get $m match_span end],\"resume_cursor\":[dict get $m resume_cursor],\"match_b64\":\"[b64 [dict get $m match_text]]\",\"reply\":[toJSON $m 1]}"
         }
         send {
             set data [text $step text]
@@ -161,7 +163,7 @@ proc onLine {} {
         dict set step [string range $w 0 [expr {$i - 1}]] [string range $w [expr {$i + 1}] end]
     }
     if {[catch {do $step} out opts]} {
-        set out [ofError $out [dict get $opts -errorcode]]
+        set out [ofError $out [dict get $opts -errorcode] [expr {[dict exists $opts -context] ? [dict get $opts -context] : {}}]]
     }
     puts $out
     flush stdout

@@ -162,7 +162,7 @@ the spool size), 5 when no live runner is seen for --wait-for-runner.`, true)
 		}
 		if err != nil {
 			code, _ := master.Classify(err)
-			doc["error"] = map[string]string{"code": code, "message": err.Error()}
+			doc["error"] = errorJSON(code, err)
 			c.json = false // One document: the error is in it.
 		}
 		c.printJSON(doc)

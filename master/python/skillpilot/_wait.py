@@ -139,7 +139,8 @@ class Liveness:
         gone = now - self.last_alive
         if gone > self.grace:
             raise RunnerNotAlive("runner not alive: %s; no live runner seen for %.1fs (raise with wait_for_runner)"
-                                 % (look.reason, gone))
+                                 % (look.reason, gone),
+                                 context={"reason": look.reason, "grace_ms": int(round(self.grace * 1000))})
 
 
 class HeartbeatSeen:

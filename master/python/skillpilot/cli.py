@@ -14,7 +14,7 @@ import re
 import signal
 import sys
 import time
-from typing import Any, NoReturn, Optional, Sequence, TextIO
+from typing import Any, Dict, NoReturn, Optional, Sequence, TextIO
 
 from . import _fs, _names, _status
 from ._wait import Liveness
@@ -315,7 +315,7 @@ class _CLI:
             if self.json and cur is not None:
                 # The Go CLI's document: no match fields, the error in it.
                 self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "matched": False, "resume_cursor": cur,
-                                 "error": {"code": e.code, "message": str(e)}})
+                                 "error": _error_json(e.code, str(e), e.context)})
                 self.json = False  # One document: the error is in it.
             raise
         text = m.text.decode("utf-8", "replace")
@@ -368,7 +368,7 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, err
         if reply is not None and cli.json:  # The reply says it all; no second document.
             cli.print_json(reply)
             cli.json = False
-        return _fail(cli, e.code, str(e), e.exit_code)
+        return _fail(cli, e.code, str(e), e.exit_code, e.context)
     except KeyboardInterrupt:
         return _fail(cli, "interrupted", "interrupted", EXIT_INTERRUPTED)
     except _Interrupted as e:
@@ -380,8 +380,17 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, err
             signal.signal(signal.SIGTERM, old)
 
 
-def _fail(cli: _CLI, code: str, message: str, exit_code: int) -> int:
+def _error_json(code: str, message: str, context: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The "error" object of a --json document, as the Go CLI's errorJSON:
+    code, message and the error's context when it has one."""
+    err: Dict[str, Any] = {"code": code, "message": message}
+    if context:
+        err["context"] = context
+    return err
+
+
+def _fail(cli: _CLI, code: str, message: str, exit_code: int, context: Optional[Dict[str, Any]] = None) -> int:
     if cli.json:
-        cli.print_json({"protocol_version": _names.PROTOCOL_VERSION, "error": {"code": code, "message": message}})
+        cli.print_json({"protocol_version": _names.PROTOCOL_VERSION, "error": _error_json(code, message, context)})
     cli.warn(message)
     return exit_code

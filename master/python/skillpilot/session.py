@@ -10,7 +10,7 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 from . import _fs, _names, _status, _watch
 from ._lease import LeaseKeeper, write_lease
-from ._wait import Backoff, HeartbeatSeen, Liveness, Look, observe
+from ._wait import Backoff, HeartbeatSeen, Liveness, Look, grace_of, observe
 from .errors import (AlreadyFinished, CannotServe, ExpectTimeout, Idle, MasterError, NotRunning, RefusedEcho,
                      RequestRejected, RunnerNotAlive, SessionMissing, StaleRequest, UnknownCmdID, UsageError,
                      WaitTimeout, result_error)
@@ -83,7 +83,7 @@ class Session:
         self.fs.revalidate()
         self.fs.parent().revalidate()
         if not self.fs.is_dir(_names.DIR_QUEUE):
-            raise SessionMissing("not a session directory (no queue/): %s" % directory)
+            raise SessionMissing("not a session directory (no queue/): %s" % directory, context={"dir": directory})
         try:
             self.fs.mkdir(_names.DIR_SEQ, _fs.DIR_MODE)  # A session made by an older runner.
         except FileExistsError:
@@ -199,7 +199,7 @@ class Session:
                 parsed = _names.parse_name(n)
                 if parsed is not None and parsed[1] == cmd_id:
                     return n
-        raise UnknownCmdID("no command %s in this session" % cmd_id)
+        raise UnknownCmdID("no command %s in this session" % cmd_id, context={"cmd_id": cmd_id})
 
     def _resolve(self, name_or_id: str) -> str:
         if not isinstance(name_or_id, str) or not name_or_id:
@@ -234,9 +234,14 @@ class Session:
                 if check and res.get("status") != "ok":
                     raise result_error(res)
                 return res
+            cmd_id = (_names.parse_name(name) or (0, name))[1]
             if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout("no result for %s within %gs" % (name, timeout))
-            live.check()
+                raise WaitTimeout("no result for %s within %gs" % (name, timeout), context={"cmd_id": cmd_id})
+            try:
+                live.check()
+            except RunnerNotAlive as e:
+                e.context.setdefault("cmd_id", cmd_id)
+                raise
             backoff.sleep(deadline, watch)
 
     def run(self, payload: str, wait_timeout: Optional[float] = None, check: bool = True,
@@ -457,11 +462,13 @@ class Session:
             if look.alive:
                 return look
             if look.definite:
-                raise RunnerNotAlive("runner not alive: %s; nothing was written" % look.reason)
+                raise RunnerNotAlive("runner not alive: %s; nothing was written" % look.reason,
+                                     context={"reason": look.reason,
+                                              "grace_ms": int(grace_of(live.base, look.interval) * 1000)})
             try:
                 live.judge(time.monotonic(), look)
             except RunnerNotAlive as e:
-                raise RunnerNotAlive("%s; nothing was written" % e) from None
+                raise RunnerNotAlive("%s; nothing was written" % e, context=e.context) from None
             time.sleep(0.05)
 
     def _alive(self) -> Tuple[bool, str]:
@@ -597,11 +604,13 @@ class Session:
             if deadline is not None and time.monotonic() >= deadline:
                 e = WaitTimeout("no match for %r within %gs" % (rx.pattern, timeout))  # type: ignore[union-attr]
                 e.resume_cursor = max(self._spool_size_quiet(), read_at, from_)  # type: ignore[attr-defined]
+                e.context["resume_cursor"] = e.resume_cursor  # type: ignore[attr-defined]
                 raise e
             try:
                 live.check()
             except RunnerNotAlive as e:  # Like a timeout: the spool size, no match fields.
                 e.resume_cursor = max(self._spool_size_quiet(), read_at, from_)  # type: ignore[attr-defined]
+                e.context["resume_cursor"] = e.resume_cursor  # type: ignore[attr-defined]
                 raise
             backoff.sleep(deadline)
 
@@ -619,4 +628,5 @@ def _reply_error(reply: Dict[str, Any], what: str) -> MasterError:
            "refused_echo": RefusedEcho}.get(str(outcome), RequestRejected)
     e = cls(msg)
     e.reply = reply  # type: ignore[attr-defined]
+    e.context = {k: reply[k] for k in ("op", "req_id", "outcome", "cmd_id", "cmd_state") if reply.get(k)}
     return e

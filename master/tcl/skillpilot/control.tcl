@@ -69,7 +69,7 @@ proc ::skillpilot::cancel {dir {cmd_id ""} args} {
     set outcome [expr {[dict exists $reply outcome] ? [dict get $reply outcome] : ""}]
     if {$outcome in {cancelled_running cancelled_queued}} { return $reply }
     set what "cancel [expr {$cmd_id eq "" ? "(current)" : $cmd_id}]"
-    return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] \
+    return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] -context [ReplyContext $reply] \
         "$what: $outcome: [expr {[dict exists $reply message] ? [dict get $reply message] : ""}]"
 }
 
@@ -117,7 +117,7 @@ proc ::skillpilot::send {dir cmd_id data args} {
 proc ::skillpilot::Delivered {reply what} {
     set outcome [expr {[dict exists $reply outcome] ? [dict get $reply outcome] : ""}]
     if {$outcome eq "delivered"} { return $reply }
-    return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] \
+    return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] -context [ReplyContext $reply] \
         "$what: $outcome: [expr {[dict exists $reply message] ? [dict get $reply message] : ""}]"
 }
 
@@ -165,7 +165,7 @@ proc ::skillpilot::stop {dir args} {
                    -waitforrunner [dict get $o -waitforrunner]]
     set outcome [expr {[dict exists $reply outcome] ? [dict get $reply outcome] : ""}]
     if {$outcome ne "accepted"} {
-        return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] "stop: $outcome"
+        return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] -context [ReplyContext $reply] "stop: $outcome"
     }
     set lastAlive [clock milliseconds]
     while {[dict get $o -wait]} {
@@ -251,7 +251,8 @@ proc ::skillpilot::ready {dir args} {
             set look [dict get $w look]
             if {[dict get $look alive] && [Phase [dict get $look state]] in {idle busy}} { return [status $dir] }
         } elseif {[clock milliseconds] - $start > [Grace [dict get $o -waitforrunner] 0]} {
-            Throw RUNNER_NOT_ALIVE "runner not alive: $dir is not a session yet"
+            ThrowCtx RUNNER_NOT_ALIVE "runner not alive: $dir is not a session yet" \
+                [dict create dir $dir reason "not a session yet" grace_ms [Grace [dict get $o -waitforrunner] 0]]
         }
         if {[clock milliseconds] >= $end} {
             if {$w ne "" && [Phase [dict get $w look state]] eq "error"} {
@@ -301,9 +302,11 @@ proc ::skillpilot::waitfor {dir re args} {
             set ec [dict get $opts -errorcode]
             if {[lindex $ec 1] in {WAIT_TIMEOUT RUNNER_NOT_ALIVE}} {
                 set cur [expr {max($readAt, [fs::size $dir log session.out])}]
-                set ec [list SKILLPILOT [lindex $ec 1] $cur]
+                dict set opts -errorcode [list SKILLPILOT [lindex $ec 1] $cur]
+                set ctx [expr {[dict exists $opts -context] ? [dict get $opts -context] : {}}]
+                dict set opts -context [dict merge $ctx [dict create resume_cursor $cur]]
             }
-            return -code error -errorcode $ec $msg
+            return -options $opts $msg
         }
     }
 }

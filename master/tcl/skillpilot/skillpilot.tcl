@@ -84,7 +84,7 @@ proc ::skillpilot::check {dir} {
         fs::revalidate [file dirname $dir]
     }
     if {![fs::is_dir $dir queue]} {
-        Throw SESSION_MISSING "not a session directory (no queue/): $dir"
+        ThrowCtx SESSION_MISSING "not a session directory (no queue/): $dir" [dict create dir $dir]
     }
     if {![fs::is_dir $dir seq]} {
         catch {fs::mkdir $dir seq}
@@ -187,7 +187,7 @@ proc ::skillpilot::find {dir cmd} {
             if {[lindex [parse_name $n] 1] eq $cmd} { return $n }
         }
     }
-    Throw UNKNOWN_CMD_ID "no command $cmd in this session"
+    ThrowCtx UNKNOWN_CMD_ID "no command $cmd in this session" [dict create cmd_id $cmd]
 }
 
 # result returns the command's result as a dict (every field of the result
@@ -212,7 +212,9 @@ proc ::skillpilot::ResultError {r} {
     set code [expr {$st eq "timeout" ? "COMMAND_TIMEOUT" : $st eq "cancelled" ? "CANCELLED" : "COMMAND_FAILED"}]
     set why [dict get $r error_message]
     if {$why eq ""} { set why [dict get $r exit_reason] }
-    return -code error -level 2 -errorcode [list SKILLPILOT $code $r] "command [dict get $r cmd_id]: $st: $why"
+    set ctx [dict create cmd_id [dict get $r cmd_id] status $st]
+    if {[dict get $r exit_reason] ne ""} { dict set ctx exit_reason [dict get $r exit_reason] }
+    return -code error -level 2 -errorcode [list SKILLPILOT $code $r] -context $ctx "command [dict get $r cmd_id]: $st: $why"
 }
 
 # wait returns the command's result dict. Options: -timeout ms (< 0: no
@@ -236,7 +238,11 @@ proc ::skillpilot::wait {dir cmd args} {
             if {[dict get $o -check] && [dict get $r status] ne "ok"} { ResultError $r }
             return $r
         }
-        WaitStep w "no result for $name"
+        if {[catch {WaitStep w "no result for $name"} msg opts]} {
+            set ctx [expr {[dict exists $opts -context] ? [dict get $opts -context] : {}}]
+            dict set opts -context [dict merge [dict create cmd_id [lindex [parse_name $name] 1]] $ctx]
+            return -options $opts $msg
+        }
     }
 }
 

@@ -110,12 +110,14 @@ proc ::skillpilot::AwaitAlive {dir grace_ms} {
         set look [Observe $dir]
         if {[dict get $look alive]} { return $look }
         if {[dict get $look definite]} {
-            Throw RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; nothing was written"
+            ThrowCtx RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; nothing was written" \
+                [dict create reason [dict get $look reason] grace_ms [Grace $grace_ms [dict get $look interval]]]
         }
         set gone [expr {[clock milliseconds] - $start}]
-        if {$gone > [Grace $grace_ms [dict get $look interval]]} {
-            Throw RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; no live runner seen for\
-                [format %.1f [expr {$gone / 1000.0}]]s (raise with -waitforrunner); nothing was written"
+        if {$gone > [set grace [Grace $grace_ms [dict get $look interval]]]} {
+            ThrowCtx RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; no live runner seen for\
+                [format %.1f [expr {$gone / 1000.0}]]s (raise with -waitforrunner); nothing was written" \
+                [dict create reason [dict get $look reason] grace_ms $grace]
         }
         RenewLeases
         after 50
@@ -196,9 +198,10 @@ proc ::skillpilot::WaitStep {wVar what} {
         dict set w look $look
         if {[dict get $look alive]} {
             dict set w lastAlive $now
-        } elseif {$now - [dict get $w lastAlive] > [Grace [dict get $w grace] [dict get $look interval]]} {
-            Throw RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; no live runner seen for\
-                [format %.1f [expr {($now - [dict get $w lastAlive]) / 1000.0}]]s (raise with -waitforrunner)"
+        } elseif {$now - [dict get $w lastAlive] > [set grace [Grace [dict get $w grace] [dict get $look interval]]]} {
+            ThrowCtx RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; no live runner seen for\
+                [format %.1f [expr {($now - [dict get $w lastAlive]) / 1000.0}]]s (raise with -waitforrunner)" \
+                [dict create reason [dict get $look reason] grace_ms $grace]
         }
     }
     RenewLeases
