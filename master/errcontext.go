@@ -84,4 +84,3 @@ func (e *ResultError) ErrorContext() map[string]any {
 	}
 	return ctx
 }
-
