@@ -226,6 +226,7 @@ class Session:
         live = Liveness(self, self._grace(wait_for_runner))
         backoff = self._backoff()
         watch = self._watch_results()
+        cmd_id = (_names.parse_name(name) or (0, name))[1]  # For the context of an error.
         while True:
             if watch is not None:
                 watch.drain()  # Before the look: a result written after it wakes the sleep below.
@@ -234,7 +235,6 @@ class Session:
                 if check and res.get("status") != "ok":
                     raise result_error(res)
                 return res
-            cmd_id = (_names.parse_name(name) or (0, name))[1]
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout("no result for %s within %gs" % (name, timeout), context={"cmd_id": cmd_id})
             try:
