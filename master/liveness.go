@@ -200,9 +200,9 @@ func (w *runnerWatch) judge(now time.Time, l look) error {
 // same rule as every wait's (PROTOCOL.md section 8, "Giving up").
 func (s *Session) awaitAlive(ctx context.Context) (look, error) {
 	w := s.newRunnerWatch()
-	wake, stop := s.watch(ctx, protocol.DirState)
-	defer stop()
-	t := time.NewTicker(50 * time.Millisecond) // A counter moves at most once a heartbeat; no need to look more often.
+	// Every 100 ms, the most PROTOCOL.md section 19.1 allows: a counter
+	// moves once a heartbeat, so looking more often would see nothing new.
+	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
 		l := s.observe()
@@ -218,7 +218,6 @@ func (s *Session) awaitAlive(ctx context.Context) (look, error) {
 		select {
 		case <-ctx.Done():
 			return l, ctxErr(ctx)
-		case <-wake:
 		case <-t.C:
 		}
 	}

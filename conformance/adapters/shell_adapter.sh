@@ -121,7 +121,7 @@ await_alive() { # a request's check before it writes: 0 once alive; 1 when dead 
     [ "$definite" = 1 ] && return 1
     t=$(now_ms)
     ((t - start > grace)) && return 1
-    sleep 0.05
+    sleep 0.1
   done
 }
 # wait_until CMD...: poll CMD (1 ms doubling to 100 ms) until it succeeds;

@@ -451,7 +451,7 @@ class Session:
 
     def _await_alive(self, wait_for_runner: Optional[float]) -> Look:
         """The check a request makes before it writes anything (the Go
-        master's awaitAlive): looks every 50 ms until the runner is seen
+        master's awaitAlive): looks every 100 ms until the runner is seen
         alive. A definite sign of death (stopped, no state, a free lock)
         raises RunnerNotAlive at once; a late heartbeat does not: it raises
         only once no live runner has been seen for the grace, the rule of
@@ -469,7 +469,7 @@ class Session:
                 live.judge(time.monotonic(), look)
             except RunnerNotAlive as e:
                 raise RunnerNotAlive("%s; nothing was written" % e, context=e.context) from None
-            time.sleep(0.05)
+            time.sleep(0.1)  # PROTOCOL.md 19.1: liveness looked at no more often than every 100 ms.
 
     def _alive(self) -> Tuple[bool, str]:
         """The Go master's status rule (Session.Status): one look, and when

@@ -100,7 +100,7 @@ proc ::skillpilot::Alive {dir} {
 }
 
 # AwaitAlive is the check a request makes before it writes anything (the
-# Go master's awaitAlive): looks every 50 ms until the runner is seen
+# Go master's awaitAlive): looks every 100 ms until the runner is seen
 # alive and returns that look. A definite sign of death raises
 # RUNNER_NOT_ALIVE at once; a late heartbeat does not: it raises only once
 # no live runner has been seen for the grace, the rule of every wait.
@@ -120,7 +120,7 @@ proc ::skillpilot::AwaitAlive {dir grace_ms} {
                 [dict create reason [dict get $look reason] grace_ms $grace]
         }
         RenewLeases
-        after 50
+        after 100 ;# PROTOCOL.md 19.1: liveness looked at no more often than every 100 ms.
     }
 }
 
