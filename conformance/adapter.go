@@ -167,9 +167,16 @@ func wireLine(args []string) (string, error) {
 // reader would (value, error_message, output), null as "".
 func normalize(raw map[string]any, masterDir string) (map[string]string, error) {
 	out := map[string]string{}
-	for k, v := range raw {
-		out[k] = scalar(v)
+	var flatten func(prefix string, m map[string]any)
+	flatten = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			out[prefix+k] = scalar(v)
+			if sub, ok := v.(map[string]any); ok { // "reply": {"match_span": {"start": 7}} gives reply.match_span.start.
+				flatten(prefix+k+".", sub)
+			}
+		}
 	}
+	flatten("", raw)
 	for _, k := range []string{"output", "match"} {
 		if b64, ok := out[k+"_b64"]; ok {
 			b, err := base64.StdEncoding.DecodeString(b64)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -58,6 +59,9 @@ func errOutcome(code int, m map[string]any, stderr string) map[string]any {
 	out := map[string]any{"exit": code, "message": strings.TrimSpace(stderr)}
 	if e, ok := m["error"].(map[string]any); ok {
 		out["outcome"] = e["code"]
+		if ctx, ok := e["context"].(map[string]any); ok {
+			out["context"] = ctx
+		}
 	} else {
 		out["outcome"] = fmt.Sprintf("exit_%d", code)
 	}
@@ -128,7 +132,7 @@ func (a *cliAd) do(st step) map[string]any {
 		if code != 0 {
 			return errOutcome(code, m, stderr)
 		}
-		return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": m["cmd_id"]}
+		return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": m["cmd_id"], "reply": pick(m, "resume_cursor")}
 	case "wait":
 		code, out, stderr := a.run(append(append([]string{"wait"}, waitArgs(st)...), st["id"])...)
 		return a.ofResultDoc(code, doc(out), stderr)
@@ -154,7 +158,14 @@ func (a *cliAd) do(st step) map[string]any {
 		if outcome == "not_found" {
 			outcome = "unknown_cmd_id"
 		}
-		return map[string]any{"outcome": outcome, "exit": code}
+		res := map[string]any{"outcome": outcome, "exit": code}
+		var rep protocol.ControlReply
+		if code != 0 && json.Unmarshal(out, &rep) == nil {
+			// The CLI prints a refused request's reply; its context is the
+			// Go library's for that reply.
+			res["context"] = (&master.RequestError{Reply: &rep}).ErrorContext()
+		}
+		return res
 	case "send", "signal", "resize":
 		var args []string
 		switch st["op"] {
@@ -200,7 +211,7 @@ func (a *cliAd) do(st step) map[string]any {
 			return errOutcome(code, m, stderr)
 		}
 		res := statusOutcome(m["alive"] == true, m["can_serve"] == true, fmt.Sprint(m["phase"]))
-		res["exit"] = code
+		res["exit"], res["reply"] = code, pick(m, "resume_cursor")
 		return res
 	case "lease":
 		if st["keep"] != "1" {
@@ -226,18 +237,26 @@ func (a *cliAd) do(st step) map[string]any {
 		}
 		code, out, stderr := a.run(append(args, "--", st["re"])...)
 		m := doc(out)
+		reply := map[string]any{} // The --json document but for its envelope: the one waitfor reply shape.
+		for k, v := range m {
+			if k != "protocol_version" && k != "error" {
+				reply[k] = v
+			}
+		}
 		if code != 0 || m["matched"] != true {
 			res := errOutcome(code, m, stderr)
 			if m != nil && m["resume_cursor"] != nil {
-				res["resume_cursor"] = m["resume_cursor"]
+				res["resume_cursor"], res["reply"] = m["resume_cursor"], reply
 			}
 			if res["outcome"] == "exit_3" {
 				res["outcome"] = "wait_timeout"
 			}
 			return res
 		}
-		return map[string]any{"outcome": "matched", "exit": 0, "start": m["start"], "end": m["end"],
-			"resume_cursor": m["resume_cursor"], "match_b64": base64.StdEncoding.EncodeToString([]byte(fmt.Sprint(m["match"])))}
+		span, _ := m["match_span"].(map[string]any)
+		return map[string]any{"outcome": "matched", "exit": 0, "start": span["start"], "end": span["end"],
+			"resume_cursor": m["resume_cursor"], "match_b64": base64.StdEncoding.EncodeToString([]byte(fmt.Sprint(m["match_text"]))),
+			"reply": reply}
 	case "ready":
 		args := []string{"ready"}
 		if v := st["wait_timeout_ms"]; v != "" {
@@ -253,4 +272,15 @@ func (a *cliAd) do(st step) map[string]any {
 		return map[string]any{"outcome": "ready", "exit": 0}
 	}
 	return map[string]any{"outcome": "usage", "exit": 2}
+}
+
+// pick is the keys of m that are there (none of them: an empty map).
+func pick(m map[string]any, keys ...string) map[string]any {
+	out := map[string]any{}
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }

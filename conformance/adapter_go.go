@@ -124,7 +124,11 @@ func statusExit(s protocol.Status) int {
 // ofError is the outcome of an error: its stable code and exit code.
 func ofError(err error) map[string]any {
 	code, exit := master.Classify(err)
-	return map[string]any{"outcome": code, "exit": exit, "message": err.Error()}
+	out := map[string]any{"outcome": code, "exit": exit, "message": err.Error()}
+	if ctx := master.ErrorContext(err); len(ctx) > 0 {
+		out["context"] = ctx
+	}
+	return out
 }
 
 func withTimeout(d time.Duration) (context.Context, context.CancelFunc) {
@@ -150,7 +154,8 @@ func (a *goAd) do(st step) map[string]any {
 			return ofError(err)
 		}
 		if st["op"] == "submit" {
-			return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": c.ID}
+			return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": c.ID,
+				"reply": map[string]any{"resume_cursor": c.ResumeCursor}}
 		}
 		return a.wait(ctx, c)
 	case "wait":
@@ -185,7 +190,9 @@ func (a *goAd) do(st step) map[string]any {
 		if err != nil {
 			return ofError(err)
 		}
-		return statusOutcome(stat.Alive, stat.CanServe, string(stat.Phase))
+		out := statusOutcome(stat.Alive, stat.CanServe, string(stat.Phase))
+		out["reply"] = map[string]any{"resume_cursor": stat.ResumeCursor}
+		return out
 	case "lease":
 		if st["keep"] == "1" {
 			lctx, lcancel := context.WithCancel(context.Background())
@@ -204,13 +211,17 @@ func (a *goAd) do(st step) map[string]any {
 		}
 		from, _ := strconv.ParseInt(st["from"], 10, 64)
 		m, err := s.WaitFor(ctx, re, from)
+		var reply map[string]any // The Match as it marshals: the one waitfor reply shape.
+		if b, jerr := json.Marshal(m); jerr == nil {
+			_ = json.Unmarshal(b, &reply)
+		}
 		if err != nil {
 			out := ofError(err)
-			out["resume_cursor"] = m.ResumeCursor
+			out["resume_cursor"], out["reply"] = m.ResumeCursor, reply
 			return out
 		}
 		return map[string]any{"outcome": "matched", "exit": 0, "start": m.Start, "end": m.End,
-			"resume_cursor": m.ResumeCursor, "match_b64": base64.StdEncoding.EncodeToString([]byte(m.Text))}
+			"resume_cursor": m.ResumeCursor, "match_b64": base64.StdEncoding.EncodeToString([]byte(m.Text)), "reply": reply}
 	case "send":
 		data := st["text"]
 		if st["no_newline"] != "1" {

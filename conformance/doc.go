@@ -25,6 +25,8 @@
 //	runner [FLAG...]        start a runner on the session and wait until it is idle
 //	runner! [FLAG...]       start a runner without waiting
 //	kill-runner             SIGKILL the runner
+//	freeze-runner           SIGSTOP the runner: alive (lock held) but its heartbeat late
+//	thaw-runner             SIGCONT the runner
 //	runner-exit CODE        wait for the runner to exit with CODE
 //	running ID              wait until state.json says ID is running
 //	write PATH CONTENT      write a session file (temp file + rename)
@@ -49,11 +51,15 @@
 // id=ID text=TEXT types TEXT and a newline (no_newline=1: TEXT alone), with
 // expect=RE, expect_timeout_ms=N and secret=1 as the masters offer them;
 // signal id=ID sig=SIG; resize cols=N rows=N. EXPECT is K=V (equal), K~=V
-// (contains) or K=>NAME (capture into $NAME for later steps). Outcome keys:
-// outcome (result status, reply outcome or error code), exit (the CLI exit
-// code of that outcome), cmd_id, value, output, error_message, alive,
-// phase, can_serve, match, start, end, resume_cursor; for send bytes,
-// match_start, match_end; for a refused send or signal cmd_state.
+// (contains), K=>NAME (capture into $NAME for later steps) or !K (no such
+// key). Outcome keys: outcome (result status, reply outcome or error code),
+// exit (the CLI exit code of that outcome), cmd_id, value, output,
+// error_message, alive, phase, can_serve, match, start, end,
+// resume_cursor; for send bytes, match_start, match_end; for a refused
+// send or signal cmd_state. For submit, status and waitfor, "reply" holds
+// the cursor fields of the master's own reply under the names it uses
+// (PROTOCOL.md section 19, "Cursors"); a nested key is named with dots
+// (reply.match_span.start).
 //
 // # Adapters
 //

@@ -219,6 +219,12 @@ func (d *driver) collect(st Step) {
 	d.lastOutput = got
 	for _, ex := range st.Expect {
 		ex = d.subst(ex)
+		if k, ok := strings.CutPrefix(ex, "!"); ok {
+			if v, present := got[k]; present {
+				d.fail(st, "%s is there (%q), want none; outcome %s", k, v, show(got))
+			}
+			continue
+		}
 		if k, name, ok := strings.Cut(ex, "=>"); ok {
 			v, present := got[k]
 			if !present {
@@ -334,6 +340,19 @@ func (d *driver) harness(st Step, args []string) {
 		}
 		_ = d.runner.cmd.Process.Signal(syscall.SIGKILL)
 		<-d.runner.done
+	case "freeze-runner", "thaw-runner":
+		// SIGSTOP / SIGCONT: a runner alive (its lock held, its tool
+		// running) whose heartbeat is late, as on a loaded host.
+		if d.runner == nil {
+			d.fail(st, "no runner")
+		}
+		sig := syscall.SIGSTOP
+		if st.Kind == "thaw-runner" {
+			sig = syscall.SIGCONT
+		}
+		if err := d.runner.cmd.Process.Signal(sig); err != nil {
+			d.fail(st, "%v", err)
+		}
 	case "runner-exit":
 		argN(1)
 		if d.runner == nil {
@@ -513,6 +532,7 @@ func (d *driver) stopRunner() {
 	if d.runner == nil {
 		return
 	}
+	_ = d.runner.cmd.Process.Signal(syscall.SIGCONT) // One a scenario left frozen.
 	_ = d.runner.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.runner.done:

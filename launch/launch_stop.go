@@ -179,7 +179,7 @@ func beginStop(ctx context.Context, dir string, opts StopOptions) (st *stopping,
 		}
 		if ctx.Err() != nil {
 			st.done = true
-			return st, master.ContextError(ctx)
+			return st, master.ContextEndError(ctx)
 		}
 		progress(opts.Progress, "the runner did not stop and end its job within %v (%v)", opts.Grace, serr)
 	}
@@ -213,7 +213,7 @@ func (st *stopping) cancel(ctx context.Context, id string, force, run bool) (ok 
 	}
 	if ctx.Err() != nil {
 		st.done = true
-		return false, master.ContextError(ctx)
+		return false, master.ContextEndError(ctx)
 	}
 	return false, nil
 }
@@ -250,7 +250,7 @@ func WaitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (
 			if err != nil {
 				return j, err
 			}
-			return j, master.ContextError(ctx)
+			return j, master.ContextEndError(ctx)
 		case <-t.C:
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -22,10 +23,13 @@ import (
 // next one. A heartbeat file rewritten within the liveness window, judged by
 // the session's filesystem clock against the seq reservation just made (and
 // on a local filesystem a held lock), is taken as alive at once; otherwise
-// the heartbeat counter is watched for up to one window (Status). While waiting for the reply it keeps checking liveness and
-// fails with ErrRunnerNotAlive once no live runner has been seen for
-// WaitForRunner; its request is then withdrawn (deleted) if the runner has
-// not taken it. A reply whose outcome is not a success comes with a
+// the heartbeat counter is watched until it moves, and the request fails
+// only on a definite sign of death (phase stopped, no state, a free lock
+// on a local filesystem) or once no live runner has been seen for the
+// grace (Grace: WaitForRunner, 10 s by default) — a heartbeat that is
+// merely late, as on a loaded NFS client, does not fail it. While waiting
+// for the reply it keeps checking liveness by the same rule; its request
+// is then withdrawn (deleted) if the runner has not taken it. A reply whose outcome is not a success comes with a
 // *RequestError (errors.Is: ErrUnknownCmdID, ErrAlreadyFinished, ErrIdle,
 // ErrNotRunning, ErrStaleRequest, ErrRequestRejected, ...).
 func (s *Session) Request(ctx context.Context, req protocol.ControlRequest) (*protocol.ControlReply, error) {
@@ -46,14 +50,11 @@ func (s *Session) Request(ctx context.Context, req protocol.ControlRequest) (*pr
 	}
 	state, fresh := s.freshHeartbeat(seq)
 	if !fresh {
-		st, err := s.Status(ctx) // Watches the heartbeat counter for up to one window.
+		l, err := s.awaitAlive(ctx) // Watches the heartbeat counter for up to the grace.
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w; nothing was written", err)
 		}
-		if !st.Alive {
-			return nil, fmt.Errorf("%w: %s; nothing was written", ErrRunnerNotAlive, st.AliveReason)
-		}
-		state.SessionID = st.SessionID
+		state = l.state
 	}
 	req.SessionID = state.SessionID
 	req.Seq = seq
@@ -153,7 +154,7 @@ func (s *Session) CancelCurrent(ctx context.Context) (*protocol.ControlReply, er
 // Stop asks the runner to stop (graceful or force). With no live runner it
 // writes nothing and returns ErrRunnerNotAlive. With wait, once the runner
 // accepted, it waits until the runner has stopped (phase stopped, its lock
-// free, or no heartbeat for the liveness window).
+// free, or no live runner seen for the grace).
 func (s *Session) Stop(ctx context.Context, mode protocol.StopMode, wait bool) (*protocol.ControlReply, error) {
 	rep, err := s.Request(ctx, protocol.ControlRequest{Op: protocol.OpStop, Mode: mode})
 	if err != nil || !wait {
@@ -161,9 +162,14 @@ func (s *Session) Stop(ctx context.Context, mode protocol.StopMode, wait bool) (
 	}
 	wake, stop := s.watch(ctx, protocol.DirState)
 	defer stop()
+	w := s.newRunnerWatch()
 	for {
-		if l := s.observe(); !l.alive && l.definite {
+		l := s.observe()
+		if !l.alive && l.definite {
 			return rep, nil
+		}
+		if w.judge(time.Now(), l) != nil {
+			return rep, nil // Gone for the grace: stopped as far as any master can tell.
 		}
 		select {
 		case <-ctx.Done():

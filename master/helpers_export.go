@@ -7,7 +7,7 @@ import "context"
 // callers branch on ErrUsage as on this package's.
 func UsageError(format string, args ...any) error { return usageErr(format, args...) }
 
-// ContextError is what a wait of this package returns when ctx ends: a
+// ContextEndError is what a wait of this package returns when ctx ends: a
 // deadline is ErrWaitTimeout, a cancellation its cause. For the packages
 // beside this one (launch, pool), so their waits end as this package's do.
-func ContextError(ctx context.Context) error { return ctxErr(ctx) }
+func ContextEndError(ctx context.Context) error { return ctxErr(ctx) }

@@ -1,25 +1,62 @@
 package master
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// DefaultWaitForRunner is how long a wait goes on without seeing a live
-// runner before it gives up with ErrRunnerNotAlive (Session.WaitForRunner
-// changes it). It is longer than the liveness window of a runner with the
-// default heartbeat (2 × 1 s + 250 ms), so a runner being restarted by a
-// supervisor does not fail waits.
+// DefaultWaitForRunner is how long a request or a wait goes on without
+// seeing a live runner before it gives up with ErrRunnerNotAlive
+// (Session.WaitForRunner changes it), unless ten heartbeat intervals are
+// longer (Grace). It is longer than the liveness window of a runner with
+// the default heartbeat (2 × 1 s + 250 ms), so neither a heartbeat delayed
+// by a loaded host or file server nor a runner being restarted by a
+// supervisor fails requests and waits.
 const DefaultWaitForRunner = 10 * time.Second
+
+// defaultInterval is the heartbeat interval assumed before a heartbeat
+// has been read (the runner's default --heartbeat).
+const defaultInterval = time.Second
+
+// Window is the liveness window of a runner whose heartbeat interval is
+// interval (heartbeat.json interval_ms; 0: not known, 1 s): its counter
+// must be seen moving within 2 × interval + 250 ms to count as alive
+// (PROTOCOL.md section 8). An interval under 100 ms counts as 100 ms.
+func Window(interval time.Duration) time.Duration {
+	if interval <= 0 {
+		interval = defaultInterval
+	}
+	return 2*max(interval, 100*time.Millisecond) + 250*time.Millisecond
+}
+
+// Grace is the one grace of every request and wait (PROTOCOL.md section
+// 8, "Giving up"): how long a master goes on without seeing a live runner
+// before it answers ErrRunnerNotAlive. base is the caller's setting
+// (Session.WaitForRunner, --wait-for-runner); 0 means DefaultWaitForRunner
+// or ten heartbeat intervals, whichever is longer. Whatever base says, the
+// grace is at least one liveness window, or a live runner's counter could
+// not be seen moving before the grace ran out.
+func Grace(base, interval time.Duration) time.Duration {
+	if interval <= 0 {
+		interval = defaultInterval
+	}
+	if base <= 0 {
+		base = max(DefaultWaitForRunner, 10*interval)
+	}
+	return max(base, Window(interval))
+}
 
 // look is one liveness judgment made without waiting.
 type look struct {
-	alive    bool   // the heartbeat counter was seen moving within the window
-	definite bool   // when not alive: the verdict needs no further watching
-	stopped  bool   // the runner stopped on purpose (phase stopped, its lock free): it will not come back by itself
-	reason   string // why, in words
+	alive    bool          // the heartbeat counter was seen moving within the window
+	definite bool          // when not alive: dead for certain (stopped, no state, a free lock)
+	late     bool          // when not alive: the counter has not moved for more than the window
+	stopped  bool          // the runner stopped on purpose (phase stopped, its lock free): it will not come back by itself
+	interval time.Duration // the heartbeat's interval_ms (0: no heartbeat read)
+	reason   string        // why, in words
 	state    protocol.State
 }
 
@@ -29,9 +66,11 @@ type look struct {
 // on our clock, or, on a local filesystem, at once when the runner's flock
 // is held and heartbeat.json was rewritten within that window (its mtime
 // is our own clock there); dead at once when the phase is stopped or, on a
-// local filesystem, the runner's flock is free. Otherwise (on a network
-// filesystem) a counter not yet seen moving gives an indefinite "not
-// alive".
+// local filesystem, the runner's flock is free. A counter that has not
+// moved for more than the window is late: not alive, yet not dead either
+// (a loaded host or file server delays heartbeats); only the grace of a
+// request or wait (Grace) turns that into "runner not alive". A counter
+// not yet seen moving gives an indefinite "not alive".
 func (s *Session) observe() look {
 	state, serr := s.ReadState()
 	hb, herr := s.ReadHeartbeat()
@@ -42,10 +81,10 @@ func (s *Session) observe() look {
 		return l
 	case state.Phase == protocol.PhaseStopped || (herr == nil && hb.Phase == protocol.PhaseStopped):
 		l.definite, l.reason = true, "the runner stopped"
-		// state.json says so and no runner holds the lock (on NFS the lock
-		// cannot be probed: state.json alone, which a new runner rewrites
-		// at its start).
-		l.stopped = state.Phase == protocol.PhaseStopped && (s.network || !s.LockHeld())
+		// On purpose when no runner holds the lock (on NFS the lock cannot
+		// be probed: state.json alone, which a new runner rewrites at its
+		// start).
+		l.stopped = s.network || !s.LockHeld()
 		if state.Reason != "" {
 			l.reason += " (" + state.Reason + ")"
 		}
@@ -57,6 +96,7 @@ func (s *Session) observe() look {
 		l.reason = "no heartbeat yet"
 		return l
 	}
+	l.interval = time.Duration(hb.IntervalMS) * time.Millisecond
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -65,13 +105,13 @@ func (s *Session) observe() look {
 	if s.lastHB.at.IsZero() || hb.Counter != s.lastHB.counter || hb.SessionID != s.lastHB.session {
 		s.lastHB = hbSeen{session: hb.SessionID, counter: hb.Counter, at: now, moved: !s.lastHB.at.IsZero()}
 	}
-	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
+	window := Window(l.interval)
 	age := now.Sub(s.lastHB.at)
 	switch {
 	case s.lastHB.moved && age <= window:
 		l.alive, l.reason = true, "heartbeat counter moved"
 	case age > window:
-		l.definite, l.reason = true, "heartbeat counter has not moved for "+age.Round(time.Millisecond).String()
+		l.late, l.reason = true, "heartbeat counter has not moved for "+age.Round(time.Millisecond).String()
 	case !s.network && s.heartbeatWrittenWithin(now, window):
 		// The lock is held (checked above) and the heartbeat was rewritten
 		// within the window: on a local filesystem the file's mtime is
@@ -92,25 +132,24 @@ func (s *Session) heartbeatWrittenWithin(now time.Time, window time.Duration) bo
 	return err == nil && fi.Mode().IsRegular() && now.Sub(fi.ModTime()) <= window
 }
 
-// runnerWatch fails a wait once no live runner has been seen for a grace.
+// runnerWatch gives up a request or a wait once no live runner has been
+// seen for the grace (Grace, from the caller's base and the heartbeat
+// interval the runner publishes).
 type runnerWatch struct {
 	s         *Session
-	cmd       *Command // when watching for a command: followed if a pool moves it
-	grace     time.Duration
-	lastAlive time.Time // our clock
-	// stoppedEnds: a runner that stopped on purpose ends the wait after
-	// stoppedGrace (waits for a command, output or a reply; not WaitReady,
-	// which is how a caller waits for a runner to be started again).
-	stoppedEnds bool
-	next        time.Time // rate limit of the checks
-	last        look
+	cmd       *Command      // when watching for a command: followed if a pool moves it
+	base      time.Duration // Session.WaitForRunner (0: the default)
+	lastAlive time.Time     // our clock
+	next      time.Time     // rate limit of the checks
+	last      look
 }
 
 // stoppedGrace replaces the grace when the runner stopped on purpose
 // (state.json's phase stopped, its lock free): such a runner does not come
-// back by itself, so a wait ends within about a second instead of
-// WaitForRunner (issue 26.9). The second lets a runner being started on
-// the session right now write its state first.
+// back by itself, so a wait ends within about a second instead of the
+// grace (issue 26.9). The second lets a runner being started on the
+// session right now write its state first. (WaitReady, how a caller waits
+// for a runner to be started again, keeps the whole grace.)
 const stoppedGrace = time.Second
 
 // watchEvery is how often a wait looks at the runner's liveness. The first
@@ -120,14 +159,10 @@ const stoppedGrace = time.Second
 const watchEvery = 250 * time.Millisecond
 
 // newRunnerWatch starts watching now: a wait that never sees a live runner
-// fails grace after it began.
+// fails the grace after it began.
 func (s *Session) newRunnerWatch() *runnerWatch {
-	g := s.WaitForRunner
-	if g <= 0 {
-		g = DefaultWaitForRunner
-	}
 	now := time.Now()
-	return &runnerWatch{s: s, grace: g, lastAlive: now, next: now.Add(watchEvery), stoppedEnds: true}
+	return &runnerWatch{s: s, base: s.WaitForRunner, lastAlive: now, next: now.Add(watchEvery)}
 }
 
 // newRunnerWatch watches the runner of the session c is in now (forward.go:
@@ -152,19 +187,63 @@ func (w *runnerWatch) check() error {
 			w.s, w.cmd = cur.s, cur
 		}
 	}
-	w.last = w.s.observe()
-	if w.last.alive {
+	return w.judge(now, w.s.observe())
+}
+
+// judge records one look taken at now and returns the verdict of the
+// grace: nil while a live runner was seen within it.
+func (w *runnerWatch) judge(now time.Time, l look) error {
+	w.last = l
+	if l.alive {
 		w.lastAlive = now
 		return nil
 	}
-	gone := now.Sub(w.lastAlive)
-	if w.stoppedEnds && w.last.stopped && gone >= min(stoppedGrace, w.grace) {
-		return fmt.Errorf("%w: %s", ErrRunnerNotAlive, w.last.reason)
+	gone, grace := now.Sub(w.lastAlive), Grace(w.base, l.interval)
+	if l.stopped && gone >= min(stoppedGrace, grace) {
+		return withContext(fmt.Errorf("%w: %s", ErrRunnerNotAlive, l.reason), notAliveContext(l.reason, grace))
 	}
-	if gone > w.grace {
-		return fmt.Errorf("%w: %s; no live runner seen for %v (raise with --wait-for-runner)", ErrRunnerNotAlive, w.last.reason, gone.Round(100*time.Millisecond))
+	if gone > grace {
+		return withContext(fmt.Errorf("%w: %s; no live runner seen for %v (raise with --wait-for-runner)", ErrRunnerNotAlive, l.reason, gone.Round(100*time.Millisecond)),
+			notAliveContext(l.reason, grace))
 	}
 	return nil
+}
+
+// awaitAlive watches the runner until it is seen alive, and returns that
+// look: the check a request makes before it writes anything. A definite
+// sign of death (phase stopped, no state, a free lock on a local
+// filesystem) ends it at once; a heartbeat that is merely late does not:
+// it fails only once no live runner has been seen for the grace, the
+// same rule as every wait's (PROTOCOL.md section 8, "Giving up").
+func (s *Session) awaitAlive(ctx context.Context) (look, error) {
+	w := s.newRunnerWatch()
+	// Every 100 ms, the most PROTOCOL.md section 19.1 allows: a counter
+	// moves once a heartbeat, so looking more often would see nothing new.
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		l := s.observe()
+		if l.alive {
+			return l, nil
+		}
+		if l.definite {
+			return l, withContext(fmt.Errorf("%w: %s", ErrRunnerNotAlive, l.reason), notAliveContext(l.reason, Grace(w.base, l.interval)))
+		}
+		if err := w.judge(time.Now(), l); err != nil {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return l, ctxErr(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// notAliveContext is the context of ErrRunnerNotAlive: why, and the grace
+// that applied (PROTOCOL.md section 8, "Giving up").
+func notAliveContext(reason string, grace time.Duration) map[string]any {
+	return map[string]any{"reason": reason, "grace_ms": grace.Milliseconds()}
 }
 
 // cannotServe returns ErrCannotServe when the runner's last observed phase
@@ -196,7 +275,7 @@ func (s *Session) NoRunnerHint(c *Command) string {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return ""
 	}
-	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
+	window := Window(time.Duration(hb.IntervalMS) * time.Millisecond)
 	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
 		return "its heartbeat is " + age.Round(time.Second).String() + " old by the session's filesystem clock"
 	}
@@ -224,7 +303,7 @@ func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
 	if err1 != nil || err2 != nil {
 		return st, false
 	}
-	window := 2*time.Duration(max(hb.IntervalMS, 100))*time.Millisecond + 250*time.Millisecond
+	window := Window(time.Duration(hb.IntervalMS) * time.Millisecond)
 	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
 		return st, false
 	}

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -125,14 +126,62 @@ func (s *Session) Tail(ctx context.Context, w io.Writer, from int64, follow bool
 	}
 }
 
-// Match is what WaitFor found.
+// Match is what WaitFor found. It marshals to JSON in the one waitfor
+// reply shape of every master (document 000's names, PROTOCOL.md section
+// 19, "Cursors"): on a match {"matched":true,"match_text",
+// "match_span":{"start","end"},"resume_cursor"}, and without one (a
+// timeout, a dead runner) {"matched":false,"resume_cursor"} with no match
+// fields. resume_cursor is the only cursor (document 000, 3.1).
 type Match struct {
-	// Start and End are spool offsets of the match; Text is its bytes.
+	// Matched is true when the pattern matched; Start, End and Text are
+	// set only then.
+	Matched bool
+	// Start and End are spool offsets of the match [Start, End); Text is
+	// its bytes.
 	Start, End int64
 	Text       string
 	// ResumeCursor is where the next WaitFor starts: End on a match, the
 	// spool size when the wait timed out. It never moves backwards.
-	ResumeCursor int64 `json:"resume_cursor"`
+	ResumeCursor int64
+}
+
+// Span is a byte range [Start, End) of the spool.
+type Span struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+}
+
+// matchJSON is Match's JSON shape.
+type matchJSON struct {
+	Matched      bool    `json:"matched"`
+	MatchText    *string `json:"match_text,omitempty"`
+	MatchSpan    *Span   `json:"match_span,omitempty"`
+	ResumeCursor int64   `json:"resume_cursor"`
+}
+
+// MarshalJSON writes m in the waitfor reply shape (see Match).
+func (m Match) MarshalJSON() ([]byte, error) {
+	j := matchJSON{Matched: m.Matched, ResumeCursor: m.ResumeCursor}
+	if m.Matched {
+		j.MatchText, j.MatchSpan = &m.Text, &Span{Start: m.Start, End: m.End}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads the waitfor reply shape (see Match).
+func (m *Match) UnmarshalJSON(b []byte) error {
+	var j matchJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*m = Match{Matched: j.Matched, ResumeCursor: j.ResumeCursor}
+	if j.MatchText != nil {
+		m.Text = *j.MatchText
+	}
+	if j.MatchSpan != nil {
+		m.Start, m.End = j.MatchSpan.Start, j.MatchSpan.End
+	}
+	return nil
 }
 
 // MaxMatchLen bounds what WaitFor keeps between reads: a match longer than
@@ -162,7 +211,8 @@ func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int6
 		if sz, err := s.SpoolSize(); err == nil && sz > size {
 			size = sz
 		}
-		return Match{ResumeCursor: max(size, from)}, err
+		cur := max(size, from)
+		return Match{ResumeCursor: cur}, withContext(err, map[string]any{"resume_cursor": cur})
 	}
 	for {
 		f, err := s.openRegular(protocol.FileSpool, false)
@@ -182,7 +232,7 @@ func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int6
 			// go on in bytes not read yet: decide only once it cannot.
 			if loc := pattern.FindIndex(buf); loc != nil && (loc[1] < len(buf) || atEOF || len(buf) == cap(buf)) {
 				f.Close()
-				m := Match{Start: bufStart + int64(loc[0]), End: bufStart + int64(loc[1]), Text: string(buf[loc[0]:loc[1]])}
+				m := Match{Matched: true, Start: bufStart + int64(loc[0]), End: bufStart + int64(loc[1]), Text: string(buf[loc[0]:loc[1]])}
 				m.ResumeCursor = m.End
 				return m, nil
 			}

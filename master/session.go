@@ -71,7 +71,7 @@ func Open(dir string) (*Session, error) {
 	}
 	root, hasQueue, err := openRoot(abs) // sessionfs.go
 	if err != nil || !hasQueue {
-		return nil, fmt.Errorf("%w: %s", ErrSessionMissing, dir)
+		return nil, withContext(fmt.Errorf("%w: %s", ErrSessionMissing, dir), map[string]any{"dir": dir})
 	}
 	host, _ := os.Hostname()
 	s := &Session{dir: abs, root: root, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
@@ -118,7 +118,12 @@ type Command struct {
 	ID   string
 	Seq  int64
 	Name string // cmd_<seq>_<cmd_id>.json
-	hops int    // forwards followed to reach this handle (forward.go)
+	// ResumeCursor is set by Submit: the spool size just before the
+	// command was queued, so its output comes after it (a WaitFor from
+	// here cannot match output printed before). 0 for a handle found by
+	// Command or Resolve (PROTOCOL.md section 19, "Cursors").
+	ResumeCursor int64
+	hops         int // forwards followed to reach this handle (forward.go)
 }
 
 // buildCommand makes a command file's content from opts (all but its
@@ -167,13 +172,16 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	if err != nil {
 		return nil, err
 	}
+	// Before the command is queued: the runner cannot have printed any of
+	// its output yet. A spool that is not a regular file gives 0.
+	cursor, _ := s.SpoolSize()
 	name := protocol.CommandName(seq, c.CmdID)
 	// Not fsynced: a command lost to a machine crash before the runner saw
 	// it was never acknowledged by a result.
 	if err := s.writeNew(protocol.DirQueue+"/"+name, b); err != nil {
 		return nil, wrapf(err, "write command")
 	}
-	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
+	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name, ResumeCursor: cursor}, nil
 }
 
 // defaultKind is the kind of the session's runner (state.json), else tcl.
@@ -225,7 +233,8 @@ func (s *Session) Command(cmdID string) (*Command, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: no command %q is queued, running or finished in this session", ErrUnknownCmdID, cmdID)
+	return nil, withContext(fmt.Errorf("%w: no command %q is queued, running or finished in this session", ErrUnknownCmdID, cmdID),
+		map[string]any{"cmd_id": cmdID})
 }
 
 // Result returns the command's result if it exists (nil, nil if not yet).
@@ -296,7 +305,7 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 			return r, err
 		}
 		if err := w.check(); err != nil {
-			return nil, c.noRunnerErr(err)
+			return nil, withContext(c.noRunnerErr(err), map[string]any{"cmd_id": c.ID})
 		}
 		if progress != nil {
 			progress()
@@ -311,7 +320,7 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctxErr(ctx)
+			return nil, withContext(ctxErr(ctx), map[string]any{"cmd_id": c.ID})
 		case <-wake:
 		}
 	}

@@ -52,6 +52,10 @@ type Status struct {
 	// CanServe is false when the session cannot run commands: no live
 	// runner, or phase error (tool start or init failing).
 	CanServe bool `json:"can_serve"`
+	// ResumeCursor is the spool size when the status was read: a WaitFor
+	// from it sees only output printed from then on (PROTOCOL.md section
+	// 19, "Cursors").
+	ResumeCursor int64 `json:"resume_cursor"`
 }
 
 // Status reads state.json and heartbeat.json and judges whether the runner
@@ -69,8 +73,10 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 		}
 		st.AliveReason = "no runner has written state yet"
 		st.QueueDepth = s.QueueDepth()
+		st.ResumeCursor, _ = s.SpoolSize() // 0 when there is none (or it is not a regular file).
 		return st, nil
 	}
+	st.ResumeCursor, _ = s.SpoolSize() // Before the liveness watch: output printed meanwhile comes after it.
 	st.Phase, st.Reason, st.SessionID, st.RunnerPID, st.ToolPID = state.Phase, state.Reason, state.SessionID, state.RunnerPID, state.ToolPID
 	st.RunnerHost, st.CommandsDone, st.Filesystem = state.Hostname, state.CommandsDone, state.Filesystem
 	st.HeartbeatCount = hb.Counter
@@ -173,11 +179,13 @@ func (s *Session) QueueDepth() int {
 	return n
 }
 
-// alive judges liveness (observe), watching the heartbeat counter for one
-// window when a single look cannot decide.
+// alive judges liveness (observe) for a status, watching the heartbeat
+// counter for one window when a single look cannot decide. A status is a
+// snapshot: a late counter is reported as not alive (with its reason),
+// while a request or a wait would go on watching for the grace.
 func (s *Session) alive(ctx context.Context) (bool, string) {
 	l := s.observe()
-	if l.alive || l.definite {
+	if l.alive || l.definite || l.late {
 		return l.alive, l.reason
 	}
 	t := time.NewTicker(50 * time.Millisecond)
@@ -191,7 +199,7 @@ func (s *Session) alive(ctx context.Context) (bool, string) {
 		case <-end.C:
 			return false, "heartbeat counter did not move"
 		case <-t.C:
-			if l = s.observe(); l.alive || l.definite {
+			if l = s.observe(); l.alive || l.definite || l.late {
 				return l.alive, l.reason
 			}
 		}
@@ -236,10 +244,7 @@ func WaitReady(ctx context.Context, dir string) (Status, error) {
 func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) (Status, error) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	grace := waitForRunner
-	if grace <= 0 {
-		grace = DefaultWaitForRunner
-	}
+	grace := Grace(waitForRunner, 0) // Until a heartbeat says its interval.
 	started := time.Now()
 	var s *Session
 	var w *runnerWatch
@@ -247,7 +252,7 @@ func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) 
 		if s == nil {
 			if o, err := Open(dir); err == nil {
 				s = o
-				w = &runnerWatch{s: s, grace: grace, lastAlive: started}
+				w = &runnerWatch{s: s, base: waitForRunner, lastAlive: started}
 			}
 		}
 		if s != nil {
@@ -258,7 +263,8 @@ func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) 
 				return s.Status(ctx)
 			}
 		} else if time.Since(started) > grace {
-			return Status{}, fmt.Errorf("%w: %s is not a session yet; no runner seen for %v", ErrRunnerNotAlive, dir, grace)
+			return Status{}, withContext(fmt.Errorf("%w: %s is not a session yet; no runner seen for %v", ErrRunnerNotAlive, dir, grace),
+				map[string]any{"dir": dir, "reason": "not a session yet", "grace_ms": grace.Milliseconds()})
 		}
 		select {
 		case <-ctx.Done():

@@ -30,6 +30,9 @@ type ReadOutputOutput struct {
 	Size     int64  `json:"size" jsonschema:"the output file's size now"`
 	EOF      bool   `json:"eof" jsonschema:"true when data reaches the end of the output as it is now"`
 	Done     bool   `json:"done" jsonschema:"true when the command has finished: the output will not grow"`
+	// ResumeCursor is the one cursor name of every reply (PROTOCOL.md
+	// section 19, "Cursors"), here in the output file.
+	ResumeCursor int64 `json:"resume_cursor" jsonschema:"offset + length: the offset of the next call"`
 }
 
 // TailInput is the input of tail.
@@ -72,7 +75,7 @@ func (h *handler) readOutput(_ context.Context, _ *mcp.CallToolRequest, in ReadO
 		return ReadOutputOutput{}, err
 	}
 	out := ReadOutputOutput{Session: ref.session, CmdID: ref.cmd.ID, Path: rel, Offset: in.Offset,
-		Length: int64(len(b)), Size: size, Done: res != nil}
+		Length: int64(len(b)), Size: size, Done: res != nil, ResumeCursor: in.Offset + int64(len(b))}
 	out.Data, out.Encoding = encode(b)
 	out.EOF = in.Offset+int64(len(b)) >= size
 	return out, nil

@@ -2,10 +2,13 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"reflect"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/skillpilot/skillpilot/master"
 )
 
 // toolDef is one tool of the server: its name, its access (--read-only
@@ -46,7 +49,8 @@ var toolDefs = []toolDef{
 // def binds a typed handler method: the SDK derives the input and output
 // schemas from In and Out (field tags `jsonschema` are the descriptions),
 // validates arguments against the input schema, and turns a returned error
-// into a tool error (isError, with the message as text). Every call is
+// into a tool error (isError, with the message as text, followed by the
+// error's context as JSON when it has one: withContext). Every call is
 // logged.
 func def[In, Out any](name string, acc access, desc string, fn func(*handler, context.Context, *mcp.CallToolRequest, In) (Out, error)) toolDef {
 	return toolDef{name: name, access: acc, desc: desc, in: reflect.TypeFor[In](), out: reflect.TypeFor[Out](), add: func(s *mcp.Server, h *handler) {
@@ -54,6 +58,7 @@ func def[In, Out any](name string, acc access, desc string, fn func(*handler, co
 			func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 				start := time.Now()
 				out, err := fn(h, ctx, req, in)
+				err = withContext(err)
 				if err != nil {
 					h.cfg.Logger.Info("tool call", "tool", name, "error", err, "ms", time.Since(start).Milliseconds())
 				} else {
@@ -97,3 +102,20 @@ const (
 	descStatus = `The session's state: runner alive or not, phase, running command, queue depth, and ` +
 		`resume_cursor (the spool size now). With a pool and no session: every session.`
 )
+
+// withContext appends err's context (master.ErrorContext: the cmd_id, the
+// grace, the resume_cursor, ...) to its message as
+// "(context: {...})", the one place a tool error's text can carry it: the
+// SDK turns a handler's error into text content only (PROTOCOL.md section
+// 19, "Errors carry context").
+func withContext(err error) error {
+	ctx := master.ErrorContext(err)
+	if len(ctx) == 0 {
+		return err
+	}
+	b, jerr := json.Marshal(ctx)
+	if jerr != nil {
+		return err
+	}
+	return fmt.Errorf("%w (context: %s)", err, b)
+}

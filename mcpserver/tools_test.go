@@ -159,7 +159,8 @@ func TestRunExpr(t *testing.T) {
 	if msg := callErr(t, cs, "run", map[string]any{"payload": "expr 1", "kind": "perl"}); !strings.Contains(msg, "kind") {
 		t.Errorf("bad kind: %s", msg)
 	}
-	if msg := callErr(t, cs, "wait", map[string]any{"cmd_id": "no-such-command"}); !strings.Contains(msg, "unknown cmd_id") {
+	if msg := callErr(t, cs, "wait", map[string]any{"cmd_id": "no-such-command"}); !strings.Contains(msg, "unknown cmd_id") ||
+		!strings.Contains(msg, `(context: {"cmd_id":"no-such-command"})`) {
 		t.Errorf("unknown cmd_id: %s", msg)
 	}
 }
@@ -207,7 +208,7 @@ func TestBigOutputPreviewAndRange(t *testing.T) {
 	var ro ReadOutputOutput
 	call(t, cs, "read_output", map[string]any{"cmd_id": r.CmdID, "offset": 5_000_003, "length": 1000}, &ro)
 	if ro.Data != want.String()[5_000_003:5_001_003] || ro.Encoding != "utf-8" || ro.Length != 1000 || ro.EOF || !ro.Done ||
-		ro.Size != int64(want.Len()) || ro.Path != p.Path {
+		ro.Size != int64(want.Len()) || ro.Path != p.Path || ro.ResumeCursor != 5_001_003 {
 		t.Fatalf("read_output %+v", ro)
 	}
 	// A length above the server's maximum is capped to it.

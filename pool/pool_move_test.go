@@ -455,6 +455,7 @@ sys.path.insert(0, "master/python")
 import skillpilot_pool as pool
 ws = [pool.pool_submit(sys.argv[1], "expr %d*2" % i, affinity="grp") for i in range(5)]
 assert len({w["session"] for w in ws}) == 1, ws
+assert all(isinstance(w["resume_cursor"], int) for w in ws), ws
 rs = [pool.pool_wait(sys.argv[1], w, timeout=60) for w in ws]
 assert [r["value"] for r in rs] == ["0", "2", "4", "6", "8"], rs
 print(ws[0]["session"])`, pool)
@@ -465,6 +466,7 @@ set pool [lindex $argv 0]
 set sessions {}
 for {set i 0} {$i < 5} {incr i} {
     set w [skillpilot::pool_submit $pool "expr {$i*3}" -affinity grp2]
+    if {![string is wideinteger -strict [dict get $w resume_cursor]]} { error "no resume_cursor: $w" }
     set r [skillpilot::pool_wait $pool $w 60000]
     if {[dict get $r value] != $i*3} { error "bad result $r" }
     lappend sessions [dict get $w session]

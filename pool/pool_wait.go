@@ -53,7 +53,7 @@ func (p *Pool) WaitCommand(ctx context.Context, c *master.Command) (*protocol.Re
 		}
 		select {
 		case <-ctx.Done():
-			return nil, master.ContextError(ctx)
+			return nil, master.ContextEndError(ctx)
 		case <-t.C:
 		}
 		d = max(min(d+d/2, c.Session().PollInterval), 250*time.Microsecond)

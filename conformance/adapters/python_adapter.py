@@ -47,12 +47,22 @@ def of_error(e: sp.MasterError) -> Dict[str, Any]:
     if isinstance(e, sp.ResultError):
         return of_result(e.result)
     out: Dict[str, Any] = {"outcome": e.code, "exit": e.exit_code, "message": str(e)}
+    if e.context:
+        out["context"] = e.context
     reply = getattr(e, "reply", None)
     if isinstance(reply, dict) and reply.get("cmd_state"):
         out["cmd_state"] = reply["cmd_state"]
     if hasattr(e, "resume_cursor"):
         out["resume_cursor"] = e.resume_cursor  # type: ignore[attr-defined]
+        out["reply"] = {"resume_cursor": e.resume_cursor}  # type: ignore[attr-defined]
     return out
+
+
+def cursor_fields(obj: Any) -> Dict[str, Any]:
+    """The resume_cursor of a submit or status reply, when it has one."""
+    if isinstance(obj, dict):
+        return {"resume_cursor": obj["resume_cursor"]} if "resume_cursor" in obj else {}
+    return {"resume_cursor": obj.resume_cursor} if hasattr(obj, "resume_cursor") else {}
 
 
 def of_reply(reply: Dict[str, Any]) -> Dict[str, Any]:
@@ -77,8 +87,8 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
         if op == "run":  # Session.run itself: a status other than ok raises ResultError (of_error).
             return of_result(session().run(text(step, "payload"), wait_timeout=ms(step, "wait_timeout_ms"),
                                            wait_for_runner=wfr, timeout=timeout, cmd_id=step.get("id"), **corr))
-        cmd_id, _ = session().submit(text(step, "payload"), timeout=timeout, cmd_id=step.get("id"), **corr)
-        return {"outcome": "queued", "exit": 0, "cmd_id": cmd_id}
+        sub = session().submit(text(step, "payload"), timeout=timeout, cmd_id=step.get("id"), **corr)
+        return {"outcome": "queued", "exit": 0, "cmd_id": sub.cmd_id, "reply": cursor_fields(sub)}
     if op == "wait":
         return of_result(session().wait(step["id"], timeout=ms(step, "wait_timeout_ms"), check=False,
                                         wait_for_runner=wfr))
@@ -93,7 +103,7 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
         st = session().status()
         outcome = "ok" if st["can_serve"] else ("cannot_serve" if st["alive"] else "not_alive")
         return {"outcome": outcome, "exit": 0 if st["can_serve"] else 5, "alive": st["alive"],
-                "phase": st["phase"], "can_serve": st["can_serve"]}
+                "phase": st["phase"], "can_serve": st["can_serve"], "reply": cursor_fields(st)}
     if op == "lease":
         ttl = int(step["ttl_ms"]) / 1000.0
         if step.get("keep") == "1":
@@ -110,7 +120,7 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
     if op == "waitfor":
         m = session().wait_for(text(step, "re"), int(step.get("from", "0")), ms(step, "wait_timeout_ms"), wfr)
         return {"outcome": "matched", "exit": 0, "start": m.start, "end": m.end, "resume_cursor": m.resume_cursor,
-                "match_b64": b64(m.text)}
+                "match_b64": b64(m.text), "reply": m.to_dict()}
     if op == "send":
         data = text(step, "text") + ("" if step.get("no_newline") == "1" else "\n")
         reply = session().send(step["id"], data, expect=text(step, "expect") if "expect_b64" in step else None,

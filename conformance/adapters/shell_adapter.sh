@@ -70,12 +70,14 @@ session_ok() {
 
 # Liveness (PROTOCOL.md section 8): dead at once if stopped or (local
 # filesystem) the runner's flock is free; else alive while the heartbeat
-# counter moves within 2 x interval + 250 ms of our clock.
-hb_counter=""; hb_at=0; hb_moved=0
-look() { # sets alive (1/0), definite (1/0), why
+# counter moves within 2 x interval + 250 ms of our clock. A counter that
+# stands still longer is late, not dead: requests and waits give up only
+# once no live runner has been seen for the grace.
+hb_counter=""; hb_at=0; hb_moved=0; hb_iv=1000
+look() { # sets alive (1/0), definite (1/0), late (1/0), why
   revalidate "$S/state"
   local st="$S/state/state.json" hb="$S/state/heartbeat.json" phase c iv now
-  alive=0; definite=1
+  alive=0; definite=1; late=0
   if [ ! -f "$st" ] && [ ! -f "$hb" ]; then why="no runner has written state yet"; return; fi
   phase=$(field "$st" phase)
   if [ "$phase" = stopped ] || [ "$(field "$hb" phase)" = stopped ]; then why="the runner stopped"; return; fi
@@ -84,6 +86,7 @@ look() { # sets alive (1/0), definite (1/0), why
   # The session_id with the counter: a new runner counts from the start again.
   c="$(field "$hb" session_id):$(field "$hb" counter)"; iv=$(field "$hb" interval_ms); [[ $iv =~ ^[0-9]+$ ]] || iv=1000
   ((iv < 100)) && iv=100
+  hb_iv=$iv
   now=$(now_ms)
   if [ "$hb_at" = 0 ] || [ "$c" != "$hb_counter" ]; then
     [ "$hb_at" != 0 ] && hb_moved=1 || hb_moved=0
@@ -91,18 +94,41 @@ look() { # sets alive (1/0), definite (1/0), why
   fi
   local age=$((now - hb_at)) window=$((2 * iv + 250))
   if [ "$hb_moved" = 1 ] && ((age <= window)); then alive=1; definite=0; why="heartbeat counter moved"; return; fi
-  if ((age > window)); then why="heartbeat counter has not moved for ${age}ms"; return; fi
-  definite=0; why="heartbeat counter not seen moving yet"
+  definite=0
+  if ((age > window)); then late=1; why="heartbeat counter has not moved for ${age}ms"; return; fi
+  why="heartbeat counter not seen moving yet"
 }
-alive_now() { # like look, but watches until it can decide
+# set_grace: the one grace of requests and waits (PROTOCOL.md section 8,
+# "Giving up"): wait_for_runner_ms (none: 10 s or ten heartbeat intervals,
+# whichever is longer), never under one liveness window.
+set_grace() {
+  local w=$((2 * hb_iv + 250))
+  grace=${k_wait_for_runner_ms:-0}
+  ((grace <= 0)) && grace=$((10 * hb_iv > 10000 ? 10 * hb_iv : 10000))
+  ((grace < w)) && grace=$w
+}
+alive_now() { # like look, but watches until it can decide (a status: late is not alive)
   look
-  while [ "$alive" = 0 ] && [ "$definite" = 0 ]; do sleep 0.05; look; done
+  while [ "$alive" = 0 ] && [ "$definite" = 0 ] && [ "$late" = 0 ]; do sleep 0.05; look; done
+}
+await_alive() { # a request's check before it writes: 0 once alive; 1 when dead at once or none seen for the grace
+  local start t
+  start=$(now_ms)
+  while :; do
+    look
+    [ "$alive" = 1 ] && return 0
+    set_grace; gave_grace=$grace
+    [ "$definite" = 1 ] && return 1
+    t=$(now_ms)
+    ((t - start > grace)) && return 1
+    sleep 0.1
+  done
 }
 # wait_until CMD...: poll CMD (1 ms doubling to 100 ms) until it succeeds;
 # exit 3 on the step's wait_timeout_ms, 5 when no live runner was seen for
-# wait_for_runner_ms (default 10 s).
+# the grace (set_grace).
 wait_until() {
-  local start deadline=-1 grace=${k_wait_for_runner_ms:-10000} last delay=1 next=0 t
+  local start deadline=-1 grace last delay=1 next=0 t
   start=$(now_ms); last=$start
   [ -n "${k_wait_timeout_ms:-}" ] && deadline=$((start + k_wait_timeout_ms))
   while ! "$@"; do
@@ -110,7 +136,8 @@ wait_until() {
     if ((deadline >= 0 && t >= deadline)); then return 3; fi
     if ((t >= next)); then
       next=$((t + 100)); look
-      if [ "$alive" = 1 ]; then last=$t; elif ((t - last > grace)); then return 5; fi
+      set_grace
+      if [ "$alive" = 1 ]; then last=$t; elif ((t - last > grace)); then gave_grace=$grace; return 5; fi
     fi
     sleep "$(printf '0.%03d' "$delay")"
     delay=$((delay * 2)); ((delay > 100)) && delay=100
@@ -124,7 +151,12 @@ out_result() { # out_result NAME: the outcome of a command with a result
   case $st in ok) code=0 ;; error) code=1 ;; timeout) code=3 ;; cancelled) code=4 ;; *) code=10 ;; esac
   printf '{"outcome":"%s","exit":%d,"cmd_id":"%s","result_file":"result/%s"}\n' "$st" "$code" "$(field "$f" cmd_id)" "$1"
 }
-out_code() { printf '{"outcome":"%s","exit":%d}\n' "$1" "$2"; }
+out_code() { # out_code CODE EXIT [CONTEXT-JSON]: an error's context beside its code
+  if [ -n "${3:-}" ]; then printf '{"outcome":"%s","exit":%d,"context":%s}\n' "$1" "$2" "$3"
+  else printf '{"outcome":"%s","exit":%d}\n' "$1" "$2"; fi
+}
+# not_alive_ctx [EXTRA]: the context of runner_not_alive (why, the grace)
+not_alive_ctx() { printf '{"reason":%s,"grace_ms":%d%s}' "$(json_str "$why")" "${gave_grace:-0}" "${1:-}"; }
 # has_result: a result is there, or something that is not one (a FIFO, a
 # symlink) stands where it goes; do_wait then reports an I/O error.
 has_result() { revalidate "$S/result"; [ -e "$S/result/$1" ] || [ -L "$S/result/$1" ]; }
@@ -132,15 +164,19 @@ bad_result() { [ -L "$S/result/$1" ] || [ ! -f "$S/result/$1" ]; }
 has_reply() { revalidate "$S/ctl/ack"; [ -f "$S/ctl/ack/$1" ]; }
 
 do_wait() { # do_wait NAME
-  wait_until has_result "$1"
-  case $? in 0) if bad_result "$1"; then out_code io_error 10; else out_result "$1"; fi ;; 3) out_code wait_timeout 3 ;; *) out_code runner_not_alive 5 ;; esac
+  local rc id=${1#cmd_*_}; id=${id%.json}
+  wait_until has_result "$1"; rc=$?
+  case $rc in 0) if bad_result "$1"; then out_code io_error 10; else out_result "$1"; fi ;;
+    3) out_code wait_timeout 3 "{\"cmd_id\":\"$id\"}" ;;
+    *) out_code runner_not_alive 5 "$(not_alive_ctx ",\"cmd_id\":\"$id\"")" ;; esac
 }
 
 do_submit() { # do_submit RUN(0/1)
   session_ok || { out_code session_missing 5; return; }
-  local id=${k_id:-sh-$(now_ms)-$$-$RANDOM} payload seq name json
+  local id=${k_id:-sh-$(now_ms)-$$-$RANDOM} payload seq name json cursor
   payload=$(printf '%s' "$k_payload_b64" | base64 -d)
   seq=$(alloc_seq)
+  cursor=$(spool_size)  # before the command is queued: its output comes after it
   json="{\"protocol_version\":1,\"cmd_id\":\"$id\",\"seq\":$seq,\"kind\":\"tcl\",\"payload\":$(json_str "$payload")"
   [ -n "${k_timeout_ms:-}" ] && json+=",\"timeout_s\":$(printf '%d.%03d' $((k_timeout_ms / 1000)) $((k_timeout_ms % 1000)))"
   [ -n "${k_trace_id:-}" ] && json+=",\"trace_id\":$(json_str "$k_trace_id")"
@@ -153,13 +189,13 @@ do_submit() { # do_submit RUN(0/1)
   json+=",\"submitter\":\"shell\"}"
   name=$(printf 'cmd_%010d_%s.json' "$seq" "$id")
   atomic_write "$S/queue/$name" "$json"
-  if [ "$1" = 1 ]; then do_wait "$name"; else printf '{"outcome":"queued","exit":0,"cmd_id":"%s"}\n' "$id"; fi
+  if [ "$1" = 1 ]; then do_wait "$name"; else
+    printf '{"outcome":"queued","exit":0,"cmd_id":"%s","reply":{"resume_cursor":%d}}\n' "$id" "$cursor"; fi
 }
 
 do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcome
   session_ok || { out_code session_missing 5; return 1; }
-  alive_now
-  [ "$alive" = 1 ] || { out_code runner_not_alive 5; return 1; }  # nothing written
+  await_alive || { out_code runner_not_alive 5 "$(not_alive_ctx)"; return 1; }  # nothing written
   local seq id name sid json rc
   seq=$(alloc_seq); id="sh-$(now_ms)-$$-$RANDOM"
   name=$(printf 'req_%010d_%s.json' "$seq" "$id")
@@ -170,17 +206,24 @@ do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcom
   if [ "$rc" != 0 ]; then
     rm -f "$S/ctl/$name"  # withdraw it unless the runner took it
     if [ ! -f "$S/ctl/ack/$name" ]; then
-      if [ "$rc" = 3 ]; then out_code wait_timeout 3; else out_code runner_not_alive 5; fi
+      if [ "$rc" = 3 ]; then out_code wait_timeout 3; else out_code runner_not_alive 5 "$(not_alive_ctx)"; fi
       return 1
     fi
   fi
   reply_outcome=$(field "$S/ctl/ack/$name" outcome); reply_name=$name
   return 0
 }
+reply_ctx() { # the context of a refused request: op, req_id, outcome, cmd_id, cmd_state of its reply
+  local f="$S/ctl/ack/$reply_name" k v out=""
+  for k in op req_id outcome cmd_id cmd_state; do
+    v=$(field "$f" "$k"); [ -n "$v" ] && out+=",\"$k\":$(json_str "$v")"
+  done
+  printf '{%s}' "${out#,}"
+}
 out_reply() { # the outcome of a reply, with its exit code (PROTOCOL.md section 19)
   case $reply_outcome in
     cancelled_running|cancelled_queued|accepted|delivered) out_code "$reply_outcome" 0 ;;
-    not_found) out_code unknown_cmd_id 6 ;;
+    not_found) out_code unknown_cmd_id 6 "$(reply_ctx)" ;;
     already_finished|idle|not_running) out_code "$reply_outcome" 7 ;;
     expect_timeout) out_code expect_timeout 3 ;;
     stale) out_code stale 5 ;;
@@ -226,22 +269,24 @@ do_stop() {
   [ "${k_force:-0}" = 1 ] && mode=force
   do_request stop ",\"mode\":\"$mode\"" || return
   if [ "$reply_outcome" = accepted ] && [ "${k_wait:-0}" = 1 ]; then
-    k_wait_for_runner_ms=100000000 wait_until stopped || { out_code wait_timeout 3; return; }
+    wait_until stopped  # 0: stopped; 5: no live runner seen for the grace, as good as stopped
+    [ $? = 3 ] && { out_code wait_timeout 3; return; }
   fi
   out_reply
 }
 
 do_status() {
   session_ok || { out_code session_missing 5; return; }
+  local phase serve=false outcome=not_alive code=5 cursor
+  cursor=$(spool_size)
   alive_now
-  local phase serve=false outcome=not_alive code=5
   phase=$(field "$S/state/state.json" phase)
   if [ "$alive" = 1 ]; then
     outcome=cannot_serve
     case $phase in error|stopping) ;; *) serve=true; outcome=ok; code=0 ;; esac
   fi
-  printf '{"outcome":"%s","exit":%d,"alive":%s,"phase":"%s","can_serve":%s}\n' \
-    "$outcome" "$code" "$([ "$alive" = 1 ] && echo true || echo false)" "$phase" "$serve"
+  printf '{"outcome":"%s","exit":%d,"alive":%s,"phase":"%s","can_serve":%s,"reply":{"resume_cursor":%d}}\n' \
+    "$outcome" "$code" "$([ "$alive" = 1 ] && echo true || echo false)" "$phase" "$serve" "$cursor"
 }
 
 write_lease() { # write_lease TTL_MS COUNTER
@@ -265,6 +310,7 @@ do_lease_stop() {
   out_code ok 0
 }
 
+spool_size() { stat -c %s "$S/log/session.out" 2>/dev/null || echo 0; }  # a resume_cursor: output from now on
 match_at() { # match_at FROM RE: sets m_off and m_text for the first match at or after FROM
   local hit
   hit=$(tail -c +"$(($1 + 1))" "$S/log/session.out" 2>/dev/null | grep -a -b -o -m1 -E -e "$2" | head -1)
@@ -273,15 +319,20 @@ match_at() { # match_at FROM RE: sets m_off and m_text for the first match at or
 }
 do_waitfor() {
   session_ok || { out_code session_missing 5; return; }
-  local re from=${k_from:-0} rc start end
+  local re from=${k_from:-0} rc start end cursor
   re=$(printf '%s' "$k_re_b64" | base64 -d)
   wait_until match_at "$from" "$re"; rc=$?
   case $rc in
     0) start=$((from + m_off)); end=$((start + $(printf '%s' "$m_text" | wc -c)))
-       printf '{"outcome":"matched","exit":0,"start":%d,"end":%d,"resume_cursor":%d,"match_b64":"%s"}\n' \
-         "$start" "$end" "$end" "$(printf '%s' "$m_text" | base64 -w0)" ;;
-    3) printf '{"outcome":"wait_timeout","exit":3,"resume_cursor":%d}\n' "$(stat -c %s "$S/log/session.out")" ;;
-    *) out_code runner_not_alive 5 ;;
+       printf '{"outcome":"matched","exit":0,"start":%d,"end":%d,"resume_cursor":%d,"match_b64":"%s",' \
+         "$start" "$end" "$end" "$(printf '%s' "$m_text" | base64 -w0)"
+       printf '"reply":{"matched":true,"match_text":%s,"match_span":{"start":%d,"end":%d},"resume_cursor":%d}}\n' \
+         "$(json_str "$m_text")" "$start" "$end" "$end" ;;
+    3) cursor=$(spool_size)
+       printf '{"outcome":"wait_timeout","exit":3,"resume_cursor":%d,"reply":{"matched":false,"resume_cursor":%d},"context":{"resume_cursor":%d}}\n' "$cursor" "$cursor" "$cursor" ;;
+    *) cursor=$(spool_size)
+       printf '{"outcome":"runner_not_alive","exit":5,"resume_cursor":%d,"reply":{"matched":false,"resume_cursor":%d},"context":%s}\n' \
+         "$cursor" "$cursor" "$(not_alive_ctx ",\"resume_cursor\":$cursor")" ;;
   esac
 }
 
@@ -304,7 +355,7 @@ while IFS= read -r line; do
     wait)
       if ! session_ok; then out_code session_missing 5
       elif name=$(find_cmd "$k_id"); then do_wait "$name"
-      else out_code unknown_cmd_id 6; fi ;;
+      else out_code unknown_cmd_id 6 "{\"cmd_id\":$(json_str "$k_id")}"; fi ;;
     cancel) do_cancel ;;
     stop) do_stop ;;
     status) do_status ;;

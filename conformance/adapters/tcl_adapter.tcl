@@ -22,21 +22,47 @@ proc ofResult {r} {
     return "{\"outcome\":[jstr $st],\"exit\":[dict get {ok 0 error 1 timeout 3 cancelled 4} $st],\"cmd_id\":[jstr [dict get $r cmd_id]],\"value\":$value,\"error_message\":[jstr [dict get $r error_message]],\"output_b64\":\"[b64 $out]\"}"
 }
 
-proc ofError {msg ec} {
+proc ofError {msg ec {ctx {}}} {
     if {[lindex $ec 0] ne "SKILLPILOT"} {
         return "{\"outcome\":\"io_error\",\"exit\":10,\"message\":[jstr $msg]}"
     }
     set code [lindex $ec 1]
     if {$code in {COMMAND_FAILED COMMAND_TIMEOUT CANCELLED}} { return [ofResult [lindex $ec 2]] }
     set out "{\"outcome\":[jstr [string tolower $code]],\"exit\":[skillpilot::exitcode $ec],\"message\":[jstr $msg]"
-    if {$code eq "WAIT_TIMEOUT" && [llength $ec] > 2 && [string is integer -strict [lindex $ec 2]]} {
-        append out ",\"resume_cursor\":[lindex $ec 2]"
+    if {[dict size $ctx]} { append out ",\"context\":[toJSON $ctx]" }
+    if {$code in {WAIT_TIMEOUT RUNNER_NOT_ALIVE} && [llength $ec] > 2 && [string is integer -strict [lindex $ec 2]]} {
+        append out ",\"resume_cursor\":[lindex $ec 2],\"reply\":{\"resume_cursor\":[lindex $ec 2]}"
     }
     set reply [lindex $ec 2]
     if {[llength $ec] > 2 && [string is list $reply] && [llength $reply] % 2 == 0 && [dict exists $reply cmd_state]} {
         append out ",\"cmd_state\":[jstr [dict get $reply cmd_state]]"
     }
     return "$out}"
+}
+
+# cursorFields is {"resume_cursor":N} of a submit or status reply dict, {}
+# when it has none.
+proc cursorFields {d} {
+    if {![dict exists $d resume_cursor]} { return "{}" }
+    return "{\"resume_cursor\":[dict get $d resume_cursor]}"
+}
+
+# toJSON writes a waitfor reply dict with its own keys (matched a boolean,
+# match_span an object, integers as numbers, the rest strings).
+# (bytes 1: the strings are bytes, as a waitfor's match_text is).
+proc toJSON {d {bytes 0}} {
+    set parts {}
+    dict for {k v} $d {
+        if {$k eq "match_span"} {
+            set v [toJSON $v]
+        } elseif {$k eq "matched"} {
+            set v [expr {$v ? "true" : "false"}]
+        } elseif {![string is wideinteger -strict $v]} {
+            set v [jstr [expr {$bytes ? [encoding convertfrom utf-8 $v] : $v}]]
+        }
+        lappend parts "[jstr $k]:$v"
+    }
+    return "{[join $parts ,]}"
 }
 
 # ofReply is the outcome of a delivered send, signal or resize.
@@ -77,8 +103,8 @@ proc do {step} {
                 lset w 0 -waittimeout
                 return [ofResult [skillpilot::run $dir [text $step payload] {*}$sub {*}$w]]
             }
-            set name [skillpilot::submit $dir [text $step payload] {*}$sub]
-            return "{\"outcome\":\"queued\",\"exit\":0,\"cmd_id\":[jstr [lindex [skillpilot::parse_name $name] 1]]}"
+            set r [skillpilot::submit $dir [text $step payload] {*}$sub -reply 1]
+            return "{\"outcome\":\"queued\",\"exit\":0,\"cmd_id\":[jstr [dict get $r cmd_id]],\"reply\":[cursorFields $r]}"
         }
         wait { return [ofResult [skillpilot::wait $dir [dict get $step id] -check 0 {*}[waitOpts $step]]] }
         cancel {
@@ -93,7 +119,7 @@ proc do {step} {
             set st [skillpilot::status $dir]
             set ok [dict get $st can_serve]
             set outcome [expr {$ok ? "ok" : [dict get $st alive] ? "cannot_serve" : "not_alive"}]
-            return "{\"outcome\":\"$outcome\",\"exit\":[expr {$ok ? 0 : 5}],\"alive\":[expr {[dict get $st alive] ? "true" : "false"}],\"phase\":[jstr [dict get $st phase]],\"can_serve\":[expr {$ok ? "true" : "false"}]}"
+            return "{\"outcome\":\"$outcome\",\"exit\":[expr {$ok ? 0 : 5}],\"alive\":[expr {[dict get $st alive] ? "true" : "false"}],\"phase\":[jstr [dict get $st phase]],\"can_serve\":[expr {$ok ? "true" : "false"}],\"reply\":[cursorFields $st]}"
         }
         lease {
             if {[opt $step keep 0]} {
@@ -109,7 +135,7 @@ proc do {step} {
         }
         waitfor {
             set m [skillpilot::waitfor $dir [text $step re] -from [opt $step from 0] {*}[waitOpts $step]]
-            return "{\"outcome\":\"matched\",\"exit\":0,\"start\":[dict get $m start],\"end\":[dict get $m end],\"resume_cursor\":[dict get $m resume_cursor],\"match_b64\":\"[b64 [dict get $m match]]\"}"
+            return "{\"outcome\":\"matched\",\"exit\":0,\"start\":[dict get $m match_span start],\"end\":[dict get $m match_span end],\"resume_cursor\":[dict get $m resume_cursor],\"match_b64\":\"[b64 [dict get $m match_text]]\",\"reply\":[toJSON $m 1]}"
         }
         send {
             set data [text $step text]
@@ -146,7 +172,7 @@ proc onLine {} {
         dict set step [string range $w 0 [expr {$i - 1}]] [string range $w [expr {$i + 1}] end]
     }
     if {[catch {do $step} out opts]} {
-        set out [ofError $out [dict get $opts -errorcode]]
+        set out [ofError $out [dict get $opts -errorcode] [expr {[dict exists $opts -context] ? [dict get $opts -context] : {}}]]
     }
     puts $out
     flush stdout

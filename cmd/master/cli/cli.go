@@ -191,10 +191,21 @@ func (c *cli) fail(err error) int {
 		return exit
 	}
 	if c.json {
-		c.printJSON(map[string]any{"protocol_version": protocol.Version, "error": map[string]string{"code": code, "message": err.Error()}})
+		c.printJSON(map[string]any{"protocol_version": protocol.Version, "error": errorJSON(code, err)})
 	}
 	c.diag("%s", errText(err))
 	return exit
+}
+
+// errorJSON is the "error" object of a --json document: code, message and,
+// when the error carries one, its context (master.ErrorContext; PROTOCOL.md
+// section 19, "Errors carry context").
+func errorJSON(code string, err error) map[string]any {
+	e := map[string]any{"code": code, "message": err.Error()}
+	if ctx := master.ErrorContext(err); len(ctx) > 0 {
+		e["context"] = ctx
+	}
+	return e
 }
 
 // errText is err's message for a diagnostic (which diag prefixes with

@@ -64,7 +64,8 @@ cancel it; with --cancel-on-interrupt it is cancelled first.`, true)
 	}
 	if !*wait {
 		if c.json {
-			c.printJSON(map[string]any{"protocol_version": protocol.Version, "cmd_id": command.ID, "seq": command.Seq, "file": protocol.DirQueue + "/" + command.Name})
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "cmd_id": command.ID, "seq": command.Seq, "file": protocol.DirQueue + "/" + command.Name,
+				"resume_cursor": command.ResumeCursor})
 		} else {
 			fmt.Fprintln(c.stdout, command.ID)
 		}
@@ -295,7 +296,7 @@ its status. Exit 3 when there is no result yet.`, false)
 func (c *cli) output(args []string) error {
 	cmd := c.newCommand("output", "CMD_ID", `
 Print a command's output (exactly what it printed), or a byte range of it. With
---json: {"protocol_version","cmd_id","offset","next_offset","text","complete"},
+--json: {"protocol_version","cmd_id","offset","resume_cursor","text","complete"},
 plus "data_b64" holding the exact bytes when they are not valid UTF-8.`, false)
 	off := cmd.Int64("offset", 0, "first byte")
 	n := cmd.Int64("length", 0, "bytes to print (0: to the end)")
@@ -323,7 +324,8 @@ plus "data_b64" holding the exact bytes when they are not valid UTF-8.`, false)
 	}
 	res, _ := command.Result()
 	doc := textDoc(b)
-	doc["cmd_id"], doc["offset"], doc["next_offset"], doc["complete"] = command.ID, *off, *off+int64(len(b)), res != nil
+	// resume_cursor: the one cursor name of every reply (PROTOCOL.md section 19, "Cursors").
+	doc["cmd_id"], doc["offset"], doc["resume_cursor"], doc["complete"] = command.ID, *off, *off+int64(len(b)), res != nil
 	c.printJSON(doc)
 	return nil
 }

@@ -134,7 +134,7 @@ prints one JSON line per renewal.`, false)
 		l, err := s.WriteLeaseRecord(id, ttl)
 		switch {
 		case err != nil && c.json:
-			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": map[string]string{"code": master.CodeIO, "message": err.Error()}})
+			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": errorJSON(master.CodeIO, err)})
 		case err != nil:
 			c.diag("renew lease: %v", err)
 		case c.json:

@@ -95,7 +95,7 @@ commands, 5 when it cannot (no live runner, phase error or stopped).`, false)
 			return nil
 		case err != nil && c.json:
 			code, _ := master.Classify(err)
-			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": map[string]string{"code": code, "message": err.Error()}})
+			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": errorJSON(code, err)})
 		case err != nil:
 			c.diag("%s", errText(err))
 		case c.json:

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -128,8 +129,9 @@ func (j *jsonLines) emit(b []byte) {
 func (c *cli) waitfor(ctx context.Context, args []string) error {
 	cmd := c.newCommand("waitfor", "REGEXP", `
 Wait until REGEXP (RE2) matches the spool at or after --from; print
-"<resume_cursor> <match>" (--json: {"protocol_version","matched","match",
-"start","end","resume_cursor"}). Resume from resume_cursor: the next wait never
+"<resume_cursor> <match>" (--json: {"protocol_version","matched","match_text",
+"match_span":{"start","end"},"resume_cursor"}; on a timeout only
+"matched":false, "resume_cursor" and "error"). Resume from resume_cursor: the next wait never
 skips a match. Exit 3 when --wait-timeout passes first (resume_cursor is then
 the spool size), 5 when no live runner is seen for --wait-for-runner.`, true)
 	from := cmd.Int64("from", 0, "byte cursor to start at")
@@ -154,11 +156,13 @@ the spool size), 5 when no live runner is seen for --wait-for-runner.`, true)
 	defer cancel()
 	m, err := s.WaitFor(ctx, re, *from)
 	if c.json {
-		doc := map[string]any{"protocol_version": protocol.Version, "matched": err == nil, "match": m.Text,
-			"start": m.Start, "end": m.End, "resume_cursor": m.ResumeCursor}
+		doc, jerr := matchDoc(m)
+		if jerr != nil {
+			return jerr
+		}
 		if err != nil {
 			code, _ := master.Classify(err)
-			doc["error"] = map[string]string{"code": code, "message": err.Error()}
+			doc["error"] = errorJSON(code, err)
 			c.json = false // One document: the error is in it.
 		}
 		c.printJSON(doc)
@@ -168,4 +172,20 @@ the spool size), 5 when no live runner is seen for --wait-for-runner.`, true)
 		c.diag("resume_cursor %d", m.ResumeCursor)
 	}
 	return err
+}
+
+// matchDoc is the --json document of a waitfor: the master library's one
+// waitfor reply shape (master.Match: document 000's names, no match fields
+// without a match) with protocol_version.
+func matchDoc(m master.Match) (map[string]any, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	doc := map[string]any{}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	doc["protocol_version"] = protocol.Version
+	return doc, nil
 }

@@ -172,7 +172,7 @@ func (c *cli) poolSubmit(ctx context.Context, args []string) error {
 	if !*wait {
 		if c.json {
 			c.printJSON(map[string]any{"protocol_version": protocol.Version, "cmd_id": pc.ID, "session": pc.Session, "seq": pc.Seq,
-				"file": pc.Session + "/" + protocol.DirQueue + "/" + pc.Name})
+				"file": pc.Session + "/" + protocol.DirQueue + "/" + pc.Name, "resume_cursor": pc.ResumeCursor})
 		} else {
 			fmt.Fprintln(c.stdout, pc.ID)
 		}

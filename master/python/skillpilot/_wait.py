@@ -5,6 +5,9 @@ the runner is dead at once when its phase is ``stopped`` or, on a local
 filesystem only, when its flock is free; otherwise it is alive while its
 heartbeat counter moves within ``2 x interval_ms + 250 ms`` measured on this
 host's clock. No timestamp written by another host is compared with ours.
+A counter that stands still for longer is late, not dead: a request or a
+wait gives up only once no live runner has been seen for the grace
+(``grace_of``), the same for both.
 """
 
 import time
@@ -16,7 +19,8 @@ from .errors import RunnerNotAlive
 if TYPE_CHECKING:  # pragma: no cover
     from .session import Session
 
-#: Default dead grace: how long a wait goes on without seeing a live runner.
+#: Default dead grace: how long a request or a wait goes on without seeing a
+#: live runner (unless ten heartbeat intervals are longer: grace_of).
 DEFAULT_WAIT_FOR_RUNNER = 10.0
 
 #: How often a wait re-reads state.json and heartbeat.json at most.
@@ -54,12 +58,28 @@ class Backoff:
         self.delay = self.first
 
 
-def window_of(hb: Optional[Dict[str, Any]]) -> float:
-    """Two heartbeat periods plus 250 ms: the counter must move within it."""
+def interval_of(hb: Optional[Dict[str, Any]]) -> float:
+    """The heartbeat interval in seconds (1 s when not known), at least 0.1 s."""
     iv = (hb or {}).get("interval_ms")
     if not isinstance(iv, (int, float)) or isinstance(iv, bool) or iv <= 0:
         iv = 1000
-    return 2 * max(float(iv), 100.0) / 1000.0 + 0.25
+    return max(float(iv), 100.0) / 1000.0
+
+
+def window_of(hb: Optional[Dict[str, Any]]) -> float:
+    """Two heartbeat periods plus 250 ms: the counter must move within it."""
+    return 2 * interval_of(hb) + 0.25
+
+
+def grace_of(base: Optional[float], interval: float = 1.0) -> float:
+    """The one grace of requests and waits (PROTOCOL.md section 8, "Giving
+    up"), as the Go master's Grace: base seconds (None or <= 0: 10 s or ten
+    heartbeat intervals, whichever is longer), never less than one
+    liveness window."""
+    interval = max(interval, 0.1)
+    if base is None or base <= 0:
+        base = max(DEFAULT_WAIT_FOR_RUNNER, 10 * interval)
+    return max(float(base), 2 * interval + 0.25)
 
 
 def is_stopped(state: Optional[Dict[str, Any]], hb: Optional[Dict[str, Any]]) -> bool:
@@ -79,20 +99,24 @@ class Look(NamedTuple):
     """One liveness judgment made without waiting (the Go master's look)."""
 
     alive: bool  # the heartbeat counter was seen moving within the window
-    definite: bool  # when not alive: the verdict needs no further watching
+    definite: bool  # when not alive: dead for certain (stopped, no state, a free lock)
     reason: str
     state: Dict[str, Any]
+    late: bool = False  # when not alive: the counter has not moved for more than the window
+    interval: float = 1.0  # the heartbeat's interval in seconds
 
 
 class Liveness:
-    """Watches the runner during one wait. ``check()`` raises
-    RunnerNotAlive once no live runner has been seen for ``grace`` seconds,
-    measured from the start of the wait or the last sign of life. It looks
-    at the files at most every 100 ms."""
+    """Watches the runner during one request or wait. ``check()`` raises
+    RunnerNotAlive once no live runner has been seen for the grace
+    (grace_of: ``grace`` seconds, None for the default, and the heartbeat's
+    interval), measured from the start of the wait or the last sign of
+    life. It looks at the files at most every 100 ms."""
 
     def __init__(self, session: "Session", grace: Optional[float]) -> None:
         self.s = session
-        self.grace = DEFAULT_WAIT_FOR_RUNNER if grace is None or grace <= 0 else float(grace)
+        self.base = grace
+        self.grace = grace_of(grace)
         self.last_alive = time.monotonic()
         self.next_look = self.last_alive + min(FIRST_LOOK, self.grace / 2)
         self.last = Look(False, False, "no look yet", {})
@@ -102,14 +126,21 @@ class Liveness:
         if now < self.next_look:
             return
         self.next_look = now + LIVENESS_PERIOD
-        self.last = self.s._observe_liveness()
-        if self.last.alive:
+        self.judge(now, self.s._observe_liveness())
+
+    def judge(self, now: float, look: Look) -> None:
+        """Record one look taken at now; raise RunnerNotAlive when no live
+        runner has been seen for the grace."""
+        self.last = look
+        if look.alive:
             self.last_alive = now
             return
+        self.grace = grace_of(self.base, look.interval)
         gone = now - self.last_alive
         if gone > self.grace:
             raise RunnerNotAlive("runner not alive: %s; no live runner seen for %.1fs (raise with wait_for_runner)"
-                                 % (self.last.reason, gone))
+                                 % (look.reason, gone),
+                                 context={"reason": look.reason, "grace_ms": int(round(self.grace * 1000))})
 
 
 class HeartbeatSeen:
@@ -126,8 +157,10 @@ def observe(sfs: "_fs.SessionFS", network: bool, seen: HeartbeatSeen) -> Look:
     """One look at the runner by the documented rule, remembering the
     counter in seen: alive when the counter moved within the window on our
     clock; dead at once (definite) when there is no state, the phase is
-    stopped or, on a local filesystem, the runner's flock is free; a
-    counter not seen moving yet is an indefinite "not alive"."""
+    stopped or, on a local filesystem, the runner's flock is free; late
+    when the counter has not moved for more than the window (not dead: a
+    request or wait decides by its grace); a counter not seen moving yet
+    is an indefinite "not alive"."""
     state = sfs.read_json_quiet(*_names.STATE)
     hb = sfs.read_json_quiet(*_names.HEARTBEAT)
     st = state or {}
@@ -147,9 +180,9 @@ def observe(sfs: "_fs.SessionFS", network: bool, seen: HeartbeatSeen) -> Look:
         seen.moved = seen.at is not None
         seen.counter, seen.at = counter, now
     age = now - seen.at
-    window = window_of(hb)
+    window, iv = window_of(hb), interval_of(hb)
     if seen.moved and age <= window:
-        return Look(True, False, "heartbeat counter moved", st)
-    if age > window:
-        return Look(False, True, "heartbeat counter has not moved for %.1fs" % age, st)
-    return Look(False, False, "heartbeat counter not seen moving yet", st)
+        return Look(True, False, "heartbeat counter moved", st, interval=iv)
+    if age > window:  # Late, not dead: only the grace of a request or wait decides.
+        return Look(False, False, "heartbeat counter has not moved for %.1fs" % age, st, late=True, interval=iv)
+    return Look(False, False, "heartbeat counter not seen moving yet", st, interval=iv)

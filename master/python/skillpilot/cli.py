@@ -14,7 +14,7 @@ import re
 import signal
 import sys
 import time
-from typing import Any, NoReturn, Optional, Sequence, TextIO
+from typing import Any, Dict, NoReturn, Optional, Sequence, TextIO
 
 from . import _fs, _names, _status
 from ._wait import Liveness
@@ -147,7 +147,7 @@ class _CLI:
         if not self.a.session:
             raise UsageError("--session is required (or set SP_SESSION_DIR)")
         return Session(self.a.session, wait_for_runner=self.a.wait_for_runner
-                       if getattr(self.a, "wait_for_runner", None) is not None else 10.0)
+                       if getattr(self.a, "wait_for_runner", None) is not None else None)
 
     def run(self) -> int:
         return int(getattr(self, "cmd_" + self.a.cmd)())
@@ -170,7 +170,7 @@ class _CLI:
                 self.warn("no live runner (%s): %s is queued for the next runner" % (look.reason, sub.cmd_id))
             if self.json:
                 self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": sub.cmd_id, "seq": sub.seq,
-                                 "file": "queue/" + sub.name})
+                                 "file": "queue/" + sub.name, "resume_cursor": sub.resume_cursor})
             else:
                 self.out.write(sub.cmd_id + "\n")
             return 0
@@ -310,17 +310,17 @@ class _CLI:
         s = self.session()
         try:
             m = s.wait_for(self.a.regexp, self.a.from_, self.a.wait_timeout, self.a.wait_for_runner)
-        except WaitTimeout as e:
-            cur = getattr(e, "resume_cursor", self.a.from_)
-            if self.json:
-                self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "matched": False, "match": "",
-                                 "start": 0, "end": 0, "resume_cursor": cur})
-                self.json = False  # The error goes to stderr only.
+        except MasterError as e:
+            cur = getattr(e, "resume_cursor", None)
+            if self.json and cur is not None:
+                # The Go CLI's document: no match fields, the error in it.
+                self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "matched": False, "resume_cursor": cur,
+                                 "error": _error_json(e.code, str(e), e.context)})
+                self.json = False  # One document: the error is in it.
             raise
         text = m.text.decode("utf-8", "replace")
         if self.json:
-            self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "matched": True, "match": text,
-                             "start": m.start, "end": m.end, "resume_cursor": m.resume_cursor})
+            self.print_json(dict(m.to_dict(), protocol_version=_names.PROTOCOL_VERSION))
         else:
             self.out.write("%d %s\n" % (m.resume_cursor, text.strip()))
         return 0
@@ -368,7 +368,7 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, err
         if reply is not None and cli.json:  # The reply says it all; no second document.
             cli.print_json(reply)
             cli.json = False
-        return _fail(cli, e.code, str(e), e.exit_code)
+        return _fail(cli, e.code, str(e), e.exit_code, e.context)
     except KeyboardInterrupt:
         return _fail(cli, "interrupted", "interrupted", EXIT_INTERRUPTED)
     except _Interrupted as e:
@@ -380,8 +380,17 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, err
             signal.signal(signal.SIGTERM, old)
 
 
-def _fail(cli: _CLI, code: str, message: str, exit_code: int) -> int:
+def _error_json(code: str, message: str, context: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The "error" object of a --json document, as the Go CLI's errorJSON:
+    code, message and the error's context when it has one."""
+    err: Dict[str, Any] = {"code": code, "message": message}
+    if context:
+        err["context"] = context
+    return err
+
+
+def _fail(cli: _CLI, code: str, message: str, exit_code: int, context: Optional[Dict[str, Any]] = None) -> int:
     if cli.json:
-        cli.print_json({"protocol_version": _names.PROTOCOL_VERSION, "error": {"code": code, "message": message}})
+        cli.print_json({"protocol_version": _names.PROTOCOL_VERSION, "error": _error_json(code, message, context)})
     cli.warn(message)
     return exit_code

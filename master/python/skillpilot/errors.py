@@ -41,10 +41,18 @@ EXIT_INTERRUPTED = 130
 
 
 class MasterError(Exception):
-    """Base class: an I/O or internal error unless a subclass says otherwise."""
+    """Base class: an I/O or internal error unless a subclass says otherwise.
+    ``context`` is a dict of the facts beside code and message (the cmd_id,
+    the directory, the grace, the resume_cursor), the same keys as the Go
+    master's ErrorContext (PROTOCOL.md section 19, "Errors carry
+    context"); empty when there is nothing to say."""
 
     code = "io_error"
     exit_code = 10
+
+    def __init__(self, *args: Any, context: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(*args)
+        self.context: Dict[str, Any] = dict(context or {})
 
 
 class UsageError(MasterError, ValueError):
@@ -158,7 +166,10 @@ class ResultError(MasterError):
     def __init__(self, result: Dict[str, Any]) -> None:
         err = result.get("error") or {}
         msg = err.get("message") or result.get("exit_reason")
-        super().__init__("command %s: %s: %s" % (result.get("cmd_id"), result.get("status"), msg))
+        ctx = {"cmd_id": result.get("cmd_id"), "status": result.get("status")}
+        if result.get("exit_reason"):
+            ctx["exit_reason"] = result["exit_reason"]
+        super().__init__("command %s: %s: %s" % (result.get("cmd_id"), result.get("status"), msg), context=ctx)
         self.result = result
 
 

@@ -259,7 +259,9 @@ def pool_pick(pool_dir, affinity=None, views=None):
 
 def pool_submit(pool_dir, payload, affinity=None, kind="tcl", timeout=None, cancel_policy=None, cmd_id=None):
     """Queue payload in the session pool_pick chooses. Returns a dict with
-    session, cmd_id and name (the file name in that session's queue/)."""
+    session, cmd_id, name (the file name in that session's queue/) and
+    resume_cursor (that session's spool size before the command was queued,
+    as every master's submit reply: PROTOCOL.md section 19, "Cursors")."""
     session = pool_pick(pool_dir, affinity)
     sfs = _fs.SessionFS(pool_dir).session(session)
     cmd_id = cmd_id or _new_cmd_id()
@@ -274,8 +276,12 @@ def pool_submit(pool_dir, payload, affinity=None, kind="tcl", timeout=None, canc
     if affinity:
         cmd["affinity"] = affinity
     name = "cmd_%0*d_%s.json" % (SEQ_WIDTH, seq, cmd_id)
+    try:
+        cursor = sfs.stat("log", "session.out").st_size
+    except (OSError, _fs.MasterError):
+        cursor = 0
     sfs.write_atomic("queue", name, json.dumps(cmd).encode("utf-8"))
-    return {"session": session, "cmd_id": cmd_id, "name": name}
+    return {"session": session, "cmd_id": cmd_id, "name": name, "resume_cursor": cursor}
 
 
 def pool_locate(pool_dir, where):

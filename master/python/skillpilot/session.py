@@ -10,7 +10,7 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 from . import _fs, _names, _status, _watch
 from ._lease import LeaseKeeper, write_lease
-from ._wait import Backoff, HeartbeatSeen, Liveness, Look, observe
+from ._wait import Backoff, HeartbeatSeen, Liveness, Look, grace_of, observe
 from .errors import (AlreadyFinished, CannotServe, ExpectTimeout, Idle, MasterError, NotRunning, RefusedEcho,
                      RequestRejected, RunnerNotAlive, SessionMissing, StaleRequest, UnknownCmdID, UsageError,
                      WaitTimeout, result_error)
@@ -22,11 +22,23 @@ SIGNALS = ("INT", "QUIT", "TSTP", "CONT", "HUP", "USR1", "USR2", "TERM", "KILL")
 CANCEL_POLICIES = ("ctrl_c", "terminate_tool", "terminate_session")
 
 
-class Submitted(NamedTuple):
-    """A queued command. Unpacks as ``cmd_id, name`` (the pre-1.0 API)."""
-
+class _Submitted(NamedTuple):
     cmd_id: str
     name: str
+
+
+class Submitted(_Submitted):
+    """A queued command. Unpacks as ``cmd_id, name`` (the pre-1.0 API);
+    ``resume_cursor`` is the spool size just before it was queued, so its
+    output comes after it (PROTOCOL.md section 19, "Cursors": the same
+    name in every master's submit reply)."""
+
+    resume_cursor: int
+
+    def __new__(cls, cmd_id: str, name: str, resume_cursor: int = 0) -> "Submitted":
+        self = super().__new__(cls, cmd_id, name)
+        self.resume_cursor = resume_cursor
+        return self
 
     @property
     def seq(self) -> int:
@@ -36,12 +48,20 @@ class Submitted(NamedTuple):
 
 class Match(NamedTuple):
     """What wait_for found in the spool: byte offsets [start, end), the
-    matched bytes, and where the next wait_for should start."""
+    matched bytes, and where the next wait_for should start. to_dict()
+    gives the waitfor reply shape of every master (PROTOCOL.md section 19,
+    "Cursors"); a timeout raises WaitTimeout with only ``resume_cursor``."""
 
     start: int
     end: int
     text: bytes
     resume_cursor: int
+
+    def to_dict(self) -> Dict[str, Any]:
+        """{"matched", "match_text", "match_span": {"start", "end"},
+        "resume_cursor"}, as the Go master's Match marshals."""
+        return {"matched": True, "match_text": self.text.decode("utf-8", "replace"),
+                "match_span": {"start": self.start, "end": self.end}, "resume_cursor": self.resume_cursor}
 
 
 class Session:
@@ -49,19 +69,21 @@ class Session:
 
     ``poll`` is the longest pause between two looks while waiting (polling
     starts at 1 ms and doubles up to it). ``wait_for_runner`` is the dead
-    grace of every wait: how long it goes on while no live runner is seen
-    before raising RunnerNotAlive (default 10 s; each wait can override it).
+    grace of every request and wait: how long it goes on while no live
+    runner is seen before raising RunnerNotAlive (None: 10 s, or ten
+    heartbeat intervals when longer; never under one liveness window; each
+    call can override it).
     A Session may be shared by threads only for reading; give each thread
     that submits or waits its own Session.
     """
 
-    def __init__(self, directory: str, poll: float = 0.1, *, wait_for_runner: float = 10.0) -> None:
+    def __init__(self, directory: str, poll: float = 0.1, *, wait_for_runner: Optional[float] = None) -> None:
         self.fs = _fs.SessionFS(_fs.abspath(directory))
         self.dir = self.fs.root
         self.fs.revalidate()
         self.fs.parent().revalidate()
         if not self.fs.is_dir(_names.DIR_QUEUE):
-            raise SessionMissing("not a session directory (no queue/): %s" % directory)
+            raise SessionMissing("not a session directory (no queue/): %s" % directory, context={"dir": directory})
         try:
             self.fs.mkdir(_names.DIR_SEQ, _fs.DIR_MODE)  # A session made by an older runner.
         except FileExistsError:
@@ -111,7 +133,7 @@ class Session:
     def _backoff(self) -> Backoff:
         return Backoff(ceiling=self.poll)
 
-    def _grace(self, wait_for_runner: Optional[float]) -> float:
+    def _grace(self, wait_for_runner: Optional[float]) -> Optional[float]:
         return self.wait_for_runner if wait_for_runner is None else wait_for_runner
 
     # --- commands ---------------------------------------------------------
@@ -124,7 +146,8 @@ class Session:
         or 0: the runner's default). ``trace_id`` and ``labels`` are carried
         into the result, the events, status and the report (PROTOCOL.md
         section 4). A command is queued even when no runner is alive: a
-        later runner serves it."""
+        later runner serves it. The returned Submitted has its
+        resume_cursor (the spool size before it was queued)."""
         if not isinstance(payload, str):
             raise UsageError("payload must be a str")
         if kind is None:
@@ -138,6 +161,7 @@ class Session:
         _names.check_correlation(trace_id, labels)
         cmd_id = _names.check_id(cmd_id) if cmd_id is not None else _names.new_id()
         seq = _names.reserve_seq(self.fs)
+        cursor = self._spool_size_quiet()  # Before the command is queued: its output comes after.
         cmd: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "seq": seq,
                                "kind": kind, "payload": payload, "submitted_at": _names.now_iso(),
                                "submitter": self.owner}
@@ -156,7 +180,7 @@ class Session:
             raise MasterError("write command %s: %s" % (name, e)) from e
         finally:
             _names.write_hint(self.fs, seq)  # After the command: the runner sees it one write sooner.
-        return Submitted(cmd_id, name)
+        return Submitted(cmd_id, name, cursor)
 
     def _default_kind(self) -> str:
         """The kind of the session's runner (state.json), else tcl; read
@@ -183,7 +207,7 @@ class Session:
                 parsed = _names.parse_name(n)
                 if parsed is not None and parsed[1] == cmd_id:
                     return n
-        raise UnknownCmdID("no command %s in this session" % cmd_id)
+        raise UnknownCmdID("no command %s in this session" % cmd_id, context={"cmd_id": cmd_id})
 
     def _resolve(self, name_or_id: str) -> str:
         if not isinstance(name_or_id, str) or not name_or_id:
@@ -210,6 +234,7 @@ class Session:
         live = Liveness(self, self._grace(wait_for_runner))
         backoff = self._backoff()
         watch = self._watch_results()
+        cmd_id = (_names.parse_name(name) or (0, name))[1]  # For the context of an error.
         while True:
             if watch is not None:
                 watch.drain()  # Before the look: a result written after it wakes the sleep below.
@@ -219,8 +244,12 @@ class Session:
                     raise result_error(res)
                 return res
             if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout("no result for %s within %gs" % (name, timeout))
-            live.check()
+                raise WaitTimeout("no result for %s within %gs" % (name, timeout), context={"cmd_id": cmd_id})
+            try:
+                live.check()
+            except RunnerNotAlive as e:
+                e.context.setdefault("cmd_id", cmd_id)
+                raise
             backoff.sleep(deadline, watch)
 
     def run(self, payload: str, wait_timeout: Optional[float] = None, check: bool = True,
@@ -259,9 +288,7 @@ class Session:
         (temp file + rename) naming the live runner's session_id and waits
         for ``ctl/ack/<same name>``, checking liveness meanwhile. A wait
         that fails withdraws the request unless the runner took it."""
-        alive, why = self._alive()
-        if not alive:
-            raise RunnerNotAlive("runner not alive: %s; nothing was written" % why)
+        self._await_alive(wait_for_runner)
         req_id = _names.new_id()
         seq = _names.alloc_seq(self.fs)
         body: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "req_id": req_id, "seq": seq,
@@ -324,7 +351,7 @@ class Session:
         live runner it raises RunnerNotAlive and writes nothing: a stop
         request never outlives the runner it was meant for. With wait, it
         returns once the runner has stopped (phase stopped, its lock free,
-        or no heartbeat for the liveness window), so it cannot block on a
+        or no live runner seen for the grace), so it cannot block on a
         runner that died; ``timeout`` bounds the whole call."""
         deadline = None if timeout is None else time.monotonic() + timeout
         reply = self.request("stop", {"mode": "force" if force else "graceful"}, timeout, wait_for_runner)
@@ -333,10 +360,15 @@ class Session:
         if not wait:
             return reply
         backoff = self._backoff()
+        live = Liveness(self, self._grace(wait_for_runner))
         while True:
             look = self._observe_liveness()
             if not look.alive and look.definite:
                 return reply
+            try:
+                live.judge(time.monotonic(), look)
+            except RunnerNotAlive:
+                return reply  # Gone for the grace: stopped as far as any master can tell.
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout("the runner did not stop within %gs" % timeout)
             backoff.sleep(deadline)
@@ -426,13 +458,36 @@ class Session:
         self._hb_look = observe(self.fs, self.network, self._hb_seen)
         return self._hb_look
 
+    def _await_alive(self, wait_for_runner: Optional[float]) -> Look:
+        """The check a request makes before it writes anything (the Go
+        master's awaitAlive): looks every 100 ms until the runner is seen
+        alive. A definite sign of death (stopped, no state, a free lock)
+        raises RunnerNotAlive at once; a late heartbeat does not: it raises
+        only once no live runner has been seen for the grace, the rule of
+        every wait (PROTOCOL.md section 8, "Giving up")."""
+        live = Liveness(self, self._grace(wait_for_runner))
+        while True:
+            look = self._observe_liveness()
+            if look.alive:
+                return look
+            if look.definite:
+                raise RunnerNotAlive("runner not alive: %s; nothing was written" % look.reason,
+                                     context={"reason": look.reason,
+                                              "grace_ms": int(grace_of(live.base, look.interval) * 1000)})
+            try:
+                live.judge(time.monotonic(), look)
+            except RunnerNotAlive as e:
+                raise RunnerNotAlive("%s; nothing was written" % e, context=e.context) from None
+            time.sleep(0.1)  # PROTOCOL.md 19.1: liveness looked at no more often than every 100 ms.
+
     def _alive(self) -> Tuple[bool, str]:
-        """The Go master's rule (Session.Status): one look, and when it
-        cannot decide, more looks every 50 ms until it can (at most one
-        liveness window, or 10 s for a heartbeat claiming a huge interval)."""
+        """The Go master's status rule (Session.Status): one look, and when
+        it cannot decide, more looks every 50 ms until it can (at most one
+        liveness window, or 10 s for a heartbeat claiming a huge interval).
+        A status is a snapshot: a late counter reads as not alive."""
         look = self._observe_liveness()
         end = time.monotonic() + 10.0
-        while not look.alive and not look.definite:
+        while not look.alive and not look.definite and not look.late:
             if time.monotonic() >= end:
                 return False, "heartbeat counter did not move"
             time.sleep(0.05)
@@ -453,6 +508,7 @@ class Session:
                                "heartbeat_counter": 0, "commands_done": 0, "can_serve": False}
         if st is None and hb is None:
             out["alive_reason"] = "no runner has written state yet"
+            out["resume_cursor"] = self._spool_size_quiet()
             return out
         st, hb = st or {}, hb or {}
         for key, src in (("phase", "phase"), ("reason", "reason"), ("session_id", "session_id"),
@@ -464,6 +520,7 @@ class Session:
         out["heartbeat_counter"] = hb.get("counter", 0)
         if hb.get("current_cmd_id") and hb.get("current_cmd_id") == st.get("current_cmd_id"):
             out["current_output_bytes"] = hb.get("current_output_bytes", 0)
+        out["resume_cursor"] = self._spool_size_quiet()  # Before the liveness watch, as the Go master.
         out["alive"], out["alive_reason"] = self._alive()
         _status.details(self.fs, out, st, hb)
         out["can_serve"] = out["alive"] and out["phase"] not in ("error", "stopping")
@@ -519,6 +576,13 @@ class Session:
         except FileNotFoundError:
             return 0
 
+    def _spool_size_quiet(self) -> int:
+        """spool_size, 0 when it cannot be read (a FIFO or symlink there)."""
+        try:
+            return self.spool_size()
+        except (OSError, MasterError):
+            return 0
+
     def wait_for(self, pattern: Union[str, bytes, "re.Pattern[bytes]"], from_: int = 0,
                  timeout: Optional[float] = None, wait_for_runner: Optional[float] = None) -> Match:
         """Wait until pattern (a Python regular expression, matched against
@@ -548,9 +612,15 @@ class Session:
                 buf = buf[-keep:]
             if deadline is not None and time.monotonic() >= deadline:
                 e = WaitTimeout("no match for %r within %gs" % (rx.pattern, timeout))  # type: ignore[union-attr]
-                e.resume_cursor = max(read_at, from_)  # type: ignore[attr-defined]
+                e.resume_cursor = max(self._spool_size_quiet(), read_at, from_)  # type: ignore[attr-defined]
+                e.context["resume_cursor"] = e.resume_cursor  # type: ignore[attr-defined]
                 raise e
-            live.check()
+            try:
+                live.check()
+            except RunnerNotAlive as e:  # Like a timeout: the spool size, no match fields.
+                e.resume_cursor = max(self._spool_size_quiet(), read_at, from_)  # type: ignore[attr-defined]
+                e.context["resume_cursor"] = e.resume_cursor  # type: ignore[attr-defined]
+                raise
             backoff.sleep(deadline)
 
     def _read_spool(self, offset: int) -> bytes:
@@ -567,4 +637,5 @@ def _reply_error(reply: Dict[str, Any], what: str) -> MasterError:
            "refused_echo": RefusedEcho}.get(str(outcome), RequestRejected)
     e = cls(msg)
     e.reply = reply  # type: ignore[attr-defined]
+    e.context = {k: reply[k] for k in ("op", "req_id", "outcome", "cmd_id", "cmd_state") if reply.get(k)}
     return e

@@ -61,7 +61,7 @@ class CLITest(unittest.TestCase):
         code, out, err = run("submit", "--session", self.dir, "--json", "--id", "c1", "puts x")
         self.assertEqual(code, 0)
         doc = json.loads(out)
-        self.assertEqual((doc["cmd_id"], doc["protocol_version"]), ("c1", 1))
+        self.assertEqual((doc["cmd_id"], doc["protocol_version"], doc["resume_cursor"]), ("c1", 1, 0))
         self.assertIn("no live runner", err)
         self.assertEqual(self.queued(), ["cmd_%010d_c1.json" % doc["seq"]])
 
@@ -69,6 +69,7 @@ class CLITest(unittest.TestCase):
         code, out, _ = run("wait", "--session", self.dir, "--json", "nosuch")
         self.assertEqual(code, 6)
         self.assertEqual(json.loads(out)["error"]["code"], "unknown_cmd_id")
+        self.assertEqual(json.loads(out)["error"]["context"], {"cmd_id": "nosuch"})  # PROTOCOL.md section 19
         self.assertEqual(run("status", "--session", self.dir)[0], 5)
         code, _, err = run("stop", "--session", self.dir)
         self.assertEqual(code, 5)

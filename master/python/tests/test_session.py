@@ -223,6 +223,33 @@ class CancelTest(Base):
         with self.assertRaises(sp.RunnerNotAlive):
             self.s.cancel("x", wait_for_runner=0.3)
 
+    def test_a_late_heartbeat_is_not_a_dead_runner(self) -> None:
+        # PROTOCOL.md section 8, "Giving up": a request, like a wait, gives
+        # up only once no live runner has been seen for the grace; a counter
+        # late by more than the window (a loaded NFS client) is not enough.
+        r = self.runner(answer=answer_with("cancelled_running"))
+        r.hang()
+        time.sleep(_wait.window_of({"interval_ms": 50}) + 0.1)
+        threading.Timer(0.5, setattr, (r, "beating", True)).start()
+        self.assertEqual(self.s.cancel("x", wait_for_runner=5)["outcome"], "cancelled_running")
+
+    def test_a_hung_runner_is_given_up_after_the_grace(self) -> None:
+        r = self.runner(answer=answer_with("cancelled_running"))
+        r.hang()
+        t0 = time.monotonic()
+        with self.assertRaisesRegex(sp.RunnerNotAlive, "nothing was written") as cm:
+            self.s.cancel("x", wait_for_runner=1)
+        self.assertGreaterEqual(time.monotonic() - t0, 1.0, "gave up before the grace")
+        self.assertEqual(cm.exception.exit_code, 5)
+        self.assertEqual(self.ctl_files(), [])
+
+    def test_grace(self) -> None:
+        self.assertEqual(_wait.grace_of(None), 10.0)
+        self.assertEqual(_wait.grace_of(None, 5.0), 50.0)
+        self.assertEqual(_wait.grace_of(3.0, 1.0), 3.0)
+        self.assertEqual(_wait.grace_of(1.0, 1.0), 2.25)
+        self.assertEqual(_wait.grace_of(0.3, 0.05), 0.45)
+
     def test_reply_timeout(self) -> None:
         self.runner(answer=lambda req: None)
         with self.assertRaises(sp.WaitTimeout):
@@ -358,7 +385,7 @@ class CounterTest(Base):
         self.assertFalse(self.s._observe_liveness().alive)
         time.sleep(_wait.window_of({"interval_ms": 50}) + 0.05)
         look = self.s._observe_liveness()
-        self.assertTrue(look.definite and not look.alive, look)
+        self.assertTrue(look.late and not look.definite and not look.alive, look)
         write_json(hb, {"session_id": "new", "counter": 5, "interval_ms": 50})
         self.assertTrue(self.s._observe_liveness().alive, "a new runner's heartbeat was taken for the old one's")
 
@@ -446,3 +473,30 @@ class BackoffTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CursorShapeTest(Base):
+    """One cursor reply shape per operation (PROTOCOL.md section 19,
+    "Cursors"): submit and status carry resume_cursor (the spool size), a
+    match gives its span and resume_cursor = its end, a timeout only
+    resume_cursor = the spool size."""
+
+    def spool(self, data: bytes) -> None:
+        with open(os.path.join(self.dir, "log", "session.out"), "ab") as f:
+            f.write(data)
+
+    def test_shapes(self) -> None:
+        self.runner()
+        self.spool(b"before\n")
+        sub = self.s.submit("x")
+        cmd_id, name = sub  # Still unpacks as two.
+        self.assertEqual((sub.resume_cursor, sub.cmd_id, sub.name), (7, cmd_id, name))
+        self.assertEqual(self.s.status()["resume_cursor"], 7)
+        self.spool(b"mark-1\n")
+        m = self.s.wait_for("mark-[0-9]", sub.resume_cursor, timeout=5)
+        self.assertEqual(m.to_dict(), {"matched": True, "match_text": "mark-1",
+                                       "match_span": {"start": 7, "end": 13}, "resume_cursor": 13})
+        self.spool(b"tail")
+        with self.assertRaises(sp.WaitTimeout) as cm:
+            self.s.wait_for("mark-[0-9]", m.resume_cursor, timeout=0.2)
+        self.assertEqual(getattr(cm.exception, "resume_cursor"), 18)

@@ -17,9 +17,7 @@ proc ::skillpilot::request {dir op members args} {
     variable waitForRunnerMs
     set o [Opts [list -timeout -1 -waitforrunner $waitForRunnerMs] $args]
     set dir [check $dir]
-    lassign [Alive $dir] alive why
-    if {!$alive} { Throw RUNNER_NOT_ALIVE "runner not alive: $why; nothing was written" }
-    set st [read_json $dir state state.json 1]
+    set st [dict get [AwaitAlive $dir [dict get $o -waitforrunner]] state]
     set id [new_id]
     set seq [alloc_seq $dir]
     set json "\{\"protocol_version\":$version,\"req_id\":[json::string $id],\"seq\":$seq,\"op\":[json::string $op]"
@@ -71,7 +69,7 @@ proc ::skillpilot::cancel {dir {cmd_id ""} args} {
     set outcome [expr {[dict exists $reply outcome] ? [dict get $reply outcome] : ""}]
     if {$outcome in {cancelled_running cancelled_queued}} { return $reply }
     set what "cancel [expr {$cmd_id eq "" ? "(current)" : $cmd_id}]"
-    return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] \
+    return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] -context [ReplyContext $reply] \
         "$what: $outcome: [expr {[dict exists $reply message] ? [dict get $reply message] : ""}]"
 }
 
@@ -119,7 +117,7 @@ proc ::skillpilot::send {dir cmd_id data args} {
 proc ::skillpilot::Delivered {reply what} {
     set outcome [expr {[dict exists $reply outcome] ? [dict get $reply outcome] : ""}]
     if {$outcome eq "delivered"} { return $reply }
-    return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] \
+    return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] -context [ReplyContext $reply] \
         "$what: $outcome: [expr {[dict exists $reply message] ? [dict get $reply message] : ""}]"
 }
 
@@ -151,7 +149,7 @@ proc ::skillpilot::resize {dir cols rows args} {
 # -waitforrunner ms. With no live runner it raises RUNNER_NOT_ALIVE and
 # writes nothing: a stop request never outlives the runner it was meant
 # for. With -wait it returns once the runner has stopped (phase stopped,
-# its lock free, or no heartbeat for the liveness window), so it cannot
+# its lock free, or no live runner seen for the grace), so it cannot
 # block on a runner that died. The pre-1.0 form "stop dir ?mode? ?wait?"
 # still works.
 proc ::skillpilot::stop {dir args} {
@@ -167,12 +165,18 @@ proc ::skillpilot::stop {dir args} {
                    -waitforrunner [dict get $o -waitforrunner]]
     set outcome [expr {[dict exists $reply outcome] ? [dict get $reply outcome] : ""}]
     if {$outcome ne "accepted"} {
-        return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] "stop: $outcome"
+        return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] -context [ReplyContext $reply] "stop: $outcome"
     }
+    set lastAlive [clock milliseconds]
     while {[dict get $o -wait]} {
         set look [Observe $dir]
         if {![dict get $look alive] && [dict get $look definite]} { break }
         set now [clock milliseconds]
+        if {[dict get $look alive]} {
+            set lastAlive $now
+        } elseif {$now - $lastAlive > [Grace [dict get $o -waitforrunner] [dict get $look interval]]} {
+            break ;# Gone for the grace: stopped as far as any master can tell.
+        }
         if {[dict get $w deadline] >= 0 && $now >= [dict get $w deadline]} {
             Throw WAIT_TIMEOUT "the runner did not stop within [dict get $o -timeout] ms"
         }
@@ -193,9 +197,9 @@ proc ::skillpilot::state {dir} {
     return $st
 }
 
-# status returns what the Go master's Status reports, with the same keys,
-# liveness judged by the same rule (it may take up to two heartbeat periods
-# plus 250 ms).
+# status returns what the Go master's Status reports, with the same keys
+# (resume_cursor: the spool size when it was read), liveness judged by the
+# same rule (it may take up to two heartbeat periods plus 250 ms).
 proc ::skillpilot::status {dir} {
     variable version
     set dir [check $dir]
@@ -215,6 +219,7 @@ proc ::skillpilot::status {dir} {
         if {[parse_name $f] ne ""} { incr n }
     }
     dict set out queue_depth $n
+    dict set out resume_cursor [fs::size $dir log session.out] ;# Before the liveness watch.
     lassign [Alive $dir] alive why
     dict set out alive $alive
     dict set out alive_reason $why
@@ -245,8 +250,9 @@ proc ::skillpilot::ready {dir args} {
             WaitStep w "no runner ready"
             set look [dict get $w look]
             if {[dict get $look alive] && [Phase [dict get $look state]] in {idle busy}} { return [status $dir] }
-        } elseif {[clock milliseconds] - $start > [dict get $o -waitforrunner]} {
-            Throw RUNNER_NOT_ALIVE "runner not alive: $dir is not a session yet"
+        } elseif {[clock milliseconds] - $start > [Grace [dict get $o -waitforrunner] 0]} {
+            ThrowCtx RUNNER_NOT_ALIVE "runner not alive: $dir is not a session yet" \
+                [dict create dir $dir reason "not a session yet" grace_ms [Grace [dict get $o -waitforrunner] 0]]
         }
         if {[clock milliseconds] >= $end} {
             if {$w ne "" && [Phase [dict get $w look state]] eq "error"} {
@@ -261,10 +267,13 @@ proc ::skillpilot::ready {dir args} {
 }
 
 # waitfor waits until the regular expression re matches log/session.out at
-# or after byte cursor -from, and returns a dict: start, end (byte offsets),
-# match (the matched bytes) and resume_cursor (the end of the match: where
-# the next waitfor starts). Options: -from, -timeout ms, -waitforrunner ms.
-# On timeout the error code is {SKILLPILOT WAIT_TIMEOUT <resume_cursor>}.
+# or after byte cursor -from, and returns the waitfor reply of every master
+# (PROTOCOL.md section 19, "Cursors") as a dict: matched 1, match_text (the
+# matched bytes), match_span {start S end E} (byte offsets [S, E)) and
+# resume_cursor (E: where the next waitfor starts). Options: -from,
+# -timeout ms, -waitforrunner ms. On timeout the error code is {SKILLPILOT
+# WAIT_TIMEOUT <resume_cursor>}, resume_cursor being the spool size (no
+# match fields); RUNNER_NOT_ALIVE carries it the same way.
 proc ::skillpilot::waitfor {dir re args} {
     variable waitForRunnerMs
     set o [Opts [list -from 0 -timeout -1 -waitforrunner $waitForRunnerMs] $args]
@@ -280,8 +289,9 @@ proc ::skillpilot::waitfor {dir re args} {
         incr readAt [string length $chunk]
         if {[regexp -indices -- $re $buf m]} {
             lassign $m s e
-            return [dict create start [expr {$bufStart + $s}] end [expr {$bufStart + $e + 1}] \
-                        match [string range $buf $s $e] resume_cursor [expr {$bufStart + $e + 1}]]
+            set end [expr {$bufStart + $e + 1}]
+            return [dict create matched 1 match_text [string range $buf $s $e] \
+                        match_span [dict create start [expr {$bufStart + $s}] end $end] resume_cursor $end]
         }
         if {[string length $buf] > 65536} {
             set cut [expr {[string length $buf] - 65536}]
@@ -290,8 +300,13 @@ proc ::skillpilot::waitfor {dir re args} {
         }
         if {[catch {WaitStep w "no match for $re"} msg opts]} {
             set ec [dict get $opts -errorcode]
-            if {[lindex $ec 1] eq "WAIT_TIMEOUT"} { set ec [list SKILLPILOT WAIT_TIMEOUT $readAt] }
-            return -code error -errorcode $ec $msg
+            if {[lindex $ec 1] in {WAIT_TIMEOUT RUNNER_NOT_ALIVE}} {
+                set cur [expr {max($readAt, [fs::size $dir log session.out])}]
+                dict set opts -errorcode [list SKILLPILOT [lindex $ec 1] $cur]
+                set ctx [expr {[dict exists $opts -context] ? [dict get $opts -context] : {}}]
+                dict set opts -context [dict merge $ctx [dict create resume_cursor $cur]]
+            }
+            return -options $opts $msg
         }
     }
 }

@@ -13,6 +13,25 @@ proc ::skillpilot::Throw {code msg args} {
     return -code error -level 2 -errorcode [list SKILLPILOT $code {*}$args] $msg
 }
 
+# ThrowCtx is Throw with a context: a dict of the facts beside code and
+# message (cmd_id, dir, grace_ms, resume_cursor, ...), the same keys as the
+# Go master's ErrorContext (PROTOCOL.md section 19, "Errors carry
+# context"). A caller finds it in its catch options: [dict get $opts
+# -context].
+proc ::skillpilot::ThrowCtx {code msg ctx args} {
+    return -code error -level 2 -errorcode [list SKILLPILOT $code {*}$args] -context $ctx $msg
+}
+
+# ReplyContext is the context of a refused request: op, req_id, outcome,
+# and the named command and its state when the reply has them.
+proc ::skillpilot::ReplyContext {reply} {
+    set ctx [dict create]
+    foreach k {op req_id outcome cmd_id cmd_state} {
+        if {[dict exists $reply $k] && [dict get $reply $k] ne ""} { dict set ctx $k [dict get $reply $k] }
+    }
+    return $ctx
+}
+
 # RandomHex returns n random bytes as hex (see fs::random_hex).
 proc ::skillpilot::RandomHex {n} {
     return [fs::random_hex $n]

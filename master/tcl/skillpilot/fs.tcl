@@ -246,6 +246,13 @@ proc ::skillpilot::fs::exists {root sub name} {
     return [expr {![catch {file lstat [File $root $sub $name] st}]}]
 }
 
+# size returns the size of the regular file root/sub/name (lstat: never
+# followed), 0 when there is none or it is not a regular file.
+proc ::skillpilot::fs::size {root sub name} {
+    if {[catch {file lstat [File $root $sub $name] st}] || $st(type) ne "file"} { return 0 }
+    return $st(size)
+}
+
 # mtime returns root/sub/name's modification time (seconds, lstat); an
 # error when it does not exist.
 proc ::skillpilot::fs::mtime {root sub name} {

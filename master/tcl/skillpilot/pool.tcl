@@ -253,7 +253,9 @@ proc ::skillpilot::pool_pick {pool args} {
 }
 
 # pool_submit: queue payload in the chosen session. Options: -affinity KEY
-# -kind tcl|sh -timeout SECONDS -cmd_id ID. Returns a dict session cmd_id name.
+# -kind tcl|sh -timeout SECONDS -cmd_id ID. Returns a dict session cmd_id name
+# resume_cursor (that session's spool size before the command was queued, as
+# every master's submit reply: PROTOCOL.md section 19, "Cursors").
 proc ::skillpilot::pool_submit {pool payload args} {
     set opts [dict merge {-affinity "" -kind tcl -timeout 0 -cmd_id ""} $args]
     set session [pool_pick $pool -affinity [dict get $opts -affinity]]
@@ -266,8 +268,9 @@ proc ::skillpilot::pool_submit {pool payload args} {
     if {[dict get $opts -affinity] ne ""} { append json ",\"affinity\":[poolimpl::json_str [dict get $opts -affinity]]" }
     append json ",\"submitter\":[poolimpl::json_str tcl-pool@[info hostname]:[pid]]\}"
     set name [format "cmd_%0*lld_%s.json" $::skillpilot::poolimpl::seqWidth $seq $id]
+    set cursor [::skillpilot::fs::size $sdir log session.out]
     ::skillpilot::fs::write_atomic $sdir queue $name $json
-    return [dict create session $session cmd_id $id name $name]
+    return [dict create session $session cmd_id $id name $name resume_cursor $cursor]
 }
 
 # pool_locate: follow forward/ records; returns {session-dir name}.

@@ -35,9 +35,11 @@ namespace eval ::skillpilot {
     # Per session directory: how long the last short waits took (µs).
     variable waitSeen
     array set waitSeen {}
-    # Every wait fails with RUNNER_NOT_ALIVE once no live runner has been
-    # seen for this long (ms); -waitforrunner overrides it per call.
-    variable waitForRunnerMs 10000
+    # Every request and wait fails with RUNNER_NOT_ALIVE once no live runner
+    # has been seen for this long (ms; 0: 10 s or ten heartbeat intervals,
+    # whichever is longer; never under one liveness window: Grace);
+    # -waitforrunner overrides it per call.
+    variable waitForRunnerMs 0
     variable leaseCounter 0
     # Per session directory: the last heartbeat counter seen and when.
     variable hbSeen
@@ -82,7 +84,7 @@ proc ::skillpilot::check {dir} {
         fs::revalidate [file dirname $dir]
     }
     if {![fs::is_dir $dir queue]} {
-        Throw SESSION_MISSING "not a session directory (no queue/): $dir"
+        ThrowCtx SESSION_MISSING "not a session directory (no queue/): $dir" [dict create dir $dir]
     }
     if {![fs::is_dir $dir seq]} {
         catch {fs::mkdir $dir seq}
@@ -104,12 +106,16 @@ proc ::skillpilot::Owner {} {
 
 # submit queues payload and returns the command's file name. Options:
 # -kind (default: the runner's, else tcl), -timeout (seconds; 0: the
-# runner's default), -cancel_policy, -cmd_id (default: a new UUIDv7).
+# runner's default), -cancel_policy, -cmd_id (default: a new UUIDv7),
+# -reply 1: return the submit reply of every master instead (PROTOCOL.md
+# section 19, "Cursors"), a dict: cmd_id, seq, name, file ("queue/NAME")
+# and resume_cursor (the spool size just before the command was queued:
+# its output comes after it).
 proc ::skillpilot::submit {dir payload args} {
     variable version
     variable seqWidth
     set dir [check $dir]
-    set o [Opts {-kind "" -timeout 0 -cancel_policy "" -cmd_id "" -trace_id "" -labels {}} $args]
+    set o [Opts {-kind "" -timeout 0 -cancel_policy "" -cmd_id "" -trace_id "" -labels {} -reply 0} $args]
     set id [dict get $o -cmd_id]
     if {$id eq ""} {
         set id [new_id]
@@ -125,6 +131,7 @@ proc ::skillpilot::submit {dir payload args} {
     if {$policy ni {"" ctrl_c terminate_tool terminate_session}} { Throw USAGE "unknown -cancel_policy $policy" }
     set corr [Correlation [dict get $o -trace_id] [dict get $o -labels]]
     set seq [ReserveSeq $dir]
+    set cursor [fs::size $dir log session.out] ;# Before the command is queued.
     set json "\{\"protocol_version\":$version,\"cmd_id\":[json::string $id],\"seq\":$seq"
     append json ",\"kind\":[json::string $kind],\"payload\":[json::string $payload]"
     if {$timeout > 0} { append json ",\"timeout_s\":$timeout" }
@@ -136,6 +143,9 @@ proc ::skillpilot::submit {dir payload args} {
         fs::write_atomic $dir queue $name $json
     } finally {
         WriteHint $dir $seq ;# After the command: the runner sees it one write sooner.
+    }
+    if {[dict get $o -reply]} {
+        return [dict create cmd_id $id seq $seq name $name file queue/$name resume_cursor $cursor]
     }
     return $name
 }
@@ -163,6 +173,13 @@ proc ::skillpilot::Correlation {traceID labels} {
     }
     append out ",\"labels\":\{[join $members ,]\}"
     return $out
+}
+
+# spool_size returns the size of the session's spool (log/session.out), 0
+# when there is none: a resume_cursor from which waitfor sees only output
+# printed from now on.
+proc ::skillpilot::spool_size {dir} {
+    return [fs::size [check $dir] log session.out]
 }
 
 # RunnerKind is the kind of the session's runner (state.json), else tcl.
@@ -197,7 +214,7 @@ proc ::skillpilot::find {dir cmd} {
             if {[lindex [parse_name $n] 1] eq $cmd} { return $n }
         }
     }
-    Throw UNKNOWN_CMD_ID "no command $cmd in this session"
+    ThrowCtx UNKNOWN_CMD_ID "no command $cmd in this session" [dict create cmd_id $cmd]
 }
 
 # result returns the command's result as a dict (every field of the result
@@ -222,7 +239,9 @@ proc ::skillpilot::ResultError {r} {
     set code [expr {$st eq "timeout" ? "COMMAND_TIMEOUT" : $st eq "cancelled" ? "CANCELLED" : "COMMAND_FAILED"}]
     set why [dict get $r error_message]
     if {$why eq ""} { set why [dict get $r exit_reason] }
-    return -code error -level 2 -errorcode [list SKILLPILOT $code $r] "command [dict get $r cmd_id]: $st: $why"
+    set ctx [dict create cmd_id [dict get $r cmd_id] status $st]
+    if {[dict get $r exit_reason] ne ""} { dict set ctx exit_reason [dict get $r exit_reason] }
+    return -code error -level 2 -errorcode [list SKILLPILOT $code $r] -context $ctx "command [dict get $r cmd_id]: $st: $why"
 }
 
 # wait returns the command's result dict. Options: -timeout ms (< 0: no
@@ -246,7 +265,11 @@ proc ::skillpilot::wait {dir cmd args} {
             if {[dict get $o -check] && [dict get $r status] ne "ok"} { ResultError $r }
             return $r
         }
-        WaitStep w "no result for $name"
+        if {[catch {WaitStep w "no result for $name"} msg opts]} {
+            set ctx [expr {[dict exists $opts -context] ? [dict get $opts -context] : {}}]
+            dict set opts -context [dict merge [dict create cmd_id [lindex [parse_name $name] 1]] $ctx]
+            return -options $opts $msg
+        }
     }
 }
 

@@ -4,16 +4,34 @@
 # The runner is dead at once when its phase is "stopped" or, on a local
 # filesystem only, when its flock is free; otherwise it is alive while its
 # heartbeat counter moves within 2 x interval_ms + 250 ms of this host's
-# clock. Every wait fails with RUNNER_NOT_ALIVE once no live runner has been
-# seen for the dead grace (-waitforrunner ms, default 10000).
+# clock. A counter that stands still longer is late, not dead: every
+# request and every wait fails with RUNNER_NOT_ALIVE only once no live
+# runner has been seen for the grace (Grace: -waitforrunner ms; 0, the
+# default, means 10 s or ten heartbeat intervals, whichever is longer).
 
-proc ::skillpilot::Window {hb} {
+# Interval is the heartbeat's interval in ms (1000 when not known), at
+# least 100.
+proc ::skillpilot::Interval {hb} {
     set iv 1000
     if {[dict exists $hb interval_ms] && [string is double -strict [dict get $hb interval_ms]] &&
         [dict get $hb interval_ms] > 0} {
         set iv [dict get $hb interval_ms]
     }
-    return [expr {int(2 * max($iv, 100) + 250)}]
+    return [expr {int(max($iv, 100))}]
+}
+
+proc ::skillpilot::Window {hb} {
+    return [expr {2 * [Interval $hb] + 250}]
+}
+
+# Grace is the one grace of requests and waits (PROTOCOL.md section 8,
+# "Giving up"), as the Go master's Grace: base_ms (<= 0: 10 s or ten
+# heartbeat intervals, whichever is longer), never under one liveness
+# window of a heartbeat of interval_ms.
+proc ::skillpilot::Grace {base_ms interval_ms} {
+    set interval_ms [expr {max($interval_ms, 100)}]
+    if {$base_ms <= 0} { set base_ms [expr {max(10000, 10 * $interval_ms)}] }
+    return [expr {max($base_ms, 2 * $interval_ms + 250)}]
 }
 
 proc ::skillpilot::StoppedReason {st} {
@@ -30,15 +48,17 @@ proc ::skillpilot::Phase {d} {
 
 # Observe takes one look at the runner of dir, as the Go master's observe
 # does, and returns a dict: alive (the counter was seen moving within the
-# window), definite (when not alive: no further watching needed), reason,
-# state (state.json). Dead at once: no state, phase stopped, or on a local
-# filesystem a free flock.
+# window), definite (when not alive: dead for certain), late (when not
+# alive: the counter has not moved for more than the window; only the
+# grace of a request or wait decides), reason, state (state.json),
+# interval (the heartbeat's, ms). Dead at once: no state, phase stopped,
+# or on a local filesystem a free flock.
 proc ::skillpilot::Observe {dir} {
     variable hbSeen
     fs::revalidate $dir state
     set st [read_json $dir state state.json 1]
     set hb [read_json $dir state heartbeat.json 1]
-    set look [dict create alive 0 definite 1 reason "" state $st]
+    set look [dict create alive 0 definite 1 late 0 reason "" state $st interval [Interval $hb]]
     if {$st eq "" && $hb eq ""} { return [dict replace $look reason "no runner has written state yet"] }
     if {[Phase $st] eq "stopped" || [Phase $hb] eq "stopped"} { return [dict replace $look reason [StoppedReason $st]] }
     if {![Network $dir] && [fs::lock_held $dir state runner.lock] == 0} {
@@ -58,23 +78,50 @@ proc ::skillpilot::Observe {dir} {
     set window [Window $hb]
     if {$moved && $age <= $window} { return [dict replace $look alive 1 definite 0 reason "heartbeat counter moved"] }
     if {$age > $window} {
-        return [dict replace $look reason "heartbeat counter has not moved for [format %.1f [expr {$age / 1000.0}]]s"]
+        return [dict replace $look definite 0 late 1 \
+                    reason "heartbeat counter has not moved for [format %.1f [expr {$age / 1000.0}]]s"]
     }
     return [dict replace $look definite 0 reason "heartbeat counter not seen moving yet"]
 }
 
 # Alive judges liveness as the Go master's Status does: looks every 50 ms
 # until one decides (at most one window; 10 s for a heartbeat that claims a
-# huge interval). Returns {0|1 reason}.
+# huge interval). A status is a snapshot: a late counter reads as not
+# alive. Returns {0|1 reason}.
 proc ::skillpilot::Alive {dir} {
     set look [Observe $dir]
     set end [expr {[clock milliseconds] + 10000}]
-    while {![dict get $look alive] && ![dict get $look definite]} {
+    while {![dict get $look alive] && ![dict get $look definite] && ![dict get $look late]} {
         if {[clock milliseconds] >= $end} { return {0 "heartbeat counter did not move"} }
         after 50
         set look [Observe $dir]
     }
     return [list [dict get $look alive] [dict get $look reason]]
+}
+
+# AwaitAlive is the check a request makes before it writes anything (the
+# Go master's awaitAlive): looks every 100 ms until the runner is seen
+# alive and returns that look. A definite sign of death raises
+# RUNNER_NOT_ALIVE at once; a late heartbeat does not: it raises only once
+# no live runner has been seen for the grace, the rule of every wait.
+proc ::skillpilot::AwaitAlive {dir grace_ms} {
+    set start [clock milliseconds]
+    while 1 {
+        set look [Observe $dir]
+        if {[dict get $look alive]} { return $look }
+        if {[dict get $look definite]} {
+            ThrowCtx RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; nothing was written" \
+                [dict create reason [dict get $look reason] grace_ms [Grace $grace_ms [dict get $look interval]]]
+        }
+        set gone [expr {[clock milliseconds] - $start}]
+        if {$gone > [set grace [Grace $grace_ms [dict get $look interval]]]} {
+            ThrowCtx RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; no live runner seen for\
+                [format %.1f [expr {$gone / 1000.0}]]s (raise with -waitforrunner); nothing was written" \
+                [dict create reason [dict get $look reason] grace_ms $grace]
+        }
+        RenewLeases
+        after 100 ;# PROTOCOL.md 19.1: liveness looked at no more often than every 100 ms.
+    }
 }
 
 # WaitStart returns the state of one wait; WaitStep sleeps once (1 ms for
@@ -90,10 +137,11 @@ proc ::skillpilot::WaitStart {dir timeout_ms grace_ms {learn 0}} {
     }
     if {$grace_ms <= 0} { set grace_ms $waitForRunnerMs }
     set now [clock milliseconds]
+    set first_grace [Grace $grace_ms 0]
     # The first look at the runner comes 20 ms after the start (a look
     # parses two JSON files): a look cannot end a wait before the grace has
     # passed, so a short command's wait never pays for one.
-    set first [expr {$now + int(min(20, $grace_ms / 2))}]
+    set first [expr {$now + int(min(20, $first_grace / 2))}]
     # Adaptive first polls (a wait for a result, learn 1): when the last
     # short ones on this session took about E, sleep (whole ms, no CPU
     # taken from the runner) until 1 ms before E, then look again at once
@@ -150,9 +198,10 @@ proc ::skillpilot::WaitStep {wVar what} {
         dict set w look $look
         if {[dict get $look alive]} {
             dict set w lastAlive $now
-        } elseif {$now - [dict get $w lastAlive] > [dict get $w grace]} {
-            Throw RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; no live runner seen for\
-                [format %.1f [expr {($now - [dict get $w lastAlive]) / 1000.0}]]s (raise with -waitforrunner)"
+        } elseif {$now - [dict get $w lastAlive] > [set grace [Grace [dict get $w grace] [dict get $look interval]]]} {
+            ThrowCtx RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; no live runner seen for\
+                [format %.1f [expr {($now - [dict get $w lastAlive]) / 1000.0}]]s (raise with -waitforrunner)" \
+                [dict create reason [dict get $look reason] grace_ms $grace]
         }
     }
     RenewLeases
