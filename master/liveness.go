@@ -136,11 +136,15 @@ func (s *Session) heartbeatWrittenWithin(now time.Time, window time.Duration) bo
 // seen for the grace (Grace, from the caller's base and the heartbeat
 // interval the runner publishes).
 type runnerWatch struct {
-	s         *Session
-	cmd       *Command      // when watching for a command: followed if a pool moves it
-	base      time.Duration // Session.WaitForRunner (0: the default)
-	lastAlive time.Time     // our clock
-	next      time.Time     // rate limit of the checks
+	s    *Session
+	cmd  *Command      // when watching for a command: followed if a pool moves it
+	base time.Duration // Session.WaitForRunner (0: the default)
+	// forReady: the wait is for readiness (WaitReady), how a caller waits
+	// for a runner to be started again: a stopped runner does not end it
+	// before the grace.
+	forReady  bool
+	lastAlive time.Time // our clock
+	next      time.Time // rate limit of the checks
 	last      look
 }
 
@@ -199,7 +203,7 @@ func (w *runnerWatch) judge(now time.Time, l look) error {
 		return nil
 	}
 	gone, grace := now.Sub(w.lastAlive), Grace(w.base, l.interval)
-	if l.stopped && gone >= min(stoppedGrace, grace) {
+	if l.stopped && !w.forReady && gone >= min(stoppedGrace, grace) {
 		return withContext(fmt.Errorf("%w: %s", ErrRunnerNotAlive, l.reason), notAliveContext(l.reason, grace))
 	}
 	if gone > grace {

@@ -252,7 +252,7 @@ func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) 
 		if s == nil {
 			if o, err := Open(dir); err == nil {
 				s = o
-				w = &runnerWatch{s: s, base: waitForRunner, lastAlive: started}
+				w = &runnerWatch{s: s, base: waitForRunner, lastAlive: started, forReady: true}
 			}
 		}
 		if s != nil {
