@@ -791,9 +791,9 @@ func (s *Root) writeAtomic(tmpDir, name string, data []byte, perm os.FileMode, d
 		return err
 	}
 	tmp := s.RelOf(f.Name())
-	_, err = f.Write(data)
+	err = chmodIfUmasked(f, perm)
 	if err == nil {
-		err = f.Chmod(perm)
+		_, err = f.Write(data)
 	}
 	if err == nil && d != Volatile {
 		err = f.Sync()
@@ -816,6 +816,19 @@ func (s *Root) writeAtomic(tmpDir, name string, data []byte, perm os.FileMode, d
 		return s.SyncDir(dir)
 	}
 	return nil
+}
+
+// chmodIfUmasked gives a file just created with perm exactly perm, which
+// the umask may have narrowed. It looks first (an fstat, which an NFS
+// client answers from the attributes its create returned) and changes the
+// mode only when it differs: a chmod on NFS is a round trip to the server,
+// on every heartbeat, state and result write.
+func chmodIfUmasked(f *os.File, perm os.FileMode) error {
+	const bits = os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky
+	if fi, err := f.Stat(); err == nil && fi.Mode()&bits == perm&bits {
+		return nil
+	}
+	return f.Chmod(perm)
 }
 
 // createTempTop is CreateTemp in the session directory itself.
