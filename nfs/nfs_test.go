@@ -416,15 +416,32 @@ func TestNFSFigures(t *testing.T) {
 	a, b := session(t)
 	r := runnerOnA(t, a) // default --poll on NFS: 250ms
 	s := ready(t, b)
-	var lat []time.Duration
+	// Each round trip in steps, on the guest's one clock: the submit, the
+	// runner's pickup (submitted → start_ts), the command (start_ts →
+	// end_ts) and the master noticing the result (end_ts → Wait returns).
+	var lat, sub, pick, run, notice []time.Duration
 	for i := 0; i < 30; i++ {
 		t0 := time.Now()
-		if _, err := s.Run(ctx(t), "puts hi", master.SubmitOptions{}); err != nil {
+		c, err := s.Submit(ctx(t), "puts hi", master.SubmitOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		lat = append(lat, time.Since(t0))
+		t1 := time.Now()
+		res, err := c.Wait(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t2 := time.Now()
+		lat, sub = append(lat, t2.Sub(t0)), append(sub, t1.Sub(t0))
+		pick, run = append(pick, res.StartTS.Sub(t1)), append(run, res.EndTS.Sub(res.StartTS.Time))
+		notice = append(notice, t2.Sub(res.EndTS.Time))
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	for _, x := range [][]time.Duration{lat, sub, pick, run, notice} {
+		sort.Slice(x, func(i, j int) bool { return x[i] < x[j] })
+	}
+	med := func(x []time.Duration) time.Duration { return x[len(x)/2].Round(time.Millisecond) }
+	fmt.Printf("NFS FIGURES: round trip steps, p50: submit %v, runner pickup %v, command %v, master notices the result %v\n",
+		med(sub), med(pick), med(run), med(notice))
 	time.Sleep(2 * time.Second) // Past the runner's fast polls after the last result.
 	pid := r.cmd.Process.Pid
 	c0, a0 := cpuTime(pid), rpcCalls(t, "")

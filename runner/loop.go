@@ -121,11 +121,10 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.queue.scan.lost = true
 			r.queue.maybeScan(r.watcher.Inotify)
 		case res := <-r.queue.scan.results:
-			n := r.queue.pend.len()
+			// No hurry when a listing finds commands: the fast polls
+			// would run beside the command they found (on NFS each one
+			// is a round trip to the server); its result hurries.
 			r.onScan(res)
-			if r.queue.pend.len() > n {
-				r.watcher.Hurry() // Commands come in bursts.
-			}
 		case <-hb.C():
 			r.onBeat()
 		case <-wake.C():
