@@ -3,7 +3,6 @@ package fsq
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -195,18 +194,21 @@ func (s *Root) symlinkErr(op, name string, err error) error {
 	return &os.PathError{Op: op, Path: s.Abs(name), Err: err}
 }
 
-// openDir opens the directory dir ("" is the root itself, duplicated)
-// without following a symlink in any component, with O_PATH (a handle for
-// the *at calls: no open on the server of a network filesystem) or
-// O_RDONLY (to list, fsync or revalidate it) in mode. The caller closes it.
+// openDir opens the directory dir ("" is the root itself, opened anew as
+// ".": one system call, and an open file description of its own, so a
+// listing's offset is not shared with the root's fd) without following a
+// symlink in any component, with O_PATH (a handle for the *at calls: no
+// open on the server of a network filesystem) or O_RDONLY (to list, fsync
+// or revalidate it) in mode. The caller closes it.
 func (s *Root) openDir(dir string, mode int) (int, error) {
 	defer runtime.KeepAlive(s) // s.fd is in use until the call returns.
 	if dir == "" {
-		fd, err := unix.Dup(s.fd) // F_DUPFD_CLOEXEC would need fcntl; close-on-exec is set below.
-		if err == nil {
-			unix.CloseOnExec(fd)
+		for {
+			fd, err := unix.Openat(s.fd, ".", mode|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if !errors.Is(err, unix.EINTR) {
+				return fd, err
+			}
 		}
-		return fd, err
 	}
 	if !noOpenat2.Load() {
 		fd, err := unix.Openat2(s.fd, dir, &unix.OpenHow{
@@ -244,6 +246,21 @@ func (s *Root) walk(dir string, mode int) (int, error) {
 	return cur, nil
 }
 
+// parentFd returns a handle on the directory dir for the *at calls and the
+// function that releases it. The session directory itself ("") is the
+// root's own fd, used as it is: no system call (the root is kept alive
+// until release).
+func (s *Root) parentFd(dir string) (int, func(), error) {
+	if dir == "" {
+		return s.fd, func() { runtime.KeepAlive(s) }, nil
+	}
+	fd, err := s.openDir(dir, unix.O_PATH)
+	if err != nil {
+		return -1, nil, err
+	}
+	return fd, func() { unix.Close(fd) }, nil
+}
+
 // at runs fn with the open parent directory of name and name's last
 // component.
 func (s *Root) at(op, name string, fn func(dfd int, base string) error) error {
@@ -251,11 +268,11 @@ func (s *Root) at(op, name string, fn func(dfd int, base string) error) error {
 	if err != nil {
 		return &os.PathError{Op: op, Path: name, Err: err}
 	}
-	dfd, err := s.openDir(dir, unix.O_PATH)
+	dfd, release, err := s.parentFd(dir)
 	if err != nil {
 		return &os.PathError{Op: op, Path: s.Abs(name), Err: dirErr(err)}
 	}
-	defer unix.Close(dfd)
+	defer release()
 	if err := fn(dfd, base); err != nil {
 		return s.symlinkErr(op, name, err)
 	}
@@ -267,6 +284,48 @@ func (s *Root) at(op, name string, fn func(dfd int, base string) error) error {
 // too. The file is not registered with the runtime poller (see
 // CreateFile).
 func (s *Root) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	fd, err := s.openFd(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), s.Abs(name)), nil
+}
+
+// openFd is OpenFile's open, returning the descriptor.
+//
+// A name in a subdirectory is opened with one openat2 of the whole name
+// (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS: no symlink in any component, the
+// last included) instead of opening its directory, the file, and closing
+// the directory. When that fails because of a symlink, a non-directory on
+// the way or a concurrent rename (ELOOP, EXDEV, ENOTDIR, EAGAIN), the
+// component walk below runs again to tell a broken layout (ErrLayout) from
+// a symlink at the last component (ErrSymlink); any other outcome is the
+// same either way.
+func (s *Root) openFd(name string, flag int, perm os.FileMode) (int, error) {
+	if dir, _, err := split(name); err == nil && dir != "" && !noOpenat2.Load() {
+		how := unix.OpenHow{
+			Flags:   uint64(flag | unix.O_NOFOLLOW | unix.O_CLOEXEC),
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		}
+		if flag&(os.O_CREATE|unix.O_TMPFILE) != 0 {
+			how.Mode = uint64(perm.Perm())
+		}
+		for {
+			fd, err := unix.Openat2(s.fd, name, &how)
+			runtime.KeepAlive(s)
+			switch {
+			case errors.Is(err, unix.EINTR):
+				continue
+			case err == nil:
+				return fd, nil
+			}
+			if !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.ENOTDIR) &&
+				!errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
+				return -1, &os.PathError{Op: "open", Path: s.Abs(name), Err: err}
+			}
+			break // The walk below says what is in the way.
+		}
+	}
 	var fd int
 	err := s.at("open", name, func(dfd int, base string) error {
 		var err error
@@ -278,9 +337,9 @@ func (s *Root) OpenFile(name string, flag int, perm os.FileMode) (*os.File, erro
 		}
 	})
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
-	return os.NewFile(uintptr(fd), s.Abs(name)), nil
+	return fd, nil
 }
 
 // openRegular opens name with flag (never blocking on a FIFO) and checks
@@ -327,25 +386,45 @@ func (s *Root) OpenLog(name string, perm os.FileMode) (*Log, []byte, error) {
 
 // ReadFile is ReadFile inside the session: at most limit bytes
 // (ErrTooLarge beyond), a regular file only, never blocking on a FIFO.
+//
+// It works on the bare descriptor (open, fstat, reads, close): no *os.File,
+// whose set-up costs a system call more per file.
 func (s *Root) ReadFile(name string, limit int64) ([]byte, os.FileInfo, error) {
-	f, err := s.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err := s.openFd(name, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
+	defer unix.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, nil, &os.PathError{Op: "stat", Path: s.Abs(name), Err: err}
 	}
+	fi := newFileInfo(path.Base(name), &st)
 	if !fi.Mode().IsRegular() {
 		return nil, fi, fmt.Errorf("%s: %w (%s)", s.Abs(name), ErrNotRegular, FileType(fi))
 	}
 	if fi.Size() > limit {
 		return nil, fi, ErrTooLarge
 	}
-	buf, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fi, err
+	// Read to EOF (the file may have grown since the fstat), at most
+	// limit+1 bytes.
+	buf := make([]byte, 0, min(fi.Size(), limit)+1)
+	for int64(len(buf)) <= limit {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		end := min(int64(cap(buf)), limit+1)
+		n, err := unix.Read(fd, buf[len(buf):end])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, fi, &os.PathError{Op: "read", Path: s.Abs(name), Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
 	}
 	if int64(len(buf)) > limit {
 		return nil, fi, ErrTooLarge
@@ -492,10 +571,11 @@ func (s *Root) at2(op, from, to string, fn func(ofd int, obase string, nfd int, 
 		var ndir, nbase string
 		if ndir, nbase, err = split(to); err == nil {
 			var ofd, nfd int
-			if ofd, err = s.openDir(odir, unix.O_PATH); err == nil {
-				defer unix.Close(ofd)
-				if nfd, err = s.openDir(ndir, unix.O_PATH); err == nil {
-					defer unix.Close(nfd)
+			var orel, nrel func()
+			if ofd, orel, err = s.parentFd(odir); err == nil {
+				defer orel()
+				if nfd, nrel, err = s.parentFd(ndir); err == nil {
+					defer nrel()
 					err = fn(ofd, obase, nfd, nbase)
 				} else {
 					err = dirErr(err)
@@ -579,17 +659,44 @@ func (s *Root) Claim(from, to string) (bool, error) {
 
 // ReadNames lists the entry names of the directory name ("." is the
 // session itself).
+//
+// It reads the directory with getdents on the bare descriptor: no
+// *os.File, whose set-up costs a system call more per listing (this runs
+// on every poll).
 func (s *Root) ReadNames(name string) ([]string, error) {
-	f, err := s.OpenDir(name)
+	fd, err := s.dirFd(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return f.Readdirnames(-1)
+	defer unix.Close(fd)
+	buf := make([]byte, 8192)
+	var names []string
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return names, &os.PathError{Op: "readdirent", Path: s.Abs(name), Err: err}
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
 }
 
 // OpenDir opens the directory name ("." for the session) as a file.
 func (s *Root) OpenDir(name string) (*os.File, error) {
+	fd, err := s.dirFd(name)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), s.Abs(name)), nil
+}
+
+// dirFd is OpenDir's open, returning the descriptor.
+func (s *Root) dirFd(name string) (int, error) {
 	var fd int
 	var err error
 	if name == "." {
@@ -599,14 +706,14 @@ func (s *Root) OpenDir(name string) (*os.File, error) {
 		runtime.KeepAlive(s)
 	} else {
 		if _, _, err = split(name); err != nil {
-			return nil, &os.PathError{Op: "open", Path: name, Err: err}
+			return -1, &os.PathError{Op: "open", Path: name, Err: err}
 		}
 		fd, err = s.openDir(name, unix.O_RDONLY)
 	}
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: s.Abs(name), Err: dirErr(err)}
+		return -1, &os.PathError{Op: "open", Path: s.Abs(name), Err: dirErr(err)}
 	}
-	return os.NewFile(uintptr(fd), s.Abs(name)), nil
+	return fd, nil
 }
 
 // SyncDir is SyncDir inside the session.
@@ -628,8 +735,8 @@ func (s *Root) SyncDir(name string) error {
 // Revalidate is Revalidate inside the session (an open and a close,
 // which makes an NFS client revalidate the directory).
 func (s *Root) Revalidate(name string) {
-	if f, err := s.OpenDir(name); err == nil {
-		f.Close()
+	if fd, err := s.dirFd(name); err == nil {
+		unix.Close(fd)
 	}
 }
 
@@ -687,9 +794,9 @@ func (s *Root) writeAtomic(tmpDir, name string, data []byte, perm os.FileMode, d
 		return err
 	}
 	tmp := s.RelOf(f.Name())
-	_, err = f.Write(data)
+	err = chmodIfUmasked(f, perm)
 	if err == nil {
-		err = f.Chmod(perm)
+		_, err = f.Write(data)
 	}
 	if err == nil && d != Volatile {
 		err = f.Sync()
@@ -712,6 +819,19 @@ func (s *Root) writeAtomic(tmpDir, name string, data []byte, perm os.FileMode, d
 		return s.SyncDir(dir)
 	}
 	return nil
+}
+
+// chmodIfUmasked gives a file just created with perm exactly perm, which
+// the umask may have narrowed. It looks first (an fstat, which an NFS
+// client answers from the attributes its create returned) and changes the
+// mode only when it differs: a chmod on NFS is a round trip to the server,
+// on every heartbeat, state and result write.
+func chmodIfUmasked(f *os.File, perm os.FileMode) error {
+	const bits = os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky
+	if fi, err := f.Stat(); err == nil && fi.Mode()&bits == perm&bits {
+		return nil
+	}
+	return f.Chmod(perm)
 }
 
 // createTempTop is CreateTemp in the session directory itself.

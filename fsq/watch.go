@@ -22,6 +22,13 @@ type Change struct {
 // rings on every poll tick and whenever inotify may have lost events, after
 // which the owner should list the directories again. Names are hints, never
 // a complete list: only a rescan is authoritative.
+//
+// Polling only (no inotify: a network filesystem), the poll tick adapts:
+// Hurry, called by the owner on activity (a command taken or ended, a
+// request), makes it tick every HurryPoll, after which each tick's period
+// grows by a quarter back to the poll period given to Watch (about fifteen
+// ticks, 1.2 s, from 10 ms to 250 ms). Work that comes in bursts is seen
+// within milliseconds, and an idle watcher costs what a fixed poll costs.
 type Watcher struct {
 	Changes <-chan Change
 	Rescan  <-chan struct{}
@@ -31,6 +38,42 @@ type Watcher struct {
 	// Inotify reports whether fsnotify is active (false: polling only).
 	Inotify bool
 	done    chan struct{}
+	hurry   chan struct{}
+}
+
+// HurryPoll is the poll period right after Hurry.
+const HurryPoll = 10 * time.Millisecond
+
+// Hurry makes a polling watcher tick fast for a while (see Watcher). With
+// inotify it does nothing: changes are seen as they happen.
+func (w *Watcher) Hurry() {
+	if w == nil || w.Inotify {
+		return
+	}
+	select {
+	case w.hurry <- struct{}{}:
+	default:
+	}
+}
+
+// pacer is the adaptive poll period: fast after hurry, then a quarter
+// longer each tick up to slow.
+type pacer struct {
+	fast, slow, cur time.Duration
+}
+
+func newPacer(fast, slow time.Duration) pacer {
+	return pacer{fast: min(fast, slow), slow: slow, cur: slow}
+}
+
+// hurry restarts from the fast period.
+func (p *pacer) hurry() { p.cur = p.fast }
+
+// next returns the period until the next tick and moves on.
+func (p *pacer) next() time.Duration {
+	d := p.cur
+	p.cur = min(p.cur+p.cur/4, p.slow)
+	return d
 }
 
 // Done is closed when the watcher's goroutines have exited.
@@ -43,7 +86,7 @@ func Watch(ctx context.Context, dirs []string, poll time.Duration, useInotify bo
 	changes := make(chan Change, 1024)
 	rescan := make(chan struct{}, 1)
 	lost := make(chan struct{}, 1)
-	w := &Watcher{Changes: changes, Rescan: rescan, Lost: lost, done: make(chan struct{})}
+	w := &Watcher{Changes: changes, Rescan: rescan, Lost: lost, done: make(chan struct{}), hurry: make(chan struct{}, 1)}
 	ring := func(ch chan struct{}) {
 		select {
 		case ch <- struct{}{}:
@@ -72,8 +115,10 @@ func Watch(ctx context.Context, dirs []string, poll time.Duration, useInotify bo
 	w.Inotify = fw != nil
 	go func() {
 		defer close(w.done)
-		t := time.NewTicker(poll)
+		pace := newPacer(HurryPoll, poll)
+		t := time.NewTimer(pace.next())
 		defer t.Stop()
+		due := time.Now().Add(poll)
 		var events chan fsnotify.Event
 		var errs chan error
 		if fw != nil {
@@ -86,6 +131,15 @@ func Watch(ctx context.Context, dirs []string, poll time.Duration, useInotify bo
 				return
 			case <-t.C:
 				ring(rescan)
+				d := pace.next()
+				t.Reset(d)
+				due = time.Now().Add(d)
+			case <-w.hurry:
+				pace.hurry()
+				if d := pace.next(); time.Until(due) > d {
+					t.Reset(d)
+					due = time.Now().Add(d)
+				}
 			case ev, ok := <-events:
 				if !ok {
 					events = nil

@@ -169,8 +169,21 @@ func (h *watchHub) close() {
 // instance: setting one up costs about a millisecond, and tearing it down
 // at exit blocks the process for several (the kernel waits for an RCU
 // grace period).
+//
+// On a network filesystem, where polling is the only way to see another
+// host's files, every wait starts that way (adaptive polling): it looks
+// often at first, when most commands end, and backs off to PollInterval
+// within about three of them (QuickPoll, if longer, stands).
 func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func()) {
-	if s.QuickPoll <= 0 {
+	poll := s.PollInterval
+	if poll <= 0 {
+		poll = 100 * time.Millisecond
+	}
+	quick := s.QuickPoll
+	if s.network {
+		quick = max(quick, 3*poll)
+	}
+	if quick <= 0 {
 		return s.hub().subscribe(s.path(rel))
 	}
 	bell := make(chan struct{}, 1)
@@ -184,9 +197,9 @@ func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func(
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		end := time.Now().Add(s.QuickPoll)
+		end := time.Now().Add(quick)
 		for d := 250 * time.Microsecond; time.Now().Before(end); d += d / 2 {
-			t := time.NewTimer(min(d, time.Until(end)))
+			t := time.NewTimer(min(d, poll, time.Until(end)))
 			select {
 			case <-quit:
 				t.Stop()

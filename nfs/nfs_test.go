@@ -405,30 +405,93 @@ func TestNFSKilledOnARestartedOnB(t *testing.T) {
 	}
 }
 
-// TestNFSFigures measures the round trip across clients with the default
-// poll interval and the CPU of an idle polling runner. It prints figures
-// for BENCHMARKS.md and asserts nothing about time.
+// TestNFSFigures measures the round trip across clients at the default
+// settings (the runner's --poll on NFS, 250 ms, adaptive after activity;
+// the Go master's PollInterval, 100 ms, adaptive at the start of each
+// wait), then the idle cost of a runner (CPU, and NFS calls of client A,
+// where only the runner works meanwhile) and of a master waiting for a
+// long command (NFS calls of client B). It prints figures for
+// BENCHMARKS.md and asserts nothing about time.
 func TestNFSFigures(t *testing.T) {
 	a, b := session(t)
 	r := runnerOnA(t, a) // default --poll on NFS: 250ms
 	s := ready(t, b)
-	s.PollInterval = 20 * time.Millisecond
-	var lat []time.Duration
-	for i := 0; i < 20; i++ {
+	// Each round trip in steps, on the guest's one clock: the submit, the
+	// runner's pickup (submitted → start_ts), the command (start_ts →
+	// end_ts) and the master noticing the result (end_ts → Wait returns).
+	var lat, sub, pick, run, notice []time.Duration
+	for i := 0; i < 30; i++ {
 		t0 := time.Now()
-		if _, err := s.Run(ctx(t), "puts hi", master.SubmitOptions{}); err != nil {
+		c, err := s.Submit(ctx(t), "puts hi", master.SubmitOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		lat = append(lat, time.Since(t0))
+		t1 := time.Now()
+		res, err := c.Wait(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t2 := time.Now()
+		lat, sub = append(lat, t2.Sub(t0)), append(sub, t1.Sub(t0))
+		pick, run = append(pick, res.StartTS.Sub(t1)), append(run, res.EndTS.Sub(res.StartTS.Time))
+		notice = append(notice, t2.Sub(res.EndTS.Time))
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	for _, x := range [][]time.Duration{lat, sub, pick, run, notice} {
+		sort.Slice(x, func(i, j int) bool { return x[i] < x[j] })
+	}
+	med := func(x []time.Duration) time.Duration { return x[len(x)/2].Round(time.Millisecond) }
+	fmt.Printf("NFS FIGURES: round trip steps, p50: submit %v, runner pickup %v, command %v, master notices the result %v\n",
+		med(sub), med(pick), med(run), med(notice))
+	time.Sleep(2 * time.Second) // Past the runner's fast polls after the last result.
 	pid := r.cmd.Process.Pid
-	c0 := cpuTime(pid)
+	c0, a0 := cpuTime(pid), rpcCalls(t, "")
 	time.Sleep(10 * time.Second)
-	idle := cpuTime(pid) - c0
-	fmt.Printf("NFS FIGURES: round trip B→A→B with --poll 250ms (master polls every 20ms): p50 %v p90 %v max %v; idle runner CPU over 10s: %v (%.2f%% of a core)\n",
-		lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*9/10].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond),
-		idle, 100*idle.Seconds()/10)
+	idle, idleA := cpuTime(pid)-c0, rpcCalls(t, "")-a0
+	fmt.Printf("NFS FIGURES: round trip B→A→B at the default settings (runner --poll 250ms, master PollInterval %v): p50 %v p90 %v max %v; idle runner (--heartbeat 200ms) CPU over 10s: %v (%.2f%% of a core), NFS calls of its client: %.1f/s\n",
+		s.PollInterval, lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*9/10].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond),
+		idle, 100*idle.Seconds()/10, float64(idleA)/10)
+
+	// A master waiting for a command that runs 14 s: what its waiting
+	// costs client B once the wait's first looks are over.
+	c, err := s.Submit(ctx(t), "after 14000", master.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := c.Wait(ctx(t)); done <- err }()
+	time.Sleep(2 * time.Second)
+	b0, a1 := rpcCalls(t, "cb"), rpcCalls(t, "")
+	time.Sleep(10 * time.Second)
+	waitB, busyA := rpcCalls(t, "cb")-b0, rpcCalls(t, "")-a1
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("NFS FIGURES: a master on B waiting for a long command: NFS calls of client B %.1f/s (the busy runner's client A: %.1f/s)\n",
+		float64(waitB)/10, float64(busyA)/10)
+}
+
+// rpcCalls returns the NFS client's RPC calls so far in the network
+// namespace netns ("" for the test's own, client A's; "cb" for client B's),
+// as /proc/net/rpc/nfs counts them (nfsstat -c reads the same).
+func rpcCalls(t *testing.T, netns string) int64 {
+	t.Helper()
+	argv := []string{"cat", "/proc/net/rpc/nfs"}
+	if netns != "" {
+		argv = append([]string{"nsenter", "--net=/run/netns/" + netns}, argv...)
+	}
+	out, err := exec.Command(argv[0], argv[1:]...).Output()
+	if err != nil {
+		t.Fatalf("%v: %v", argv, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "rpc" {
+			var n int64
+			fmt.Sscan(f[1], &n)
+			return n
+		}
+	}
+	t.Fatalf("no rpc line in /proc/net/rpc/nfs:\n%s", out)
+	return 0
 }
 
 func cpuTime(pid int) time.Duration {

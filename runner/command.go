@@ -132,7 +132,7 @@ func (r *Runner) nextCommand() {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
 		// this once it is fixed).
-		if err := checkSubdir(r.root, protocol.DirQueue, r.layout.perms, os.Geteuid()); err != nil {
+		if err := checkSubdir(r.root, protocol.DirQueue, r.layout.perms, runnerEUID()); err != nil {
 			r.setLayoutErr(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sync"
 	"syscall"
 
 	"github.com/skillpilot/skillpilot/protocol"
@@ -85,26 +86,36 @@ func makeLayout(dir string) error {
 // modes, and reports which it created. It fails on a subdirectory it
 // cannot use: a symlink, a file, or one it cannot create.
 func ensureLayout(root *sessionRoot, p perms) (created []string, err error) {
-	for _, d := range protocol.Dirs {
+	created, _, err = ensureLayoutInfo(root, p)
+	return created, err
+}
+
+// ensureLayoutInfo is ensureLayout that also returns what it saw of each
+// directory of protocol.Dirs (nil for one it created), so that the
+// heartbeat's trust checks need no second look.
+func ensureLayoutInfo(root *sessionRoot, p perms) (created []string, infos []os.FileInfo, err error) {
+	infos = make([]os.FileInfo, len(protocol.Dirs))
+	for i, d := range protocol.Dirs {
 		fi, lerr := root.Lstat(d)
 		switch {
 		case lerr == nil && fi.IsDir():
+			infos[i] = fi
 			continue
 		case lerr == nil:
-			return created, fmt.Errorf("%w: %s/ is %s, not a directory: remove it", ErrUntrusted, d, fileKind(fi))
+			return created, infos, fmt.Errorf("%w: %s/ is %s, not a directory: remove it", ErrUntrusted, d, fileKind(fi))
 		case !errors.Is(lerr, fs.ErrNotExist):
-			return created, fmt.Errorf("runner: %s/: %w", d, lerr)
+			return created, infos, fmt.Errorf("runner: %s/: %w", d, lerr)
 		}
 		if err := root.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return created, fmt.Errorf("runner: cannot create %s/: %w", d, err)
+			return created, infos, fmt.Errorf("runner: cannot create %s/: %w", d, err)
 		}
 		// Mkdir applies the umask and never sets setgid explicitly.
 		if err := root.Chmod(d, p.dir(d)); err != nil {
-			return created, fmt.Errorf("runner: cannot set the mode of %s/: %w", d, err)
+			return created, infos, fmt.Errorf("runner: cannot set the mode of %s/: %w", d, err)
 		}
 		created = append(created, d)
 	}
-	return created, nil
+	return created, infos, nil
 }
 
 func fileKind(fi os.FileInfo) string {
@@ -121,6 +132,10 @@ func fileKind(fi os.FileInfo) string {
 	}
 	return "a special file"
 }
+
+// runnerEUID is the runner's effective uid (asked once: the trust checks
+// run on every heartbeat and before every command).
+var runnerEUID = sync.OnceValue(os.Geteuid)
 
 // trustWarning is something the runner tolerates but reports.
 type trustWarning string
@@ -191,6 +206,11 @@ func checkSubdir(root *sessionRoot, d string, p perms, euid int) error {
 	if err != nil {
 		return fmt.Errorf("runner: %s/: %w", d, err)
 	}
+	return checkSubdirInfo(root, d, fi, p, euid)
+}
+
+// checkSubdirInfo is checkSubdir on what a look at d found.
+func checkSubdirInfo(root *sessionRoot, d string, fi os.FileInfo, p perms, euid int) error {
 	path := root.abs(d)
 	if !fi.IsDir() {
 		return fmt.Errorf("%w: %s/ is %s, not a directory: remove it (the runner recreates it)", ErrUntrusted, d, fileKind(fi))
@@ -224,10 +244,17 @@ func (r *Runner) checkLayout() {
 		r.setLayoutErr(fmt.Errorf("runner: %w", err))
 		return
 	}
-	created, err := ensureLayout(r.root, r.layout.perms)
+	// One look at each directory serves both the repair and the trust
+	// checks (this runs on every heartbeat).
+	created, infos, err := ensureLayoutInfo(r.root, r.layout.perms)
 	if err == nil {
-		for _, d := range protocol.Dirs {
-			if err = checkSubdir(r.root, d, r.layout.perms, os.Geteuid()); err != nil {
+		for i, d := range protocol.Dirs {
+			if infos[i] == nil { // Created just now: look at what is there.
+				err = checkSubdir(r.root, d, r.layout.perms, runnerEUID())
+			} else {
+				err = checkSubdirInfo(r.root, d, infos[i], r.layout.perms, runnerEUID())
+			}
+			if err != nil {
 				break
 			}
 		}

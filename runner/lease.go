@@ -64,7 +64,11 @@ func (l *leaseWatch) check(r *Runner, now time.Time) {
 // to judge (no file, or a transient NFS error). Without a lease that could
 // be understood, --require-lease stops the runner after --lease-grace.
 func (l *leaseWatch) read(r *Runner, now time.Time) bool {
-	r.root.Revalidate(protocol.DirState)
+	if r.id.network {
+		// A master on another host renews it: see fsq.Revalidate. Locally
+		// the open would only cost system calls on every heartbeat.
+		r.root.Revalidate(protocol.DirState)
+	}
 	data, _, err := r.root.ReadFile(protocol.FileLease, maxStateFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):

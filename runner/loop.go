@@ -110,6 +110,7 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.onInputDone(d)
 		case d := <-r.results.done:
 			r.onResult(d)
+			r.watcher.Hurry() // The master that waited for it may send the next one now.
 		case st := <-r.results.status:
 			r.onWriterStatus(st)
 		case ch := <-r.watcher.Changes:
@@ -120,7 +121,14 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.queue.scan.lost = true
 			r.queue.maybeScan(r.watcher.Inotify)
 		case res := <-r.queue.scan.results:
+			n := r.queue.pend.len()
 			r.onScan(res)
+			if r.queue.pend.len() > n {
+				// Commands come in bursts. (Measured on NFS without this
+				// hurry, leaving it to the result's: round trips were
+				// slower, p50 111-125 ms against 64-104 ms.)
+				r.watcher.Hurry()
+			}
 		case <-hb.C():
 			r.onBeat()
 		case <-wake.C():

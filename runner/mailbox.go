@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,14 +113,21 @@ func writeStamp(root *sessionRoot, p, content string) (time.Time, error) {
 // at m.recheck.
 func (r *Runner) checkCtl() {
 	ctl := protocol.DirCtl
-	r.root.Revalidate(ctl) // See fsq.Revalidate: requests come from other hosts.
 	r.mbox.recheck = time.Time{}
-	r.takeLegacy(protocol.FileCancel)
-	r.takeLegacy(protocol.FileStop)
+	// One listing per look, which runs on every poll: its open of ctl/
+	// is what fsq.Revalidate does (requests come from other hosts), and
+	// the legacy files are looked up only when it shows them.
 	names, err := r.root.ReadNames(ctl)
 	if err != nil {
 		r.log.Warn("list ctl/", "err", err)
 		return
+	}
+	for _, f := range []string{protocol.FileCancel, protocol.FileStop} {
+		if base := path.Base(f); slices.Contains(names, base) {
+			r.takeLegacy(f)
+		} else {
+			delete(r.mbox.seen, base)
+		}
 	}
 	type entry struct {
 		name string
@@ -138,6 +146,9 @@ func (r *Runner) checkCtl() {
 		reqs = append(reqs, entry{n, seq})
 	}
 	slices.SortFunc(reqs, func(a, b entry) int { return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(a.name, b.name)) })
+	if len(reqs) > 0 {
+		r.watcher.Hurry() // A master waits for the reply, and may send more.
+	}
 	for _, e := range reqs {
 		if !r.takeRequest(e.name) {
 			break

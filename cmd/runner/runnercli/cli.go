@@ -72,7 +72,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Session, "session", "", "session directory (default $SP_SESSION_DIR); created if missing (its parent must exist)")
 	fs.StringVar(&kind, "kind", "tcl", "tool kind: tcl (payloads run with source under catch) or sh (payloads run with .)")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", time.Second, "how often state/heartbeat.json is rewritten")
-	fs.DurationVar(&cfg.Poll, "poll", 0, "rescan period of queue/ and ctl/ (default 1s; 250ms on network filesystems)")
+	fs.DurationVar(&cfg.Poll, "poll", 0, "rescan period of queue/ and ctl/ when idle (default 1s; 250ms on network filesystems); polling only, it is 10ms right after activity and grows back to this")
 	fs.StringVar(&cfg.Watch, "watch", "auto", "auto (inotify plus polling; polling only on network filesystems), inotify, or poll")
 	fs.IntVar(&cfg.TailLines, "tail-lines", 200, "lines kept in log/last_n_lines.txt")
 	fs.DurationVar(&cfg.DefaultTimeout, "default-timeout", 0, "timeout of commands without timeout_s (0: none)")
