@@ -16,8 +16,9 @@ import (
 )
 
 // request writes a mailbox request atomically (temp file + rename), as
-// every master does, and returns its name. fields are added to the body.
-func (h *harness) request(seq int64, id string, op protocol.Op, fields map[string]any) string {
+// every master does, and returns its name. fields are added to the body;
+// a prefix (".") writes it under that prefix instead, staged for a rename.
+func (h *harness) request(seq int64, id string, op protocol.Op, fields map[string]any, prefix ...string) string {
 	h.t.Helper()
 	body := map[string]any{"protocol_version": 1, "req_id": id, "seq": seq, "op": string(op)}
 	for k, v := range fields {
@@ -28,7 +29,7 @@ func (h *harness) request(seq int64, id string, op protocol.Op, fields map[strin
 		h.t.Fatal(err)
 	}
 	name := protocol.RequestName(seq, id)
-	h.writeFile(rel(protocol.DirCtl, name), string(b))
+	h.writeFile(rel(protocol.DirCtl, strings.Join(prefix, "")+name), string(b))
 	return name
 }
 
@@ -81,9 +82,20 @@ func TestMailboxFiveCancelsInOrder(t *testing.T) {
 		queued = append(queued, h.submit("puts never"))
 	}
 	h.waitFor("a running", func() bool { return strings.Contains(readFile(h, a), "go") })
+	// The five are written as dot-files (which the runner ignores), then
+	// renamed into place from the highest seq down within microseconds:
+	// the runner polls every 10 ms right after activity (fsq.HurryPoll), so
+	// writing them one by one could let it take the first before the
+	// others exist, and then seq could not decide.
 	var reqs []string
 	for i := 5; i >= 1; i-- {
-		reqs = append(reqs, h.request(int64(100+i), fmt.Sprintf("r%d", i), protocol.OpCancel, map[string]any{"cmd_id": fmt.Sprintf("c%d", i+1)}))
+		name := h.request(int64(100+i), fmt.Sprintf("r%d", i), protocol.OpCancel, map[string]any{"cmd_id": fmt.Sprintf("c%d", i+1)}, ".")
+		reqs = append(reqs, name)
+	}
+	for _, name := range reqs {
+		if err := os.Rename(filepath.Join(h.dir, protocol.DirCtl, "."+name), filepath.Join(h.dir, protocol.DirCtl, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	slices.Reverse(reqs)
 	for i, name := range reqs {
