@@ -142,6 +142,11 @@ type runnerWatch struct {
 	lastAlive time.Time     // our clock
 	next      time.Time     // rate limit of the checks
 	last      look
+	// stoppedEnds: a runner that stopped on purpose ends the wait after
+	// stoppedGrace (waits for a command, output or a reply; not
+	// WaitReady, which is how a caller waits for a runner to be started
+	// again).
+	stoppedEnds bool
 }
 
 // stoppedGrace replaces the grace when the runner stopped on purpose
@@ -162,7 +167,7 @@ const watchEvery = 250 * time.Millisecond
 // fails the grace after it began.
 func (s *Session) newRunnerWatch() *runnerWatch {
 	now := time.Now()
-	return &runnerWatch{s: s, base: s.WaitForRunner, lastAlive: now, next: now.Add(watchEvery)}
+	return &runnerWatch{s: s, base: s.WaitForRunner, lastAlive: now, next: now.Add(watchEvery), stoppedEnds: true}
 }
 
 // newRunnerWatch watches the runner of the session c is in now (forward.go:
@@ -199,7 +204,7 @@ func (w *runnerWatch) judge(now time.Time, l look) error {
 		return nil
 	}
 	gone, grace := now.Sub(w.lastAlive), Grace(w.base, l.interval)
-	if l.stopped && gone >= min(stoppedGrace, grace) {
+	if w.stoppedEnds && l.stopped && gone >= min(stoppedGrace, grace) {
 		return withContext(fmt.Errorf("%w: %s", ErrRunnerNotAlive, l.reason), notAliveContext(l.reason, grace))
 	}
 	if gone > grace {
