@@ -257,6 +257,13 @@ func (a *cliAd) do(st step) map[string]any {
 		return map[string]any{"outcome": "matched", "exit": 0, "start": span["start"], "end": span["end"],
 			"resume_cursor": m["resume_cursor"], "match_b64": base64.StdEncoding.EncodeToString([]byte(fmt.Sprint(m["match_text"]))),
 			"reply": reply}
+	case "withdraw":
+		code, out, stderr := a.run("withdraw", st["id"])
+		m := doc(out)
+		if code != 0 || m["withdrawn"] != true {
+			return errOutcome(code, m, stderr)
+		}
+		return map[string]any{"outcome": "withdrawn", "exit": 0}
 	case "ready":
 		args := []string{"ready"}
 		if v := st["wait_timeout_ms"]; v != "" {

@@ -236,6 +236,15 @@ func (a *goAd) do(st step) map[string]any {
 		cols, _ := strconv.Atoi(st["cols"])
 		rows, _ := strconv.Atoi(st["rows"])
 		return ofReply(s.Resize(ctx, cols, rows))
+	case "withdraw":
+		c, err := s.Command(st["id"])
+		if err == nil {
+			err = c.Withdraw()
+		}
+		if err != nil {
+			return ofError(err)
+		}
+		return map[string]any{"outcome": "withdrawn", "exit": 0}
 	case "ready":
 		if st["wait_timeout_ms"] == "" {
 			cancel()

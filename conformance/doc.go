@@ -46,11 +46,13 @@
 //	<- EXPECT...                 the outcome of the started OP
 //
 // OP is submit, run, wait, cancel, stop, status, lease, lease_stop,
-// waitfor, ready, send, signal or resize. Values may be Go-quoted ("a
-// b\n"); payload=, re=, text= and expect= are sent base64-encoded. send
-// id=ID text=TEXT types TEXT and a newline (no_newline=1: TEXT alone), with
-// expect=RE, expect_timeout_ms=N and secret=1 as the masters offer them;
-// signal id=ID sig=SIG; resize cols=N rows=N. EXPECT is K=V (equal), K~=V
+// waitfor, ready, send, signal, resize or withdraw (id=ID: take back a
+// queued command; outcome withdrawn, or the error's code). Values may be
+// Go-quoted ("a b\n"); payload=, re=, text= and expect= are sent
+// base64-encoded. send id=ID text=TEXT types TEXT and a newline
+// (no_newline=1: TEXT alone), with expect=RE, expect_timeout_ms=N and
+// secret=1 as the masters offer them; signal id=ID sig=SIG; resize cols=N
+// rows=N. EXPECT is K=V (equal), K~=V
 // (contains), K=>NAME (capture into $NAME for later steps) or !K (no such
 // key). Outcome keys: outcome (result status, reply outcome or error code),
 // exit (the CLI exit code of that outcome), cmd_id, value, output,

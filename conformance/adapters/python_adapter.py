@@ -133,6 +133,9 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
     if op == "resize":
         return of_reply(session().resize(int(step["cols"]), int(step["rows"]), timeout=ms(step, "wait_timeout_ms"),
                                          wait_for_runner=wfr))
+    if op == "withdraw":
+        session().withdraw(step["id"])
+        return {"outcome": "withdrawn", "exit": 0}
     if op == "ready":
         s = session()
         s.ready(ms(step, "wait_timeout_ms") or 60.0, wait_for_runner=wfr)

@@ -72,17 +72,25 @@ session_ok() {
 # filesystem) the runner's flock is free; else alive while the heartbeat
 # counter moves within 2 x interval + 250 ms of our clock. A counter that
 # stands still longer is late, not dead: requests and waits give up only
-# once no live runner has been seen for the grace.
+# once no live runner has been seen for the grace. A runner that stopped on
+# purpose (phase stopped and, on a local filesystem, its lock free; on NFS
+# state.json alone) does not come back by itself: a wait for a result,
+# output or a reply ends after a second then (stopped_ends; not ready).
 hb_counter=""; hb_at=0; hb_moved=0; hb_iv=1000
-look() { # sets alive (1/0), definite (1/0), late (1/0), why
+lock_free() { [ "${network:-1}" = 0 ] && command -v flock >/dev/null && [ -f "$S/state/runner.lock" ] &&
+  flock -n -s "$S/state/runner.lock" true 2>/dev/null; }
+look() { # sets alive (1/0), definite (1/0), late (1/0), stopped (1/0: on purpose), why
   revalidate "$S/state"
   local st="$S/state/state.json" hb="$S/state/heartbeat.json" phase c iv now
-  alive=0; definite=1; late=0
+  alive=0; definite=1; late=0; stopped=0
   if [ ! -f "$st" ] && [ ! -f "$hb" ]; then why="no runner has written state yet"; return; fi
   phase=$(field "$st" phase)
-  if [ "$phase" = stopped ] || [ "$(field "$hb" phase)" = stopped ]; then why="the runner stopped"; return; fi
-  if [ "${network:-1}" = 0 ] && command -v flock >/dev/null && [ -f "$S/state/runner.lock" ] &&
-     flock -n -s "$S/state/runner.lock" true 2>/dev/null; then why="the runner's lock is free"; return; fi
+  if [ "$phase" = stopped ] || [ "$(field "$hb" phase)" = stopped ]; then
+    why="the runner stopped"
+    if [ "${network:-1}" = 1 ] || [ ! -f "$S/state/runner.lock" ] || lock_free; then stopped=1; fi
+    return
+  fi
+  if lock_free; then why="the runner's lock is free"; return; fi
   # The session_id with the counter: a new runner counts from the start again.
   c="$(field "$hb" session_id):$(field "$hb" counter)"; iv=$(field "$hb" interval_ms); [[ $iv =~ ^[0-9]+$ ]] || iv=1000
   ((iv < 100)) && iv=100
@@ -126,7 +134,9 @@ await_alive() { # a request's check before it writes: 0 once alive; 1 when dead 
 }
 # wait_until CMD...: poll CMD (1 ms doubling to 100 ms) until it succeeds;
 # exit 3 on the step's wait_timeout_ms, 5 when no live runner was seen for
-# the grace (set_grace).
+# the grace (set_grace), or for a second when the runner stopped on purpose
+# (unless stopped_ends=0: ready).
+stopped_ends=1
 wait_until() {
   local start deadline=-1 grace last delay=1 next=0 t
   start=$(now_ms); last=$start
@@ -137,7 +147,10 @@ wait_until() {
     if ((t >= next)); then
       next=$((t + 100)); look
       set_grace
-      if [ "$alive" = 1 ]; then last=$t; elif ((t - last > grace)); then gave_grace=$grace; return 5; fi
+      if [ "$alive" = 1 ]; then last=$t
+      elif [ "$stopped_ends" = 1 ] && [ "$stopped" = 1 ] && ((t - last >= (grace < 1000 ? grace : 1000))); then
+        gave_grace=$grace; return 5
+      elif ((t - last > grace)); then gave_grace=$grace; return 5; fi
     fi
     sleep "$(printf '0.%03d' "$delay")"
     delay=$((delay * 2)); ((delay > 100)) && delay=100
@@ -168,7 +181,27 @@ do_wait() { # do_wait NAME
   wait_until has_result "$1"; rc=$?
   case $rc in 0) if bad_result "$1"; then out_code io_error 10; else out_result "$1"; fi ;;
     3) out_code wait_timeout 3 "{\"cmd_id\":\"$id\"}" ;;
-    *) out_code runner_not_alive 5 "$(not_alive_ctx ",\"cmd_id\":\"$id\"")" ;; esac
+    *) # A command still queued stays queued: say so (as every master does).
+       revalidate "$S/queue"
+       if [ -f "$S/queue/$1" ]; then
+         printf '{"outcome":"runner_not_alive","exit":5,"context":%s,"message":%s}\n' "$(not_alive_ctx ",\"cmd_id\":\"$id\"")" \
+           "$(json_str "waiting for $id: runner not alive: $why; $id stays queued: a runner started later runs it unless it is withdrawn")"
+       else out_code runner_not_alive 5 "$(not_alive_ctx ",\"cmd_id\":\"$id\"")"; fi ;;
+  esac
+}
+
+# do_withdraw: take back a queued command by removing its exact file; rm
+# (unlink) fails when a runner claimed (renamed) it first, so exactly one of
+# the two wins. Then: a result means already finished, inflight/ running.
+do_withdraw() {
+  session_ok || { out_code session_missing 5; return; }
+  local name ctx="{\"cmd_id\":$(json_str "$k_id")}"
+  name=$(find_cmd "$k_id") || { out_code unknown_cmd_id 6 "$ctx"; return; }
+  if rm -- "$S/queue/$name" 2>/dev/null; then out_code withdrawn 0; return; fi
+  revalidate "$S/result"; revalidate "$S/inflight"
+  if [ -f "$S/result/$name" ]; then out_code already_finished 7 "$ctx"
+  elif [ -e "$S/inflight/$name" ]; then out_code not_queued 7 "$ctx"
+  else out_code unknown_cmd_id 6 "$ctx"; fi
 }
 
 do_submit() { # do_submit RUN(0/1)
@@ -338,7 +371,7 @@ do_waitfor() {
 
 ready_now() { session_ok || return 1; look; [ "$alive" = 1 ] || return 1; case $(field "$S/state/state.json" phase) in idle|busy) return 0 ;; esac; return 1; }
 do_ready() {
-  k_wait_timeout_ms=${k_wait_timeout_ms:-60000} wait_until ready_now
+  k_wait_timeout_ms=${k_wait_timeout_ms:-60000} stopped_ends=0 wait_until ready_now
   case $? in 0) out_code ready 0 ;; 3) out_code wait_timeout 3 ;; *) out_code runner_not_alive 5 ;; esac
 }
 
@@ -366,6 +399,7 @@ while IFS= read -r line; do
     signal) do_signal ;;
     resize) do_resize ;;
     ready) do_ready ;;
+    withdraw) do_withdraw ;;
     *) out_code usage 2 ;;
   esac
 done

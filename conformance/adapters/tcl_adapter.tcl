@@ -148,6 +148,10 @@ proc do {step} {
         }
         signal { return [ofReply [skillpilot::signal $dir [dict get $step id] [dict get $step sig] {*}[waitOpts $step]]] }
         resize { return [ofReply [skillpilot::resize $dir [dict get $step cols] [dict get $step rows] {*}[waitOpts $step]]] }
+        withdraw {
+            skillpilot::withdraw $dir [dict get $step id]
+            return {{"outcome":"withdrawn","exit":0}}
+        }
         ready {
             set o [list -timeout [opt $step wait_timeout_ms 60000]]
             if {[dict exists $step wait_for_runner_ms]} { lappend o -waitforrunner [dict get $step wait_for_runner_ms] }

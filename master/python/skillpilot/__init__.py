@@ -17,12 +17,14 @@ the ctl/ mailbox, liveness by the heartbeat counter on this host's clock::
 Every exception is a MasterError with a stable ``code`` and the ``master``
 CLI's ``exit_code`` (see skillpilot.errors). Every wait notices a dead
 runner: RunnerNotAlive after ``wait_for_runner`` seconds (default 10)
-without a live runner.
+without a live runner, or within about a second when the runner stopped
+on purpose; a command still queued then stays queued for a later runner
+unless ``Session.withdraw`` takes it back.
 """
 
 from ._names import PROTOCOL_VERSION, new_id
 from .errors import (AlreadyFinished, Cancelled, CannotServe, CommandFailed, CommandTimeout, ExpectTimeout, Idle,
-                     MasterError, NothingToDo, NotRunning, RefusedEcho, RequestRejected, ResultError, RunnerNotAlive,
+                     MasterError, NothingToDo, NotQueued, NotRunning, RefusedEcho, RequestRejected, ResultError, RunnerNotAlive,
                      SessionMissing, StaleRequest, UnknownCmdID, UsageError, WaitTimeout)
 from ._lease import LeaseKeeper
 from .session import Match, Session, Submitted
@@ -35,7 +37,7 @@ new_cmd_id = new_id
 __all__ = [
     "Session", "Submitted", "Match", "LeaseKeeper", "PROTOCOL_VERSION", "new_cmd_id",
     "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "CannotServe", "StaleRequest", "WaitTimeout",
-    "UnknownCmdID", "NothingToDo", "NotRunning", "AlreadyFinished", "Idle", "RequestRejected",
+    "UnknownCmdID", "NothingToDo", "NotRunning", "NotQueued", "AlreadyFinished", "Idle", "RequestRejected",
     "ExpectTimeout", "RefusedEcho", "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "__version__",
     "pool_pick", "pool_submit", "pool_wait",
 ]

@@ -30,6 +30,15 @@ LIVENESS_PERIOD = 0.1
 #: passed, so a short command's wait never pays for one.
 FIRST_LOOK = 0.02
 
+#: Replaces the grace when the runner stopped on purpose (state.json's
+#: phase stopped and, on a local filesystem, its lock free): such a runner
+#: does not come back by itself, so a wait for a result, output or a reply
+#: ends within about a second instead of the grace (the Go master's
+#: stoppedGrace, issue 26.9). The second lets a runner being started on the
+#: session right now write its state first. ready(), how a caller waits for
+#: a runner to be started again, keeps the whole grace.
+STOPPED_GRACE = 1.0
+
 
 class Backoff:
     """Adaptive polling: the first re-check comes after ``first`` seconds
@@ -104,6 +113,7 @@ class Look(NamedTuple):
     state: Dict[str, Any]
     late: bool = False  # when not alive: the counter has not moved for more than the window
     interval: float = 1.0  # the heartbeat's interval in seconds
+    stopped: bool = False  # the runner stopped on purpose (phase stopped, its lock free): it will not come back by itself
 
 
 class Liveness:
@@ -111,11 +121,14 @@ class Liveness:
     RunnerNotAlive once no live runner has been seen for the grace
     (grace_of: ``grace`` seconds, None for the default, and the heartbeat's
     interval), measured from the start of the wait or the last sign of
-    life. It looks at the files at most every 100 ms."""
+    life; a runner that stopped on purpose ends it after STOPPED_GRACE
+    already (unless stopped_ends is False: ready()). It looks at the files
+    at most every 100 ms."""
 
-    def __init__(self, session: "Session", grace: Optional[float]) -> None:
+    def __init__(self, session: "Session", grace: Optional[float], stopped_ends: bool = True) -> None:
         self.s = session
         self.base = grace
+        self.stopped_ends = stopped_ends
         self.grace = grace_of(grace)
         self.last_alive = time.monotonic()
         self.next_look = self.last_alive + min(FIRST_LOOK, self.grace / 2)
@@ -137,6 +150,9 @@ class Liveness:
             return
         self.grace = grace_of(self.base, look.interval)
         gone = now - self.last_alive
+        if self.stopped_ends and look.stopped and gone >= min(STOPPED_GRACE, self.grace):
+            raise RunnerNotAlive("runner not alive: %s" % look.reason,
+                                 context={"reason": look.reason, "grace_ms": int(round(self.grace * 1000))})
         if gone > self.grace:
             raise RunnerNotAlive("runner not alive: %s; no live runner seen for %.1fs (raise with wait_for_runner)"
                                  % (look.reason, gone),
@@ -167,7 +183,11 @@ def observe(sfs: "_fs.SessionFS", network: bool, seen: HeartbeatSeen) -> Look:
     if state is None and hb is None:
         return Look(False, True, "no runner has written state yet", st)
     if is_stopped(state, hb):
-        return Look(False, True, stopped_reason(state), st)
+        # On purpose when no runner holds the lock (on NFS the lock cannot
+        # be probed: state.json alone, which a new runner rewrites at its
+        # start).
+        return Look(False, True, stopped_reason(state), st,
+                    stopped=network or not sfs.lock_held(*_names.LOCK))
     if not network and not sfs.lock_held(*_names.LOCK):
         return Look(False, True, "the runner's lock is free", st)
     if hb is None:

@@ -18,7 +18,8 @@ from typing import Any, Dict, NoReturn, Optional, Sequence, TextIO
 
 from . import _fs, _names, _status
 from ._wait import Liveness
-from .errors import EXIT_INTERRUPTED, MasterError, ResultError, UsageError, WaitTimeout, exit_code_of_status
+from .errors import (EXIT_INTERRUPTED, MasterError, ResultError, RunnerNotAlive, UsageError, WaitTimeout,
+                     exit_code_of_status)
 from .session import Session
 
 PROG = "skillpilot-master"
@@ -95,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("output", parents=[common], help="print a command's output (a byte range)")
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--length", type=int, default=0, help="bytes (0: to the end)")
+    p.add_argument("cmd_id")
+    p = sub.add_parser("withdraw", parents=[common],
+                       help="take back a command no runner has claimed: it never runs (exit 7: running or finished)")
     p.add_argument("cmd_id")
     p = sub.add_parser("cancel", parents=[common, waiting], help="cancel CMD_ID, or the running command")
     p.add_argument("cmd_id", nargs="?")
@@ -205,7 +209,10 @@ class _CLI:
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout("no result for %s within %gs" % (name, a.wait_timeout))
-            live.check()
+            try:
+                live.check()
+            except RunnerNotAlive as e:
+                return self._no_runner(s, s._no_runner(e, name), name)
             backoff.sleep(deadline)
         status = str(res.get("status"))
         if self.json:
@@ -216,6 +223,30 @@ class _CLI:
             err = res.get("error") or {}
             self.warn("command %s: %s: %s" % (res.get("cmd_id"), status, err.get("message") or res.get("exit_reason")))
         return exit_code_of_status(status)
+
+    def _no_runner(self, s: Session, e: RunnerNotAlive, name: str) -> int:
+        """Report a wait that gave up for want of a runner; while the
+        command is still queued, say on a line of its own how to take it
+        back (the Go CLI's noRunnerHint)."""
+        code = _fail(self, e.code, str(e), e.exit_code, e.context)
+        if s._queued(name):
+            cmd_id = e.context.get("cmd_id")
+            self.warn("to take %s back: %s withdraw %s --session %s" % (cmd_id, PROG, cmd_id, s.dir))
+        return code
+
+    def cmd_withdraw(self) -> int:
+        """Take back a queued command (Session.withdraw); needs no runner.
+        Exit 0 withdrawn; 7 running (cancel it instead) or finished; 6
+        unknown cmd_id."""
+        s = self.session()
+        name = s._resolve(self.a.cmd_id)
+        cmd_id = (_names.parse_name(name) or (0, self.a.cmd_id))[1]
+        s.withdraw(name)
+        if self.json:
+            self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "withdrawn": True})
+        else:
+            self.out.write("withdrawn: %s (it will not run)\n" % cmd_id)
+        return 0
 
     def cmd_result(self) -> int:
         res = self.session().result(self.a.cmd_id)

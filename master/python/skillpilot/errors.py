@@ -20,6 +20,7 @@ CannotServe           cannot_serve           5
 StaleRequest          stale                  5
 UnknownCmdID          unknown_cmd_id         6
 NotRunning            not_running            7
+NotQueued             not_queued             7
 AlreadyFinished       already_finished       7
 Idle                  idle                   7
 RequestRejected       rejected               10
@@ -32,7 +33,7 @@ from typing import Any, Dict, Optional
 
 __all__ = [
     "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "CannotServe", "StaleRequest", "WaitTimeout",
-    "UnknownCmdID", "NothingToDo", "NotRunning", "AlreadyFinished", "Idle", "RequestRejected",
+    "UnknownCmdID", "NothingToDo", "NotRunning", "NotQueued", "AlreadyFinished", "Idle", "RequestRejected",
     "ExpectTimeout", "RefusedEcho", "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "EXIT_OK", "EXIT_INTERRUPTED",
 ]
 
@@ -131,8 +132,15 @@ class NotRunning(NothingToDo):
     code = "not_running"
 
 
+class NotQueued(NothingToDo):
+    """withdraw named a command a runner has already claimed (it is
+    running: cancel it instead)."""
+
+    code = "not_queued"
+
+
 class AlreadyFinished(NothingToDo):
-    """cancel named a command that already has its result."""
+    """cancel or withdraw named a command that already has its result."""
 
     code = "already_finished"
 

@@ -11,7 +11,7 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 from . import _fs, _names, _status, _watch
 from ._lease import LeaseKeeper, write_lease
 from ._wait import Backoff, HeartbeatSeen, Liveness, Look, grace_of, observe
-from .errors import (AlreadyFinished, CannotServe, ExpectTimeout, Idle, MasterError, NotRunning, RefusedEcho,
+from .errors import (AlreadyFinished, CannotServe, ExpectTimeout, Idle, MasterError, NotQueued, NotRunning, RefusedEcho,
                      RequestRejected, RunnerNotAlive, SessionMissing, StaleRequest, UnknownCmdID, UsageError,
                      WaitTimeout, result_error)
 
@@ -227,8 +227,11 @@ class Session:
         """Wait for the command's result. With check, a status other than ok
         raises CommandFailed, CommandTimeout or Cancelled (``.result`` holds
         the result). ``timeout`` (seconds, None: no limit) raises
-        WaitTimeout; no live runner for ``wait_for_runner`` seconds raises
-        RunnerNotAlive."""
+        WaitTimeout; no live runner for ``wait_for_runner`` seconds (about
+        a second when the runner stopped on purpose) raises RunnerNotAlive
+        (context: cmd_id, reason, grace_ms). The command then stays queued
+        for a later runner, and the error says so; withdraw() takes it
+        back."""
         name = self._resolve(name_or_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         live = Liveness(self, self._grace(wait_for_runner))
@@ -248,9 +251,75 @@ class Session:
             try:
                 live.check()
             except RunnerNotAlive as e:
-                e.context.setdefault("cmd_id", cmd_id)
-                raise
+                raise self._no_runner(e, name) from None
             backoff.sleep(deadline, watch)
+
+    def _queued(self, name: str) -> bool:
+        """Whether command file name is still in queue/, unclaimed."""
+        self.fs.revalidate(_names.DIR_QUEUE)
+        try:
+            self.fs.stat(_names.DIR_QUEUE, name)
+            return True
+        except (OSError, MasterError):
+            return False
+
+    def _no_runner(self, e: RunnerNotAlive, name: str) -> RunnerNotAlive:
+        """A wait's RunnerNotAlive for command file name, saying plainly
+        what becomes of it (the Go master's noRunnerErr, issue 26.9): a
+        queued command stays queued, and a runner started later runs it
+        unless it is withdrawn. Its context has the cmd_id."""
+        cmd_id = (_names.parse_name(name) or (0, name))[1]
+        msg = "waiting for %s: %s" % (cmd_id, e)
+        if self._queued(name):
+            msg += "; %s stays queued: a runner started later runs it unless it is withdrawn" % cmd_id
+        out = RunnerNotAlive(msg, context=dict(e.context, cmd_id=cmd_id))
+        for k in ("resume_cursor",):
+            if hasattr(e, k):
+                setattr(out, k, getattr(e, k))
+        return out
+
+    def withdraw(self, cmd_id: str) -> None:
+        """Take back a command no runner has claimed yet (the Go master's
+        Command.Withdraw): its file is removed from queue/ (PROTOCOL.md
+        section 6.1), so it never runs and gets no result. It is atomic
+        against a runner's claim, which renames the same entry: exactly one
+        of the two succeeds (the unlink names the exact entry; ENOENT means
+        the runner won). Needs no runner.
+
+        A command that is running (claimed) raises NotQueued, one that has
+        its result AlreadyFinished (both exit 7), and one that is nowhere
+        UnknownCmdID (6)."""
+        name = self._resolve(cmd_id)
+        cmd_id = (_names.parse_name(name) or (0, cmd_id))[1]
+        ctx = {"cmd_id": cmd_id}
+        try:
+            if self.fs.withdraw(_names.DIR_QUEUE, name):
+                return
+        except OSError as e:
+            raise MasterError("withdrawing %s: %s" % (cmd_id, e), context=ctx) from e
+        res = None
+        try:
+            self.fs.revalidate(_names.DIR_RESULT)
+            res = self.fs.read_json(_names.DIR_RESULT, name)
+        except (OSError, MasterError):
+            pass
+        if res is not None:
+            err: MasterError = AlreadyFinished("%s has its result (%s); nothing to withdraw"
+                                               % (cmd_id, res.get("status")))
+        elif self._exists(_names.DIR_INFLIGHT, name):
+            err = NotQueued("%s is running (a runner claimed it); cancel it instead" % cmd_id)
+        else:
+            raise UnknownCmdID("%s is no longer queued, running or finished in this session" % cmd_id, context=ctx)
+        err.context = ctx
+        raise err
+
+    def _exists(self, sub: str, name: str) -> bool:
+        self.fs.revalidate(sub)
+        try:
+            self.fs.stat(sub, name)
+            return True
+        except (OSError, MasterError):
+            return False
 
     def run(self, payload: str, wait_timeout: Optional[float] = None, check: bool = True,
             wait_for_runner: Optional[float] = None, **submit_args: Any) -> Result:
@@ -536,11 +605,13 @@ class Session:
     def ready(self, timeout: float = 60.0, wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
         """Wait until a live runner serves the session (phase idle or busy)
         and return its status. Raises RunnerNotAlive once no live runner has
-        been seen for wait_for_runner (a runner that gave up on a failing
-        --init has stopped), and on timeout CannotServe when the runner is
+        been seen for wait_for_runner, a runner that stopped on purpose
+        included (one that gave up on a failing --init has stopped), and on timeout CannotServe when the runner is
         alive in phase error (with its reason), else WaitTimeout."""
         deadline = time.monotonic() + timeout
-        live = Liveness(self, self._grace(wait_for_runner))
+        # The whole grace even when the runner stopped on purpose: ready is
+        # how a caller waits for a runner to be started again.
+        live = Liveness(self, self._grace(wait_for_runner), stopped_ends=False)
         while True:
             live.next_look = 0.0
             live.check()

@@ -82,6 +82,35 @@ class CLITest(unittest.TestCase):
         self.assertEqual(code, 5)
         self.assertIn("not alive", err)
 
+    def test_wait_on_a_stopped_runner_and_withdraw(self) -> None:
+        # Issue 26.9, as the Go CLI (testscript wait_no_runner.txtar).
+        self.runner().stop_runner(reason="a stop request")
+        code, out, err = run("submit", "--session", self.dir, "--id", "w1", "--wait", "--wait-timeout", "20s",
+                             "--wait-for-runner", "2m", "puts once")
+        self.assertEqual((code, out), (5, ""))
+        self.assertIn("waiting for w1: runner not alive: the runner stopped (a stop request); w1 stays queued: "
+                      "a runner started later runs it unless it is withdrawn\n", err)
+        self.assertIn("to take w1 back: skillpilot-master withdraw w1 --session %s\n" % self.dir, err)
+        code, out, err = run("wait", "--session", self.dir, "--json", "--wait-timeout", "20s",
+                             "--wait-for-runner", "2m", "w1")
+        self.assertEqual(code, 5)
+        doc = json.loads(out)
+        self.assertEqual((doc["error"]["code"], doc["error"]["context"]["cmd_id"]), ("runner_not_alive", "w1"))
+        self.assertIn("withdraw w1", err)
+        self.assertEqual(run("withdraw", "--session", self.dir, "w1")[:2], (0, "withdrawn: w1 (it will not run)\n"))
+        self.assertEqual(self.queued(), [])
+        code, out, _ = run("withdraw", "--session", self.dir, "--json", "w1")
+        self.assertEqual((code, json.loads(out)["error"]["code"]), (6, "unknown_cmd_id"))
+        run("submit", "--session", self.dir, "--id", "w2", "x")
+        code, out, _ = run("withdraw", "--session", self.dir, "--json", "w2")
+        self.assertEqual((code, json.loads(out)["withdrawn"], json.loads(out)["cmd_id"]), (0, True, "w2"))
+        run("submit", "--session", self.dir, "--id", "w3", "x")
+        name = self.queued()[0]
+        os.rename(os.path.join(self.dir, "queue", name), os.path.join(self.dir, "inflight", name))
+        code, out, err = run("withdraw", "--session", self.dir, "--json", "w3")
+        self.assertEqual((code, json.loads(out)["error"]["code"]), (7, "not_queued"))
+        self.assertIn("cancel it instead", err)
+
     def test_cancel_reports_the_reply(self) -> None:
         r = self.runner(answer=lambda req: {"outcome": "cancelled_queued", "message": "q cancelled"})
         code, out, _ = run("cancel", "--session", self.dir, "q")

@@ -126,6 +126,97 @@ class WaitTest(Base):
         self.assertEqual(self.s.wait(name, wait_for_runner=30)["status"], "ok")
 
 
+class StoppedRunnerTest(Base):
+    """Issue 26.9, as the Go master: a runner that stopped on purpose
+    (phase stopped, its lock free) ends a wait within about a second, not
+    after wait_for_runner; the error says the command stays queued;
+    ready() keeps the whole grace; withdraw() takes the command back."""
+
+    def test_a_wait_on_a_stopped_runner_ends_early_and_says_the_command_stays_queued(self) -> None:
+        self.runner().stop_runner(reason="a stop request")
+        _, name = self.s.submit("x", cmd_id="q1")
+        # The wait's own timeout (20 s) is far under the grace (120 s): a
+        # wait that waited out the grace would end with WaitTimeout.
+        with self.assertRaises(sp.RunnerNotAlive) as cm:
+            self.s.wait("q1", timeout=20, wait_for_runner=120)
+        msg = str(cm.exception)
+        self.assertIn("the runner stopped (a stop request)", msg)
+        self.assertIn("q1 stays queued: a runner started later runs it unless it is withdrawn", msg)
+        self.assertNotIn("no live runner seen", msg)
+        self.assertEqual(cm.exception.context["cmd_id"], "q1")
+        self.assertEqual(cm.exception.context["grace_ms"], 120000)
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "queue", name)))
+        with self.assertRaises(sp.RunnerNotAlive):  # Waits for output and replies end early too.
+            self.s.wait_for("never", timeout=20, wait_for_runner=120)
+
+    def test_a_finished_command_does_not_say_it_stays_queued(self) -> None:
+        r = self.runner()
+        _, name = self.s.submit("x", cmd_id="q2")
+        os.rename(os.path.join(self.dir, "queue", name), os.path.join(self.dir, "inflight", name))
+        r.stop_runner()
+        with self.assertRaises(sp.RunnerNotAlive) as cm:
+            self.s.wait("q2", timeout=20, wait_for_runner=120)
+        self.assertNotIn("stays queued", str(cm.exception))
+        self.assertEqual(cm.exception.context["cmd_id"], "q2")
+
+    def test_stopped_with_the_lock_held_waits_out_the_grace(self) -> None:
+        # Phase stopped while a runner holds the lock: not stopped on
+        # purpose for good (a runner starting on the session), so the grace.
+        r = self.runner()
+        r.hang()
+        r._write_state(phase="stopped")
+        self.s.submit("x", cmd_id="q3")
+        with self.assertRaises(sp.RunnerNotAlive) as cm:
+            self.s.wait("q3", timeout=20, wait_for_runner=1.5)
+        self.assertIn("no live runner seen", str(cm.exception))
+
+    def test_ready_keeps_the_whole_grace(self) -> None:
+        self.runner().stop_runner()
+
+        def restart() -> None:
+            self.runner()
+        threading.Timer(2 * _wait.STOPPED_GRACE, restart).start()  # Setup: after a stopped wait would have ended.
+        self.assertTrue(self.s.ready(timeout=30, wait_for_runner=30)["alive"])
+
+    def test_withdraw(self) -> None:
+        r = self.runner()
+        _, queued = self.s.submit("x", cmd_id="w1")
+        self.s.withdraw("w1")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "queue", queued)))
+        with self.assertRaises(sp.UnknownCmdID) as cm:
+            self.s.withdraw("w1")
+        self.assertEqual((cm.exception.exit_code, cm.exception.context), (6, {"cmd_id": "w1"}))
+        with self.assertRaises(sp.UnknownCmdID):
+            self.s.wait("w1")
+        _, running = self.s.submit("y", cmd_id="w2")
+        os.rename(os.path.join(self.dir, "queue", running), os.path.join(self.dir, "inflight", running))
+        with self.assertRaises(sp.NotQueued) as nq:
+            self.s.withdraw("w2")
+        self.assertEqual((nq.exception.code, nq.exception.exit_code), ("not_queued", 7))
+        self.assertIn("w2 is running (a runner claimed it); cancel it instead", str(nq.exception))
+        self.assertEqual(nq.exception.context, {"cmd_id": "w2"})
+        r.finish(running)
+        os.unlink(os.path.join(self.dir, "inflight", running))
+        with self.assertRaises(sp.AlreadyFinished) as af:
+            self.s.withdraw("w2")
+        self.assertEqual((af.exception.code, af.exception.exit_code), ("already_finished", 7))
+        self.assertIn("w2 has its result (ok); nothing to withdraw", str(af.exception))
+
+    def test_withdraw_loses_to_a_claim(self) -> None:
+        # The runner claims (renames) the entry between the lookup and the
+        # unlink: the unlink fails, the command is running, nothing lost.
+        _, name = self.s.submit("x", cmd_id="w3")
+        real = self.s.fs.withdraw
+
+        def claimed_first(sub: str, n: str) -> bool:
+            os.rename(os.path.join(self.dir, "queue", name), os.path.join(self.dir, "inflight", name))
+            return real(sub, n)
+        self.s.fs.withdraw = claimed_first  # type: ignore[method-assign]
+        with self.assertRaises(sp.NotQueued):
+            self.s.withdraw("w3")
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "inflight", name)))
+
+
 def answer_with(outcome: str) -> Any:
     return lambda req: {"outcome": outcome, "cmd_id": req.get("cmd_id")}
 

@@ -241,7 +241,9 @@ proc ::skillpilot::ready {dir args} {
     while 1 {
         if {$w eq "" && ![catch {check $dir} d]} {
             set dir $d
-            set w [WaitStart $dir -1 [dict get $o -waitforrunner]]
+            # The whole grace even when the runner stopped on purpose:
+            # ready is how a caller waits for a runner to be started again.
+            set w [WaitStart $dir -1 [dict get $o -waitforrunner] 0 0]
             dict set w lastAlive $start
         }
         if {$w ne ""} {

@@ -266,6 +266,25 @@ proc ::skillpilot::fs::withdraw {root sub name} {
     catch {file delete -- [File $root $sub $name]}
 }
 
+# take removes root/sub/name atomically against a runner that renames the
+# same entry (its claim of a queued command): exactly one of the two
+# succeeds. Tcl's file delete ignores a missing file, so the entry is
+# renamed (rename(2): it fails when the runner won) to a dot-file in the
+# same directory, which runners skip as a master's temporary file, and
+# that is deleted. Returns 1 if this call took it, 0 if it was gone
+# (ENOENT); IO_ERROR otherwise.
+proc ::skillpilot::fs::take {root sub name} {
+    set p [File $root $sub $name]
+    set tmp [file join [file dirname $p] ".$name.[pid].[random_hex 4].withdrawn.tmp"]
+    if {[catch {file rename -- $p $tmp} msg opts]} {
+        if {[lrange [dict get $opts -errorcode] 0 1] eq {POSIX ENOENT}} { return 0 }
+        if {[catch {file lstat $p st}]} { return 0 } ;# Gone meanwhile: the runner claimed it.
+        Fail "withdraw $p: $msg"
+    }
+    catch {file delete -- $tmp}
+    return 1
+}
+
 # relative returns the directory rel (e.g. "../s02" from a forward record)
 # beside or below root, normalised.
 proc ::skillpilot::fs::relative {root rel} {

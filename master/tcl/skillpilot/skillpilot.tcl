@@ -19,7 +19,7 @@
 # exit code of the master CLI that goes with it (skillpilot::exitcode):
 #   COMMAND_FAILED 1  USAGE 2  WAIT_TIMEOUT 3  EXPECT_TIMEOUT 3  COMMAND_TIMEOUT 3
 #   CANCELLED 4  SESSION_MISSING 5  RUNNER_NOT_ALIVE 5  CANNOT_SERVE 5  STALE 5
-#   UNKNOWN_CMD_ID 6  NOT_RUNNING 7  ALREADY_FINISHED 7  IDLE 7  REJECTED 10
+#   UNKNOWN_CMD_ID 6  NOT_RUNNING 7  NOT_QUEUED 7  ALREADY_FINISHED 7  IDLE 7  REJECTED 10
 #   REFUSED_ECHO 10  IO_ERROR 10
 # Errors for a result that is not ok carry the result dict as a third
 # element: {SKILLPILOT COMMAND_FAILED <result>}.
@@ -57,7 +57,8 @@ namespace eval ::skillpilot {
 proc ::skillpilot::exitcode {errorcode} {
     if {[lindex $errorcode 0] ne "SKILLPILOT"} { return 10 }
     set map {COMMAND_FAILED 1 USAGE 2 WAIT_TIMEOUT 3 EXPECT_TIMEOUT 3 COMMAND_TIMEOUT 3 CANCELLED 4 SESSION_MISSING 5
-             RUNNER_NOT_ALIVE 5 CANNOT_SERVE 5 STALE 5 UNKNOWN_CMD_ID 6 NOT_RUNNING 7 ALREADY_FINISHED 7 IDLE 7}
+             RUNNER_NOT_ALIVE 5 CANNOT_SERVE 5 STALE 5 UNKNOWN_CMD_ID 6 NOT_RUNNING 7 NOT_QUEUED 7 ALREADY_FINISHED 7
+             IDLE 7}
     set code [lindex $errorcode 1]
     return [expr {[dict exists $map $code] ? [dict get $map $code] : 10}]
 }
@@ -247,8 +248,11 @@ proc ::skillpilot::ResultError {r} {
 # wait returns the command's result dict. Options: -timeout ms (< 0: no
 # limit; WAIT_TIMEOUT), -check 1 (a status other than ok raises
 # COMMAND_FAILED, COMMAND_TIMEOUT or CANCELLED), -waitforrunner ms (the dead
-# grace; RUNNER_NOT_ALIVE). The pre-1.0 form "wait dir cmd ?timeout_ms?
-# ?check?" still works.
+# grace; RUNNER_NOT_ALIVE, within about a second when the runner stopped on
+# purpose). A wait that gives up for want of a runner leaves its command
+# queued for a later runner, and its message says so ("<id> stays queued:
+# ..."; -context has the cmd_id); withdraw takes it back. The pre-1.0 form
+# "wait dir cmd ?timeout_ms? ?check?" still works.
 proc ::skillpilot::wait {dir cmd args} {
     variable waitForRunnerMs
     if {[llength $args] && ![string match -* [lindex $args 0]]} {
@@ -266,11 +270,52 @@ proc ::skillpilot::wait {dir cmd args} {
             return $r
         }
         if {[catch {WaitStep w "no result for $name"} msg opts]} {
+            set id [lindex [parse_name $name] 1]
             set ctx [expr {[dict exists $opts -context] ? [dict get $opts -context] : {}}]
-            dict set opts -context [dict merge [dict create cmd_id [lindex [parse_name $name] 1]] $ctx]
+            dict set opts -context [dict merge [dict create cmd_id $id] $ctx]
+            if {[lindex [dict get $opts -errorcode] 1] eq "RUNNER_NOT_ALIVE"} {
+                # Say plainly what becomes of the command (the Go master's
+                # noRunnerErr, issue 26.9).
+                set msg "waiting for $id: $msg"
+                if {[Queued $dir $name]} {
+                    append msg "; $id stays queued: a runner started later runs it unless it is withdrawn"
+                }
+            }
             return -options $opts $msg
         }
     }
+}
+
+# Queued reports whether command file name is still in queue/, unclaimed.
+proc ::skillpilot::Queued {dir name} {
+    fs::revalidate $dir queue
+    return [fs::exists $dir queue $name]
+}
+
+# withdraw takes back a command no runner has claimed yet (the Go master's
+# Command.Withdraw, Python's Session.withdraw): its file is removed from
+# queue/ (PROTOCOL.md section 6.1), so it never runs and gets no result. It
+# is atomic against a runner's claim, which renames the same entry: exactly
+# one of the two succeeds (fs::take). Needs no runner. A command that is
+# running (claimed) raises NOT_QUEUED, one that has its result
+# ALREADY_FINISHED (both exit 7), one that is nowhere UNKNOWN_CMD_ID (6);
+# -context has the cmd_id.
+proc ::skillpilot::withdraw {dir cmd} {
+    set dir [check $dir]
+    set name [find $dir $cmd]
+    set id [lindex [parse_name $name] 1]
+    set ctx [dict create cmd_id $id]
+    if {[fs::take $dir queue $name]} { return }
+    if {[Network $dir]} { fs::revalidate $dir result }
+    if {![catch {read_json $dir result $name} r] && $r ne ""} {
+        set st [expr {[dict exists $r status] ? [dict get $r status] : ""}]
+        ThrowCtx ALREADY_FINISHED "$id has its result ($st); nothing to withdraw" $ctx
+    }
+    fs::revalidate $dir inflight
+    if {[fs::exists $dir inflight $name]} {
+        ThrowCtx NOT_QUEUED "$id is running (a runner claimed it); cancel it instead" $ctx
+    }
+    ThrowCtx UNKNOWN_CMD_ID "$id is no longer queued, running or finished in this session" $ctx
 }
 
 # run submits payload and waits for its result, as wait does (and as the Go

@@ -8,6 +8,18 @@
 # request and every wait fails with RUNNER_NOT_ALIVE only once no live
 # runner has been seen for the grace (Grace: -waitforrunner ms; 0, the
 # default, means 10 s or ten heartbeat intervals, whichever is longer).
+# A runner that stopped on purpose (phase stopped and, on a local
+# filesystem, its lock free) does not come back by itself: a wait for a
+# result, output or a reply ends after StoppedGraceMs then (issue 26.9, as
+# the Go master); ready, how a caller waits for a runner to be started
+# again, keeps the whole grace.
+
+namespace eval ::skillpilot {
+    # StoppedGraceMs replaces the grace when the runner stopped on purpose
+    # (the Go master's stoppedGrace): the second lets a runner being
+    # started on the session right now write its state first.
+    variable StoppedGraceMs 1000
+}
 
 # Interval is the heartbeat's interval in ms (1000 when not known), at
 # least 100.
@@ -50,17 +62,22 @@ proc ::skillpilot::Phase {d} {
 # does, and returns a dict: alive (the counter was seen moving within the
 # window), definite (when not alive: dead for certain), late (when not
 # alive: the counter has not moved for more than the window; only the
-# grace of a request or wait decides), reason, state (state.json),
-# interval (the heartbeat's, ms). Dead at once: no state, phase stopped,
-# or on a local filesystem a free flock.
+# grace of a request or wait decides), stopped (when not alive: the runner
+# stopped on purpose, phase stopped and, on a local filesystem, its lock
+# free; on NFS state.json alone), reason, state (state.json), interval (the
+# heartbeat's, ms). Dead at once: no state, phase stopped, or on a local
+# filesystem a free flock.
 proc ::skillpilot::Observe {dir} {
     variable hbSeen
     fs::revalidate $dir state
     set st [read_json $dir state state.json 1]
     set hb [read_json $dir state heartbeat.json 1]
-    set look [dict create alive 0 definite 1 late 0 reason "" state $st interval [Interval $hb]]
+    set look [dict create alive 0 definite 1 late 0 stopped 0 reason "" state $st interval [Interval $hb]]
     if {$st eq "" && $hb eq ""} { return [dict replace $look reason "no runner has written state yet"] }
-    if {[Phase $st] eq "stopped" || [Phase $hb] eq "stopped"} { return [dict replace $look reason [StoppedReason $st]] }
+    if {[Phase $st] eq "stopped" || [Phase $hb] eq "stopped"} {
+        set onPurpose [expr {[Network $dir] || [fs::lock_held $dir state runner.lock] == 0}]
+        return [dict replace $look reason [StoppedReason $st] stopped $onPurpose]
+    }
     if {![Network $dir] && [fs::lock_held $dir state runner.lock] == 0} {
         return [dict replace $look reason "the runner's lock is free"]
     }
@@ -128,8 +145,9 @@ proc ::skillpilot::AwaitAlive {dir grace_ms} {
 # the first four looks, then doubling to pollMs: Tcl's after counts whole
 # milliseconds, so a ~1 ms command is seen at the second look rather than
 # the third), after checking the caller's deadline and the runner's
-# liveness and renewing kept leases.
-proc ::skillpilot::WaitStart {dir timeout_ms grace_ms {learn 0}} {
+# liveness and renewing kept leases. stoppedEnds 0 (ready): a runner that
+# stopped on purpose does not end the wait before the grace.
+proc ::skillpilot::WaitStart {dir timeout_ms grace_ms {learn 0} {stoppedEnds 1}} {
     variable waitForRunnerMs
     variable spinUs
     if {![string is double -strict $timeout_ms] || ![string is double -strict $grace_ms]} {
@@ -155,9 +173,9 @@ proc ::skillpilot::WaitStart {dir timeout_ms grace_ms {learn 0}} {
         set spinUntil [expr {max($spinUntil, $sleepUntil + 2000)}]
     }
     return [dict create dir $dir timeout $timeout_ms deadline [expr {$timeout_ms < 0 ? -1 : $now + $timeout_ms}] \
-                grace $grace_ms lastAlive $now nextLook $first delay 1 steps 0 \
+                grace $grace_ms lastAlive $now nextLook $first delay 1 steps 0 stoppedEnds $stoppedEnds \
                 startUs $us sleepUntil $sleepUntil spinUntil $spinUntil \
-                look [dict create alive 0 definite 0 reason "no look yet" state {}]]
+                look [dict create alive 0 definite 0 stopped 0 reason "no look yet" state {}]]
 }
 
 # ExpectedUs is how long a short wait on dir is expected to take (µs): the
@@ -185,6 +203,7 @@ proc ::skillpilot::WaitDone {wVar} {
 
 proc ::skillpilot::WaitStep {wVar what} {
     variable pollMs
+    variable StoppedGraceMs
     upvar 1 $wVar w
     set now [clock milliseconds]
     set deadline [dict get $w deadline]
@@ -196,8 +215,13 @@ proc ::skillpilot::WaitStep {wVar what} {
         dict set w nextLook [expr {$now + 250}]
         set look [Observe [dict get $w dir]]
         dict set w look $look
+        set gone [expr {$now - [dict get $w lastAlive]}]
         if {[dict get $look alive]} {
             dict set w lastAlive $now
+        } elseif {[dict get $w stoppedEnds] && [dict get $look stopped] &&
+                  $gone >= min($StoppedGraceMs, [set grace [Grace [dict get $w grace] [dict get $look interval]]])} {
+            ThrowCtx RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]" \
+                [dict create reason [dict get $look reason] grace_ms $grace]
         } elseif {$now - [dict get $w lastAlive] > [set grace [Grace [dict get $w grace] [dict get $look interval]]]} {
             ThrowCtx RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; no live runner seen for\
                 [format %.1f [expr {($now - [dict get $w lastAlive]) / 1000.0}]]s (raise with -waitforrunner)" \
