@@ -42,7 +42,7 @@ type running struct {
 	endReason protocol.ExitReason
 	endMsg    string
 	endCtx    map[string]any // who ended it, for its error's context (errcontext.go)
-	doneSeen  bool // its done marker arrived after an interrupt
+	doneSeen  bool           // its done marker arrived after an interrupt
 	marker    done
 	outErr    error      // writing the output file failed
 	toolStart int64      // which start of the tool runs it (state.json tool_starts)

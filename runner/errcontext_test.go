@@ -164,7 +164,9 @@ func TestReplyErrorContext(t *testing.T) {
 		{protocol.OpCancel, map[string]any{"scope": "nonsense", "cmd_id": "c1"}, protocol.OutcomeRejected,
 			func(n string) map[string]any { return map[string]any{"field": "scope", "source": "ctl/" + n} }},
 		{protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "STOP"}, protocol.OutcomeRejected,
-			func(n string) map[string]any { return map[string]any{"field": "signal", "source": "ctl/" + n, "cmd_id": "c1"} }},
+			func(n string) map[string]any {
+				return map[string]any{"field": "signal", "source": "ctl/" + n, "cmd_id": "c1"}
+			}},
 		{protocol.OpCancel, map[string]any{"cmd_id": "nosuch"}, protocol.OutcomeNotFound,
 			func(string) map[string]any { return map[string]any{"cmd_id": "nosuch"} }},
 		{protocol.OpCancel, map[string]any{"cmd_id": "c1"}, protocol.OutcomeAlreadyFinished,
@@ -174,7 +176,9 @@ func TestReplyErrorContext(t *testing.T) {
 		{protocol.OpSend, map[string]any{"cmd_id": "c1", "data_b64": "aGkK"}, protocol.OutcomeNotRunning,
 			func(string) map[string]any { return map[string]any{"cmd_id": "c1", "cmd_state": "finished"} }},
 		{protocol.OpCancel, map[string]any{"cmd_id": "c1", "session_id": "another"}, protocol.OutcomeStale,
-			func(string) map[string]any { return map[string]any{"session_id": sid, "request_session_id": "another", "cmd_id": "c1"} }},
+			func(string) map[string]any {
+				return map[string]any{"session_id": sid, "request_session_id": "another", "cmd_id": "c1"}
+			}},
 		{protocol.OpResize, map[string]any{"cols": 100, "rows": 40}, protocol.OutcomeDelivered,
 			func(string) map[string]any { return nil }},
 	} {
