@@ -62,5 +62,5 @@ func (c *running) describeLimit(res *protocol.Result) {
 	} else {
 		res.Error.Message += "; " + msg
 	}
-	res.Error.Context = with(res.Error.Context, "max_output_bytes", c.budget, "file", res.OutputPath)
+	res.Error.Context = addContext(res.Error.Context, "max_output_bytes", c.budget, "file", res.OutputPath)
 }

@@ -281,10 +281,10 @@ func (q *cmdQueue) discard(relPath string) bool {
 func (r *Runner) reject(e *pendingEntry, msg string, ctx map[string]any) {
 	id, seq, derived := protocol.DeriveCmdID(e.name)
 	code := protocol.CodeInvalidRequest
-	ctx = with(ctx, "file", rel(protocol.DirQueue, e.name))
+	ctx = addContext(ctx, "file", rel(protocol.DirQueue, e.name))
 	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.done[id] != "" {
 		code = protocol.CodeDuplicateCmdID
-		ctx = with(ctx, "cmd_id", id, "other_result", rel(protocol.DirResult, r.queue.done[id]))
+		ctx = addContext(ctx, "cmd_id", id, "other_result", rel(protocol.DirResult, r.queue.done[id]))
 	}
 	ipath := rel(protocol.DirInflight, e.name)
 	if !r.claim(e.name, ipath) {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"maps"
 
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -47,9 +48,9 @@ func errContext(kv ...any) map[string]any {
 	return ctx
 }
 
-// with adds the pairs of errContext(kv...) to ctx (a new map when ctx is
+// addContext adds the pairs of errContext(kv...) to ctx (a new map when ctx is
 // nil); existing keys are kept.
-func with(ctx map[string]any, kv ...any) map[string]any {
+func addContext(ctx map[string]any, kv ...any) map[string]any {
 	for k, v := range errContext(kv...) {
 		if ctx == nil {
 			ctx = map[string]any{}
@@ -66,10 +67,10 @@ func with(ctx map[string]any, kv ...any) map[string]any {
 func contextOf(err error) map[string]any {
 	var ctx map[string]any
 	if ve, ok := errors.AsType[*protocol.ValidationError](err); ok {
-		ctx = with(ctx, "field", ve.Field)
+		ctx = addContext(ctx, "field", ve.Field)
 	}
 	if le, ok := errors.AsType[*limitError](err); ok {
-		ctx = with(ctx, "limit", le.limit)
+		ctx = addContext(ctx, "limit", le.limit)
 	}
 	return ctx
 }
@@ -78,15 +79,12 @@ func contextOf(err error) map[string]any {
 // timeout of a timeout, who cancelled it, how the tool ended (the budget
 // of an output limit is added by describeLimit).
 func endContext(c *running, status protocol.Status, exit *toolExit) map[string]any {
-	ctx := with(nil)
-	for k, v := range c.endCtx {
-		ctx = with(ctx, k, v)
-	}
+	ctx := maps.Clone(c.endCtx) // A copy: the request's context stays as it was.
 	if status == protocol.StatusTimeout && !c.deadline.IsZero() {
-		ctx = with(ctx, "timeout_s", c.deadline.Sub(c.start).Seconds())
+		ctx = addContext(ctx, "timeout_s", c.deadline.Sub(c.start).Seconds())
 	}
 	if exit != nil {
-		ctx = with(ctx, "exit_code", exit.code, "signal", exit.signal)
+		ctx = addContext(ctx, "exit_code", exit.code, "signal", exit.signal)
 	}
 	return ctx
 }
@@ -105,7 +103,7 @@ func replyContext(req *protocol.ControlRequest, a answer) map[string]any {
 		if req.ExpectTimeoutMS != nil {
 			ms = *req.ExpectTimeoutMS
 		}
-		return with(a.ctx, "cmd_id", a.cmdID, "expect_timeout_ms", ms)
+		return addContext(a.ctx, "cmd_id", a.cmdID, "expect_timeout_ms", ms)
 	}
-	return with(a.ctx, "cmd_id", a.cmdID, "cmd_state", a.cmdState)
+	return addContext(a.ctx, "cmd_id", a.cmdID, "cmd_state", a.cmdState)
 }

@@ -250,7 +250,7 @@ func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time,
 	switch {
 	case perr != nil:
 		a.outcome, a.message = protocol.OutcomeRejected, "rejected, nothing done: "+perr.Error()
-		a.ctx = with(contextOf(perr), "source", source)
+		a.ctx = addContext(contextOf(perr), "source", source)
 	case req.SessionID != "" && req.SessionID != r.id.sessionID:
 		a.outcome = protocol.OutcomeStale
 		a.ctx = errContext("session_id", r.id.sessionID, "request_session_id", req.SessionID)
