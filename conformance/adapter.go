@@ -197,7 +197,8 @@ func normalize(raw map[string]any, masterDir string) (map[string]string, error) 
 			Value      *string `json:"value"`
 			OutputPath string  `json:"output_path"`
 			Error      *struct {
-				Message string `json:"message"`
+				Message string         `json:"message"`
+				Context map[string]any `json:"context"`
 			} `json:"error"`
 		}
 		if err := json.Unmarshal(data, &res); err != nil {
@@ -208,6 +209,9 @@ func normalize(raw map[string]any, masterDir string) (map[string]string, error) 
 		}
 		if res.Error != nil {
 			out["error_message"] = res.Error.Message
+			for k, v := range res.Error.Context { // Its context as the runner wrote it.
+				out["context."+k] = scalar(v)
+			}
 		}
 		out["output"] = ""
 		if res.OutputPath != "" { // Commands that never ran have no output file.

@@ -89,6 +89,12 @@ func (a *cliAd) ofResultDoc(code int, m map[string]any, stderr string) map[strin
 	if e, ok := m["error"].(map[string]any); ok {
 		out["error_message"] = e["message"]
 	}
+	var res protocol.Result
+	if b, err := json.Marshal(m); err == nil && json.Unmarshal(b, &res) == nil && res.Status != protocol.StatusOK {
+		// The CLI prints the result as the runner wrote it; its context is
+		// the Go library's for that result.
+		out["context"] = (&master.ResultError{Result: &res}).ErrorContext()
+	}
 	if p, ok := m["output_path"].(string); ok {
 		if b, err := os.ReadFile(filepath.Join(a.dir, p)); err == nil {
 			out["output_b64"] = base64.StdEncoding.EncodeToString(b)
@@ -203,7 +209,11 @@ func (a *cliAd) do(st step) map[string]any {
 		case protocol.OutcomeRejected:
 			outcome = "rejected"
 		}
-		return replyFields(map[string]any{"outcome": outcome, "exit": code}, &rep)
+		res := replyFields(map[string]any{"outcome": outcome, "exit": code}, &rep)
+		if code != 0 { // A refused request's context, as for cancel above.
+			res["context"] = (&master.RequestError{Reply: &rep}).ErrorContext()
+		}
+		return res
 	case "status":
 		code, out, stderr := a.run("status")
 		m := doc(out)

@@ -103,6 +103,9 @@ func ofResult(c *master.Command, r *protocol.Result) map[string]any {
 	if r.Error != nil {
 		out["error_message"] = r.Error.Message
 	}
+	if r.Status != protocol.StatusOK {
+		out["context"] = master.ErrorContext(&master.ResultError{Result: r})
+	}
 	if b, err := c.Output(0, 0); err == nil {
 		out["output_b64"] = base64.StdEncoding.EncodeToString(b)
 	}

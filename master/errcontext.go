@@ -62,10 +62,16 @@ func withContext(err error, ctx map[string]any) error {
 	return &contextError{err: err, ctx: ctx}
 }
 
-// ErrorContext of a refused request: the request and the reply's outcome,
-// with the named command and its state when the reply has them.
+// ErrorContext of a refused request: the reply's own context as the
+// runner wrote it (the invalid field, the request file, a limit), then the
+// request and the reply's outcome, with the named command and its state
+// when the reply has them (these keys win over the reply's).
 func (e *RequestError) ErrorContext() map[string]any {
-	ctx := map[string]any{"op": string(e.Reply.Op), "req_id": e.Reply.ReqID, "outcome": string(e.Reply.Outcome)}
+	ctx := maps.Clone(e.Reply.Context)
+	if ctx == nil {
+		ctx = map[string]any{}
+	}
+	ctx["op"], ctx["req_id"], ctx["outcome"] = string(e.Reply.Op), e.Reply.ReqID, string(e.Reply.Outcome)
 	if e.Reply.CmdID != "" {
 		ctx["cmd_id"] = e.Reply.CmdID
 	}
@@ -75,10 +81,19 @@ func (e *RequestError) ErrorContext() map[string]any {
 	return ctx
 }
 
-// ErrorContext of a result that is not ok: the command, its status and
-// why it ended.
+// ErrorContext of a result that is not ok: its error's context as the
+// runner wrote it (the file, the field, the limit, the timeout: PROTOCOL.md
+// section 7), then the command, its status and why it ended (these keys
+// win over the result's).
 func (e *ResultError) ErrorContext() map[string]any {
-	ctx := map[string]any{"cmd_id": e.Result.CmdID, "status": string(e.Result.Status)}
+	var ctx map[string]any
+	if e.Result.Error != nil {
+		ctx = maps.Clone(e.Result.Error.Context)
+	}
+	if ctx == nil {
+		ctx = map[string]any{}
+	}
+	ctx["cmd_id"], ctx["status"] = e.Result.CmdID, string(e.Result.Status)
 	if e.Result.ExitReason != "" {
 		ctx["exit_reason"] = string(e.Result.ExitReason)
 	}

@@ -54,3 +54,25 @@ func TestErrorContext(t *testing.T) {
 		t.Errorf("merge: %v", got)
 	}
 }
+
+// The runner's context of a result's error and of a reply (PROTOCOL.md
+// sections 7 and 9.1) is passed on unchanged, beside the master's own
+// keys, which win.
+func TestErrorContextOfResultAndReply(t *testing.T) {
+	res := &protocol.Result{CmdID: "c1", Status: protocol.StatusTimeout, ExitReason: protocol.ReasonCtrlC,
+		Error: &protocol.Error{Code: protocol.CodeTimeout, Message: "timed out", Context: map[string]any{"timeout_s": 0.5, "status": "wrong"}}}
+	err := fmt.Errorf("wait: %w", &ResultError{Result: res})
+	want := map[string]any{"timeout_s": 0.5, "cmd_id": "c1", "status": "timeout", "exit_reason": "ctrl_c"}
+	if got := ErrorContext(err); !reflect.DeepEqual(got, want) {
+		t.Errorf("result: context %v, want %v", got, want)
+	}
+	if res.Error.Context["status"] != "wrong" {
+		t.Error("the result's context was changed")
+	}
+	rep := &protocol.ControlReply{Op: protocol.OpCancel, ReqID: "r1", Outcome: protocol.OutcomeRejected,
+		Context: map[string]any{"field": "scope", "source": "ctl/req_1_r1.json"}}
+	want = map[string]any{"field": "scope", "source": "ctl/req_1_r1.json", "op": "cancel", "req_id": "r1", "outcome": "rejected"}
+	if got := ErrorContext(&RequestError{Reply: rep}); !reflect.DeepEqual(got, want) {
+		t.Errorf("reply: context %v, want %v", got, want)
+	}
+}

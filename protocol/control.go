@@ -115,4 +115,9 @@ type ControlReply struct {
 	// CmdState says where the named command is when a send or signal was
 	// refused: queued, finished or unknown.
 	CmdState string `json:"cmd_state,omitempty"`
+	// Context is set when the request was refused or could not act
+	// (every outcome but cancelled_*, accepted and delivered): the facts
+	// a program branches on, as in Error.Context (the invalid field, the
+	// request file, the limit it broke, the named command and its state).
+	Context map[string]any `json:"context,omitempty"`
 }

@@ -136,6 +136,12 @@ type Stats struct {
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Context holds the facts a program branches on, beside the code and
+	// the message (PROTOCOL.md section 19, "Errors carry context"): the
+	// file, the field, the limit. Keys are lower snake case, values JSON
+	// scalars (strings, numbers, booleans), never payload bytes; nil when
+	// there is nothing to say. Masters pass it on unchanged.
+	Context map[string]any `json:"context,omitempty"`
 }
 
 // Result is written to result/ once per command, atomically.

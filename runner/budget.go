@@ -59,7 +59,8 @@ func (c *running) describeLimit(res *protocol.Result) {
 	if res.Error == nil || c.limitEnds {
 		res.Status = protocol.StatusError
 		res.Error = &protocol.Error{Code: protocol.CodeOutputLimit, Message: msg}
-		return
+	} else {
+		res.Error.Message += "; " + msg
 	}
-	res.Error.Message += "; " + msg
+	res.Error.Context = addContext(res.Error.Context, "max_output_bytes", c.budget, "file", res.OutputPath)
 }

@@ -41,7 +41,8 @@ type running struct {
 	endStatus protocol.Status
 	endReason protocol.ExitReason
 	endMsg    string
-	doneSeen  bool // its done marker arrived after an interrupt
+	endCtx    map[string]any // who ended it, for its error's context (errcontext.go)
+	doneSeen  bool           // its done marker arrived after an interrupt
 	marker    done
 	outErr    error      // writing the output file failed
 	toolStart int64      // which start of the tool runs it (state.json tool_starts)
@@ -159,7 +160,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		return
 	}
 	if e.misnamed != "" {
-		r.reject(e, e.misnamed)
+		r.reject(e, e.misnamed, nil)
 		return
 	}
 	qpath := rel(protocol.DirQueue, e.name)
@@ -168,13 +169,13 @@ func (r *Runner) tryStart(e *pendingEntry) {
 	case errors.Is(err, os.ErrNotExist):
 		return // Withdrawn, or claimed by someone else.
 	case errors.Is(err, fsq.ErrTooLarge):
-		r.reject(e, fmt.Sprintf("file is larger than %d bytes", protocol.MaxCommandSize))
+		r.reject(e, fmt.Sprintf("file is larger than %d bytes", protocol.MaxCommandSize), errContext("limit", int64(protocol.MaxCommandSize)))
 		return
 	case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
-		r.reject(e, "queue entries must be regular files, not symlinks or other file types ("+err.Error()+")")
+		r.reject(e, "queue entries must be regular files, not symlinks or other file types ("+err.Error()+")", nil)
 		return
 	case errors.Is(err, os.ErrPermission):
-		r.reject(e, "the runner cannot read this file ("+err.Error()+"); in a group-shared session masters must create files readable by the group (mode 0660)")
+		r.reject(e, "the runner cannot read this file ("+err.Error()+"); in a group-shared session masters must create files readable by the group (mode 0660)", nil)
 		return
 	case err != nil:
 		// A transient error (ESTALE on NFS) is retried, but not forever:
@@ -183,7 +184,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 			e.firstBad = r.clk.Now()
 		}
 		if r.clk.Now().Sub(e.firstBad) >= r.cfg.ParseGrace {
-			r.reject(e, "the runner cannot read this file: "+err.Error())
+			r.reject(e, "the runner cannot read this file: "+err.Error(), nil)
 			return
 		}
 		r.log.Warn("read queued command; will retry", "name", e.name, "err", err)
@@ -195,15 +196,15 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		return
 	}
 	if err != nil {
-		r.reject(e, err.Error())
+		r.reject(e, err.Error(), contextOf(err))
 		return
 	}
 	if cmd.Kind != r.cfg.Kind {
-		r.reject(e, fmt.Sprintf("kind: this runner runs %s payloads, not %s", r.cfg.Kind, cmd.Kind))
+		r.reject(e, fmt.Sprintf("kind: this runner runs %s payloads, not %s", r.cfg.Kind, cmd.Kind), errContext("field", "kind"))
 		return
 	}
-	if r.queue.done[cmd.CmdID] {
-		r.reject(e, fmt.Sprintf("cmd_id %q already has a result under another seq; cmd_ids must be unique", cmd.CmdID))
+	if r.queue.done[cmd.CmdID] != "" {
+		r.reject(e, fmt.Sprintf("cmd_id %q already has a result under another seq; cmd_ids must be unique", cmd.CmdID), nil)
 		return
 	}
 	r.start(e.name, qpath, cmd)
@@ -276,11 +277,14 @@ func (q *cmdQueue) discard(relPath string) bool {
 // The result is written by the result writer, off the owner goroutine. A
 // file whose name yields no cmd_id (mycmd.json) gets no result: it is
 // moved to log/rejected/ and a cmd_rejected event names it and the rule.
-func (r *Runner) reject(e *pendingEntry, msg string) {
+// ctx is the error's context beyond the file (the field, the limit).
+func (r *Runner) reject(e *pendingEntry, msg string, ctx map[string]any) {
 	id, seq, derived := protocol.DeriveCmdID(e.name)
 	code := protocol.CodeInvalidRequest
-	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.done[id] {
+	ctx = addContext(ctx, "file", rel(protocol.DirQueue, e.name))
+	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.done[id] != "" {
 		code = protocol.CodeDuplicateCmdID
+		ctx = addContext(ctx, "cmd_id", id, "other_result", rel(protocol.DirResult, r.queue.done[id]))
 	}
 	ipath := rel(protocol.DirInflight, e.name)
 	if !r.claim(e.name, ipath) {
@@ -292,7 +296,7 @@ func (r *Runner) reject(e *pendingEntry, msg string) {
 		return
 	}
 	res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
-		Error: &protocol.Error{Code: code, Message: msg}, CommandPath: rel(protocol.DirRejected, e.name)}
+		Error: &protocol.Error{Code: code, Message: msg, Context: ctx}, CommandPath: rel(protocol.DirRejected, e.name)}
 	r.submitResult(resultJob{kind: jobRejected, name: e.name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
 }
 
@@ -365,7 +369,7 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 func (r *Runner) submitResult(j resultJob) {
 	r.queue.settling[j.name] = true
 	if _, _, err := protocol.ParseCommandName(j.name); err == nil {
-		r.queue.done[j.res.CmdID] = true
+		r.queue.done[j.res.CmdID] = j.name
 		if len(r.in.waiting[j.res.CmdID]) > 0 {
 			r.pumpWaiting(j.res.CmdID) // It ended without running (cancelled while queued, rejected).
 		}
@@ -442,7 +446,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		TraceID: cmd.TraceID, Labels: cmd.Labels})
 	if err != nil {
 		r.log.Error("create output", "err", err)
-		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error())
+		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error(), rel(protocol.DirOutput, outName))
 		return
 	}
 	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.starts, spoolStart: r.disk.spoolSize, out: out,
@@ -461,7 +465,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	if err != nil {
 		out.Close()
 		_ = r.root.Remove(rel(protocol.DirOutput, outName)) // Empty; the result names no output.
-		r.finishEarly(name, cmd, protocol.CodeIO, "cannot write the payload file: "+err.Error())
+		r.finishEarly(name, cmd, protocol.CodeIO, "cannot write the payload file: "+err.Error(), rel(protocol.DirInflight, name+payloadExt))
 		return
 	}
 	r.cur = c
@@ -500,10 +504,11 @@ func (r *Runner) runLine(c *running) (string, error) {
 	return r.drv.run(r.root.abs(c.payload), "", m.Prefix, m.Token, wrap), nil
 }
 
-// finishEarly settles a claimed command that never reached the tool.
-func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg string) {
+// finishEarly settles a claimed command that never reached the tool; file
+// is the session file the runner could not write.
+func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg, file string) {
 	res := &protocol.Result{CmdID: cmd.CmdID, Seq: cmd.Seq, Status: protocol.StatusError,
-		ExitReason: protocol.ReasonRunnerError, Error: &protocol.Error{Code: code, Message: msg},
+		ExitReason: protocol.ReasonRunnerError, Error: &protocol.Error{Code: code, Message: msg, Context: errContext("file", file)},
 		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolSize, SpoolEnd: r.disk.spoolSize,
 		TraceID: cmd.TraceID, Labels: cmd.Labels}
 	r.submitResult(resultJob{kind: jobEarly, name: name, res: res, text: cmd.Payload,
@@ -608,7 +613,8 @@ func (r *Runner) finishByMarker() {
 		r.typeLine(r.drv.bootstrap())
 	}
 	if c.endStatus != "" {
-		r.finish(c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg}, nil)
+		r.finish(c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg,
+			Context: endContext(c, c.endStatus, nil)}, nil)
 		return
 	}
 	d := c.marker

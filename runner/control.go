@@ -52,7 +52,7 @@ func (r *Runner) takeLegacy(file string) {
 		case errors.Is(err, os.ErrNotExist):
 			return
 		case errors.Is(err, fsq.ErrTooLarge):
-			perr = fmt.Errorf("%s is larger than %d bytes", file, maxLegacySize)
+			perr = &limitError{fmt.Sprintf("%s is larger than %d bytes", file, maxLegacySize), maxLegacySize}
 		case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
 			perr = fmt.Errorf("%s is not a regular file", file)
 		case transient(err):
@@ -113,8 +113,9 @@ func parseLegacy(root *sessionRoot, req *protocol.ControlRequest, name string) e
 }
 
 // cancel acts on a valid cancel request and says what it did. source names
-// the request in the cancelled command's result.
-func (r *Runner) cancel(scope protocol.CancelScope, id, source string) (protocol.Outcome, string, string) {
+// the request in the cancelled command's result, by its context
+// (requestContext).
+func (r *Runner) cancel(scope protocol.CancelScope, id, source string, by map[string]any) (protocol.Outcome, string, string) {
 	c := r.cur
 	if scope == protocol.ScopeCurrent {
 		if c == nil {
@@ -126,11 +127,12 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string) (protocol
 	case c != nil && c.cmd.CmdID == id && c.endStatus != "":
 		return protocol.OutcomeAlreadyFinished, fmt.Sprintf("%s is already ending (%s); nothing more to do", id, c.endStatus), id
 	case c != nil && c.cmd.CmdID == id:
+		c.endCtx = by // Not ending yet (the case above): this cancel is what ends it.
 		r.interrupt(protocol.StatusCancelled, "", "cancelled by "+source, "")
 		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.cmd.CancelPolicy), id
-	case r.queue.done[id]:
+	case r.queue.done[id] != "":
 		return protocol.OutcomeAlreadyFinished, id + " has already finished; nothing cancelled", id
-	case r.cancelQueued(id, source):
+	case r.cancelQueued(id, source, by):
 		return protocol.OutcomeCancelledQueued, id + " was queued; it got a cancelled result and will not run", id
 	}
 	return protocol.OutcomeNotFound, "no command " + id + " is queued, running or finished in this session", id
@@ -141,7 +143,7 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string) (protocol
 // result goes through the result writer like every other: a name that
 // already has a result is only cleared (cmd_skipped), and a cmd_id that
 // already has one under another seq is answered duplicate_cmd_id.
-func (r *Runner) cancelQueued(id, source string) bool {
+func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 	names, err := r.root.ReadNames(protocol.DirQueue)
 	if err != nil {
 		return false
@@ -161,16 +163,17 @@ func (r *Runner) cancelQueued(id, source string) bool {
 			continue
 		}
 		r.queue.pend.remove(name)
-		if r.queue.done[id] {
+		if other := r.queue.done[id]; other != "" {
 			res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
 				Error: &protocol.Error{Code: protocol.CodeDuplicateCmdID, Message: fmt.Sprintf(
-					"cmd_id %q already has a result under another seq; cmd_ids must be unique", id)},
+					"cmd_id %q already has a result under another seq; cmd_ids must be unique", id),
+					Context: errContext("file", rel(protocol.DirQueue, name), "cmd_id", id, "other_result", rel(protocol.DirResult, other))},
 				CommandPath: rel(protocol.DirRejected, name)}
 			r.submitResult(resultJob{kind: jobRejected, name: name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
 			return false
 		}
 		res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusCancelled, ExitReason: protocol.ReasonCancelledQueued,
-			Error:       &protocol.Error{Code: protocol.CodeCancelled, Message: "cancelled by " + source + " before it started"},
+			Error:       &protocol.Error{Code: protocol.CodeCancelled, Message: "cancelled by " + source + " before it started", Context: by},
 			CommandPath: rel(protocol.DirArchive, name)}
 		res.TraceID, res.Labels = r.correlation(ipath)
 		r.submitResult(resultJob{kind: jobCancelled, name: name, res: res, cmdFile: ipath, keepAt: res.CommandPath})

@@ -139,7 +139,7 @@ func (r *Runner) mayWait(req *protocol.ControlRequest) bool {
 	if len(r.in.waiting[req.CmdID]) > 0 {
 		return true
 	}
-	return req.Op == protocol.OpSend && req.Expect != "" && !r.queue.done[req.CmdID] && r.queue.cmdState(req.CmdID) == "queued"
+	return req.Op == protocol.OpSend && req.Expect != "" && r.queue.done[req.CmdID] == "" && r.queue.cmdState(req.CmdID) == "queued"
 }
 
 // started moves the requests waiting for a command that has just
@@ -227,7 +227,7 @@ func ending(c *running, req *protocol.ControlRequest, a answer) answer {
 // cmdState says where a command that is not running is: finished (it has
 // a result), queued (its file is in queue/) or unknown.
 func (q *cmdQueue) cmdState(id string) string {
-	if q.done[id] {
+	if q.done[id] != "" {
 		return "finished"
 	}
 	q.root.Revalidate(protocol.DirQueue) // A command written on another NFS client just before the request.

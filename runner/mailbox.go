@@ -183,7 +183,7 @@ func (r *Runner) takeRequest(name string) bool {
 		delete(m.seen, name) // Withdrawn.
 		return true
 	case errors.Is(err, fsq.ErrTooLarge):
-		perr = fmt.Errorf("file is larger than %d bytes", protocol.MaxRequestSize)
+		perr = &limitError{fmt.Sprintf("file is larger than %d bytes", protocol.MaxRequestSize), protocol.MaxRequestSize}
 	case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
 		r.mbox.moveAside(p, name)
 		perr = errors.New("a request must be a regular file, not a symlink, directory or FIFO")
@@ -240,6 +240,7 @@ type answer struct {
 	sha256                             string
 	matchStart, matchEnd, outputOffset *int64
 	cmdState                           string
+	ctx                                map[string]any // the reply's context beyond cmd_id and cmd_state (errcontext.go)
 }
 
 // replyFor is the reply to req.
@@ -248,7 +249,7 @@ func replyFor(req *protocol.ControlRequest, a answer) *protocol.ControlReply {
 		ProtocolVersion: protocol.Version, ReqID: req.ReqID, Seq: req.Seq, Op: req.Op, CmdID: a.cmdID,
 		Outcome: a.outcome, Message: a.message, TS: protocol.Now(), SpoolOffset: a.offset,
 		Bytes: a.bytes, SHA256: a.sha256, MatchStart: a.matchStart, MatchEnd: a.matchEnd,
-		OutputOffset: a.outputOffset, CmdState: a.cmdState,
+		OutputOffset: a.outputOffset, CmdState: a.cmdState, Context: replyContext(req, a),
 	}
 }
 
@@ -260,14 +261,17 @@ func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time,
 	switch {
 	case perr != nil:
 		a.outcome, a.message = protocol.OutcomeRejected, "rejected, nothing done: "+perr.Error()
+		a.ctx = addContext(contextOf(perr), "source", source)
 	case req.SessionID != "" && req.SessionID != r.id.sessionID:
 		a.outcome = protocol.OutcomeStale
+		a.ctx = errContext("session_id", r.id.sessionID, "request_session_id", req.SessionID)
 		a.message = fmt.Sprintf("stale, nothing done: meant for runner session %s, this is %s", req.SessionID, r.id.sessionID)
 	case req.SessionID == "" && !mod.IsZero() && mod.Before(r.mbox.startMod):
 		a.outcome = protocol.OutcomeStale
+		a.ctx = errContext("session_id", r.id.sessionID, "written_before_start", true)
 		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startMod.UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"
 	case req.Op == protocol.OpCancel:
-		a.outcome, a.message, a.cmdID = r.cancel(req.Scope, req.CmdID, requestWords(req, source, mod))
+		a.outcome, a.message, a.cmdID = r.cancel(req.Scope, req.CmdID, requestWords(req, source, mod), requestContext(req, source))
 	case req.Op == protocol.OpStop:
 		a.outcome, a.message = r.stopRequested(req.Mode, requestWords(req, source, mod))
 	case req.Op == protocol.OpSend, req.Op == protocol.OpSignal:
@@ -278,6 +282,12 @@ func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time,
 		a.outcome, a.message = protocol.OutcomeRejected, string(req.Op)+" is not supported by this runner"
 	}
 	return a
+}
+
+// requestContext names a request in an error's context: its req_id (none
+// for a legacy file), its file, its submitter.
+func requestContext(req *protocol.ControlRequest, source string) map[string]any {
+	return errContext("req_id", req.ReqID, "source", source, "submitter", req.Submitter)
 }
 
 // requestWords names a request in words for a result's error message and

@@ -16,7 +16,7 @@ type cmdQueue struct {
 	scan       *scanner
 	pend       *pending
 	more       bool              // nextCommand stopped early; the loop comes back at once
-	done       map[string]bool   // cmd_ids that have a result
+	done       map[string]string // cmd_ids that have a result: the name of its result file
 	settling   map[string]bool   // names handed to results and not yet done
 	openBegins map[beginKey]bool // commands whose begin event has no end (recover.go)
 	skipped    int64             // names cleared because they already had a result

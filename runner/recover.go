@@ -35,7 +35,7 @@ func (r *Runner) recover() error {
 			continue // Not a result: moved aside when the result is written (displace).
 		}
 		if _, id, err := protocol.ParseCommandName(name); err == nil {
-			r.queue.done[id] = true
+			r.queue.done[id] = name
 			have[name] = true
 		}
 	}

@@ -553,4 +553,5 @@ func (w *resultWriter) describeIncompleteOutput(j *resultJob) {
 	} else {
 		res.Error.Message += "; " + msg
 	}
+	res.Error.Context = addContext(res.Error.Context, "file", res.OutputPath)
 }

@@ -103,7 +103,7 @@ func Open(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{layout: layoutState{perms: p, warnings: warns}, root: root, disk: spoolDisk{root: root}, mbox: mailbox{root: root, log: cfg.Logger},
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
-		queue: cmdQueue{root: root, log: cfg.Logger, pend: newPending(), done: map[string]bool{}, settling: map[string]bool{}},
+		queue: cmdQueue{root: root, log: cfg.Logger, pend: newPending(), done: map[string]string{}, settling: map[string]bool{}},
 		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), tool: toolLife{phase: &phaseDown{}, syncTokens: map[string]bool{}},
 		status: runStatus{phase: protocol.PhaseStarting},

@@ -301,7 +301,8 @@ func (r *Runner) finishOnExit(ex toolExit) {
 		return
 	}
 	if c.endStatus != "" {
-		r.finish(c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg}, &ex)
+		r.finish(c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg,
+			Context: endContext(c, c.endStatus, &ex)}, &ex)
 		return
 	}
 	reason := protocol.ReasonToolExit
@@ -309,7 +310,7 @@ func (r *Runner) finishOnExit(ex toolExit) {
 		reason = protocol.ReasonToolDied
 	}
 	r.finish(protocol.StatusError, reason, &protocol.Error{Code: string(reason),
-		Message: "the tool " + describeExit(ex) + " while running this command"}, &ex)
+		Message: "the tool " + describeExit(ex) + " while running this command", Context: endContext(c, protocol.StatusError, &ex)}, &ex)
 }
 
 // restartAfterDeath starts a new tool after one that had been ready died:

@@ -38,9 +38,12 @@ def text(step: Dict[str, str], key: str) -> str:
 
 def of_result(res: Dict[str, Any]) -> Dict[str, Any]:
     err = res.get("error") or {}
-    return {"outcome": res.get("status"), "exit": {"ok": 0, "error": 1, "timeout": 3, "cancelled": 4}[res["status"]],
-            "cmd_id": res.get("cmd_id"), "value": res.get("value"), "error_message": err.get("message", ""),
-            "output_b64": b64(session().output_bytes(res))}
+    out = {"outcome": res.get("status"), "exit": {"ok": 0, "error": 1, "timeout": 3, "cancelled": 4}[res["status"]],
+           "cmd_id": res.get("cmd_id"), "value": res.get("value"), "error_message": err.get("message", ""),
+           "output_b64": b64(session().output_bytes(res))}
+    if res.get("status") != "ok":  # The context of the ResultError the master raises for it.
+        out["context"] = sp.errors.result_error(res).context
+    return out
 
 
 def of_error(e: sp.MasterError) -> Dict[str, Any]:

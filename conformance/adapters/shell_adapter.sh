@@ -246,8 +246,13 @@ do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcom
   reply_outcome=$(field "$S/ctl/ack/$name" outcome); reply_name=$name
   return 0
 }
-reply_ctx() { # the context of a refused request: op, req_id, outcome, cmd_id, cmd_state of its reply
+# ctx_members FILE: the members of the reply's "context" object as the
+# runner wrote them (one per line, four spaces in), joined by commas.
+ctx_members() { sed -n '/^  "context": {/,/^  }/{/^    "/{s/^    //;s/,$//;p;};}' "$1" 2>/dev/null | paste -sd, -; }
+reply_ctx() { # the context of a refused request: the reply's own, then op, req_id, outcome, cmd_id, cmd_state of its reply
   local f="$S/ctl/ack/$reply_name" k v out=""
+  v=$(ctx_members "$f")  # The keys below come after it: a decoder keeps the last of a key.
+  [ -n "$v" ] && out=",$v"
   for k in op req_id outcome cmd_id cmd_state; do
     v=$(field "$f" "$k"); [ -n "$v" ] && out+=",\"$k\":$(json_str "$v")"
   done
@@ -258,7 +263,7 @@ out_reply() { # the outcome of a reply, with its exit code (PROTOCOL.md section 
     cancelled_running|cancelled_queued|accepted|delivered) out_code "$reply_outcome" 0 ;;
     not_found) out_code unknown_cmd_id 6 "$(reply_ctx)" ;;
     already_finished|idle|not_running) out_code "$reply_outcome" 7 ;;
-    expect_timeout) out_code expect_timeout 3 ;;
+    expect_timeout) out_code expect_timeout 3 "$(reply_ctx)" ;;
     stale) out_code stale 5 ;;
     refused_echo) out_code refused_echo 10 ;;
     *) out_code rejected 10 ;;

@@ -19,7 +19,13 @@ proc ofResult {r} {
     set v [dict get $r value]
     set value [expr {[dict exists $r value] && $v ne "" ? [jstr $v] : "null"}]
     set out [encoding convertto utf-8 [skillpilot::output $dir $r]]
-    return "{\"outcome\":[jstr $st],\"exit\":[dict get {ok 0 error 1 timeout 3 cancelled 4} $st],\"cmd_id\":[jstr [dict get $r cmd_id]],\"value\":$value,\"error_message\":[jstr [dict get $r error_message]],\"output_b64\":\"[b64 $out]\"}"
+    set ctx ""
+    if {$st ne "ok"} {
+        # The context of the error the master raises for it (wait -check 1).
+        catch {apply {{r} {skillpilot::ResultError $r}} $r} - opts
+        set ctx ",\"context\":[toJSON [dict get $opts -context]]"
+    }
+    return "{\"outcome\":[jstr $st],\"exit\":[dict get {ok 0 error 1 timeout 3 cancelled 4} $st],\"cmd_id\":[jstr [dict get $r cmd_id]],\"value\":$value,\"error_message\":[jstr [dict get $r error_message]],\"output_b64\":\"[b64 $out]\"$ctx}"
 }
 
 proc ofError {msg ec {ctx {}}} {

@@ -169,12 +169,19 @@ class RefusedEcho(RequestRejected):
 
 
 class ResultError(MasterError):
-    """A result whose status is not ok; ``.result`` holds it."""
+    """A result whose status is not ok; ``.result`` holds it. Its context
+    is the result's ``error.context`` as the runner wrote it (the file, the
+    field, the limit, the timeout: PROTOCOL.md section 7), then cmd_id,
+    status and exit_reason, which win."""
 
     def __init__(self, result: Dict[str, Any]) -> None:
         err = result.get("error") or {}
+        if not isinstance(err, dict):
+            err = {}
         msg = err.get("message") or result.get("exit_reason")
-        ctx = {"cmd_id": result.get("cmd_id"), "status": result.get("status")}
+        runner_ctx = err.get("context")
+        ctx: Dict[str, Any] = dict(runner_ctx) if isinstance(runner_ctx, dict) else {}
+        ctx.update({"cmd_id": result.get("cmd_id"), "status": result.get("status")})
         if result.get("exit_reason"):
             ctx["exit_reason"] = result["exit_reason"]
         super().__init__("command %s: %s: %s" % (result.get("cmd_id"), result.get("status"), msg), context=ctx)

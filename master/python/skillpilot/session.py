@@ -708,5 +708,9 @@ def _reply_error(reply: Dict[str, Any], what: str) -> MasterError:
            "refused_echo": RefusedEcho}.get(str(outcome), RequestRejected)
     e = cls(msg)
     e.reply = reply  # type: ignore[attr-defined]
-    e.context = {k: reply[k] for k in ("op", "req_id", "outcome", "cmd_id", "cmd_state") if reply.get(k)}
+    # The reply's own context as the runner wrote it (the invalid field, the
+    # request file, a limit), then the master's keys, which win.
+    runner_ctx = reply.get("context")
+    e.context = dict(runner_ctx) if isinstance(runner_ctx, dict) else {}
+    e.context.update({k: reply[k] for k in ("op", "req_id", "outcome", "cmd_id", "cmd_state") if reply.get(k)})
     return e

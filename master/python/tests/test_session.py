@@ -591,3 +591,25 @@ class CursorShapeTest(Base):
         with self.assertRaises(sp.WaitTimeout) as cm:
             self.s.wait_for("mark-[0-9]", m.resume_cursor, timeout=0.2)
         self.assertEqual(getattr(cm.exception, "resume_cursor"), 18)
+
+
+class ErrorContextTest(unittest.TestCase):
+    """The runner's context of a result's error and of a reply is passed on
+    unchanged beside the master's own keys, which win (issue 23.9)."""
+
+    def test_result_context(self) -> None:
+        res = {"cmd_id": "c1", "status": "timeout", "exit_reason": "ctrl_c",
+               "error": {"code": "timeout", "message": "timed out", "context": {"timeout_s": 0.5, "status": "x"}}}
+        e = sp.errors.result_error(res)
+        self.assertIsInstance(e, sp.CommandTimeout)
+        self.assertEqual(e.context, {"timeout_s": 0.5, "cmd_id": "c1", "status": "timeout", "exit_reason": "ctrl_c"})
+        self.assertEqual(res["error"]["context"], {"timeout_s": 0.5, "status": "x"})  # The result is not changed.
+
+    def test_reply_context(self) -> None:
+        from skillpilot.session import _reply_error
+        reply = {"op": "cancel", "req_id": "r1", "outcome": "rejected", "message": "no",
+                 "context": {"field": "scope", "source": "ctl/req_0000000001_r1.json"}}
+        e = _reply_error(reply, "cancel")
+        self.assertIsInstance(e, sp.RequestRejected)
+        self.assertEqual(e.context, {"field": "scope", "source": "ctl/req_0000000001_r1.json",
+                                     "op": "cancel", "req_id": "r1", "outcome": "rejected"})

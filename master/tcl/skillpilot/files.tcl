@@ -22,10 +22,13 @@ proc ::skillpilot::ThrowCtx {code msg ctx args} {
     return -code error -level 2 -errorcode [list SKILLPILOT $code {*}$args] -context $ctx $msg
 }
 
-# ReplyContext is the context of a refused request: op, req_id, outcome,
-# and the named command and its state when the reply has them.
+# ReplyContext is the context of a refused request: the reply's own
+# context as the runner wrote it (the invalid field, the request file, a
+# limit), then op, req_id, outcome, and the named command and its state
+# when the reply has them (these win).
 proc ::skillpilot::ReplyContext {reply} {
     set ctx [dict create]
+    if {[dict exists $reply context]} { set ctx [dict get $reply context] }
     foreach k {op req_id outcome cmd_id cmd_state} {
         if {[dict exists $reply $k] && [dict get $reply $k] ne ""} { dict set ctx $k [dict get $reply $k] }
     }

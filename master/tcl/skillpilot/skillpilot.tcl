@@ -240,7 +240,13 @@ proc ::skillpilot::ResultError {r} {
     set code [expr {$st eq "timeout" ? "COMMAND_TIMEOUT" : $st eq "cancelled" ? "CANCELLED" : "COMMAND_FAILED"}]
     set why [dict get $r error_message]
     if {$why eq ""} { set why [dict get $r exit_reason] }
-    set ctx [dict create cmd_id [dict get $r cmd_id] status $st]
+    # The result's error context as the runner wrote it (PROTOCOL.md
+    # section 7), then cmd_id, status and exit_reason, which win.
+    set ctx [dict create]
+    set err [expr {[dict exists $r error] ? [dict get $r error] : {}}]
+    if {[dict exists $err context]} { set ctx [dict get $err context] }
+    dict set ctx cmd_id [dict get $r cmd_id]
+    dict set ctx status $st
     if {[dict get $r exit_reason] ne ""} { dict set ctx exit_reason [dict get $r exit_reason] }
     return -code error -level 2 -errorcode [list SKILLPILOT $code $r] -context $ctx "command [dict get $r cmd_id]: $st: $why"
 }
