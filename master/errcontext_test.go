@@ -3,7 +3,6 @@ package master
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -15,15 +14,8 @@ import (
 // Errors carry context beside code and message (PROTOCOL.md section 19,
 // "Errors carry context"): the same keys the CLI prints under "context".
 func TestErrorContext(t *testing.T) {
-	dir := t.TempDir()
-	for _, d := range protocol.Dirs {
-		os.MkdirAll(filepath.Join(dir, d), 0o700)
-	}
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.Command("nosuch")
+	s, dir := bareSession(t)
+	_, err := s.Command("nosuch")
 	if got := ErrorContext(err); !errors.Is(err, ErrUnknownCmdID) || !reflect.DeepEqual(got, map[string]any{"cmd_id": "nosuch"}) {
 		t.Errorf("unknown cmd_id: %v, context %v", err, got)
 	}

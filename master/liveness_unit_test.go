@@ -16,14 +16,7 @@ import (
 // number a dead one stopped at: the counter is judged together with the
 // session_id, so that is a change, not a heartbeat standing still.
 func TestLivenessCounterKeyedBySession(t *testing.T) {
-	dir := t.TempDir()
-	for _, d := range protocol.Dirs {
-		os.MkdirAll(filepath.Join(dir, d), 0o700)
-	}
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := bareSession(t)
 	s.network = true // Judge by the heartbeat alone, as on NFS.
 	write := func(session string, counter int64) {
 		st, _ := json.Marshal(protocol.State{ProtocolVersion: 1, Phase: protocol.PhaseIdle, SessionID: session})
@@ -70,14 +63,7 @@ func TestGraceAndWindow(t *testing.T) {
 // called.
 func lateSession(t *testing.T) (*Session, func(counter int64)) {
 	t.Helper()
-	dir := t.TempDir()
-	for _, d := range protocol.Dirs {
-		os.MkdirAll(filepath.Join(dir, d), 0o700)
-	}
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := bareSession(t)
 	s.network = true
 	st, _ := json.Marshal(protocol.State{ProtocolVersion: 1, Phase: protocol.PhaseIdle, SessionID: "sid"})
 	os.WriteFile(filepath.Join(dir, protocol.FileState), st, 0o600)
@@ -134,4 +120,22 @@ func TestAwaitAliveGivesUpAfterTheGrace(t *testing.T) {
 	if took := time.Since(start); took < s.WaitForRunner {
 		t.Fatalf("gave up after %v, before the grace of %v: %v", took, s.WaitForRunner, err)
 	}
+}
+
+// bareSession opens a session directory with the protocol's directories
+// and no runner: for tests that write the runner's files themselves. It
+// returns the session and its directory.
+func bareSession(t *testing.T) (*Session, string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range protocol.Dirs {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
 }

@@ -2,8 +2,6 @@ package master
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,14 +12,7 @@ import (
 // once and keeps ringing although PollInterval is an hour here (without
 // the adaptive start it would first ring after an hour).
 func TestNetworkWaitPollsAdaptively(t *testing.T) {
-	dir := t.TempDir()
-	for _, d := range protocol.Dirs {
-		os.MkdirAll(filepath.Join(dir, d), 0o700)
-	}
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := bareSession(t)
 	defer s.Close()
 	s.network = true
 	s.PollInterval = time.Hour
