@@ -146,3 +146,52 @@ func TestRecoverySummaryEvent(t *testing.T) {
 		t.Errorf("a clean start wrote %d recovery_summary events", n)
 	}
 }
+
+// A crash may lose the event log's last lines (PROTOCOL.md section 13; on
+// NFS a killed client's unflushed pages): a command whose result was
+// committed but whose cmd_end was lost gets its cmd_end at the next start,
+// rebuilt from its result (detail.recovered), so every cmd_begin keeps its
+// one cmd_end across crashes. A clean stop's log is left alone.
+func TestLostCmdEndRebuiltFromResult(t *testing.T) {
+	h := newHarness(t)
+	a := writeCmd(t, h.dir, 1, "a", "puts x")
+	b := writeCmd(t, h.dir, 2, "b", "puts y")
+	for _, n := range []string{a, b} {
+		os.Remove(filepath.Join(h.dir, protocol.DirQueue, n))
+	}
+	h.writeDone(a)
+	h.writeDone(b)
+	// The dead runner logged both begins and only b's end.
+	os.WriteFile(filepath.Join(h.dir, protocol.FileMeta), fmt.Appendf(nil,
+		"{\"ts\":\"2026-01-01T00:00:00Z\",\"event\":\"cmd_begin\",\"cmd_id\":\"a\",\"seq\":1,\"spool_start\":0}\n"+
+			"{\"ts\":\"2026-01-01T00:00:00Z\",\"event\":\"cmd_begin\",\"cmd_id\":\"b\",\"seq\":2,\"spool_start\":0}\n"+
+			"{\"ts\":\"2026-01-01T00:00:01Z\",\"event\":\"cmd_end\",\"cmd_id\":\"b\",\"seq\":2,\"status\":\"ok\",\"exit_reason\":\"marker_seen\",\"spool_start\":0,\"spool_end\":0}\n"), 0o600)
+	h.start()
+	h.stop(protocol.StopGraceful)
+	evs := h.events()
+	ends := endsOf(t, evs) // Fails on a second cmd_end for b.
+	end, ok := ends["a"]
+	if !ok || end.Status != protocol.StatusOK || end.ExitReason != protocol.ReasonMarkerSeen || end.Detail["recovered"] != true ||
+		jsonOf(end.Detail["tool_rc"]) != "0" {
+		t.Fatalf("a's cmd_end: %+v (found %v)", end, ok)
+	}
+	sum := 0
+	for _, e := range evs {
+		if e.Event == protocol.EvRecoverySummary {
+			sum++
+			if e.Detail["cmd_end_written"] != float64(1) {
+				t.Errorf("recovery_summary %v", e.Detail)
+			}
+		}
+	}
+	if sum != 1 {
+		t.Errorf("%d recovery_summary events", sum)
+	}
+	// The next start after that clean stop reads the log's last line and
+	// settles nothing.
+	h.start()
+	h.stop(protocol.StopGraceful)
+	if n := countEvents(h.events(), protocol.EvRecoverySummary); n != 1 {
+		t.Errorf("%d recovery_summary events after a clean restart", n)
+	}
+}

@@ -3,8 +3,10 @@ package runner
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -54,11 +56,20 @@ func (r *Runner) recover() error {
 		}
 		leftovers = append(leftovers, name)
 	}
+	if len(leftovers) == 0 && r.pendingTakeover == nil && lastRunnerStopped(r.root, protocol.FileMeta) {
+		return nil // A clean stop left nothing to settle.
+	}
+	r.queue.openBegins = unendedBegins(r.root, protocol.FileMeta)
+	inflightKeys := make(map[beginKey]bool, len(leftovers))
+	for _, name := range leftovers {
+		seq, id, _ := protocol.ParseCommandName(name)
+		inflightKeys[beginKey{seq, id}] = true
+	}
+	r.endSettled(inflightKeys)
 	if len(leftovers) == 0 {
 		return nil
 	}
 	r.recovery.claimed = len(leftovers)
-	r.queue.openBegins = unendedBegins(r.root, protocol.FileMeta)
 	for _, name := range leftovers {
 		seq, id, _ := protocol.ParseCommandName(name)
 		job := resultJob{kind: jobRecovered, name: name, cmdFile: rel(protocol.DirInflight, name),
@@ -275,4 +286,67 @@ func emptyDir(root *sessionRoot, dir string, keep string) error {
 		}
 	}
 	return nil
+}
+
+// maxResultRead bounds the read of a result recovery rebuilds a lost
+// cmd_end from (results are small; a larger file is not one of ours).
+const maxResultRead = 4 << 20
+
+// endSettled writes the cmd_end a dead runner's event log lost for a
+// command it had settled: its cmd_begin is in meta.log and its result in
+// result/, but the end was among the log's last events, which a crash may
+// lose (PROTOCOL.md section 13; on NFS a killed client's unflushed pages).
+// The end is rebuilt from the result, with detail.recovered, so that every
+// cmd_begin keeps its one cmd_end across crashes. Commands still in
+// inflight/ (skip) get theirs from onRecovered.
+func (r *Runner) endSettled(skip map[beginKey]bool) {
+	keys := make([]beginKey, 0, len(r.queue.openBegins))
+	for k := range r.queue.openBegins {
+		if !skip[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b beginKey) int { return cmp.Compare(a.seq, b.seq) })
+	for _, k := range keys {
+		name, ok := r.queue.done[k.id]
+		if !ok {
+			continue
+		}
+		if seq, _, err := protocol.ParseCommandName(name); err != nil || seq != k.seq {
+			continue
+		}
+		data, _, err := r.root.ReadFile(rel(protocol.DirResult, name), maxResultRead)
+		var res protocol.Result
+		if err != nil || json.Unmarshal(data, &res) != nil {
+			continue
+		}
+		delete(r.queue.openBegins, k)
+		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: k.id, Seq: k.seq, Status: res.Status,
+			ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,
+			TraceID: res.TraceID, Labels: res.Labels,
+			Detail: endDetail(&res, map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS, "recovered": true})})
+		r.recovery.ends++
+	}
+}
+
+// lastRunnerStopped reports whether the event log's last complete line is
+// a runner_stop (the previous runner stopped cleanly), or there is no log:
+// then recovery has no lost events to look for.
+func lastRunnerStopped(root *sessionRoot, name string) bool {
+	f, err := root.OpenRegular(name)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return err == nil
+	}
+	const tail = 64 << 10
+	off := max(fi.Size()-tail, 0)
+	buf := make([]byte, fi.Size()-off)
+	n, _ := f.ReadAt(buf, off)
+	lines := bytes.Split(bytes.TrimRight(buf[:n], "\n"), []byte("\n"))
+	var e protocol.Event
+	return json.Unmarshal(lines[len(lines)-1], &e) == nil && e.Event == protocol.EvRunnerStop
 }
