@@ -294,8 +294,8 @@ const maxResultRead = 4 << 20
 
 // endSettled writes the cmd_end a dead runner's event log lost for a
 // command it had settled: its cmd_begin is in meta.log and its result in
-// result/, but the end was among the log's last events, which a crash may
-// lose (PROTOCOL.md section 13; on NFS a killed client's unflushed pages).
+// result/, but the runner died between the result's commit and the event
+// that follows it, or the log lost its last lines (PROTOCOL.md section 13).
 // The end is rebuilt from the result, with detail.recovered, so that every
 // cmd_begin keeps its one cmd_end across crashes. Commands still in
 // inflight/ (skip) get theirs from onRecovered.
