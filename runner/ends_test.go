@@ -147,9 +147,10 @@ func TestRecoverySummaryEvent(t *testing.T) {
 	}
 }
 
-// A crash may lose the event log's last lines (PROTOCOL.md section 13; on
-// NFS a killed client's unflushed pages): a command whose result was
-// committed but whose cmd_end was lost gets its cmd_end at the next start,
+// A runner killed between a result's commit and the cmd_end that follows
+// it, or whose log lost its last lines (PROTOCOL.md section 13), leaves a
+// cmd_begin without its end: a command whose result was committed but
+// whose cmd_end was lost gets its cmd_end at the next start,
 // rebuilt from its result (detail.recovered), so every cmd_begin keeps its
 // one cmd_end across crashes. A clean stop's log is left alone.
 func TestLostCmdEndRebuiltFromResult(t *testing.T) {
