@@ -41,7 +41,7 @@ bar. Needs no runner. Written to stdout, or atomically to -o FILE.`)
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErr("unexpected arguments %q", fs.Args())
+		return usageErr("unexpected arguments %q (name sessions with --session DIR or --pool DIR)", fs.Args())
 	}
 	switch *format {
 	case "html", "svg", "json", "trace":

@@ -22,7 +22,7 @@ serving, 7 already served or its job is still queued/running, 10 submit failed.`
 // farmUsage is the launch and pool lines of master's usage.
 const farmUsage = `  launch  --via local|slurm|sge|lsf [--submit-arg A]... [--ready-timeout D] [-- TOOL ARGS]
           start a runner (detached or as a batch job) and wait until it serves
-  pool    start|submit|status|stop|heal|wait --pool DIR ...   a pool of launched sessions
+  pool    start|submit|wait|status|heal|stop|grow|shrink|adapt --pool DIR ...   a pool of launched sessions
 `
 
 // stringsFlag is a repeatable string flag.

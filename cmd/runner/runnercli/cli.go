@@ -91,6 +91,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	version := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&metricsFile, "metrics-file", "", "write Prometheus metrics (text format, atomically) to this file on every heartbeat and result, e.g. for node_exporter's textfile collector")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	logFile := fs.String("log", "", "append the runner's log lines to this file instead of stderr (a runner started with & then keeps the terminal quiet); errors that stop it at start still go to stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the runner stops (for performance work)")
 	fs.Usage = func() {} // A usage error is one line and a pointer to --help (flagError).
 	fs.SetOutput(io.Discard)
@@ -125,7 +126,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner: --log-level: %v\n", err)
 		return ExitUsage
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logTo := stderr
+	if *logFile != "" {
+		f, err := os.OpenFile(*logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		if err != nil {
+			fmt.Fprintf(stderr, "runner: --log: %v\n", err)
+			return ExitUsage
+		}
+		defer f.Close()
+		logTo = f
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level}))
 	if cfg.Session == "" {
 		fmt.Fprintln(stderr, "runner: --session is required (or set SP_SESSION_DIR); see 'runner --help'")
 		return ExitUsage
