@@ -181,18 +181,22 @@ func SyncDir(dir string) error {
 // is not an error. ESTALE from a network filesystem is retried once and then
 // reported as a lost race if src is gone.
 func Claim(src, dst string) (bool, error) {
+	return claim(func() error { return os.Rename(src, dst) }, func() error { _, err := os.Lstat(dst); return err })
+}
+
+// claim is Claim's rule for any rename: rename renames, dstExists
+// reports (nil) whether the destination exists.
+func claim(rename, dstExists func() error) (bool, error) {
 	for attempt := 0; ; attempt++ {
-		err := os.Rename(src, dst)
+		err := rename()
 		switch {
 		case err == nil:
 			return true, nil
 		case errors.Is(err, os.ErrNotExist):
 			// On NFS a retried rename can report ENOENT although it
 			// succeeded: then dst exists and is ours.
-			if attempt > 0 {
-				if _, serr := os.Lstat(dst); serr == nil {
-					return true, nil
-				}
+			if attempt > 0 && dstExists() == nil {
+				return true, nil
 			}
 			return false, nil
 		case errors.Is(err, syscall.ESTALE) && attempt == 0:

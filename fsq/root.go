@@ -637,24 +637,7 @@ func (s *Root) RenameNoReplace(from, to string) error {
 // Claim is Claim inside the session: it renames from to to and
 // reports false, nil when from no longer exists (a lost race).
 func (s *Root) Claim(from, to string) (bool, error) {
-	for attempt := 0; ; attempt++ {
-		err := s.Rename(from, to)
-		switch {
-		case err == nil:
-			return true, nil
-		case errors.Is(err, os.ErrNotExist):
-			if attempt > 0 {
-				if _, serr := s.Lstat(to); serr == nil {
-					return true, nil
-				}
-			}
-			return false, nil
-		case errors.Is(err, syscall.ESTALE) && attempt == 0:
-			continue
-		default:
-			return false, fmt.Errorf("fsq: claim: %w", err)
-		}
-	}
+	return claim(func() error { return s.Rename(from, to) }, func() error { _, err := s.Lstat(to); return err })
 }
 
 // ReadNames lists the entry names of the directory name ("." is the
