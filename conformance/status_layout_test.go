@@ -100,7 +100,7 @@ func TestPythonStatusLayout(t *testing.T) {
 		t.Fatalf("python status differs from the Go CLI's:\n--- go\n%s--- python\n%s", goOut, pyOut)
 	}
 	for _, want := range []string{"running   " + c.ID, `at: "Overwrite? (y/n) "`, "lease     status-layout: D left (ttl D)",
-		"error (", "done      2 commands"} {
+		"error (", "done      2 commands since the runner started"} {
 		if !strings.Contains(goOut, want) {
 			t.Errorf("status lacks %q:\n%s", want, goOut)
 		}

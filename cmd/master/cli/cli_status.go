@@ -153,6 +153,12 @@ func writeStatus(w io.Writer, st master.Status) {
 	if st.Phase == protocol.PhaseError || (st.Alive && !st.CanServe) {
 		phase += "  (cannot serve commands)"
 	}
+	// A runner that is not alive wrote its last state.json before it
+	// died: say so, rather than present its phase as the present one.
+	stale := !st.Alive && st.Phase != "" && st.Phase != protocol.PhaseStopped
+	if stale {
+		phase += "  (as last written: the runner is not alive)"
+	}
 	row("phase", "%s", phase)
 	if st.DiskFull {
 		row("disk", "FULL: output files and log/session.out are not written until there is room (results are)")
@@ -167,7 +173,11 @@ func writeStatus(w io.Writer, st master.Status) {
 		}
 		row("tool", "%s", tool)
 	}
-	if st.CurrentCmdID != "" {
+	if st.CurrentCmdID != "" && stale {
+		// Its elapsed time and output stopped with the runner; the next
+		// runner's start ends it (PROTOCOL.md §13).
+		row("running", "%s when the runner was last seen; a runner started later ends it (runner_restarted)", st.CurrentCmdID)
+	} else if st.CurrentCmdID != "" {
 		run := fmt.Sprintf("%s for %s, %s of output", st.CurrentCmdID, roundDur(st.CurrentElapsed), size(st.CurrentOutBytes))
 		if st.CurrentQuiet != nil {
 			run += ", quiet " + roundDur(*st.CurrentQuiet)
@@ -207,7 +217,9 @@ func writeStatus(w io.Writer, st master.Status) {
 		}
 		row("lease", "%s: %s%s", l.LeaseID, left, extra)
 	}
-	done := fmt.Sprintf("%d command%s", st.CommandsDone, plural(st.CommandsDone))
+	// commands_done counts this runner's commands: it starts at 0 again
+	// when a runner starts (PROTOCOL.md §8).
+	done := fmt.Sprintf("%d command%s since the runner started", st.CommandsDone, plural(st.CommandsDone))
 	done += notCounted(st.SkippedCount, st.RejectedCount)
 	row("done", "%s", done)
 	for i, r := range st.LastResults {

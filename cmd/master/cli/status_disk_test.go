@@ -36,3 +36,34 @@ func TestStatusShowsDiskFull(t *testing.T) {
 		t.Fatalf("status view:\n%s\n%s", out.String(), errb.String())
 	}
 }
+
+// A runner that died while busy left state.json saying busy and running a
+// command: the view says that is the last thing it wrote, not the present,
+// and prints no elapsed time that stopped with it (a newcomer read "running
+// X for 20ms" on a dead runner as a live command).
+func TestStatusDeadRunnerIsLastSeen(t *testing.T) {
+	st := master.Status{Dir: "S", Alive: false, AliveReason: "runner's lock is free", Phase: protocol.PhaseBusy,
+		CurrentCmdID: "c1", CurrentElapsed: 20e6, CommandsDone: 3}
+	var b bytes.Buffer
+	writeStatus(&b, st)
+	out := b.String()
+	for _, want := range []string{
+		"phase     busy  (as last written: the runner is not alive)\n",
+		"running   c1 when the runner was last seen; a runner started later ends it (runner_restarted)\n",
+		"done      3 commands since the runner started\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "20ms") {
+		t.Errorf("a dead runner's elapsed time is shown as current:\n%s", out)
+	}
+	// Alive: the same state is the present.
+	st.Alive = true
+	b.Reset()
+	writeStatus(&b, st)
+	if out := b.String(); strings.Contains(out, "as last written") || !strings.Contains(out, "running   c1 for 20ms") {
+		t.Errorf("alive runner's status:\n%s", out)
+	}
+}

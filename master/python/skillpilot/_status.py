@@ -291,6 +291,10 @@ def format_status(st: Dict[str, Any]) -> str:
         phase += ": " + str(st["reason"])
     if st.get("phase") == "error" or (st.get("alive") and not st.get("can_serve")):
         phase += "  (cannot serve commands)"
+    # A runner that is not alive wrote its last state.json before it died.
+    stale = not st.get("alive") and st.get("phase") not in (None, "", "stopped")
+    if stale:
+        phase += "  (as last written: the runner is not alive)"
     row("phase", phase)
     if st.get("disk_full"):
         row("disk", "FULL: output files and log/session.out are not written until there is room (results are)")
@@ -302,7 +306,10 @@ def format_status(st: Dict[str, Any]) -> str:
         if starts > 1:
             tool += " (restarted: Tcl state of earlier starts is gone)"
         row("tool", tool)
-    if st.get("current_cmd_id"):
+    if st.get("current_cmd_id") and stale:
+        row("running", "%s when the runner was last seen; a runner started later ends it (runner_restarted)"
+            % st["current_cmd_id"])
+    elif st.get("current_cmd_id"):
         run = "%s for %s, %s of output" % (st["current_cmd_id"], round_dur(_int(st.get("current_elapsed_ns"))),
                                            size(_int(st.get("current_output_bytes"))))
         if st.get("current_quiet_ns") is not None:
@@ -328,7 +335,8 @@ def format_status(st: Dict[str, Any]) -> str:
             extra += "; runner says: " + str(lease["error"])
         row("lease", "%s: %s%s" % (lease["lease_id"], left, extra))
     done_n = _int(st.get("commands_done"))
-    done = "%d command%s" % (done_n, _plural(done_n))
+    # commands_done counts this runner's commands (0 again at each start).
+    done = "%d command%s since the runner started" % (done_n, _plural(done_n))
     skipped, rejected = _int(st.get("skipped_count")), _int(st.get("rejected_count"))
     # Not counted in commands_done: say so, naming only what is not zero
     # (the Go CLI's notCounted).

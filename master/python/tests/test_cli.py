@@ -172,10 +172,18 @@ class CLITest(unittest.TestCase):
                 "running   c1 for 1.5s, 2.0 KiB of output, quiet 250ms at: \"Overwrite? (y/n) \"\n"
                 "queue     1 waiting\n"
                 "lease     L1: 1m0s left\n"
-                "done      7 commands (not counting 1 skipped as already done, 2 rejected as invalid)\n"
+                "done      7 commands since the runner started (not counting 1 skipped as already done, 2 rejected as invalid)\n"
                 "last      error (tool_error)                     1.2s  r2\n"
                 "          ok                                      3ms  r1\n")
         self.assertEqual(out, want)
+        # A runner killed while busy: its last state.json is shown as such,
+        # not as the present (the Go CLI's words).
+        r.kill()
+        code, out, _ = run("status", "--session", self.dir)
+        self.assertEqual(code, 5)
+        self.assertIn("phase     busy  (as last written: the runner is not alive)\n", out)
+        self.assertIn("running   c1 when the runner was last seen; a runner started later ends it (runner_restarted)\n",
+                      out)
         # A stopped runner: exit 5, and the words of the Go CLI.
         r.stop_runner(reason="stop requested")
         os.unlink(os.path.join(self.dir, "state", "lease.json"))
