@@ -213,9 +213,15 @@ func NewCmdID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// Command returns a handle on an existing command by cmd_id, looking for
-// its file in queue/, inflight/ and result/.
+// Command returns a handle on an existing command by cmd_id (or by its
+// command file's name, cmd_<seq>_<id>.json), looking for its file in
+// queue/, inflight/ and result/.
 func (s *Session) Command(cmdID string) (*Command, error) {
+	// A command file's name (cmd_<seq>_<id>.json, as ls queue/ shows it)
+	// names its command too, as in the Python and Tcl masters.
+	if _, id, err := protocol.ParseCommandName(cmdID); err == nil {
+		cmdID = id
+	}
 	if !protocol.ValidCmdID(cmdID) {
 		return nil, usageErr("invalid cmd_id %q", cmdID)
 	}

@@ -137,7 +137,9 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
         return of_reply(session().resize(int(step["cols"]), int(step["rows"]), timeout=ms(step, "wait_timeout_ms"),
                                          wait_for_runner=wfr))
     if op == "withdraw":
-        session().withdraw(step["id"])
+        reply = session().withdraw(step["id"])
+        if reply.get("withdrawn") is not True or reply.get("cmd_id") != step["id"]:
+            return {"outcome": "bad_reply", "exit": 1, "message": "withdraw returned %r" % (reply,)}
         return {"outcome": "withdrawn", "exit": 0}
     if op == "ready":
         s = session()

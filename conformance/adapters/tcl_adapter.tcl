@@ -155,7 +155,10 @@ proc do {step} {
         signal { return [ofReply [skillpilot::signal $dir [dict get $step id] [dict get $step sig] {*}[waitOpts $step]]] }
         resize { return [ofReply [skillpilot::resize $dir [dict get $step cols] [dict get $step rows] {*}[waitOpts $step]]] }
         withdraw {
-            skillpilot::withdraw $dir [dict get $step id]
+            set r [skillpilot::withdraw $dir [dict get $step id]]
+            if {![dict exists $r withdrawn] || [dict get $r withdrawn] != 1 || [dict get $r cmd_id] ne [dict get $step id]} {
+                return [list "{\"outcome\":\"bad_reply\",\"exit\":1}"]
+            }
             return {{"outcome":"withdrawn","exit":0}}
         }
         ready {

@@ -262,7 +262,11 @@ func (c *cli) lookup(cmd *command, args []string) (*master.Session, *master.Comm
 	if err != nil {
 		return nil, nil, err
 	}
-	command, err := s.Command(args[0])
+	id := args[0]
+	if strings.HasSuffix(id, ".json") {
+		id = filepath.Base(id) // queue/cmd_<seq>_<id>.json, as ls shows it
+	}
+	command, err := s.Command(id)
 	return s, command, err
 }
 

@@ -20,6 +20,11 @@ unknown cmd_id. With --json: {"protocol_version","cmd_id","withdrawn":true}.`, f
 		return err
 	}
 	_, command, err := c.lookup(cmd, pos)
+	if errors.Is(err, master.ErrUnknownCmdID) {
+		// A withdrawn command leaves no file: a second withdraw finds
+		// nothing, and says why that may be.
+		return fmt.Errorf("%w (a command withdrawn earlier leaves nothing behind)", err)
+	}
 	if err != nil {
 		return err
 	}

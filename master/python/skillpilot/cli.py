@@ -238,14 +238,14 @@ class _CLI:
         """Take back a queued command (Session.withdraw); needs no runner.
         Exit 0 withdrawn; 7 running (cancel it instead) or finished; 6
         unknown cmd_id."""
-        s = self.session()
-        name = s._resolve(self.a.cmd_id)
-        cmd_id = (_names.parse_name(name) or (0, self.a.cmd_id))[1]
-        s.withdraw(name)
+        arg = self.a.cmd_id
+        if arg.endswith(".json"):
+            arg = os.path.basename(arg)  # queue/cmd_<seq>_<id>.json, as ls shows it
+        reply = self.session().withdraw(arg)
         if self.json:
-            self.print_json({"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "withdrawn": True})
+            self.print_json(reply)
         else:
-            self.out.write("withdrawn: %s (it will not run)\n" % cmd_id)
+            self.out.write("withdrawn: %s (it will not run)\n" % reply["cmd_id"])
         return 0
 
     def cmd_result(self) -> int:

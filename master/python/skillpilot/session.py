@@ -278,7 +278,7 @@ class Session:
                 setattr(out, k, getattr(e, k))
         return out
 
-    def withdraw(self, cmd_id: str) -> None:
+    def withdraw(self, cmd_id: str) -> Dict[str, Any]:
         """Take back a command no runner has claimed yet (the Go master's
         Command.Withdraw): its file is removed from queue/ (PROTOCOL.md
         section 6.1), so it never runs and gets no result. It is atomic
@@ -288,13 +288,20 @@ class Session:
 
         A command that is running (claimed) raises NotQueued, one that has
         its result AlreadyFinished (both exit 7), and one that is nowhere
-        UnknownCmdID (6)."""
-        name = self._resolve(cmd_id)
+        UnknownCmdID (6). Returns the CLI's ``withdraw --json`` reply:
+        ``{"protocol_version", "cmd_id", "withdrawn": True}``."""
+        try:
+            name = self._resolve(cmd_id)
+        except UnknownCmdID as e:
+            # A withdrawn command leaves no file: a second withdraw finds
+            # nothing, and says why that may be (the Go CLI's words).
+            e.args = ("%s (a command withdrawn earlier leaves nothing behind)" % e,)
+            raise
         cmd_id = (_names.parse_name(name) or (0, cmd_id))[1]
         ctx = {"cmd_id": cmd_id}
         try:
             if self.fs.withdraw(_names.DIR_QUEUE, name):
-                return
+                return {"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "withdrawn": True}
         except OSError as e:
             raise MasterError("withdrawing %s: %s" % (cmd_id, e), context=ctx) from e
         res = None

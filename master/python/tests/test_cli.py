@@ -8,6 +8,7 @@ import unittest
 from typing import List, Tuple
 
 from skillpilot import cli
+from skillpilot import Session
 
 from .fake_runner import FakeRunner, make_session
 
@@ -101,9 +102,13 @@ class CLITest(unittest.TestCase):
         self.assertEqual(self.queued(), [])
         code, out, _ = run("withdraw", "--session", self.dir, "--json", "w1")
         self.assertEqual((code, json.loads(out)["error"]["code"]), (6, "unknown_cmd_id"))
+        self.assertIn("(a command withdrawn earlier leaves nothing behind)", json.loads(out)["error"]["message"])
         run("submit", "--session", self.dir, "--id", "w2", "x")
-        code, out, _ = run("withdraw", "--session", self.dir, "--json", "w2")
+        # The command file's name, as ls queue/ shows it, names it too.
+        code, out, _ = run("withdraw", "--session", self.dir, "--json", "queue/" + self.queued()[0])
         self.assertEqual((code, json.loads(out)["withdrawn"], json.loads(out)["cmd_id"]), (0, True, "w2"))
+        run("submit", "--session", self.dir, "--id", "w4", "x")
+        self.assertEqual(Session(self.dir).withdraw("w4"), {"protocol_version": 1, "cmd_id": "w4", "withdrawn": True})
         run("submit", "--session", self.dir, "--id", "w3", "x")
         name = self.queued()[0]
         os.rename(os.path.join(self.dir, "queue", name), os.path.join(self.dir, "inflight", name))

@@ -305,13 +305,22 @@ proc ::skillpilot::Queued {dir name} {
 # one of the two succeeds (fs::take). Needs no runner. A command that is
 # running (claimed) raises NOT_QUEUED, one that has its result
 # ALREADY_FINISHED (both exit 7), one that is nowhere UNKNOWN_CMD_ID (6);
-# -context has the cmd_id.
+# -context has the cmd_id. Returns the CLI's withdraw --json reply as a
+# dict: protocol_version, cmd_id, withdrawn 1.
 proc ::skillpilot::withdraw {dir cmd} {
+    variable version
     set dir [check $dir]
-    set name [find $dir $cmd]
+    if {[catch {find $dir $cmd} name o]} {
+        # A withdrawn command leaves no file: a second withdraw finds
+        # nothing, and says why that may be (the Go CLI's words).
+        if {[lindex [dict get $o -errorcode] 1] eq "UNKNOWN_CMD_ID"} {
+            append name " (a command withdrawn earlier leaves nothing behind)"
+        }
+        return -options $o $name
+    }
     set id [lindex [parse_name $name] 1]
     set ctx [dict create cmd_id $id]
-    if {[fs::take $dir queue $name]} { return }
+    if {[fs::take $dir queue $name]} { return [dict create protocol_version $version cmd_id $id withdrawn 1] }
     if {[Network $dir]} { fs::revalidate $dir result }
     if {![catch {read_json $dir result $name} r] && $r ne ""} {
         set st [expr {[dict exists $r status] ? [dict get $r status] : ""}]
