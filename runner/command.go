@@ -116,6 +116,44 @@ func (c *running) lastLine() string {
 	return string(b)
 }
 
+// capturing reports whether c's begin line was seen: its output is being
+// captured.
+func (c *running) capturing() bool { return c.begun }
+
+// token is c's marker token.
+func (c *running) token() string { return c.cmd.Marker.Token }
+
+// fromFile reports whether c was read from the queue file name.
+func (c *running) fromFile(name string) bool { return c.name == name }
+
+// due is c's deadline, unless it is already being ended (or has none):
+// then zero.
+func (c *running) due() time.Time {
+	if c.endStatus != "" {
+		return time.Time{}
+	}
+	return c.deadline
+}
+
+// describeState fills state.json's current_* fields at now.
+func (c *running) describeState(st *protocol.State, now time.Time) {
+	id, last, quiet := c.cmd.CmdID, c.lastLine(), now.Sub(c.lastOut).Milliseconds()
+	st.CurrentCmdID, st.CurrentSeq, st.CurrentStart = &id, c.cmd.Seq, protocol.Time{Time: c.start}
+	st.CurrentTraceID, st.CurrentLabels = c.cmd.TraceID, c.cmd.Labels
+	st.CurrentLastLine, st.CurrentQuietMS = &last, &quiet
+}
+
+// describeBeat fills the heartbeat's current_* fields.
+func (c *running) describeBeat(hb *protocol.Heartbeat) {
+	hb.CurrentCmdID, hb.CurrentOutBytes = c.cmd.CmdID, c.bytes
+}
+
+// describeSnapshot fills the metrics snapshot's figures of c.
+func (c *running) describeSnapshot(s *Snapshot) {
+	s.Busy, s.CurrentOutputBytes = true, c.bytes
+	s.CurrentCmdID, s.CurrentTraceID = c.cmd.CmdID, c.cmd.TraceID
+}
+
 // perTurn bounds how many queued files nextCommand handles in one turn of
 // the owner loop: 10,000 invalid files are rejected a batch at a time, with
 // heartbeats, control requests and results served in between.
@@ -129,15 +167,15 @@ const perTurn = 64
 // the start cannot overtake a backlog with lower seqs.
 func (r *Runner) nextCommand() {
 	r.queue.more = false
-	if r.queue.pend.len() > 0 && r.layout.err == nil && r.cur == nil {
+	if r.queue.pend.len() > 0 && r.layout.usable() && r.cur == nil {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
 		// this once it is fixed).
-		if err := checkSubdir(r.root, protocol.DirQueue, r.layout.perms, runnerEUID()); err != nil {
+		if err := r.layout.checkDir(r.root, protocol.DirQueue); err != nil {
 			r.setLayoutErr(err)
 		}
 	}
-	for n := 0; r.cur == nil && r.tool.ready() && r.stop.mode == "" && r.pendingErr == nil && r.layout.err == nil && r.queue.scan.listed; n++ {
+	for n := 0; r.cur == nil && r.tool.ready() && !r.stop.stopping() && r.pendingErr == nil && r.layout.usable() && r.queue.scan.listed; n++ {
 		if n == perTurn || r.results.full() {
 			r.queue.more = !r.results.full()
 			return
@@ -337,7 +375,7 @@ func (r *Runner) claim(name, dst string) bool {
 		}
 	}
 	r.checkLayout()
-	if r.layout.err != nil {
+	if !r.layout.usable() {
 		return false
 	}
 	ok, err = r.root.Claim(src, dst)
@@ -370,7 +408,7 @@ func (r *Runner) submitResult(j resultJob) {
 	r.queue.settling[j.name] = true
 	if _, _, err := protocol.ParseCommandName(j.name); err == nil {
 		r.queue.done[j.res.CmdID] = j.name
-		if len(r.in.waiting[j.res.CmdID]) > 0 {
+		if r.in.hasWaiting(j.res.CmdID) {
 			r.pumpWaiting(j.res.CmdID) // It ended without running (cancelled while queued, rejected).
 		}
 	}
@@ -449,7 +487,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error(), rel(protocol.DirOutput, outName))
 		return
 	}
-	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.starts, spoolStart: r.disk.spoolSize, out: out,
+	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.startCount(), spoolStart: r.disk.spoolSize, out: out,
 		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New()}
 	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
 	if clamped {
@@ -653,9 +691,9 @@ func (r *Runner) createOutput(name string) (*os.File, error) {
 		f.Close()
 		r.root.RemoveOrLater(spare)
 	}
-	f, err = r.root.CreateNew(name, r.layout.perms.file)
+	f, err = r.root.CreateNew(name, r.layout.fileMode())
 	if err == nil {
-		_ = f.Chmod(r.layout.perms.file) // Independent of the umask.
+		_ = f.Chmod(r.layout.fileMode()) // Independent of the umask.
 	}
 	return f, err
 }
