@@ -123,6 +123,9 @@ func (c *running) capturing() bool { return c.begun }
 // token is c's marker token.
 func (c *running) token() string { return c.cmd.Marker.Token }
 
+// markerPrefix is c's marker prefix.
+func (c *running) markerPrefix() string { return c.cmd.Marker.Prefix }
+
 // fromFile reports whether c was read from the queue file name.
 func (c *running) fromFile(name string) bool { return c.name == name }
 
@@ -153,6 +156,88 @@ func (c *running) describeSnapshot(s *Snapshot) {
 	s.Busy, s.CurrentOutputBytes = true, c.bytes
 	s.CurrentCmdID, s.CurrentTraceID = c.cmd.CmdID, c.cmd.TraceID
 }
+
+// is reports whether c is command id; false when nothing runs (c nil).
+func (c *running) is(id string) bool { return c != nil && c.cmd.CmdID == id }
+
+// id is c's cmd_id.
+func (c *running) id() string { return c.cmd.CmdID }
+
+// markerSeen reports whether c's done marker arrived after an interrupt:
+// it takes no more input.
+func (c *running) markerSeen() bool { return c.doneSeen }
+
+// outBytes is how much output c has printed so far.
+func (c *running) outBytes() int64 { return c.bytes }
+
+// ending reports whether the runner is ending c (a timeout, a cancel, the
+// lease, a force stop); endedAs says as what.
+func (c *running) ending() bool { return c.endStatus != "" }
+
+// endedAs is the status the runner ends c with ("" while it does not).
+func (c *running) endedAs() protocol.Status { return c.endStatus }
+
+// policy is c's cancel policy.
+func (c *running) policy() protocol.CancelPolicy { return c.cmd.CancelPolicy }
+
+// endWith records that the runner ends c as status, for reason (policy's
+// when empty), with msg, unless it already does. It reports whether this
+// was the first.
+func (c *running) endWith(status protocol.Status, reason protocol.ExitReason, msg string, policy protocol.CancelPolicy) bool {
+	if c.endStatus != "" {
+		return false
+	}
+	c.endStatus, c.endMsg = status, msg
+	c.endReason = reason
+	if reason == "" {
+		c.endReason = protocol.ExitReason(policy)
+	}
+	return true
+}
+
+// endedBy records who ends c, for its error's context (errcontext.go).
+func (c *running) endedBy(by map[string]any) { c.endCtx = by }
+
+// endError is how the runner ends c (ok false: it does not), after the
+// tool's exit ex: the status, reason and error of c's result.
+func (c *running) endError(ex *toolExit) (protocol.Status, protocol.ExitReason, *protocol.Error, bool) {
+	if c.endStatus == "" {
+		return "", "", nil, false
+	}
+	return c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg,
+		Context: endContext(c, c.endStatus, ex)}, true
+}
+
+// timedOut reports whether c's deadline has passed at now (and it is not
+// already being ended), and says so.
+func (c *running) timedOut(now time.Time) (msg string, ok bool) {
+	if c.endStatus == "" && !c.deadline.IsZero() && !now.Before(c.deadline) {
+		return "timed out after " + c.deadline.Sub(c.start).String(), true
+	}
+	return "", false
+}
+
+// about names c in e (cmd_id, seq, trace_id, labels).
+func (c *running) about(e protocol.Event) protocol.Event {
+	e.CmdID, e.Seq, e.TraceID, e.Labels = c.cmd.CmdID, c.cmd.Seq, c.cmd.TraceID, c.cmd.Labels
+	return e
+}
+
+// sending records that h's bytes are about to be written into c's
+// terminal: its expect match, if any, moves c's cursor, and with echo on
+// their echo is the terminal's, not the tool's output.
+func (c *running) sending(h *heldReq, echo bool) {
+	if h.matched {
+		c.cursor = h.match[1]
+	}
+	if echo {
+		c.echo.expect(h.req.Data)
+	}
+}
+
+// unsent records that the last n bytes of a send were not written: their
+// echo will not come.
+func (c *running) unsent(n int) { c.echo.truncate(n) }
 
 // perTurn bounds how many queued files nextCommand handles in one turn of
 // the owner loop: 10,000 invalid files are rejected a batch at a time, with

@@ -169,15 +169,15 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string, by map[st
 		if c == nil {
 			return protocol.OutcomeIdle, "no command is running; nothing cancelled", ""
 		}
-		id = c.cmd.CmdID
+		id = c.id()
 	}
 	switch {
-	case c != nil && c.cmd.CmdID == id && c.endStatus != "":
-		return protocol.OutcomeAlreadyFinished, fmt.Sprintf("%s is already ending (%s); nothing more to do", id, c.endStatus), id
-	case c != nil && c.cmd.CmdID == id:
-		c.endCtx = by // Not ending yet (the case above): this cancel is what ends it.
+	case c.is(id) && c.ending():
+		return protocol.OutcomeAlreadyFinished, fmt.Sprintf("%s is already ending (%s); nothing more to do", id, c.endedAs()), id
+	case c.is(id):
+		c.endedBy(by) // Not ending yet (the case above): this cancel is what ends it.
 		r.interrupt(protocol.StatusCancelled, "", "cancelled by "+source, "")
-		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.cmd.CancelPolicy), id
+		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.policy()), id
 	case r.queue.done[id] != "":
 		return protocol.OutcomeAlreadyFinished, id + " has already finished; nothing cancelled", id
 	case r.cancelQueued(id, source, by):

@@ -97,21 +97,21 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 		return a
 	}
 	c := r.cur
-	if (c == nil || c.cmd.CmdID != req.CmdID) && r.mayWait(req) {
+	if !c.is(req.CmdID) && r.mayWait(req) {
 		r.in.wait(req.CmdID, r.newHeld(req, name))
 		r.mbox.held[name] = true
 		a.held = true
 		return a
 	}
-	if c == nil || c.cmd.CmdID != req.CmdID || c.doneSeen {
+	if !c.is(req.CmdID) || c.markerSeen() {
 		a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.queue.cmdState(req.CmdID)
-		if c != nil && c.cmd.CmdID == req.CmdID {
+		if c.is(req.CmdID) {
 			a.cmdState = "finished"
 		}
 		a.message = notRunning(req, a.cmdState)
 		return a
 	}
-	if c.endStatus != "" {
+	if c.ending() {
 		return ending(r.cur, req, a)
 	}
 	r.in.hold(r.newHeld(req, name))
@@ -291,7 +291,7 @@ func notRunning(req *protocol.ControlRequest, state string) string {
 // it (a timeout, a cancel, a force stop).
 func ending(c *running, req *protocol.ControlRequest, a answer) answer {
 	a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
-	a.message = fmt.Sprintf("%s is ending (%s); refused, nothing sent", req.CmdID, c.endStatus)
+	a.message = fmt.Sprintf("%s is ending (%s); refused, nothing sent", req.CmdID, c.endedAs())
 	return a
 }
 
@@ -331,19 +331,19 @@ func (r *Runner) pumpInput() {
 func (r *Runner) step(h *heldReq) *answer {
 	req, c := h.req, r.cur
 	a := &answer{cmdID: req.CmdID}
-	if c == nil || c.cmd.CmdID != req.CmdID || c.doneSeen {
+	if !c.is(req.CmdID) || c.markerSeen() {
 		a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
 		a.message = notRunning(req, "finished")
 		r.stamp(a)
 		return a
 	}
-	if c.endStatus != "" {
+	if c.ending() {
 		*a = ending(c, req, *a)
 		r.stamp(a)
 		return a
 	}
 	now := r.clk.Now()
-	if !c.begun {
+	if !c.capturing() {
 		if !h.deadline.IsZero() && !now.Before(h.deadline) {
 			return r.expectTimeout(h, a)
 		}
@@ -380,8 +380,8 @@ func (r *Runner) expectTimeout(h *heldReq, a *answer) *answer {
 	a.outcome = protocol.OutcomeExpectTimeout
 	a.message = fmt.Sprintf("/%s/ did not appear in the output of %s within %v; nothing sent", h.req.Expect, h.req.CmdID,
 		time.Duration(expectMS(h.req))*time.Millisecond)
-	if c := r.cur; c != nil && c.cmd.CmdID == h.req.CmdID {
-		off := c.bytes
+	if c := r.cur; c.is(h.req.CmdID) {
+		off := c.outBytes()
 		a.outputOffset = &off
 	}
 	return a
@@ -453,12 +453,7 @@ func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
 		a.message = "the terminal echoes input (ECHO is on), so the secret would be printed into the session; nothing sent"
 		return a
 	}
-	if h.matched {
-		c.cursor = h.match[1]
-	}
-	if echo {
-		c.echo.expect(req.Data) // Its echo is the terminal's, not the tool's output.
-	}
+	c.sending(h, echo) // With echo on, its echo is the terminal's, not the tool's output.
 	w := r.in.beginWrite(h)
 	r.tool.startInput(req.Data, w.abort, w.done)
 	return nil
@@ -493,7 +488,7 @@ func (r *Runner) finishWrite(d inputDone) {
 		}
 	} else {
 		if c := r.cur; c != nil {
-			c.echo.truncate(len(req.Data) - d.n)
+			c.unsent(len(req.Data) - d.n)
 		}
 		a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
 		a.message = fmt.Sprintf("%s ended before it read all its input: %d of %d bytes were written", req.CmdID, d.n, len(req.Data))

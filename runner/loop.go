@@ -164,8 +164,10 @@ func (r *Runner) nextWake() time.Duration {
 }
 
 func (r *Runner) onTimer(now time.Time) {
-	if c := r.cur; c != nil && c.endStatus == "" && !c.deadline.IsZero() && !now.Before(c.deadline) {
-		r.interrupt(protocol.StatusTimeout, "", "timed out after "+c.deadline.Sub(c.start).String(), "")
+	if c := r.cur; c != nil {
+		if msg, ok := c.timedOut(now); ok {
+			r.interrupt(protocol.StatusTimeout, "", msg, "")
+		}
 	}
 	if !r.mbox.recheck.IsZero() && !now.Before(r.mbox.recheck) {
 		r.checkCtl()

@@ -130,7 +130,7 @@ func (r *Runner) sendSync() {
 // (c), whose output the runner may still be capturing, or the default.
 func syncPrefix(c *running) string {
 	if c != nil {
-		return c.cmd.Marker.Prefix
+		return c.markerPrefix()
 	}
 	return protocol.DefaultMarkerPrefix
 }
@@ -206,18 +206,11 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 		return
 	}
 	if policy == "" {
-		policy = c.cmd.CancelPolicy
+		policy = c.policy()
 	}
-	first := c.endStatus == ""
-	if first {
-		c.endStatus, c.endMsg = status, msg
-		c.endReason = reason
-		if reason == "" {
-			c.endReason = protocol.ExitReason(policy)
-		}
-	}
-	r.event(protocol.Event{Event: protocol.EvInterrupt, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status,
-		TraceID: c.cmd.TraceID, Labels: c.cmd.Labels, Detail: map[string]any{"policy": string(policy), "reason": msg}})
+	first := c.endWith(status, reason, msg, policy)
+	r.event(c.about(protocol.Event{Event: protocol.EvInterrupt, Status: status,
+		Detail: map[string]any{"policy": string(policy), "reason": msg}}))
 	r.endInput() // It is ending: held input is refused, a write cut off.
 	switch policy {
 	case protocol.PolicyCtrlC:
@@ -229,8 +222,8 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 		}
 		now := r.clk.Now()
 		r.enter(&phaseResync{until: now.Add(r.cfg.ResyncWait), nextSync: now.Add(resyncEvery)})
-		if !c.begun {
-			tok := c.cmd.Marker.Token
+		if !c.capturing() {
+			tok := c.token()
 			r.fr.discard(func(l []byte) bool { return isBegin(l, tok) || r.isSync(l) })
 		} else {
 			r.fr.holdPartial()
@@ -281,9 +274,8 @@ func (r *Runner) finishOnExit(ex toolExit) {
 	if c == nil {
 		return
 	}
-	if c.endStatus != "" {
-		r.finish(c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg,
-			Context: endContext(c, c.endStatus, &ex)}, &ex)
+	if status, reason, e, ok := c.endError(&ex); ok {
+		r.finish(status, reason, e, &ex)
 		return
 	}
 	reason := protocol.ReasonToolExit
