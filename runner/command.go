@@ -116,6 +116,129 @@ func (c *running) lastLine() string {
 	return string(b)
 }
 
+// capturing reports whether c's begin line was seen: its output is being
+// captured.
+func (c *running) capturing() bool { return c.begun }
+
+// token is c's marker token.
+func (c *running) token() string { return c.cmd.Marker.Token }
+
+// markerPrefix is c's marker prefix.
+func (c *running) markerPrefix() string { return c.cmd.Marker.Prefix }
+
+// fromFile reports whether c was read from the queue file name.
+func (c *running) fromFile(name string) bool { return c.name == name }
+
+// due is c's deadline, unless it is already being ended (or has none):
+// then zero.
+func (c *running) due() time.Time {
+	if c.endStatus != "" {
+		return time.Time{}
+	}
+	return c.deadline
+}
+
+// describeState fills state.json's current_* fields at now.
+func (c *running) describeState(st *protocol.State, now time.Time) {
+	id, last, quiet := c.cmd.CmdID, c.lastLine(), now.Sub(c.lastOut).Milliseconds()
+	st.CurrentCmdID, st.CurrentSeq, st.CurrentStart = &id, c.cmd.Seq, protocol.Time{Time: c.start}
+	st.CurrentTraceID, st.CurrentLabels = c.cmd.TraceID, c.cmd.Labels
+	st.CurrentLastLine, st.CurrentQuietMS = &last, &quiet
+}
+
+// describeBeat fills the heartbeat's current_* fields.
+func (c *running) describeBeat(hb *protocol.Heartbeat) {
+	hb.CurrentCmdID, hb.CurrentOutBytes = c.cmd.CmdID, c.bytes
+}
+
+// describeSnapshot fills the metrics snapshot's figures of c.
+func (c *running) describeSnapshot(s *Snapshot) {
+	s.Busy, s.CurrentOutputBytes = true, c.bytes
+	s.CurrentCmdID, s.CurrentTraceID = c.cmd.CmdID, c.cmd.TraceID
+}
+
+// is reports whether c is command id; false when nothing runs (c nil).
+func (c *running) is(id string) bool { return c != nil && c.cmd.CmdID == id }
+
+// id is c's cmd_id.
+func (c *running) id() string { return c.cmd.CmdID }
+
+// markerSeen reports whether c's done marker arrived after an interrupt:
+// it takes no more input.
+func (c *running) markerSeen() bool { return c.doneSeen }
+
+// outBytes is how much output c has printed so far.
+func (c *running) outBytes() int64 { return c.bytes }
+
+// ending reports whether the runner is ending c (a timeout, a cancel, the
+// lease, a force stop); endedAs says as what.
+func (c *running) ending() bool { return c.endStatus != "" }
+
+// endedAs is the status the runner ends c with ("" while it does not).
+func (c *running) endedAs() protocol.Status { return c.endStatus }
+
+// policy is c's cancel policy.
+func (c *running) policy() protocol.CancelPolicy { return c.cmd.CancelPolicy }
+
+// endWith records that the runner ends c as status, for reason (policy's
+// when empty), with msg, unless it already does. It reports whether this
+// was the first.
+func (c *running) endWith(status protocol.Status, reason protocol.ExitReason, msg string, policy protocol.CancelPolicy) bool {
+	if c.endStatus != "" {
+		return false
+	}
+	c.endStatus, c.endMsg = status, msg
+	c.endReason = reason
+	if reason == "" {
+		c.endReason = protocol.ExitReason(policy)
+	}
+	return true
+}
+
+// endedBy records who ends c, for its error's context (errcontext.go).
+func (c *running) endedBy(by map[string]any) { c.endCtx = by }
+
+// endError is how the runner ends c (ok false: it does not), after the
+// tool's exit ex: the status, reason and error of c's result.
+func (c *running) endError(ex *toolExit) (protocol.Status, protocol.ExitReason, *protocol.Error, bool) {
+	if c.endStatus == "" {
+		return "", "", nil, false
+	}
+	return c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg,
+		Context: endContext(c, c.endStatus, ex)}, true
+}
+
+// timedOut reports whether c's deadline has passed at now (and it is not
+// already being ended), and says so.
+func (c *running) timedOut(now time.Time) (msg string, ok bool) {
+	if c.endStatus == "" && !c.deadline.IsZero() && !now.Before(c.deadline) {
+		return "timed out after " + c.deadline.Sub(c.start).String(), true
+	}
+	return "", false
+}
+
+// about names c in e (cmd_id, seq, trace_id, labels).
+func (c *running) about(e protocol.Event) protocol.Event {
+	e.CmdID, e.Seq, e.TraceID, e.Labels = c.cmd.CmdID, c.cmd.Seq, c.cmd.TraceID, c.cmd.Labels
+	return e
+}
+
+// sending records that h's bytes are about to be written into c's
+// terminal: its expect match, if any, moves c's cursor, and with echo on
+// their echo is the terminal's, not the tool's output.
+func (c *running) sending(h *heldReq, echo bool) {
+	if h.matched {
+		c.cursor = h.match[1]
+	}
+	if echo {
+		c.echo.expect(h.req.Data)
+	}
+}
+
+// unsent records that the last n bytes of a send were not written: their
+// echo will not come.
+func (c *running) unsent(n int) { c.echo.truncate(n) }
+
 // perTurn bounds how many queued files nextCommand handles in one turn of
 // the owner loop: 10,000 invalid files are rejected a batch at a time, with
 // heartbeats, control requests and results served in between.
@@ -129,15 +252,15 @@ const perTurn = 64
 // the start cannot overtake a backlog with lower seqs.
 func (r *Runner) nextCommand() {
 	r.queue.more = false
-	if r.queue.pend.len() > 0 && r.layout.err == nil && r.cur == nil {
+	if r.queue.pend.len() > 0 && r.layout.usable() && r.cur == nil {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
 		// this once it is fixed).
-		if err := checkSubdir(r.root, protocol.DirQueue, r.layout.perms, runnerEUID()); err != nil {
+		if err := r.layout.checkDir(r.root, protocol.DirQueue); err != nil {
 			r.setLayoutErr(err)
 		}
 	}
-	for n := 0; r.cur == nil && r.tool.ready() && r.stop.mode == "" && r.pendingErr == nil && r.layout.err == nil && r.queue.scan.listed; n++ {
+	for n := 0; r.cur == nil && r.tool.ready() && !r.stop.stopping() && r.pendingErr == nil && r.layout.usable() && r.queue.scan.listed; n++ {
 		if n == perTurn || r.results.full() {
 			r.queue.more = !r.results.full()
 			return
@@ -337,7 +460,7 @@ func (r *Runner) claim(name, dst string) bool {
 		}
 	}
 	r.checkLayout()
-	if r.layout.err != nil {
+	if !r.layout.usable() {
 		return false
 	}
 	ok, err = r.root.Claim(src, dst)
@@ -370,7 +493,7 @@ func (r *Runner) submitResult(j resultJob) {
 	r.queue.settling[j.name] = true
 	if _, _, err := protocol.ParseCommandName(j.name); err == nil {
 		r.queue.done[j.res.CmdID] = j.name
-		if len(r.in.waiting[j.res.CmdID]) > 0 {
+		if r.in.hasWaiting(j.res.CmdID) {
 			r.pumpWaiting(j.res.CmdID) // It ended without running (cancelled while queued, rejected).
 		}
 	}
@@ -449,7 +572,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error(), rel(protocol.DirOutput, outName))
 		return
 	}
-	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.starts, spoolStart: r.disk.spoolSize, out: out,
+	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.startCount(), spoolStart: r.disk.spoolSize, out: out,
 		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New()}
 	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
 	if clamped {
@@ -653,9 +776,9 @@ func (r *Runner) createOutput(name string) (*os.File, error) {
 		f.Close()
 		r.root.RemoveOrLater(spare)
 	}
-	f, err = r.root.CreateNew(name, r.layout.perms.file)
+	f, err = r.root.CreateNew(name, r.layout.fileMode())
 	if err == nil {
-		_ = f.Chmod(r.layout.perms.file) // Independent of the umask.
+		_ = f.Chmod(r.layout.fileMode()) // Independent of the umask.
 	}
 	return f, err
 }

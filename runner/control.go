@@ -30,6 +30,54 @@ type stopState struct {
 	signals int             // signals received
 }
 
+// stopping reports whether a stop was requested.
+func (s *stopState) stopping() bool { return s.mode != "" }
+
+// forced reports whether a force stop was requested.
+func (s *stopState) forced() bool { return s.mode == protocol.StopForce }
+
+// stopMode is the stop requested so far ("" while running).
+func (s *stopState) stopMode() protocol.StopMode { return s.mode }
+
+// why is the reason of the stop requested.
+func (s *stopState) why() string { return s.reason }
+
+// begin records a stop in mode, for why. It reports whether anything
+// changed: a graceful stop while stopping does not; force after graceful
+// does; nothing does after force.
+func (s *stopState) begin(mode protocol.StopMode, why string) bool {
+	if s.mode == protocol.StopForce || (s.mode == mode && mode == protocol.StopGraceful) {
+		return false
+	}
+	s.mode, s.reason = mode, why
+	return true
+}
+
+// signalled counts a signal received and returns the stop it asks for:
+// graceful the first time, force after.
+func (s *stopState) signalled() protocol.StopMode {
+	s.signals++
+	if s.signals > 1 {
+		return protocol.StopForce
+	}
+	return protocol.StopGraceful
+}
+
+// failWith records e as the error state.json names once stopped.
+func (s *stopState) failWith(e *protocol.Error) { s.err = e }
+
+// failure is the error state.json names once stopped (nil: none).
+func (s *stopState) failure() *protocol.Error { return s.err }
+
+// lost reports whether the runner stops because the session was taken
+// away, and why.
+func (s *stopState) lost() (why string, ok bool) {
+	if s.err != nil && s.err.Code == protocol.CodeSessionLost {
+		return s.err.Message, true
+	}
+	return "", false
+}
+
 // takeLegacy handles a legacy single-slot file (ctl/cancel.json or
 // ctl/stop.json): empty means current/graceful; anything that is not one
 // of the documented forms is rejected with an event and nothing done. The
@@ -121,15 +169,15 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string, by map[st
 		if c == nil {
 			return protocol.OutcomeIdle, "no command is running; nothing cancelled", ""
 		}
-		id = c.cmd.CmdID
+		id = c.id()
 	}
 	switch {
-	case c != nil && c.cmd.CmdID == id && c.endStatus != "":
-		return protocol.OutcomeAlreadyFinished, fmt.Sprintf("%s is already ending (%s); nothing more to do", id, c.endStatus), id
-	case c != nil && c.cmd.CmdID == id:
-		c.endCtx = by // Not ending yet (the case above): this cancel is what ends it.
+	case c.is(id) && c.ending():
+		return protocol.OutcomeAlreadyFinished, fmt.Sprintf("%s is already ending (%s); nothing more to do", id, c.endedAs()), id
+	case c.is(id):
+		c.endedBy(by) // Not ending yet (the case above): this cancel is what ends it.
 		r.interrupt(protocol.StatusCancelled, "", "cancelled by "+source, "")
-		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.cmd.CancelPolicy), id
+		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.policy()), id
 	case r.queue.done[id] != "":
 		return protocol.OutcomeAlreadyFinished, id + " has already finished; nothing cancelled", id
 	case r.cancelQueued(id, source, by):
@@ -189,7 +237,7 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 
 // stopRequested acts on a valid stop request.
 func (r *Runner) stopRequested(mode protocol.StopMode, source string) (protocol.Outcome, string) {
-	before := r.stop.mode
+	before := r.stop.stopMode()
 	r.beginStop(mode, source)
 	switch {
 	case before == protocol.StopForce || before == mode:
@@ -215,10 +263,9 @@ func (r *Runner) requestStop(mode protocol.StopMode, why string) {
 // reports whether anything changed (a graceful stop while stopping does
 // not; force after graceful does).
 func (r *Runner) beginStop(mode protocol.StopMode, why string) bool {
-	if r.stop.mode == protocol.StopForce || (r.stop.mode == mode && mode == protocol.StopGraceful) {
+	if !r.stop.begin(mode, why) {
 		return false
 	}
-	r.stop.mode, r.stop.reason = mode, why
 	r.log.Info("stopping", "mode", mode, "why", why)
 	r.setPhase(protocol.PhaseStopping, why)
 	if mode == protocol.StopForce && r.cur != nil {

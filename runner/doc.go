@@ -31,8 +31,9 @@
 // methods on *Runner are what makes the parts work together (an event that
 // a command ended, a full disk that ends writes of output):
 //
-//   - toolLife (tool.go, toolctl.go, toolphase.go): the tool process, its
-//     phase, the counts of starts, deaths and failed starts, sync tokens;
+//   - toolLife (tool.go, toolctl.go, toolphase.go): the tool process (its
+//     toolSession is reached only through toolLife's methods), its phase,
+//     the counts of starts, deaths and failed starts, sync tokens;
 //   - cmdQueue (queue.go, scan.go, command.go): the scanner of queue/, the
 //     pending names in running order, the cmd_ids that have a result and
 //     the results still being written;

@@ -105,11 +105,11 @@ func (r *Runner) writeState() {
 		ProtocolVersion: protocol.Version, Phase: r.status.phase, SessionID: r.id.sessionID,
 		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.pend.len(),
 		Reason: r.status.reason, Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
-		CommandsDone: r.status.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.queue.rejected, SkippedCount: r.queue.skipped,
-		LeaseError: r.lease.err, DiskFull: r.disk.full,
+		CommandsDone: r.status.cmdsDone, ToolStarts: r.tool.startCount(), RejectedCount: r.queue.rejected, SkippedCount: r.queue.skipped,
+		LeaseError: r.lease.failure(), DiskFull: r.disk.full,
 	}
 	if r.status.phase == protocol.PhaseStopped {
-		st.Error = r.stop.err
+		st.Error = r.stop.failure()
 	}
 	if r.watcher != nil {
 		st.Watch = "poll"
@@ -117,14 +117,11 @@ func (r *Runner) writeState() {
 			st.Watch = "inotify"
 		}
 	}
-	if r.tool.sess != nil {
-		st.ToolPID, st.ToolPGID, st.ToolStartTime = r.tool.sess.Pid(), r.tool.sess.Pid(), r.tool.sess.StartTime()
+	if pid, start, ok := r.tool.identity(); ok {
+		st.ToolPID, st.ToolPGID, st.ToolStartTime = pid, pid, start
 	}
 	if r.cur != nil {
-		id, last, quiet := r.cur.cmd.CmdID, r.cur.lastLine(), r.clk.Now().Sub(r.cur.lastOut).Milliseconds()
-		st.CurrentCmdID, st.CurrentSeq, st.CurrentStart = &id, r.cur.cmd.Seq, protocol.Time{Time: r.cur.start}
-		st.CurrentTraceID, st.CurrentLabels = r.cur.cmd.TraceID, r.cur.cmd.Labels
-		st.CurrentLastLine, st.CurrentQuietMS = &last, &quiet
+		r.cur.describeState(&st, r.clk.Now())
 	}
 	if err := r.writeFile(protocol.FileState, marshal(st)); err != nil {
 		r.log.Warn("write state", "err", err)
@@ -155,7 +152,7 @@ func (r *Runner) beat() {
 		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolSize,
 	}
 	if r.cur != nil {
-		hb.CurrentCmdID, hb.CurrentOutBytes = r.cur.cmd.CmdID, r.cur.bytes
+		r.cur.describeBeat(&hb)
 	}
 	if err := r.writeFile(protocol.FileHeartbeat, marshal(hb)); err != nil {
 		r.log.Warn("write heartbeat", "err", err)
@@ -168,10 +165,10 @@ func (r *Runner) beat() {
 // write leaves nothing where masters look; a symlink or FIFO planted at
 // the target is replaced, never followed.
 func (r *Runner) writeFile(relPath string, data []byte) error {
-	err := r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.perms.file)
+	err := r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.fileMode())
 	if err != nil && isNoSpace(err) {
 		r.noSpace(relPath, err)
-		err = r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.perms.file)
+		err = r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.fileMode())
 		if err != nil && isNoSpace(err) && (relPath == protocol.FileHeartbeat || relPath == protocol.FileState) {
 			err = r.disk.writeInPlace(relPath, data) // disk.go
 		}

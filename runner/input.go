@@ -97,24 +97,24 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 		return a
 	}
 	c := r.cur
-	if (c == nil || c.cmd.CmdID != req.CmdID) && r.mayWait(req) {
-		r.in.waiting[req.CmdID] = append(r.in.waiting[req.CmdID], r.newHeld(req, name))
+	if !c.is(req.CmdID) && r.mayWait(req) {
+		r.in.wait(req.CmdID, r.newHeld(req, name))
 		r.mbox.held[name] = true
 		a.held = true
 		return a
 	}
-	if c == nil || c.cmd.CmdID != req.CmdID || c.doneSeen {
+	if !c.is(req.CmdID) || c.markerSeen() {
 		a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.queue.cmdState(req.CmdID)
-		if c != nil && c.cmd.CmdID == req.CmdID {
+		if c.is(req.CmdID) {
 			a.cmdState = "finished"
 		}
 		a.message = notRunning(req, a.cmdState)
 		return a
 	}
-	if c.endStatus != "" {
+	if c.ending() {
 		return ending(r.cur, req, a)
 	}
-	r.in.held = append(r.in.held, r.newHeld(req, name))
+	r.in.hold(r.newHeld(req, name))
 	r.mbox.held[name] = true
 	a.held = true
 	return a
@@ -136,11 +136,90 @@ func (r *Runner) newHeld(req *protocol.ControlRequest, name string) *heldReq {
 // for it: a send with an expect for a queued command, and anything behind
 // one (seq order).
 func (r *Runner) mayWait(req *protocol.ControlRequest) bool {
-	if len(r.in.waiting[req.CmdID]) > 0 {
+	if r.in.hasWaiting(req.CmdID) {
 		return true
 	}
 	return req.Op == protocol.OpSend && req.Expect != "" && r.queue.done[req.CmdID] == "" && r.queue.cmdState(req.CmdID) == "queued"
 }
+
+// wait queues h until command id starts.
+func (in *inputQueue) wait(id string, h *heldReq) { in.waiting[id] = append(in.waiting[id], h) }
+
+// hold queues h for the running command.
+func (in *inputQueue) hold(h *heldReq) { in.held = append(in.held, h) }
+
+// hasWaiting reports whether requests wait for command id to start.
+func (in *inputQueue) hasWaiting(id string) bool { return len(in.waiting[id]) > 0 }
+
+// holding reports whether requests are held for the running command.
+func (in *inputQueue) holding() bool { return len(in.held) > 0 }
+
+// settleWaiting offers the head of each queue of requests waiting for a
+// queued command (id) to settle, again and again while it returns true:
+// settle has answered h, which then leaves its queue. An emptied queue is
+// forgotten.
+func (in *inputQueue) settleWaiting(settle func(id string, h *heldReq) bool) {
+	for id, q := range in.waiting {
+		for len(q) > 0 && settle(id, q[0]) {
+			q = q[1:]
+		}
+		if len(q) == 0 {
+			delete(in.waiting, id)
+		} else {
+			in.waiting[id] = q
+		}
+	}
+}
+
+// next is the held request to decide now: the head, unless none is held
+// or a write is under way (nil).
+func (in *inputQueue) next() *heldReq {
+	if len(in.held) == 0 || in.write != nil {
+		return nil
+	}
+	return in.held[0]
+}
+
+// pop takes the head off the held requests.
+func (in *inputQueue) pop() { in.held = in.held[1:] }
+
+// beginWrite records that the head h's bytes are being written and returns
+// the write, whose abort and done the writer goroutine uses.
+func (in *inputQueue) beginWrite(h *heldReq) *inputWrite {
+	in.write = &inputWrite{h: h, abort: make(chan struct{}), done: make(chan inputDone, 1)}
+	return in.write
+}
+
+// endWrite ends the write under way and takes its request, the head, off
+// the held requests. It returns that request.
+func (in *inputQueue) endWrite() *heldReq {
+	w := in.write
+	in.write = nil
+	in.pop()
+	return w.h
+}
+
+// writeDone is where the write under way reports its end; nil when none is.
+func (in *inputQueue) writeDone() <-chan inputDone {
+	if in.write == nil {
+		return nil
+	}
+	return in.write.done
+}
+
+// abortWrite cuts off the write under way, if any, and returns how it
+// ended (ok false: there was none). endWrite must follow.
+func (in *inputQueue) abortWrite() (d inputDone, ok bool) {
+	w := in.write
+	if w == nil {
+		return inputDone{}, false
+	}
+	close(w.abort)
+	return <-w.done, true
+}
+
+// setSize records the terminal's window size for later starts of the tool.
+func (in *inputQueue) setSize(cols, rows int) { in.cols, in.rows = cols, rows }
 
 // started moves the requests waiting for a command that has just
 // started to the running command's queue.
@@ -157,36 +236,28 @@ func (in *inputQueue) started(id string) {
 // the runner stops: cmdState says which).
 func (r *Runner) pumpWaiting(gone string) {
 	now := r.clk.Now()
-	for id, q := range r.in.waiting {
-		for len(q) > 0 {
-			h := q[0]
-			a := &answer{cmdID: id}
-			switch {
-			case id == gone || gone == "*":
-				r.stamp(a)
-				a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.queue.cmdState(id)
-				a.message = notRunning(h.req, a.cmdState)
-				if a.cmdState == "queued" {
-					a.message = fmt.Sprintf("%s did not start before the runner stopped; nothing sent", id)
-				}
-			case !h.deadline.IsZero() && !now.Before(h.deadline):
-				a = r.expectTimeout(h, a)
-				a.message += " (it had not started)"
-			default:
-				a = nil
+	r.in.settleWaiting(func(id string, h *heldReq) bool {
+		a := &answer{cmdID: id}
+		switch {
+		case id == gone || gone == "*":
+			r.stamp(a)
+			a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.queue.cmdState(id)
+			a.message = notRunning(h.req, a.cmdState)
+			if a.cmdState == "queued" {
+				a.message = fmt.Sprintf("%s did not start before the runner stopped; nothing sent", id)
 			}
-			if a == nil {
-				break
-			}
-			q = q[1:]
-			r.completeHeld(h, *a)
+		case !h.deadline.IsZero() && !now.Before(h.deadline):
+			a = r.expectTimeout(h, a)
+			a.message += " (it had not started)"
+		default:
+			a = nil
 		}
-		if len(q) == 0 {
-			delete(r.in.waiting, id)
-		} else {
-			r.in.waiting[id] = q
+		if a == nil {
+			return false
 		}
-	}
+		r.completeHeld(h, *a)
+		return true
+	})
 }
 
 // waitDue is when the earliest request waiting for a queued command gives
@@ -220,7 +291,7 @@ func notRunning(req *protocol.ControlRequest, state string) string {
 // it (a timeout, a cancel, a force stop).
 func ending(c *running, req *protocol.ControlRequest, a answer) answer {
 	a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
-	a.message = fmt.Sprintf("%s is ending (%s); refused, nothing sent", req.CmdID, c.endStatus)
+	a.message = fmt.Sprintf("%s is ending (%s); refused, nothing sent", req.CmdID, c.endedAs())
 	return a
 }
 
@@ -245,13 +316,12 @@ func (q *cmdQueue) cmdState(id string) string {
 // pumpInput answers or starts the held requests in order, until one has
 // to wait (or a write is under way).
 func (r *Runner) pumpInput() {
-	for len(r.in.held) > 0 && r.in.write == nil {
-		h := r.in.held[0]
+	for h := r.in.next(); h != nil; h = r.in.next() {
 		a := r.step(h)
 		if a == nil {
 			return // Waits, or its bytes are being written.
 		}
-		r.in.held = r.in.held[1:]
+		r.in.pop()
 		r.completeHeld(h, *a)
 	}
 }
@@ -261,19 +331,19 @@ func (r *Runner) pumpInput() {
 func (r *Runner) step(h *heldReq) *answer {
 	req, c := h.req, r.cur
 	a := &answer{cmdID: req.CmdID}
-	if c == nil || c.cmd.CmdID != req.CmdID || c.doneSeen {
+	if !c.is(req.CmdID) || c.markerSeen() {
 		a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
 		a.message = notRunning(req, "finished")
 		r.stamp(a)
 		return a
 	}
-	if c.endStatus != "" {
+	if c.ending() {
 		*a = ending(c, req, *a)
 		r.stamp(a)
 		return a
 	}
 	now := r.clk.Now()
-	if !c.begun {
+	if !c.capturing() {
 		if !h.deadline.IsZero() && !now.Before(h.deadline) {
 			return r.expectTimeout(h, a)
 		}
@@ -294,7 +364,7 @@ func (r *Runner) step(h *heldReq) *answer {
 		return a
 	}
 	if req.Op == protocol.OpSignal {
-		return deliverSignal(r.tool.sess, h, a)
+		return deliverSignal(&r.tool, h, a)
 	}
 	return r.startWrite(h, a)
 }
@@ -310,8 +380,8 @@ func (r *Runner) expectTimeout(h *heldReq, a *answer) *answer {
 	a.outcome = protocol.OutcomeExpectTimeout
 	a.message = fmt.Sprintf("/%s/ did not appear in the output of %s within %v; nothing sent", h.req.Expect, h.req.CmdID,
 		time.Duration(expectMS(h.req))*time.Millisecond)
-	if c := r.cur; c != nil && c.cmd.CmdID == h.req.CmdID {
-		off := c.bytes
+	if c := r.cur; c.is(h.req.CmdID) {
+		off := c.outBytes()
 		a.outputOffset = &off
 	}
 	return a
@@ -351,19 +421,19 @@ func (c *running) expect(h *heldReq) bool {
 // KILL also goes to the tool's own process group, so the tool dies
 // whatever job is in the foreground: the command ends tool_died (signal
 // KILL, tool_restarted) and the tool is restarted (PROTOCOL.md 9.8).
-func deliverSignal(t toolSession, h *heldReq, a *answer) *answer {
-	if t == nil {
+func deliverSignal(t *toolLife, h *heldReq, a *answer) *answer {
+	if !t.alive() {
 		a.outcome, a.cmdState, a.message = protocol.OutcomeNotRunning, "finished", h.req.CmdID+" has no tool any more; nothing sent"
 		return a
 	}
-	if err := t.SignalForeground(signals[h.req.Signal]); err != nil {
+	if err := t.signalForeground(signals[h.req.Signal]); err != nil {
 		a.outcome, a.message = protocol.OutcomeRejected, "the signal could not be sent: "+err.Error()
 		return a
 	}
 	a.outcome = protocol.OutcomeDelivered
 	a.message = fmt.Sprintf("SIG%s sent to the foreground process group of %s's terminal", h.req.Signal, h.req.CmdID)
 	if h.req.Signal == "KILL" {
-		_ = t.Signal(syscall.SIGKILL) // Best effort: the foreground group may have been the tool's, now gone.
+		_ = t.signal(syscall.SIGKILL) // Best effort: the foreground group may have been the tool's, now gone.
 		a.message += " and to the tool's process group: the tool is restarted"
 	}
 	return a
@@ -373,7 +443,7 @@ func deliverSignal(t toolSession, h *heldReq, a *answer) *answer {
 // refuses a secret while the terminal echoes.
 func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
 	c, req := r.cur, h.req
-	echo, err := r.tool.sess.Echo()
+	echo, err := r.tool.echo()
 	if err != nil {
 		a.outcome, a.message = protocol.OutcomeRejected, "cannot read the terminal's settings: "+err.Error()+"; nothing sent"
 		return a
@@ -383,19 +453,9 @@ func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
 		a.message = "the terminal echoes input (ECHO is on), so the secret would be printed into the session; nothing sent"
 		return a
 	}
-	if h.matched {
-		c.cursor = h.match[1]
-	}
-	if echo {
-		c.echo.expect(req.Data) // Its echo is the terminal's, not the tool's output.
-	}
-	w := &inputWrite{h: h, abort: make(chan struct{}), done: make(chan inputDone, 1)}
-	r.in.write = w
-	t := r.tool.sess
-	go func() {
-		n, err := t.Input(req.Data, w.abort)
-		w.done <- inputDone{n, err}
-	}()
+	c.sending(h, echo) // With echo on, its echo is the terminal's, not the tool's output.
+	w := r.in.beginWrite(h)
+	r.tool.startInput(req.Data, w.abort, w.done)
 	return nil
 }
 
@@ -408,10 +468,7 @@ func (r *Runner) onInputDone(d inputDone) {
 // finishWrite answers the send whose bytes were being written: delivered
 // when the terminal took all of them, else not_running with the count.
 func (r *Runner) finishWrite(d inputDone) {
-	w := r.in.write
-	r.in.write = nil
-	h := w.h
-	r.in.held = r.in.held[1:]
+	h := r.in.endWrite()
 	req := h.req
 	a := answer{cmdID: req.CmdID, offset: h.spoolOff}
 	n := int64(d.n)
@@ -431,7 +488,7 @@ func (r *Runner) finishWrite(d inputDone) {
 		}
 	} else {
 		if c := r.cur; c != nil {
-			c.echo.truncate(len(req.Data) - d.n)
+			c.unsent(len(req.Data) - d.n)
 		}
 		a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
 		a.message = fmt.Sprintf("%s ended before it read all its input: %d of %d bytes were written", req.CmdID, d.n, len(req.Data))
@@ -445,12 +502,9 @@ func (r *Runner) finishWrite(d inputDone) {
 // abortInput stops a write under way (the command is ending, or the
 // runner is about to type into the terminal) and answers its request.
 func (r *Runner) abortInput() {
-	w := r.in.write
-	if w == nil {
-		return
+	if d, ok := r.in.abortWrite(); ok {
+		r.finishWrite(d)
 	}
-	close(w.abort)
-	r.finishWrite(<-w.done)
 }
 
 // endInput answers every request still held for the current command: it
@@ -494,11 +548,11 @@ func (in *inputQueue) due() time.Time {
 // group gets SIGWINCH from the kernel). The size is kept for later starts
 // of the tool.
 func (r *Runner) resize(req *protocol.ControlRequest) (protocol.Outcome, string) {
-	r.in.cols, r.in.rows = req.Cols, req.Rows
-	if r.tool.sess == nil {
+	r.in.setSize(req.Cols, req.Rows)
+	if !r.tool.alive() {
 		return protocol.OutcomeDelivered, fmt.Sprintf("no tool runs now; the next one starts with a %dx%d terminal", req.Cols, req.Rows)
 	}
-	if err := r.tool.sess.Resize(req.Cols, req.Rows); err != nil {
+	if err := r.tool.resize(req.Cols, req.Rows); err != nil {
 		return protocol.OutcomeRejected, "the terminal could not be resized: " + err.Error()
 	}
 	return protocol.OutcomeDelivered, fmt.Sprintf("the terminal is now %d columns by %d rows (the tool gets SIGWINCH)", req.Cols, req.Rows)

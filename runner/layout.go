@@ -34,6 +34,50 @@ type layoutState struct {
 	warnings []trustWarning
 }
 
+// modes is the session's modes (set at start, never changed).
+func (l *layoutState) modes() perms { return l.perms }
+
+// fileMode is the mode of the runner's files.
+func (l *layoutState) fileMode() os.FileMode { return l.perms.file }
+
+// trustWarnings are what the start's trust checks warned about.
+func (l *layoutState) trustWarnings() []trustWarning { return l.warnings }
+
+// usable reports whether the session directory can be used.
+func (l *layoutState) usable() bool { return l.err == nil }
+
+// setErr records why the session directory cannot be used (nil: it can)
+// and returns what was recorded before.
+func (l *layoutState) setErr(err error) (was error) {
+	was, l.err = l.err, err
+	return was
+}
+
+// checkDir checks that session directory d is one the runner may serve.
+func (l *layoutState) checkDir(root *sessionRoot, d string) error {
+	return checkSubdir(root, d, l.perms, runnerEUID())
+}
+
+// repair recreates the session's missing directories and checks each one,
+// with one look at each. It returns those it created and the first
+// problem.
+func (l *layoutState) repair(root *sessionRoot) (created []string, err error) {
+	created, infos, err := ensureLayoutInfo(root, l.perms)
+	if err == nil {
+		for i, d := range protocol.Dirs {
+			if infos[i] == nil { // Created just now: look at what is there.
+				err = checkSubdir(root, d, l.perms, runnerEUID())
+			} else {
+				err = checkSubdirInfo(root, d, infos[i], l.perms, runnerEUID())
+			}
+			if err != nil {
+				break
+			}
+		}
+	}
+	return created, err
+}
+
 // perms are the modes a session's directories and the runner's files get.
 type perms struct {
 	shared bool
@@ -246,19 +290,7 @@ func (r *Runner) checkLayout() {
 	}
 	// One look at each directory serves both the repair and the trust
 	// checks (this runs on every heartbeat).
-	created, infos, err := ensureLayoutInfo(r.root, r.layout.perms)
-	if err == nil {
-		for i, d := range protocol.Dirs {
-			if infos[i] == nil { // Created just now: look at what is there.
-				err = checkSubdir(r.root, d, r.layout.perms, runnerEUID())
-			} else {
-				err = checkSubdirInfo(r.root, d, infos[i], r.layout.perms, runnerEUID())
-			}
-			if err != nil {
-				break
-			}
-		}
-	}
+	created, err := r.layout.repair(r.root)
 	for _, d := range created {
 		r.log.Warn("recreated a deleted session directory", "dir", d)
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": d + "/"}})
@@ -283,8 +315,7 @@ func (r *Runner) checkLayout() {
 // setLayoutErr records whether the layout is usable, with an event and a
 // log line when that changes.
 func (r *Runner) setLayoutErr(err error) {
-	was := r.layout.err
-	r.layout.err = err
+	was := r.layout.setErr(err)
 	switch {
 	case err != nil && (was == nil || was.Error() != err.Error()):
 		r.log.Error("the session directory cannot be used", "err", err)
@@ -299,7 +330,7 @@ func (r *Runner) setLayoutErr(err error) {
 
 // restorePhase leaves phase error once nothing holds it there.
 func (r *Runner) restorePhase() {
-	if r.status.phase != protocol.PhaseError || r.stop.mode != "" || r.layout.err != nil || r.pendingErr != nil {
+	if r.status.phase != protocol.PhaseError || r.stop.stopping() || !r.layout.usable() || r.pendingErr != nil {
 		return
 	}
 	switch {

@@ -32,6 +32,10 @@ type leaseWatch struct {
 	err       string // lease_error ("" when fine)
 }
 
+// failure is state.json's lease_error: why the lease file was not
+// understood ("" when fine).
+func (l *leaseWatch) failure() string { return l.err }
+
 // init takes the lease an earlier master left. One whose expires_at has
 // already passed is ignored until a master renews it (PROTOCOL.md §10): it
 // is judged only after that decision, so it cannot stop the new runner.

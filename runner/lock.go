@@ -36,7 +36,7 @@ func (r *Runner) acquire() error {
 	if fi, err := r.root.Lstat(lockPath); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: %s is %s, not a regular file: remove it", ErrUntrusted, protocol.FileLock, fileKind(fi))
 	}
-	r.lock = r.root.newLock(lockPath, r.layout.perms.file)
+	r.lock = r.root.newLock(lockPath, r.layout.fileMode())
 	locked, err := r.lock.TryLock()
 	// A master probing liveness holds a shared lock for microseconds:
 	// retry briefly before concluding that a runner holds it.
@@ -48,7 +48,7 @@ func (r *Runner) acquire() error {
 		r.log.Warn("flock unavailable on this filesystem; relying on the heartbeat", "err", err)
 	}
 	if locked {
-		_ = r.root.Chmod(lockPath, r.layout.perms.file) // Masters of a shared session probe it.
+		_ = r.root.Chmod(lockPath, r.layout.fileMode()) // Masters of a shared session probe it.
 	}
 	hb, hbErr := readHeartbeat(r.root, protocol.FileHeartbeat)
 	ours := hbErr == nil && isRunnerHeartbeat(hb)
@@ -120,14 +120,14 @@ func (r *Runner) keepLock() {
 	if err == nil && !cur.Mode().IsRegular() {
 		_ = r.root.Remove(lockPath)
 	}
-	nl := r.root.newLock(lockPath, r.layout.perms.file)
+	nl := r.root.newLock(lockPath, r.layout.fileMode())
 	if ok, err := nl.TryLock(); err != nil || !ok {
 		r.log.Warn("state/runner.lock was deleted or replaced; cannot lock the new one yet", "err", err)
 		r.root.loss.lockRefused(err == nil)
 		return
 	}
 	r.root.loss.lockRefused(false)
-	_ = r.root.Chmod(lockPath, r.layout.perms.file)
+	_ = r.root.Chmod(lockPath, r.layout.fileMode())
 	old := r.lock
 	r.lock = nl
 	_ = old.Unlock()

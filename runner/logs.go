@@ -16,22 +16,22 @@ import (
 func (r *Runner) openLogs() error {
 	// Appends are not fsynced one by one: the syncer does it off the
 	// critical path (and shutdown does it last).
-	meta, torn, err := r.root.OpenLog(protocol.FileMeta, r.layout.perms.file)
+	meta, torn, err := r.root.OpenLog(protocol.FileMeta, r.layout.fileMode())
 	if err != nil {
 		return plantedErr(protocol.FileMeta, err)
 	}
 	r.disk.meta = meta
 	r.disk.metaInfo, _ = r.root.Lstat(protocol.FileMeta)
-	_ = r.root.Chmod(protocol.FileMeta, r.layout.perms.file) // A file of an earlier private session, now shared.
+	_ = r.root.Chmod(protocol.FileMeta, r.layout.fileMode()) // A file of an earlier private session, now shared.
 	if len(torn) > 0 {
 		r.log.Warn("repaired a torn last line of the event log", "bytes", len(torn))
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"repaired_meta_log_bytes": len(torn)}})
 	}
-	spool, err := r.root.OpenAppend(protocol.FileSpool, r.layout.perms.file)
+	spool, err := r.root.OpenAppend(protocol.FileSpool, r.layout.fileMode())
 	if err != nil {
 		return plantedErr(protocol.FileSpool, err)
 	}
-	_ = spool.Chmod(r.layout.perms.file)
+	_ = spool.Chmod(r.layout.fileMode())
 	fi, err := spool.Stat()
 	if err != nil {
 		spool.Close()

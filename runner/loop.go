@@ -76,7 +76,7 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		// A graceful stop waits for results that wait for a retry (a full
 		// disk) here, in the loop, so the heartbeat and control go on; a
 		// force stop has given them up (beginStop).
-		if r.stop.mode != "" && r.cur == nil && (r.pendingErr == nil || r.stop.mode == protocol.StopForce) {
+		if r.stop.stopping() && r.cur == nil && (r.pendingErr == nil || r.stop.forced()) {
 			break
 		}
 		if r.status.dirty && r.status.writeAt.IsZero() {
@@ -85,22 +85,11 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.status.writeAt = r.clk.Now().Add(stateDelay)
 		}
 		wake.Reset(r.nextWake())
-		var out <-chan chunk
-		var exited <-chan toolExit
-		var input <-chan inputDone
-		if r.in.write != nil {
-			input = r.in.write.done
-		}
-		if r.tool.sess != nil {
-			exited = r.tool.sess.Exited()
-			if !r.tool.eof {
-				out = r.tool.sess.Output()
-			}
-		}
+		out, exited, input := r.tool.output(), r.tool.exited(), r.in.writeDone()
 		select {
 		case c, ok := <-out:
 			if !ok {
-				r.tool.eof = true
+				r.tool.outputEnded()
 				continue
 			}
 			r.onChunk(c)
@@ -152,12 +141,10 @@ func (r *Runner) nextWake() time.Duration {
 		}
 	}
 	now := r.clk.Now()
-	if r.cur != nil && r.cur.endStatus == "" {
-		consider(r.cur.deadline)
+	if r.cur != nil {
+		consider(r.cur.due())
 	}
-	if _, down := r.tool.phase.(*phaseDown); !down || r.stop.mode == "" {
-		consider(r.tool.phase.due())
-	}
+	consider(r.tool.due(r.stop.stopping()))
 	consider(r.queue.pend.promote(now))
 	consider(r.mbox.recheck)
 	consider(r.in.due())
@@ -177,8 +164,10 @@ func (r *Runner) nextWake() time.Duration {
 }
 
 func (r *Runner) onTimer(now time.Time) {
-	if c := r.cur; c != nil && c.endStatus == "" && !c.deadline.IsZero() && !now.Before(c.deadline) {
-		r.interrupt(protocol.StatusTimeout, "", "timed out after "+c.deadline.Sub(c.start).String(), "")
+	if c := r.cur; c != nil {
+		if msg, ok := c.timedOut(now); ok {
+			r.interrupt(protocol.StatusTimeout, "", msg, "")
+		}
 	}
 	if !r.mbox.recheck.IsZero() && !now.Before(r.mbox.recheck) {
 		r.checkCtl()
@@ -193,9 +182,7 @@ func (r *Runner) onTimer(now time.Time) {
 	if !r.status.writeAt.IsZero() && !now.Before(r.status.writeAt) {
 		r.writeState()
 	}
-	if d := r.tool.phase.due(); !d.IsZero() && !now.Before(d) {
-		r.tool.phase.timer(r, now)
-	}
+	r.tool.timer(r, now)
 }
 
 func (r *Runner) onBeat() {
@@ -231,12 +218,7 @@ func (r *Runner) stateGone() bool {
 }
 
 func (r *Runner) onSignal(sig os.Signal) {
-	r.stop.signals++
-	mode := protocol.StopGraceful
-	if r.stop.signals > 1 {
-		mode = protocol.StopForce
-	}
-	r.requestStop(mode, "signal "+sig.String())
+	r.requestStop(r.stop.signalled(), "signal "+sig.String())
 }
 
 // onChange handles one name inotify reported.
@@ -264,60 +246,54 @@ func (r *Runner) rescan() {
 
 // shutdown ends the tool and every process it started, and records the stop.
 func (r *Runner) shutdown() error {
-	r.setPhase(protocol.PhaseStopping, r.stop.reason)
+	r.setPhase(protocol.PhaseStopping, r.stop.why())
 	r.writeState()
 	r.abortInput()
 	r.pumpWaiting("*") // Commands still queued will not start under this runner.
-	if t := r.tool.sess; t != nil {
-		_ = t.Signal(sigTerm)
-		if !r.waitExit(t, r.cfg.KillGrace) {
-			_ = t.Signal(sigKill)
-			r.waitExit(t, 10*time.Second)
+	if r.tool.alive() {
+		_ = r.tool.signal(sigTerm)
+		if !r.waitExit(r.cfg.KillGrace) {
+			_ = r.tool.signal(sigKill)
+			r.waitExit(10 * time.Second)
 		}
-		_ = t.Signal(sigKill) // Whatever else is left in its group.
-		_ = t.Close()
-		r.tool.sess = nil
+		r.tool.reap() // Whatever else is left in its group.
 	}
 	r.results.close(r.onResult)
 	r.flushTail()
-	reason := r.stop.reason
+	reason := r.stop.why()
 	r.setPhase(protocol.PhaseStopped, reason)
 	r.writeState()
 	r.beat()
 	detail := map[string]any{"reason": reason, "commands_done": r.status.cmdsDone}
-	if r.stop.err != nil {
-		detail["error"] = r.stop.err
+	if e := r.stop.failure(); e != nil {
+		detail["error"] = e
 	}
 	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: detail})
 	r.log.Info("runner stopped", "reason", reason, "commands_done", r.status.cmdsDone)
 	r.metrics.close()
-	if r.tool.gaveUp != "" {
-		return gaveUpError(r.tool.gaveUp)
+	if err := r.tool.gaveUpErr(); err != nil {
+		return err
 	}
-	if r.stop.err != nil && r.stop.err.Code == protocol.CodeSessionLost {
-		return sessionLostError(r.stop.err.Message)
+	if why, lost := r.stop.lost(); lost {
+		return sessionLostError(why)
 	}
 	return nil
 }
 
-// waitExit waits for t's exit, spooling its output meanwhile.
-func (r *Runner) waitExit(t toolSession, d time.Duration) bool {
+// waitExit waits for the tool's exit, spooling its output meanwhile.
+func (r *Runner) waitExit(d time.Duration) bool {
 	timeout, stop := after(r.clk, d)
 	defer stop()
 	for {
-		var out <-chan chunk
-		if !r.tool.eof {
-			out = t.Output()
-		}
 		select {
-		case c, ok := <-out:
+		case c, ok := <-r.tool.output():
 			if !ok {
-				r.tool.eof = true
+				r.tool.outputEnded()
 				continue
 			}
 			r.onChunk(c)
-		case <-t.Exited():
-			r.drain(t, 200*time.Millisecond)
+		case <-r.tool.exited():
+			r.drain(200 * time.Millisecond)
 			return true
 		case <-timeout:
 			return false

@@ -54,7 +54,7 @@ const lostHeartbeats = 2
 // with state.json's error code session_lost, and Run returns ErrSessionLost.
 // It reports whether the runner is stopping for that reason.
 func (r *Runner) checkSessionLost() bool {
-	if r.stop.err != nil && r.stop.err.Code == protocol.CodeSessionLost {
+	if _, lost := r.stop.lost(); lost {
 		return true
 	}
 	l := &r.root.loss
@@ -81,7 +81,7 @@ func (r *Runner) checkSessionLost() bool {
 	}
 	why = "the session was taken away: " + why
 	r.log.Error("stopping: the session is no longer this runner's", "why", why)
-	r.stop.err = &protocol.Error{Code: protocol.CodeSessionLost, Message: why}
+	r.stop.failWith(&protocol.Error{Code: protocol.CodeSessionLost, Message: why})
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"session_lost": why}})
 	r.requestStop(protocol.StopForce, why)
 	return true

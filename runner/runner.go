@@ -105,16 +105,12 @@ func Open(cfg Config) (*Runner, error) {
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
 		queue: cmdQueue{root: root, log: cfg.Logger, pend: newPending(), done: map[string]string{}, settling: map[string]bool{}},
 		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
-		tail: newTailRing(cfg.TailLines), tool: toolLife{phase: &phaseDown{}, syncTokens: map[string]bool{}},
+		tail: newTailRing(cfg.TailLines), tool: newToolLife(cfg.startSession),
 		status: runStatus{phase: protocol.PhaseStarting},
 	}
-	r.clk, r.tool.start = cfg.clock, cfg.startSession
+	r.clk = cfg.clock
 	if r.clk == nil {
 		r.clk = realClock{}
-	}
-	if r.tool.start == nil {
-		r.tool.procs = newProcStarter()
-		r.tool.start = ptyStarter(r.tool.procs)
 	}
 	r.id.started = r.clk.Now()
 	r.id.hostname, _ = os.Hostname()
@@ -160,10 +156,10 @@ func (r *Runner) openSession() error {
 	// Files on the critical path are taken from pools of spares instead of
 	// being created there (see fsq.Spares). They live in tmp/, so that
 	// clients listing result/ or output/ never see them.
-	r.disk.outSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
-	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
+	r.disk.outSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.fileMode())
+	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.fileMode())
 	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.id.hostname, durable: !r.cfg.NoSync,
-		filePerm: r.layout.perms.file, dirMode: r.layout.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
+		filePerm: r.layout.fileMode(), dirMode: r.layout.modes().dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
 	return r.recover()
 }
 
@@ -183,9 +179,7 @@ func (r *Runner) Close() error {
 		r.release()
 		r.root.SweepLater()
 		r.root.Close()
-		if r.tool.procs != nil {
-			r.tool.procs.close()
-		}
+		r.tool.close()
 	})
 	return nil
 }
@@ -224,8 +218,8 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		"network_fs", r.id.network, "inotify", r.watcher.Inotify, "poll", r.cfg.Poll, "tool", r.cfg.Tool)
 	r.event(protocol.Event{Event: protocol.EvRunnerStart, Detail: map[string]any{
 		"protocol_version": protocol.Version, "session_id": r.id.sessionID, "runner_pid": os.Getpid(), "hostname": r.id.hostname,
-		"filesystem": r.id.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.layout.perms.shared}})
-	for _, w := range r.layout.warnings {
+		"filesystem": r.id.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.layout.modes().shared}})
+	for _, w := range r.layout.trustWarnings() {
 		r.log.Warn(string(w))
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"trust": string(w)}})
 	}

@@ -97,7 +97,7 @@ func (r *Runner) onScan(res scanResult) {
 	}
 	s.listed = true
 	for _, ns := range res.names {
-		if r.cur != nil && r.cur.name == ns.name {
+		if r.cur != nil && r.cur.fromFile(ns.name) {
 			continue
 		}
 		if r.queue.pend.add(ns.name, ns.seq, ns.rule) {

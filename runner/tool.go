@@ -2,13 +2,15 @@ package runner
 
 import (
 	"fmt"
+	"syscall"
 	"time"
 )
 
 // toolLife is the tool's life as the runner sees it: the running process
 // (if any), the phase it is in (toolphase.go), and the counts that decide
 // when the next one starts after a death or a failed start (toolctl.go).
-// It is owned by the Run goroutine, like the rest of the Runner.
+// It is owned by the Run goroutine, like the rest of the Runner; the rest
+// of the Runner reaches the tool's session only through its methods.
 type toolLife struct {
 	start sessionStarter // starts a tool on a terminal
 	procs *procStarter   // nil when a test injects start
@@ -55,8 +57,9 @@ func (t *toolLife) restartDelay(hadCmd bool, now time.Time) time.Duration {
 }
 
 // failedStart counts a failed start at now, keeping only those within
-// window in failedStarts.
-func (t *toolLife) failedStart(now time.Time, window time.Duration) {
+// window in failedStarts. It returns how many failed starts fall within
+// window and the backoff before the next start.
+func (t *toolLife) failedStart(now time.Time, window time.Duration) (recent int, delay time.Duration) {
 	t.failStreak++
 	keep := t.failedStarts[:0]
 	for _, f := range t.failedStarts {
@@ -65,6 +68,7 @@ func (t *toolLife) failedStart(now time.Time, window time.Duration) {
 		}
 	}
 	t.failedStarts = append(keep, now)
+	return len(t.failedStarts), backoff(t.failStreak)
 }
 
 // isSync reports whether l is the done marker (under prefix) of a sync
@@ -76,4 +80,197 @@ func (t *toolLife) isSync(l []byte, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// newToolLife returns a toolLife with no tool, whose tools start with
+// start, or on a PTY when start is nil.
+func newToolLife(start sessionStarter) toolLife {
+	t := toolLife{start: start, phase: &phaseDown{}, syncTokens: map[string]bool{}}
+	if t.start == nil {
+		t.procs = newProcStarter()
+		t.start = ptyStarter(t.procs)
+	}
+	return t
+}
+
+// close releases what starting tools needs (the PTY starter's helper).
+func (t *toolLife) close() {
+	if t.procs != nil {
+		t.procs.close()
+	}
+}
+
+// launch starts a tool with spec and makes it the running one, stamped
+// with clk's time, accepting no sync token yet. It returns the tool's pid
+// and how many tools this runner has started, this one included.
+func (t *toolLife) launch(spec sessionSpec, clk clock) (pid int, n int64, err error) {
+	s, err := t.start(spec)
+	if err != nil {
+		return 0, t.starts, err
+	}
+	t.sess, t.eof, t.born = s, false, clk.Now()
+	t.starts++
+	t.syncTokens = map[string]bool{}
+	return s.Pid(), t.starts, nil
+}
+
+// alive reports whether a tool process runs (started and not yet reaped).
+func (t *toolLife) alive() bool { return t.sess != nil }
+
+// startCount is how many tools this runner has started.
+func (t *toolLife) startCount() int64 { return t.starts }
+
+// identity is the running tool's pid and start time, for state.json; ok
+// is false when no tool runs.
+func (t *toolLife) identity() (pid int, start uint64, ok bool) {
+	if t.sess == nil {
+		return 0, 0, false
+	}
+	return t.sess.Pid(), t.sess.StartTime(), true
+}
+
+// output is the channel the tool's output arrives on: nil when no tool
+// runs or its output ended (outputEnded).
+func (t *toolLife) output() <-chan chunk {
+	if t.sess == nil || t.eof {
+		return nil
+	}
+	return t.sess.Output()
+}
+
+// outputEnded records that the output channel was closed.
+func (t *toolLife) outputEnded() { t.eof = true }
+
+// outputOver reports whether the output channel was closed.
+func (t *toolLife) outputOver() bool { return t.eof }
+
+// exited is the channel the tool's exit arrives on; nil when no tool runs.
+func (t *toolLife) exited() <-chan toolExit {
+	if t.sess == nil {
+		return nil
+	}
+	return t.sess.Exited()
+}
+
+// write types p into the tool's terminal; nothing when no tool runs.
+func (t *toolLife) write(p []byte) error {
+	if t.sess == nil {
+		return nil
+	}
+	return t.sess.Write(p)
+}
+
+// startInput writes p into the terminal as typed input on its own
+// goroutine, which reports on done; abort cuts it off. A tool must run.
+func (t *toolLife) startInput(p []byte, abort <-chan struct{}, done chan<- inputDone) {
+	s := t.sess
+	go func() {
+		n, err := s.Input(p, abort)
+		done <- inputDone{n, err}
+	}()
+}
+
+// echo reports whether the terminal echoes input. A tool must run.
+func (t *toolLife) echo() (bool, error) { return t.sess.Echo() }
+
+// restoreModes puts the terminal's modes back (toolSession.RestoreModes);
+// nothing when no tool runs.
+func (t *toolLife) restoreModes() (string, error) {
+	if t.sess == nil {
+		return "", nil
+	}
+	return t.sess.RestoreModes()
+}
+
+// resize sets the terminal's window size. A tool must run.
+func (t *toolLife) resize(cols, rows int) error { return t.sess.Resize(cols, rows) }
+
+// interrupt does what a user's Ctrl-C does. A tool must run.
+func (t *toolLife) interrupt() error { return t.sess.Interrupt() }
+
+// signal sends sig to the tool's process group. A tool must run.
+func (t *toolLife) signal(sig syscall.Signal) error { return t.sess.Signal(sig) }
+
+// signalForeground sends sig to the terminal's foreground process group.
+// A tool must run.
+func (t *toolLife) signalForeground(sig syscall.Signal) error { return t.sess.SignalForeground(sig) }
+
+// reap clears the dead tool's process group (orphans it left), closes its
+// terminal and forgets it. It returns its pid. A tool must run.
+func (t *toolLife) reap() (pid int) {
+	s := t.sess
+	_ = s.Signal(sigKill) // Orphans the tool left in its group.
+	_ = s.Close()
+	pid = s.Pid()
+	t.sess = nil
+	return pid
+}
+
+// age is how long the current (or last) tool has lived at now.
+func (t *toolLife) age(now time.Time) time.Duration { return now.Sub(t.born) }
+
+// enter switches the phase and returns the one it leaves.
+func (t *toolLife) enter(p toolPhase) (prev toolPhase) {
+	prev, t.phase = t.phase, p
+	return prev
+}
+
+// line hands a whole line to the current phase.
+func (t *toolLife) line(r *Runner, l []byte) { t.phase.line(r, l) }
+
+// due is when the current phase's timer runs next; zero means never.
+// While the runner stops, a down tool's restart never comes.
+func (t *toolLife) due(stopping bool) time.Time {
+	if _, down := t.phase.(*phaseDown); down && stopping {
+		return time.Time{}
+	}
+	return t.phase.due()
+}
+
+// timer runs the current phase's timer when it is due at now.
+func (t *toolLife) timer(r *Runner, now time.Time) {
+	if d := t.phase.due(); !d.IsZero() && !now.Before(d) {
+		t.phase.timer(r, now)
+	}
+}
+
+// escalate handles a kill while the tool is already being killed: hard
+// turns SIGTERM into SIGKILL at once, and failure, if set, is kept. It
+// reports whether the tool was being killed (if not, it does nothing).
+func (t *toolLife) escalate(hard bool, failure string) bool {
+	k, ok := t.phase.(*phaseKilling)
+	if !ok {
+		return false
+	}
+	if hard && !k.hard {
+		k.hard = true
+		_ = t.sess.Signal(sigKill)
+	}
+	if failure != "" {
+		k.failure = failure
+	}
+	return true
+}
+
+// clearSync forgets every sync token given out so far.
+func (t *toolLife) clearSync() { t.syncTokens = map[string]bool{} }
+
+// prompted records that the tool reached its prompt: the run of failed
+// starts is over.
+func (t *toolLife) prompted() { t.failStreak = 0 }
+
+// giveUp records that the runner gives up starting the tool after last
+// failed (within window, more than maxRestarts), and returns why.
+func (t *toolLife) giveUp(window time.Duration, maxRestarts int, last string) string {
+	t.gaveUp = fmt.Sprintf("gave up after %d failed starts of the tool within %v (--max-restarts %d): %s",
+		len(t.failedStarts), window, maxRestarts, last)
+	return t.gaveUp
+}
+
+// gaveUpErr is the error Run returns after giveUp (nil before).
+func (t *toolLife) gaveUpErr() error {
+	if t.gaveUp != "" {
+		return gaveUpError(t.gaveUp)
+	}
+	return nil
 }

@@ -53,31 +53,29 @@ func (r *Runner) toolEnv() []string {
 	return append(env, r.cfg.Env...)
 }
 
-// enter switches the tool's phase.
-func (r *Runner) enter(p toolPhase) {
-	r.tool.phase = p
+// enter switches the tool's phase and returns the one it leaves.
+func (r *Runner) enter(p toolPhase) (prev toolPhase) {
+	prev = r.tool.enter(p)
 	r.status.dirty = true
+	return prev
 }
 
 // startTool starts a fresh tool and types the bootstrap, then waits (in
 // phaseBooting) for the first sync marker.
 func (r *Runner) startTool() {
 	cols, rows := r.in.winSize()
-	t, err := r.tool.start(sessionSpec{Argv: r.cfg.Tool, Env: r.toolEnv(), Cols: cols, Rows: rows})
+	pid, starts, err := r.tool.launch(sessionSpec{Argv: r.cfg.Tool, Env: r.toolEnv(), Cols: cols, Rows: rows}, r.clk)
 	if err != nil {
 		r.countFailedStart(fmt.Sprintf("cannot start the tool: %v", err))
 		return
 	}
-	r.tool.sess, r.tool.eof, r.tool.born = t, false, r.clk.Now()
-	r.tool.starts++
-	if r.tool.starts > 1 {
-		r.event(protocol.Event{Event: protocol.EvSessionReset, Detail: map[string]any{"tool_pid": t.Pid(), "tool_starts": r.tool.starts}})
+	if starts > 1 {
+		r.event(protocol.Event{Event: protocol.EvSessionReset, Detail: map[string]any{"tool_pid": pid, "tool_starts": starts}})
 	}
-	r.event(protocol.Event{Event: protocol.EvToolStart, Detail: map[string]any{"tool_pid": t.Pid(), "argv": r.cfg.Tool,
-		"tool_starts": r.tool.starts}})
-	r.log.Info("tool started", "pid", t.Pid(), "argv", r.cfg.Tool)
+	r.event(protocol.Event{Event: protocol.EvToolStart, Detail: map[string]any{"tool_pid": pid, "argv": r.cfg.Tool,
+		"tool_starts": starts}})
+	r.log.Info("tool started", "pid", pid, "argv", r.cfg.Tool)
 	r.enter(&phaseBooting{until: r.clk.Now().Add(r.cfg.StartTimeout)})
-	r.tool.syncTokens = map[string]bool{}
 	r.fr.discard(r.isSync)
 	r.typeLine(r.drv.bootstrap())
 	r.sendSync()
@@ -91,11 +89,11 @@ func (r *Runner) startTool() {
 // being written are cut off first: the runner types only when the command
 // ends or is interrupted, and its line must not be mixed into them.
 func (r *Runner) typeLine(s string) {
-	if r.tool.sess == nil {
+	if !r.tool.alive() {
 		return
 	}
 	r.abortInput()
-	if err := r.tool.sess.Write([]byte(s + "\n")); err != nil {
+	if err := r.tool.write([]byte(s + "\n")); err != nil {
 		r.log.Warn("type to tool", "err", err)
 	}
 }
@@ -105,10 +103,7 @@ func (r *Runner) typeLine(s string) {
 // post-processing back on, which would add "\r" and typed lines to every
 // later command's output. A warning event names what was turned off.
 func (r *Runner) restoreModes(cmd *protocol.Command) {
-	if r.tool.sess == nil {
-		return
-	}
-	changed, err := r.tool.sess.RestoreModes()
+	changed, err := r.tool.restoreModes()
 	if err != nil {
 		r.log.Warn("restore terminal modes", "err", err)
 		return
@@ -135,7 +130,7 @@ func (r *Runner) sendSync() {
 // (c), whose output the runner may still be capturing, or the default.
 func syncPrefix(c *running) string {
 	if c != nil {
-		return c.cmd.Marker.Prefix
+		return c.markerPrefix()
 	}
 	return protocol.DefaultMarkerPrefix
 }
@@ -154,11 +149,11 @@ func (r *Runner) onChunk(c chunk) {
 		line, n := r.fr.feed(b)
 		b = b[n:]
 		if line != nil {
-			r.tool.phase.line(r, line)
+			r.tool.line(r, line)
 		}
 	}
 	r.enforceBudget() // budget.go: after the framer, never inside it.
-	if len(r.in.held) > 0 {
+	if r.in.holding() {
 		r.pumpInput() // New output: an expect may match now.
 	}
 }
@@ -166,8 +161,8 @@ func (r *Runner) onChunk(c chunk) {
 // becomeReady puts the tool at its prompt with nothing running.
 func (r *Runner) becomeReady() {
 	r.enter(&phaseReady{})
-	r.tool.failStreak = 0
-	if r.stop.mode == "" && r.pendingErr == nil && r.layout.err == nil {
+	r.tool.prompted()
+	if !r.stop.stopping() && r.pendingErr == nil && r.layout.usable() {
 		r.setPhase(protocol.PhaseIdle, "")
 	}
 	r.fr.discard(nil)
@@ -184,7 +179,7 @@ func (r *Runner) startInit(idx int) {
 		r.startFailed(err.Error())
 		return
 	}
-	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.starts, idx), spoolStart: r.disk.spoolSize,
+	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.startCount(), idx), spoolStart: r.disk.spoolSize,
 		until: r.clk.Now().Add(r.cfg.InitTimeout)}
 	r.enter(p)
 	r.event(protocol.Event{Event: protocol.EvInitBegin, SpoolStart: &p.spoolStart, Detail: map[string]any{"file": file}})
@@ -207,35 +202,28 @@ func absPath(p string) (string, error) {
 // its cancel policy (or policy, when not empty).
 func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, msg string, policy protocol.CancelPolicy) {
 	c := r.cur
-	if c == nil || r.tool.sess == nil {
+	if c == nil || !r.tool.alive() {
 		return
 	}
 	if policy == "" {
-		policy = c.cmd.CancelPolicy
+		policy = c.policy()
 	}
-	first := c.endStatus == ""
-	if first {
-		c.endStatus, c.endMsg = status, msg
-		c.endReason = reason
-		if reason == "" {
-			c.endReason = protocol.ExitReason(policy)
-		}
-	}
-	r.event(protocol.Event{Event: protocol.EvInterrupt, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status,
-		TraceID: c.cmd.TraceID, Labels: c.cmd.Labels, Detail: map[string]any{"policy": string(policy), "reason": msg}})
+	first := c.endWith(status, reason, msg, policy)
+	r.event(c.about(protocol.Event{Event: protocol.EvInterrupt, Status: status,
+		Detail: map[string]any{"policy": string(policy), "reason": msg}}))
 	r.endInput() // It is ending: held input is refused, a write cut off.
 	switch policy {
 	case protocol.PolicyCtrlC:
 		if !first {
 			return
 		}
-		if err := r.tool.sess.Interrupt(); err != nil {
+		if err := r.tool.interrupt(); err != nil {
 			r.log.Warn("interrupt tool", "err", err)
 		}
 		now := r.clk.Now()
 		r.enter(&phaseResync{until: now.Add(r.cfg.ResyncWait), nextSync: now.Add(resyncEvery)})
-		if !c.begun {
-			tok := c.cmd.Marker.Token
+		if !c.capturing() {
+			tok := c.token()
 			r.fr.discard(func(l []byte) bool { return isBegin(l, tok) || r.isSync(l) })
 		} else {
 			r.fr.holdPartial()
@@ -252,24 +240,14 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 // in phaseKilling, where the deadline escalates to SIGKILL. failure, if
 // set, makes the exit count as a failed start.
 func (r *Runner) kill(hard bool, failure string) {
-	if r.tool.sess == nil {
-		return
-	}
-	if k, ok := r.tool.phase.(*phaseKilling); ok {
-		if hard && !k.hard {
-			k.hard = true
-			_ = r.tool.sess.Signal(sigKill)
-		}
-		if failure != "" {
-			k.failure = failure
-		}
+	if !r.tool.alive() || r.tool.escalate(hard, failure) {
 		return
 	}
 	sig := sigTerm
 	if hard {
 		sig = sigKill
 	}
-	if err := r.tool.sess.Signal(sig); err != nil {
+	if err := r.tool.signal(sig); err != nil {
 		r.log.Warn("signal tool", "err", err)
 	}
 	r.enter(&phaseKilling{until: r.clk.Now().Add(r.cfg.KillGrace), hard: hard, failure: failure})
@@ -278,18 +256,14 @@ func (r *Runner) kill(hard bool, failure string) {
 // onToolExit handles the tool's end: drain its last output, clear its
 // process group, then let the phase decide what the exit means.
 func (r *Runner) onToolExit(ex toolExit) {
-	t := r.tool.sess
 	r.abortInput()
-	r.drain(t, 500*time.Millisecond)
-	_ = t.Signal(sigKill) // Orphans the tool left in its group.
-	_ = t.Close()
-	lived := r.clk.Now().Sub(r.tool.born)
-	r.event(protocol.Event{Event: protocol.EvToolExit, Detail: map[string]any{"tool_pid": t.Pid(), "exit_code": ex.code,
+	r.drain(500 * time.Millisecond)
+	pid := r.tool.reap()
+	lived := r.tool.age(r.clk.Now())
+	r.event(protocol.Event{Event: protocol.EvToolExit, Detail: map[string]any{"tool_pid": pid, "exit_code": ex.code,
 		"signal": ex.signal, "lived_ms": lived.Milliseconds()}})
-	r.log.Info("tool exited", "pid", t.Pid(), "how", describeExit(ex))
-	r.tool.sess = nil
-	phase := r.tool.phase
-	r.enter(&phaseDown{})
+	r.log.Info("tool exited", "pid", pid, "how", describeExit(ex))
+	phase := r.enter(&phaseDown{})
 	phase.exited(r, ex)
 	r.fr.discard(nil)
 }
@@ -300,9 +274,8 @@ func (r *Runner) finishOnExit(ex toolExit) {
 	if c == nil {
 		return
 	}
-	if c.endStatus != "" {
-		r.finish(c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg,
-			Context: endContext(c, c.endStatus, &ex)}, &ex)
+	if status, reason, e, ok := c.endError(&ex); ok {
+		r.finish(status, reason, e, &ex)
 		return
 	}
 	reason := protocol.ReasonToolExit
@@ -319,7 +292,7 @@ func (r *Runner) finishOnExit(ex toolExit) {
 // command (exit, crash, cancel) restarts at once. Such deaths do not count
 // against MaxRestarts.
 func (r *Runner) restartAfterDeath(hadCmd bool) {
-	if r.stop.mode != "" {
+	if r.stop.stopping() {
 		return
 	}
 	now := r.clk.Now()
@@ -331,7 +304,7 @@ func (r *Runner) restartAfterDeath(hadCmd bool) {
 // failure counts at once.
 func (r *Runner) startFailed(why string) {
 	r.log.Error("the tool failed to start", "reason", why)
-	if r.tool.sess != nil {
+	if r.tool.alive() {
 		r.setPhase(protocol.PhaseError, why)
 		r.kill(true, why)
 		return
@@ -345,16 +318,15 @@ func (r *Runner) startFailed(why string) {
 // RestartWindow. Commands stay queued meanwhile.
 func (r *Runner) countFailedStart(why string) {
 	now := r.clk.Now()
-	r.tool.failedStart(now, r.cfg.RestartWindow)
-	if r.stop.mode != "" {
+	recent, delay := r.tool.failedStart(now, r.cfg.RestartWindow)
+	if r.stop.stopping() {
 		return
 	}
-	if len(r.tool.failedStarts) > r.maxRestarts() {
+	if recent > r.maxRestarts() {
 		r.giveUp(why)
 		return
 	}
-	delay := backoff(r.tool.failStreak)
-	r.setPhase(protocol.PhaseError, fmt.Sprintf("%s; restart %d of %d in %v", why, len(r.tool.failedStarts), r.maxRestarts(), delay))
+	r.setPhase(protocol.PhaseError, fmt.Sprintf("%s; restart %d of %d in %v", why, recent, r.maxRestarts(), delay))
 	r.enter(&phaseDown{at: now.Add(delay)})
 }
 
@@ -368,23 +340,22 @@ func backoff(n int) time.Duration {
 
 // giveUp stops the runner after too many failed starts (exit code 4).
 func (r *Runner) giveUp(last string) {
-	r.tool.gaveUp = fmt.Sprintf("gave up after %d failed starts of the tool within %v (--max-restarts %d): %s",
-		len(r.tool.failedStarts), r.cfg.RestartWindow, r.maxRestarts(), last)
-	r.stop.err = &protocol.Error{Code: protocol.CodeToolStartFailed, Message: r.tool.gaveUp}
-	r.log.Error("giving up", "reason", r.tool.gaveUp)
-	r.requestStop(protocol.StopGraceful, r.tool.gaveUp)
+	why := r.tool.giveUp(r.cfg.RestartWindow, r.maxRestarts(), last)
+	r.stop.failWith(&protocol.Error{Code: protocol.CodeToolStartFailed, Message: why})
+	r.log.Error("giving up", "reason", why)
+	r.requestStop(protocol.StopGraceful, why)
 }
 
 // drain reads what the dead tool still had in its terminal, bounded by
 // wait, because output written right before exit must not be lost.
-func (r *Runner) drain(t toolSession, wait time.Duration) {
+func (r *Runner) drain(wait time.Duration) {
 	timeout, stop := after(r.clk, wait)
 	defer stop()
-	for !r.tool.eof {
+	for !r.tool.outputOver() {
 		select {
-		case c, ok := <-t.Output():
+		case c, ok := <-r.tool.output():
 			if !ok {
-				r.tool.eof = true
+				r.tool.outputEnded()
 				return
 			}
 			r.onChunk(c)

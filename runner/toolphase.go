@@ -32,7 +32,7 @@ func (p *phaseDown) line(*Runner, []byte)     {}
 func (p *phaseDown) due() time.Time           { return p.at }
 func (p *phaseDown) exited(*Runner, toolExit) {}
 func (p *phaseDown) timer(r *Runner, now time.Time) {
-	if !now.Before(p.at) && r.stop.mode == "" {
+	if !now.Before(p.at) && !r.stop.stopping() {
 		r.startTool()
 	}
 }
@@ -44,7 +44,7 @@ type phaseBooting struct{ until time.Time }
 func (p *phaseBooting) String() string { return "booting" }
 func (p *phaseBooting) due() time.Time { return p.until }
 func (p *phaseBooting) line(r *Runner, _ []byte) {
-	r.tool.syncTokens = map[string]bool{}
+	r.tool.clearSync()
 	r.startInit(0)
 }
 func (p *phaseBooting) timer(r *Runner, now time.Time) {
@@ -118,12 +118,12 @@ type phaseBusy struct{}
 
 func (p *phaseBusy) String() string { return "busy" }
 func (p *phaseBusy) line(r *Runner, l []byte) {
-	if !r.cur.begun {
+	if !r.cur.capturing() {
 		r.onBegin()
 		r.pumpInput() // Input held until its output is captured.
 		return
 	}
-	r.typeFence(r.cur.cmd.Marker.Token)
+	r.typeFence(r.cur.token())
 	r.finishByMarker()
 	r.becomeReady()
 }
@@ -156,12 +156,12 @@ func (p *phaseResync) due() time.Time {
 	return p.until
 }
 func (p *phaseResync) line(r *Runner, l []byte) {
-	if r.cur != nil && !r.cur.begun && !r.isSync(l) {
+	if r.cur != nil && !r.cur.capturing() && !r.isSync(l) {
 		r.onBegin()
 		return
 	}
 	if r.isSync(l) {
-		r.tool.syncTokens = map[string]bool{}
+		r.tool.clearSync()
 		if r.cur != nil {
 			r.fr.dropPartial()
 			r.finishByMarker()
@@ -176,7 +176,7 @@ func (p *phaseResync) line(r *Runner, l []byte) {
 	r.fr.releaseHeld()
 	r.fr.discard(r.isSync)
 	if r.cur != nil {
-		r.typeFence(r.cur.cmd.Marker.Token)
+		r.typeFence(r.cur.token())
 		r.sendSync()
 	}
 }
@@ -217,7 +217,7 @@ func (p *phaseKilling) timer(r *Runner, now time.Time) {
 	} else {
 		r.log.Warn("the tool ignored SIGTERM; killing its process group")
 		p.hard = true
-		_ = r.tool.sess.Signal(sigKill)
+		_ = r.tool.signal(sigKill)
 	}
 	p.until = now.Add(r.cfg.KillGrace)
 }
