@@ -432,7 +432,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	// runs (PROTOCOL.md, "Durability and crash consistency").
 	r.ringSync()
 	r.checkDiskRoom() // A command started after space returned is written whole.
-	spoolStart := r.disk.spoolSize
+	spoolStart := r.disk.spoolOffset()
 	outName := protocol.OutputName(name)
 	out, err := r.createOutput(rel(protocol.DirOutput, outName))
 	if errors.Is(err, os.ErrNotExist) {
@@ -449,7 +449,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error(), rel(protocol.DirOutput, outName))
 		return
 	}
-	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.starts, spoolStart: r.disk.spoolSize, out: out,
+	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.starts, spoolStart: r.disk.spoolOffset(), out: out,
 		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New()}
 	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
 	if clamped {
@@ -509,7 +509,7 @@ func (r *Runner) runLine(c *running) (string, error) {
 func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg, file string) {
 	res := &protocol.Result{CmdID: cmd.CmdID, Seq: cmd.Seq, Status: protocol.StatusError,
 		ExitReason: protocol.ReasonRunnerError, Error: &protocol.Error{Code: code, Message: msg, Context: errContext("file", file)},
-		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolSize, SpoolEnd: r.disk.spoolSize,
+		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolOffset(), SpoolEnd: r.disk.spoolOffset(),
 		TraceID: cmd.TraceID, Labels: cmd.Labels}
 	r.submitResult(resultJob{kind: jobEarly, name: name, res: res, text: cmd.Payload,
 		cmdFile: rel(protocol.DirInflight, name), keepAt: res.CommandPath})
@@ -535,9 +535,8 @@ func (r *Runner) sink(b []byte) {
 func (r *Runner) emit(b []byte) {
 	c := r.cur
 	b = c.clip(b) // budget.go
-	if r.disk.full {
+	if r.disk.outputSuspended(len(b)) {
 		c.skip(b)
-		r.disk.fullOut += int64(len(b))
 	} else {
 		if err := c.write(b); err != nil && isNoSpace(err) {
 			r.noSpace(c.name, err)
@@ -569,7 +568,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	r.endInput() // Held send and signal requests are refused: it has ended.
 	flushErr := c.w.Flush()
 	r.flushSpool()
-	spoolEnd := r.disk.spoolSize
+	spoolEnd := r.disk.spoolOffset()
 	res := &protocol.Result{
 		CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status, ExitReason: reason,
 		StartTS: protocol.Time{Time: c.start}, EndTS: protocol.Now(),
@@ -644,7 +643,7 @@ func codeFor(s protocol.Status, reason protocol.ExitReason) string {
 // createOutput makes the output file from a spare (a rename) rather than
 // creating it on the critical path.
 func (r *Runner) createOutput(name string) (*os.File, error) {
-	f, err := r.disk.outSpares.Take()
+	f, err := r.disk.takeSpare()
 	if err == nil {
 		spare := r.root.relOf(f.Name())
 		if err = r.root.Rename(spare, name); err == nil {

@@ -204,7 +204,7 @@ func (r *Runner) stopRequested(mode protocol.StopMode, source string) (protocol.
 // lease expiry, the context) and records it with a stop_request event.
 func (r *Runner) requestStop(mode protocol.StopMode, why string) {
 	r.flushSpool()
-	off := r.disk.spoolSize
+	off := r.disk.spoolOffset()
 	if r.beginStop(mode, why) {
 		r.event(protocol.Event{Event: protocol.EvStop, SpoolOffset: &off, Detail: map[string]any{"mode": string(mode), "why": why}})
 	}

@@ -106,7 +106,7 @@ func (r *Runner) writeState() {
 		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.pend.len(),
 		Reason: r.status.reason, Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
 		CommandsDone: r.status.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.queue.rejected, SkippedCount: r.queue.skipped,
-		LeaseError: r.lease.err, DiskFull: r.disk.full,
+		LeaseError: r.lease.err, DiskFull: r.disk.isFull(),
 	}
 	if r.status.phase == protocol.PhaseStopped {
 		st.Error = r.stop.err
@@ -152,7 +152,7 @@ func (r *Runner) beat() {
 	hb := protocol.Heartbeat{
 		ProtocolVersion: protocol.Version, Timestamp: protocol.Now(), Counter: r.status.beats,
 		Hostname: r.id.hostname, RunnerPID: os.Getpid(), SessionID: r.id.sessionID, Phase: r.status.phase,
-		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolSize,
+		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolOffset(),
 	}
 	if r.cur != nil {
 		hb.CurrentCmdID, hb.CurrentOutBytes = r.cur.cmd.CmdID, r.cur.bytes

@@ -302,7 +302,7 @@ func (r *Runner) step(h *heldReq) *answer {
 // stamp sets where the answer took effect: the spool size now.
 func (r *Runner) stamp(a *answer) {
 	r.flushSpool()
-	a.offset = r.disk.spoolSize
+	a.offset = r.disk.spoolOffset()
 }
 
 func (r *Runner) expectTimeout(h *heldReq, a *answer) *answer {

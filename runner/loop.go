@@ -25,7 +25,7 @@ const flushDelay = 20 * time.Millisecond
 
 // flushBuffers writes out the spool and the current output.
 func (r *Runner) flushBuffers() {
-	printed := !r.disk.bufferedAt.IsZero()
+	printed := r.disk.buffered()
 	r.flushSpool()
 	if c := r.cur; c != nil {
 		// Partial output becomes visible. A failure is kept for the
@@ -39,7 +39,7 @@ func (r *Runner) flushBuffers() {
 			}
 		}
 	}
-	r.disk.bufferedAt = time.Time{}
+	r.disk.flushed()
 	if r.id.network && printed {
 		r.pushToServer()
 	}
@@ -52,10 +52,8 @@ func (r *Runner) flushBuffers() {
 // output (waitfor, tail -f, Follow) would see it that late. Called when the
 // buffers are flushed, i.e. within flushDelay of any printed byte.
 func (r *Runner) pushToServer() {
-	if r.disk.spool != nil {
-		if err := unix.Fdatasync(int(r.disk.spool.Fd())); err != nil {
-			r.log.Debug("push spool to the server", "err", err)
-		}
+	if err := r.disk.syncSpool(); err != nil {
+		r.log.Debug("push spool to the server", "err", err)
 	}
 	if r.cur != nil && r.cur.out != nil {
 		if err := unix.Fdatasync(int(r.cur.out.Fd())); err != nil {
@@ -162,9 +160,7 @@ func (r *Runner) nextWake() time.Duration {
 	consider(r.mbox.recheck)
 	consider(r.in.due())
 	consider(r.status.writeAt)
-	if !r.disk.bufferedAt.IsZero() {
-		consider(r.disk.bufferedAt.Add(flushDelay))
-	}
+	consider(r.disk.flushAt())
 	if r.queue.more {
 		consider(now)
 	}
@@ -187,7 +183,7 @@ func (r *Runner) onTimer(now time.Time) {
 		r.pumpInput()
 		r.pumpWaiting("")
 	}
-	if !r.disk.bufferedAt.IsZero() && now.Sub(r.disk.bufferedAt) >= flushDelay {
+	if r.disk.flushDue(now) {
 		r.flushBuffers()
 	}
 	if !r.status.writeAt.IsZero() && !now.Before(r.status.writeAt) {
@@ -205,8 +201,8 @@ func (r *Runner) onBeat() {
 	r.checkLayout()
 	r.keepLock()
 	r.checkDiskRoom()
-	if !r.disk.ballast && !r.disk.full && r.pendingErr == nil && r.status.beats%16 == 0 {
-		r.disk.makeBallast()
+	if r.pendingErr == nil && r.status.beats%16 == 0 {
+		r.disk.remakeBallast()
 	}
 	r.flushBuffers()
 	r.reportProgress() // progress.go

@@ -257,7 +257,7 @@ func replyFor(req *protocol.ControlRequest, a answer) *protocol.ControlReply {
 // results and logs (its file: "ctl/req_<seq>_<req_id>.json", "ctl/cancel.json").
 func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time, source string) answer {
 	r.flushSpool()
-	a := answer{offset: r.disk.spoolSize, cmdID: req.CmdID}
+	a := answer{offset: r.disk.spoolOffset(), cmdID: req.CmdID}
 	switch {
 	case perr != nil:
 		a.outcome, a.message = protocol.OutcomeRejected, "rejected, nothing done: "+perr.Error()
@@ -424,7 +424,7 @@ func (r *Runner) removeRequest(p string) {
 // name cannot be a reply's name.
 func (r *Runner) rejectRequestName(name string) {
 	r.flushSpool()
-	off := r.disk.spoolSize
+	off := r.disk.spoolOffset()
 	r.mbox.moveAside(rel(protocol.DirCtl, name), name)
 	msg := "rejected, nothing done: " + strconv.Quote(name) + " is not req_<seq>_<req_id>.json (req_id: 1-128 characters of [A-Za-z0-9._-])"
 	r.log.Warn("control request with a bad name", "file", name)

@@ -97,7 +97,7 @@ func (r *Runner) recover() error {
 		if err := r.root.SyncDir(protocol.DirResult); err != nil {
 			return err
 		}
-		if err := r.disk.meta.Sync(); err != nil {
+		if err := r.disk.syncEvents(); err != nil {
 			return err
 		}
 	}

@@ -160,7 +160,7 @@ func (r *Runner) openSession() error {
 	// Files on the critical path are taken from pools of spares instead of
 	// being created there (see fsq.Spares). They live in tmp/, so that
 	// clients listing result/ or output/ never see them.
-	r.disk.outSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
+	r.disk.openSpares(r.layout.perms.file)
 	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
 	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.id.hostname, durable: !r.cfg.NoSync,
 		filePerm: r.layout.perms.file, dirMode: r.layout.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
@@ -175,8 +175,7 @@ func (r *Runner) Close() error {
 		if r.results != nil {
 			r.results.close(r.onResult)
 		}
-		if r.disk.outSpares != nil {
-			r.disk.outSpares.Close()
+		if r.disk.closeSpares() {
 			r.resSpares.Close()
 		}
 		r.closeLogs()
@@ -234,7 +233,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		touch = []string{protocol.DirResult, protocol.DirOutput, protocol.DirAck}
 	}
 	if !r.cfg.NoSync || r.id.network {
-		meta := r.disk.meta
+		meta := r.disk.eventLog()
 		if r.cfg.NoSync {
 			meta = nil
 		}

@@ -146,9 +146,7 @@ func (r *Runner) isSync(l []byte) bool { return r.tool.isSync(l, syncPrefix(r.cu
 func (r *Runner) onChunk(c chunk) {
 	defer c.release()
 	b := c.bytes()
-	if r.disk.bufferedAt.IsZero() {
-		r.disk.bufferedAt = r.clk.Now()
-	}
+	r.disk.markBuffered(r.clk.Now())
 	r.spoolWrite(b)
 	for len(b) > 0 {
 		line, n := r.fr.feed(b)
@@ -184,7 +182,7 @@ func (r *Runner) startInit(idx int) {
 		r.startFailed(err.Error())
 		return
 	}
-	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.starts, idx), spoolStart: r.disk.spoolSize,
+	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.starts, idx), spoolStart: r.disk.spoolOffset(),
 		until: r.clk.Now().Add(r.cfg.InitTimeout)}
 	r.enter(p)
 	r.event(protocol.Event{Event: protocol.EvInitBegin, SpoolStart: &p.spoolStart, Detail: map[string]any{"file": file}})
