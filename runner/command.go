@@ -128,8 +128,8 @@ const perTurn = 64
 // full listing of queue/ is known, so that a command dropped right after
 // the start cannot overtake a backlog with lower seqs.
 func (r *Runner) nextCommand() {
-	r.queue.more = false
-	if r.queue.pend.len() > 0 && r.layout.err == nil && r.cur == nil {
+	r.queue.setMore(false)
+	if r.queue.depth() > 0 && r.layout.err == nil && r.cur == nil {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
 		// this once it is fixed).
@@ -137,12 +137,12 @@ func (r *Runner) nextCommand() {
 			r.setLayoutErr(err)
 		}
 	}
-	for n := 0; r.cur == nil && r.tool.ready() && r.stop.mode == "" && r.pendingErr == nil && r.layout.err == nil && r.queue.scan.listed; n++ {
+	for n := 0; r.cur == nil && r.tool.ready() && r.stop.mode == "" && r.pendingErr == nil && r.layout.err == nil && r.queue.listed(); n++ {
 		if n == perTurn || r.results.full() {
-			r.queue.more = !r.results.full()
+			r.queue.setMore(!r.results.full())
 			return
 		}
-		e := r.queue.pend.pop()
+		e := r.queue.next()
 		if e == nil {
 			return
 		}
@@ -188,7 +188,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 			return
 		}
 		r.log.Warn("read queued command; will retry", "name", e.name, "err", err)
-		r.queue.pend.deferUntil(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
+		r.queue.retryAt(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
 		return
 	}
 	cmd, err := protocol.ParseCommand(e.name, data)
@@ -203,7 +203,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		r.reject(e, fmt.Sprintf("kind: this runner runs %s payloads, not %s", r.cfg.Kind, cmd.Kind), errContext("field", "kind"))
 		return
 	}
-	if r.queue.done[cmd.CmdID] != "" {
+	if r.queue.resultName(cmd.CmdID) != "" {
 		r.reject(e, fmt.Sprintf("cmd_id %q already has a result under another seq; cmd_ids must be unique", cmd.CmdID), nil)
 		return
 	}
@@ -248,7 +248,7 @@ func (r *Runner) skipDone(name string) {
 	if !r.queue.discard(rel(protocol.DirQueue, name)) {
 		return
 	}
-	r.queue.skipped++
+	r.queue.countSkipped()
 	r.status.dirty = true
 	seq, id, _ := protocol.ParseCommandName(name)
 	r.log.Info("skipping a command that already has a result", "name", name)
@@ -282,9 +282,9 @@ func (r *Runner) reject(e *pendingEntry, msg string, ctx map[string]any) {
 	id, seq, derived := protocol.DeriveCmdID(e.name)
 	code := protocol.CodeInvalidRequest
 	ctx = addContext(ctx, "file", rel(protocol.DirQueue, e.name))
-	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.done[id] != "" {
+	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.resultName(id) != "" {
 		code = protocol.CodeDuplicateCmdID
-		ctx = addContext(ctx, "cmd_id", id, "other_result", rel(protocol.DirResult, r.queue.done[id]))
+		ctx = addContext(ctx, "cmd_id", id, "other_result", rel(protocol.DirResult, r.queue.resultName(id)))
 	}
 	ipath := rel(protocol.DirInflight, e.name)
 	if !r.claim(e.name, ipath) {
@@ -315,7 +315,7 @@ func (r *Runner) rejectNameless(name, ipath, msg string) {
 		r.queue.discard(ipath)
 		dst = ""
 	}
-	r.queue.rejected++
+	r.queue.countRejected()
 	r.status.dirty = true
 	r.event(protocol.Event{Event: protocol.EvRejected, Detail: map[string]any{"file": rel(protocol.DirQueue, name),
 		"moved_to": dst, "error": msg, "code": protocol.CodeInvalidRequest}})
@@ -359,7 +359,7 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 		return false
 	}
 	r.log.Warn("a session directory is not usable; the command waits in queue/", "name", name, "err", why)
-	r.queue.pend.add(name, seq, "")
+	r.queue.add(name, seq, "")
 	return true
 }
 
@@ -367,9 +367,9 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 // and its cmd_id count as done, so a duplicate queued right behind it is
 // refused even before the result is on disk.
 func (r *Runner) submitResult(j resultJob) {
-	r.queue.settling[j.name] = true
+	r.queue.settle(j.name)
 	if _, _, err := protocol.ParseCommandName(j.name); err == nil {
-		r.queue.done[j.res.CmdID] = j.name
+		r.queue.noteResult(j.res.CmdID, j.name)
 		if len(r.in.waiting[j.res.CmdID]) > 0 {
 			r.pumpWaiting(j.res.CmdID) // It ended without running (cancelled while queued, rejected).
 		}
@@ -380,7 +380,7 @@ func (r *Runner) submitResult(j resultJob) {
 // onResult records a result the writer committed (or gave up on).
 func (r *Runner) onResult(d resultDone) {
 	j, res := d.job, d.job.res
-	delete(r.queue.settling, j.name)
+	r.queue.settled(j.name)
 	for _, x := range d.displaced {
 		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: d.job.res.CmdID, Seq: d.job.res.Seq, Detail: x})
 	}
@@ -400,7 +400,7 @@ func (r *Runner) onResult(d resultDone) {
 		r.metrics.result(r, res, j.kind == jobRun)
 	}
 	if d.existed && j.kind != jobRecovered {
-		r.queue.skipped++
+		r.queue.countSkipped()
 		r.log.Warn("a result already existed; it was kept and nothing was written", "name", j.name)
 		r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: res.CmdID, Seq: res.Seq, Detail: map[string]any{
 			"reason": "result exists", "file": j.cmdFile, "would_have_been": string(res.Status)}})
@@ -415,7 +415,7 @@ func (r *Runner) onResult(d resultDone) {
 			TraceID: res.TraceID, Labels: res.Labels,
 			Detail: endDetail(res, map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS})})
 	case jobRejected:
-		r.queue.rejected++
+		r.queue.countRejected()
 		r.event(protocol.Event{Event: protocol.EvRejected, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
 			ExitReason: res.ExitReason, Detail: map[string]any{"file": j.cmdFile, "error": res.Error.Message, "code": res.Error.Code}})
 	case jobRecovered:

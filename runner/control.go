@@ -130,7 +130,7 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string, by map[st
 		c.endCtx = by // Not ending yet (the case above): this cancel is what ends it.
 		r.interrupt(protocol.StatusCancelled, "", "cancelled by "+source, "")
 		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.cmd.CancelPolicy), id
-	case r.queue.done[id] != "":
+	case r.queue.resultName(id) != "":
 		return protocol.OutcomeAlreadyFinished, id + " has already finished; nothing cancelled", id
 	case r.cancelQueued(id, source, by):
 		return protocol.OutcomeCancelledQueued, id + " was queued; it got a cancelled result and will not run", id
@@ -154,7 +154,7 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 			continue
 		}
 		if r.queue.hasResult(name) {
-			r.queue.pend.remove(name)
+			r.queue.withdraw(name)
 			r.skipDone(name)
 			continue
 		}
@@ -162,8 +162,8 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 		if ok, _ := r.root.Claim(rel(protocol.DirQueue, name), ipath); !ok {
 			continue
 		}
-		r.queue.pend.remove(name)
-		if other := r.queue.done[id]; other != "" {
+		r.queue.withdraw(name)
+		if other := r.queue.resultName(id); other != "" {
 			res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
 				Error: &protocol.Error{Code: protocol.CodeDuplicateCmdID, Message: fmt.Sprintf(
 					"cmd_id %q already has a result under another seq; cmd_ids must be unique", id),
@@ -243,7 +243,7 @@ const settleWait = 500 * time.Millisecond
 func (r *Runner) awaitResult(name string, d time.Duration) {
 	timeout, stop := after(r.clk, d)
 	defer stop()
-	for r.queue.settling[name] {
+	for r.queue.isSettling(name) {
 		select {
 		case done := <-r.results.done:
 			r.onResult(done)

@@ -103,9 +103,9 @@ type runStatus struct {
 func (r *Runner) writeState() {
 	st := protocol.State{
 		ProtocolVersion: protocol.Version, Phase: r.status.phase, SessionID: r.id.sessionID,
-		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.pend.len(),
+		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.depth(),
 		Reason: r.status.reason, Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
-		CommandsDone: r.status.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.queue.rejected, SkippedCount: r.queue.skipped,
+		CommandsDone: r.status.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.queue.rejectedCount(), SkippedCount: r.queue.skippedCount(),
 		LeaseError: r.lease.err, DiskFull: r.disk.isFull(),
 	}
 	if r.status.phase == protocol.PhaseStopped {

@@ -139,7 +139,7 @@ func (r *Runner) mayWait(req *protocol.ControlRequest) bool {
 	if len(r.in.waiting[req.CmdID]) > 0 {
 		return true
 	}
-	return req.Op == protocol.OpSend && req.Expect != "" && r.queue.done[req.CmdID] == "" && r.queue.cmdState(req.CmdID) == "queued"
+	return req.Op == protocol.OpSend && req.Expect != "" && r.queue.resultName(req.CmdID) == "" && r.queue.cmdState(req.CmdID) == "queued"
 }
 
 // started moves the requests waiting for a command that has just

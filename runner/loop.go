@@ -116,12 +116,11 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		case <-r.watcher.Rescan:
 			r.rescan()
 		case <-r.watcher.Lost:
-			r.queue.scan.lost = true
-			r.queue.maybeScan(r.watcher.Inotify)
-		case res := <-r.queue.scan.results:
-			n := r.queue.pend.len()
+			r.queue.scanLost(r.watcher.Inotify)
+		case res := <-r.queue.scanResults():
+			n := r.queue.depth()
 			r.onScan(res)
-			if r.queue.pend.len() > n {
+			if r.queue.depth() > n {
 				// Commands come in bursts. (Measured on NFS without this
 				// hurry, leaving it to the result's: round trips were
 				// slower, p50 111-125 ms against 64-104 ms.)
@@ -156,12 +155,12 @@ func (r *Runner) nextWake() time.Duration {
 	if _, down := r.tool.phase.(*phaseDown); !down || r.stop.mode == "" {
 		consider(r.tool.phase.due())
 	}
-	consider(r.queue.pend.promote(now))
+	consider(r.queue.promote(now))
 	consider(r.mbox.recheck)
 	consider(r.in.due())
 	consider(r.status.writeAt)
 	consider(r.disk.flushAt())
-	if r.queue.more {
+	if r.queue.moreQueued() {
 		consider(now)
 	}
 	if next.IsZero() {
@@ -240,7 +239,7 @@ func (r *Runner) onChange(ch fsq.Change) {
 	switch ch.Dir {
 	case r.path(protocol.DirQueue):
 		if seq, rule, ok := protocol.CheckQueueName(ch.Name); ok {
-			if r.queue.pend.add(ch.Name, seq, rule) {
+			if r.queue.add(ch.Name, seq, rule) {
 				r.status.dirty = true
 			}
 		}

@@ -246,9 +246,8 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	if list == nil {
 		list = func(string) ([]string, error) { return r.root.ReadNames(protocol.DirQueue) }
 	}
-	r.queue.scan = newScanner(r.path(protocol.DirQueue), list)
-	defer r.queue.scan.close()
-	r.queue.scan.start()
+	r.queue.startScan(r.path(protocol.DirQueue), list)
+	defer r.queue.stopScan()
 	r.startTool()
 	r.writeState()
 	r.beat()
