@@ -146,7 +146,7 @@ func (r *Runner) nextCommand() {
 		if e == nil {
 			return
 		}
-		r.status.dirty = true
+		r.status.changed()
 		r.tryStart(e)
 	}
 }
@@ -249,7 +249,7 @@ func (r *Runner) skipDone(name string) {
 		return
 	}
 	r.queue.countSkipped()
-	r.status.dirty = true
+	r.status.changed()
 	seq, id, _ := protocol.ParseCommandName(name)
 	r.log.Info("skipping a command that already has a result", "name", name)
 	r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: id, Seq: seq, Detail: map[string]any{
@@ -316,7 +316,7 @@ func (r *Runner) rejectNameless(name, ipath, msg string) {
 		dst = ""
 	}
 	r.queue.countRejected()
-	r.status.dirty = true
+	r.status.changed()
 	r.event(protocol.Event{Event: protocol.EvRejected, Detail: map[string]any{"file": rel(protocol.DirQueue, name),
 		"moved_to": dst, "error": msg, "code": protocol.CodeInvalidRequest}})
 }
@@ -387,7 +387,7 @@ func (r *Runner) onResult(d resultDone) {
 	for _, d := range d.recreated {
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": d + "/"}})
 	}
-	r.status.dirty = true
+	r.status.changed()
 	r.ringSync()
 	if d.err != nil {
 		r.log.Error("a result was not written; the command stays in inflight/ and the next runner settles it",
@@ -596,7 +596,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	if outErr == nil {
 		outErr = flushErr
 	}
-	r.status.cmdsDone++
+	r.status.commandDone()
 	r.submitResult(resultJob{kind: jobRun, name: c.name, res: res, out: c.out, outErr: outErr,
 		cmdFile: rel(protocol.DirInflight, c.name), keepAt: res.CommandPath, payload: c.payload, text: c.cmd.Payload})
 }

@@ -181,7 +181,7 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 		// answered, so a reply never promises a result a crash could turn
 		// into runner_restarted.
 		r.awaitResult(name, settleWait)
-		r.status.dirty = true
+		r.status.changed()
 		return true
 	}
 	return false

@@ -119,7 +119,7 @@ func (r *Runner) noSpace(what string, err error) {
 	if !first {
 		return
 	}
-	r.status.dirty = true
+	r.status.changed()
 	d := map[string]any{"disk_full": true, "suspended": "log/session.out and output files", "failed": what, "error": err.Error()}
 	if released {
 		d["released_reserve_bytes"] = ballastSize
@@ -158,7 +158,7 @@ func (r *Runner) checkDiskRoom() {
 		// command's output file resume (what it held is counted lost).
 		c.w.Reset(c.out)
 	}
-	r.status.dirty = true
+	r.status.changed()
 	r.log.Info("the disk has room again: writing output files resumes", "spool_bytes_not_written", spoolLost, "output_bytes_not_written", outLost)
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"disk_full": false, "resumed": true,
 		"spool_bytes_not_written": spoolLost, "output_bytes_not_written": outLost}})

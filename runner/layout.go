@@ -299,7 +299,7 @@ func (r *Runner) setLayoutErr(err error) {
 
 // restorePhase leaves phase error once nothing holds it there.
 func (r *Runner) restorePhase() {
-	if r.status.phase != protocol.PhaseError || r.stop.mode != "" || r.layout.err != nil || r.pendingErr != nil {
+	if r.status.currentPhase() != protocol.PhaseError || r.stop.mode != "" || r.layout.err != nil || r.pendingErr != nil {
 		return
 	}
 	switch {

@@ -77,11 +77,9 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		if r.stop.mode != "" && r.cur == nil && (r.pendingErr == nil || r.stop.mode == protocol.StopForce) {
 			break
 		}
-		if r.status.dirty && r.status.writeAt.IsZero() {
-			// Busy/idle flips are coalesced off the critical path;
-			// other phases are written by setPhase at once.
-			r.status.writeAt = r.clk.Now().Add(stateDelay)
-		}
+		// Busy/idle flips are coalesced off the critical path;
+		// other phases are written by setPhase at once.
+		r.status.schedule(r.clk.Now())
 		wake.Reset(r.nextWake())
 		var out <-chan chunk
 		var exited <-chan toolExit
@@ -158,7 +156,7 @@ func (r *Runner) nextWake() time.Duration {
 	consider(r.queue.promote(now))
 	consider(r.mbox.recheck)
 	consider(r.in.due())
-	consider(r.status.writeAt)
+	consider(r.status.dueAt())
 	consider(r.disk.flushAt())
 	if r.queue.moreQueued() {
 		consider(now)
@@ -185,7 +183,7 @@ func (r *Runner) onTimer(now time.Time) {
 	if r.disk.flushDue(now) {
 		r.flushBuffers()
 	}
-	if !r.status.writeAt.IsZero() && !now.Before(r.status.writeAt) {
+	if r.status.due(now) {
 		r.writeState()
 	}
 	if d := r.tool.phase.due(); !d.IsZero() && !now.Before(d) {
@@ -200,18 +198,18 @@ func (r *Runner) onBeat() {
 	r.checkLayout()
 	r.keepLock()
 	r.checkDiskRoom()
-	if r.pendingErr == nil && r.status.beats%16 == 0 {
+	if r.pendingErr == nil && r.status.beatCount()%16 == 0 {
 		r.disk.remakeBallast()
 	}
 	r.flushBuffers()
 	r.reportProgress() // progress.go
-	if r.id.network && r.status.beats%2 == 0 {
+	if r.id.network && r.status.beatCount()%2 == 0 {
 		r.touchInputs()
 	}
 	r.lease.check(r, r.clk.Now())
 	r.beat()
 	r.flushTail()
-	if r.status.dirty || r.cur != nil || r.stateGone() {
+	if r.status.isDirty() || r.cur != nil || r.stateGone() {
 		// While a command runs, current_quiet_ms and current_last_line
 		// are refreshed every heartbeat; a state.json someone deleted
 		// (or state/ with it) is written again at once.
@@ -240,7 +238,7 @@ func (r *Runner) onChange(ch fsq.Change) {
 	case r.path(protocol.DirQueue):
 		if seq, rule, ok := protocol.CheckQueueName(ch.Name); ok {
 			if r.queue.add(ch.Name, seq, rule) {
-				r.status.dirty = true
+				r.status.changed()
 			}
 		}
 	case r.path(protocol.DirCtl):
@@ -279,12 +277,12 @@ func (r *Runner) shutdown() error {
 	r.setPhase(protocol.PhaseStopped, reason)
 	r.writeState()
 	r.beat()
-	detail := map[string]any{"reason": reason, "commands_done": r.status.cmdsDone}
+	detail := map[string]any{"reason": reason, "commands_done": r.status.commandsDone()}
 	if r.stop.err != nil {
 		detail["error"] = r.stop.err
 	}
 	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: detail})
-	r.log.Info("runner stopped", "reason", reason, "commands_done", r.status.cmdsDone)
+	r.log.Info("runner stopped", "reason", reason, "commands_done", r.status.commandsDone())
 	r.metrics.close()
 	if r.tool.gaveUp != "" {
 		return gaveUpError(r.tool.gaveUp)

@@ -98,7 +98,7 @@ func (r *Runner) onScan(res scanResult) {
 			continue
 		}
 		if r.queue.add(ns.name, ns.seq, ns.rule) {
-			r.status.dirty = true
+			r.status.changed()
 		}
 	}
 }

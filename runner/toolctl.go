@@ -56,7 +56,7 @@ func (r *Runner) toolEnv() []string {
 // enter switches the tool's phase.
 func (r *Runner) enter(p toolPhase) {
 	r.tool.phase = p
-	r.status.dirty = true
+	r.status.changed()
 }
 
 // startTool starts a fresh tool and types the bootstrap, then waits (in
