@@ -40,7 +40,7 @@ func (r *Runner) takeLegacy(file string) {
 	p, name := file, filepath.Base(file)
 	fi, err := r.root.Lstat(p)
 	if err != nil {
-		delete(r.mbox.seen, name)
+		r.mbox.forget(name)
 		return
 	}
 	var perr error
@@ -68,9 +68,8 @@ func (r *Runner) takeLegacy(file string) {
 			}
 		}
 	}
-	delete(r.mbox.seen, name)
-	r.mbox.moved++
-	dst := rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", r.mbox.moved, name))
+	r.mbox.forget(name)
+	dst := r.mbox.asideName(name)
 	if ok, err := r.root.Claim(p, dst); !ok {
 		if err != nil {
 			r.log.Warn("claim control file", "file", file, "err", err)

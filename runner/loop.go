@@ -154,7 +154,7 @@ func (r *Runner) nextWake() time.Duration {
 		consider(r.tool.phase.due())
 	}
 	consider(r.queue.promote(now))
-	consider(r.mbox.recheck)
+	consider(r.mbox.recheckTime())
 	consider(r.in.due())
 	consider(r.status.dueAt())
 	consider(r.disk.flushAt())
@@ -173,7 +173,7 @@ func (r *Runner) onTimer(now time.Time) {
 	if c := r.cur; c != nil && c.endStatus == "" && !c.deadline.IsZero() && !now.Before(c.deadline) {
 		r.interrupt(protocol.StatusTimeout, "", "timed out after "+c.deadline.Sub(c.start).String(), "")
 	}
-	if !r.mbox.recheck.IsZero() && !now.Before(r.mbox.recheck) {
+	if r.mbox.recheckDue(now) {
 		r.checkCtl()
 	}
 	if d := r.in.due(); !d.IsZero() && !now.Before(d) {
