@@ -251,8 +251,8 @@ const perTurn = 64
 // full listing of queue/ is known, so that a command dropped right after
 // the start cannot overtake a backlog with lower seqs.
 func (r *Runner) nextCommand() {
-	r.queue.more = false
-	if r.queue.pend.len() > 0 && r.layout.usable() && r.cur == nil {
+	r.queue.setMore(false)
+	if r.queue.depth() > 0 && r.layout.usable() && r.cur == nil {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
 		// this once it is fixed).
@@ -260,16 +260,16 @@ func (r *Runner) nextCommand() {
 			r.setLayoutErr(err)
 		}
 	}
-	for n := 0; r.cur == nil && r.tool.ready() && !r.stop.stopping() && r.pendingErr == nil && r.layout.usable() && r.queue.scan.listed; n++ {
+	for n := 0; r.cur == nil && r.tool.ready() && !r.stop.stopping() && r.pendingErr == nil && r.layout.usable() && r.queue.listed(); n++ {
 		if n == perTurn || r.results.full() {
-			r.queue.more = !r.results.full()
+			r.queue.setMore(!r.results.full())
 			return
 		}
-		e := r.queue.pend.pop()
+		e := r.queue.next()
 		if e == nil {
 			return
 		}
-		r.status.dirty = true
+		r.status.changed()
 		r.tryStart(e)
 	}
 }
@@ -311,7 +311,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 			return
 		}
 		r.log.Warn("read queued command; will retry", "name", e.name, "err", err)
-		r.queue.pend.deferUntil(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
+		r.queue.retryAt(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
 		return
 	}
 	cmd, err := protocol.ParseCommand(e.name, data)
@@ -326,7 +326,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		r.reject(e, fmt.Sprintf("kind: this runner runs %s payloads, not %s", r.cfg.Kind, cmd.Kind), errContext("field", "kind"))
 		return
 	}
-	if r.queue.done[cmd.CmdID] != "" {
+	if r.queue.resultName(cmd.CmdID) != "" {
 		r.reject(e, fmt.Sprintf("cmd_id %q already has a result under another seq; cmd_ids must be unique", cmd.CmdID), nil)
 		return
 	}
@@ -371,8 +371,8 @@ func (r *Runner) skipDone(name string) {
 	if !r.queue.discard(rel(protocol.DirQueue, name)) {
 		return
 	}
-	r.queue.skipped++
-	r.status.dirty = true
+	r.queue.countSkipped()
+	r.status.changed()
 	seq, id, _ := protocol.ParseCommandName(name)
 	r.log.Info("skipping a command that already has a result", "name", name)
 	r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: id, Seq: seq, Detail: map[string]any{
@@ -405,9 +405,9 @@ func (r *Runner) reject(e *pendingEntry, msg string, ctx map[string]any) {
 	id, seq, derived := protocol.DeriveCmdID(e.name)
 	code := protocol.CodeInvalidRequest
 	ctx = addContext(ctx, "file", rel(protocol.DirQueue, e.name))
-	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.done[id] != "" {
+	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.resultName(id) != "" {
 		code = protocol.CodeDuplicateCmdID
-		ctx = addContext(ctx, "cmd_id", id, "other_result", rel(protocol.DirResult, r.queue.done[id]))
+		ctx = addContext(ctx, "cmd_id", id, "other_result", rel(protocol.DirResult, r.queue.resultName(id)))
 	}
 	ipath := rel(protocol.DirInflight, e.name)
 	if !r.claim(e.name, ipath) {
@@ -438,8 +438,8 @@ func (r *Runner) rejectNameless(name, ipath, msg string) {
 		r.queue.discard(ipath)
 		dst = ""
 	}
-	r.queue.rejected++
-	r.status.dirty = true
+	r.queue.countRejected()
+	r.status.changed()
 	r.event(protocol.Event{Event: protocol.EvRejected, Detail: map[string]any{"file": rel(protocol.DirQueue, name),
 		"moved_to": dst, "error": msg, "code": protocol.CodeInvalidRequest}})
 }
@@ -482,7 +482,7 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 		return false
 	}
 	r.log.Warn("a session directory is not usable; the command waits in queue/", "name", name, "err", why)
-	r.queue.pend.add(name, seq, "")
+	r.queue.add(name, seq, "")
 	return true
 }
 
@@ -490,9 +490,9 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 // and its cmd_id count as done, so a duplicate queued right behind it is
 // refused even before the result is on disk.
 func (r *Runner) submitResult(j resultJob) {
-	r.queue.settling[j.name] = true
+	r.queue.settle(j.name)
 	if _, _, err := protocol.ParseCommandName(j.name); err == nil {
-		r.queue.done[j.res.CmdID] = j.name
+		r.queue.noteResult(j.res.CmdID, j.name)
 		if r.in.hasWaiting(j.res.CmdID) {
 			r.pumpWaiting(j.res.CmdID) // It ended without running (cancelled while queued, rejected).
 		}
@@ -503,14 +503,14 @@ func (r *Runner) submitResult(j resultJob) {
 // onResult records a result the writer committed (or gave up on).
 func (r *Runner) onResult(d resultDone) {
 	j, res := d.job, d.job.res
-	delete(r.queue.settling, j.name)
+	r.queue.settled(j.name)
 	for _, x := range d.displaced {
 		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: d.job.res.CmdID, Seq: d.job.res.Seq, Detail: x})
 	}
 	for _, d := range d.recreated {
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": d + "/"}})
 	}
-	r.status.dirty = true
+	r.status.changed()
 	r.ringSync()
 	if d.err != nil {
 		r.log.Error("a result was not written; the command stays in inflight/ and the next runner settles it",
@@ -523,7 +523,7 @@ func (r *Runner) onResult(d resultDone) {
 		r.metrics.result(r, res, j.kind == jobRun)
 	}
 	if d.existed && j.kind != jobRecovered {
-		r.queue.skipped++
+		r.queue.countSkipped()
 		r.log.Warn("a result already existed; it was kept and nothing was written", "name", j.name)
 		r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: res.CmdID, Seq: res.Seq, Detail: map[string]any{
 			"reason": "result exists", "file": j.cmdFile, "would_have_been": string(res.Status)}})
@@ -538,7 +538,7 @@ func (r *Runner) onResult(d resultDone) {
 			TraceID: res.TraceID, Labels: res.Labels,
 			Detail: endDetail(res, map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS})})
 	case jobRejected:
-		r.queue.rejected++
+		r.queue.countRejected()
 		r.event(protocol.Event{Event: protocol.EvRejected, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
 			ExitReason: res.ExitReason, Detail: map[string]any{"file": j.cmdFile, "error": res.Error.Message, "code": res.Error.Code}})
 	case jobRecovered:
@@ -555,7 +555,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	// runs (PROTOCOL.md, "Durability and crash consistency").
 	r.ringSync()
 	r.checkDiskRoom() // A command started after space returned is written whole.
-	spoolStart := r.disk.spoolSize
+	spoolStart := r.disk.spoolOffset()
 	outName := protocol.OutputName(name)
 	out, err := r.createOutput(rel(protocol.DirOutput, outName))
 	if errors.Is(err, os.ErrNotExist) {
@@ -572,7 +572,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error(), rel(protocol.DirOutput, outName))
 		return
 	}
-	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.startCount(), spoolStart: r.disk.spoolSize, out: out,
+	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.startCount(), spoolStart: r.disk.spoolOffset(), out: out,
 		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New()}
 	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
 	if clamped {
@@ -632,7 +632,7 @@ func (r *Runner) runLine(c *running) (string, error) {
 func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg, file string) {
 	res := &protocol.Result{CmdID: cmd.CmdID, Seq: cmd.Seq, Status: protocol.StatusError,
 		ExitReason: protocol.ReasonRunnerError, Error: &protocol.Error{Code: code, Message: msg, Context: errContext("file", file)},
-		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolSize, SpoolEnd: r.disk.spoolSize,
+		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolOffset(), SpoolEnd: r.disk.spoolOffset(),
 		TraceID: cmd.TraceID, Labels: cmd.Labels}
 	r.submitResult(resultJob{kind: jobEarly, name: name, res: res, text: cmd.Payload,
 		cmdFile: rel(protocol.DirInflight, name), keepAt: res.CommandPath})
@@ -658,9 +658,8 @@ func (r *Runner) sink(b []byte) {
 func (r *Runner) emit(b []byte) {
 	c := r.cur
 	b = c.clip(b) // budget.go
-	if r.disk.full {
+	if r.disk.outputSuspended(len(b)) {
 		c.skip(b)
-		r.disk.fullOut += int64(len(b))
 	} else {
 		if err := c.write(b); err != nil && isNoSpace(err) {
 			r.noSpace(c.name, err)
@@ -692,7 +691,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	r.endInput() // Held send and signal requests are refused: it has ended.
 	flushErr := c.w.Flush()
 	r.flushSpool()
-	spoolEnd := r.disk.spoolSize
+	spoolEnd := r.disk.spoolOffset()
 	res := &protocol.Result{
 		CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status, ExitReason: reason,
 		StartTS: protocol.Time{Time: c.start}, EndTS: protocol.Now(),
@@ -720,7 +719,7 @@ func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errI
 	if outErr == nil {
 		outErr = flushErr
 	}
-	r.status.cmdsDone++
+	r.status.commandDone()
 	r.submitResult(resultJob{kind: jobRun, name: c.name, res: res, out: c.out, outErr: outErr,
 		cmdFile: rel(protocol.DirInflight, c.name), keepAt: res.CommandPath, payload: c.payload, text: c.cmd.Payload})
 }
@@ -767,7 +766,7 @@ func codeFor(s protocol.Status, reason protocol.ExitReason) string {
 // createOutput makes the output file from a spare (a rename) rather than
 // creating it on the critical path.
 func (r *Runner) createOutput(name string) (*os.File, error) {
-	f, err := r.disk.outSpares.Take()
+	f, err := r.disk.takeSpare()
 	if err == nil {
 		spare := r.root.relOf(f.Name())
 		if err = r.root.Rename(spare, name); err == nil {

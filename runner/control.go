@@ -88,7 +88,7 @@ func (r *Runner) takeLegacy(file string) {
 	p, name := file, filepath.Base(file)
 	fi, err := r.root.Lstat(p)
 	if err != nil {
-		delete(r.mbox.seen, name)
+		r.mbox.forget(name)
 		return
 	}
 	var perr error
@@ -116,9 +116,8 @@ func (r *Runner) takeLegacy(file string) {
 			}
 		}
 	}
-	delete(r.mbox.seen, name)
-	r.mbox.moved++
-	dst := rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", r.mbox.moved, name))
+	r.mbox.forget(name)
+	dst := r.mbox.asideName(name)
 	if ok, err := r.root.Claim(p, dst); !ok {
 		if err != nil {
 			r.log.Warn("claim control file", "file", file, "err", err)
@@ -178,7 +177,7 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string, by map[st
 		c.endedBy(by) // Not ending yet (the case above): this cancel is what ends it.
 		r.interrupt(protocol.StatusCancelled, "", "cancelled by "+source, "")
 		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.policy()), id
-	case r.queue.done[id] != "":
+	case r.queue.resultName(id) != "":
 		return protocol.OutcomeAlreadyFinished, id + " has already finished; nothing cancelled", id
 	case r.cancelQueued(id, source, by):
 		return protocol.OutcomeCancelledQueued, id + " was queued; it got a cancelled result and will not run", id
@@ -202,7 +201,7 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 			continue
 		}
 		if r.queue.hasResult(name) {
-			r.queue.pend.remove(name)
+			r.queue.withdraw(name)
 			r.skipDone(name)
 			continue
 		}
@@ -210,8 +209,8 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 		if ok, _ := r.root.Claim(rel(protocol.DirQueue, name), ipath); !ok {
 			continue
 		}
-		r.queue.pend.remove(name)
-		if other := r.queue.done[id]; other != "" {
+		r.queue.withdraw(name)
+		if other := r.queue.resultName(id); other != "" {
 			res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
 				Error: &protocol.Error{Code: protocol.CodeDuplicateCmdID, Message: fmt.Sprintf(
 					"cmd_id %q already has a result under another seq; cmd_ids must be unique", id),
@@ -229,7 +228,7 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 		// answered, so a reply never promises a result a crash could turn
 		// into runner_restarted.
 		r.awaitResult(name, settleWait)
-		r.status.dirty = true
+		r.status.changed()
 		return true
 	}
 	return false
@@ -252,7 +251,7 @@ func (r *Runner) stopRequested(mode protocol.StopMode, source string) (protocol.
 // lease expiry, the context) and records it with a stop_request event.
 func (r *Runner) requestStop(mode protocol.StopMode, why string) {
 	r.flushSpool()
-	off := r.disk.spoolSize
+	off := r.disk.spoolOffset()
 	if r.beginStop(mode, why) {
 		r.event(protocol.Event{Event: protocol.EvStop, SpoolOffset: &off, Detail: map[string]any{"mode": string(mode), "why": why}})
 	}
@@ -290,7 +289,7 @@ const settleWait = 500 * time.Millisecond
 func (r *Runner) awaitResult(name string, d time.Duration) {
 	timeout, stop := after(r.clk, d)
 	defer stop()
-	for r.queue.settling[name] {
+	for r.queue.isSettling(name) {
 		select {
 		case done := <-r.results.done:
 			r.onResult(done)

@@ -115,17 +115,11 @@ func (d *spoolDisk) createBallast() {
 // the result says its output is incomplete. onBeat resumes once the
 // filesystem has room again (checkDiskRoom).
 func (r *Runner) noSpace(what string, err error) {
-	released := false
-	if r.disk.ballast {
-		r.disk.ballast = false
-		released = r.root.Remove(ballastName) == nil
-	}
-	if r.disk.full {
+	released, first := r.disk.suspend()
+	if !first {
 		return
 	}
-	r.disk.full = true
-	r.disk.fullSpool, r.disk.fullOut = 0, 0
-	r.status.dirty = true
+	r.status.changed()
 	d := map[string]any{"disk_full": true, "suspended": "log/session.out and output files", "failed": what, "error": err.Error()}
 	if released {
 		d["released_reserve_bytes"] = ballastSize
@@ -134,25 +128,96 @@ func (r *Runner) noSpace(what string, err error) {
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: d})
 }
 
+// suspend gives the reserve back (released: tmp/ballast was removed) and
+// suspends the spool and output files, counting from zero the bytes not
+// written. first says the suspension begins now; false: it was on already.
+func (d *spoolDisk) suspend() (released, first bool) {
+	if d.ballast {
+		d.ballast = false
+		released = d.root.Remove(ballastName) == nil
+	}
+	if d.full {
+		return released, false
+	}
+	d.full = true
+	d.fullSpool, d.fullOut = 0, 0
+	return released, true
+}
+
 // checkDiskRoom ends a suspension (noSpace) once the filesystem has
 // resumeFree bytes available: the reserve is taken again, then writing the
 // spool and output files resumes. The event says how many bytes were not
 // written meanwhile.
 func (r *Runner) checkDiskRoom() {
-	if !r.disk.full || r.disk.freeBytes() < resumeFree {
+	spoolLost, outLost, resumed := r.disk.resumeIfRoom()
+	if !resumed {
 		return
 	}
-	r.disk.takeBallast()
-	r.disk.full = false
 	if c := r.cur; c != nil && c.w.Flush() != nil {
 		// A bufio.Writer keeps its error: a fresh one lets the running
 		// command's output file resume (what it held is counted lost).
 		c.w.Reset(c.out)
 	}
-	r.status.dirty = true
-	r.log.Info("the disk has room again: writing output files resumes", "spool_bytes_not_written", r.disk.fullSpool, "output_bytes_not_written", r.disk.fullOut)
+	r.status.changed()
+	r.log.Info("the disk has room again: writing output files resumes", "spool_bytes_not_written", spoolLost, "output_bytes_not_written", outLost)
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"disk_full": false, "resumed": true,
-		"spool_bytes_not_written": r.disk.fullSpool, "output_bytes_not_written": r.disk.fullOut}})
+		"spool_bytes_not_written": spoolLost, "output_bytes_not_written": outLost}})
+}
+
+// resumeIfRoom ends a suspension when the filesystem has resumeFree bytes
+// available: it takes the reserve again and reports the spool and output
+// bytes not written meanwhile. resumed is false when the disk was not
+// full or still has too little room.
+func (d *spoolDisk) resumeIfRoom() (spoolLost, outLost int64, resumed bool) {
+	if !d.full || d.freeBytes() < resumeFree {
+		return 0, 0, false
+	}
+	d.takeBallast()
+	d.full = false
+	return d.fullSpool, d.fullOut, true
+}
+
+// remakeBallast takes the reserve again if it is missing and the disk is
+// not full (makeBallast: only with room to spare).
+func (d *spoolDisk) remakeBallast() {
+	if d.ballast || d.full {
+		return
+	}
+	d.makeBallast()
+}
+
+// isFull reports whether the spool and output files are suspended for
+// want of space (noSpace), for state.json's disk_full.
+func (d *spoolDisk) isFull() bool { return d.full }
+
+// outputSuspended reports whether the disk is full; if so, the n output
+// bytes the caller does not write are counted as not written.
+func (d *spoolDisk) outputSuspended(n int) bool {
+	if !d.full {
+		return false
+	}
+	d.fullOut += int64(n)
+	return true
+}
+
+// openSpares starts the pool of spare output files (in tmp/, made with perm).
+func (d *spoolDisk) openSpares(perm os.FileMode) {
+	d.outSpares = d.root.NewSpares(protocol.DirTmp, 4, perm)
+}
+
+// takeSpare takes a spare output file from the pool (openSpares).
+func (d *spoolDisk) takeSpare() (*os.File, error) {
+	return d.outSpares.Take()
+}
+
+// closeSpares removes the spare output files and reports whether the pool
+// had been started (openSpares).
+func (d *spoolDisk) closeSpares() bool {
+	if d.outSpares == nil {
+		return false
+	}
+	d.outSpares.Close()
+	return true
 }
 
 // writeInPlace rewrites a small observed-state file (heartbeat.json,

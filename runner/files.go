@@ -97,18 +97,75 @@ type runStatus struct {
 	cmdsDone int64
 }
 
+// changed marks state.json for rewriting (the loop schedules it).
+func (s *runStatus) changed() { s.dirty = true }
+
+// isDirty reports whether state.json is to be rewritten.
+func (s *runStatus) isDirty() bool { return s.dirty }
+
+// schedule sets when a dirty state.json is rewritten: stateDelay after
+// now, unless a time is set already.
+func (s *runStatus) schedule(now time.Time) {
+	if s.dirty && s.writeAt.IsZero() {
+		s.writeAt = now.Add(stateDelay)
+	}
+}
+
+// dueAt returns when state.json is to be rewritten (zero: not scheduled).
+func (s *runStatus) dueAt() time.Time { return s.writeAt }
+
+// due reports whether a scheduled rewrite of state.json is due at now.
+func (s *runStatus) due(now time.Time) bool {
+	return !s.writeAt.IsZero() && !now.Before(s.writeAt)
+}
+
+// written notes that state.json was rewritten: nothing is due.
+func (s *runStatus) written() { s.dirty, s.writeAt = false, time.Time{} }
+
+// setPhase changes the phase and its reason, marking state.json for
+// rewriting; it reports false (and changes nothing) if both are the same.
+func (s *runStatus) setPhase(p protocol.Phase, reason string) bool {
+	if s.phase == p && s.reason == reason {
+		return false
+	}
+	s.phase, s.reason = p, reason
+	s.dirty = true
+	return true
+}
+
+// currentPhase returns the phase state.json and the heartbeat publish.
+func (s *runStatus) currentPhase() protocol.Phase { return s.phase }
+
+// phaseReason returns why the runner is in its phase ("" if no reason).
+func (s *runStatus) phaseReason() string { return s.reason }
+
+// commandDone counts a command that ran to its result.
+func (s *runStatus) commandDone() { s.cmdsDone++ }
+
+// commandsDone returns the commands that ran to their result.
+func (s *runStatus) commandsDone() int64 { return s.cmdsDone }
+
+// beat counts a heartbeat and returns its counter.
+func (s *runStatus) beat() int64 {
+	s.beats++
+	return s.beats
+}
+
+// beatCount returns the heartbeats written so far.
+func (s *runStatus) beatCount() int64 { return s.beats }
+
 // writeState rewrites state/state.json. It is observed state, rewritten on
 // every transition: atomic for readers, not fsynced (a crash loses at most
 // a transition, and the next runner rewrites it at start).
 func (r *Runner) writeState() {
 	st := protocol.State{
-		ProtocolVersion: protocol.Version, Phase: r.status.phase, SessionID: r.id.sessionID,
-		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.pend.len(),
-		Reason: r.status.reason, Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
-		CommandsDone: r.status.cmdsDone, ToolStarts: r.tool.startCount(), RejectedCount: r.queue.rejected, SkippedCount: r.queue.skipped,
-		LeaseError: r.lease.failure(), DiskFull: r.disk.full,
+		ProtocolVersion: protocol.Version, Phase: r.status.currentPhase(), SessionID: r.id.sessionID,
+		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.depth(),
+		Reason: r.status.phaseReason(), Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
+		CommandsDone: r.status.commandsDone(), ToolStarts: r.tool.startCount(), RejectedCount: r.queue.rejectedCount(), SkippedCount: r.queue.skippedCount(),
+		LeaseError: r.lease.failure(), DiskFull: r.disk.isFull(),
 	}
-	if r.status.phase == protocol.PhaseStopped {
+	if r.status.currentPhase() == protocol.PhaseStopped {
 		st.Error = r.stop.failure()
 	}
 	if r.watcher != nil {
@@ -126,14 +183,12 @@ func (r *Runner) writeState() {
 	if err := r.writeFile(protocol.FileState, marshal(st)); err != nil {
 		r.log.Warn("write state", "err", err)
 	}
-	r.status.dirty, r.status.writeAt = false, time.Time{}
+	r.status.written()
 }
 
 // setPhase changes the phase and marks state.json for rewriting.
 func (r *Runner) setPhase(p protocol.Phase, reason string) {
-	if r.status.phase != p || r.status.reason != reason {
-		r.status.phase, r.status.reason = p, reason
-		r.status.dirty = true
+	if r.status.setPhase(p, reason) {
 		if p == protocol.PhaseError {
 			r.log.Error("runner in error phase", "reason", reason)
 		}
@@ -145,11 +200,11 @@ func (r *Runner) setPhase(p protocol.Phase, reason string) {
 
 // beat writes state/heartbeat.json with a counter that grows by one.
 func (r *Runner) beat() {
-	r.status.beats++
+	n := r.status.beat()
 	hb := protocol.Heartbeat{
-		ProtocolVersion: protocol.Version, Timestamp: protocol.Now(), Counter: r.status.beats,
-		Hostname: r.id.hostname, RunnerPID: os.Getpid(), SessionID: r.id.sessionID, Phase: r.status.phase,
-		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolSize,
+		ProtocolVersion: protocol.Version, Timestamp: protocol.Now(), Counter: n,
+		Hostname: r.id.hostname, RunnerPID: os.Getpid(), SessionID: r.id.sessionID, Phase: r.status.currentPhase(),
+		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolOffset(),
 	}
 	if r.cur != nil {
 		r.cur.describeBeat(&hb)

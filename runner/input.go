@@ -90,7 +90,7 @@ var signals = map[string]syscall.Signal{
 // not exist yet. Any other is refused here with not_running and the named
 // command's state.
 func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) answer {
-	if len(r.mbox.held) >= maxHeld {
+	if r.mbox.heldCount() >= maxHeld {
 		// Bounded memory: each may hold 1 MiB of data.
 		a.outcome = protocol.OutcomeRejected
 		a.message = fmt.Sprintf("rejected, nothing done: %d send and signal requests already wait; answer or cancel them first", maxHeld)
@@ -99,7 +99,7 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 	c := r.cur
 	if !c.is(req.CmdID) && r.mayWait(req) {
 		r.in.wait(req.CmdID, r.newHeld(req, name))
-		r.mbox.held[name] = true
+		r.mbox.hold(name)
 		a.held = true
 		return a
 	}
@@ -115,7 +115,7 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 		return ending(r.cur, req, a)
 	}
 	r.in.hold(r.newHeld(req, name))
-	r.mbox.held[name] = true
+	r.mbox.hold(name)
 	a.held = true
 	return a
 }
@@ -139,7 +139,7 @@ func (r *Runner) mayWait(req *protocol.ControlRequest) bool {
 	if r.in.hasWaiting(req.CmdID) {
 		return true
 	}
-	return req.Op == protocol.OpSend && req.Expect != "" && r.queue.done[req.CmdID] == "" && r.queue.cmdState(req.CmdID) == "queued"
+	return req.Op == protocol.OpSend && req.Expect != "" && r.queue.resultName(req.CmdID) == "" && r.queue.cmdState(req.CmdID) == "queued"
 }
 
 // wait queues h until command id starts.
@@ -372,7 +372,7 @@ func (r *Runner) step(h *heldReq) *answer {
 // stamp sets where the answer took effect: the spool size now.
 func (r *Runner) stamp(a *answer) {
 	r.flushSpool()
-	a.offset = r.disk.spoolSize
+	a.offset = r.disk.spoolOffset()
 }
 
 func (r *Runner) expectTimeout(h *heldReq, a *answer) *answer {
@@ -518,7 +518,7 @@ func (r *Runner) endInput() {
 // request whose file is gone (its master withdrew it) gets its event and
 // no reply.
 func (r *Runner) completeHeld(h *heldReq, a answer) {
-	delete(r.mbox.held, h.name)
+	r.mbox.release(h.name)
 	r.record(h.req, a, "")
 	p := rel(protocol.DirCtl, h.name)
 	if _, err := r.root.Lstat(p); errors.Is(err, os.ErrNotExist) {
@@ -526,7 +526,7 @@ func (r *Runner) completeHeld(h *heldReq, a answer) {
 	}
 	b := marshal(replyFor(h.req, a))
 	if err := r.writeReply(h.name, b); err != nil {
-		r.mbox.unsent[h.name] = b
+		r.mbox.retryReply(h.name, b)
 		return
 	}
 	r.removeRequest(p)

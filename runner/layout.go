@@ -330,7 +330,7 @@ func (r *Runner) setLayoutErr(err error) {
 
 // restorePhase leaves phase error once nothing holds it there.
 func (r *Runner) restorePhase() {
-	if r.status.phase != protocol.PhaseError || r.stop.stopping() || !r.layout.usable() || r.pendingErr != nil {
+	if r.status.currentPhase() != protocol.PhaseError || r.stop.stopping() || !r.layout.usable() || r.pendingErr != nil {
 		return
 	}
 	switch {

@@ -138,7 +138,7 @@ func (l *leaseWatch) setErr(r *Runner, msg string) {
 		return
 	}
 	l.err = msg
-	r.status.dirty = true
+	r.status.changed()
 	if msg == "" {
 		r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "understood"}})
 		return

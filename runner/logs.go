@@ -5,41 +5,51 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // openLogs opens log/meta.log and log/session.out. Either one planted as a
 // symlink, a FIFO or anything but a regular file is refused with a message
 // (never followed, never blocked on): log/ is the runner's own.
 func (r *Runner) openLogs() error {
+	torn, err := r.disk.openLogs(r.layout.fileMode())
+	if torn > 0 {
+		r.log.Warn("repaired a torn last line of the event log", "bytes", torn)
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"repaired_meta_log_bytes": torn}})
+	}
+	return err
+}
+
+// openLogs opens the event log, then the spool, made with perm. torn is
+// the length of a torn last line repaired in the event log (which is open
+// even when opening the spool then fails).
+func (d *spoolDisk) openLogs(perm os.FileMode) (torn int, err error) {
 	// Appends are not fsynced one by one: the syncer does it off the
 	// critical path (and shutdown does it last).
-	meta, torn, err := r.root.OpenLog(protocol.FileMeta, r.layout.fileMode())
+	meta, tornLine, err := d.root.OpenLog(protocol.FileMeta, perm)
 	if err != nil {
-		return plantedErr(protocol.FileMeta, err)
+		return 0, plantedErr(protocol.FileMeta, err)
 	}
-	r.disk.meta = meta
-	r.disk.metaInfo, _ = r.root.Lstat(protocol.FileMeta)
-	_ = r.root.Chmod(protocol.FileMeta, r.layout.fileMode()) // A file of an earlier private session, now shared.
-	if len(torn) > 0 {
-		r.log.Warn("repaired a torn last line of the event log", "bytes", len(torn))
-		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"repaired_meta_log_bytes": len(torn)}})
-	}
-	spool, err := r.root.OpenAppend(protocol.FileSpool, r.layout.fileMode())
+	d.meta = meta
+	d.metaInfo, _ = d.root.Lstat(protocol.FileMeta)
+	_ = d.root.Chmod(protocol.FileMeta, perm) // A file of an earlier private session, now shared.
+	spool, err := d.root.OpenAppend(protocol.FileSpool, perm)
 	if err != nil {
-		return plantedErr(protocol.FileSpool, err)
+		return len(tornLine), plantedErr(protocol.FileSpool, err)
 	}
-	_ = spool.Chmod(r.layout.fileMode())
+	_ = spool.Chmod(perm)
 	fi, err := spool.Stat()
 	if err != nil {
 		spool.Close()
-		return err
+		return len(tornLine), err
 	}
-	r.disk.spool, r.disk.spoolSize, r.disk.spoolInfo = spool, fi.Size(), fi
-	r.disk.spoolW = bufio.NewWriterSize(spool, 64<<10)
-	return nil
+	d.spool, d.spoolSize, d.spoolInfo = spool, fi.Size(), fi
+	d.spoolW = bufio.NewWriterSize(spool, 64<<10)
+	return len(tornLine), nil
 }
 
 // plantedErr explains a runner file that is not a regular file.
@@ -108,7 +118,7 @@ func (r *Runner) reopenLogs() error {
 		return err
 	}
 	r.log.Warn("reopened log/meta.log and log/session.out: they were deleted or replaced")
-	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"reopened": "log/meta.log, log/session.out", "spool_size": r.disk.spoolSize}})
+	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"reopened": "log/meta.log, log/session.out", "spool_size": r.disk.spoolOffset()}})
 	return nil
 }
 
@@ -143,6 +153,53 @@ func (d *spoolDisk) appendEvent(e protocol.Event) error {
 	}
 	return d.meta.Append(e)
 }
+
+// spoolOffset returns the spool's size: the offset of the next byte
+// written to it, as results, answers and control events record it.
+func (d *spoolDisk) spoolOffset() int64 { return d.spoolSize }
+
+// markBuffered notes that printed bytes sit unflushed in the spool or
+// output buffers since now, unless some already did.
+func (d *spoolDisk) markBuffered(now time.Time) {
+	if d.bufferedAt.IsZero() {
+		d.bufferedAt = now
+	}
+}
+
+// buffered reports whether printed bytes wait for flushBuffers.
+func (d *spoolDisk) buffered() bool { return !d.bufferedAt.IsZero() }
+
+// flushAt returns when the buffered bytes are due out (zero: none are).
+func (d *spoolDisk) flushAt() time.Time {
+	if d.bufferedAt.IsZero() {
+		return time.Time{}
+	}
+	return d.bufferedAt.Add(flushDelay)
+}
+
+// flushDue reports whether bytes have been buffered for flushDelay at now.
+func (d *spoolDisk) flushDue(now time.Time) bool {
+	return !d.bufferedAt.IsZero() && now.Sub(d.bufferedAt) >= flushDelay
+}
+
+// flushed notes that the buffers were written out (flushBuffers).
+func (d *spoolDisk) flushed() { d.bufferedAt = time.Time{} }
+
+// syncSpool pushes the spool's written bytes to the file server
+// (pushToServer); nothing once the spool is closed.
+func (d *spoolDisk) syncSpool() error {
+	if d.spool == nil {
+		return nil
+	}
+	return unix.Fdatasync(int(d.spool.Fd()))
+}
+
+// syncEvents makes the event log durable (recover).
+func (d *spoolDisk) syncEvents() error { return d.meta.Sync() }
+
+// eventLog returns the open event log (nil once closed), for the syncer
+// that fsyncs it off the critical path.
+func (d *spoolDisk) eventLog() *fsq.Log { return d.meta }
 
 // spoolWrite appends raw tool output to the spool (buffered).
 func (r *Runner) spoolWrite(b []byte) {

@@ -25,7 +25,7 @@ const flushDelay = 20 * time.Millisecond
 
 // flushBuffers writes out the spool and the current output.
 func (r *Runner) flushBuffers() {
-	printed := !r.disk.bufferedAt.IsZero()
+	printed := r.disk.buffered()
 	r.flushSpool()
 	if c := r.cur; c != nil {
 		// Partial output becomes visible. A failure is kept for the
@@ -39,7 +39,7 @@ func (r *Runner) flushBuffers() {
 			}
 		}
 	}
-	r.disk.bufferedAt = time.Time{}
+	r.disk.flushed()
 	if r.id.network && printed {
 		r.pushToServer()
 	}
@@ -52,10 +52,8 @@ func (r *Runner) flushBuffers() {
 // output (waitfor, tail -f, Follow) would see it that late. Called when the
 // buffers are flushed, i.e. within flushDelay of any printed byte.
 func (r *Runner) pushToServer() {
-	if r.disk.spool != nil {
-		if err := unix.Fdatasync(int(r.disk.spool.Fd())); err != nil {
-			r.log.Debug("push spool to the server", "err", err)
-		}
+	if err := r.disk.syncSpool(); err != nil {
+		r.log.Debug("push spool to the server", "err", err)
 	}
 	if r.cur != nil && r.cur.out != nil {
 		if err := unix.Fdatasync(int(r.cur.out.Fd())); err != nil {
@@ -79,11 +77,9 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		if r.stop.stopping() && r.cur == nil && (r.pendingErr == nil || r.stop.forced()) {
 			break
 		}
-		if r.status.dirty && r.status.writeAt.IsZero() {
-			// Busy/idle flips are coalesced off the critical path;
-			// other phases are written by setPhase at once.
-			r.status.writeAt = r.clk.Now().Add(stateDelay)
-		}
+		// Busy/idle flips are coalesced off the critical path;
+		// other phases are written by setPhase at once.
+		r.status.schedule(r.clk.Now())
 		wake.Reset(r.nextWake())
 		out, exited, input := r.tool.output(), r.tool.exited(), r.in.writeDone()
 		select {
@@ -107,12 +103,11 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		case <-r.watcher.Rescan:
 			r.rescan()
 		case <-r.watcher.Lost:
-			r.queue.scan.lost = true
-			r.queue.maybeScan(r.watcher.Inotify)
-		case res := <-r.queue.scan.results:
-			n := r.queue.pend.len()
+			r.queue.scanLost(r.watcher.Inotify)
+		case res := <-r.queue.scanResults():
+			n := r.queue.depth()
 			r.onScan(res)
-			if r.queue.pend.len() > n {
+			if r.queue.depth() > n {
 				// Commands come in bursts. (Measured on NFS without this
 				// hurry, leaving it to the result's: round trips were
 				// slower, p50 111-125 ms against 64-104 ms.)
@@ -145,14 +140,12 @@ func (r *Runner) nextWake() time.Duration {
 		consider(r.cur.due())
 	}
 	consider(r.tool.due(r.stop.stopping()))
-	consider(r.queue.pend.promote(now))
-	consider(r.mbox.recheck)
+	consider(r.queue.promote(now))
+	consider(r.mbox.recheckTime())
 	consider(r.in.due())
-	consider(r.status.writeAt)
-	if !r.disk.bufferedAt.IsZero() {
-		consider(r.disk.bufferedAt.Add(flushDelay))
-	}
-	if r.queue.more {
+	consider(r.status.dueAt())
+	consider(r.disk.flushAt())
+	if r.queue.moreQueued() {
 		consider(now)
 	}
 	if next.IsZero() {
@@ -169,17 +162,17 @@ func (r *Runner) onTimer(now time.Time) {
 			r.interrupt(protocol.StatusTimeout, "", msg, "")
 		}
 	}
-	if !r.mbox.recheck.IsZero() && !now.Before(r.mbox.recheck) {
+	if r.mbox.recheckDue(now) {
 		r.checkCtl()
 	}
 	if d := r.in.due(); !d.IsZero() && !now.Before(d) {
 		r.pumpInput()
 		r.pumpWaiting("")
 	}
-	if !r.disk.bufferedAt.IsZero() && now.Sub(r.disk.bufferedAt) >= flushDelay {
+	if r.disk.flushDue(now) {
 		r.flushBuffers()
 	}
-	if !r.status.writeAt.IsZero() && !now.Before(r.status.writeAt) {
+	if r.status.due(now) {
 		r.writeState()
 	}
 	r.tool.timer(r, now)
@@ -192,18 +185,18 @@ func (r *Runner) onBeat() {
 	r.checkLayout()
 	r.keepLock()
 	r.checkDiskRoom()
-	if !r.disk.ballast && !r.disk.full && r.pendingErr == nil && r.status.beats%16 == 0 {
-		r.disk.makeBallast()
+	if r.pendingErr == nil && r.status.beatCount()%16 == 0 {
+		r.disk.remakeBallast()
 	}
 	r.flushBuffers()
 	r.reportProgress() // progress.go
-	if r.id.network && r.status.beats%2 == 0 {
+	if r.id.network && r.status.beatCount()%2 == 0 {
 		r.touchInputs()
 	}
 	r.lease.check(r, r.clk.Now())
 	r.beat()
 	r.flushTail()
-	if r.status.dirty || r.cur != nil || r.stateGone() {
+	if r.status.isDirty() || r.cur != nil || r.stateGone() {
 		// While a command runs, current_quiet_ms and current_last_line
 		// are refreshed every heartbeat; a state.json someone deleted
 		// (or state/ with it) is written again at once.
@@ -226,8 +219,8 @@ func (r *Runner) onChange(ch fsq.Change) {
 	switch ch.Dir {
 	case r.path(protocol.DirQueue):
 		if seq, rule, ok := protocol.CheckQueueName(ch.Name); ok {
-			if r.queue.pend.add(ch.Name, seq, rule) {
-				r.status.dirty = true
+			if r.queue.add(ch.Name, seq, rule) {
+				r.status.changed()
 			}
 		}
 	case r.path(protocol.DirCtl):
@@ -264,12 +257,12 @@ func (r *Runner) shutdown() error {
 	r.setPhase(protocol.PhaseStopped, reason)
 	r.writeState()
 	r.beat()
-	detail := map[string]any{"reason": reason, "commands_done": r.status.cmdsDone}
+	detail := map[string]any{"reason": reason, "commands_done": r.status.commandsDone()}
 	if e := r.stop.failure(); e != nil {
 		detail["error"] = e
 	}
 	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: detail})
-	r.log.Info("runner stopped", "reason", reason, "commands_done", r.status.cmdsDone)
+	r.log.Info("runner stopped", "reason", reason, "commands_done", r.status.commandsDone())
 	r.metrics.close()
 	if err := r.tool.gaveUpErr(); err != nil {
 		return err

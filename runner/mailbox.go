@@ -44,6 +44,64 @@ type mailbox struct {
 	moved    int64               // names files moved into tmp/
 }
 
+// asideName returns a new name in tmp/ for the control file name, moved
+// there to be deleted.
+func (m *mailbox) asideName(name string) string {
+	m.moved++
+	return rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", m.moved, name))
+}
+
+// forget drops what was noted about an incomplete file name (taken,
+// withdrawn or complete now).
+func (m *mailbox) forget(name string) { delete(m.seen, name) }
+
+// lookNow clears the time to look at ctl/ again: a look is under way, and
+// what it finds incomplete sets a new one (recheckAt).
+func (m *mailbox) lookNow() { m.recheck = time.Time{} }
+
+// recheckTime returns when ctl/ is to be looked at again (zero: no need).
+func (m *mailbox) recheckTime() time.Time { return m.recheck }
+
+// recheckDue reports whether ctl/ is to be looked at again at now.
+func (m *mailbox) recheckDue(now time.Time) bool {
+	return !m.recheck.IsZero() && !now.Before(m.recheck)
+}
+
+// startedAt returns the runner's start on the filesystem's clock (init).
+func (m *mailbox) startedAt() time.Time { return m.startMod }
+
+// writtenBeforeStart reports whether a request file modified at mod (zero:
+// unknown) was written before this runner started (init), i.e. was meant
+// for an earlier runner.
+func (m *mailbox) writtenBeforeStart(mod time.Time) bool {
+	return !mod.IsZero() && mod.Before(m.startMod)
+}
+
+// hold notes a send or signal request taken and not yet answered.
+func (m *mailbox) hold(name string) { m.held[name] = true }
+
+// release notes that a held request is answered (or refused).
+func (m *mailbox) release(name string) { delete(m.held, name) }
+
+// isHeld reports whether the request name is held (hold).
+func (m *mailbox) isHeld(name string) bool { return m.held[name] }
+
+// heldCount returns the requests held (hold), bounded by maxHeld.
+func (m *mailbox) heldCount() int { return len(m.held) }
+
+// retryReply keeps the reply b to the request name, acted on but whose
+// write failed: it is retried, the request is never acted on again.
+func (m *mailbox) retryReply(name string, b []byte) { m.unsent[name] = b }
+
+// unsentReply returns the reply kept for name by retryReply, if any.
+func (m *mailbox) unsentReply(name string) ([]byte, bool) {
+	b, ok := m.unsent[name]
+	return b, ok
+}
+
+// replySent drops the reply kept for name: it is written now.
+func (m *mailbox) replySent(name string) { delete(m.unsent, name) }
+
 // fileSeen is how an incomplete file looked when it last changed.
 type fileSeen struct {
 	size int64
@@ -113,7 +171,7 @@ func writeStamp(root *sessionRoot, p, content string) (time.Time, error) {
 // at m.recheck.
 func (r *Runner) checkCtl() {
 	ctl := protocol.DirCtl
-	r.mbox.recheck = time.Time{}
+	r.mbox.lookNow()
 	// One listing per look, which runs on every poll: its open of ctl/
 	// is what fsq.Revalidate does (requests come from other hosts), and
 	// the legacy files are looked up only when it shows them.
@@ -126,7 +184,7 @@ func (r *Runner) checkCtl() {
 		if base := path.Base(f); slices.Contains(names, base) {
 			r.takeLegacy(f)
 		} else {
-			delete(r.mbox.seen, base)
+			r.mbox.forget(base)
 		}
 	}
 	type entry struct {
@@ -159,14 +217,13 @@ func (r *Runner) checkCtl() {
 // takeRequest handles ctl/<name>. It returns false when the request cannot
 // be decided yet (still being written, or unreadable for now).
 func (r *Runner) takeRequest(name string) bool {
-	m := &r.mbox
 	p := rel(protocol.DirCtl, name)
-	if m.held[name] {
+	if r.mbox.isHeld(name) {
 		return true // Taken; answered once it is delivered or refused.
 	}
-	if b, ok := m.unsent[name]; ok {
+	if b, ok := r.mbox.unsentReply(name); ok {
 		if r.writeReply(name, b) == nil {
-			delete(m.unsent, name)
+			r.mbox.replySent(name)
 			r.removeRequest(p)
 		}
 		return true
@@ -180,7 +237,7 @@ func (r *Runner) takeRequest(name string) bool {
 	var perr error
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		delete(m.seen, name) // Withdrawn.
+		r.mbox.forget(name) // Withdrawn.
 		return true
 	case errors.Is(err, fsq.ErrTooLarge):
 		perr = &limitError{fmt.Sprintf("file is larger than %d bytes", protocol.MaxRequestSize), protocol.MaxRequestSize}
@@ -202,7 +259,7 @@ func (r *Runner) takeRequest(name string) bool {
 			return false
 		}
 	}
-	delete(m.seen, name)
+	r.mbox.forget(name)
 	if req == nil {
 		seq, id, _ := protocol.ParseRequestName(name)
 		req = &protocol.ControlRequest{ReqID: id, Seq: seq}
@@ -220,7 +277,7 @@ func (r *Runner) takeRequest(name string) bool {
 	failpoint("ctl_after_act")
 	b := marshal(replyFor(req, a))
 	if err := r.writeReply(name, b); err != nil {
-		m.unsent[name] = b // Acted on: never again; the reply is retried.
+		r.mbox.retryReply(name, b) // Acted on: never again; the reply is retried.
 		return true
 	}
 	failpoint("ctl_after_reply")
@@ -257,7 +314,7 @@ func replyFor(req *protocol.ControlRequest, a answer) *protocol.ControlReply {
 // results and logs (its file: "ctl/req_<seq>_<req_id>.json", "ctl/cancel.json").
 func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time, source string) answer {
 	r.flushSpool()
-	a := answer{offset: r.disk.spoolSize, cmdID: req.CmdID}
+	a := answer{offset: r.disk.spoolOffset(), cmdID: req.CmdID}
 	switch {
 	case perr != nil:
 		a.outcome, a.message = protocol.OutcomeRejected, "rejected, nothing done: "+perr.Error()
@@ -266,10 +323,10 @@ func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time,
 		a.outcome = protocol.OutcomeStale
 		a.ctx = errContext("session_id", r.id.sessionID, "request_session_id", req.SessionID)
 		a.message = fmt.Sprintf("stale, nothing done: meant for runner session %s, this is %s", req.SessionID, r.id.sessionID)
-	case req.SessionID == "" && !mod.IsZero() && mod.Before(r.mbox.startMod):
+	case req.SessionID == "" && r.mbox.writtenBeforeStart(mod):
 		a.outcome = protocol.OutcomeStale
 		a.ctx = errContext("session_id", r.id.sessionID, "written_before_start", true)
-		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startMod.UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"
+		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startedAt().UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"
 	case req.Op == protocol.OpCancel:
 		a.outcome, a.message, a.cmdID = r.cancel(req.Scope, req.CmdID, requestWords(req, source, mod), requestContext(req, source))
 	case req.Op == protocol.OpStop:
@@ -424,7 +481,7 @@ func (r *Runner) removeRequest(p string) {
 // name cannot be a reply's name.
 func (r *Runner) rejectRequestName(name string) {
 	r.flushSpool()
-	off := r.disk.spoolSize
+	off := r.disk.spoolOffset()
 	r.mbox.moveAside(rel(protocol.DirCtl, name), name)
 	msg := "rejected, nothing done: " + strconv.Quote(name) + " is not req_<seq>_<req_id>.json (req_id: 1-128 characters of [A-Za-z0-9._-])"
 	r.log.Warn("control request with a bad name", "file", name)
@@ -435,8 +492,7 @@ func (r *Runner) rejectRequestName(name string) {
 // moveAside moves a file (or directory, FIFO, symlink) out of ctl/ into the
 // runner's tmp/ and deletes it there, so no fixed name is left behind.
 func (m *mailbox) moveAside(p, name string) {
-	m.moved++
-	dst := rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", m.moved, name))
+	dst := m.asideName(name)
 	if err := m.root.Rename(p, dst); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			m.log.Warn("move a control file aside", "file", p, "err", err)

@@ -70,7 +70,7 @@ func newMetrics(r *Runner) (*metrics, error) {
 
 // snapshot reads the runner's figures; it runs on the owner goroutine.
 func (r *Runner) snapshot() Snapshot {
-	s := Snapshot{QueueDepth: r.queue.pend.len(), ToolRestarts: max(r.tool.startCount()-1, 0), Heartbeats: r.status.beats, Phase: r.status.phase,
+	s := Snapshot{QueueDepth: r.queue.depth(), ToolRestarts: max(r.tool.startCount()-1, 0), Heartbeats: r.status.beatCount(), Phase: r.status.currentPhase(),
 		LeaseRemaining: r.lease.remaining(r, r.clk.Now())}
 	if r.cur != nil {
 		r.cur.describeSnapshot(&s)

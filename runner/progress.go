@@ -24,7 +24,7 @@ func (r *Runner) reportProgress() {
 		return
 	}
 	now := r.clk.Now()
-	end := r.disk.spoolSize
+	end := r.disk.spoolOffset()
 	if end <= c.reported || (!c.reportedAt.IsZero() && now.Sub(c.reportedAt) < progressGap) {
 		return
 	}

@@ -37,7 +37,7 @@ func (r *Runner) recover() error {
 			continue // Not a result: moved aside when the result is written (displace).
 		}
 		if _, id, err := protocol.ParseCommandName(name); err == nil {
-			r.queue.done[id] = name
+			r.queue.noteResult(id, name)
 			have[name] = true
 		}
 	}
@@ -59,7 +59,7 @@ func (r *Runner) recover() error {
 	if len(leftovers) == 0 && r.pendingTakeover == nil && lastRunnerStopped(r.root, protocol.FileMeta) {
 		return nil // A clean stop left nothing to settle.
 	}
-	r.queue.openBegins = unendedBegins(r.root, protocol.FileMeta)
+	r.queue.readOpenBegins()
 	inflightKeys := make(map[beginKey]bool, len(leftovers))
 	for _, name := range leftovers {
 		seq, id, _ := protocol.ParseCommandName(name)
@@ -90,14 +90,14 @@ func (r *Runner) recover() error {
 	}
 	// Wait for every recovery result: they are durable before anything
 	// else happens.
-	for len(r.queue.settling) > 0 {
+	for r.queue.anySettling() {
 		r.onResult(<-r.results.done)
 	}
 	if !r.cfg.NoSync {
 		if err := r.root.SyncDir(protocol.DirResult); err != nil {
 			return err
 		}
-		if err := r.disk.meta.Sync(); err != nil {
+		if err := r.disk.syncEvents(); err != nil {
 			return err
 		}
 	}
@@ -115,8 +115,7 @@ func (r *Runner) recover() error {
 func (r *Runner) onRecovered(j resultJob, hadResult bool) {
 	res := j.res
 	key := beginKey{res.Seq, res.CmdID}
-	if r.queue.openBegins[key] {
-		delete(r.queue.openBegins, key)
+	if r.queue.endBegin(key) {
 		var s int64
 		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: protocol.StatusError,
 			ExitReason: protocol.ReasonRunnerRestarted, Detail: endDetail(res, map[string]any{"recovered": true}), SpoolStart: &s, SpoolEnd: &s,
@@ -300,16 +299,11 @@ const maxResultRead = 4 << 20
 // cmd_begin keeps its one cmd_end across crashes. Commands still in
 // inflight/ (skip) get theirs from onRecovered.
 func (r *Runner) endSettled(skip map[beginKey]bool) {
-	keys := make([]beginKey, 0, len(r.queue.openBegins))
-	for k := range r.queue.openBegins {
-		if !skip[k] {
-			keys = append(keys, k)
-		}
-	}
+	keys := r.queue.openBeginsExcept(skip)
 	slices.SortFunc(keys, func(a, b beginKey) int { return cmp.Compare(a.seq, b.seq) })
 	for _, k := range keys {
-		name, ok := r.queue.done[k.id]
-		if !ok {
+		name := r.queue.resultName(k.id)
+		if name == "" {
 			continue
 		}
 		if seq, _, err := protocol.ParseCommandName(name); err != nil || seq != k.seq {
@@ -320,7 +314,7 @@ func (r *Runner) endSettled(skip map[beginKey]bool) {
 		if err != nil || json.Unmarshal(data, &res) != nil {
 			continue
 		}
-		delete(r.queue.openBegins, k)
+		r.queue.endBegin(k)
 		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: k.id, Seq: k.seq, Status: res.Status,
 			ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,
 			TraceID: res.TraceID, Labels: res.Labels,

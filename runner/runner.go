@@ -156,7 +156,7 @@ func (r *Runner) openSession() error {
 	// Files on the critical path are taken from pools of spares instead of
 	// being created there (see fsq.Spares). They live in tmp/, so that
 	// clients listing result/ or output/ never see them.
-	r.disk.outSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.fileMode())
+	r.disk.openSpares(r.layout.fileMode())
 	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.fileMode())
 	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.id.hostname, durable: !r.cfg.NoSync,
 		filePerm: r.layout.fileMode(), dirMode: r.layout.modes().dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
@@ -171,8 +171,7 @@ func (r *Runner) Close() error {
 		if r.results != nil {
 			r.results.close(r.onResult)
 		}
-		if r.disk.outSpares != nil {
-			r.disk.outSpares.Close()
+		if r.disk.closeSpares() {
 			r.resSpares.Close()
 		}
 		r.closeLogs()
@@ -228,7 +227,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		touch = []string{protocol.DirResult, protocol.DirOutput, protocol.DirAck}
 	}
 	if !r.cfg.NoSync || r.id.network {
-		meta := r.disk.meta
+		meta := r.disk.eventLog()
 		if r.cfg.NoSync {
 			meta = nil
 		}
@@ -241,9 +240,8 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	if list == nil {
 		list = func(string) ([]string, error) { return r.root.ReadNames(protocol.DirQueue) }
 	}
-	r.queue.scan = newScanner(r.path(protocol.DirQueue), list)
-	defer r.queue.scan.close()
-	r.queue.scan.start()
+	r.queue.startScan(r.path(protocol.DirQueue), list)
+	defer r.queue.stopScan()
 	r.startTool()
 	r.writeState()
 	r.beat()

@@ -89,21 +89,30 @@ func (s *scanner) start() {
 
 // onScan adds a listing's names to the pending set.
 func (r *Runner) onScan(res scanResult) {
-	s := r.queue.scan
-	s.inFlight, s.lastEnd, s.lastTook, s.lastFull = false, time.Now(), res.took, time.Now()
-	if res.err != nil {
-		r.log.Warn("list queue", "err", res.err)
+	if err := r.queue.scanned(res); err != nil {
+		r.log.Warn("list queue", "err", err)
 		return
 	}
-	s.listed = true
 	for _, ns := range res.names {
 		if r.cur != nil && r.cur.fromFile(ns.name) {
 			continue
 		}
-		if r.queue.pend.add(ns.name, ns.seq, ns.rule) {
-			r.status.dirty = true
+		if r.queue.add(ns.name, ns.seq, ns.rule) {
+			r.status.changed()
 		}
 	}
+}
+
+// scanned records the end of a listing and returns its error; without
+// one, the listing was full (listed).
+func (q *cmdQueue) scanned(res scanResult) error {
+	s := q.scan
+	s.inFlight, s.lastEnd, s.lastTook, s.lastFull = false, time.Now(), res.took, time.Now()
+	if res.err != nil {
+		return res.err
+	}
+	s.listed = true
+	return nil
 }
 
 // maybeScan starts a listing if one is due (inotify: the watcher gets

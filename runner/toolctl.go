@@ -56,7 +56,7 @@ func (r *Runner) toolEnv() []string {
 // enter switches the tool's phase and returns the one it leaves.
 func (r *Runner) enter(p toolPhase) (prev toolPhase) {
 	prev = r.tool.enter(p)
-	r.status.dirty = true
+	r.status.changed()
 	return prev
 }
 
@@ -141,9 +141,7 @@ func (r *Runner) isSync(l []byte) bool { return r.tool.isSync(l, syncPrefix(r.cu
 func (r *Runner) onChunk(c chunk) {
 	defer c.release()
 	b := c.bytes()
-	if r.disk.bufferedAt.IsZero() {
-		r.disk.bufferedAt = r.clk.Now()
-	}
+	r.disk.markBuffered(r.clk.Now())
 	r.spoolWrite(b)
 	for len(b) > 0 {
 		line, n := r.fr.feed(b)
@@ -179,7 +177,7 @@ func (r *Runner) startInit(idx int) {
 		r.startFailed(err.Error())
 		return
 	}
-	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.startCount(), idx), spoolStart: r.disk.spoolSize,
+	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.startCount(), idx), spoolStart: r.disk.spoolOffset(),
 		until: r.clk.Now().Add(r.cfg.InitTimeout)}
 	r.enter(p)
 	r.event(protocol.Event{Event: protocol.EvInitBegin, SpoolStart: &p.spoolStart, Detail: map[string]any{"file": file}})

@@ -82,7 +82,7 @@ func (p *phaseInit) line(r *Runner, l []byte) {
 	}
 	d, _ := matchDone(l, protocol.DefaultMarkerPrefix, p.tok)
 	r.typeFence(p.tok)
-	end := r.disk.spoolSize
+	end := r.disk.spoolOffset()
 	ok := !d.hasRC || d.rc == 0 || d.rc == 2
 	r.event(protocol.Event{Event: protocol.EvInitEnd, SpoolStart: &p.spoolStart, SpoolEnd: &end, Detail: map[string]any{
 		"file": r.cfg.Init[p.idx], "rc": d.rc, "ok": ok, "output": string(p.out), "value": string(d.value)}})
