@@ -33,7 +33,7 @@ func farmFigures(t *testing.T, via string) {
 			idleCost(t, via, p, 10*time.Second)
 		}
 		t0 = time.Now()
-		if _, err := p.Stop(ctx(t), launch.StopOptions{}); err != nil {
+		if _, err := p.Stop(ctx(t), launch.StopOptions{NoJobWait: true}); err != nil { // As master pool stop.
 			t.Error(err)
 		}
 		t.Logf("BENCH %s pool stop N=%d: %v", via, n, time.Since(t0).Round(time.Millisecond))

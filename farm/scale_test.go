@@ -218,10 +218,42 @@ func farmScale(t *testing.T, via string, n int, cancel func(ids []string) error)
 	t.Logf("BENCH %s pool heal N=%d: %v (exit %d)", via, size, time.Since(t2).Round(time.Millisecond), code)
 	t2 = time.Now()
 	out, errOut, code := cli(t, "pool", "stop", "--pool", p.Dir(), "--grace", "20s")
-	t.Logf("BENCH %s pool stop N=%d: %v (exit %d)", via, size, time.Since(t2).Round(time.Millisecond), code)
+	stopped := time.Since(t2)
+	t.Logf("BENCH %s pool stop N=%d: %v (exit %d)", via, size, stopped.Round(time.Millisecond), code)
 	if code != 0 {
 		t.Errorf("pool stop exit %d:\n%s%s", code, out, errOut)
 	}
+	if gone, err := jobsGone(c, via, sessionDirs(p)); err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("BENCH %s pool stop N=%d: the scheduler listed no job active %v after the stop began (what pool stop --wait-jobs waits for)", via, size, (stopped + gone).Round(time.Millisecond))
+	}
+}
+
+// jobsGone waits until the scheduler lists none of the sessions' jobs as
+// active and says how long that took.
+func jobsGone(ctx context.Context, via string, dirs []string) (time.Duration, error) {
+	t0 := time.Now()
+	d, err := sched.For(via)
+	if err != nil {
+		return 0, err
+	}
+	x := sched.SharedExec(sched.RunCommand, 200*time.Millisecond)
+	errs := make([]error, len(dirs))
+	var wg sync.WaitGroup
+	for i, dir := range dirs {
+		li, err := launch.ReadLaunch(dir)
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = launch.WaitJobGone(ctx, d, x, li.JobID)
+		}()
+	}
+	wg.Wait()
+	return time.Since(t0), errors.Join(errs...)
 }
 
 func firstLineOf(s string) string {
