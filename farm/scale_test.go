@@ -102,6 +102,7 @@ func farmScale(t *testing.T, via string, n int, cancel func(ids []string) error)
 		t.Fatal(err)
 	}
 	t.Logf("BENCH %s pool start N=%d: %v (one job array %s)", via, size, start.Round(time.Millisecond), res[0].Result.Info.ArrayJobID)
+	dispatchCost(t, via, p, 200)
 	side := filepath.Join(work, "side")
 	hctx, stopHeal := context.WithCancel(c)
 	var healWG sync.WaitGroup
@@ -149,7 +150,7 @@ func farmScale(t *testing.T, via string, n int, cancel func(ids []string) error)
 	go func() { // Once a third have results: cancel 10% of the elements.
 		for c.Err() == nil {
 			total := 0
-			for _, k := range resultsByID(sessionDirs(p)...) {
+			for _, k := range flowResults(p) {
 				total += k
 			}
 			if total >= n/3 {
@@ -189,7 +190,7 @@ func farmScale(t *testing.T, via string, n int, cancel func(ids []string) error)
 	t.Logf("BENCH %s all %d results after %v (%d not ok: running when their element was cancelled)", via, n, time.Since(t1).Round(time.Millisecond), notOK)
 	stopHeal()
 	healWG.Wait()
-	results, ran := resultsByID(sessionDirs(p)...), sideEffects(t, side)
+	results, ran := flowResults(p), sideEffects(t, side)
 	for _, pc := range cmds {
 		r, _ := pc.Result()
 		if results[pc.ID] != 1 {
@@ -254,6 +255,18 @@ func jobsGone(ctx context.Context, via string, dirs []string) (time.Duration, er
 	}
 	wg.Wait()
 	return time.Since(t0), errors.Join(errs...)
+}
+
+// flowResults counts result files per cmd_id in the pool's sessions,
+// leaving out dispatchCost's commands.
+func flowResults(p *pool.Pool) map[string]int {
+	n := resultsByID(sessionDirs(p)...)
+	for id := range n {
+		if strings.HasPrefix(id, dispatchPrefix) {
+			delete(n, id)
+		}
+	}
+	return n
 }
 
 func firstLineOf(s string) string {
