@@ -15,8 +15,9 @@ import (
 	"github.com/skillpilot/skillpilot/pool"
 )
 
-// The farm's figures for BENCHMARKS.md ("farm"): pool start time for N = 1
-// and 16 (128: TestSlurmPool128, TestSGEPool128), and the memory and CPU
+// The farm's figures for BENCHMARKS.md ("farm"): pool start time and
+// dispatch cost for N = 1 and 16 (128: TestSlurmPool128, TestSGEPool128),
+// and the memory and CPU
 // of an idle session (runner + tclsh) measured over 10 s on the pool of 16.
 // Logged, never asserted.
 func TestSlurmFarmFigures(t *testing.T) { needSlurm(t); farmFigures(t, "slurm") }
@@ -29,11 +30,12 @@ func farmFigures(t *testing.T, via string) {
 		t0 := time.Now()
 		p := startPool(t, dir, via, n, false)
 		t.Logf("BENCH %s pool start N=%d: %v", via, n, time.Since(t0).Round(time.Millisecond))
+		dispatchCost(t, via, p, 200)
 		if n == 16 {
 			idleCost(t, via, p, 10*time.Second)
 		}
 		t0 = time.Now()
-		if _, err := p.Stop(ctx(t), launch.StopOptions{}); err != nil {
+		if _, err := p.Stop(ctx(t), launch.StopOptions{NoJobWait: true}); err != nil { // As master pool stop.
 			t.Error(err)
 		}
 		t.Logf("BENCH %s pool stop N=%d: %v", via, n, time.Since(t0).Round(time.Millisecond))
@@ -102,4 +104,35 @@ func rssMiB(pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// dispatchPrefix starts the cmd_ids of dispatchCost's commands.
+const dispatchPrefix = "dispatch-"
+
+// dispatchCost submits n short commands to the pool, one after the other
+// from one submitter, and logs the mean time of a pool submit (choosing a
+// session and queueing the command durably), then waits for every
+// result: the dispatch cost at the pool's size.
+func dispatchCost(t *testing.T, via string, p *pool.Pool, n int) {
+	t.Helper()
+	q, err := pool.Open(p.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := make([]*pool.Command, n)
+	t0 := time.Now()
+	for i := range cmds {
+		id := fmt.Sprintf("%s%04d-%s", dispatchPrefix, i, master.NewCmdID())
+		if cmds[i], err = q.Submit(ctx(t), "expr 1", pool.SubmitOptions{SubmitOptions: master.SubmitOptions{CmdID: id}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := time.Since(t0)
+	for _, pc := range cmds {
+		if _, err := pc.Wait(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("BENCH %s dispatch N=%d: %v per pool submit (%d from one submitter); all results %v after the first",
+		via, len(p.SessionNames()), (d / time.Duration(n)).Round(10*time.Microsecond), n, time.Since(t0).Round(time.Millisecond))
 }

@@ -37,6 +37,16 @@ type StopOptions struct {
 	// of one cancel per element. Only for callers that stop every element
 	// of the array (master pool stop).
 	WholeArrays bool
+	// NoJobWait ends step (1) when the runner has stopped (state.json
+	// phase stopped, its lock free on a local filesystem) rather than when
+	// the scheduler no longer lists its job as active: the job's cancel is
+	// then sent once and not waited for (with WholeArrays, one cancel per
+	// array once every member's runner stopped), and the report's Step is
+	// StepStopRequest. The scheduler may list the job as ending (Slurm
+	// COMPLETING, Grid Engine's job report) for a few seconds more. A
+	// runner that does not stop within Grace escalates as without it.
+	// master pool stop sets it unless --wait-jobs.
+	NoJobWait bool
 }
 
 // StopReport says how a launched session's job ended.
@@ -65,6 +75,9 @@ var errNotLaunched = errors.New("master: the session was not launched by master 
 // gives an error wrapping errNotLaunched.
 func StopLaunched(ctx context.Context, dir string, opts StopOptions) (StopReport, error) {
 	st, err := beginStop(ctx, dir, opts)
+	if err == nil && st.cancelAfter {
+		st.sendCancel(ctx, st.li.JobID)
+	}
 	if err != nil || st.done {
 		return st.rep, err
 	}
@@ -86,6 +99,9 @@ type stopping struct {
 	alive bool // a runner served when the stop began
 	rep   StopReport
 	done  bool // the job ended (or nothing more can be done): rep is final
+	// cancelAfter (NoJobWait): the runner stopped on its request; the
+	// job's cancel is still to be sent, not waited for.
+	cancelAfter bool
 }
 
 // beginStop marks the session stopped, asks its runner to stop and waits
@@ -139,38 +155,64 @@ func beginStop(ctx context.Context, dir string, opts StopOptions) (st *stopping,
 	st.opts, st.li, st.d, st.x = opts, li, d, x
 	st.rep = StopReport{ProtocolVersion: protocol.Version, JobID: li.JobID, Via: li.Via}
 	rep := &st.rep
-	job, qerr := d.Query(ctx, x, li.JobID)
 	status, _ := s.Status(ctx)
 	st.alive = status.Alive
-	if qerr != nil {
+	// A live runner is asked to stop at once; the scheduler's answer (one
+	// squeue or qstat shared by an array's elements) comes meanwhile.
+	type answer struct {
+		job sched.Job
+		err error
+	}
+	answerCh := make(chan answer, 1)
+	go func() {
+		j, err := d.Query(ctx, x, li.JobID)
+		answerCh <- answer{j, err}
+	}()
+	var serr error
+	gctx, cancel := context.WithTimeout(ctx, opts.Grace)
+	defer cancel()
+	if status.Alive {
+		progress(opts.Progress, "asking the runner (pid %d on %s) to stop (%s); job %s (%s)", status.RunnerPID, status.RunnerHost, opts.Mode, li.JobID, li.Via)
+		serr = stopRequest(gctx, s, opts.Mode)
+	}
+	a := <-answerCh
+	if a.err != nil {
 		st.done = true
 		// The scheduler cannot be asked (not installed here; a local job of
 		// another host): the stop request is all this host can do.
 		if !status.Alive {
-			return st, fmt.Errorf("master: ask %s about job %s: %w", li.Via, li.JobID, qerr)
+			return st, fmt.Errorf("master: ask %s about job %s: %w", li.Via, li.JobID, a.err)
 		}
-		progress(opts.Progress, "cannot ask %s about job %s (%v); sending the stop request only", li.Via, li.JobID, qerr)
-		gctx, cancel := context.WithTimeout(ctx, opts.Grace)
-		defer cancel()
-		if err := stopRequest(gctx, s, opts.Mode); err != nil {
-			return st, fmt.Errorf("master: the runner did not stop within %v and job %s (%s) cannot be cancelled from here: %w", opts.Grace, li.JobID, li.Via, err)
+		if serr != nil {
+			return st, fmt.Errorf("master: the runner did not stop within %v and job %s (%s) cannot be cancelled from here: %w", opts.Grace, li.JobID, li.Via, serr)
 		}
-		rep.Step, rep.Message = StepStopRequest, fmt.Sprintf("the runner stopped on the stop request; job %s (%s) could not be checked: %v", li.JobID, li.Via, qerr)
+		progress(opts.Progress, "cannot ask %s about job %s (%v); the stop request was all", li.Via, li.JobID, a.err)
+		rep.Step, rep.Message = StepStopRequest, fmt.Sprintf("the runner stopped on the stop request; job %s (%s) could not be checked: %v", li.JobID, li.Via, a.err)
 		return st, nil
 	}
-	rep.Job = job
-	if !status.Alive && !job.State.Active() {
+	rep.Job = a.job
+	if !status.Alive && !a.job.State.Active() {
 		st.done = true
-		return st, fmt.Errorf("%w: job %s (%s) is %s and no runner serves the session; nothing to stop", master.ErrRunnerNotAlive, li.JobID, li.Via, job)
+		return st, fmt.Errorf("%w: job %s (%s) is %s and no runner serves the session; nothing to stop", master.ErrRunnerNotAlive, li.JobID, li.Via, a.job)
 	}
 	if status.Alive {
-		progress(opts.Progress, "asking the runner (pid %d on %s) to stop (%s); job %s (%s) is %s", status.RunnerPID, status.RunnerHost, opts.Mode, li.JobID, li.Via, job)
-		gctx, cancel := context.WithTimeout(ctx, opts.Grace)
-		serr := stopRequest(gctx, s, opts.Mode)
+		if serr == nil && opts.NoJobWait {
+			serr = waitRunnerGone(gctx, s)
+		}
+		if serr == nil && opts.NoJobWait {
+			// A local job is the runner's own process, which has just said
+			// it stopped: there is nothing else to cancel.
+			st.done, st.cancelAfter = true, a.job.State.Active() && li.Via != "local"
+			rep.Step = StepStopRequest
+			rep.Message = fmt.Sprintf("the runner stopped on the stop request; job %s (%s) was %s", li.JobID, li.Via, a.job)
+			if st.cancelAfter {
+				rep.Message += "; cancelled, its end not waited for"
+			}
+			return st, nil
+		}
 		if serr == nil {
 			rep.Job, serr = WaitJobGone(gctx, d, x, li.JobID)
 		}
-		cancel()
 		if serr == nil {
 			st.done = true
 			rep.Step = StepStopRequest
@@ -216,6 +258,43 @@ func (st *stopping) cancel(ctx context.Context, id string, force, run bool) (ok 
 		return false, master.ContextEndError(ctx)
 	}
 	return false, nil
+}
+
+// waitRunnerGone waits until the runner that said it stopped has let go
+// of the session: its lock is free (local filesystem; the lock cannot be
+// probed on a network filesystem, where state.json's phase stopped is
+// all there is). The runner appends its runner_stop event and releases
+// the lock after it writes the phase, so a cancel sent after this finds
+// nothing of the runner's left to interrupt.
+func waitRunnerGone(ctx context.Context, s *master.Session) error {
+	if s.OnNetworkFS() {
+		return nil
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for wait := time.Millisecond; ; wait = min(wait*2, 50*time.Millisecond) {
+		if !s.LockHeld() {
+			return nil
+		}
+		t.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the runner said it stopped but still holds its lock: %w", master.ContextEndError(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// sendCancel (NoJobWait) runs the scheduler's cancel of job id once,
+// without waiting for the job to end: its runner has stopped, the cancel
+// only makes sure nothing of the job is left. A failure is a note (a job
+// that ended meanwhile makes some schedulers complain).
+func (st *stopping) sendCancel(ctx context.Context, id string) {
+	argv := strings.Join(st.d.CancelCommand(id, false), " ")
+	progress(st.opts.Progress, "running %s (not waiting for the job to end)", argv)
+	if err := st.d.Cancel(ctx, st.x, id, false); err != nil {
+		progress(st.opts.Progress, "%s: %v", argv, err)
+	}
 }
 
 func (st *stopping) stillActive() error {

@@ -13,7 +13,11 @@ import (
 // are elements of one job array (launch.json array_job_id) share the
 // escalation: one cancel of the array's job id (scancel 123, qdel 123,
 // bkill 123) once their stop requests had their Grace, then one forced
-// cancel. Reports and errors are in the order of dirs. opts.Progress, if
+// cancel. With opts.NoJobWait the sessions whose runner stopped on its
+// request are not waited for: one cancel per array whose every member's
+// runner stopped (one per job of its own otherwise) is sent, and
+// StopMany returns once those commands have run. Reports and errors are
+// in the order of dirs. opts.Progress, if
 // set, gets each session's lines prefixed with the directory's base name.
 func StopMany(ctx context.Context, dirs []string, opts StopOptions) ([]StopReport, []error) {
 	reps := make([]StopReport, len(dirs))
@@ -33,15 +37,33 @@ func StopMany(ctx context.Context, dirs []string, opts StopOptions) ([]StopRepor
 		}()
 	}
 	wg.Wait()
-	groups := map[string][]int{} // array job id (with its scheduler) -> sessions still to cancel
+	groups := map[string][]int{}  // array job id (with its scheduler) -> sessions still to cancel
+	stopped := map[string][]int{} // array job id -> sessions whose runner stopped (NoJobWait)
+	arrayKey := func(st *stopping) string {
+		if opts.WholeArrays && st.li.ArrayJobID != "" {
+			return st.li.Via + " " + st.li.ArrayJobID
+		}
+		return ""
+	}
+	for i, st := range sts {
+		if errs[i] != nil || !st.done || !st.cancelAfter {
+			continue
+		}
+		if key := arrayKey(st); key != "" {
+			stopped[key] = append(stopped[key], i)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st.sendCancel(ctx, st.li.JobID)
+		}()
+	}
 	for i, st := range sts {
 		if errs[i] != nil || st.done {
 			continue
 		}
-		key := ""
-		if opts.WholeArrays && st.li.ArrayJobID != "" {
-			key = st.li.Via + " " + st.li.ArrayJobID
-		}
+		key := arrayKey(st)
 		if key == "" {
 			wg.Add(1)
 			go func() { // A job of its own: as StopLaunched.
@@ -57,6 +79,18 @@ func StopMany(ctx context.Context, dirs []string, opts StopOptions) ([]StopRepor
 			continue
 		}
 		groups[key] = append(groups[key], i)
+	}
+	for key, members := range stopped {
+		if _, escalating := groups[key]; escalating {
+			continue // cancelArray cancels the array, and waits.
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lead := sts[members[0]]
+			lead.note("the runners of the job array's %d session(s) stopped", len(members))
+			lead.sendCancel(ctx, lead.li.ArrayJobID)
+		}()
 	}
 	for _, members := range groups {
 		wg.Add(1)

@@ -255,6 +255,9 @@ type SessionStop struct {
 // are elements of one job array is one cancel of the array (scancel JOB,
 // qdel JOB, bkill JOB). Sessions with no live runner and no active job
 // are reported, not errors. Commands still queued stay where they are.
+// With opts.NoJobWait (master pool stop without --wait-jobs) it returns
+// once every runner has stopped and each array's one cancel was sent,
+// without waiting for the scheduler to list the jobs as ended.
 func (p *Pool) Stop(ctx context.Context, opts launch.StopOptions) ([]SessionStop, error) {
 	opts.WholeArrays = true
 	return p.stopSessions(ctx, p.SessionNames(), opts)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -57,6 +58,7 @@ func (p *Pool) Heal(ctx context.Context) (HealReport, error) {
 		views = append(views, p.view(name, now))
 	}
 	var errs []error
+	var dead []SessionView // to respawn
 	for _, v := range views {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -87,15 +89,45 @@ func (p *Pool) Heal(ctx context.Context) (HealReport, error) {
 			}
 		}
 		if p.cfg.Respawn {
-			if ok, err := p.respawn(ctx, v); err != nil {
-				errs = append(errs, err)
-			} else if ok {
-				rep.Respawned = append(rep.Respawned, v.Name)
-			}
+			dead = append(dead, v)
 		}
 	}
+	respawned, rerrs := p.respawnAll(ctx, dead)
+	rep.Respawned = respawned
+	errs = append(errs, rerrs...)
 	rep.Removed = p.sweepStages(views, now)
 	return rep, errors.Join(errs...)
+}
+
+// respawnLimit bounds the relaunches one heal pass runs at once.
+const respawnLimit = 16
+
+// respawnAll runs respawn for the dead sessions, up to respawnLimit at
+// once (each is a scheduler submission: qsub took ~2 s each under load,
+// 13 of them one after the other 27 s), and returns the names relaunched
+// in the order of dead.
+func (p *Pool) respawnAll(ctx context.Context, dead []SessionView) ([]string, []error) {
+	ok := make([]bool, len(dead))
+	errs := make([]error, len(dead))
+	sem := make(chan struct{}, respawnLimit)
+	var wg sync.WaitGroup
+	for i, v := range dead {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ok[i], errs[i] = p.respawn(ctx, v)
+		}()
+	}
+	wg.Wait()
+	var names []string
+	for i, v := range dead {
+		if ok[i] {
+			names = append(names, v.Name)
+		}
+	}
+	return names, errs
 }
 
 // moveOne claims queue/<name> of the dead session v (renaming it into

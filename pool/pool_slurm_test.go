@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/skillpilot/skillpilot/launch"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )
 
@@ -27,10 +30,15 @@ type fakeSlurm struct {
 	mu    sync.Mutex
 	elems map[string]string // "77_3" -> local job id
 	calls map[string]int    // command name -> runs
+	// completing: an element whose process ended stays COMPLETING in
+	// squeue until it is cancelled (a slow epilog, Slurm's job report).
+	completing bool
+	cancelled  map[string]bool // element -> cancelled
+	cancels    []string        // scancel's job ids, in order
 }
 
 func newFakeSlurm(t testing.TB, delay time.Duration) *fakeSlurm {
-	f := &fakeSlurm{dir: t.TempDir(), delay: delay, elems: map[string]string{}, calls: map[string]int{}}
+	f := &fakeSlurm{dir: t.TempDir(), delay: delay, elems: map[string]string{}, calls: map[string]int{}, cancelled: map[string]bool{}}
 	t.Cleanup(func() {
 		for _, lid := range f.elems {
 			_ = sched.Local{}.Cancel(context.Background(), nil, lid, true)
@@ -74,16 +82,22 @@ func (f *fakeSlurm) exec(ctx context.Context, argv []string) (string, error) {
 		var b strings.Builder
 		for id, lid := range f.elems {
 			j, _ := sched.Local{}.Query(ctx, nil, lid)
-			fmt.Fprintf(&b, "%s|%s|None|0:01\n", id, map[bool]string{true: "RUNNING", false: "COMPLETED"}[j.State.Active()])
+			state := map[bool]string{true: "RUNNING", false: "COMPLETED"}[j.State.Active()]
+			if state == "COMPLETED" && f.completing && !f.cancelled[id] {
+				state = "COMPLETING"
+			}
+			fmt.Fprintf(&b, "%s|%s|None|0:01\n", id, state)
 		}
 		return b.String(), nil
 	case "scontrol":
 		return fmt.Sprintf("JobId=%s JobState=COMPLETED ExitCode=0:0\n", argv[len(argv)-1]), nil
 	case "scancel":
 		id := argv[len(argv)-1]
+		f.cancels = append(f.cancels, id)
 		for key, lid := range f.elems {
 			if key == id || strings.HasPrefix(key, id+"_") {
 				_ = sched.Local{}.Cancel(ctx, nil, lid, arg("--signal=") == "KILL")
+				f.cancelled[key] = true
 			}
 		}
 		return "", nil
@@ -137,6 +151,49 @@ func TestPoolStopSlurmQueries(t *testing.T) {
 	_, calls := slurmPoolStop(t, 3, 0)
 	if calls["scontrol"] != 0 || calls["scancel"] != 0 || calls["sacct"] != 0 || calls["squeue"] == 0 {
 		t.Errorf("pool stop ran %v, want squeue only", calls)
+	}
+}
+
+// pool stop with NoJobWait (master pool stop without --wait-jobs) is done
+// when every runner has stopped on its request: the elements, which the
+// fake Slurm keeps COMPLETING until they are cancelled, are cancelled by
+// one scancel of the array and not waited for; each reports
+// stop_request. Waiting for the jobs (the default of launch.StopOptions)
+// would take the grace and end them by the cancel instead.
+func TestPoolStopNoJobWait(t *testing.T) {
+	needTool(t, "tclsh")
+	f := newFakeSlurm(t, 0)
+	f.completing = true
+	p, _, err := Start(ctx(t), filepath.Join(t.TempDir(), "pool"), Options{Size: 3, Via: "slurm", Exec: f.exec, RunnerArgs: []string{"--heartbeat", "250ms"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	var mu sync.Mutex
+	stops, err := p.Stop(ctx(t), launch.StopOptions{NoJobWait: true, Grace: time.Minute, Progress: func(m string) {
+		mu.Lock()
+		defer mu.Unlock()
+		notes = append(notes, m)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stops {
+		if s.Report.Step != launch.StepStopRequest || !strings.Contains(s.Report.Message, "not waited for") {
+			t.Errorf("%s: %+v", s.Session, s.Report)
+		}
+		ms, err := master.Open(p.dirOf(s.Session))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := ms.ReadState(); err != nil || st.Phase != protocol.PhaseStopped || ms.LockHeld() {
+			t.Errorf("%s: phase %s (%v), lock held %v after pool stop", s.Session, st.Phase, err, ms.LockHeld())
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Equal(f.cancels, []string{"77"}) {
+		t.Errorf("scancel ran for %v, want the array once (77)\n%s", f.cancels, strings.Join(notes, "\n"))
 	}
 }
 

@@ -7,7 +7,7 @@
 # the packaged set-up leaves for a human: a host_aliases line (this host's
 # name resolves to 127.0.0.1, which resolves back to "localhost"), root may
 # run jobs (min_uid/min_gid 0), this host is a submit host, a 1 s scheduler
-# interval and 1 s accounting flush, 501 additional group ids (each running
+# interval dispatching a whole 128-element array in one run, 1 s accounting flush, 501 additional group ids (each running
 # job takes one: the packaged 101 start at most 101 jobs), and a queue all.q on this host with
 # $SGE_SLOTS slots (default 160: the farm suite runs a 128-session pool, and
 # sessions idle at ~0% CPU, so slots oversubscribe the cores) and no load
@@ -66,10 +66,15 @@ sed -i -e 's/^min_uid .*/min_uid                      0/' -e 's/^min_gid .*/min_
 if ! cmp -s <(qconf -sconf global) "$CFG/global"; then qconf -Mconf "$CFG/global" >/dev/null; fi
 qconf -ss | grep -qx "$HOST" || qconf -as "$HOST" >/dev/null
 qconf -ssconf >"$CFG/sched"
-if ! grep -q '^schedule_interval *0:0:1$' "$CFG/sched"; then
-    sed -i 's/^schedule_interval .*/schedule_interval 0:0:1/' "$CFG/sched"
-    qconf -Msconf "$CFG/sched" >/dev/null
-fi
+# A 1 s interval; every element of a 128-element array in one scheduling run
+# (max_pending_tasks_per_job is 50 by default: three runs, three waves); no
+# per-job "why not scheduled" bookkeeping (schedd_job_info), no load
+# adjustments (no load threshold to apply them to).
+sed -e 's/^schedule_interval .*/schedule_interval                 0:0:1/' \
+    -e 's/^max_pending_tasks_per_job .*/max_pending_tasks_per_job         256/' \
+    -e 's/^schedd_job_info .*/schedd_job_info                   false/' \
+    -e 's/^job_load_adjustments .*/job_load_adjustments              NONE/' "$CFG/sched" >"$CFG/sched.new"
+if ! cmp -s "$CFG/sched" "$CFG/sched.new"; then qconf -Msconf "$CFG/sched.new" >/dev/null; fi
 if ! qconf -sql 2>/dev/null | grep -qx all.q; then
     cat >"$CFG/edit-queue" <<ED
 #!/bin/sh

@@ -29,7 +29,10 @@ const poolUsage = `usage: master pool SUBCOMMAND --pool DIR [flags]
          wait for a pool command's result wherever it was moved; its output, then its value
   status                               one line per session
   heal   [--every D]                   move commands out of dead sessions (and respawn); once, or every D
-  stop   [--force] [--grace D]         stop every session (stop request, then the scheduler's cancel)
+  stop   [--force] [--grace D] [--wait-jobs]
+         stop every session: a stop request each; done when every runner has stopped and one cancel
+         per job array is sent (--wait-jobs: also until the scheduler lists no job active); a runner
+         not stopped within --grace (30s) gets the scheduler's cancel, then the forced one
   grow   --by K [--ready-timeout D]    launch K more sessions (retired ones first; one job array)
   shrink --by K | --to N [--grace D]   retire the least-loaded sessions; their queued commands move
   adapt  --min A --max B [--every D] [--idle D] [--grace D]
@@ -338,6 +341,7 @@ func (c *cli) poolStop(ctx context.Context, args []string) error {
 	fs, dir := c.poolFlags("stop")
 	force := fs.Bool("force", false, "end running commands at once")
 	grace := fs.Duration("grace", 30*time.Second, "time for the stop request before the scheduler's cancel")
+	waitJobs := fs.Bool("wait-jobs", false, "also wait until the scheduler no longer lists the jobs as active (default: done when every runner has stopped and the jobs' cancel is sent)")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -349,7 +353,7 @@ func (c *cli) poolStop(ctx context.Context, args []string) error {
 	if *force {
 		mode = protocol.StopForce
 	}
-	res, err := p.Stop(ctx, launch.StopOptions{Mode: mode, Grace: *grace, Progress: c.note})
+	res, err := p.Stop(ctx, launch.StopOptions{Mode: mode, Grace: *grace, Progress: c.note, NoJobWait: !*waitJobs})
 	if c.json {
 		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": res})
 		if err != nil {
