@@ -426,14 +426,21 @@ func deliverSignal(t *toolLife, h *heldReq, a *answer) *answer {
 		a.outcome, a.cmdState, a.message = protocol.OutcomeNotRunning, "finished", h.req.CmdID+" has no tool any more; nothing sent"
 		return a
 	}
-	if err := t.signalForeground(signals[h.req.Signal]); err != nil {
+	kill := h.req.Signal == "KILL"
+	if kill {
+		// The tool's own group first: were the foreground job killed
+		// first, the tool could reap it and print the command's marker
+		// before its own SIGKILL lands (seen under load: the command
+		// ended marker_seen, rc 137, and the tool lived on).
+		_ = t.signal(syscall.SIGKILL) // Best effort: the tool may have died already.
+	}
+	if err := t.signalForeground(signals[h.req.Signal]); err != nil && !kill {
 		a.outcome, a.message = protocol.OutcomeRejected, "the signal could not be sent: "+err.Error()
 		return a
 	}
 	a.outcome = protocol.OutcomeDelivered
 	a.message = fmt.Sprintf("SIG%s sent to the foreground process group of %s's terminal", h.req.Signal, h.req.CmdID)
-	if h.req.Signal == "KILL" {
-		_ = t.signal(syscall.SIGKILL) // Best effort: the foreground group may have been the tool's, now gone.
+	if kill {
 		a.message += " and to the tool's process group: the tool is restarted"
 	}
 	return a
