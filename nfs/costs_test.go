@@ -204,8 +204,14 @@ func streamAndWaits(t *testing.T, s *master.Session) {
 	// A Go master on B waiting, at three PollIntervals: its client's
 	// calls over 8 s (after the wait's first 2 s), and how long after
 	// the command's end the wait returns (three waits of 5 s commands).
-	defer func(p time.Duration) { s.PollInterval = p }(s.PollInterval)
 	for _, pi := range []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second} {
+		// A Session of its own: its shared poll tick is set when it
+		// first waits.
+		s, err := master.Open(s.Dir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
 		s.PollInterval = pi
 		c, err := s.Submit(ctx(t), "after 11000", master.SubmitOptions{})
 		if err != nil {

@@ -104,7 +104,7 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 		return fmt.Sprintf(`set d [expr {[info hostname] eq "hostb" ? {%s} : {%s}}]; set f [open $d/[pid] a]; puts $f %s; close $f; after 50`,
 			sideB, sideA, id)
 	}
-	const perLib, cliN = 150, 30 // 3 library submitters, one CLI loop
+	const perLib, cliN = 100, 20 // 3 library submitters, one CLI loop
 	total := 3*perLib + cliN
 	var mu sync.Mutex
 	var ids []string
@@ -135,6 +135,7 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 				ids = append(ids, id)
 				mu.Unlock()
 			}
+			t.Logf("submitter %s: %d submitted after %v", sb.tag, perLib, time.Since(t0).Round(time.Millisecond))
 			for _, pc := range cmds { // Each side waits for its own, following moves.
 				if r, err := pc.Wait(c); r == nil {
 					waitErrs <- fmt.Errorf("%s: %w", pc.ID, err)
@@ -145,9 +146,14 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 	wg.Add(1)
 	go func() { // master pool submit on B, one process per command.
 		defer wg.Done()
+		var took []time.Duration
+		defer func() { t.Logf("master pool submit on B, whole process: %v", took) }()
 		for i := 0; i < cliN; i++ {
 			id := fmt.Sprintf("bcli-%03d", i)
-			if out, err := onHostB(bin, "pool", "submit", "--pool", pb, "--id", id, payload(id)).CombinedOutput(); err != nil {
+			t1 := time.Now()
+			out, err := onHostB(bin, "pool", "submit", "--pool", pb, "--id", id, payload(id)).CombinedOutput()
+			took = append(took, time.Since(t1).Round(time.Millisecond))
+			if err != nil {
 				t.Errorf("master pool submit on B: %v\n%s", err, out)
 				return
 			}
@@ -155,6 +161,7 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 			ids = append(ids, id)
 			mu.Unlock()
 		}
+		t.Logf("%d master pool submit processes on B: %v", cliN, time.Since(t0).Round(time.Millisecond))
 	}()
 
 	// Once a third have results: on each host, kill the runner with the
