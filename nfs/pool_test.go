@@ -104,7 +104,7 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 		return fmt.Sprintf(`set d [expr {[info hostname] eq "hostb" ? {%s} : {%s}}]; set f [open $d/[pid] a]; puts $f %s; close $f; after 50`,
 			sideB, sideA, id)
 	}
-	const perLib, cliN = 100, 20 // 3 library submitters, one CLI loop
+	const perLib, cliN = 100, 12 // 3 library submitters, one CLI loop
 	total := 3*perLib + cliN
 	var mu sync.Mutex
 	var ids []string
@@ -284,10 +284,15 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 	t.Logf("%d commands, %d results (%d not ok: running when their runner was killed), %d moved, %d killed sessions relaunched on their host; heal on A said %q, on B %q",
 		total, len(results), notOK, forwards, relaunched, summary(healA.out.String()), summary(healB.out.String()))
 	t1 := time.Now()
-	if _, err := p.Stop(c, launch.StopOptions{Grace: 30 * time.Second}); err != nil {
+	stops, err := p.Stop(c, launch.StopOptions{Grace: 30 * time.Second})
+	if err != nil {
 		t.Logf("pool stop from A: %v", err)
 	}
-	t.Logf("pool stop from A: %v", time.Since(t1).Round(time.Millisecond))
+	var steps []string
+	for _, st := range stops {
+		steps = append(steps, st.Session+": "+st.Report.Step)
+	}
+	t.Logf("pool stop from A: %v (%s)", time.Since(t1).Round(time.Millisecond), strings.Join(steps, ", "))
 	for _, name := range names {
 		if st, err := readState(dirOf(name)); err != nil || st.Phase != protocol.PhaseStopped {
 			t.Errorf("%s after pool stop from A: phase %q (%v)", name, st.Phase, err)
