@@ -104,7 +104,7 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 		return fmt.Sprintf(`set d [expr {[info hostname] eq "hostb" ? {%s} : {%s}}]; set f [open $d/[pid] a]; puts $f %s; close $f; after 50`,
 			sideB, sideA, id)
 	}
-	const perLib, cliN = 100, 12 // 3 library submitters, one CLI loop
+	const perLib, cliN = 80, 8 // 3 library submitters, one CLI loop
 	total := 3*perLib + cliN
 	var mu sync.Mutex
 	var ids []string
