@@ -226,6 +226,7 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 
 	results, ran, notOK := map[string]int{}, sideCounts(t, sideA, sideB), 0
 	status := map[string]protocol.Status{}
+	reason := map[string]protocol.ExitReason{}
 	forwards := 0
 	for _, name := range names {
 		s, err := master.Open(dirOf(name))
@@ -238,7 +239,7 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 				results[id]++
 				if c, err := s.Command(id); err == nil {
 					if r, err := c.Result(); err == nil {
-						status[id] = r.Status
+						status[id], reason[id] = r.Status, r.ExitReason
 					}
 				}
 			}
@@ -253,7 +254,10 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 		}
 		if status[id] != protocol.StatusOK {
 			notOK++
-			t.Logf("%s: status %q, ran %d times", id, status[id], ran[id])
+			t.Logf("%s: status %q (%s), ran %d times", id, status[id], reason[id], ran[id])
+			if reason[id] != protocol.ReasonRunnerRestarted { // Only a killed runner's commands may fail.
+				t.Errorf("%s: status %q, exit reason %q", id, status[id], reason[id])
+			}
 		}
 		if ran[id] > 1 || status[id] == protocol.StatusOK && ran[id] != 1 {
 			t.Errorf("%s: ran %d times, status %q", id, ran[id], status[id])
