@@ -468,6 +468,17 @@ func TestNFSFigures(t *testing.T) {
 	}
 	fmt.Printf("NFS FIGURES: a master on B waiting for a long command: NFS calls of client B %.1f/s (the busy runner's client A: %.1f/s)\n",
 		float64(waitB)/10, float64(busyA)/10)
+
+	// Issue 24 goal 2 over NFS: `master status` on B for a runner on A at
+	// the default --heartbeat (1s), whole process, 11 runs.
+	sa, sb := a+"-status", b+"-status"
+	r2 := start(t, exec.Command(runnerBin, "--session", sa))
+	ready(t, sb)
+	st := statusTimes(t, masterCLI(t), sb, 11)
+	fmt.Printf("NFS FIGURES: master status on B, runner on A at the default --heartbeat 1s (whole process, 11 runs): median %v, min %v, max %v\n",
+		median(st), st[0].Round(time.Millisecond), st[len(st)-1].Round(time.Millisecond))
+	r2.cmd.Process.Signal(syscall.SIGTERM)
+	r2.wait(t)
 }
 
 // rpcCalls returns the NFS client's RPC calls so far in the network

@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 out=$(mktemp -d /tmp/skillpilot-nfs.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 go build -o "$out/runner" ./cmd/runner
+go build -o "$out/master" ./cmd/master
 go test -c -o "$out/nfs.test" ./nfs
-export SP_RUNNER_BIN=$out/runner SP_REPO=$PWD
+export SP_RUNNER_BIN=$out/runner SP_MASTER_BIN=$out/master SP_REPO=$PWD
 # A pass takes about 2.5 minutes; a hung guest is stopped after 20.
 export NFS_UML_TIMEOUT=${NFS_UML_TIMEOUT:-1200}
 status=0
