@@ -35,15 +35,27 @@ func (c *running) clip(b []byte) []byte {
 // the framer captures), and acts once per command.
 func (r *Runner) enforceBudget() {
 	c := r.cur
-	if c == nil || c.dropped == 0 || c.limitStop {
+	if c == nil {
 		return
+	}
+	if budget, ok := c.overBudget(); ok {
+		r.interrupt(protocol.StatusError, "", fmt.Sprintf("output limit: printed more than max_output_bytes (%d)", budget), "")
+	}
+}
+
+// overBudget reports, once per command, that c printed past its budget
+// (and returns the budget) when nothing else ends it already: the budget
+// then is what ends it.
+func (c *running) overBudget() (int64, bool) {
+	if c.dropped == 0 || c.limitStop {
+		return 0, false
 	}
 	c.limitStop = true
 	if c.endStatus != "" {
-		return // Already ending (timeout, cancel): describeLimit notes the cut.
+		return 0, false // Already ending (timeout, cancel): describeLimit notes the cut.
 	}
 	c.limitEnds = true
-	r.interrupt(protocol.StatusError, "", fmt.Sprintf("output limit: printed more than max_output_bytes (%d)", c.budget), "")
+	return c.budget, true
 }
 
 // describeLimit makes the result of a command that printed past its

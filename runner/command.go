@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -205,7 +207,7 @@ func (c *running) endError(ex *toolExit) (protocol.Status, protocol.ExitReason, 
 		return "", "", nil, false
 	}
 	return c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg,
-		Context: endContext(c, c.endStatus, ex)}, true
+		Context: c.endContext(c.endStatus, ex)}, true
 }
 
 // timedOut reports whether c's deadline has passed at now (and it is not
@@ -238,6 +240,134 @@ func (c *running) sending(h *heldReq, echo bool) {
 // unsent records that the last n bytes of a send were not written: their
 // echo will not come.
 func (c *running) unsent(n int) { c.echo.truncate(n) }
+
+// newRunning is cmd (read from the queue file name) starting at now, with
+// its output going to out from spool offset spoolStart, run by the tool's
+// toolStart-th start.
+func newRunning(cmd *protocol.Command, name string, now time.Time, toolStart, spoolStart int64, out *os.File) *running {
+	return &running{cmd: cmd, name: name, start: now, lastOut: now, toolStart: toolStart, spoolStart: spoolStart, out: out,
+		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New(), reported: spoolStart}
+}
+
+// limit sets c's timeout (0: none) and output budget (0: none).
+func (c *running) limit(timeout time.Duration, budget int64) {
+	if timeout > 0 {
+		c.deadline = c.start.Add(timeout)
+	}
+	c.budget = budget
+}
+
+// fileName is the queue file name c was read from.
+func (c *running) fileName() string { return c.name }
+
+// seq is c's seq.
+func (c *running) seq() int64 { return c.cmd.Seq }
+
+// injected reports whether the runner wraps c's payload with its markers
+// (marker mode runner_inject).
+func (c *running) injected() bool { return c.cmd.Marker.Mode == protocol.MarkerRunnerInject }
+
+// begin records that c's begin line was seen: its output is captured from
+// here on.
+func (c *running) begin() { c.begun = true }
+
+// printed takes output b that c printed at now, and passes it on to emit
+// less the terminal's echo of delivered input (echo.go).
+func (c *running) printed(b []byte, now time.Time, emit func([]byte)) {
+	c.lastOut = now
+	c.echo.feed(b, emit)
+}
+
+// flushEcho passes on to emit what the echo filter still holds back.
+func (c *running) flushEcho(emit func([]byte)) { c.echo.flush(emit) }
+
+// doneLine reports whether l is c's own done marker, and keeps it.
+func (c *running) doneLine(l []byte) bool {
+	d, ok := matchDone(l, c.cmd.Marker.Prefix, c.cmd.Marker.Token)
+	if ok {
+		c.marker, c.doneSeen = d, true
+	}
+	return ok
+}
+
+// helpersGone reports whether c's done marker says the payload deleted
+// the runner's Tcl helpers.
+func (c *running) helpersGone() bool { return c.marker.helpersGone }
+
+// markerOutcome is how c's done marker ends it: ok for return code 0 or
+// 2 (or none), else a tool_error whose message is the marker's value when
+// tcl (the tool is Tcl) and it has one.
+func (c *running) markerOutcome(tcl bool) (protocol.Status, *protocol.Error) {
+	d := c.marker
+	if !d.hasRC || d.rc == 0 || d.rc == 2 { // 2 is Tcl's TCL_RETURN: a payload that says "return".
+		return protocol.StatusOK, nil
+	}
+	msg := fmt.Sprintf("the payload ended with return code %d", d.rc)
+	if tcl && d.hasValue && len(d.value) > 0 {
+		msg = string(d.value)
+	}
+	return protocol.StatusError, &protocol.Error{Code: protocol.CodeToolError, Message: msg}
+}
+
+// flush writes c's buffered output into its output file, where masters
+// follow it. A failure is kept, and returned: the result then says the
+// output is incomplete.
+func (c *running) flush() error {
+	err := c.w.Flush()
+	if err != nil && c.outErr == nil {
+		c.outErr = err
+	}
+	return err
+}
+
+// resumeOutput lets c's output file resume after a full disk: a
+// bufio.Writer keeps its error, so a failed one is replaced by a fresh one
+// (what it held is counted lost).
+func (c *running) resumeOutput() {
+	if c.w.Flush() != nil {
+		c.w.Reset(c.out)
+	}
+}
+
+// syncOutput sends c's written output to the file server (nil c: nothing
+// runs).
+func (c *running) syncOutput() error {
+	if c == nil || c.out == nil {
+		return nil
+	}
+	return unix.Fdatasync(int(c.out.Fd()))
+}
+
+// end is the result job of c, ended with status, reason and errInfo (exit:
+// how the tool ended, if it did) at now, its output in the spool up to
+// spoolEnd. Its output was flushed (flush).
+func (c *running) end(status protocol.Status, reason protocol.ExitReason, errInfo *protocol.Error, exit *toolExit, now time.Time, spoolEnd int64) resultJob {
+	res := &protocol.Result{
+		CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status, ExitReason: reason,
+		StartTS: protocol.Time{Time: c.start}, EndTS: protocol.Now(),
+		OutputPath: rel(protocol.DirOutput, protocol.OutputName(c.name)),
+		Stats:      protocol.Stats{Bytes: c.bytes, Lines: c.lines, DurationMS: now.Sub(c.start).Milliseconds()},
+		SpoolStart: c.spoolStart, SpoolEnd: spoolEnd, Error: errInfo,
+		OutputSHA256: hex.EncodeToString(c.sum.Sum(nil)),
+		CommandPath:  rel(protocol.DirArchive, c.name),
+		TraceID:      c.cmd.TraceID, Labels: c.cmd.Labels,
+	}
+	if c.marker.hasRC {
+		rc := c.marker.rc
+		res.ToolRC = &rc
+	}
+	if c.marker.hasValue {
+		v := string(c.marker.value)
+		res.Value, res.ValueTruncated = &v, c.marker.truncated
+	}
+	res.ToolStart = c.toolStart
+	if exit != nil {
+		res.ExitCode, res.Signal, res.ToolRestarted = exit.code, exit.signal, true
+	}
+	c.describeLimit(res) // budget.go
+	return resultJob{kind: jobRun, name: c.name, res: res, out: c.out, outErr: c.outErr,
+		cmdFile: rel(protocol.DirInflight, c.name), keepAt: res.CommandPath, payload: c.payload, text: c.cmd.Payload}
+}
 
 // perTurn bounds how many queued files nextCommand handles in one turn of
 // the owner loop: 10,000 invalid files are rejected a batch at a time, with
@@ -572,19 +702,14 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error(), rel(protocol.DirOutput, outName))
 		return
 	}
-	c := &running{cmd: cmd, name: name, start: r.clk.Now(), lastOut: r.clk.Now(), toolStart: r.tool.startCount(), spoolStart: r.disk.spoolOffset(), out: out,
-		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New()}
+	c := newRunning(cmd, name, r.clk.Now(), r.tool.startCount(), r.disk.spoolOffset(), out)
 	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
 	if clamped {
 		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: cmd.CmdID, Seq: cmd.Seq, Detail: map[string]any{
 			"timeout_s": cmd.TimeoutS, "clamped_to_ms": timeout.Milliseconds()}})
 	}
-	if timeout > 0 {
-		c.deadline = c.start.Add(timeout)
-	}
-	c.budget = cmd.OutputBudget(r.cfg.MaxOutputBytes)
-	c.reported = c.spoolStart
-	line, err := r.runLine(c)
+	c.limit(timeout, cmd.OutputBudget(r.cfg.MaxOutputBytes))
+	line, err := c.runLine(r.root, r.drv)
 	if err != nil {
 		out.Close()
 		_ = r.root.Remove(rel(protocol.DirOutput, outName)) // Empty; the result names no output.
@@ -601,18 +726,18 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	r.typeLine(line)
 }
 
-// runLine prepares the payload (inline or as a file in inflight/) and
-// returns the line to type.
-func (r *Runner) runLine(c *running) (string, error) {
+// runLine prepares c's payload (inline, or as a file in inflight/ of
+// root) and returns the line drv types.
+func (c *running) runLine(root *sessionRoot, drv driver) (string, error) {
 	m := c.cmd.Marker
 	wrap := m.Mode == protocol.MarkerRunnerInject
 	// An empty payload goes through a (zero-length) file: the drivers read
 	// inline == "" as "the payload is in file".
-	if wrap && c.cmd.Payload != "" && len(c.cmd.Payload) <= r.drv.inlineMax() {
-		return r.drv.run("", c.cmd.Payload, m.Prefix, m.Token, true), nil
+	if wrap && c.cmd.Payload != "" && len(c.cmd.Payload) <= drv.inlineMax() {
+		return drv.run("", c.cmd.Payload, m.Prefix, m.Token, true), nil
 	}
 	c.payload = rel(protocol.DirInflight, c.name+payloadExt)
-	f, err := r.root.CreateNew(c.payload, 0o600) // Never through a symlink planted there.
+	f, err := root.CreateNew(c.payload, 0o600) // Never through a symlink planted there.
 	if err != nil {
 		return "", err
 	}
@@ -624,7 +749,7 @@ func (r *Runner) runLine(c *running) (string, error) {
 		return "", err
 	}
 	// The tool opens the file by its path (it cannot be handed an fd).
-	return r.drv.run(r.root.abs(c.payload), "", m.Prefix, m.Token, wrap), nil
+	return drv.run(root.abs(c.payload), "", m.Prefix, m.Token, wrap), nil
 }
 
 // finishEarly settles a claimed command that never reached the tool; file
@@ -641,17 +766,14 @@ func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg, file
 // onBegin switches from discarding to capturing the command's output.
 func (r *Runner) onBegin() {
 	c := r.cur
-	c.begun = true
-	m := c.cmd.Marker
-	r.fr.capture(m.Prefix, r.doneMatcher(c), m.Mode == protocol.MarkerRunnerInject, r.sink)
+	c.begin()
+	r.fr.capture(c.markerPrefix(), r.doneMatcher(c), c.injected(), r.sink)
 }
 
 // sink receives captured output of the current command. The terminal's
 // echo of delivered input is left out (echo.go).
 func (r *Runner) sink(b []byte) {
-	c := r.cur
-	c.lastOut = r.clk.Now()
-	c.echo.feed(b, r.emit)
+	r.cur.printed(b, r.clk.Now(), r.emit)
 }
 
 // emit appends to the current command's output.
@@ -662,7 +784,7 @@ func (r *Runner) emit(b []byte) {
 		c.skip(b)
 	} else {
 		if err := c.write(b); err != nil && isNoSpace(err) {
-			r.noSpace(c.name, err)
+			r.noSpace(c.fileName(), err)
 		}
 	}
 	r.tail.write(b)
@@ -672,11 +794,7 @@ func (r *Runner) emit(b []byte) {
 // resynchronises after an interrupt also its sync markers.
 func (r *Runner) doneMatcher(c *running) func([]byte) bool {
 	return func(l []byte) bool {
-		if d, ok := matchDone(l, c.cmd.Marker.Prefix, c.cmd.Marker.Token); ok {
-			c.marker, c.doneSeen = d, true
-			return true
-		}
-		return r.isSync(l)
+		return c.doneLine(l) || r.isSync(l)
 	}
 }
 
@@ -686,69 +804,33 @@ func (r *Runner) doneMatcher(c *running) func([]byte) bool {
 func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errInfo *protocol.Error, exit *toolExit) {
 	c := r.cur
 	r.fr.finish() // Flush held-back bytes into the output before closing it.
-	c.echo.flush(r.emit)
+	c.flushEcho(r.emit)
 	r.cur = nil
 	r.endInput() // Held send and signal requests are refused: it has ended.
-	flushErr := c.w.Flush()
+	// Its output file gets the rest; a failure is kept for the result.
+	_ = c.flush()
 	r.flushSpool()
-	spoolEnd := r.disk.spoolOffset()
-	res := &protocol.Result{
-		CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status, ExitReason: reason,
-		StartTS: protocol.Time{Time: c.start}, EndTS: protocol.Now(),
-		OutputPath: rel(protocol.DirOutput, protocol.OutputName(c.name)),
-		Stats:      protocol.Stats{Bytes: c.bytes, Lines: c.lines, DurationMS: r.clk.Now().Sub(c.start).Milliseconds()},
-		SpoolStart: c.spoolStart, SpoolEnd: spoolEnd, Error: errInfo,
-		OutputSHA256: hex.EncodeToString(c.sum.Sum(nil)),
-		CommandPath:  rel(protocol.DirArchive, c.name),
-		TraceID:      c.cmd.TraceID, Labels: c.cmd.Labels,
-	}
-	if c.marker.hasRC {
-		rc := c.marker.rc
-		res.ToolRC = &rc
-	}
-	if c.marker.hasValue {
-		v := string(c.marker.value)
-		res.Value, res.ValueTruncated = &v, c.marker.truncated
-	}
-	res.ToolStart = c.toolStart
-	if exit != nil {
-		res.ExitCode, res.Signal, res.ToolRestarted = exit.code, exit.signal, true
-	}
-	c.describeLimit(res) // budget.go
-	outErr := c.outErr
-	if outErr == nil {
-		outErr = flushErr
-	}
+	j := c.end(status, reason, errInfo, exit, r.clk.Now(), r.disk.spoolOffset())
 	r.status.commandDone()
-	r.submitResult(resultJob{kind: jobRun, name: c.name, res: res, out: c.out, outErr: outErr,
-		cmdFile: rel(protocol.DirInflight, c.name), keepAt: res.CommandPath, payload: c.payload, text: c.cmd.Payload})
+	r.submitResult(j)
 }
 
 // finishByMarker ends the current command from its done marker.
 func (r *Runner) finishByMarker() {
 	c := r.cur
-	if c.marker.helpersGone {
+	if c.helpersGone() {
 		// The payload deleted the runner's helpers: type them again; the
 		// tool reads them before the next command.
-		r.log.Warn("the payload deleted the runner's Tcl helpers; restoring them", "cmd_id", c.cmd.CmdID)
-		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Detail: map[string]any{"helpers": "restored"}})
+		r.log.Warn("the payload deleted the runner's Tcl helpers; restoring them", "cmd_id", c.id())
+		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: c.id(), Seq: c.seq(), Detail: map[string]any{"helpers": "restored"}})
 		r.typeLine(r.drv.bootstrap())
 	}
-	if c.endStatus != "" {
-		r.finish(c.endStatus, c.endReason, &protocol.Error{Code: codeFor(c.endStatus, c.endReason), Message: c.endMsg,
-			Context: endContext(c, c.endStatus, nil)}, nil)
+	if status, reason, e, ok := c.endError(nil); ok {
+		r.finish(status, reason, e, nil)
 		return
 	}
-	d := c.marker
-	if !d.hasRC || d.rc == 0 || d.rc == 2 { // 2 is Tcl's TCL_RETURN: a payload that says "return".
-		r.finish(protocol.StatusOK, protocol.ReasonMarkerSeen, nil, nil)
-		return
-	}
-	msg := fmt.Sprintf("the payload ended with return code %d", d.rc)
-	if r.cfg.Kind == protocol.KindTcl && d.hasValue && len(d.value) > 0 {
-		msg = string(d.value)
-	}
-	r.finish(protocol.StatusError, protocol.ReasonMarkerSeen, &protocol.Error{Code: protocol.CodeToolError, Message: msg}, nil)
+	status, e := c.markerOutcome(r.cfg.Kind == protocol.KindTcl)
+	r.finish(status, protocol.ReasonMarkerSeen, e, nil)
 }
 
 func codeFor(s protocol.Status, reason protocol.ExitReason) string {

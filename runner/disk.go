@@ -153,10 +153,8 @@ func (r *Runner) checkDiskRoom() {
 	if !resumed {
 		return
 	}
-	if c := r.cur; c != nil && c.w.Flush() != nil {
-		// A bufio.Writer keeps its error: a fresh one lets the running
-		// command's output file resume (what it held is counted lost).
-		c.w.Reset(c.out)
+	if c := r.cur; c != nil {
+		c.resumeOutput()
 	}
 	r.status.changed()
 	r.log.Info("the disk has room again: writing output files resumes", "spool_bytes_not_written", spoolLost, "output_bytes_not_written", outLost)

@@ -49,7 +49,8 @@
 // Small types hold the rest: identity (fixed by Open), layoutState (the
 // session's modes and what is wrong with it), runStatus (what state.json
 // says) and stopState (how and why the runner stops). The running command
-// is a *running (command.go).
+// is a *running (command.go, budget.go, progress.go). Outside its own
+// methods no code selects a part's fields; structure_test.go checks it.
 //
 // # The tool
 //

@@ -78,7 +78,7 @@ func contextOf(err error) map[string]any {
 // endContext is the context of a running command's end: the effective
 // timeout of a timeout, who cancelled it, how the tool ended (the budget
 // of an output limit is added by describeLimit).
-func endContext(c *running, status protocol.Status, exit *toolExit) map[string]any {
+func (c *running) endContext(status protocol.Status, exit *toolExit) map[string]any {
 	ctx := maps.Clone(c.endCtx) // A copy: the request's context stays as it was.
 	if status == protocol.StatusTimeout && !c.deadline.IsZero() {
 		ctx = addContext(ctx, "timeout_s", c.deadline.Sub(c.start).Seconds())

@@ -358,7 +358,7 @@ func (r *Runner) step(h *heldReq) *answer {
 		}
 	}
 	r.stamp(a)
-	h.spoolOff, h.outOff = a.offset, c.bytes
+	h.spoolOff, h.outOff = a.offset, c.outBytes()
 	if _, err := r.root.Lstat(rel(protocol.DirCtl, h.name)); errors.Is(err, os.ErrNotExist) {
 		a.outcome, a.message = protocol.OutcomeRejected, "withdrawn by its master before delivery; nothing sent"
 		return a

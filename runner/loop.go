@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -30,13 +28,8 @@ func (r *Runner) flushBuffers() {
 	if c := r.cur; c != nil {
 		// Partial output becomes visible. A failure is kept for the
 		// result (finish); a full disk suspends output files.
-		if err := c.w.Flush(); err != nil {
-			if c.outErr == nil {
-				c.outErr = err
-			}
-			if isNoSpace(err) {
-				r.noSpace(c.name, err)
-			}
+		if err := c.flush(); err != nil && isNoSpace(err) {
+			r.noSpace(c.fileName(), err)
 		}
 	}
 	r.disk.flushed()
@@ -55,10 +48,8 @@ func (r *Runner) pushToServer() {
 	if err := r.disk.syncSpool(); err != nil {
 		r.log.Debug("push spool to the server", "err", err)
 	}
-	if r.cur != nil && r.cur.out != nil {
-		if err := unix.Fdatasync(int(r.cur.out.Fd())); err != nil {
-			r.log.Debug("push output to the server", "err", err)
-		}
+	if err := r.cur.syncOutput(); err != nil {
+		r.log.Debug("push output to the server", "err", err)
 	}
 }
 

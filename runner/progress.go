@@ -25,11 +25,23 @@ func (r *Runner) reportProgress() {
 	}
 	now := r.clk.Now()
 	end := r.disk.spoolOffset()
-	if end <= c.reported || (!c.reportedAt.IsZero() && now.Sub(c.reportedAt) < progressGap) {
+	start, ok := c.progressed(end, now)
+	if !ok {
 		return
 	}
-	start := c.reported
+	r.event(protocol.Event{Event: protocol.EvCmdOutput, CmdID: c.id(), Seq: c.seq(), SpoolStart: &start, SpoolEnd: &end,
+		Detail: map[string]any{"spool_bytes": end - start, "output_bytes": c.outBytes()}})
+}
+
+// progressed records that c's output progress is reported up to spool
+// offset end at now, and returns where its last report ended. ok is false
+// (nothing recorded) when the spool did not grow since, or the last report
+// is less than progressGap old.
+func (c *running) progressed(end int64, now time.Time) (start int64, ok bool) {
+	if end <= c.reported || (!c.reportedAt.IsZero() && now.Sub(c.reportedAt) < progressGap) {
+		return 0, false
+	}
+	start = c.reported
 	c.reported, c.reportedAt = end, now
-	r.event(protocol.Event{Event: protocol.EvCmdOutput, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, SpoolStart: &start, SpoolEnd: &end,
-		Detail: map[string]any{"spool_bytes": end - start, "output_bytes": c.bytes}})
+	return start, true
 }

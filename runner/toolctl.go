@@ -281,7 +281,7 @@ func (r *Runner) finishOnExit(ex toolExit) {
 		reason = protocol.ReasonToolDied
 	}
 	r.finish(protocol.StatusError, reason, &protocol.Error{Code: string(reason),
-		Message: "the tool " + describeExit(ex) + " while running this command", Context: endContext(c, protocol.StatusError, &ex)}, &ex)
+		Message: "the tool " + describeExit(ex) + " while running this command", Context: c.endContext(protocol.StatusError, &ex)}, &ex)
 }
 
 // restartAfterDeath starts a new tool after one that had been ready died:
