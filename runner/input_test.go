@@ -244,6 +244,9 @@ func TestInputSignalResizeFake(t *testing.T) {
 	h := newFakeHarness(t, nil).start()
 	a := h.submit("printn waiting\ngets\nvalue after")
 	tool := h.waitTool(1)
+	// A signal for a command still queued is answered not_running: wait
+	// until c1 runs (the tool being up is not enough under load).
+	h.waitFor("c1 running", func() bool { st := h.state(); return st.CurrentCmdID != nil && *st.CurrentCmdID == "c1" })
 	r := h.reply(h.request(1, "g1", protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "USR1"}))
 	if r.Outcome != protocol.OutcomeDelivered {
 		t.Fatalf("signal %+v", r)
