@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -115,7 +116,23 @@ type resultWriter struct {
 	quit      chan struct{} // closed by abort
 	exit      chan struct{} // closed when the goroutine has returned
 	once      sync.Once
+	// lag holds committed jobs whose output is durable through the copy
+	// their result carries (inline) and whose output file is fsynced
+	// later, off the critical path; their command files stay in inflight/
+	// until it is, so that a runner starting after a machine crash knows
+	// which outputs to check (recover.go, rebuildOutput).
+	lag    []resultJob
+	lagged chan []resultJob // a lag round's jobs, their outputs fsynced
 }
+
+// lagPace is how long the writer lets committed outputs wait for their
+// fsync: one round (parallel fsyncs) covers every output committed
+// meanwhile, and a single command's round runs after its result, not
+// against the result's own fsync. maxLag bounds the files held open.
+const (
+	lagPace = 20 * time.Millisecond
+	maxLag  = 256
+)
 
 // writerQueue bounds the jobs waiting for the writer; the owner stops
 // taking queued files while it is full.
@@ -160,7 +177,7 @@ func newResultWriter(cfg writerConfig) *resultWriter {
 	// done holds every job that can be in flight (queued plus one batch),
 	// so the writer never blocks on it.
 	w := &resultWriter{cfg: cfg, jobs: make(chan resultJob, writerQueue), done: make(chan resultDone, writerQueue+maxBatch),
-		status: make(chan writerStatus, 1), quit: make(chan struct{}), exit: make(chan struct{})}
+		status: make(chan writerStatus, 1), quit: make(chan struct{}), exit: make(chan struct{}), lagged: make(chan []resultJob, 1)}
 	go w.run()
 	return w
 }
@@ -239,22 +256,95 @@ func (w *resultWriter) abort() {
 func (w *resultWriter) run() {
 	defer close(w.exit)
 	defer w.cfg.root.SweepLater()
-	for j := range w.jobs {
-		batch := []resultJob{j}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case j, ok := <-w.jobs:
-				if !ok {
+	var (
+		tick     <-chan time.Time
+		syncing  bool // a lag round is running
+		finished bool // jobs is closed
+	)
+	for !finished || syncing || len(w.lag) > 0 {
+		if len(w.lag) > 0 && !syncing && (finished || len(w.lag) >= maxLag) {
+			w.syncLag() // Stopping, or too many open: at once.
+			syncing, tick = true, nil
+		}
+		if len(w.lag) > 0 && !syncing && tick == nil {
+			tick = time.After(lagPace)
+		}
+		jobs := w.jobs
+		if finished {
+			jobs = nil
+		}
+		select {
+		case j, ok := <-jobs:
+			if !ok {
+				finished = true
+				continue
+			}
+			batch := []resultJob{j}
+		more:
+			for len(batch) < maxBatch {
+				select {
+				case j, ok := <-w.jobs:
+					if !ok {
+						finished = true
+						break more
+					}
+					batch = append(batch, j)
+				default:
 					break more
 				}
-				batch = append(batch, j)
-			default:
-				break more
+			}
+			w.commitAll(batch)
+		case <-tick:
+			tick = nil
+			if !syncing {
+				w.syncLag()
+				syncing = true
+			}
+		case round := <-w.lagged:
+			syncing = false
+			for _, j := range round {
+				w.settle(j)
 			}
 		}
-		w.commitAll(batch)
 	}
+}
+
+// syncLag fsyncs the outputs of the lagging jobs, in parallel, on a
+// goroutine of its own: the writer goes on committing meanwhile. The round
+// comes back on lagged; a job whose fsync failed comes back with out nil
+// and its command file stays in inflight/ (the next runner checks its
+// output against its result).
+func (w *resultWriter) syncLag() {
+	round := w.lag
+	w.lag = nil
+	go func() {
+		var wg sync.WaitGroup
+		for i := range round {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				j := &round[i]
+				if err := w.cfg.ops.sync(j.out); err != nil {
+					w.cfg.log.Error("fsync of an output after its result failed; its command file stays in inflight/ for the next runner to check",
+						"file", j.res.OutputPath, "err", err)
+					_ = j.out.Close() // Reported above.
+					j.out, j.cmdFile, j.payload = nil, "", ""
+				}
+			}()
+		}
+		wg.Wait()
+		w.lagged <- round
+	}()
+}
+
+// settle finishes a lagging job once its output is durable: the output
+// file is closed, the command file moved out of inflight/.
+func (w *resultWriter) settle(j resultJob) {
+	if j.out != nil {
+		_ = j.out.Close() // fsync reported what matters.
+	}
+	j.out = nil
+	w.move(j, false)
 }
 
 // commitAll commits batch in order, retrying from the first job that fails.
@@ -304,8 +394,9 @@ func (w *resultWriter) setStatus(s writerStatus) {
 
 // staged is a job's result written under a temporary name.
 type staged struct {
-	tmp  *os.File
-	data []byte
+	tmp    *os.File
+	data   []byte
+	inline bool // the result carries the output: its file is fsynced later
 }
 
 // commit makes a prefix of batch durable and visible and reports how many
@@ -341,7 +432,7 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if j := batch[i]; j.out != nil {
+				if j := batch[i]; j.out != nil && !st[i].inline {
 					if err := w.cfg.ops.sync(j.out); err != nil {
 						errs[i] = fmt.Errorf("fsync %s: %w", j.res.OutputPath, err)
 						return
@@ -366,6 +457,12 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 		existed, err := w.place(batch[i], &st[i])
 		if err != nil {
 			return i, err
+		}
+		if st[i].inline && !existed {
+			failpoint("result_output_lagging")
+			w.lag = append(w.lag, batch[i])
+			w.report(batch[i], false)
+			continue
 		}
 		w.finish(batch[i], existed)
 	}
@@ -394,6 +491,7 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 		w.describeIncompleteOutput(j)
 	}
 	if s.data == nil {
+		s.inline = w.inlineOutput(j)
 		s.data = marshal(res)
 	}
 	f, err := w.cfg.ops.temp()
@@ -482,6 +580,19 @@ func (w *resultWriter) finish(j resultJob, existed bool) {
 	if j.out != nil {
 		_ = j.out.Close() // fsync reported what matters.
 	}
+	w.move(j, existed)
+	w.report(j, existed)
+}
+
+// report tells the owner a job is committed.
+func (w *resultWriter) report(j resultJob, existed bool) {
+	w.done <- resultDone{job: j, existed: existed, recreated: w.recreated, displaced: w.displaced}
+	w.recreated, w.displaced = nil, nil
+}
+
+// move moves the command file of a committed job aside and removes its
+// payload file.
+func (w *resultWriter) move(j resultJob, existed bool) {
 	if j.cmdFile != "" {
 		src := filepath.Join(w.cfg.dir, j.cmdFile)
 		switch {
@@ -519,8 +630,31 @@ func (w *resultWriter) finish(j resultJob, existed bool) {
 	if j.payload != "" {
 		_ = w.cfg.root.Remove(j.payload) // Gone already is fine.
 	}
-	w.done <- resultDone{job: j, existed: existed, recreated: w.recreated, displaced: w.displaced}
-	w.recreated, w.displaced = nil, nil
+}
+
+// inlineOutput puts a copy of a small output into its result
+// (Result.OutputInline) when results are fsynced, and reports whether it
+// did: the result's fsync then makes the output durable, and the output
+// file's own fsync leaves the critical path. The copy is read back from
+// the file (the page cache) and must match output_sha256; an empty output
+// needs no copy (its file is rebuilt from the hash alone).
+func (w *resultWriter) inlineOutput(j *resultJob) bool {
+	res := j.res
+	if !w.cfg.durable || j.kind != jobRun || j.out == nil || j.outErr != nil ||
+		res.Stats.Bytes > protocol.MaxInlineOutput || res.OutputSHA256 == "" {
+		return false
+	}
+	buf := make([]byte, res.Stats.Bytes)
+	if n, err := j.out.ReadAt(buf, 0); int64(n) != res.Stats.Bytes || (err != nil && !errors.Is(err, io.EOF)) {
+		return false
+	}
+	if sum := sha256.Sum256(buf); hex.EncodeToString(sum[:]) != res.OutputSHA256 {
+		return false
+	}
+	if len(buf) > 0 {
+		res.OutputInline = buf
+	}
+	return true
 }
 
 // describeIncompleteOutput rewrites a result whose output file could not
