@@ -13,9 +13,9 @@ import (
 
 // A small output rides in its result (output_inline), whose one fsync
 // makes it durable; the output file itself is fsynced after the result
-// appears, and the command file leaves inflight/ only then. A runner killed
-// in between (failpoint result_output_lagging) leaves the command file in
-// inflight/ beside its result; had the machine crashed, the output file
+// appears, and a marker (inflight/.lag-<name>, made before the result)
+// is removed only then. A runner killed in between (failpoint
+// result_output_lagging) leaves the marker; had the machine crashed, the output file
 // could have lost its bytes (here: truncated, removed, garbled, or replaced
 // by a FIFO). The next runner rebuilds the file from the result's copy,
 // with a warning event and recovery_summary's outputs_rebuilt, and keeps
@@ -43,8 +43,9 @@ func TestOutputRebuiltFromResultAfterCrash(t *testing.T) {
 				t.Fatalf("the result carries %q (sha256 %s), want %q", r.OutputInline, r.OutputSHA256, want)
 			}
 			first, _ := os.ReadFile(filepath.Join(dir, protocol.DirResult, a))
-			if _, err := os.Lstat(filepath.Join(dir, protocol.DirInflight, a)); err != nil {
-				t.Fatalf("the command file left inflight/ before its output was fsynced: %v", err)
+			marker := filepath.Join(dir, lagMarker(a))
+			if _, err := os.Lstat(marker); err != nil {
+				t.Fatalf("no marker for an output not fsynced yet: %v", err)
 			}
 			out := filepath.Join(dir, protocol.DirOutput, protocol.OutputName(a))
 			var err error
@@ -75,8 +76,8 @@ func TestOutputRebuiltFromResultAfterCrash(t *testing.T) {
 			if again, _ := os.ReadFile(filepath.Join(dir, protocol.DirResult, a)); !bytes.Equal(again, first) {
 				t.Errorf("a's result changed:\n%s\n%s", first, again)
 			}
-			if _, err := os.Lstat(filepath.Join(dir, protocol.DirInflight, a)); err == nil {
-				t.Error("a's command file is still in inflight/")
+			if _, err := os.Lstat(marker); err == nil {
+				t.Error("the marker is still in inflight/")
 			}
 			rebuilt, summary := 0, map[string]any(nil)
 			for _, e := range readEvents(t, dir) {

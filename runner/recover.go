@@ -49,6 +49,11 @@ func (r *Runner) recover() error {
 	for _, name := range inflight {
 		p := rel(protocol.DirInflight, name)
 		if _, _, perr := protocol.ParseCommandName(name); perr != nil {
+			if c, ok := strings.CutPrefix(name, lagPrefix); ok && have[c] {
+				// The output of a committed result whose fsync may not
+				// have happened (results.go, lag).
+				r.rebuildOutput(c)
+			}
 			if r.root.RemoveAll(p) == nil { // A payload file or temp file of a dead run; inflight/ is the runner's own.
 				r.recovery.removed++
 			}
@@ -82,12 +87,9 @@ func (r *Runner) recover() error {
 		}
 		job.res.TraceID, job.res.Labels = r.correlation(job.cmdFile)
 		// With a result already committed (only the move to archive/ was
-		// missed) the writer finds it there and keeps it; its output file
-		// may not have been fsynced yet (the result carried it).
+		// missed) the writer finds it there and keeps it.
 		if !have[name] {
 			r.log.Warn("recovered an interrupted command", "name", name)
-		} else {
-			r.rebuildOutput(name)
 		}
 		r.submitResult(job)
 	}

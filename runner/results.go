@@ -116,14 +116,25 @@ type resultWriter struct {
 	quit      chan struct{} // closed by abort
 	exit      chan struct{} // closed when the goroutine has returned
 	once      sync.Once
-	// lag holds committed jobs whose output is durable through the copy
-	// their result carries (inline) and whose output file is fsynced
-	// later, off the critical path; their command files stay in inflight/
-	// until it is, so that a runner starting after a machine crash knows
-	// which outputs to check (recover.go, rebuildOutput).
-	lag    []resultJob
-	lagged chan []resultJob // a lag round's jobs, their outputs fsynced
+	// lag holds the output files of committed jobs whose output is
+	// durable through the copy their result carries (inline) and whose
+	// file is fsynced later, off the critical path. Each has a marker,
+	// inflight/.lag-<name>, made before its result's rename and removed
+	// once the file is fsynced, so that a runner starting after a crash
+	// knows which outputs to check (recover.go, rebuildOutput).
+	lag    []lagging
+	lagged chan []lagging // a lag round, its outputs fsynced
 }
+
+// lagging is an output file waiting for its fsync, and its marker.
+type lagging struct {
+	out    *os.File
+	path   string // output/<name>.out, for messages
+	marker string // inflight/.lag-<name>
+}
+
+// lagPrefix starts the name of a marker in inflight/ (resultWriter.lag).
+const lagPrefix = ".lag-"
 
 // lagPace is how long the writer lets committed outputs wait for their
 // fsync: one round (parallel fsyncs) covers every output committed
@@ -177,7 +188,7 @@ func newResultWriter(cfg writerConfig) *resultWriter {
 	// done holds every job that can be in flight (queued plus one batch),
 	// so the writer never blocks on it.
 	w := &resultWriter{cfg: cfg, jobs: make(chan resultJob, writerQueue), done: make(chan resultDone, writerQueue+maxBatch),
-		status: make(chan writerStatus, 1), quit: make(chan struct{}), exit: make(chan struct{}), lagged: make(chan []resultJob, 1)}
+		status: make(chan writerStatus, 1), quit: make(chan struct{}), exit: make(chan struct{}), lagged: make(chan []lagging, 1)}
 	go w.run()
 	return w
 }
@@ -302,18 +313,21 @@ func (w *resultWriter) run() {
 			}
 		case round := <-w.lagged:
 			syncing = false
-			for _, j := range round {
-				w.settle(j)
+			for _, l := range round {
+				if l.out != nil {
+					_ = l.out.Close() // fsync reported what matters.
+					_ = w.cfg.root.Remove(l.marker)
+				}
 			}
 		}
 	}
 }
 
-// syncLag fsyncs the outputs of the lagging jobs, in parallel, on a
-// goroutine of its own: the writer goes on committing meanwhile. The round
-// comes back on lagged; a job whose fsync failed comes back with out nil
-// and its command file stays in inflight/ (the next runner checks its
-// output against its result).
+// syncLag fsyncs the lagging outputs, in parallel, on a goroutine of its
+// own: the writer goes on committing meanwhile. The round comes back on
+// lagged, where the writer removes the markers; an output whose fsync
+// failed comes back with out nil and keeps its marker (the next runner
+// checks it against its result).
 func (w *resultWriter) syncLag() {
 	round := w.lag
 	w.lag = nil
@@ -323,28 +337,18 @@ func (w *resultWriter) syncLag() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				j := &round[i]
-				if err := w.cfg.ops.sync(j.out); err != nil {
-					w.cfg.log.Error("fsync of an output after its result failed; its command file stays in inflight/ for the next runner to check",
-						"file", j.res.OutputPath, "err", err)
-					_ = j.out.Close() // Reported above.
-					j.out, j.cmdFile, j.payload = nil, "", ""
+				l := &round[i]
+				if err := w.cfg.ops.sync(l.out); err != nil {
+					w.cfg.log.Error("fsync of an output after its result failed; the next runner checks it against the result",
+						"file", l.path, "err", err)
+					_ = l.out.Close() // Reported above.
+					l.out = nil
 				}
 			}()
 		}
 		wg.Wait()
 		w.lagged <- round
 	}()
-}
-
-// settle finishes a lagging job once its output is durable: the output
-// file is closed, the command file moved out of inflight/.
-func (w *resultWriter) settle(j resultJob) {
-	if j.out != nil {
-		_ = j.out.Close() // fsync reported what matters.
-	}
-	j.out = nil
-	w.move(j, false)
 }
 
 // commitAll commits batch in order, retrying from the first job that fails.
@@ -458,11 +462,15 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		if st[i].inline && !existed {
-			failpoint("result_output_lagging")
-			w.lag = append(w.lag, batch[i])
-			w.report(batch[i], false)
-			continue
+		if st[i].inline {
+			j := batch[i]
+			if existed {
+				_ = w.cfg.root.Remove(lagMarker(j.name)) // Not ours: the result that stands is an earlier one's.
+			} else {
+				failpoint("result_output_lagging")
+				w.lag = append(w.lag, lagging{out: j.out, path: j.res.OutputPath, marker: lagMarker(j.name)})
+				batch[i].out = nil // Closed once fsynced.
+			}
 		}
 		w.finish(batch[i], existed)
 	}
@@ -492,6 +500,18 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 	}
 	if s.data == nil {
 		s.inline = w.inlineOutput(j)
+		if s.inline {
+			// The marker exists before the result can: made now, it is
+			// in inflight/ whenever the result is in result/ and the
+			// output file may not be durable yet.
+			m, err := w.cfg.root.CreateNew(lagMarker(j.name), 0o600)
+			switch {
+			case err == nil:
+				m.Close()
+			case !errors.Is(err, os.ErrExist):
+				s.inline = false // No marker (inflight/ deleted?): fsync the output first, as for a large one.
+			}
+		}
 		s.data = marshal(res)
 	}
 	f, err := w.cfg.ops.temp()
@@ -631,6 +651,9 @@ func (w *resultWriter) move(j resultJob, existed bool) {
 		_ = w.cfg.root.Remove(j.payload) // Gone already is fine.
 	}
 }
+
+// lagMarker is the marker of a lagging output (resultWriter.lag).
+func lagMarker(name string) string { return rel(protocol.DirInflight, lagPrefix+name) }
 
 // inlineOutput puts a copy of a small output into its result
 // (Result.OutputInline) when results are fsynced, and reports whether it
