@@ -46,6 +46,7 @@ type resultJob struct {
 	keepAt  string
 	payload string // a payload file in inflight/ to remove afterwards
 	text    string // the payload, hashed into payload_sha256 off the owner
+	marked  bool   // its lag marker was made (an earlier attempt may have made it)
 }
 
 // resultDone reports a job back to the owner goroutine. existed means a
@@ -315,8 +316,8 @@ func (w *resultWriter) run() {
 			syncing = false
 			for _, l := range round {
 				if l.out != nil {
-					_ = l.out.Close() // fsync reported what matters.
-					_ = w.cfg.root.Remove(l.marker)
+					_ = l.out.Close()                  // fsync reported what matters.
+					w.cfg.root.RemoveOrLater(l.marker) // A swapped inflight/: once it is back.
 				}
 			}
 		}
@@ -462,15 +463,14 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		if st[i].inline {
-			j := batch[i]
-			if existed {
-				_ = w.cfg.root.Remove(lagMarker(j.name)) // Not ours: the result that stands is an earlier one's.
-			} else {
-				failpoint("result_output_lagging")
-				w.lag = append(w.lag, lagging{out: j.out, path: j.res.OutputPath, marker: lagMarker(j.name)})
-				batch[i].out = nil // Closed once fsynced.
-			}
+		if j := batch[i]; st[i].inline && !existed {
+			failpoint("result_output_lagging")
+			w.lag = append(w.lag, lagging{out: j.out, path: j.res.OutputPath, marker: lagMarker(j.name)})
+			batch[i].out = nil // Closed once fsynced.
+		} else if j.marked {
+			// The result that stands is an earlier one's, or this attempt
+			// fsynced the output first (no marker could be made now).
+			w.cfg.root.RemoveOrLater(lagMarker(j.name))
 		}
 		w.finish(batch[i], existed)
 	}
@@ -508,7 +508,10 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 			switch {
 			case err == nil:
 				m.Close()
-			case !errors.Is(err, os.ErrExist):
+				j.marked = true
+			case errors.Is(err, os.ErrExist):
+				j.marked = true
+			default:
 				s.inline = false // No marker (inflight/ deleted?): fsync the output first, as for a large one.
 			}
 		}
