@@ -402,6 +402,7 @@ type staged struct {
 	tmp    *os.File
 	data   []byte
 	inline bool // the result carries the output: its file is fsynced later
+	lone   bool // the only job of its commit
 }
 
 // commit makes a prefix of batch durable and visible and reports how many
@@ -425,6 +426,11 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 	var firstErr error
 	ready := len(batch)
 	for i := range batch {
+		// A lone result (a round trip) carries its small output, so that
+		// its one fsync is the command's only one; a group commit
+		// (a backlog) fsyncs outputs and results together anyway, and
+		// skips the markers.
+		st[i].lone = len(batch) == 1
 		if err := w.stage(&batch[i], &st[i]); err != nil {
 			ready, firstErr = i, err
 			break
@@ -499,7 +505,7 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 		w.describeIncompleteOutput(j)
 	}
 	if s.data == nil {
-		s.inline = w.inlineOutput(j)
+		s.inline = s.lone && w.inlineOutput(j)
 		if s.inline {
 			// The marker exists before the result can: made now, it is
 			// in inflight/ whenever the result is in result/ and the
