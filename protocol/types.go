@@ -144,6 +144,10 @@ type Error struct {
 	Context map[string]any `json:"context,omitempty"`
 }
 
+// MaxInlineOutput bounds the output a result carries a copy of
+// (Result.OutputInline).
+const MaxInlineOutput = 64 << 10
+
 // Result is written to result/ once per command, atomically.
 type Result struct {
 	ProtocolVersion int        `json:"protocol_version"`
@@ -168,6 +172,14 @@ type Result struct {
 	Error        *Error `json:"error,omitempty"`
 	RunnerHost   string `json:"runner_host,omitempty"`
 	OutputSHA256 string `json:"output_sha256,omitempty"`
+	// OutputInline is a copy of the output file's bytes (base64 in JSON),
+	// carried by the result of a command that printed at most
+	// MaxInlineOutput bytes when the runner fsyncs: the result's one fsync
+	// makes the output durable, and the output file is fsynced after the
+	// result appears. A runner starting after a machine crash rebuilds an
+	// output file that does not match output_sha256 from it (PROTOCOL.md
+	// section 13).
+	OutputInline []byte `json:"output_inline,omitempty"`
 	// ToolStart is which start of the tool (state.json tool_starts) ran the
 	// command; ToolRestarted says the tool ended during or because of it:
 	// the Tcl state it ran in is gone.

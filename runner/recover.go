@@ -49,6 +49,11 @@ func (r *Runner) recover() error {
 	for _, name := range inflight {
 		p := rel(protocol.DirInflight, name)
 		if _, _, perr := protocol.ParseCommandName(name); perr != nil {
+			if c, ok := strings.CutPrefix(name, lagPrefix); ok && have[c] {
+				// The output of a committed result whose fsync may not
+				// have happened (results.go, lag).
+				r.rebuildOutput(c)
+			}
 			if r.root.RemoveAll(p) == nil { // A payload file or temp file of a dead run; inflight/ is the runner's own.
 				r.recovery.removed++
 			}
@@ -157,6 +162,7 @@ type recoveryCounts struct {
 	claimed int // commands a dead runner left in inflight/
 	written int // of those, results written now (runner_restarted)
 	kept    int // of those, results that were already there
+	rebuilt int // of those, output files rebuilt from their result's copy
 	ends    int // cmd_end events written for a dead runner's cmd_begin
 	removed int // leftover files removed (temporary, spare, claimed control and non-command inflight files)
 }
@@ -167,9 +173,50 @@ func (r *Runner) summarize() {
 	if c == (recoveryCounts{}) {
 		return
 	}
-	r.event(protocol.Event{Event: protocol.EvRecoverySummary, Detail: map[string]any{
-		"claimed": c.claimed, "results_written": c.written, "results_kept": c.kept,
-		"cmd_end_written": c.ends, "files_removed": c.removed}})
+	d := map[string]any{"claimed": c.claimed, "results_written": c.written, "results_kept": c.kept,
+		"cmd_end_written": c.ends, "files_removed": c.removed}
+	if c.rebuilt > 0 {
+		d["outputs_rebuilt"] = c.rebuilt
+	}
+	r.event(protocol.Event{Event: protocol.EvRecoverySummary, Detail: d})
+}
+
+// emptySHA256 is the sha256 of no bytes: an empty output's output_sha256.
+var emptySHA256 = sha256Hex("")
+
+// rebuildOutput makes output/<name>.out hold what the result of name says
+// it holds, for a command a dead runner left in inflight/ after committing
+// its result. Such a result may carry its output (output_inline) and the
+// output file's own fsync may not have happened before the machine
+// crashed (results.go, lag): a file that is missing, shorter, longer or
+// different from the copy is replaced by it (fsynced, then renamed), with
+// a warning event. A result without a copy (a larger output, fsynced
+// before the result appeared) or whose copy does not match its own
+// output_sha256 is left alone.
+func (r *Runner) rebuildOutput(name string) {
+	data, _, err := r.root.ReadFile(rel(protocol.DirResult, name), maxResultRead)
+	var res protocol.Result
+	if err != nil || json.Unmarshal(data, &res) != nil {
+		return
+	}
+	out := rel(protocol.DirOutput, protocol.OutputName(name))
+	want := res.OutputInline
+	if res.OutputPath != out || (want == nil && (res.Stats.Bytes != 0 || res.OutputSHA256 != emptySHA256)) ||
+		sha256Hex(string(want)) != res.OutputSHA256 {
+		return
+	}
+	if have, _, err := r.root.ReadFile(out, int64(len(want))+1); err == nil && bytes.Equal(have, want) {
+		return
+	}
+	detail := map[string]any{"output_rebuilt": out, "bytes": len(want), "from": rel(protocol.DirResult, name)}
+	if err := r.root.WriteAtomic(out, want, r.layout.perms.file, fsq.Durable); err != nil {
+		r.log.Error("cannot rebuild an output file from its result", "file", out, "err", err)
+		detail["error"] = err.Error()
+	} else {
+		r.log.Warn("rebuilt an output file from its result's copy", "file", out, "bytes", len(want))
+		r.recovery.rebuilt++
+	}
+	r.event(protocol.Event{Event: protocol.EvWarning, CmdID: res.CmdID, Seq: res.Seq, Detail: detail})
 }
 
 type beginKey struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -45,6 +46,7 @@ type resultJob struct {
 	keepAt  string
 	payload string // a payload file in inflight/ to remove afterwards
 	text    string // the payload, hashed into payload_sha256 off the owner
+	marked  bool   // its lag marker was made (an earlier attempt may have made it)
 }
 
 // resultDone reports a job back to the owner goroutine. existed means a
@@ -115,7 +117,34 @@ type resultWriter struct {
 	quit      chan struct{} // closed by abort
 	exit      chan struct{} // closed when the goroutine has returned
 	once      sync.Once
+	// lag holds the output files of committed jobs whose output is
+	// durable through the copy their result carries (inline) and whose
+	// file is fsynced later, off the critical path. Each has a marker,
+	// inflight/.lag-<name>, made before its result's rename and removed
+	// once the file is fsynced, so that a runner starting after a crash
+	// knows which outputs to check (recover.go, rebuildOutput).
+	lag    []lagging
+	lagged chan []lagging // a lag round, its outputs fsynced
 }
+
+// lagging is an output file waiting for its fsync, and its marker.
+type lagging struct {
+	out    *os.File
+	path   string // output/<name>.out, for messages
+	marker string // inflight/.lag-<name>
+}
+
+// lagPrefix starts the name of a marker in inflight/ (resultWriter.lag).
+const lagPrefix = ".lag-"
+
+// lagPace is how long the writer lets committed outputs wait for their
+// fsync: one round (parallel fsyncs) covers every output committed
+// meanwhile, and a single command's round runs after its result, not
+// against the result's own fsync. maxLag bounds the files held open.
+const (
+	lagPace = 20 * time.Millisecond
+	maxLag  = 256
+)
 
 // writerQueue bounds the jobs waiting for the writer; the owner stops
 // taking queued files while it is full.
@@ -160,7 +189,7 @@ func newResultWriter(cfg writerConfig) *resultWriter {
 	// done holds every job that can be in flight (queued plus one batch),
 	// so the writer never blocks on it.
 	w := &resultWriter{cfg: cfg, jobs: make(chan resultJob, writerQueue), done: make(chan resultDone, writerQueue+maxBatch),
-		status: make(chan writerStatus, 1), quit: make(chan struct{}), exit: make(chan struct{})}
+		status: make(chan writerStatus, 1), quit: make(chan struct{}), exit: make(chan struct{}), lagged: make(chan []lagging, 1)}
 	go w.run()
 	return w
 }
@@ -239,22 +268,88 @@ func (w *resultWriter) abort() {
 func (w *resultWriter) run() {
 	defer close(w.exit)
 	defer w.cfg.root.SweepLater()
-	for j := range w.jobs {
-		batch := []resultJob{j}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case j, ok := <-w.jobs:
-				if !ok {
+	var (
+		tick     <-chan time.Time
+		syncing  bool // a lag round is running
+		finished bool // jobs is closed
+	)
+	for !finished || syncing || len(w.lag) > 0 {
+		if len(w.lag) > 0 && !syncing && (finished || len(w.lag) >= maxLag) {
+			w.syncLag() // Stopping, or too many open: at once.
+			syncing, tick = true, nil
+		}
+		if len(w.lag) > 0 && !syncing && tick == nil {
+			tick = time.After(lagPace)
+		}
+		jobs := w.jobs
+		if finished {
+			jobs = nil
+		}
+		select {
+		case j, ok := <-jobs:
+			if !ok {
+				finished = true
+				continue
+			}
+			batch := []resultJob{j}
+		more:
+			for len(batch) < maxBatch {
+				select {
+				case j, ok := <-w.jobs:
+					if !ok {
+						finished = true
+						break more
+					}
+					batch = append(batch, j)
+				default:
 					break more
 				}
-				batch = append(batch, j)
-			default:
-				break more
+			}
+			w.commitAll(batch)
+		case <-tick:
+			tick = nil
+			if !syncing {
+				w.syncLag()
+				syncing = true
+			}
+		case round := <-w.lagged:
+			syncing = false
+			for _, l := range round {
+				if l.out != nil {
+					_ = l.out.Close()                  // fsync reported what matters.
+					w.cfg.root.RemoveOrLater(l.marker) // A swapped inflight/: once it is back.
+				}
 			}
 		}
-		w.commitAll(batch)
 	}
+}
+
+// syncLag fsyncs the lagging outputs, in parallel, on a goroutine of its
+// own: the writer goes on committing meanwhile. The round comes back on
+// lagged, where the writer removes the markers; an output whose fsync
+// failed comes back with out nil and keeps its marker (the next runner
+// checks it against its result).
+func (w *resultWriter) syncLag() {
+	round := w.lag
+	w.lag = nil
+	go func() {
+		var wg sync.WaitGroup
+		for i := range round {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l := &round[i]
+				if err := w.cfg.ops.sync(l.out); err != nil {
+					w.cfg.log.Error("fsync of an output after its result failed; the next runner checks it against the result",
+						"file", l.path, "err", err)
+					_ = l.out.Close() // Reported above.
+					l.out = nil
+				}
+			}()
+		}
+		wg.Wait()
+		w.lagged <- round
+	}()
 }
 
 // commitAll commits batch in order, retrying from the first job that fails.
@@ -304,8 +399,10 @@ func (w *resultWriter) setStatus(s writerStatus) {
 
 // staged is a job's result written under a temporary name.
 type staged struct {
-	tmp  *os.File
-	data []byte
+	tmp    *os.File
+	data   []byte
+	inline bool // the result carries the output: its file is fsynced later
+	lone   bool // the only job of its commit
 }
 
 // commit makes a prefix of batch durable and visible and reports how many
@@ -329,6 +426,11 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 	var firstErr error
 	ready := len(batch)
 	for i := range batch {
+		// A lone result (a round trip) carries its small output, so that
+		// its one fsync is the command's only one; a group commit
+		// (a backlog) fsyncs outputs and results together anyway, and
+		// skips the markers.
+		st[i].lone = len(batch) == 1
 		if err := w.stage(&batch[i], &st[i]); err != nil {
 			ready, firstErr = i, err
 			break
@@ -341,7 +443,7 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if j := batch[i]; j.out != nil {
+				if j := batch[i]; j.out != nil && !st[i].inline {
 					if err := w.cfg.ops.sync(j.out); err != nil {
 						errs[i] = fmt.Errorf("fsync %s: %w", j.res.OutputPath, err)
 						return
@@ -366,6 +468,15 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 		existed, err := w.place(batch[i], &st[i])
 		if err != nil {
 			return i, err
+		}
+		if j := batch[i]; st[i].inline && !existed {
+			failpoint("result_output_lagging")
+			w.lag = append(w.lag, lagging{out: j.out, path: j.res.OutputPath, marker: lagMarker(j.name)})
+			batch[i].out = nil // Closed once fsynced.
+		} else if j.marked {
+			// The result that stands is an earlier one's, or this attempt
+			// fsynced the output first (no marker could be made now).
+			w.cfg.root.RemoveOrLater(lagMarker(j.name))
 		}
 		w.finish(batch[i], existed)
 	}
@@ -394,6 +505,22 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 		w.describeIncompleteOutput(j)
 	}
 	if s.data == nil {
+		s.inline = s.lone && w.inlineOutput(j)
+		if s.inline {
+			// The marker exists before the result can: made now, it is
+			// in inflight/ whenever the result is in result/ and the
+			// output file may not be durable yet.
+			m, err := w.cfg.root.CreateNew(lagMarker(j.name), 0o600)
+			switch {
+			case err == nil:
+				m.Close()
+				j.marked = true
+			case errors.Is(err, os.ErrExist):
+				j.marked = true
+			default:
+				s.inline = false // No marker (inflight/ deleted?): fsync the output first, as for a large one.
+			}
+		}
 		s.data = marshal(res)
 	}
 	f, err := w.cfg.ops.temp()
@@ -482,6 +609,19 @@ func (w *resultWriter) finish(j resultJob, existed bool) {
 	if j.out != nil {
 		_ = j.out.Close() // fsync reported what matters.
 	}
+	w.move(j, existed)
+	w.report(j, existed)
+}
+
+// report tells the owner a job is committed.
+func (w *resultWriter) report(j resultJob, existed bool) {
+	w.done <- resultDone{job: j, existed: existed, recreated: w.recreated, displaced: w.displaced}
+	w.recreated, w.displaced = nil, nil
+}
+
+// move moves the command file of a committed job aside and removes its
+// payload file.
+func (w *resultWriter) move(j resultJob, existed bool) {
 	if j.cmdFile != "" {
 		src := filepath.Join(w.cfg.dir, j.cmdFile)
 		switch {
@@ -519,8 +659,34 @@ func (w *resultWriter) finish(j resultJob, existed bool) {
 	if j.payload != "" {
 		_ = w.cfg.root.Remove(j.payload) // Gone already is fine.
 	}
-	w.done <- resultDone{job: j, existed: existed, recreated: w.recreated, displaced: w.displaced}
-	w.recreated, w.displaced = nil, nil
+}
+
+// lagMarker is the marker of a lagging output (resultWriter.lag).
+func lagMarker(name string) string { return rel(protocol.DirInflight, lagPrefix+name) }
+
+// inlineOutput puts a copy of a small output into its result
+// (Result.OutputInline) when results are fsynced, and reports whether it
+// did: the result's fsync then makes the output durable, and the output
+// file's own fsync leaves the critical path. The copy is read back from
+// the file (the page cache) and must match output_sha256; an empty output
+// needs no copy (its file is rebuilt from the hash alone).
+func (w *resultWriter) inlineOutput(j *resultJob) bool {
+	res := j.res
+	if !w.cfg.durable || j.kind != jobRun || j.out == nil || j.outErr != nil ||
+		res.Stats.Bytes > protocol.MaxInlineOutput || res.OutputSHA256 == "" {
+		return false
+	}
+	buf := make([]byte, res.Stats.Bytes)
+	if n, err := j.out.ReadAt(buf, 0); int64(n) != res.Stats.Bytes || (err != nil && !errors.Is(err, io.EOF)) {
+		return false
+	}
+	if sum := sha256.Sum256(buf); hex.EncodeToString(sum[:]) != res.OutputSHA256 {
+		return false
+	}
+	if len(buf) > 0 {
+		res.OutputInline = buf
+	}
+	return true
 }
 
 // describeIncompleteOutput rewrites a result whose output file could not

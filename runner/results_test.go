@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -184,5 +186,97 @@ func TestWriterAbortLeavesInflight(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(dir, protocol.DirResult, name)); !os.IsNotExist(err) {
 		t.Fatal("a result without a durable content appeared")
+	}
+}
+
+// A lone result carries its small output (output_inline) and is visible
+// before the output file is fsynced; a marker in inflight/ says so until
+// the fsync, which follows. Results committed as a group (a backlog) carry
+// none: their outputs are fsynced with them, before they appear.
+func TestWriterInlineOutput(t *testing.T) {
+	dir := writerSession(t)
+	var mu sync.Mutex
+	var synced []string // in order
+	gate := make(chan struct{})
+	var gated sync.Once
+	ops := writerOps{sync: func(f *os.File) error {
+		if strings.HasSuffix(f.Name(), "_g1.out") {
+			gated.Do(func() { <-gate }) // Hold the writer so that g2 and g3 queue up.
+		}
+		mu.Lock()
+		synced = append(synced, filepath.Base(f.Name()))
+		mu.Unlock()
+		return f.Sync()
+	}}
+	w := newTestWriter(t, dir, ops)
+	job := func(id, out string) resultJob {
+		name := protocol.CommandName(1, id)
+		j := claimed(t, dir, name)
+		j.kind, j.res.Status, j.res.Error, j.res.ExitReason = jobRun, protocol.StatusOK, nil, protocol.ReasonMarkerSeen
+		j.res.OutputPath = rel(protocol.DirOutput, protocol.OutputName(name))
+		f, err := os.OpenFile(filepath.Join(dir, j.res.OutputPath), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(out)
+		j.out, j.res.Stats.Bytes, j.res.OutputSHA256 = f, int64(len(out)), sha256Hex(out)
+		return j
+	}
+	isSynced := func(name string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(synced, name)
+	}
+
+	a := job("a", "abc\n")
+	w.submit(a, nil)
+	waitDone(t, w)
+	r := readResult(t, dir, a.name)
+	if string(r.OutputInline) != "abc\n" {
+		t.Fatalf("a lone result carries %q, want the output", r.OutputInline)
+	}
+	for deadline := time.Now().Add(longWait); !isSynced(protocol.OutputName(a.name)); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the output file was never fsynced after its result")
+		}
+	}
+	for deadline := time.Now().Add(longWait); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Lstat(filepath.Join(dir, lagMarker(a.name))); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the marker outlived the output's fsync")
+		}
+	}
+
+	big := job("big", strings.Repeat("x", protocol.MaxInlineOutput+1))
+	w.submit(big, nil)
+	waitDone(t, w)
+	if r := readResult(t, dir, big.name); r.OutputInline != nil || !isSynced(protocol.OutputName(big.name)) {
+		t.Fatalf("an output over %d bytes: inline %d bytes, fsynced before the result %v", protocol.MaxInlineOutput, len(r.OutputInline), isSynced(protocol.OutputName(big.name)))
+	}
+
+	g1 := job("g1", "one\n") // Too large by its stats: its output fsync, held, keeps the writer busy while g2 and g3 queue.
+	g1.res.Stats.Bytes = protocol.MaxInlineOutput + 1
+	w.submit(g1, nil)
+	for deadline := time.Now().Add(longWait); len(w.jobs) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not take g1")
+		}
+	}
+	g2, g3 := job("g2", "two\n"), job("g3", "three\n")
+	w.submit(g2, nil)
+	w.submit(g3, nil)
+	close(gate)
+	for range 3 {
+		waitDone(t, w)
+	}
+	for _, j := range []resultJob{g2, g3} {
+		if r := readResult(t, dir, j.name); r.OutputInline != nil || !isSynced(protocol.OutputName(j.name)) {
+			t.Errorf("%s, committed in a group: inline %q, output fsynced %v", j.name, r.OutputInline, isSynced(protocol.OutputName(j.name)))
+		}
+		if _, err := os.Lstat(filepath.Join(dir, lagMarker(j.name))); !os.IsNotExist(err) {
+			t.Errorf("%s, committed in a group, has a marker: %v", j.name, err)
+		}
 	}
 }
