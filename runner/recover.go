@@ -209,7 +209,7 @@ func (r *Runner) rebuildOutput(name string) {
 		return
 	}
 	detail := map[string]any{"output_rebuilt": out, "bytes": len(want), "from": rel(protocol.DirResult, name)}
-	if err := r.root.WriteAtomic(out, want, r.layout.perms.file, fsq.Durable); err != nil {
+	if err := r.root.WriteAtomic(out, want, r.layout.fileMode(), fsq.Durable); err != nil {
 		r.log.Error("cannot rebuild an output file from its result", "file", out, "err", err)
 		detail["error"] = err.Error()
 	} else {
