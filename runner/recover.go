@@ -46,6 +46,7 @@ func (r *Runner) recover() error {
 		return err
 	}
 	var leftovers []string
+	checked := make(map[string]bool)
 	for _, name := range inflight {
 		p := rel(protocol.DirInflight, name)
 		if _, _, perr := protocol.ParseCommandName(name); perr != nil {
@@ -53,6 +54,7 @@ func (r *Runner) recover() error {
 				// The output of a committed result whose fsync may not
 				// have happened (results.go, lag).
 				r.rebuildOutput(c)
+				checked[c] = true
 			}
 			if r.root.RemoveAll(p) == nil { // A payload file or temp file of a dead run; inflight/ is the runner's own.
 				r.recovery.removed++
@@ -61,7 +63,16 @@ func (r *Runner) recover() error {
 		}
 		leftovers = append(leftovers, name)
 	}
-	if len(leftovers) == 0 && r.pendingTakeover == nil && lastRunnerStopped(r.root, protocol.FileMeta) {
+	clean := lastRunnerStopped(r.root, protocol.FileMeta)
+	if !clean {
+		// Neither a lag marker nor the result is fsynced in its directory
+		// before the syncer's round: after a host crash the result's entry
+		// may have reached the disk without the marker's. The newest
+		// results are checked against their copies whatever the markers
+		// say.
+		r.rebuildNewest(have, checked)
+	}
+	if len(leftovers) == 0 && r.pendingTakeover == nil && clean {
 		return nil // A clean stop left nothing to settle.
 	}
 	r.queue.readOpenBegins()
@@ -183,6 +194,30 @@ func (r *Runner) summarize() {
 
 // emptySHA256 is the sha256 of no bytes: an empty output's output_sha256.
 var emptySHA256 = sha256Hex("")
+
+// newestChecked is how many of the newest results (by seq) an unclean
+// start checks against their output copies: far more than can commit
+// within the lag (one syncer round, about 20 ms).
+const newestChecked = 64
+
+// rebuildNewest runs rebuildOutput on the newestChecked results of
+// highest seq in have that were not checked already.
+func (r *Runner) rebuildNewest(have, checked map[string]bool) {
+	type byseq struct {
+		seq  int64
+		name string
+	}
+	var all []byseq
+	for name := range have {
+		if seq, _, err := protocol.ParseCommandName(name); err == nil && !checked[name] {
+			all = append(all, byseq{seq, name})
+		}
+	}
+	slices.SortFunc(all, func(a, b byseq) int { return cmp.Compare(b.seq, a.seq) })
+	for _, e := range all[:min(len(all), newestChecked)] {
+		r.rebuildOutput(e.name)
+	}
+}
 
 // rebuildOutput makes output/<name>.out hold what the result of name says
 // it holds, for a command a dead runner left in inflight/ after committing
