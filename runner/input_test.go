@@ -245,8 +245,10 @@ func TestInputSignalResizeFake(t *testing.T) {
 	a := h.submit("printn waiting\ngets\nvalue after")
 	tool := h.waitTool(1)
 	// A signal for a command still queued is answered not_running: wait
-	// until c1 runs (the tool being up is not enough under load).
-	h.waitFor("c1 running", func() bool { st := h.state(); return st.CurrentCmdID != nil && *st.CurrentCmdID == "c1" })
+	// until c1 runs (the tool being up is not enough under load). The fake
+	// tool notes reaching the payload's gets; state.json is no witness
+	// here, its coalesced rewrite waits for the fake clock.
+	h.waitFor("c1 at its gets", func() bool { _, ok := tool.noted("gets"); return ok })
 	r := h.reply(h.request(1, "g1", protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "USR1"}))
 	if r.Outcome != protocol.OutcomeDelivered {
 		t.Fatalf("signal %+v", r)
