@@ -80,10 +80,15 @@ type writerOps struct {
 // the Runner: the writer shares nothing with the owner goroutine but its
 // channels.
 type writerConfig struct {
-	dir      string       // absolute session directory
-	root     *sessionRoot // how it reaches the session (nil: opened from dir)
-	host     string
-	durable  bool // fsync outputs and results before they appear
+	dir     string       // absolute session directory
+	root    *sessionRoot // how it reaches the session (nil: opened from dir)
+	host    string
+	durable bool // fsync outputs and results before they appear
+	// network: the session is on a network filesystem, where another
+	// client sees an output file's bytes only once this client has sent
+	// them to the server (its fsync or close): an output then never lags
+	// behind its result (no output_inline), whatever it costs.
+	network  bool
 	filePerm os.FileMode
 	dirMode  func(rel string) os.FileMode // the documented mode of a session directory
 	spares   *fsq.Spares                  // nil: create temp files on demand
@@ -672,7 +677,7 @@ func lagMarker(name string) string { return rel(protocol.DirInflight, lagPrefix+
 // needs no copy (its file is rebuilt from the hash alone).
 func (w *resultWriter) inlineOutput(j *resultJob) bool {
 	res := j.res
-	if !w.cfg.durable || j.kind != jobRun || j.out == nil || j.outErr != nil ||
+	if !w.cfg.durable || w.cfg.network || j.kind != jobRun || j.out == nil || j.outErr != nil ||
 		res.Stats.Bytes > protocol.MaxInlineOutput || res.OutputSHA256 == "" {
 		return false
 	}

@@ -280,3 +280,45 @@ func TestWriterInlineOutput(t *testing.T) {
 		}
 	}
 }
+
+// On a network filesystem an output never lags behind its result: another
+// client sees the file's bytes only once this client has sent them to the
+// server (NFS close-to-open), so a master on another host that saw the
+// result read a short output (TestNFSInteractive, in CI). A lone small
+// output there is fsynced before its result appears, without a copy or a
+// marker.
+func TestWriterNetworkNeverLagsOutput(t *testing.T) {
+	dir := writerSession(t)
+	var mu sync.Mutex
+	var synced []string
+	ops := writerOps{sync: func(f *os.File) error {
+		mu.Lock()
+		synced = append(synced, filepath.Base(f.Name()))
+		mu.Unlock()
+		return f.Sync()
+	}}
+	w := newResultWriter(writerConfig{dir: dir, host: "h", durable: true, network: true, filePerm: 0o600,
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), ops: ops, retryMin: time.Millisecond, retryMax: 5 * time.Millisecond})
+	t.Cleanup(func() { w.abort(); w.close(func(resultDone) {}) })
+	name := protocol.CommandName(1, "n")
+	j := claimed(t, dir, name)
+	j.kind, j.res.Status, j.res.Error, j.res.ExitReason = jobRun, protocol.StatusOK, nil, protocol.ReasonMarkerSeen
+	j.res.OutputPath = rel(protocol.DirOutput, protocol.OutputName(name))
+	f, err := os.OpenFile(filepath.Join(dir, j.res.OutputPath), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("abc\n")
+	j.out, j.res.Stats.Bytes, j.res.OutputSHA256 = f, 4, sha256Hex("abc\n")
+	w.submit(j, nil)
+	waitDone(t, w)
+	mu.Lock()
+	outSynced := slices.Contains(synced, protocol.OutputName(name))
+	mu.Unlock()
+	if r := readResult(t, dir, name); r.OutputInline != nil || !outSynced {
+		t.Fatalf("network: inline %q, output fsynced before the result %v; want no copy and the fsync first", r.OutputInline, outSynced)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, lagMarker(name))); !os.IsNotExist(err) {
+		t.Errorf("network: a lag marker was made: %v", err)
+	}
+}

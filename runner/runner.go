@@ -159,7 +159,7 @@ func (r *Runner) openSession() error {
 	r.disk.openSpares(r.layout.fileMode())
 	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.fileMode())
 	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.id.hostname, durable: !r.cfg.NoSync,
-		filePerm: r.layout.fileMode(), dirMode: r.layout.modes().dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
+		network: r.id.network, filePerm: r.layout.fileMode(), dirMode: r.layout.modes().dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
 	return r.recover()
 }
 
