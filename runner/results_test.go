@@ -28,10 +28,38 @@ func writerSession(t *testing.T) string {
 
 func newTestWriter(t *testing.T, dir string, ops writerOps) *resultWriter {
 	t.Helper()
-	w := newResultWriter(writerConfig{dir: dir, host: "h", durable: true, filePerm: 0o600,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), ops: ops, retryMin: time.Millisecond, retryMax: 5 * time.Millisecond})
+	return newTestWriterWith(t, dir, ops, nil)
+}
+
+// newTestWriterWith is newTestWriter with its config changed by edit.
+func newTestWriterWith(t *testing.T, dir string, ops writerOps, edit func(*writerConfig)) *resultWriter {
+	t.Helper()
+	cfg := writerConfig{dir: dir, host: "h", durable: true, filePerm: 0o600,
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), ops: ops, retryMin: time.Millisecond, retryMax: 5 * time.Millisecond}
+	if edit != nil {
+		edit(&cfg)
+	}
+	w := newResultWriter(cfg)
 	t.Cleanup(func() { w.abort(); w.close(func(resultDone) {}) })
 	return w
+}
+
+// ranJob is the job of command id (seq 1) that ran and printed out, its
+// output file written and still open, as the owner hands it over.
+func ranJob(t *testing.T, dir, id, out string) resultJob {
+	t.Helper()
+	name := protocol.CommandName(1, id)
+	j := claimed(t, dir, name)
+	j.kind, j.res.Status, j.res.Error, j.res.ExitReason = jobRun, protocol.StatusOK, nil, protocol.ReasonMarkerSeen
+	j.res.OutputPath = rel(protocol.DirOutput, protocol.OutputName(name))
+	f, err := os.OpenFile(filepath.Join(dir, j.res.OutputPath), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	f.WriteString(out)
+	j.out, j.res.Stats.Bytes, j.res.OutputSHA256 = f, int64(len(out)), sha256Hex(out)
+	return j
 }
 
 // claimed puts a command file into inflight/ as the owner would.
@@ -209,19 +237,7 @@ func TestWriterInlineOutput(t *testing.T) {
 		return f.Sync()
 	}}
 	w := newTestWriter(t, dir, ops)
-	job := func(id, out string) resultJob {
-		name := protocol.CommandName(1, id)
-		j := claimed(t, dir, name)
-		j.kind, j.res.Status, j.res.Error, j.res.ExitReason = jobRun, protocol.StatusOK, nil, protocol.ReasonMarkerSeen
-		j.res.OutputPath = rel(protocol.DirOutput, protocol.OutputName(name))
-		f, err := os.OpenFile(filepath.Join(dir, j.res.OutputPath), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.WriteString(out)
-		j.out, j.res.Stats.Bytes, j.res.OutputSHA256 = f, int64(len(out)), sha256Hex(out)
-		return j
-	}
+	job := func(id, out string) resultJob { return ranJob(t, dir, id, out) }
 	isSynced := func(name string) bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -297,19 +313,9 @@ func TestWriterNetworkNeverLagsOutput(t *testing.T) {
 		mu.Unlock()
 		return f.Sync()
 	}}
-	w := newResultWriter(writerConfig{dir: dir, host: "h", durable: true, network: true, filePerm: 0o600,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), ops: ops, retryMin: time.Millisecond, retryMax: 5 * time.Millisecond})
-	t.Cleanup(func() { w.abort(); w.close(func(resultDone) {}) })
-	name := protocol.CommandName(1, "n")
-	j := claimed(t, dir, name)
-	j.kind, j.res.Status, j.res.Error, j.res.ExitReason = jobRun, protocol.StatusOK, nil, protocol.ReasonMarkerSeen
-	j.res.OutputPath = rel(protocol.DirOutput, protocol.OutputName(name))
-	f, err := os.OpenFile(filepath.Join(dir, j.res.OutputPath), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("abc\n")
-	j.out, j.res.Stats.Bytes, j.res.OutputSHA256 = f, 4, sha256Hex("abc\n")
+	w := newTestWriterWith(t, dir, ops, func(c *writerConfig) { c.network = true })
+	j := ranJob(t, dir, "n", "abc\n")
+	name := j.name
 	w.submit(j, nil)
 	waitDone(t, w)
 	mu.Lock()
