@@ -68,6 +68,7 @@ type Config struct {
 	clock        clock
 	startSession sessionStarter
 	listQueue    func(dir string) ([]string, error) // nil: the session root lists it
+	listCtl      func(dir string) ([]string, error) // nil: the session root lists it
 	writerOps    writerOps                          // nil fields: the result writer's real system calls
 }
 

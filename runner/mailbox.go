@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,6 +84,13 @@ func (m *mailbox) release(name string) { delete(m.held, name) }
 
 // isHeld reports whether the request name is held (hold).
 func (m *mailbox) isHeld(name string) bool { return m.held[name] }
+
+// taken reports whether name was taken: held, or acted on with its reply
+// still to be written.
+func (m *mailbox) taken(name string) bool {
+	_, unsent := m.unsent[name]
+	return m.held[name] || unsent
+}
 
 // heldCount returns the requests held (hold), bounded by maxHeld.
 func (m *mailbox) heldCount() int { return len(m.held) }
@@ -170,15 +176,33 @@ func writeStamp(root *sessionRoot, p, content string) (time.Time, error) {
 // written (the order of requests is part of the contract) and comes back
 // at m.recheck.
 func (r *Runner) checkCtl() {
-	ctl := protocol.DirCtl
 	r.mbox.lookNow()
 	// One listing per look, which runs on every poll: its open of ctl/
 	// is what fsq.Revalidate does (requests come from other hosts), and
 	// the legacy files are looked up only when it shows them.
-	names, err := r.root.ReadNames(ctl)
+	names, err := r.listCtl()
 	if err != nil {
 		r.log.Warn("list ctl/", "err", err)
 		return
+	}
+	reqs, fresh := r.mbox.requestsIn(names)
+	if fresh {
+		// Something new: list again and take it only up to the first
+		// listing's last request, for seq order against a master that
+		// raced with the listing (order.go). A newer one is taken at the
+		// next look, at once.
+		again, err := r.listCtl()
+		if err != nil {
+			r.log.Warn("list ctl/", "err", err)
+			return
+		}
+		var later bool
+		first := reqs
+		names = again
+		reqs, _ = r.mbox.requestsIn(again)
+		if reqs, later = settled(first, reqs, seqKey.self); later {
+			r.mbox.recheckAt(r.clk.Now())
+		}
 	}
 	for _, f := range []string{protocol.FileCancel, protocol.FileStop} {
 		if base := path.Base(f); slices.Contains(names, base) {
@@ -187,23 +211,14 @@ func (r *Runner) checkCtl() {
 			r.mbox.forget(base)
 		}
 	}
-	type entry struct {
-		name string
-		seq  int64
-	}
-	var reqs []entry
 	for _, n := range names {
-		if !protocol.IsRequestName(n) {
-			continue
+		if protocol.IsRequestName(n) {
+			if _, _, err := protocol.ParseRequestName(n); err != nil {
+				r.rejectRequestName(n)
+			}
 		}
-		seq, _, err := protocol.ParseRequestName(n)
-		if err != nil {
-			r.rejectRequestName(n)
-			continue
-		}
-		reqs = append(reqs, entry{n, seq})
 	}
-	slices.SortFunc(reqs, func(a, b entry) int { return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(a.name, b.name)) })
+	slices.SortFunc(reqs, seqKey.compare)
 	if len(reqs) > 0 {
 		r.watcher.Hurry() // A master waits for the reply, and may send more.
 	}
@@ -212,6 +227,31 @@ func (r *Runner) checkCtl() {
 			break
 		}
 	}
+}
+
+// requestsIn returns the well-named requests of a listing of ctl/, and
+// whether any of them is new (neither held nor waiting for its reply to
+// be written again).
+func (m *mailbox) requestsIn(names []string) (reqs []seqKey, fresh bool) {
+	for _, n := range names {
+		if !protocol.IsRequestName(n) {
+			continue
+		}
+		if seq, _, err := protocol.ParseRequestName(n); err == nil {
+			reqs = append(reqs, seqKey{seq, n})
+			fresh = fresh || !m.taken(n)
+		}
+	}
+	return reqs, fresh
+}
+
+// listCtl lists ctl/ (through the session root; a test may list it its
+// own way).
+func (r *Runner) listCtl() ([]string, error) {
+	if r.cfg.listCtl != nil {
+		return r.cfg.listCtl(r.root.Abs(protocol.DirCtl))
+	}
+	return r.root.ReadNames(protocol.DirCtl)
 }
 
 // takeRequest handles ctl/<name>. It returns false when the request cannot

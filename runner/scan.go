@@ -55,10 +55,12 @@ func newScanner(dir string, list func(string) ([]string, error)) *scanner {
 		for range s.req {
 			t0 := time.Now()
 			names, err := list(dir)
-			var out []nameSeq
-			for _, n := range names {
-				if seq, rule, ok := protocol.CheckQueueName(n); ok {
-					out = append(out, nameSeq{n, seq, rule})
+			out := queueNames(names)
+			if err == nil && len(out) > 0 {
+				// A second listing, for seq order against a writer that
+				// raced with the first (order.go).
+				if again, err2 := list(dir); err2 == nil {
+					out, _ = settled(out, queueNames(again), nameSeq.key)
 				}
 			}
 			s.results <- scanResult{names: out, took: time.Since(t0), err: err}
@@ -66,6 +68,19 @@ func newScanner(dir string, list func(string) ([]string, error)) *scanner {
 	}()
 	return s
 }
+
+// queueNames keeps the command names of a listing of queue/.
+func queueNames(names []string) []nameSeq {
+	var out []nameSeq
+	for _, n := range names {
+		if seq, rule, ok := protocol.CheckQueueName(n); ok {
+			out = append(out, nameSeq{n, seq, rule})
+		}
+	}
+	return out
+}
+
+func (n nameSeq) key() seqKey { return seqKey{n.seq, n.name} }
 
 // close ends the goroutine and waits for it.
 func (s *scanner) close() {
