@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // StopMany stops the launched sessions in dirs in parallel, each as
@@ -24,6 +25,7 @@ func StopMany(ctx context.Context, dirs []string, opts StopOptions) ([]StopRepor
 	errs := make([]error, len(dirs))
 	sts := make([]*stopping, len(dirs))
 	var wg sync.WaitGroup
+	gate := make(chan struct{}, stopGate)
 	for i, dir := range dirs {
 		wg.Add(1)
 		go func() {
@@ -33,7 +35,7 @@ func StopMany(ctx context.Context, dirs []string, opts StopOptions) ([]StopRepor
 				base := filepath.Base(dir)
 				o.Progress = func(m string) { opts.Progress(base + ": " + m) }
 			}
-			sts[i], errs[i] = beginStop(ctx, dir, o)
+			sts[i], errs[i] = beginStop(ctx, dir, o, gate)
 		}()
 	}
 	wg.Wait()
@@ -105,6 +107,19 @@ func StopMany(ctx context.Context, dirs []string, opts StopOptions) ([]StopRepor
 	}
 	return reps, errs
 }
+
+// stopGate is how many sessions of a StopMany write their launch.json
+// mark and stop request at once; the waits that follow are not limited.
+// File creation is CPU-bound (about half a millisecond of kernel time
+// each on a busy machine): with every session at once, each advanced one
+// step at a time and the first runner got its request almost as late as
+// the last.
+const stopGate = 8
+
+// stopGateHold is the longest a session holds its place in the gate: one
+// that waits (for a heartbeat to move, for its runner to be seen alive)
+// lets the others by.
+const stopGateHold = 50 * time.Millisecond
 
 // cancelArray escalates for the members (indices into sts) that are
 // elements of one array: the array's cancel once, each member waiting for
