@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/skillpilot/skillpilot/master"
@@ -107,27 +106,17 @@ type stopping struct {
 
 // beginStop marks the session stopped, asks its runner to stop and waits
 // up to Grace for its job to end. With done unset, the scheduler's cancel
-// is next. gate, if not nil, is a semaphore (StopMany's) held from the
-// start until the stop request is written (or known not to be): the work
-// before that is file creation, which costs CPU, and the sessions that
-// hold the gate get their requests out first instead of every session
-// advancing one step at a time.
-func beginStop(ctx context.Context, dir string, opts StopOptions, gate chan struct{}) (st *stopping, err error) {
+// is next. b, if not nil, is StopMany's batch (stopBatch).
+func beginStop(ctx context.Context, dir string, opts StopOptions, b *stopBatch) (st *stopping, err error) {
 	st = &stopping{}
-	release := func() {}
-	if gate != nil {
-		select {
-		case gate <- struct{}{}:
-		case <-ctx.Done():
-			return st, master.ContextEndError(ctx)
+	written, allWritten := func() {}, func() {}
+	if b != nil {
+		var done func()
+		if done, err = b.enter(ctx); err != nil {
+			return st, err
 		}
-		var once sync.Once
-		release = func() { once.Do(func() { <-gate }) }
-		defer release()
-		// A session that waits (a runner whose heartbeat is late, a slow
-		// disk) lets the others by.
-		t := time.AfterFunc(stopGateHold, release)
-		defer t.Stop()
+		defer done()
+		written, allWritten = done, b.written.Wait
 	}
 	s, err := master.Open(dir)
 	if err != nil {
@@ -196,9 +185,9 @@ func beginStop(ctx context.Context, dir string, opts StopOptions, gate chan stru
 	if alive {
 		state, _ := s.ReadState()
 		progress(opts.Progress, "asking the runner (pid %d on %s) to stop (%s); job %s (%s)", state.RunnerPID, state.Hostname, opts.Mode, li.JobID, li.Via)
-		serr = stopRequest(gctx, s, opts.Mode, release)
+		serr = stopRequest(gctx, s, opts.Mode, written, allWritten)
 	}
-	release()
+	written()
 	a := <-answerCh
 	if a.err != nil {
 		st.done = true
@@ -329,13 +318,15 @@ func (st *stopping) stillActive() error {
 // stopRequest asks the runner to stop and waits until it has. It is the
 // one place the escalation talks to the runner, so a change of the stop
 // protocol (mailbox requests) touches only this function.
-// written is called once the request is in ctl/ (or nothing will be).
-func stopRequest(ctx context.Context, s *master.Session, mode protocol.StopMode, written func()) error {
+// written is called once the request is in ctl/ (or nothing will be);
+// the wait for the reply begins once allWritten returns.
+func stopRequest(ctx context.Context, s *master.Session, mode protocol.StopMode, written, allWritten func()) error {
 	p, err := s.SendStop(ctx, mode)
 	written()
 	if err != nil {
 		return err
 	}
+	allWritten()
 	_, err = p.Wait(ctx, true)
 	return err
 }

@@ -33,7 +33,7 @@ import (
 // *RequestError (errors.Is: ErrUnknownCmdID, ErrAlreadyFinished, ErrIdle,
 // ErrNotRunning, ErrStaleRequest, ErrRequestRejected, ...).
 func (s *Session) Request(ctx context.Context, req protocol.ControlRequest) (*protocol.ControlReply, error) {
-	name, err := s.writeRequest(ctx, req)
+	name, _, err := s.writeRequest(ctx, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -41,32 +41,45 @@ func (s *Session) Request(ctx context.Context, req protocol.ControlRequest) (*pr
 }
 
 // writeRequest is Request up to the request written: it returns the
-// request's name in ctl/.
-func (s *Session) writeRequest(ctx context.Context, req protocol.ControlRequest) (string, error) {
+// request's name in ctl/. The seq/hint rewrite (best effort, section 5)
+// is left to the background, as Submit's is: the request goes out first.
+// With deferHint it is not started: writeRequest returns it as hint (nil
+// when the hint need not change), for the caller to run later.
+func (s *Session) writeRequest(ctx context.Context, req protocol.ControlRequest, deferHint bool) (name string, hint func(), err error) {
 	if req.ReqID == "" {
 		req.ReqID = NewCmdID()
 	}
 	req.ProtocolVersion, req.TS, req.Submitter = protocol.Version, protocol.Now(), s.owner
 	if err := checkRequest(req); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	r, err := s.fs()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	// The seq/hint rewrite (best effort, section 5) is left to the
-	// background, as Submit's is: the request goes out first. A file
-	// creation costs about half a millisecond of kernel time on a busy
-	// machine, and master pool stop writes 128 requests at once.
-	seq, err := allocSeqBackground(r)
-	if err != nil {
-		return "", err
+	var seq int64
+	if deferHint {
+		var old int64
+		if seq, old, err = reserveSeq(r); err != nil {
+			return "", nil, err
+		}
+		if old < seq {
+			rewrite := func() { writeHint(r, seq) }
+			hint = rewrite
+			defer func() {
+				if err != nil { // No request to wait for: the hint now.
+					hintWrites.Go(rewrite)
+				}
+			}()
+		}
+	} else if seq, err = allocSeqBackground(r); err != nil {
+		return "", nil, err
 	}
 	state, fresh := s.freshHeartbeat(seq)
 	if !fresh {
 		l, err := s.awaitAlive(ctx) // Watches the heartbeat counter for up to the grace.
 		if err != nil {
-			return "", fmt.Errorf("%w; nothing was written", err)
+			return "", nil, fmt.Errorf("%w; nothing was written", err)
 		}
 		state = l.state
 	}
@@ -74,13 +87,13 @@ func (s *Session) writeRequest(ctx context.Context, req protocol.ControlRequest)
 	req.Seq = seq
 	b, err := json.Marshal(req)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	name := protocol.RequestName(seq, req.ReqID)
+	name = protocol.RequestName(seq, req.ReqID)
 	if err := s.writeFile(protocol.DirCtl+"/"+name, b); err != nil {
-		return "", wrapf(err, "write request")
+		return "", nil, wrapf(err, "write request")
 	}
-	return name, nil
+	return name, hint, nil
 }
 
 // checkRequest validates req as the runner will, before anything is
@@ -182,20 +195,24 @@ func (s *Session) Stop(ctx context.Context, mode protocol.StopMode, wait bool) (
 type PendingStop struct {
 	s    *Session
 	name string
+	hint func() // the seq/hint rewrite, nil once started or not needed
 }
 
 // SendStop is the first half of Stop: it writes the stop request (or
 // nothing, with ErrRunnerNotAlive, when no runner serves) and returns
 // once the request is in ctl/, without waiting for the reply. Wait is the
-// second half. A caller stopping many sessions at once (master pool stop)
-// writes every request first and then waits for all of them, so that no
-// runner waits for its request behind other sessions' waits.
+// second half, and starts the seq/hint rewrite (best effort, PROTOCOL.md
+// section 5; WaitBackgroundWrites or Close waits for it). A caller
+// stopping many sessions at once (master pool stop) writes every request
+// first and then waits for all of them: each file creation costs CPU
+// (about half a millisecond of kernel time on a busy machine), and no
+// request waits behind another session's polls or hint.
 func (s *Session) SendStop(ctx context.Context, mode protocol.StopMode) (*PendingStop, error) {
-	name, err := s.writeRequest(ctx, protocol.ControlRequest{Op: protocol.OpStop, Mode: mode})
+	name, hint, err := s.writeRequest(ctx, protocol.ControlRequest{Op: protocol.OpStop, Mode: mode}, true)
 	if err != nil {
 		return nil, err
 	}
-	return &PendingStop{s: s, name: name}, nil
+	return &PendingStop{s: s, name: name, hint: hint}, nil
 }
 
 // Wait waits for the reply to the stop request, and with wait, once the
@@ -203,6 +220,10 @@ func (s *Session) SendStop(ctx context.Context, mode protocol.StopMode) (*Pendin
 // request is written.
 func (p *PendingStop) Wait(ctx context.Context, wait bool) (*protocol.ControlReply, error) {
 	s := p.s
+	if p.hint != nil {
+		hintWrites.Go(p.hint)
+		p.hint = nil
+	}
 	rep, err := s.awaitReply(ctx, p.name)
 	if err != nil || !wait {
 		return rep, err
