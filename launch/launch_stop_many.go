@@ -11,7 +11,9 @@ import (
 )
 
 // StopMany stops the launched sessions in dirs in parallel, each as
-// StopLaunched does: a stop request with Grace, then the scheduler's
+// StopLaunched does (the launch.json marks and stop requests first, at
+// most stopGate sessions writing at once, then the waits: stopBatch): a
+// stop request with Grace, then the scheduler's
 // cancel, then the forced cancel. With opts.WholeArrays the sessions that
 // are elements of one job array (launch.json array_job_id) share the
 // escalation: one cancel of the array's job id (scancel 123, qdel 123,
