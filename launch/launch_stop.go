@@ -74,7 +74,6 @@ var errNotLaunched = errors.New("master: the session was not launched by master 
 // returns ErrRunnerNotAlive and does nothing; a session never launched
 // gives an error wrapping errNotLaunched.
 func StopLaunched(ctx context.Context, dir string, opts StopOptions) (StopReport, error) {
-	defer master.WaitBackgroundWrites() // The stop request's seq/hint rewrite: nothing is left writing.
 	st, err := beginStop(ctx, dir, opts, nil)
 	if err == nil && st.cancelAfter {
 		st.sendCancel(ctx, st.li.JobID)

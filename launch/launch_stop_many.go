@@ -106,7 +106,6 @@ func StopMany(ctx context.Context, dirs []string, opts StopOptions) ([]StopRepor
 		}()
 	}
 	wg.Wait()
-	master.WaitBackgroundWrites() // The stop requests' seq/hint rewrites: nothing is left writing.
 	for i, st := range sts {
 		reps[i] = st.rep
 	}

@@ -41,10 +41,10 @@ func (s *Session) Request(ctx context.Context, req protocol.ControlRequest) (*pr
 }
 
 // writeRequest is Request up to the request written: it returns the
-// request's name in ctl/. The seq/hint rewrite (best effort, section 5)
-// is left to the background, as Submit's is: the request goes out first.
-// With deferHint it is not started: writeRequest returns it as hint (nil
-// when the hint need not change), for the caller to run later.
+// request's name in ctl/. With deferHint the seq/hint rewrite (best
+// effort, section 5) is left to the caller, returned as hint (nil when
+// the hint need not change; done at once when no request is written), so
+// that the request goes out first.
 func (s *Session) writeRequest(ctx context.Context, req protocol.ControlRequest, deferHint bool) (name string, hint func(), err error) {
 	if req.ReqID == "" {
 		req.ReqID = NewCmdID()
@@ -68,11 +68,11 @@ func (s *Session) writeRequest(ctx context.Context, req protocol.ControlRequest,
 			hint = rewrite
 			defer func() {
 				if err != nil { // No request to wait for: the hint now.
-					hintWrites.Go(rewrite)
+					rewrite()
 				}
 			}()
 		}
-	} else if seq, err = allocSeqBackground(r); err != nil {
+	} else if seq, err = allocSeq(r); err != nil {
 		return "", nil, err
 	}
 	state, fresh := s.freshHeartbeat(seq)
@@ -195,14 +195,14 @@ func (s *Session) Stop(ctx context.Context, mode protocol.StopMode, wait bool) (
 type PendingStop struct {
 	s    *Session
 	name string
-	hint func() // the seq/hint rewrite, nil once started or not needed
+	hint func() // the seq/hint rewrite, nil once done or not needed
 }
 
 // SendStop is the first half of Stop: it writes the stop request (or
 // nothing, with ErrRunnerNotAlive, when no runner serves) and returns
 // once the request is in ctl/, without waiting for the reply. Wait is the
-// second half, and starts the seq/hint rewrite (best effort, PROTOCOL.md
-// section 5; WaitBackgroundWrites or Close waits for it). A caller
+// second half, and first rewrites seq/hint (best effort, PROTOCOL.md
+// section 5) when the request's seq is past it. A caller
 // stopping many sessions at once (master pool stop) writes every request
 // first and then waits for all of them: each file creation costs CPU
 // (about half a millisecond of kernel time on a busy machine), and no
@@ -221,7 +221,7 @@ func (s *Session) SendStop(ctx context.Context, mode protocol.StopMode) (*Pendin
 func (p *PendingStop) Wait(ctx context.Context, wait bool) (*protocol.ControlReply, error) {
 	s := p.s
 	if p.hint != nil {
-		hintWrites.Go(p.hint)
+		p.hint()
 		p.hint = nil
 	}
 	rep, err := s.awaitReply(ctx, p.name)
