@@ -74,7 +74,7 @@ var errNotLaunched = errors.New("master: the session was not launched by master 
 // returns ErrRunnerNotAlive and does nothing; a session never launched
 // gives an error wrapping errNotLaunched.
 func StopLaunched(ctx context.Context, dir string, opts StopOptions) (StopReport, error) {
-	st, err := beginStop(ctx, dir, opts)
+	st, err := beginStop(ctx, dir, opts, nil)
 	if err == nil && st.cancelAfter {
 		st.sendCancel(ctx, st.li.JobID)
 	}
@@ -106,9 +106,18 @@ type stopping struct {
 
 // beginStop marks the session stopped, asks its runner to stop and waits
 // up to Grace for its job to end. With done unset, the scheduler's cancel
-// is next.
-func beginStop(ctx context.Context, dir string, opts StopOptions) (st *stopping, err error) {
+// is next. b, if not nil, is StopMany's batch (stopBatch).
+func beginStop(ctx context.Context, dir string, opts StopOptions, b *stopBatch) (st *stopping, err error) {
 	st = &stopping{}
+	written, allWritten := func() {}, func() {}
+	if b != nil {
+		var done func()
+		if done, err = b.enter(ctx); err != nil {
+			return st, err
+		}
+		defer done()
+		written, allWritten = done, b.written.Wait
+	}
 	s, err := master.Open(dir)
 	if err != nil {
 		return st, err
@@ -155,8 +164,10 @@ func beginStop(ctx context.Context, dir string, opts StopOptions) (st *stopping,
 	st.opts, st.li, st.d, st.x = opts, li, d, x
 	st.rep = StopReport{ProtocolVersion: protocol.Version, JobID: li.JobID, Via: li.Via}
 	rep := &st.rep
-	status, _ := s.Status(ctx)
-	st.alive = status.Alive
+	// Liveness alone, not the whole Status (queue, results, lease, spool):
+	// 128 sessions stop at once.
+	alive, _ := s.Alive(ctx)
+	st.alive = alive
 	// A live runner is asked to stop at once; the scheduler's answer (one
 	// squeue or qstat shared by an array's elements) comes meanwhile.
 	type answer struct {
@@ -171,16 +182,18 @@ func beginStop(ctx context.Context, dir string, opts StopOptions) (st *stopping,
 	var serr error
 	gctx, cancel := context.WithTimeout(ctx, opts.Grace)
 	defer cancel()
-	if status.Alive {
-		progress(opts.Progress, "asking the runner (pid %d on %s) to stop (%s); job %s (%s)", status.RunnerPID, status.RunnerHost, opts.Mode, li.JobID, li.Via)
-		serr = stopRequest(gctx, s, opts.Mode)
+	if alive {
+		state, _ := s.ReadState()
+		progress(opts.Progress, "asking the runner (pid %d on %s) to stop (%s); job %s (%s)", state.RunnerPID, state.Hostname, opts.Mode, li.JobID, li.Via)
+		serr = stopRequest(gctx, s, opts.Mode, written, allWritten)
 	}
+	written()
 	a := <-answerCh
 	if a.err != nil {
 		st.done = true
 		// The scheduler cannot be asked (not installed here; a local job of
 		// another host): the stop request is all this host can do.
-		if !status.Alive {
+		if !alive {
 			return st, fmt.Errorf("master: ask %s about job %s: %w", li.Via, li.JobID, a.err)
 		}
 		if serr != nil {
@@ -191,11 +204,11 @@ func beginStop(ctx context.Context, dir string, opts StopOptions) (st *stopping,
 		return st, nil
 	}
 	rep.Job = a.job
-	if !status.Alive && !a.job.State.Active() {
+	if !alive && !a.job.State.Active() {
 		st.done = true
 		return st, fmt.Errorf("%w: job %s (%s) is %s and no runner serves the session; nothing to stop", master.ErrRunnerNotAlive, li.JobID, li.Via, a.job)
 	}
-	if status.Alive {
+	if alive {
 		if serr == nil && opts.NoJobWait {
 			serr = waitRunnerGone(gctx, s)
 		}
@@ -305,8 +318,16 @@ func (st *stopping) stillActive() error {
 // stopRequest asks the runner to stop and waits until it has. It is the
 // one place the escalation talks to the runner, so a change of the stop
 // protocol (mailbox requests) touches only this function.
-func stopRequest(ctx context.Context, s *master.Session, mode protocol.StopMode) error {
-	_, err := s.Stop(ctx, mode, true)
+// written is called once the request is in ctl/ (or nothing will be);
+// the wait for the reply begins once allWritten returns.
+func stopRequest(ctx context.Context, s *master.Session, mode protocol.StopMode, written, allWritten func()) error {
+	p, err := s.SendStop(ctx, mode)
+	written()
+	if err != nil {
+		return err
+	}
+	allWritten()
+	_, err = p.Wait(ctx, true)
 	return err
 }
 

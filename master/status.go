@@ -206,6 +206,12 @@ func (s *Session) alive(ctx context.Context) (bool, string) {
 	}
 }
 
+// Alive says whether a runner serves the session, and why not, by the
+// rule Status uses for its Alive and AliveReason, without the rest of
+// Status (the queue, the results, the lease, the spool): what a caller
+// that acts on many sessions at once (master pool stop) needs.
+func (s *Session) Alive(ctx context.Context) (bool, string) { return s.alive(ctx) }
+
 // LockHeld probes the runner's flock with a shared lock. Where flock does
 // not work (some NFS mounts) it reports true and the heartbeat decides.
 func (s *Session) LockHeld() bool {

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -159,12 +160,15 @@ func TestPoolStopSlurmQueries(t *testing.T) {
 // fake Slurm keeps COMPLETING until they are cancelled, are cancelled by
 // one scancel of the array and not waited for; each reports
 // stop_request. Waiting for the jobs (the default of launch.StopOptions)
-// would take the grace and end them by the cancel instead.
+// would take the grace and end them by the cancel instead. The pool has
+// more sessions than launch.StopMany writes at once (8): each still gets
+// exactly one stop request, answered accepted, after its launch.json
+// mark.
 func TestPoolStopNoJobWait(t *testing.T) {
 	needTool(t, "tclsh")
 	f := newFakeSlurm(t, 0)
 	f.completing = true
-	p, _, err := Start(ctx(t), filepath.Join(t.TempDir(), "pool"), Options{Size: 3, Via: "slurm", Exec: f.exec, RunnerArgs: []string{"--heartbeat", "250ms"}})
+	p, _, err := Start(ctx(t), filepath.Join(t.TempDir(), "pool"), Options{Size: 10, Via: "slurm", Exec: f.exec, RunnerArgs: []string{"--heartbeat", "250ms"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +192,25 @@ func TestPoolStopNoJobWait(t *testing.T) {
 		}
 		if st, err := ms.ReadState(); err != nil || st.Phase != protocol.PhaseStopped || ms.LockHeld() {
 			t.Errorf("%s: phase %s (%v), lock held %v after pool stop", s.Session, st.Phase, err, ms.LockHeld())
+		}
+		if li, err := launch.Read(ms); err != nil || li.StoppedAt == nil {
+			t.Errorf("%s: launch.json without stopped_at (%v)", s.Session, err)
+		}
+		acks, _ := os.ReadDir(filepath.Join(p.dirOf(s.Session), protocol.DirAck))
+		left, _ := os.ReadDir(filepath.Join(p.dirOf(s.Session), protocol.DirCtl))
+		var reqs []string
+		for _, e := range left {
+			if strings.HasPrefix(e.Name(), "req_") {
+				reqs = append(reqs, e.Name())
+			}
+		}
+		if len(acks) != 1 || len(reqs) != 0 {
+			t.Errorf("%s: replies %v, requests left %v; want one stop request, answered", s.Session, acks, reqs)
+			continue
+		}
+		var rep protocol.ControlReply
+		if b, err := os.ReadFile(filepath.Join(p.dirOf(s.Session), protocol.DirAck, acks[0].Name())); err != nil || json.Unmarshal(b, &rep) != nil || rep.Op != protocol.OpStop || rep.Outcome != protocol.OutcomeAccepted {
+			t.Errorf("%s: reply %+v (%v)", s.Session, rep, err)
 		}
 	}
 	f.mu.Lock()
