@@ -25,14 +25,10 @@ type Change struct {
 //
 // Polling only (no inotify: a network filesystem), the poll tick adapts:
 // Hurry, called by the owner on activity (a command taken or ended, a
-// request), makes it tick every HurryPoll, and each period after that is
-// an eighth of the time since the last Hurry (never shorter than
-// HurryPoll), up to the poll period given to Watch: fast for the first
-// 80 ms, 25 ms gaps 200 ms after, back to 250 ms after 2 s (about 35
-// ticks). A client that sends its next command when it sees the last
-// result (tens of milliseconds on NFS) finds the watcher still fast, and
-// a command is seen within about an eighth of the time since the last
-// activity; an idle watcher costs what a fixed poll costs.
+// request), makes it tick every HurryPoll, after which each tick's period
+// grows by a quarter back to the poll period given to Watch (about fifteen
+// ticks, 1.2 s, from 10 ms to 250 ms). Work that comes in bursts is seen
+// within milliseconds, and an idle watcher costs what a fixed poll costs.
 type Watcher struct {
 	Changes <-chan Change
 	Rescan  <-chan struct{}
@@ -60,30 +56,23 @@ func (w *Watcher) Hurry() {
 	}
 }
 
-// pacer is the adaptive poll period: fast after hurry, then an eighth of
-// the time since (the sum of the periods handed out), up to slow.
+// pacer is the adaptive poll period: fast after hurry, then a quarter
+// longer each tick up to slow.
 type pacer struct {
-	fast, slow time.Duration
-	since      time.Duration // since the last hurry; idle: at least 8 × slow
+	fast, slow, cur time.Duration
 }
 
-// paceShare is the share of the time since the last activity a poll
-// period may be: a command that comes after t waits at most about t/8.
-const paceShare = 8
-
 func newPacer(fast, slow time.Duration) pacer {
-	return pacer{fast: min(fast, slow), slow: slow, since: paceShare * slow}
+	return pacer{fast: min(fast, slow), slow: slow, cur: slow}
 }
 
 // hurry restarts from the fast period.
-func (p *pacer) hurry() { p.since = 0 }
+func (p *pacer) hurry() { p.cur = p.fast }
 
 // next returns the period until the next tick and moves on.
 func (p *pacer) next() time.Duration {
-	d := min(max(p.fast, p.since/paceShare), p.slow)
-	if p.since < paceShare*p.slow {
-		p.since += d
-	}
+	d := p.cur
+	p.cur = min(p.cur+p.cur/4, p.slow)
 	return d
 }
 

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// The adaptive poll period: fast right after a hurry, then an eighth of the
-// time since it, never beyond the poll period; a hurry starts over.
+// The adaptive poll period: fast right after a hurry, a quarter longer at
+// each tick, never beyond the poll period; a hurry starts over.
 func TestPacer(t *testing.T) {
 	p := newPacer(10*time.Millisecond, 250*time.Millisecond)
 	if d := p.next(); d != 250*time.Millisecond {
@@ -17,22 +17,11 @@ func TestPacer(t *testing.T) {
 	}
 	p.hurry()
 	var got []time.Duration
-	var sum, back time.Duration // back: when the poll period is reached
-	for range 60 {
+	var sum time.Duration
+	for range 20 {
 		d := p.next()
-		// A command that comes at any time after the activity waits at
-		// most an eighth of that time (10 ms at first) for a tick.
-		if d > max(10*time.Millisecond, sum/8) {
-			t.Fatalf("period %v after %v since the hurry: more than an eighth of it", d, sum)
-		}
-		if d == 250*time.Millisecond && back == 0 {
-			back = sum
-		}
 		got = append(got, d)
 		sum += d
-	}
-	if back == 0 || back > 2500*time.Millisecond {
-		t.Errorf("back to the poll period %v after the hurry, want within 2.5 s", back)
 	}
 	if got[0] != 10*time.Millisecond {
 		t.Errorf("first period after a hurry %v, want 10ms", got[0])

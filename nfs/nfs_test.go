@@ -446,7 +446,7 @@ func TestNFSFigures(t *testing.T) {
 	med := func(x []time.Duration) time.Duration { return x[len(x)/2].Round(time.Millisecond) }
 	fmt.Printf("NFS FIGURES: round trip steps, p50: submit %v, runner pickup %v, command %v, master notices the result %v\n",
 		med(sub), med(pick), med(run), med(notice))
-	time.Sleep(3 * time.Second) // Past the runner's fast polls after the last result (~2.2 s).
+	time.Sleep(2 * time.Second) // Past the runner's fast polls after the last result.
 	pid := r.cmd.Process.Pid
 	c0, a0 := cpuTime(pid), rpcCalls(t, "")
 	time.Sleep(10 * time.Second)
