@@ -229,9 +229,7 @@ func (r *Runner) onChange(ch fsq.Change) {
 // listing when the scanner says it is due.
 func (r *Runner) rescan() {
 	r.checkCtl()
-	was := r.queue.scan.inFlight
-	r.queue.maybeScan(r.watcher.Inotify)
-	r.queue.oweScan(r.watcher.Inotify, was) // pace.go
+	r.queue.pollTick(r.watcher.Inotify) // pace.go
 }
 
 // shutdown ends the tool and every process it started, and records the stop.

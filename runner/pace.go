@@ -12,6 +12,14 @@ import "time"
 // Such a tick is owed instead: the listing starts as soon as the rule
 // allows it (nextWake, onTimer), at most one per tick.
 
+// pollTick starts a poll tick's listing of queue/ if one is due (maybeScan),
+// or owes it.
+func (q *cmdQueue) pollTick(inotify bool) {
+	was := q.scan.inFlight
+	q.maybeScan(inotify)
+	q.oweScan(inotify, was)
+}
+
 // oweScan records, after a poll tick's maybeScan, whether the tick's
 // listing is owed: wasInFlight says whether one was in flight before it.
 func (q *cmdQueue) oweScan(inotify, wasInFlight bool) {

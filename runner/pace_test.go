@@ -16,11 +16,7 @@ func TestPollTickOwedAListing(t *testing.T) {
 		return nil, nil
 	})}
 	defer q.scan.close()
-	tick := func() {
-		was := q.scan.inFlight
-		q.maybeScan(false)
-		q.oweScan(false, was)
-	}
+	tick := func() { q.pollTick(false) }
 	finish := func() {
 		t.Helper()
 		<-listed
