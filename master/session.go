@@ -26,7 +26,9 @@ type Session struct {
 	PollInterval time.Duration
 
 	// QuickPoll is how long a wait polls its file on a timer (from 250 µs,
-	// growing) before it joins the Session's shared inotify watcher. 0, the
+	// growing; on a network filesystem from 2 ms, and at least until the
+	// gaps reach PollInterval) before it joins the Session's shared
+	// watcher. 0, the
 	// default, joins at once: right for a long-lived process. A process
 	// that waits once and exits, like the master CLI, sets it (the CLI
 	// uses 50 ms), because an inotify instance costs milliseconds to set up

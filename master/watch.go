@@ -171,19 +171,23 @@ func (h *watchHub) close() {
 // grace period).
 //
 // On a network filesystem, where polling is the only way to see another
-// host's files, every wait starts that way (adaptive polling): it looks
-// often at first, when most commands end, and backs off to PollInterval
-// within about three of them (QuickPoll, if longer, stands).
+// host's files, every wait starts that way (adaptive polling), but paced
+// to the time waited so far rather than racing ahead of it: it looks after
+// 2 ms, then each gap an eighth longer than the last (about an
+// eighth of the time waited so far, so a result is noticed within ~12% of
+// the time it took), until the gap reaches PollInterval (about 0.8 s at
+// the default 100 ms; QuickPoll, if longer, stands). A round trip across
+// NFS clients takes tens of milliseconds, when the gap is a few
+// milliseconds; the 250 µs start growing by half reached 32 ms gaps by
+// then (BENCHMARKS.md, "NFS: adaptive polling"). A long wait costs what it
+// cost before: PollInterval's polls.
 func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func()) {
 	poll := s.PollInterval
 	if poll <= 0 {
 		poll = 100 * time.Millisecond
 	}
 	quick := s.QuickPoll
-	if s.network {
-		quick = max(quick, 3*poll)
-	}
-	if quick <= 0 {
+	if quick <= 0 && !s.network {
 		return s.hub().subscribe(s.path(rel))
 	}
 	bell := make(chan struct{}, 1)
@@ -198,8 +202,12 @@ func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func(
 	go func() {
 		defer close(done)
 		end := time.Now().Add(quick)
-		for d := 250 * time.Microsecond; time.Now().Before(end); d += d / 2 {
-			t := time.NewTimer(min(d, poll, time.Until(end)))
+		for d := firstLook(s.network); time.Now().Before(end) || (s.network && d < poll); d = nextLook(d, s.network) {
+			wait := min(d, poll)
+			if !s.network {
+				wait = min(wait, time.Until(end))
+			}
+			t := time.NewTimer(wait)
 			select {
 			case <-quit:
 				t.Stop()
@@ -226,6 +234,25 @@ func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func(
 		}
 	}()
 	return bell, func() { close(quit); <-done }
+}
+
+// firstLook is a quick wait's first gap between looks (see watch): 250 µs
+// locally, 2 ms on a network filesystem (a file another host writes takes
+// longer than that to show up there).
+func firstLook(network bool) time.Duration {
+	if network {
+		return 2 * time.Millisecond
+	}
+	return 250 * time.Microsecond
+}
+
+// nextLook returns the gap between a quick wait's looks after gap d: half
+// as long again locally, an eighth on a network filesystem (see watch).
+func nextLook(d time.Duration, network bool) time.Duration {
+	if network {
+		return d + d/8
+	}
+	return d + d/2
 }
 
 // Close releases the Session's watcher (one goroutine and, where inotify

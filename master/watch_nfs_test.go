@@ -26,3 +26,29 @@ func TestNetworkWaitPollsAdaptively(t *testing.T) {
 		}
 	}
 }
+
+// A network wait's looks are paced to the time waited so far: a result
+// that appears at any time is looked at within 2 ms and an eighth of that time
+// (2 ms at first), and the gaps reach a 100 ms PollInterval within about a
+// second, after which the shared poll tick takes over. (The earlier pacing,
+// from 250 µs growing by half, had 32 ms gaps 64 ms into a wait, where a
+// round trip across NFS clients ends; BENCHMARKS.md, "NFS: adaptive
+// polling".)
+func TestNetworkLooksPacedToTheWait(t *testing.T) {
+	const poll = 100 * time.Millisecond
+	var waited time.Duration
+	looks := 0
+	for d := firstLook(true); d < poll; d = nextLook(d, true) {
+		if d > 2*time.Millisecond+waited/8 {
+			t.Fatalf("look %d: gap %v after %v waited, more than 2 ms and an eighth of it", looks, d, waited)
+		}
+		waited += d
+		looks++
+	}
+	if waited > 1200*time.Millisecond || looks > 40 {
+		t.Errorf("the gaps reach PollInterval after %v and %d looks, want within ~1 s and 40 looks", waited, looks)
+	}
+	if firstLook(false) != 250*time.Microsecond || nextLook(time.Millisecond, false) != 1500*time.Microsecond {
+		t.Errorf("local quick waits changed: first %v, after 1ms %v", firstLook(false), nextLook(time.Millisecond, false))
+	}
+}

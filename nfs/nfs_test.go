@@ -435,6 +435,10 @@ func TestNFSFigures(t *testing.T) {
 		lat, sub = append(lat, t2.Sub(t0)), append(sub, t1.Sub(t0))
 		pick, run = append(pick, res.StartTS.Sub(t1)), append(run, res.EndTS.Sub(res.StartTS.Time))
 		notice = append(notice, t2.Sub(res.EndTS.Time))
+		// Each trip on the guest's clock (Unix µs), to line up with a
+		// trace of the runner (BENCHMARKS.md, "NFS: adaptive polling").
+		t.Logf("trip %d: submit %d, submitted %d, start %d, end %d, noticed %d", i,
+			t0.UnixMicro(), t1.UnixMicro(), res.StartTS.UnixMicro(), res.EndTS.UnixMicro(), t2.UnixMicro())
 	}
 	for _, x := range [][]time.Duration{lat, sub, pick, run, notice} {
 		sort.Slice(x, func(i, j int) bool { return x[i] < x[j] })

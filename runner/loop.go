@@ -139,6 +139,9 @@ func (r *Runner) nextWake() time.Duration {
 	if r.queue.moreQueued() {
 		consider(now)
 	}
+	if d, ok := r.queue.owedScanIn(); ok {
+		consider(now.Add(d)) // A real-time wait: the scanner runs on the wall clock.
+	}
 	if next.IsZero() {
 		return time.Hour
 	}
@@ -156,6 +159,7 @@ func (r *Runner) onTimer(now time.Time) {
 	if r.mbox.recheckDue(now) {
 		r.checkCtl()
 	}
+	r.queue.payOwedScan(r.watcher.Inotify)
 	if d := r.in.due(); !d.IsZero() && !now.Before(d) {
 		r.pumpInput()
 		r.pumpWaiting("")
@@ -225,7 +229,7 @@ func (r *Runner) onChange(ch fsq.Change) {
 // listing when the scanner says it is due.
 func (r *Runner) rescan() {
 	r.checkCtl()
-	r.queue.maybeScan(r.watcher.Inotify)
+	r.queue.pollTick(r.watcher.Inotify) // pace.go
 }
 
 // shutdown ends the tool and every process it started, and records the stop.

@@ -24,6 +24,7 @@ type cmdQueue struct {
 	skipped    int64             // names cleared because they already had a result
 	rejected   int64             // files answered as invalid
 	discards   int64             // entries moved into tmp/ to be deleted
+	scanOwed   bool              // polling only: a tick's listing is still to start (pace.go)
 }
 
 // add records a name listed in queue/ (seq, and the naming rule it
