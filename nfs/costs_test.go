@@ -125,17 +125,8 @@ func TestNFSFarmCosts(t *testing.T) {
 		var rt, pick []time.Duration
 		for k := 0; k < 5; k++ {
 			time.Sleep(3 * time.Second) // Past the fast polls after the last activity.
-			t0 := time.Now()
-			c, err := s.Submit(ctx(t), "puts hi", master.SubmitOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t1 := time.Now()
-			res, err := c.Wait(ctx(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rt, pick = append(rt, time.Since(t0)), append(pick, res.StartTS.Sub(t1))
+			tr := timedTrip(t, s, "puts hi", false)
+			rt, pick = append(rt, tr.total()), append(pick, tr.pickup())
 		}
 		n := 5
 		if i == 0 {

@@ -421,24 +421,13 @@ func TestNFSFigures(t *testing.T) {
 	// end_ts) and the master noticing the result (end_ts → Wait returns).
 	var lat, sub, pick, run, notice []time.Duration
 	for i := 0; i < 30; i++ {
-		t0 := time.Now()
-		c, err := s.Submit(ctx(t), "puts hi", master.SubmitOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t1 := time.Now()
-		res, err := c.Wait(ctx(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t2 := time.Now()
-		lat, sub = append(lat, t2.Sub(t0)), append(sub, t1.Sub(t0))
-		pick, run = append(pick, res.StartTS.Sub(t1)), append(run, res.EndTS.Sub(res.StartTS.Time))
-		notice = append(notice, t2.Sub(res.EndTS.Time))
+		tr := timedTrip(t, s, "puts hi", false)
+		lat, sub = append(lat, tr.total()), append(sub, tr.submit())
+		pick, run, notice = append(pick, tr.pickup()), append(run, tr.run()), append(notice, tr.notice())
 		// Each trip on the guest's clock (Unix µs), to line up with a
 		// trace of the runner (BENCHMARKS.md, "NFS: adaptive polling").
 		t.Logf("trip %d: submit %d, submitted %d, start %d, end %d, noticed %d", i,
-			t0.UnixMicro(), t1.UnixMicro(), res.StartTS.UnixMicro(), res.EndTS.UnixMicro(), t2.UnixMicro())
+			tr.t0.UnixMicro(), tr.t1.UnixMicro(), tr.start.UnixMicro(), tr.end.UnixMicro(), tr.t2.UnixMicro())
 	}
 	for _, x := range [][]time.Duration{lat, sub, pick, run, notice} {
 		sort.Slice(x, func(i, j int) bool { return x[i] < x[j] })

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // TestNFSRoundTrips prints 40 round trips at the default settings (runner
@@ -26,19 +27,46 @@ func TestNFSRoundTrips(t *testing.T) {
 	runnerOnA(t, a)
 	s := ready(t, b)
 	for i := range 40 {
-		t0 := time.Now()
-		c, err := s.Submit(ctx(t), "puts hi", master.SubmitOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t1 := time.Now()
-		var looks []string
-		res, err := c.WaitProgress(ctx(t), func() { looks = append(looks, fmt.Sprint(time.Since(t1).Microseconds())) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		t2 := time.Now()
-		fmt.Printf("NFS TRIP %d t0 %d t1 %d start %d end %d t2 %d looks %s\n", i, t0.UnixMicro(), t1.UnixMicro(),
-			res.StartTS.UnixMicro(), res.EndTS.UnixMicro(), t2.UnixMicro(), strings.Join(looks, ","))
+		tr := timedTrip(t, s, "puts hi", true)
+		fmt.Printf("NFS TRIP %d t0 %d t1 %d start %d end %d t2 %d looks %s\n", i, tr.t0.UnixMicro(), tr.t1.UnixMicro(),
+			tr.start.UnixMicro(), tr.end.UnixMicro(), tr.t2.UnixMicro(), strings.Join(tr.looks, ","))
 	}
+}
+
+// trip is one timed round trip on the guest's one clock: t0 the submit,
+// t1 its return, start and end the result's start_ts and end_ts, t2 the
+// wait's return, and (when asked for) the wait's looks in µs after t1.
+type trip struct {
+	t0, t1, start, end, t2 time.Time
+	looks                  []string
+}
+
+func (tr trip) total() time.Duration  { return tr.t2.Sub(tr.t0) }
+func (tr trip) submit() time.Duration { return tr.t1.Sub(tr.t0) }
+func (tr trip) pickup() time.Duration { return tr.start.Sub(tr.t1) }
+func (tr trip) run() time.Duration    { return tr.end.Sub(tr.start) }
+func (tr trip) notice() time.Duration { return tr.t2.Sub(tr.end) }
+
+// timedTrip submits payload through s, waits for its result and times
+// each step.
+func timedTrip(t *testing.T, s *master.Session, payload string, looks bool) trip {
+	t.Helper()
+	var tr trip
+	tr.t0 = time.Now()
+	c, err := s.Submit(ctx(t), payload, master.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.t1 = time.Now()
+	var res *protocol.Result
+	if looks {
+		res, err = c.WaitProgress(ctx(t), func() { tr.looks = append(tr.looks, fmt.Sprint(time.Since(tr.t1).Microseconds())) })
+	} else {
+		res, err = c.Wait(ctx(t))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.t2, tr.start, tr.end = time.Now(), res.StartTS.Time, res.EndTS.Time
+	return tr
 }
