@@ -204,12 +204,7 @@ func streamAndWaits(t *testing.T, s *master.Session) {
 		}
 		defer s.Close()
 		s.PollInterval = pi
-		c, err := s.Submit(ctx(t), "after 11000", master.SubmitOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		errc := make(chan error, 1)
-		go func() { _, err := c.Wait(ctx(t)); errc <- err }()
+		errc := waitAside(t, s, "after 11000")
 		time.Sleep(2 * time.Second)
 		w := window(t, 8*time.Second)
 		if err := <-errc; err != nil {

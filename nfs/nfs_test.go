@@ -446,12 +446,7 @@ func TestNFSFigures(t *testing.T) {
 
 	// A master waiting for a command that runs 14 s: what its waiting
 	// costs client B once the wait's first looks are over.
-	c, err := s.Submit(ctx(t), "after 14000", master.SubmitOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := c.Wait(ctx(t)); done <- err }()
+	done := waitAside(t, s, "after 14000")
 	time.Sleep(2 * time.Second)
 	b0, a1 := rpcCalls(t, "cb"), rpcCalls(t, "")
 	time.Sleep(10 * time.Second)

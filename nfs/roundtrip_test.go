@@ -70,3 +70,16 @@ func timedTrip(t *testing.T, s *master.Session, payload string, looks bool) trip
 	tr.t2, tr.start, tr.end = time.Now(), res.StartTS.Time, res.EndTS.Time
 	return tr
 }
+
+// waitAside submits payload through s and waits for its result in a
+// goroutine: the channel gets the wait's error.
+func waitAside(t *testing.T, s *master.Session, payload string) <-chan error {
+	t.Helper()
+	c, err := s.Submit(ctx(t), payload, master.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := c.Wait(ctx(t)); done <- err }()
+	return done
+}
