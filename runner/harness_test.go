@@ -365,6 +365,21 @@ func (h *harness) checkNoOrphans() {
 	}
 }
 
+// stopChecked asks the runner p serving dir to stop (ctl/stop.json),
+// fails unless it exits 0, then checks the session's invariants and that
+// no process of it is left.
+func stopChecked(t testing.TB, dir string, p *runnerProc) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderr)
+	}
+	invariants(t, dir)
+	checkNoOrphans(t, dir)
+}
+
 func checkNoOrphans(t testing.TB, dir string) {
 	t.Helper()
 	groups := map[int]bool{}

@@ -25,7 +25,6 @@ func TestOutputRebuiltFromResultAfterCrash(t *testing.T) {
 	for _, damage := range []string{"truncated", "removed", "garbled", "fifo", "intact", "marker lost"} {
 		t.Run(damage, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "s")
-			h := &harness{t: t, dir: dir}
 			p := &runnerProc{cmd: exec.Command(failpointRunner(t), "--session", dir, "--heartbeat", "100ms"), stderr: &strings.Builder{}, done: make(chan error, 1)}
 			p.cmd.Env = append(os.Environ(), "SP_FAILPOINT=result_output_lagging")
 			p.cmd.Stderr = &lockedWriter{w: p.stderr}
@@ -105,12 +104,7 @@ func TestOutputRebuiltFromResultAfterCrash(t *testing.T) {
 			if n, _ := summary["outputs_rebuilt"].(float64); int(n) != wantRebuilt {
 				t.Errorf("recovery_summary %v, want outputs_rebuilt %d", summary, wantRebuilt)
 			}
-			h.writeFile(protocol.FileStop, "")
-			if code := p2.wait(t); code != 0 {
-				t.Fatalf("exit %d\n%s", code, p2.stderr)
-			}
-			invariants(t, dir)
-			checkNoOrphans(t, dir)
+			stopChecked(t, dir, p2)
 		})
 	}
 }

@@ -97,12 +97,7 @@ func TestMailboxExactlyOnceAcrossKill(t *testing.T) {
 			if n := len(requestEvents(readEvents(t, dir), "r")); n != wantEvents {
 				t.Errorf("%d events for the request, want %d", n, wantEvents)
 			}
-			h.writeFile(protocol.FileStop, "")
-			if code := p2.wait(t); code != 0 {
-				t.Fatalf("exit %d\n%s", code, p2.stderr)
-			}
-			invariants(t, dir)
-			checkNoOrphans(t, dir)
+			stopChecked(t, dir, p2)
 		})
 	}
 }
