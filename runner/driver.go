@@ -62,21 +62,20 @@ type tclDriver struct{}
 // terminal's ONLCR being off, output reaches the runner byte for byte.
 // run prints the begin line after a newline (the prompt may precede it)
 // and the done line after a newline the framer strips again.
-const tclBootstrap = `namespace eval ::__sp {variable vmax %d;variable out stdout};` +
+const tclBootstrap = `namespace eval ::__sp {variable vmax %d;variable out stdout;variable in stdin};` +
+	`if {[catch {fconfigure stdin}]} {catch {set ::__sp::in [open /dev/tty r]}};` +
 	`catch {set ::__sp::out [open /dev/tty w];fconfigure $::__sp::out -translation lf -encoding utf-8 -buffering none};` +
 	`foreach c {stdout stderr} {catch {fconfigure $c -translation lf}};` +
 	`set ::__sp::cfg [list -translation lf -encoding [fconfigure stdout -encoding] -buffering [fconfigure stdout -buffering]];` +
 	`proc ::__sp::ev {b p t} {` + tclPre + `set rc [catch {uplevel #0 [encoding convertfrom utf-8 [binary decode base64 $b]]} res];` + tclPost + `};` +
 	`proc ::__sp::src {f p t} {` + tclPre + `set rc [catch {uplevel #0 [list source -encoding utf-8 $f]} res];` + tclPost + `};` +
 	`proc ::__sp::raw {f t} {` + tclPre + `catch {uplevel #0 [list source -encoding utf-8 $f]} res opts;` + tclFence + `;return -options $opts $res};` +
-	`proc ::__sp::sync {p t} {::tcl::chan::puts $::__sp::out "
-$p $t rc=0";catch {::tcl::chan::flush $::__sp::out};return}`
+	`proc ::__sp::sync {p t} {::tcl::chan::puts $::__sp::out "\n$p $t rc=0";catch {::tcl::chan::flush $::__sp::out};return}`
 
 // tclPre saves what the code after the payload needs, then prints the
 // begin line.
-const tclPre = `set o $::__sp::out;set cfg $::__sp::cfg;set vmax $::__sp::vmax;set rl [interp recursionlimit {}];` +
-	`catch {::tcl::chan::flush stdout};::tcl::chan::puts $o "
-__SP_BEGIN__ $t";catch {::tcl::chan::flush $o};`
+const tclPre = `set o $::__sp::out;set i $::__sp::in;set cfg $::__sp::cfg;set vmax $::__sp::vmax;set rl [interp recursionlimit {}];` +
+	`catch {::tcl::chan::flush stdout};::tcl::chan::puts $o "\n__SP_BEGIN__ $t";catch {::tcl::chan::flush $o};`
 
 // tclPost restores the interpreter's and stdout's settings, prints the
 // done line: rc, the value (cut at vmax bytes of UTF-8) and h=0 if the
@@ -86,16 +85,15 @@ const tclPost = `catch {interp recursionlimit {} $rl};catch {fconfigure stdout -
 	`set bb [encoding convertto utf-8 $res];set vt 0;` +
 	`if {[string length $bb]>$vmax} {set bb [string range $bb 0 [expr {$vmax-1}]];set vt 1};` +
 	`set h {};if {![namespace exists ::__sp]} {set h { h=0}};` +
-	`::tcl::chan::puts $o "
-$p $t rc=$rc v=[binary encode base64 $bb] vt=$vt$h";catch {::tcl::chan::flush $o};` + tclFence + `;return`
+	`::tcl::chan::puts $o "\n$p $t rc=$rc v=[binary encode base64 $bb] vt=$vt$h";catch {::tcl::chan::flush $o};` + tclFence + `;return`
 
 // tclFence reads and drops stdin up to the line that ends with the fence
 // of token $t (PROTOCOL.md section 9.8): input the payload
 // did not read never reaches the tool's prompt. It ends early at end of
 // file or when reading fails (a payload closed stdin, a Ctrl-C the tool
 // turns into an error).
-const tclFence = `set fl "` + fenceMark + `$t";set fn [expr {[string length $fl]-1}];catch {fconfigure stdin -blocking 1};` +
-	`while {![catch {::tcl::chan::gets stdin l} n] && $n>=0} {if {[string range $l end-$fn end] eq $fl} break}`
+const tclFence = `set fl "` + fenceMark + `$t";set fn [expr {[string length $fl]-1}];catch {fconfigure $i -blocking 1};` +
+	`while {![catch {::tcl::chan::gets $i l} n] && $n>=0} {if {[string range $l end-$fn end] eq $fl} break}`
 
 func (tclDriver) bootstrap() string { return fmt.Sprintf(tclBootstrap, maxValue) }
 

@@ -24,6 +24,8 @@ type toolLife struct {
 	failStreak   int         // consecutive failed starts (backoff)
 	failedStarts []time.Time // failed starts within RestartWindow (clk)
 	gaveUp       string      // why the runner gave up starting the tool
+	rejecting    bool        // the start failing now was rejected at the prompt
+	rejections   int         // consecutive failed starts that were rejections
 	syncTokens   map[string]bool
 	syncSeq      int64
 }
@@ -215,6 +217,13 @@ func (t *toolLife) enter(p toolPhase) (prev toolPhase) {
 	return prev
 }
 
+// observe shows the current phase what the tool printed, if it watches.
+func (t *toolLife) observe(b []byte, now time.Time) {
+	if o, ok := t.phase.(interface{ observe([]byte, time.Time) }); ok {
+		o.observe(b, now)
+	}
+}
+
 // line hands a whole line to the current phase.
 func (t *toolLife) line(r *Runner, l []byte) { t.phase.line(r, l) }
 
@@ -257,7 +266,22 @@ func (t *toolLife) clearSync() { t.syncTokens = map[string]bool{} }
 
 // prompted records that the tool reached its prompt: the run of failed
 // starts is over.
-func (t *toolLife) prompted() { t.failStreak = 0 }
+func (t *toolLife) prompted() { t.failStreak, t.rejections, t.rejecting = 0, 0, false }
+
+// rejected records that the start failing now was rejected at the prompt.
+func (t *toolLife) rejected() { t.rejecting = true }
+
+// countRejection counts the failed start being recorded and reports how
+// many consecutive failed starts were rejections (0: this one was not).
+func (t *toolLife) countRejection() int {
+	if !t.rejecting {
+		t.rejections = 0
+		return 0
+	}
+	t.rejecting = false
+	t.rejections++
+	return t.rejections
+}
 
 // giveUp records that the runner gives up starting the tool after last
 // failed (within window, more than maxRestarts), and returns why.

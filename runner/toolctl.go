@@ -75,7 +75,8 @@ func (r *Runner) startTool() {
 	r.event(protocol.Event{Event: protocol.EvToolStart, Detail: map[string]any{"tool_pid": pid, "argv": r.cfg.Tool,
 		"tool_starts": starts}})
 	r.log.Info("tool started", "pid", pid, "argv", r.cfg.Tool)
-	r.enter(&phaseBooting{until: r.clk.Now().Add(r.cfg.StartTimeout)})
+	now := r.clk.Now()
+	r.enter(&phaseBooting{until: now.Add(r.cfg.StartTimeout), watch: newBootWatch(now)})
 	r.fr.discard(r.isSync)
 	r.typeLine(r.drv.bootstrap())
 	r.sendSync()
@@ -141,8 +142,10 @@ func (r *Runner) isSync(l []byte) bool { return r.tool.isSync(l, syncPrefix(r.cu
 func (r *Runner) onChunk(c chunk) {
 	defer c.release()
 	b := c.bytes()
-	r.disk.markBuffered(r.clk.Now())
+	now := r.clk.Now()
+	r.disk.markBuffered(now)
 	r.spoolWrite(b)
+	r.tool.observe(b, now)
 	for len(b) > 0 {
 		line, n := r.fr.feed(b)
 		b = b[n:]
@@ -310,6 +313,15 @@ func (r *Runner) startFailed(why string) {
 	r.countFailedStart(why)
 }
 
+// startRejected ends a start the tool answered at its prompt without
+// running the start-up: typing it again will not help, so a second start
+// rejected in a row gives up at once (exit code 4) instead of retrying
+// for --max-restarts starts.
+func (r *Runner) startRejected(why string) {
+	r.tool.rejected()
+	r.startFailed(why)
+}
+
 // countFailedStart records a failed start and schedules the next attempt
 // with a backoff that doubles with each consecutive failure (250 ms up to
 // 30 s), or gives up when more than MaxRestarts failed starts fall within
@@ -317,7 +329,12 @@ func (r *Runner) startFailed(why string) {
 func (r *Runner) countFailedStart(why string) {
 	now := r.clk.Now()
 	recent, delay := r.tool.failedStart(now, r.cfg.RestartWindow)
+	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"start_failed": why}})
 	if r.stop.stopping() {
+		return
+	}
+	if n := r.tool.countRejection(); n >= 2 {
+		r.giveUp(fmt.Sprintf("%s (rejected the same way by %d starts in a row)", why, n))
 		return
 	}
 	if recent > r.maxRestarts() {

@@ -38,23 +38,54 @@ func (p *phaseDown) timer(r *Runner, now time.Time) {
 }
 
 // phaseBooting: the helpers were typed; the first sync marker proves the
-// tool reads and runs them.
-type phaseBooting struct{ until time.Time }
+// tool reads and runs them. Real shells differ in when they start reading:
+// tclsh keeps what was typed before it was ready, Magic throws it away and
+// prints its prompt. So the runner watches what the tool prints (bootWatch)
+// and types the start-up again each time the tool has gone quiet at a
+// prompt without answering; a tool still printing, or quiet after a whole
+// line (a licence checkout, a design load), is still starting and gets
+// until StartTimeout. A tool that answered bootRounds rounds at its prompt
+// without running the start-up rejects it: the start fails at once, with
+// the tool's last lines in the reason.
+type phaseBooting struct {
+	until time.Time // StartTimeout
+	watch bootWatch
+}
 
 func (p *phaseBooting) String() string { return "booting" }
-func (p *phaseBooting) due() time.Time { return p.until }
+func (p *phaseBooting) due() time.Time {
+	if n := p.watch.next(); !n.IsZero() && n.Before(p.until) {
+		return n
+	}
+	return p.until
+}
 func (p *phaseBooting) line(r *Runner, _ []byte) {
 	r.tool.clearSync()
 	r.startInit(0)
 }
 func (p *phaseBooting) timer(r *Runner, now time.Time) {
 	if !now.Before(p.until) {
-		r.startFailed("the tool did not answer the start-up sync within " + r.cfg.StartTimeout.String())
+		r.startFailed("the tool did not answer the start-up sync within " + r.cfg.StartTimeout.String() +
+			" (--start-timeout)" + p.watch.quote())
+		return
+	}
+	switch p.watch.verdict(now) {
+	case bootRetype:
+		p.watch.typed(now)
+		r.typeLine(r.drv.bootstrap())
+		r.sendSync()
+	case bootRejected:
+		r.startRejected(fmt.Sprintf("the tool is at its prompt and did not run the start-up typed %d times (is --kind %s right for it?)",
+			p.watch.rounds, r.cfg.Kind) +
+			p.watch.quote())
 	}
 }
 func (p *phaseBooting) exited(r *Runner, ex toolExit) {
-	r.startFailed("the tool " + describeExit(ex) + " during start-up")
+	r.startFailed("the tool " + describeExit(ex) + " during start-up" + p.watch.quote())
 }
+
+// observe is told every byte the tool prints while it boots.
+func (p *phaseBooting) observe(b []byte, now time.Time) { p.watch.output(b, now) }
 
 // phaseInit: init script idx runs; no command runs before all succeed.
 type phaseInit struct {
