@@ -194,7 +194,7 @@ func (s *Session) defaultKind() protocol.Kind {
 	if s.kind != "" {
 		return s.kind
 	}
-	if st, err := s.ReadState(); err == nil && (st.Kind == protocol.KindTcl || st.Kind == protocol.KindSh) {
+	if st, err := s.ReadState(); err == nil && protocol.ValidKind(st.Kind) {
 		s.kind = st.Kind
 		return st.Kind
 	}

@@ -7,6 +7,8 @@ type Kind string
 const (
 	KindTcl Kind = "tcl"
 	KindSh  Kind = "sh"
+	// Other kinds name a driver (the runner's presets, such as yosys and
+	// ngspice, or a --driver file): see ValidKind.
 )
 
 // CancelPolicy says how a running command is interrupted.
@@ -369,3 +371,24 @@ const (
 	// range it printed since its last cmd_output (or its cmd_begin).
 	EvCmdOutput = "cmd_output"
 )
+
+// MaxKindLen bounds a kind's name.
+const MaxKindLen = 32
+
+// ValidKind reports whether k is a well-formed kind: tcl, sh, or a
+// driver's name of 1 to 32 characters from [a-z0-9_-] starting with a
+// letter. Whether a runner runs it is the runner's to say (its kind is in
+// state.json).
+func ValidKind(k Kind) bool {
+	if len(k) == 0 || len(k) > MaxKindLen || k[0] < 'a' || k[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		switch c := k[i]; {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -119,10 +119,8 @@ func (c *Command) Validate() error {
 	if c.Seq < 0 {
 		return invalid("seq", "must not be negative")
 	}
-	switch c.Kind {
-	case KindTcl, KindSh:
-	default:
-		return invalid("kind", "unknown kind %q (want tcl or sh)", c.Kind)
+	if !ValidKind(c.Kind) {
+		return invalid("kind", "%q is not a kind (tcl, sh, or a driver's name: 1-%d characters of [a-z0-9_-])", c.Kind, MaxKindLen)
 	}
 	if c.TimeoutS < 0 {
 		return invalid("timeout_s", "must not be negative")

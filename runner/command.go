@@ -61,6 +61,48 @@ type running struct {
 	// to (progress.go), at reportedAt.
 	reported   int64
 	reportedAt time.Time
+	// A line driver's error pattern (linedriver.go): the first output
+	// line that matched it, and the current line so far (bounded).
+	errLine   string
+	lineSoFar []byte
+}
+
+// maxErrLine bounds the line kept for the error pattern and error.message.
+const maxErrLine = 4096
+
+// scanError looks for ld's error pattern in output b, line by line; the
+// first line that matches is kept for the result.
+func (c *running) scanError(b []byte, ld *lineDriver) {
+	if ld.errRe == nil || c.errLine != "" {
+		return
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		part := b
+		if i >= 0 {
+			part = b[:i]
+		}
+		if room := maxErrLine - len(c.lineSoFar); room > 0 {
+			c.lineSoFar = append(c.lineSoFar, part[:min(room, len(part))]...)
+		}
+		if i < 0 {
+			return
+		}
+		c.endLine(ld)
+		if c.errLine != "" {
+			return
+		}
+		b = b[i+1:]
+	}
+}
+
+// endLine checks the line so far against ld's error pattern.
+func (c *running) endLine(ld *lineDriver) {
+	l := bytes.TrimRight(c.lineSoFar, "\r")
+	if ld.errorLine(l) {
+		c.errLine = string(bytes.ToValidUTF8(l, []byte("\uFFFD")))
+	}
+	c.lineSoFar = c.lineSoFar[:0]
 }
 
 // maxLastLine bounds state.json's current_last_line.
@@ -298,6 +340,10 @@ func (c *running) helpersGone() bool { return c.marker.helpersGone }
 // 2 (or none), else a tool_error whose message is the marker's value when
 // tcl (the tool is Tcl) and it has one.
 func (c *running) markerOutcome(tcl bool) (protocol.Status, *protocol.Error) {
+	if c.errLine != "" {
+		return protocol.StatusError, &protocol.Error{Code: protocol.CodeToolError, Message: c.errLine,
+			Context: errContext("matched", "error pattern")}
+	}
 	d := c.marker
 	if !d.hasRC || d.rc == 0 || d.rc == 2 { // 2 is Tcl's TCL_RETURN: a payload that says "return".
 		return protocol.StatusOK, nil
@@ -709,6 +755,12 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 			"timeout_s": cmd.TimeoutS, "clamped_to_ms": timeout.Milliseconds()}})
 	}
 	c.limit(timeout, cmd.OutputBudget(r.cfg.MaxOutputBytes))
+	if err := r.drv.check(cmd.Payload); err != nil {
+		out.Close()
+		_ = r.root.Remove(rel(protocol.DirOutput, outName))
+		r.finishEarly(name, cmd, protocol.CodeInvalidRequest, err.Error(), rel(protocol.DirInflight, name))
+		return
+	}
 	line, err := c.runLine(r.root, r.drv)
 	if err != nil {
 		out.Close()
@@ -767,7 +819,8 @@ func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg, file
 func (r *Runner) onBegin() {
 	c := r.cur
 	c.begin()
-	r.fr.capture(c.markerPrefix(), r.doneMatcher(c), c.injected(), r.sink)
+	_, line := r.drv.(*lineDriver) // The newline before its marker is the tool's own.
+	r.fr.capture(c.markerPrefix(), r.doneMatcher(c), c.injected() && !line, r.sink)
 }
 
 // sink receives captured output of the current command. The terminal's
@@ -780,6 +833,9 @@ func (r *Runner) sink(b []byte) {
 func (r *Runner) emit(b []byte) {
 	c := r.cur
 	b = c.clip(b) // budget.go
+	if ld, ok := r.drv.(*lineDriver); ok {
+		c.scanError(b, ld)
+	}
 	if r.disk.outputSuspended(len(b)) {
 		c.skip(b)
 	} else {
@@ -828,6 +884,9 @@ func (r *Runner) finishByMarker() {
 	if status, reason, e, ok := c.endError(nil); ok {
 		r.finish(status, reason, e, nil)
 		return
+	}
+	if ld, ok := r.drv.(*lineDriver); ok && len(c.lineSoFar) > 0 {
+		c.endLine(ld) // Its last line had no newline.
 	}
 	status, e := c.markerOutcome(r.cfg.Kind == protocol.KindTcl)
 	r.finish(status, protocol.ReasonMarkerSeen, e, nil)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/skillpilot/skillpilot/protocol"
@@ -20,9 +21,12 @@ const (
 // [Config.withDefaults].
 type Config struct {
 	Session string        // session directory; created with the full layout if missing
-	Kind    protocol.Kind // tcl (default) or sh
-	Tool    []string      // argv; empty: tclsh for tcl, bash for sh
-	Env     []string      // extra environment for the tool (KEY=VALUE)
+	Kind    protocol.Kind // tcl (default), sh, or a preset driver's kind (yosys, ngspice)
+	// Driver, if set, drives the tool as a line-oriented shell (a
+	// --driver file); Kind is then its kind. A preset's Kind sets it.
+	Driver *DriverSpec
+	Tool   []string // argv; empty: tclsh for tcl, bash for sh
+	Env    []string // extra environment for the tool (KEY=VALUE)
 
 	Heartbeat      time.Duration // heartbeat period (1s)
 	Poll           time.Duration // rescan period (1s locally, 250ms on network filesystems)
@@ -110,14 +114,29 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Kind == "" {
 		c.Kind = protocol.KindTcl
 	}
-	if c.Kind != protocol.KindTcl && c.Kind != protocol.KindSh {
-		return c, configError(fmt.Sprintf("runner: unknown kind %q (want tcl or sh)", c.Kind))
+	switch {
+	case c.Driver != nil:
+		if c.Kind != protocol.KindTcl && c.Kind != protocol.Kind(c.Driver.Kind) {
+			return c, configError(fmt.Sprintf("runner: --kind %s and a driver of kind %s", c.Kind, c.Driver.Kind))
+		}
+		c.Kind = protocol.Kind(c.Driver.Kind)
+	case c.Kind == protocol.KindTcl || c.Kind == protocol.KindSh:
+	default:
+		d, ok := Preset(string(c.Kind))
+		if !ok {
+			return c, configError(fmt.Sprintf("runner: unknown kind %q (want tcl, sh, %s, or --driver FILE)", c.Kind, strings.Join(Presets(), ", ")))
+		}
+		c.Driver = d
 	}
 	if c.MaxOutputBytes < 0 {
 		return c, configError("runner: --max-output-bytes must not be negative")
 	}
 	if len(c.Tool) == 0 {
-		if c.Kind == protocol.KindSh {
+		if c.Driver != nil && len(c.Driver.Argv) > 0 {
+			c.Tool = c.Driver.Argv
+		} else if c.Driver != nil {
+			return c, configError("runner: the driver names no tool (argv): give its command line after --")
+		} else if c.Kind == protocol.KindSh {
 			c.Tool = []string{"bash", "--noprofile", "--norc", "-i"}
 		} else {
 			c.Tool = []string{"tclsh"}

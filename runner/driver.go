@@ -27,10 +27,16 @@ type driver interface {
 	fence(token string) string
 	// inlineMax is the largest payload run types inline (0: never).
 	inlineMax() int
+	// check refuses a payload the driver cannot deliver whole.
+	check(payload string) error
 }
 
-func newDriver(k protocol.Kind) driver {
-	if k == protocol.KindSh {
+// newDriver returns the driver for kind k: spec's when it is set.
+func newDriver(k protocol.Kind, spec *DriverSpec) driver {
+	switch {
+	case spec != nil:
+		return newLineDriver(spec)
+	case k == protocol.KindSh:
 		return shDriver{}
 	}
 	return tclDriver{}
@@ -115,6 +121,8 @@ func (tclDriver) fence(token string) string { return fenceLine(token) }
 // keeps the line near 2.8 KiB, well under the 4095-byte line limit.
 func (tclDriver) inlineMax() int { return 2048 }
 
+func (tclDriver) check(string) error { return nil }
+
 // tclQuote quotes s as one Tcl word.
 func tclQuote(s string) string {
 	var b strings.Builder
@@ -153,6 +161,8 @@ func (shDriver) sync(prefix, token string) string { return "__sp_sync " + prefix
 func (shDriver) fence(token string) string { return fenceLine(token) }
 
 func (shDriver) inlineMax() int { return 0 }
+
+func (shDriver) check(string) error { return nil }
 
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 

@@ -48,6 +48,27 @@ type framer struct {
 	out       []byte
 	hold      bool   // holdPartial: the current partial line is held in held
 	held      []byte // bytes of the current line held back (hold mode)
+
+	// prompts, if set, removes a line driver's prompts before framing
+	// (linedriver.go); the spool has the raw bytes.
+	prompts *promptFilter
+}
+
+// unprompt returns b without the driver's prompts (b itself when the
+// driver has none); the result is valid until the next call.
+func (f *framer) unprompt(b []byte) []byte {
+	if f.prompts == nil {
+		return b
+	}
+	return f.prompts.filter(b)
+}
+
+// heldPrompt returns and forgets what the prompt filter holds back.
+func (f *framer) heldPrompt() []byte {
+	if f.prompts == nil {
+		return nil
+	}
+	return f.prompts.take()
 }
 
 func newFramer() *framer { return &framer{lineStart: true} }

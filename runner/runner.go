@@ -102,11 +102,14 @@ func Open(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{layout: layoutState{perms: p, warnings: warns}, root: root, disk: spoolDisk{root: root}, mbox: mailbox{root: root, log: cfg.Logger},
-		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind),
+		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind, cfg.Driver),
 		queue: cmdQueue{root: root, log: cfg.Logger, pend: newPending(), done: map[string]string{}, settling: map[string]bool{}},
 		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), tool: newToolLife(cfg.startSession),
 		status: runStatus{phase: protocol.PhaseStarting},
+	}
+	if ld, ok := r.drv.(*lineDriver); ok && ld.spec.Prompt != "" {
+		r.fr.prompts = newPromptFilter(ld.spec.Prompt)
 	}
 	r.clk = cfg.clock
 	if r.clk == nil {

@@ -78,7 +78,9 @@ func (r *Runner) startTool() {
 	now := r.clk.Now()
 	r.enter(&phaseBooting{until: now.Add(r.cfg.StartTimeout), watch: newBootWatch(now)})
 	r.fr.discard(r.isSync)
-	r.typeLine(r.drv.bootstrap())
+	if b := r.drv.bootstrap(); b != "" {
+		r.typeLine(b)
+	}
 	r.sendSync()
 	// state.json names the new tool (tool_pgid, tool_start_time) at once,
 	// so that a runner killed right now lets the next one find it.
@@ -118,7 +120,11 @@ func (r *Runner) restoreModes(cmd *protocol.Command) {
 
 // typeFence types the fence line of token, after its done marker: the
 // helper that ran the payload drops input up to it (driver.go, fenceLine).
-func (r *Runner) typeFence(token string) { r.typeLine(r.drv.fence(token)) }
+func (r *Runner) typeFence(token string) {
+	if f := r.drv.fence(token); f != "" {
+		r.typeLine(f)
+	}
+}
 
 // sendSync types a sync request with a fresh token. Every token sent since
 // the last resynchronisation is accepted.
@@ -146,6 +152,7 @@ func (r *Runner) onChunk(c chunk) {
 	r.disk.markBuffered(now)
 	r.spoolWrite(b)
 	r.tool.observe(b, now)
+	b = r.fr.unprompt(b)
 	for len(b) > 0 {
 		line, n := r.fr.feed(b)
 		b = b[n:]
@@ -274,6 +281,9 @@ func (r *Runner) finishOnExit(ex toolExit) {
 	c := r.cur
 	if c == nil {
 		return
+	}
+	if h := r.fr.heldPrompt(); len(h) > 0 && c.capturing() {
+		r.fr.feed(h) // What it printed last is its output, if it was no prompt.
 	}
 	if status, reason, e, ok := c.endError(&ex); ok {
 		r.finish(status, reason, e, &ex)

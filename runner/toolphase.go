@@ -72,7 +72,9 @@ func (p *phaseBooting) timer(r *Runner, now time.Time) {
 	switch p.watch.verdict(now) {
 	case bootRetype:
 		p.watch.typed(now)
-		r.typeLine(r.drv.bootstrap())
+		if b := r.drv.bootstrap(); b != "" {
+			r.typeLine(b)
+		}
 		r.sendSync()
 	case bootRejected:
 		r.startRejected(fmt.Sprintf("the tool is at its prompt and did not run the start-up typed %d times (is --kind %s right for it?)",

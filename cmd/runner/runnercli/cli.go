@@ -70,7 +70,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var inits stringList
 	var maxRestarts int
 	fs.StringVar(&cfg.Session, "session", "", "session directory (default $SP_SESSION_DIR); created if missing (its parent must exist)")
-	fs.StringVar(&kind, "kind", "tcl", "tool kind: tcl (payloads run with source under catch) or sh (payloads run with .)")
+	fs.StringVar(&kind, "kind", "tcl", "tool kind: tcl (payloads run with source under catch), sh (payloads run with .), or a built-in driver: "+strings.Join(runner.Presets(), ", ")+" (README, \"Starting a runner on a real tool\")")
+	driverFile := fs.String("driver", "", "drive a line-oriented shell described by this JSON file (print, source, error, prompt; PROTOCOL.md 11.1); its kind is the file's")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", time.Second, "how often state/heartbeat.json is rewritten")
 	fs.DurationVar(&cfg.Poll, "poll", 0, "rescan period of queue/ and ctl/ when idle (default 1s; 250ms on network filesystems); polling only, it is 10ms right after activity and grows back to this")
 	fs.StringVar(&cfg.Watch, "watch", "auto", "auto (inotify plus polling; polling only on network filesystems), inotify, or poll")
@@ -121,6 +122,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		cfg.MaxRestarts = -1 // Config's zero means the default.
 	}
 	cfg.Kind, cfg.Tool, cfg.Init = protocol.Kind(kind), fs.Args(), inits
+	if *driverFile != "" {
+		d, err := readDriver(*driverFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "runner: --driver: %v\n", err)
+			return ExitUsage
+		}
+		cfg.Driver = d
+		if kind == string(protocol.KindTcl) {
+			cfg.Kind = protocol.Kind(d.Kind) // --kind left at its default
+		}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		fmt.Fprintf(stderr, "runner: --log-level: %v\n", err)
@@ -146,7 +158,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err := cfg.Check(); err != nil {
 		return openErr(stderr, err)
 	}
-	if err := checkTool(cfg.Tool, protocol.Kind(kind)); err != nil {
+	if err := checkTool(cfg.Tool, cfg.Kind, cfg.Driver); err != nil {
 		printErr(stderr, err)
 		return ExitUsage
 	}
@@ -212,11 +224,20 @@ func flagError(stderr io.Writer, fs *flag.FlagSet, err error) int {
 // cannot be run: not on $PATH, missing, or not executable (issue 26.11:
 // a missing tool used to cost --max-restarts failed starts). tool empty
 // is the kind's default (runner.Config).
-func checkTool(tool []string, kind protocol.Kind) error {
+func checkTool(tool []string, kind protocol.Kind, drv *runner.DriverSpec) error {
+	if drv == nil {
+		drv, _ = runner.Preset(string(kind))
+	}
 	if len(tool) == 0 {
-		tool = []string{"tclsh"}
-		if kind == protocol.KindSh {
+		switch {
+		case drv != nil && len(drv.Argv) > 0:
+			tool = drv.Argv
+		case drv != nil:
+			return fmt.Errorf("the driver of kind %s names no tool (argv): give its command line after --", drv.Kind)
+		case kind == protocol.KindSh:
 			tool = []string{"bash"}
+		default:
+			tool = []string{"tclsh"}
 		}
 	}
 	if tool[0] == "" {
@@ -265,3 +286,31 @@ func printErr(w io.Writer, err error) {
 }
 
 func versionString() string { return version.String("runner") }
+
+// maxDriverFile bounds a --driver file.
+const maxDriverFile = 64 << 10
+
+// readDriver reads a --driver file: a regular file (no FIFO, no device)
+// of at most 64 KiB.
+func readDriver(path string) (*runner.DriverSpec, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxDriverFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxDriverFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxDriverFile)
+	}
+	return runner.ParseDriver(b)
+}
