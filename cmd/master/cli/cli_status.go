@@ -169,7 +169,7 @@ func writeStatus(w io.Writer, st master.Status) {
 			tool += fmt.Sprintf(", pid %d", st.ToolPID)
 		}
 		if st.ToolStarts > 1 {
-			tool += " (restarted: Tcl state of earlier starts is gone)"
+			tool += " (restarted: what earlier starts of the tool held is gone)"
 		}
 		row("tool", "%s", tool)
 	}

@@ -304,7 +304,7 @@ def format_status(st: Dict[str, Any]) -> str:
         if tool_pid:
             tool += ", pid %d" % tool_pid
         if starts > 1:
-            tool += " (restarted: Tcl state of earlier starts is gone)"
+            tool += " (restarted: what earlier starts of the tool held is gone)"
         row("tool", tool)
     if st.get("current_cmd_id") and stale:
         row("running", "%s when the runner was last seen; a runner started later ends it (runner_restarted)"

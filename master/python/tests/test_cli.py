@@ -173,7 +173,7 @@ class CLITest(unittest.TestCase):
         want = ("session   %s\n" % self.dir +
                 "runner    alive (heartbeat counter moved), pid %d on fake\n" % os.getpid() +
                 "phase     busy\n"
-                "tool      tcl, started 2 times, pid 4242 (restarted: Tcl state of earlier starts is gone)\n"
+                "tool      tcl, started 2 times, pid 4242 (restarted: what earlier starts of the tool held is gone)\n"
                 "running   c1 for 1.5s, 2.0 KiB of output, quiet 250ms at: \"Overwrite? (y/n) \"\n"
                 "queue     1 waiting\n"
                 "lease     L1: 1m0s left\n"
