@@ -79,6 +79,9 @@ func run(t *testing.T, s *master.Session, payload string, opts master.SubmitOpti
 	if err != nil && !errors.Is(err, master.ErrCommandFailed) && !errors.Is(err, master.ErrCommandTimeout) && !errors.Is(err, master.ErrCancelled) {
 		t.Fatalf("%.60q: %v", payload, err)
 	}
+	if res.OutputPath == "" {
+		return res, "" // Ended before it ran: no output file.
+	}
 	out, err := c.Output(0, -1)
 	if err != nil {
 		t.Fatalf("output of %.60q: %v", payload, err)

@@ -1,0 +1,138 @@
+package realtools
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// step is one command of a driver scenario and what it must give.
+type step struct {
+	payload string
+	status  protocol.Status
+	out     string
+	errMsg  string // error.message when status is error
+}
+
+// driverScenario runs steps on a session and checks each; it returns the
+// results' outputs for comparison across sessions.
+func driverScenario(t *testing.T, s *master.Session, steps []step) []string {
+	t.Helper()
+	var outs []string
+	for _, st := range steps {
+		res, out := run(t, s, st.payload, master.SubmitOptions{})
+		must(t, st.payload, res, out, st.status, st.out)
+		if st.errMsg != "" && (res.Error == nil || res.Error.Message != st.errMsg) {
+			t.Fatalf("%q: error %+v, want message %q", st.payload, res.Error, st.errMsg)
+		}
+		if res.Value != nil {
+			t.Fatalf("%q: a driver kind has no value, got %q", st.payload, *res.Value)
+		}
+		outs = append(outs, string(res.Status)+"\x00"+out)
+	}
+	return outs
+}
+
+func yosysSteps() []step {
+	return []step{
+		{payload: "log hello\nlog -n x\nlog bad", status: protocol.StatusOK, out: "hello\nxbad\n"},
+		{payload: "foo\nlog never", status: protocol.StatusError, out: "ERROR: No such command: foo (type 'help' for a command overview)\n",
+			errMsg: "ERROR: No such command: foo (type 'help' for a command overview)"},
+		{payload: "log after the error", status: protocol.StatusOK, out: "after the error\n"},
+		{payload: "", status: protocol.StatusOK, out: ""},
+	}
+}
+
+func ngspiceSteps() []step {
+	return []step{
+		{payload: "echo hello\nlet a = 2*3\nprint a", status: protocol.StatusOK, out: "hello\na = 6.000000e+00\n"},
+		{payload: "foo\necho after", status: protocol.StatusError, out: "foo: no such command available in ngspice\nafter\n",
+			errMsg: "foo: no such command available in ngspice"},
+		// Text like the prompt is output unless it begins a line (what
+		// begins a line as the prompt does is taken for one: README).
+		{payload: "echo \"at ngspice 3 -> mid-line\"", status: protocol.StatusOK, out: "at ngspice 3 -> mid-line\n"},
+	}
+}
+
+// TestDriverPresets runs Yosys and ngspice under their presets: exact
+// output without prompts or the file command's banner, the error pattern
+// as the status with the matching line as message, no value. The same
+// commands under `--driver FILE` of the preset's file give the same
+// results (the preset is that file).
+func TestDriverPresets(t *testing.T) {
+	for _, tc := range []struct {
+		kind, cmd string
+		steps     []step
+	}{
+		{"yosys", "yosys", yosysSteps()},
+		{"ngspice", "ngspice", ngspiceSteps()},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			testenv.NeedTool(t, tc.cmd, tc.cmd)
+			_, s := session(t, []string{"--kind", tc.kind})
+			st, err := s.ReadState()
+			if err != nil || string(st.Kind) != tc.kind {
+				t.Fatalf("state.json kind %q (%v), want %s", st.Kind, err, tc.kind)
+			}
+			a := driverScenario(t, s, tc.steps)
+			_, s2 := session(t, []string{"--driver", repoFile(t, "runner/drivers/"+tc.kind+".json")})
+			b := driverScenario(t, s2, tc.steps)
+			if strings.Join(a, "\x01") != strings.Join(b, "\x01") {
+				t.Fatalf("--driver of the preset's file differs from --kind %s:\n%q\n%q", tc.kind, a, b)
+			}
+		})
+	}
+}
+
+// TestDriverFile drives a REPL no preset knows (Python's interactive
+// interpreter) from a driver file written here: print, no source (the
+// payload is typed line by line), an error pattern and a prompt.
+func TestDriverFile(t *testing.T) {
+	py := testenv.NeedTool(t, "python3", "python3")
+	drv := filepath.Join(t.TempDir(), "py.json")
+	if err := os.WriteFile(drv, []byte(`{"kind": "pyrepl", "print": "print('{}')", "error": "^Traceback ", "prompt": "(?:>>>|\\.\\.\\.) "}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, s := session(t, []string{"--driver", drv}, py, "-i", "-q", "-u")
+	driverScenario(t, s, []step{
+		{payload: "x = 6*7\nprint(x)", status: protocol.StatusOK, out: "42\n"},
+		{payload: "1/0", status: protocol.StatusError, out: "Traceback (most recent call last):\n  File \"<stdin>\", line 1, in <module>\nZeroDivisionError: division by zero\n",
+			errMsg: "Traceback (most recent call last):"},
+		{payload: "print(x+1)", status: protocol.StatusOK, out: "43\n"},
+	})
+	// A payload larger than a typed one may be says so.
+	res, _ := run(t, s, strings.Repeat("x = 1\n", 1000), master.SubmitOptions{})
+	if res.Status != protocol.StatusError || res.Error == nil || !strings.Contains(res.Error.Message, "typed line by line") {
+		t.Fatalf("a 6000-byte typed payload: %s %+v", res.Status, res.Error)
+	}
+}
+
+// TestDriverCtrlC: what Ctrl-C does to each driver tool, as README's
+// table says: ngspice stops the analysis and keeps its state, Yosys dies
+// and is started again.
+func TestDriverCtrlC(t *testing.T) {
+	for _, tc := range []struct {
+		kind, long, after, afterOut string
+		restarts                    bool
+	}{
+		{"ngspice", "let keep = 5\nshell sleep 60", "print keep", "keep = 5.000000e+00\n", false},
+		{"yosys", "tee -q exec -- sleep 60", "log alive", "alive\n", true},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			testenv.NeedTool(t, tc.kind, tc.kind)
+			_, s := session(t, []string{"--kind", tc.kind})
+			res, _ := run(t, s, tc.long, master.SubmitOptions{Timeout: time.Second})
+			if res.Status != protocol.StatusTimeout || res.ToolRestarted != tc.restarts {
+				t.Fatalf("Ctrl-C: %s restarted=%v, want timeout restarted=%v", res.Status, res.ToolRestarted, tc.restarts)
+			}
+			res, out := run(t, s, tc.after, master.SubmitOptions{})
+			must(t, "after Ctrl-C", res, out, protocol.StatusOK, tc.afterOut)
+		})
+	}
+}
