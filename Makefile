@@ -47,6 +47,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseControlRequest$$' -fuzztime $(FUZZTIME) ./protocol
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCancel$$' -fuzztime $(FUZZTIME) ./protocol
 	$(GO) test -run '^$$' -fuzz '^FuzzFramer$$' -fuzztime $(FUZZTIME) ./runner
+	$(GO) test -run '^$$' -fuzz '^FuzzPromptFilter$$' -fuzztime $(FUZZTIME) ./runner
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEvents$$' -fuzztime $(FUZZTIME) ./history
 
 # The full benchmark suite; figures and ratios go to BENCHMARKS.md by hand.

@@ -37,6 +37,7 @@ type bootWatch struct {
 	lastOut time.Time // when the tool last printed
 	lines   int       // whole lines printed since typedAt
 	since   int       // bytes printed since typedAt
+	writes  int       // outputs (reads of the terminal) since typedAt
 	rounds  int       // rounds judged as answered at the prompt
 	tries   int       // times the start-up was typed again
 	tail    []byte    // the last bootTail bytes printed
@@ -45,7 +46,10 @@ type bootWatch struct {
 func newBootWatch(now time.Time) bootWatch { return bootWatch{typedAt: now} }
 
 // typed records that the start-up was typed (again) at now.
-func (w *bootWatch) typed(now time.Time) { w.typedAt, w.lines, w.since = now, 0, 0; w.tries++ }
+func (w *bootWatch) typed(now time.Time) {
+	w.typedAt, w.lines, w.since, w.writes = now, 0, 0, 0
+	w.tries++
+}
 
 // output records bytes the tool printed at now.
 func (w *bootWatch) output(b []byte, now time.Time) {
@@ -54,6 +58,7 @@ func (w *bootWatch) output(b []byte, now time.Time) {
 	}
 	w.lastOut = now
 	w.since += len(b)
+	w.writes++
 	w.lines += bytes.Count(b, []byte{'\n'})
 	w.tail = append(w.tail, b...)
 	if over := len(w.tail) - bootTail; over > 0 {
@@ -84,8 +89,8 @@ func (w *bootWatch) atPrompt() bool {
 // queue. The tool reacted to what was typed
 // (whole lines since then, such as errors) or printed nothing at all since,
 // and it sits at a prompt: the round counts, and the start-up is typed
-// again, unless bootRounds rounds went this way. A tool printing without a
-// newline since (progress dots), or whose last line is whole, is still
+// again, unless bootRounds rounds went this way. A tool printing one line
+// bit by bit since (progress dots), or whose last line is whole, is still
 // starting: nothing is typed and nothing counts.
 func (w *bootWatch) verdict(now time.Time) bootVerdict {
 	if now.Before(w.next()) {
@@ -94,8 +99,8 @@ func (w *bootWatch) verdict(now time.Time) bootVerdict {
 	if !w.atPrompt() {
 		return bootWait
 	}
-	if w.since > 0 && w.lines == 0 {
-		return bootWait
+	if w.lines == 0 && w.writes > 1 {
+		return bootWait // Progress on one line, bit by bit.
 	}
 	w.rounds++
 	if w.rounds >= bootRounds {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/deps.sh: make sure the tools the tests need are installed.
 #
-# `make test` and `.ci/run` both call it. chromium runs the timeline
+# `make test` and `.ci/run` both call it. The EDA shells (OpenSTA, Magic,
+# netgen, Yosys, ngspice) are what realtools/ drives. chromium runs the timeline
 # report's browser tests; promtool (Debian: prometheus) checks --metrics-file. Missing tools are installed with
 # apt-get when that is possible without asking (root, or passwordless sudo);
 # otherwise it prints the exact command to run and fails, so that the test
@@ -18,6 +19,11 @@ expect   expect
 python3  python3
 chromium chromium
 promtool prometheus
+sta      opensta
+magic    magic
+netgen-lvs netgen-lvs
+yosys    yosys
+ngspice  ngspice
 "
 
 # The Go toolchain go.mod asks for.
