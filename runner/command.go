@@ -499,7 +499,11 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		return
 	}
 	if cmd.Kind != r.cfg.Kind {
-		r.reject(e, fmt.Sprintf("kind: this runner runs %s payloads, not %s", r.cfg.Kind, cmd.Kind), errContext("field", "kind"))
+		msg := fmt.Sprintf("kind: this runner runs %s payloads, not %s", r.cfg.Kind, cmd.Kind)
+		if _, preset := Preset(string(cmd.Kind)); !preset && cmd.Kind != protocol.KindTcl && cmd.Kind != protocol.KindSh {
+			msg = fmt.Sprintf("kind: unknown kind %q (this runner runs %s payloads)", cmd.Kind, r.cfg.Kind)
+		}
+		r.reject(e, msg, errContext("field", "kind"))
 		return
 	}
 	if r.queue.resultName(cmd.CmdID) != "" {

@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=duration, default=None, help="the command's timeout (timeout_s)")
     p.add_argument("--cancel-policy", choices=("ctrl_c", "terminate_tool", "terminate_session"))
     p.add_argument("--id", dest="cmd_id", help="cmd_id (default: a new UUIDv7)")
-    p.add_argument("--kind", choices=("tcl", "sh"), help="default: the runner's kind")
+    p.add_argument("--kind", help="tcl, sh or a driver's kind (default: the runner's kind)")
     p.add_argument("--wait", action="store_true", help="wait, print the output and the value, exit with the status")
     p.add_argument("--no-value", action="store_true", help="with --wait, do not print the value after the output")
     p.add_argument("-f", dest="file", help="read the payload from FILE ('-': stdin)")

@@ -17,7 +17,14 @@ from .errors import (AlreadyFinished, CannotServe, ExpectTimeout, Idle, MasterEr
 
 Result = Dict[str, Any]
 
-KINDS = ("tcl", "sh")
+KINDS = ("tcl", "sh")  # built in; a runner's driver names other kinds (valid_kind)
+_KIND_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")
+
+
+def valid_kind(kind: Any) -> bool:
+    """tcl, sh, or a driver's kind (yosys, ngspice, a --driver file's):
+    1-32 characters of [a-z0-9_-] starting with a letter (PROTOCOL.md 4)."""
+    return isinstance(kind, str) and _KIND_RE.match(kind) is not None
 SIGNALS = ("INT", "QUIT", "TSTP", "CONT", "HUP", "USR1", "USR2", "TERM", "KILL")
 CANCEL_POLICIES = ("ctrl_c", "terminate_tool", "terminate_session")
 
@@ -152,8 +159,8 @@ class Session:
             raise UsageError("payload must be a str")
         if kind is None:
             kind = self._default_kind()
-        if kind not in KINDS:
-            raise UsageError("kind must be one of %s, not %r" % (", ".join(KINDS), kind))
+        if not valid_kind(kind):
+            raise UsageError("kind must be tcl, sh or a driver's kind (1-32 characters of [a-z0-9_-]), not %r" % (kind,))
         if cancel_policy is not None and cancel_policy not in CANCEL_POLICIES:
             raise UsageError("cancel_policy must be one of %s" % ", ".join(CANCEL_POLICIES))
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
@@ -187,7 +194,7 @@ class Session:
         once per Session, as the Go master does."""
         if self._kind is None:
             kind = (self._state() or {}).get("kind")
-            if kind not in KINDS:
+            if not valid_kind(kind):
                 return "tcl"
             self._kind = kind
         return self._kind

@@ -55,7 +55,7 @@ class SubmitFindTest(Base):
         self.assertEqual(self.s._find("a_b"), a.name)
 
     def test_bad_arguments_are_usage_errors(self) -> None:
-        for kw in ({"cmd_id": "a/b"}, {"kind": "perl"}, {"timeout": -1}, {"cancel_policy": "kill"}):
+        for kw in ({"cmd_id": "a/b"}, {"kind": "Perl 5"}, {"timeout": -1}, {"cancel_policy": "kill"}):
             with self.assertRaises(sp.UsageError) as cm:
                 self.s.submit("x", **kw)
             self.assertEqual(cm.exception.exit_code, 2)

@@ -125,7 +125,7 @@ proc ::skillpilot::submit {dir payload args} {
     }
     set kind [dict get $o -kind]
     if {$kind eq ""} { set kind [RunnerKind $dir] }
-    if {$kind ni {tcl sh}} { Throw USAGE "kind must be tcl or sh, not \"$kind\"" }
+    if {![regexp {^[a-z][a-z0-9_-]{0,31}$} $kind]} { Throw USAGE "kind must be tcl, sh or a driver's kind (1-32 characters of \[a-z0-9_-\]), not \"$kind\"" }
     set timeout [dict get $o -timeout]
     if {![string is double -strict $timeout] || $timeout < 0} { Throw USAGE "-timeout must be seconds >= 0" }
     set policy [dict get $o -cancel_policy]
@@ -195,7 +195,7 @@ proc ::skillpilot::RunnerKind {dir} {
         return [lindex $kindSeen($dir) 1]
     }
     if {[catch {json::parse $text} st]} { return tcl }
-    set kind [expr {[dict exists $st kind] && [dict get $st kind] in {tcl sh} ? [dict get $st kind] : "tcl"}]
+    set kind [expr {[dict exists $st kind] && [regexp {^[a-z][a-z0-9_-]{0,31}$} [dict get $st kind]] ? [dict get $st kind] : "tcl"}]
     if {[dict exists $st session_id] && [dict get $st session_id] eq $sid && $sid ne ""} {
         set kindSeen($dir) [list $sid $kind]
     }
