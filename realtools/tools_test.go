@@ -57,7 +57,9 @@ func tclTools(t *testing.T) []tclTool {
 func session(t *testing.T, flags []string, argv ...string) (*testenv.RunnerProcess, *master.Session) {
 	t.Helper()
 	args := append(append([]string{}, flags...), "--")
-	rp := testenv.StartRunner(t, testenv.RunnerOptions{Args: append(args, argv...)})
+	// The tool works in a directory of its own: what a payload writes
+	// (ngspice's "echo a > b" writes b) stays out of the repository.
+	rp := testenv.StartRunner(t, testenv.RunnerOptions{WorkDir: t.TempDir(), Args: append(args, argv...)})
 	s, err := master.Open(rp.Dir)
 	if err != nil {
 		t.Fatal(err)

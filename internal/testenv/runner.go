@@ -37,6 +37,9 @@ type RunnerOptions struct {
 	Args []string
 	// Env is added to the runner's environment.
 	Env []string
+	// WorkDir is the runner's working directory, and so the tool's
+	// ("": the test's).
+	WorkDir string
 	// NoWait returns as soon as the process has started, without waiting
 	// for state.json to say idle or busy.
 	NoWait bool
@@ -90,6 +93,7 @@ func StartRunner(t testing.TB, o RunnerOptions) *RunnerProcess {
 	cmd := exec.Command(o.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), o.Env...)
+	cmd.Dir = o.WorkDir
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		os.Remove(logf.Name())
