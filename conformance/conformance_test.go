@@ -29,3 +29,28 @@ func TestConformance(t *testing.T) {
 	}
 	Run(t, Env{Repo: repo, Bin: MakeBin(t), Self: self, RunnerRoot: t.TempDir()})
 }
+
+// coreScenarios are the scenarios every master also passes against
+// OpenSTA (a shell that evaluates each line alone and dies of Ctrl-C):
+// each outcome and its exit code, submit/wait/run, status, cancel, stop,
+// send to a prompt, waitfor, trace ids and labels, withdraw.
+var coreScenarios = []string{"outcomes", "submit_wait_run", "status", "cancel", "stop", "interactive", "waitfor",
+	"correlation", "withdraw", "errors_context"}
+
+// TestConformanceOpenSTA runs the core scenarios with every master against
+// runners on OpenSTA instead of tclsh.
+func TestConformanceOpenSTA(t *testing.T) {
+	testenv.NeedTool(t, "sta", "opensta")
+	testenv.NeedTool(t, "python3", "python3")
+	testenv.NeedTool(t, "tclsh", "tcl")
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	Run(t, Env{Repo: repo, Bin: MakeBin(t), Self: self, RunnerRoot: t.TempDir(),
+		Tool: []string{"sta", "-no_splash"}, Only: coreScenarios})
+}

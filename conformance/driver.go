@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +34,11 @@ type Env struct {
 	RunnerFlags  []string // flags of every runner (default: --heartbeat 500ms)
 	Masters      []string // masters to run (default: Masters)
 	Scenarios    string   // scenario directory (default: Repo/conformance/scenarios)
+	// Tool, if set, is the argv every runner drives (after "--"): a real
+	// EDA shell instead of tclsh.
+	Tool []string
+	// Only, if set, names the scenarios to run (file names without .txtar).
+	Only []string
 }
 
 // stepLimit bounds every wait of the driver: a master step's outcome, a
@@ -59,6 +65,18 @@ func Run(t *testing.T, e Env) {
 	scenarios, err := LoadScenarios(e.Scenarios)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if e.Only != nil {
+		var keep []Scenario
+		for _, sc := range scenarios {
+			if slices.Contains(e.Only, sc.Name) {
+				keep = append(keep, sc)
+			}
+		}
+		if len(keep) != len(e.Only) {
+			t.Fatalf("only %d of the scenarios %v are in %s", len(keep), e.Only, e.Scenarios)
+		}
+		scenarios = keep
 	}
 	if len(scenarios) == 0 {
 		t.Fatalf("no scenarios in %s", e.Scenarios)
@@ -497,6 +515,9 @@ func (d *driver) startRunner(st Step, flags []string, ready bool) {
 			f = filepath.Join(d.filesDir, name)
 		}
 		argv = append(argv, f)
+	}
+	if len(d.e.Tool) > 0 {
+		argv = append(append(argv, "--"), d.e.Tool...)
 	}
 	p := &runnerProc{cmd: exec.Command(argv[0], argv[1:]...), stderr: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
