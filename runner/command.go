@@ -797,7 +797,7 @@ func (c *running) runLine(root *sessionRoot, drv driver) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_, err = f.WriteString(c.cmd.Payload)
+	_, err = f.WriteString(drv.payloadFile(c.cmd.Payload, m.Token))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -29,6 +29,9 @@ type driver interface {
 	inlineMax() int
 	// check refuses a payload the driver cannot deliver whole.
 	check(payload string) error
+	// payloadFile is what the payload file of a payload run with token
+	// holds.
+	payloadFile(payload, token string) string
 }
 
 // newDriver returns the driver for kind k: spec's when it is set.
@@ -129,6 +132,8 @@ func (tclDriver) inlineMax() int { return 2048 }
 
 func (tclDriver) check(string) error { return nil }
 
+func (tclDriver) payloadFile(payload, _ string) string { return payload }
+
 // tclQuote quotes s as one Tcl word.
 func tclQuote(s string) string {
 	var b strings.Builder
@@ -169,6 +174,8 @@ func (shDriver) fence(token string) string { return fenceLine(token) }
 func (shDriver) inlineMax() int { return 0 }
 
 func (shDriver) check(string) error { return nil }
+
+func (shDriver) payloadFile(payload, _ string) string { return payload }
 
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 

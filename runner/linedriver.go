@@ -134,13 +134,20 @@ func (l *lineDriver) print(text string) string { return strings.Replace(l.spec.P
 
 func (l *lineDriver) bootstrap() string { return "" }
 
+// run: with a file command, the begin line is printed by the file itself
+// (payloadFile), so the tool runs two commands for a payload, not three,
+// and what the file command prints about itself comes before the begin
+// line, outside the output.
 func (l *lineDriver) run(file, inline, prefix, token string, wrap bool) string {
-	lines := []string{l.print(beginWord + " " + token)}
+	var lines []string
 	switch {
 	case l.spec.Source != "":
 		lines = append(lines, strings.Replace(l.spec.Source, "{}", file, 1))
-	case inline != "":
-		lines = append(lines, strings.Split(strings.TrimSuffix(inline, "\n"), "\n")...)
+	default:
+		lines = append(lines, l.print(beginWord+" "+token))
+		if inline != "" {
+			lines = append(lines, strings.Split(strings.TrimSuffix(inline, "\n"), "\n")...)
+		}
 	}
 	if wrap {
 		lines = append(lines, l.print(prefix+" "+token+" rc=0"))
@@ -161,6 +168,15 @@ func (l *lineDriver) inlineMax() int {
 		return 0
 	}
 	return lineTypedMax
+}
+
+// payloadFile: a driver with a file command prints the begin line first
+// thing in the file.
+func (l *lineDriver) payloadFile(payload, token string) string {
+	if l.spec.Source == "" {
+		return payload
+	}
+	return l.print(beginWord+" "+token) + "\n" + payload
 }
 
 // check refuses a payload the driver cannot deliver whole.

@@ -101,7 +101,10 @@ func TestParseDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := newLineDriver(d)
-	if got := l.run("/s/f", "", "__SP_DONE__", "tok", true); got != "say __SP_BEGIN__ tok\nrun /s/f\nsay __SP_DONE__ tok rc=0" {
+	if got := l.run("/s/f", "", "__SP_DONE__", "tok", true); got != "run /s/f\nsay __SP_DONE__ tok rc=0" {
+		t.Fatalf("run: %q", got)
+	}
+	if got := l.payloadFile("a\nb", "tok"); got != "say __SP_BEGIN__ tok\na\nb" {
 		t.Fatalf("run: %q", got)
 	}
 	if l.bootstrap() != "" || l.fence("tok") != "" || l.inlineMax() != 0 || l.check(strings.Repeat("x", 1<<20)) != nil {
