@@ -141,6 +141,7 @@ type client struct {
 	w    *fsnotify.Watcher
 	seq  int64
 	seen map[string]bool
+	kind protocol.Kind // "": tcl
 }
 
 func newClient(b testing.TB, dir string) *client {
@@ -162,7 +163,11 @@ func (c *client) submit(b testing.TB, payload string) string {
 	c.seq++
 	id := "b" + strconv.FormatInt(c.seq, 10)
 	name := protocol.CommandName(c.seq, id)
-	data, _ := json.Marshal(protocol.Command{CmdID: id, Seq: c.seq, Kind: protocol.KindTcl, Payload: payload})
+	kind := c.kind
+	if kind == "" {
+		kind = protocol.KindTcl
+	}
+	data, _ := json.Marshal(protocol.Command{CmdID: id, Seq: c.seq, Kind: kind, Payload: payload})
 	tmp := filepath.Join(c.dir, "queue", "."+name)
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		b.Fatal(err)
