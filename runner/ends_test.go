@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/skillpilot/skillpilot/protocol"
@@ -195,4 +196,126 @@ func TestLostCmdEndRebuiltFromResult(t *testing.T) {
 	if n := countEvents(h.events(), protocol.EvRecoverySummary); n != 1 {
 		t.Errorf("%d recovery_summary events after a clean restart", n)
 	}
+}
+
+// Issue 32.2: a runner killed after a result's commit and before its
+// cmd_end (and the move out of inflight/) leaves the command in inflight/
+// with its result in result/. The next start keeps the result, and the
+// cmd_end it writes follows that result (PROTOCOL.md §13, §22): its status,
+// exit_reason, spool range and tool_rc, not runner_restarted.
+func TestRecoveredEndFollowsKeptResult(t *testing.T) {
+	h := newHarness(t)
+	a := writeCmd(t, h.dir, 1, "a", "puts x")
+	os.Rename(filepath.Join(h.dir, protocol.DirQueue, a), filepath.Join(h.dir, protocol.DirInflight, a))
+	h.writeFile(rel(protocol.DirResult, a), `{"protocol_version":1,"cmd_id":"a","seq":1,"status":"ok",`+
+		`"exit_reason":"marker_seen","tool_rc":0,"start_ts":"2026-01-01T00:00:00Z","end_ts":"2026-01-01T00:00:01Z","spool_start":40,"spool_end":98,"stats":{"bytes":12,"lines":1,"duration_ms":5},"command_path":"archive/`+a+`"}`)
+	os.WriteFile(filepath.Join(h.dir, protocol.FileMeta),
+		[]byte(`{"ts":"2026-01-01T00:00:00Z","event":"cmd_begin","cmd_id":"a","seq":1,"spool_start":40}`+"\n"), 0o600)
+	h.start()
+	h.stop(protocol.StopGraceful)
+	evs := h.events()
+	end, ok := endsOf(t, evs)["a"]
+	if !ok {
+		t.Fatal("no cmd_end for a")
+	}
+	if end.Status != protocol.StatusOK || end.ExitReason != protocol.ReasonMarkerSeen || end.Detail["recovered"] != true ||
+		jsonOf(end.Detail["tool_rc"]) != "0" || end.Detail["error_code"] != nil {
+		t.Errorf("cmd_end does not follow the kept result: %+v", end)
+	}
+	if end.SpoolStart == nil || end.SpoolEnd == nil || *end.SpoolStart != 40 || *end.SpoolEnd != 98 {
+		t.Errorf("cmd_end range %v..%v, want the result's 40..98", end.SpoolStart, end.SpoolEnd)
+	}
+	if r := h.result(a); r.Status != protocol.StatusOK || r.ExitReason != protocol.ReasonMarkerSeen {
+		t.Errorf("the kept result changed: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, protocol.DirInflight, a)); !os.IsNotExist(err) {
+		t.Errorf("inflight/%s left: %v", a, err)
+	}
+}
+
+// Issue 32.3: a command whose runner is killed (SIGKILL) mid-run can be
+// replayed from meta.log and session.out (PROTOCOL.md §22): the recovered
+// result and cmd_end start at its cmd_begin's spool_start and end no
+// earlier than its last cmd_output, and the result's stats describe what
+// its output file holds. Real runner process, real tclsh.
+func TestRecoveredRangeReplays(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	p := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
+	h := &harness{t: t, dir: dir}
+	h.result(writeCmd(t, dir, 1, "warm", "puts [string repeat w 39]")) // So the command starts past 0.
+	name := writeCmd(t, dir, 2, "k", "puts [string repeat x 50]; flush stdout; after 60000")
+	var outs []protocol.Event
+	h.waitFor("a cmd_output of k", func() bool {
+		outs = outs[:0]
+		for _, e := range readEventsLoose(dir) {
+			if e.Event == protocol.EvCmdOutput && e.CmdID == "k" {
+				outs = append(outs, e)
+			}
+		}
+		return len(outs) > 0
+	})
+	p.cmd.Process.Kill()
+	p.wait(t)
+	checkNoOrphans(t, dir)
+	lastOut := *outs[len(outs)-1].SpoolEnd
+	p = startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
+	r := h.result(name)
+	// Recovery writes its results before the runner serves; a stop
+	// written meanwhile would be older than the runner (stale).
+	h.waitFor("serving", func() bool { return h.state().Phase == protocol.PhaseIdle })
+	stopChecked(t, dir, p)
+	if r.ExitReason != protocol.ReasonRunnerRestarted {
+		t.Fatalf("%+v", r)
+	}
+	var begin, end *protocol.Event
+	for _, e := range readEvents(t, dir) {
+		if e.CmdID != "k" {
+			continue
+		}
+		switch e.Event {
+		case protocol.EvCmdBegin:
+			begin = &e
+		case protocol.EvCmdEnd:
+			end = &e
+		}
+	}
+	if begin == nil || end == nil || begin.SpoolStart == nil || *begin.SpoolStart == 0 {
+		t.Fatalf("begin %+v end %+v", begin, end)
+	}
+	if r.SpoolStart != *begin.SpoolStart || r.SpoolEnd < lastOut {
+		t.Errorf("result range %d..%d, want from the cmd_begin's %d to at least the last cmd_output's end %d",
+			r.SpoolStart, r.SpoolEnd, *begin.SpoolStart, lastOut)
+	}
+	if *end.SpoolStart != r.SpoolStart || *end.SpoolEnd != r.SpoolEnd || end.Detail["recovered"] != true {
+		t.Errorf("cmd_end %v..%v, result %d..%d", *end.SpoolStart, *end.SpoolEnd, r.SpoolStart, r.SpoolEnd)
+	}
+	spool, err := os.ReadFile(filepath.Join(dir, protocol.FileSpool))
+	if err != nil || int64(len(spool)) < r.SpoolEnd {
+		t.Fatalf("spool %d bytes (%v), result ends at %d", len(spool), err, r.SpoolEnd)
+	}
+	if !strings.Contains(string(spool[r.SpoolStart:r.SpoolEnd]), strings.Repeat("x", 50)) {
+		t.Errorf("the range does not replay the command's output: %q", spool[r.SpoolStart:r.SpoolEnd])
+	}
+	out, err := os.ReadFile(filepath.Join(dir, r.OutputPath))
+	if err != nil || r.OutputPath == "" || len(out) == 0 || r.Stats.Bytes != int64(len(out)) || r.OutputSHA256 != sha256Hex(string(out)) {
+		t.Errorf("result stats %+v sha %s path %q; output file %q (%v)", r.Stats, r.OutputSHA256, r.OutputPath, out, err)
+	}
+	if end.Detail["bytes"] != float64(r.Stats.Bytes) {
+		t.Errorf("cmd_end bytes %v, result %d", end.Detail["bytes"], r.Stats.Bytes)
+	}
+	invariants(t, dir, name)
+}
+
+// readEventsLoose reads meta.log as it is now, skipping a line still being
+// written.
+func readEventsLoose(dir string) []protocol.Event {
+	b, _ := os.ReadFile(filepath.Join(dir, protocol.FileMeta))
+	var evs []protocol.Event
+	for _, l := range strings.Split(string(b), "\n") {
+		var e protocol.Event
+		if json.Unmarshal([]byte(l), &e) == nil {
+			evs = append(evs, e)
+		}
+	}
+	return evs
 }
