@@ -146,7 +146,7 @@ func (s *Session) buildCommand(payload string, opts SubmitOptions) (protocol.Com
 		c.Submitter = opts.Submitter
 	}
 	if err := c.Validate(); err != nil {
-		return c, usageErr("%v", err)
+		return c, usageFrom(err)
 	}
 	return c, nil
 }
