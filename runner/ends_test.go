@@ -319,3 +319,51 @@ func readEventsLoose(dir string) []protocol.Event {
 	}
 	return evs
 }
+
+// Issue 32, document 004 (every externally observable transition is
+// logged): the runner logs cmd_queued when it first sees a command in
+// queue/, before its cmd_begin, and cmd_begin says how the command will
+// run: kind, cancel_policy, the effective timeout_s and max_output_bytes
+// (absent when none), and payload_sha256 (the result's). Real tclsh.
+func TestQueuedEventAndBeginDetail(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxOutputBytes = 7000 }).start()
+	a := h.submit("expr 6*7", withTimeout(30), withPolicy(protocol.PolicyTerminateTool), withBudget(5000))
+	b := h.submit("expr 1")
+	ra, rb := h.result(a), h.result(b)
+	h.stop(protocol.StopGraceful)
+	queued := map[string]int{}
+	begins := map[string]protocol.Event{}
+	for i, e := range h.events() {
+		switch e.Event {
+		case protocol.EvCmdQueued:
+			if _, dup := queued[e.CmdID]; dup {
+				t.Errorf("two cmd_queued for %s", e.CmdID)
+			}
+			queued[e.CmdID] = i
+			if e.Seq == 0 || e.Detail["file"] != "queue/"+protocol.CommandName(e.Seq, e.CmdID) {
+				t.Errorf("cmd_queued %+v", e)
+			}
+		case protocol.EvCmdBegin:
+			if _, ok := queued[e.CmdID]; !ok {
+				t.Errorf("cmd_begin of %s without a cmd_queued before it", e.CmdID)
+			}
+			begins[e.CmdID] = e
+		}
+	}
+	check := func(name string, r protocol.Result, want map[string]any) {
+		t.Helper()
+		d := begins[r.CmdID].Detail
+		want["payload_sha256"] = r.PayloadSHA256
+		want["kind"] = "tcl"
+		for k, v := range want {
+			if jsonOf(d[k]) != jsonOf(v) {
+				t.Errorf("%s: cmd_begin detail %s = %v, want %v (%v)", name, k, d[k], v, d)
+			}
+		}
+	}
+	check("a", ra, map[string]any{"cancel_policy": "terminate_tool", "timeout_s": 30, "max_output_bytes": 5000})
+	check("b", rb, map[string]any{"cancel_policy": "ctrl_c", "max_output_bytes": 7000})
+	if _, ok := begins[rb.CmdID].Detail["timeout_s"]; ok {
+		t.Errorf("b has no timeout, yet cmd_begin says timeout_s: %v", begins[rb.CmdID].Detail)
+	}
+}
