@@ -365,7 +365,7 @@ func (c *running) end(status protocol.Status, reason protocol.ExitReason, errInf
 	if exit != nil {
 		res.ExitCode, res.Signal, res.ToolRestarted = exit.code, exit.signal, true
 	}
-	c.describeLimit(res) // budget.go
+	c.describeLimit(res)             // budget.go
 	res.PayloadSHA256 = c.payloadSHA // Hashed for cmd_begin already; "" lets the writer hash it.
 	return resultJob{kind: jobRun, name: c.name, res: res, out: c.out, outErr: c.outErr,
 		cmdFile: rel(protocol.DirInflight, c.name), keepAt: res.CommandPath, payload: c.payload, text: c.cmd.Payload}
