@@ -594,3 +594,18 @@ func TestStaleTTLLeaseAtStartIgnored(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// With --require-lease, a stale lease found at start (issue 32.1) counts
+// as no lease: unless a master renews it within --lease-grace, the runner
+// stops as on expiry, and says why.
+func TestRequireLeaseStaleAtStart(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.RequireLease = true; c.LeaseGrace = 300 * time.Millisecond })
+	h.writeFile(protocol.FileLease, `{"lease_id":"old","ttl_ms":3600000,"expires_at":"2001-01-01T00:00:00Z","counter":7}`)
+	h.start()
+	if err := h.waitExit(); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.state(); st.Phase != protocol.PhaseStopped || !strings.Contains(st.Reason, "stale") {
+		t.Fatalf("%+v", st)
+	}
+}

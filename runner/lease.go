@@ -81,7 +81,7 @@ func (l *leaseWatch) read(r *Runner, now time.Time) bool {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		l.setErr(r, "")
-		if !l.valid && r.cfg.RequireLease && now.Sub(r.id.started) > r.cfg.LeaseGrace {
+		if l.missing(r, now) {
 			l.expire(r, "no lease was written within --lease-grace")
 		}
 		return false
@@ -98,11 +98,22 @@ func (l *leaseWatch) read(r *Runner, now time.Time) bool {
 	default:
 		l.setErr(r, "")
 	}
-	if !l.valid && r.cfg.RequireLease && now.Sub(r.id.started) > r.cfg.LeaseGrace {
-		l.expire(r, "no lease that could be understood was written within --lease-grace ("+l.err+")")
+	if l.missing(r, now) {
+		why := "no lease that could be understood was written within --lease-grace (" + l.err + ")"
+		if l.ignored {
+			why = "no lease was written within --lease-grace: the one found at start was stale (its expires_at had passed)"
+		}
+		l.expire(r, why)
 		return false
 	}
 	return true
+}
+
+// missing reports that --require-lease finds no lease after --lease-grace:
+// none was understood, or the only one is the stale lease found at start
+// (which counts as none until a master renews it).
+func (l *leaseWatch) missing(r *Runner, now time.Time) bool {
+	return (!l.valid || l.ignored) && r.cfg.RequireLease && now.Sub(r.id.started) > r.cfg.LeaseGrace
 }
 
 // update takes changed lease content: a renewal if it parses.
