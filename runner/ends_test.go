@@ -228,6 +228,11 @@ func TestRecoveredEndFollowsKeptResult(t *testing.T) {
 	if r := h.result(a); r.Status != protocol.StatusOK || r.ExitReason != protocol.ReasonMarkerSeen {
 		t.Errorf("the kept result changed: %+v", r)
 	}
+	for _, e := range evs {
+		if e.Event == protocol.EvRecovered && (e.Status != protocol.StatusOK || e.Detail["had_result"] != true) {
+			t.Errorf("recovered event does not follow the kept result: %+v", e)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(h.dir, protocol.DirInflight, a)); !os.IsNotExist(err) {
 		t.Errorf("inflight/%s left: %v", a, err)
 	}

@@ -152,8 +152,8 @@ func (r *Runner) onRecovered(j resultJob, hadResult bool) {
 	} else {
 		r.recovery.written++
 	}
-	r.event(protocol.Event{Event: protocol.EvRecovered, CmdID: key.id, Seq: key.seq, Status: protocol.StatusError,
-		ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"had_result": hadResult}})
+	r.event(protocol.Event{Event: protocol.EvRecovered, CmdID: key.id, Seq: key.seq, Status: res.Status,
+		ExitReason: res.ExitReason, Detail: map[string]any{"had_result": hadResult}})
 }
 
 // endDetail adds to d what a cmd_end says of how the command ended
