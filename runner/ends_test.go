@@ -372,3 +372,36 @@ func TestQueuedEventAndBeginDetail(t *testing.T) {
 		t.Errorf("b has no timeout, yet cmd_begin says timeout_s: %v", begins[rb.CmdID].Detail)
 	}
 }
+
+// Issue 32.3, the other case: a command left in inflight/ without a result
+// that another command began after (its result was still being written
+// when the runner died) ends where the next cmd_begin started, not at the
+// spool's end, and never short of its last cmd_output.
+func TestRecoveredRangeEndsAtNextBegin(t *testing.T) {
+	h := newHarness(t)
+	a := writeCmd(t, h.dir, 1, "a", "puts x")
+	os.Rename(filepath.Join(h.dir, protocol.DirQueue, a), filepath.Join(h.dir, protocol.DirInflight, a))
+	b := writeCmd(t, h.dir, 2, "b", "puts y")
+	os.Remove(filepath.Join(h.dir, protocol.DirQueue, b))
+	h.writeDone(b)
+	h.writeFile(protocol.FileSpool, strings.Repeat("s", 300))
+	h.writeFile(rel(protocol.DirOutput, protocol.OutputName(a)), "xyz\n")
+	os.WriteFile(filepath.Join(h.dir, protocol.FileMeta), []byte(
+		`{"ts":"2026-01-01T00:00:00Z","event":"cmd_begin","cmd_id":"a","seq":1,"spool_start":40}`+"\n"+
+			`{"ts":"2026-01-01T00:00:00Z","event":"cmd_output","cmd_id":"a","seq":1,"spool_start":40,"spool_end":60}`+"\n"+
+			`{"ts":"2026-01-01T00:00:01Z","event":"cmd_begin","cmd_id":"b","seq":2,"spool_start":100}`+"\n"+
+			`{"ts":"2026-01-01T00:00:02Z","event":"cmd_end","cmd_id":"b","seq":2,"status":"ok","exit_reason":"marker_seen","spool_start":100,"spool_end":150}`+"\n"), 0o600)
+	h.start()
+	r := h.result(a)
+	h.stop(protocol.StopGraceful)
+	if r.ExitReason != protocol.ReasonRunnerRestarted || r.SpoolStart != 40 || r.SpoolEnd != 100 {
+		t.Errorf("result %s %d..%d, want runner_restarted 40..100", r.ExitReason, r.SpoolStart, r.SpoolEnd)
+	}
+	if r.Stats.Bytes != 4 || r.Stats.Lines != 1 || r.OutputSHA256 != sha256Hex("xyz\n") || r.OutputPath != rel(protocol.DirOutput, protocol.OutputName(a)) {
+		t.Errorf("result output %+v %s %s", r.Stats, r.OutputSHA256, r.OutputPath)
+	}
+	end := endsOf(t, h.events())["a"]
+	if end.SpoolStart == nil || *end.SpoolStart != 40 || *end.SpoolEnd != 100 {
+		t.Errorf("cmd_end %+v", end)
+	}
+}

@@ -286,6 +286,7 @@ type openBegin struct {
 // their spool ranges.
 func unendedBegins(root *sessionRoot, name string) map[beginKey]*openBegin {
 	open := map[beginKey]*openBegin{}
+	var waiting []*openBegin // begins whose next cmd_begin is not seen yet
 	f, err := root.OpenRegular(name)
 	if err != nil {
 		return open
@@ -317,12 +318,11 @@ func unendedBegins(root *sessionRoot, name string) map[beginKey]*openBegin {
 			if e.SpoolStart != nil {
 				at = *e.SpoolStart
 			}
-			for _, ob := range open {
-				if ob.next < 0 {
-					ob.next = at
-				}
+			for _, ob := range waiting { // Each begin is waited on once: linear in the log.
+				ob.next = at
 			}
-			open[k] = &openBegin{start: at, end: at, next: -1}
+			ob := &openBegin{start: at, end: at, next: -1}
+			open[k], waiting = ob, append(waiting[:0], ob)
 		case protocol.EvCmdOutput:
 			if ob := open[k]; ob != nil && e.SpoolEnd != nil {
 				ob.end = max(ob.end, *e.SpoolEnd)
