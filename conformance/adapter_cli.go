@@ -124,6 +124,9 @@ func (a *cliAd) do(st step) map[string]any {
 		if v := st["trace_id"]; v != "" {
 			args = append(args, "--trace-id", v)
 		}
+		if v := st["max_output_bytes"]; v != "" {
+			args = append(args, "--max-output-bytes", v)
+		}
 		for k, v := range labelsOf(st["labels"]) {
 			args = append(args, "--label", k+"="+v)
 		}

@@ -44,6 +44,12 @@ func (s step) ms(k string) time.Duration {
 	return time.Duration(n) * time.Millisecond
 }
 
+// int64 is the step's integer value of k (0: absent or not a number).
+func (s step) int64(k string) int64 {
+	n, _ := strconv.ParseInt(s[k], 10, 64)
+	return n
+}
+
 // serve runs an adapter loop: one step per stdin line, one JSON outcome per
 // stdout line, until quit or end of input.
 func serve(do func(step) map[string]any) int {
@@ -152,7 +158,7 @@ func (a *goAd) do(st step) map[string]any {
 	switch st["op"] {
 	case "submit", "run":
 		c, err := s.Submit(ctx, st["payload"], master.SubmitOptions{CmdID: st["id"], Timeout: st.ms("timeout_ms"),
-			TraceID: st["trace_id"], Labels: labelsOf(st["labels"])})
+			TraceID: st["trace_id"], Labels: labelsOf(st["labels"]), MaxOutputBytes: st.int64("max_output_bytes")})
 		if err != nil {
 			return ofError(err)
 		}

@@ -10,6 +10,9 @@
 // scenario needs. The file "steps" holds one step per line; other files
 // (an --init script, say) can be named in runner flags as @file.
 //
+// Masters run under umask 022 (Run sets it), so a file a master creates
+// without setting its mode shows the umask's narrowing.
+//
 // Every scenario ends, once its runner has stopped, with the
 // session-invariant check (internal/sessioncheck) on the runner's side:
 // each command has exactly one result, meta.log's cmd_begin and cmd_end
@@ -37,6 +40,7 @@
 //	json PATH K=V...        wait for a JSON file with these top-level fields
 //	files GLOB N            exactly N session files match GLOB
 //	absent TEXT             no file of the session holds TEXT (a secret)
+//	mode GLOB PERM          every session file matching GLOB (at least one) has mode PERM (octal)
 //	sleep DURATION          let time pass (only to age a liveness window)
 //
 // Master steps, sent to the master under test through its adapter:

@@ -62,6 +62,9 @@ func Run(t *testing.T, e Env) {
 	if e.Scenarios == "" {
 		e.Scenarios = filepath.Join(e.Repo, "conformance", "scenarios")
 	}
+	// Masters run under umask 022, the usual default, so that a mode the
+	// umask narrows (a create without the chmod §19.1 asks for) shows.
+	syscall.Umask(0o022)
 	scenarios, err := LoadScenarios(e.Scenarios)
 	if err != nil {
 		t.Fatal(err)
@@ -485,6 +488,25 @@ func (d *driver) harness(st Step, args []string) {
 			}
 			return nil
 		})
+	case "mode":
+		argN(2)
+		want, err := strconv.ParseUint(args[1], 8, 32)
+		if err != nil {
+			d.fail(st, "mode %q is not octal", args[1])
+		}
+		matches, err := filepath.Glob(filepath.Join(d.runnerDir, args[0]))
+		if err != nil || len(matches) == 0 {
+			d.fail(st, "no file matches %s (%v)", args[0], err)
+		}
+		for _, p := range matches {
+			fi, err := os.Lstat(p)
+			if err != nil {
+				d.fail(st, "%v", err)
+			}
+			if got := fi.Mode().Perm(); got != os.FileMode(want) {
+				d.fail(st, "%s has mode %04o, want %04o", p, got, want)
+			}
+		}
 	case "sleep":
 		argN(1)
 		if !durRE.MatchString(args[0]) {

@@ -105,7 +105,7 @@ func checkRequest(req protocol.ControlRequest) error {
 		return err
 	}
 	if _, err := protocol.ParseControlRequest(protocol.RequestName(0, req.ReqID), b); err != nil {
-		return usageErr("%v", err)
+		return usageFrom(err)
 	}
 	return nil
 }

@@ -1,6 +1,10 @@
 package master
 
-import "maps"
+import (
+	"maps"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
 
 // ContextError is an error that carries a context: the facts beside its
 // code and message that say what it was about (the cmd_id, the file, the
@@ -12,7 +16,8 @@ type ContextError interface {
 }
 
 // ErrorContext gathers the context of every ContextError in err's chain
-// (the outermost wins for a key), or returns nil when there is none. The
+// (the outermost wins for a key), and the field of a
+// *protocol.ValidationError in it, or returns nil when there is none. The
 // CLI prints it as "context" beside "code" and "message" in --json errors.
 func ErrorContext(err error) map[string]any {
 	var out map[string]any
@@ -20,6 +25,14 @@ func ErrorContext(err error) map[string]any {
 	walk = func(e error) {
 		if e == nil {
 			return
+		}
+		if ve, ok := e.(*protocol.ValidationError); ok && ve.Field != "" {
+			if out == nil {
+				out = map[string]any{}
+			}
+			if _, seen := out["field"]; !seen {
+				out["field"] = ve.Field
+			}
 		}
 		if ce, ok := e.(ContextError); ok {
 			for k, v := range ce.ErrorContext() {

@@ -250,6 +250,10 @@ func usageErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
 }
 
+// usageFrom is err (a *protocol.ValidationError, say) as a usage error,
+// with err kept in the chain so that ErrorContext finds its field.
+func usageFrom(err error) error { return fmt.Errorf("%w: %w", ErrUsage, err) }
+
 // wrapf wraps err under "master: " and what format says, dropping err's
 // own "master: " prefix so that the prefix appears once in the message
 // ("master: waiting for X: runner not alive", not "...: master: runner

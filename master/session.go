@@ -112,6 +112,10 @@ type SubmitOptions struct {
 	// protocol.ValidateCorrelation gives the bounds).
 	TraceID string
 	Labels  map[string]string
+	// MaxOutputBytes is the command's output budget (PROTOCOL.md 6.3): past
+	// it the runner stops the command by its cancel policy and its result
+	// says output_limit. 0: the runner's --max-output-bytes.
+	MaxOutputBytes int64
 }
 
 // Command is a submitted command.
@@ -135,6 +139,7 @@ func (s *Session) buildCommand(payload string, opts SubmitOptions) (protocol.Com
 		ProtocolVersion: protocol.Version, CmdID: opts.CmdID, Kind: opts.Kind, Payload: payload,
 		TimeoutS: opts.Timeout.Seconds(), CancelPolicy: opts.CancelPolicy, Marker: opts.Marker,
 		SubmittedAt: protocol.Now(), Submitter: s.owner, TraceID: opts.TraceID, Labels: opts.Labels,
+		MaxOutputBytes: opts.MaxOutputBytes,
 	}
 	if c.CmdID == "" {
 		c.CmdID = NewCmdID()
@@ -146,7 +151,7 @@ func (s *Session) buildCommand(payload string, opts SubmitOptions) (protocol.Com
 		c.Submitter = opts.Submitter
 	}
 	if err := c.Validate(); err != nil {
-		return c, usageErr("%v", err)
+		return c, usageFrom(err)
 	}
 	return c, nil
 }

@@ -271,13 +271,19 @@ func (s *Session) lockHeld() (held bool, err error) {
 // AllocSeq's and Submit's steps on seq/ (seq.go), through the root.
 
 // createExcl creates name exclusively (O_EXCL: an existing entry, symlink
-// or not, is os.ErrExist).
+// or not, is os.ErrExist) with mode 0660 whatever the umask (PROTOCOL.md
+// §19.1): the create's mode is narrowed by the umask (0640 under 022), so
+// it is set again when it was.
 func createExcl(r *fsq.Root, name string) error {
 	f, err := r.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o660)
-	if err == nil {
-		f.Close()
+	if err != nil {
+		return err
 	}
-	return err
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.Mode().Perm() != 0o660 {
+		_ = f.Chmod(0o660) // Best effort: the seq is reserved either way; only the empty file's mode would be off.
+	}
+	return nil
 }
 
 // openDirRoot opens a root on the session directory dir for one call

@@ -188,3 +188,39 @@ func TestLockProbeNeverBlocksOnAFIFO(t *testing.T) {
 		t.Fatal("LockHeld blocked on a FIFO")
 	}
 }
+
+// Issue 32.5: every file the Go master writes is 0660 whatever the umask
+// (PROTOCOL.md §19.1), seq/ reservations included, as the Python and Tcl
+// masters' are: under umask 022 the exclusive create alone gave 0640.
+func TestMasterFilesAre0660UnderUmask(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	s, dir := fakeSession(t, idleState)
+	c, err := s.Submit(context.Background(), "puts hi", SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := AllocSeq(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	WaitBackgroundWrites()
+	if err := s.WriteLease("L", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{
+		filepath.Join(protocol.DirSeq, protocol.SeqName(c.Seq)),
+		filepath.Join(protocol.DirSeq, protocol.SeqName(n)),
+		protocol.FileSeqHint,
+		filepath.Join(protocol.DirQueue, c.Name),
+		protocol.FileLease,
+	} {
+		fi, err := os.Stat(filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o660 {
+			t.Errorf("%s: mode %v, want 0660 whatever the umask", rel, got)
+		}
+	}
+}

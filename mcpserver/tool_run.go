@@ -15,25 +15,27 @@ import (
 
 // RunInput is the input of run.
 type RunInput struct {
-	Payload      string            `json:"payload" jsonschema:"the command: a Tcl script (kind tcl), or a shell command line (kind sh)"`
-	Kind         string            `json:"kind,omitempty" jsonschema:"tcl (default) or sh; must be the kind of the session's tool"`
-	TimeoutS     float64           `json:"timeout_s,omitempty" jsonschema:"the command's own timeout in seconds: the runner interrupts it then (0 or absent: the runner's default)"`
-	CancelPolicy string            `json:"cancel_policy,omitempty" jsonschema:"how the runner interrupts the command: ctrl_c (default), terminate_tool or terminate_session"`
-	WaitTimeoutS float64           `json:"wait_timeout_s,omitempty" jsonschema:"how long this call waits for the result, in seconds (absent: the server's default; never more than the server's ceiling); the command keeps running after"`
-	Session      string            `json:"session,omitempty" jsonschema:"which session (pool servers; absent: the least-loaded one)"`
-	TraceID      string            `json:"trace_id,omitempty" jsonschema:"optional id carried into the result, events, status and report so a flow can find its steps (1-128 printable ASCII, no spaces)"`
-	Labels       map[string]string `json:"labels,omitempty" jsonschema:"optional key=value pairs carried with trace_id (at most 16; keys of [a-z0-9_])"`
+	Payload        string            `json:"payload" jsonschema:"the command: a Tcl script (kind tcl), or a shell command line (kind sh)"`
+	Kind           string            `json:"kind,omitempty" jsonschema:"tcl (default) or sh; must be the kind of the session's tool"`
+	TimeoutS       float64           `json:"timeout_s,omitempty" jsonschema:"the command's own timeout in seconds: the runner interrupts it then (0 or absent: the runner's default)"`
+	CancelPolicy   string            `json:"cancel_policy,omitempty" jsonschema:"how the runner interrupts the command: ctrl_c (default), terminate_tool or terminate_session"`
+	WaitTimeoutS   float64           `json:"wait_timeout_s,omitempty" jsonschema:"how long this call waits for the result, in seconds (absent: the server's default; never more than the server's ceiling); the command keeps running after"`
+	Session        string            `json:"session,omitempty" jsonschema:"which session (pool servers; absent: the least-loaded one)"`
+	TraceID        string            `json:"trace_id,omitempty" jsonschema:"optional id carried into the result, events, status and report so a flow can find its steps (1-128 printable ASCII, no spaces)"`
+	Labels         map[string]string `json:"labels,omitempty" jsonschema:"optional key=value pairs carried with trace_id (at most 16; keys of [a-z0-9_])"`
+	MaxOutputBytes int64             `json:"max_output_bytes,omitempty" jsonschema:"the command's output budget in bytes: past it the runner stops the command by its cancel policy and the result's error is output_limit, its output the first bytes (0 or absent: the runner's --max-output-bytes)"`
 }
 
 // SubmitInput is the input of submit.
 type SubmitInput struct {
-	Payload      string            `json:"payload" jsonschema:"the command: a Tcl script (kind tcl), or a shell command line (kind sh)"`
-	Kind         string            `json:"kind,omitempty" jsonschema:"tcl (default) or sh; must be the kind of the session's tool"`
-	TimeoutS     float64           `json:"timeout_s,omitempty" jsonschema:"the command's own timeout in seconds (0 or absent: the runner's default)"`
-	CancelPolicy string            `json:"cancel_policy,omitempty" jsonschema:"ctrl_c (default), terminate_tool or terminate_session"`
-	Session      string            `json:"session,omitempty" jsonschema:"which session (pool servers; absent: the least-loaded one)"`
-	TraceID      string            `json:"trace_id,omitempty" jsonschema:"optional id carried into the result, events, status and report so a flow can find its steps (1-128 printable ASCII, no spaces)"`
-	Labels       map[string]string `json:"labels,omitempty" jsonschema:"optional key=value pairs carried with trace_id (at most 16; keys of [a-z0-9_])"`
+	Payload        string            `json:"payload" jsonschema:"the command: a Tcl script (kind tcl), or a shell command line (kind sh)"`
+	Kind           string            `json:"kind,omitempty" jsonschema:"tcl (default) or sh; must be the kind of the session's tool"`
+	TimeoutS       float64           `json:"timeout_s,omitempty" jsonschema:"the command's own timeout in seconds (0 or absent: the runner's default)"`
+	CancelPolicy   string            `json:"cancel_policy,omitempty" jsonschema:"ctrl_c (default), terminate_tool or terminate_session"`
+	Session        string            `json:"session,omitempty" jsonschema:"which session (pool servers; absent: the least-loaded one)"`
+	TraceID        string            `json:"trace_id,omitempty" jsonschema:"optional id carried into the result, events, status and report so a flow can find its steps (1-128 printable ASCII, no spaces)"`
+	Labels         map[string]string `json:"labels,omitempty" jsonschema:"optional key=value pairs carried with trace_id (at most 16; keys of [a-z0-9_])"`
+	MaxOutputBytes int64             `json:"max_output_bytes,omitempty" jsonschema:"the command's output budget in bytes: past it the runner stops the command by its cancel policy and the result's error is output_limit, its output the first bytes (0 or absent: the runner's --max-output-bytes)"`
 }
 
 // WaitInput is the input of wait.
@@ -81,7 +83,7 @@ type CommandResult struct {
 }
 
 func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput) (CommandResult, error) {
-	ref, _, err := h.queue(ctx, req, in.Session, in.Payload, in.Kind, in.TimeoutS, in.CancelPolicy, in.TraceID, in.Labels)
+	ref, _, err := h.queue(ctx, req, in.Session, in.Payload, in.Kind, in.TimeoutS, in.CancelPolicy, in.TraceID, in.Labels, in.MaxOutputBytes)
 	if err != nil {
 		return CommandResult{}, err
 	}
@@ -89,7 +91,7 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 }
 
 func (h *handler) submit(ctx context.Context, req *mcp.CallToolRequest, in SubmitInput) (SubmitOutput, error) {
-	ref, spool, err := h.queue(ctx, req, in.Session, in.Payload, in.Kind, in.TimeoutS, in.CancelPolicy, in.TraceID, in.Labels)
+	ref, spool, err := h.queue(ctx, req, in.Session, in.Payload, in.Kind, in.TimeoutS, in.CancelPolicy, in.TraceID, in.Labels, in.MaxOutputBytes)
 	if err != nil {
 		return SubmitOutput{}, err
 	}
@@ -109,7 +111,7 @@ func (h *handler) wait(ctx context.Context, _ *mcp.CallToolRequest, in WaitInput
 // and submits the payload there. It returns the spool size seen just before
 // submitting: the command's output comes after it.
 func (h *handler) queue(ctx context.Context, req *mcp.CallToolRequest, session, payload, kind string, timeoutS float64, policy string,
-	traceID string, labels map[string]string) (cmdRef, int64, error) {
+	traceID string, labels map[string]string, maxOutput int64) (cmdRef, int64, error) {
 	if err := h.checkPayload(payload); err != nil {
 		return cmdRef{}, 0, err
 	}
@@ -126,7 +128,7 @@ func (h *handler) queue(ctx context.Context, req *mcp.CallToolRequest, session, 
 	}
 	c, err := s.Submit(ctx, payload, master.SubmitOptions{Kind: protocol.Kind(kind),
 		Timeout: time.Duration(timeoutS * float64(time.Second)), CancelPolicy: protocol.CancelPolicy(policy),
-		Submitter: h.submitter(req), TraceID: traceID, Labels: labels})
+		Submitter: h.submitter(req), TraceID: traceID, Labels: labels, MaxOutputBytes: maxOutput})
 	if err != nil {
 		return cmdRef{}, 0, fmt.Errorf("submit to session %s: %w", name, err)
 	}

@@ -43,6 +43,8 @@ var toolDefs = []toolDef{
 	def("tail", reads, descTail, (*handler).tail),
 	def("cancel", changes, descCancel, (*handler).cancel),
 	def("send", changes, descSend, (*handler).send),
+	def("signal", changes, descSignal, (*handler).signal),
+	def("resize", changes, descResize, (*handler).resize),
 	def("status", reads, descStatus, (*handler).status),
 }
 
@@ -92,6 +94,12 @@ const (
 		`resume_cursor (offset + bytes returned) for the next call.`
 	descCancel = `Cancel a command (queued or running) by cmd_id, or with no cmd_id the running command. Waits ` +
 		`(at most wait_timeout_s, default 10 s) for its result and reports the outcome.`
+	descSignal = `Send a signal to the tool while a command runs (INT, QUIT, TSTP, CONT, HUP, USR1, USR2, TERM, KILL), ` +
+		`as master signal does: no cancel semantics, the command goes on or ends as the tool decides (KILL or TERM ` +
+		`kill plain tclsh: the command ends tool_died and the tool restarts). A command that is not running gets nothing ` +
+		`(outcome not_running with cmd_state). Use cancel to stop a command.`
+	descResize = `Set the size of the tool's terminal (cols x rows, 1 to 10000 each); its foreground process group ` +
+		`gets SIGWINCH and later starts of the tool keep the size. Outcome delivered.`
 	descSend = `Answer a question the running command asks (a prompt such as "Overwrite? (y/n) ", a Tcl ` +
 		`gets stdin): type text (and a newline) into the tool while cmd_id runs. With expect, the text is typed ` +
 		`only once the pattern matches the command's output, searched from the end of the last match a send ` +

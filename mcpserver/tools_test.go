@@ -18,7 +18,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-var allTools = []string{"cancel", "read_output", "run", "send", "status", "submit", "tail", "wait", "wait_for"}
+var allTools = []string{"cancel", "read_output", "resize", "run", "send", "signal", "status", "submit", "tail", "wait", "wait_for"}
 
 func toolNames(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Tool {
 	t.Helper()
@@ -52,7 +52,7 @@ func TestToolsListSchemas(t *testing.T) {
 	required := map[string][]string{
 		"run": {"payload"}, "submit": {"payload"}, "wait": {"cmd_id"}, "read_output": {"cmd_id", "offset"},
 		"wait_for": {"pattern", "from_cursor"}, "tail": {"from_cursor"}, "cancel": nil, "status": nil,
-		"send": {"cmd_id", "text"},
+		"send": {"cmd_id", "text"}, "signal": {"cmd_id", "signal"}, "resize": {"cols", "rows"},
 	}
 	for name, tool := range tools {
 		var in, out struct {
@@ -514,4 +514,45 @@ func TestDenySplitSend(t *testing.T) {
 		t.Fatal("the denied line ran")
 	}
 	_ = dir
+}
+
+// Issue 32, document 004 (the same surface from every door): MCP offers
+// signal and resize as the other masters do (PROTOCOL.md 9.8), and run and
+// submit take a command's max_output_bytes. Real tclsh.
+func TestSignalResizeAndBudget(t *testing.T) {
+	_, cs := newSession(t)
+	var r CommandResult
+	call(t, cs, "run", map[string]any{"payload": "while 1 {puts xxxxxxxxx}", "max_output_bytes": 100}, &r)
+	if r.Status != "error" || r.Error == nil || r.Error.Code != protocol.CodeOutputLimit || r.Output.Size != 100 {
+		t.Fatalf("max_output_bytes: %+v %+v", r, r.Error)
+	}
+	var rs ControlOutput
+	call(t, cs, "resize", map[string]any{"cols": 200, "rows": 50}, &rs)
+	if rs.Outcome != "delivered" {
+		t.Fatalf("resize: %+v", rs)
+	}
+	if msg := callErr(t, cs, "resize", map[string]any{"cols": 0, "rows": 50}); !strings.Contains(msg, "resize") {
+		t.Errorf("resize 0 columns: %s", msg)
+	}
+	call(t, cs, "run", map[string]any{"payload": "expr 1"}, &r) // The tool restarted after the Ctrl-C: it is back.
+	var sub SubmitOutput
+	call(t, cs, "submit", map[string]any{"payload": `puts ready; flush stdout; after 60000`}, &sub)
+	var w WaitForOutput
+	call(t, cs, "wait_for", map[string]any{"pattern": "ready", "from_cursor": sub.ResumeCursor}, &w)
+	var sg ControlOutput
+	call(t, cs, "signal", map[string]any{"cmd_id": sub.CmdID, "signal": "sigterm"}, &sg)
+	if sg.Outcome != "delivered" || sg.CmdID != sub.CmdID {
+		t.Fatalf("signal: %+v", sg)
+	}
+	call(t, cs, "wait", map[string]any{"cmd_id": sub.CmdID, "wait_timeout_s": longWait.Seconds()}, &r)
+	if r.Status != "error" || r.Error == nil || r.Error.Code != protocol.CodeToolDied {
+		t.Errorf("after SIGTERM: %+v %+v", r, r.Error)
+	}
+	call(t, cs, "signal", map[string]any{"cmd_id": sub.CmdID, "signal": "INT"}, &sg)
+	if sg.Outcome != "not_running" || sg.CmdState != "finished" {
+		t.Errorf("signal to a finished command: %+v", sg)
+	}
+	if msg := callErr(t, cs, "signal", map[string]any{"cmd_id": sub.CmdID, "signal": "STOP"}); !strings.Contains(msg, "STOP") {
+		t.Errorf("signal STOP: %s", msg)
+	}
 }

@@ -370,6 +370,10 @@ const (
 	// EvCmdOutput is a running command's output progress: the spool
 	// range it printed since its last cmd_output (or its cmd_begin).
 	EvCmdOutput = "cmd_output"
+	// EvCmdQueued: the runner saw a command file in queue/ for the first
+	// time (it learns of a command when it lists queue/, not when a master
+	// wrote it).
+	EvCmdQueued = "cmd_queued"
 )
 
 // MaxKindLen bounds a kind's name.

@@ -69,8 +69,14 @@ func (c *running) describeLimit(res *protocol.Result) {
 	msg := fmt.Sprintf("output limit: the command printed more than max_output_bytes (%d); %s holds its first %d bytes, %d more were not kept",
 		c.budget, res.OutputPath, c.bytes, c.dropped)
 	if res.Error == nil || c.limitEnds {
+		// The code and message become the budget's; the context keeps what
+		// the end already said (how the tool ended: signal, exit_code).
+		var ctx map[string]any
+		if res.Error != nil {
+			ctx = res.Error.Context
+		}
 		res.Status = protocol.StatusError
-		res.Error = &protocol.Error{Code: protocol.CodeOutputLimit, Message: msg}
+		res.Error = &protocol.Error{Code: protocol.CodeOutputLimit, Message: msg, Context: ctx}
 	} else {
 		res.Error.Message += "; " + msg
 	}

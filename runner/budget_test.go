@@ -77,3 +77,21 @@ func TestOutputBudgetStopsEndlessPrinter(t *testing.T) {
 		t.Errorf("%d cmd_end events with error_code output_limit", n)
 	}
 }
+
+// Issue 32.4: when the budget ends a command and the tool dies of the
+// Ctrl-C (plain tclsh), the output_limit error keeps how the tool ended in
+// its context (signal, as PROTOCOL.md §7 requires and a timeout on the same
+// tool keeps), beside the budget and the file. Real tclsh.
+func TestOutputLimitKeepsToolExit(t *testing.T) {
+	h := newHarness(t).start()
+	r := h.result(h.submit(`while 1 {puts [string repeat x 40]}`, withBudget(1000)))
+	if r.Error == nil || r.Error.Code != protocol.CodeOutputLimit || !r.ToolRestarted || r.Signal == "" {
+		t.Fatalf("output_limit on tclsh: %+v %+v", r, r.Error)
+	}
+	checkContext(t, "output_limit", r.Error.Context, map[string]any{"max_output_bytes": 1000, "file": r.OutputPath, "signal": r.Signal})
+	// The same tool on a timeout keeps it too.
+	rt := h.result(h.submit("after 60000", withTimeout(0.25)))
+	if rt.Error == nil || rt.Error.Context["signal"] != rt.Signal {
+		t.Errorf("timeout: %+v %+v", rt, rt.Error)
+	}
+}

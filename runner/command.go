@@ -38,6 +38,7 @@ type running struct {
 	lines      int64
 	begun      bool   // the begin line was seen: output is being captured
 	payload    string // its payload file (a name in the session), if any
+	payloadSHA string // sha256 of the payload, as cmd_begin and the result say ("" for none)
 	// Set once the command is being ended by the runner rather than by
 	// its marker (timeout, cancel, lease, force stop).
 	endStatus protocol.Status
@@ -410,7 +411,8 @@ func (c *running) end(status protocol.Status, reason protocol.ExitReason, errInf
 	if exit != nil {
 		res.ExitCode, res.Signal, res.ToolRestarted = exit.code, exit.signal, true
 	}
-	c.describeLimit(res) // budget.go
+	c.describeLimit(res)             // budget.go
+	res.PayloadSHA256 = c.payloadSHA // Hashed for cmd_begin already; "" lets the writer hash it.
 	return resultJob{kind: jobRun, name: c.name, res: res, out: c.out, outErr: c.outErr,
 		cmdFile: rel(protocol.DirInflight, c.name), keepAt: res.CommandPath, payload: c.payload, text: c.cmd.Payload}
 }
@@ -745,20 +747,23 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	if errors.Is(err, errLayout) && r.unclaim(name, cmd.Seq, err) {
 		return
 	}
+	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
+	budget := cmd.OutputBudget(r.cfg.MaxOutputBytes)
+	payloadSHA, begin := beginDetail(cmd, timeout, budget)
 	r.event(protocol.Event{Event: protocol.EvCmdBegin, CmdID: cmd.CmdID, Seq: cmd.Seq, SpoolStart: &spoolStart,
-		TraceID: cmd.TraceID, Labels: cmd.Labels})
+		TraceID: cmd.TraceID, Labels: cmd.Labels, Detail: begin})
 	if err != nil {
 		r.log.Error("create output", "err", err)
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error(), rel(protocol.DirOutput, outName))
 		return
 	}
 	c := newRunning(cmd, name, r.clk.Now(), r.tool.startCount(), r.disk.spoolOffset(), out)
-	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
+	c.payloadSHA = payloadSHA
 	if clamped {
 		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: cmd.CmdID, Seq: cmd.Seq, Detail: map[string]any{
 			"timeout_s": cmd.TimeoutS, "clamped_to_ms": timeout.Milliseconds()}})
 	}
-	c.limit(timeout, cmd.OutputBudget(r.cfg.MaxOutputBytes))
+	c.limit(timeout, budget)
 	if err := r.drv.check(cmd.Payload); err != nil {
 		out.Close()
 		_ = r.root.Remove(rel(protocol.DirOutput, outName))
@@ -780,6 +785,30 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	r.fr.discard(func(l []byte) bool { return isBegin(l, tok) })
 	r.restoreModes(cmd)
 	r.typeLine(line)
+}
+
+// beginDetail is cmd_begin's detail (PROTOCOL.md section 22): how the
+// command will run — kind, cancel_policy, the effective timeout_s and
+// max_output_bytes (left out when there is none) — and payload_sha256
+// (left out for an empty payload, as in the result), which it returns too.
+func beginDetail(cmd *protocol.Command, timeout time.Duration, budget int64) (string, map[string]any) {
+	policy := cmd.CancelPolicy
+	if policy == "" {
+		policy = protocol.PolicyCtrlC
+	}
+	d := map[string]any{"kind": cmd.Kind, "cancel_policy": policy}
+	if timeout > 0 {
+		d["timeout_s"] = timeout.Seconds()
+	}
+	if budget > 0 {
+		d["max_output_bytes"] = budget
+	}
+	var sum string
+	if cmd.Payload != "" {
+		sum = sha256Hex(cmd.Payload)
+		d["payload_sha256"] = sum
+	}
+	return sum, d
 }
 
 // runLine prepares c's payload (inline, or as a file in inflight/ of

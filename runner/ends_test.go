@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/skillpilot/skillpilot/protocol"
@@ -194,5 +195,213 @@ func TestLostCmdEndRebuiltFromResult(t *testing.T) {
 	h.stop(protocol.StopGraceful)
 	if n := countEvents(h.events(), protocol.EvRecoverySummary); n != 1 {
 		t.Errorf("%d recovery_summary events after a clean restart", n)
+	}
+}
+
+// Issue 32.2: a runner killed after a result's commit and before its
+// cmd_end (and the move out of inflight/) leaves the command in inflight/
+// with its result in result/. The next start keeps the result, and the
+// cmd_end it writes follows that result (PROTOCOL.md §13, §22): its status,
+// exit_reason, spool range and tool_rc, not runner_restarted.
+func TestRecoveredEndFollowsKeptResult(t *testing.T) {
+	h := newHarness(t)
+	a := writeCmd(t, h.dir, 1, "a", "puts x")
+	os.Rename(filepath.Join(h.dir, protocol.DirQueue, a), filepath.Join(h.dir, protocol.DirInflight, a))
+	h.writeFile(rel(protocol.DirResult, a), `{"protocol_version":1,"cmd_id":"a","seq":1,"status":"ok",`+
+		`"exit_reason":"marker_seen","tool_rc":0,"start_ts":"2026-01-01T00:00:00Z","end_ts":"2026-01-01T00:00:01Z","spool_start":40,"spool_end":98,"stats":{"bytes":12,"lines":1,"duration_ms":5},"command_path":"archive/`+a+`"}`)
+	os.WriteFile(filepath.Join(h.dir, protocol.FileMeta),
+		[]byte(`{"ts":"2026-01-01T00:00:00Z","event":"cmd_begin","cmd_id":"a","seq":1,"spool_start":40}`+"\n"), 0o600)
+	h.start()
+	h.stop(protocol.StopGraceful)
+	evs := h.events()
+	end, ok := endsOf(t, evs)["a"]
+	if !ok {
+		t.Fatal("no cmd_end for a")
+	}
+	if end.Status != protocol.StatusOK || end.ExitReason != protocol.ReasonMarkerSeen || end.Detail["recovered"] != true ||
+		jsonOf(end.Detail["tool_rc"]) != "0" || end.Detail["error_code"] != nil {
+		t.Errorf("cmd_end does not follow the kept result: %+v", end)
+	}
+	if end.SpoolStart == nil || end.SpoolEnd == nil || *end.SpoolStart != 40 || *end.SpoolEnd != 98 {
+		t.Errorf("cmd_end range %v..%v, want the result's 40..98", end.SpoolStart, end.SpoolEnd)
+	}
+	if r := h.result(a); r.Status != protocol.StatusOK || r.ExitReason != protocol.ReasonMarkerSeen {
+		t.Errorf("the kept result changed: %+v", r)
+	}
+	for _, e := range evs {
+		if e.Event == protocol.EvRecovered && (e.Status != protocol.StatusOK || e.Detail["had_result"] != true) {
+			t.Errorf("recovered event does not follow the kept result: %+v", e)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, protocol.DirInflight, a)); !os.IsNotExist(err) {
+		t.Errorf("inflight/%s left: %v", a, err)
+	}
+}
+
+// Issue 32.3: a command whose runner is killed (SIGKILL) mid-run can be
+// replayed from meta.log and session.out (PROTOCOL.md §22): the recovered
+// result and cmd_end start at its cmd_begin's spool_start and end no
+// earlier than its last cmd_output, and the result's stats describe what
+// its output file holds. Real runner process, real tclsh.
+func TestRecoveredRangeReplays(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	p := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
+	h := &harness{t: t, dir: dir}
+	h.result(writeCmd(t, dir, 1, "warm", "puts [string repeat w 39]")) // So the command starts past 0.
+	name := writeCmd(t, dir, 2, "k", "puts [string repeat x 50]; flush stdout; after 60000")
+	var outs []protocol.Event
+	h.waitFor("a cmd_output of k", func() bool {
+		outs = outs[:0]
+		for _, e := range readEventsLoose(dir) {
+			if e.Event == protocol.EvCmdOutput && e.CmdID == "k" {
+				outs = append(outs, e)
+			}
+		}
+		return len(outs) > 0
+	})
+	p.cmd.Process.Kill()
+	p.wait(t)
+	checkNoOrphans(t, dir)
+	lastOut := *outs[len(outs)-1].SpoolEnd
+	p = startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
+	r := h.result(name)
+	// Recovery writes its results before the runner serves; a stop
+	// written meanwhile would be older than the runner (stale).
+	h.waitFor("serving", func() bool { return h.state().Phase == protocol.PhaseIdle })
+	stopChecked(t, dir, p)
+	if r.ExitReason != protocol.ReasonRunnerRestarted {
+		t.Fatalf("%+v", r)
+	}
+	var begin, end *protocol.Event
+	for _, e := range readEvents(t, dir) {
+		if e.CmdID != "k" {
+			continue
+		}
+		switch e.Event {
+		case protocol.EvCmdBegin:
+			begin = &e
+		case protocol.EvCmdEnd:
+			end = &e
+		}
+	}
+	if begin == nil || end == nil || begin.SpoolStart == nil || *begin.SpoolStart == 0 {
+		t.Fatalf("begin %+v end %+v", begin, end)
+	}
+	if r.SpoolStart != *begin.SpoolStart || r.SpoolEnd < lastOut {
+		t.Errorf("result range %d..%d, want from the cmd_begin's %d to at least the last cmd_output's end %d",
+			r.SpoolStart, r.SpoolEnd, *begin.SpoolStart, lastOut)
+	}
+	if *end.SpoolStart != r.SpoolStart || *end.SpoolEnd != r.SpoolEnd || end.Detail["recovered"] != true {
+		t.Errorf("cmd_end %v..%v, result %d..%d", *end.SpoolStart, *end.SpoolEnd, r.SpoolStart, r.SpoolEnd)
+	}
+	spool, err := os.ReadFile(filepath.Join(dir, protocol.FileSpool))
+	if err != nil || int64(len(spool)) < r.SpoolEnd {
+		t.Fatalf("spool %d bytes (%v), result ends at %d", len(spool), err, r.SpoolEnd)
+	}
+	if !strings.Contains(string(spool[r.SpoolStart:r.SpoolEnd]), strings.Repeat("x", 50)) {
+		t.Errorf("the range does not replay the command's output: %q", spool[r.SpoolStart:r.SpoolEnd])
+	}
+	out, err := os.ReadFile(filepath.Join(dir, r.OutputPath))
+	if err != nil || r.OutputPath == "" || len(out) == 0 || r.Stats.Bytes != int64(len(out)) || r.OutputSHA256 != sha256Hex(string(out)) {
+		t.Errorf("result stats %+v sha %s path %q; output file %q (%v)", r.Stats, r.OutputSHA256, r.OutputPath, out, err)
+	}
+	if end.Detail["bytes"] != float64(r.Stats.Bytes) {
+		t.Errorf("cmd_end bytes %v, result %d", end.Detail["bytes"], r.Stats.Bytes)
+	}
+	invariants(t, dir, name)
+}
+
+// readEventsLoose reads meta.log as it is now, skipping a line still being
+// written.
+func readEventsLoose(dir string) []protocol.Event {
+	b, _ := os.ReadFile(filepath.Join(dir, protocol.FileMeta))
+	var evs []protocol.Event
+	for _, l := range strings.Split(string(b), "\n") {
+		var e protocol.Event
+		if json.Unmarshal([]byte(l), &e) == nil {
+			evs = append(evs, e)
+		}
+	}
+	return evs
+}
+
+// Issue 32, document 004 (every externally observable transition is
+// logged): the runner logs cmd_queued when it first sees a command in
+// queue/, before its cmd_begin, and cmd_begin says how the command will
+// run: kind, cancel_policy, the effective timeout_s and max_output_bytes
+// (absent when none), and payload_sha256 (the result's). Real tclsh.
+func TestQueuedEventAndBeginDetail(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxOutputBytes = 7000 }).start()
+	a := h.submit("expr 6*7", withTimeout(30), withPolicy(protocol.PolicyTerminateTool), withBudget(5000))
+	b := h.submit("expr 1")
+	ra, rb := h.result(a), h.result(b)
+	h.stop(protocol.StopGraceful)
+	queued := map[string]int{}
+	begins := map[string]protocol.Event{}
+	for i, e := range h.events() {
+		switch e.Event {
+		case protocol.EvCmdQueued:
+			if _, dup := queued[e.CmdID]; dup {
+				t.Errorf("two cmd_queued for %s", e.CmdID)
+			}
+			queued[e.CmdID] = i
+			if e.Seq == 0 || e.Detail["file"] != "queue/"+protocol.CommandName(e.Seq, e.CmdID) {
+				t.Errorf("cmd_queued %+v", e)
+			}
+		case protocol.EvCmdBegin:
+			if _, ok := queued[e.CmdID]; !ok {
+				t.Errorf("cmd_begin of %s without a cmd_queued before it", e.CmdID)
+			}
+			begins[e.CmdID] = e
+		}
+	}
+	check := func(name string, r protocol.Result, want map[string]any) {
+		t.Helper()
+		d := begins[r.CmdID].Detail
+		want["payload_sha256"] = r.PayloadSHA256
+		want["kind"] = "tcl"
+		for k, v := range want {
+			if jsonOf(d[k]) != jsonOf(v) {
+				t.Errorf("%s: cmd_begin detail %s = %v, want %v (%v)", name, k, d[k], v, d)
+			}
+		}
+	}
+	check("a", ra, map[string]any{"cancel_policy": "terminate_tool", "timeout_s": 30, "max_output_bytes": 5000})
+	check("b", rb, map[string]any{"cancel_policy": "ctrl_c", "max_output_bytes": 7000})
+	if _, ok := begins[rb.CmdID].Detail["timeout_s"]; ok {
+		t.Errorf("b has no timeout, yet cmd_begin says timeout_s: %v", begins[rb.CmdID].Detail)
+	}
+}
+
+// Issue 32.3, the other case: a command left in inflight/ without a result
+// that another command began after (its result was still being written
+// when the runner died) ends where the next cmd_begin started, not at the
+// spool's end, and never short of its last cmd_output.
+func TestRecoveredRangeEndsAtNextBegin(t *testing.T) {
+	h := newHarness(t)
+	a := writeCmd(t, h.dir, 1, "a", "puts x")
+	os.Rename(filepath.Join(h.dir, protocol.DirQueue, a), filepath.Join(h.dir, protocol.DirInflight, a))
+	b := writeCmd(t, h.dir, 2, "b", "puts y")
+	os.Remove(filepath.Join(h.dir, protocol.DirQueue, b))
+	h.writeDone(b)
+	h.writeFile(protocol.FileSpool, strings.Repeat("s", 300))
+	h.writeFile(rel(protocol.DirOutput, protocol.OutputName(a)), "xyz\n")
+	os.WriteFile(filepath.Join(h.dir, protocol.FileMeta), []byte(
+		`{"ts":"2026-01-01T00:00:00Z","event":"cmd_begin","cmd_id":"a","seq":1,"spool_start":40}`+"\n"+
+			`{"ts":"2026-01-01T00:00:00Z","event":"cmd_output","cmd_id":"a","seq":1,"spool_start":40,"spool_end":60}`+"\n"+
+			`{"ts":"2026-01-01T00:00:01Z","event":"cmd_begin","cmd_id":"b","seq":2,"spool_start":100}`+"\n"+
+			`{"ts":"2026-01-01T00:00:02Z","event":"cmd_end","cmd_id":"b","seq":2,"status":"ok","exit_reason":"marker_seen","spool_start":100,"spool_end":150}`+"\n"), 0o600)
+	h.start()
+	r := h.result(a)
+	h.stop(protocol.StopGraceful)
+	if r.ExitReason != protocol.ReasonRunnerRestarted || r.SpoolStart != 40 || r.SpoolEnd != 100 {
+		t.Errorf("result %s %d..%d, want runner_restarted 40..100", r.ExitReason, r.SpoolStart, r.SpoolEnd)
+	}
+	if r.Stats.Bytes != 4 || r.Stats.Lines != 1 || r.OutputSHA256 != sha256Hex("xyz\n") || r.OutputPath != rel(protocol.DirOutput, protocol.OutputName(a)) {
+		t.Errorf("result output %+v %s %s", r.Stats, r.OutputSHA256, r.OutputPath)
+	}
+	end := endsOf(t, h.events())["a"]
+	if end.SpoolStart == nil || *end.SpoolStart != 40 || *end.SpoolEnd != 100 {
+		t.Errorf("cmd_end %+v", end)
 	}
 }

@@ -92,6 +92,7 @@ func TestResultErrorContext(t *testing.T) {
 	if r.Error == nil || r.Error.Code != protocol.CodeOutputLimit {
 		t.Fatalf("output_limit: %+v %+v", r, r.Error)
 	}
+	delete(r.Error.Context, "signal") // As above; TestOutputLimitKeepsToolExit checks it.
 	checkContext(t, "output_limit", r.Error.Context, map[string]any{"max_output_bytes": 1000, "file": r.OutputPath})
 
 	// The request that cancelled a running command, and a queued one.

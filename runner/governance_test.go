@@ -559,3 +559,53 @@ func TestStaleLeaseAtStartIgnored(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// Issue 32.1: a leftover lease in the form SkillPilot's own masters write
+// (ttl_ms and expires_at, from `master lease --ttl 2s` never renewed) whose
+// expires_at passed before the runner started is stale whatever else it
+// says (PROTOCOL.md §10): the new runner serves a command that runs well
+// past ttl_ms. Once a master writes a lease again (a change of the file),
+// ttl_ms is judged as usual and the runner stops when it is not renewed.
+func TestStaleTTLLeaseAtStartIgnored(t *testing.T) {
+	h := newHarness(t)
+	h.writeFile(protocol.FileLease, `{"lease_id":"old","ttl_ms":300,"expires_at":"2001-01-01T00:00:00Z","counter":7,"owner":"m@h:1"}`)
+	h.start()
+	r := h.result(h.submit("after 1500; expr 6*7"))
+	if r.Status != protocol.StatusOK || *r.Value != "42" {
+		t.Fatalf("a leftover ttl_ms lease stopped the new runner: %+v %+v", r, r.Error)
+	}
+	ignored := false
+	for _, e := range h.events() {
+		if e.Event == protocol.EvLease && e.Detail["action"] == "stale_ignored" && e.Detail["lease_id"] == "old" {
+			ignored = true
+		}
+		if e.Event == protocol.EvLease && e.Detail["action"] == "expired" {
+			t.Fatalf("expired event for the ignored lease: %+v", e)
+		}
+	}
+	if !ignored {
+		t.Error("no stale_ignored lease event")
+	}
+	h.writeFile(protocol.FileLease, `{"lease_id":"new","ttl_ms":300,"expires_at":"2001-01-01T00:00:00Z","counter":8}`)
+	if err := h.waitExit(); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.state(); st.Phase != protocol.PhaseStopped || !strings.Contains(st.Reason, "lease new not renewed") {
+		t.Fatalf("%+v", st)
+	}
+}
+
+// With --require-lease, a stale lease found at start (issue 32.1) counts
+// as no lease: unless a master renews it within --lease-grace, the runner
+// stops as on expiry, and says why.
+func TestRequireLeaseStaleAtStart(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.RequireLease = true; c.LeaseGrace = 300 * time.Millisecond })
+	h.writeFile(protocol.FileLease, `{"lease_id":"old","ttl_ms":3600000,"expires_at":"2001-01-01T00:00:00Z","counter":7}`)
+	h.start()
+	if err := h.waitExit(); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.state(); st.Phase != protocol.PhaseStopped || !strings.Contains(st.Reason, "stale") {
+		t.Fatalf("%+v", st)
+	}
+}

@@ -37,14 +37,18 @@ type leaseWatch struct {
 func (l *leaseWatch) failure() string { return l.err }
 
 // init takes the lease an earlier master left. One whose expires_at has
-// already passed is ignored until a master renews it (PROTOCOL.md §10): it
-// is judged only after that decision, so it cannot stop the new runner.
+// already passed is ignored until a master renews it (PROTOCOL.md §10),
+// whether or not it also has ttl_ms: SkillPilot's masters write both, and
+// a `master lease --ttl 2s` never renewed must not stop every later runner
+// ttl_ms after its start (issue 32.1). It is judged only after that
+// decision, so it cannot stop the new runner. A lease with ttl_ms and no
+// expires_at cannot be told stale and is judged as usual.
 func (l *leaseWatch) init(r *Runner, now time.Time) {
 	l.renewedAt = now
 	if !l.read(r, now) || l.expired {
 		return
 	}
-	if l.valid && l.ttl == 0 && now.After(l.lease.ExpiresAt.Time) {
+	if l.valid && !l.lease.ExpiresAt.IsZero() && now.After(l.lease.ExpiresAt.Time) {
 		l.ignored = true
 		r.log.Warn("state/lease.json expired before this runner started; ignoring it until a master renews it")
 		r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "stale_ignored", "lease_id": l.lease.LeaseID}})
@@ -77,7 +81,7 @@ func (l *leaseWatch) read(r *Runner, now time.Time) bool {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		l.setErr(r, "")
-		if !l.valid && r.cfg.RequireLease && now.Sub(r.id.started) > r.cfg.LeaseGrace {
+		if l.missing(r, now) {
 			l.expire(r, "no lease was written within --lease-grace")
 		}
 		return false
@@ -94,11 +98,22 @@ func (l *leaseWatch) read(r *Runner, now time.Time) bool {
 	default:
 		l.setErr(r, "")
 	}
-	if !l.valid && r.cfg.RequireLease && now.Sub(r.id.started) > r.cfg.LeaseGrace {
-		l.expire(r, "no lease that could be understood was written within --lease-grace ("+l.err+")")
+	if l.missing(r, now) {
+		why := "no lease that could be understood was written within --lease-grace (" + l.err + ")"
+		if l.ignored {
+			why = "no lease was written within --lease-grace: the one found at start was stale (its expires_at had passed)"
+		}
+		l.expire(r, why)
 		return false
 	}
 	return true
+}
+
+// missing reports that --require-lease finds no lease after --lease-grace:
+// none was understood, or the only one is the stale lease found at start
+// (which counts as none until a master renews it).
+func (l *leaseWatch) missing(r *Runner, now time.Time) bool {
+	return (!l.valid || l.ignored) && r.cfg.RequireLease && now.Sub(r.id.started) > r.cfg.LeaseGrace
 }
 
 // update takes changed lease content: a renewal if it parses.

@@ -215,7 +215,7 @@ func (r *Runner) onChange(ch fsq.Change) {
 	case r.path(protocol.DirQueue):
 		if seq, rule, ok := protocol.CheckQueueName(ch.Name); ok {
 			if r.queue.add(ch.Name, seq, rule) {
-				r.status.changed()
+				r.noteQueued(ch.Name, seq, rule)
 			}
 		}
 	case r.path(protocol.DirCtl):

@@ -83,7 +83,7 @@ func TestRunStatusSchedule(t *testing.T) {
 // Each begin without an end is ended once.
 func TestCmdQueueOpenBegins(t *testing.T) {
 	a, b := beginKey{1, "a"}, beginKey{2, "b"}
-	q := cmdQueue{openBegins: map[beginKey]bool{a: true, b: true}}
+	q := cmdQueue{openBegins: map[beginKey]*openBegin{a: {next: -1}, b: {next: -1}}}
 	if keys := q.openBeginsExcept(map[beginKey]bool{a: true}); len(keys) != 1 || keys[0] != b {
 		t.Fatalf("openBeginsExcept = %v, want [%v]", keys, b)
 	}

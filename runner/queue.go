@@ -17,14 +17,14 @@ type cmdQueue struct {
 	log        *slog.Logger
 	scan       *scanner
 	pend       *pending
-	more       bool              // nextCommand stopped early; the loop comes back at once
-	done       map[string]string // cmd_ids that have a result: the name of its result file
-	settling   map[string]bool   // names handed to results and not yet done
-	openBegins map[beginKey]bool // commands whose begin event has no end (recover.go)
-	skipped    int64             // names cleared because they already had a result
-	rejected   int64             // files answered as invalid
-	discards   int64             // entries moved into tmp/ to be deleted
-	scanOwed   bool              // polling only: a tick's listing is still to start (pace.go)
+	more       bool                    // nextCommand stopped early; the loop comes back at once
+	done       map[string]string       // cmd_ids that have a result: the name of its result file
+	settling   map[string]bool         // names handed to results and not yet done
+	openBegins map[beginKey]*openBegin // commands whose begin event has no end (recover.go)
+	skipped    int64                   // names cleared because they already had a result
+	rejected   int64                   // files answered as invalid
+	discards   int64                   // entries moved into tmp/ to be deleted
+	scanOwed   bool                    // polling only: a tick's listing is still to start (pace.go)
 }
 
 // add records a name listed in queue/ (seq, and the naming rule it
@@ -105,10 +105,13 @@ func (q *cmdQueue) openBeginsExcept(skip map[beginKey]bool) []beginKey {
 	return keys
 }
 
+// openBegin returns what the log says of key's open begin, or nil.
+func (q *cmdQueue) openBegin(key beginKey) *openBegin { return q.openBegins[key] }
+
 // endBegin notes that the cmd_end of key is written; it reports whether
 // key was open.
 func (q *cmdQueue) endBegin(key beginKey) bool {
-	if !q.openBegins[key] {
+	if q.openBegins[key] == nil {
 		return false
 	}
 	delete(q.openBegins, key)

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -101,6 +104,7 @@ func (r *Runner) recover() error {
 		// missed) the writer finds it there and keeps it.
 		if !have[name] {
 			r.log.Warn("recovered an interrupted command", "name", name)
+			r.describeInterrupted(job.res, name)
 		}
 		r.submitResult(job)
 	}
@@ -128,23 +132,28 @@ func (r *Runner) recover() error {
 // onRecovered logs what recovery did for one leftover: the recovered event
 // and, when the dead runner logged its cmd_begin but no cmd_end, the
 // missing cmd_end.
+//
+// The cmd_end follows the result that stands (PROTOCOL.md §13, §22): the
+// one written now, or, when the dead runner had committed one before it
+// died (issue 32.2), that result as read from result/.
 func (r *Runner) onRecovered(j resultJob, hadResult bool) {
 	res := j.res
 	key := beginKey{res.Seq, res.CmdID}
+	if hadResult {
+		if kept, ok := r.readResult(j.name); ok {
+			res = kept
+		}
+	}
 	if r.queue.endBegin(key) {
-		var s int64
-		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: res.CmdID, Seq: res.Seq, Status: protocol.StatusError,
-			ExitReason: protocol.ReasonRunnerRestarted, Detail: endDetail(res, map[string]any{"recovered": true}), SpoolStart: &s, SpoolEnd: &s,
-			TraceID: res.TraceID, Labels: res.Labels})
-		r.recovery.ends++
+		r.recoveredEnd(key, res)
 	}
 	if hadResult {
 		r.recovery.kept++
 	} else {
 		r.recovery.written++
 	}
-	r.event(protocol.Event{Event: protocol.EvRecovered, CmdID: res.CmdID, Seq: res.Seq, Status: protocol.StatusError,
-		ExitReason: protocol.ReasonRunnerRestarted, Detail: map[string]any{"had_result": hadResult}})
+	r.event(protocol.Event{Event: protocol.EvRecovered, CmdID: key.id, Seq: key.seq, Status: res.Status,
+		ExitReason: res.ExitReason, Detail: map[string]any{"had_result": hadResult}})
 }
 
 // endDetail adds to d what a cmd_end says of how the command ended
@@ -264,10 +273,20 @@ type beginKey struct {
 // began among its last events.
 const metaScanWindow = 16 << 20
 
+// openBegin is a cmd_begin without its cmd_end in a dead runner's log:
+// where the command's spool range starts, the end of its last cmd_output,
+// and the spool_start of the next cmd_begin in the log (-1: none began
+// after it).
+type openBegin struct {
+	start, end, next int64
+}
+
 // unendedBegins lists the commands whose cmd_begin has no cmd_end in the
-// last metaScanWindow bytes of the event log.
-func unendedBegins(root *sessionRoot, name string) map[beginKey]bool {
-	open := map[beginKey]bool{}
+// last metaScanWindow bytes of the event log, with what the log says of
+// their spool ranges.
+func unendedBegins(root *sessionRoot, name string) map[beginKey]*openBegin {
+	open := map[beginKey]*openBegin{}
+	var waiting []*openBegin // begins whose next cmd_begin is not seen yet
 	f, err := root.OpenRegular(name)
 	if err != nil {
 		return open
@@ -292,11 +311,24 @@ func unendedBegins(root *sessionRoot, name string) map[beginKey]bool {
 		if json.Unmarshal(line, &e) != nil {
 			continue
 		}
+		k := beginKey{e.Seq, e.CmdID}
 		switch e.Event {
 		case protocol.EvCmdBegin:
-			open[beginKey{e.Seq, e.CmdID}] = true
+			var at int64
+			if e.SpoolStart != nil {
+				at = *e.SpoolStart
+			}
+			for _, ob := range waiting { // Each begin is waited on once: linear in the log.
+				ob.next = at
+			}
+			ob := &openBegin{start: at, end: at, next: -1}
+			open[k], waiting = ob, append(waiting[:0], ob)
+		case protocol.EvCmdOutput:
+			if ob := open[k]; ob != nil && e.SpoolEnd != nil {
+				ob.end = max(ob.end, *e.SpoolEnd)
+			}
 		case protocol.EvCmdEnd:
-			delete(open, beginKey{e.Seq, e.CmdID})
+			delete(open, k)
 		}
 	}
 	return open
@@ -391,18 +423,78 @@ func (r *Runner) endSettled(skip map[beginKey]bool) {
 		if seq, _, err := protocol.ParseCommandName(name); err != nil || seq != k.seq {
 			continue
 		}
-		data, _, err := r.root.ReadFile(rel(protocol.DirResult, name), maxResultRead)
-		var res protocol.Result
-		if err != nil || json.Unmarshal(data, &res) != nil {
+		res, ok := r.readResult(name)
+		if !ok {
 			continue
 		}
 		r.queue.endBegin(k)
-		r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: k.id, Seq: k.seq, Status: res.Status,
-			ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,
-			TraceID: res.TraceID, Labels: res.Labels,
-			Detail: endDetail(&res, map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS, "recovered": true})})
-		r.recovery.ends++
+		r.recoveredEnd(k, res)
 	}
+}
+
+// readResult reads result/<name>; false when it cannot be read or is not
+// a result.
+func (r *Runner) readResult(name string) (*protocol.Result, bool) {
+	data, _, err := r.root.ReadFile(rel(protocol.DirResult, name), maxResultRead)
+	var res protocol.Result
+	if err != nil || json.Unmarshal(data, &res) != nil {
+		return nil, false
+	}
+	return &res, true
+}
+
+// recoveredEnd writes the cmd_end a dead runner did not write for k, as
+// res (the result that stands) says the command ended, with
+// detail.recovered.
+func (r *Runner) recoveredEnd(k beginKey, res *protocol.Result) {
+	r.event(protocol.Event{Event: protocol.EvCmdEnd, CmdID: k.id, Seq: k.seq, Status: res.Status,
+		ExitReason: res.ExitReason, SpoolStart: &res.SpoolStart, SpoolEnd: &res.SpoolEnd,
+		TraceID: res.TraceID, Labels: res.Labels,
+		Detail: endDetail(res, map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS, "recovered": true})})
+	r.recovery.ends++
+}
+
+// describeInterrupted gives the runner_restarted result of name, a
+// command the dead runner left in inflight/ without a result, what the
+// dead runner left of its run (issue 32.3), so that it can be replayed
+// from meta.log and session.out (PROTOCOL.md §22): the spool range from
+// its cmd_begin's spool_start to where the next command began, or to the
+// end of the spool when it was the last to begin (never short of its last
+// cmd_output), and the output file's path, size, lines and sha256 as the
+// file holds them. A command whose cmd_begin is not in the log keeps 0..0;
+// one without an output file keeps no output_path.
+func (r *Runner) describeInterrupted(res *protocol.Result, name string) {
+	if ob := r.queue.openBegin(beginKey{res.Seq, res.CmdID}); ob != nil {
+		end := ob.next
+		if end < 0 {
+			end = r.disk.spoolOffset()
+		}
+		res.SpoolStart, res.SpoolEnd = ob.start, max(end, ob.end, ob.start)
+	}
+	out := rel(protocol.DirOutput, protocol.OutputName(name))
+	f, err := r.root.OpenRegular(out)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sum := sha256.New()
+	buf := make([]byte, 64<<10)
+	var n, lines int64
+	for {
+		k, rerr := f.Read(buf)
+		n += int64(k)
+		lines += int64(bytes.Count(buf[:k], newline))
+		sum.Write(buf[:k])
+		if rerr != nil {
+			if rerr != io.EOF {
+				return // Unreadable: say nothing rather than something wrong.
+			}
+			break
+		}
+	}
+	res.OutputPath = out
+	res.Stats.Bytes, res.Stats.Lines = n, lines
+	res.OutputSHA256 = hex.EncodeToString(sum.Sum(nil))
 }
 
 // lastRunnerStopped reports whether the event log's last complete line is

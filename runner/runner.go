@@ -220,7 +220,8 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		"network_fs", r.id.network, "inotify", r.watcher.Inotify, "poll", r.cfg.Poll, "tool", r.cfg.Tool)
 	r.event(protocol.Event{Event: protocol.EvRunnerStart, Detail: map[string]any{
 		"protocol_version": protocol.Version, "session_id": r.id.sessionID, "runner_pid": os.Getpid(), "hostname": r.id.hostname,
-		"filesystem": r.id.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.layout.modes().shared}})
+		"filesystem": r.id.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.layout.modes().shared,
+		"cwd": workingDir()}})
 	for _, w := range r.layout.trustWarnings() {
 		r.log.Warn(string(w))
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"trust": string(w)}})
@@ -249,4 +250,14 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	r.writeState()
 	r.beat()
 	return r.loop(ctx, signals)
+}
+
+// workingDir is the runner's working directory, which the tool inherits
+// (runner --cwd sets it), or "" when it cannot be known (deleted).
+func workingDir() string {
+	d, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	return d
 }

@@ -113,8 +113,23 @@ func (r *Runner) onScan(res scanResult) {
 			continue
 		}
 		if r.queue.add(ns.name, ns.seq, ns.rule) {
-			r.status.changed()
+			r.noteQueued(ns.name, ns.seq, ns.rule)
 		}
+	}
+}
+
+// noteQueued records a name newly pending in queue/: status changes, and
+// a well-named command file gets its cmd_queued event (PROTOCOL.md section
+// 22): the runner learns of a command when it lists queue/ or inotify
+// names it, once per file. A misnamed one gets its cmd_rejected instead.
+func (r *Runner) noteQueued(name string, seq int64, rule string) {
+	r.status.changed()
+	if rule != "" {
+		return
+	}
+	if _, id, err := protocol.ParseCommandName(name); err == nil {
+		r.event(protocol.Event{Event: protocol.EvCmdQueued, CmdID: id, Seq: seq,
+			Detail: map[string]any{"file": rel(protocol.DirQueue, name)}})
 	}
 }
 

@@ -87,6 +87,8 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
             corr["trace_id"] = step["trace_id"]
         if "labels" in step:
             corr["labels"] = dict(kv.split("=", 1) for kv in step["labels"].split(","))
+        if "max_output_bytes" in step:
+            corr["max_output_bytes"] = int(step["max_output_bytes"])
         if op == "run":  # Session.run itself: a status other than ok raises ResultError (of_error).
             return of_result(session().run(text(step, "payload"), wait_timeout=ms(step, "wait_timeout_ms"),
                                            wait_for_runner=wfr, timeout=timeout, cmd_id=step.get("id"), **corr))

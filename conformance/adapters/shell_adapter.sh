@@ -213,6 +213,7 @@ do_submit() { # do_submit RUN(0/1)
   json="{\"protocol_version\":1,\"cmd_id\":\"$id\",\"seq\":$seq,\"kind\":\"tcl\",\"payload\":$(json_str "$payload")"
   [ -n "${k_timeout_ms:-}" ] && json+=",\"timeout_s\":$(printf '%d.%03d' $((k_timeout_ms / 1000)) $((k_timeout_ms % 1000)))"
   [ -n "${k_trace_id:-}" ] && json+=",\"trace_id\":$(json_str "$k_trace_id")"
+  [ -n "${k_max_output_bytes:-}" ] && json+=",\"max_output_bytes\":$((10#$k_max_output_bytes))"
   if [ -n "${k_labels:-}" ]; then # labels=k=v,k2=v2
     local kv members="" pairs
     IFS=, read -r -a pairs <<<"$k_labels"

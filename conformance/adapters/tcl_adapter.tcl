@@ -95,6 +95,7 @@ proc do {step} {
             if {[dict exists $step id]} { lappend sub -cmd_id [dict get $step id] }
             if {[dict exists $step timeout_ms]} { lappend sub -timeout [expr {[dict get $step timeout_ms] / 1000.0}] }
             if {[dict exists $step trace_id]} { lappend sub -trace_id [dict get $step trace_id] }
+            if {[dict exists $step max_output_bytes]} { lappend sub -max_output_bytes [dict get $step max_output_bytes] }
             if {[dict exists $step labels]} {
                 set l {}
                 foreach kv [split [dict get $step labels] ,] {

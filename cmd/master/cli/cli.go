@@ -59,8 +59,9 @@ Exit codes: 0 ok, 1 command failed, 2 usage, 3 timeout, 4 cancelled, 5 session m
 runner not alive or cannot serve, 6 unknown cmd_id, 7 nothing to act on (not running,
 already finished, idle), 10 I/O or internal error, 130/143 interrupted (SIGINT/SIGTERM).
 With --json, stdout holds only JSON carrying protocol_version (one document, or JSON Lines
-for tail and status --watch); errors are {"protocol_version":1,"error":{"code","message"}};
-diagnostics go to stderr.
+for tail and status --watch); errors are
+{"protocol_version":1,"error":{"code","message","context"}} (context: the facts a program
+branches on, such as the dir, cmd_id, field or command); diagnostics go to stderr.
 `
 
 type cli struct {
@@ -98,6 +99,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return mcp(ctx, args[1:], stdin, stdout, stderr)
 	}
 	err := c.run(ctx, args[0], args[1:])
+	if errors.Is(err, master.ErrUsage) && args[0] != "" {
+		err = &commandError{err: err, command: args[0]}
+	}
 	if err == nil {
 		// Commands that run until interrupted (tail -f, lease --keep,
 		// status --watch) end here with the signal's exit code.
@@ -195,6 +199,20 @@ func (c *cli) fail(err error) int {
 	}
 	c.diag("%s", errText(err))
 	return exit
+}
+
+// commandError is a usage error of a command: its context names the
+// command (PROTOCOL.md section 19, "Errors carry context"), beside what
+// err's own context says (the field of a bad --trace-id or --label).
+type commandError struct {
+	err     error
+	command string
+}
+
+func (e *commandError) Error() string { return e.err.Error() }
+func (e *commandError) Unwrap() error { return e.err }
+func (e *commandError) ErrorContext() map[string]any {
+	return map[string]any{"command": e.command}
 }
 
 // errorJSON is the "error" object of a --json document: code, message and,

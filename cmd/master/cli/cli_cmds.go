@@ -45,6 +45,7 @@ cancel it; with --cancel-on-interrupt it is cancelled first.`, true)
 	traceID := cmd.String("trace-id", "", "trace_id carried into the result, events, status and report (1-128 printable ASCII, no spaces)")
 	labels := labelFlag{}
 	cmd.Var(labels, "label", "KEY=VALUE carried with trace_id (repeatable, at most 16; KEY of [a-z0-9_])")
+	maxOutput := cmd.Int64("max-output-bytes", 0, "the command's output budget: past it the command is stopped by its cancel policy and its result says output_limit (0: the runner's --max-output-bytes)")
 	pos, err := cmd.parse(args)
 	if err != nil {
 		return err
@@ -58,7 +59,8 @@ cancel it; with --cancel-on-interrupt it is cancelled first.`, true)
 		return err
 	}
 	command, err := s.Submit(ctx, payload, master.SubmitOptions{Kind: protocol.Kind(*kind), Timeout: timeout,
-		CancelPolicy: protocol.CancelPolicy(*policy), CmdID: *id, TraceID: *traceID, Labels: labels.orNil()})
+		CancelPolicy: protocol.CancelPolicy(*policy), CmdID: *id, TraceID: *traceID, Labels: labels.orNil(),
+		MaxOutputBytes: *maxOutput})
 	if err != nil {
 		return err
 	}

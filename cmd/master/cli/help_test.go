@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -97,5 +99,38 @@ func TestCompletions(t *testing.T) {
 		if got := completions(ctx, c.words); !slices.Equal(got, c.want) {
 			t.Errorf("%q: %q, want %q", c.words, got, c.want)
 		}
+	}
+}
+
+// Issue 32.6: `master --help` and README.md show a --json error as the CLI
+// prints it: code, message and context (a usage error names its command).
+func TestJSONErrorShapeDocumented(t *testing.T) {
+	var out, errb bytes.Buffer
+	if rc := Main([]string{"status", "--json", "--bogus"}, strings.NewReader(""), &out, &errb); rc != master.ExitUsage {
+		t.Fatalf("rc %d", rc)
+	}
+	var doc struct {
+		Error map[string]any `json:"error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"code", "message", "context"} {
+		if _, ok := doc.Error[k]; !ok {
+			t.Errorf("a --json usage error has no %s: %s", k, out.String())
+		}
+	}
+	const shape = `"error":{"code","message","context"}`
+	out.Reset()
+	Main([]string{"--help"}, strings.NewReader(""), &out, &errb)
+	if !strings.Contains(out.String(), shape) {
+		t.Errorf("master --help does not show %s", shape)
+	}
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), shape) {
+		t.Errorf("README.md does not show %s", shape)
 	}
 }

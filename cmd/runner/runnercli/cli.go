@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -94,6 +95,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	logFile := fs.String("log", "", "append the runner's log lines to this file instead of stderr (a runner started with & then keeps the terminal quiet); errors that stop it at start still go to stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the runner stops (for performance work)")
+	cwd := fs.String("cwd", "", "directory the tool starts in: the runner changes to it before anything else (relative paths in the other flags keep meaning what they meant where the runner was started); default: where the runner was started. A payload's cd carries into later commands until the tool restarts")
 	fs.Usage = func() {} // A usage error is one line and a pointer to --help (flagError).
 	fs.SetOutput(io.Discard)
 	for _, a := range args {
@@ -153,6 +155,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runner: --session is required (or set SP_SESSION_DIR); see 'runner --help'")
 		return ExitUsage
 	}
+	if *cwd != "" {
+		if err := enterDir(*cwd, &cfg, &metricsFile, cpuProfile); err != nil {
+			fmt.Fprintf(stderr, "runner: --cwd: %v\n", err)
+			return ExitUsage
+		}
+	}
 	// What Open would refuse, the tool and the metrics file's directory
 	// are checked before Open creates the session and its layout.
 	if err := cfg.Check(); err != nil {
@@ -202,6 +210,42 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	return ExitOK
+}
+
+// enterDir makes the runner's working directory dir (--cwd), which the
+// tool inherits, after making the relative paths of the other flags
+// absolute where the runner was started: the session, the --init scripts,
+// a tool named by a path (./tool), the metrics file and the CPU profile.
+// It changes nothing when dir is not a directory it can enter.
+func enterDir(dir string, cfg *runner.Config, paths ...*string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	abs := func(p *string) error {
+		if *p == "" || filepath.IsAbs(*p) {
+			return nil
+		}
+		a, err := filepath.Abs(*p)
+		*p = a
+		return err
+	}
+	todo := append([]*string{&cfg.Session}, paths...)
+	for i := range cfg.Init {
+		todo = append(todo, &cfg.Init[i])
+	}
+	if len(cfg.Tool) > 0 && strings.Contains(cfg.Tool[0], "/") {
+		todo = append(todo, &cfg.Tool[0])
+	}
+	for _, p := range todo {
+		if err := abs(p); err != nil {
+			return err
+		}
+	}
+	return os.Chdir(dir)
 }
 
 // flagError prints a flag error as one line, with the flag the user

@@ -2,10 +2,12 @@ package runnercli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -141,5 +143,96 @@ func TestMaxOutputBytesFlagRefusesNegative(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the session directory was created (%v)", err)
+	}
+}
+
+// Issue 32, document 002's working directory: --cwd DIR starts the tool in
+// DIR (the runner changes to it before the tool starts); relative paths in
+// the other flags (--session here) still mean what they meant where the
+// runner was started; runner_start records the directory. Real runner
+// process, real tclsh.
+func TestCwdFlagStartsToolThere(t *testing.T) {
+	bin := testenv.BuildBinary(t, testenv.Runner)
+	base := t.TempDir()
+	work := filepath.Join(base, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--session", "sess", "--cwd", "work", "--heartbeat", "100ms", "--", "tclsh")
+	cmd.Dir = base
+	stderr := &logFile{path: filepath.Join(base, "stderr")}
+	f, err := os.Create(stderr.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd.Stderr = f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done; done <- nil })
+	dir := filepath.Join(base, "sess")
+	name := protocol.CommandName(1, "where")
+	waitFile(t, filepath.Join(dir, protocol.DirQueue), stderr)
+	tmp := filepath.Join(dir, protocol.DirQueue, "."+name)
+	if err := os.WriteFile(tmp, []byte(`{"cmd_id":"where","seq":1,"kind":"tcl","payload":"pwd"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, protocol.DirQueue, name)); err != nil {
+		t.Fatal(err)
+	}
+	res := filepath.Join(dir, protocol.DirResult, name)
+	waitFile(t, res, stderr)
+	b, _ := os.ReadFile(res)
+	var r protocol.Result
+	if err := json.Unmarshal(b, &r); err != nil || r.Value == nil || *r.Value != work {
+		t.Errorf("the tool did not start in --cwd %s: %s (%v)", work, b, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		done <- err
+		if err != nil {
+			t.Fatalf("runner: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("runner did not stop\n%s", stderr.String())
+	}
+	meta, _ := os.ReadFile(filepath.Join(dir, protocol.FileMeta))
+	if !strings.Contains(string(meta), `"cwd":"`+work+`"`) {
+		t.Errorf("runner_start does not record the working directory:\n%s", meta)
+	}
+	// A --cwd that is not a directory is a usage error, before the
+	// session is made.
+	code, msg := runMain(t, "--session", filepath.Join(base, "other"), "--cwd", filepath.Join(base, "missing"))
+	if code != ExitUsage || !strings.Contains(msg, "--cwd") {
+		t.Errorf("missing --cwd: exit %d, %q", code, msg)
+	}
+	if _, err := os.Stat(filepath.Join(base, "other")); !os.IsNotExist(err) {
+		t.Errorf("a refused --cwd made the session: %v", err)
+	}
+}
+
+// logFile is a process's stderr, kept in a file.
+type logFile struct{ path string }
+
+func (l *logFile) String() string { b, _ := os.ReadFile(l.path); return string(b) }
+
+// waitFile waits for path to exist (an anti-hang bound, not a timing check).
+func waitFile(t *testing.T, path string, stderr *logFile) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear\n%s", path, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -81,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("submit", parents=[common, waiting], help="queue a command (and with --wait, run it)")
     p.add_argument("--timeout", type=duration, default=None, help="the command's timeout (timeout_s)")
     p.add_argument("--cancel-policy", choices=("ctrl_c", "terminate_tool", "terminate_session"))
+    p.add_argument("--max-output-bytes", type=int, default=None,
+                   help="the command's output budget (max_output_bytes; 0: the runner's --max-output-bytes)")
     p.add_argument("--id", dest="cmd_id", help="cmd_id (default: a new UUIDv7)")
     p.add_argument("--kind", help="tcl, sh or a driver's kind (default: the runner's kind)")
     p.add_argument("--wait", action="store_true", help="wait, print the output and the value, exit with the status")
@@ -167,7 +169,8 @@ class _CLI:
             payload = _fs.read_text(a.file)
         else:
             payload = a.payload
-        sub = s.submit(payload, kind=a.kind, timeout=a.timeout, cancel_policy=a.cancel_policy, cmd_id=a.cmd_id)
+        sub = s.submit(payload, kind=a.kind, timeout=a.timeout, cancel_policy=a.cancel_policy, cmd_id=a.cmd_id,
+                       max_output_bytes=a.max_output_bytes)
         if not a.wait:
             look = s._observe_liveness()
             if not look.alive and look.definite:

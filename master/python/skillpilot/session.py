@@ -147,10 +147,13 @@ class Session:
 
     def submit(self, payload: str, kind: Optional[str] = None, timeout: Optional[float] = None,
                cancel_policy: Optional[str] = None, cmd_id: Optional[str] = None,
-               trace_id: Optional[str] = None, labels: Optional[Dict[str, str]] = None) -> Submitted:
+               trace_id: Optional[str] = None, labels: Optional[Dict[str, str]] = None,
+               max_output_bytes: Optional[int] = None) -> Submitted:
         """Queue a command and return (cmd_id, name). ``kind`` defaults to
         the runner's (state.json), else tcl; ``timeout`` is in seconds (None
-        or 0: the runner's default). ``trace_id`` and ``labels`` are carried
+        or 0: the runner's default). ``max_output_bytes`` is the command's
+        output budget (None or 0: the runner's --max-output-bytes; PROTOCOL.md
+        section 6.3). ``trace_id`` and ``labels`` are carried
         into the result, the events, status and the report (PROTOCOL.md
         section 4). A command is queued even when no runner is alive: a
         later runner serves it. The returned Submitted has its
@@ -165,6 +168,9 @@ class Session:
             raise UsageError("cancel_policy must be one of %s" % ", ".join(CANCEL_POLICIES))
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
             raise UsageError("timeout must be a non-negative number of seconds")
+        if max_output_bytes is not None and (isinstance(max_output_bytes, bool) or not isinstance(max_output_bytes, int)
+                                             or max_output_bytes < 0):
+            raise UsageError("max_output_bytes must be a non-negative integer")
         _names.check_correlation(trace_id, labels)
         cmd_id = _names.check_id(cmd_id) if cmd_id is not None else _names.new_id()
         seq = _names.reserve_seq(self.fs)
@@ -176,6 +182,8 @@ class Session:
             cmd["timeout_s"] = timeout
         if cancel_policy:
             cmd["cancel_policy"] = cancel_policy
+        if max_output_bytes:
+            cmd["max_output_bytes"] = max_output_bytes
         if trace_id:
             cmd["trace_id"] = trace_id
         if labels:

@@ -38,6 +38,19 @@ class SubmitFindTest(Base):
                          (cmd_id, "tcl", "puts hi", 5, "terminate_tool"))
         self.assertEqual(os.stat(os.path.join(self.dir, "queue", name)).st_mode & 0o777, 0o660)
 
+    def test_submit_sets_max_output_bytes(self) -> None:
+        # Issue 32: every master sets a command's output budget.
+        self.runner()
+        _, name = self.s.submit("puts hi", max_output_bytes=4096)
+        with open(os.path.join(self.dir, "queue", name)) as f:
+            self.assertEqual(json.load(f)["max_output_bytes"], 4096)
+        _, name = self.s.submit("puts hi")
+        with open(os.path.join(self.dir, "queue", name)) as f:
+            self.assertNotIn("max_output_bytes", json.load(f))
+        for bad in (-1, 1.5, True, "10"):
+            with self.assertRaises(sp.UsageError):
+                self.s.submit("puts hi", max_output_bytes=bad)
+
     def test_kind_defaults_to_the_runners(self) -> None:
         r = self.runner()
         r._write_state(kind="sh")

@@ -108,7 +108,8 @@ proc ::skillpilot::Owner {} {
 # submit queues payload and returns the command's file name. Options:
 # -kind (default: the runner's, else tcl), -timeout (seconds; 0: the
 # runner's default), -cancel_policy, -cmd_id (default: a new UUIDv7),
-# -reply 1: return the submit reply of every master instead (PROTOCOL.md
+# -max_output_bytes (the command's output budget; 0: the runner's
+# --max-output-bytes, PROTOCOL.md section 6.3), -reply 1: return the submit reply of every master instead (PROTOCOL.md
 # section 19, "Cursors"), a dict: cmd_id, seq, name, file ("queue/NAME")
 # and resume_cursor (the spool size just before the command was queued:
 # its output comes after it).
@@ -116,7 +117,7 @@ proc ::skillpilot::submit {dir payload args} {
     variable version
     variable seqWidth
     set dir [check $dir]
-    set o [Opts {-kind "" -timeout 0 -cancel_policy "" -cmd_id "" -trace_id "" -labels {} -reply 0} $args]
+    set o [Opts {-kind "" -timeout 0 -cancel_policy "" -cmd_id "" -trace_id "" -labels {} -max_output_bytes 0 -reply 0} $args]
     set id [dict get $o -cmd_id]
     if {$id eq ""} {
         set id [new_id]
@@ -130,6 +131,8 @@ proc ::skillpilot::submit {dir payload args} {
     if {![string is double -strict $timeout] || $timeout < 0} { Throw USAGE "-timeout must be seconds >= 0" }
     set policy [dict get $o -cancel_policy]
     if {$policy ni {"" ctrl_c terminate_tool terminate_session}} { Throw USAGE "unknown -cancel_policy $policy" }
+    set budget [dict get $o -max_output_bytes]
+    if {![string is wideinteger -strict $budget] || $budget < 0} { Throw USAGE "-max_output_bytes must be an integer >= 0" }
     set corr [Correlation [dict get $o -trace_id] [dict get $o -labels]]
     set seq [ReserveSeq $dir]
     set cursor [fs::size $dir log session.out] ;# Before the command is queued.
@@ -137,6 +140,7 @@ proc ::skillpilot::submit {dir payload args} {
     append json ",\"kind\":[json::string $kind],\"payload\":[json::string $payload]"
     if {$timeout > 0} { append json ",\"timeout_s\":$timeout" }
     if {$policy ne ""} { append json ",\"cancel_policy\":[json::string $policy]" }
+    if {$budget > 0} { append json ",\"max_output_bytes\":[expr {wide($budget)}]" }
     append json $corr
     append json ",\"submitted_at\":[json::string [now_iso]],\"submitter\":[json::string [Owner]]\}"
     set name [format "cmd_%0*lld_%s.json" $seqWidth $seq $id]
@@ -341,7 +345,7 @@ proc ::skillpilot::withdraw {dir cmd} {
 # -check 0 returns the result whatever its status).
 proc ::skillpilot::run {dir payload args} {
     variable waitForRunnerMs
-    set o [Opts [list -kind "" -timeout 0 -cancel_policy "" -cmd_id "" -trace_id "" -labels {} -waittimeout -1 -check 1 \
+    set o [Opts [list -kind "" -timeout 0 -cancel_policy "" -cmd_id "" -trace_id "" -labels {} -max_output_bytes 0 -waittimeout -1 -check 1 \
                      -waitforrunner $waitForRunnerMs] $args]
     set name [submit $dir $payload {*}[dict remove $o -waittimeout -check -waitforrunner]]
     return [wait $dir $name -timeout [dict get $o -waittimeout] -check [dict get $o -check] \
