@@ -157,7 +157,13 @@ def check_correlation(trace_id: Optional[str], labels: Optional[Dict[str, str]])
     for k, v in labels.items():
         if not isinstance(k, str) or not _LABEL_KEY.match(k):
             raise UsageError("labels: key %r must be 1-63 characters of [a-z0-9_], not starting with a digit" % (k,))
-        if not isinstance(v, str) or len(v.encode("utf-8")) > 256:
+        if not isinstance(v, str):
+            raise UsageError("labels.%s: a str of at most 256 bytes (not %s)" % (k, "None" if v is None else type(v).__name__))
+        try:
+            size = len(v.encode("utf-8"))
+        except UnicodeEncodeError as e:  # A lone surrogate ("\ud800") has no UTF-8.
+            raise UsageError("labels.%s: is not valid UTF-8 (%s at index %d)" % (k, ascii(v[e.start]), e.start)) from None
+        if size > 256:
             raise UsageError("labels.%s: a str of at most 256 bytes" % k)
         if any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for c in v):
             raise UsageError("labels.%s: must not contain control characters" % k)

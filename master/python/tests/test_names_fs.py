@@ -49,6 +49,15 @@ class NamesTest(unittest.TestCase):
             with self.assertRaises(UsageError, msg=repr((trace_id, labels))):
                 _names.check_correlation(trace_id, labels)
 
+    def test_correlation_not_encodable(self) -> None:
+        # Issue 34.10: a lone surrogate cannot be written as UTF-8; it is a
+        # usage error like any other bad label, not UnicodeEncodeError, and
+        # a value None (JSON null) is refused too.
+        for trace_id, labels in [(None, {"k": "a\ud800"}), (None, {"k": "\udfff"}), (None, {"k": None}),
+                                 ("a\ud800", None)]:
+            with self.assertRaises(UsageError, msg=repr((trace_id, labels))):
+                _names.check_correlation(trace_id, labels)
+
 
 def _alloc_many(args: "tuple[str, int]") -> "list[int]":
     d, n = args
