@@ -56,7 +56,7 @@ func TestWithdrawRacesHeal(t *testing.T) {
 				}
 				ref := c.ID
 				if i%2 == 1 {
-					ref = c.Name // The name form, as ls shows it.
+					ref = protocol.DirQueue + "/" + c.Name // The name form, as ls shows it.
 				}
 				<-start
 				time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
@@ -114,9 +114,6 @@ func TestWithdrawRacesHeal(t *testing.T) {
 // withdrawRef withdraws the command ref (a cmd_id, or queue/<name>) of s,
 // as master withdraw does.
 func withdrawRef(s *master.Session, ref string) error {
-	c, err := s.Command(ref)
-	if err != nil {
-		return err
-	}
-	return c.Withdraw()
+	_, err := s.Withdraw(ref)
+	return err
 }
