@@ -515,6 +515,27 @@ class SessionFS:
         finally:
             os.close(dfd)
 
+    def claim(self, sub: str, name: str, to_sub: str, to_name: str) -> bool:
+        """Rename sub/name to to_sub/to_name (the same filesystem); False if
+        sub/name was already gone (another rename of it won). On NFS a
+        retried rename can say ENOENT although it succeeded: the target is
+        looked at then."""
+        self._check_name(name)
+        self._check_name(to_name)
+        sfd = self._dir(sub)
+        try:
+            dfd = self._dir(to_sub)
+            try:
+                try:
+                    os.rename(name, to_name, src_dir_fd=sfd, dst_dir_fd=dfd)
+                    return True
+                except FileNotFoundError:
+                    return _lstat_at(dfd, to_name) != 0
+            finally:
+                os.close(dfd)
+        finally:
+            os.close(sfd)
+
     def lock_held(self, sub: str, name: str) -> bool:
         """Probe the runner's flock on sub/name with a shared lock: True if
         it is held (or the probe cannot tell), False if it is free or the
