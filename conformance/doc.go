@@ -29,7 +29,7 @@
 //	thaw-runner             SIGCONT the runner
 //	runner-exit CODE        wait for the runner to exit with CODE
 //	running ID              wait until state.json says ID is running
-//	write PATH CONTENT      write a session file (temp file + rename)
+//	write PATH CONTENT      write a session file (temp file + rename; its directory made if missing)
 //	touch PATH              create an empty session file (as touch(1) does)
 //	plant fifo|symlink ID   put a FIFO, or a symlink to a file elsewhere, where ID's result goes
 //	event TYPE K=V...       wait for a meta.log event of TYPE with these fields
