@@ -53,6 +53,7 @@ type Session struct {
 	kind    protocol.Kind // the runner's kind, once read (defaultKind)
 	rootMu  sync.Mutex    // guards root
 	root    *fsq.Root     // the session directory, held open (sessionfs.go)
+	pinned  bool          // root was opened relative to a pool's root (OpenIn): never reopened by path
 	watchMu sync.Mutex    // guards wh
 	wh      *watchHub     // the watcher every wait shares (watch.go), started on first use
 }
@@ -77,6 +78,32 @@ func Open(dir string) (*Session, error) {
 	}
 	host, _ := os.Hostname()
 	s := &Session{dir: abs, root: root, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
+	s.network = sessionNetwork(root)
+	if !isDir(root, protocol.DirSeq) {
+		_ = mkdirAll(root, protocol.DirSeq) // A session made by an older runner.
+	}
+	return s, nil
+}
+
+// OpenIn returns a handle on the session name inside the directory parent
+// holds (a pool's member), opened relative to parent's handle: a name that
+// is a symlink is refused (fsq.ErrLayout), never followed. Unlike Open's,
+// the handle never opens its path again: once the path names another
+// directory (the member was swapped for a symlink, renamed or removed)
+// every operation fails with ErrSessionMissing (issue 34.13).
+func OpenIn(parent *fsq.Root, name string) (*Session, error) {
+	abs := parent.Abs(name)
+	parent.Revalidate(name)
+	root, err := parent.OpenRoot(name)
+	if err != nil {
+		return nil, withContext(fmt.Errorf("%w: %s: %w", ErrSessionMissing, abs, err), map[string]any{"dir": abs})
+	}
+	if !isDir(root, protocol.DirQueue) {
+		root.Close()
+		return nil, withContext(fmt.Errorf("%w: %s", ErrSessionMissing, abs), map[string]any{"dir": abs})
+	}
+	host, _ := os.Hostname()
+	s := &Session{dir: abs, root: root, pinned: true, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
 	s.network = sessionNetwork(root)
 	if !isDir(root, protocol.DirSeq) {
 		_ = mkdirAll(root, protocol.DirSeq) // A session made by an older runner.

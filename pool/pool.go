@@ -149,14 +149,18 @@ func (p *Pool) session(name string) (*master.Session, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.sessions[name]; s != nil {
-		return s, nil
+		if _, err := s.Root(); err == nil {
+			return s, nil
+		}
+		// Its directory moved: a handle given out before keeps failing;
+		// the name is opened anew below, relative to the pool's root.
+		delete(p.sessions, name)
 	}
-	if !p.isSessionDir(name) {
-		return nil, fmt.Errorf("%w: %s is not a directory of the pool", master.ErrSessionMissing, name)
-	}
-	s, err := master.Open(p.dirOf(name))
+	// Opened relative to the pool's own root, never by path: a member
+	// swapped for a symlink is refused, then and later (issue 34.13).
+	s, err := master.OpenIn(p.root, name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (%s is not a directory of the pool)", err, name)
 	}
 	p.sessions[name] = s
 	return s, nil

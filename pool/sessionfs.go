@@ -27,7 +27,10 @@ import (
 // fsq.ErrSymlink (or, listed, not a command), a session subdirectory
 // swapped for a symlink an error wrapping fsq.ErrLayout; nothing is read,
 // moved or written through either. A session directory of the pool that
-// is a symlink is not a session of the pool (SessionNames, session).
+// is a symlink is not a session of the pool (SessionNames, session): the
+// pool opens each member relative to its own root (master.OpenIn), and a
+// member's handle never opens its path again, so a member swapped for a
+// symlink after it was listed or opened is refused too.
 //
 // Elsewhere the package names sessions by path only to hand them to
 // package launch (Launch, StopMany, LaunchArray), which opens them through
@@ -103,13 +106,6 @@ func (p *Pool) sessionDirs() []string {
 		}
 	}
 	return out
-}
-
-// isSessionDir reports whether name is a directory of the pool (not a
-// symlink to one), checked before the session is opened by path.
-func (p *Pool) isSessionDir(name string) bool {
-	fi, err := p.root.Lstat(name)
-	return err == nil && fi.IsDir()
 }
 
 // sessionRoot returns s's root; a session whose root cannot be had reads
