@@ -22,14 +22,15 @@ import (
 
 // Files of a pool directory (PROTOCOL.md, "Pools").
 const (
-	FilePool       = "pool.json"      // how the pool's sessions are launched (written by pool start)
-	DirAffinity    = "affinity"       // affinity/<key>.json: the session a key is pinned to
-	FilePoolEvents = "events.jsonl"   // what pool operations did: moves, respawns (append-only)
-	filePoolClock  = ".clock"         // touched to read the filesystem's clock
-	DirMoved       = "moved"          // in a session: commands claimed by a mover, move in progress
-	maxPoolCommand = 16 << 20         // the runner's own limit on command files
-	poolNamePrefix = "s"              // sessions are s00, s01, ...
-	poolDeadAfter  = 10 * time.Second // heartbeat age after which a session counts as dead (SPEC D's grace)
+	FilePool           = "pool.json"      // how the pool's sessions are launched (written by pool start)
+	DirAffinity        = "affinity"       // affinity/<key>.json: the session a key is pinned to
+	FilePoolEvents     = "events.jsonl"   // what pool operations did: moves, respawns (append-only)
+	filePoolClock      = ".clock"         // touched to read the filesystem's clock
+	filePoolResizeLock = ".resize.lock"   // flock held by a grow or shrink (lockResize)
+	DirMoved           = "moved"          // in a session: commands claimed by a mover, move in progress
+	maxPoolCommand     = 16 << 20         // the runner's own limit on command files
+	poolNamePrefix     = "s"              // sessions are s00, s01, ...
+	poolDeadAfter      = 10 * time.Second // heartbeat age after which a session counts as dead (SPEC D's grace)
 )
 
 // Config is pool.json.

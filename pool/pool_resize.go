@@ -40,6 +40,11 @@ func (p *Pool) Grow(ctx context.Context, k int, ready time.Duration) ([]SessionL
 	if k < 1 {
 		return nil, master.UsageError("--by must be at least 1")
 	}
+	unlock, err := p.lockResize(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	members, retired := p.Members()
 	var names []string
 	names = append(names, retired[:min(k, len(retired))]...)
@@ -59,12 +64,20 @@ func (p *Pool) Grow(ctx context.Context, k int, ready time.Duration) ([]SessionL
 	}
 	out := p.launch(ctx, names, ready, p.Progress)
 	var errs []error
+	var grown []string
 	for _, l := range out {
-		if l.Err != nil && !errors.Is(l.Err, launch.ErrAlreadyLaunched) {
+		switch {
+		case l.Err == nil:
+			grown = append(grown, l.Session)
+		case errors.Is(l.Err, launch.ErrAlreadyLaunched):
+			// Launched by someone else (pool start, master launch): this
+			// grow did not add it, and says so (issue 34.9).
+			errs = append(errs, fmt.Errorf("%s: not grown by this call: %w", l.Session, l.Err))
+		default:
 			errs = append(errs, fmt.Errorf("%s: %w", l.Session, l.Err))
 		}
 	}
-	p.event("grown", map[string]any{"sessions": names})
+	p.event("grown", map[string]any{"sessions": grown})
 	return out, errors.Join(errs...)
 }
 
@@ -83,6 +96,11 @@ func (p *Pool) Shrink(ctx context.Context, to int, opts launch.StopOptions) ([]S
 	if to < 1 {
 		return nil, rep, master.UsageError("a pool keeps at least one session (--to 1)")
 	}
+	unlock, err := p.lockResize(ctx)
+	if err != nil {
+		return nil, rep, err
+	}
+	defer unlock()
 	members, _ := p.Members()
 	if len(members) <= to {
 		return nil, rep, nil

@@ -155,3 +155,63 @@ func countLines(t *testing.T, path string) map[string]int {
 	}
 	return n
 }
+
+// TestPoolConcurrentGrow: two grows by 1 at once, from two handles on the
+// pool as two processes would (issue 34.9): the pool gains exactly what
+// they report as grown, and both grow (the second waits for the first and
+// takes the next name); pool.json's size says so too.
+func TestPoolConcurrentGrow(t *testing.T) {
+	needTool(t, "tclsh")
+	dir := filepath.Join(t.TempDir(), "pool")
+	p, _, err := Start(ctx(t), dir, Options{Size: 1, Via: "local", RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, name := range p.SessionNames() {
+			killLaunched(t, filepath.Join(dir, name))
+		}
+	})
+	type grown struct {
+		res []SessionLaunch
+		err error
+	}
+	out := make(chan grown, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			q, err := Open(dir)
+			if err != nil {
+				out <- grown{err: err}
+				return
+			}
+			res, err := q.Grow(ctx(t), 1, 0)
+			out <- grown{res, err}
+		}()
+	}
+	reported := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		g := <-out
+		for _, r := range g.res {
+			if r.Err == nil {
+				if reported[r.Session] {
+					t.Errorf("%s reported grown twice", r.Session)
+				}
+				reported[r.Session] = true
+			}
+		}
+		if g.err != nil {
+			t.Logf("a grow said: %v", g.err)
+		}
+	}
+	members, _ := p.Members()
+	if len(members) != 1+len(reported) {
+		t.Errorf("members %v, but the grows reported %v grown", members, reported)
+	}
+	if len(reported) != 2 {
+		t.Errorf("grown %v, want two sessions", reported)
+	}
+	q, _ := Open(dir)
+	if q.Config().Size != len(members) {
+		t.Errorf("pool.json size %d, members %v", q.Config().Size, members)
+	}
+}
