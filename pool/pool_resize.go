@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -131,24 +133,103 @@ func (p *Pool) Shrink(ctx context.Context, to int, opts launch.StopOptions) ([]S
 	}
 	p.event("shrinking", map[string]any{"retire": retire})
 	stops, stopErr := p.stopSessions(ctx, retire, opts)
+	var w shrinkWatch
 	for {
 		r, err := p.Heal(ctx)
 		rep.Moved = append(rep.Moved, r.Moved...)
 		rep.Respawned = append(rep.Respawned, r.Respawned...)
-		left := 0
+		left, where := 0, map[string]int{}
 		for _, name := range retire {
 			if s, serr := p.session(name); serr == nil {
-				left += s.QueueDepth() + len(commandNames(s, DirMoved))
+				if n := s.QueueDepth() + len(commandNames(s, DirMoved)); n > 0 {
+					left += n
+					where[name] = n
+				}
 			}
 		}
 		if left == 0 || ctx.Err() != nil {
 			return stops, rep, errors.Join(stopErr, err, ctx.Err())
+		}
+		if gaveUp := w.check(p, retire, left, where); gaveUp != nil {
+			p.event("shrink_stuck", map[string]any{"left": where, "why": gaveUp.Error()})
+			return stops, rep, errors.Join(stopErr, err, gaveUp)
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(500 * time.Millisecond): // Queue files younger than minMoveAge wait a pass.
 		}
 	}
+}
+
+// Shrink gives up moving the retired sessions' commands (issue 34.3: it
+// retried for ever when the session it kept died) when no session outside
+// the retired ones has been alive for shrinkNoTarget, or when the number
+// of commands left has not gone down for shrinkNoProgress. The commands
+// stay queued where they are; a later heal moves them.
+var (
+	shrinkNoTarget   = poolDeadAfter
+	shrinkNoProgress = 2 * time.Minute
+)
+
+// shrinkWatch remembers, across Shrink's heal passes, since when no
+// session could take the retired sessions' commands and since when their
+// number last went down.
+type shrinkWatch struct {
+	noTarget, progress time.Time
+	least              int
+}
+
+// check returns why Shrink should give up now, or nil.
+func (w *shrinkWatch) check(p *Pool, retire []string, left int, where map[string]int) error {
+	now := time.Now()
+	if w.progress.IsZero() || left < w.least {
+		w.progress, w.least = now, left
+	}
+	views, _ := p.Views()
+	var kept []string
+	alive := false
+	for _, v := range views {
+		if slices.Contains(retire, v.Name) {
+			continue
+		}
+		state := "not alive"
+		if v.Dead {
+			state = "dead"
+		}
+		if v.Why != "" {
+			state += ": " + v.Why
+		}
+		kept = append(kept, fmt.Sprintf("%s (%s)", v.Name, state))
+		alive = alive || v.Alive
+	}
+	if alive {
+		w.noTarget = time.Time{}
+	} else if w.noTarget.IsZero() {
+		w.noTarget = now
+	}
+	stays := fmt.Sprintf("%d commands stay queued in the retired sessions (%s)", left, leftText(where))
+	switch {
+	case !w.noTarget.IsZero() && now.Sub(w.noTarget) >= shrinkNoTarget:
+		return fmt.Errorf("%w: no session of the pool can take them: %s; %s: master pool heal moves them once a session "+
+			"serves (master pool grow, or respawn)", master.ErrRunnerNotAlive, strings.Join(kept, "; "), stays)
+	case now.Sub(w.progress) >= shrinkNoProgress:
+		return fmt.Errorf("master: pool shrink: no command moved for %v; %s: see master pool status", shrinkNoProgress, stays)
+	}
+	return nil
+}
+
+// leftText lists where commands are left: "s01: 3, s02: 1".
+func leftText(where map[string]int) string {
+	names := make([]string, 0, len(where))
+	for n := range where {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s: %d", n, where[n])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // saveSize rewrites pool.json with a new size.
