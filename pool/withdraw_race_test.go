@@ -1,9 +1,11 @@
 package pool
 
 import (
+	"bufio"
 	"errors"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,10 +19,12 @@ import (
 // TestWithdrawRacesHeal races withdraws against heal moves (issue 34.4):
 // commands queued in a dead session are moved by two concurrent healers
 // while each is withdrawn, by cmd_id or by its file's name, from the
-// session it was queued in. Whatever the interleaving, a withdraw that
-// answers "withdrawn" or "unknown" is about a command that never runs;
-// only "not queued" (claimed: it runs) and "already finished" come with a
-// run. Every command runs at most once.
+// session it was queued in, by the Go master and by the Python and Tcl
+// masters (processes that start withdrawing when the healers start).
+// Whatever the interleaving, a withdraw that answers "withdrawn" or
+// "unknown" is about a command that never runs; only "not queued"
+// (claimed: it runs) and "already finished" come with a run. Every
+// command runs at most once.
 func TestWithdrawRacesHeal(t *testing.T) {
 	p, pool := newPoolDir(t, "s00", "s01", "s02")
 	runnerIn(t, filepath.Join(pool, "s01"))
@@ -45,7 +49,38 @@ func TestWithdrawRacesHeal(t *testing.T) {
 			}()
 		}
 		res := make([]outcome, len(cmds))
+		byLang := map[string][]int{}
+		for i := range cmds {
+			switch i % 4 {
+			case 2:
+				byLang["python3"] = append(byLang["python3"], i)
+			case 3:
+				byLang["tclsh"] = append(byLang["tclsh"], i)
+			}
+		}
+		for lang, idx := range byLang {
+			refs := make([]string, len(idx))
+			for k, i := range idx {
+				refs[k] = cmds[i].ID
+				if k%2 == 1 {
+					refs[k] = protocol.DirQueue + "/" + cmds[i].Name
+				}
+			}
+			w := startWithdrawer(t, lang, dead, refs)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				codes := w()
+				for k, i := range idx {
+					res[i] = outcome{cmds[i], codeErr(codes[refs[k]])}
+				}
+			}()
+		}
 		for i, c := range cmds {
+			if i%4 >= 2 {
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -116,4 +151,87 @@ func TestWithdrawRacesHeal(t *testing.T) {
 func withdrawRef(s *master.Session, ref string) error {
 	_, err := s.Withdraw(ref)
 	return err
+}
+
+// startWithdrawer starts a Python or Tcl master (lang) that withdraws refs
+// from the session dir once told to; the function it returns tells it and
+// returns each ref's outcome code ("withdrawn" or an error code).
+func startWithdrawer(t *testing.T, lang, dir string, refs []string) func() map[string]string {
+	t.Helper()
+	needTool(t, lang)
+	var cmd *exec.Cmd
+	if lang == "python3" {
+		cmd = exec.Command("python3", "-c", `import sys
+sys.path.insert(0, "master/python")
+import skillpilot as sp
+s = sp.Session(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+for ref in sys.argv[2:]:
+    try:
+        s.withdraw(ref)
+        print(ref, "withdrawn", flush=True)
+    except sp.MasterError as e:
+        print(ref, e.code, flush=True)`, dir)
+	} else {
+		f := filepath.Join(t.TempDir(), "w.tcl")
+		os.WriteFile(f, []byte(`lappend auto_path master/tcl
+package require skillpilot
+set dir [lindex $argv 0]
+puts ready; flush stdout
+gets stdin
+foreach ref [lrange $argv 1 end] {
+    if {[catch {skillpilot::withdraw $dir $ref} m o]} {
+        puts "$ref [string tolower [lindex [dict get $o -errorcode] 1]]"
+    } else {
+        puts "$ref withdrawn"
+    }
+    flush stdout
+}`), 0o600)
+		cmd = exec.Command("tclsh", f, dir)
+	}
+	cmd.Args = append(cmd.Args, refs...)
+	cmd.Dir = ".."
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "ready" {
+		t.Fatalf("%s withdrawer: %q %s", lang, sc.Text(), stderr.String())
+	}
+	return func() map[string]string {
+		in.Write([]byte("go\n"))
+		codes := map[string]string{}
+		for sc.Scan() {
+			if ref, code, ok := strings.Cut(sc.Text(), " "); ok {
+				codes[ref] = code
+			}
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("%s withdrawer: %v %s", lang, err, stderr.String())
+		}
+		return codes
+	}
+}
+
+// codeErr turns an outcome code back into the master error it stands for
+// (nil for "withdrawn").
+func codeErr(code string) error {
+	switch code {
+	case "withdrawn":
+		return nil
+	case "unknown_cmd_id":
+		return master.ErrUnknownCmdID
+	case "not_queued":
+		return master.ErrNotQueued
+	case "already_finished":
+		return master.ErrAlreadyFinished
+	case "already_withdrawn":
+		return master.ErrAlreadyWithdrawn
+	}
+	return errors.New("withdraw answered " + code)
 }
