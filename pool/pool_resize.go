@@ -94,8 +94,24 @@ func (p *Pool) Grow(ctx context.Context, k int, ready time.Duration) ([]SessionL
 // sessions keep their directories (results, forwards); Grow relaunches
 // them first.
 func (p *Pool) Shrink(ctx context.Context, to int, opts launch.StopOptions) ([]SessionStop, HealReport, error) {
+	return p.shrink(ctx, func(int) int { return to }, opts)
+}
+
+// ShrinkBy is Shrink to the number of members less by, counted under the
+// pool's resize lock: two concurrent shrinks by 1 retire two sessions
+// (issue 34.9; master pool shrink --by).
+func (p *Pool) ShrinkBy(ctx context.Context, by int, opts launch.StopOptions) ([]SessionStop, HealReport, error) {
+	if by < 1 {
+		return nil, HealReport{}, master.UsageError("--by must be at least 1")
+	}
+	return p.shrink(ctx, func(members int) int { return members - by }, opts)
+}
+
+// shrink is Shrink to target(members), the number of members counted
+// under the resize lock.
+func (p *Pool) shrink(ctx context.Context, target func(members int) int, opts launch.StopOptions) ([]SessionStop, HealReport, error) {
 	var rep HealReport
-	if to < 1 {
+	if target(1<<30) < 1 { // Shrink's to, whatever the count.
 		return nil, rep, master.UsageError("a pool keeps at least one session (--to 1)")
 	}
 	unlock, err := p.lockResize(ctx)
@@ -104,6 +120,10 @@ func (p *Pool) Shrink(ctx context.Context, to int, opts launch.StopOptions) ([]S
 	}
 	defer unlock()
 	members, _ := p.Members()
+	to := target(len(members))
+	if to < 1 {
+		return nil, rep, master.UsageError("a pool keeps at least one session: it has %d members", len(members))
+	}
 	if len(members) <= to {
 		return nil, rep, nil
 	}

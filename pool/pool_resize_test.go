@@ -271,3 +271,44 @@ func TestPoolShrinkKeptSessionDies(t *testing.T) {
 		t.Errorf("%d commands left in s01's queue/ and moved/, want the 3 it had", n)
 	}
 }
+
+// TestPoolConcurrentShrinkBy: two shrinks by 1 at once (master pool shrink
+// --by 1 twice) retire two sessions, the members being counted under the
+// pool's resize lock, not before it (issue 34.9).
+func TestPoolConcurrentShrinkBy(t *testing.T) {
+	needTool(t, "tclsh")
+	dir := filepath.Join(t.TempDir(), "pool")
+	p, _, err := Start(ctx(t), dir, Options{Size: 3, Via: "local", RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, name := range p.SessionNames() {
+			killLaunched(t, filepath.Join(dir, name))
+		}
+	})
+	out := make(chan []SessionStop, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			q, err := Open(dir)
+			if err != nil {
+				t.Error(err)
+				out <- nil
+				return
+			}
+			stops, _, err := q.ShrinkBy(ctx(t), 1, launch.StopOptions{Grace: time.Second})
+			if err != nil {
+				t.Errorf("shrink: %v", err)
+			}
+			out <- stops
+		}()
+	}
+	retired := 0
+	for i := 0; i < 2; i++ {
+		retired += len(<-out)
+	}
+	members, _ := p.Members()
+	if retired != 2 || len(members) != 1 {
+		t.Errorf("retired %d, members %v; want 2 retired, 1 member", retired, members)
+	}
+}
