@@ -264,7 +264,7 @@ func (c *cleanWriter) output(l []byte, crs int, complete bool) {
 // isMarkerLine reports a done marker of the running command ("<prefix>
 // <token>" then the end or a space, prefix being marker characters), or a
 // sync marker ("<prefix> sync-<id>-<n>", id being one a runner of the
-// session logged; any id when meta.log is not read).
+// session logged; any id when meta.log is not read or names none).
 func (c *cleanWriter) isMarkerLine(l []byte) bool {
 	sp := bytes.IndexByte(l, ' ')
 	if sp <= 0 || !markerChars(l[:sp]) {
@@ -283,7 +283,7 @@ func (c *cleanWriter) isMarkerLine(l []byte) bool {
 	if !ok || dash <= 0 || dash == len(tok)-1 || !digits(tok[dash+1:]) {
 		return false
 	}
-	if c.ends == nil {
+	if c.ends == nil || len(c.ends.sync) == 0 { // No runner_start named a session_id (a seed runner's log).
 		return true
 	}
 	return c.ends.sync[string(word[:len("sync-")+dash+1])]

@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -55,6 +57,34 @@ func TestTailCleanIsTheOutputFiles(t *testing.T) {
 		}
 		want.Write(b)
 	}
+	// A command cancelled mid-line (plain tclsh dies on Ctrl-C and is
+	// restarted): its output ends where its cmd_end says.
+	cut, err := s.Submit(ctx, `puts -nonewline "__SP_DONE__ x rc=0\npartial\r"; flush stdout; after 60000`, master.SubmitOptions{CmdID: "cut"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WaitFor(ctx, regexp.MustCompile("partial"), cut.ResumeCursor); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Cancel(ctx, cut.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cut.Wait(ctx); !errors.Is(err, master.ErrCancelled) {
+		t.Fatalf("cancelled command: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, protocol.DirOutput, protocol.OutputName(cut.Name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Write(b)
+	after, err := s.Submit(ctx, "puts after-the-restart", master.SubmitOptions{CmdID: "after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := after.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want.WriteString("after-the-restart\n")
 	var out, errb bytes.Buffer
 	if rc := Main([]string{"tail", "--clean", "--session", dir}, strings.NewReader(""), &out, &errb); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
