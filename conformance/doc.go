@@ -47,7 +47,8 @@
 //
 // OP is submit, run, wait, cancel, stop, status, lease, lease_stop,
 // waitfor, ready, send, signal, resize or withdraw (id=ID: take back a
-// queued command; outcome withdrawn, or the error's code). Values may be
+// queued command, ID being a cmd_id, a command file's name or queue/NAME;
+// outcome withdrawn, or the error's code). Values may be
 // Go-quoted ("a b\n"); payload=, re=, text= and expect= are sent
 // base64-encoded. send id=ID text=TEXT types TEXT and a newline
 // (no_newline=1: TEXT alone), with expect=RE, expect_timeout_ms=N and
