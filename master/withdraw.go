@@ -107,8 +107,11 @@ func (c *Command) withdraw() (*Command, error) {
 		switch {
 		case ferr == nil:
 			next, err := cur.follow(f)
-			if err != nil || hops >= maxHops {
-				return nil, fmt.Errorf("master: withdrawing %s: cannot follow %s/%s: %v", c.ID, DirForward, name, err)
+			if err == nil && hops >= maxHops {
+				err = fmt.Errorf("more than %d forward records in a row", maxHops)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("master: withdrawing %s: cannot follow %s/%s: %w", c.ID, DirForward, name, err)
 			}
 			// The mover may not have published it yet: its staged copy
 			// is taken first (the publish, a rename of the same entry,
