@@ -28,6 +28,15 @@ class Base(unittest.TestCase):
 
 
 class SubmitFindTest(Base):
+    def test_submit_label_not_encodable_is_a_usage_error(self) -> None:
+        # Issue 34.10: a lone surrogate in a label is UsageError (exit 2),
+        # not UnicodeEncodeError, and nothing is queued.
+        for labels in ({"k": "a\ud800"}, {"k": None}):
+            with self.assertRaises(sp.UsageError) as cm:
+                self.s.submit("x", labels=labels)  # type: ignore[dict-item]
+            self.assertEqual(cm.exception.exit_code, 2)
+        self.assertEqual(os.listdir(os.path.join(self.dir, "queue")), [])
+
     def test_submit_writes_a_valid_command(self) -> None:
         self.runner()
         cmd_id, name = self.s.submit("puts hi", timeout=5, cancel_policy="terminate_tool")
