@@ -246,11 +246,7 @@ func (a *goAd) do(st step) map[string]any {
 		rows, _ := strconv.Atoi(st["rows"])
 		return ofReply(s.Resize(ctx, cols, rows))
 	case "withdraw":
-		c, err := s.Command(st["id"])
-		if err == nil {
-			err = c.Withdraw()
-		}
-		if err != nil {
+		if _, err := s.Withdraw(st["id"]); err != nil {
 			return ofError(err)
 		}
 		return map[string]any{"outcome": "withdrawn", "exit": 0}

@@ -32,7 +32,7 @@
 //	thaw-runner             SIGCONT the runner
 //	runner-exit CODE        wait for the runner to exit with CODE
 //	running ID              wait until state.json says ID is running
-//	write PATH CONTENT      write a session file (temp file + rename)
+//	write PATH CONTENT      write a session file (temp file + rename; its directory made if missing)
 //	touch PATH              create an empty session file (as touch(1) does)
 //	plant fifo|symlink ID   put a FIFO, or a symlink to a file elsewhere, where ID's result goes
 //	event TYPE K=V...       wait for a meta.log event of TYPE with these fields
@@ -51,7 +51,8 @@
 //
 // OP is submit, run, wait, cancel, stop, status, lease, lease_stop,
 // waitfor, ready, send, signal, resize or withdraw (id=ID: take back a
-// queued command; outcome withdrawn, or the error's code). Values may be
+// queued command, ID being a cmd_id, a command file's name or queue/NAME;
+// outcome withdrawn, or the error's code). Values may be
 // Go-quoted ("a b\n"); payload=, re=, text= and expect= are sent
 // base64-encoded. send id=ID text=TEXT types TEXT and a newline
 // (no_newline=1: TEXT alone), with expect=RE, expect_timeout_ms=N and

@@ -404,6 +404,7 @@ func (d *driver) harness(st Step, args []string) {
 		} else {
 			argN(2)
 			tmp := filepath.Join(filepath.Dir(p), ".conformance.tmp")
+			_ = os.MkdirAll(filepath.Dir(p), 0o700) // forward/ and the like: a pool master's directories.
 			if err = os.WriteFile(tmp, []byte(args[1]), 0o600); err == nil {
 				err = os.Rename(tmp, p)
 			}

@@ -126,6 +126,26 @@ func OpenRoot(dir string) (*Root, error) {
 	return r, nil
 }
 
+// OpenRoot opens the directory name inside s as a root of its own,
+// relative to s's handle: no symlink is followed in any component, so a
+// directory swapped for a symlink is refused (an error wrapping
+// ErrLayout), never left through. Its Moved compares the path
+// s.Abs(name) with the directory opened.
+func (s *Root) OpenRoot(name string) (*Root, error) {
+	fd, err := s.dirFd(name)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: s.Abs(name), Err: err}
+	}
+	r := &Root{dir: s.Abs(name), fd: fd, dev: st.Dev, ino: st.Ino}
+	r.cleanup = runtime.AddCleanup(r, func(fd int) { unix.Close(fd) }, fd)
+	return r, nil
+}
+
 // Close closes the root's directory.
 func (s *Root) Close() error {
 	if s == nil || s.fd < 0 {

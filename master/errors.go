@@ -43,6 +43,9 @@ var (
 	// ErrNotQueued: withdraw of a command a runner has already claimed
 	// (it is running: cancel it instead).
 	ErrNotQueued = errors.New("master: command not queued")
+	// ErrAlreadyWithdrawn: withdraw of a command an earlier withdraw took
+	// back (it is in withdrawn/; it never runs).
+	ErrAlreadyWithdrawn = errors.New("master: command already withdrawn")
 	// ErrIdle: cancel of the current command while nothing runs.
 	ErrIdle = errors.New("master: runner idle, nothing to cancel")
 	// ErrStaleRequest: the runner answered a request as meant for another
@@ -146,25 +149,26 @@ func (e *InterruptedError) Is(target error) bool { return target == context.Canc
 // Stable error codes of the master CLI's JSON output and exit codes. The
 // codes of control outcomes are the outcome strings themselves.
 const (
-	CodeSessionMissing  = "session_missing"
-	CodeRunnerNotAlive  = "runner_not_alive"
-	CodeCannotServe     = "cannot_serve"
-	CodeWaitTimeout     = "wait_timeout"
-	CodeCommandFailed   = "command_failed"
-	CodeCommandTimeout  = "command_timeout"
-	CodeCancelled       = "cancelled"
-	CodeUsage           = "usage"
-	CodeIO              = "io_error"
-	CodeUnknownCmdID    = "unknown_cmd_id"
-	CodeNotRunning      = "not_running"
-	CodeAlreadyFinished = "already_finished"
-	CodeIdle            = "idle"
-	CodeNotQueued       = "not_queued"
-	CodeStale           = "stale"
-	CodeRejected        = "rejected"
-	CodeExpectTimeout   = "expect_timeout"
-	CodeRefusedEcho     = "refused_echo"
-	CodeInterrupted     = "interrupted"
+	CodeSessionMissing   = "session_missing"
+	CodeRunnerNotAlive   = "runner_not_alive"
+	CodeCannotServe      = "cannot_serve"
+	CodeWaitTimeout      = "wait_timeout"
+	CodeCommandFailed    = "command_failed"
+	CodeCommandTimeout   = "command_timeout"
+	CodeCancelled        = "cancelled"
+	CodeUsage            = "usage"
+	CodeIO               = "io_error"
+	CodeUnknownCmdID     = "unknown_cmd_id"
+	CodeNotRunning       = "not_running"
+	CodeAlreadyFinished  = "already_finished"
+	CodeIdle             = "idle"
+	CodeNotQueued        = "not_queued"
+	CodeAlreadyWithdrawn = "already_withdrawn"
+	CodeStale            = "stale"
+	CodeRejected         = "rejected"
+	CodeExpectTimeout    = "expect_timeout"
+	CodeRefusedEcho      = "refused_echo"
+	CodeInterrupted      = "interrupted"
 )
 
 // Exit codes of the master CLI (PROTOCOL.md, "Master outcomes").
@@ -223,6 +227,8 @@ func Classify(err error) (code string, exit int) {
 		return CodeIdle, ExitNothingToDo
 	case errors.Is(err, ErrNotQueued):
 		return CodeNotQueued, ExitNothingToDo
+	case errors.Is(err, ErrAlreadyWithdrawn):
+		return CodeAlreadyWithdrawn, ExitNothingToDo
 	case errors.Is(err, ErrRefusedEcho):
 		return CodeRefusedEcho, ExitIO
 	case errors.Is(err, ErrRequestRejected):

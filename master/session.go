@@ -53,6 +53,7 @@ type Session struct {
 	kind    protocol.Kind // the runner's kind, once read (defaultKind)
 	rootMu  sync.Mutex    // guards root
 	root    *fsq.Root     // the session directory, held open (sessionfs.go)
+	pinned  bool          // root was opened relative to a pool's root (OpenIn): never reopened by path
 	watchMu sync.Mutex    // guards wh
 	wh      *watchHub     // the watcher every wait shares (watch.go), started on first use
 }
@@ -77,6 +78,32 @@ func Open(dir string) (*Session, error) {
 	}
 	host, _ := os.Hostname()
 	s := &Session{dir: abs, root: root, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
+	s.network = sessionNetwork(root)
+	if !isDir(root, protocol.DirSeq) {
+		_ = mkdirAll(root, protocol.DirSeq) // A session made by an older runner.
+	}
+	return s, nil
+}
+
+// OpenIn returns a handle on the session name inside the directory parent
+// holds (a pool's member), opened relative to parent's handle: a name that
+// is a symlink is refused (fsq.ErrLayout), never followed. Unlike Open's,
+// the handle never opens its path again: once the path names another
+// directory (the member was swapped for a symlink, renamed or removed)
+// every operation fails with ErrSessionMissing (issue 34.13).
+func OpenIn(parent *fsq.Root, name string) (*Session, error) {
+	abs := parent.Abs(name)
+	parent.Revalidate(name)
+	root, err := parent.OpenRoot(name)
+	if err != nil {
+		return nil, withContext(fmt.Errorf("%w: %s: %w", ErrSessionMissing, abs, err), map[string]any{"dir": abs})
+	}
+	if !isDir(root, protocol.DirQueue) {
+		root.Close()
+		return nil, withContext(fmt.Errorf("%w: %s", ErrSessionMissing, abs), map[string]any{"dir": abs})
+	}
+	host, _ := os.Hostname()
+	s := &Session{dir: abs, root: root, pinned: true, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
 	s.network = sessionNetwork(root)
 	if !isDir(root, protocol.DirSeq) {
 		_ = mkdirAll(root, protocol.DirSeq) // A session made by an older runner.
@@ -220,34 +247,82 @@ func NewCmdID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// Command returns a handle on an existing command by cmd_id (or by its
-// command file's name, cmd_<seq>_<id>.json), looking for its file in
-// queue/, inflight/ and result/.
-func (s *Session) Command(cmdID string) (*Command, error) {
-	// A command file's name (cmd_<seq>_<id>.json, as ls queue/ shows it)
-	// names its command too, as in the Python and Tcl masters.
-	if _, id, err := protocol.ParseCommandName(cmdID); err == nil {
-		cmdID = id
+// Command returns a handle on an existing command. ref names it by one
+// rule in every master (PROTOCOL.md section 19, "Naming a command"): a
+// cmd_id is the command with that cmd_id, looked for in queue/, moved/,
+// forward/, inflight/ and result/ (the order a command moves in, so one
+// that moves meanwhile is found in a later listing); a command file's name,
+// cmd_<seq>_<id>.json, is exactly that file, and so is a path ending in one
+// (queue/cmd_<seq>_<id>.json, as ls shows it). Anything else is a usage
+// error; a command that is in none of those directories ErrUnknownCmdID.
+func (s *Session) Command(ref string) (*Command, error) {
+	name, cmdID, err := ParseCommandRef(ref)
+	if err != nil {
+		return nil, err
 	}
-	if !protocol.ValidCmdID(cmdID) {
-		return nil, usageErr("invalid cmd_id %q", cmdID)
+	if name != "" {
+		seq, id, _ := protocol.ParseCommandName(name)
+		for _, d := range lookupDirs {
+			s.revalidate(d)
+			if s.exists(d + "/" + name) {
+				return &Command{s: s, ID: id, Seq: seq, Name: name}, nil
+			}
+		}
+		return nil, withContext(fmt.Errorf("%w: no command file %s is queued, running or finished in this session", ErrUnknownCmdID, name),
+			map[string]any{"cmd_id": id})
 	}
-	// Listed in the order a command moves (queue/ → inflight/ → result/, or
-	// queue/ → forward/ when a pool moves it): a command that moves while
-	// the directories are listed is found in a later listing, never missed.
-	for _, d := range []string{protocol.DirQueue, DirForward, protocol.DirInflight, protocol.DirResult} {
+	if c := s.findByID(cmdID, lookupDirs); c != nil {
+		return c, nil
+	}
+	return nil, withContext(fmt.Errorf("%w: no command %q is queued, running or finished in this session", ErrUnknownCmdID, cmdID),
+		map[string]any{"cmd_id": cmdID})
+}
+
+// lookupDirs are where a lookup looks for a command, in the order a
+// command moves: queue/ → inflight/ → result/, or queue/ → moved/ →
+// forward/ when a pool moves it.
+var lookupDirs = []string{protocol.DirQueue, DirMoved, DirForward, protocol.DirInflight, protocol.DirResult}
+
+// findByID returns the command file of cmdID with the lowest seq in the
+// first of dirs that has one (listed in that order, each file name parsed
+// and the whole cmd_id compared), or nil.
+func (s *Session) findByID(cmdID string, dirs []string) *Command {
+	for _, d := range dirs {
 		names, err := s.readNames(d)
 		if err != nil {
 			continue
 		}
+		var found *Command
 		for _, n := range names {
-			if seq, id, err := protocol.ParseCommandName(n); err == nil && id == cmdID {
-				return &Command{s: s, ID: id, Seq: seq, Name: n}, nil
+			if seq, id, err := protocol.ParseCommandName(n); err == nil && id == cmdID && (found == nil || seq < found.Seq) {
+				found = &Command{s: s, ID: id, Seq: seq, Name: n}
 			}
 		}
+		if found != nil {
+			return found
+		}
 	}
-	return nil, withContext(fmt.Errorf("%w: no command %q is queued, running or finished in this session", ErrUnknownCmdID, cmdID),
-		map[string]any{"cmd_id": cmdID})
+	return nil
+}
+
+// ParseCommandRef parses a reference to a command (Session.Command): a
+// command file's name, or a path ending in one (name set, cmdID its
+// cmd_id), or a cmd_id (name ""). Anything else is a usage error.
+func ParseCommandRef(ref string) (name, cmdID string, err error) {
+	base := ref
+	if i := strings.LastIndexByte(ref, '/'); i >= 0 {
+		base = ref[i+1:]
+	}
+	if _, id, err := protocol.ParseCommandName(base); err == nil {
+		return base, id, nil
+	}
+	if base != ref {
+		return "", "", usageErr("%q is not a command file's name (cmd_<seq>_<cmd_id>.json)", ref)
+	}
+	if !protocol.ValidCmdID(ref) {
+		return "", "", usageErr("invalid cmd_id %q", ref)
+	}
+	return "", ref, nil
 }
 
 // Result returns the command's result if it exists (nil, nil if not yet).

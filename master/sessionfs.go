@@ -44,8 +44,14 @@ import (
 func (s *Session) fs() (*fsq.Root, error) {
 	s.rootMu.Lock()
 	defer s.rootMu.Unlock()
-	if s.root != nil && s.root.Moved() == nil {
-		return s.root, nil
+	moved := errors.New("no root") // Only the first Open has none.
+	if s.root != nil {
+		if moved = s.root.Moved(); moved == nil {
+			return s.root, nil
+		}
+	}
+	if s.pinned { // A pool's member (OpenIn): its path is not followed again.
+		return nil, fmt.Errorf("%w: %w", ErrSessionMissing, moved)
 	}
 	r, err := fsq.OpenRoot(s.dir)
 	if err != nil {

@@ -2,6 +2,8 @@ package master
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +43,7 @@ func TestWaitStoppedRunnerAndWithdraw(t *testing.T) {
 	if s.exists(protocol.DirQueue + "/" + c.Name) {
 		t.Fatal("the command is still queued")
 	}
-	if err := c.Withdraw(); !errors.Is(err, ErrUnknownCmdID) {
+	if err := c.Withdraw(); !errors.Is(err, ErrAlreadyWithdrawn) { // Issue 31.10: not "unknown".
 		t.Fatalf("a second Withdraw: %v", err)
 	}
 	d, _ := s.Command("d1")
@@ -74,5 +76,70 @@ func TestWaitReadyKeepsGraceAfterStop(t *testing.T) {
 	testrunner.Start(t, dir)
 	if err := <-ready; err != nil {
 		t.Fatalf("WaitReady: %v", err)
+	}
+}
+
+// TestWithdrawNames: one rule for naming a command (issue 34.5): a command
+// file's name, or a path ending in one, is exactly that file, even when
+// another queued file has the same cmd_id; a cmd_id is the first file with
+// it, the lowest seq. A second withdraw, by any form, is ErrAlreadyWithdrawn (issue 31.10),
+// and anything else is a usage error.
+func TestWithdrawNames(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	for _, d := range protocol.Dirs {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []*Command
+	for i := 0; i < 3; i++ {
+		c, err := s.Submit(ctx(t), "puts never", SubmitOptions{CmdID: "dup"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	queued := func() (names []string) {
+		for _, c := range cmds {
+			if s.exists(protocol.DirQueue + "/" + c.Name) {
+				names = append(names, c.Name)
+			}
+		}
+		return names
+	}
+	got, err := s.Withdraw(cmds[2].Name) // The later file, by its name.
+	if err != nil || got.Name != cmds[2].Name {
+		t.Fatalf("Withdraw(%s): %v %v", cmds[2].Name, got, err)
+	}
+	if q := queued(); len(q) != 2 || q[0] != cmds[0].Name || q[1] != cmds[1].Name {
+		t.Fatalf("after withdrawing %s, queued: %v", cmds[2].Name, q)
+	}
+	if got, err := s.Withdraw(protocol.DirQueue + "/" + cmds[1].Name); err != nil || got.Name != cmds[1].Name {
+		t.Fatalf("Withdraw(queue/%s): %v %v", cmds[1].Name, got, err)
+	}
+	if got, err := s.Withdraw("dup"); err != nil || got.Name != cmds[0].Name {
+		t.Fatalf("Withdraw(dup): %v %v", got, err)
+	}
+	if q := queued(); len(q) != 0 {
+		t.Fatalf("still queued: %v", q)
+	}
+	for _, ref := range []string{"dup", cmds[0].Name, protocol.DirQueue + "/" + cmds[2].Name, filepath.Join(dir, "queue", cmds[1].Name)} {
+		if _, err := s.Withdraw(ref); !errors.Is(err, ErrAlreadyWithdrawn) {
+			t.Errorf("a second Withdraw(%s): %v", ref, err)
+		} else if code, exit := Classify(err); code != "already_withdrawn" || exit != ExitNothingToDo {
+			t.Errorf("already withdrawn is %s, exit %d", code, exit)
+		}
+	}
+	if _, err := s.Withdraw("cmd_9_nothing.json"); !errors.Is(err, ErrUnknownCmdID) {
+		t.Errorf("Withdraw of a name nobody queued: %v", err)
+	}
+	for _, ref := range []string{"queue/not-a-command", "a b", "", "queue/cmd_x_y.json"} {
+		if _, err := s.Withdraw(ref); !errors.Is(err, ErrUsage) {
+			t.Errorf("Withdraw(%q): %v, want a usage error", ref, err)
+		}
 	}
 }

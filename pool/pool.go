@@ -22,14 +22,15 @@ import (
 
 // Files of a pool directory (PROTOCOL.md, "Pools").
 const (
-	FilePool       = "pool.json"      // how the pool's sessions are launched (written by pool start)
-	DirAffinity    = "affinity"       // affinity/<key>.json: the session a key is pinned to
-	FilePoolEvents = "events.jsonl"   // what pool operations did: moves, respawns (append-only)
-	filePoolClock  = ".clock"         // touched to read the filesystem's clock
-	DirMoved       = "moved"          // in a session: commands claimed by a mover, move in progress
-	maxPoolCommand = 16 << 20         // the runner's own limit on command files
-	poolNamePrefix = "s"              // sessions are s00, s01, ...
-	poolDeadAfter  = 10 * time.Second // heartbeat age after which a session counts as dead (SPEC D's grace)
+	FilePool           = "pool.json"      // how the pool's sessions are launched (written by pool start)
+	DirAffinity        = "affinity"       // affinity/<key>.json: the session a key is pinned to
+	FilePoolEvents     = "events.jsonl"   // what pool operations did: moves, respawns (append-only)
+	filePoolClock      = ".clock"         // touched to read the filesystem's clock
+	filePoolResizeLock = ".resize.lock"   // flock held by a grow or shrink (lockResize)
+	DirMoved           = "moved"          // in a session: commands claimed by a mover, move in progress
+	maxPoolCommand     = 16 << 20         // the runner's own limit on command files
+	poolNamePrefix     = "s"              // sessions are s00, s01, ...
+	poolDeadAfter      = 10 * time.Second // heartbeat age after which a session counts as dead (SPEC D's grace)
 )
 
 // Config is pool.json.
@@ -149,14 +150,18 @@ func (p *Pool) session(name string) (*master.Session, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.sessions[name]; s != nil {
-		return s, nil
+		if _, err := s.Root(); err == nil {
+			return s, nil
+		}
+		// Its directory moved: a handle given out before keeps failing;
+		// the name is opened anew below, relative to the pool's root.
+		delete(p.sessions, name)
 	}
-	if !p.isSessionDir(name) {
-		return nil, fmt.Errorf("%w: %s is not a directory of the pool", master.ErrSessionMissing, name)
-	}
-	s, err := master.Open(p.dirOf(name))
+	// Opened relative to the pool's own root, never by path: a member
+	// swapped for a symlink is refused, then and later (issue 34.13).
+	s, err := master.OpenIn(p.root, name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (%s is not a directory of the pool)", err, name)
 	}
 	p.sessions[name] = s
 	return s, nil

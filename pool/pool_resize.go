@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -40,6 +42,11 @@ func (p *Pool) Grow(ctx context.Context, k int, ready time.Duration) ([]SessionL
 	if k < 1 {
 		return nil, master.UsageError("--by must be at least 1")
 	}
+	unlock, err := p.lockResize(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	members, retired := p.Members()
 	var names []string
 	names = append(names, retired[:min(k, len(retired))]...)
@@ -59,12 +66,20 @@ func (p *Pool) Grow(ctx context.Context, k int, ready time.Duration) ([]SessionL
 	}
 	out := p.launch(ctx, names, ready, p.Progress)
 	var errs []error
+	var grown []string
 	for _, l := range out {
-		if l.Err != nil && !errors.Is(l.Err, launch.ErrAlreadyLaunched) {
+		switch {
+		case l.Err == nil:
+			grown = append(grown, l.Session)
+		case errors.Is(l.Err, launch.ErrAlreadyLaunched):
+			// Launched by someone else (pool start, master launch): this
+			// grow did not add it, and says so (issue 34.9).
+			errs = append(errs, fmt.Errorf("%s: not grown by this call: %w", l.Session, l.Err))
+		default:
 			errs = append(errs, fmt.Errorf("%s: %w", l.Session, l.Err))
 		}
 	}
-	p.event("grown", map[string]any{"sessions": names})
+	p.event("grown", map[string]any{"sessions": grown})
 	return out, errors.Join(errs...)
 }
 
@@ -79,11 +94,36 @@ func (p *Pool) Grow(ctx context.Context, k int, ready time.Duration) ([]SessionL
 // sessions keep their directories (results, forwards); Grow relaunches
 // them first.
 func (p *Pool) Shrink(ctx context.Context, to int, opts launch.StopOptions) ([]SessionStop, HealReport, error) {
+	return p.shrink(ctx, func(int) int { return to }, opts)
+}
+
+// ShrinkBy is Shrink to the number of members less by, counted under the
+// pool's resize lock: two concurrent shrinks by 1 retire two sessions
+// (issue 34.9; master pool shrink --by).
+func (p *Pool) ShrinkBy(ctx context.Context, by int, opts launch.StopOptions) ([]SessionStop, HealReport, error) {
+	if by < 1 {
+		return nil, HealReport{}, master.UsageError("--by must be at least 1")
+	}
+	return p.shrink(ctx, func(members int) int { return members - by }, opts)
+}
+
+// shrink is Shrink to target(members), the number of members counted
+// under the resize lock.
+func (p *Pool) shrink(ctx context.Context, target func(members int) int, opts launch.StopOptions) ([]SessionStop, HealReport, error) {
 	var rep HealReport
-	if to < 1 {
+	if target(1<<30) < 1 { // Shrink's to, whatever the count.
 		return nil, rep, master.UsageError("a pool keeps at least one session (--to 1)")
 	}
+	unlock, err := p.lockResize(ctx)
+	if err != nil {
+		return nil, rep, err
+	}
+	defer unlock()
 	members, _ := p.Members()
+	to := target(len(members))
+	if to < 1 {
+		return nil, rep, master.UsageError("a pool keeps at least one session: it has %d members", len(members))
+	}
 	if len(members) <= to {
 		return nil, rep, nil
 	}
@@ -113,24 +153,103 @@ func (p *Pool) Shrink(ctx context.Context, to int, opts launch.StopOptions) ([]S
 	}
 	p.event("shrinking", map[string]any{"retire": retire})
 	stops, stopErr := p.stopSessions(ctx, retire, opts)
+	var w shrinkWatch
 	for {
 		r, err := p.Heal(ctx)
 		rep.Moved = append(rep.Moved, r.Moved...)
 		rep.Respawned = append(rep.Respawned, r.Respawned...)
-		left := 0
+		left, where := 0, map[string]int{}
 		for _, name := range retire {
 			if s, serr := p.session(name); serr == nil {
-				left += s.QueueDepth() + len(commandNames(s, DirMoved))
+				if n := s.QueueDepth() + len(commandNames(s, DirMoved)); n > 0 {
+					left += n
+					where[name] = n
+				}
 			}
 		}
 		if left == 0 || ctx.Err() != nil {
 			return stops, rep, errors.Join(stopErr, err, ctx.Err())
+		}
+		if gaveUp := w.check(p, retire, left, where); gaveUp != nil {
+			p.event("shrink_stuck", map[string]any{"left": where, "why": gaveUp.Error()})
+			return stops, rep, errors.Join(stopErr, err, gaveUp)
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(500 * time.Millisecond): // Queue files younger than minMoveAge wait a pass.
 		}
 	}
+}
+
+// Shrink gives up moving the retired sessions' commands (issue 34.3: it
+// retried for ever when the session it kept died) when no session outside
+// the retired ones has been alive for shrinkNoTarget, or when the number
+// of commands left has not gone down for shrinkNoProgress. The commands
+// stay queued where they are; a later heal moves them.
+var (
+	shrinkNoTarget   = poolDeadAfter
+	shrinkNoProgress = 2 * time.Minute
+)
+
+// shrinkWatch remembers, across Shrink's heal passes, since when no
+// session could take the retired sessions' commands and since when their
+// number last went down.
+type shrinkWatch struct {
+	noTarget, progress time.Time
+	least              int
+}
+
+// check returns why Shrink should give up now, or nil.
+func (w *shrinkWatch) check(p *Pool, retire []string, left int, where map[string]int) error {
+	now := time.Now()
+	if w.progress.IsZero() || left < w.least {
+		w.progress, w.least = now, left
+	}
+	views, _ := p.Views()
+	var kept []string
+	alive := false
+	for _, v := range views {
+		if slices.Contains(retire, v.Name) {
+			continue
+		}
+		state := "not alive"
+		if v.Dead {
+			state = "dead"
+		}
+		if v.Why != "" {
+			state += ": " + v.Why
+		}
+		kept = append(kept, fmt.Sprintf("%s (%s)", v.Name, state))
+		alive = alive || v.Alive
+	}
+	if alive {
+		w.noTarget = time.Time{}
+	} else if w.noTarget.IsZero() {
+		w.noTarget = now
+	}
+	stays := fmt.Sprintf("%d commands stay queued in the retired sessions (%s)", left, leftText(where))
+	switch {
+	case !w.noTarget.IsZero() && now.Sub(w.noTarget) >= shrinkNoTarget:
+		return fmt.Errorf("%w: no session of the pool can take them: %s; %s: master pool heal moves them once a session "+
+			"serves (master pool grow, or respawn)", master.ErrRunnerNotAlive, strings.Join(kept, "; "), stays)
+	case now.Sub(w.progress) >= shrinkNoProgress:
+		return fmt.Errorf("master: pool shrink: no command moved for %v; %s: see master pool status", shrinkNoProgress, stays)
+	}
+	return nil
+}
+
+// leftText lists where commands are left: "s01: 3, s02: 1".
+func leftText(where map[string]int) string {
+	names := make([]string, 0, len(where))
+	for n := range where {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s: %d", n, where[n])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // saveSize rewrites pool.json with a new size.

@@ -1,6 +1,8 @@
 package pool
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -154,4 +156,159 @@ func countLines(t *testing.T, path string) map[string]int {
 		n[l]++
 	}
 	return n
+}
+
+// TestPoolConcurrentGrow: two grows by 1 at once, from two handles on the
+// pool as two processes would (issue 34.9): the pool gains exactly what
+// they report as grown, and both grow (the second waits for the first and
+// takes the next name); pool.json's size says so too.
+func TestPoolConcurrentGrow(t *testing.T) {
+	needTool(t, "tclsh")
+	dir := filepath.Join(t.TempDir(), "pool")
+	p, _, err := Start(ctx(t), dir, Options{Size: 1, Via: "local", RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, name := range p.SessionNames() {
+			killLaunched(t, filepath.Join(dir, name))
+		}
+	})
+	type grown struct {
+		res []SessionLaunch
+		err error
+	}
+	out := make(chan grown, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			q, err := Open(dir)
+			if err != nil {
+				out <- grown{err: err}
+				return
+			}
+			res, err := q.Grow(ctx(t), 1, 0)
+			out <- grown{res, err}
+		}()
+	}
+	reported := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		g := <-out
+		for _, r := range g.res {
+			if r.Err == nil {
+				if reported[r.Session] {
+					t.Errorf("%s reported grown twice", r.Session)
+				}
+				reported[r.Session] = true
+			}
+		}
+		if g.err != nil {
+			t.Logf("a grow said: %v", g.err)
+		}
+	}
+	members, _ := p.Members()
+	if len(members) != 1+len(reported) {
+		t.Errorf("members %v, but the grows reported %v grown", members, reported)
+	}
+	if len(reported) != 2 {
+		t.Errorf("grown %v, want two sessions", reported)
+	}
+	q, _ := Open(dir)
+	if q.Config().Size != len(members) {
+		t.Errorf("pool.json size %d, members %v", q.Config().Size, members)
+	}
+}
+
+// TestPoolShrinkKeptSessionDies: pool shrink --to 1 whose kept session's
+// runner is killed (kill -9, no respawn) while it retires the other ends
+// with a clear outcome instead of retrying for ever (issue 34.3): runner
+// not alive, naming the commands that stay queued and where; nothing is
+// lost (they are still queued in the retired session).
+func TestPoolShrinkKeptSessionDies(t *testing.T) {
+	needTool(t, "tclsh")
+	dir := filepath.Join(t.TempDir(), "pool")
+	p, _, err := Start(ctx(t), dir, Options{Size: 2, Via: "local", RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, name := range p.SessionNames() {
+			killLaunched(t, filepath.Join(dir, name))
+		}
+	})
+	gate := filepath.Join(t.TempDir(), "gate")
+	queue := func(name string, n int) {
+		s, _ := p.session(name)
+		if _, err := s.Submit(ctx(t), fmt.Sprintf("while {![file exists {%s}]} {after 10}", gate), master.SubmitOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for claimedCount(s) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		for i := 0; i < n; i++ {
+			c, err := s.Submit(ctx(t), "expr 1", master.SubmitOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := time.Now().Add(-time.Minute) // Old enough for a mover at once.
+			os.Chtimes(filepath.Join(dir, name, protocol.DirQueue, c.Name), old, old)
+		}
+	}
+	queue("s00", 5) // Loaded most: kept.
+	queue("s01", 3) // Retired: its 3 queued commands must move to s00.
+	p.Progress = func(line string) {
+		if strings.HasPrefix(line, "shrinking") {
+			killLaunched(t, filepath.Join(dir, "s00")) // The kept session dies, as kill -9 does.
+		}
+	}
+	c, cancel := context.WithTimeout(ctx(t), 3*time.Minute)
+	defer cancel()
+	_, _, err = p.Shrink(c, 1, launch.StopOptions{Grace: time.Second})
+	if c.Err() != nil || !errors.Is(err, master.ErrRunnerNotAlive) || !strings.Contains(err.Error(), "s01") {
+		t.Fatalf("shrink: %v (context: %v), want runner not alive naming s01", err, c.Err())
+	}
+	t.Logf("shrink said: %v", err)
+	if n := len(commandsIn(filepath.Join(dir, "s01", protocol.DirQueue))) + len(commandsIn(filepath.Join(dir, "s01", DirMoved))); n != 3 {
+		t.Errorf("%d commands left in s01's queue/ and moved/, want the 3 it had", n)
+	}
+}
+
+// TestPoolConcurrentShrinkBy: two shrinks by 1 at once (master pool shrink
+// --by 1 twice) retire two sessions, the members being counted under the
+// pool's resize lock, not before it (issue 34.9).
+func TestPoolConcurrentShrinkBy(t *testing.T) {
+	needTool(t, "tclsh")
+	dir := filepath.Join(t.TempDir(), "pool")
+	p, _, err := Start(ctx(t), dir, Options{Size: 3, Via: "local", RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, name := range p.SessionNames() {
+			killLaunched(t, filepath.Join(dir, name))
+		}
+	})
+	out := make(chan []SessionStop, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			q, err := Open(dir)
+			if err != nil {
+				t.Error(err)
+				out <- nil
+				return
+			}
+			stops, _, err := q.ShrinkBy(ctx(t), 1, launch.StopOptions{Grace: time.Second})
+			if err != nil {
+				t.Errorf("shrink: %v", err)
+			}
+			out <- stops
+		}()
+	}
+	retired := 0
+	for i := 0; i < 2; i++ {
+		retired += len(<-out)
+	}
+	members, _ := p.Members()
+	if retired != 2 || len(members) != 1 {
+		t.Errorf("retired %d, members %v; want 2 retired, 1 member", retired, members)
+	}
 }

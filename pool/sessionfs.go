@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -27,7 +28,10 @@ import (
 // fsq.ErrSymlink (or, listed, not a command), a session subdirectory
 // swapped for a symlink an error wrapping fsq.ErrLayout; nothing is read,
 // moved or written through either. A session directory of the pool that
-// is a symlink is not a session of the pool (SessionNames, session).
+// is a symlink is not a session of the pool (SessionNames, session): the
+// pool opens each member relative to its own root (master.OpenIn), and a
+// member's handle never opens its path again, so a member swapped for a
+// symlink after it was listed or opened is refused too.
 //
 // Elsewhere the package names sessions by path only to hand them to
 // package launch (Launch, StopMany, LaunchArray), which opens them through
@@ -71,6 +75,49 @@ func (p *Pool) appendEvent(line []byte) error {
 	return err
 }
 
+// lockResize takes the pool's resize lock (an exclusive flock on
+// .resize.lock in the pool directory, created if missing, a regular file
+// only), trying every 100 ms until ctx ends and saying once, through
+// Progress, that it waits; the caller runs unlock. Grow and Shrink hold it
+// for their whole run, so two of them never choose the same sessions or
+// rewrite pool.json's size from the same count (issue 34.9).
+func (p *Pool) lockResize(ctx context.Context) (unlock func(), err error) {
+	f, err := p.root.OpenFile(filePoolResizeLock, os.O_RDWR|os.O_CREATE|unix.O_NONBLOCK, 0o660)
+	if err == nil {
+		if fi, serr := f.Stat(); serr != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			err = serr
+			if err == nil {
+				err = fmt.Errorf("%s: %w", p.root.Abs(filePoolResizeLock), fsq.ErrNotRegular)
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("master: pool resize lock: %w", err)
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for said := false; ; said = true {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { _ = f.Close() }, nil // Closing the file releases the lock.
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("master: pool resize lock: %w", err)
+		}
+		if !said && p.Progress != nil {
+			p.Progress("waiting for another grow or shrink of this pool to end")
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("master: pool resize lock: %w", context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
 // touchClock sets the mtime of .clock to the filesystem's now (created if
 // missing) and returns it.
 func (p *Pool) touchClock() (time.Time, error) {
@@ -103,13 +150,6 @@ func (p *Pool) sessionDirs() []string {
 		}
 	}
 	return out
-}
-
-// isSessionDir reports whether name is a directory of the pool (not a
-// symlink to one), checked before the session is opened by path.
-func (p *Pool) isSessionDir(name string) bool {
-	fi, err := p.root.Lstat(name)
-	return err == nil && fi.IsDir()
 }
 
 // sessionRoot returns s's root; a session whose root cannot be had reads

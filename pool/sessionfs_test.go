@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -73,5 +74,43 @@ func TestPoolSymlinksNotFollowed(t *testing.T) {
 	}
 	if fi, err := os.Stat(outEvents); err != nil || fi.Size() != 0 {
 		t.Errorf("events appended outside the pool: %v", err)
+	}
+}
+
+// TestPoolMemberSwappedForSymlink: a member the pool already had open,
+// swapped for a symlink to a live session outside the pool (mv s01 away,
+// ln -s elsewhere s01), is refused by pool submit: nothing is written
+// into the outside session, whose runner would run it (issue 34.13). The
+// pool opens its members relative to its own root and never by path again.
+func TestPoolMemberSwappedForSymlink(t *testing.T) {
+	needTool(t, "tclsh")
+	p, pool := newPoolDir(t, "s01")
+	outside := filepath.Join(t.TempDir(), "outside")
+	runnerIn(t, outside)
+	if _, err := p.Views(); err != nil { // The pool has opened s01.
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(pool, "s01"), filepath.Join(pool, "s01.away")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(pool, "s01")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.Submit(ctx(t), "puts through-the-link", SubmitOptions{})
+	if err == nil {
+		t.Errorf("submitted %s into %s through a member swapped for a symlink", c.ID, c.Session)
+	}
+	// The pool listed s01 before the swap and judges it after: the handle
+	// it holds must not reach through the link either (it did: a handle
+	// whose directory moved reopened its path, following the symlink).
+	if s, err := p.session("s01"); err == nil {
+		if c, err := s.Submit(ctx(t), "puts through-the-held-handle", master.SubmitOptions{}); err == nil {
+			t.Errorf("the pool's handle on s01 queued %s through the symlink", c.Name)
+		}
+	}
+	for _, d := range []string{protocol.DirQueue, protocol.DirInflight, protocol.DirResult} {
+		if names := commandsIn(filepath.Join(outside, d)); len(names) > 0 {
+			t.Errorf("the outside session's %s/ holds %v", d, names)
+		}
 	}
 }

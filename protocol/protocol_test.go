@@ -360,3 +360,18 @@ func TestValidateCorrelation(t *testing.T) {
 		t.Fatalf("ParseCommand with a bad label key: %v", err)
 	}
 }
+
+// TestLabelValueNull: a label value null is refused (issue 34.10), not
+// recorded as "" the way json.Unmarshal would leave it.
+func TestLabelValueNull(t *testing.T) {
+	for _, labels := range []string{`{"k":null}`, `{"a":"x","k":null}`} {
+		_, err := ParseCommand("cmd_1_a.json", []byte(`{"cmd_id":"a","seq":1,"kind":"tcl","payload":"","labels":`+labels+`}`))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != "labels.k" {
+			t.Errorf("ParseCommand with labels %s: %v, want an invalid labels.k", labels, err)
+		}
+	}
+	if _, err := ParseCommand("cmd_1_a.json", []byte(`{"cmd_id":"a","seq":1,"kind":"tcl","payload":"","labels":null}`)); err != nil {
+		t.Errorf("labels null (no labels): %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -84,6 +85,9 @@ func ParseCommand(name string, data []byte) (*Command, error) {
 		}
 	}
 	if err := checkVersion(raw["protocol_version"]); err != nil {
+		return nil, err
+	}
+	if err := checkLabelsNotNull(raw["labels"]); err != nil {
 		return nil, err
 	}
 	var c Command
@@ -205,6 +209,27 @@ func ValidateCorrelation(traceID string, labels map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// checkLabelsNotNull refuses a label whose value is JSON null (issue
+// 34.10): json.Unmarshal would leave it "", a value nobody wrote. Other
+// wrong types fail the unmarshal itself; labels null as a whole means none.
+func checkLabelsNotNull(raw json.RawMessage) error {
+	var labels map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &labels) != nil {
+		return nil
+	}
+	keys := make([]string, 0, len(labels))
+	for k, v := range labels {
+		if string(v) == "null" {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Strings(keys) // The first in order, whatever the map's.
+	return invalid("labels."+keys[0], "is null; a label value is a string")
 }
 
 func labelKey(k string) bool {

@@ -7,6 +7,7 @@ directory is argv[1]; it may not exist yet (the runner creates it).
 
 import base64
 import json
+import re
 import sys
 from typing import Any, Dict, Optional
 
@@ -140,7 +141,9 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
                                          wait_for_runner=wfr))
     if op == "withdraw":
         reply = session().withdraw(step["id"])
-        if reply.get("withdrawn") is not True or reply.get("cmd_id") != step["id"]:
+        name = step["id"].rsplit("/", 1)[-1]  # A command file's name names its cmd_id (cmd_<seq>_<id>.json).
+        want = re.sub(r"^cmd_[0-9]+_(.*)\.json$", r"\1", name)
+        if reply.get("withdrawn") is not True or reply.get("cmd_id") != want or not reply.get("name"):
             return {"outcome": "bad_reply", "exit": 1, "message": "withdraw returned %r" % (reply,)}
         return {"outcome": "withdrawn", "exit": 0}
     if op == "ready":

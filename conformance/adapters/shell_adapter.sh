@@ -190,18 +190,83 @@ do_wait() { # do_wait NAME
   esac
 }
 
-# do_withdraw: take back a queued command by removing its exact file; rm
-# (unlink) fails when a runner claimed (renamed) it first, so exactly one of
-# the two wins. Then: a result means already finished, inflight/ running.
+# A command is named by one rule (PROTOCOL.md section 19, "Naming a
+# command"): a command file's name, or a path ending in one, is exactly that
+# file; a cmd_id the file with the lowest seq in the first of the
+# directories, in the order a command moves, that has one.
+sfield() { grep -o "\"$2\" *: *\"[^\"]*\"" "$1" 2>/dev/null | head -1 | sed 's/.*: *"\(.*\)"$/\1/'; }
+find_in() { # find_in DIR ID SUBDIR...: prints the command file's name
+  local d=$1 id=$2 sub f s best bs; shift 2
+  for sub; do
+    revalidate "$d/$sub"; best=""
+    for f in "$d/$sub"/cmd_+([0-9])_"$id".json; do
+      f=${f##*/}; s=${f#cmd_}; s=${s%%_*}
+      if [ -z "$best" ] || ((10#$s < 10#$bs)); then best=$f bs=$s; fi
+    done
+    [ -n "$best" ] && { echo "$best"; return 0; }
+  done
+  return 1
+}
+# take_back DIR FROM NAME: rename DIR/queue/FROM to DIR/withdrawn/NAME; mv
+# (rename(2)) fails when a runner or a pool mover renamed it first, so
+# exactly one of them wins.
+take_back() {
+  revalidate "$1/queue"
+  [ -e "$1/queue/$2" ] || return 1
+  [ -d "$1/withdrawn" ] || mkdir "$1/withdrawn" 2>/dev/null
+  [ -e "$1/withdrawn/$3" ] && return 1
+  mv -T -- "$1/queue/$2" "$1/withdrawn/$3" 2>/dev/null
+}
+# do_withdraw: take the command back where it is now, following a pool's
+# forward/ records (the mover's staged copy first, then the published file)
+# and waiting while a mover holds it in moved/ without a record. Then: a
+# claim means running, a result finished, withdrawn/ withdrawn before;
+# nowhere is unknown: it never runs.
 do_withdraw() {
   session_ok || { out_code session_missing 5; return; }
-  local name ctx="{\"cmd_id\":$(json_str "$k_id")}"
-  name=$(find_cmd "$k_id") || { out_code unknown_cmd_id 6 "$ctx"; return; }
-  if rm -- "$S/queue/$name" 2>/dev/null; then out_code withdrawn 0; return; fi
-  revalidate "$S/result"; revalidate "$S/inflight"
-  if [ -f "$S/result/$name" ]; then out_code already_finished 7 "$ctx"
-  elif [ -e "$S/inflight/$name" ]; then out_code not_queued 7 "$ctx"
-  else out_code unknown_cmd_id 6 "$ctx"; fi
+  local ref=$k_id base name id ctx d found dir cur to stage tos hops=0 t0 moving
+  base=${ref##*/}
+  if [[ $base =~ ^cmd_[0-9]{1,18}_([A-Za-z0-9._-]{1,128})\.json$ ]]; then name=$base id=${BASH_REMATCH[1]}
+  elif [ "$base" != "$ref" ] || ! [[ $ref =~ ^[A-Za-z0-9._-]{1,128}$ ]]; then out_code usage 2; return
+  else name="" id=$ref; fi
+  ctx="{\"cmd_id\":$(json_str "$id")}"
+  if [ -z "$name" ]; then
+    if ! name=$(find_in "$S" "$id" queue moved forward inflight result); then
+      if find_in "$S" "$id" withdrawn >/dev/null; then out_code already_withdrawn 7 "$ctx"; else out_code unknown_cmd_id 6 "$ctx"; fi
+      return
+    fi
+  else
+    found=""
+    for d in queue moved forward inflight result; do revalidate "$S/$d"; [ -e "$S/$d/$name" ] && { found=1; break; }; done
+    if [ -z "$found" ]; then
+      revalidate "$S/withdrawn"
+      if [ -e "$S/withdrawn/$name" ]; then out_code already_withdrawn 7 "$ctx"; else out_code unknown_cmd_id 6 "$ctx"; fi
+      return
+    fi
+  fi
+  dir=$S cur=$name t0=$(now_ms)
+  while :; do
+    if take_back "$dir" "$cur" "$cur"; then out_code withdrawn 0; return; fi
+    revalidate "$dir/moved"; moving=""; [ -e "$dir/moved/$cur" ] && moving=1
+    revalidate "$dir/forward"
+    if [ -f "$dir/forward/$cur" ]; then
+      to=$(sfield "$dir/forward/$cur" to_name); stage=$(sfield "$dir/forward/$cur" stage); tos=$(sfield "$dir/forward/$cur" to_session)
+      if [[ $to != cmd_+([0-9])_"$id".json ]] || [ -z "$stage" ] || [[ $stage == */* ]] || [ -z "$tos" ] || ((hops >= 16)); then
+        out_code io_error 10 "$ctx"; return
+      fi
+      dir=$dir/$tos
+      if take_back "$dir" "$stage" "$to"; then out_code withdrawn 0; return; fi
+      cur=$to hops=$((hops + 1))
+      continue
+    fi
+    if [ -n "$moving" ] && (($(now_ms) - t0 < 5000)); then sleep 0.01; continue; fi
+    revalidate "$dir/inflight"; revalidate "$dir/result"; revalidate "$dir/withdrawn"
+    if [ -n "$moving" ] || [ -e "$dir/inflight/$cur" ]; then out_code not_queued 7 "$ctx"
+    elif [ -f "$dir/result/$cur" ]; then out_code already_finished 7 "$ctx"
+    elif [ -e "$dir/withdrawn/$cur" ]; then out_code already_withdrawn 7 "$ctx"
+    else out_code unknown_cmd_id 6 "$ctx"; fi
+    return
+  done
 }
 
 do_submit() { # do_submit RUN(0/1)

@@ -157,7 +157,11 @@ proc do {step} {
         resize { return [ofReply [skillpilot::resize $dir [dict get $step cols] [dict get $step rows] {*}[waitOpts $step]]] }
         withdraw {
             set r [skillpilot::withdraw $dir [dict get $step id]]
-            if {![dict exists $r withdrawn] || [dict get $r withdrawn] != 1 || [dict get $r cmd_id] ne [dict get $step id]} {
+            # A command file's name names its cmd_id (cmd_<seq>_<id>.json).
+            set want [lindex [split [dict get $step id] /] end]
+            regexp {^cmd_[0-9]+_(.*)\.json$} $want -> want
+            if {![dict exists $r withdrawn] || [dict get $r withdrawn] != 1 || [dict get $r cmd_id] ne $want
+                || ![dict exists $r name]} {
                 return [list "{\"outcome\":\"bad_reply\",\"exit\":1}"]
             }
             return {{"outcome":"withdrawn","exit":0}}

@@ -221,3 +221,46 @@ func TestBrowserAggregated100k(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSVGControlBytes: payloads, errors, marks and names holding bytes XML
+// 1.0 does not allow (\x01 \x1b \x0b \x0c, invalid UTF-8) still give a
+// well-formed SVG (issue 34.8), and the bytes are shown, not dropped.
+func TestSVGControlBytes(t *testing.T) {
+	const bad = "a\x01b\x1bc\x0bd\x0ce\xffz"
+	s := synth("ctl\x01", 20, 0)
+	s.Dir += "\x0b"
+	for i, c := range s.Commands {
+		c.PayloadHead = "puts " + bad
+		if i%10 == 9 {
+			c.Result.Error = &protocol.Error{Code: "tcl_error", Message: "error " + bad}
+		}
+		c.TraceID, c.Labels = "t\x1b", map[string]string{"k": bad}
+	}
+	s.Marks = append(s.Marks, history.Mark{TS: s.Marks[0].TS, Kind: history.MarkCancel, Text: "cancel " + bad})
+	s2 := synth("only-invalid-utf8", 3, time.Second)
+	s2.Dir += "\xfe"
+	for _, max := range []int{0, 5} {
+		m := report.Build([]*history.Session{s, s2}, report.Options{MaxBars: max, Now: t0})
+		var svg bytes.Buffer
+		if err := report.WriteSVG(&svg, m); err != nil {
+			t.Fatal(err)
+		}
+		d := xml.NewDecoder(bytes.NewReader(svg.Bytes()))
+		var text strings.Builder
+		for {
+			tok, err := d.Token()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("max bars %d: the SVG is not well-formed XML: %v", max, err)
+			}
+			if cd, ok := tok.(xml.CharData); ok {
+				text.Write(cd)
+			}
+		}
+		if max == 0 && !strings.Contains(text.String(), `puts a\x01b\x1bc\x0bd\x0ce`) {
+			t.Errorf("the payload's control bytes are not shown: %q", text.String())
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/skillpilot/skillpilot/history"
 )
@@ -88,7 +89,49 @@ func (s *svgWriter) x(t time.Time) float64 {
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
-func esc(s string) string { return html.EscapeString(s) }
+// esc makes s text of an XML element or attribute: markup escaped, and
+// what XML 1.0 does not allow in a document (control bytes other than tab,
+// newline and carriage return, U+FFFE, U+FFFF, invalid UTF-8) written as
+// a Go escape, \x01 or \ufffe, so the SVG stays well-formed and shows
+// what the payload held (issue 34.8).
+func esc(s string) string { return html.EscapeString(xmlText(s)) }
+
+// xmlText replaces what XML 1.0 does not allow in a document (see esc).
+func xmlText(s string) string {
+	clean := utf8.ValidString(s)
+	for _, r := range s {
+		if !clean || !xmlChar(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case !xmlChar(r) && r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case !xmlChar(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// xmlChar reports whether r may appear in an XML 1.0 document (its Char
+// production). An invalid byte decodes as utf8.RuneError, which is
+// allowed; xmlText looks at the width to tell them apart.
+func xmlChar(r rune) bool {
+	return r == '\t' || r == '\n' || r == '\r' || r >= 0x20 && r < 0xd800 || r >= 0xe000 && r < 0xfffe || r >= 0x10000 && r <= 0x10ffff
+}
 
 // writeTimeline writes the <svg> element.
 func writeTimeline(w *bufio.Writer, m *Model, opt svgOptions) {

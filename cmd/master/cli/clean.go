@@ -31,14 +31,27 @@ const maxCleanLine = 64<<10 + 1024
 // the tool) ends where its cmd_end event in log/meta.log says (spool_end):
 // what the restarted tool prints before the next command (its prompts) is
 // not the command's output.
+//
+// Output that merely looks like a marker stays output (issue 34.6,
+// PROTOCOL.md 6.2 item 4): a done marker is the command's own token after
+// a prefix of marker characters (not indented); a sync marker has the
+// token of a runner that served the session (sync-<the last 8 characters
+// of its session_id>-<n>, known from its runner_start event); and with
+// log/meta.log at hand a begin line inside a command is output, the
+// command ending only at its marker or where its cmd_end says. The
+// carriage returns before the newline the runner injects are the
+// payload's and are kept, as in the output file.
 type cleanWriter struct {
-	w     io.Writer
-	line  []byte
-	token string // the running command's token; "" outside a command
-	owed  bool   // a newline is owed before the next output line
-	out   []byte // what one Write passes on, written at its end
-	pos   int64  // the spool offset of the next byte written
-	ends  *cmdEnds
+	w       io.Writer
+	line    []byte
+	token   string // the running command's token; "" outside a command
+	owed    bool   // a newline is owed before the next output line
+	owedCR  int    // the carriage returns before that newline
+	out     []byte // what one Write passes on, written at its end
+	pos     int64  // the spool offset of the next byte written
+	lineEnd int64  // the spool offset after the line endLine looks at
+	begun   int64  // the spool offset after the running command's begin line
+	ends    *cmdEnds
 }
 
 func (c *cleanWriter) Write(b []byte) (int, error) {
@@ -47,27 +60,24 @@ func (c *cleanWriter) Write(b []byte) (int, error) {
 	if c.ends != nil {
 		c.ends.refresh()
 		for _, e := range c.ends.list {
-			if e.off <= c.pos || e.off > c.pos+int64(len(b)) {
+			if e.off <= c.pos {
+				if c.token == e.cmdID && e.off >= c.begun {
+					c.endHere() // Read late (following): it ended before what was passed on.
+				}
+				continue
+			}
+			if e.off > c.pos+int64(len(b)) {
 				continue
 			}
 			k := e.off - c.pos
 			c.lines(b[:k])
 			b, c.pos = b[k:], e.off
 			if c.token == e.cmdID {
-				// The command ended here without its marker: its last
-				// newline, if any, is its own (no marker follows it).
-				if len(c.line) > 0 {
-					c.output(c.line, false)
-				}
-				if c.owed {
-					c.out = append(c.out, '\n')
-				}
-				c.line, c.token, c.owed = c.line[:0], "", false
+				c.endHere()
 			}
 		}
 	}
 	c.lines(b)
-	c.pos += int64(len(b))
 	if len(c.out) > 0 {
 		if _, err := c.w.Write(c.out); err != nil {
 			return 0, err
@@ -76,18 +86,35 @@ func (c *cleanWriter) Write(b []byte) (int, error) {
 	return n, nil
 }
 
+// endHere ends the running command where its cmd_end says, without its
+// marker: its last newline, if any, is its own (no marker follows it), and
+// so are carriage returns at the end of an unfinished last line.
+func (c *cleanWriter) endHere() {
+	if len(c.line) > 0 {
+		c.output(c.line, 0, false)
+	}
+	if c.owed {
+		c.out = append(c.out, '\n')
+	}
+	c.line, c.token, c.owed, c.owedCR = c.line[:0], "", false, 0
+}
+
+// lines consumes b, which starts at spool offset c.pos, and advances c.pos.
 func (c *cleanWriter) lines(b []byte) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
 			c.line = append(c.line, b...)
+			c.pos += int64(len(b))
 			if len(c.line) > maxCleanLine {
-				c.output(c.line, false)
+				c.output(c.line, 0, false)
 				c.line = c.line[:0]
 			}
 			break
 		}
 		c.line = append(c.line, b[:i]...)
+		c.pos += int64(i + 1)
+		c.lineEnd = c.pos
 		c.endLine()
 		c.line = c.line[:0]
 		b = b[i+1:]
@@ -100,11 +127,13 @@ type cmdEnd struct {
 	cmdID string
 }
 
-// cmdEnds reads the cmd_end events of log/meta.log as it grows.
+// cmdEnds reads the cmd_end events of log/meta.log as it grows, and the
+// session ids of the runners that served the session (their sync tokens).
 type cmdEnds struct {
 	path string
 	off  int64 // bytes of meta.log read (whole lines only)
 	list []cmdEnd
+	sync map[string]bool // "sync-<last 8 characters of a session_id>-"
 }
 
 func (m *cmdEnds) refresh() {
@@ -124,8 +153,19 @@ func (m *cmdEnds) refresh() {
 		}
 		m.off += int64(len(line))
 		var ev protocol.Event
-		if json.Unmarshal(line, &ev) == nil && ev.Event == protocol.EvCmdEnd && ev.SpoolEnd != nil {
+		if json.Unmarshal(line, &ev) != nil {
+			continue
+		}
+		switch {
+		case ev.Event == protocol.EvCmdEnd && ev.SpoolEnd != nil:
 			m.list = append(m.list, cmdEnd{*ev.SpoolEnd, ev.CmdID})
+		case ev.Event == protocol.EvRunnerStart:
+			if id, _ := ev.Detail["session_id"].(string); len(id) >= 8 {
+				if m.sync == nil {
+					m.sync = map[string]bool{}
+				}
+				m.sync["sync-"+id[len(id)-8:]+"-"] = true
+			}
 		}
 	}
 }
@@ -185,23 +225,32 @@ func lastLinesOffset(path string, n int) int64 {
 
 func (c *cleanWriter) endLine() {
 	l := bytes.TrimRight(c.line, "\r")
-	if tok, ok := bytes.CutPrefix(l, []byte(beginWord)); ok && len(tok) > 0 && bytes.IndexByte(tok, ' ') < 0 {
-		c.token, c.owed = string(tok), false // A command without a marker ends at the next begin.
+	crs := len(c.line) - len(l)
+	if tok, ok := bytes.CutPrefix(l, []byte(beginWord)); ok && len(tok) > 0 && bytes.IndexByte(tok, ' ') < 0 &&
+		(c.token == "" || c.ends == nil) {
+		// Without meta.log a command without a marker ends at the next
+		// begin; with it, at its cmd_end, and a begin line inside a
+		// command is its output.
+		c.token, c.owed, c.owedCR, c.begun = string(tok), false, 0, c.lineEnd
 		return
 	}
 	if c.token == "" {
 		return
 	}
-	if isMarkerLine(l, c.token) {
-		c.token, c.owed = "", false
+	if c.isMarkerLine(l) {
+		if c.owed { // The newline was the runner's; the \r bytes before it the payload's.
+			c.out = append(c.out, bytes.Repeat([]byte{'\r'}, c.owedCR)...)
+		}
+		c.token, c.owed, c.owedCR = "", false, 0
 		return
 	}
-	c.output(l, true)
+	c.output(l, crs, true)
 }
 
-// output passes on a line of command output (complete: with its newline
-// owed until the next line shows it was not the runner's).
-func (c *cleanWriter) output(l []byte, complete bool) {
+// output passes on a line of command output (complete: with its newline,
+// after crs carriage returns, owed until the next line shows it was not
+// the runner's).
+func (c *cleanWriter) output(l []byte, crs int, complete bool) {
 	if c.token == "" {
 		return
 	}
@@ -209,19 +258,53 @@ func (c *cleanWriter) output(l []byte, complete bool) {
 		c.out = append(c.out, '\n')
 	}
 	c.out = append(c.out, l...)
-	c.owed = complete
+	c.owed, c.owedCR = complete, crs
 }
 
-// isMarkerLine reports a done marker for token ("<prefix> <token>" then
-// the end or a space), or a sync marker of the runner's default prefix.
-func isMarkerLine(l []byte, token string) bool {
+// isMarkerLine reports a done marker of the running command ("<prefix>
+// <token>" then the end or a space, prefix being marker characters), or a
+// sync marker ("<prefix> sync-<id>-<n>", id being one a runner of the
+// session logged; any id when meta.log is not read or names none).
+func (c *cleanWriter) isMarkerLine(l []byte) bool {
 	sp := bytes.IndexByte(l, ' ')
-	if sp <= 0 {
+	if sp <= 0 || !markerChars(l[:sp]) {
 		return false
 	}
-	prefix, rest := l[:sp], l[sp+1:]
-	if after, ok := bytes.CutPrefix(rest, []byte(token)); ok && (len(after) == 0 || after[0] == ' ') {
+	rest := l[sp+1:]
+	word := rest
+	if i := bytes.IndexByte(rest, ' '); i >= 0 {
+		word = rest[:i]
+	}
+	if string(word) == c.token {
 		return true
 	}
-	return string(prefix) == protocol.DefaultMarkerPrefix && bytes.Contains(rest, []byte(" rc="))
+	tok, ok := bytes.CutPrefix(word, []byte("sync-"))
+	dash := bytes.LastIndexByte(tok, '-')
+	if !ok || dash <= 0 || dash == len(tok)-1 || !digits(tok[dash+1:]) {
+		return false
+	}
+	if c.ends == nil || len(c.ends.sync) == 0 { // No runner_start named a session_id (a seed runner's log).
+		return true
+	}
+	return c.ends.sync[string(word[:len("sync-")+dash+1])]
+}
+
+// markerChars reports whether b is a marker prefix's characters
+// ([A-Za-z0-9._-], PROTOCOL.md section 4).
+func markerChars(b []byte) bool {
+	for _, ch := range b {
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+func digits(b []byte) bool {
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return false
+		}
+	}
+	return len(b) > 0
 }

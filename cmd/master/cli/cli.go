@@ -82,6 +82,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
+		if len(args) > 1 && args[0] == "help" && isHelpWord(args[1]) { // master help help: what help does.
+			fmt.Fprint(stdout, helpUsage)
+			return master.ExitOK
+		}
 		if len(args) > 1 && args[0] == "help" { // master help COMMAND [SUBCOMMAND]: its --help.
 			args = append(args[1:], "--help")
 			break

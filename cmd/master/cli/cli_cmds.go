@@ -264,11 +264,7 @@ func (c *cli) lookup(cmd *command, args []string) (*master.Session, *master.Comm
 	if err != nil {
 		return nil, nil, err
 	}
-	id := args[0]
-	if strings.HasSuffix(id, ".json") {
-		id = filepath.Base(id) // queue/cmd_<seq>_<id>.json, as ls shows it
-	}
-	command, err := s.Command(id)
+	command, err := s.Command(args[0]) // A cmd_id, cmd_<seq>_<id>.json or queue/cmd_<seq>_<id>.json (issue 34.5).
 	return s, command, err
 }
 

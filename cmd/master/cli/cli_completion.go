@@ -82,8 +82,9 @@ complete -c master -l pool -r -f -a '(__fish_complete_directories)'
 `,
 }
 
-// signalNames are what master signal sends.
-var signalNames = []string{"INT", "QUIT", "TSTP", "CONT", "HUP", "USR1", "USR2"}
+// signalNames are what master signal sends: every signal a request may
+// name (issue 34.11: TERM and KILL were missing).
+var signalNames = protocol.Signals
 
 // idCommands take a CMD_ID as their first argument.
 var idCommands = []string{"wait", "result", "output", "cancel", "withdraw", "send", "signal"}
@@ -116,8 +117,11 @@ func completions(ctx context.Context, words []string) []string {
 	}
 	name, rest := words[0], words[1:len(words)-1]
 	if name == "help" {
-		if len(rest) == 0 {
+		switch {
+		case len(rest) == 0:
 			return withPrefix(commandNames, cur)
+		case len(rest) == 1 && rest[0] == "pool":
+			return withPrefix(poolCommands, cur)
 		}
 		return nil
 	}

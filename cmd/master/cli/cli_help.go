@@ -92,3 +92,20 @@ func poolHelp(name string) (args, about string) {
 	args = strings.TrimSpace("--pool DIR " + strings.Join(synopsis, " "))
 	return args, strings.Join(what, "\n") + "\n\n(master pool --help lists every pool subcommand.)"
 }
+
+// helpUsage is what master help help prints (issue 34.11).
+const helpUsage = `usage: master help [COMMAND [SUBCOMMAND]]
+
+Print master's overview (the commands, exit codes and --json), or with a
+command the help of that command, as COMMAND --help does: master help submit,
+master help pool grow.
+`
+
+// isHelpWord reports whether w asks for help.
+func isHelpWord(w string) bool {
+	switch w {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}

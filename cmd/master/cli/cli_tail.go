@@ -25,7 +25,9 @@ Print log/session.out, everything the tool printed (raw: prompts, markers and
 all), from a byte cursor; -f keeps following until interrupted and, like
 tail -f, starts with the last 10 lines (--clean: with the last command's
 output; --from-start or --from: from there instead). --clean shows only
-what the commands printed, line by line, as their output files hold it.
+what the commands printed, line by line, as their output files hold it
+(output that looks like a marker is output; over a budget, the spool holds
+more than the output file kept).
 The cursor reached goes to stderr ("master: resume_cursor N"); give it back
 with --from to resume. With --json: JSON Lines {"protocol_version","offset",
 "text"} (offset: where the text starts in the spool; "data_b64" holds the exact

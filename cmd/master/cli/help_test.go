@@ -94,6 +94,9 @@ func TestCompletions(t *testing.T) {
 		{[]string{"pool", "shrink", "--t"}, []string{"--to"}},
 		{[]string{"tail", "--from-"}, []string{"--from-start"}},
 		{[]string{"signal", "x", "H"}, []string{"HUP"}},
+		{[]string{"signal", "x", "T"}, []string{"TSTP", "TERM"}}, // Issue 34.11: every signal master signal sends.
+		{[]string{"signal", "x", "K"}, []string{"KILL"}},
+		{[]string{"help", "pool", "sh"}, []string{"shrink"}},
 		{[]string{"status", ""}, nil},
 	} {
 		if got := completions(ctx, c.words); !slices.Equal(got, c.want) {
@@ -132,5 +135,17 @@ func TestJSONErrorShapeDocumented(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), shape) {
 		t.Errorf("README.md does not show %s", shape)
+	}
+}
+
+// TestHelpHelp: master help help (and help --help) say what help does, exit
+// 0, no did-you-mean (issue 34.11).
+func TestHelpHelp(t *testing.T) {
+	for _, args := range [][]string{{"help", "help"}, {"help", "--help"}} {
+		var out, errb bytes.Buffer
+		rc := Main(args, strings.NewReader(""), &out, &errb)
+		if rc != master.ExitOK || !strings.HasPrefix(out.String(), "usage: master help [COMMAND [SUBCOMMAND]]") || errb.Len() > 0 {
+			t.Errorf("%q: rc %d, stdout %q, stderr %q", args, rc, out.String(), errb.String())
+		}
 	}
 }

@@ -59,7 +59,7 @@ func mcp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // executable (make build and go install put them together), else $PATH.
 func mcpBinary() (string, error) {
 	if p := os.Getenv(MCPEnv); p != "" {
-		return p, nil
+		return envMCPBinary(p)
 	}
 	if self, err := os.Executable(); err == nil {
 		p := filepath.Join(filepath.Dir(self), "master-mcp")
@@ -72,4 +72,25 @@ func mcpBinary() (string, error) {
 	}
 	return "", errors.New("the MCP server is the master-mcp binary, installed beside master " +
 		"(make build, or go install ./cmd/...); it is neither beside this master nor on $PATH (or set " + MCPEnv + ")")
+}
+
+// envMCPBinary checks $SP_MASTER_MCP (p): it must name an executable that
+// is not this master (issue 34.11: master run as its own MCP server took
+// "--session DIR" for a command and said "no command given"). Every error
+// names the variable.
+func envMCPBinary(p string) (string, error) {
+	path, err := exec.LookPath(p)
+	if err != nil {
+		return "", fmt.Errorf("%s=%s: %w; point it at the master-mcp binary, or unset it", MCPEnv, p, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("%s=%s: %w", MCPEnv, p, err)
+	}
+	if self, err := os.Executable(); err == nil {
+		if sfi, err := os.Stat(self); err == nil && os.SameFile(fi, sfi) {
+			return "", fmt.Errorf("%s=%s names this master itself, not the MCP server; point it at the master-mcp binary, or unset it", MCPEnv, p)
+		}
+	}
+	return path, nil
 }

@@ -430,17 +430,24 @@ func (c *cli) poolShrink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *by > 0 {
-		members, _ := p.Members()
-		*to = len(members) - *by
+	so := launch.StopOptions{Grace: *grace, Progress: c.note}
+	var stops []pool.SessionStop
+	var rep pool.HealReport
+	if *by > 0 { // Members counted under the pool's resize lock (issue 34.9).
+		stops, rep, err = p.ShrinkBy(ctx, *by, so)
+	} else {
+		stops, rep, err = p.Shrink(ctx, *to, so)
 	}
-	stops, rep, err := p.Shrink(ctx, *to, launch.StopOptions{Grace: *grace, Progress: c.note})
 	if c.json {
 		c.printJSON(map[string]any{"protocol_version": protocol.Version, "retired": stops, "moved": rep.Moved})
 		if err != nil {
 			c.json = false
 		}
 		return err
+	}
+	if len(stops) == 0 && err == nil {
+		members, _ := p.Members()
+		fmt.Fprintf(c.stdout, "nothing retired: the pool has %d members\n", len(members))
 	}
 	for _, r := range stops {
 		msg := r.Report.Message

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -55,6 +57,25 @@ func TestMCPBinaryMissing(t *testing.T) {
 	for _, heavy := range []string{"github.com/modelcontextprotocol/go-sdk/mcp", "encoding/gob", "net/http"} {
 		if strings.Contains("\n"+string(deps), "\n"+heavy+"\n") {
 			t.Errorf("the master binary links %s", heavy)
+		}
+	}
+}
+
+// TestMCPEnvIsMaster: SP_MASTER_MCP naming master itself (here the test
+// binary, which is master's Main) is an error that names the variable,
+// not master's own "no command given" (issue 34.11); so is one naming
+// nothing.
+func TestMCPEnvIsMaster(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{self, filepath.Join(t.TempDir(), "nothing-here")} {
+		t.Setenv(MCPEnv, v)
+		var out, errb bytes.Buffer
+		rc := Main([]string{"mcp", "--session", t.TempDir()}, strings.NewReader(""), &out, &errb)
+		if rc != master.ExitFailed || !strings.Contains(errb.String(), MCPEnv+"="+v) || strings.Contains(errb.String(), "no command given") {
+			t.Errorf("%s=%s: rc %d err %q", MCPEnv, v, rc, errb.String())
 		}
 	}
 }

@@ -309,11 +309,30 @@ class SessionFS:
     then rename in the same directory).
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, member: bool = False) -> None:
         self.root = root
         # local: the session is on a local filesystem (Session sets it from
         # fs_type), where revalidate has nothing to drop and is skipped.
         self.local = False
+        # member: root is a pool's member (session, relative): its last
+        # component is opened relative to its parent and never followed,
+        # so a member swapped for a symlink is refused by every operation
+        # (issue 34.13), however late the swap.
+        self.member = member
+
+    def _open_root(self) -> int:
+        if not self.member:
+            return _open_dir_at(None, self.root, follow=True)
+        parent, base = os.path.split(os.path.normpath(self.root))
+        pfd = _open_dir_at(None, parent, follow=True)
+        try:
+            return _open_dir_at(pfd, base, follow=False)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise _refused(self.root, e) from e
+        finally:
+            os.close(pfd)
 
     def path(self, sub: str, name: str = "") -> str:
         """The path of sub/name, for messages and for the caller's eyes only."""
@@ -326,7 +345,7 @@ class SessionFS:
         """An fd of root/sub, no symlink followed below root. Raises
         FileNotFoundError when a component is missing, MasterError when one
         is a symlink or not a directory."""
-        fd = _open_dir_at(None, self.root, follow=True)
+        fd = self._open_root()
         walked = self.root
         for comp in sub.split("/"):
             if not comp:
@@ -515,6 +534,27 @@ class SessionFS:
         finally:
             os.close(dfd)
 
+    def claim(self, sub: str, name: str, to_sub: str, to_name: str) -> bool:
+        """Rename sub/name to to_sub/to_name (the same filesystem); False if
+        sub/name was already gone (another rename of it won). On NFS a
+        retried rename can say ENOENT although it succeeded: the target is
+        looked at then."""
+        self._check_name(name)
+        self._check_name(to_name)
+        sfd = self._dir(sub)
+        try:
+            dfd = self._dir(to_sub)
+            try:
+                try:
+                    os.rename(name, to_name, src_dir_fd=sfd, dst_dir_fd=dfd)
+                    return True
+                except FileNotFoundError:
+                    return _lstat_at(dfd, to_name) != 0
+            finally:
+                os.close(dfd)
+        finally:
+            os.close(sfd)
+
     def lock_held(self, sub: str, name: str) -> bool:
         """Probe the runner's flock on sub/name with a shared lock: True if
         it is held (or the probe cannot tell), False if it is free or the
@@ -549,12 +589,12 @@ class SessionFS:
     def session(self, name: str) -> "SessionFS":
         """The session name inside this directory (a pool), e.g. "s01"."""
         self._check_name(name)
-        return SessionFS(os.path.join(self.root, name))
+        return SessionFS(os.path.join(self.root, name), member=True)
 
     def relative(self, rel: str) -> "SessionFS":
         """The directory rel (e.g. "../s02" from a forward record) beside or
         below this one, normalised."""
-        return SessionFS(os.path.normpath(os.path.join(self.root, rel)))
+        return SessionFS(os.path.normpath(os.path.join(self.root, rel)), member=True)
 
     def link_exclusive(self, sub: str, name: str, data: bytes, mode: int = FILE_MODE) -> bool:
         """Create sub/name with data unless it exists (a temporary file

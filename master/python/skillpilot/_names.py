@@ -3,7 +3,7 @@
 import re
 import secrets
 import time
-from typing import Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 from . import _fs
 from .errors import MasterError, UsageError
@@ -13,6 +13,9 @@ SEQ_WIDTH = 10
 
 DIR_QUEUE, DIR_INFLIGHT, DIR_RESULT, DIR_OUTPUT = "queue", "inflight", "result", "output"
 DIR_CTL, DIR_ACK, DIR_STATE, DIR_SEQ, DIR_LOG = "ctl", "ctl/ack", "state", "seq", "log"
+# Pools (PROTOCOL.md 18.4) and withdraw (section 19): moved/ holds a command a
+# mover claimed, forward/ where it went, withdrawn/ what a withdraw took back.
+DIR_MOVED, DIR_FORWARD, DIR_WITHDRAWN = "moved", "forward", "withdrawn"
 
 # The session's fixed files as (directory, name), the arguments of
 # _fs.SessionFS's methods: no other module joins a session path.
@@ -157,7 +160,13 @@ def check_correlation(trace_id: Optional[str], labels: Optional[Dict[str, str]])
     for k, v in labels.items():
         if not isinstance(k, str) or not _LABEL_KEY.match(k):
             raise UsageError("labels: key %r must be 1-63 characters of [a-z0-9_], not starting with a digit" % (k,))
-        if not isinstance(v, str) or len(v.encode("utf-8")) > 256:
+        if not isinstance(v, str):
+            raise UsageError("labels.%s: a str of at most 256 bytes (not %s)" % (k, "None" if v is None else type(v).__name__))
+        try:
+            size = len(v.encode("utf-8"))
+        except UnicodeEncodeError as e:  # A lone surrogate ("\ud800") has no UTF-8.
+            raise UsageError("labels.%s: is not valid UTF-8 (%s at index %d)" % (k, ascii(v[e.start]), e.start)) from None
+        if size > 256:
             raise UsageError("labels.%s: a str of at most 256 bytes" % k)
         if any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for c in v):
             raise UsageError("labels.%s: must not contain control characters" % k)
@@ -167,3 +176,19 @@ def check_id(cmd_id: str, what: str = "cmd_id") -> str:
     if not isinstance(cmd_id, str) or not valid_id(cmd_id):
         raise UsageError("invalid %s %r: 1-128 characters of [A-Za-z0-9._-]" % (what, cmd_id))
     return cmd_id
+
+
+def parse_ref(ref: Any) -> "Tuple[Optional[str], str]":
+    """A reference to a command, by one rule in every master (PROTOCOL.md
+    section 19, "Naming a command"): a command file's name, or a path ending
+    in one (queue/cmd_<seq>_<id>.json), is exactly that file: (name, cmd_id);
+    a cmd_id is (None, cmd_id). Anything else is a UsageError."""
+    if not isinstance(ref, str) or not ref:
+        raise UsageError("a cmd_id or command file name is required")
+    base = ref.rsplit("/", 1)[-1]
+    parsed = parse_name(base)
+    if parsed is not None:
+        return base, parsed[1]
+    if base != ref:
+        raise UsageError("%r is not a command file's name (cmd_<seq>_<cmd_id>.json)" % (ref,))
+    return None, check_id(ref)

@@ -100,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--length", type=int, default=0, help="bytes (0: to the end)")
     p.add_argument("cmd_id")
     p = sub.add_parser("withdraw", parents=[common],
-                       help="take back a command no runner has claimed: it never runs (exit 7: running or finished)")
+                       help="take back a command no runner has claimed: it never runs (exit 7: running, finished "
+                            "or withdrawn before; 6: unknown, it will not run)")
     p.add_argument("cmd_id")
     p = sub.add_parser("cancel", parents=[common, waiting], help="cancel CMD_ID, or the running command")
     p.add_argument("cmd_id", nargs="?")
@@ -238,13 +239,11 @@ class _CLI:
         return code
 
     def cmd_withdraw(self) -> int:
-        """Take back a queued command (Session.withdraw); needs no runner.
-        Exit 0 withdrawn; 7 running (cancel it instead) or finished; 6
-        unknown cmd_id."""
-        arg = self.a.cmd_id
-        if arg.endswith(".json"):
-            arg = os.path.basename(arg)  # queue/cmd_<seq>_<id>.json, as ls shows it
-        reply = self.session().withdraw(arg)
+        """Take back a queued command (Session.withdraw: a cmd_id, a command
+        file's name or queue/<name>); needs no runner. Exit 0 withdrawn; 7
+        running (cancel it instead), finished or withdrawn before; 6 unknown
+        (it will not run)."""
+        reply = self.session().withdraw(self.a.cmd_id)
         if self.json:
             self.print_json(reply)
         else:

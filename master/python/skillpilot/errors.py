@@ -22,6 +22,7 @@ UnknownCmdID          unknown_cmd_id         6
 NotRunning            not_running            7
 NotQueued             not_queued             7
 AlreadyFinished       already_finished       7
+AlreadyWithdrawn      already_withdrawn      7
 Idle                  idle                   7
 RequestRejected       rejected               10
 RefusedEcho           refused_echo           10
@@ -33,7 +34,7 @@ from typing import Any, Dict, Optional
 
 __all__ = [
     "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "CannotServe", "StaleRequest", "WaitTimeout",
-    "UnknownCmdID", "NothingToDo", "NotRunning", "NotQueued", "AlreadyFinished", "Idle", "RequestRejected",
+    "UnknownCmdID", "NothingToDo", "NotRunning", "NotQueued", "AlreadyFinished", "AlreadyWithdrawn", "Idle", "RequestRejected",
     "ExpectTimeout", "RefusedEcho", "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "EXIT_OK", "EXIT_INTERRUPTED",
 ]
 
@@ -143,6 +144,13 @@ class AlreadyFinished(NothingToDo):
     """cancel or withdraw named a command that already has its result."""
 
     code = "already_finished"
+
+
+class AlreadyWithdrawn(NothingToDo):
+    """withdraw named a command an earlier withdraw took back (it is in
+    withdrawn/; it never runs)."""
+
+    code = "already_withdrawn"
 
 
 class Idle(NothingToDo):

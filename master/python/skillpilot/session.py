@@ -11,7 +11,7 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 from . import _fs, _names, _status, _watch
 from ._lease import LeaseKeeper, write_lease
 from ._wait import Backoff, HeartbeatSeen, Liveness, Look, grace_of, observe
-from .errors import (AlreadyFinished, CannotServe, ExpectTimeout, Idle, MasterError, NotQueued, NotRunning, RefusedEcho,
+from .errors import (AlreadyFinished, AlreadyWithdrawn, CannotServe, ExpectTimeout, Idle, MasterError, NotQueued, NotRunning, RefusedEcho,
                      RequestRejected, RunnerNotAlive, SessionMissing, StaleRequest, UnknownCmdID, UsageError,
                      WaitTimeout, result_error)
 
@@ -225,11 +225,28 @@ class Session:
         raise UnknownCmdID("no command %s in this session" % cmd_id, context={"cmd_id": cmd_id})
 
     def _resolve(self, name_or_id: str) -> str:
-        if not isinstance(name_or_id, str) or not name_or_id:
-            raise UsageError("a cmd_id or command file name is required")
-        if name_or_id.endswith(".json") and _names.parse_name(name_or_id) is not None:
-            return name_or_id
-        return self._find(_names.check_id(name_or_id))
+        """The command file name a reference names (_names.parse_ref: a
+        cmd_id, a command file's name or a path ending in one)."""
+        name, cmd_id = _names.parse_ref(name_or_id)
+        return name if name is not None else self._find(cmd_id)
+
+    def _find_in(self, cmd_id: str, dirs: "Tuple[str, ...]") -> Optional[str]:
+        """The command file of cmd_id with the lowest seq in the first of
+        dirs that has one (listed in that order), or None."""
+        for d in dirs:
+            self.fs.revalidate(d)
+            try:
+                names = self.fs.list(d)
+            except (OSError, MasterError):
+                continue
+            found = []
+            for n in names:
+                parsed = _names.parse_name(n)
+                if parsed is not None and parsed[1] == cmd_id:
+                    found.append((parsed[0], n))
+            if found:
+                return min(found)[1]
+        return None
 
     def result(self, name_or_id: str) -> Optional[Result]:
         """The command's result, or None while it has none."""
@@ -295,45 +312,83 @@ class Session:
 
     def withdraw(self, cmd_id: str) -> Dict[str, Any]:
         """Take back a command no runner has claimed yet (the Go master's
-        Command.Withdraw): its file is removed from queue/ (PROTOCOL.md
-        section 6.1), so it never runs and gets no result. It is atomic
-        against a runner's claim, which renames the same entry: exactly one
-        of the two succeeds (the unlink names the exact entry; ENOENT means
-        the runner won). Needs no runner.
+        Session.Withdraw): its file is renamed from queue/ into withdrawn/
+        (PROTOCOL.md section 19), so it never runs and gets no result. It is
+        atomic against a runner's claim and a pool mover's, which rename the
+        same entry: exactly one succeeds. ``cmd_id`` is a cmd_id (the first
+        file with it), a command file's name or a path ending in one
+        (queue/cmd_<seq>_<id>.json: exactly that file). A command a pool
+        moved is followed through forward/ records and taken back where it
+        is now, also while the move is under way. Needs no runner.
 
         A command that is running (claimed) raises NotQueued, one that has
-        its result AlreadyFinished (both exit 7), and one that is nowhere
-        UnknownCmdID (6). Returns the CLI's ``withdraw --json`` reply:
-        ``{"protocol_version", "cmd_id", "withdrawn": True}``."""
-        try:
-            name = self._resolve(cmd_id)
-        except UnknownCmdID as e:
-            # A withdrawn command leaves no file: a second withdraw finds
-            # nothing, and says why that may be (the Go CLI's words).
-            e.args = ("%s (a command withdrawn earlier leaves nothing behind)" % e,)
-            raise
-        cmd_id = (_names.parse_name(name) or (0, cmd_id))[1]
+        its result AlreadyFinished, one withdrawn before AlreadyWithdrawn
+        (all exit 7), and one that is nowhere UnknownCmdID (6): it never
+        runs. Returns the CLI's ``withdraw --json`` reply:
+        ``{"protocol_version", "cmd_id", "withdrawn": True, "name"}`` (name:
+        the file taken back; "session" too when a pool moved it to another
+        session)."""
+        name, cmd_id = _names.parse_ref(cmd_id)
         ctx = {"cmd_id": cmd_id}
+        lookup = (_names.DIR_QUEUE, _names.DIR_MOVED, _names.DIR_FORWARD, _names.DIR_INFLIGHT, _names.DIR_RESULT)
+        if name is None:
+            name = self._find_in(cmd_id, lookup)
+            if name is None:
+                if self._find_in(cmd_id, (_names.DIR_WITHDRAWN,)) is not None:
+                    raise _with_ctx(AlreadyWithdrawn("%s was withdrawn before: it never runs" % cmd_id), ctx)
+                raise UnknownCmdID("no command %s is queued, running or finished in this session (it will not run)"
+                                   % cmd_id, context=ctx)
+        elif not any(_exists_in(self.fs, d, name) for d in lookup):
+            if _exists_in(self.fs, _names.DIR_WITHDRAWN, name):
+                raise _with_ctx(AlreadyWithdrawn("%s was withdrawn before (withdrawn/%s): it never runs"
+                                                 % (cmd_id, name)), ctx)
+            raise UnknownCmdID("no command file %s is queued, running or finished in this session (it will not run)"
+                               % name, context=ctx)
+        sfs, cur = self.fs, name
+        deadline = time.monotonic() + _MOVE_WAIT
+        hops = 0
         try:
-            if self.fs.withdraw(_names.DIR_QUEUE, name):
-                return {"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "withdrawn": True}
+            while True:
+                if _take_back(sfs, _names.DIR_QUEUE, cur, cur):
+                    return _withdrawn_reply(self.fs, sfs, cmd_id, cur)
+                # Gone from queue/: a runner, a mover or a withdraw took it.
+                # A mover renames it into moved/, records forward/, then
+                # removes moved/: look in that order.
+                moving = _exists_in(sfs, _names.DIR_MOVED, cur)
+                fwd = sfs.read_json(_names.DIR_FORWARD, cur, 1 << 16)
+                if fwd is not None:
+                    to_name, stage, to_session = fwd.get("to_name"), fwd.get("stage"), fwd.get("to_session")
+                    parsed = _names.parse_name(to_name) if isinstance(to_name, str) else None
+                    if (parsed is None or parsed[1] != cmd_id or not isinstance(stage, str) or not stage or "/" in stage
+                            or not isinstance(to_session, str) or not to_session or hops >= 16):
+                        raise MasterError("withdrawing %s: cannot follow forward/%s" % (cmd_id, cur), context=ctx)
+                    nfs = sfs.relative(to_session)
+                    # The mover may not have published it yet: its staged
+                    # copy is taken first, then the published file.
+                    if _take_back(nfs, _names.DIR_QUEUE, stage, to_name):
+                        return _withdrawn_reply(self.fs, nfs, cmd_id, to_name)
+                    sfs, cur, hops = nfs, to_name, hops + 1
+                    continue
+                if moving:
+                    if time.monotonic() < deadline:
+                        time.sleep(0.01)  # A mover is staging it: wait for its forward record.
+                        continue
+                    raise _with_ctx(NotQueued("%s is being moved by a pool (moved/%s) and may still run; withdraw it "
+                                              "again once master pool heal has finished the move" % (cmd_id, cur)), ctx)
+                if _exists_in(sfs, _names.DIR_INFLIGHT, cur):
+                    raise _with_ctx(NotQueued("%s is running (a runner claimed it); cancel it instead" % cmd_id), ctx)
+                sfs.revalidate(_names.DIR_RESULT)
+                res = sfs.read_json_quiet(_names.DIR_RESULT, cur)
+                if res is not None:
+                    raise _with_ctx(AlreadyFinished("%s has its result (%s); nothing to withdraw"
+                                                    % (cmd_id, res.get("status"))), ctx)
+                if _exists_in(sfs, _names.DIR_WITHDRAWN, cur):
+                    raise _with_ctx(AlreadyWithdrawn("%s was withdrawn before (withdrawn/%s): it never runs"
+                                                     % (cmd_id, cur)), ctx)
+                raise UnknownCmdID("%s is no longer queued, running or finished in this session (it will not run)"
+                                   % cmd_id, context=ctx)
         except OSError as e:
             raise MasterError("withdrawing %s: %s" % (cmd_id, e), context=ctx) from e
-        res = None
-        try:
-            self.fs.revalidate(_names.DIR_RESULT)
-            res = self.fs.read_json(_names.DIR_RESULT, name)
-        except (OSError, MasterError):
-            pass
-        if res is not None:
-            err: MasterError = AlreadyFinished("%s has its result (%s); nothing to withdraw"
-                                               % (cmd_id, res.get("status")))
-        elif self._exists(_names.DIR_INFLIGHT, name):
-            err = NotQueued("%s is running (a runner claimed it); cancel it instead" % cmd_id)
-        else:
-            raise UnknownCmdID("%s is no longer queued, running or finished in this session" % cmd_id, context=ctx)
-        err.context = ctx
-        raise err
 
     def _exists(self, sub: str, name: str) -> bool:
         self.fs.revalidate(sub)
@@ -736,3 +791,40 @@ def _reply_error(reply: Dict[str, Any], what: str) -> MasterError:
     e.context = dict(runner_ctx) if isinstance(runner_ctx, dict) else {}
     e.context.update({k: reply[k] for k in ("op", "req_id", "outcome", "cmd_id", "cmd_state") if reply.get(k)})
     return e
+
+
+# _MOVE_WAIT bounds how long withdraw waits for a pool mover that claimed
+# the command (moved/) to record where it goes (forward/); a live mover
+# takes milliseconds, a killed one leaves it to the next heal.
+_MOVE_WAIT = 5.0
+
+
+def _exists_in(sfs: "_fs.SessionFS", sub: str, name: str) -> bool:
+    sfs.revalidate(sub)
+    return sfs.exists(sub, name)
+
+
+def _take_back(sfs: "_fs.SessionFS", sub: str, frm: str, name: str) -> bool:
+    """Rename sub/frm into withdrawn/name (created if missing); False when
+    frm is gone (a runner, a mover or another withdraw took it first)."""
+    sfs.revalidate(sub)
+    if not sfs.exists(sub, frm):
+        return False
+    try:
+        sfs.mkdir(_names.DIR_WITHDRAWN, 0o770)
+    except FileExistsError:
+        pass
+    return sfs.claim(sub, frm, _names.DIR_WITHDRAWN, name)
+
+
+def _withdrawn_reply(home: "_fs.SessionFS", sfs: "_fs.SessionFS", cmd_id: str, name: str) -> Dict[str, Any]:
+    reply = {"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "withdrawn": True, "name": name}
+    if os.path.normpath(sfs.root) != os.path.normpath(home.root):
+        reply["session"] = sfs.root
+    return reply
+
+
+def _with_ctx(err: MasterError, ctx: Dict[str, Any]) -> MasterError:
+    """err with its context set (NothingToDo takes a reply, not a context)."""
+    err.context = ctx
+    return err

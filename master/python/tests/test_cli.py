@@ -100,15 +100,16 @@ class CLITest(unittest.TestCase):
         self.assertIn("withdraw w1", err)
         self.assertEqual(run("withdraw", "--session", self.dir, "w1")[:2], (0, "withdrawn: w1 (it will not run)\n"))
         self.assertEqual(self.queued(), [])
-        code, out, _ = run("withdraw", "--session", self.dir, "--json", "w1")
-        self.assertEqual((code, json.loads(out)["error"]["code"]), (6, "unknown_cmd_id"))
-        self.assertIn("(a command withdrawn earlier leaves nothing behind)", json.loads(out)["error"]["message"])
+        code, out, _ = run("withdraw", "--session", self.dir, "--json", "w1")  # Issue 31.10: not "unknown".
+        self.assertEqual((code, json.loads(out)["error"]["code"]), (7, "already_withdrawn"))
+        self.assertIn("w1 was withdrawn before", json.loads(out)["error"]["message"])
         run("submit", "--session", self.dir, "--id", "w2", "x")
         # The command file's name, as ls queue/ shows it, names it too.
         code, out, _ = run("withdraw", "--session", self.dir, "--json", "queue/" + self.queued()[0])
         self.assertEqual((code, json.loads(out)["withdrawn"], json.loads(out)["cmd_id"]), (0, True, "w2"))
         run("submit", "--session", self.dir, "--id", "w4", "x")
-        self.assertEqual(Session(self.dir).withdraw("w4"), {"protocol_version": 1, "cmd_id": "w4", "withdrawn": True})
+        reply = Session(self.dir).withdraw("w4")
+        self.assertEqual((reply["protocol_version"], reply["cmd_id"], reply["withdrawn"]), (1, "w4", True))
         run("submit", "--session", self.dir, "--id", "w3", "x")
         name = self.queued()[0]
         os.rename(os.path.join(self.dir, "queue", name), os.path.join(self.dir, "inflight", name))

@@ -49,6 +49,15 @@ class NamesTest(unittest.TestCase):
             with self.assertRaises(UsageError, msg=repr((trace_id, labels))):
                 _names.check_correlation(trace_id, labels)
 
+    def test_correlation_not_encodable(self) -> None:
+        # Issue 34.10: a lone surrogate cannot be written as UTF-8; it is a
+        # usage error like any other bad label, not UnicodeEncodeError, and
+        # a value None (JSON null) is refused too.
+        for trace_id, labels in [(None, {"k": "a\ud800"}), (None, {"k": "\udfff"}), (None, {"k": None}),
+                                 ("a\ud800", None)]:
+            with self.assertRaises(UsageError, msg=repr((trace_id, labels))):
+                _names.check_correlation(trace_id, labels)
+
 
 def _alloc_many(args: "tuple[str, int]") -> "list[int]":
     d, n = args
@@ -172,6 +181,28 @@ class FSTest(unittest.TestCase):
         sfs.write_atomic("queue", "cmd_4_z.json", b"{}")
         self.assertEqual(sfs.read_json("queue", "cmd_4_z.json"), {})
         self.assertEqual(sfs.list("queue"), ["cmd_4_z.json"])
+
+    def test_pool_member_swapped_for_a_symlink(self) -> None:
+        # Issue 34.13: a pool member (SessionFS.session) swapped for a
+        # symlink to a session elsewhere after pool_pick listed it: nothing
+        # is written, read or listed through it.
+        pool = os.path.dirname(self.d)
+        outside = os.path.join(pool, "outside")
+        for sub in ("queue", "log"):
+            os.makedirs(os.path.join(outside, sub))
+        os.rename(self.d, os.path.join(pool, "s01.away"))
+        os.symlink(outside, os.path.join(pool, "s01"))
+        sfs = _fs.SessionFS(pool).session("s01")
+        for call in (lambda: sfs.write_atomic("queue", "cmd_1_x.json", b"{}"), lambda: sfs.list("queue"),
+                     lambda: sfs.stat("log", "session.out"), lambda: sfs.mkdir("seq")):
+            with self.assertRaisesRegex(MasterError, "symlink"):
+                call()
+        self.assertEqual(sorted(os.listdir(outside)), ["log", "queue"])
+        self.assertEqual(os.listdir(os.path.join(outside, "queue")), [])
+        # A forward record's target is a member too.
+        with self.assertRaisesRegex(MasterError, "symlink"):
+            _fs.SessionFS(os.path.join(pool, "s01.away")).relative("../s01").write_atomic("queue", "cmd_2_y.json", b"{}")
+        self.assertEqual(os.listdir(os.path.join(outside, "queue")), [])
 
     def test_fs_type_of_a_local_dir(self) -> None:
         name, network = _fs.fs_type(self.d)

@@ -8,7 +8,7 @@ import unittest
 from typing import Any, Dict, Optional
 
 import skillpilot as sp
-from skillpilot import _wait
+from skillpilot import _fs, _wait
 
 from .fake_runner import FakeRunner, make_session
 
@@ -28,6 +28,15 @@ class Base(unittest.TestCase):
 
 
 class SubmitFindTest(Base):
+    def test_submit_label_not_encodable_is_a_usage_error(self) -> None:
+        # Issue 34.10: a lone surrogate in a label is UsageError (exit 2),
+        # not UnicodeEncodeError, and nothing is queued.
+        for labels in ({"k": "a\ud800"}, {"k": None}):
+            with self.assertRaises(sp.UsageError) as cm:
+                self.s.submit("x", labels=labels)  # type: ignore[dict-item]
+            self.assertEqual(cm.exception.exit_code, 2)
+        self.assertEqual(os.listdir(os.path.join(self.dir, "queue")), [])
+
     def test_submit_writes_a_valid_command(self) -> None:
         self.runner()
         cmd_id, name = self.s.submit("puts hi", timeout=5, cancel_policy="terminate_tool")
@@ -196,9 +205,10 @@ class StoppedRunnerTest(Base):
         _, queued = self.s.submit("x", cmd_id="w1")
         self.s.withdraw("w1")
         self.assertFalse(os.path.exists(os.path.join(self.dir, "queue", queued)))
-        with self.assertRaises(sp.UnknownCmdID) as cm:
+        with self.assertRaises(sp.AlreadyWithdrawn) as cm:  # Issue 31.10: not "unknown".
             self.s.withdraw("w1")
-        self.assertEqual((cm.exception.exit_code, cm.exception.context), (6, {"cmd_id": "w1"}))
+        self.assertEqual((cm.exception.exit_code, cm.exception.code, cm.exception.context),
+                         (7, "already_withdrawn", {"cmd_id": "w1"}))
         with self.assertRaises(sp.UnknownCmdID):
             self.s.wait("w1")
         _, running = self.s.submit("y", cmd_id="w2")
@@ -219,15 +229,76 @@ class StoppedRunnerTest(Base):
         # The runner claims (renames) the entry between the lookup and the
         # unlink: the unlink fails, the command is running, nothing lost.
         _, name = self.s.submit("x", cmd_id="w3")
-        real = self.s.fs.withdraw
+        real = _fs.SessionFS.claim
 
-        def claimed_first(sub: str, n: str) -> bool:
+        def claimed_first(fs: Any, sub: str, n: str, to_sub: str, to: str) -> bool:
             os.rename(os.path.join(self.dir, "queue", name), os.path.join(self.dir, "inflight", name))
-            return real(sub, n)
-        self.s.fs.withdraw = claimed_first  # type: ignore[method-assign]
+            return real(fs, sub, n, to_sub, to)
+        self.addCleanup(setattr, _fs.SessionFS, "claim", real)
+        _fs.SessionFS.claim = claimed_first  # type: ignore[method-assign]
         with self.assertRaises(sp.NotQueued):
             self.s.withdraw("w3")
         self.assertTrue(os.path.exists(os.path.join(self.dir, "inflight", name)))
+
+    def queued(self) -> "list[str]":
+        return sorted(n for n in os.listdir(os.path.join(self.dir, "queue")) if not n.startswith("."))
+
+    def test_withdraw_names(self) -> None:
+        # Issue 34.5: a command file's name, or a path ending in one, is
+        # exactly that file, even when another has the same cmd_id; a
+        # cmd_id the one with the lowest seq. A second withdraw by any form
+        # is AlreadyWithdrawn (31.10); anything else a UsageError.
+        names = [self.s.submit("x", cmd_id="dup")[1] for _ in range(3)]
+        reply = self.s.withdraw(names[2])
+        self.assertEqual(reply, {"protocol_version": 1, "cmd_id": "dup", "withdrawn": True, "name": names[2]})
+        self.assertEqual(self.queued(), names[:2])
+        self.assertEqual(self.s.withdraw("queue/" + names[1])["name"], names[1])
+        self.assertEqual(self.s.withdraw("dup")["name"], names[0])
+        self.assertEqual(self.queued(), [])
+        for ref in ["dup", names[0], "queue/" + names[2], os.path.join(self.dir, "queue", names[1])]:
+            with self.assertRaises(sp.AlreadyWithdrawn, msg=ref):
+                self.s.withdraw(ref)
+        with self.assertRaises(sp.UnknownCmdID):
+            self.s.withdraw("cmd_9_nothing.json")
+        for ref in ["queue/not-a-command", "a b", "", "queue/cmd_x_y.json"]:
+            with self.assertRaises(sp.UsageError, msg=ref):
+                self.s.withdraw(ref)
+
+    def test_withdraw_follows_forward(self) -> None:
+        # Issue 34.4: a command a pool moved (forward/) is withdrawn where it
+        # went, before the mover published it (its staged copy) and after;
+        # while a mover holds it (moved/, no forward yet) withdraw waits for
+        # the record rather than answer "unknown".
+        pool = os.path.dirname(self.dir)
+        os.makedirs(os.path.join(pool, "s01", "queue"))
+        os.makedirs(os.path.join(self.dir, "forward"))
+        os.makedirs(os.path.join(self.dir, "moved"))
+
+        def moved(seq: int, cmd_id: str, to_seq: int, staged: bool) -> str:
+            name, to = "cmd_%d_%s.json" % (seq, cmd_id), "cmd_%d_%s.json" % (to_seq, cmd_id)
+            with open(os.path.join(pool, "s01", "queue", (".mv_" + to) if staged else to), "w") as f:
+                f.write("{}")
+            with open(os.path.join(self.dir, "forward", name), "w") as f:
+                json.dump({"protocol_version": 1, "cmd_id": cmd_id, "seq": seq, "to_session": "../s01", "to_name": to,
+                           "stage": ".mv_" + to, "reason": "test", "moved_at": "2026-01-01T00:00:00Z", "mover": "t"}, f)
+            return name
+        moved(5, "published", 7, False)
+        moved(6, "staged", 8, True)
+        self.assertEqual(self.s.withdraw("published"),
+                         {"protocol_version": 1, "cmd_id": "published", "withdrawn": True, "name": "cmd_7_published.json",
+                          "session": os.path.join(pool, "s01")})
+        self.assertEqual(self.s.withdraw("cmd_6_staged.json")["name"], "cmd_8_staged.json")
+        self.assertEqual(sorted(os.listdir(os.path.join(pool, "s01", "queue"))), [])
+        self.assertEqual(sorted(os.listdir(os.path.join(pool, "s01", "withdrawn"))),
+                         ["cmd_7_published.json", "cmd_8_staged.json"])
+        with self.assertRaises(sp.AlreadyWithdrawn):
+            self.s.withdraw("published")
+        # Mid-move: claimed into moved/, the forward record comes later.
+        with open(os.path.join(self.dir, "moved", "cmd_9_mid.json"), "w") as f:
+            f.write("{}")
+        threading.Timer(0.3, lambda: (moved(9, "mid", 10, False),
+                                      os.unlink(os.path.join(self.dir, "moved", "cmd_9_mid.json")))).start()
+        self.assertEqual(self.s.withdraw("mid")["name"], "cmd_10_mid.json")
 
 
 def answer_with(outcome: str) -> Any:

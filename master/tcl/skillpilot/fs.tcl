@@ -285,6 +285,24 @@ proc ::skillpilot::fs::take {root sub name} {
     return 1
 }
 
+# take_back renames root/sub/from to root/withdrawn/name (withdrawn/ made
+# if missing), atomically against a runner or a pool mover that renames the
+# same entry: exactly one of them succeeds. Returns 1 if this call took it,
+# 0 if it was gone; IO_ERROR otherwise (a planted withdrawn/name included:
+# Tcl's rename would move into a directory there).
+proc ::skillpilot::fs::take_back {root sub from name} {
+    set p [File $root $sub $from]
+    if {[catch {file lstat $p st}]} { return 0 }
+    if {[catch {file lstat [path $root withdrawn] wst}]} { catch {file mkdir [path $root withdrawn]} }
+    set target [File $root withdrawn $name]
+    if {![catch {file lstat $target tst}]} { Fail "withdraw $p: $target already exists" }
+    if {[catch {file rename -- $p $target} msg opts]} {
+        if {[catch {file lstat $p st}]} { return 0 } ;# Gone meanwhile: the runner or a mover won.
+        Fail "withdraw $p: $msg"
+    }
+    return 1
+}
+
 # relative returns the directory rel (e.g. "../s02" from a forward record)
 # beside or below root, normalised.
 proc ::skillpilot::fs::relative {root rel} {

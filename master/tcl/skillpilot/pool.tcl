@@ -259,7 +259,7 @@ proc ::skillpilot::pool_pick {pool args} {
 proc ::skillpilot::pool_submit {pool payload args} {
     set opts [dict merge {-affinity "" -kind tcl -timeout 0 -cmd_id ""} $args]
     set session [pool_pick $pool -affinity [dict get $opts -affinity]]
-    set sdir [::skillpilot::fs::path $pool "" $session]
+    set sdir [poolimpl::member $pool $session]
     set id [dict get $opts -cmd_id]
     if {$id eq ""} { set id [format "tcl-%d-%d-%08x" [clock milliseconds] [pid] [::skillpilot::poolimpl::rnd]] }
     set seq [poolimpl::alloc_seq $sdir]
@@ -269,8 +269,23 @@ proc ::skillpilot::pool_submit {pool payload args} {
     append json ",\"submitter\":[poolimpl::json_str tcl-pool@[info hostname]:[pid]]\}"
     set name [format "cmd_%0*lld_%s.json" $::skillpilot::poolimpl::seqWidth $seq $id]
     set cursor [::skillpilot::fs::size $sdir log session.out]
-    ::skillpilot::fs::write_atomic $sdir queue $name $json
+    # Through the pool's directory: the member itself is checked again
+    # (lstat, no symlink) as part of the path written (issue 34.13).
+    ::skillpilot::fs::write_atomic $pool $session/queue $name $json
     return [dict create session $session cmd_id $id name $name resume_cursor $cursor]
+}
+
+# poolimpl::member returns the directory of the pool's member session,
+# refusing (IO_ERROR) one that is not a plain directory: a member swapped
+# for a symlink after pool_pick listed it is never written through (issue
+# 34.13). Tcl 8.6 has no openat: an lstat, then the path, so every write
+# of pool_submit goes through fs::write_atomic with the member as a
+# component it checks again.
+proc ::skillpilot::poolimpl::member {pool session} {
+    if {![regexp {^s[0-9]+$} $session] || ![::skillpilot::fs::is_plain_dir $pool $session]} {
+        ::skillpilot::Throw IO_ERROR "[file join $pool $session]: not a directory of the pool (a symlink?), refused"
+    }
+    return [::skillpilot::fs::path $pool "" $session]
 }
 
 # pool_locate: follow forward/ records; returns {session-dir name}.

@@ -19,7 +19,8 @@
 # exit code of the master CLI that goes with it (skillpilot::exitcode):
 #   COMMAND_FAILED 1  USAGE 2  WAIT_TIMEOUT 3  EXPECT_TIMEOUT 3  COMMAND_TIMEOUT 3
 #   CANCELLED 4  SESSION_MISSING 5  RUNNER_NOT_ALIVE 5  CANNOT_SERVE 5  STALE 5
-#   UNKNOWN_CMD_ID 6  NOT_RUNNING 7  NOT_QUEUED 7  ALREADY_FINISHED 7  IDLE 7  REJECTED 10
+#   UNKNOWN_CMD_ID 6  NOT_RUNNING 7  NOT_QUEUED 7  ALREADY_FINISHED 7  ALREADY_WITHDRAWN 7  IDLE 7
+#   REJECTED 10
 #   REFUSED_ECHO 10  IO_ERROR 10
 # Errors for a result that is not ok carry the result dict as a third
 # element: {SKILLPILOT COMMAND_FAILED <result>}.
@@ -58,7 +59,7 @@ proc ::skillpilot::exitcode {errorcode} {
     if {[lindex $errorcode 0] ne "SKILLPILOT"} { return 10 }
     set map {COMMAND_FAILED 1 USAGE 2 WAIT_TIMEOUT 3 EXPECT_TIMEOUT 3 COMMAND_TIMEOUT 3 CANCELLED 4 SESSION_MISSING 5
              RUNNER_NOT_ALIVE 5 CANNOT_SERVE 5 STALE 5 UNKNOWN_CMD_ID 6 NOT_RUNNING 7 NOT_QUEUED 7 ALREADY_FINISHED 7
-             IDLE 7}
+             ALREADY_WITHDRAWN 7 IDLE 7}
     set code [lindex $errorcode 1]
     return [expr {[dict exists $map $code] ? [dict get $map $code] : 10}]
 }
@@ -210,8 +211,8 @@ proc ::skillpilot::RunnerKind {dir} {
 # file name is returned as is). Directories are listed in the order a
 # command moves through them, so a command that moves meanwhile is found.
 proc ::skillpilot::find {dir cmd} {
-    if {[parse_name $cmd] ne ""} { return $cmd }
-    if {![valid_id $cmd]} { Throw USAGE "invalid cmd_id \"$cmd\"" }
+    lassign [parse_ref $cmd] name cmd
+    if {$name ne ""} { return $name }
     foreach d {queue inflight result} {
         fs::revalidate $dir $d
         if {[catch {fs::names $dir $d cmd_*.json} names]} { set names {} }
@@ -302,39 +303,135 @@ proc ::skillpilot::Queued {dir name} {
     return [fs::exists $dir queue $name]
 }
 
-# withdraw takes back a command no runner has claimed yet (the Go master's
-# Command.Withdraw, Python's Session.withdraw): its file is removed from
-# queue/ (PROTOCOL.md section 6.1), so it never runs and gets no result. It
-# is atomic against a runner's claim, which renames the same entry: exactly
-# one of the two succeeds (fs::take). Needs no runner. A command that is
-# running (claimed) raises NOT_QUEUED, one that has its result
-# ALREADY_FINISHED (both exit 7), one that is nowhere UNKNOWN_CMD_ID (6);
-# -context has the cmd_id. Returns the CLI's withdraw --json reply as a
-# dict: protocol_version, cmd_id, withdrawn 1.
-proc ::skillpilot::withdraw {dir cmd} {
-    variable version
-    set dir [check $dir]
-    if {[catch {find $dir $cmd} name o]} {
-        # A withdrawn command leaves no file: a second withdraw finds
-        # nothing, and says why that may be (the Go CLI's words).
-        if {[lindex [dict get $o -errorcode] 1] eq "UNKNOWN_CMD_ID"} {
-            append name " (a command withdrawn earlier leaves nothing behind)"
+# parse_ref parses a reference to a command, by one rule in every master
+# (PROTOCOL.md section 19, "Naming a command"): a command file's name, or a
+# path ending in one (queue/cmd_<seq>_<id>.json), is exactly that file:
+# {name id}; a cmd_id is {"" id}. Anything else is a USAGE error.
+proc ::skillpilot::parse_ref {ref} {
+    set base [lindex [split $ref /] end]
+    set p [parse_name $base]
+    if {$p ne ""} { return [list $base [lindex $p 1]] }
+    if {$base ne $ref} { Throw USAGE "\"$ref\" is not a command file's name (cmd_<seq>_<cmd_id>.json)" }
+    if {![valid_id $ref]} { Throw USAGE "invalid cmd_id \"$ref\"" }
+    return [list "" $ref]
+}
+
+# FindIn returns the command file of id with the lowest seq in the first of
+# dirs that has one (listed in that order), or "".
+proc ::skillpilot::FindIn {dir id dirs} {
+    foreach d $dirs {
+        fs::revalidate $dir $d
+        if {[catch {fs::names $dir $d cmd_*.json} names]} { continue }
+        set best ""
+        foreach n $names {
+            set p [parse_name $n]
+            if {$p ne "" && [lindex $p 1] eq $id && ($best eq "" || [lindex $p 0] < [lindex $best 0])} {
+                set best [list [lindex $p 0] $n]
+            }
         }
-        return -options $o $name
+        if {$best ne ""} { return [lindex $best 1] }
     }
-    set id [lindex [parse_name $name] 1]
+    return ""
+}
+
+proc ::skillpilot::ExistsIn {dir sub name} {
+    fs::revalidate $dir $sub
+    return [fs::exists $dir $sub $name]
+}
+
+# withdraw takes back a command no runner has claimed yet (the Go master's
+# Session.Withdraw, Python's Session.withdraw): its file is renamed from
+# queue/ into withdrawn/ (PROTOCOL.md section 19), so it never runs and gets
+# no result. It is atomic against a runner's claim and a pool mover's,
+# which rename the same entry: exactly one succeeds (fs::take_back). cmd is
+# a cmd_id (the first file with it), a command file's name or a path ending
+# in one (exactly that file). A command a pool moved is followed through
+# forward/ records and taken back where it is now, also while the move is
+# under way. Needs no runner. A command that is running (claimed) raises
+# NOT_QUEUED, one that has its result ALREADY_FINISHED, one withdrawn
+# before ALREADY_WITHDRAWN (all exit 7), one that is nowhere UNKNOWN_CMD_ID
+# (6): it never runs. -context has the cmd_id. Returns the CLI's withdraw
+# --json reply as a dict: protocol_version, cmd_id, withdrawn 1, name (the
+# file taken back; session too when a pool moved it to another session).
+proc ::skillpilot::withdraw {dir cmd} {
+    set dir [check $dir]
+    lassign [parse_ref $cmd] name id
     set ctx [dict create cmd_id $id]
-    if {[fs::take $dir queue $name]} { return [dict create protocol_version $version cmd_id $id withdrawn 1] }
-    if {[Network $dir]} { fs::revalidate $dir result }
-    if {![catch {read_json $dir result $name} r] && $r ne ""} {
-        set st [expr {[dict exists $r status] ? [dict get $r status] : ""}]
-        ThrowCtx ALREADY_FINISHED "$id has its result ($st); nothing to withdraw" $ctx
+    set lookup {queue moved forward inflight result}
+    if {$name eq ""} {
+        set name [FindIn $dir $id $lookup]
+        if {$name eq ""} {
+            if {[FindIn $dir $id withdrawn] ne ""} {
+                ThrowCtx ALREADY_WITHDRAWN "$id was withdrawn before: it never runs" $ctx
+            }
+            ThrowCtx UNKNOWN_CMD_ID "no command $id is queued, running or finished in this session (it will not run)" $ctx
+        }
+    } else {
+        set found 0
+        foreach d $lookup {
+            if {[ExistsIn $dir $d $name]} { set found 1; break }
+        }
+        if {!$found && [ExistsIn $dir withdrawn $name]} {
+            ThrowCtx ALREADY_WITHDRAWN "$id was withdrawn before (withdrawn/$name): it never runs" $ctx
+        }
+        if {!$found} {
+            ThrowCtx UNKNOWN_CMD_ID "no command file $name is queued, running or finished in this session (it will not run)" $ctx
+        }
     }
-    fs::revalidate $dir inflight
-    if {[fs::exists $dir inflight $name]} {
-        ThrowCtx NOT_QUEUED "$id is running (a runner claimed it); cancel it instead" $ctx
+    set sdir $dir
+    set cur $name
+    set hops 0
+    set deadline [expr {[clock milliseconds] + 5000}]
+    while 1 {
+        if {[fs::take_back $sdir queue $cur $cur]} { return [WithdrawnReply $dir $sdir $id $cur] }
+        # Gone from queue/: a runner, a mover or a withdraw took it. A mover
+        # renames it into moved/, records forward/, then removes moved/:
+        # look in that order.
+        set moving [ExistsIn $sdir moved $cur]
+        set fwd [read_json $sdir forward $cur]
+        if {$fwd ne ""} {
+            foreach k {to_name stage to_session} { set $k [expr {[dict exists $fwd $k] ? [dict get $fwd $k] : ""}] }
+            set p [parse_name $to_name]
+            if {$p eq "" || [lindex $p 1] ne $id || $stage eq "" || [string first / $stage] >= 0 || $to_session eq ""
+                || $hops >= 16} {
+                ThrowCtx IO_ERROR "withdrawing $id: cannot follow forward/$cur" $ctx
+            }
+            set next [fs::relative $sdir $to_session]
+            # The mover may not have published it yet: its staged copy is
+            # taken first, then the published file.
+            if {[fs::take_back $next queue $stage $to_name]} { return [WithdrawnReply $dir $next $id $to_name] }
+            set sdir $next
+            set cur $to_name
+            incr hops
+            continue
+        }
+        if {$moving} {
+            if {[clock milliseconds] < $deadline} {
+                after 10 ;# A mover is staging it: wait for its forward record.
+                continue
+            }
+            ThrowCtx NOT_QUEUED "$id is being moved by a pool (moved/$cur) and may still run; withdraw it again once master pool heal has finished the move" $ctx
+        }
+        if {[ExistsIn $sdir inflight $cur]} {
+            ThrowCtx NOT_QUEUED "$id is running (a runner claimed it); cancel it instead" $ctx
+        }
+        fs::revalidate $sdir result
+        if {![catch {read_json $sdir result $cur} r] && $r ne ""} {
+            set st [expr {[dict exists $r status] ? [dict get $r status] : ""}]
+            ThrowCtx ALREADY_FINISHED "$id has its result ($st); nothing to withdraw" $ctx
+        }
+        if {[ExistsIn $sdir withdrawn $cur]} {
+            ThrowCtx ALREADY_WITHDRAWN "$id was withdrawn before (withdrawn/$cur): it never runs" $ctx
+        }
+        ThrowCtx UNKNOWN_CMD_ID "$id is no longer queued, running or finished in this session (it will not run)" $ctx
     }
-    ThrowCtx UNKNOWN_CMD_ID "$id is no longer queued, running or finished in this session" $ctx
+}
+
+proc ::skillpilot::WithdrawnReply {home dir id name} {
+    variable version
+    set r [dict create protocol_version $version cmd_id $id withdrawn 1 name $name]
+    if {[file normalize $dir] ne [file normalize $home]} { dict set r session $dir }
+    return $r
 }
 
 # run submits payload and waits for its result, as wait does (and as the Go
