@@ -115,6 +115,10 @@ func (c *cli) interrupted(s *master.Session, cmd *master.Command, cancel bool) {
 	if where == "" {
 		return // It has a result: nothing goes on.
 	}
+	if where == "gone" {
+		c.diag("%s gets no result: its session %s is gone (the directory was deleted)", cmd.ID, s.Dir())
+		return
+	}
 	howto := fmt.Sprintf("master cancel %s --session %s", cmd.ID, s.Dir())
 	if !cancel {
 		c.diag("%s is still %s; %s", cmd.ID, where, howto)
@@ -130,11 +134,14 @@ func (c *cli) interrupted(s *master.Session, cmd *master.Command, cancel bool) {
 	c.diag("cancelled on interrupt: %s: %s", rep.Outcome, rep.Message)
 }
 
-// commandWhere says where cmd is: "queued", "running", or "" once it has
-// a result.
+// commandWhere says where cmd is: "queued", "running", "gone" (the
+// session directory was deleted), or "" once it has a result.
 func commandWhere(s *master.Session, cmd *master.Command) string {
 	if r, _ := cmd.Result(); r != nil {
 		return ""
+	}
+	if _, err := os.Lstat(s.Dir()); errors.Is(err, os.ErrNotExist) {
+		return "gone"
 	}
 	if _, err := os.Lstat(filepath.Join(s.Dir(), protocol.DirInflight, cmd.Name)); err == nil {
 		return "running"

@@ -22,7 +22,7 @@ const poolUsage = `usage: master pool SUBCOMMAND --pool DIR [flags]
          [--runner PATH] [--respawn] [--max-respawns N] [--ready-timeout D] [-- TOOL ARGS...]
          launch N sessions (DIR/s00 ...) and wait until all serve
   submit [--affinity KEY] [--timeout D] [--id ID] [--kind K] [--wait] [--wait-timeout D] [--no-value]
-         [--cancel-on-interrupt] [PAYLOAD | -f FILE | -]
+         [--cancel-on-interrupt] [--trace-id T] [--label K=V]... [PAYLOAD | -f FILE | -]
          queue a command in the less loaded of two live sessions (or KEY's); prints the cmd_id;
          with --wait prints its output, then its value (as submit --wait), and exits with its status
   wait   [--wait-timeout D] [--no-value] [--cancel-on-interrupt] CMD_ID
@@ -156,10 +156,13 @@ func (c *cli) poolSubmit(ctx context.Context, args []string) error {
 	waitTimeout := fs.Duration("wait-timeout", 0, "with --wait, how long to wait (0: forever)")
 	noValue := fs.Bool("no-value", false, "with --wait, do not print the command's value after its output")
 	cancelOnInt := fs.Bool("cancel-on-interrupt", false, "with --wait, cancel the command when interrupted (Ctrl-C), then exit 130")
+	fs.StringVar(&o.TraceID, "trace-id", "", "trace_id carried into the result, events, status and report (1-128 printable ASCII, no spaces)")
+	labels := labelFlag{}
+	fs.Var(labels, "label", "KEY=VALUE carried with trace_id (repeatable, at most 16; KEY of [a-z0-9_])")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
-	o.Kind = protocol.Kind(*kind)
+	o.Kind, o.Labels = protocol.Kind(*kind), labels.orNil()
 	payload, err := c.payload(fs.Args(), *file)
 	if err != nil {
 		return err
@@ -267,7 +270,12 @@ func (c *cli) poolStatus(ctx context.Context, args []string) error {
 		fmt.Fprintln(w, "SESSION\tRUNNER\tPHASE\tQUEUE\tBUSY\tDONE\tJOB\tMOVED\tNOTE")
 		for _, s := range sts {
 			runner := map[bool]string{true: "alive", false: "late"}[s.Alive]
-			if s.Dead {
+			switch {
+			case s.Missing:
+				runner = "missing"
+			case s.Retired && s.Dead:
+				runner = "retired"
+			case s.Dead:
 				runner = "dead"
 			}
 			job := "-"
