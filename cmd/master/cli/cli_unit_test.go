@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +117,34 @@ func TestNotCounted(t *testing.T) {
 		if got := notCounted(c.skipped, c.rejected); got != c.want {
 			t.Errorf("notCounted(%d, %d) = %q, want %q", c.skipped, c.rejected, got, c.want)
 		}
+	}
+}
+
+// Interrupted, a wait on a session whose directory was deleted says the
+// command gets no result, never "still queued" with a cancel command for
+// the gone directory (issue 31.2).
+func TestInterruptedGoneSession(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	for _, d := range protocol.Dirs {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := master.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := s.Submit(context.Background(), "expr 1", master.SubmitOptions{CmdID: "g1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &errb}
+	c.interrupted(s, cmd, false)
+	if got := errb.String(); !strings.Contains(got, "g1 gets no result: its session "+dir+" is gone") || strings.Contains(got, "master cancel") || strings.Contains(got, "queued") {
+		t.Errorf("stderr %q", got)
 	}
 }
