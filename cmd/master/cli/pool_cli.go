@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -496,7 +497,10 @@ func (c *cli) poolAdapt(ctx context.Context, args []string) error {
 				fmt.Fprintf(c.stdout, "respawned %s\n", s)
 			}
 			for _, s := range rep.Grown {
-				fmt.Fprintf(c.stdout, "grown %s (%d commands waiting)\n", s, rep.Waiting)
+				fmt.Fprintf(c.stdout, "grown %s (%s waiting)\n", s, countOf(rep.Waiting, "command"))
+			}
+			if len(rep.Balanced) > 0 {
+				fmt.Fprintf(c.stdout, "balanced %s: %s\n", countOf(len(rep.Balanced), "queued command"), balanceSummary(rep.Balanced))
 			}
 			for _, s := range rep.Retired {
 				fmt.Fprintf(c.stdout, "retired %s (idle)\n", s)
@@ -517,4 +521,31 @@ func (c *cli) poolAdapt(ctx context.Context, args []string) error {
 		case <-time.After(*every):
 		}
 	}
+}
+
+// countOf is "1 command", "2 commands".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// balanceSummary is "s00->s02:3 s01->s03:2", by source and target.
+func balanceSummary(moves []pool.Move) string {
+	n := map[string]int{}
+	var keys []string
+	for _, m := range moves {
+		k := m.From + "->" + m.To
+		if n[k] == 0 {
+			keys = append(keys, k)
+		}
+		n[k]++
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s:%d", k, n[k])
+	}
+	return strings.Join(parts, " ")
 }
