@@ -307,6 +307,28 @@ func (p *Pool) event(kind string, fields map[string]any) {
 	}
 	_ = p.appendEvent(append(b, '\n')) // Best effort, see above.
 	if p.Progress != nil {
-		p.Progress(fmt.Sprintf("%s %v", kind, fields))
+		p.Progress(eventLine(kind, fields))
 	}
+}
+
+// eventLine is an event as a line for people: "moved from=s00
+// name=cmd_... to=s02", keys in order, without ts and event.
+func eventLine(kind string, fields map[string]any) string {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		if k != "ts" && k != "event" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(kind)
+	for _, k := range keys {
+		v := fmt.Sprint(fields[k])
+		if v == "" || strings.ContainsAny(v, " \t\"") {
+			v = strconv.Quote(v)
+		}
+		fmt.Fprintf(&b, " %s=%s", k, v)
+	}
+	return b.String()
 }

@@ -97,3 +97,14 @@ func TestPoolStatusMissingRetired(t *testing.T) {
 		t.Errorf("s00: %+v", s)
 	}
 }
+
+// Progress lines are key=value for people, not a Go map (issue 31.10:
+// pool grow printed "map[...]" on stderr).
+func TestEventLine(t *testing.T) {
+	got := eventLine("respawned", map[string]any{"ts": protocol.Now(), "event": "respawned", "session": "s01",
+		"job_id": "4711.3", "launches": 2, "why": "the runner's lock is free"})
+	want := `respawned job_id=4711.3 launches=2 session=s01 why="the runner's lock is free"`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}

@@ -111,10 +111,13 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 	if err := c.parseTool(fs, args); err != nil {
 		return err
 	}
-	if *dir == "" || o.Via == "" || o.Size < 1 {
-		return usageErr("--pool, --via and --size are required")
-	}
 	o.Tool, o.Progress = fs.Args(), c.note
+	if *dir != "" {
+		fromPoolFile(*dir, fs, &o) // Run again: what pool.json holds, unless given anew.
+	}
+	if *dir == "" || o.Via == "" || o.Size < 1 {
+		return usageErr("--pool, --via and --size are required (--via and --size may be left out when pool.json exists)")
+	}
 	_, res, err := pool.Start(ctx, *dir, o)
 	if c.json {
 		var js []map[string]any
@@ -126,12 +129,17 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 			if r.Err != nil {
 				m["error"] = r.Err.Error()
 			}
+			if errors.Is(r.Err, launch.ErrAlreadyLaunched) {
+				m["already_launched"] = true
+			}
 			js = append(js, m)
 		}
 		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
 	} else {
 		for _, r := range res {
 			switch {
+			case errors.Is(r.Err, launch.ErrAlreadyLaunched):
+				fmt.Fprintf(c.stdout, "%s  already serving (or its job is queued): left as it is\n", r.Session)
 			case r.Err != nil:
 				fmt.Fprintf(c.stdout, "%s  %s\n", r.Session, r.Err)
 			default:
@@ -406,6 +414,9 @@ func (c *cli) poolGrow(ctx context.Context, args []string) error {
 			if r.Err != nil {
 				m["error"] = r.Err.Error()
 			}
+			if errors.Is(r.Err, launch.ErrAlreadyLaunched) {
+				m["already_launched"] = true
+			}
 			js = append(js, m)
 		}
 		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
@@ -548,4 +559,42 @@ func balanceSummary(moves []pool.Move) string {
 		parts[i] = fmt.Sprintf("%s:%d", k, n[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// fromPoolFile fills what a run of pool start again leaves out from the
+// pool's pool.json (via, size, submit and runner arguments, runner, tool,
+// respawn): flags given on the command line win. A directory without
+// pool.json changes nothing.
+func fromPoolFile(dir string, fs *flag.FlagSet, o *pool.Options) {
+	p, err := pool.Open(dir)
+	if err != nil {
+		return
+	}
+	cfg := p.Config()
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if !given["via"] {
+		o.Via = cfg.Via
+	}
+	if !given["size"] {
+		o.Size = cfg.Size
+	}
+	if !given["submit-arg"] {
+		o.SubmitArgs = cfg.SubmitArgs
+	}
+	if !given["runner-arg"] && !given["init"] {
+		o.RunnerArgs = cfg.RunnerArgs // --init scripts included, as absolute paths.
+	}
+	if !given["runner"] {
+		o.Runner = cfg.Runner
+	}
+	if !given["respawn"] {
+		o.Respawn = cfg.Respawn
+	}
+	if !given["max-respawns"] {
+		o.MaxRespawns = cfg.MaxRespawns
+	}
+	if len(o.Tool) == 0 {
+		o.Tool = cfg.Tool
+	}
 }
