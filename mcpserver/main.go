@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/version"
 	"io"
 	"log/slog"
 	"os"
@@ -58,6 +59,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	fs.DurationVar(&cfg.MaxWait, "max-wait", DefaultMaxWait, "ceiling on how long one call may block")
 	fs.DurationVar(&cfg.DefaultWait, "default-wait", DefaultDefaultWait, "how long a call blocks when it gives no wait_timeout_s")
 	quiet := fs.Bool("quiet", false, "no log lines on stderr")
+	showVersion := fs.Bool("version", false, "print the version (the same as master's and runner's) and exit")
 	fs.SetOutput(io.Discard) // The help goes to stdout, errors to stderr (below).
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -78,6 +80,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		}
 		fmt.Fprintf(stderr, "master mcp: %s (see 'master mcp --help')\n", msg)
 		return master.ExitUsage
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.String("master-mcp"))
+		return master.ExitOK
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "master mcp: unexpected arguments %q\n", fs.Args())
