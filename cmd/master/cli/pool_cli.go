@@ -297,10 +297,13 @@ func (c *cli) poolStatus(ctx context.Context, args []string) error {
 			phase := string(s.Phase)
 			if phase == "" {
 				phase = "-"
+			} else if s.Dead && s.Phase != protocol.PhaseStopped {
+				phase = "(" + phase + ")" // As its runner last wrote it: that runner is gone.
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", s.Name, runner, phase, s.Queue, s.Inflight, s.Done, strings.TrimSpace(job), s.MovedOut, s.Note)
 		}
 		_ = w.Flush() // Writing to stdout.
+		fmt.Fprintln(c.stdout, "DONE counts commands since each session's runner started; (PHASE): as a runner that is gone last wrote it")
 	}
 	if serving == 0 {
 		return exitOnly(master.ExitNoRunner)
