@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/flaghelp"
 	"github.com/skillpilot/skillpilot/internal/version"
 	"io"
 	"log/slog"
@@ -66,8 +67,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		if errors.Is(err, flag.ErrHelp) { // The master CLI's help style: usage, what it does, flags.
 			synopsis, about, _ := strings.Cut(strings.TrimRight(Usage, "\n"), "\n")
 			fmt.Fprintf(stdout, "usage: master mcp %s\n\n%s\n\nFlags:\n", synopsis, strings.TrimSpace(about))
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			flaghelp.PrintDefaults(stdout, fs)
 			return master.ExitOK
 		}
 		msg := err.Error()
