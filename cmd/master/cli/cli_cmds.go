@@ -103,6 +103,12 @@ func (c *cli) waitCmd(ctx context.Context, s *master.Session, cmd *master.Comman
 	err := c.waitCmdOnce(ctx, s, cmd, timeout, value, announce)
 	var ie *master.InterruptedError
 	if err != nil && errors.As(context.Cause(ctx), &ie) {
+		if !c.json && c.stdout.partial() {
+			// End the output's partial last line, as a finished wait does
+			// before its value: the shell's prompt (or the next line of a
+			// log) does not start in the middle of it.
+			fmt.Fprintln(c.stdout)
+		}
 		c.interrupted(s, cmd, cancelOnInt)
 	}
 	return c.noRunnerHint(s, cmd, err) // cli_withdraw.go
