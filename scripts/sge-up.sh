@@ -93,7 +93,9 @@ qattr() { qconf -sq all.q | awk -v k="$1" '$1==k {print $2}'; }
 [[ $(qattr load_thresholds) == NONE ]] || qconf -rattr queue load_thresholds NONE all.q >/dev/null
 
 # 3. execd (after min_uid is 0) ------------------------------------------------
-if ! pgrep -u sgeadmin -x sge_execd >/dev/null && ! pgrep -u root -x sge_execd >/dev/null; then
+# running NAME: a process NAME lives (pgrep alone also finds a zombie left unreaped).
+running() { for p in $(pgrep -x "$1"); do [[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) =~ ^[RSDT]$ ]] && return 0; done; return 1; }
+if ! running sge_execd; then
     setsid $REAP /usr/sbin/sge_execd >"$CFG/execd.out" 2>&1 </dev/null & # Must start as root (it creates each job's tmpdir for the job's user).
     log "sge_execd started"
 fi
