@@ -365,23 +365,42 @@ def _respawn(pool_dir):
     return cfg.get("respawn") is True
 
 
+#: How long a queued command may have no live session to move to before
+#: pool_wait gives up (the Go master's 10 s).
+STUCK_FOR = 10.0
+
+NO_LIVE_SESSION = "no live session in the pool to move it to"
+
+
 def _stuck(pool_dir, where, sdir, name):
     """Raise when the command at sdir/name can get no result without help
     (PROTOCOL.md section 18.6, the Go master's rule): SessionGone when
     its session directory is gone, RunnerGone when a dead session claimed
-    it and the pool does not respawn."""
+    it and the pool does not respawn. Return NO_LIVE_SESSION when it is
+    queued in a dead session and no session of the pool is alive (final
+    once it lasts STUCK_FOR), else ""."""
     pfs = _fs.SessionFS(pool_dir)
     session = os.path.basename(sdir)
     cmd_id = where["cmd_id"]
     if not pfs.is_plain_dir(session):
         raise SessionGone(gone_message(cmd_id, session), context={"cmd_id": cmd_id, "session": session, "dir": sdir})
     sfs = pfs.session(session)
-    if not sfs.exists("inflight", name) or sfs.exists("result", name) or _respawn(pool_dir):
-        return
-    v = _view(pfs, session, _fs_now(pool_dir))
-    if v["dead"]:
+    if sfs.exists("result", name) or _respawn(pool_dir):
+        return ""
+    claimed = sfs.exists("inflight", name)
+    if not claimed and not (sfs.exists("queue", name) or sfs.exists("moved", name)):
+        return ""
+    now = _fs_now(pool_dir)
+    v = _view(pfs, session, now)
+    if not v["dead"]:
+        return ""
+    if claimed:
         raise RunnerGone(claimed_dead_message(cmd_id, session),
                          context={"cmd_id": cmd_id, "session": session, "reason": v["why"]})
+    for other in pool_sessions(pool_dir):
+        if other != session and _view(pfs, other, now)["alive"]:
+            return ""
+    return NO_LIVE_SESSION
 
 
 def pool_wait(pool_dir, where, timeout=None, poll=0.05):
@@ -390,11 +409,14 @@ def pool_wait(pool_dir, where, timeout=None, poll=0.05):
     (PROTOCOL.md section 18.6) it ends at once with SessionGone
     (session_missing) when the session holding the command was deleted,
     and with RunnerGone (runner_not_alive) when a dead session claimed it
-    and the pool does not respawn; PoolWaitTimeout after timeout seconds.
+    and the pool does not respawn, or after 10 s when it is queued in a
+    dead session and no session is alive to take it; PoolWaitTimeout after
+    timeout seconds.
     Commands queued in a dead session are moved by the Go master's heal
     (master pool heal --every, adapt, or its pool wait), not here."""
     deadline = None if timeout is None else time.monotonic() + timeout
     next_check = 0.0
+    stuck_since = None
     while True:
         sdir, name = pool_locate(pool_dir, where)
         res = _fs.SessionFS(sdir).read_json_quiet("result", name, 64 << 20)
@@ -403,7 +425,14 @@ def pool_wait(pool_dir, where, timeout=None, poll=0.05):
         if time.monotonic() >= next_check:
             next_check = time.monotonic() + 1.0
             try:
-                _stuck(pool_dir, where, sdir, name)
+                why = _stuck(pool_dir, where, sdir, name)
+                if not why:
+                    stuck_since = None
+                elif stuck_since is None:
+                    stuck_since = time.monotonic()
+                elif time.monotonic() - stuck_since > STUCK_FOR:
+                    raise RunnerGone("command %s: %s" % (where["cmd_id"], why),
+                                     context={"cmd_id": where["cmd_id"], "reason": why})
             except PoolError:
                 res = _fs.SessionFS(sdir).read_json_quiet("result", name, 64 << 20)
                 if res is not None:  # Its result came meanwhile.

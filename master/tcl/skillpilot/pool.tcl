@@ -341,7 +341,9 @@ proc ::skillpilot::poolimpl::claimed_dead_message {id session} {
 # without help: {SKILLPILOT SESSION_MISSING} when its session directory is
 # gone, {SKILLPILOT RUNNER_NOT_ALIVE} when a dead session claimed it and
 # the pool does not respawn (pool.json), each with a -context dict
-# (cmd_id, session, and dir or reason).
+# (cmd_id, session, and dir or reason). It returns why a command queued in
+# a dead session cannot move (no session of the pool is alive), which
+# pool_wait makes final after 10 s as the Go master does, or "".
 proc ::skillpilot::poolimpl::stuck {pool where sdir name} {
     set session [file tail $sdir]
     set id [dict get $where cmd_id]
@@ -349,13 +351,21 @@ proc ::skillpilot::poolimpl::stuck {pool where sdir name} {
         return -code error -level 2 -errorcode {SKILLPILOT SESSION_MISSING} \
             -context [dict create cmd_id $id session $session dir $sdir] [gone_message $id $session]
     }
-    if {![::skillpilot::fs::exists $sdir inflight $name] || [::skillpilot::fs::exists $sdir result $name]} return
-    if {[field [::skillpilot::fs::read_quiet $pool "" pool.json] respawn] eq "true"} return
-    set v [view $pool $session [now $pool]]
-    if {[dict get $v dead]} {
+    if {[::skillpilot::fs::exists $sdir result $name]} { return "" }
+    if {[field [::skillpilot::fs::read_quiet $pool "" pool.json] respawn] eq "true"} { return "" }
+    set claimed [::skillpilot::fs::exists $sdir inflight $name]
+    if {!$claimed && ![::skillpilot::fs::exists $sdir queue $name] && ![::skillpilot::fs::exists $sdir moved $name]} { return "" }
+    set now [now $pool]
+    set v [view $pool $session $now]
+    if {![dict get $v dead]} { return "" }
+    if {$claimed} {
         return -code error -level 2 -errorcode {SKILLPILOT RUNNER_NOT_ALIVE} \
             -context [dict create cmd_id $id session $session reason [dict get $v why]] [claimed_dead_message $id $session]
     }
+    foreach other [::skillpilot::pool_sessions $pool] {
+        if {$other ne $session && [dict get [view $pool $other $now] alive]} { return "" }
+    }
+    return "no live session in the pool to move it to"
 }
 
 # pool_wait: the result of a pool_submit command wherever it was moved, as
@@ -364,20 +374,29 @@ proc ::skillpilot::poolimpl::stuck {pool where sdir name} {
 # As every master's pool wait (PROTOCOL.md section 18.6) it ends at once
 # with {SKILLPILOT SESSION_MISSING} when the session holding the command
 # was deleted and {SKILLPILOT RUNNER_NOT_ALIVE} when a dead session
-# claimed it and the pool does not respawn; {SKILLPILOT wait_timeout} once
-# timeout_ms has passed. Commands queued in a dead session are moved by the
+# claimed it and the pool does not respawn (after 10 s when it is queued
+# in a dead session and no session is alive to take it); {SKILLPILOT
+# wait_timeout} once timeout_ms has passed. Commands queued in a dead session are moved by the
 # Go master's heal (master pool heal --every, adapt), not here.
 proc ::skillpilot::pool_wait {pool where {timeout_ms -1}} {
     set deadline [expr {$timeout_ms < 0 ? -1 : [clock milliseconds] + $timeout_ms}]
     set nextCheck 0
+    set stuckSince -1
     while 1 {
         lassign [pool_locate $pool $where] sdir name
         set r [::skillpilot::fs::read_quiet $sdir result $name]
         if {$r eq "" && [clock milliseconds] >= $nextCheck} {
             set nextCheck [expr {[clock milliseconds] + 1000}]
-            if {[catch {poolimpl::stuck $pool $where $sdir $name} msg opts]} {
+            if {[catch {poolimpl::stuck $pool $where $sdir $name} why opts]} {
                 set r [::skillpilot::fs::read_quiet $sdir result $name]
-                if {$r eq ""} { return -options [dict incr opts -level] $msg }
+                if {$r eq ""} { return -options [dict incr opts -level] $why }
+            } elseif {$why eq ""} {
+                set stuckSince -1
+            } elseif {$stuckSince < 0} {
+                set stuckSince [clock milliseconds]
+            } elseif {[clock milliseconds] - $stuckSince > 10000} {
+                set id [dict get $where cmd_id]
+                return -code error -errorcode {SKILLPILOT RUNNER_NOT_ALIVE} -context [dict create cmd_id $id reason $why] "command $id: $why"
             }
         }
         if {$r ne ""} {
