@@ -2,71 +2,23 @@ package report
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"sort"
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/tracecheck"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// CheckTrace is the checker the trace tests share: it parses a Trace
-// Event JSON document and fails when two complete events (ph X) of one
-// thread (pid, tid) overlap without one ending at or before the other
-// starts (viewers mis-draw or drop those), when a pid has no
-// process_name, or when two processes share a name. It returns the
-// number of X events by pid.
+// CheckTrace fails t with every problem tracecheck.Check finds and
+// returns the number of complete events by pid.
 func CheckTrace(t *testing.T, data []byte) map[int]int {
 	t.Helper()
-	var doc struct {
-		TraceEvents []struct {
-			Name string         `json:"name"`
-			Ph   string         `json:"ph"`
-			TS   float64        `json:"ts"`
-			Dur  float64        `json:"dur"`
-			PID  int            `json:"pid"`
-			TID  int            `json:"tid"`
-			Args map[string]any `json:"args"`
-		} `json:"traceEvents"`
+	res, err := tracecheck.Check(data)
+	if err != nil {
+		t.Error(err)
 	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatalf("trace is not JSON: %v", err)
-	}
-	type span struct{ start, end float64 }
-	byThread := map[[2]int][]span{}
-	names := map[int]string{}
-	count := map[int]int{}
-	for _, e := range doc.TraceEvents {
-		switch e.Ph {
-		case "X":
-			byThread[[2]int{e.PID, e.TID}] = append(byThread[[2]int{e.PID, e.TID}], span{e.TS, e.TS + e.Dur})
-			count[e.PID]++
-		case "M":
-			if e.Name == "process_name" {
-				names[e.PID] = fmt.Sprint(e.Args["name"])
-			}
-		}
-	}
-	seen := map[string]int{}
-	for pid, n := range names {
-		if other, dup := seen[n]; dup {
-			t.Errorf("processes %d and %d are both %q", other, pid, n)
-		}
-		seen[n] = pid
-	}
-	for th, spans := range byThread {
-		if _, ok := names[th[0]]; !ok {
-			t.Errorf("pid %d has no process_name", th[0])
-		}
-		sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
-		for i := 1; i < len(spans); i++ {
-			if spans[i].start < spans[i-1].end {
-				t.Errorf("pid %d tid %d: slice [%v, %v) overlaps [%v, %v)", th[0], th[1], spans[i].start, spans[i].end, spans[i-1].start, spans[i-1].end)
-			}
-		}
-	}
-	return count
+	return res.Slices
 }
 
 // 35 commands queued at once on one session (as issue 31.6 saw: 30 of 35
