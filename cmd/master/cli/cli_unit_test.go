@@ -172,7 +172,7 @@ func TestPoolStatusDeadPhase(t *testing.T) {
 	if rc := Main([]string{"pool", "status", "--pool", pool}, strings.NewReader(""), &out, &errb); rc != 5 {
 		t.Fatalf("exit %d: %s", rc, errb.String())
 	}
-	if !regexp.MustCompile(`(?m)^s00 +dead +\(busy\) `).MatchString(out.String()) || !strings.Contains(out.String(), "DONE counts commands since each session's runner started") {
+	if !strings.Contains(out.String(), ": 1 session, 0 serving") || !regexp.MustCompile(`(?m)^s00 +dead +\(busy\) `).MatchString(out.String()) || !strings.Contains(out.String(), "DONE counts commands since each session's runner started") {
 		t.Errorf("stdout:\n%s", out.String())
 	}
 }

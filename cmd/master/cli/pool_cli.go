@@ -274,7 +274,7 @@ func (c *cli) poolStatus(ctx context.Context, args []string) error {
 		if cfg.Respawn {
 			respawn = fmt.Sprintf("on (at most %d per session)", cfg.MaxRespawns)
 		}
-		fmt.Fprintf(c.stdout, "pool %s: %d sessions, %d serving, via %s, respawn %s\n", p.Dir(), len(sts), serving, cfg.Via, respawn)
+		fmt.Fprintf(c.stdout, "pool %s: %s, %d serving, via %s, respawn %s\n", p.Dir(), countOf(len(sts), "session"), serving, cfg.Via, respawn)
 		w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "SESSION\tRUNNER\tPHASE\tQUEUE\tBUSY\tDONE\tJOB\tMOVED\tNOTE")
 		for _, s := range sts {
