@@ -39,17 +39,22 @@ func (pc *Command) Wait(ctx context.Context) (*protocol.Result, error) {
 // cmd_id, session and (runner_not_alive) reason.
 func (p *Pool) WaitCommand(ctx context.Context, c *master.Command) (*protocol.Result, error) {
 	lastHeal := time.Now() // Submit healed already: a wait that ends within a second needs no pass.
+	// The first look at whether the command is stuck comes after
+	// firstLook, so that a short command's wait costs no more reads
+	// than before; then once a second, after the heal pass.
+	checkAt := time.Now().Add(firstLook)
 	var stuckSince time.Time
 	d := 250 * time.Microsecond
 	t := time.NewTimer(d)
 	defer t.Stop()
-	for first := true; ; first = false {
+	for {
 		if r, done, err := c.Outcome(); done {
 			return r, err
 		}
-		if first || time.Since(lastHeal) >= time.Second {
-			if !first {
-				lastHeal = time.Now()
+		if now := time.Now(); !now.Before(checkAt) {
+			checkAt = now.Add(time.Second)
+			if now.Sub(lastHeal) >= time.Second {
+				lastHeal = now
 				_, _ = p.Heal(ctx) // Errors show again on the next pass; the wait goes on.
 			}
 			why, final := p.stuck(c)
@@ -77,6 +82,9 @@ func (p *Pool) WaitCommand(ctx context.Context, c *master.Command) (*protocol.Re
 		t.Reset(d)
 	}
 }
+
+// firstLook is when a pool wait first looks whether its command is stuck.
+const firstLook = 50 * time.Millisecond
 
 // GoneMessage and ClaimedDeadMessage are the texts every master's pool
 // wait gives for a command whose session directory is gone and for one

@@ -415,7 +415,7 @@ def pool_wait(pool_dir, where, timeout=None, poll=0.05):
     Commands queued in a dead session are moved by the Go master's heal
     (master pool heal --every, adapt, or its pool wait), not here."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    next_check = 0.0
+    next_check = time.monotonic() + 0.05  # A short command's wait pays for no look (as Go's).
     stuck_since = None
     while True:
         sdir, name = pool_locate(pool_dir, where)

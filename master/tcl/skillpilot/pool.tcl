@@ -380,7 +380,7 @@ proc ::skillpilot::poolimpl::stuck {pool where sdir name} {
 # Go master's heal (master pool heal --every, adapt), not here.
 proc ::skillpilot::pool_wait {pool where {timeout_ms -1}} {
     set deadline [expr {$timeout_ms < 0 ? -1 : [clock milliseconds] + $timeout_ms}]
-    set nextCheck 0
+    set nextCheck [expr {[clock milliseconds] + 50}] ;# A short command's wait pays for no look (as Go's).
     set stuckSince -1
     while 1 {
         lassign [pool_locate $pool $where] sdir name
