@@ -213,8 +213,12 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string, to *Se
 	} else if t, err = p.pick(views, affinity, v.Name); err != nil {
 		return nil, nil // No live session now; the claim waits in moved/ for the next pass.
 	}
-	if reason == "" {
+	switch {
+	case reason != "":
+	case v.Dead:
 		reason = v.Name + " dead: " + v.Why
+	default: // A balancing move (Balance) a crashed mover left in moved/.
+		reason = "an interrupted move out of " + v.Name + " finished"
 	}
 	for i := range views {
 		if views[i].Name == t.Name {
