@@ -32,7 +32,12 @@ type cliAd struct {
 // run runs master with args and --session, --json; it returns the exit
 // code and stdout.
 func (a *cliAd) run(args ...string) (int, []byte, string) {
-	cmd := exec.Command(a.bin, append(args[:1:1], append([]string{"--session", a.dir, "--json"}, args[1:]...)...)...)
+	return a.runArgv(append(args[:1:1], append([]string{"--session", a.dir, "--json"}, args[1:]...)...))
+}
+
+// runArgv runs master with argv as given.
+func (a *cliAd) runArgv(argv []string) (int, []byte, string) {
+	cmd := exec.Command(a.bin, argv...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -111,8 +116,40 @@ func (a *cliAd) stopLease() {
 	}
 }
 
+// runPool runs master pool SUB with --pool (the directory holding the
+// session: a pool scenario's session is POOL/s00) and --json.
+func (a *cliAd) runPool(sub string, args ...string) (int, []byte, string) {
+	return a.runArgv(append([]string{"pool", sub, "--pool", filepath.Dir(a.dir), "--json"}, args...))
+}
+
 func (a *cliAd) do(st step) map[string]any {
 	switch st["op"] {
+	case "pool_submit":
+		args := []string{}
+		if st["id"] != "" {
+			args = append(args, "--id", st["id"])
+		}
+		if st["trace_id"] != "" {
+			args = append(args, "--trace-id", st["trace_id"])
+		}
+		if st["labels"] != "" {
+			for _, kv := range strings.Split(st["labels"], ",") {
+				args = append(args, "--label", kv)
+			}
+		}
+		code, out, stderr := a.runPool("submit", append(args, st["payload"])...)
+		m := doc(out)
+		if code != 0 {
+			return errOutcome(code, m, stderr)
+		}
+		return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": m["cmd_id"], "session": m["session"]}
+	case "pool_wait":
+		args := []string{}
+		if v := st["wait_timeout_ms"]; v != "" {
+			args = append(args, "--wait-timeout", v+"ms")
+		}
+		code, out, stderr := a.runPool("wait", append(args, st["id"])...)
+		return a.ofResultDoc(code, doc(out), stderr)
 	case "submit", "run":
 		args := []string{"submit"}
 		if st["id"] != "" {

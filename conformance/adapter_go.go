@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/pool"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -78,6 +80,8 @@ func goAdapter(dir string) int {
 
 type goAd struct {
 	dir       string
+	pool      *pool.Pool
+	poolCmds  map[string]*master.Command // by cmd_id, from pool_submit
 	s         *master.Session
 	leaseStop context.CancelFunc
 	leaseErrs <-chan error
@@ -148,6 +152,9 @@ func withTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 }
 
 func (a *goAd) do(st step) map[string]any {
+	if strings.HasPrefix(st["op"], "pool_") {
+		return a.poolDo(st)
+	}
 	s, err := a.session()
 	if err != nil {
 		return ofError(err)
@@ -321,4 +328,41 @@ func labelsOf(s string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// poolDo runs pool_submit and pool_wait on the pool holding the session
+// (a pool scenario's session is POOL/s00).
+func (a *goAd) poolDo(st step) map[string]any {
+	if a.pool == nil {
+		p, err := pool.Open(filepath.Dir(a.dir))
+		if err != nil {
+			return ofError(err)
+		}
+		a.pool, a.poolCmds = p, map[string]*master.Command{}
+	}
+	ctx, cancel := withTimeout(st.ms("wait_timeout_ms"))
+	defer cancel()
+	switch st["op"] {
+	case "pool_submit":
+		pc, err := a.pool.Submit(ctx, st["payload"], pool.SubmitOptions{SubmitOptions: master.SubmitOptions{CmdID: st["id"],
+			TraceID: st["trace_id"], Labels: labelsOf(st["labels"])}})
+		if err != nil {
+			return ofError(err)
+		}
+		a.poolCmds[pc.ID] = pc.Command
+		return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": pc.ID, "session": pc.Session}
+	case "pool_wait":
+		c := a.poolCmds[st["id"]]
+		if c == nil {
+			return map[string]any{"outcome": "usage", "exit": 2}
+		}
+		r, err := a.pool.WaitCommand(ctx, c)
+		var re *master.ResultError
+		if r != nil && (err == nil || errors.As(err, &re)) {
+			_, final := a.pool.Locate(c)
+			return ofResult(final, r)
+		}
+		return ofError(err)
+	}
+	return map[string]any{"outcome": "usage", "exit": 2}
 }

@@ -42,6 +42,11 @@
 //	absent TEXT             no file of the session holds TEXT (a secret)
 //	mode GLOB PERM          every session file matching GLOB (at least one) has mode PERM (octal)
 //	sleep DURATION          let time pass (only to age a liveness window)
+//	remove-session          delete the session directory (rm -rf)
+//
+// A comment line "layout: pool" makes the session s00 of a pool directory
+// (pool.json beside it, no respawn); "masters: go cli python tcl" limits
+// the scenario to those masters.
 //
 // Master steps, sent to the master under test through its adapter:
 //
@@ -52,7 +57,10 @@
 // OP is submit, run, wait, cancel, stop, status, lease, lease_stop,
 // waitfor, ready, send, signal, resize or withdraw (id=ID: take back a
 // queued command, ID being a cmd_id, a command file's name or queue/NAME;
-// outcome withdrawn, or the error's code). Values may be
+// outcome withdrawn, or the error's code); in a pool scenario also
+// pool_submit (id, payload, trace_id, labels; outcome queued with session)
+// and pool_wait (id, wait_timeout_ms), the pool's submit and wait of each
+// master. Values may be
 // Go-quoted ("a b\n"); payload=, re=, text= and expect= are sent
 // base64-encoded. send id=ID text=TEXT types TEXT and a newline
 // (no_newline=1: TEXT alone), with expect=RE, expect_timeout_ms=N and

@@ -89,6 +89,9 @@ func Run(t *testing.T, e Env) {
 		t.Run(m, func(t *testing.T) {
 			t.Parallel()
 			for _, sc := range scenarios {
+				if sc.Masters != nil && !slices.Contains(sc.Masters, m) {
+					continue // Not this master's (the scenario's "masters:" line says whose).
+				}
 				t.Run(sc.Name, func(t *testing.T) {
 					for _, flag := range sc.Requires {
 						if !bytes.Contains(help, []byte(strings.TrimLeft(flag, "-")+" ")) {
@@ -138,6 +141,18 @@ func runScenario(t *testing.T, e *Env, master string, sc Scenario) {
 	}
 	d := &driver{t: t, e: e, sc: sc, runnerDir: filepath.Join(base, "sess"),
 		masterDir: filepath.Join(e.MasterRoot, name, "sess"), filesDir: filepath.Join(base, "files"), vars: map[string]string{}}
+	if sc.Pool {
+		// The session is s00 of a pool whose sessions the scenario's
+		// runner serves; pool.json says nothing is respawned.
+		d.runnerDir, d.masterDir = filepath.Join(base, "pool", "s00"), filepath.Join(e.MasterRoot, name, "pool", "s00")
+		if err := os.MkdirAll(filepath.Join(base, "pool"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		cfg := `{"protocol_version":1,"size":1,"via":"local","respawn":false,"max_respawns":3}` + "\n"
+		if err := os.WriteFile(filepath.Join(base, "pool", "pool.json"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for n, data := range sc.Files {
 		if err := os.WriteFile(filepath.Join(d.filesDir, n), data, 0o600); err != nil {
 			t.Fatal(err)
@@ -507,6 +522,12 @@ func (d *driver) harness(st Step, args []string) {
 			if got := fi.Mode().Perm(); got != os.FileMode(want) {
 				d.fail(st, "%s has mode %04o, want %04o", p, got, want)
 			}
+		}
+	case "remove-session":
+		// Delete the session directory as rm -rf would (the runner was
+		// killed first: a pool session deleted under its masters).
+		if err := os.RemoveAll(d.runnerDir); err != nil {
+			d.fail(st, "%v", err)
 		}
 	case "sleep":
 		argN(1)

@@ -19,6 +19,8 @@ type Scenario struct {
 	Requires []string             // runner flags the scenario needs
 	Check    sessioncheck.Options // what the invariant check at the end is told ("check: queued")
 	NoCheck  string               // why the session is not checked at the end ("nocheck: reason")
+	Pool     bool                 // "layout: pool": the session is s00 of a pool directory (pool.json beside it)
+	Masters  []string             // "masters: go cli ...": only these masters run it (default: all)
 	Steps    []Step               // in order
 	Files    map[string][]byte    // other files of the archive, by name
 }
@@ -61,6 +63,15 @@ func ParseScenario(name string, data []byte) (Scenario, error) {
 		l = strings.TrimSpace(l)
 		if r, ok := strings.CutPrefix(l, "requires:"); ok {
 			sc.Requires = append(sc.Requires, strings.Fields(r)...)
+		}
+		if r, ok := strings.CutPrefix(l, "layout:"); ok {
+			if strings.TrimSpace(r) != "pool" {
+				return sc, fmt.Errorf("layout: only pool is known")
+			}
+			sc.Pool = true
+		}
+		if r, ok := strings.CutPrefix(l, "masters:"); ok {
+			sc.Masters = strings.Fields(r)
 		}
 		if r, ok := strings.CutPrefix(l, "nocheck:"); ok {
 			if sc.NoCheck = strings.TrimSpace(r); sc.NoCheck == "" {

@@ -44,7 +44,7 @@ func TestPythonStatusLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Run(ctx, "puts done; expr 1", master.SubmitOptions{}); err != nil {
+	if _, err := s.Run(ctx, "puts done; expr 1", master.SubmitOptions{TraceID: "flow-9/sta"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Run(ctx, "error boom", master.SubmitOptions{}); err == nil {
@@ -53,7 +53,7 @@ func TestPythonStatusLayout(t *testing.T) {
 	if err := s.WriteLease("status-layout", 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.Submit(ctx, `puts -nonewline "Overwrite? (y/n) "; flush stdout; after 60000`, master.SubmitOptions{})
+	c, err := s.Submit(ctx, `puts -nonewline "Overwrite? (y/n) "; flush stdout; after 60000`, master.SubmitOptions{TraceID: "flow-9/write"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestPythonStatusLayout(t *testing.T) {
 		t.Fatalf("python status differs from the Go CLI's:\n--- go\n%s--- python\n%s", goOut, pyOut)
 	}
 	for _, want := range []string{"running   " + c.ID, `at: "Overwrite? (y/n) "`, "lease     status-layout: D left (ttl D)",
-		"error (", "done      2 commands since the runner started"} {
+		"error (", "done      2 commands since the runner started", ", trace flow-9/write at:", ", trace flow-9/sta"} {
 		if !strings.Contains(goOut, want) {
 			t.Errorf("status lacks %q:\n%s", want, goOut)
 		}

@@ -112,3 +112,8 @@ func (e *ResultError) ErrorContext() map[string]any {
 	}
 	return ctx
 }
+
+// WithErrorContext returns err carrying ctx as its context (see
+// ContextError); errors.Is and errors.As still see err. Nil stays nil. It
+// is for packages beside master (pool) whose errors carry the same keys.
+func WithErrorContext(err error, ctx map[string]any) error { return withContext(err, ctx) }

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -185,6 +186,11 @@ func (w *runnerWatch) check() error {
 		return nil
 	}
 	w.next = now.Add(watchEvery)
+	if _, err := w.s.fs(); errors.Is(err, ErrSessionMissing) {
+		// Deleted: no runner will ever serve it, so the grace is not
+		// waited out, and no advice names a directory that is gone.
+		return withContext(fmt.Errorf("%w: %s is gone (its directory was deleted)", ErrSessionMissing, w.s.dir), map[string]any{"dir": w.s.dir})
+	}
 	if w.cmd != nil {
 		// A command a pool moved is served by its new session's runner.
 		if cur := w.cmd.Resolve(); cur.s.dir != w.s.dir {

@@ -392,7 +392,9 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 		if r, done, err := c.Outcome(); done {
 			return r, err
 		}
-		if err := w.check(); err != nil {
+		if err := w.check(); errors.Is(err, ErrSessionMissing) {
+			return nil, withContext(err, map[string]any{"cmd_id": c.ID})
+		} else if err != nil {
 			return nil, withContext(c.noRunnerErr(err), map[string]any{"cmd_id": c.ID})
 		}
 		if progress != nil {

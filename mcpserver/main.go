@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/flaghelp"
+	"github.com/skillpilot/skillpilot/internal/version"
 	"io"
 	"log/slog"
 	"os"
@@ -58,14 +60,14 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	fs.DurationVar(&cfg.MaxWait, "max-wait", DefaultMaxWait, "ceiling on how long one call may block")
 	fs.DurationVar(&cfg.DefaultWait, "default-wait", DefaultDefaultWait, "how long a call blocks when it gives no wait_timeout_s")
 	quiet := fs.Bool("quiet", false, "no log lines on stderr")
+	showVersion := fs.Bool("version", false, "print the version (the same as master's and runner's) and exit")
 	fs.SetOutput(io.Discard) // The help goes to stdout, errors to stderr (below).
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // The master CLI's help style: usage, what it does, flags.
 			synopsis, about, _ := strings.Cut(strings.TrimRight(Usage, "\n"), "\n")
 			fmt.Fprintf(stdout, "usage: master mcp %s\n\n%s\n\nFlags:\n", synopsis, strings.TrimSpace(about))
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			flaghelp.PrintDefaults(stdout, fs)
 			return master.ExitOK
 		}
 		msg := err.Error()
@@ -78,6 +80,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		}
 		fmt.Fprintf(stderr, "master mcp: %s (see 'master mcp --help')\n", msg)
 		return master.ExitUsage
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.String("master-mcp"))
+		return master.ExitOK
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "master mcp: unexpected arguments %q\n", fs.Args())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/skillpilot/skillpilot/internal/version"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -369,5 +370,17 @@ func TestTopLevelID(t *testing.T) {
 		if got := string(topLevelID([]byte(in))); got != want {
 			t.Errorf("topLevelID(%s) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// master-mcp --version prints the version every binary prints (issue
+// 31.9: it exited 2 with "did you mean --session?").
+func TestMainVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if got := Main(context.Background(), []string{"--version"}, strings.NewReader(""), &stdout, &stderr); got != master.ExitOK {
+		t.Fatalf("exit %d, stderr %q", got, stderr.String())
+	}
+	if want := "master-mcp (SkillPilot) " + version.Release() + " (build "; !strings.HasPrefix(stdout.String(), want) {
+		t.Errorf("stdout %q, want prefix %q", stdout.String(), want)
 	}
 }

@@ -157,6 +157,9 @@ func (p *Pool) session(name string) (*master.Session, error) {
 		// the name is opened anew below, relative to the pool's root.
 		delete(p.sessions, name)
 	}
+	if !p.isSessionDir(name) {
+		return nil, fmt.Errorf("%w: %s is not a directory of the pool", master.ErrSessionMissing, name)
+	}
 	// Opened relative to the pool's own root, never by path: a member
 	// swapped for a symlink is refused, then and later (issue 34.13).
 	s, err := master.OpenIn(p.root, name)
@@ -312,6 +315,28 @@ func (p *Pool) event(kind string, fields map[string]any) {
 	}
 	_ = p.appendEvent(append(b, '\n')) // Best effort, see above.
 	if p.Progress != nil {
-		p.Progress(fmt.Sprintf("%s %v", kind, fields))
+		p.Progress(eventLine(kind, fields))
 	}
+}
+
+// eventLine is an event as a line for people: "moved from=s00
+// name=cmd_... to=s02", keys in order, without ts and event.
+func eventLine(kind string, fields map[string]any) string {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		if k != "ts" && k != "event" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(kind)
+	for _, k := range keys {
+		v := fmt.Sprint(fields[k])
+		if v == "" || strings.ContainsAny(v, " \t\"") {
+			v = strconv.Quote(v)
+		}
+		fmt.Fprintf(&b, " %s=%s", k, v)
+	}
+	return b.String()
 }

@@ -21,7 +21,10 @@ type AdaptReport struct {
 	Members int        `json:"members"` // before the step
 	Waiting int        `json:"waiting"` // queued commands of serving sessions
 	Grown   []string   `json:"grown,omitempty"`
-	Retired []string   `json:"retired,omitempty"`
+	// Balanced lists the queued commands moved from long queues to grown
+	// or idle sessions ([Pool.Balance]).
+	Balanced []Move   `json:"balanced,omitempty"`
+	Retired  []string `json:"retired,omitempty"`
 }
 
 // Adapter grows the pool while commands wait and shrinks it when sessions
@@ -33,6 +36,12 @@ type AdaptReport struct {
 //     than Max members: grow by the number waiting, up to Max;
 //   - nothing waiting: retire (Shrink) the sessions idle for Idle or more,
 //     down to Min.
+//
+// While commands wait, each step (after a grow, once the new sessions
+// serve) also balances the backlog: queued, unclaimed commands move from
+// the longest queues to the least-loaded serving sessions ([Pool.Balance],
+// exactly once, by the claim rules of Heal's moves), so that sessions
+// grown for a backlog submitted at once run part of it.
 //
 // An Adapter remembers since when each session is idle; run one per pool
 // (several would each act on what they see). Not safe for concurrent use.
@@ -104,6 +113,13 @@ func (a *Adapter) Step(ctx context.Context) (AdaptReport, error) {
 		for _, r := range res {
 			rep.Grown = append(rep.Grown, r.Session)
 		}
+		if err != nil {
+			return rep, err
+		}
+	}
+	if rep.Waiting > 0 {
+		moved, err := a.p.Balance(ctx)
+		rep.Balanced = moved
 		return rep, err
 	}
 	if rep.Waiting == 0 && len(idle) > 0 && len(members) > a.opts.Min {

@@ -154,10 +154,16 @@ func (p *Pool) moveOne(views []SessionView, v SessionView, name string, now time
 // exclusively; then it renames the staged file named by the forward record
 // into place (ENOENT: already done) and removes moved/<name>.
 func (p *Pool) finishMove(views []SessionView, v SessionView, name string) (*Move, error) {
+	return p.finishMoveTo(views, v, name, nil, "")
+}
+
+// finishMoveTo is finishMove that, when it stages, stages into to (nil:
+// the session 18.3 chooses) and records reason (empty: v's death).
+func (p *Pool) finishMoveTo(views []SessionView, v SessionView, name string, to *SessionView, reason string) (*Move, error) {
 	s := v.s
 	fwd, err := s.ReadForward(name)
 	if errors.Is(err, os.ErrNotExist) {
-		fwd, err = p.stageMove(views, v, name)
+		fwd, err = p.stageMove(views, v, name, to, reason)
 	}
 	if err != nil || fwd == nil {
 		return nil, err
@@ -183,7 +189,7 @@ func (p *Pool) finishMove(views []SessionView, v SessionView, name string) (*Mov
 // queue/ under a dot-name and records the forward. It returns the forward
 // that won (another mover's, if it was first), or nil when no session can
 // take the command now.
-func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*master.Forward, error) {
+func (p *Pool) stageMove(views []SessionView, v SessionView, name string, to *SessionView, reason string) (*master.Forward, error) {
 	s := v.s
 	seq, cmdID, err := protocol.ParseCommandName(name)
 	if err != nil {
@@ -201,9 +207,18 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*mast
 	if json.Unmarshal(raw, &body) == nil && body != nil {
 		_ = json.Unmarshal(body["affinity"], &affinity) // Absent or not a string: no affinity.
 	}
-	t, err := p.pick(views, affinity, v.Name)
-	if err != nil {
+	var t SessionView
+	if to != nil {
+		t = *to
+	} else if t, err = p.pick(views, affinity, v.Name); err != nil {
 		return nil, nil // No live session now; the claim waits in moved/ for the next pass.
+	}
+	switch {
+	case reason != "":
+	case v.Dead:
+		reason = v.Name + " dead: " + v.Why
+	default: // A balancing move (Balance) a crashed mover left in moved/.
+		reason = "an interrupted move out of " + v.Name + " finished"
 	}
 	for i := range views {
 		if views[i].Name == t.Name {
@@ -226,7 +241,7 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string) (*mast
 		return nil, fmt.Errorf("master: stage move of %s/%s: %w", v.Name, name, err)
 	}
 	fwd := &master.Forward{ProtocolVersion: protocol.Version, CmdID: cmdID, Seq: seq, ToSession: relPath(s.Dir(), t.s.Dir()),
-		ToName: toName, Stage: stage, Reason: v.Name + " dead: " + v.Why, MovedAt: protocol.Now(), Mover: s.Owner()}
+		ToName: toName, Stage: stage, Reason: reason, MovedAt: protocol.Now(), Mover: s.Owner()}
 	b, _ := json.MarshalIndent(fwd, "", "  ")
 	if err := mkdirSession(s, master.DirForward); err != nil {
 		return nil, err

@@ -197,12 +197,12 @@ func TestPoolMoveCrashRecovery(t *testing.T) {
 	claim(cmds[0])
 	// 1: died after the forward record, before the rename into queue/.
 	claim(cmds[1])
-	if f, err := p.stageMove(views, v, cmds[1].Name); err != nil || f == nil {
+	if f, err := p.stageMove(views, v, cmds[1].Name, nil, ""); err != nil || f == nil {
 		t.Fatal(f, err)
 	}
 	// 2: died after the rename, before removing moved/<name>.
 	claim(cmds[2])
-	f, _ := p.stageMove(views, v, cmds[2].Name)
+	f, _ := p.stageMove(views, v, cmds[2].Name, nil, "")
 	os.Rename(filepath.Join(pool, "s01", "queue", f.Stage), filepath.Join(pool, "s01", "queue", f.ToName))
 	// 3: eight movers racing for one claimed command.
 	claim(cmds[3])
@@ -210,7 +210,7 @@ func TestPoolMoveCrashRecovery(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		own := append([]SessionView(nil), views...) // Each mover has its own view, as separate processes do.
-		go func() { defer wg.Done(); p.stageMove(own, v, cmds[3].Name) }()
+		go func() { defer wg.Done(); p.stageMove(own, v, cmds[3].Name, nil, "") }()
 	}
 	wg.Wait()
 	if _, err := p.Heal(ctx(t)); err != nil {

@@ -46,7 +46,7 @@ func TestPoolHealRemovesStaleStages(t *testing.T) {
 		if ok, err := claimTo(dead, c.Name); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
-		f, err := p.stageMove(views, v, c.Name)
+		f, err := p.stageMove(views, v, c.Name, nil, "")
 		if err != nil || f == nil {
 			t.Fatal(f, err)
 		}

@@ -308,3 +308,10 @@ func (p *Pool) arrayScript() (string, error) {
 	}
 	return filepath.Join(p.dir, DirJobs, "array-"+master.NewCmdID()+".sh"), nil
 }
+
+// isSessionDir reports whether name is a directory of the pool (not a
+// symlink to one): a member deleted or swapped reads as missing.
+func (p *Pool) isSessionDir(name string) bool {
+	fi, err := p.root.Lstat(name)
+	return err == nil && fi.IsDir()
+}

@@ -25,6 +25,10 @@ TIMEOUT=${SGE_UP_TIMEOUT:-60}
 SLOTS=${SGE_SLOTS:-160}
 HOST=$(hostname)
 CFG=/tmp/skillpilot-sge
+# Each daemon runs under subreaper.py, which reaps it when it stops: where
+# PID 1 reaps no orphans (a container), it would stay a zombie after
+# sge-down.sh (issue 31.10).
+REAP="python3 $(cd "$(dirname "$0")" && pwd)/subreaper.py"
 log() { printf '[sge-up] %s\n' "$*" >&2; }
 [[ $(id -u) == 0 ]] || { log "must run as root"; exit 1; }
 
@@ -53,7 +57,7 @@ QPID=/var/spool/gridengine/qmaster/qmaster.pid
 
 # 2. qmaster and its configuration ---------------------------------------------
 if ! alive "$QPID"; then
-    /usr/sbin/sge_qmaster >"$CFG/qmaster.out" 2>&1 # Daemonizes and becomes sgeadmin.
+    setsid $REAP /usr/sbin/sge_qmaster >"$CFG/qmaster.out" 2>&1 </dev/null & # Daemonizes and becomes sgeadmin.
     log "sge_qmaster started"
 fi
 for _ in $(seq 100); do qconf -sh >/dev/null 2>&1 && break; sleep 0.2; done
@@ -89,8 +93,10 @@ qattr() { qconf -sq all.q | awk -v k="$1" '$1==k {print $2}'; }
 [[ $(qattr load_thresholds) == NONE ]] || qconf -rattr queue load_thresholds NONE all.q >/dev/null
 
 # 3. execd (after min_uid is 0) ------------------------------------------------
-if ! pgrep -u sgeadmin -x sge_execd >/dev/null && ! pgrep -u root -x sge_execd >/dev/null; then
-    /usr/sbin/sge_execd >"$CFG/execd.out" 2>&1 # Must start as root (it creates each job's tmpdir for the job's user).
+# running NAME: a process NAME lives (pgrep alone also finds a zombie left unreaped).
+running() { for p in $(pgrep -x "$1"); do [[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) =~ ^[RSDT]$ ]] && return 0; done; return 1; }
+if ! running sge_execd; then
+    setsid $REAP /usr/sbin/sge_execd >"$CFG/execd.out" 2>&1 </dev/null & # Must start as root (it creates each job's tmpdir for the job's user).
     log "sge_execd started"
 fi
 

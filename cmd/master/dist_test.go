@@ -32,7 +32,7 @@ func TestMakeInstall(t *testing.T) {
 	want := treeVersion(t)
 	for _, bin := range []string{"bin/master", "bin/runner"} {
 		v, err := exec.Command(filepath.Join(prefix, bin), "--version").Output()
-		if err != nil || !strings.Contains(string(v), "protocol version 1") || !strings.Contains(string(v), " "+want+",") {
+		if err != nil || !strings.Contains(string(v), "protocol version 1") || !strings.Contains(string(v), "(build "+want+"),") {
 			t.Errorf("installed %s --version: %q %v (want the tree's version %s, not (devel))", bin, v, err, want)
 		}
 	}
@@ -90,7 +90,7 @@ func TestMakeDist(t *testing.T) {
 			p := filepath.Join(dir, filepath.Base(name))
 			b, _ := io.ReadAll(tr)
 			os.WriteFile(p, b, 0o755)
-			if v, err := exec.Command(p, "--version").Output(); err != nil || !strings.Contains(string(v), " "+version+",") {
+			if v, err := exec.Command(p, "--version").Output(); err != nil || !strings.Contains(string(v), "(build "+version+"),") {
 				t.Errorf("%s --version: %q %v, want version %s (the tarball's)", name, v, err, version)
 			}
 			e, err := elf.Open(p)

@@ -7,15 +7,19 @@ directory is argv[1]; it may not exist yet (the runner creates it).
 
 import base64
 import json
+import os
 import re
 import sys
 from typing import Any, Dict, Optional
 
 import skillpilot as sp
+from skillpilot import pool as sp_pool
 
 SESSION = sys.argv[1]
 _session: Optional[sp.Session] = None
 _keeper: Optional[sp.LeaseKeeper] = None
+POOL = os.path.dirname(os.path.abspath(SESSION))  # A pool scenario's session is POOL/s00.
+_where: Dict[str, Dict[str, Any]] = {}  # pool_submit's reply by cmd_id, for pool_wait.
 
 
 def session() -> sp.Session:
@@ -95,6 +99,17 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
                                            wait_for_runner=wfr, timeout=timeout, cmd_id=step.get("id"), **corr))
         sub = session().submit(text(step, "payload"), timeout=timeout, cmd_id=step.get("id"), **corr)
         return {"outcome": "queued", "exit": 0, "cmd_id": sub.cmd_id, "reply": cursor_fields(sub)}
+    if op == "pool_submit":
+        corr = {}
+        if "trace_id" in step:
+            corr["trace_id"] = step["trace_id"]
+        if "labels" in step:
+            corr["labels"] = dict(kv.split("=", 1) for kv in step["labels"].split(","))
+        w = sp_pool.pool_submit(POOL, text(step, "payload"), cmd_id=step.get("id"), **corr)
+        _where[w["cmd_id"]] = w
+        return {"outcome": "queued", "exit": 0, "cmd_id": w["cmd_id"], "session": w["session"]}
+    if op == "pool_wait":
+        return of_result(sp_pool.pool_wait(POOL, _where[step["id"]], timeout=ms(step, "wait_timeout_ms")))
     if op == "wait":
         return of_result(session().wait(step["id"], timeout=ms(step, "wait_timeout_ms"), check=False,
                                         wait_for_runner=wfr))

@@ -7,6 +7,9 @@
 package require skillpilot
 
 set dir [lindex $argv 0]
+# A pool scenario's session is POOL/s00; pool_submit's replies by cmd_id.
+set pool [file dirname [file normalize $dir]]
+array set where {}
 
 proc b64 {bytes} { return [binary encode base64 $bytes] }
 proc text {step key} { return [encoding convertfrom utf-8 [binary decode base64 [dict get $step ${key}_b64]]] }
@@ -112,6 +115,32 @@ proc do {step} {
             }
             set r [skillpilot::submit $dir [text $step payload] {*}$sub -reply 1]
             return "{\"outcome\":\"queued\",\"exit\":0,\"cmd_id\":[jstr [dict get $r cmd_id]],\"reply\":[cursorFields $r]}"
+        }
+        pool_submit {
+            global pool where
+            set sub {}
+            if {[dict exists $step id]} { lappend sub -cmd_id [dict get $step id] }
+            if {[dict exists $step trace_id]} { lappend sub -trace_id [dict get $step trace_id] }
+            if {[dict exists $step labels]} {
+                set l {}
+                foreach kv [split [dict get $step labels] ,] {
+                    set eq [string first = $kv]
+                    dict set l [string range $kv 0 $eq-1] [string range $kv $eq+1 end]
+                }
+                lappend sub -labels $l
+            }
+            set w [skillpilot::pool_submit $pool [text $step payload] {*}$sub]
+            set where([dict get $w cmd_id]) $w
+            return "{\"outcome\":\"queued\",\"exit\":0,\"cmd_id\":[jstr [dict get $w cmd_id]],\"session\":[jstr [dict get $w session]]}"
+        }
+        pool_wait {
+            global pool where
+            set r [skillpilot::pool_wait $pool $where([dict get $step id]) [opt $step wait_timeout_ms -1]]
+            dict set r error_message ""
+            if {[dict exists $r json]} {
+                catch {dict set r error_message [dict get [skillpilot::json::parse [dict get $r json]] error message]}
+            }
+            return [ofResult $r]
         }
         wait { return [ofResult [skillpilot::wait $dir [dict get $step id] -check 0 {*}[waitOpts $step]]] }
         cancel {

@@ -4,7 +4,12 @@
 // Commands are matched by payload and order: the k-th command of run A with
 // a given payload text is compared with the k-th command of run B with the
 // same payload (commands whose command file is gone are matched among
-// themselves, in order). A matched pair differs when its status or
+// themselves, in order). Commands that carry a trace_id or labels are
+// first matched with those of the other run that have the same trace_id,
+// labels and payload; the rest by payload alone. A run may be one session
+// or a pool's sessions together ([CompareRuns]): its commands are then
+// taken in submit order whatever session ran them, so two pool runs pair
+// their commands by trace id, labels and payload, not by session. A matched pair differs when its status or
 // exit_reason, its value, or its output (by sha256) differ; a command
 // without a partner in the other run is a difference too, except that an
 // unmatched command of A and one of B in the same place (between the same
@@ -19,7 +24,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -43,6 +50,18 @@ type Options struct {
 	// Ignore: lines of values and outputs matching any of these are left
 	// out before comparing (volatile lines: dates, hosts, pids).
 	Ignore []*regexp.Regexp
+	// Mask: every match of these inside a line of a value or an output is
+	// replaced by MaskText before comparing (a timestamp inside a line).
+	Mask []*regexp.Regexp
+}
+
+// MaskText replaces what Options.Mask matches.
+const MaskText = "<masked>"
+
+// Run is one recorded run: a session, or every session of a pool.
+type Run struct {
+	Dir      string
+	Sessions []*history.Session
 }
 
 // Side is one command of a pair as the report shows it.
@@ -56,6 +75,11 @@ type Side struct {
 	Bytes        int64   `json:"bytes"`
 	DurationMS   int64   `json:"duration_ms"`
 	Error        string  `json:"error,omitempty"`
+	// Session is the session that ran it, in a pool run (its directory's
+	// base name); TraceID and Labels are the command's.
+	Session string            `json:"session,omitempty"`
+	TraceID string            `json:"trace_id,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
 }
 
 // Pair is one matched (or unmatched) command.
@@ -97,49 +121,76 @@ func Compare(a, b *history.Session) *Result { return CompareWith(a, b, Options{}
 
 // CompareWith is Compare with options.
 func CompareWith(a, b *history.Session, opt Options) *Result {
+	return CompareRuns(Run{Dir: a.Dir, Sessions: []*history.Session{a}}, Run{Dir: b.Dir, Sessions: []*history.Session{b}}, opt)
+}
+
+// CompareRuns compares run b with run a, each one session or a pool's
+// sessions (loaded with Payloads).
+func CompareRuns(a, b Run, opt Options) *Result {
 	r := &Result{ProtocolVersion: protocol.Version, A: a.Dir, B: b.Dir, Differences: []Pair{}, Slower: []Pair{}}
-	cmp := &comparer{r: r, a: a, b: b, ignore: opt.Ignore}
-	listA, listB := finished(a), finished(b)
+	listA, ownA := finished(a)
+	listB, ownB := finished(b)
+	cmp := &comparer{r: r, ownA: ownA, ownB: ownB, ignore: opt.Ignore, mask: opt.Mask, pool: len(a.Sessions) > 1 || len(b.Sessions) > 1}
 	type key struct {
 		known   bool
 		payload string
+		corr    string // trace_id and labels; "" in the second round
 	}
-	queueB := map[key][]int{}
-	for j, c := range listB {
-		k := key{c.PayloadKnown, c.Payload}
-		queueB[k] = append(queueB[k], j)
+	keyOf := func(c *history.Command, withCorr bool) key {
+		k := key{known: c.PayloadKnown, payload: c.Payload}
+		if withCorr {
+			k.corr = correlation(c)
+		}
+		return k
 	}
 	// partnerA[i] is the index in B of A's i-th command (-1: unmatched),
-	// and the reverse; pairOf numbers the matched pairs in A's order.
+	// and the reverse. First round: same trace_id, labels and payload
+	// (commands that carry either); second: same payload.
 	partnerA, partnerB := make([]int, len(listA)), make([]int, len(listB))
+	for i := range partnerA {
+		partnerA[i] = -1
+	}
 	for j := range partnerB {
 		partnerB[j] = -1
+	}
+	for _, withCorr := range []bool{true, false} {
+		queueB := map[key][]int{}
+		for j, c := range listB {
+			if partnerB[j] < 0 && (!withCorr || correlation(c) != "") {
+				queueB[keyOf(c, withCorr)] = append(queueB[keyOf(c, withCorr)], j)
+			}
+		}
+		for i, ca := range listA {
+			if partnerA[i] >= 0 || (withCorr && correlation(ca) == "") {
+				continue
+			}
+			k := keyOf(ca, withCorr)
+			if q := queueB[k]; len(q) > 0 {
+				partnerA[i], partnerB[q[0]] = q[0], i
+				queueB[k] = q[1:]
+			}
+		}
 	}
 	seen := map[key]int{}
 	occA := make([]int, len(listA))
 	for i, ca := range listA {
-		k := key{ca.PayloadKnown, ca.Payload}
+		k := keyOf(ca, false)
 		seen[k]++
 		occA[i] = seen[k]
-		partnerA[i] = -1
-		if q := queueB[k]; len(q) > 0 {
-			partnerA[i], partnerB[q[0]] = q[0], i
-			queueB[k] = q[1:]
-		}
 	}
 	edits := editedSteps(partnerA, partnerB)
 	var matched []Pair
 	for i, ca := range listA {
-		p := Pair{Payload: head(ca), Occurrence: occA[i], A: side(ca)}
+		p := Pair{Payload: head(ca), Occurrence: occA[i], A: cmp.side(ca, ownA)}
 		switch j, edited := edits[i]; {
 		case partnerA[i] >= 0:
 			cb := listB[partnerA[i]]
-			p.B = side(cb)
+			p.B = cmp.side(cb, ownB)
 			cmp.compare(&p, ca, cb)
 			matched = append(matched, p)
 		case edited:
 			cb := listB[j]
-			p.B, p.PayloadB = side(cb), head(cb)
+			p.B, p.PayloadB = cmp.side(cb, ownB), head(cb)
 			cmp.compare(&p, ca, cb)
 			p.Differs = append([]string{"payload"}, p.Differs...)
 			r.Edited++
@@ -157,13 +208,13 @@ func CompareWith(a, b *history.Session, opt Options) *Result {
 	}
 	seenB := map[key]int{}
 	for j, cb := range listB {
-		k := key{cb.PayloadKnown, cb.Payload}
+		k := keyOf(cb, false)
 		seenB[k]++
 		if partnerB[j] >= 0 || editedB[j] {
 			continue // Matched or edited: above.
 		}
 		r.OnlyInB++
-		r.Differences = append(r.Differences, Pair{Payload: head(cb), Occurrence: seenB[k], B: side(cb), Differs: []string{"only_in_b"}})
+		r.Differences = append(r.Differences, Pair{Payload: head(cb), Occurrence: seenB[k], B: cmp.side(cb, ownB), Differs: []string{"only_in_b"}})
 	}
 	r.Matched = len(matched)
 	r.Different = len(r.Differences) - r.OnlyInA - r.OnlyInB - r.Edited
@@ -175,6 +226,25 @@ func CompareWith(a, b *history.Session, opt Options) *Result {
 	}
 	r.Slower = largestChanges(matched, 5)
 	return r
+}
+
+// correlation is a command's trace_id and labels as one comparable
+// string, "" when it has neither.
+func correlation(c *history.Command) string {
+	if c.TraceID == "" && len(c.Labels) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(c.Labels))
+	for k := range c.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(c.TraceID)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\x00%s=%s", k, c.Labels[k])
+	}
+	return b.String()
 }
 
 // editedSteps pairs the unmatched commands of A with those of B that sit
@@ -217,37 +287,70 @@ func editedSteps(partnerA, partnerB []int) map[int]int {
 	return out
 }
 
-// finished returns the commands of s that have a result, in recorded order.
-func finished(s *history.Session) []*history.Command {
+// finished returns the commands of run that have a result, and the
+// session of each: for one session in recorded order; for several (a
+// pool) in submit order (then start, session, seq), each cmd_id once (a
+// command moved between sessions is listed where it ran).
+func finished(run Run) ([]*history.Command, map[*history.Command]*history.Session) {
 	var out []*history.Command
-	for _, c := range s.Commands {
-		if c.Result != nil {
+	own := map[*history.Command]*history.Session{}
+	seen := map[string]bool{}
+	order := map[*history.Command]int{}
+	for si, s := range run.Sessions {
+		for _, c := range s.Commands {
+			if c.Result == nil || (len(run.Sessions) > 1 && seen[c.CmdID]) {
+				continue
+			}
+			seen[c.CmdID] = true
+			own[c] = s
+			order[c] = si
 			out = append(out, c)
 		}
 	}
-	return out
+	if len(run.Sessions) > 1 {
+		sort.SliceStable(out, func(i, j int) bool {
+			a, b := out[i], out[j]
+			if !a.Submitted.Equal(b.Submitted) {
+				return a.Submitted.Before(b.Submitted)
+			}
+			if !a.Start.Equal(b.Start) {
+				return a.Start.Before(b.Start)
+			}
+			if order[a] != order[b] {
+				return order[a] < order[b]
+			}
+			return a.Seq < b.Seq
+		})
+	}
+	return out, own
 }
 
-func side(c *history.Command) *Side {
+func (m *comparer) side(c *history.Command, own map[*history.Command]*history.Session) *Side {
 	res := c.Result
 	s := &Side{CmdID: c.CmdID, Seq: c.Seq, Status: string(res.Status), ExitReason: string(res.ExitReason),
-		Value: res.Value, OutputSHA256: res.OutputSHA256, Bytes: res.Stats.Bytes, DurationMS: c.Duration().Milliseconds()}
+		Value: res.Value, OutputSHA256: res.OutputSHA256, Bytes: res.Stats.Bytes, DurationMS: c.Duration().Milliseconds(),
+		TraceID: c.TraceID, Labels: c.Labels}
 	if res.Error != nil {
 		s.Error = clip(res.Error.Message, 300)
+	}
+	if m.pool {
+		s.Session = filepath.Base(own[c].Dir)
 	}
 	return s
 }
 
 // comparer compares the commands of two runs.
 type comparer struct {
-	r      *Result
-	a, b   *history.Session
-	ignore []*regexp.Regexp
+	r          *Result
+	ownA, ownB map[*history.Command]*history.Session // the session of each command
+	ignore     []*regexp.Regexp
+	mask       []*regexp.Regexp
+	pool       bool // a run has several sessions: sides name theirs
 }
 
 // compare fills p.Differs (and the output diff) for a pair.
 func (m *comparer) compare(p *Pair, ca, cb *history.Command) {
-	r, a, b := m.r, m.a, m.b
+	r, a, b := m.r, m.ownA[ca], m.ownB[cb]
 	p.DurationMS = p.B.DurationMS - p.A.DurationMS
 	if p.A.Status != p.B.Status || p.A.ExitReason != p.B.ExitReason {
 		p.Differs = append(p.Differs, "status")
@@ -255,7 +358,7 @@ func (m *comparer) compare(p *Pair, ca, cb *history.Command) {
 	if (p.A.Value == nil) != (p.B.Value == nil) || (p.A.Value != nil && m.keep(*p.A.Value) != m.keep(*p.B.Value)) {
 		p.Differs = append(p.Differs, "value")
 	}
-	if len(m.ignore) > 0 && (p.A.OutputSHA256 != p.B.OutputSHA256 || p.A.Bytes != p.B.Bytes) {
+	if len(m.ignore)+len(m.mask) > 0 && (p.A.OutputSHA256 != p.B.OutputSHA256 || p.A.Bytes != p.B.Bytes) {
 		m.compareIgnoring(p, ca, cb)
 		return
 	}
@@ -304,8 +407,8 @@ func (m *comparer) compare(p *Pair, ca, cb *history.Command) {
 // each is read whole (at most MaxIgnoreInput, checked against its
 // result's sha256), and the line diff shows what is left.
 func (m *comparer) compareIgnoring(p *Pair, ca, cb *history.Command) {
-	outA, errA := m.a.Output(ca, MaxIgnoreInput)
-	outB, errB := m.b.Output(cb, MaxIgnoreInput)
+	outA, errA := m.ownA[ca].Output(ca, MaxIgnoreInput)
+	outB, errB := m.ownB[cb].Output(cb, MaxIgnoreInput)
 	if errA != nil || errB != nil {
 		for _, err := range []error{errA, errB} {
 			if err != nil {
@@ -332,16 +435,17 @@ func (m *comparer) compareIgnoring(p *Pair, ca, cb *history.Command) {
 	}
 }
 
-// keep is s without the lines Ignore matches.
+// keep is s without the lines Ignore matches, Mask's matches masked.
 func (m *comparer) keep(s string) string {
-	if len(m.ignore) == 0 {
+	if len(m.ignore)+len(m.mask) == 0 {
 		return s
 	}
 	return string(m.keepBytes([]byte(s)))
 }
 
 // keepBytes is b without the lines Ignore matches (a line is matched
-// without its newline).
+// without its newline), and with every match of Mask inside the lines
+// kept replaced by MaskText.
 func (m *comparer) keepBytes(b []byte) []byte {
 	var out []byte
 	for len(b) > 0 {
@@ -359,6 +463,16 @@ func (m *comparer) keepBytes(b []byte) []byte {
 			}
 		}
 		if !ignored {
+			if len(m.mask) > 0 {
+				nl := len(line) > len(text)
+				for _, re := range m.mask {
+					text = re.ReplaceAll(text, []byte(MaskText))
+				}
+				line = append([]byte(nil), text...)
+				if nl {
+					line = append(line, '\n')
+				}
+			}
 			out = append(out, line...)
 		}
 	}

@@ -1,18 +1,32 @@
-// Package version is the version both binaries (runner, master) print for
-// --version.
+// Package version is the version every binary (runner, master,
+// master-mcp) prints for --version.
 package version
 
 import (
+	_ "embed" // VERSION
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Version is the release, set at build time with
+// release is the one version of SkillPilot: every binary prints it, and
+// the Python package (pyproject.toml, skillpilot.__version__) and the Tcl
+// package (package provide skillpilot, skillpilot::release) carry it,
+// copied from this file by scripts/sync-version.sh and checked by
+// TestVersionsAgree.
 //
-//	go build -ldflags "-X github.com/skillpilot/skillpilot/internal/version.Version=1.2.3"
+//go:embed VERSION
+var release string
+
+// Release is the version of SkillPilot, e.g. "1.0.0" (the file VERSION).
+func Release() string { return strings.TrimSpace(release) }
+
+// Version is the build, set at build time (make sets git describe)
+//
+//	go build -ldflags "-X github.com/skillpilot/skillpilot/internal/version.Version=a874940"
 //
 // When empty, the module version from the build information is used
 // ("(devel)" for a build from a source tree), with the VCS revision when
@@ -20,7 +34,7 @@ import (
 var Version = ""
 
 // String returns the one-line version of program prog, e.g.
-// "runner (SkillPilot) 1.2.3, go1.26.8, protocol version 1".
+// "runner (SkillPilot) 1.0.0 (build a874940), go1.26.8, protocol version 1".
 func String(prog string) string {
 	v := Version
 	if v == "" {
@@ -36,5 +50,5 @@ func String(prog string) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%s (SkillPilot) %s, %s, protocol version %d", prog, v, runtime.Version(), protocol.Version)
+	return fmt.Sprintf("%s (SkillPilot) %s (build %s), %s, protocol version %d", prog, Release(), v, runtime.Version(), protocol.Version)
 }

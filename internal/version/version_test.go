@@ -1,6 +1,8 @@
 package version
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -12,7 +14,33 @@ func TestString(t *testing.T) {
 	}
 	Version = "9.9.9"
 	defer func() { Version = "" }()
-	if s := String("master"); !strings.HasPrefix(s, "master (SkillPilot) 9.9.9, go") {
+	if s := String("master"); !strings.HasPrefix(s, "master (SkillPilot) "+Release()+" (build 9.9.9), go") {
 		t.Fatalf("%q", s)
+	}
+}
+
+// One version everywhere (issue 31.9): the binaries print Release (the
+// file VERSION); the Python and Tcl packages carry the same string,
+// copied by scripts/sync-version.sh.
+func TestVersionsAgree(t *testing.T) {
+	want := Release()
+	if !regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(want) {
+		t.Fatalf("VERSION %q: want N.N.N (Python and Tcl both accept it)", want)
+	}
+	for _, c := range []struct{ file, re string }{
+		{"../../master/python/pyproject.toml", `(?m)^version = "([^"]*)"`},
+		{"../../master/python/skillpilot/__init__.py", `(?m)^__version__ = "([^"]*)"`},
+		{"../../master/tcl/skillpilot/pkgIndex.tcl", `package ifneeded skillpilot ([0-9.]+) `},
+		{"../../master/tcl/skillpilot/pkgIndex.tcl", `package provide skillpilot ([0-9.]+)`},
+		{"../../master/tcl/skillpilot/skillpilot.tcl", `(?m)^    variable release (\S+)`},
+	} {
+		b, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(c.re).FindSubmatch(b)
+		if m == nil || string(m[1]) != want {
+			t.Errorf("%s: version %q, VERSION says %q: run scripts/sync-version.sh", c.file, m, want)
+		}
 	}
 }

@@ -105,6 +105,12 @@ func (c *cli) waitCmd(ctx context.Context, s *master.Session, cmd *master.Comman
 	err := c.waitCmdOnce(ctx, s, cmd, timeout, value, announce)
 	var ie *master.InterruptedError
 	if err != nil && errors.As(context.Cause(ctx), &ie) {
+		if !c.json && c.stdout.partial() {
+			// End the output's partial last line, as a finished wait does
+			// before its value: the shell's prompt (or the next line of a
+			// log) does not start in the middle of it.
+			fmt.Fprintln(c.stdout)
+		}
 		c.interrupted(s, cmd, cancelOnInt)
 	}
 	return c.noRunnerHint(s, cmd, err) // cli_withdraw.go
@@ -116,6 +122,10 @@ func (c *cli) interrupted(s *master.Session, cmd *master.Command, cancel bool) {
 	where := commandWhere(s, cmd)
 	if where == "" {
 		return // It has a result: nothing goes on.
+	}
+	if where == "gone" {
+		c.diag("%s gets no result: its session %s is gone (the directory was deleted)", cmd.ID, s.Dir())
+		return
 	}
 	howto := fmt.Sprintf("master cancel %s --session %s", cmd.ID, s.Dir())
 	if !cancel {
@@ -132,11 +142,14 @@ func (c *cli) interrupted(s *master.Session, cmd *master.Command, cancel bool) {
 	c.diag("cancelled on interrupt: %s: %s", rep.Outcome, rep.Message)
 }
 
-// commandWhere says where cmd is: "queued", "running", or "" once it has
-// a result.
+// commandWhere says where cmd is: "queued", "running", "gone" (the
+// session directory was deleted), or "" once it has a result.
 func commandWhere(s *master.Session, cmd *master.Command) string {
 	if r, _ := cmd.Result(); r != nil {
 		return ""
+	}
+	if _, err := os.Lstat(s.Dir()); errors.Is(err, os.ErrNotExist) {
+		return "gone"
 	}
 	if _, err := os.Lstat(filepath.Join(s.Dir(), protocol.DirInflight, cmd.Name)); err == nil {
 		return "running"

@@ -169,7 +169,7 @@ func flagsOf(ctx context.Context, cmd ...string) []string {
 	_ = h.run(ctx, cmd[0], append(cmd[1:], "--help"))
 	var out []string
 	for _, l := range strings.Split(buf.String(), "\n") {
-		if rest, ok := strings.CutPrefix(l, "  -"); ok {
+		if rest, ok := strings.CutPrefix(l, "  --"); ok { // The help spells flags --name (flaghelp).
 			out = append(out, "--"+strings.Fields(rest)[0])
 		}
 	}

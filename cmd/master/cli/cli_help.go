@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/flaghelp"
 	"io"
 	"strings"
 
@@ -24,10 +25,7 @@ var poolCommands = []string{"start", "submit", "wait", "status", "heal", "stop",
 // the usage line, what it does, then its flags.
 func printHelp(w io.Writer, fs *flag.FlagSet, name, args, about string) {
 	fmt.Fprintf(w, "usage: master %s [flags] %s\n\n%s\n\nFlags:\n", name, args, strings.TrimSpace(about))
-	out := fs.Output()
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(out)
+	flaghelp.PrintDefaults(w, fs)
 }
 
 // describe gives a flag set built by hand (c.flags, report, standin,

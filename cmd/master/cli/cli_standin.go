@@ -18,8 +18,9 @@ import (
 const standinUsage = `  standin --from SESSION [--from SESSION]... -o FILE.tcl [--timing none|recorded|scale=F] [--on-unknown error|tcl]
           write a Tcl stand-in that answers the recorded commands on plain tclsh
           (runner --init FILE.tcl -- tclsh)
-  diff    [--json] [--ignore REGEX]... SESSION_A SESSION_B   compare two runs step by step
-          (matched by payload and order); exit 0 when they agree, 1 when they differ
+  diff    [--json] [--ignore REGEX]... [--mask REGEX]... SESSION_A SESSION_B
+          compare two runs (sessions or pools) step by step, matched by trace id, labels, payload and
+          order; exit 0 when they agree, 1 when they differ
 `
 
 // standin writes a stand-in Tcl file from recorded sessions (issue 14).
@@ -83,19 +84,23 @@ func (c *cli) diff(args []string) error {
 	fs := flag.NewFlagSet("master diff", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	c.describe(fs, "diff", "SESSION_A SESSION_B", `
-Compare two recorded runs command by command (matched by payload and order):
-status, value and output of each. A command whose payload was edited (an
-unmatched command of each run in the same place) is shown as one edited step.
---ignore REGEX leaves volatile lines (dates, hosts, pids) out of values and
-outputs. Exit 0 when they agree, 1 when they differ.`)
+Compare two recorded runs command by command (matched by trace id, labels and
+payload, then by payload, in order): status, value and output of each. A run is
+a session directory or a pool directory (its sessions' commands together, in
+submit order, whatever session ran them). A command whose payload was edited
+(an unmatched command of each run in the same place) is shown as one edited
+step. --ignore REGEX leaves volatile lines (dates, hosts, pids) out of values
+and outputs; --mask REGEX replaces its matches inside lines by <masked>.
+Exit 0 when they agree, 1 when they differ.`)
 	fs.BoolVar(&c.json, "json", false, "print the comparison as one JSON document")
-	var ignore repeated
+	var ignore, mask repeated
 	fs.Var(&ignore, "ignore", "leave out of values and outputs the lines matching this `REGEX` (repeatable): dates, hosts, pids")
+	fs.Var(&mask, "mask", "replace every match of this `REGEX` inside lines of values and outputs by <masked> before comparing (repeatable): a timestamp inside a line")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
-		return usageErr("want two session directories: SESSION_A SESSION_B")
+		return usageErr("want two runs: SESSION_A SESSION_B (session or pool directories)")
 	}
 	var opt diff.Options
 	for _, expr := range ignore {
@@ -105,15 +110,33 @@ outputs. Exit 0 when they agree, 1 when they differ.`)
 		}
 		opt.Ignore = append(opt.Ignore, re)
 	}
-	var runs [2]*history.Session
-	for i, d := range fs.Args() {
-		s, err := loadSession(d, history.Options{Payloads: true})
+	for _, expr := range mask {
+		re, err := regexp.Compile(expr)
 		if err != nil {
-			return err
+			return usageErr("--mask %q: %v", expr, err)
 		}
-		runs[i] = s
+		opt.Mask = append(opt.Mask, re)
 	}
-	r := diff.CompareWith(runs[0], runs[1], opt)
+	var runs [2]diff.Run
+	for i, d := range fs.Args() {
+		dirs := []string{d}
+		if !history.IsSession(d) {
+			found, err := history.FindSessions(d) // A pool: its sessions together.
+			if err != nil {
+				return fmt.Errorf("%w: %v", master.ErrSessionMissing, err)
+			}
+			dirs = found
+		}
+		runs[i].Dir = d
+		for _, sd := range dirs {
+			s, err := loadSession(sd, history.Options{Payloads: true})
+			if err != nil {
+				return err
+			}
+			runs[i].Sessions = append(runs[i].Sessions, s)
+		}
+	}
+	r := diff.CompareRuns(runs[0], runs[1], opt)
 	if c.json {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")

@@ -231,7 +231,11 @@ func writeStatus(w io.Writer, st master.Status) {
 		if r.Status != protocol.StatusOK && r.ExitReason != "" {
 			status += " (" + string(r.ExitReason) + ")"
 		}
-		row(label, "%-34s %8s  %s", status, roundDur(time.Duration(r.DurationMS)*time.Millisecond), r.CmdID)
+		trace := ""
+		if r.TraceID != "" {
+			trace = ", trace " + r.TraceID
+		}
+		row(label, "%-34s %8s  %s%s", status, roundDur(time.Duration(r.DurationMS)*time.Millisecond), r.CmdID, trace)
 	}
 }
 

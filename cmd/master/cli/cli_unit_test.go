@@ -1,9 +1,16 @@
 package cli
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +121,61 @@ func TestNotCounted(t *testing.T) {
 		if got := notCounted(c.skipped, c.rejected); got != c.want {
 			t.Errorf("notCounted(%d, %d) = %q, want %q", c.skipped, c.rejected, got, c.want)
 		}
+	}
+}
+
+// Interrupted, a wait on a session whose directory was deleted says the
+// command gets no result, never "still queued" with a cancel command for
+// the gone directory (issue 31.2).
+func TestInterruptedGoneSession(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	for _, d := range protocol.Dirs {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := master.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := s.Submit(context.Background(), "expr 1", master.SubmitOptions{CmdID: "g1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &errb}
+	c.interrupted(s, cmd, false)
+	if got := errb.String(); !strings.Contains(got, "g1 gets no result: its session "+dir+" is gone") || strings.Contains(got, "master cancel") || strings.Contains(got, "queued") {
+		t.Errorf("stderr %q", got)
+	}
+}
+
+// pool status shows a dead session's phase in parentheses (as the runner
+// that is gone last wrote it, not "busy" as if it were) and says what
+// DONE counts (issue 31.10).
+func TestPoolStatusDeadPhase(t *testing.T) {
+	pool := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pool, "pool.json"), []byte(`{"protocol_version":1,"size":1,"via":"local"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(pool, "s00")
+	for _, d := range protocol.Dirs {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _ := json.Marshal(protocol.State{ProtocolVersion: 1, Phase: protocol.PhaseBusy, SessionID: "session_x", CommandsDone: 3})
+	hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: 1, Counter: 1, IntervalMS: 1000, Phase: protocol.PhaseBusy, SessionID: "session_x"})
+	os.WriteFile(filepath.Join(dir, protocol.FileState), st, 0o600)
+	os.WriteFile(filepath.Join(dir, protocol.FileHeartbeat), hb, 0o600)
+	var out, errb bytes.Buffer
+	if rc := Main([]string{"pool", "status", "--pool", pool}, strings.NewReader(""), &out, &errb); rc != 5 {
+		t.Fatalf("exit %d: %s", rc, errb.String())
+	}
+	if !strings.Contains(out.String(), ": 1 session, 0 serving") || !regexp.MustCompile(`(?m)^s00 +dead +\(busy\) `).MatchString(out.String()) || !strings.Contains(out.String(), "DONE counts commands since each session's runner started") {
+		t.Errorf("stdout:\n%s", out.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,7 +23,7 @@ const poolUsage = `usage: master pool SUBCOMMAND --pool DIR [flags]
          [--runner PATH] [--respawn] [--max-respawns N] [--ready-timeout D] [-- TOOL ARGS...]
          launch N sessions (DIR/s00 ...) and wait until all serve
   submit [--affinity KEY] [--timeout D] [--id ID] [--kind K] [--wait] [--wait-timeout D] [--no-value]
-         [--cancel-on-interrupt] [PAYLOAD | -f FILE | -]
+         [--cancel-on-interrupt] [--trace-id T] [--label K=V]... [PAYLOAD | -f FILE | -]
          queue a command in the less loaded of two live sessions (or KEY's); prints the cmd_id;
          with --wait prints its output, then its value (as submit --wait), and exits with its status
   wait   [--wait-timeout D] [--no-value] [--cancel-on-interrupt] CMD_ID
@@ -110,10 +111,13 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 	if err := c.parseTool(fs, args); err != nil {
 		return err
 	}
-	if *dir == "" || o.Via == "" || o.Size < 1 {
-		return usageErr("--pool, --via and --size are required")
-	}
 	o.Tool, o.Progress = fs.Args(), c.note
+	if *dir != "" {
+		fromPoolFile(*dir, fs, &o) // Run again: what pool.json holds, unless given anew.
+	}
+	if *dir == "" || o.Via == "" || o.Size < 1 {
+		return usageErr("--pool, --via and --size are required (--via and --size may be left out when pool.json exists)")
+	}
 	_, res, err := pool.Start(ctx, *dir, o)
 	if c.json {
 		var js []map[string]any
@@ -125,12 +129,17 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 			if r.Err != nil {
 				m["error"] = r.Err.Error()
 			}
+			if errors.Is(r.Err, launch.ErrAlreadyLaunched) {
+				m["already_launched"] = true
+			}
 			js = append(js, m)
 		}
 		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
 	} else {
 		for _, r := range res {
 			switch {
+			case errors.Is(r.Err, launch.ErrAlreadyLaunched):
+				fmt.Fprintf(c.stdout, "%s  already serving (or its job is queued): left as it is\n", r.Session)
 			case r.Err != nil:
 				fmt.Fprintf(c.stdout, "%s  %s\n", r.Session, r.Err)
 			default:
@@ -156,10 +165,13 @@ func (c *cli) poolSubmit(ctx context.Context, args []string) error {
 	waitTimeout := fs.Duration("wait-timeout", 0, "with --wait, how long to wait (0: forever)")
 	noValue := fs.Bool("no-value", false, "with --wait, do not print the command's value after its output")
 	cancelOnInt := fs.Bool("cancel-on-interrupt", false, "with --wait, cancel the command when interrupted (Ctrl-C), then exit 130")
+	fs.StringVar(&o.TraceID, "trace-id", "", "trace_id carried into the result, events, status and report (1-128 printable ASCII, no spaces)")
+	labels := labelFlag{}
+	fs.Var(labels, "label", "KEY=VALUE carried with trace_id (repeatable, at most 16; KEY of [a-z0-9_])")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
-	o.Kind = protocol.Kind(*kind)
+	o.Kind, o.Labels = protocol.Kind(*kind), labels.orNil()
 	payload, err := c.payload(fs.Args(), *file)
 	if err != nil {
 		return err
@@ -262,12 +274,17 @@ func (c *cli) poolStatus(ctx context.Context, args []string) error {
 		if cfg.Respawn {
 			respawn = fmt.Sprintf("on (at most %d per session)", cfg.MaxRespawns)
 		}
-		fmt.Fprintf(c.stdout, "pool %s: %d sessions, %d serving, via %s, respawn %s\n", p.Dir(), len(sts), serving, cfg.Via, respawn)
+		fmt.Fprintf(c.stdout, "pool %s: %s, %d serving, via %s, respawn %s\n", p.Dir(), countOf(len(sts), "session"), serving, cfg.Via, respawn)
 		w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "SESSION\tRUNNER\tPHASE\tQUEUE\tBUSY\tDONE\tJOB\tMOVED\tNOTE")
 		for _, s := range sts {
 			runner := map[bool]string{true: "alive", false: "late"}[s.Alive]
-			if s.Dead {
+			switch {
+			case s.Missing:
+				runner = "missing"
+			case s.Retired && s.Dead:
+				runner = "retired"
+			case s.Dead:
 				runner = "dead"
 			}
 			job := "-"
@@ -280,10 +297,13 @@ func (c *cli) poolStatus(ctx context.Context, args []string) error {
 			phase := string(s.Phase)
 			if phase == "" {
 				phase = "-"
+			} else if s.Dead && s.Phase != protocol.PhaseStopped {
+				phase = "(" + phase + ")" // As its runner last wrote it: that runner is gone.
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", s.Name, runner, phase, s.Queue, s.Inflight, s.Done, strings.TrimSpace(job), s.MovedOut, s.Note)
 		}
 		_ = w.Flush() // Writing to stdout.
+		fmt.Fprintln(c.stdout, "DONE counts commands since each session's runner started; (PHASE): as a runner that is gone last wrote it")
 	}
 	if serving == 0 {
 		return exitOnly(master.ExitNoRunner)
@@ -397,6 +417,9 @@ func (c *cli) poolGrow(ctx context.Context, args []string) error {
 			if r.Err != nil {
 				m["error"] = r.Err.Error()
 			}
+			if errors.Is(r.Err, launch.ErrAlreadyLaunched) {
+				m["already_launched"] = true
+			}
 			js = append(js, m)
 		}
 		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
@@ -495,7 +518,10 @@ func (c *cli) poolAdapt(ctx context.Context, args []string) error {
 				fmt.Fprintf(c.stdout, "respawned %s\n", s)
 			}
 			for _, s := range rep.Grown {
-				fmt.Fprintf(c.stdout, "grown %s (%d commands waiting)\n", s, rep.Waiting)
+				fmt.Fprintf(c.stdout, "grown %s (%s waiting)\n", s, countOf(rep.Waiting, "command"))
+			}
+			if len(rep.Balanced) > 0 {
+				fmt.Fprintf(c.stdout, "balanced %s: %s\n", countOf(len(rep.Balanced), "queued command"), balanceSummary(rep.Balanced))
 			}
 			for _, s := range rep.Retired {
 				fmt.Fprintf(c.stdout, "retired %s (idle)\n", s)
@@ -515,5 +541,70 @@ func (c *cli) poolAdapt(ctx context.Context, args []string) error {
 			return nil
 		case <-time.After(*every):
 		}
+	}
+}
+
+// countOf is "1 command", "2 commands".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// balanceSummary is "s00->s02:3 s01->s03:2", by source and target.
+func balanceSummary(moves []pool.Move) string {
+	n := map[string]int{}
+	var keys []string
+	for _, m := range moves {
+		k := m.From + "->" + m.To
+		if n[k] == 0 {
+			keys = append(keys, k)
+		}
+		n[k]++
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s:%d", k, n[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// fromPoolFile fills what a run of pool start again leaves out from the
+// pool's pool.json (via, size, submit and runner arguments, runner, tool,
+// respawn): flags given on the command line win. A directory without
+// pool.json changes nothing.
+func fromPoolFile(dir string, fs *flag.FlagSet, o *pool.Options) {
+	p, err := pool.Open(dir)
+	if err != nil {
+		return
+	}
+	cfg := p.Config()
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if !given["via"] {
+		o.Via = cfg.Via
+	}
+	if !given["size"] {
+		o.Size = cfg.Size
+	}
+	if !given["submit-arg"] {
+		o.SubmitArgs = cfg.SubmitArgs
+	}
+	if !given["runner-arg"] && !given["init"] {
+		o.RunnerArgs = cfg.RunnerArgs // --init scripts included, as absolute paths.
+	}
+	if !given["runner"] {
+		o.Runner = cfg.Runner
+	}
+	if !given["respawn"] {
+		o.Respawn = cfg.Respawn
+	}
+	if !given["max-respawns"] {
+		o.MaxRespawns = cfg.MaxRespawns
+	}
+	if len(o.Tool) == 0 {
+		o.Tool = cfg.Tool
 	}
 }

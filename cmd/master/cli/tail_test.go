@@ -183,3 +183,35 @@ func TestWaitInterrupted(t *testing.T) {
 		t.Errorf("wait --cancel-on-interrupt: %v, said %q", err, stderr)
 	}
 }
+
+// Interrupted, submit --wait ends the partial last line of the output it
+// streamed with a newline, as a finished wait does before its value
+// (issue 31.10).
+func TestWaitInterruptedEndsPartialLine(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	testrunner.Start(t, dir)
+	if _, err := master.WaitReady(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	c := &cli{stdin: strings.NewReader(""), stdout: &trackWriter{w: &out}, stderr: &bytes.Buffer{}}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- c.run(ctx, "submit", []string{"--session", dir, "--id", "p1", "--wait", "puts -nonewline partial-line; flush stdout; after 60000"})
+	}()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(out.String(), "partial-line"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the partial line was never streamed")
+		}
+	}
+	cancel(&master.InterruptedError{Signal: syscall.SIGINT})
+	if err := <-done; err == nil {
+		t.Fatal("no error after the interrupt")
+	}
+	if got := out.String(); got != "partial-line\n" {
+		t.Errorf("stdout %q, want %q", got, "partial-line\n")
+	}
+	s, _ := master.Open(dir)
+	_, _ = s.Cancel(context.Background(), "p1")
+}

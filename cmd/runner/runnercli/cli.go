@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/flaghelp"
 	"io"
 	"log/slog"
 	"os"
@@ -103,9 +104,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			break
 		}
 		if a == "-h" || a == "-help" || a == "--help" {
-			fs.SetOutput(stdout)
 			fmt.Fprint(stdout, usage)
-			fs.PrintDefaults()
+			flaghelp.PrintDefaults(stdout, fs)
 			return ExitOK
 		}
 	}

@@ -68,6 +68,10 @@ def details(sfs: _fs.SessionFS, out: Dict[str, Any], state: Dict[str, Any], hb: 
             out["current_last_line"] = _last_line(sfs, str(cur))
         if not out["current_last_line"]:
             del out["current_last_line"]
+        if isinstance(state.get("current_trace_id"), str) and state["current_trace_id"]:
+            out["current_trace_id"] = state["current_trace_id"]
+        if isinstance(state.get("current_labels"), dict) and state["current_labels"]:
+            out["current_labels"] = state["current_labels"]
         quiet = state.get("current_quiet_ms")
         if isinstance(quiet, (int, float)) and not isinstance(quiet, bool):
             out["current_quiet_ns"] = int(quiet) * 1000000
@@ -172,6 +176,8 @@ def last_results(sfs: _fs.SessionFS, n: int) -> List[Dict[str, Any]]:
             brief["exit_reason"] = r["exit_reason"]
         if r.get("end_ts"):
             brief["end_ts"] = r["end_ts"]
+        if isinstance(r.get("trace_id"), str) and r["trace_id"]:
+            brief["trace_id"] = r["trace_id"]
         out.append(brief)
     return out
 
@@ -314,6 +320,8 @@ def format_status(st: Dict[str, Any]) -> str:
                                            size(_int(st.get("current_output_bytes"))))
         if st.get("current_quiet_ns") is not None:
             run += ", quiet " + round_dur(_int(st.get("current_quiet_ns")))
+        if st.get("current_trace_id"):
+            run += ", trace " + str(st["current_trace_id"])
         if st.get("current_last_line"):
             run += " at: " + _go_quote(str(st["current_last_line"]))
         row("running", run)
@@ -352,6 +360,7 @@ def format_status(st: Dict[str, Any]) -> str:
         status = str(r.get("status") or "")
         if status != "ok" and r.get("exit_reason"):
             status += " (%s)" % r["exit_reason"]
-        row("last" if i == 0 else "", "%-34s %8s  %s" % (status, round_dur(_int(r.get("duration_ms")) * 1000000),
-                                                       r.get("cmd_id") or ""))
+        trace = ", trace %s" % r["trace_id"] if r.get("trace_id") else ""
+        row("last" if i == 0 else "", "%-34s %8s  %s%s" % (status, round_dur(_int(r.get("duration_ms")) * 1000000),
+                                                         r.get("cmd_id") or "", trace))
     return "".join(lines)

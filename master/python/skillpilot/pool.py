@@ -21,11 +21,11 @@ the alive ones) wins, ties to the smallest name. An affinity key pins related co
 (<pool>/affinity/<key>.json, created exclusively) while that session is
 alive; a key whose session is not alive is pinned again.
 
-The Go master also treats a free runner.lock on a local filesystem as
-dead; this module does not probe locks, so it may still pick a session
-whose runner was killed within the last ~3 s (its commands are then moved
-by `master pool heal`). Moving commands out of dead sessions and respawning
-are done by the Go master (`master pool heal`), not here.
+As the Go master, a session on a local filesystem whose runner.lock is
+free (its runner was killed) is dead at once. Moving commands out of dead
+sessions and respawning are done by the Go master (`master pool heal`),
+not here; pool_wait ends at once for a command claimed by a dead session
+or held by a deleted one (PROTOCOL.md section 18.6).
 
 Every file operation goes through skillpilot._fs.SessionFS, which never
 follows a symlink inside the pool or its sessions.
@@ -39,7 +39,8 @@ import secrets
 import socket
 import time
 
-from . import _fs
+from . import _fs, _names
+from .errors import MasterError, RunnerNotAlive, SessionMissing, WaitTimeout
 
 PROTOCOL_VERSION = 1
 SEQ_WIDTH = 10
@@ -48,17 +49,47 @@ _CMD = re.compile(r"^cmd_([0-9]{1,18})_([A-Za-z0-9._-]{1,128})\.json$")
 _KEY = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
-class PoolError(Exception):
+class PoolError(MasterError):
+    """Base class of the pool's errors (a MasterError: code, exit_code,
+    context)."""
     code = "io_error"
 
 
-class NoLiveSession(PoolError):
+class NoLiveSession(PoolError, RunnerNotAlive):
     """No session of the pool is alive (CLI exit 5, runner_not_alive)."""
     code = "runner_not_alive"
 
 
-class PoolWaitTimeout(PoolError):
+class RunnerGone(NoLiveSession):
+    """pool_wait: the command was claimed by a session whose runner is dead
+    and the pool does not respawn (runner_not_alive, exit 5). It gets its
+    result (runner_restarted) when a runner starts on that session.
+    ``context``: cmd_id, session, reason."""
+    code = "runner_not_alive"
+
+
+class SessionGone(PoolError, SessionMissing):
+    """pool_wait: the directory of the session holding the command is gone
+    (deleted): no result will come (session_missing, exit 5).
+    ``context``: cmd_id, session, dir."""
+    code = "session_missing"
+
+
+class PoolWaitTimeout(PoolError, WaitTimeout):
     code = "wait_timeout"
+
+
+def gone_message(cmd_id, session):
+    """The words every master's pool wait uses for a deleted session
+    (PROTOCOL.md section 18.6)."""
+    return "command %s: session %s is gone (its directory was deleted); no result will come" % (cmd_id, session)
+
+
+def claimed_dead_message(cmd_id, session):
+    """The words every master's pool wait uses for a command claimed by a
+    dead session (PROTOCOL.md section 18.6)."""
+    return ("command %s: claimed by %s, whose runner is gone; it gets its result (runner_restarted) when a runner "
+            "starts on %s (master pool heal with respawn, or master launch)" % (cmd_id, session, session))
 
 
 def _new_cmd_id():
@@ -139,14 +170,34 @@ def _view(pfs, name, now):
         age = max(now - s.stat("state", "heartbeat.json").st_mtime_ns / 1e9, 0.0)
     except (OSError, _fs.MasterError):
         age = None
+    v["why"] = "no runner has written state yet"
     if st is not None and hb is not None and age is not None:
         v["phase"] = st.get("phase")
         interval = max(hb.get("interval_ms") or 0, 100) / 1000.0
         window = 2 * interval + 1.0
         stopped = "stopped" in (st.get("phase"), hb.get("phase"))
-        v["alive"] = not stopped and age <= window
-        v["dead"] = stopped or age > max(10.0, window)
+        lock_free = not stopped and not _network(pfs) and not s.lock_held("state", "runner.lock")
+        v["alive"] = not stopped and not lock_free and age <= window
+        v["dead"] = stopped or lock_free or age > max(10.0, window)
+        if stopped:
+            v["why"] = "the runner stopped: %s" % (st.get("reason") or "")
+        elif lock_free:
+            v["why"] = "the runner's lock is free"
+        else:
+            v["why"] = "heartbeat %.1fs old" % age
     return v
+
+
+_network_cache = {}
+
+
+def _network(pfs):
+    """Whether the pool is on a network filesystem, where a free flock
+    proves nothing (as the Go master: only a local filesystem's lock is
+    probed)."""
+    if pfs.root not in _network_cache:
+        _network_cache[pfs.root] = _fs.fs_type(pfs.root)[1]
+    return _network_cache[pfs.root]
 
 
 def pool_views(pool_dir):
@@ -257,11 +308,15 @@ def pool_pick(pool_dir, affinity=None, views=None):
     return best["session"]
 
 
-def pool_submit(pool_dir, payload, affinity=None, kind="tcl", timeout=None, cancel_policy=None, cmd_id=None):
+def pool_submit(pool_dir, payload, affinity=None, kind="tcl", timeout=None, cancel_policy=None, cmd_id=None,
+                trace_id=None, labels=None):
     """Queue payload in the session pool_pick chooses. Returns a dict with
     session, cmd_id, name (the file name in that session's queue/) and
     resume_cursor (that session's spool size before the command was queued,
-    as every master's submit reply: PROTOCOL.md section 19, "Cursors")."""
+    as every master's submit reply: PROTOCOL.md section 19, "Cursors").
+    trace_id and labels (a dict) are carried into the result, the events,
+    status and the report, as Session.submit's (PROTOCOL.md section 4)."""
+    _names.check_correlation(trace_id, labels)
     session = pool_pick(pool_dir, affinity)
     sfs = _fs.SessionFS(pool_dir).session(session)
     cmd_id = cmd_id or _new_cmd_id()
@@ -275,6 +330,10 @@ def pool_submit(pool_dir, payload, affinity=None, kind="tcl", timeout=None, canc
         cmd["cancel_policy"] = cancel_policy
     if affinity:
         cmd["affinity"] = affinity
+    if trace_id:
+        cmd["trace_id"] = trace_id
+    if labels:
+        cmd["labels"] = dict(labels)
     name = "cmd_%0*d_%s.json" % (SEQ_WIDTH, seq, cmd_id)
     try:
         cursor = sfs.stat("log", "session.out").st_size
@@ -300,17 +359,88 @@ def pool_locate(pool_dir, where):
     return sfs.root, name
 
 
+def _respawn(pool_dir):
+    """pool.json's respawn: a heal (the Go master's) relaunches dead sessions."""
+    cfg = _fs.SessionFS(pool_dir).read_json_quiet("", "pool.json", 1 << 20) or {}
+    return cfg.get("respawn") is True
+
+
+#: How long a queued command may have no live session to move to before
+#: pool_wait gives up (the Go master's 10 s).
+STUCK_FOR = 10.0
+
+NO_LIVE_SESSION = "no live session in the pool to move it to"
+
+
+def _stuck(pool_dir, where, sdir, name):
+    """Raise when the command at sdir/name can get no result without help
+    (PROTOCOL.md section 18.6, the Go master's rule): SessionGone when
+    its session directory is gone, RunnerGone when a dead session claimed
+    it and the pool does not respawn. Return NO_LIVE_SESSION when it is
+    queued in a dead session and no session of the pool is alive (final
+    once it lasts STUCK_FOR), else ""."""
+    pfs = _fs.SessionFS(pool_dir)
+    session = os.path.basename(sdir)
+    cmd_id = where["cmd_id"]
+    if not pfs.is_plain_dir(session):
+        raise SessionGone(gone_message(cmd_id, session), context={"cmd_id": cmd_id, "session": session, "dir": sdir})
+    sfs = pfs.session(session)
+    if sfs.exists("result", name) or _respawn(pool_dir):
+        return ""
+    claimed = sfs.exists("inflight", name)
+    if not claimed and not (sfs.exists("queue", name) or sfs.exists("moved", name)):
+        return ""
+    now = _fs_now(pool_dir)
+    v = _view(pfs, session, now)
+    if not v["dead"]:
+        return ""
+    if claimed:
+        raise RunnerGone(claimed_dead_message(cmd_id, session),
+                         context={"cmd_id": cmd_id, "session": session, "reason": v["why"]})
+    for other in pool_sessions(pool_dir):
+        if other != session and _view(pfs, other, now)["alive"]:
+            return ""
+    return NO_LIVE_SESSION
+
+
 def pool_wait(pool_dir, where, timeout=None, poll=0.05):
     """Wait for the result of a pool_submit command wherever it was moved;
-    returns the result dict (any status)."""
+    returns the result dict (any status). As every master's pool wait
+    (PROTOCOL.md section 18.6) it ends at once with SessionGone
+    (session_missing) when the session holding the command was deleted,
+    and with RunnerGone (runner_not_alive) when a dead session claimed it
+    and the pool does not respawn, or after 10 s when it is queued in a
+    dead session and no session is alive to take it; PoolWaitTimeout after
+    timeout seconds.
+    Commands queued in a dead session are moved by the Go master's heal
+    (master pool heal --every, adapt, or its pool wait), not here."""
     deadline = None if timeout is None else time.monotonic() + timeout
+    next_check = time.monotonic() + 0.05  # A short command's wait pays for no look (as Go's).
+    stuck_since = None
     while True:
         sdir, name = pool_locate(pool_dir, where)
         res = _fs.SessionFS(sdir).read_json_quiet("result", name, 64 << 20)
         if res is not None:
             return res
+        if time.monotonic() >= next_check:
+            next_check = time.monotonic() + 1.0
+            try:
+                why = _stuck(pool_dir, where, sdir, name)
+                if not why:
+                    stuck_since = None
+                elif stuck_since is None:
+                    stuck_since = time.monotonic()
+                elif time.monotonic() - stuck_since > STUCK_FOR:
+                    raise RunnerGone("command %s: %s" % (where["cmd_id"], why),
+                                     context={"cmd_id": where["cmd_id"], "reason": why})
+            except PoolError:
+                res = _fs.SessionFS(sdir).read_json_quiet("result", name, 64 << 20)
+                if res is not None:  # Its result came meanwhile.
+                    return res
+                raise
         if deadline is not None and time.monotonic() > deadline:
-            raise PoolWaitTimeout("no result for %s within %ss" % (where["cmd_id"], timeout))
+            raise PoolWaitTimeout("no result for %s within %ss" % (where["cmd_id"], timeout),
+                                  context={"cmd_id": where["cmd_id"]})
         time.sleep(poll)
 
 

@@ -34,6 +34,16 @@ class CLITest(unittest.TestCase):
     def queued(self) -> List[str]:
         return sorted(n for n in os.listdir(os.path.join(self.dir, "queue")) if not n.startswith("."))
 
+    def test_version_is_the_binaries(self) -> None:
+        # One version everywhere (issue 31.9): the release in
+        # internal/version/VERSION, which the Go binaries embed.
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "..", "internal", "version", "VERSION")) as f:
+            want = f.read().strip()
+        out = io.StringIO()
+        self.assertEqual(cli.main(["--version"], out=out, err=io.StringIO()), 0)
+        self.assertTrue(out.getvalue().startswith("skillpilot-master (SkillPilot) %s," % want), out.getvalue())
+
     def test_failed_command_prints_output_and_why(self) -> None:
         r = self.runner()
 

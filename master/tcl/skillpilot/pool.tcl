@@ -18,12 +18,15 @@
 # serving, all were judged and the least loaded of those serving (else of
 # the alive ones) wins, ties to the smallest name. An affinity key pins related commands to one
 # session (<pool>/affinity/<key>.json, created exclusively with a hard
-# link) while that session is alive. Tcl cannot probe flock, so unlike the
-# Go master it does not see a free runner.lock as dead. Moving commands out
+# link) while that session is alive. On a local filesystem a free
+# runner.lock (read from /proc/locks, fs::lock_held) is dead, as in the Go
+# master. Moving commands out
 # of dead sessions is `master pool heal`'s job.
 #
 # Errors: -errorcode {SKILLPILOT RUNNER_NOT_ALIVE} when no session is
-# alive, {SKILLPILOT wait_timeout} from pool_wait, {SKILLPILOT usage}.
+# alive, {SKILLPILOT wait_timeout} from pool_wait, {SKILLPILOT usage};
+# pool_wait also raises {SKILLPILOT SESSION_MISSING} and
+# {SKILLPILOT RUNNER_NOT_ALIVE} (see pool_wait).
 # The few protocol primitives used are defined here (namespace
 # ::skillpilot::poolimpl); every file operation is fs.tcl's
 # (::skillpilot::fs), sourced from beside this file when not yet loaded.
@@ -140,10 +143,29 @@ proc ::skillpilot::poolimpl::view {pool name now} {
         set window [expr {2 * $iv + 1000}]
         set age [expr {max(($now - $hbt) * 1000, 0)}]
         set stopped [expr {$phase eq "stopped" || [field $hb phase] eq "stopped"}]
-        dict set v alive [expr {!$stopped && $age <= $window}]
-        dict set v dead [expr {$stopped || $age > max(10000, $window)}]
+        set lockFree [expr {!$stopped && ![network $pool] && [::skillpilot::fs::lock_held $s state runner.lock] == 0}]
+        dict set v alive [expr {!$stopped && !$lockFree && $age <= $window}]
+        dict set v dead [expr {$stopped || $lockFree || $age > max(10000, $window)}]
+        if {$stopped} {
+            dict set v why "the runner stopped: [field $st reason]"
+        } elseif {$lockFree} {
+            dict set v why "the runner's lock is free"
+        } else {
+            dict set v why "heartbeat [expr {$age / 1000.0}]s old"
+        }
+    } else {
+        dict set v why "no runner has written state yet"
     }
     return $v
+}
+
+# poolimpl::network: whether the pool is on a network filesystem, where a
+# free lock proves nothing (only a local filesystem's lock is probed, as
+# by the Go and Python masters).
+proc ::skillpilot::poolimpl::network {pool} {
+    variable netCache
+    if {![info exists netCache($pool)]} { set netCache($pool) [lindex [::skillpilot::fs::fs_type $pool] 1] }
+    return $netCache($pool)
 }
 
 # pool_views: a list of dicts session phase alive dead queue_depth inflight load.
@@ -253,11 +275,17 @@ proc ::skillpilot::pool_pick {pool args} {
 }
 
 # pool_submit: queue payload in the chosen session. Options: -affinity KEY
-# -kind tcl|sh -timeout SECONDS -cmd_id ID. Returns a dict session cmd_id name
+# -kind tcl|sh -timeout SECONDS -cmd_id ID -trace_id T -labels DICT (carried
+# into the result, events, status and report, as skillpilot::submit's). Returns a dict session cmd_id name
 # resume_cursor (that session's spool size before the command was queued, as
 # every master's submit reply: PROTOCOL.md section 19, "Cursors").
 proc ::skillpilot::pool_submit {pool payload args} {
-    set opts [dict merge {-affinity "" -kind tcl -timeout 0 -cmd_id ""} $args]
+    set opts [dict merge {-affinity "" -kind tcl -timeout 0 -cmd_id "" -trace_id "" -labels {}} $args]
+    set corr ""
+    if {[dict get $opts -trace_id] ne "" || [dict size [dict get $opts -labels]] > 0} {
+        poolimpl::need_correlation
+        set corr [::skillpilot::Correlation [dict get $opts -trace_id] [dict get $opts -labels]]
+    }
     set session [pool_pick $pool -affinity [dict get $opts -affinity]]
     set sdir [poolimpl::member $pool $session]
     set id [dict get $opts -cmd_id]
@@ -266,6 +294,7 @@ proc ::skillpilot::pool_submit {pool payload args} {
     set json "\{\"protocol_version\":1,\"cmd_id\":[poolimpl::json_str $id],\"seq\":$seq,\"kind\":[poolimpl::json_str [dict get $opts -kind]],\"payload\":[poolimpl::json_str $payload]"
     if {[dict get $opts -timeout] > 0} { append json ",\"timeout_s\":[dict get $opts -timeout]" }
     if {[dict get $opts -affinity] ne ""} { append json ",\"affinity\":[poolimpl::json_str [dict get $opts -affinity]]" }
+    append json $corr
     append json ",\"submitter\":[poolimpl::json_str tcl-pool@[info hostname]:[pid]]\}"
     set name [format "cmd_%0*lld_%s.json" $::skillpilot::poolimpl::seqWidth $seq $id]
     set cursor [::skillpilot::fs::size $sdir log session.out]
@@ -304,14 +333,87 @@ proc ::skillpilot::pool_locate {pool where} {
     return [list $sdir $name]
 }
 
+# poolimpl::need_correlation loads skillpilot::Correlation when this file
+# was sourced alone (skillpilot_pool.tcl) rather than by package require.
+proc ::skillpilot::poolimpl::need_correlation {} {
+    if {[info commands ::skillpilot::Correlation] ne ""} return
+    set here [file dirname [info script]]
+    if {$here eq "" || ![file exists [file join $here json.tcl]]} { set here $::skillpilot::poolimpl::dir }
+    foreach f {json.tcl files.tcl skillpilot.tcl} { uplevel #0 [list source -encoding utf-8 [file join $here $f]] }
+}
+set ::skillpilot::poolimpl::dir [file dirname [file normalize [info script]]]
+
+# gone_message and claimed_dead_message: the words every master's pool
+# wait uses (PROTOCOL.md section 18.6).
+proc ::skillpilot::poolimpl::gone_message {id session} {
+    return "command $id: session $session is gone (its directory was deleted); no result will come"
+}
+proc ::skillpilot::poolimpl::claimed_dead_message {id session} {
+    return "command $id: claimed by $session, whose runner is gone; it gets its result (runner_restarted) when a runner starts on $session (master pool heal with respawn, or master launch)"
+}
+
+# poolimpl::stuck raises when the command at sdir/name can get no result
+# without help: {SKILLPILOT SESSION_MISSING} when its session directory is
+# gone, {SKILLPILOT RUNNER_NOT_ALIVE} when a dead session claimed it and
+# the pool does not respawn (pool.json), each with a -context dict
+# (cmd_id, session, and dir or reason). It returns why a command queued in
+# a dead session cannot move (no session of the pool is alive), which
+# pool_wait makes final after 10 s as the Go master does, or "".
+proc ::skillpilot::poolimpl::stuck {pool where sdir name} {
+    set session [file tail $sdir]
+    set id [dict get $where cmd_id]
+    if {![::skillpilot::fs::is_plain_dir $pool $session]} {
+        return -code error -level 2 -errorcode {SKILLPILOT SESSION_MISSING} \
+            -context [dict create cmd_id $id session $session dir $sdir] [gone_message $id $session]
+    }
+    if {[::skillpilot::fs::exists $sdir result $name]} { return "" }
+    if {[field [::skillpilot::fs::read_quiet $pool "" pool.json] respawn] eq "true"} { return "" }
+    set claimed [::skillpilot::fs::exists $sdir inflight $name]
+    if {!$claimed && ![::skillpilot::fs::exists $sdir queue $name] && ![::skillpilot::fs::exists $sdir moved $name]} { return "" }
+    set now [now $pool]
+    set v [view $pool $session $now]
+    if {![dict get $v dead]} { return "" }
+    if {$claimed} {
+        return -code error -level 2 -errorcode {SKILLPILOT RUNNER_NOT_ALIVE} \
+            -context [dict create cmd_id $id session $session reason [dict get $v why]] [claimed_dead_message $id $session]
+    }
+    foreach other [::skillpilot::pool_sessions $pool] {
+        if {$other ne $session && [dict get [view $pool $other $now] alive]} { return "" }
+    }
+    return "no live session in the pool to move it to"
+}
+
 # pool_wait: the result of a pool_submit command wherever it was moved, as
 # a dict: status cmd_id value exit_reason output_path, session_dir (where
 # it ran) and json (the whole result file). timeout_ms -1 waits forever.
+# As every master's pool wait (PROTOCOL.md section 18.6) it ends at once
+# with {SKILLPILOT SESSION_MISSING} when the session holding the command
+# was deleted and {SKILLPILOT RUNNER_NOT_ALIVE} when a dead session
+# claimed it and the pool does not respawn (after 10 s when it is queued
+# in a dead session and no session is alive to take it); {SKILLPILOT
+# wait_timeout} once timeout_ms has passed. Commands queued in a dead session are moved by the
+# Go master's heal (master pool heal --every, adapt), not here.
 proc ::skillpilot::pool_wait {pool where {timeout_ms -1}} {
     set deadline [expr {$timeout_ms < 0 ? -1 : [clock milliseconds] + $timeout_ms}]
+    set nextCheck [expr {[clock milliseconds] + 50}] ;# A short command's wait pays for no look (as Go's).
+    set stuckSince -1
     while 1 {
         lassign [pool_locate $pool $where] sdir name
         set r [::skillpilot::fs::read_quiet $sdir result $name]
+        if {$r eq "" && [clock milliseconds] >= $nextCheck} {
+            set nextCheck [expr {[clock milliseconds] + 1000}]
+            if {[catch {poolimpl::stuck $pool $where $sdir $name} why opts]} {
+                set r [::skillpilot::fs::read_quiet $sdir result $name]
+                if {$r eq ""} { return -options [dict incr opts -level] $why }
+            } elseif {$why eq ""} {
+                set stuckSince -1
+            } elseif {$stuckSince < 0} {
+                set stuckSince [clock milliseconds]
+            } elseif {[clock milliseconds] - $stuckSince > 10000} {
+                set id [dict get $where cmd_id]
+                return -code error -errorcode {SKILLPILOT RUNNER_NOT_ALIVE} -context [dict create cmd_id $id reason $why] "command $id: $why"
+            }
+        }
         if {$r ne ""} {
             set d [dict create session_dir $sdir json $r]
             foreach k {status cmd_id value exit_reason output_path} { dict set d $k [poolimpl::field $r $k] }

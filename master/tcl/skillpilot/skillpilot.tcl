@@ -27,6 +27,9 @@
 
 namespace eval ::skillpilot {
     variable version 1
+    # The version of SkillPilot (internal/version/VERSION, the one every
+    # binary and the Python package print; scripts/sync-version.sh).
+    variable release 1.0.0
     # Polling starts at 1 ms and doubles up to pollMs while nothing changes.
     variable pollMs 100
     # For its first spinUs microseconds a wait looks again at once (after

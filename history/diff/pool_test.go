@@ -1,0 +1,105 @@
+package diff_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/skillpilot/skillpilot/history"
+	"github.com/skillpilot/skillpilot/history/diff"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+type traced struct {
+	id, trace, payload, output string
+	submitted                  int // seconds after the run's start
+}
+
+// writeTraced makes a finished session of commands carrying trace ids.
+func writeTraced(t *testing.T, dir string, cmds []traced) *history.Session {
+	t.Helper()
+	for _, d := range []string{protocol.DirResult, protocol.DirArchive, protocol.DirOutput} {
+		os.MkdirAll(filepath.Join(dir, d), 0o700)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, c := range cmds {
+		name := protocol.CommandName(int64(i+1), c.id)
+		sum := sha256.Sum256([]byte(c.output))
+		sub := protocol.Time{Time: t0.Add(time.Duration(c.submitted) * time.Second)}
+		start := protocol.Time{Time: sub.Add(100 * time.Millisecond)}
+		res := protocol.Result{ProtocolVersion: 1, CmdID: c.id, Seq: int64(i + 1), Status: protocol.StatusOK, ExitReason: protocol.ReasonMarkerSeen,
+			StartTS: start, EndTS: protocol.Time{Time: start.Add(time.Millisecond)}, TraceID: c.trace,
+			Stats: protocol.Stats{Bytes: int64(len(c.output))}, OutputSHA256: hex.EncodeToString(sum[:]),
+			OutputPath: "output/" + protocol.OutputName(name), CommandPath: "archive/" + name}
+		rb, _ := json.Marshal(res)
+		cb, _ := json.Marshal(protocol.Command{CmdID: c.id, Seq: int64(i + 1), Kind: protocol.KindTcl, Payload: c.payload, TraceID: c.trace, SubmittedAt: sub})
+		for p, b := range map[string][]byte{"result/" + name: rb, "archive/" + name: cb, res.OutputPath: []byte(c.output)} {
+			if err := os.WriteFile(filepath.Join(dir, p), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s, err := history.Load(dir, history.Options{Payloads: true})
+	if err != nil || len(s.Warnings) > 0 {
+		t.Fatalf("%v %v", err, s.Warnings)
+	}
+	return s
+}
+
+// Two pool runs of the same flow: the same payload for two steps told
+// apart by trace id, run on other sessions and submitted in another
+// order. They pair by trace id, not by session or order, and agree
+// (issue 31.7); a payload-only pairing would cross them.
+func TestComparePoolRunsByTraceID(t *testing.T) {
+	base := t.TempDir()
+	runA := diff.Run{Dir: "A", Sessions: []*history.Session{
+		writeTraced(t, filepath.Join(base, "A", "s00"), []traced{{"a1", "flow/place", "report", "slack 1\n", 0}}),
+		writeTraced(t, filepath.Join(base, "A", "s01"), []traced{{"a2", "flow/route", "report", "slack 2\n", 1}}),
+	}}
+	runB := diff.Run{Dir: "B", Sessions: []*history.Session{
+		writeTraced(t, filepath.Join(base, "B", "s00"), []traced{{"b1", "flow/route", "report", "slack 2\n", 0}}),
+		writeTraced(t, filepath.Join(base, "B", "s01"), []traced{{"b2", "flow/place", "report", "slack 1\n", 1}}),
+	}}
+	r := diff.CompareRuns(runA, runB, diff.Options{})
+	if !r.Agree || r.Matched != 2 {
+		t.Fatalf("pool runs: %+v", r)
+	}
+	// Changed output of one step: the pair names the sessions and the trace.
+	runB.Sessions[1] = writeTraced(t, filepath.Join(base, "B2", "s01"), []traced{{"b2", "flow/place", "report", "slack 9\n", 1}})
+	r = diff.CompareRuns(runA, runB, diff.Options{})
+	if r.Agree || len(r.Differences) != 1 {
+		t.Fatalf("%+v", r)
+	}
+	p := r.Differences[0]
+	if p.A.TraceID != "flow/place" || p.B.TraceID != "flow/place" || p.A.Session != "s00" || p.B.Session != "s01" {
+		t.Errorf("pair %+v %+v", p.A, p.B)
+	}
+}
+
+// --mask replaces matches inside a line, where --ignore would drop the
+// whole line and with it what must still be compared (issue 31.7).
+func TestCompareMask(t *testing.T) {
+	base := t.TempDir()
+	a := writeTraced(t, filepath.Join(base, "a"), []traced{{"c1", "", "report", "at 10:00:01 slack 5\n", 0}})
+	b := writeTraced(t, filepath.Join(base, "b"), []traced{{"c1", "", "report", "at 11:30:02 slack 5\n", 0}})
+	c := writeTraced(t, filepath.Join(base, "c"), []traced{{"c1", "", "report", "at 11:30:02 slack 6\n", 0}})
+	mask := diff.Options{Mask: []*regexp.Regexp{regexp.MustCompile(`[0-9]{2}:[0-9]{2}:[0-9]{2}`)}}
+	if r := diff.CompareWith(a, b, diff.Options{}); r.Agree {
+		t.Errorf("without --mask the timestamps differ: %+v", r)
+	}
+	if r := diff.CompareWith(a, b, mask); !r.Agree {
+		t.Errorf("with --mask: %+v", r.Differences)
+	}
+	r := diff.CompareWith(a, c, mask)
+	if r.Agree || len(r.Differences) != 1 {
+		t.Fatalf("the rest of a masked line is compared: %+v", r)
+	}
+	if d := r.Differences[0].OutputDiff; !regexp.MustCompile(`\+at <masked> slack 6`).MatchString(d) {
+		t.Errorf("diff %q", d)
+	}
+}

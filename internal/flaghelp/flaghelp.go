@@ -1,0 +1,25 @@
+// Package flaghelp prints a flag set's defaults as every SkillPilot
+// binary's usage lines spell flags: with two dashes (--init, not -init).
+package flaghelp
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"regexp"
+)
+
+// flagLine is the start of a flag's line in flag.PrintDefaults' output.
+var flagLine = regexp.MustCompile(`(?m)^  -([A-Za-z0-9])`)
+
+// PrintDefaults writes fs's defaults to w as flag.PrintDefaults does, each
+// flag named with two dashes ("  --init FILE"). The flag package accepts
+// both forms; the usage lines and the README use two.
+func PrintDefaults(w io.Writer, fs *flag.FlagSet) {
+	var buf bytes.Buffer
+	out := fs.Output()
+	fs.SetOutput(&buf)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	_, _ = w.Write(flagLine.ReplaceAll(buf.Bytes(), []byte("  --$1"))) // A help on stdout or stderr: nothing to do on error.
+}
