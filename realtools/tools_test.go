@@ -126,6 +126,12 @@ func TestTclShells(t *testing.T) {
 			_, s := session(t, []string{"--init", init}, tool.argv...)
 			o := master.SubmitOptions{}
 
+			// The start-up leaves nothing at the global level a payload
+			// could collide with (a global v broke "gets stdin v($q)").
+			res, _ := run(t, s, "expr {[info exists ::v] || [info exists ::c] || [info exists ::l]}", o)
+			if value(res) != "0" {
+				t.Fatalf("the start-up left a global variable: %q", value(res))
+			}
 			res, out := run(t, s, "puts hello; expr 6*7", o)
 			must(t, "puts and value", res, out, protocol.StatusOK, "hello\n")
 			if value(res) != "42" {

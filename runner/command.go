@@ -68,6 +68,10 @@ type running struct {
 	lineSoFar []byte
 }
 
+// setPayloadSHA records the payload's hash, computed for cmd_begin, for
+// the result.
+func (c *running) setPayloadSHA(h string) { c.payloadSHA = h }
+
 // maxErrLine bounds the line kept for the error pattern and error.message.
 const maxErrLine = 4096
 
@@ -94,6 +98,14 @@ func (c *running) scanError(b []byte, ld *lineDriver) {
 			return
 		}
 		b = b[i+1:]
+	}
+}
+
+// checkLastLine checks an unfinished last line of output (no newline
+// before the done marker) against ld's error pattern.
+func (c *running) checkLastLine(ld *lineDriver) {
+	if len(c.lineSoFar) > 0 {
+		c.endLine(ld)
 	}
 }
 
@@ -758,7 +770,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		return
 	}
 	c := newRunning(cmd, name, r.clk.Now(), r.tool.startCount(), r.disk.spoolOffset(), out)
-	c.payloadSHA = payloadSHA
+	c.setPayloadSHA(payloadSHA)
 	if clamped {
 		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: cmd.CmdID, Seq: cmd.Seq, Detail: map[string]any{
 			"timeout_s": cmd.TimeoutS, "clamped_to_ms": timeout.Milliseconds()}})
@@ -918,8 +930,8 @@ func (r *Runner) finishByMarker() {
 		r.finish(status, reason, e, nil)
 		return
 	}
-	if ld, ok := r.drv.(*lineDriver); ok && len(c.lineSoFar) > 0 {
-		c.endLine(ld) // Its last line had no newline.
+	if ld, ok := r.drv.(*lineDriver); ok {
+		c.checkLastLine(ld)
 	}
 	status, e := c.markerOutcome(r.cfg.Kind == protocol.KindTcl)
 	r.finish(status, protocol.ReasonMarkerSeen, e, nil)

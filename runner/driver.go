@@ -71,16 +71,18 @@ type tclDriver struct{}
 // with iso8859-1 under LANG=C.UTF-8, printing "?" for what Latin-1 lacks)
 // gets utf-8 as its system encoding and on its standard channels when the
 // locale says UTF-8 (LC_ALL, else LC_CTYPE, else LANG), as tclsh sets
-// itself. stdout and stderr get -translation lf, so that together with the
+// itself. The start-up's own loops run in namespace ::__sp: a variable
+// left at the global level (v, c) would collide with a payload's. stdout
+// and stderr get -translation lf, so that together with the
 // terminal's ONLCR being off, output reaches the runner byte for byte.
 // run prints the begin line after a newline (the prompt may precede it)
 // and the done line after a newline the framer strips again.
 const tclBootstrap = `namespace eval ::__sp {variable vmax %d;variable out stdout;variable in stdin};` +
 	`if {[catch {fconfigure stdin}]} {catch {set ::__sp::in [open /dev/tty r]}};` +
 	`catch {set ::__sp::out [open /dev/tty w];fconfigure $::__sp::out -translation lf -encoding utf-8 -buffering none};` +
-	`set ::__sp::l {};foreach v {LC_ALL LC_CTYPE LANG} {if {[info exists ::env($v)]&&$::env($v) ne {}} {set ::__sp::l $::env($v);break}};` +
-	`if {[regexp -nocase {utf-?8} $::__sp::l]&&[encoding system] ne {utf-8}} {encoding system utf-8;foreach c {stdin stdout stderr} {catch {fconfigure $c -encoding utf-8}}};` +
-	`foreach c {stdout stderr} {catch {fconfigure $c -translation lf}};` +
+	`namespace eval ::__sp {variable l {};foreach v {LC_ALL LC_CTYPE LANG} {if {[info exists ::env($v)]&&$::env($v) ne {}} {set l $::env($v);break}};` +
+	`if {[regexp -nocase {utf-?8} $l]&&[encoding system] ne {utf-8}} {encoding system utf-8;foreach c {stdin stdout stderr} {catch {fconfigure $c -encoding utf-8}}};` +
+	`foreach c {stdout stderr} {catch {fconfigure $c -translation lf}}};` +
 	`set ::__sp::cfg [list -translation lf -encoding [fconfigure stdout -encoding] -buffering [fconfigure stdout -buffering]];` +
 	`proc ::__sp::ev {b p t} {` + tclPre + `set rc [catch {uplevel #0 [encoding convertfrom utf-8 [binary decode base64 $b]]} res];` + tclPost + `};` +
 	`proc ::__sp::src {f p t} {` + tclPre + `set rc [catch {uplevel #0 [list source -encoding utf-8 $f]} res];` + tclPost + `};` +
