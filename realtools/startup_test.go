@@ -62,8 +62,12 @@ func TestStartRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Status(t.Context()); err != nil {
+	ms, err := s.Status(t.Context())
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(ms.Reason, said) || !strings.Contains(ms.AliveReason, said) {
+		t.Fatalf("master status does not quote the tool: reason %q, alive %q", ms.Reason, ms.AliveReason)
 	}
 }
 
