@@ -156,7 +156,7 @@ func TestRunExpr(t *testing.T) {
 		t.Fatalf("value of %d bytes, truncated %v", len(v.Value), v.ValueTruncated)
 	}
 	// Bad input is a clear tool error.
-	if msg := callErr(t, cs, "run", map[string]any{"payload": "expr 1", "kind": "perl"}); !strings.Contains(msg, "kind") {
+	if msg := callErr(t, cs, "run", map[string]any{"payload": "expr 1", "kind": "Perl 5"}); !strings.Contains(msg, "kind") {
 		t.Errorf("bad kind: %s", msg)
 	}
 	if msg := callErr(t, cs, "wait", map[string]any{"cmd_id": "no-such-command"}); !strings.Contains(msg, "unknown cmd_id") ||
