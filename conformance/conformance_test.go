@@ -16,6 +16,12 @@ func TestMain(m *testing.M) {
 // TestConformance runs every scenario with every master against a real
 // runner on tclsh, on this host.
 func TestConformance(t *testing.T) {
+	Run(t, localEnv(t))
+}
+
+// localEnv is the environment of a run on this host: every master, a
+// runner on tclsh.
+func localEnv(t *testing.T) Env {
 	testenv.NeedTool(t, "tclsh", "tcl")
 	testenv.NeedTool(t, "python3", "python3")
 	testenv.NeedTool(t, "bash", "bash")
@@ -27,7 +33,7 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	Run(t, Env{Repo: repo, Bin: MakeBin(t), Self: self, RunnerRoot: t.TempDir()})
+	return Env{Repo: repo, Bin: MakeBin(t), Self: self, RunnerRoot: t.TempDir()}
 }
 
 // coreScenarios are the scenarios every master also passes against
@@ -41,16 +47,7 @@ var coreScenarios = []string{"outcomes", "submit_wait_run", "status", "cancel", 
 // runners on OpenSTA instead of tclsh.
 func TestConformanceOpenSTA(t *testing.T) {
 	testenv.NeedTool(t, "sta", "opensta")
-	testenv.NeedTool(t, "python3", "python3")
-	testenv.NeedTool(t, "tclsh", "tcl")
-	repo, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	Run(t, Env{Repo: repo, Bin: MakeBin(t), Self: self, RunnerRoot: t.TempDir(),
-		Tool: []string{"sta", "-no_splash"}, Only: coreScenarios})
+	e := localEnv(t)
+	e.Tool, e.Only = []string{"sta", "-no_splash"}, coreScenarios
+	Run(t, e)
 }
