@@ -51,6 +51,7 @@ class FakeRunner:
         self.hb_extra: Dict[str, Any] = {}  # More heartbeat fields (timestamp, current_output_bytes, ...).
         self.answer = answer or (lambda req: {"outcome": "accepted"})
         self._stop = threading.Event()
+        self._mu = threading.Lock()
         self._lock_fd = os.open(os.path.join(session_dir, "state", "runner.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         self._write_state()
@@ -73,9 +74,10 @@ class FakeRunner:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval / 5):
-            if self.beating and int(time.monotonic() / self.interval) != getattr(self, "_tick", None):
-                self._tick = int(time.monotonic() / self.interval)
-                self._beat()
+            with self._mu:  # hang() and kill() return with no beat under way.
+                if self.beating and int(time.monotonic() / self.interval) != getattr(self, "_tick", None):
+                    self._tick = int(time.monotonic() / self.interval)
+                    self._beat()
             for name in sorted(os.listdir(os.path.join(self.dir, "ctl"))):
                 if not name.startswith("req_"):
                     continue
@@ -118,14 +120,16 @@ class FakeRunner:
     def kill(self) -> None:
         """Die like kill -9: the heartbeat stops, the lock is freed, state
         still says idle."""
-        self.beating = False
+        with self._mu:
+            self.beating = False
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
 
     def hang(self) -> None:
         """Stop beating but keep the lock (a hung runner, or NFS)."""
-        self.beating = False
+        with self._mu:
+            self.beating = False
 
     def close(self) -> None:
         self._stop.set()
