@@ -216,6 +216,9 @@ func defaultOps(cfg writerConfig) writerOps {
 		place: func(tmp, dst string) error { return root.RenameNoReplace(root.relOf(tmp), root.relOf(dst)) },
 		move:  func(src, dst string) error { return root.Rename(root.relOf(src), root.relOf(dst)) },
 		mkdir: func(rel string) error {
+			if err := root.mayRecreate(rel); err != nil {
+				return err
+			}
 			if err := root.Mkdir(rel, 0o700); err != nil {
 				return err
 			}
