@@ -35,6 +35,9 @@ func (r *Runner) acquire() error {
 	lockPath := protocol.FileLock
 	if fi, err := r.root.Lstat(lockPath); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: %s is %s, not a regular file: remove it", ErrUntrusted, protocol.FileLock, fileKind(fi))
+	} else if st, ok := statOf(fi); err == nil && ok && st.Nlink > 1 {
+		return fmt.Errorf("%w: %s has %d links (a hard link to another file was planted there; the runner would lock and chmod it): remove it",
+			ErrUntrusted, protocol.FileLock, st.Nlink)
 	}
 	r.lock = r.root.newLock(lockPath, r.layout.fileMode())
 	locked, err := r.lock.TryLock()
@@ -96,6 +99,15 @@ func (r *Runner) acquire() error {
 // a hostname).
 func isRunnerHeartbeat(hb protocol.Heartbeat) bool {
 	return hb.ProtocolVersion >= 1 && hb.Counter > 0 && hb.Hostname != ""
+}
+
+// statOf returns the system's stat of fi, if it has one.
+func statOf(fi os.FileInfo) (*syscall.Stat_t, bool) {
+	if fi == nil {
+		return nil, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return st, ok
 }
 
 func (r *Runner) release() {
