@@ -213,7 +213,12 @@ func defaultOps(cfg writerConfig) writerOps {
 		},
 		write: func(f *os.File, b []byte) error { _, err := f.Write(b); return err },
 		sync:  func(f *os.File) error { return f.Sync() },
-		place: func(tmp, dst string) error { return root.RenameNoReplace(root.relOf(tmp), root.relOf(dst)) },
+		place: func(tmp, dst string) error {
+			if err := root.ownDir(protocol.DirResult); err != nil {
+				return err
+			}
+			return root.RenameNoReplace(root.relOf(tmp), root.relOf(dst))
+		},
 		move:  func(src, dst string) error { return root.Rename(root.relOf(src), root.relOf(dst)) },
 		mkdir: func(rel string) error {
 			if err := root.mayRecreate(rel); err != nil {

@@ -135,3 +135,29 @@ func sameFile(a, b os.FileInfo) bool { return fsq.SameFile(a, b) }
 
 // openDirFile opens the directory name as a file (fsq.Root.OpenDir).
 func (s *sessionRoot) openDirFile(name string) (*os.File, error) { return s.OpenDir(name) }
+
+// ownDir checks, just before a result is put into it, that the runner-only
+// directory d is still the runner's: owned by its user and writable by
+// nobody else. The heartbeat's layout check would see another user's
+// directory swapped in only at the next beat; meanwhile a runner running as
+// root (whose writes no mode stops) would put results into it. What stands
+// between this look and the rename is a window of one system call, not of
+// a heartbeat. A missing d is for the caller to handle (ENOENT).
+func (s *sessionRoot) ownDir(d string) error {
+	fi, err := s.Lstat(d)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s/ is %s, not a directory: remove it (the runner recreates it)", ErrUntrusted, d, fileKind(fi))
+	case ok && int(st.Uid) != runnerEUID():
+		return fmt.Errorf("%w: %s is owned by uid %d, not by the runner's uid %d: nothing is written into it; remove it (the runner recreates it) or chown it",
+			ErrUntrusted, s.abs(d), st.Uid, runnerEUID())
+	case fi.Mode()&0o022 != 0:
+		return fmt.Errorf("%w: %s is writable by others than the runner (mode %v): nothing is written into it; chmod go-w %s",
+			ErrUntrusted, s.abs(d), fi.Mode().Perm(), s.abs(d))
+	}
+	return nil
+}
