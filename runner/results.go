@@ -219,7 +219,7 @@ func defaultOps(cfg writerConfig) writerOps {
 			}
 			return root.RenameNoReplace(root.relOf(tmp), root.relOf(dst))
 		},
-		move:  func(src, dst string) error { return root.Rename(root.relOf(src), root.relOf(dst)) },
+		move: func(src, dst string) error { return root.Rename(root.relOf(src), root.relOf(dst)) },
 		mkdir: func(rel string) error {
 			if err := root.mayRecreate(rel); err != nil {
 				return err
