@@ -222,6 +222,17 @@ func TestLogFlagRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("symlink into tmp", func(t *testing.T) {
+		dir := newSession(t)
+		p := filepath.Join(t.TempDir(), "runner.log")
+		if err := os.Symlink(filepath.Join(dir, protocol.DirTmp, "runner.log"), p); err != nil {
+			t.Fatal(err)
+		}
+		code, stderr, started := runMainUntil(t, dir, nil, "--session", dir, "--log", p)
+		if started || code != ExitUsage || !strings.Contains(stderr, "--log") || !strings.Contains(stderr, "tmp/") {
+			t.Errorf("exit %d started %v; stderr:\n%s", code, started, stderr)
+		}
+	})
 	t.Run("hard link to meta.log", func(t *testing.T) {
 		dir := newSession(t)
 		p := filepath.Join(t.TempDir(), "runner.log")

@@ -43,6 +43,15 @@ func openLogFile(p, session string) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), abs)
+	// A symlink on the way (the last component included) may lead into
+	// the session: judge where the file really is, before anything is
+	// written to it.
+	if real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && filepath.IsAbs(real) {
+		if d, ok := sessionDirOf(filepath.Dir(real), session); ok {
+			f.Close()
+			return nil, fmt.Errorf("%s leads to %s, inside the session's %s/ directory, which belongs to the session: give a path outside the session's directories", p, real, d)
+		}
+	}
 	if err := checkLogFile(f, p, session); err != nil {
 		f.Close()
 		return nil, err
