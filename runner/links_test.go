@@ -94,35 +94,40 @@ func TestLinksBindMountOverDir(t *testing.T) {
 	}
 }
 
-// result/ replaced by another user's mode-000 directory under a root
-// runner with commands flowing: no result is written into it (root passes
-// its mode); the results wait, and come once result/ is the runner's again.
+// result/ or output/ replaced by another user's mode-000 directory under a
+// root runner with commands flowing: nothing is written into it (root
+// passes its mode); the commands and results wait, and come once the
+// directory is the runner's again.
 func TestLinksForeignResultDir(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (to chown a directory to another user), as CI has")
 	}
-	h := newHarness(t).start()
-	h.result(h.submit("expr 1"))
-	foreign := filepath.Join(h.dir, ".foreign")
-	must(t, os.Mkdir(foreign, 0o700))
-	must(t, os.Chown(foreign, 4242, 4242))
-	must(t, os.Chmod(foreign, 0))
-	res := filepath.Join(h.dir, protocol.DirResult)
-	must(t, unix.Renameat2(unix.AT_FDCWD, foreign, unix.AT_FDCWD, res, unix.RENAME_EXCHANGE))
-	var names []string
-	for i := 0; i < 5; i++ {
-		names = append(names, h.submit("expr 3"))
-	}
-	h.waitFor("phase error", func() bool { return h.state().Phase == protocol.PhaseError })
-	time.Sleep(5 * h.cfg.Heartbeat)
-	if ents, _ := os.ReadDir(res); len(ents) != 0 {
-		t.Fatalf("results written into another user's result/: %v", ents)
-	}
-	must(t, unix.Renameat2(unix.AT_FDCWD, foreign, unix.AT_FDCWD, res, unix.RENAME_EXCHANGE))
-	must(t, os.Remove(foreign))
-	for _, n := range names {
-		if r := h.result(n); r.Status != protocol.StatusOK {
-			t.Fatalf("%s: %+v", n, r)
-		}
+	for _, d := range []string{protocol.DirResult, protocol.DirOutput} {
+		t.Run(d, func(t *testing.T) {
+			h := newHarness(t).start()
+			h.result(h.submit("expr 1"))
+			foreign := filepath.Join(h.dir, ".foreign")
+			must(t, os.Mkdir(foreign, 0o700))
+			must(t, os.Chown(foreign, 4242, 4242))
+			must(t, os.Chmod(foreign, 0))
+			res := filepath.Join(h.dir, d)
+			must(t, unix.Renameat2(unix.AT_FDCWD, foreign, unix.AT_FDCWD, res, unix.RENAME_EXCHANGE))
+			var names []string
+			for i := 0; i < 5; i++ {
+				names = append(names, h.submit("puts x; expr 3"))
+			}
+			h.waitFor("phase error", func() bool { return h.state().Phase == protocol.PhaseError })
+			time.Sleep(5 * h.cfg.Heartbeat)
+			if ents, _ := os.ReadDir(res); len(ents) != 0 {
+				t.Fatalf("files written into another user's %s/: %v", d, ents)
+			}
+			must(t, unix.Renameat2(unix.AT_FDCWD, foreign, unix.AT_FDCWD, res, unix.RENAME_EXCHANGE))
+			must(t, os.Remove(foreign))
+			for _, n := range names {
+				if r := h.result(n); r.Status != protocol.StatusOK || h.output(n) != "x\n" {
+					t.Fatalf("%s: %+v", n, r)
+				}
+			}
+		})
 	}
 }
