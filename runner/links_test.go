@@ -131,3 +131,31 @@ func TestLinksForeignResultDir(t *testing.T) {
 		})
 	}
 }
+
+// A file bind-mounted over log/meta.log, log/session.out or
+// state/runner.lock before the runner starts: refused (it would append
+// through the mount, or run without a lock of the session's), and the
+// mounted file is untouched.
+func TestLinksBindMountOverFileAtStart(t *testing.T) {
+	for _, rel := range []string{protocol.FileMeta, protocol.FileSpool, protocol.FileLock} {
+		t.Run(strings.ReplaceAll(rel, "/", "_"), func(t *testing.T) {
+			h := newHarness(t)
+			h.noCheck = true
+			victim := filepath.Join(t.TempDir(), "victim")
+			must(t, os.WriteFile(victim, []byte("precious\n"), 0o644))
+			must(t, os.WriteFile(filepath.Join(h.dir, rel), nil, 0o600))
+			bindMount(t, victim, filepath.Join(h.dir, rel))
+			r, err := openGuarded(t, h.cfg)
+			if err == nil {
+				r.release()
+				t.Errorf("Open with a bind mount at %s succeeded", rel)
+			} else if !strings.Contains(err.Error(), rel) {
+				t.Errorf("Open: %v, want the reason naming %s", err, rel)
+			}
+			fi, _ := os.Stat(victim)
+			if b, _ := os.ReadFile(victim); string(b) != "precious\n" || fi.Mode().Perm() != 0o644 {
+				t.Errorf("the mounted file was changed: %q %v", b, fi.Mode())
+			}
+		})
+	}
+}

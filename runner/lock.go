@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"syscall"
 	"time"
@@ -35,6 +36,11 @@ func (r *Runner) acquire() error {
 	lockPath := protocol.FileLock
 	if fi, err := r.root.Lstat(lockPath); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: %s is %s, not a regular file: remove it", ErrUntrusted, protocol.FileLock, fileKind(fi))
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// A mount point (a bind mount over the lock or state/), state/
+		// swapped for a symlink: a lock taken there would not be the
+		// session's, and running without one would let a second runner in.
+		return fmt.Errorf("%w: %s cannot be used as the session's lock (%v): remove what is there", ErrUntrusted, protocol.FileLock, err)
 	} else if st, ok := statOf(fi); err == nil && ok && st.Nlink > 1 {
 		return fmt.Errorf("%w: %s has %d links (a hard link to another file was planted there; the runner would lock and chmod it): remove it",
 			ErrUntrusted, protocol.FileLock, st.Nlink)
