@@ -265,6 +265,11 @@ var (
 	ErrSymlink    = errors.New("fsq: refusing to follow a symlink")
 	ErrNotRegular = errors.New("fsq: not a regular file")
 	ErrTooLarge   = errors.New("fsq: file too large")
+	// ErrHardLink reports a file opened for writing, appending or a
+	// mode change that has more than one link: a hard link planted in
+	// the session to a file elsewhere. Nothing was written or changed
+	// through it.
+	ErrHardLink = errors.New("fsq: refusing a file with more than one hard link")
 )
 
 // writeVolatile is tmp + rename without fsync. The temp name is unique so

@@ -41,6 +41,8 @@ type Root struct {
 	dir      string // absolute session directory, for messages and the watcher
 	fd       int    // the session directory, opened once
 	dev, ino uint64 // its identity, to notice the path naming another directory
+	mnt      uint64 // its mount id (statx), when hasMnt: nothing on another mount is used (mount_linux.go)
+	hasMnt   bool
 
 	cleanup runtime.Cleanup // closes fd if the root is dropped without Close
 
@@ -119,6 +121,7 @@ func OpenRoot(dir string) (*Root, error) {
 		return nil, &os.PathError{Op: "stat", Path: dir, Err: err}
 	}
 	r := &Root{dir: dir, fd: fd, dev: st.Dev, ino: st.Ino}
+	r.mnt, r.hasMnt = mountID(fd)
 	// A root dropped without Close (a long-lived master's Session, whose
 	// waits may still run after it is done with) closes its directory
 	// when collected; every use of fd keeps the root alive meanwhile.
@@ -211,6 +214,9 @@ func (s *Root) symlinkErr(op, name string, err error) error {
 	if errors.Is(err, unix.ELOOP) {
 		return fmt.Errorf("%s: %w", s.Abs(name), ErrSymlink)
 	}
+	if errors.Is(err, unix.EXDEV) {
+		return &os.PathError{Op: op, Path: s.Abs(name), Err: mountErr(err)}
+	}
 	return &os.PathError{Op: op, Path: s.Abs(name), Err: err}
 }
 
@@ -233,7 +239,7 @@ func (s *Root) openDir(dir string, mode int) (int, error) {
 	if !noOpenat2.Load() {
 		fd, err := unix.Openat2(s.fd, dir, &unix.OpenHow{
 			Flags:   uint64(mode | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC),
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 		})
 		if err == nil || (!errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM)) {
 			return fd, err
@@ -259,6 +265,10 @@ func (s *Root) walk(dir string, mode int) (int, error) {
 			unix.Close(cur)
 		}
 		if err != nil {
+			return -1, err
+		}
+		if err := s.sameMount(fd); err != nil {
+			unix.Close(fd)
 			return -1, err
 		}
 		cur = fd
@@ -325,7 +335,7 @@ func (s *Root) openFd(name string, flag int, perm os.FileMode) (int, error) {
 	if dir, _, err := split(name); err == nil && dir != "" && !noOpenat2.Load() {
 		how := unix.OpenHow{
 			Flags:   uint64(flag | unix.O_NOFOLLOW | unix.O_CLOEXEC),
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 		}
 		if flag&(os.O_CREATE|unix.O_TMPFILE) != 0 {
 			how.Mode = uint64(perm.Perm())
@@ -352,9 +362,15 @@ func (s *Root) openFd(name string, flag int, perm os.FileMode) (int, error) {
 		for {
 			fd, err = unix.Openat(dfd, base, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
 			if !errors.Is(err, unix.EINTR) {
-				return err
+				break
 			}
 		}
+		if err == nil {
+			if err = s.sameMount(fd); err != nil {
+				unix.Close(fd)
+			}
+		}
+		return err
 	})
 	if err != nil {
 		return -1, err
@@ -378,11 +394,26 @@ func (s *Root) openRegular(name string, flag int, perm os.FileMode) (*os.File, e
 	if err == nil && !fi.Mode().IsRegular() {
 		err = fmt.Errorf("%s: %w (%s)", s.Abs(name), ErrNotRegular, FileType(fi))
 	}
+	if err == nil && flag&(os.O_WRONLY|os.O_RDWR) != 0 {
+		err = oneLink(s.Abs(name), fi)
+	}
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
+}
+
+// oneLink returns an error wrapping ErrHardLink unless fi, a regular file
+// about to be written or changed, has exactly one link. A session's files
+// are made by the runner and the masters, never linked: a second link is
+// someone's file elsewhere (or another session file) that a write would
+// reach.
+func oneLink(p string, fi os.FileInfo) error {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return fmt.Errorf("%s: %w (%d links): remove it", p, ErrHardLink, st.Nlink)
+	}
+	return nil
 }
 
 // OpenRegular is OpenRegular inside the session.
@@ -476,17 +507,16 @@ func (s *Root) CreateTemp(dir, prefix string, perm os.FileMode) (*os.File, error
 	}
 }
 
-// Lstat describes name without following a symlink.
+// Lstat describes name without following a symlink. A mount point at name
+// (a bind mount over a session directory) is an error wrapping ErrLayout.
 func (s *Root) Lstat(name string) (os.FileInfo, error) {
 	var fi os.FileInfo
 	err := s.at("lstat", name, func(dfd int, base string) error {
-		var st unix.Stat_t
-		if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		var st syscall.Stat_t
+		if err := s.lstatAt(dfd, base, &st); err != nil {
 			return err
 		}
-		// unix.Stat_t and syscall.Stat_t are the same kernel struct;
-		// callers (the trust checks) read the latter from Sys().
-		fi = newFileInfo(base, (*syscall.Stat_t)(unsafe.Pointer(&st)))
+		fi = newFileInfo(base, &st) // Callers (the trust checks) read a syscall.Stat_t from Sys().
 		return nil
 	})
 	return fi, err
@@ -500,7 +530,8 @@ func (s *Root) Mkdir(name string, perm os.FileMode) error {
 }
 
 // Chmod sets the mode of name (permission, setgid and sticky bits). A
-// symlink is refused, never followed.
+// symlink is refused, never followed; so is a file with more than one
+// link (ErrHardLink), whose other name may be anyone's file.
 func (s *Root) Chmod(name string, mode os.FileMode) error {
 	return s.at("chmod", name, func(dfd int, base string) error {
 		fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
@@ -508,6 +539,16 @@ func (s *Root) Chmod(name string, mode os.FileMode) error {
 			return err
 		}
 		defer unix.Close(fd)
+		if err := s.sameMount(fd); err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1 {
+			return fmt.Errorf("%w (%d links)", ErrHardLink, st.Nlink)
+		}
 		m := uint32(mode.Perm())
 		if mode&fs.ModeSetgid != 0 {
 			m |= unix.S_ISGID

@@ -159,7 +159,8 @@ func submitLocked(ctx context.Context, s *master.Session, d sched.Driver, x sche
 	if name == "" {
 		name = "sp-" + filepath.Base(s.Dir())
 	}
-	sub := sched.Submission{Script: jobPath(s, FileLaunchScript), Output: jobPath(s, FileLaunchOutput), Name: name, WorkDir: s.Dir(), Args: opts.SubmitArgs}
+	sub := sched.Submission{Script: jobPath(s, FileLaunchScript), Output: jobPath(s, FileLaunchOutput), Name: name, WorkDir: s.Dir(), Args: opts.SubmitArgs,
+		OpenOutput: func() (*os.File, error) { return appendOutput(s) }}
 	info.SubmitCommand = submitCommand(d, sub)
 	id, err := d.Submit(ctx, x, sub)
 	if err != nil {

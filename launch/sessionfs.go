@@ -124,6 +124,37 @@ func openOutput(s *master.Session) (*os.File, error) {
 	return r.OpenRegular(FileLaunchOutput)
 }
 
+// appendOutput opens state/launch.out for appending, created if missing,
+// for a driver that writes the job's output itself (sched.Local): through
+// the session's root, so a symlink there is refused (fsq.ErrSymlink), a
+// FIFO is never blocked on (fsq.ErrNotRegular) and a hard link to a file
+// elsewhere is never written through (fsq.ErrHardLink).
+func appendOutput(s *master.Session) (*os.File, error) {
+	r, err := s.Root()
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.OpenAppend(FileLaunchOutput, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// OpenAppend opened it without blocking; the job's writes must block.
+	if err := clearNonblock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// clearNonblock turns O_NONBLOCK off on f.
+func clearNonblock(f *os.File) error {
+	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err == nil {
+		_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+	}
+	return err
+}
+
 // lockLaunch takes the session's launch lock (an exclusive flock on
 // state/launch.lock, created if missing, a regular file only), trying
 // every 100 ms until ctx ends; the caller runs unlock.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -70,4 +72,45 @@ func TestLaunchFilesNotFollowed(t *testing.T) {
 			t.Errorf("launched with a symlinked lock: launch.json %v", err)
 		}
 	})
+	// state/launch.out planted as a symlink or a hard link to a file
+	// outside (issue 34, item 1): launch --via local refuses with the
+	// reason and writes nothing through it; no runner is started.
+	for _, kind := range []string{"symlink", "hard link"} {
+		t.Run("output "+kind, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "s")
+			for _, d := range protocol.Dirs {
+				if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			outside := filepath.Join(filepath.Dir(dir), "victim")
+			if err := os.WriteFile(outside, []byte("theirs\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			plant := os.Symlink
+			if kind == "hard link" {
+				plant = os.Link
+			}
+			if err := plant(outside, filepath.Join(dir, FileLaunchOutput)); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { killLaunched(t, dir) })
+			_, err := Launch(ctx(t), dir, Options{Via: "local", NoWait: true, RunnerArgs: []string{"--heartbeat", "200ms"}})
+			want := fsq.ErrSymlink
+			if kind == "hard link" {
+				want = fsq.ErrHardLink
+			}
+			if !errors.Is(err, want) || !strings.Contains(err.Error(), FileLaunchOutput) {
+				t.Errorf("Launch with %s at %s: %v, want %v naming the file", kind, FileLaunchOutput, err, want)
+			}
+			if _, err := ReadLaunch(dir); err == nil {
+				killLaunched(t, dir)
+				t.Errorf("a job was launched and recorded")
+			}
+			time.Sleep(300 * time.Millisecond) // A runner started anyway would have written by now.
+			if b, _ := os.ReadFile(outside); string(b) != "theirs\n" {
+				t.Errorf("written through the %s: %q", kind, b)
+			}
+		})
+	}
 }

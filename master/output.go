@@ -17,11 +17,28 @@ import (
 // Output reads up to n bytes (n <= 0: all) of the command's output file
 // from byte offset off. While the command runs the file grows (the runner
 // flushes it at least once per heartbeat); offsets are stable.
+//
+// Once the command has a result, Output never answers with fewer bytes
+// than the result says the file holds (stats.bytes): an output file that
+// is missing (deleted, or moved out of output/) or shorter is an error
+// naming it, not an empty or short success; where the result carries a
+// copy of the output (output_inline), the copy is served instead. Before
+// the result, a missing file is os.ErrNotExist (queued, or not started).
 func (c *Command) Output(off, n int64) ([]byte, error) {
-	f, err := c.s.openRegular(protocol.DirOutput+"/"+protocol.OutputName(c.Name), true)
+	name := protocol.DirOutput + "/" + protocol.OutputName(c.Name)
+	f, err := c.s.openRegular(name, true)
 	if errors.Is(err, os.ErrNotExist) {
 		if fc := c.forwarded(); fc != nil { // Moved by a pool: forward.go.
 			return fc.Output(off, n)
+		}
+		if res, rerr := c.Result(); rerr == nil && res != nil && res.Stats.Bytes > 0 {
+			if int64(len(res.OutputInline)) == res.Stats.Bytes {
+				return window(res.OutputInline, off, n), nil
+			}
+			if want := wantEnd(res, off, n); want > off {
+				return nil, fmt.Errorf("master: %s is gone (deleted or moved out of the session), and the result of %s says it held %d bytes: its output is not in this session any more",
+					c.s.path(name), c.ID, res.Stats.Bytes)
+			}
 		}
 	}
 	if err != nil {
@@ -35,7 +52,39 @@ func (c *Command) Output(off, n int64) ([]byte, error) {
 	if n > 0 {
 		r = io.LimitReader(f, n)
 	}
-	return io.ReadAll(r)
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return b, err
+	}
+	if res, rerr := c.Result(); rerr == nil && res != nil {
+		if want := wantEnd(res, off, n); off+int64(len(b)) < want {
+			return nil, fmt.Errorf("master: %s holds %d bytes, but the result of %s says %d: the rest is not in this session",
+				c.s.path(name), off+int64(len(b)), c.ID, res.Stats.Bytes)
+		}
+	}
+	return b, nil
+}
+
+// wantEnd is the offset up to which a read of n bytes (n <= 0: all) from
+// off must reach in an output file the result res describes.
+func wantEnd(res *protocol.Result, off, n int64) int64 {
+	end := res.Stats.Bytes
+	if n > 0 {
+		end = min(end, off+n)
+	}
+	return end
+}
+
+// window is b[off:off+n] (n <= 0: to the end), clamped to b.
+func window(b []byte, off, n int64) []byte {
+	if off >= int64(len(b)) {
+		return nil
+	}
+	b = b[off:]
+	if n > 0 && n < int64(len(b)) {
+		b = b[:n]
+	}
+	return b
 }
 
 // Follow copies the command's output to w from offset off as it is

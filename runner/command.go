@@ -952,6 +952,15 @@ func codeFor(s protocol.Status, reason protocol.ExitReason) string {
 // createOutput makes the output file from a spare (a rename) rather than
 // creating it on the critical path.
 func (r *Runner) createOutput(name string) (*os.File, error) {
+	// output/ swapped for another user's directory since the last
+	// heartbeat: the command waits in queue/ (unclaim) instead of writing
+	// its output there.
+	if err := r.root.ownDir(protocol.DirOutput); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errLayout, err)
+	}
 	f, err := r.disk.takeSpare()
 	if err == nil {
 		spare := r.root.relOf(f.Name())

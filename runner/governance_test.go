@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -337,55 +336,6 @@ func TestSecondRunnerRefused(t *testing.T) {
 	jsonUnmarshal(after, &s2)
 	if s1.SessionID != s2.SessionID {
 		t.Fatal("the refused runner changed state.json")
-	}
-}
-
-// state/runner.lock deleted (or state/ itself) under a live runner —
-// someone cleaning up "stale" lock files: the runner locks a new file at
-// that path, so masters still see it alive (their lock probe), a second
-// runner is still refused with exit 3 (and never kills the first one's
-// tool as "left over"), and a command still runs.
-func TestLockFileDeletedUnderRunner(t *testing.T) {
-	for _, what := range []string{protocol.FileLock, protocol.DirState} {
-		t.Run(what, func(t *testing.T) {
-			h := newHarness(t).start()
-			h.result(h.submit("expr 1"))
-			tool := h.state().ToolPID
-			if err := os.RemoveAll(filepath.Join(h.dir, what)); err != nil {
-				t.Fatal(err)
-			}
-			lockPath := filepath.Join(h.dir, protocol.FileLock)
-			h.waitFor("the lock file locked again", func() bool {
-				if _, err := os.Lstat(lockPath); err != nil {
-					return false // Probing must not create it for the runner.
-				}
-				probe := flock.New(lockPath, flock.SetFlag(os.O_RDONLY))
-				ok, err := probe.TryRLock()
-				if ok {
-					probe.Unlock()
-				}
-				return err == nil && !ok
-			})
-			p := startRunnerProc(t, "--session", h.dir)
-			if code := p.wait(t); code != ExitLocked {
-				t.Fatalf("second runner exit %d, want %d\n%s", code, ExitLocked, p.stderr)
-			}
-			if !pidAlive(tool) || h.state().ToolPID != tool {
-				t.Fatalf("the first runner's tool %d was killed", tool)
-			}
-			if r := h.result(h.submit("expr 2")); r.Status != protocol.StatusOK {
-				t.Fatalf("%+v", r)
-			}
-			n := 0
-			for _, e := range h.events() {
-				if e.Event == protocol.EvWarning && e.Detail["recreated"] == protocol.FileLock {
-					n++
-				}
-			}
-			if n != 1 {
-				t.Errorf("%d warning events recreated: %s, want 1", n, protocol.FileLock)
-			}
-		})
 	}
 }
 

@@ -62,7 +62,7 @@ func (l *layoutState) checkDir(root *sessionRoot, d string) error {
 // with one look at each. It returns those it created and the first
 // problem.
 func (l *layoutState) repair(root *sessionRoot) (created []string, err error) {
-	created, infos, err := ensureLayoutInfo(root, l.perms)
+	created, infos, err := ensureLayoutInfo(root, l.perms, root.mayRecreate)
 	if err == nil {
 		for i, d := range protocol.Dirs {
 			if infos[i] == nil { // Created just now: look at what is there.
@@ -130,14 +130,16 @@ func makeLayout(dir string) error {
 // modes, and reports which it created. It fails on a subdirectory it
 // cannot use: a symlink, a file, or one it cannot create.
 func ensureLayout(root *sessionRoot, p perms) (created []string, err error) {
-	created, _, err = ensureLayoutInfo(root, p)
+	created, _, err = ensureLayoutInfo(root, p, nil)
 	return created, err
 }
 
 // ensureLayoutInfo is ensureLayout that also returns what it saw of each
 // directory of protocol.Dirs (nil for one it created), so that the
-// heartbeat's trust checks need no second look.
-func ensureLayoutInfo(root *sessionRoot, p perms) (created []string, infos []os.FileInfo, err error) {
+// heartbeat's trust checks need no second look. A non-nil guard is asked
+// before each directory is made (sessionRoot.mayRecreate, while the runner
+// runs): its error is returned and nothing more is made.
+func ensureLayoutInfo(root *sessionRoot, p perms, guard func(d string) error) (created []string, infos []os.FileInfo, err error) {
 	infos = make([]os.FileInfo, len(protocol.Dirs))
 	for i, d := range protocol.Dirs {
 		fi, lerr := root.Lstat(d)
@@ -149,6 +151,11 @@ func ensureLayoutInfo(root *sessionRoot, p perms) (created []string, infos []os.
 			return created, infos, fmt.Errorf("%w: %s/ is %s, not a directory: remove it", ErrUntrusted, d, fileKind(fi))
 		case !errors.Is(lerr, fs.ErrNotExist):
 			return created, infos, fmt.Errorf("runner: %s/: %w", d, lerr)
+		}
+		if guard != nil {
+			if err := guard(d); err != nil {
+				return created, infos, err
+			}
 		}
 		if err := root.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return created, infos, fmt.Errorf("runner: cannot create %s/: %w", d, err)
@@ -286,6 +293,11 @@ func checkSubdirInfo(root *sessionRoot, d string, fi os.FileInfo, p perms, euid 
 func (r *Runner) checkLayout() {
 	if err := r.root.Moved(); err != nil {
 		r.setLayoutErr(fmt.Errorf("runner: %w", err))
+		return
+	}
+	if why := r.root.lockGone(); why != "" { // An rm -rf under way: stop, make nothing.
+		r.checkSessionLost()
+		r.setLayoutErr(fmt.Errorf("runner: %s", why))
 		return
 	}
 	// One look at each directory serves both the repair and the trust

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"syscall"
 	"time"
@@ -35,6 +36,14 @@ func (r *Runner) acquire() error {
 	lockPath := protocol.FileLock
 	if fi, err := r.root.Lstat(lockPath); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: %s is %s, not a regular file: remove it", ErrUntrusted, protocol.FileLock, fileKind(fi))
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// A mount point (a bind mount over the lock or state/), state/
+		// swapped for a symlink: a lock taken there would not be the
+		// session's, and running without one would let a second runner in.
+		return fmt.Errorf("%w: %s cannot be used as the session's lock (%v): remove what is there", ErrUntrusted, protocol.FileLock, err)
+	} else if st, ok := statOf(fi); err == nil && ok && st.Nlink > 1 {
+		return fmt.Errorf("%w: %s has %d links (a hard link to another file was planted there; the runner would lock and chmod it): remove it",
+			ErrUntrusted, protocol.FileLock, st.Nlink)
 	}
 	r.lock = r.root.newLock(lockPath, r.layout.fileMode())
 	locked, err := r.lock.TryLock()
@@ -49,6 +58,9 @@ func (r *Runner) acquire() error {
 	}
 	if locked {
 		_ = r.root.Chmod(lockPath, r.layout.fileMode()) // Masters of a shared session probe it.
+		if fi, err := r.lock.Stat(); err == nil {
+			r.root.holdLock(fi) // From now on a lock file deleted or replaced stops the runner (lost.go).
+		}
 	}
 	hb, hbErr := readHeartbeat(r.root, protocol.FileHeartbeat)
 	ours := hbErr == nil && isRunnerHeartbeat(hb)
@@ -95,44 +107,13 @@ func isRunnerHeartbeat(hb protocol.Heartbeat) bool {
 	return hb.ProtocolVersion >= 1 && hb.Counter > 0 && hb.Hostname != ""
 }
 
-// keepLock runs on every heartbeat. If state/runner.lock was deleted or
-// replaced under the runner (someone cleaning up "stale" lock files, or
-// state/ deleted and recreated), the flock it holds is on a file nobody can
-// reach: masters probing the lock would judge the runner dead (status exit
-// 5, a stop refused) and a second runner could start. keepLock then locks
-// the file now at that path (creating it; anything but a regular file there
-// is removed, only the runner writes it) with a warning event. A lock it
-// cannot take now (a master probing it for microseconds) is retried at the
-// next heartbeat.
-func (r *Runner) keepLock() {
-	if r.lock == nil || !r.lock.Locked() {
-		return // flock is unavailable here: the heartbeat alone tells liveness.
+// statOf returns the system's stat of fi, if it has one.
+func statOf(fi os.FileInfo) (*syscall.Stat_t, bool) {
+	if fi == nil {
+		return nil, false
 	}
-	held, err := r.lock.Stat()
-	if err != nil {
-		return
-	}
-	lockPath := protocol.FileLock
-	cur, err := r.root.Lstat(lockPath)
-	if err == nil && sameFile(held, cur) {
-		return
-	}
-	if err == nil && !cur.Mode().IsRegular() {
-		_ = r.root.Remove(lockPath)
-	}
-	nl := r.root.newLock(lockPath, r.layout.fileMode())
-	if ok, err := nl.TryLock(); err != nil || !ok {
-		r.log.Warn("state/runner.lock was deleted or replaced; cannot lock the new one yet", "err", err)
-		r.root.loss.lockRefused(err == nil)
-		return
-	}
-	r.root.loss.lockRefused(false)
-	_ = r.root.Chmod(lockPath, r.layout.fileMode())
-	old := r.lock
-	r.lock = nl
-	_ = old.Unlock()
-	r.log.Warn("state/runner.lock was deleted or replaced; locked it again")
-	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": protocol.FileLock}})
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return st, ok
 }
 
 func (r *Runner) release() {

@@ -57,6 +57,9 @@ func plantedErr(rel string, err error) error {
 	if errors.Is(err, fsq.ErrSymlink) || errors.Is(err, fsq.ErrNotRegular) {
 		return fmt.Errorf("%w: %s is not a regular file (%v): only the runner writes there; remove it", ErrUntrusted, rel, err)
 	}
+	if errors.Is(err, fsq.ErrHardLink) {
+		return fmt.Errorf("%w: %s has another name (a hard link: %v): only the runner writes there; remove it", ErrUntrusted, rel, err)
+	}
 	return fmt.Errorf("runner: open %s: %w", rel, err)
 }
 

@@ -178,7 +178,6 @@ func (r *Runner) onBeat() {
 		return // Stopping: nothing more is looked at or written for the session.
 	}
 	r.checkLayout()
-	r.keepLock()
 	r.checkDiskRoom()
 	if r.pendingErr == nil && r.status.beatCount()%16 == 0 {
 		r.disk.remakeBallast()

@@ -21,23 +21,12 @@ func (e sessionLostError) Error() string        { return "runner: " + string(e) 
 func (e sessionLostError) Is(target error) bool { return target == ErrSessionLost }
 
 // lossWatch counts the heartbeats on which the session did not look like
-// this runner's any more. A directory that is gone or is another one is
-// certain at once; a path that cannot be looked at (an NFS hiccup) or a
-// lock another process holds (a master probes it for microseconds) must
-// stay so for two heartbeats in a row.
+// this runner's any more. A directory that is gone or is another one, and a
+// lock file deleted or replaced (sessionRoot.lockGone), are certain at
+// once; a path that cannot be looked at (an NFS hiccup) must stay so for
+// two heartbeats in a row.
 type lossWatch struct {
-	unsure     int // heartbeats in a row the session's path could not be looked at
-	lockMisses int // heartbeats in a row the lock at state/runner.lock was held by another
-}
-
-// lockRefused notes whether this heartbeat found the lock file at
-// state/runner.lock held by another process.
-func (l *lossWatch) lockRefused(held bool) {
-	if held {
-		l.lockMisses++
-	} else {
-		l.lockMisses = 0
-	}
+	unsure int // heartbeats in a row the session's path could not be looked at
 }
 
 // lostHeartbeats is how many heartbeats in a row an uncertain sign must
@@ -73,8 +62,8 @@ func (r *Runner) checkSessionLost() bool {
 	} else {
 		l.unsure = 0
 	}
-	if why == "" && l.lockMisses >= lostHeartbeats {
-		why = "another process holds state/runner.lock (a new runner serves this session)"
+	if why == "" {
+		why = r.root.lockGone()
 	}
 	if why == "" {
 		return false

@@ -57,9 +57,8 @@ func TestSessionDeletedOldRunnerStops(t *testing.T) {
 }
 
 // A runner whose lock file is replaced by one another process holds (a new
-// runner after state/ was cleaned up) stops within two heartbeats; a lock
-// file merely deleted is locked again, as before (TestLockDeletedRelocked
-// and friends).
+// runner after state/ was cleaned up) stops at its next heartbeat; so does
+// one whose lock file is merely deleted or replaced (TestGoneLockStopsRunner).
 func TestLockTakenOldRunnerStops(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	p := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")

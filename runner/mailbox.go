@@ -493,8 +493,11 @@ func (r *Runner) writeReply(name string, b []byte) error {
 	p := rel(protocol.DirAck, name)
 	err := r.root.WriteAtomic(p, b, 0o600, fsq.Volatile)
 	if errors.Is(err, os.ErrNotExist) {
-		// ctl/ack/ (or ctl/) was removed: made again as MkdirAll would.
-		if err = r.root.Mkdir(protocol.DirCtl, 0o700); err == nil || errors.Is(err, os.ErrExist) {
+		// ctl/ack/ (or ctl/) was removed: made again as MkdirAll would,
+		// unless the session is being removed (mayRecreate).
+		if err = r.root.mayRecreate(protocol.DirAck); err != nil {
+			// Not made again; retried below like any failure.
+		} else if err = r.root.Mkdir(protocol.DirCtl, 0o700); err == nil || errors.Is(err, os.ErrExist) {
 			err = r.root.Mkdir(protocol.DirAck, 0o700)
 		}
 		if err == nil || errors.Is(err, os.ErrExist) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // jobKind says where a result comes from; it decides the event the owner
@@ -213,9 +214,17 @@ func defaultOps(cfg writerConfig) writerOps {
 		},
 		write: func(f *os.File, b []byte) error { _, err := f.Write(b); return err },
 		sync:  func(f *os.File) error { return f.Sync() },
-		place: func(tmp, dst string) error { return root.RenameNoReplace(root.relOf(tmp), root.relOf(dst)) },
-		move:  func(src, dst string) error { return root.Rename(root.relOf(src), root.relOf(dst)) },
+		place: func(tmp, dst string) error {
+			if err := root.ownDir(protocol.DirResult); err != nil {
+				return err
+			}
+			return root.RenameNoReplace(root.relOf(tmp), root.relOf(dst))
+		},
+		move: func(src, dst string) error { return root.Rename(root.relOf(src), root.relOf(dst)) },
 		mkdir: func(rel string) error {
+			if err := root.mayRecreate(rel); err != nil {
+				return err
+			}
 			if err := root.Mkdir(rel, 0o700); err != nil {
 				return err
 			}
@@ -506,6 +515,11 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 	if j.kind == jobRun || j.kind == jobEarly {
 		res.TailPath = protocol.FileTail
 	}
+	if s.data == nil && j.kind == jobRun && j.out != nil && j.outErr == nil {
+		if err := w.keepOutput(j); err != nil {
+			return err // Retried: output/ is swapped for a symlink now, and will be back.
+		}
+	}
 	if j.outErr != nil && s.data == nil {
 		w.describeIncompleteOutput(j)
 	}
@@ -692,6 +706,103 @@ func (w *resultWriter) inlineOutput(j *resultJob) bool {
 		res.OutputInline = buf
 	}
 	return true
+}
+
+// keepOutput makes sure the output file the command wrote is the one at
+// its name in the session before its result says so. Someone may have
+// moved output/ elsewhere, or deleted it (or the file), while the command
+// printed: the runner then wrote into a file that is no longer the
+// session's, and its result would describe bytes the session does not
+// have. The file is then rebuilt in output/ from the descriptor the runner
+// still holds (what it wrote, byte for byte), with a warning event
+// (output_rebuilt); if that cannot be done (output/ cannot be made again:
+// mayRecreate), the result says plainly that the output is gone
+// (describeIncompleteOutput: io_error, stats of what the session holds).
+// A layout that is broken now (output/ swapped for a symlink) is returned
+// as an error: the commit is retried until the directory is back.
+func (w *resultWriter) keepOutput(j *resultJob) error {
+	root := w.cfg.root
+	held, err := j.out.Stat()
+	if err != nil {
+		return nil // Nothing to compare; the fsync reports a dead descriptor.
+	}
+	cur, err := root.Lstat(j.res.OutputPath)
+	switch {
+	case err == nil && sameFile(held, cur):
+		return nil
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("check the output file %s: %w", j.res.OutputPath, err)
+	}
+	f, err := w.rebuildOutput(j, held.Size())
+	if err != nil {
+		j.outErr = fmt.Errorf("the output file was moved or deleted out of %s/ while the command ran (%d bytes printed), and could not be put back: %w",
+			protocol.DirOutput, j.res.Stats.Bytes, err)
+		w.cfg.log.Error("an output file left the session and could not be rebuilt", "file", j.res.OutputPath, "err", err)
+		return nil
+	}
+	_ = j.out.Close() // The moved or deleted file: its bytes are in f.
+	j.out = f
+	w.cfg.log.Warn("an output file left the session while its command ran; rebuilt it from what the runner wrote", "file", j.res.OutputPath)
+	w.displaced = append(w.displaced, map[string]any{"output_rebuilt": j.res.OutputPath, "bytes": held.Size(),
+		"why": "the output file was moved or deleted out of output/ while the command ran"})
+	return nil
+}
+
+// rebuildOutput copies the size bytes the runner wrote into j.out (a file
+// no longer at its name) into a new file at j's output name, through tmp/
+// and a rename, and returns it open.
+func (w *resultWriter) rebuildOutput(j *resultJob, size int64) (*os.File, error) {
+	root := w.cfg.root
+	if _, err := root.Lstat(protocol.DirOutput); errors.Is(err, os.ErrNotExist) && !w.recreate(protocol.DirOutput) {
+		return nil, fmt.Errorf("%s/ is gone and was not made again: %w", protocol.DirOutput, root.mayRecreate(protocol.DirOutput))
+	}
+	src, err := readerOf(j.out)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	tmp, err := root.CreateTemp(protocol.DirTmp, ".output-", w.cfg.filePerm)
+	if err != nil {
+		return nil, err
+	}
+	tmpName := root.relOf(tmp.Name())
+	n, err := io.Copy(tmp, io.NewSectionReader(src, 0, size))
+	if err == nil && n != size {
+		err = fmt.Errorf("read %d of %d bytes back", n, size)
+	}
+	if err == nil {
+		err = chmodIfNeeded(tmp, w.cfg.filePerm)
+	}
+	if err == nil {
+		err = root.Rename(tmpName, j.res.OutputPath)
+	}
+	if err != nil {
+		tmp.Close()
+		root.RemoveOrLater(tmpName)
+		return nil, err
+	}
+	return tmp, nil
+}
+
+// readerOf opens the file f for reading: f itself where it was opened for
+// reading too (a spare), else anew through /proc (f may have no name left).
+func readerOf(f *os.File) (*os.File, error) {
+	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err == nil && fl&unix.O_ACCMODE == unix.O_RDWR {
+		fd, err := unix.Dup(int(f.Fd()))
+		if err == nil {
+			return os.NewFile(uintptr(fd), f.Name()), nil
+		}
+	}
+	return os.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+}
+
+// chmodIfNeeded gives f exactly perm (the umask may have narrowed it).
+func chmodIfNeeded(f *os.File, perm os.FileMode) error {
+	if fi, err := f.Stat(); perm == 0 || (err == nil && fi.Mode().Perm() == perm.Perm()) {
+		return nil
+	}
+	return f.Chmod(perm)
 }
 
 // describeIncompleteOutput rewrites a result whose output file could not

@@ -27,13 +27,18 @@ func (Local) Name() string { return "local" }
 // reaped, by job id.
 var exits sync.Map
 
-// Submit starts the script and returns its job id. The process is reaped by
+// Submit starts the script and returns its job id. The output is opened
+// with s.OpenOutput where set (a session's root), else by path. The process is reaped by
 // a goroutine of this process (so it never lingers as a zombie); when this
 // process exits first, init adopts it.
 func (Local) Submit(ctx context.Context, _ Exec, s Submission) (string, error) {
-	out, err := os.OpenFile(s.Output, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	open := s.OpenOutput
+	if open == nil {
+		open = func() (*os.File, error) { return os.OpenFile(s.Output, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600) }
+	}
+	out, err := open()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("sched: the job's output %s: %w", s.Output, err)
 	}
 	defer out.Close()
 	cmd := exec.Command("/bin/sh", append(append([]string{}, s.Args...), s.Script)...)

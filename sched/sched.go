@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -70,6 +71,11 @@ type Submission struct {
 	Name    string   // job name
 	WorkDir string   // working directory of the job
 	Args    []string // extra arguments for the submit command, before the script (--submit-arg)
+	// OpenOutput, when set, opens Output for a driver that writes it
+	// itself (Local): the session's own way to its file (through its
+	// root: no symlink followed, no FIFO blocked on, no hard link written
+	// through). Nil: Output is opened by path.
+	OpenOutput func() (*os.File, error)
 }
 
 // Driver submits, inspects and cancels jobs of one scheduler. Every method

@@ -142,7 +142,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	logTo := stderr
 	if *logFile != "" {
-		f, err := os.OpenFile(*logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		f, err := openLogFile(*logFile, cfg.Session)
 		if err != nil {
 			fmt.Fprintf(stderr, "runner: --log: %v\n", err)
 			return ExitUsage

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -235,4 +236,108 @@ func waitFile(t *testing.T, path string, stderr *logFile) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// runMainUntil runs Main in-process and returns its exit code and stderr
+// once it returns. A runner that was accepted and started serving instead
+// (its heartbeat appears in dir) is stopped and reported as started; one
+// that hangs before serving (blocked in open) is reported after a bound,
+// unblocked by unblock.
+func runMainUntil(t *testing.T, dir string, unblock func(), args ...string) (code int, stderr string, started bool) {
+	t.Helper()
+	var out, errw lockedBuilder
+	done := make(chan int, 1)
+	go func() { done <- Main(args, &out, &errw) }()
+	hb := filepath.Join(dir, protocol.FileHeartbeat)
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case code := <-done:
+			return code, errw.String(), false
+		case <-deadline:
+			t.Errorf("runner %v hangs at start", args)
+			if unblock != nil {
+				unblock() // Then it starts serving, and is stopped below.
+			}
+			started = true
+		case <-time.After(20 * time.Millisecond):
+			if _, err := os.Stat(hb); err == nil {
+				os.WriteFile(filepath.Join(dir, protocol.FileStop), []byte(`{"mode":"force"}`), 0o600)
+				return <-done, errw.String(), true
+			}
+		}
+	}
+}
+
+// runner --log (issue 34, item 7): a FIFO nobody reads never blocks the
+// start; a log inside the session's directories (tmp/, emptied at start;
+// log/meta.log, the event log) or a hard link to a session file is
+// refused with words, and the session file is left as it was.
+func TestLogFlagRefusals(t *testing.T) {
+	newSession := func(t *testing.T) string {
+		dir := filepath.Join(t.TempDir(), "s")
+		for _, d := range protocol.Dirs {
+			if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, protocol.FileMeta), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	t.Run("fifo without reader", func(t *testing.T) {
+		dir := newSession(t)
+		fifo := filepath.Join(t.TempDir(), "log.fifo")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		unblock := func() {
+			if f, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+				t.Cleanup(func() { f.Close() })
+			}
+		}
+		code, stderr, started := runMainUntil(t, dir, unblock, "--session", dir, "--log", fifo)
+		if started || code != ExitUsage || !strings.Contains(stderr, "FIFO") || !strings.Contains(stderr, "--log") {
+			t.Errorf("exit %d started %v; stderr:\n%s", code, started, stderr)
+		}
+	})
+	for _, rel := range []string{protocol.DirTmp + "/runner.log", protocol.FileMeta, protocol.FileSpool, protocol.DirLog + "/runner.log"} {
+		t.Run(rel, func(t *testing.T) {
+			dir := newSession(t)
+			p := filepath.Join(dir, rel)
+			code, stderr, started := runMainUntil(t, dir, nil, "--session", dir, "--log", p)
+			if started || code != ExitUsage || !strings.Contains(stderr, "--log") || !strings.Contains(stderr, "session") {
+				t.Errorf("exit %d started %v; stderr:\n%s", code, started, stderr)
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, protocol.FileMeta)); len(b) != 0 {
+				t.Errorf("log lines in the event log: %q", b)
+			}
+		})
+	}
+	t.Run("symlink into tmp", func(t *testing.T) {
+		dir := newSession(t)
+		p := filepath.Join(t.TempDir(), "runner.log")
+		if err := os.Symlink(filepath.Join(dir, protocol.DirTmp, "runner.log"), p); err != nil {
+			t.Fatal(err)
+		}
+		code, stderr, started := runMainUntil(t, dir, nil, "--session", dir, "--log", p)
+		if started || code != ExitUsage || !strings.Contains(stderr, "--log") || !strings.Contains(stderr, "tmp/") {
+			t.Errorf("exit %d started %v; stderr:\n%s", code, started, stderr)
+		}
+	})
+	t.Run("hard link to meta.log", func(t *testing.T) {
+		dir := newSession(t)
+		p := filepath.Join(t.TempDir(), "runner.log")
+		if err := os.Link(filepath.Join(dir, protocol.FileMeta), p); err != nil {
+			t.Fatal(err)
+		}
+		code, stderr, started := runMainUntil(t, dir, nil, "--session", dir, "--log", p)
+		if started || code != ExitUsage || !strings.Contains(stderr, "--log") {
+			t.Errorf("exit %d started %v; stderr:\n%s", code, started, stderr)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, protocol.FileMeta)); len(b) != 0 {
+			t.Errorf("log lines in the event log: %q", b)
+		}
+	})
 }

@@ -1,0 +1,95 @@
+package runner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// printSlowly prints lines 0..n-1, one per 100 ms.
+func printSlowly(n int) (payload, want string) {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "line %d of the output\n", i)
+	}
+	return fmt.Sprintf(`for {set i 0} {$i < %d} {incr i} {puts "line $i of the output"; flush stdout; after 100}`, n), b.String()
+}
+
+// waitOutputStarted waits until the command's output file holds bytes.
+func waitOutputStarted(h *harness, name string) {
+	p := filepath.Join(h.dir, protocol.DirOutput, protocol.OutputName(name))
+	h.waitFor("output in "+p, func() bool {
+		fi, err := os.Stat(p)
+		return err == nil && fi.Size() > 0
+	})
+}
+
+// output/ moved away or deleted while a command prints (issue 34, item 2):
+// no output is lost. The runner notices that the file it writes is no
+// longer the session's and rebuilds it in output/ from what it wrote; the
+// result describes the file in the session, byte for byte.
+func TestOutputMovedRebuilt(t *testing.T) {
+	for _, how := range []string{"mv", "rm -rf"} {
+		t.Run(how, func(t *testing.T) {
+			h := newHarness(t).start()
+			h.result(h.submit("expr 1"))
+			h.noCheck = true // Command 1's output goes with output/.
+			payload, want := printSlowly(10)
+			a := h.submit(payload)
+			waitOutputStarted(h, a)
+			out := filepath.Join(h.dir, protocol.DirOutput)
+			if how == "mv" {
+				must(t, os.Rename(out, filepath.Join(t.TempDir(), "moved")))
+			} else {
+				must(t, os.RemoveAll(out))
+			}
+			r := h.result(a)
+			if r.Status != protocol.StatusOK {
+				t.Fatalf("%+v %+v", r, r.Error)
+			}
+			b, err := os.ReadFile(filepath.Join(h.dir, r.OutputPath))
+			if err != nil || string(b) != want {
+				t.Fatalf("output in the session: %q %v, want %q", b, err, want)
+			}
+			sum := sha256.Sum256(b)
+			if r.Stats.Bytes != int64(len(want)) || r.OutputSHA256 != hex.EncodeToString(sum[:]) {
+				t.Errorf("result stats %+v sha %s", r.Stats, r.OutputSHA256)
+			}
+			if r := h.result(h.submit("puts after")); r.Status != protocol.StatusOK || h.output(h.submitted[len(h.submitted)-1]) != "after\n" {
+				t.Errorf("the next command: %+v", r)
+			}
+		})
+	}
+}
+
+// When the output cannot be put back (output/ moved away together with
+// archive/: two directories lost at once are not made again), the result
+// says plainly that it is gone: an io_error naming the file and the bytes
+// printed, never "ok" with bytes the session does not have.
+func TestOutputMovedGoneSaysSo(t *testing.T) {
+	h := newHarness(t).start()
+	h.result(h.submit("expr 1"))
+	h.noCheck = true
+	payload, want := printSlowly(10)
+	a := h.submit(payload)
+	waitOutputStarted(h, a)
+	out := filepath.Join(h.dir, protocol.DirOutput)
+	must(t, os.Rename(out, filepath.Join(t.TempDir(), "moved")))
+	must(t, os.RemoveAll(filepath.Join(h.dir, protocol.DirArchive)))
+	r := h.result(a)
+	if r.Status != protocol.StatusError || r.Error == nil || r.Error.Code != protocol.CodeIO ||
+		!strings.Contains(r.Error.Message, protocol.OutputName(a)) || !strings.Contains(r.Error.Message, fmt.Sprint(len(want))) {
+		t.Fatalf("result %+v %+v, want io_error saying the output is gone", r, r.Error)
+	}
+	if r.Stats.Bytes != 0 {
+		t.Errorf("the result claims %d bytes the session does not hold", r.Stats.Bytes)
+	}
+	must(t, os.Mkdir(filepath.Join(h.dir, protocol.DirArchive), 0o700))
+	h.waitFor("usable again", func() bool { return h.state().Phase == protocol.PhaseIdle })
+}
