@@ -14,6 +14,7 @@ import (
 
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )
 
@@ -132,6 +133,14 @@ func TestPoolLSFArray(t *testing.T) {
 		}
 	}
 	// The element of s01 dies: heal respawns s01 as a job of its own.
+	s1, _ := p.session("s01")
+	for st, _ := s1.Status(ctx(t)); !st.Alive; st, _ = s1.Status(ctx(t)) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	before, err := s1.ReadState()
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.mu.Lock()
 	_ = sched.Local{}.Cancel(ctx(t), nil, f.jobs["77[2]"], true)
 	f.mu.Unlock()
@@ -152,8 +161,17 @@ func TestPoolLSFArray(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	s1, _ := p.session("s01")
-	for st, _ := s1.Status(ctx(t)); !st.Alive; st, _ = s1.Status(ctx(t)) {
+	// The respawned runner serves: its own state.json (a stop request is
+	// addressed to the session id it names; one read while the killed
+	// runner's state.json was still there went to the dead runner, and
+	// the new one rightly refused it as stale).
+	for {
+		st, err := s1.ReadState()
+		if err == nil && st.SessionID != before.SessionID && st.Phase == protocol.PhaseIdle {
+			if s, _ := s1.Status(ctx(t)); s.Alive {
+				break
+			}
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	s0, _ := p.session("s00")

@@ -41,6 +41,9 @@ type bootWatch struct {
 	rounds  int       // rounds judged as answered at the prompt
 	tries   int       // times the start-up was typed again
 	tail    []byte    // the last bootTail bytes printed
+	// idle: the last verdict was to wait, and only new output can change
+	// it: next has nothing to say until the tool prints again.
+	idle bool
 }
 
 func newBootWatch(now time.Time) bootWatch { return bootWatch{typedAt: now} }
@@ -56,7 +59,7 @@ func (w *bootWatch) output(b []byte, now time.Time) {
 	if len(b) == 0 {
 		return
 	}
-	w.lastOut = now
+	w.lastOut, w.idle = now, false
 	w.since += len(b)
 	w.writes++
 	w.lines += bytes.Count(b, []byte{'\n'})
@@ -69,8 +72,13 @@ func (w *bootWatch) output(b []byte, now time.Time) {
 // quietFor is how long the current round waits for silence.
 func (w *bootWatch) quietFor() time.Duration { return bootQuiet << min(w.tries, 6) }
 
-// next is when verdict may say something new.
+// next is when verdict may say something new; zero: not before the tool
+// prints again (a timer due in the past would wake the loop at once, for
+// ever).
 func (w *bootWatch) next() time.Time {
+	if w.idle {
+		return time.Time{}
+	}
 	last := w.typedAt
 	if w.lastOut.After(last) {
 		last = w.lastOut
@@ -93,14 +101,12 @@ func (w *bootWatch) atPrompt() bool {
 // bit by bit since (progress dots), or whose last line is whole, is still
 // starting: nothing is typed and nothing counts.
 func (w *bootWatch) verdict(now time.Time) bootVerdict {
-	if now.Before(w.next()) {
+	if n := w.next(); n.IsZero() || now.Before(n) {
 		return bootWait
 	}
-	if !w.atPrompt() {
+	if !w.atPrompt() || (w.lines == 0 && w.writes > 1) { // Progress on one line, bit by bit.
+		w.idle = true
 		return bootWait
-	}
-	if w.lines == 0 && w.writes > 1 {
-		return bootWait // Progress on one line, bit by bit.
 	}
 	w.rounds++
 	if w.rounds >= bootRounds {

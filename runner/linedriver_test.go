@@ -129,10 +129,19 @@ func TestBootWatch(t *testing.T) {
 	if v := w.verdict(at(time.Hour)); v != bootWait {
 		t.Fatalf("silent tool: %v, want wait", v)
 	}
+	// Nothing to judge until it prints: no timer in the past (the owner
+	// loop would wake at once, for ever: a busy loop that starved the
+	// tool under load).
+	if n := w.next(); !n.IsZero() {
+		t.Fatalf("a silent tool's watch is due at %v, want never until it prints", n)
+	}
 	// A whole line, then silence: still starting.
 	w.output([]byte("checking out a licence\n"), at(time.Second))
 	if v := w.verdict(at(time.Hour)); v != bootWait {
 		t.Fatalf("after a whole line: %v, want wait", v)
+	}
+	if n := w.next(); !n.IsZero() {
+		t.Fatalf("after a whole line the watch is due at %v, want never until it prints", n)
 	}
 	// Progress without a newline after the typing: still starting.
 	w = newBootWatch(t0)
