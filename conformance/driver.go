@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -486,7 +488,7 @@ func (d *driver) harness(st Step, args []string) {
 		})
 	case "files":
 		argN(2)
-		matches, err := filepath.Glob(filepath.Join(d.runnerDir, args[0]))
+		matches, err := listMatches(filepath.Join(d.runnerDir, args[0]))
 		if err != nil {
 			d.fail(st, "%v", err)
 		}
@@ -627,4 +629,31 @@ func (d *driver) dump() {
 		meta = meta[len(meta)-8000:]
 	}
 	t.Logf("meta.log (tail):\n%s", meta)
+}
+
+// listMatches is filepath.Glob for a pattern whose wildcards are in its
+// last element only, by reading the directory: on NFS a name the other
+// client removed can still answer a stat (Glob of a name without
+// wildcards) from this client's lookup cache, while a directory listing
+// is revalidated when the directory is opened (a master on client B
+// withdrew queue/X; the runner's client A still stat-ed X).
+func listMatches(pattern string) ([]string, error) {
+	dir, base := filepath.Split(pattern)
+	if _, err := filepath.Match(base, ""); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if ok, _ := filepath.Match(base, e.Name()); ok {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out, nil
 }
