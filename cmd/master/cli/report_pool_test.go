@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
+	"github.com/skillpilot/skillpilot/internal/testenv/browser"
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/internal/tracecheck"
 	"github.com/skillpilot/skillpilot/master"
@@ -68,5 +70,37 @@ func TestReportPoolTraceNoOverlap(t *testing.T) {
 	}
 	if !bytes.Contains(data, []byte(`"flow31 `)) {
 		t.Error("no slice named for its trace id")
+	}
+	checkInChromium(t, data, res)
+}
+
+// checkInChromium opens the trace in chromium's own trace engine (DevTools'
+// Performance panel) and checks that it draws every slice: each thread's
+// slices all placed, none dropped for overlapping, on as many threads as
+// tracecheck counted complete events in.
+func checkInChromium(t *testing.T, data []byte, res tracecheck.Result) {
+	t.Helper()
+	chromium := testenv.NeedTool(t, "chromium", "chromium")
+	b, err := browser.Start(chromium, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	threads, err := b.ParseTrace(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices := map[int]int{}
+	for _, th := range threads {
+		t.Logf("chromium: pid %d (%s) tid %d: %d slices, %d drawn", th.PID, th.Process, th.TID, th.Entries, th.Placed)
+		if th.Placed != th.Entries {
+			t.Errorf("chromium draws %d of the %d slices of pid %d tid %d", th.Placed, th.Entries, th.PID, th.TID)
+		}
+		slices[th.PID] += th.Entries
+	}
+	for pid, n := range res.Slices {
+		if slices[pid] < n {
+			t.Errorf("pid %d (%s): chromium kept %d slices, the trace has %d", pid, res.Names[pid], slices[pid], n)
+		}
 	}
 }

@@ -239,7 +239,7 @@ func (b *Browser) Eval(expr string, out any) error {
 		} `json:"result"`
 		ExceptionDetails json.RawMessage `json:"exceptionDetails"`
 	}
-	if err := b.call(b.session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}, &res); err != nil {
+	if err := b.call(b.session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": true}, &res); err != nil {
 		return err
 	}
 	if len(res.ExceptionDetails) > 0 {
