@@ -777,9 +777,19 @@ func (s *Root) SyncDir(name string) error {
 }
 
 // Revalidate is Revalidate inside the session (an open and a close,
-// which makes an NFS client revalidate the directory).
+// which makes an NFS client revalidate the directory). A directory that
+// this client has cached as absent (forward/, looked up by a master before
+// a mover on another client made it) cannot be opened until its parent is
+// revalidated: on ENOENT the parent is, up to the root, and the open tried
+// again. The root's own entry in its parent is not (an open of "." forces
+// the revalidation of the root's attributes, which is what matters).
 func (s *Root) Revalidate(name string) {
-	if fd, err := s.dirFd(name); err == nil {
+	fd, err := s.dirFd(name)
+	if errors.Is(err, fs.ErrNotExist) && name != "." && name != "" {
+		s.Revalidate(path.Dir(name))
+		fd, err = s.dirFd(name)
+	}
+	if err == nil {
 		unix.Close(fd)
 	}
 }
