@@ -40,7 +40,7 @@ func WriteAtomic(path string, data []byte, perm os.FileMode, d Durability) error
 		return err
 	}
 	if d == Durable {
-		return SyncDir(dir)
+		return syncDir(dir)
 	}
 	return nil
 }
@@ -89,41 +89,6 @@ func RenameNoReplace(src, dst string) error {
 	return nil
 }
 
-// OpenAppend opens path for appending, creating it with perm if missing. It
-// refuses to follow a symlink (ErrSymlink) and anything but a regular file
-// (ErrNotRegular), and never blocks on a FIFO planted at path.
-func OpenAppend(path string, perm os.FileMode) (*os.File, error) {
-	f, err := CreateFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%s: %w", path, ErrSymlink)
-		}
-		if fi, lerr := os.Lstat(path); lerr == nil && !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, fileType(fi.Mode())) // ENXIO: a FIFO without reader.
-		}
-		return nil, err
-	}
-	if err := checkRegular(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
-// CreateNew creates path exclusively (O_EXCL, so a symlink or any file
-// already there is never followed or truncated). If something is in the
-// way it is removed first: callers use it in directories only they write.
-func CreateNew(path string, perm os.FileMode) (*os.File, error) {
-	f, err := CreateFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if errors.Is(err, os.ErrExist) {
-		if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			return nil, rerr
-		}
-		f, err = CreateFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	}
-	return f, err
-}
-
 // checkRegular returns an error wrapping ErrNotRegular unless f is a
 // regular file.
 func checkRegular(f *os.File) error {
@@ -160,8 +125,8 @@ func fileType(m os.FileMode) string {
 // "a directory", ...).
 func FileType(fi os.FileInfo) string { return fileType(fi.Mode()) }
 
-// SyncDir fsyncs a directory so that renames and creations in it are durable.
-func SyncDir(dir string) error {
+// syncDir fsyncs a directory so that renames and creations in it are durable.
+func syncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -176,15 +141,7 @@ func SyncDir(dir string) error {
 	return err
 }
 
-// Claim renames src to dst. It reports false, nil when src no longer exists
-// (another process claimed it first, or it was withdrawn): losing that race
-// is not an error. ESTALE from a network filesystem is retried once and then
-// reported as a lost race if src is gone.
-func Claim(src, dst string) (bool, error) {
-	return claim(func() error { return os.Rename(src, dst) }, func() error { _, err := os.Lstat(dst); return err })
-}
-
-// claim is Claim's rule for any rename: rename renames, dstExists
+// claim is Root.Claim's rule for any rename: rename renames, dstExists
 // reports (nil) whether the destination exists.
 func claim(rename, dstExists func() error) (bool, error) {
 	for attempt := 0; ; attempt++ {
@@ -319,19 +276,6 @@ func Revalidate(dir string) {
 	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 		unix.Close(fd)
 	}
-}
-
-// TouchDir sets dir's modification time to the current time of the server
-// that holds it (UTIME_NOW; on NFS, SET_TO_SERVER_TIME). NFS v3 clients
-// detect directory changes by mtime, whose granularity on the server is
-// coarse: if a directory changes twice within one tick and a client looks
-// a name up in between, that client caches "absent" under an mtime that the
-// second change does not alter, and stays blind to the new name until the
-// directory changes again. Touching the directory a tick or more after a
-// change that others wait for ends that blindness.
-func TouchDir(dir string) error {
-	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
-	return unix.UtimesNanoAt(unix.AT_FDCWD, dir, now, 0)
 }
 
 // ReadNames lists a directory's entry names without stat'ing each entry

@@ -432,7 +432,7 @@ func (s *Root) OpenLog(name string, perm os.FileMode) (*Log, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return AdoptLog(f)
+	return adoptLog(f)
 }
 
 // ReadFile is ReadFile inside the session: at most limit bytes
@@ -670,7 +670,10 @@ func (s *Root) Rename(from, to string) error {
 // replaced (an error wrapping os.ErrExist says it exists).
 func (s *Root) RenameNoReplace(from, to string) error {
 	return s.at2("rename", from, to, func(ofd int, obase string, nfd int, nbase string) error {
-		err := unix.Renameat2(ofd, obase, nfd, nbase, unix.RENAME_NOREPLACE)
+		err := error(unix.EINVAL) // As where renameat2 is missing (NFS).
+		if !forceLink.Load() {
+			err = unix.Renameat2(ofd, obase, nfd, nbase, unix.RENAME_NOREPLACE)
+		}
 		switch {
 		case err == nil:
 			return nil
@@ -694,6 +697,10 @@ func (s *Root) RenameNoReplace(from, to string) error {
 		return nil
 	})
 }
+
+// forceLink makes RenameNoReplace take its link(2) fallback, as on NFS.
+// For tests.
+var forceLink atomic.Bool
 
 // Claim is Claim inside the session: it renames from to to and
 // reports false, nil when from no longer exists (a lost race).
@@ -937,26 +944,6 @@ func SameFile(a, b os.FileInfo) bool {
 	x, ok1 := a.Sys().(*syscall.Stat_t)
 	y, ok2 := b.Sys().(*syscall.Stat_t)
 	return ok1 && ok2 && x.Dev == y.Dev && x.Ino == y.Ino
-}
-
-// NewSpares is NewSpares in the session directory dir.
-func (s *Root) NewSpares(dir string, n int, perm os.FileMode) *Spares {
-	return NewSparesWith(n,
-		func() (*os.File, error) { return s.CreateTemp(dir, SparePrefix, perm) },
-		func(f *os.File) { s.RemoveOrLater(s.RelOf(f.Name())) })
-}
-
-// RemoveSpares is RemoveSpares in the session directory dir.
-func (s *Root) RemoveSpares(dir string) {
-	names, err := s.ReadNames(dir)
-	if err != nil {
-		return
-	}
-	for _, n := range names {
-		if strings.HasPrefix(n, SparePrefix) {
-			_ = s.Remove(dir + "/" + n) // Best effort: readers skip dot-files.
-		}
-	}
 }
 
 // Stat describes the session directory the root holds.
