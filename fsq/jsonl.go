@@ -20,6 +20,15 @@ type Log struct {
 	size int64 // end of the last complete line
 }
 
+// OpenLog is OpenLog inside the session.
+func (s *Root) OpenLog(name string, perm os.FileMode) (*Log, []byte, error) {
+	f, err := s.openRegular(name, os.O_RDWR|os.O_CREATE|os.O_APPEND, perm)
+	if err != nil {
+		return nil, nil, err
+	}
+	return adoptLog(f)
+}
+
 // adoptLog makes a Log of f, opened by Root.OpenLog (read-write, append,
 // checked to be a regular file), repairing a torn last line first; the
 // bytes removed are returned. The Log owns f from then on, and closes it

@@ -12,22 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Durability says how hard WriteAtomic works to survive a crash.
-type Durability int
-
-const (
-	// Durable fsyncs the file before the rename and the directory after it:
-	// after WriteAtomic returns, the new content survives a power loss.
-	Durable Durability = iota
-	// FileSynced fsyncs the file before the rename but not the directory: a
-	// crash leaves the old or the new file, never a torn one, but the rename
-	// itself may be lost.
-	FileSynced
-	// Volatile skips both fsyncs: readers still never see a partial file, but
-	// a crash of the machine may lose it. For previews and heartbeats.
-	Volatile
-)
-
 // WriteAtomic replaces path with data so that a concurrent reader sees the
 // old content or the new, never a mix. The temporary file is a dot-file in
 // the same directory (readers that skip dot-files never see it).
@@ -54,6 +38,47 @@ func WriteAtomic(path string, data []byte, perm os.FileMode, d Durability) error
 // FIFO planted there is replaced, never followed).
 func WriteAtomicVia(tmpDir, path string, data []byte, perm os.FileMode) error {
 	return writeVolatile(tmpDir, path, data, perm)
+}
+
+// writeVolatile is tmp + rename without fsync. The temp name is unique so
+// that concurrent writers (masters on several hosts) never share one.
+// tmpDir is where the temporary file is made.
+func writeVolatile(tmpDir, path string, data []byte, perm os.FileMode) error {
+	dir := tmpDir
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name()) // Best effort: a leftover dot-file is ignored by readers.
+	}
+	return err
+}
+
+// syncDir fsyncs a directory so that renames and creations in it are durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, syscall.EINVAL) { // Some filesystems cannot sync a directory.
+		return nil
+	}
+	return err
 }
 
 // RenameNoReplace renames src to dst unless dst exists, atomically: two
@@ -87,81 +112,6 @@ func RenameNoReplace(src, dst string) error {
 	}
 	_ = os.Remove(src) // dst holds the content; a leftover src is the caller's to sweep.
 	return nil
-}
-
-// checkRegular returns an error wrapping ErrNotRegular unless f is a
-// regular file.
-func checkRegular(f *os.File) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: %w (%s)", f.Name(), ErrNotRegular, fileType(fi.Mode()))
-	}
-	return nil
-}
-
-// fileType names the type of a file mode for messages.
-func fileType(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeSymlink != 0:
-		return "a symlink"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m.IsRegular():
-		return "a regular file"
-	}
-	return "an irregular file"
-}
-
-// FileType names the type of the file at fi for messages ("a FIFO",
-// "a directory", ...).
-func FileType(fi os.FileInfo) string { return fileType(fi.Mode()) }
-
-// syncDir fsyncs a directory so that renames and creations in it are durable.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if errors.Is(err, syscall.EINVAL) { // Some filesystems cannot sync a directory.
-		return nil
-	}
-	return err
-}
-
-// claim is Root.Claim's rule for any rename: rename renames, dstExists
-// reports (nil) whether the destination exists.
-func claim(rename, dstExists func() error) (bool, error) {
-	for attempt := 0; ; attempt++ {
-		err := rename()
-		switch {
-		case err == nil:
-			return true, nil
-		case errors.Is(err, os.ErrNotExist):
-			// On NFS a retried rename can report ENOENT although it
-			// succeeded: then dst exists and is ours.
-			if attempt > 0 && dstExists() == nil {
-				return true, nil
-			}
-			return false, nil
-		case errors.Is(err, syscall.ESTALE) && attempt == 0:
-			continue
-		default:
-			return false, fmt.Errorf("fsq: claim: %w", err)
-		}
-	}
 }
 
 // ReadFile reads at most limit+1 bytes of path without following a symlink
@@ -217,41 +167,17 @@ func OpenRegular(path string) (*os.File, error) {
 	return f, nil
 }
 
-// Errors of ReadFile.
-var (
-	ErrSymlink    = errors.New("fsq: refusing to follow a symlink")
-	ErrNotRegular = errors.New("fsq: not a regular file")
-	ErrTooLarge   = errors.New("fsq: file too large")
-	// ErrHardLink reports a file opened for writing, appending or a
-	// mode change that has more than one link: a hard link planted in
-	// the session to a file elsewhere. Nothing was written or changed
-	// through it.
-	ErrHardLink = errors.New("fsq: refusing a file with more than one hard link")
-)
-
-// writeVolatile is tmp + rename without fsync. The temp name is unique so
-// that concurrent writers (masters on several hosts) never share one.
-// tmpDir is where the temporary file is made.
-func writeVolatile(tmpDir, path string, data []byte, perm os.FileMode) error {
-	dir := tmpDir
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+// checkRegular returns an error wrapping ErrNotRegular unless f is a
+// regular file.
+func checkRegular(f *os.File) error {
+	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: %w (%s)", f.Name(), ErrNotRegular, fileType(fi.Mode()))
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name()) // Best effort: a leftover dot-file is ignored by readers.
-	}
-	return err
+	return nil
 }
 
 // CreateFile opens a regular file like os.OpenFile, without registering it
