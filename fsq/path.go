@@ -1,5 +1,12 @@
 package fsq
 
+// Functions by path, for what is not reached through a Root: a file the
+// user names on the command line (report --out), the history and preview
+// readers that read a session directory by path, tests that plant files
+// in a session. Each is its Root method's twin for one path, with the same
+// checks on the last element of the path only: a symlink in a directory
+// on the way is followed. Code that works inside a session uses Root.
+
 import (
 	"errors"
 	"fmt"
@@ -8,50 +15,40 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
 )
 
-// WriteAtomic replaces path with data so that a concurrent reader sees the
-// old content or the new, never a mix. The temporary file is a dot-file in
-// the same directory (readers that skip dot-files never see it).
+// WriteAtomic is Root.WriteAtomic by path: it replaces path with data
+// so that a concurrent reader sees the old content or the new, never a
+// mix, and gives it exactly perm. The temporary file is a dot-file in the
+// same directory (readers that skip dot-files never see it).
 func WriteAtomic(path string, data []byte, perm os.FileMode, d Durability) error {
-	dir := filepath.Dir(path)
-	if d == Volatile {
-		return writeVolatile(dir, path, data, perm)
-	}
-	if err := renameio.WriteFile(path, data, perm, renameio.WithTempDir(dir)); err != nil {
-		return err
-	}
-	if d == Durable {
-		return syncDir(dir)
-	}
-	return nil
+	return writeViaTemp(filepath.Dir(path), path, data, perm, d)
 }
 
-// WriteAtomicVia is WriteAtomic without fsync whose temporary file is
-// created in tmpDir (which must be on the same filesystem as path) rather
-// than beside path: a writer that is killed between the write and the
-// rename leaves its leftover in tmpDir, where its owner can sweep it, and
-// never in a directory that others list. The temporary file is created
-// with O_EXCL, and the rename replaces whatever is at path (a symlink or a
-// FIFO planted there is replaced, never followed).
+// WriteAtomicVia is Root.WriteAtomicVia by path: WriteAtomic, Volatile,
+// with the temporary file made in tmpDir (on the same filesystem as path)
+// rather than beside path. The rename replaces whatever is at path (a
+// symlink or a FIFO planted there is replaced, never followed).
 func WriteAtomicVia(tmpDir, path string, data []byte, perm os.FileMode) error {
-	return writeVolatile(tmpDir, path, data, perm)
+	return writeViaTemp(tmpDir, path, data, perm, Volatile)
 }
 
-// writeVolatile is tmp + rename without fsync. The temp name is unique so
-// that concurrent writers (masters on several hosts) never share one.
-// tmpDir is where the temporary file is made.
-func writeVolatile(tmpDir, path string, data []byte, perm os.FileMode) error {
-	dir := tmpDir
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+// writeViaTemp writes data to a new temporary file in tmpDir (O_EXCL,
+// under a name unique to this writer: masters on several hosts never
+// share one), gives it perm, fsyncs it unless d is Volatile, renames it
+// onto path and, if d is Durable, fsyncs path's directory.
+func writeViaTemp(tmpDir, path string, data []byte, perm os.FileMode, d Durability) error {
+	f, err := os.CreateTemp(tmpDir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(data)
 	if err == nil {
 		err = f.Chmod(perm)
+	}
+	if err == nil && d != Volatile {
+		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -61,8 +58,12 @@ func writeVolatile(tmpDir, path string, data []byte, perm os.FileMode) error {
 	}
 	if err != nil {
 		_ = os.Remove(f.Name()) // Best effort: a leftover dot-file is ignored by readers.
+		return err
 	}
-	return err
+	if d == Durable {
+		return syncDir(filepath.Dir(path))
+	}
+	return nil
 }
 
 // syncDir fsyncs a directory so that renames and creations in it are durable.
@@ -81,14 +82,9 @@ func syncDir(dir string) error {
 	return err
 }
 
-// RenameNoReplace renames src to dst unless dst exists, atomically: two
-// writers racing for dst cannot both succeed, and an existing dst is never
-// replaced. When dst exists the error wraps os.ErrExist. It uses
-// renameat2(RENAME_NOREPLACE) where the filesystem supports it and falls
-// back to link(2) plus unlink(2) elsewhere (NFS): link never replaces its
-// target either. A link retried by an NFS client may report EEXIST
-// although it succeeded; that case is recognised (dst is then src's inode)
-// and reported as success.
+// RenameNoReplace is Root.RenameNoReplace by path: it renames src to dst
+// unless dst exists (an error wrapping os.ErrExist), on NFS by link(2)
+// plus unlink(2). Only the runner's tests still use it.
 func RenameNoReplace(src, dst string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
 	switch {
@@ -114,9 +110,10 @@ func RenameNoReplace(src, dst string) error {
 	return nil
 }
 
-// ReadFile reads at most limit+1 bytes of path without following a symlink
-// in its last element (O_NOFOLLOW). It returns ErrTooLarge if the file holds
-// more than limit bytes, and an error wrapping ErrSymlink for a symlink.
+// ReadFile is Root.ReadFile by path: it reads at most limit+1 bytes of
+// path (ErrTooLarge if it holds more than limit), a regular file only
+// (ErrNotRegular), without blocking on a FIFO and without following a
+// symlink in its last element (ErrSymlink).
 func ReadFile(path string, limit int64) ([]byte, os.FileInfo, error) {
 	// O_NONBLOCK keeps a FIFO planted in queue/ from blocking the open;
 	// CreateFile keeps the file out of the poller.
@@ -148,10 +145,9 @@ func ReadFile(path string, limit int64) ([]byte, os.FileInfo, error) {
 	return buf, fi, nil
 }
 
-// OpenRegular opens a session file for reading as ReadFile does: without
-// following a symlink (ErrSymlink), without blocking on a FIFO, and only
-// if it is a regular file (ErrNotRegular). For files read in pieces
-// (output, the spool) rather than whole.
+// OpenRegular is Root.OpenRegular by path: it opens path for reading as
+// ReadFile does (no symlink in the last element, no blocking on a FIFO, a
+// regular file only).
 func OpenRegular(path string) (*os.File, error) {
 	f, err := CreateFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -192,20 +188,16 @@ func CreateFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// Revalidate opens and closes dir. On NFS this makes the client revalidate
-// the directory (close-to-open consistency), which discards cached negative
-// lookups: without it, a file that another host creates after this host
-// once looked it up stays invisible to stat and open for up to the
-// directory attribute timeout (30-60 s by default). Call it before looking
-// up a file another host may have just created. Locally it costs an open.
+// Revalidate is Root.Revalidate by path: it opens and closes dir, which
+// makes an NFS client revalidate it (drop its cached negative lookups).
 func Revalidate(dir string) {
 	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 		unix.Close(fd)
 	}
 }
 
-// ReadNames lists a directory's entry names without stat'ing each entry
-// (one getdents pass): what a queue scan needs, and no more.
+// ReadNames is Root.ReadNames by path: it lists a directory's entry names
+// without stat'ing each entry (one getdents pass).
 func ReadNames(dir string) ([]string, error) {
 	f, err := os.Open(dir)
 	if err != nil {
