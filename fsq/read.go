@@ -14,8 +14,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ReadFile is ReadFile inside the session: at most limit bytes
-// (ErrTooLarge beyond), a regular file only, never blocking on a FIFO.
+// ReadFile reads the file name whole, with its description, for files
+// read in one piece (a request, a result, state.json). It reads at most
+// limit+1 bytes: a file holding more than limit is ErrTooLarge, also when
+// it grows while being read. Only a regular file is read (ErrNotRegular),
+// and a FIFO planted at name does not block the open (O_NONBLOCK); a
+// symlink is ErrSymlink.
 //
 // It works on the bare descriptor (open, fstat, reads, close): no *os.File,
 // whose set-up costs a system call more per file.
@@ -62,7 +66,9 @@ func (s *Root) ReadFile(name string, limit int64) ([]byte, os.FileInfo, error) {
 	return buf, fi, nil
 }
 
-// OpenRegular is OpenRegular inside the session.
+// OpenRegular opens name for reading as ReadFile does (no symlink, no
+// blocking on a FIFO, a regular file only), for files read in pieces
+// (output, the spool) rather than whole.
 func (s *Root) OpenRegular(name string) (*os.File, error) {
 	return s.openRegular(name, os.O_RDONLY, 0)
 }
@@ -133,7 +139,8 @@ func (s *Root) Stat() (os.FileInfo, error) {
 	return newFileInfo(path.Base(s.dir), &st), nil
 }
 
-// Statfs describes the filesystem of the directory name.
+// Statfs describes the filesystem of the directory name (FSTypeOf names
+// it).
 func (s *Root) Statfs(name string, st *unix.Statfs_t) error {
 	f, err := s.OpenDir(name)
 	if err != nil {
@@ -143,8 +150,13 @@ func (s *Root) Statfs(name string, st *unix.Statfs_t) error {
 	return unix.Fstatfs(int(f.Fd()), st)
 }
 
-// Revalidate is Revalidate inside the session (an open and a close,
-// which makes an NFS client revalidate the directory).
+// Revalidate opens and closes the directory name. On NFS this makes the
+// client revalidate the directory (close-to-open consistency), which
+// discards cached negative lookups: without it, a file that another host
+// creates after this host once looked it up stays invisible to stat and
+// open for up to the directory attribute timeout (30-60 s by default).
+// Call it before looking up a file another host may have just created.
+// Locally it costs an open.
 func (s *Root) Revalidate(name string) {
 	if fd, err := s.dirFd(name); err == nil {
 		unix.Close(fd)

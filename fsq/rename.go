@@ -45,15 +45,23 @@ func (s *Root) at2(op, from, to string, fn func(ofd int, obase string, nfd int, 
 }
 
 // Rename renames from to to, replacing what is at to (a symlink there is
-// replaced, never followed).
+// replaced, never followed). A symlink or mount point on the way to either
+// name is an error wrapping ErrSymlink or ErrLayout.
 func (s *Root) Rename(from, to string) error {
 	return s.at2("rename", from, to, func(ofd int, obase string, nfd int, nbase string) error {
 		return unix.Renameat(ofd, obase, nfd, nbase)
 	})
 }
 
-// RenameNoReplace is RenameNoReplace inside the session: to is never
-// replaced (an error wrapping os.ErrExist says it exists).
+// RenameNoReplace renames from to to unless to exists, atomically: two
+// writers racing for to cannot both succeed, and an existing to (a
+// dangling symlink included) is never replaced; the error then wraps
+// os.ErrExist. It uses renameat2(RENAME_NOREPLACE) where the filesystem
+// supports it and falls back to link(2) plus unlink(2) elsewhere (NFS):
+// link never replaces its target either. A link retried by an NFS client
+// may report EEXIST although it succeeded; that case is recognised (to is
+// then from's inode) and reported as success. If the unlink of from fails
+// after the link, from is left for the caller to sweep.
 func (s *Root) RenameNoReplace(from, to string) error {
 	return s.at2("rename", from, to, func(ofd int, obase string, nfd int, nbase string) error {
 		err := error(unix.EINVAL) // As where renameat2 is missing (NFS).
@@ -88,25 +96,24 @@ func (s *Root) RenameNoReplace(from, to string) error {
 // For tests.
 var forceLink atomic.Bool
 
-// Claim is Claim inside the session: it renames from to to and
-// reports false, nil when from no longer exists (a lost race).
+// Claim moves from to to by rename, so that of several processes (on one
+// host or several) claiming the same file exactly one wins. It reports
+// false, nil when from no longer exists (another claimer won, or the file
+// was withdrawn): losing that race is not an error. ESTALE from a network
+// filesystem is retried once; a retried rename that reports ENOENT
+// although it succeeded (NFS) is recognised by to existing and reported
+// as a win.
 func (s *Root) Claim(from, to string) (bool, error) {
-	return claim(func() error { return s.Rename(from, to) }, func() error { _, err := s.Lstat(to); return err })
-}
-
-// claim is Root.Claim's rule for any rename: rename renames, dstExists
-// reports (nil) whether the destination exists.
-func claim(rename, dstExists func() error) (bool, error) {
 	for attempt := 0; ; attempt++ {
-		err := rename()
+		err := s.Rename(from, to)
 		switch {
 		case err == nil:
 			return true, nil
 		case errors.Is(err, os.ErrNotExist):
-			// On NFS a retried rename can report ENOENT although it
-			// succeeded: then dst exists and is ours.
-			if attempt > 0 && dstExists() == nil {
-				return true, nil
+			if attempt > 0 {
+				if _, err := s.Lstat(to); err == nil {
+					return true, nil
+				}
 			}
 			return false, nil
 		case errors.Is(err, syscall.ESTALE) && attempt == 0:

@@ -133,22 +133,29 @@ func (s *Root) RelOf(p string) string {
 	return "/" // Refused by split.
 }
 
-// ErrBadName reports a name the root refuses: absolute, empty, or with a
-// "." or ".." component.
-var ErrBadName = errors.New("runner: not a plain path inside the session") // Worded as when it was the runner's.
-
-// ErrLayout reports that a directory on the way to a name is not a plain
-// directory of the session (a symlink, a file, or a path leaving it): the
-// layout is broken, the operation was not done, and it is worth retrying
-// once the layout is fixed. It is not ErrSymlink, which says the file
-// itself is a symlink.
-var ErrLayout = errors.New("a session directory on the path is a symlink or not a directory; nothing was written through it")
-
-// Errors of ReadFile.
+// The errors a root's operations wrap (test with errors.Is): each says
+// what was refused, and that nothing was read, written or changed through
+// it.
 var (
-	ErrSymlink    = errors.New("fsq: refusing to follow a symlink")
+	// ErrBadName reports a name the root refuses: absolute, empty, or
+	// with a "." or ".." component.
+	ErrBadName = errors.New("runner: not a plain path inside the session") // Worded as when it was the runner's.
+	// ErrLayout reports that a directory on the way to a name is not a
+	// plain directory of the session (a symlink, a file, a mount point,
+	// or a path leaving it): the layout is broken, the operation was not
+	// done, and it is worth retrying once the layout is fixed. It is not
+	// ErrSymlink, which says the file itself is a symlink.
+	ErrLayout = errors.New("a session directory on the path is a symlink or not a directory; nothing was written through it")
+	// ErrSymlink reports a symlink at the last component of a name: it
+	// was not followed.
+	ErrSymlink = errors.New("fsq: refusing to follow a symlink")
+	// ErrNotRegular reports a FIFO, socket, device or directory where a
+	// regular file was to be read or written; it was not opened so as
+	// to block (O_NONBLOCK).
 	ErrNotRegular = errors.New("fsq: not a regular file")
-	ErrTooLarge   = errors.New("fsq: file too large")
+	// ErrTooLarge reports a file bigger than ReadFile's limit; no more
+	// than limit+1 bytes of it were read.
+	ErrTooLarge = errors.New("fsq: file too large")
 	// ErrHardLink reports a file opened for writing, appending or a
 	// mode change that has more than one link: a hard link planted in
 	// the session to a file elsewhere. Nothing was written or changed
@@ -293,7 +300,10 @@ func (s *Root) at(op, name string, fn func(dfd int, base string) error) error {
 
 // OpenFile opens name with flag (os.O_* flags) and perm. O_NOFOLLOW and
 // O_CLOEXEC are always added: a symlink at the last component is refused
-// too. The file is not registered with the runtime poller (see
+// too (ErrSymlink). Nothing else is added or checked: without O_NONBLOCK
+// or O_EXCL a FIFO planted at name blocks the open, and any type of file
+// is opened. OpenRegular, OpenAppend, OpenLog and CreateNew are the
+// checked opens. The file is not registered with the runtime poller (see
 // CreateFile).
 func (s *Root) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	fd, err := s.openFd(name, flag, perm)

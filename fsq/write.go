@@ -28,8 +28,13 @@ const (
 	Volatile
 )
 
-// WriteAtomic is WriteAtomic inside the session, with the same
-// durability levels: the temporary file is a dot-file beside name.
+// WriteAtomic replaces name with data so that a concurrent reader sees
+// the old content or the new, never a mix, and gives it exactly perm
+// (whatever the umask). The data goes to a new temporary file (O_EXCL)
+// that is renamed onto name: whatever is at name (a planted symlink or
+// FIFO included) is replaced, never followed or opened. The temporary
+// file is a dot-file beside name (readers that skip dot-files never see
+// it), removed on failure (RemoveOrLater). d says what is fsynced.
 func (s *Root) WriteAtomic(name string, data []byte, perm os.FileMode, d Durability) error {
 	dir, _, err := split(name)
 	if err != nil {
@@ -41,13 +46,17 @@ func (s *Root) WriteAtomic(name string, data []byte, perm os.FileMode, d Durabil
 	return s.writeAtomic(dir, name, data, perm, d)
 }
 
-// WriteAtomicVia is WriteAtomicVia inside the session: the temporary
-// file is created in tmpDir (O_EXCL, never through a symlink) and renamed
-// onto name, which is replaced, never followed. Not fsynced.
+// WriteAtomicVia is WriteAtomic, Volatile, with the temporary file made
+// in the directory tmpDir of the session rather than beside name: a
+// writer killed between the write and the rename leaves its leftover in
+// tmpDir, where its owner sweeps it, and never in a directory that others
+// list.
 func (s *Root) WriteAtomicVia(tmpDir, name string, data []byte, perm os.FileMode) error {
 	return s.writeAtomic(tmpDir, name, data, perm, Volatile)
 }
 
+// writeAtomic is WriteAtomic with the temporary file in tmpDir ("." is
+// the session directory itself).
 func (s *Root) writeAtomic(tmpDir, name string, data []byte, perm os.FileMode, d Durability) error {
 	_, base, err := split(name)
 	if err != nil {
@@ -114,8 +123,9 @@ func (s *Root) createTempTop(prefix string, perm os.FileMode) (*os.File, error) 
 	}
 }
 
-// CreateTemp creates a new file in dir named prefix + a random suffix
-// (O_EXCL), open for reading and writing.
+// CreateTemp creates a new file in the directory dir named prefix + a
+// random suffix (O_EXCL: nothing already there is opened), open for
+// reading and writing, with perm narrowed by the umask.
 func (s *Root) CreateTemp(dir, prefix string, perm os.FileMode) (*os.File, error) {
 	for i := 0; ; i++ {
 		f, err := s.OpenFile(dir+"/"+prefix+strconv.FormatUint(rand.Uint64(), 36), os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
@@ -125,8 +135,10 @@ func (s *Root) CreateTemp(dir, prefix string, perm os.FileMode) (*os.File, error
 	}
 }
 
-// CreateNew is CreateNew inside the session: name is created
-// exclusively; whatever is in the way is removed first.
+// CreateNew creates name exclusively (O_EXCL, so a symlink or any file
+// already there is never followed, opened or truncated), open for
+// writing. Whatever is in the way is removed first: callers use it in
+// directories only they write.
 func (s *Root) CreateNew(name string, perm os.FileMode) (*os.File, error) {
 	f, err := s.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if errors.Is(err, os.ErrExist) {
@@ -138,7 +150,10 @@ func (s *Root) CreateNew(name string, perm os.FileMode) (*os.File, error) {
 	return f, err
 }
 
-// OpenAppend is OpenAppend inside the session.
+// OpenAppend opens name for appending, creating it with perm if missing.
+// It refuses a symlink (ErrSymlink), anything but a regular file
+// (ErrNotRegular; a FIFO planted at name does not block the open) and a
+// file with more than one link (ErrHardLink).
 func (s *Root) OpenAppend(name string, perm os.FileMode) (*os.File, error) {
 	return s.openRegular(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, perm)
 }
@@ -184,7 +199,16 @@ func (s *Root) Chmod(name string, mode os.FileMode) error {
 	})
 }
 
-// TouchDir is TouchDir inside the session.
+// TouchDir sets the modification time of the directory name to the
+// current time of the server that holds it (UTIME_NOW; on NFS,
+// SET_TO_SERVER_TIME); a symlink at name is touched itself, never
+// followed. NFS v3 clients detect directory changes by mtime, whose
+// granularity on the server is coarse: if a directory changes twice
+// within one tick and a client looks a name up in between, that client
+// caches "absent" under an mtime that the second change does not alter,
+// and stays blind to the new name until the directory changes again.
+// Touching the directory a tick or more after a change that others wait
+// for ends that blindness.
 func (s *Root) TouchDir(name string) error {
 	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
 	return s.at("utimes", name, func(dfd int, base string) error {
@@ -192,7 +216,9 @@ func (s *Root) TouchDir(name string) error {
 	})
 }
 
-// SyncDir is SyncDir inside the session.
+// SyncDir fsyncs the directory name so that renames and creations in it
+// are durable. A filesystem that cannot sync a directory (EINVAL) is not
+// an error.
 func (s *Root) SyncDir(name string) error {
 	f, err := s.OpenDir(name)
 	if err != nil {
@@ -232,6 +258,8 @@ func (s *Root) RemoveAll(name string) error {
 	return err
 }
 
+// removeAllAt removes base in the directory dfd and, if it is a
+// directory, everything under it, opening each with O_NOFOLLOW.
 func removeAllAt(dfd int, base string) error {
 	err := unix.Unlinkat(dfd, base, 0)
 	if err == nil || errors.Is(err, unix.ENOENT) {
