@@ -83,6 +83,7 @@ func (s *Root) OpenRoot(name string) (*Root, error) {
 		return nil, &os.PathError{Op: "stat", Path: s.Abs(name), Err: err}
 	}
 	r := &Root{dir: s.Abs(name), fd: fd, dev: st.Dev, ino: st.Ino}
+	r.mnt, r.hasMnt = mountID(fd) // The same mount as s's (openDir crosses none).
 	r.cleanup = runtime.AddCleanup(r, func(fd int) { unix.Close(fd) }, fd)
 	return r, nil
 }

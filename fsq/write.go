@@ -251,7 +251,7 @@ func (s *Root) Remove(name string) error {
 // RemoveAll removes name and everything under it, never following a
 // symlink. A missing name is not an error.
 func (s *Root) RemoveAll(name string) error {
-	err := s.at("removeall", name, func(dfd int, base string) error { return removeAllAt(dfd, base) })
+	err := s.at("removeall", name, func(dfd int, base string) error { return s.removeAllAt(dfd, base) })
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -259,8 +259,9 @@ func (s *Root) RemoveAll(name string) error {
 }
 
 // removeAllAt removes base in the directory dfd and, if it is a
-// directory, everything under it, opening each with O_NOFOLLOW.
-func removeAllAt(dfd int, base string) error {
+// directory, everything under it, opening each with O_NOFOLLOW; it does
+// not descend into a directory on another mount (EXDEV).
+func (s *Root) removeAllAt(dfd int, base string) error {
 	err := unix.Unlinkat(dfd, base, 0)
 	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
@@ -275,12 +276,16 @@ func removeAllAt(dfd int, base string) error {
 		}
 		return err
 	}
+	if merr := s.sameMount(fd); merr != nil { // A bind mount: its tree is not the session's.
+		unix.Close(fd)
+		return merr
+	}
 	d := os.NewFile(uintptr(fd), base)
 	var first error
 	for {
 		names, rerr := d.Readdirnames(256)
 		for _, n := range names {
-			if e := removeAllAt(fd, n); e != nil && first == nil {
+			if e := s.removeAllAt(fd, n); e != nil && first == nil {
 				first = e
 			}
 		}
