@@ -387,6 +387,20 @@ func TestOpenRefusesPlantedFiles(t *testing.T) {
 	if _, err := r.OpenRegular("link"); !errors.Is(err, ErrSymlink) {
 		t.Errorf("OpenRegular(symlink): %v", err)
 	}
+	// A hard link to a file elsewhere is neither appended to nor chmodded.
+	os.Link(target, filepath.Join(dir, "hard"))
+	if _, err := r.OpenAppend("hard", 0o600); !errors.Is(err, ErrHardLink) {
+		t.Errorf("OpenAppend(hard link): %v", err)
+	}
+	if _, _, err := r.OpenLog("hard", 0o600); !errors.Is(err, ErrHardLink) {
+		t.Errorf("OpenLog(hard link): %v", err)
+	}
+	if err := r.Chmod("hard", 0o666); !errors.Is(err, ErrHardLink) {
+		t.Errorf("Chmod(hard link): %v", err)
+	}
+	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o600 {
+		t.Errorf("Chmod changed the linked file: %v", fi.Mode())
+	}
 	f, err := r.CreateNew("link", 0o600)
 	if err != nil {
 		t.Fatal(err)

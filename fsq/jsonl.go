@@ -20,7 +20,12 @@ type Log struct {
 	size int64 // end of the last complete line
 }
 
-// OpenLog is OpenLog inside the session.
+// OpenLog opens (creating it with perm if needed) the JSON Lines file
+// name. It refuses a symlink (ErrSymlink), anything but a regular file
+// (ErrNotRegular; a FIFO does not block the open) and a file with more
+// than one link (ErrHardLink). A last line that is not terminated by a
+// newline or not valid JSON (a torn append) is cut off; the bytes removed
+// are returned so the caller can report them.
 func (s *Root) OpenLog(name string, perm os.FileMode) (*Log, []byte, error) {
 	f, err := s.openRegular(name, os.O_RDWR|os.O_CREATE|os.O_APPEND, perm)
 	if err != nil {
