@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -172,15 +171,11 @@ type fileInfo struct {
 
 func newFileInfo(name string, st *syscall.Stat_t) *fileInfo { return &fileInfo{name: name, st: *st} }
 
-func (fi *fileInfo) Name() string { return fi.name }
-
-func (fi *fileInfo) Size() int64 { return fi.st.Size }
-
+func (fi *fileInfo) Name() string       { return fi.name }
+func (fi *fileInfo) Size() int64        { return fi.st.Size }
 func (fi *fileInfo) ModTime() time.Time { return time.Unix(fi.st.Mtim.Unix()) }
-
-func (fi *fileInfo) IsDir() bool { return fi.Mode().IsDir() }
-
-func (fi *fileInfo) Sys() any { return &fi.st }
+func (fi *fileInfo) IsDir() bool        { return fi.Mode().IsDir() }
+func (fi *fileInfo) Sys() any           { return &fi.st }
 
 // Mode converts the stat mode as package os does.
 func (fi *fileInfo) Mode() os.FileMode {
@@ -210,9 +205,6 @@ func (fi *fileInfo) Mode() os.FileMode {
 	}
 	return m
 }
-
-// The cast in Lstat relies on both packages' Stat_t being the kernel's.
-var _ = [1]struct{}{}[unsafe.Sizeof(unix.Stat_t{})-unsafe.Sizeof(syscall.Stat_t{})]
 
 // SameFile is os.SameFile for infos that may come from the root.
 func SameFile(a, b os.FileInfo) bool {
