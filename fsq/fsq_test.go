@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -26,20 +28,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// claimHelper claims every file it can from $SRC into $DST/<name> and
-// prints the names it won.
+// claimHelper claims, through a root on $DIR, every file it can from
+// queue/ into inflight/ and prints the names it won.
 func claimHelper() {
-	src, dst := os.Getenv("SRC"), os.Getenv("DST")
+	r, err := OpenRoot(os.Getenv("DIR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	for {
-		f, _ := os.Open(src)
-		names, _ := f.Readdirnames(-1)
-		f.Close()
+		names, _ := r.ReadNames("queue")
 		if len(names) == 0 {
 			return
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			ok, err := Claim(filepath.Join(src, n), filepath.Join(dst, n))
+			ok, err := r.Claim("queue/"+n, "inflight/"+n)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(1)
@@ -51,8 +55,8 @@ func claimHelper() {
 	}
 }
 
-// Several processes race to claim the same files by rename: each file is
-// won by exactly one of them, and losing is not an error.
+// Several processes race to claim the same files by rename (Root.Claim):
+// each file is won by exactly one of them, and losing is not an error.
 func TestClaimRaceBetweenProcesses(t *testing.T) {
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "queue"), filepath.Join(dir, "inflight")
@@ -66,7 +70,7 @@ func TestClaimRaceBetweenProcesses(t *testing.T) {
 	var cmds []*exec.Cmd
 	for p := 0; p < procs; p++ {
 		c := exec.Command(os.Args[0], "-test.run=^$")
-		c.Env = append(os.Environ(), "FSQ_CLAIM_HELPER=1", "SRC="+src, "DST="+dst)
+		c.Env = append(os.Environ(), "FSQ_CLAIM_HELPER=1", "DIR="+dir)
 		b := &bytes.Buffer{}
 		c.Stdout, c.Stderr = b, os.Stderr
 		if err := c.Start(); err != nil {
@@ -91,73 +95,124 @@ func TestClaimRaceBetweenProcesses(t *testing.T) {
 			t.Errorf("%s claimed %d times", n, c)
 		}
 	}
+	if names, _ := ReadNames(dst); len(names) != files {
+		t.Errorf("%d files in inflight/, want %d", len(names), files)
+	}
 }
 
+// A claim of a file that is gone is a lost race: false, and no error.
 func TestClaimLostRace(t *testing.T) {
-	dir := t.TempDir()
-	ok, err := Claim(filepath.Join(dir, "gone"), filepath.Join(dir, "x"))
+	r := openTestRoot(t, t.TempDir())
+	ok, err := r.Claim("gone", "x")
 	if ok || err != nil {
 		t.Fatalf("claim of a missing file: %v %v", ok, err)
 	}
 }
 
-// A reader polling the file while it is replaced never sees a mix.
+// openTestRoot opens a root on dir, closed when the test ends.
+func openTestRoot(t *testing.T, dir string) *Root {
+	t.Helper()
+	r, err := OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// A reader polling the file while it is replaced never sees a mix, and
+// no temporary file is left: by path (WriteAtomic) and through a root.
 func TestWriteAtomicNeverPartial(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "state.json")
-	a, b := bytes.Repeat([]byte("a"), 1<<16), bytes.Repeat([]byte("b"), 1<<17)
-	WriteAtomic(p, a, 0o600, Durable)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; i < 200; i++ {
-			d := []Durability{Durable, FileSynced, Volatile}[i%3]
-			if err := WriteAtomic(p, [][]byte{a, b}[i%2], 0o600, d); err != nil {
-				t.Error(err)
-				return
+	for _, via := range []string{"path", "root"} {
+		t.Run(via, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "state.json")
+			write := func(data []byte, d Durability) error { return WriteAtomic(p, data, 0o600, d) }
+			if via == "root" {
+				r := openTestRoot(t, dir)
+				write = func(data []byte, d Durability) error { return r.WriteAtomic("state.json", data, 0o600, d) }
 			}
-		}
-	}()
-	for {
-		select {
-		case <-done:
-			names, _ := os.ReadDir(dir)
-			if len(names) != 1 {
-				t.Errorf("temp files left: %v", names)
+			a, b := bytes.Repeat([]byte("a"), 1<<16), bytes.Repeat([]byte("b"), 1<<17)
+			if err := write(a, Durable); err != nil {
+				t.Fatal(err)
 			}
-			return
-		default:
-		}
-		got, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, a) && !bytes.Equal(got, b) {
-			t.Fatalf("read a partial file of %d bytes", len(got))
-		}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for i := 0; i < 100; i++ { // 100 by path, 100 through a root: as many as when there was one.
+					d := []Durability{Durable, FileSynced, Volatile}[i%3]
+					if err := write([][]byte{a, b}[i%2], d); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+			for {
+				select {
+				case <-done:
+					names, _ := os.ReadDir(dir)
+					if len(names) != 1 {
+						t.Errorf("temp files left: %v", names)
+					}
+					return
+				default:
+				}
+				got, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, a) && !bytes.Equal(got, b) {
+					t.Fatalf("read a partial file of %d bytes", len(got))
+				}
+			}
+		})
 	}
 }
 
+// ReadFile reads a regular file up to its limit, and refuses a bigger
+// file, a symlink, a directory and a FIFO (without blocking on it): by
+// path and through a root.
 func TestReadFile(t *testing.T) {
 	dir := t.TempDir()
-	p := filepath.Join(dir, "f")
-	os.WriteFile(p, []byte("hello"), 0o600)
-	if b, _, err := ReadFile(p, 5); err != nil || string(b) != "hello" {
-		t.Fatalf("%q %v", b, err)
+	os.WriteFile(filepath.Join(dir, "f"), []byte("hello"), 0o600)
+	os.Symlink(filepath.Join(dir, "f"), filepath.Join(dir, "l"))
+	os.Mkdir(filepath.Join(dir, "d"), 0o700)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if _, _, err := ReadFile(p, 4); err != ErrTooLarge {
-		t.Fatalf("limit: %v", err)
-	}
-	os.Symlink(p, filepath.Join(dir, "l"))
-	if _, _, err := ReadFile(filepath.Join(dir, "l"), 100); err == nil || !strings.Contains(err.Error(), "symlink") {
-		t.Fatalf("symlink: %v", err)
-	}
-	if _, _, err := ReadFile(dir, 100); err == nil {
-		t.Fatal("a directory was read")
+	r := openTestRoot(t, dir)
+	for _, via := range []string{"path", "root"} {
+		t.Run(via, func(t *testing.T) {
+			read := func(name string, limit int64) ([]byte, error) {
+				b, _, err := ReadFile(filepath.Join(dir, name), limit)
+				return b, err
+			}
+			if via == "root" {
+				read = func(name string, limit int64) ([]byte, error) {
+					b, _, err := r.ReadFile(name, limit)
+					return b, err
+				}
+			}
+			if b, err := read("f", 5); err != nil || string(b) != "hello" {
+				t.Fatalf("%q %v", b, err)
+			}
+			if _, err := read("f", 4); err != ErrTooLarge {
+				t.Errorf("limit: %v", err)
+			}
+			if _, err := read("l", 100); !errors.Is(err, ErrSymlink) {
+				t.Errorf("symlink: %v", err)
+			}
+			if _, err := read("d", 100); err == nil {
+				t.Error("a directory was read")
+			}
+			if _, err := read("fifo", 100); !errors.Is(err, ErrNotRegular) {
+				t.Errorf("FIFO: %v", err)
+			}
+		})
 	}
 }
 
-// Corruptions of the log's tail, each repaired at open.
+// Corruptions of the log's tail, each repaired when Root.OpenLog opens it.
 func TestLogRepair(t *testing.T) {
 	good := "{\"a\":1}\n{\"a\":2}\n"
 	for _, tc := range []struct {
@@ -170,9 +225,11 @@ func TestLogRepair(t *testing.T) {
 		{"only torn", "{\"a", "", "{\"a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "meta.log")
+			dir := t.TempDir()
+			r := openTestRoot(t, dir)
+			p := filepath.Join(dir, "meta.log")
 			os.WriteFile(p, []byte(tc.content), 0o600)
-			l, torn, err := OpenLog(p, 0o600)
+			l, torn, err := r.OpenLog("meta.log", 0o600)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +245,7 @@ func TestLogRepair(t *testing.T) {
 				t.Errorf("log = %q, want %q", got, want)
 			}
 			// Reopening a repaired log changes nothing.
-			l, torn, _ = OpenLog(p, 0o600)
+			l, torn, _ = r.OpenLog("meta.log", 0o600)
 			l.Close()
 			if len(torn) != 0 {
 				t.Errorf("second open repaired %q", torn)
@@ -254,61 +311,97 @@ func TestWatchInotifyAndPoll(t *testing.T) {
 	})
 }
 
-// RenameNoReplace never replaces an existing target, on every path.
+// RenameNoReplace never replaces an existing target (a file or a dangling
+// symlink), by path and through a root, on renameat2 and on the link(2)
+// fallback (ForceLink, as on NFS).
 func TestRenameNoReplace(t *testing.T) {
-	dir := t.TempDir()
-	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	os.WriteFile(a, []byte("new"), 0o600)
-	os.WriteFile(b, []byte("old"), 0o600)
-	if err := RenameNoReplace(a, b); !errors.Is(err, os.ErrExist) {
-		t.Fatalf("over an existing file: %v", err)
-	}
-	if got, _ := os.ReadFile(b); string(got) != "old" {
-		t.Fatalf("target replaced: %q", got)
-	}
-	os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "l"))
-	if err := RenameNoReplace(a, filepath.Join(dir, "l")); !errors.Is(err, os.ErrExist) {
-		t.Fatalf("over a dangling symlink: %v", err)
-	}
-	if err := RenameNoReplace(a, filepath.Join(dir, "c")); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(filepath.Join(dir, "c")); string(got) != "new" {
-		t.Fatalf("moved content %q", got)
-	}
-	if _, err := os.Lstat(a); !os.IsNotExist(err) {
-		t.Fatalf("source left behind: %v", err)
+	for _, via := range []string{"path", "root", "root-link"} {
+		t.Run(via, func(t *testing.T) {
+			dir := t.TempDir()
+			rename := func(a, b string) error { return RenameNoReplace(filepath.Join(dir, a), filepath.Join(dir, b)) }
+			if via != "path" {
+				r := openTestRoot(t, dir)
+				rename = r.RenameNoReplace
+			}
+			if via == "root-link" {
+				forceLink.Store(true)
+				defer forceLink.Store(false)
+			}
+			os.WriteFile(filepath.Join(dir, "a"), []byte("new"), 0o600)
+			os.WriteFile(filepath.Join(dir, "b"), []byte("old"), 0o600)
+			if err := rename("a", "b"); !errors.Is(err, os.ErrExist) {
+				t.Fatalf("over an existing file: %v", err)
+			}
+			if got, _ := os.ReadFile(filepath.Join(dir, "b")); string(got) != "old" {
+				t.Fatalf("target replaced: %q", got)
+			}
+			os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "l"))
+			if err := rename("a", "l"); !errors.Is(err, os.ErrExist) {
+				t.Fatalf("over a dangling symlink: %v", err)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "nowhere")); !os.IsNotExist(err) {
+				t.Fatalf("created through the symlink: %v", err)
+			}
+			if err := rename("a", "c"); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(filepath.Join(dir, "c")); string(got) != "new" {
+				t.Fatalf("moved content %q", got)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "a")); !os.IsNotExist(err) {
+				t.Fatalf("source left behind: %v", err)
+			}
+		})
 	}
 }
 
 // Files planted where a writer expects its own regular file are refused
-// without blocking (a FIFO) and without following (a symlink).
+// without blocking (a FIFO) and without following (a symlink); CreateNew
+// and WriteAtomicVia replace a planted symlink instead of writing through
+// it.
 func TestOpenRefusesPlantedFiles(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+	r := openTestRoot(t, dir)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	target := filepath.Join(dir, "target")
 	os.WriteFile(target, []byte("keep\n"), 0o600)
 	link := filepath.Join(dir, "link")
 	os.Symlink(target, link)
-	if _, err := OpenAppend(fifo, 0o600); !errors.Is(err, ErrNotRegular) {
+	if _, err := r.OpenAppend("fifo", 0o600); !errors.Is(err, ErrNotRegular) {
 		t.Errorf("OpenAppend(fifo): %v", err)
 	}
-	if _, err := OpenAppend(link, 0o600); !errors.Is(err, ErrSymlink) {
+	if _, err := r.OpenAppend("link", 0o600); !errors.Is(err, ErrSymlink) {
 		t.Errorf("OpenAppend(symlink): %v", err)
 	}
-	if _, _, err := OpenLog(fifo, 0o600); !errors.Is(err, ErrNotRegular) {
+	if _, _, err := r.OpenLog("fifo", 0o600); !errors.Is(err, ErrNotRegular) {
 		t.Errorf("OpenLog(fifo): %v", err)
 	}
-	if _, _, err := OpenLog(link, 0o600); !errors.Is(err, ErrSymlink) {
+	if _, _, err := r.OpenLog("link", 0o600); !errors.Is(err, ErrSymlink) {
 		t.Errorf("OpenLog(symlink): %v", err)
 	}
-	if _, _, err := ReadFile(fifo, 10); !errors.Is(err, ErrNotRegular) {
-		t.Errorf("ReadFile(fifo): %v", err)
+	if _, err := r.OpenRegular("fifo"); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("OpenRegular(fifo): %v", err)
 	}
-	f, err := CreateNew(link, 0o600)
+	if _, err := r.OpenRegular("link"); !errors.Is(err, ErrSymlink) {
+		t.Errorf("OpenRegular(symlink): %v", err)
+	}
+	// A hard link to a file elsewhere is neither appended to nor chmodded.
+	os.Link(target, filepath.Join(dir, "hard"))
+	if _, err := r.OpenAppend("hard", 0o600); !errors.Is(err, ErrHardLink) {
+		t.Errorf("OpenAppend(hard link): %v", err)
+	}
+	if _, _, err := r.OpenLog("hard", 0o600); !errors.Is(err, ErrHardLink) {
+		t.Errorf("OpenLog(hard link): %v", err)
+	}
+	if err := r.Chmod("hard", 0o666); !errors.Is(err, ErrHardLink) {
+		t.Errorf("Chmod(hard link): %v", err)
+	}
+	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o600 {
+		t.Errorf("Chmod changed the linked file: %v", fi.Mode())
+	}
+	f, err := r.CreateNew("link", 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,26 +413,120 @@ func TestOpenRefusesPlantedFiles(t *testing.T) {
 	if got, _ := os.ReadFile(link); string(got) != "mine" {
 		t.Errorf("CreateNew content %q", got)
 	}
-	// WriteAtomicVia replaces a planted symlink instead of writing through it.
-	os.Remove(link)
-	os.Symlink(target, link)
-	tmp := filepath.Join(dir, "tmp")
-	os.Mkdir(tmp, 0o700)
-	if err := WriteAtomicVia(tmp, link, []byte("x"), 0o600); err != nil {
+	// CreateNew creates exclusively: a file in the way is replaced by a
+	// new one, never opened.
+	f, err = r.CreateNew("link", 0o600)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := os.ReadFile(target); string(got) != "keep\n" {
-		t.Errorf("WriteAtomicVia wrote through a symlink: %q", got)
+	f.Close()
+	if got, err := os.ReadFile(link); err != nil || len(got) != 0 {
+		t.Errorf("CreateNew over a file: %q %v", got, err)
 	}
-	if names, _ := ReadNames(tmp); len(names) != 0 {
-		t.Errorf("temp files left in tmp: %v", names)
+	// WriteAtomicVia replaces a planted symlink instead of writing through
+	// it, by path and through the root, and leaves nothing in tmp/.
+	os.Mkdir(filepath.Join(dir, "tmp"), 0o700)
+	for _, via := range []string{"path", "root"} {
+		os.Remove(link)
+		os.Symlink(target, link)
+		write := func() error { return WriteAtomicVia(filepath.Join(dir, "tmp"), link, []byte("x"), 0o600) }
+		if via == "root" {
+			write = func() error { return r.WriteAtomicVia("tmp", "link", []byte("x"), 0o600) }
+		}
+		if err := write(); err != nil {
+			t.Fatal(via, err)
+		}
+		if got, _ := os.ReadFile(target); string(got) != "keep\n" {
+			t.Errorf("WriteAtomicVia (%s) wrote through a symlink: %q", via, got)
+		}
+		if fi, err := os.Lstat(link); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("WriteAtomicVia (%s) left %v %v", via, fi, err)
+		}
+		if names, _ := ReadNames(filepath.Join(dir, "tmp")); len(names) != 0 {
+			t.Errorf("temp files left in tmp (%s): %v", via, names)
+		}
 	}
 }
 
+// The filesystem under a root is named (Statfs, FSTypeOf); a test's
+// temporary directory is not a network filesystem.
 func TestFSType(t *testing.T) {
-	name, network, err := FSType(t.TempDir())
-	if err != nil || name == "" || network {
-		t.Fatalf("%s %v %v", name, network, err)
+	r := openTestRoot(t, t.TempDir())
+	var st unix.Statfs_t
+	if err := r.Statfs(".", &st); err != nil {
+		t.Fatal(err)
+	}
+	if name, network := FSTypeOf(&st); name == "" || network {
+		t.Fatalf("%s %v", name, network)
+	}
+}
+
+// Spares: a taken spare is an empty file under SparePrefix in its
+// directory; Close removes the spares not taken; RemoveSpares removes a
+// crashed process's spares and nothing else; a directory swapped for a
+// symlink gets no spare (nothing is made outside the session).
+func TestRootSpares(t *testing.T) {
+	dir := t.TempDir()
+	r := openTestRoot(t, dir)
+	os.Mkdir(filepath.Join(dir, "tmp"), 0o700)
+	sp := r.NewSpares("tmp", 3, 0o600)
+	f, err := sp.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != 0 || !fi.Mode().IsRegular() ||
+		filepath.Dir(f.Name()) != filepath.Join(dir, "tmp") || !strings.HasPrefix(filepath.Base(f.Name()), SparePrefix) {
+		t.Fatalf("spare %s: %v %v", f.Name(), fi, err)
+	}
+	f.WriteString("out")
+	f.Close()
+	if err := r.Rename(r.RelOf(f.Name()), "out"); err != nil {
+		t.Fatal(err)
+	}
+	sp.Close()
+	if names, _ := r.ReadNames("tmp"); len(names) != 0 {
+		t.Errorf("spares left after Close: %v", names)
+	}
+	for _, n := range []string{SparePrefix + "x", SparePrefix + "y", "keep"} {
+		os.WriteFile(filepath.Join(dir, "tmp", n), nil, 0o600)
+	}
+	r.RemoveSpares("tmp")
+	if names, _ := r.ReadNames("tmp"); len(names) != 1 || names[0] != "keep" {
+		t.Errorf("after RemoveSpares: %v", names)
+	}
+
+	outside := t.TempDir()
+	os.Symlink(outside, filepath.Join(dir, "away"))
+	sp = r.NewSpares("away", 2, 0o600)
+	defer sp.Close()
+	if f, err := sp.Take(); !errors.Is(err, ErrLayout) {
+		t.Errorf("a spare in a symlinked directory: %v %v", f, err)
+	}
+	if names, _ := ReadNames(outside); len(names) != 0 {
+		t.Errorf("spares made outside the session: %v", names)
+	}
+}
+
+// TouchDir sets a directory's modification time to now; on a symlink it
+// touches the link, never what it points to.
+func TestRootTouchDir(t *testing.T) {
+	dir := t.TempDir()
+	r := openTestRoot(t, dir)
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for _, n := range []string{"d", "target"} {
+		os.Mkdir(filepath.Join(dir, n), 0o700)
+		os.Chtimes(filepath.Join(dir, n), old, old)
+	}
+	os.Symlink(filepath.Join(dir, "target"), filepath.Join(dir, "l"))
+	if err := r.TouchDir("d"); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "d")); !fi.ModTime().After(old.Add(30 * time.Minute)) {
+		t.Errorf("mtime after TouchDir: %v", fi.ModTime())
+	}
+	r.TouchDir("l")
+	if fi, _ := os.Stat(filepath.Join(dir, "target")); !fi.ModTime().Equal(old) {
+		t.Errorf("TouchDir followed a symlink: target's mtime %v", fi.ModTime())
 	}
 }
 

@@ -18,19 +18,9 @@ var networkFS = map[int64]string{
 	0x73757245: "coda",
 }
 
-// FSType reports the filesystem under path and whether it is a network (or
-// FUSE) filesystem, on which inotify cannot be trusted.
-func FSType(path string) (name string, network bool, err error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return "", false, err
-	}
-	name, network = FSTypeOf(&st)
-	return name, network, nil
-}
-
-// FSTypeOf is FSType for a statfs(2) the caller made (of an open
-// directory, say).
+// FSTypeOf names the filesystem a statfs(2) describes (Root.Statfs of a
+// session directory, say) and reports whether it is a network (or FUSE)
+// filesystem, on which inotify does not see other hosts' changes.
 func FSTypeOf(st *unix.Statfs_t) (name string, network bool) {
 	if n, ok := networkFS[int64(st.Type)]; ok {
 		return n, true

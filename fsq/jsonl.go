@@ -3,12 +3,10 @@ package fsq
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
-	"syscall"
 )
 
 // Log is an append-only JSON Lines file. Every Append is one write(2) of a
@@ -22,31 +20,25 @@ type Log struct {
 	size int64 // end of the last complete line
 }
 
-// OpenLog opens (creating it with perm if needed) the JSON Lines file at
-// path. It refuses a symlink (ErrSymlink) or anything but a regular file
-// (ErrNotRegular), without blocking on a FIFO. A last line that is not
-// terminated by a newline or not valid JSON (a torn append) is cut off; the
-// bytes removed are returned so the caller can report them.
-func OpenLog(path string, perm os.FileMode) (*Log, []byte, error) {
-	f, err := CreateFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
+// OpenLog opens (creating it with perm if needed) the JSON Lines file
+// name. It refuses a symlink (ErrSymlink), anything but a regular file
+// (ErrNotRegular; a FIFO does not block the open) and a file with more
+// than one link (ErrHardLink). A last line that is not terminated by a
+// newline or not valid JSON (a torn append) is cut off; the bytes removed
+// are returned so the caller can report them.
+func (s *Root) OpenLog(name string, perm os.FileMode) (*Log, []byte, error) {
+	f, err := s.openRegular(name, os.O_RDWR|os.O_CREATE|os.O_APPEND, perm)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, nil, fmt.Errorf("%s: %w", path, ErrSymlink)
-		}
 		return nil, nil, err
 	}
-	if err := checkRegular(f); err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return AdoptLog(f)
+	return adoptLog(f)
 }
 
-// AdoptLog is OpenLog for a file the caller opened (read-write, append,
-// checked to be a regular file): a caller that reaches its files through
-// a directory handle rather than by path opens it and hands it over. The
-// Log owns f from then on, and closes it on error.
-func AdoptLog(f *os.File) (*Log, []byte, error) {
+// adoptLog makes a Log of f, opened by Root.OpenLog (read-write, append,
+// checked to be a regular file), repairing a torn last line first; the
+// bytes removed are returned. The Log owns f from then on, and closes it
+// on error.
+func adoptLog(f *os.File) (*Log, []byte, error) {
 	torn, err := repairTail(f)
 	if err != nil {
 		f.Close()

@@ -17,6 +17,8 @@ import (
 // fstatat, compares the mount id (statx STATX_MNT_ID, Linux 5.8) of what
 // it reached with the session directory's: a different one is an error
 // wrapping ErrLayout, and nothing is read, written or changed through it.
+// RemoveAll does not descend into a directory on another mount, and a
+// root opened inside a root (Root.OpenRoot) checks as its parent does.
 // A kernel that does not report mount ids is not checked there (openat2
 // still is).
 

@@ -1,14 +1,9 @@
 package fsq
 
 import (
-	"errors"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-
-	"math/rand/v2"
 )
 
 // SparePrefix starts the names of spare files; readers skip dot-files.
@@ -19,42 +14,46 @@ const SparePrefix = ".spare-"
 // and rename it into place instead of creating a file: on some disks
 // creating a file costs from 20 µs to over a millisecond of kernel time
 // (inode allocation), while a rename costs about 20 µs. Take never blocks:
-// when the pool is empty it creates the file itself.
+// when the pool is empty it creates the file itself. Root.NewSpares
+// starts one.
 type Spares struct {
-	dir  string
-	perm os.FileMode
-	// made and drop replace create and os.Remove for NewSparesWith.
-	made func() (*os.File, error)
-	drop func(f *os.File)
-	ch   chan *os.File
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	create func() (*os.File, error) // a new, empty file named SparePrefix+...
+	drop   func(f *os.File)         // removes a spare left unused
+	ch     chan *os.File
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
-// NewSpares starts a pool of n spare files in dir.
-func NewSpares(dir string, n int, perm os.FileMode) *Spares {
-	s := &Spares{dir: dir, perm: perm, ch: make(chan *os.File, n), stop: make(chan struct{}), done: make(chan struct{})}
-	go s.fill()
-	return s
+// NewSpares starts a pool of n spare files in the session directory dir,
+// created with perm (O_EXCL, never through a symlink). Spares left when
+// the pool closes are removed (RemoveOrLater).
+func (s *Root) NewSpares(dir string, n int, perm os.FileMode) *Spares {
+	return newSpares(n,
+		func() (*os.File, error) { return s.CreateTemp(dir, SparePrefix, perm) },
+		func(f *os.File) { s.RemoveOrLater(s.RelOf(f.Name())) })
 }
 
-// NewSparesWith starts a pool of n spare files made by create (a new,
-// empty file under a name starting with SparePrefix) and removed by drop
-// when the pool closes with them unused: for a caller that reaches its
-// directory through a handle rather than by path.
-func NewSparesWith(n int, create func() (*os.File, error), drop func(f *os.File)) *Spares {
-	s := &Spares{made: create, drop: drop, ch: make(chan *os.File, n), stop: make(chan struct{}), done: make(chan struct{})}
-	go s.fill()
-	return s
-}
-
-func (s *Spares) remove(f *os.File) {
-	if s.drop != nil {
-		s.drop(f)
+// RemoveSpares deletes the spare files a crashed process left in the
+// session directory dir.
+func (s *Root) RemoveSpares(dir string) {
+	names, err := s.ReadNames(dir)
+	if err != nil {
 		return
 	}
-	os.Remove(f.Name())
+	for _, n := range names {
+		if strings.HasPrefix(n, SparePrefix) {
+			_ = s.Remove(dir + "/" + n) // Best effort: readers skip dot-files.
+		}
+	}
+}
+
+// newSpares starts a pool of n spare files made by create and removed by
+// drop when the pool closes with them unused.
+func newSpares(n int, create func() (*os.File, error), drop func(f *os.File)) *Spares {
+	s := &Spares{create: create, drop: drop, ch: make(chan *os.File, n), stop: make(chan struct{}), done: make(chan struct{})}
+	go s.fill()
+	return s
 }
 
 func (s *Spares) fill() {
@@ -68,21 +67,8 @@ func (s *Spares) fill() {
 		case s.ch <- f:
 		case <-s.stop:
 			f.Close()
-			s.remove(f)
+			s.drop(f)
 			return
-		}
-	}
-}
-
-func (s *Spares) create() (*os.File, error) {
-	if s.made != nil {
-		return s.made()
-	}
-	for i := 0; ; i++ {
-		name := filepath.Join(s.dir, SparePrefix+strconv.FormatUint(rand.Uint64(), 36))
-		f, err := CreateFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, s.perm)
-		if err == nil || !errors.Is(err, os.ErrExist) || i > 100 {
-			return f, err
 		}
 	}
 }
@@ -107,23 +93,10 @@ func (s *Spares) Close() {
 			select {
 			case f := <-s.ch:
 				f.Close()
-				s.remove(f)
+				s.drop(f)
 			default:
 				return
 			}
 		}
 	})
-}
-
-// RemoveSpares deletes spare files a crashed process left in dir.
-func RemoveSpares(dir string) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), SparePrefix) {
-			_ = os.Remove(filepath.Join(dir, e.Name())) // Best effort: readers skip dot-files.
-		}
-	}
 }

@@ -1,0 +1,328 @@
+package fsq
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Durability says how hard WriteAtomic works to survive a crash.
+type Durability int
+
+const (
+	// Durable fsyncs the file before the rename and the directory after it:
+	// after WriteAtomic returns, the new content survives a power loss.
+	Durable Durability = iota
+	// FileSynced fsyncs the file before the rename but not the directory: a
+	// crash leaves the old or the new file, never a torn one, but the rename
+	// itself may be lost.
+	FileSynced
+	// Volatile skips both fsyncs: readers still never see a partial file, but
+	// a crash of the machine may lose it. For previews and heartbeats.
+	Volatile
+)
+
+// WriteAtomic replaces name with data so that a concurrent reader sees
+// the old content or the new, never a mix, and gives it exactly perm
+// (whatever the umask). The data goes to a new temporary file (O_EXCL)
+// that is renamed onto name: whatever is at name (a planted symlink or
+// FIFO included) is replaced, never followed or opened. The temporary
+// file is a dot-file beside name (readers that skip dot-files never see
+// it), removed on failure (RemoveOrLater). d says what is fsynced.
+func (s *Root) WriteAtomic(name string, data []byte, perm os.FileMode, d Durability) error {
+	dir, _, err := split(name)
+	if err != nil {
+		return &os.PathError{Op: "write", Path: name, Err: err}
+	}
+	if dir == "" {
+		dir = "."
+	}
+	return s.writeAtomic(dir, name, data, perm, d)
+}
+
+// WriteAtomicVia is WriteAtomic, Volatile, with the temporary file made
+// in the directory tmpDir of the session rather than beside name: a
+// writer killed between the write and the rename leaves its leftover in
+// tmpDir, where its owner sweeps it, and never in a directory that others
+// list.
+func (s *Root) WriteAtomicVia(tmpDir, name string, data []byte, perm os.FileMode) error {
+	return s.writeAtomic(tmpDir, name, data, perm, Volatile)
+}
+
+// writeAtomic is WriteAtomic with the temporary file in tmpDir ("." is
+// the session directory itself).
+func (s *Root) writeAtomic(tmpDir, name string, data []byte, perm os.FileMode, d Durability) error {
+	_, base, err := split(name)
+	if err != nil {
+		return &os.PathError{Op: "write", Path: name, Err: err}
+	}
+	prefix := "." + base + "."
+	var f *os.File
+	if tmpDir == "." {
+		f, err = s.createTempTop(prefix, perm)
+	} else {
+		f, err = s.CreateTemp(tmpDir, prefix, perm)
+	}
+	if err != nil {
+		return err
+	}
+	tmp := s.RelOf(f.Name())
+	err = chmodIfUmasked(f, perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil && d != Volatile {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.Rename(tmp, name)
+	}
+	if err != nil {
+		s.RemoveOrLater(tmp) // A leftover dot-file is ignored by readers; see RemoveOrLater.
+		return err
+	}
+	if d == Durable {
+		dir, _, _ := split(name)
+		if dir == "" {
+			dir = "."
+		}
+		return s.SyncDir(dir)
+	}
+	return nil
+}
+
+// chmodIfUmasked gives a file just created with perm exactly perm, which
+// the umask may have narrowed. It looks first (an fstat, which an NFS
+// client answers from the attributes its create returned) and changes the
+// mode only when it differs: a chmod on NFS is a round trip to the server,
+// on every heartbeat, state and result write.
+func chmodIfUmasked(f *os.File, perm os.FileMode) error {
+	const bits = os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky
+	if fi, err := f.Stat(); err == nil && fi.Mode()&bits == perm&bits {
+		return nil
+	}
+	return f.Chmod(perm)
+}
+
+// createTempTop is CreateTemp in the session directory itself.
+func (s *Root) createTempTop(prefix string, perm os.FileMode) (*os.File, error) {
+	for i := 0; ; i++ {
+		f, err := s.OpenFile(prefix+strconv.FormatUint(rand.Uint64(), 36)+".tmp", os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if err == nil || !errors.Is(err, os.ErrExist) || i > 100 {
+			return f, err
+		}
+	}
+}
+
+// CreateTemp creates a new file in the directory dir named prefix + a
+// random suffix (O_EXCL: nothing already there is opened), open for
+// reading and writing, with perm narrowed by the umask.
+func (s *Root) CreateTemp(dir, prefix string, perm os.FileMode) (*os.File, error) {
+	for i := 0; ; i++ {
+		f, err := s.OpenFile(dir+"/"+prefix+strconv.FormatUint(rand.Uint64(), 36), os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if err == nil || !errors.Is(err, os.ErrExist) || i > 100 {
+			return f, err
+		}
+	}
+}
+
+// CreateNew creates name exclusively (O_EXCL, so a symlink or any file
+// already there is never followed, opened or truncated), open for
+// writing. Whatever is in the way is removed first: callers use it in
+// directories only they write.
+func (s *Root) CreateNew(name string, perm os.FileMode) (*os.File, error) {
+	f, err := s.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if errors.Is(err, os.ErrExist) {
+		if rerr := s.Remove(name); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return nil, rerr
+		}
+		f, err = s.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	}
+	return f, err
+}
+
+// OpenAppend opens name for appending, creating it with perm if missing.
+// It refuses a symlink (ErrSymlink), anything but a regular file
+// (ErrNotRegular; a FIFO planted at name does not block the open) and a
+// file with more than one link (ErrHardLink).
+func (s *Root) OpenAppend(name string, perm os.FileMode) (*os.File, error) {
+	return s.openRegular(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, perm)
+}
+
+// Mkdir makes the directory name with perm (before the umask).
+func (s *Root) Mkdir(name string, perm os.FileMode) error {
+	return s.at("mkdir", name, func(dfd int, base string) error {
+		return unix.Mkdirat(dfd, base, uint32(perm.Perm()))
+	})
+}
+
+// Chmod sets the mode of name (permission, setgid and sticky bits). A
+// symlink is refused, never followed; so is a file with more than one
+// link (ErrHardLink), whose other name may be anyone's file.
+func (s *Root) Chmod(name string, mode os.FileMode) error {
+	return s.at("chmod", name, func(dfd int, base string) error {
+		fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := s.sameMount(fd); err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1 {
+			return fmt.Errorf("%w (%d links)", ErrHardLink, st.Nlink)
+		}
+		m := uint32(mode.Perm())
+		if mode&fs.ModeSetgid != 0 {
+			m |= unix.S_ISGID
+		}
+		if mode&fs.ModeSetuid != 0 {
+			m |= unix.S_ISUID
+		}
+		if mode&fs.ModeSticky != 0 {
+			m |= unix.S_ISVTX
+		}
+		return unix.Fchmod(fd, m)
+	})
+}
+
+// TouchDir sets the modification time of the directory name to the
+// current time of the server that holds it (UTIME_NOW; on NFS,
+// SET_TO_SERVER_TIME); a symlink at name is touched itself, never
+// followed. NFS v3 clients detect directory changes by mtime, whose
+// granularity on the server is coarse: if a directory changes twice
+// within one tick and a client looks a name up in between, that client
+// caches "absent" under an mtime that the second change does not alter,
+// and stays blind to the new name until the directory changes again.
+// Touching the directory a tick or more after a change that others wait
+// for ends that blindness.
+func (s *Root) TouchDir(name string) error {
+	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
+	return s.at("utimes", name, func(dfd int, base string) error {
+		return unix.UtimesNanoAt(dfd, base, now, unix.AT_SYMLINK_NOFOLLOW)
+	})
+}
+
+// SyncDir fsyncs the directory name so that renames and creations in it
+// are durable. A filesystem that cannot sync a directory (EINVAL) is not
+// an error.
+func (s *Root) SyncDir(name string) error {
+	f, err := s.OpenDir(name)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, syscall.EINVAL) { // Some filesystems cannot sync a directory.
+		return nil
+	}
+	return err
+}
+
+// Remove removes the file or empty directory name (a symlink itself, never
+// what it points to).
+func (s *Root) Remove(name string) error {
+	return s.at("remove", name, func(dfd int, base string) error {
+		err := unix.Unlinkat(dfd, base, 0)
+		if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) {
+			if derr := unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR); derr == nil || !errors.Is(derr, unix.ENOTDIR) {
+				return derr
+			}
+		}
+		return err
+	})
+}
+
+// RemoveAll removes name and everything under it, never following a
+// symlink. A missing name is not an error.
+func (s *Root) RemoveAll(name string) error {
+	err := s.at("removeall", name, func(dfd int, base string) error { return s.removeAllAt(dfd, base) })
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// removeAllAt removes base in the directory dfd and, if it is a
+// directory, everything under it, opening each with O_NOFOLLOW; it does
+// not descend into a directory on another mount (EXDEV).
+func (s *Root) removeAllAt(dfd int, base string) error {
+	err := unix.Unlinkat(dfd, base, 0)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+		return err
+	}
+	fd, oerr := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if oerr != nil {
+		if errors.Is(oerr, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	if merr := s.sameMount(fd); merr != nil { // A bind mount: its tree is not the session's.
+		unix.Close(fd)
+		return merr
+	}
+	d := os.NewFile(uintptr(fd), base)
+	var first error
+	for {
+		names, rerr := d.Readdirnames(256)
+		for _, n := range names {
+			if e := s.removeAllAt(fd, n); e != nil && first == nil {
+				first = e
+			}
+		}
+		if rerr != nil || len(names) == 0 {
+			break
+		}
+	}
+	d.Close()
+	if err := unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// RemoveOrLater removes a temporary file (of the root's user); if its
+// directory is unreachable now (swapped for a symlink), the name is kept
+// and SweepLater removes it once the layout is fixed, so nothing is left
+// behind in tmp/. Safe for concurrent use.
+func (s *Root) RemoveOrLater(name string) {
+	if err := s.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.mu.Lock()
+		s.later = append(s.later, name)
+		s.mu.Unlock()
+	}
+}
+
+// SweepLater retries the removals RemoveOrLater could not do.
+func (s *Root) SweepLater() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := s.later[:0]
+	for _, n := range s.later {
+		if err := s.Remove(n); err != nil && !errors.Is(err, os.ErrNotExist) {
+			keep = append(keep, n)
+		}
+	}
+	s.later = keep
+}
