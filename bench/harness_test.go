@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,10 @@ import (
 var runnerBin, minloopBin, masterBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run()) // Only benchmarks here: go test ./... builds nothing.
+	}
 	// Static, no cgo, as `make build` does; testenv builds each once and
 	// shares it with the other test packages.
 	var err error

@@ -16,7 +16,13 @@ func TestMain(m *testing.M) {
 // TestConformance runs every scenario with every master against a real
 // runner on tclsh, on this host.
 func TestConformance(t *testing.T) {
-	Run(t, localEnv(t))
+	e := localEnv(t)
+	if testing.Short() {
+		// The developer's loop: the in-process Go master through the
+		// core scenarios. make test runs every master through all.
+		e.Masters, e.Only = []string{"go"}, coreScenarios
+	}
+	Run(t, e)
 }
 
 // localEnv is the environment of a run on this host: every master, a
@@ -46,6 +52,7 @@ var coreScenarios = []string{"outcomes", "submit_wait_run", "status", "cancel", 
 // TestConformanceOpenSTA runs the core scenarios with every master against
 // runners on OpenSTA instead of tclsh.
 func TestConformanceOpenSTA(t *testing.T) {
+	testenv.Slow(t, "five masters on OpenSTA")
 	testenv.NeedTool(t, "sta", "opensta")
 	e := localEnv(t)
 	e.Tool, e.Only = []string{"sta", "-no_splash"}, coreScenarios

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"io"
 	"log/slog"
 	"os"
@@ -209,6 +210,7 @@ func TestStopWithoutRunnerWritesNothing(t *testing.T) {
 
 // Issue 17, blocker 1: every wait notices a dead runner, after the grace.
 func TestWaitsNoticeDeadRunner(t *testing.T) {
+	testenv.Slow(t, "waits for a dead runner's graces")
 	grace := 700 * time.Millisecond
 	t.Run("never started", func(t *testing.T) {
 		dir := t.TempDir()

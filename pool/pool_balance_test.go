@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,6 +18,7 @@ import (
 // while balanceMove claims it for s01. Exactly one of the two renames wins
 // every time: each command runs once and has one result (issue 31.5).
 func TestPoolBalanceRace(t *testing.T) {
+	testenv.Slow(t, "real runners racing for seconds")
 	needTool(t, "tclsh")
 	p, pool := newPoolDir(t, "s00", "s01")
 	runnerIn(t, filepath.Join(pool, "s00"))

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -110,6 +111,7 @@ func (f *fakeLSF) count(prefix string) int {
 // array with one bkill once the stop request of a busy session had its
 // grace.
 func TestPoolLSFArray(t *testing.T) {
+	testenv.Slow(t, "real runners racing for seconds")
 	needTool(t, "tclsh")
 	f := &fakeLSF{dir: t.TempDir(), jobs: map[string]string{}}
 	dir := filepath.Join(t.TempDir(), "pool")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,6 +127,7 @@ func mustSessions(t *testing.T, pool string) []string {
 // Many movers at once, and the dead session's own runner coming back in
 // the middle: every queued command runs exactly once, somewhere.
 func TestPoolMoveExactlyOnce(t *testing.T) {
+	testenv.Slow(t, "real runners racing for seconds")
 	p, pool := newPoolDir(t, "s00", "s01", "s02")
 	side := filepath.Join(t.TempDir(), "side")
 	runnerIn(t, filepath.Join(pool, "s01"))
@@ -285,6 +287,7 @@ func TestPoolMoveKeepsAffinity(t *testing.T) {
 // until a runner is launched on it by hand. Either way every command ends
 // with exactly one result.
 func TestPoolLocalKill(t *testing.T) {
+	testenv.Slow(t, "real runners racing for seconds")
 	for _, respawn := range []bool{true, false} {
 		t.Run(fmt.Sprintf("respawn=%v", respawn), func(t *testing.T) { poolLocalKill(t, respawn) })
 	}
@@ -443,6 +446,7 @@ puts "[dict get $r status] [dict get $r value]"`), 0o600)
 // Python and Tcl pool_submit against live runners: the affinity key keeps
 // the commands together, the file carries it, the results come back.
 func TestPoolSubmitInterop(t *testing.T) {
+	testenv.Slow(t, "real runners racing for seconds")
 	_, pool := newPoolDir(t, "s00", "s01", "s02")
 	runnerIn(t, filepath.Join(pool, "s01"))
 	runnerIn(t, filepath.Join(pool, "s02"))

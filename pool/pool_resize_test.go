@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -224,6 +225,7 @@ func TestPoolConcurrentGrow(t *testing.T) {
 // not alive, naming the commands that stay queued and where; nothing is
 // lost (they are still queued in the retired session).
 func TestPoolShrinkKeptSessionDies(t *testing.T) {
+	testenv.Slow(t, "real runners racing for seconds")
 	needTool(t, "tclsh")
 	dir := filepath.Join(t.TempDir(), "pool")
 	p, _, err := Start(ctx(t), dir, Options{Size: 2, Via: "local", RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"}})

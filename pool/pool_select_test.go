@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"encoding/json"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,6 +180,7 @@ func TestPoolPickFixture(t *testing.T) {
 
 // The Python and Tcl pickers choose what the Go one chooses.
 func TestPoolPickInterop(t *testing.T) {
+	testenv.Slow(t, "real runners racing for seconds")
 	for _, lang := range []string{"python3", "tclsh"} {
 		t.Run(lang, func(t *testing.T) {
 			needTool(t, lang)

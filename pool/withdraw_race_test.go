@@ -3,6 +3,7 @@ package pool
 import (
 	"bufio"
 	"errors"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ import (
 // (claimed: it runs) and "already finished" come with a run. Every
 // command runs at most once.
 func TestWithdrawRacesHeal(t *testing.T) {
+	testenv.Slow(t, "real runners racing for seconds")
 	p, pool := newPoolDir(t, "s00", "s01", "s02")
 	runnerIn(t, filepath.Join(pool, "s01"))
 	runnerIn(t, filepath.Join(pool, "s02"))

@@ -23,6 +23,7 @@ import (
 // (runner_restarted, tool_died), and none ran twice (each appends its id
 // to a file once).
 func TestCrashesOpenSTA(t *testing.T) {
+	testenv.Slow(t, "real EDA shells")
 	testenv.NeedTool(t, "sta", "opensta")
 	work := t.TempDir()
 	side := filepath.Join(work, "side")

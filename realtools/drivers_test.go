@@ -94,6 +94,7 @@ func TestDriverPresets(t *testing.T) {
 // interpreter) from a driver file written here: print, no source (the
 // payload is typed line by line), an error pattern and a prompt.
 func TestDriverFile(t *testing.T) {
+	testenv.Slow(t, "real EDA shells")
 	py := testenv.NeedTool(t, "python3", "python3")
 	drv := filepath.Join(t.TempDir(), "py.json")
 	if err := os.WriteFile(drv, []byte(`{"kind": "pyrepl", "print": "print('{}')", "error": "^Traceback ", "prompt": "(?:>>>|\\.\\.\\.) "}`), 0o644); err != nil {
@@ -117,6 +118,7 @@ func TestDriverFile(t *testing.T) {
 // table says: ngspice stops the analysis and keeps its state, Yosys dies
 // and is started again.
 func TestDriverCtrlC(t *testing.T) {
+	testenv.Slow(t, "real EDA shells")
 	for _, tc := range []struct {
 		kind, long, after, afterOut string
 		restarts                    bool

@@ -40,6 +40,7 @@ func flowDir(t *testing.T) string {
 // report through SkillPilot is byte for byte what OpenSTA prints run in
 // batch on the same netlist.
 func TestFlowYosysOpenSTA(t *testing.T) {
+	testenv.Slow(t, "real EDA shells")
 	testenv.NeedTool(t, "yosys", "yosys")
 	testenv.NeedTool(t, "sta", "opensta")
 	py := testenv.NeedTool(t, "python3", "python3")
@@ -76,6 +77,7 @@ func TestFlowYosysOpenSTA(t *testing.T) {
 // TestNgspiceMeasure: a transient with .meas through the runner gives the
 // values `ngspice -b` gives on the same deck.
 func TestNgspiceMeasure(t *testing.T) {
+	testenv.Slow(t, "real EDA shells")
 	testenv.NeedTool(t, "ngspice", "ngspice")
 	work := flowDir(t)
 	_, s := session(t, []string{"--kind", "ngspice"})

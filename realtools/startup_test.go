@@ -20,6 +20,7 @@ import (
 // --max-restarts allows five, with exit code 4 and the tool's own lines
 // in the reason in state.json, meta.log and the runner's stderr.
 func TestStartRejected(t *testing.T) {
+	testenv.Slow(t, "real EDA shells")
 	testenv.NeedTool(t, "yosys", "yosys")
 	rp := testenv.StartRunner(t, testenv.RunnerOptions{NoWait: true, Args: []string{"--kind", "tcl", "--", "yosys"},
 		Check: sessioncheck.Options{}})
@@ -75,6 +76,7 @@ func TestStartRejected(t *testing.T) {
 // of silence; progress dots without a newline) is not taken for one that
 // rejects the start-up: it serves once it is ready.
 func TestSlowStartServes(t *testing.T) {
+	testenv.Slow(t, "real EDA shells")
 	testenv.NeedTool(t, "tclsh", "tcl")
 	for name, script := range map[string]string{
 		"silent after a line": `echo "checking out a licence"; sleep 3; exec tclsh`,

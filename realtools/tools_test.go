@@ -116,6 +116,7 @@ func must(t *testing.T, what string, res *protocol.Result, out string, wantStatu
 // --init after every start, Ctrl-C (a restart on these: they die of
 // SIGINT) and a restart after the tool exits.
 func TestTclShells(t *testing.T) {
+	testenv.Slow(t, "real EDA shells")
 	for _, tool := range tclTools(t) {
 		t.Run(tool.name, func(t *testing.T) {
 			testenv.NeedTool(t, tool.cmd, tool.pkg)

@@ -17,6 +17,7 @@ import (
 // make install PREFIX=... puts both binaries, the Python and Tcl masters
 // and the documents where README says; the installed master runs.
 func TestMakeInstall(t *testing.T) {
+	testenv.Slow(t, "make install builds the binaries")
 	testenv.NeedTool(t, "make", "make")
 	prefix := filepath.Join(t.TempDir(), "opt")
 	out, err := exec.Command("make", "-C", "../..", "install", "PREFIX="+prefix, "BIN="+t.TempDir()).CombinedOutput()
@@ -51,6 +52,7 @@ func treeVersion(t *testing.T) string {
 // make dist builds a tarball with static binaries (no ELF interpreter, so
 // no libc needed on the farm), both masters and the documents.
 func TestMakeDist(t *testing.T) {
+	testenv.Slow(t, "make dist builds and packs the tree")
 	dir := t.TempDir()
 	cmd := exec.Command("make", "-C", "../..", "dist")
 	cmd.Env = append(os.Environ(), "DIST_DIR="+dir)

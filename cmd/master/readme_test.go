@@ -66,6 +66,7 @@ func bash(t *testing.T, bin, script string) string {
 // README's first steps read true on a machine with only Go and tclsh: the
 // block runs as written (its session directory moved into the test's).
 func TestReadmeFirstSteps(t *testing.T) {
+	testenv.Slow(t, "the README's first steps, end to end")
 	bin := binDir(t)
 	sess := filepath.Join(t.TempDir(), "sp-first")
 	script := strings.ReplaceAll(readmeBlocks(t)[0], "/tmp/sp-first", sess)

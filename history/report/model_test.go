@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"io"
 	"os"
 	"path/filepath"
@@ -186,6 +187,7 @@ func TestSVGAndHTMLAreWellFormed(t *testing.T) {
 // aggregated) in chromium: no console errors, the bins account for every
 // command, and the page says it aggregated.
 func TestBrowserAggregated100k(t *testing.T) {
+	testenv.Slow(t, "chromium on a 100k-command report")
 	m := report.Build([]*history.Session{synth("big", 70000, 0), synth("other", 30000, time.Minute)}, report.Options{Now: t0})
 	var page bytes.Buffer
 	start := time.Now()

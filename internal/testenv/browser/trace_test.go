@@ -11,6 +11,7 @@ import (
 // on a thread (the engine keeps the overlapping slice but does not place
 // it, so the flame chart does not draw it), and names the processes.
 func TestParseTrace(t *testing.T) {
+	testenv.Slow(t, "chromium")
 	chromium := testenv.NeedTool(t, "chromium", "chromium")
 	b, err := browser.Start(chromium, t.TempDir())
 	if err != nil {
