@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 	"golang.org/x/sys/unix"
 )
@@ -14,7 +15,7 @@ import (
 // Errors a caller may branch on with errors.Is.
 var (
 	// ErrSessionMissing: the directory is not a session (no queue/).
-	ErrSessionMissing = errors.New("master: session directory missing or not a session")
+	ErrSessionMissing = sessionio.ErrSessionMissing
 	// ErrRunnerNotAlive: no runner serves the session (it stopped, its lock
 	// is free, or its heartbeat counter did not move), and a wait saw none
 	// for its grace (Session.WaitForRunner).
@@ -24,7 +25,7 @@ var (
 	ErrCannotServe = errors.New("master: runner cannot serve")
 	// ErrWaitTimeout: the caller's wait ended (context deadline) before the
 	// result appeared. The command may still run.
-	ErrWaitTimeout = errors.New("master: timed out waiting")
+	ErrWaitTimeout = sessionio.ErrWaitTimeout
 	// ErrCommandFailed: the command ran and failed (status error).
 	ErrCommandFailed = errors.New("master: command failed")
 	// ErrCommandTimeout: the runner ended the command at its timeout.
@@ -188,12 +189,12 @@ const (
 
 // Classify maps an error to its stable code and CLI exit code.
 func Classify(err error) (code string, exit int) {
-	var ce CodedError
+	var ce sessionio.CodedError
 	var ie *InterruptedError
 	switch {
 	case err == nil:
 		return "", ExitOK
-	case errors.As(err, &ce): // Packages built on this one: launch, pool, the CLI.
+	case errors.As(err, &ce): // Packages built on this one (launch, pool, the CLI) give their own.
 		return ce.ErrorCode()
 	case errors.As(err, &ie):
 		return CodeInterrupted, 128 + int(ie.Signal)
@@ -240,43 +241,19 @@ func Classify(err error) (code string, exit int) {
 }
 
 // ErrUsage marks an invalid argument or option (code usage, CLI exit 2).
-// The message follows it: "usage: ...".
-var ErrUsage = errors.New("usage")
+// The message follows it: "usage: ...", the CLI's own wording, where the
+// other errors say "master: ...".
+var ErrUsage = sessionio.ErrUsage
 
-// CodedError is an error that carries its own stable code and CLI exit
-// code. Classify answers with them before its own table, so packages built
-// on this one (launch, pool, the CLI) define errors it classifies without
-// being imported by it. Code may be empty for an outcome already reported.
-type CodedError interface {
-	error
-	ErrorCode() (code string, exit int)
-}
-
-func usageErr(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
-}
+func usageErr(format string, args ...any) error { return sessionio.UsageError(format, args...) }
 
 // usageFrom is err (a *protocol.ValidationError, say) as a usage error,
 // with err kept in the chain so that ErrorContext finds its field.
 func usageFrom(err error) error { return fmt.Errorf("%w: %w", ErrUsage, err) }
 
-// wrapf wraps err under "master: " and what format says, dropping err's
-// own "master: " prefix so that the prefix appears once in the message
-// ("master: waiting for X: runner not alive", not "...: master: runner
-// not alive"). errors.Is and errors.As see err.
-func wrapf(err error, format string, args ...any) error {
-	return &prefixed{msg: "master: " + fmt.Sprintf(format, args...), err: err}
-}
-
-type prefixed struct {
-	msg string
-	err error
-}
-
-func (e *prefixed) Error() string {
-	return e.msg + ": " + strings.TrimPrefix(e.err.Error(), "master: ")
-}
-func (e *prefixed) Unwrap() error { return e.err }
+// wrapf wraps err under "master: " and what format says, "master: "
+// said once (sessionio.Wrapf).
+func wrapf(err error, format string, args ...any) error { return sessionio.Wrapf(err, format, args...) }
 
 // withCause is err with why in parentheses, "master: " said once: "master:
 // timed out waiting (runner cannot serve: ...)". Both are wrapped.

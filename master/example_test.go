@@ -44,7 +44,7 @@ func ExampleSession_KeepLease() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := c.Wait(ctx); err != nil {
+	if _, err := c.Wait(ctx, master.WaitOptions{}); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -141,7 +141,7 @@ func (s *Session) SpoolSize() (int64, error) {
 }
 
 // Tail copies log/session.out from cursor from to w. With follow it keeps
-// copying new bytes until ctx ends. It returns the cursor after the last
+// copying new bytes, looking every PollInterval, until ctx ends. It returns the cursor after the last
 // byte copied; give it back to resume.
 func (s *Session) Tail(ctx context.Context, w io.Writer, from int64, follow bool) (int64, error) {
 	f, err := s.openRegular(protocol.FileSpool, false)
@@ -150,7 +150,7 @@ func (s *Session) Tail(ctx context.Context, w io.Writer, from int64, follow bool
 	}
 	defer f.Close()
 	buf := make([]byte, 64<<10)
-	t := time.NewTicker(s.PollInterval)
+	t := time.NewTicker(s.pollInterval())
 	defer t.Stop()
 	for {
 		n, err := f.ReadAt(buf, from)

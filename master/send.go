@@ -68,11 +68,11 @@ func (s *Session) Send(ctx context.Context, cmdID string, data []byte, opts Send
 // command goes on or ends as the tool decides (a tool may dump its status
 // on USR1; KILL kills the tool, which is restarted). A command that is not running gets nothing: ErrNotRunning.
 func (s *Session) Signal(ctx context.Context, cmdID, sig string) (*protocol.ControlReply, error) {
-	return s.Request(ctx, protocol.ControlRequest{Op: protocol.OpSignal, CmdID: cmdID, Signal: SignalName(sig)})
+	return s.Request(ctx, protocol.ControlRequest{Op: protocol.OpSignal, CmdID: cmdID, Signal: signalName(sig)})
 }
 
-// SignalName normalises a signal name: "sigusr1" and "SIGUSR1" are USR1.
-func SignalName(sig string) string {
+// signalName normalises a signal name: "sigusr1" and "SIGUSR1" are USR1.
+func signalName(sig string) string {
 	return strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(sig)), "SIG")
 }
 

@@ -126,7 +126,7 @@ func TestCleanViewCutAtCmdEnd(t *testing.T) {
 func TestWaitInterrupted(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	testrunner.Start(t, dir)
-	if _, err := master.WaitReady(context.Background(), dir); err != nil {
+	if _, err := master.WaitReady(context.Background(), dir, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	interruptedWait := func(args ...string) (string, error) {
@@ -190,7 +190,7 @@ func TestWaitInterrupted(t *testing.T) {
 func TestWaitInterruptedEndsPartialLine(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	testrunner.Start(t, dir)
-	if _, err := master.WaitReady(context.Background(), dir); err != nil {
+	if _, err := master.WaitReady(context.Background(), dir, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var out lockedBuffer
