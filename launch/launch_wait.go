@@ -173,7 +173,7 @@ func serving(s *master.Session, before string) (master.Status, bool) {
 		return master.Status{}, false
 	}
 	if sessionio.Of(s).OnNetworkFS() {
-		hb, err := s.ReadHeartbeat()
+		hb, err := sessionio.Of(s).ReadHeartbeat()
 		if err != nil || hb.SessionID != st.SessionID {
 			return master.Status{}, false
 		}

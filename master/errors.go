@@ -1,15 +1,12 @@
 package master
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 
 	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
-	"golang.org/x/sys/unix"
 )
 
 // Errors a caller may branch on with errors.Is.
@@ -59,9 +56,10 @@ var (
 	ErrExpectTimeout = errors.New("master: expected output did not appear")
 	// ErrRefusedEcho: a secret send was refused while the terminal echoes.
 	ErrRefusedEcho = errors.New("master: secret input refused while the terminal echoes")
-	// ErrInterrupted: the master itself was interrupted (SIGINT, SIGTERM);
-	// see InterruptedError.
-	ErrInterrupted = errors.New("master: interrupted")
+	// ErrInterrupted: the master itself was interrupted (SIGINT, SIGTERM):
+	// the CLI's and the MCP server's context cause, classified with exit
+	// 128 + the signal number.
+	ErrInterrupted = sessionio.ErrInterrupted
 )
 
 // ResultError is returned with a result whose status is not ok. It wraps
@@ -128,25 +126,6 @@ func outcomeErr(o protocol.Outcome) error {
 	return ErrRequestRejected
 }
 
-// InterruptedError reports that the master was stopped by a signal. It
-// wraps ErrInterrupted; the CLI exits 128 + the signal number (130 for
-// SIGINT, 143 for SIGTERM).
-type InterruptedError struct {
-	Signal syscall.Signal
-}
-
-// Error reads like os/signal's context causes ("terminated signal
-// received"), followed by the signal's name.
-func (e *InterruptedError) Error() string {
-	return fmt.Sprintf("%s signal received (%s)", e.Signal, unix.SignalName(e.Signal))
-}
-
-// Unwrap returns ErrInterrupted.
-func (e *InterruptedError) Unwrap() error { return ErrInterrupted }
-
-// Is makes an interruption a context.Canceled too, as os/signal's causes are.
-func (e *InterruptedError) Is(target error) bool { return target == context.Canceled }
-
 // Stable error codes of the master CLI's JSON output and exit codes. The
 // codes of control outcomes are the outcome strings themselves.
 const (
@@ -190,7 +169,7 @@ const (
 // Classify maps an error to its stable code and CLI exit code.
 func Classify(err error) (code string, exit int) {
 	var ce sessionio.CodedError
-	var ie *InterruptedError
+	var ie *sessionio.InterruptedError
 	switch {
 	case err == nil:
 		return "", ExitOK

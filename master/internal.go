@@ -28,6 +28,9 @@ func (i internals) Root() (*fsq.Root, error) { return i.s.fs() }
 func (i internals) Owner() string            { return i.s.owner }
 func (i internals) OnNetworkFS() bool        { return i.s.network }
 func (i internals) LockHeld() bool           { return i.s.lockHeld() }
+func (i internals) ReadHeartbeat() (protocol.Heartbeat, error) {
+	return i.s.readHeartbeat()
+}
 func (i internals) NoRunnerHint(seq int64) string {
 	return i.s.noRunnerHint(seq)
 }

@@ -74,7 +74,7 @@ type look struct {
 // not yet seen moving gives an indefinite "not alive".
 func (s *Session) observe() look {
 	state, serr := s.ReadState()
-	hb, herr := s.ReadHeartbeat()
+	hb, herr := s.readHeartbeat()
 	l := look{state: state}
 	switch {
 	case serr != nil && herr != nil:
@@ -282,7 +282,7 @@ func (s *Session) noRunnerHint(seq int64) string {
 	}
 	hbInfo, err1 := s.regularInfo(protocol.FileHeartbeat)
 	ref, err2 := s.regularInfo(protocol.DirSeq + "/" + protocol.SeqName(seq))
-	hb, err3 := s.ReadHeartbeat()
+	hb, err3 := s.readHeartbeat()
 	if err1 != nil || err2 != nil || err3 != nil {
 		return ""
 	}
@@ -305,7 +305,7 @@ func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
 	if err != nil || st.SessionID == "" || st.Phase == protocol.PhaseStopped {
 		return st, false
 	}
-	hb, err := s.ReadHeartbeat()
+	hb, err := s.readHeartbeat()
 	if err != nil || hb.Phase == protocol.PhaseStopped || hb.SessionID != st.SessionID {
 		return st, false
 	}

@@ -194,8 +194,8 @@ type Match struct {
 	ResumeCursor int64
 }
 
-// Span is a byte range [Start, End) of the spool.
-type Span struct {
+// span is a byte range [Start, End) of the spool.
+type span struct {
 	Start int64 `json:"start"`
 	End   int64 `json:"end"`
 }
@@ -204,7 +204,7 @@ type Span struct {
 type matchJSON struct {
 	Matched      bool    `json:"matched"`
 	MatchText    *string `json:"match_text,omitempty"`
-	MatchSpan    *Span   `json:"match_span,omitempty"`
+	MatchSpan    *span   `json:"match_span,omitempty"`
 	ResumeCursor int64   `json:"resume_cursor"`
 }
 
@@ -212,7 +212,7 @@ type matchJSON struct {
 func (m Match) MarshalJSON() ([]byte, error) {
 	j := matchJSON{Matched: m.Matched, ResumeCursor: m.ResumeCursor}
 	if m.Matched {
-		j.MatchText, j.MatchSpan = &m.Text, &Span{Start: m.Start, End: m.End}
+		j.MatchText, j.MatchSpan = &m.Text, &span{Start: m.Start, End: m.End}
 	}
 	return json.Marshal(j)
 }

@@ -469,7 +469,7 @@ func (c *Command) Wait(ctx context.Context, opts WaitOptions) (*protocol.Result,
 }
 
 // ctxErr maps ctx's end: a deadline is ErrWaitTimeout; a cancellation
-// gives its cause (an *InterruptedError when the CLI got a signal).
+// gives its cause (a *sessionio.InterruptedError when the CLI got a signal).
 func ctxErr(ctx context.Context) error { return sessionio.ContextEnd(ctx) }
 
 // Run is Submit followed by Wait with the zero WaitOptions.
@@ -495,8 +495,8 @@ func (s *Session) ReadState() (protocol.State, error) {
 	return st, json.Unmarshal(b, &st)
 }
 
-// ReadHeartbeat reads state/heartbeat.json as bounded input.
-func (s *Session) ReadHeartbeat() (protocol.Heartbeat, error) {
+// readHeartbeat reads state/heartbeat.json as bounded input.
+func (s *Session) readHeartbeat() (protocol.Heartbeat, error) {
 	var hb protocol.Heartbeat
 	b, _, err := s.readFile(protocol.FileHeartbeat, maxStateFile, true)
 	if err != nil {

@@ -65,7 +65,7 @@ type Status struct {
 func (s *Session) Status(ctx context.Context) (Status, error) {
 	st := Status{ProtocolVersion: protocol.Version, Dir: s.dir}
 	state, serr := s.ReadState()
-	hb, herr := s.ReadHeartbeat()
+	hb, herr := s.readHeartbeat()
 	if serr != nil && herr != nil {
 		if !s.hasQueue() {
 			return st, ErrSessionMissing

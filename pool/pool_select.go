@@ -75,7 +75,7 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 	v.Queue = s.QueueDepth()
 	v.Inflight = claimedCount(s)
 	st, serr := s.ReadState()
-	hb, herr := s.ReadHeartbeat()
+	hb, herr := sessionio.Of(s).ReadHeartbeat()
 	fi, ferr := lstat(s, protocol.FileHeartbeat)
 	if ferr == nil && !fi.Mode().IsRegular() {
 		ferr = fsq.ErrNotRegular // A symlink or a FIFO there is no heartbeat.

@@ -25,6 +25,9 @@ type Session interface {
 	// does not work (some NFS mounts) it reports true and the heartbeat
 	// decides.
 	LockHeld() bool
+	// ReadHeartbeat reads state/heartbeat.json as bounded input (never
+	// followed, never blocked on).
+	ReadHeartbeat() (protocol.Heartbeat, error)
 	// AllocSeq reserves the next seq (AllocSeq) through the root.
 	AllocSeq() (int64, error)
 	// ReadForward reads the forward record of the command file name

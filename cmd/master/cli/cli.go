@@ -110,7 +110,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		// Commands that run until interrupted (tail -f, lease --keep,
 		// status --watch) end here with the signal's exit code.
-		var ie *master.InterruptedError
+		var ie *sessionio.InterruptedError
 		if errors.As(context.Cause(ctx), &ie) {
 			_, exit := master.Classify(ie)
 			return exit
@@ -174,7 +174,7 @@ func interruptContext() (context.Context, func()) {
 		select {
 		case s := <-ch:
 			signal.Stop(ch)
-			cancel(&master.InterruptedError{Signal: s.(syscall.Signal)})
+			cancel(&sessionio.InterruptedError{Signal: s.(syscall.Signal)})
 		case <-done:
 		}
 	}()

@@ -104,7 +104,7 @@ func (c *cli) payload(args []string, file string) (string, error) {
 // cancelOnInt cancels it first.
 func (c *cli) waitCmd(ctx context.Context, s *master.Session, cmd *master.Command, timeout time.Duration, value, announce, cancelOnInt bool) error {
 	err := c.waitCmdOnce(ctx, s, cmd, timeout, value, announce)
-	var ie *master.InterruptedError
+	var ie *sessionio.InterruptedError
 	if err != nil && errors.As(context.Cause(ctx), &ie) {
 		if !c.json && c.stdout.partial() {
 			// End the output's partial last line, as a finished wait does

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -136,7 +137,7 @@ func TestWaitInterrupted(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- c.run(ctx, args[0], append(args[1:], "--session", dir)) }()
 		time.Sleep(300 * time.Millisecond)
-		cancel(&master.InterruptedError{Signal: syscall.SIGINT})
+		cancel(&sessionio.InterruptedError{Signal: syscall.SIGINT})
 		err := <-done
 		return stderr.String(), err
 	}
@@ -205,7 +206,7 @@ func TestWaitInterruptedEndsPartialLine(t *testing.T) {
 			t.Fatal("the partial line was never streamed")
 		}
 	}
-	cancel(&master.InterruptedError{Signal: syscall.SIGINT})
+	cancel(&sessionio.InterruptedError{Signal: syscall.SIGINT})
 	if err := <-done; err == nil {
 		t.Fatal("no error after the interrupt")
 	}
