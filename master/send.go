@@ -50,16 +50,26 @@ type SendOptions struct {
 // each once. Other outcomes: ErrExpectTimeout, ErrRefusedEcho,
 // ErrStaleRequest, ErrRequestRejected (see [Session.Request] for the rest).
 func (s *Session) Send(ctx context.Context, cmdID string, data []byte, opts SendOptions) (*protocol.ControlReply, error) {
+	req, err := opts.request(cmdID, data)
+	if err != nil {
+		return nil, err
+	}
+	return s.Request(ctx, req)
+}
+
+// request is the send request for data to cmdID under opts: a zero field
+// leaves its key out, so that the runner applies its default.
+func (opts SendOptions) request(cmdID string, data []byte) (protocol.ControlRequest, error) {
 	req := protocol.ControlRequest{Op: protocol.OpSend, CmdID: cmdID, DataB64: base64.StdEncoding.EncodeToString(data),
 		Secret: opts.Secret, Expect: opts.Expect, ExpectFrom: opts.ExpectFrom}
 	if opts.ExpectTimeout < 0 {
-		return nil, usageErr("expect timeout %v is negative", opts.ExpectTimeout)
+		return req, usageErr("expect timeout %v is negative", opts.ExpectTimeout)
 	}
 	if opts.ExpectTimeout > 0 {
 		ms := max(opts.ExpectTimeout.Milliseconds(), 1)
 		req.ExpectTimeoutMS = &ms
 	}
-	return s.Request(ctx, req)
+	return req, nil
 }
 
 // Signal sends sig (INT, QUIT, TSTP, CONT, HUP, USR1, USR2, TERM or KILL;

@@ -427,6 +427,15 @@ type WaitOptions struct {
 	Progress func()
 }
 
+// waitForRunner is the base of a wait's grace: WaitForRunner, else def
+// (0 in turn: DefaultWaitForRunner, see graceFor).
+func (opts WaitOptions) waitForRunner(def time.Duration) time.Duration {
+	if opts.WaitForRunner > 0 {
+		return opts.WaitForRunner
+	}
+	return def
+}
+
 // Wait returns the command's result as soon as it appears. A result whose
 // status is not ok comes with a *ResultError; ctx's end gives
 // ErrWaitTimeout (deadline) or its cause (cancelled); a wait that sees no
@@ -437,9 +446,7 @@ type WaitOptions struct {
 func (c *Command) Wait(ctx context.Context, opts WaitOptions) (*protocol.Result, error) {
 	var wake <-chan struct{}
 	w := c.newRunnerWatch()
-	if opts.WaitForRunner > 0 {
-		w.base = opts.WaitForRunner
-	}
+	w.base = opts.waitForRunner(c.s.WaitForRunner)
 	for {
 		if r, done, err := c.outcome(); done {
 			return r, err

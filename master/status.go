@@ -231,7 +231,7 @@ func (s *Session) lockHeld() bool {
 // stopped does not end the wait before that grace: it may be being
 // started again.
 func WaitReady(ctx context.Context, dir string, opts WaitOptions) (Status, error) {
-	waitForRunner := opts.WaitForRunner
+	waitForRunner := opts.waitForRunner(0)
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	grace := graceFor(waitForRunner, 0) // Until a heartbeat says its interval.
