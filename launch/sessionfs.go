@@ -18,7 +18,7 @@ import (
 
 // This file is package launch's only way to the files of a session, as
 // master/sessionfs.go is package master's: every open, create, rename,
-// lock and sync goes through the session's fsq.Root (master.Session.Root),
+// lock and sync goes through the session's fsq.Root (sessionio.Session.Root),
 // relative to the session directory held open, never resolving a symlink
 // in any component and never leaving the session. A symlink planted at
 // state/launch.json, state/launch.out or state/launch.lock is an error

@@ -33,14 +33,13 @@ func reqNames(t *testing.T, dir string) map[string]bool {
 	return set
 }
 
-// SendStop writes the stop request and returns without waiting for the
+// Stop writes the stop request and returns without waiting for the
 // reply: a caller that gives up then leaves the request in place (it is
 // not withdrawn), and PendingStop.Wait later gets the reply and waits for
-// the runner to stop, as Stop does. The request is one mailbox request
-// with a seq of its own and the hint rewritten (in the background) to it.
-// Alive says what Status says. With no live runner SendStop writes
-// nothing.
-func TestSendStopThenWait(t *testing.T) {
+// the runner to stop. The request is one mailbox request with a seq of
+// its own and the hint rewritten (in the background) to it. Alive says
+// what Status says. With no live runner Stop writes nothing.
+func TestStopThenWait(t *testing.T) {
 	dir := startRunner(t)
 	s := readyIn(t, dir)
 	if alive, why := s.Alive(ctx(t)); !alive {

@@ -187,7 +187,7 @@ func TestLockProbeNeverBlocksOnAFIFO(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
-		t.Fatal("LockHeld blocked on a FIFO")
+		t.Fatal("lockHeld blocked on a FIFO")
 	}
 }
 
