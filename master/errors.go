@@ -68,6 +68,7 @@ type ResultError struct {
 	Result *protocol.Result
 }
 
+// Error says the command, its status and why it ended.
 func (e *ResultError) Error() string {
 	msg := string(e.Result.ExitReason)
 	if e.Result.Error != nil {
@@ -96,6 +97,7 @@ type RequestError struct {
 	Reply *protocol.ControlReply
 }
 
+// Error says the request, its outcome and the runner's message.
 func (e *RequestError) Error() string {
 	return fmt.Sprintf("%s request %s: %s: %s", e.Reply.Op, e.Reply.ReqID, e.Reply.Outcome, e.Reply.Message)
 }
