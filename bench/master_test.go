@@ -58,7 +58,7 @@ func BenchmarkMasterWait(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
 		for j := 0; j < n; j++ {
-			if _, err := c.Wait(ctx); err != nil {
+			if _, err := c.Wait(ctx, master.WaitOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -71,7 +71,7 @@ func BenchmarkMasterWait(b *testing.B) {
 				fsq.WriteAtomic(filepath.Join(s.Dir(), protocol.DirResult, c2.Name), []byte(`{"cmd_id":"x","status":"ok"}`), 0o600, fsq.Volatile)
 			}()
 			t0 := time.Now()
-			if _, err := c2.Wait(ctx); err != nil {
+			if _, err := c2.Wait(ctx, master.WaitOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0)-time.Millisecond)

@@ -50,7 +50,7 @@ for {set i 0} {$i < %d} {incr i} {gets stdin l; puts "$l [clock microseconds]"; 
 				sent[i] = t0
 			}
 		}
-		if _, err := c.Wait(ctx); err != nil {
+		if _, err := c.Wait(ctx, master.WaitOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		out, _ := os.ReadFile(filepath.Join(rd, protocol.DirOutput, protocol.OutputName(c.Name)))

@@ -196,7 +196,16 @@ func (a *goAd) do(st step) map[string]any {
 		if st["force"] == "1" {
 			mode = protocol.StopForce
 		}
-		rep, err := s.Stop(ctx, mode, st["wait"] == "1")
+		p, err := s.Stop(ctx, mode)
+		if err != nil {
+			return ofError(err)
+		}
+		var rep *protocol.ControlReply
+		if st["wait"] == "1" {
+			rep, err = p.Wait(ctx)
+		} else {
+			rep, err = p.Reply(ctx)
+		}
 		if err != nil {
 			return ofError(err)
 		}
@@ -213,7 +222,7 @@ func (a *goAd) do(st step) map[string]any {
 		if st["keep"] == "1" {
 			lctx, lcancel := context.WithCancel(context.Background())
 			a.leaseStop, a.leaseErrs = lcancel, s.KeepLease(lctx, st.ms("ttl_ms"))
-		} else if err := s.WriteLease("conformance", st.ms("ttl_ms")); err != nil {
+		} else if _, err := s.WriteLease("conformance", st.ms("ttl_ms")); err != nil {
 			return ofError(err)
 		}
 		return map[string]any{"outcome": "ok", "exit": 0}
@@ -263,7 +272,7 @@ func (a *goAd) do(st step) map[string]any {
 			ctx, cancel = withTimeout(time.Minute)
 			defer cancel()
 		}
-		if _, err := master.WaitReadyFor(ctx, a.dir, st.ms("wait_for_runner_ms")); err != nil {
+		if _, err := master.WaitReady(ctx, a.dir, master.WaitOptions{WaitForRunner: st.ms("wait_for_runner_ms")}); err != nil {
 			return ofError(err)
 		}
 		return map[string]any{"outcome": "ready", "exit": 0}
@@ -272,7 +281,7 @@ func (a *goAd) do(st step) map[string]any {
 }
 
 func (a *goAd) wait(ctx context.Context, c *master.Command) map[string]any {
-	r, err := c.Wait(ctx)
+	r, err := c.Wait(ctx, master.WaitOptions{})
 	var re *master.ResultError
 	if r != nil && (err == nil || errors.As(err, &re)) {
 		return ofResult(c, r)

@@ -106,7 +106,7 @@ func TestMixedMastersOneSession(t *testing.T) {
 	t.Cleanup(func() { _ = runner.Process.Kill(); _ = runner.Wait() })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := master.WaitReady(ctx, dir); err != nil {
+	if _, err := master.WaitReady(ctx, dir, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const each = 25

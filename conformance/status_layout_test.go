@@ -36,7 +36,7 @@ func TestPythonStatusLayout(t *testing.T) {
 	t.Cleanup(func() { _ = runner.Process.Kill(); _ = runner.Wait() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := master.WaitReady(ctx, dir); err != nil {
+	if _, err := master.WaitReady(ctx, dir, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := master.Open(dir)
@@ -50,7 +50,7 @@ func TestPythonStatusLayout(t *testing.T) {
 	if _, err := s.Run(ctx, "error boom", master.SubmitOptions{}); err == nil {
 		t.Fatal("error boom: no error")
 	}
-	if err := s.WriteLease("status-layout", 10*time.Minute); err != nil {
+	if _, err := s.WriteLease("status-layout", 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	c, err := s.Submit(ctx, `puts -nonewline "Overwrite? (y/n) "; flush stdout; after 60000`, master.SubmitOptions{TraceID: "flow-9/write"})

@@ -134,11 +134,11 @@ func TestSlurmJobKilledMidCommand(t *testing.T) {
 			if res2.Info.Launches != 2 {
 				t.Errorf("launches %d", res2.Info.Launches)
 			}
-			r, err := running.Wait(ctx(t))
+			r, err := running.Wait(ctx(t), master.WaitOptions{})
 			if r == nil || r.ExitReason != tc.reason {
 				t.Fatalf("interrupted command: %+v %v", r, err)
 			}
-			if r, err := queued.Wait(ctx(t)); err != nil || r.Status != protocol.StatusOK {
+			if r, err := queued.Wait(ctx(t), master.WaitOptions{}); err != nil || r.Status != protocol.StatusOK {
 				t.Fatalf("queued command: %+v %v", r, err)
 			}
 			n, ran := resultsByID(dir), sideEffects(t, side)
@@ -236,7 +236,7 @@ func TestSlurmTimeLimitSignalStopsGracefully(t *testing.T) {
 	ranFirst := len(resultsByID(dir))
 	launchSession(t, dir)
 	for _, c := range cmds {
-		r, err := c.Wait(ctx(t))
+		r, err := c.Wait(ctx(t), master.WaitOptions{})
 		if err != nil || r.Status != protocol.StatusOK {
 			t.Fatalf("%s: %+v %v", c.ID, r, err)
 		}

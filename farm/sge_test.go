@@ -59,7 +59,7 @@ func TestSGEStopEscalatesToQdel(t *testing.T) {
 		t.Fatalf("%+v %v", rep, err)
 	}
 	launchSession(t, dir, func(o *launch.Options) { o.Via = "sge" })
-	r, _ := c.Wait(ctx(t))
+	r, _ := c.Wait(ctx(t), master.WaitOptions{})
 	if r == nil || r.Status == protocol.StatusOK {
 		t.Fatalf("the interrupted command: %+v", r)
 	}

@@ -9,6 +9,6 @@
 // sessions as one job array, StopMany stops several, cancelling the
 // elements of one array together.
 //
-// Its errors are master.CodedError values, so master.Classify gives their
+// Its errors are sessionio.CodedError values, so master.Classify gives their
 // codes and the CLI's exit codes.
 package launch

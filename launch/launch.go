@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
@@ -113,10 +114,10 @@ type Result struct {
 func Launch(ctx context.Context, dir string, opts Options) (*Result, error) {
 	d, err := sched.For(opts.Via)
 	if err != nil {
-		return nil, master.UsageError("%v", err)
+		return nil, sessionio.UsageError("%v", err)
 	}
 	if opts.Via == "local" && len(opts.SubmitArgs) > 0 {
-		return nil, master.UsageError("--submit-arg has no meaning with --via local")
+		return nil, sessionio.UsageError("--submit-arg has no meaning with --via local")
 	}
 	x := opts.Exec
 	if x == nil {
@@ -194,7 +195,7 @@ func prepare(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exe
 	if st, err := s.Status(ctx); err == nil && st.Alive {
 		return nil, "", fmt.Errorf("%w: a runner serves %s (pid %d on %s, phase %s)", ErrAlreadyLaunched, s.Dir(), st.RunnerPID, st.RunnerHost, st.Phase)
 	}
-	if !s.OnNetworkFS() && s.LockHeld() { // A runner that has not written its state yet.
+	if !sessionio.Of(s).OnNetworkFS() && sessionio.Of(s).LockHeld() { // A runner that has not written its state yet.
 		return nil, "", fmt.Errorf("%w: a runner holds %s of %s", ErrAlreadyLaunched, protocol.FileLock, s.Dir())
 	}
 	var before string
@@ -202,7 +203,7 @@ func prepare(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exe
 		before = st.SessionID
 	}
 	info := &Info{ProtocolVersion: protocol.Version, LaunchID: master.NewCmdID(), Via: d.Name(), Launches: 1,
-		SubmittedAt: protocol.Now(), Submitter: s.Owner(), Script: FileLaunchScript, Output: FileLaunchOutput}
+		SubmittedAt: protocol.Now(), Submitter: sessionio.Of(s).Owner(), Script: FileLaunchScript, Output: FileLaunchOutput}
 	if prev != nil {
 		info.Launches = prev.Launches + 1
 	}
@@ -296,7 +297,7 @@ func markStopped(ctx context.Context, s *master.Session) (*Info, error) {
 		return nil, err
 	}
 	now := protocol.Now()
-	li.StoppedAt, li.StoppedBy = &now, s.Owner()
+	li.StoppedAt, li.StoppedBy = &now, sessionio.Of(s).Owner()
 	return li, writeLaunch(s, li, fsq.Volatile)
 }
 
@@ -327,13 +328,13 @@ func FindRunner(p string) (string, error) {
 	if !strings.Contains(p, "/") {
 		lp, err := exec.LookPath(p)
 		if err != nil {
-			return "", master.UsageError("cannot find the runner executable (%v): give --runner PATH or set SP_RUNNER", err)
+			return "", sessionio.UsageError("cannot find the runner executable (%v): give --runner PATH or set SP_RUNNER", err)
 		}
 		p = lp
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil || !isExecutable(abs) {
-		return "", master.UsageError("runner %s is not an executable file", p)
+		return "", sessionio.UsageError("runner %s is not an executable file", p)
 	}
 	return abs, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/sched"
 )
@@ -48,7 +49,7 @@ type MemberLaunch struct {
 func LaunchArray(ctx context.Context, script string, members []Member, opts Options) ([]MemberLaunch, error) {
 	d, ok := sched.Array(opts.Via)
 	if !ok {
-		return nil, master.UsageError("--via %s has no job arrays", opts.Via)
+		return nil, sessionio.UsageError("--via %s has no job arrays", opts.Via)
 	}
 	for i, m := range members {
 		if m.Index < 1 || i > 0 && m.Index != members[i-1].Index+1 {

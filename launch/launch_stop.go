@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
@@ -234,7 +235,7 @@ func beginStop(ctx context.Context, dir string, opts StopOptions, b *stopBatch) 
 		}
 		if ctx.Err() != nil {
 			st.done = true
-			return st, master.ContextEndError(ctx)
+			return st, sessionio.ContextEnd(ctx)
 		}
 		progress(opts.Progress, "the runner did not stop and end its job within %v (%v)", opts.Grace, serr)
 	}
@@ -268,7 +269,7 @@ func (st *stopping) cancel(ctx context.Context, id string, force, run bool) (ok 
 	}
 	if ctx.Err() != nil {
 		st.done = true
-		return false, master.ContextEndError(ctx)
+		return false, sessionio.ContextEnd(ctx)
 	}
 	return false, nil
 }
@@ -280,19 +281,19 @@ func (st *stopping) cancel(ctx context.Context, id string, force, run bool) (ok 
 // the lock after it writes the phase, so a cancel sent after this finds
 // nothing of the runner's left to interrupt.
 func waitRunnerGone(ctx context.Context, s *master.Session) error {
-	if s.OnNetworkFS() {
+	if sessionio.Of(s).OnNetworkFS() {
 		return nil
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for wait := time.Millisecond; ; wait = min(wait*2, 50*time.Millisecond) {
-		if !s.LockHeld() {
+		if !sessionio.Of(s).LockHeld() {
 			return nil
 		}
 		t.Reset(wait)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the runner said it stopped but still holds its lock: %w", master.ContextEndError(ctx))
+			return fmt.Errorf("the runner said it stopped but still holds its lock: %w", sessionio.ContextEnd(ctx))
 		case <-t.C:
 		}
 	}
@@ -321,13 +322,13 @@ func (st *stopping) stillActive() error {
 // written is called once the request is in ctl/ (or nothing will be);
 // the wait for the reply begins once allWritten returns.
 func stopRequest(ctx context.Context, s *master.Session, mode protocol.StopMode, written, allWritten func()) error {
-	p, err := s.SendStop(ctx, mode)
+	p, err := s.Stop(ctx, mode)
 	written()
 	if err != nil {
 		return err
 	}
 	allWritten()
-	_, err = p.Wait(ctx, true)
+	_, err = p.Wait(ctx)
 	return err
 }
 
@@ -350,7 +351,7 @@ func WaitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (
 			if err != nil {
 				return j, err
 			}
-			return j, master.ContextEndError(ctx)
+			return j, sessionio.ContextEnd(ctx)
 		case <-t.C:
 		}
 	}
@@ -364,12 +365,12 @@ var statusExec = sched.SharedExec(sched.RunCommand, 0)
 
 // Status returns the launch status of s (what master status shows), or nil
 // if s was never launched.
-func Status(ctx context.Context, s *master.Session) *master.LaunchStatus {
+func Status(ctx context.Context, s *master.Session) *JobStatus {
 	li, err := Read(s)
 	if err != nil {
 		return nil
 	}
-	ls := &master.LaunchStatus{Via: li.Via, JobID: li.JobID, Launches: li.Launches}
+	ls := &JobStatus{Via: li.Via, JobID: li.JobID, Launches: li.Launches}
 	d, err := sched.For(li.Via)
 	if err == nil {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)

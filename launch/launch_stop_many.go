@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 )
 
 // StopMany stops the launched sessions in dirs in parallel, each as
@@ -149,7 +149,7 @@ func (b *stopBatch) enter(ctx context.Context) (done func(), err error) {
 	case b.sem <- struct{}{}:
 	case <-ctx.Done():
 		b.written.Done()
-		return nil, master.ContextEndError(ctx)
+		return nil, sessionio.ContextEnd(ctx)
 	}
 	var once sync.Once
 	leave := func() {

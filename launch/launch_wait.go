@@ -8,13 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )
 
 // Farm errors a caller may branch on with errors.Is. Each is a
-// master.CodedError, so master.Classify gives its code and exit status.
+// sessionio.CodedError, so master.Classify gives its code and exit status.
 var (
 	// ErrAlreadyLaunched: the session already has a live runner, or the
 	// job of an earlier launch is still queued or running. Nothing was
@@ -44,7 +45,7 @@ type farmError struct {
 
 func (e *farmError) Error() string { return e.msg }
 
-// ErrorCode implements master.CodedError.
+// ErrorCode implements sessionio.CodedError.
 func (e *farmError) ErrorCode() (code string, exit int) { return e.code, e.exit }
 
 // queryEvery is how often a waiting launcher asks the scheduler.
@@ -171,12 +172,12 @@ func serving(s *master.Session, before string) (master.Status, bool) {
 	if err != nil || st.SessionID == "" || st.SessionID == before || (st.Phase != protocol.PhaseIdle && st.Phase != protocol.PhaseBusy) {
 		return master.Status{}, false
 	}
-	if s.OnNetworkFS() {
-		hb, err := s.ReadHeartbeat()
+	if sessionio.Of(s).OnNetworkFS() {
+		hb, err := sessionio.Of(s).ReadHeartbeat()
 		if err != nil || hb.SessionID != st.SessionID {
 			return master.Status{}, false
 		}
-	} else if !s.LockHeld() {
+	} else if !sessionio.Of(s).LockHeld() {
 		return master.Status{}, false
 	}
 	return master.Status{ProtocolVersion: protocol.Version, Alive: true, AliveReason: "a new runner serves the session",

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"golang.org/x/sys/unix"
@@ -17,7 +18,7 @@ import (
 
 // This file is package launch's only way to the files of a session, as
 // master/sessionfs.go is package master's: every open, create, rename,
-// lock and sync goes through the session's fsq.Root (master.Session.Root),
+// lock and sync goes through the session's fsq.Root (sessionio.Session.Root),
 // relative to the session directory held open, never resolving a symlink
 // in any component and never leaving the session. A symlink planted at
 // state/launch.json, state/launch.out or state/launch.lock is an error
@@ -75,7 +76,7 @@ func mkdirAll(r *fsq.Root, name string) error {
 // readLaunchFile reads state/launch.json (at most 1 MiB, a regular file
 // only), state/ revalidated first (another NFS client may have written it).
 func readLaunchFile(s *master.Session) ([]byte, error) {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +88,7 @@ func readLaunchFile(s *master.Session) ([]byte, error) {
 // writeFile replaces the session file name with data (a dot-file beside
 // it, renamed onto it) with durability d.
 func writeFile(s *master.Session, name string, data []byte, perm os.FileMode, d fsq.Durability) error {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func writeFile(s *master.Session, name string, data []byte, perm os.FileMode, d 
 // syncFile makes a write of the session file name that was not fsynced
 // durable: the file, then its directory (what fsq.Durable does).
 func syncFile(s *master.Session, name string) error {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return err
 	}
@@ -117,7 +118,7 @@ func syncFile(s *master.Session, name string) error {
 
 // openOutput opens state/launch.out for reading (a regular file only).
 func openOutput(s *master.Session) (*os.File, error) {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +131,7 @@ func openOutput(s *master.Session) (*os.File, error) {
 // FIFO is never blocked on (fsq.ErrNotRegular) and a hard link to a file
 // elsewhere is never written through (fsq.ErrHardLink).
 func appendOutput(s *master.Session) (*os.File, error) {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +160,7 @@ func clearNonblock(f *os.File) error {
 // state/launch.lock, created if missing, a regular file only), trying
 // every 100 ms until ctx ends; the caller runs unlock.
 func lockLaunch(ctx context.Context, s *master.Session) (unlock func(), err error) {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return nil, fmt.Errorf("master: launch lock: %w", err)
 	}

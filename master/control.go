@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -26,7 +27,7 @@ import (
 // the heartbeat counter is watched until it moves, and the request fails
 // only on a definite sign of death (phase stopped, no state, a free lock
 // on a local filesystem) or once no live runner has been seen for the
-// grace (Grace: WaitForRunner, 10 s by default) — a heartbeat that is
+// grace (WaitForRunner, 10 s by default) — a heartbeat that is
 // merely late, as on a loaded NFS client, does not fail it. While waiting
 // for the reply it keeps checking liveness by the same rule; its request
 // is then withdrawn (deleted) if the runner has not taken it. A reply whose outcome is not a success comes with a
@@ -60,11 +61,11 @@ func (s *Session) writeRequest(ctx context.Context, req protocol.ControlRequest,
 	var seq int64
 	if deferHint {
 		var old int64
-		if seq, old, err = reserveSeq(r); err != nil {
+		if seq, old, err = sessionio.ReserveSeq(r); err != nil {
 			return "", nil, err
 		}
 		if old < seq {
-			rewrite := func() { writeHint(r, seq) }
+			rewrite := func() { sessionio.WriteHint(r, seq) }
 			hint = rewrite
 			defer func() {
 				if err != nil { // No request to wait for: the hint now.
@@ -72,7 +73,7 @@ func (s *Session) writeRequest(ctx context.Context, req protocol.ControlRequest,
 				}
 			}()
 		}
-	} else if seq, err = allocSeq(r); err != nil {
+	} else if seq, err = sessionio.AllocSeq(r); err != nil {
 		return "", nil, err
 	}
 	state, fresh := s.freshHeartbeat(seq)
@@ -178,36 +179,16 @@ func (s *Session) CancelCurrent(ctx context.Context) (*protocol.ControlReply, er
 	return s.Request(ctx, protocol.ControlRequest{Op: protocol.OpCancel, Scope: protocol.ScopeCurrent})
 }
 
-// Stop asks the runner to stop (graceful or force). With no live runner it
-// writes nothing and returns ErrRunnerNotAlive. With wait, once the runner
-// accepted, it waits until the runner has stopped (phase stopped, its lock
-// free, or no live runner seen for the grace).
-func (s *Session) Stop(ctx context.Context, mode protocol.StopMode, wait bool) (*protocol.ControlReply, error) {
-	p, err := s.SendStop(ctx, mode)
-	if err != nil {
-		return nil, err
-	}
-	return p.Wait(ctx, wait)
-}
-
-// PendingStop is a stop request written and not yet waited for
-// (SendStop).
-type PendingStop struct {
-	s    *Session
-	name string
-	hint func() // the seq/hint rewrite, nil once done or not needed
-}
-
-// SendStop is the first half of Stop: it writes the stop request (or
-// nothing, with ErrRunnerNotAlive, when no runner serves) and returns
-// once the request is in ctl/, without waiting for the reply. Wait is the
-// second half, and first rewrites seq/hint (best effort, PROTOCOL.md
-// section 5) when the request's seq is past it. A caller
+// Stop asks the runner to stop (graceful or force): it writes the stop
+// request, or nothing with ErrRunnerNotAlive when no runner serves (the
+// check Request makes), and returns once the request is in ctl/, without
+// waiting. The returned PendingStop waits: Reply for the runner's answer,
+// Wait for the answer and then for the runner to have stopped. A caller
 // stopping many sessions at once (master pool stop) writes every request
 // first and then waits for all of them: each file creation costs CPU
 // (about half a millisecond of kernel time on a busy machine), and no
-// request waits behind another session's polls or hint.
-func (s *Session) SendStop(ctx context.Context, mode protocol.StopMode) (*PendingStop, error) {
+// request waits behind another session's polls.
+func (s *Session) Stop(ctx context.Context, mode protocol.StopMode) (*PendingStop, error) {
 	name, hint, err := s.writeRequest(ctx, protocol.ControlRequest{Op: protocol.OpStop, Mode: mode}, true)
 	if err != nil {
 		return nil, err
@@ -215,19 +196,35 @@ func (s *Session) SendStop(ctx context.Context, mode protocol.StopMode) (*Pendin
 	return &PendingStop{s: s, name: name, hint: hint}, nil
 }
 
-// Wait waits for the reply to the stop request, and with wait, once the
-// runner accepted, until the runner has stopped: what Stop does once its
-// request is written.
-func (p *PendingStop) Wait(ctx context.Context, wait bool) (*protocol.ControlReply, error) {
-	s := p.s
+// PendingStop is a stop request written by Stop and not yet answered.
+// Call Reply or Wait: the first of them also rewrites seq/hint (best
+// effort, PROTOCOL.md section 5) when the request's seq is past it.
+type PendingStop struct {
+	s    *Session
+	name string
+	hint func() // the seq/hint rewrite, nil once done or not needed
+}
+
+// Reply waits for the runner's reply to the stop request: outcome
+// accepted with a nil error, anything else with a *RequestError. The
+// runner may still be stopping when it returns (Wait waits for that too).
+func (p *PendingStop) Reply(ctx context.Context) (*protocol.ControlReply, error) {
 	if p.hint != nil {
 		p.hint()
 		p.hint = nil
 	}
-	rep, err := s.awaitReply(ctx, p.name)
-	if err != nil || !wait {
+	return p.s.awaitReply(ctx, p.name)
+}
+
+// Wait waits for the runner's reply (Reply), and once the runner accepted,
+// until it has stopped: phase stopped, its lock free, or no live runner
+// seen for the grace (Session.WaitForRunner).
+func (p *PendingStop) Wait(ctx context.Context) (*protocol.ControlReply, error) {
+	rep, err := p.Reply(ctx)
+	if err != nil {
 		return rep, err
 	}
+	s := p.s
 	wake, stop := s.watch(ctx, protocol.DirState)
 	defer stop()
 	w := s.newRunnerWatch()

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -32,14 +33,13 @@ func reqNames(t *testing.T, dir string) map[string]bool {
 	return set
 }
 
-// SendStop writes the stop request and returns without waiting for the
+// Stop writes the stop request and returns without waiting for the
 // reply: a caller that gives up then leaves the request in place (it is
 // not withdrawn), and PendingStop.Wait later gets the reply and waits for
-// the runner to stop, as Stop does. The request is one mailbox request
-// with a seq of its own and the hint rewritten (in the background) to it.
-// Alive says what Status says. With no live runner SendStop writes
-// nothing.
-func TestSendStopThenWait(t *testing.T) {
+// the runner to stop. The request is one mailbox request with a seq of
+// its own and the hint rewritten (in the background) to it. Alive says
+// what Status says. With no live runner Stop writes nothing.
+func TestStopThenWait(t *testing.T) {
 	dir := startRunner(t)
 	s := readyIn(t, dir)
 	if alive, why := s.Alive(ctx(t)); !alive {
@@ -51,8 +51,8 @@ func TestSendStopThenWait(t *testing.T) {
 	}
 	before := reqNames(t, dir)
 	sendCtx, cancel := context.WithCancel(ctx(t))
-	p, err := s.SendStop(sendCtx, protocol.StopGraceful)
-	cancel() // Writing is all SendStop does: nothing waits on this context.
+	p, err := s.Stop(sendCtx, protocol.StopGraceful)
+	cancel() // Writing is all Stop does: nothing waits on this context.
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,16 +64,16 @@ func TestSendStopThenWait(t *testing.T) {
 		}
 	}
 	if len(added) != 1 || added[0] != p.name {
-		t.Fatalf("SendStop wrote %v, want its request %s alone", added, p.name)
+		t.Fatalf("Stop wrote %v, want its request %s alone", added, p.name)
 	}
-	rep, err := p.Wait(ctx(t), true)
+	rep, err := p.Wait(ctx(t))
 	if err != nil || rep.Outcome != protocol.OutcomeAccepted || rep.Op != protocol.OpStop {
 		t.Fatalf("Wait: %+v, %v", rep, err)
 	}
 	if st, err := s.ReadState(); err != nil || st.Phase != protocol.PhaseStopped {
 		t.Fatalf("after Wait: phase %s (%v)", st.Phase, err)
 	}
-	if res, err := c.Wait(ctx(t)); err != nil || *res.Value != "2" {
+	if res, err := c.Wait(ctx(t), WaitOptions{}); err != nil || *res.Value != "2" {
 		t.Fatalf("the graceful stop must let the running command finish: %+v %v", res, err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, protocol.DirAck, p.name)); err != nil {
@@ -86,7 +86,7 @@ func TestSendStopThenWait(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, protocol.DirSeq, protocol.SeqName(seq))); err != nil {
 		t.Fatalf("the request's seq %d was not reserved in seq/: %v", seq, err)
 	}
-	WaitBackgroundWrites()
+	sessionio.WaitBackgroundWrites()
 	if b, err := os.ReadFile(filepath.Join(dir, protocol.DirSeq, "hint")); err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(seq, 10) {
 		t.Fatalf("seq/hint %q (%v), want %d", b, err, seq)
 	}
@@ -96,10 +96,10 @@ func TestSendStopThenWait(t *testing.T) {
 		t.Fatalf("Alive after the stop: %v %q; Status: %v %q", alive, why, st.Alive, st.AliveReason)
 	}
 	stopped := reqNames(t, dir)
-	if _, err := s.SendStop(ctx(t), protocol.StopGraceful); !errors.Is(err, ErrRunnerNotAlive) {
-		t.Fatalf("SendStop with no runner: %v", err)
+	if _, err := s.Stop(ctx(t), protocol.StopGraceful); !errors.Is(err, ErrRunnerNotAlive) {
+		t.Fatalf("Stop with no runner: %v", err)
 	}
 	if again := reqNames(t, dir); len(again) != len(stopped) {
-		t.Fatalf("SendStop with no runner wrote %v (before: %v)", again, stopped)
+		t.Fatalf("Stop with no runner wrote %v (before: %v)", again, stopped)
 	}
 }

@@ -39,7 +39,7 @@ func runnerProc(t testing.TB, args ...string) *exec.Cmd {
 
 func readyIn(t testing.TB, dir string) *Session {
 	t.Helper()
-	if _, err := WaitReadyFor(ctx(t), dir, longWait); err != nil {
+	if _, err := WaitReady(ctx(t), dir, WaitOptions{WaitForRunner: longWait}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Open(dir)
@@ -87,10 +87,10 @@ func TestCancelOutcomes(t *testing.T) {
 	if err != nil || rep.Outcome != protocol.OutcomeCancelledRunning || rep.CmdID != long.ID {
 		t.Fatalf("running: %+v %v", rep, err)
 	}
-	if _, err := long.Wait(ctx(t)); !errors.Is(err, ErrCancelled) {
+	if _, err := long.Wait(ctx(t), WaitOptions{}); !errors.Is(err, ErrCancelled) {
 		t.Fatal(err)
 	}
-	if _, err := queued.Wait(ctx(t)); !errors.Is(err, ErrCancelled) {
+	if _, err := queued.Wait(ctx(t), WaitOptions{}); !errors.Is(err, ErrCancelled) {
 		t.Fatal(err)
 	}
 	if _, err := s.Cancel(ctx(t), "bad id"); Classify2(err) != ExitUsage {
@@ -136,7 +136,7 @@ func TestFiveCancelsInARow(t *testing.T) {
 		if err != nil {
 			t.Errorf("cancel %d: %v", i, err)
 		}
-		if r, err := queued[i].Wait(ctx(t)); !errors.Is(err, ErrCancelled) || r.ExitReason != protocol.ReasonCancelledQueued {
+		if r, err := queued[i].Wait(ctx(t), WaitOptions{}); !errors.Is(err, ErrCancelled) || r.ExitReason != protocol.ReasonCancelledQueued {
 			t.Errorf("%s: %+v %v", queued[i].ID, r, err)
 		}
 	}
@@ -157,12 +157,12 @@ func TestFiveCancelsInARow(t *testing.T) {
 func TestStopWithoutRunnerWritesNothing(t *testing.T) {
 	dir := startRunner(t)
 	s := readyIn(t, dir)
-	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := stopWait(ctx(t), s, protocol.StopGraceful); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := fsq.ReadNames(filepath.Join(dir, protocol.DirCtl))
 	for _, stop := range []func() error{
-		func() error { _, err := s.Stop(ctx(t), protocol.StopForce, false); return err },
+		func() error { _, err := s.Stop(ctx(t), protocol.StopForce); return err },
 		func() error { _, err := s.Cancel(ctx(t), "x"); return err },
 		func() error { _, err := s.CancelCurrent(ctx(t)); return err },
 	} {
@@ -183,7 +183,7 @@ func TestStopWithoutRunnerWritesNothing(t *testing.T) {
 	if res, err := s.Run(ctx(t), "expr 2", SubmitOptions{}); err != nil || *res.Value != "2" {
 		t.Fatalf("the next runner: %v", err)
 	}
-	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := stopWait(ctx(t), s, protocol.StopGraceful); err != nil {
 		t.Fatal(err)
 	}
 	<-done
@@ -194,7 +194,7 @@ func TestStopWithoutRunnerWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Stop(ctx(t), protocol.StopGraceful, false); !errors.Is(err, ErrRunnerNotAlive) {
+	if _, err := b.Stop(ctx(t), protocol.StopGraceful); !errors.Is(err, ErrRunnerNotAlive) {
 		t.Fatalf("bare stop: %v", err)
 	}
 	if _, err := b.Cancel(ctx(t), "x"); !errors.Is(err, ErrRunnerNotAlive) {
@@ -203,7 +203,7 @@ func TestStopWithoutRunnerWritesNothing(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(bare, protocol.DirCtl)); !os.IsNotExist(err) {
 		t.Fatalf("ctl/ created: %v", err)
 	}
-	if err := b.WriteLease("l1", time.Minute); err != nil {
+	if _, err := b.WriteLease("l1", time.Minute); err != nil {
 		t.Fatalf("lease on a bare session: %v", err)
 	}
 }
@@ -223,7 +223,7 @@ func TestWaitsNoticeDeadRunner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Wait(ctx(t)); !errors.Is(err, ErrRunnerNotAlive) {
+		if _, err := c.Wait(ctx(t), WaitOptions{}); !errors.Is(err, ErrRunnerNotAlive) {
 			t.Fatalf("wait: %v", err)
 		}
 		if _, err := s.Run(ctx(t), "puts y", SubmitOptions{}); !errors.Is(err, ErrRunnerNotAlive) {
@@ -235,7 +235,7 @@ func TestWaitsNoticeDeadRunner(t *testing.T) {
 		if _, err := s.WaitFor(ctx(t), regexpMust("x"), 0); !errors.Is(err, ErrRunnerNotAlive) {
 			t.Fatalf("waitfor: %v", err)
 		}
-		if _, err := WaitReadyFor(ctx(t), filepath.Join(dir, "not-yet"), grace); !errors.Is(err, ErrRunnerNotAlive) {
+		if _, err := WaitReady(ctx(t), filepath.Join(dir, "not-yet"), WaitOptions{WaitForRunner: grace}); !errors.Is(err, ErrRunnerNotAlive) {
 			t.Fatalf("ready: %v", err)
 		}
 		// The command stays queued for a later runner.
@@ -253,7 +253,7 @@ func TestWaitsNoticeDeadRunner(t *testing.T) {
 			t.Fatal(err)
 		}
 		errc := make(chan error, 1)
-		go func() { _, err := c.Wait(ctx(t)); errc <- err }()
+		go func() { _, err := c.Wait(ctx(t), WaitOptions{}); errc <- err }()
 		p.Process.Signal(syscall.SIGKILL)
 		if err := <-errc; !errors.Is(err, ErrRunnerNotAlive) {
 			t.Fatalf("%v", err)
@@ -281,7 +281,7 @@ func TestWaitsNoticeDeadRunner(t *testing.T) {
 		dir := startRunner(t, func(c *runner.Config) { c.Init = []string{bad} })
 		short, cancel := context.WithTimeout(ctx(t), 2*time.Second)
 		defer cancel()
-		_, err := WaitReady(short, dir)
+		_, err := WaitReady(short, dir, WaitOptions{})
 		if !errors.Is(err, ErrCannotServe) || !strings.Contains(err.Error(), "license checkout failed") {
 			t.Fatalf("%v", err)
 		}
@@ -323,7 +323,7 @@ func TestSeedResultAndStatusFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, raw, err := c.ReadResult()
+	_, raw, err := c.readResult()
 	if err != nil || string(raw) != seed {
 		t.Fatalf("%s %v", raw, err)
 	}
@@ -357,7 +357,7 @@ func TestNoRunnerHintByFilesystemClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if why := s.NoRunnerHint(c); why != "" {
+	if why := s.noRunnerHint(c.Seq); why != "" {
 		t.Fatalf("fresh heartbeat judged dead: %s", why)
 	}
 	os.WriteFile(hb, []byte(`{"counter":7,"interval_ms":1000,"phase":"idle","session_id":"s"}`), 0o600)
@@ -368,7 +368,7 @@ func TestNoRunnerHintByFilesystemClock(t *testing.T) {
 	os.Chtimes(hb, old, old)
 	s2, _ := Open(dir)
 	s2.network = true
-	if why := s2.NoRunnerHint(c); !strings.Contains(why, "heartbeat is 1m0s old by the session's filesystem clock") {
+	if why := s2.noRunnerHint(c.Seq); !strings.Contains(why, "heartbeat is 1m0s old by the session's filesystem clock") {
 		t.Fatalf("stale heartbeat: %q", why)
 	}
 	if _, ok := s2.freshHeartbeat(c.Seq); ok {

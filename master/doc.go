@@ -9,7 +9,14 @@
 // This package is only the library a flow imports. The master command line
 // is package cmd/master/cli; starting runners through a scheduler and pools
 // of sessions are packages launch and pool, which build on this one (a
-// command a pool moved is still found here: see Forward).
+// command a pool moved is still found here: see Command.Resolve). What
+// those packages share beyond this API (the session's fsq.Root, seq
+// allocation, forward records, error helpers) is in internal/sessionio.
+//
+// Every exported field whose zero value is not useful as it is says what 0
+// means, and means it: a Session's PollInterval, QuickPoll and
+// WaitForRunner; SubmitOptions, SendOptions and WaitOptions are all
+// optional.
 //
 // A Session is safe for concurrent use by multiple goroutines; several
 // processes (and hosts) may submit to one session at once.

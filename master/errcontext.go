@@ -3,6 +3,7 @@ package master
 import (
 	"maps"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -57,23 +58,8 @@ func ErrorContext(err error) map[string]any {
 	return out
 }
 
-// contextError wraps err with a context; errors.Is and errors.As see err.
-type contextError struct {
-	err error
-	ctx map[string]any
-}
-
-func (e *contextError) Error() string                { return e.err.Error() }
-func (e *contextError) Unwrap() error                { return e.err }
-func (e *contextError) ErrorContext() map[string]any { return maps.Clone(e.ctx) }
-
 // withContext returns err with the context ctx (nil when err is nil).
-func withContext(err error, ctx map[string]any) error {
-	if err == nil {
-		return nil
-	}
-	return &contextError{err: err, ctx: ctx}
-}
+func withContext(err error, ctx map[string]any) error { return sessionio.WithContext(err, ctx) }
 
 // ErrorContext of a refused request: the reply's own context as the
 // runner wrote it (the invalid field, the request file, a limit), then the
@@ -112,8 +98,3 @@ func (e *ResultError) ErrorContext() map[string]any {
 	}
 	return ctx
 }
-
-// WithErrorContext returns err carrying ctx as its context (see
-// ContextError); errors.Is and errors.As still see err. Nil stays nil. It
-// is for packages beside master (pool) whose errors carry the same keys.
-func WithErrorContext(err error, ctx map[string]any) error { return withContext(err, ctx) }

@@ -1,20 +1,18 @@
 package master
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
-	"golang.org/x/sys/unix"
 )
 
 // Errors a caller may branch on with errors.Is.
 var (
 	// ErrSessionMissing: the directory is not a session (no queue/).
-	ErrSessionMissing = errors.New("master: session directory missing or not a session")
+	ErrSessionMissing = sessionio.ErrSessionMissing
 	// ErrRunnerNotAlive: no runner serves the session (it stopped, its lock
 	// is free, or its heartbeat counter did not move), and a wait saw none
 	// for its grace (Session.WaitForRunner).
@@ -24,7 +22,7 @@ var (
 	ErrCannotServe = errors.New("master: runner cannot serve")
 	// ErrWaitTimeout: the caller's wait ended (context deadline) before the
 	// result appeared. The command may still run.
-	ErrWaitTimeout = errors.New("master: timed out waiting")
+	ErrWaitTimeout = sessionio.ErrWaitTimeout
 	// ErrCommandFailed: the command ran and failed (status error).
 	ErrCommandFailed = errors.New("master: command failed")
 	// ErrCommandTimeout: the runner ended the command at its timeout.
@@ -58,9 +56,10 @@ var (
 	ErrExpectTimeout = errors.New("master: expected output did not appear")
 	// ErrRefusedEcho: a secret send was refused while the terminal echoes.
 	ErrRefusedEcho = errors.New("master: secret input refused while the terminal echoes")
-	// ErrInterrupted: the master itself was interrupted (SIGINT, SIGTERM);
-	// see InterruptedError.
-	ErrInterrupted = errors.New("master: interrupted")
+	// ErrInterrupted: the master itself was interrupted (SIGINT, SIGTERM):
+	// the CLI's and the MCP server's context cause, classified with exit
+	// 128 + the signal number.
+	ErrInterrupted = sessionio.ErrInterrupted
 )
 
 // ResultError is returned with a result whose status is not ok. It wraps
@@ -69,6 +68,7 @@ type ResultError struct {
 	Result *protocol.Result
 }
 
+// Error says the command, its status and why it ended.
 func (e *ResultError) Error() string {
 	msg := string(e.Result.ExitReason)
 	if e.Result.Error != nil {
@@ -97,6 +97,7 @@ type RequestError struct {
 	Reply *protocol.ControlReply
 }
 
+// Error says the request, its outcome and the runner's message.
 func (e *RequestError) Error() string {
 	return fmt.Sprintf("%s request %s: %s: %s", e.Reply.Op, e.Reply.ReqID, e.Reply.Outcome, e.Reply.Message)
 }
@@ -126,25 +127,6 @@ func outcomeErr(o protocol.Outcome) error {
 	}
 	return ErrRequestRejected
 }
-
-// InterruptedError reports that the master was stopped by a signal. It
-// wraps ErrInterrupted; the CLI exits 128 + the signal number (130 for
-// SIGINT, 143 for SIGTERM).
-type InterruptedError struct {
-	Signal syscall.Signal
-}
-
-// Error reads like os/signal's context causes ("terminated signal
-// received"), followed by the signal's name.
-func (e *InterruptedError) Error() string {
-	return fmt.Sprintf("%s signal received (%s)", e.Signal, unix.SignalName(e.Signal))
-}
-
-// Unwrap returns ErrInterrupted.
-func (e *InterruptedError) Unwrap() error { return ErrInterrupted }
-
-// Is makes an interruption a context.Canceled too, as os/signal's causes are.
-func (e *InterruptedError) Is(target error) bool { return target == context.Canceled }
 
 // Stable error codes of the master CLI's JSON output and exit codes. The
 // codes of control outcomes are the outcome strings themselves.
@@ -188,12 +170,12 @@ const (
 
 // Classify maps an error to its stable code and CLI exit code.
 func Classify(err error) (code string, exit int) {
-	var ce CodedError
-	var ie *InterruptedError
+	var ce sessionio.CodedError
+	var ie *sessionio.InterruptedError
 	switch {
 	case err == nil:
 		return "", ExitOK
-	case errors.As(err, &ce): // Packages built on this one: launch, pool, the CLI.
+	case errors.As(err, &ce): // Packages built on this one (launch, pool, the CLI) give their own.
 		return ce.ErrorCode()
 	case errors.As(err, &ie):
 		return CodeInterrupted, 128 + int(ie.Signal)
@@ -240,43 +222,19 @@ func Classify(err error) (code string, exit int) {
 }
 
 // ErrUsage marks an invalid argument or option (code usage, CLI exit 2).
-// The message follows it: "usage: ...".
-var ErrUsage = errors.New("usage")
+// The message follows it: "usage: ...", the CLI's own wording, where the
+// other errors say "master: ...".
+var ErrUsage = sessionio.ErrUsage
 
-// CodedError is an error that carries its own stable code and CLI exit
-// code. Classify answers with them before its own table, so packages built
-// on this one (launch, pool, the CLI) define errors it classifies without
-// being imported by it. Code may be empty for an outcome already reported.
-type CodedError interface {
-	error
-	ErrorCode() (code string, exit int)
-}
-
-func usageErr(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
-}
+func usageErr(format string, args ...any) error { return sessionio.UsageError(format, args...) }
 
 // usageFrom is err (a *protocol.ValidationError, say) as a usage error,
 // with err kept in the chain so that ErrorContext finds its field.
 func usageFrom(err error) error { return fmt.Errorf("%w: %w", ErrUsage, err) }
 
-// wrapf wraps err under "master: " and what format says, dropping err's
-// own "master: " prefix so that the prefix appears once in the message
-// ("master: waiting for X: runner not alive", not "...: master: runner
-// not alive"). errors.Is and errors.As see err.
-func wrapf(err error, format string, args ...any) error {
-	return &prefixed{msg: "master: " + fmt.Sprintf(format, args...), err: err}
-}
-
-type prefixed struct {
-	msg string
-	err error
-}
-
-func (e *prefixed) Error() string {
-	return e.msg + ": " + strings.TrimPrefix(e.err.Error(), "master: ")
-}
-func (e *prefixed) Unwrap() error { return e.err }
+// wrapf wraps err under "master: " and what format says, "master: "
+// said once (sessionio.Wrapf).
+func wrapf(err error, format string, args ...any) error { return sessionio.Wrapf(err, format, args...) }
 
 // withCause is err with why in parentheses, "master: " said once: "master:
 // timed out waiting (runner cannot serve: ...)". Both are wrapped.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // A flow script runs a command and branches on its outcome.
@@ -44,7 +45,7 @@ func ExampleSession_KeepLease() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := c.Wait(ctx); err != nil {
+	if _, err := c.Wait(ctx, master.WaitOptions{}); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -82,4 +83,35 @@ func ExampleSession_Cancel() {
 	default:
 		log.Fatal(err)
 	}
+}
+
+// Wait for a runner being launched, then stop it: Stop writes the request,
+// the PendingStop waits (Reply for the answer alone).
+func ExampleSession_Stop() {
+	dir := os.Getenv("SP_SESSION_DIR")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// The scheduler may take a while to start it: allow a minute without
+	// a live runner before giving up.
+	if _, err := master.WaitReady(ctx, dir, master.WaitOptions{WaitForRunner: time.Minute}); err != nil {
+		log.Fatal(err) // master.ErrRunnerNotAlive, ErrCannotServe, ErrWaitTimeout
+	}
+	s, err := master.Open(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	p, err := s.Stop(ctx, protocol.StopGraceful)
+	if errors.Is(err, master.ErrRunnerNotAlive) {
+		fmt.Println("no runner: nothing was written")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep, err := p.Wait(ctx) // The reply, then the runner's end.
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rep.Outcome) // accepted
 }

@@ -12,17 +12,12 @@ import (
 
 var leaseCounter atomic.Int64
 
-// WriteLease writes state/lease.json once with ttl. The runner judges it on
-// its own clock (no renewal seen for ttl_ms: expired); expires_at is written
-// too, for runners that follow the seed protocol. A session made by an
-// older runner without state/ gets the directory.
-func (s *Session) WriteLease(leaseID string, ttl time.Duration) error {
-	_, err := s.WriteLeaseRecord(leaseID, ttl)
-	return err
-}
-
-// WriteLeaseRecord is WriteLease returning the lease it wrote.
-func (s *Session) WriteLeaseRecord(leaseID string, ttl time.Duration) (protocol.Lease, error) {
+// WriteLease writes state/lease.json once with ttl and returns the lease
+// it wrote. The runner judges it on its own clock (no renewal seen for
+// ttl_ms: expired); expires_at is written too, for runners that follow the
+// seed protocol. A session made by an older runner without state/ gets
+// the directory.
+func (s *Session) WriteLease(leaseID string, ttl time.Duration) (protocol.Lease, error) {
 	l := protocol.Lease{
 		ProtocolVersion: protocol.Version, LeaseID: leaseID, TTLMS: ttl.Milliseconds(),
 		ExpiresAt: protocol.Time{Time: time.Now().Add(ttl)}, Counter: leaseCounter.Add(1), Owner: s.owner,
@@ -47,7 +42,7 @@ func (s *Session) KeepLease(ctx context.Context, ttl time.Duration) <-chan error
 		default:
 		}
 	}
-	if err := s.WriteLease(id, ttl); err != nil {
+	if _, err := s.WriteLease(id, ttl); err != nil {
 		report(err)
 	}
 	go func() {
@@ -59,7 +54,7 @@ func (s *Session) KeepLease(ctx context.Context, ttl time.Duration) <-chan error
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := s.WriteLease(id, ttl); err != nil {
+				if _, err := s.WriteLease(id, ttl); err != nil {
 					report(wrapf(err, "renew lease"))
 				}
 			}

@@ -12,7 +12,7 @@ import (
 // DefaultWaitForRunner is how long a request or a wait goes on without
 // seeing a live runner before it gives up with ErrRunnerNotAlive
 // (Session.WaitForRunner changes it), unless ten heartbeat intervals are
-// longer (Grace). It is longer than the liveness window of a runner with
+// longer. It is longer than the liveness window of a runner with
 // the default heartbeat (2 × 1 s + 250 ms), so neither a heartbeat delayed
 // by a loaded host or file server nor a runner being restarted by a
 // supervisor fails requests and waits.
@@ -22,32 +22,32 @@ const DefaultWaitForRunner = 10 * time.Second
 // has been read (the runner's default --heartbeat).
 const defaultInterval = time.Second
 
-// Window is the liveness window of a runner whose heartbeat interval is
+// liveWindow is the liveness window of a runner whose heartbeat interval is
 // interval (heartbeat.json interval_ms; 0: not known, 1 s): its counter
 // must be seen moving within 2 × interval + 250 ms to count as alive
 // (PROTOCOL.md section 8). An interval under 100 ms counts as 100 ms.
-func Window(interval time.Duration) time.Duration {
+func liveWindow(interval time.Duration) time.Duration {
 	if interval <= 0 {
 		interval = defaultInterval
 	}
 	return 2*max(interval, 100*time.Millisecond) + 250*time.Millisecond
 }
 
-// Grace is the one grace of every request and wait (PROTOCOL.md section
+// graceFor is the one grace of every request and wait (PROTOCOL.md section
 // 8, "Giving up"): how long a master goes on without seeing a live runner
 // before it answers ErrRunnerNotAlive. base is the caller's setting
 // (Session.WaitForRunner, --wait-for-runner); 0 means DefaultWaitForRunner
 // or ten heartbeat intervals, whichever is longer. Whatever base says, the
 // grace is at least one liveness window, or a live runner's counter could
 // not be seen moving before the grace ran out.
-func Grace(base, interval time.Duration) time.Duration {
+func graceFor(base, interval time.Duration) time.Duration {
 	if interval <= 0 {
 		interval = defaultInterval
 	}
 	if base <= 0 {
 		base = max(DefaultWaitForRunner, 10*interval)
 	}
-	return max(base, Window(interval))
+	return max(base, liveWindow(interval))
 }
 
 // look is one liveness judgment made without waiting.
@@ -70,11 +70,11 @@ type look struct {
 // local filesystem, the runner's flock is free. A counter that has not
 // moved for more than the window is late: not alive, yet not dead either
 // (a loaded host or file server delays heartbeats); only the grace of a
-// request or wait (Grace) turns that into "runner not alive". A counter
+// request or wait (graceFor) turns that into "runner not alive". A counter
 // not yet seen moving gives an indefinite "not alive".
 func (s *Session) observe() look {
 	state, serr := s.ReadState()
-	hb, herr := s.ReadHeartbeat()
+	hb, herr := s.readHeartbeat()
 	l := look{state: state}
 	switch {
 	case serr != nil && herr != nil:
@@ -85,12 +85,12 @@ func (s *Session) observe() look {
 		// On purpose when no runner holds the lock (on NFS the lock cannot
 		// be probed: state.json alone, which a new runner rewrites at its
 		// start).
-		l.stopped = s.network || !s.LockHeld()
+		l.stopped = s.network || !s.lockHeld()
 		if state.Reason != "" {
 			l.reason += " (" + state.Reason + ")"
 		}
 		return l
-	case !s.network && !s.LockHeld():
+	case !s.network && !s.lockHeld():
 		l.definite, l.reason = true, "the runner's lock is free"
 		return l
 	case herr != nil:
@@ -106,7 +106,7 @@ func (s *Session) observe() look {
 	if s.lastHB.at.IsZero() || hb.Counter != s.lastHB.counter || hb.SessionID != s.lastHB.session {
 		s.lastHB = hbSeen{session: hb.SessionID, counter: hb.Counter, at: now, moved: !s.lastHB.at.IsZero()}
 	}
-	window := Window(l.interval)
+	window := liveWindow(l.interval)
 	age := now.Sub(s.lastHB.at)
 	switch {
 	case s.lastHB.moved && age <= window:
@@ -134,7 +134,7 @@ func (s *Session) heartbeatWrittenWithin(now time.Time, window time.Duration) bo
 }
 
 // runnerWatch gives up a request or a wait once no live runner has been
-// seen for the grace (Grace, from the caller's base and the heartbeat
+// seen for the grace (graceFor, from the caller's base and the heartbeat
 // interval the runner publishes).
 type runnerWatch struct {
 	s    *Session
@@ -208,7 +208,7 @@ func (w *runnerWatch) judge(now time.Time, l look) error {
 		w.lastAlive = now
 		return nil
 	}
-	gone, grace := now.Sub(w.lastAlive), Grace(w.base, l.interval)
+	gone, grace := now.Sub(w.lastAlive), graceFor(w.base, l.interval)
 	if l.stopped && !w.forReady && gone >= min(stoppedGrace, grace) {
 		return withContext(fmt.Errorf("%w: %s", ErrRunnerNotAlive, l.reason), notAliveContext(l.reason, grace))
 	}
@@ -237,7 +237,7 @@ func (s *Session) awaitAlive(ctx context.Context) (look, error) {
 			return l, nil
 		}
 		if l.definite {
-			return l, withContext(fmt.Errorf("%w: %s", ErrRunnerNotAlive, l.reason), notAliveContext(l.reason, Grace(w.base, l.interval)))
+			return l, withContext(fmt.Errorf("%w: %s", ErrRunnerNotAlive, l.reason), notAliveContext(l.reason, graceFor(w.base, l.interval)))
 		}
 		if err := w.judge(time.Now(), l); err != nil {
 			return l, err
@@ -265,13 +265,14 @@ func cannotServe(st protocol.State) error {
 	return nil
 }
 
-// NoRunnerHint says why no runner seems to serve the session, from one look
+// noRunnerHint says why no runner seems to serve the session, from one look
 // without waiting, or returns "" when one may: it is for the warning of a
-// plain submit, which queues the command either way. Beyond the definite
-// signs (no state, phase stopped, a free lock on a local filesystem) it
-// compares the heartbeat file's mtime with that of c's seq reservation,
-// both stamped by the session's filesystem, so no two hosts' clocks meet.
-func (s *Session) NoRunnerHint(c *Command) string {
+// plain submit (sessionio.Session), which queues the command either way.
+// Beyond the definite signs (no state, phase stopped, a free lock on a
+// local filesystem) it compares the heartbeat file's mtime with that of
+// the seq reservation seq, both stamped by the session's filesystem, so no
+// two hosts' clocks meet.
+func (s *Session) noRunnerHint(seq int64) string {
 	l := s.observe()
 	if l.alive {
 		return ""
@@ -280,12 +281,12 @@ func (s *Session) NoRunnerHint(c *Command) string {
 		return l.reason
 	}
 	hbInfo, err1 := s.regularInfo(protocol.FileHeartbeat)
-	ref, err2 := s.regularInfo(protocol.DirSeq + "/" + protocol.SeqName(c.Seq))
-	hb, err3 := s.ReadHeartbeat()
+	ref, err2 := s.regularInfo(protocol.DirSeq + "/" + protocol.SeqName(seq))
+	hb, err3 := s.readHeartbeat()
 	if err1 != nil || err2 != nil || err3 != nil {
 		return ""
 	}
-	window := Window(time.Duration(hb.IntervalMS) * time.Millisecond)
+	window := liveWindow(time.Duration(hb.IntervalMS) * time.Millisecond)
 	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
 		return "its heartbeat is " + age.Round(time.Second).String() + " old by the session's filesystem clock"
 	}
@@ -304,7 +305,7 @@ func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
 	if err != nil || st.SessionID == "" || st.Phase == protocol.PhaseStopped {
 		return st, false
 	}
-	hb, err := s.ReadHeartbeat()
+	hb, err := s.readHeartbeat()
 	if err != nil || hb.Phase == protocol.PhaseStopped || hb.SessionID != st.SessionID {
 		return st, false
 	}
@@ -313,11 +314,11 @@ func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
 	if err1 != nil || err2 != nil {
 		return st, false
 	}
-	window := Window(time.Duration(hb.IntervalMS) * time.Millisecond)
+	window := liveWindow(time.Duration(hb.IntervalMS) * time.Millisecond)
 	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
 		return st, false
 	}
-	if !s.network && !s.LockHeld() {
+	if !s.network && !s.lockHeld() {
 		return st, false
 	}
 	return st, true

@@ -49,12 +49,12 @@ func TestGraceAndWindow(t *testing.T) {
 		{0, 10 * time.Millisecond, DefaultWaitForRunner},      // likewise
 		{20 * time.Second, 5 * time.Second, 20 * time.Second}, // the caller's, above a window
 	} {
-		if got := Grace(c.base, c.interval); got != c.want {
-			t.Errorf("Grace(%v, %v) = %v, want %v", c.base, c.interval, got, c.want)
+		if got := graceFor(c.base, c.interval); got != c.want {
+			t.Errorf("graceFor(%v, %v) = %v, want %v", c.base, c.interval, got, c.want)
 		}
 	}
-	if w := Window(0); w != 2250*time.Millisecond {
-		t.Errorf("Window(0) = %v", w)
+	if w := liveWindow(0); w != 2250*time.Millisecond {
+		t.Errorf("liveWindow(0) = %v", w)
 	}
 }
 

@@ -62,6 +62,15 @@ func startRunner(t testing.TB, mods ...func(*runner.Config)) string {
 	return dir
 }
 
+// stopWait stops the runner and waits until it has stopped.
+func stopWait(ctx context.Context, s *Session, mode protocol.StopMode) (*protocol.ControlReply, error) {
+	p, err := s.Stop(ctx, mode)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(ctx)
+}
+
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), longWait)
 	t.Cleanup(cancel)
@@ -78,7 +87,7 @@ func TestSubmitWaitRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Wait(ctx(t))
+	res, err := c.Wait(ctx(t), WaitOptions{})
 	if err != nil || res.Status != protocol.StatusOK || *res.Value != "5" {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -101,13 +110,13 @@ func TestSubmitWaitRun(t *testing.T) {
 	c, _ = s.Submit(ctx(t), "after 10000", SubmitOptions{})
 	short, cancel := context.WithTimeout(ctx(t), 100*time.Millisecond)
 	defer cancel()
-	if _, err := c.Wait(short); !errors.Is(err, ErrWaitTimeout) {
+	if _, err := c.Wait(short, WaitOptions{}); !errors.Is(err, ErrWaitTimeout) {
 		t.Fatalf("%v", err)
 	}
 	if _, err := s.Cancel(ctx(t), c.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Wait(ctx(t)); !errors.Is(err, ErrCancelled) {
+	if _, err := c.Wait(ctx(t), WaitOptions{}); !errors.Is(err, ErrCancelled) {
 		t.Fatalf("%v", err)
 	}
 	if c2, err := s.Command(c.ID); err != nil || c2.Name != c.Name {
@@ -157,7 +166,7 @@ func TestConcurrentSubmitters(t *testing.T) {
 	for _, n := range names {
 		seq, id, _ := protocol.ParseCommandName(n)
 		c := &Command{s: s, ID: id, Seq: seq, Name: n}
-		if r, err := c.Wait(ctx(t)); err != nil || r.Status != protocol.StatusOK {
+		if r, err := c.Wait(ctx(t), WaitOptions{}); err != nil || r.Status != protocol.StatusOK {
 			t.Fatalf("%s: %v", n, err)
 		}
 	}
@@ -237,18 +246,18 @@ func TestStatusAndStop(t *testing.T) {
 	})
 	c, _ := s.Submit(ctx(t), "puts working; flush stdout; after 600; expr 2", SubmitOptions{})
 	waitUntil(t, func() bool { st, _ := s.Status(ctx(t)); return st.CurrentCmdID == c.ID })
-	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := stopWait(ctx(t), s, protocol.StopGraceful); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := c.Wait(ctx(t)); err != nil || *r.Value != "2" {
+	if r, err := c.Wait(ctx(t), WaitOptions{}); err != nil || *r.Value != "2" {
 		t.Fatalf("graceful stop must finish the command: %v", err)
 	}
 	st, _ := s.Status(ctx(t))
 	if st.Alive || st.Phase != protocol.PhaseStopped {
 		t.Fatalf("%+v", st)
 	}
-	if err := s.CheckAlive(ctx(t)); !errors.Is(err, ErrRunnerNotAlive) {
-		t.Fatalf("%v", err)
+	if alive, why := s.Alive(ctx(t)); alive || why == "" {
+		t.Fatalf("alive %v (%s)", alive, why)
 	}
 }
 

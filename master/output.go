@@ -141,7 +141,7 @@ func (s *Session) SpoolSize() (int64, error) {
 }
 
 // Tail copies log/session.out from cursor from to w. With follow it keeps
-// copying new bytes until ctx ends. It returns the cursor after the last
+// copying new bytes, looking every PollInterval, until ctx ends. It returns the cursor after the last
 // byte copied; give it back to resume.
 func (s *Session) Tail(ctx context.Context, w io.Writer, from int64, follow bool) (int64, error) {
 	f, err := s.openRegular(protocol.FileSpool, false)
@@ -150,7 +150,7 @@ func (s *Session) Tail(ctx context.Context, w io.Writer, from int64, follow bool
 	}
 	defer f.Close()
 	buf := make([]byte, 64<<10)
-	t := time.NewTicker(s.PollInterval)
+	t := time.NewTicker(s.pollInterval())
 	defer t.Stop()
 	for {
 		n, err := f.ReadAt(buf, from)
@@ -194,8 +194,8 @@ type Match struct {
 	ResumeCursor int64
 }
 
-// Span is a byte range [Start, End) of the spool.
-type Span struct {
+// span is a byte range [Start, End) of the spool.
+type span struct {
 	Start int64 `json:"start"`
 	End   int64 `json:"end"`
 }
@@ -204,7 +204,7 @@ type Span struct {
 type matchJSON struct {
 	Matched      bool    `json:"matched"`
 	MatchText    *string `json:"match_text,omitempty"`
-	MatchSpan    *Span   `json:"match_span,omitempty"`
+	MatchSpan    *span   `json:"match_span,omitempty"`
 	ResumeCursor int64   `json:"resume_cursor"`
 }
 
@@ -212,7 +212,7 @@ type matchJSON struct {
 func (m Match) MarshalJSON() ([]byte, error) {
 	j := matchJSON{Matched: m.Matched, ResumeCursor: m.ResumeCursor}
 	if m.Matched {
-		j.MatchText, j.MatchSpan = &m.Text, &Span{Start: m.Start, End: m.End}
+		j.MatchText, j.MatchSpan = &m.Text, &span{Start: m.Start, End: m.End}
 	}
 	return json.Marshal(j)
 }

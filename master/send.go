@@ -50,16 +50,26 @@ type SendOptions struct {
 // each once. Other outcomes: ErrExpectTimeout, ErrRefusedEcho,
 // ErrStaleRequest, ErrRequestRejected (see [Session.Request] for the rest).
 func (s *Session) Send(ctx context.Context, cmdID string, data []byte, opts SendOptions) (*protocol.ControlReply, error) {
+	req, err := opts.request(cmdID, data)
+	if err != nil {
+		return nil, err
+	}
+	return s.Request(ctx, req)
+}
+
+// request is the send request for data to cmdID under opts: a zero field
+// leaves its key out, so that the runner applies its default.
+func (opts SendOptions) request(cmdID string, data []byte) (protocol.ControlRequest, error) {
 	req := protocol.ControlRequest{Op: protocol.OpSend, CmdID: cmdID, DataB64: base64.StdEncoding.EncodeToString(data),
 		Secret: opts.Secret, Expect: opts.Expect, ExpectFrom: opts.ExpectFrom}
 	if opts.ExpectTimeout < 0 {
-		return nil, usageErr("expect timeout %v is negative", opts.ExpectTimeout)
+		return req, usageErr("expect timeout %v is negative", opts.ExpectTimeout)
 	}
 	if opts.ExpectTimeout > 0 {
 		ms := max(opts.ExpectTimeout.Milliseconds(), 1)
 		req.ExpectTimeoutMS = &ms
 	}
-	return s.Request(ctx, req)
+	return req, nil
 }
 
 // Signal sends sig (INT, QUIT, TSTP, CONT, HUP, USR1, USR2, TERM or KILL;
@@ -68,11 +78,11 @@ func (s *Session) Send(ctx context.Context, cmdID string, data []byte, opts Send
 // command goes on or ends as the tool decides (a tool may dump its status
 // on USR1; KILL kills the tool, which is restarted). A command that is not running gets nothing: ErrNotRunning.
 func (s *Session) Signal(ctx context.Context, cmdID, sig string) (*protocol.ControlReply, error) {
-	return s.Request(ctx, protocol.ControlRequest{Op: protocol.OpSignal, CmdID: cmdID, Signal: SignalName(sig)})
+	return s.Request(ctx, protocol.ControlRequest{Op: protocol.OpSignal, CmdID: cmdID, Signal: signalName(sig)})
 }
 
-// SignalName normalises a signal name: "sigusr1" and "SIGUSR1" are USR1.
-func SignalName(sig string) string {
+// signalName normalises a signal name: "sigusr1" and "SIGUSR1" are USR1.
+func signalName(sig string) string {
 	return strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(sig)), "SIG")
 }
 

@@ -21,7 +21,7 @@ func TestSendSignalResize(t *testing.T) {
 	if err != nil || rep.Outcome != protocol.OutcomeDelivered || *rep.Bytes != 2 || *rep.MatchEnd != 17 || rep.SHA256 == "" {
 		t.Fatalf("%+v %v", rep, err)
 	}
-	res, err := c.Wait(ctx(t))
+	res, err := c.Wait(ctx(t), WaitOptions{})
 	if err != nil || *res.Value != "y" {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -53,7 +53,7 @@ func TestSendSignalResize(t *testing.T) {
 	if _, err := s.Send(ctx(t), long.ID, []byte("go\n"), SendOptions{Expect: `size\? `}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := long.Wait(ctx(t)); err != nil {
+	if _, err := long.Wait(ctx(t), WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := long.Output(0, 0); string(out) != "size? 40 120\n" {

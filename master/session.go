@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -21,8 +23,9 @@ import (
 type Session struct {
 	dir   string
 	owner string
-	// PollInterval is how often waits re-check files when no inotify
-	// event arrives (the only mechanism on network filesystems).
+	// PollInterval is how often waits (and Tail with follow) re-check
+	// files when no inotify event arrives (the only mechanism on network
+	// filesystems). 0 means DefaultPollInterval, which Open sets.
 	PollInterval time.Duration
 
 	// QuickPoll is how long a wait polls its file on a timer (from 250 µs,
@@ -36,7 +39,7 @@ type Session struct {
 	QuickPoll time.Duration
 
 	// WaitForRunner is how long a wait (Wait, Run, Follow, WaitFor, a
-	// control request's reply, Stop's wait) goes on without seeing a live
+	// control request's reply, PendingStop's waits) goes on without seeing a live
 	// runner before it fails with ErrRunnerNotAlive; 0 means
 	// DefaultWaitForRunner (10 s). Raise it to wait for a runner that has
 	// not started yet. A runner that stopped on purpose (phase stopped,
@@ -58,6 +61,18 @@ type Session struct {
 	wh      *watchHub     // the watcher every wait shares (watch.go), started on first use
 }
 
+// DefaultPollInterval is how often a wait re-checks its files when no
+// inotify event arrives, unless Session.PollInterval says otherwise.
+const DefaultPollInterval = 100 * time.Millisecond
+
+// pollInterval is PollInterval, or its default when not positive.
+func (s *Session) pollInterval() time.Duration {
+	if s.PollInterval <= 0 {
+		return DefaultPollInterval
+	}
+	return s.PollInterval
+}
+
 type hbSeen struct {
 	session string // the heartbeat's session_id: a new runner counts from 1 again
 	counter int64
@@ -77,7 +92,7 @@ func Open(dir string) (*Session, error) {
 		return nil, withContext(fmt.Errorf("%w: %s", ErrSessionMissing, dir), map[string]any{"dir": dir})
 	}
 	host, _ := os.Hostname()
-	s := &Session{dir: abs, root: root, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
+	s := &Session{dir: abs, root: root, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: DefaultPollInterval}
 	s.network = sessionNetwork(root)
 	if !isDir(root, protocol.DirSeq) {
 		_ = mkdirAll(root, protocol.DirSeq) // A session made by an older runner.
@@ -85,13 +100,14 @@ func Open(dir string) (*Session, error) {
 	return s, nil
 }
 
-// OpenIn returns a handle on the session name inside the directory parent
-// holds (a pool's member), opened relative to parent's handle: a name that
-// is a symlink is refused (fsq.ErrLayout), never followed. Unlike Open's,
-// the handle never opens its path again: once the path names another
-// directory (the member was swapped for a symlink, renamed or removed)
-// every operation fails with ErrSessionMissing (issue 34.13).
-func OpenIn(parent *fsq.Root, name string) (*Session, error) {
+// openIn returns a handle on the session name inside the directory parent
+// holds (a pool's member: sessionio.OpenIn), opened relative to parent's
+// handle: a name that is a symlink is refused (fsq.ErrLayout), never
+// followed. Unlike Open's, the handle never opens its path again: once the
+// path names another directory (the member was swapped for a symlink,
+// renamed or removed) every operation fails with ErrSessionMissing (issue
+// 34.13).
+func openIn(parent *fsq.Root, name string) (*Session, error) {
 	abs := parent.Abs(name)
 	parent.Revalidate(name)
 	root, err := parent.OpenRoot(name)
@@ -103,7 +119,7 @@ func OpenIn(parent *fsq.Root, name string) (*Session, error) {
 		return nil, withContext(fmt.Errorf("%w: %s", ErrSessionMissing, abs), map[string]any{"dir": abs})
 	}
 	host, _ := os.Hostname()
-	s := &Session{dir: abs, root: root, pinned: true, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: 100 * time.Millisecond}
+	s := &Session{dir: abs, root: root, pinned: true, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: DefaultPollInterval}
 	s.network = sessionNetwork(root)
 	if !isDir(root, protocol.DirSeq) {
 		_ = mkdirAll(root, protocol.DirSeq) // A session made by an older runner.
@@ -113,14 +129,6 @@ func OpenIn(parent *fsq.Root, name string) (*Session, error) {
 
 // Dir returns the session directory.
 func (s *Session) Dir() string { return s.dir }
-
-// Owner names this master in the files it writes ("master@host:pid"):
-// a command's submitter, a lease's owner.
-func (s *Session) Owner() string { return s.owner }
-
-// OnNetworkFS reports whether the session is on a network filesystem,
-// where a free flock proves nothing (see LockHeld).
-func (s *Session) OnNetworkFS() bool { return s.network }
 
 // path is the absolute path of the session's file rel, for messages and
 // the watcher; files are reached through the root (sessionfs.go).
@@ -143,6 +151,11 @@ type SubmitOptions struct {
 	// it the runner stops the command by its cancel policy and its result
 	// says output_limit. 0: the runner's --max-output-bytes.
 	MaxOutputBytes int64
+	// Extra holds top-level fields added to the command file (the runner
+	// ignores fields it does not know; a pool records its affinity key
+	// so). Each value is marshalled to JSON; a key the command file has
+	// anyway (cmd_id, payload, ...) is a usage error. nil: none.
+	Extra map[string]any
 }
 
 // Command is a submitted command.
@@ -183,8 +196,8 @@ func (s *Session) buildCommand(payload string, opts SubmitOptions) (protocol.Com
 	return c, nil
 }
 
-// Submit allocates a seq (see allocSeq), writes the command atomically
-// into queue/ and returns its handle.
+// Submit allocates a seq (PROTOCOL.md, "Allocating seq"), writes the
+// command atomically into queue/ and returns its handle.
 func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions) (*Command, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -197,12 +210,17 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	if err != nil {
 		return nil, err
 	}
-	seq, err := allocSeqBackground(r)
+	var seq int64
+	if len(opts.Extra) == 0 {
+		seq, err = sessionio.AllocSeqBackground(r)
+	} else {
+		seq, err = sessionio.AllocSeq(r) // A pool's submit, as it always was: the hint at once.
+	}
 	if err != nil {
 		return nil, err
 	}
 	c.Seq = seq
-	b, err := json.Marshal(c)
+	b, err := commandFile(c, opts.Extra)
 	if err != nil {
 		return nil, err
 	}
@@ -216,6 +234,29 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 		return nil, wrapf(err, "write command")
 	}
 	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name, ResumeCursor: cursor}, nil
+}
+
+// commandFile is the command file's content: c, with the extra top-level
+// fields (SubmitOptions.Extra) when there are any.
+func commandFile(c protocol.Command, extra map[string]any) ([]byte, error) {
+	if len(extra) == 0 {
+		return json.Marshal(c)
+	}
+	m, err := toMap(c)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		if _, ok := m[k]; ok || commandFields[k] {
+			return nil, usageErr("extra field %q is a field of the command file", k)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, usageErr("extra field %q: %v", k, err)
+		}
+		m[k] = b
+	}
+	return json.Marshal(m)
 }
 
 // defaultKind is the kind of the session's runner (state.json), else tcl.
@@ -256,7 +297,7 @@ func NewCmdID() string {
 // (queue/cmd_<seq>_<id>.json, as ls shows it). Anything else is a usage
 // error; a command that is in none of those directories ErrUnknownCmdID.
 func (s *Session) Command(ref string) (*Command, error) {
-	name, cmdID, err := ParseCommandRef(ref)
+	name, cmdID, err := parseCommandRef(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +322,7 @@ func (s *Session) Command(ref string) (*Command, error) {
 // lookupDirs are where a lookup looks for a command, in the order a
 // command moves: queue/ → inflight/ → result/, or queue/ → moved/ →
 // forward/ when a pool moves it.
-var lookupDirs = []string{protocol.DirQueue, DirMoved, DirForward, protocol.DirInflight, protocol.DirResult}
+var lookupDirs = []string{protocol.DirQueue, sessionio.DirMoved, sessionio.DirForward, protocol.DirInflight, protocol.DirResult}
 
 // findByID returns the command file of cmdID with the lowest seq in the
 // first of dirs that has one (listed in that order, each file name parsed
@@ -305,10 +346,10 @@ func (s *Session) findByID(cmdID string, dirs []string) *Command {
 	return nil
 }
 
-// ParseCommandRef parses a reference to a command (Session.Command): a
+// parseCommandRef parses a reference to a command (Session.Command): a
 // command file's name, or a path ending in one (name set, cmdID its
 // cmd_id), or a cmd_id (name ""). Anything else is a usage error.
-func ParseCommandRef(ref string) (name, cmdID string, err error) {
+func parseCommandRef(ref string) (name, cmdID string, err error) {
 	base := ref
 	if i := strings.LastIndexByte(ref, '/'); i >= 0 {
 		base = ref[i+1:]
@@ -325,24 +366,26 @@ func ParseCommandRef(ref string) (name, cmdID string, err error) {
 	return "", ref, nil
 }
 
-// Result returns the command's result if it exists (nil, nil if not yet).
-// A command a pool moved to another session (forward/) is followed there.
 // Session returns the session the command was queued in.
 func (c *Command) Session() *Session { return c.s }
 
+// Result returns the command's result, or nil, nil while there is none.
+// A command a pool moved to another session (forward/) is followed there.
+// Fields a seed runner did not write stay zero. A result whose status is
+// not ok is returned as it is, with a nil error (Wait adds a *ResultError).
 func (c *Command) Result() (*protocol.Result, error) {
-	r, _, err := c.ReadResult()
+	r, _, err := c.readResult()
 	return r, err
 }
 
-// ReadResult returns the result and its bytes as the runner wrote them
-// (nil, nil, nil while there is none). Fields a seed runner did not write
-// stay zero in the struct; the bytes are the truth.
-func (c *Command) ReadResult() (*protocol.Result, []byte, error) {
+// readResult is Result with the result's bytes as the runner wrote them
+// (the truth where the struct lacks a field): master result prints them
+// (sessionio.Command).
+func (c *Command) readResult() (*protocol.Result, []byte, error) {
 	b, _, err := c.s.readFile(protocol.DirResult+"/"+c.Name, protocol.MaxCommandSize, true) // The runner may be on another NFS client.
 	if errors.Is(err, os.ErrNotExist) {
 		if fc := c.forwarded(); fc != nil { // forward.go
-			return fc.ReadResult()
+			return fc.readResult()
 		}
 		return nil, nil, nil
 	}
@@ -356,10 +399,10 @@ func (c *Command) ReadResult() (*protocol.Result, []byte, error) {
 	return &r, b, nil
 }
 
-// Outcome is what a wait returns once the command has a result (done):
+// outcome is what a wait returns once the command has a result (done):
 // the result, with a *ResultError when its status is not ok. A result
 // that cannot be read ends the wait too, with the error.
-func (c *Command) Outcome() (*protocol.Result, bool, error) {
+func (c *Command) outcome() (*protocol.Result, bool, error) {
 	r, err := c.Result()
 	switch {
 	case err != nil:
@@ -372,24 +415,40 @@ func (c *Command) Outcome() (*protocol.Result, bool, error) {
 	return r, true, nil
 }
 
+// WaitOptions say how a wait (Command.Wait, WaitReady) goes on. The zero
+// value is the default of every field.
+type WaitOptions struct {
+	// WaitForRunner is how long the wait goes on without seeing a live
+	// runner before it fails with ErrRunnerNotAlive. 0: the Session's
+	// WaitForRunner (for WaitReady, DefaultWaitForRunner).
+	WaitForRunner time.Duration
+	// Progress, when not nil, is called on every look while what the
+	// wait waits for is not there yet.
+	Progress func()
+}
+
+// waitForRunner is the base of a wait's grace: WaitForRunner, else def
+// (0 in turn: DefaultWaitForRunner, see graceFor).
+func (opts WaitOptions) waitForRunner(def time.Duration) time.Duration {
+	if opts.WaitForRunner > 0 {
+		return opts.WaitForRunner
+	}
+	return def
+}
+
 // Wait returns the command's result as soon as it appears. A result whose
 // status is not ok comes with a *ResultError; ctx's end gives
 // ErrWaitTimeout (deadline) or its cause (cancelled); a wait that sees no
-// live runner for Session.WaitForRunner (about a second when the runner
-// stopped on purpose) fails with ErrRunnerNotAlive; the command stays
-// queued for a later runner, and the error says so (Withdraw takes it
-// back).
-func (c *Command) Wait(ctx context.Context) (*protocol.Result, error) {
-	return c.WaitProgress(ctx, nil)
-}
-
-// WaitProgress is Wait that calls progress (if not nil) on every poll while
-// the command has no result yet.
-func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.Result, error) {
+// live runner for its grace (WaitOptions.WaitForRunner, else
+// Session.WaitForRunner; about a second when the runner stopped on
+// purpose) fails with ErrRunnerNotAlive; the command stays queued for a
+// later runner, and the error says so (Withdraw takes it back).
+func (c *Command) Wait(ctx context.Context, opts WaitOptions) (*protocol.Result, error) {
 	var wake <-chan struct{}
 	w := c.newRunnerWatch()
+	w.base = opts.waitForRunner(c.s.WaitForRunner)
 	for {
-		if r, done, err := c.Outcome(); done {
+		if r, done, err := c.outcome(); done {
 			return r, err
 		}
 		if err := w.check(); errors.Is(err, ErrSessionMissing) {
@@ -397,8 +456,8 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 		} else if err != nil {
 			return nil, withContext(c.noRunnerErr(err), map[string]any{"cmd_id": c.ID})
 		}
-		if progress != nil {
-			progress()
+		if opts.Progress != nil {
+			opts.Progress()
 		}
 		if wake == nil {
 			// Set up watching only when the result is not there yet;
@@ -417,24 +476,16 @@ func (c *Command) WaitProgress(ctx context.Context, progress func()) (*protocol.
 }
 
 // ctxErr maps ctx's end: a deadline is ErrWaitTimeout; a cancellation
-// gives its cause (an *InterruptedError when the CLI got a signal).
-func ctxErr(ctx context.Context) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return ErrWaitTimeout
-	}
-	if c := context.Cause(ctx); c != nil {
-		return c
-	}
-	return ctx.Err()
-}
+// gives its cause (a *sessionio.InterruptedError when the CLI got a signal).
+func ctxErr(ctx context.Context) error { return sessionio.ContextEnd(ctx) }
 
-// Run is Submit followed by Wait.
+// Run is Submit followed by Wait with the zero WaitOptions.
 func (s *Session) Run(ctx context.Context, payload string, opts SubmitOptions) (*protocol.Result, error) {
 	c, err := s.Submit(ctx, payload, opts)
 	if err != nil {
 		return nil, err
 	}
-	return c.Wait(ctx)
+	return c.Wait(ctx, WaitOptions{})
 }
 
 // maxStateFile bounds what a master reads of state.json and
@@ -451,8 +502,8 @@ func (s *Session) ReadState() (protocol.State, error) {
 	return st, json.Unmarshal(b, &st)
 }
 
-// ReadHeartbeat reads state/heartbeat.json as bounded input.
-func (s *Session) ReadHeartbeat() (protocol.Heartbeat, error) {
+// readHeartbeat reads state/heartbeat.json as bounded input.
+func (s *Session) readHeartbeat() (protocol.Heartbeat, error) {
 	var hb protocol.Heartbeat
 	b, _, err := s.readFile(protocol.FileHeartbeat, maxStateFile, true)
 	if err != nil {
@@ -461,52 +512,24 @@ func (s *Session) ReadHeartbeat() (protocol.Heartbeat, error) {
 	return hb, json.Unmarshal(b, &hb)
 }
 
-// isQueued reports names that are command files.
+// isCommand reports names that are command files.
 func isCommand(name string) bool {
 	_, _, err := protocol.ParseCommandName(name)
 	return err == nil && !strings.HasPrefix(name, ".")
 }
 
-// SubmitExtra is Submit with extra top-level fields in the command file
-// (the runner ignores unknown fields; a pool records its affinity key so).
-func (s *Session) SubmitExtra(ctx context.Context, payload string, opts SubmitOptions, extra map[string]any) (*Command, error) {
-	if len(extra) == 0 {
-		return s.Submit(ctx, payload, opts)
+// commandFields are the JSON names of a command file's fields, also those
+// a command leaves out when empty.
+var commandFields = func() map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeFor[protocol.Command]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			out[name] = true
+		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	c, err := s.buildCommand(payload, opts)
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.fs()
-	if err != nil {
-		return nil, err
-	}
-	seq, err := allocSeq(r)
-	if err != nil {
-		return nil, err
-	}
-	c.Seq = seq
-	m, err := toMap(c)
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range extra {
-		b, _ := json.Marshal(v)
-		m[k] = b
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	name := protocol.CommandName(seq, c.CmdID)
-	if err := s.writeNew(protocol.DirQueue+"/"+name, b); err != nil {
-		return nil, wrapf(err, "write command")
-	}
-	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name}, nil
-}
+	return out
+}()
 
 func toMap(v any) (map[string]json.RawMessage, error) {
 	b, err := json.Marshal(v)

@@ -232,14 +232,14 @@ func (s *Session) writeNew(name string, b []byte) error {
 	return r.WriteAtomic(name, b, 0o660, fsq.Volatile)
 }
 
-// lockHeld probes the runner's flock (state/runner.lock) with a shared
+// probeLock probes the runner's flock (state/runner.lock) with a shared
 // lock, as gofrs/flock did: the file is created if missing (mode 0600),
 // opened read-only, and reopened read-write when flock says EIO or EBADF
 // (NFSv4, where flock is emulated by fcntl). It never blocks: not on the
 // lock, not on a FIFO planted there (O_NONBLOCK, regular files only).
 // held reports false when the lock was free; err is the open's or the
 // flock's error.
-func (s *Session) lockHeld() (held bool, err error) {
+func (s *Session) probeLock() (held bool, err error) {
 	r, err := s.fs()
 	if err != nil {
 		return false, err
@@ -272,75 +272,4 @@ func (s *Session) lockHeld() (held bool, err error) {
 		held, _, err = try(os.O_RDWR)
 	}
 	return held, err
-}
-
-// AllocSeq's and Submit's steps on seq/ (seq.go), through the root.
-
-// createExcl creates name exclusively (O_EXCL: an existing entry, symlink
-// or not, is os.ErrExist) with mode 0660 whatever the umask (PROTOCOL.md
-// §19.1): the create's mode is narrowed by the umask (0640 under 022), so
-// it is set again when it was.
-func createExcl(r *fsq.Root, name string) error {
-	f, err := r.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o660)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || fi.Mode().Perm() != 0o660 {
-		_ = f.Chmod(0o660) // Best effort: the seq is reserved either way; only the empty file's mode would be off.
-	}
-	return nil
-}
-
-// openDirRoot opens a root on the session directory dir for one call
-// (AllocSeq, named by path); the caller closes it.
-func openDirRoot(dir string) (*fsq.Root, error) { return fsq.OpenRoot(dir) }
-
-// seqNames lists seq/.
-func seqNames(r *fsq.Root) ([]string, error) { return r.ReadNames(protocol.DirSeq) }
-
-// readSeqHint reads seq/hint as untrusted input: at most 64 bytes, never
-// followed, never blocked on.
-func readSeqHint(r *fsq.Root) ([]byte, error) {
-	b, _, err := r.ReadFile(protocol.FileSeqHint, 64)
-	return b, err
-}
-
-// writeSeqHint replaces seq/hint (tmp + rename, not fsynced).
-func writeSeqHint(r *fsq.Root, b []byte) error {
-	return r.WriteAtomic(protocol.FileSeqHint, b, 0o660, fsq.Volatile)
-}
-
-// readForwardFile reads the forward record at the absolute path p through
-// a root on its directory (ReadForward's callers name it by path): the
-// last component is never followed, a FIFO never blocks.
-func readForwardFile(p string) ([]byte, error) {
-	fsq.Revalidate(filepath.Dir(p)) // Before the open: the mover may be on another NFS client.
-	r, err := fsq.OpenRoot(filepath.Dir(p))
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	b, _, err := r.ReadFile(filepath.Base(p), 1<<16)
-	return b, err
-}
-
-// Root returns the session's root for the Go master's packages that keep
-// files of their own in a session (package launch: state/launch.*; package
-// pool: moved/, forward/, and the queue/ a move stages into): they reach
-// the session only through it, under this file's rules. It is opened anew
-// when the session's path names another directory.
-func (s *Session) Root() (*fsq.Root, error) { return s.fs() }
-
-// ReadForward reads the session's forward record for the command file
-// name (forward/<name>) through the root.
-func (s *Session) ReadForward(name string) (*Forward, error) { return s.readForward(name) }
-
-// AllocSeq is AllocSeq for this session, through its root.
-func (s *Session) AllocSeq() (int64, error) {
-	r, err := s.fs()
-	if err != nil {
-		return 0, err
-	}
-	return allocSeq(r)
 }

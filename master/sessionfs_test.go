@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -84,7 +85,7 @@ func TestSymlinkedQueueIsNeverWrittenThrough(t *testing.T) {
 	outside := swapForSymlink(t, dir, protocol.DirQueue)
 	_, err := s.Submit(context.Background(), "puts hi", SubmitOptions{})
 	wantIOError(t, "submit", err)
-	_, err = s.SubmitExtra(context.Background(), "puts hi", SubmitOptions{}, map[string]any{"k": 1})
+	_, err = s.Submit(context.Background(), "puts hi", SubmitOptions{Extra: map[string]any{"k": 1}})
 	wantIOError(t, "submit extra", err)
 	if got := listDir(t, outside); len(got) != 0 {
 		t.Fatalf("written through the symlinked queue/: %v", got)
@@ -107,7 +108,7 @@ func TestSymlinkedResultIsNeverReadThrough(t *testing.T) {
 	s.WaitForRunner = time.Hour
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = c.Wait(ctx)
+	_, err = c.Wait(ctx, WaitOptions{})
 	wantIOError(t, "wait", err)
 	if got, err := s.Command(c.ID); err != nil || got.Name != c.Name {
 		t.Fatalf("the command is still found in queue/: %v %v", got, err)
@@ -135,7 +136,8 @@ func TestSymlinkedCtlAndStateAreNeverWrittenThrough(t *testing.T) {
 	defer s2.Close()
 	outState := swapForSymlink(t, dir2, protocol.DirState)
 	before = listDir(t, outState)
-	wantIOError(t, "write lease", s2.WriteLease("l1", 30*time.Second))
+	_, err = s2.WriteLease("l1", 30*time.Second)
+	wantIOError(t, "write lease", err)
 	if got := listDir(t, outState); !slices.Equal(got, before) {
 		t.Fatalf("written through the symlinked state/: %v, was %v", got, before)
 	}
@@ -181,11 +183,11 @@ func TestLockProbeNeverBlocksOnAFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan bool, 1)
-	go func() { done <- s.LockHeld() }()
+	go func() { done <- s.lockHeld() }()
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
-		t.Fatal("LockHeld blocked on a FIFO")
+		t.Fatal("lockHeld blocked on a FIFO")
 	}
 }
 
@@ -200,12 +202,12 @@ func TestMasterFilesAre0660UnderUmask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := AllocSeq(dir)
+	n, err := internals{s}.AllocSeq()
 	if err != nil {
 		t.Fatal(err)
 	}
-	WaitBackgroundWrites()
-	if err := s.WriteLease("L", time.Minute); err != nil {
+	sessionio.WaitBackgroundWrites()
+	if _, err := s.WriteLease("L", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	for _, rel := range []string{

@@ -30,7 +30,6 @@ type Status struct {
 	HeartbeatCount  int64          `json:"heartbeat_counter"`
 	CommandsDone    int64          `json:"commands_done"`
 	Filesystem      string         `json:"filesystem,omitempty"`
-	Launch          *LaunchStatus  `json:"launch,omitempty"` // set by master status on a launched session
 
 	// Added for the status view (issue 13); all optional.
 	Dir             string         `json:"dir"`
@@ -66,7 +65,7 @@ type Status struct {
 func (s *Session) Status(ctx context.Context) (Status, error) {
 	st := Status{ProtocolVersion: protocol.Version, Dir: s.dir}
 	state, serr := s.ReadState()
-	hb, herr := s.ReadHeartbeat()
+	hb, herr := s.readHeartbeat()
 	if serr != nil && herr != nil {
 		if !s.hasQueue() {
 			return st, ErrSessionMissing
@@ -212,45 +211,30 @@ func (s *Session) alive(ctx context.Context) (bool, string) {
 // that acts on many sessions at once (master pool stop) needs.
 func (s *Session) Alive(ctx context.Context) (bool, string) { return s.alive(ctx) }
 
-// LockHeld probes the runner's flock with a shared lock. Where flock does
+// lockHeld probes the runner's flock with a shared lock. Where flock does
 // not work (some NFS mounts) it reports true and the heartbeat decides.
-func (s *Session) LockHeld() bool {
-	held, err := s.lockHeld()
+func (s *Session) lockHeld() bool {
+	held, err := s.probeLock()
 	if err != nil {
 		return !errors.Is(err, os.ErrNotExist)
 	}
 	return held
 }
 
-// CheckAlive returns ErrRunnerNotAlive when no runner serves the session.
-func (s *Session) CheckAlive(ctx context.Context) error {
-	st, err := s.Status(ctx)
-	if err != nil {
-		return err
-	}
-	if !st.Alive {
-		return errors.Join(ErrRunnerNotAlive, errors.New(st.AliveReason))
-	}
-	return nil
-}
-
 // WaitReady waits until a runner serves the session in dir: the directory
 // exists, the runner is alive and its phase is idle or busy. The directory
 // may not exist yet when WaitReady is called (the runner creates it). It
 // fails with ErrRunnerNotAlive once no live runner has been seen for
-// DefaultWaitForRunner, and with ctx's end (ErrWaitTimeout) otherwise; when
-// the runner was alive but in phase error, that error wraps ErrCannotServe
-// and says why.
-func WaitReady(ctx context.Context, dir string) (Status, error) {
-	return WaitReadyFor(ctx, dir, 0)
-}
-
-// WaitReadyFor is WaitReady with the grace for a runner that is not (yet)
-// alive set to waitForRunner (0: DefaultWaitForRunner).
-func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) (Status, error) {
+// opts.WaitForRunner (0: DefaultWaitForRunner), and with ctx's end
+// (ErrWaitTimeout) otherwise; when the runner was alive but in phase
+// error, that error wraps ErrCannotServe and says why. A runner that
+// stopped does not end the wait before that grace: it may be being
+// started again.
+func WaitReady(ctx context.Context, dir string, opts WaitOptions) (Status, error) {
+	waitForRunner := opts.waitForRunner(0)
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	grace := Grace(waitForRunner, 0) // Until a heartbeat says its interval.
+	grace := graceFor(waitForRunner, 0) // Until a heartbeat says its interval.
 	started := time.Now()
 	var s *Session
 	var w *runnerWatch
@@ -271,6 +255,9 @@ func WaitReadyFor(ctx context.Context, dir string, waitForRunner time.Duration) 
 		} else if time.Since(started) > grace {
 			return Status{}, withContext(fmt.Errorf("%w: %s is not a session yet; no runner seen for %v", ErrRunnerNotAlive, dir, grace),
 				map[string]any{"dir": dir, "reason": "not a session yet", "grace_ms": grace.Milliseconds()})
+		}
+		if opts.Progress != nil {
+			opts.Progress()
 		}
 		select {
 		case <-ctx.Done():

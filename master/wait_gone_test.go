@@ -37,12 +37,12 @@ func TestWaitSessionDeleted(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		once := false
-		_, err := c.WaitProgress(ctx, func() {
+		_, err := c.Wait(ctx, WaitOptions{Progress: func() {
 			if !once {
 				once = true
 				close(started)
 			}
-		})
+		}})
 		errc <- err
 	}()
 	<-started

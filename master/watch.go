@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 )
 
 // watchHub is the one watcher a Session shares among all its waits: one
@@ -23,14 +24,14 @@ type watchHub struct {
 	subs  map[string]map[chan struct{}]struct{}
 	added map[string]bool
 	fw    *fsnotify.Watcher // nil: polling only
-	mode  WatchMode
+	mode  watchMode
 	stop  chan struct{}
 	done  chan struct{}
 	once  sync.Once
 }
 
-// WatchMode says how a Session's waits learn about changes.
-type WatchMode struct {
+// watchMode says how a Session's waits learn about changes.
+type watchMode struct {
 	Inotify bool          // inotify (plus a poll tick as a safety net); false: polling only
 	Poll    time.Duration // the poll period
 	// Degraded says why inotify is not used although the filesystem is
@@ -39,10 +40,11 @@ type WatchMode struct {
 	Degraded string
 }
 
-// Watching starts the Session's shared watcher if needed and reports how
+// watching starts the Session's shared watcher if needed and reports how
 // waits learn about changes. A caller that wants to say so when waits
-// degrade to polling (the CLI does, on stderr) checks Degraded.
-func (s *Session) Watching() WatchMode {
+// degrade to polling (the CLI does, on stderr, through
+// sessionio.Session.WatchDegraded) checks Degraded.
+func (s *Session) watching() watchMode {
 	return s.hub().mode
 }
 
@@ -55,10 +57,7 @@ func (s *Session) hub() *watchHub {
 	}
 	h := &watchHub{subs: map[string]map[chan struct{}]struct{}{}, added: map[string]bool{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	h.mode.Poll = s.PollInterval
-	if h.mode.Poll <= 0 {
-		h.mode.Poll = 100 * time.Millisecond
-	}
+	h.mode.Poll = s.pollInterval()
 	if !s.network {
 		fw, err := fsnotify.NewBufferedWatcher(1024)
 		if err != nil {
@@ -182,10 +181,7 @@ func (h *watchHub) close() {
 // then (BENCHMARKS.md, "NFS: adaptive polling"). A long wait costs what it
 // cost before: PollInterval's polls.
 func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func()) {
-	poll := s.PollInterval
-	if poll <= 0 {
-		poll = 100 * time.Millisecond
-	}
+	poll := s.pollInterval()
 	quick := s.QuickPoll
 	if quick <= 0 && !s.network {
 		return s.hub().subscribe(s.path(rel))
@@ -262,7 +258,7 @@ func nextLook(d time.Duration, network bool) time.Duration {
 // with it. Close is a no-op on a Session that never waited, and safe to
 // call more than once.
 func (s *Session) Close() error {
-	hintWrites.Wait()
+	sessionio.WaitBackgroundWrites()
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
 	if s.wh != nil {

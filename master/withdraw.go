@@ -7,17 +7,16 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// DirMoved is moved/ in a session: moved/<name> is a command a pool mover
-// claimed out of queue/, its move in progress (PROTOCOL.md 18.4).
-const DirMoved = "moved"
-
-// DirWithdrawn is withdrawn/ in a session: withdrawn/<name> is a command
-// file a master's withdraw renamed out of queue/ (or a pool's staging
-// name). It never runs; it is kept so that a second withdraw can say so.
-const DirWithdrawn = "withdrawn"
+// The directories of a pool's moves and of withdraw (sessionio).
+const (
+	dirMoved     = sessionio.DirMoved
+	dirForward   = sessionio.DirForward
+	dirWithdrawn = sessionio.DirWithdrawn
+)
 
 // moveWait bounds how long a withdraw waits for a pool mover that has
 // claimed the command (moved/) to record where it goes (forward/): a live
@@ -63,15 +62,15 @@ func (s *Session) Withdraw(ref string) (*Command, error) {
 
 // withdrawnRef is the command ref names in withdrawn/, or nil.
 func (s *Session) withdrawnRef(ref string) *Command {
-	name, id, err := ParseCommandRef(ref)
+	name, id, err := parseCommandRef(ref)
 	if err != nil {
 		return nil
 	}
 	if name == "" {
-		return s.findByID(id, []string{DirWithdrawn})
+		return s.findByID(id, []string{dirWithdrawn})
 	}
-	s.revalidate(DirWithdrawn)
-	if !s.exists(DirWithdrawn + "/" + name) {
+	s.revalidate(dirWithdrawn)
+	if !s.exists(dirWithdrawn + "/" + name) {
 		return nil
 	}
 	seq, _, _ := protocol.ParseCommandName(name)
@@ -79,7 +78,7 @@ func (s *Session) withdrawnRef(ref string) *Command {
 }
 
 func (c *Command) alreadyWithdrawn() error {
-	return withContext(fmt.Errorf("%w: %s was withdrawn before (%s/%s): it never runs", ErrAlreadyWithdrawn, c.ID, DirWithdrawn, c.Name),
+	return withContext(fmt.Errorf("%w: %s was withdrawn before (%s/%s): it never runs", ErrAlreadyWithdrawn, c.ID, dirWithdrawn, c.Name),
 		map[string]any{"cmd_id": c.ID})
 }
 
@@ -101,8 +100,8 @@ func (c *Command) withdraw() (*Command, error) {
 		// withdraw. A mover renames it into moved/, records forward/, then
 		// removes moved/: look in that order, so a move that ends meanwhile
 		// is seen by the forward record.
-		s.revalidate(DirMoved)
-		moving := s.exists(DirMoved + "/" + name)
+		s.revalidate(dirMoved)
+		moving := s.exists(dirMoved + "/" + name)
 		f, ferr := s.readForward(name)
 		switch {
 		case ferr == nil:
@@ -111,7 +110,7 @@ func (c *Command) withdraw() (*Command, error) {
 				err = fmt.Errorf("more than %d forward records in a row", maxHops)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("master: withdrawing %s: cannot follow %s/%s: %w", c.ID, DirForward, name, err)
+				return nil, fmt.Errorf("master: withdrawing %s: cannot follow %s/%s: %w", c.ID, dirForward, name, err)
 			}
 			// The mover may not have published it yet: its staged copy
 			// is taken first (the publish, a rename of the same entry,
@@ -131,7 +130,7 @@ func (c *Command) withdraw() (*Command, error) {
 			continue
 		case moving:
 			return nil, withContext(fmt.Errorf("%w: %s is being moved by a pool (%s/%s) and may still run; "+
-				"withdraw it again once master pool heal has finished the move", ErrNotQueued, c.ID, DirMoved, name),
+				"withdraw it again once master pool heal has finished the move", ErrNotQueued, c.ID, dirMoved, name),
 				map[string]any{"cmd_id": c.ID})
 		}
 		ctx := map[string]any{"cmd_id": c.ID}
@@ -142,8 +141,8 @@ func (c *Command) withdraw() (*Command, error) {
 		if r, _ := (&Command{s: s, ID: cur.ID, Seq: cur.Seq, Name: name, hops: maxHops}).Result(); r != nil {
 			return nil, withContext(fmt.Errorf("%w: %s has its result (%s); nothing to withdraw", ErrAlreadyFinished, c.ID, r.Status), ctx)
 		}
-		s.revalidate(DirWithdrawn)
-		if s.exists(DirWithdrawn + "/" + name) {
+		s.revalidate(dirWithdrawn)
+		if s.exists(dirWithdrawn + "/" + name) {
 			return nil, cur.alreadyWithdrawn()
 		}
 		return nil, withContext(fmt.Errorf("%w: %s is no longer queued, running or finished in this session (it will not run)", ErrUnknownCmdID, c.ID), ctx)
@@ -162,14 +161,14 @@ func (s *Session) takeBack(from, name string) (bool, error) {
 	if _, err := r.Lstat(from); errors.Is(err, os.ErrNotExist) {
 		return false, nil // Most calls: nothing to rename, nothing to create.
 	}
-	if err := r.Mkdir(DirWithdrawn, 0o770); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := r.Mkdir(dirWithdrawn, 0o770); err != nil && !errors.Is(err, os.ErrExist) {
 		return false, err
 	}
-	return r.Claim(from, DirWithdrawn+"/"+name)
+	return r.Claim(from, dirWithdrawn+"/"+name)
 }
 
 // follow is the command a forward record of c's session points to.
-func (c *Command) follow(f *Forward) (*Command, error) {
+func (c *Command) follow(f *sessionio.Forward) (*Command, error) {
 	t, err := Open(filepath.Join(c.s.dir, f.ToSession))
 	if err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ func TestWaitStoppedRunnerAndWithdraw(t *testing.T) {
 	if err != nil || done == nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := stopWait(ctx(t), s, protocol.StopGraceful); err != nil {
 		t.Fatal(err)
 	}
 	s.WaitForRunner = time.Hour // longWait (the test's context) ends long before: only the stop ends the wait.
@@ -30,7 +30,7 @@ func TestWaitStoppedRunnerAndWithdraw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Wait(ctx(t))
+	_, err = c.Wait(ctx(t), WaitOptions{})
 	if !errors.Is(err, ErrRunnerNotAlive) || !strings.Contains(err.Error(), "q1 stays queued") || strings.Contains(err.Error(), "no live runner seen") {
 		t.Fatalf("Wait: %v", err)
 	}
@@ -61,15 +61,15 @@ func TestWaitStoppedRunnerAndWithdraw(t *testing.T) {
 func TestWaitReadyKeepsGraceAfterStop(t *testing.T) {
 	dir := startRunner(t)
 	s, _ := Open(dir)
-	if _, err := WaitReady(ctx(t), dir); err != nil {
+	if _, err := WaitReady(ctx(t), dir, WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := stopWait(ctx(t), s, protocol.StopGraceful); err != nil {
 		t.Fatal(err)
 	}
 	ready := make(chan error, 1)
 	go func() {
-		_, err := WaitReadyFor(ctx(t), dir, longWait)
+		_, err := WaitReady(ctx(t), dir, WaitOptions{WaitForRunner: longWait})
 		ready <- err
 	}()
 	time.Sleep(2 * stoppedGrace) // Setup, not an assertion: the wait outlives stoppedGrace before a runner starts.

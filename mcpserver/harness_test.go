@@ -30,7 +30,7 @@ func testCtx(t testing.TB) context.Context {
 func startRunner(t testing.TB, dir string) {
 	t.Helper()
 	testrunner.StartChecked(t, dir, sessioncheck.Options{})
-	if _, err := master.WaitReady(testCtx(t), dir); err != nil {
+	if _, err := master.WaitReady(testCtx(t), dir, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/internal/suggest"
 	"github.com/skillpilot/skillpilot/master"
 )
@@ -116,7 +117,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(d), Writer: nopCloser{d}})
 	switch {
 	case ctx.Err() != nil:
-		if ie := (*master.InterruptedError)(nil); errors.As(context.Cause(ctx), &ie) && ie.Signal == syscall.SIGINT {
+		if ie := (*sessionio.InterruptedError)(nil); errors.As(context.Cause(ctx), &ie) && ie.Signal == syscall.SIGINT {
 			return master.ExitSIGINT
 		}
 		return master.ExitSIGTERM

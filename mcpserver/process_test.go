@@ -24,7 +24,7 @@ import (
 func startRunnerProc(t *testing.T, dir string) *testenv.RunnerProcess {
 	t.Helper()
 	r := testenv.StartRunner(t, testenv.RunnerOptions{Dir: dir, Flags: []string{"--heartbeat", "100ms", "--kill-grace", "1s"}})
-	if _, err := master.WaitReady(testCtx(t), dir); err != nil {
+	if _, err := master.WaitReady(testCtx(t), dir, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return r

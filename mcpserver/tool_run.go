@@ -141,7 +141,7 @@ func (h *handler) queue(ctx context.Context, req *mcp.CallToolRequest, session, 
 func (h *handler) result(ctx context.Context, ref cmdRef, d time.Duration) (CommandResult, error) {
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	res, err := ref.cmd.Wait(wctx)
+	res, err := ref.cmd.Wait(wctx, master.WaitOptions{})
 	out := CommandResult{Session: ref.session, CmdID: ref.cmd.ID, Seq: ref.cmd.Seq}
 	var re *master.ResultError
 	switch {

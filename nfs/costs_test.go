@@ -138,7 +138,7 @@ func TestNFSFarmCosts(t *testing.T) {
 		if i == 0 {
 			streamAndWaits(t, s)
 		}
-		if _, err := s.Stop(ctx(t), "graceful", true); err != nil {
+		if _, err := stopWait(ctx(t), s, "graceful"); err != nil {
 			t.Fatal(err)
 		}
 		r.wait(t)
@@ -187,7 +187,7 @@ func streamAndWaits(t *testing.T, s *master.Session) {
 	}
 	time.Sleep(2 * time.Second)
 	busy := window(t, 10*time.Second)
-	if _, err := c.Wait(ctx(t)); err != nil {
+	if _, err := c.Wait(ctx(t), master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Printf("NFS COSTS: busy session, one long command, no master waiting: %v\n", busy)
@@ -216,7 +216,7 @@ func streamAndWaits(t *testing.T, s *master.Session) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := c.Wait(ctx(t))
+			res, err := c.Wait(ctx(t), master.WaitOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

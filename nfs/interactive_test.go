@@ -47,7 +47,7 @@ print("ok")`, filepath.Join(repo, "master/python"), b, c.ID, c.ID))
 	if out, err := py.CombinedOutput(); err != nil || !strings.Contains(string(out), "ok") {
 		t.Fatalf("python master on B: %v\n%s", err, out)
 	}
-	if _, err := c.Wait(ctx(t)); err != nil {
+	if _, err := c.Wait(ctx(t), master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	out, _ := c.Output(0, 0)
@@ -70,7 +70,7 @@ print("ok")`, filepath.Join(repo, "master/python"), b, c.ID, c.ID))
 				t.Fatalf("%+v %v", rep, err)
 			}
 		}
-		if res, err := y.Wait(ctx(t)); err != nil || *res.Value != "0" {
+		if res, err := y.Wait(ctx(t), master.WaitOptions{}); err != nil || *res.Value != "0" {
 			t.Fatalf("the next command saw input: %+v %v", res, err)
 		}
 	}
@@ -84,7 +84,7 @@ print("ok")`, filepath.Join(repo, "master/python"), b, c.ID, c.ID))
 	if _, err := s.Send(ctx(t), pw.ID, []byte("NFS-Secret-31\n"), master.SendOptions{Expect: "password: ", Secret: true}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := pw.Wait(ctx(t)); err != nil || *res.Value != "13" {
+	if res, err := pw.Wait(ctx(t), master.WaitOptions{}); err != nil || *res.Value != "13" {
 		t.Fatalf("%+v %v", res, err)
 	}
 	n := 20
@@ -92,7 +92,7 @@ print("ok")`, filepath.Join(repo, "master/python"), b, c.ID, c.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := stopWait(ctx(t), s, protocol.StopGraceful); err != nil {
 		t.Fatal(err)
 	}
 	if code := r.wait(t); code != 0 {
@@ -131,7 +131,7 @@ for {set i 0} {$i < %d} {incr i} {gets stdin l; puts "$l [clock microseconds]"; 
 			return nil, err
 		}
 	}
-	if _, err := c.Wait(ctx(t)); err != nil {
+	if _, err := c.Wait(ctx(t), master.WaitOptions{}); err != nil {
 		return nil, err
 	}
 	out, _ := c.Output(0, 0)

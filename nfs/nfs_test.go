@@ -132,6 +132,15 @@ func runnerOnA(t *testing.T, dir string, args ...string) *proc {
 	return start(t, exec.Command(runnerBin, append([]string{"--session", dir, "--heartbeat", "200ms"}, args...)...))
 }
 
+// stopWait stops the runner and waits until it has stopped.
+func stopWait(ctx context.Context, s *master.Session, mode protocol.StopMode) (*protocol.ControlReply, error) {
+	p, err := s.Stop(ctx, mode)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(ctx)
+}
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), longWait)
 	t.Cleanup(cancel)
@@ -145,7 +154,7 @@ func ready(t *testing.T, dirB string) *master.Session {
 	// default mount options, once more than 10 s (the default grace). A
 	// master waiting for a runner that is starting raises the grace
 	// (--wait-for-runner), as here.
-	if _, err := master.WaitReadyFor(ctx(t), dirB, time.Minute); err != nil {
+	if _, err := master.WaitReady(ctx(t), dirB, master.WaitOptions{WaitForRunner: time.Minute}); err != nil {
 		t.Fatalf("runner not ready as seen from B: %v", err)
 	}
 	s, err := master.Open(dirB)
@@ -211,10 +220,10 @@ puts ok
 		t.Fatal(err)
 	}
 	f.Close()
-	if _, err := c.Wait(ctx(t)); !strings.Contains(fmt.Sprint(err), "cancelled") {
+	if _, err := c.Wait(ctx(t), master.WaitOptions{}); !strings.Contains(fmt.Sprint(err), "cancelled") {
 		t.Fatalf("cancel by touch from B: %v", err)
 	}
-	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := stopWait(ctx(t), s, protocol.StopGraceful); err != nil {
 		t.Fatal(err)
 	}
 	if code := r.wait(t); code != 0 {
@@ -273,7 +282,7 @@ func TestNFSBacklog1000(t *testing.T) {
 		seqs[c.Seq] = true
 	}
 	for _, c := range cmds {
-		if r, err := c.Wait(ctx(t)); err != nil || r.Status != protocol.StatusOK {
+		if r, err := c.Wait(ctx(t), master.WaitOptions{}); err != nil || r.Status != protocol.StatusOK {
 			t.Fatalf("%s: %v", c.ID, err)
 		}
 	}
@@ -371,7 +380,7 @@ func TestNFSKilledOnARestartedOnB(t *testing.T) {
 	// a master sees it. Killed before that, k1 rightly ends runner_restarted
 	// (it ran; its result did not survive), which is not what this test is
 	// about (seen once in CI on NFS v3).
-	if _, err := cmds[1].Wait(ctx(t)); err != nil {
+	if _, err := cmds[1].Wait(ctx(t), master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, b, func(st protocol.State) bool { return st.CurrentCmdID != nil && *st.CurrentCmdID == "k2" })
@@ -379,7 +388,7 @@ func TestNFSKilledOnARestartedOnB(t *testing.T) {
 	r.wait(t)
 	r2 := start(t, onHostB(runnerBin, "--session", b, "--heartbeat", "200ms"))
 	for i, c := range cmds {
-		res, err := c.Wait(ctx(t))
+		res, err := c.Wait(ctx(t), master.WaitOptions{})
 		if i == 2 {
 			if res == nil || res.ExitReason != protocol.ReasonRunnerRestarted {
 				t.Fatalf("k2: %+v %v", res, err)
@@ -390,7 +399,7 @@ func TestNFSKilledOnARestartedOnB(t *testing.T) {
 			t.Fatalf("%s: %v", c.ID, err)
 		}
 	}
-	if _, err := s.Stop(ctx(t), protocol.StopGraceful, true); err != nil {
+	if _, err := stopWait(ctx(t), s, protocol.StopGraceful); err != nil {
 		t.Fatal(err)
 	}
 	r2.wait(t)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/conformance"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/pool"
@@ -244,7 +245,7 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 				}
 			}
 		}
-		fw, _ := os.ReadDir(filepath.Join(dirOf(name), master.DirForward))
+		fw, _ := os.ReadDir(filepath.Join(dirOf(name), sessionio.DirForward))
 		forwards += len(fw)
 	}
 	sort.Strings(ids)

@@ -60,9 +60,9 @@ func timedTrip(t *testing.T, s *master.Session, payload string, looks bool) trip
 	tr.t1 = time.Now()
 	var res *protocol.Result
 	if looks {
-		res, err = c.WaitProgress(ctx(t), func() { tr.looks = append(tr.looks, fmt.Sprint(time.Since(tr.t1).Microseconds())) })
+		res, err = c.Wait(ctx(t), master.WaitOptions{Progress: func() { tr.looks = append(tr.looks, fmt.Sprint(time.Since(tr.t1).Microseconds())) }})
 	} else {
-		res, err = c.Wait(ctx(t))
+		res, err = c.Wait(ctx(t), master.WaitOptions{})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +80,6 @@ func waitAside(t *testing.T, s *master.Session, payload string) <-chan error {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := c.Wait(ctx(t)); done <- err }()
+	go func() { _, err := c.Wait(ctx(t), master.WaitOptions{}); done <- err }()
 	return done
 }

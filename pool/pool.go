@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -150,7 +151,7 @@ func (p *Pool) session(name string) (*master.Session, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.sessions[name]; s != nil {
-		if _, err := s.Root(); err == nil {
+		if _, err := sessionio.Of(s).Root(); err == nil {
 			return s, nil
 		}
 		// Its directory moved: a handle given out before keeps failing;
@@ -162,7 +163,7 @@ func (p *Pool) session(name string) (*master.Session, error) {
 	}
 	// Opened relative to the pool's own root, never by path: a member
 	// swapped for a symlink is refused, then and later (issue 34.13).
-	s, err := master.OpenIn(p.root, name)
+	s, err := openIn(p.root, name)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%s is not a directory of the pool)", err, name)
 	}
@@ -183,10 +184,10 @@ func (p *Pool) launchOptions(name string) launch.Options {
 // ErrAlreadyLaunched in their result). It returns one result per session.
 func Start(ctx context.Context, dir string, opts Options) (*Pool, []SessionLaunch, error) {
 	if opts.Size < 1 {
-		return nil, nil, master.UsageError("--size must be at least 1")
+		return nil, nil, sessionio.UsageError("--size must be at least 1")
 	}
 	if _, err := sched.For(opts.Via); err != nil {
-		return nil, nil, master.UsageError("%v", err)
+		return nil, nil, sessionio.UsageError("%v", err)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

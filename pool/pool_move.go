@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -161,7 +162,7 @@ func (p *Pool) finishMove(views []SessionView, v SessionView, name string) (*Mov
 // the session 18.3 chooses) and records reason (empty: v's death).
 func (p *Pool) finishMoveTo(views []SessionView, v SessionView, name string, to *SessionView, reason string) (*Move, error) {
 	s := v.s
-	fwd, err := s.ReadForward(name)
+	fwd, err := sessionio.Of(s).ReadForward(name)
 	if errors.Is(err, os.ErrNotExist) {
 		fwd, err = p.stageMove(views, v, name, to, reason)
 	}
@@ -189,7 +190,7 @@ func (p *Pool) finishMoveTo(views []SessionView, v SessionView, name string, to 
 // queue/ under a dot-name and records the forward. It returns the forward
 // that won (another mover's, if it was first), or nil when no session can
 // take the command now.
-func (p *Pool) stageMove(views []SessionView, v SessionView, name string, to *SessionView, reason string) (*master.Forward, error) {
+func (p *Pool) stageMove(views []SessionView, v SessionView, name string, to *SessionView, reason string) (*sessionio.Forward, error) {
 	s := v.s
 	seq, cmdID, err := protocol.ParseCommandName(name)
 	if err != nil {
@@ -197,7 +198,7 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string, to *Se
 	}
 	raw, err := readSessionFile(s, DirMoved+"/"+name, maxPoolCommand)
 	if errors.Is(err, os.ErrNotExist) {
-		return s.ReadForward(name) // Finished by another mover meanwhile.
+		return sessionio.Of(s).ReadForward(name) // Finished by another mover meanwhile.
 	}
 	if err != nil {
 		raw = nil // Too large or unreadable: moved as is; the target's runner answers it as invalid.
@@ -225,7 +226,7 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string, to *Se
 			views[i].Queue++ // So that the next move of this pass sees the load it adds.
 		}
 	}
-	newSeq, err := t.s.AllocSeq()
+	newSeq, err := sessionio.Of(t.s).AllocSeq()
 	if err != nil {
 		return nil, err
 	}
@@ -240,25 +241,25 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string, to *Se
 	if err := writeSessionFile(t.s, protocol.DirQueue+"/"+stage, data, fsq.FileSynced); err != nil {
 		return nil, fmt.Errorf("master: stage move of %s/%s: %w", v.Name, name, err)
 	}
-	fwd := &master.Forward{ProtocolVersion: protocol.Version, CmdID: cmdID, Seq: seq, ToSession: relPath(s.Dir(), t.s.Dir()),
-		ToName: toName, Stage: stage, Reason: reason, MovedAt: protocol.Now(), Mover: s.Owner()}
+	fwd := &sessionio.Forward{ProtocolVersion: protocol.Version, CmdID: cmdID, Seq: seq, ToSession: relPath(s.Dir(), t.s.Dir()),
+		ToName: toName, Stage: stage, Reason: reason, MovedAt: protocol.Now(), Mover: sessionio.Of(s).Owner()}
 	b, _ := json.MarshalIndent(fwd, "", "  ")
-	if err := mkdirSession(s, master.DirForward); err != nil {
+	if err := mkdirSession(s, sessionio.DirForward); err != nil {
 		return nil, err
 	}
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return nil, err
 	}
-	won, err := linkNew(r, master.DirForward+"/"+name, append(b, '\n'))
+	won, err := linkNew(r, sessionio.DirForward+"/"+name, append(b, '\n'))
 	if err != nil || !won {
 		_ = removeSession(t.s, protocol.DirQueue+"/"+stage) // Ours, never named by a forward.
 		if err != nil {
 			return nil, err
 		}
-		return s.ReadForward(name)
+		return sessionio.Of(s).ReadForward(name)
 	}
-	_ = syncSessionDir(s, master.DirForward) // Best effort: the forward outlives a machine crash.
+	_ = syncSessionDir(s, sessionio.DirForward) // Best effort: the forward outlives a machine crash.
 	return fwd, nil
 }
 
@@ -323,7 +324,7 @@ func (p *Pool) respawn(ctx context.Context, v SessionView) (bool, error) {
 // forwardTarget is the session a forward record of session s moves its
 // command to: a session of this pool ("../s02"), opened as the pool opens
 // its sessions (never through a symlink in the pool directory).
-func (p *Pool) forwardTarget(s *master.Session, fwd *master.Forward) (*master.Session, error) {
+func (p *Pool) forwardTarget(s *master.Session, fwd *sessionio.Forward) (*master.Session, error) {
 	dir, name := filepath.Split(filepath.Clean(fwd.ToSession))
 	if filepath.Clean(dir) != ".." || !isPoolSessionName(name) || filepath.Dir(s.Dir()) != p.dir {
 		return nil, fmt.Errorf("forward to %q: not a session of the pool %s", fwd.ToSession, p.dir)

@@ -19,6 +19,7 @@ import (
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )
@@ -27,7 +28,7 @@ import (
 func runnerIn(t *testing.T, dir string) {
 	t.Helper()
 	testrunner.StartChecked(t, dir, sessioncheck.Options{AllowQueued: true})
-	if _, err := master.WaitReady(ctx(t), dir); err != nil {
+	if _, err := master.WaitReady(ctx(t), dir, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -77,7 +78,7 @@ func checkExactlyOnce(t *testing.T, pool, side string, cmds []*master.Command) m
 	t.Helper()
 	byID := map[string]*protocol.Result{}
 	for _, c := range cmds {
-		r, err := c.Wait(ctx(t))
+		r, err := c.Wait(ctx(t), master.WaitOptions{})
 		if r == nil {
 			t.Fatalf("%s: no result: %v", c.ID, err)
 		}
@@ -156,7 +157,7 @@ func TestPoolMoveExactlyOnce(t *testing.T) {
 	runnerIn(t, filepath.Join(pool, "s00")) // Claims race the movers' claims.
 	wg.Wait()
 	byID := checkExactlyOnce(t, pool, side, cmds)
-	fwds := commandsIn(filepath.Join(pool, "s00", master.DirForward))
+	fwds := commandsIn(filepath.Join(pool, "s00", sessionio.DirForward))
 	if len(fwds) != moved || moved == 0 {
 		t.Errorf("%d forwards, %d moves reported", len(fwds), moved)
 	}
@@ -223,8 +224,8 @@ func TestPoolMoveCrashRecovery(t *testing.T) {
 		if byID[c.ID].Status != protocol.StatusOK {
 			t.Errorf("%s: %+v", c.ID, byID[c.ID])
 		}
-		var fw master.Forward
-		b, err := os.ReadFile(filepath.Join(dead, master.DirForward, c.Name))
+		var fw sessionio.Forward
+		b, err := os.ReadFile(filepath.Join(dead, sessionio.DirForward, c.Name))
 		if err != nil || json.Unmarshal(b, &fw) != nil || fw.ToSession != "../s01" || fw.CmdID != c.ID {
 			t.Errorf("forward of %s: %s %v", c.Name, b, err)
 		}
@@ -252,7 +253,7 @@ func TestPoolMoveKeepsAffinity(t *testing.T) {
 	dead, _ := master.Open(filepath.Join(pool, "s00"))
 	var cmds []*master.Command
 	for i := 0; i < 6; i++ {
-		c, err := dead.SubmitExtra(ctx(t), "expr 1", master.SubmitOptions{}, map[string]any{"affinity": "corner_ss"})
+		c, err := dead.Submit(ctx(t), "expr 1", master.SubmitOptions{Extra: map[string]any{"affinity": "corner_ss"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +275,7 @@ func TestPoolMoveKeepsAffinity(t *testing.T) {
 		t.Errorf("moved to %v, pin %s", to, pin.Session)
 	}
 	for _, c := range cmds {
-		if _, err := c.Wait(ctx(t)); err != nil {
+		if _, err := c.Wait(ctx(t), master.WaitOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -409,7 +410,7 @@ func TestPoolMovedCommandLookups(t *testing.T) {
 	if err != nil || found.Name != c.Name {
 		t.Fatalf("lookup in the dead session: %+v %v", found, err)
 	}
-	r, err := found.Wait(ctx(t))
+	r, err := found.Wait(ctx(t), master.WaitOptions{})
 	if err != nil || *r.Value != "42" {
 		t.Fatalf("%+v %v", r, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 )
@@ -40,7 +41,7 @@ func (p *Pool) Members() (members, retired []string) {
 // scheduler with job arrays the new sessions are one array.
 func (p *Pool) Grow(ctx context.Context, k int, ready time.Duration) ([]SessionLaunch, error) {
 	if k < 1 {
-		return nil, master.UsageError("--by must be at least 1")
+		return nil, sessionio.UsageError("--by must be at least 1")
 	}
 	unlock, err := p.lockResize(ctx)
 	if err != nil {
@@ -102,7 +103,7 @@ func (p *Pool) Shrink(ctx context.Context, to int, opts launch.StopOptions) ([]S
 // (issue 34.9; master pool shrink --by).
 func (p *Pool) ShrinkBy(ctx context.Context, by int, opts launch.StopOptions) ([]SessionStop, HealReport, error) {
 	if by < 1 {
-		return nil, HealReport{}, master.UsageError("--by must be at least 1")
+		return nil, HealReport{}, sessionio.UsageError("--by must be at least 1")
 	}
 	return p.shrink(ctx, func(members int) int { return members - by }, opts)
 }
@@ -112,7 +113,7 @@ func (p *Pool) ShrinkBy(ctx context.Context, by int, opts launch.StopOptions) ([
 func (p *Pool) shrink(ctx context.Context, target func(members int) int, opts launch.StopOptions) ([]SessionStop, HealReport, error) {
 	var rep HealReport
 	if target(1<<30) < 1 { // Shrink's to, whatever the count.
-		return nil, rep, master.UsageError("a pool keeps at least one session (--to 1)")
+		return nil, rep, sessionio.UsageError("a pool keeps at least one session (--to 1)")
 	}
 	unlock, err := p.lockResize(ctx)
 	if err != nil {
@@ -122,7 +123,7 @@ func (p *Pool) shrink(ctx context.Context, target func(members int) int, opts la
 	members, _ := p.Members()
 	to := target(len(members))
 	if to < 1 {
-		return nil, rep, master.UsageError("a pool keeps at least one session: it has %d members", len(members))
+		return nil, rep, sessionio.UsageError("a pool keeps at least one session: it has %d members", len(members))
 	}
 	if len(members) <= to {
 		return nil, rep, nil

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -73,7 +75,7 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 	v.Queue = s.QueueDepth()
 	v.Inflight = claimedCount(s)
 	st, serr := s.ReadState()
-	hb, herr := s.ReadHeartbeat()
+	hb, herr := sessionio.Of(s).ReadHeartbeat()
 	fi, ferr := lstat(s, protocol.FileHeartbeat)
 	if ferr == nil && !fi.Mode().IsRegular() {
 		ferr = fsq.ErrNotRegular // A symlink or a FIFO there is no heartbeat.
@@ -88,7 +90,7 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 	switch {
 	case st.Phase == protocol.PhaseStopped || hb.Phase == protocol.PhaseStopped:
 		v.Dead, v.Why = true, "the runner stopped: "+st.Reason
-	case !s.OnNetworkFS() && !s.LockHeld():
+	case !sessionio.Of(s).OnNetworkFS() && !sessionio.Of(s).LockHeld():
 		v.Dead, v.Why = true, "the runner's lock is free"
 	case v.HBAge > max(poolDeadAfter, window):
 		v.Dead, v.Why = true, fmt.Sprintf("heartbeat %v old", v.HBAge.Round(time.Second))
@@ -327,7 +329,7 @@ type Command struct {
 // an "affinity" field so that a move keeps it with its key.
 func (p *Pool) Submit(ctx context.Context, payload string, opts SubmitOptions) (*Command, error) {
 	if opts.Affinity != "" && !protocol.ValidCmdID(opts.Affinity) {
-		return nil, master.UsageError("affinity key %q: use 1-128 characters of [A-Za-z0-9._-]", opts.Affinity)
+		return nil, sessionio.UsageError("affinity key %q: use 1-128 characters of [A-Za-z0-9._-]", opts.Affinity)
 	}
 	ch, err := p.newChooser()
 	if err != nil {
@@ -337,11 +339,15 @@ func (p *Pool) Submit(ctx context.Context, payload string, opts SubmitOptions) (
 	if err != nil {
 		return nil, err
 	}
-	var extra map[string]any
-	if opts.Affinity != "" {
-		extra = map[string]any{"affinity": opts.Affinity}
+	so := opts.SubmitOptions
+	if opts.Affinity != "" { // Recorded in the command file, where a mover finds it.
+		so.Extra = maps.Clone(so.Extra)
+		if so.Extra == nil {
+			so.Extra = map[string]any{}
+		}
+		so.Extra["affinity"] = opts.Affinity
 	}
-	c, err := v.s.SubmitExtra(ctx, payload, opts.SubmitOptions, extra)
+	c, err := v.s.Submit(ctx, payload, so)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -92,7 +93,7 @@ func orphanStage(views []SessionView, target *master.Session, name string) bool 
 	if from == nil {
 		return false
 	}
-	fwd, err := from.ReadForward(body.MovedFrom.Name)
+	fwd, err := sessionio.Of(from).ReadForward(body.MovedFrom.Name)
 	if err != nil {
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -50,7 +51,7 @@ func TestPoolHealRemovesStaleStages(t *testing.T) {
 		if err != nil || f == nil {
 			t.Fatal(f, err)
 		}
-		return filepath.Join(q, f.Stage), filepath.Join(dead, master.DirForward, c.Name)
+		return filepath.Join(q, f.Stage), filepath.Join(dead, sessionio.DirForward, c.Name)
 	}
 	// 0: its mover was killed between staging and recording; the command
 	// waits in moved/ and this pass stages it again, so the first stage

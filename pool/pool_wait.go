@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -48,7 +49,7 @@ func (p *Pool) WaitCommand(ctx context.Context, c *master.Command) (*protocol.Re
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
-		if r, done, err := c.Outcome(); done {
+		if r, done, err := outcome(c); done {
 			return r, err
 		}
 		if now := time.Now(); !now.Before(checkAt) {
@@ -59,7 +60,7 @@ func (p *Pool) WaitCommand(ctx context.Context, c *master.Command) (*protocol.Re
 			}
 			why, final := p.stuck(c)
 			if final != nil {
-				if r, done, err := c.Outcome(); done { // Its result came meanwhile.
+				if r, done, err := outcome(c); done { // Its result came meanwhile.
 					return r, err
 				}
 				return nil, final
@@ -69,18 +70,38 @@ func (p *Pool) WaitCommand(ctx context.Context, c *master.Command) (*protocol.Re
 			} else if stuckSince.IsZero() {
 				stuckSince = time.Now()
 			} else if time.Since(stuckSince) > poolDeadAfter {
-				return nil, master.WithErrorContext(fmt.Errorf("%w: command %s: %s", master.ErrRunnerNotAlive, c.ID, why),
+				return nil, sessionio.WithContext(fmt.Errorf("%w: command %s: %s", master.ErrRunnerNotAlive, c.ID, why),
 					map[string]any{"cmd_id": c.ID, "reason": why})
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil, master.ContextEndError(ctx)
+			return nil, sessionio.ContextEnd(ctx)
 		case <-t.C:
 		}
-		d = max(min(d+d/2, c.Session().PollInterval), 250*time.Microsecond)
+		poll := c.Session().PollInterval
+		if poll <= 0 {
+			poll = master.DefaultPollInterval
+		}
+		d = max(min(d+d/2, poll), 250*time.Microsecond)
 		t.Reset(d)
 	}
+}
+
+// outcome is what a wait returns once c has a result (done): the result,
+// with a *master.ResultError when its status is not ok, as Command.Wait
+// returns it. A result that cannot be read ends the wait too.
+func outcome(c *master.Command) (*protocol.Result, bool, error) {
+	r, err := c.Result()
+	switch {
+	case err != nil:
+		return nil, true, err
+	case r == nil:
+		return nil, false, nil
+	case r.Status != protocol.StatusOK:
+		return r, true, &master.ResultError{Result: r}
+	}
+	return r, true, nil
 }
 
 // firstLook is when a pool wait first looks whether its command is stuck.
@@ -107,7 +128,7 @@ func ClaimedDeadMessage(cmdID, session string) string {
 func (p *Pool) stuck(c *master.Command) (why string, final error) {
 	w, _ := p.Locate(c)
 	if !p.isSessionDir(w.Session) {
-		return "", master.WithErrorContext(fmt.Errorf("%w: %s", master.ErrSessionMissing, GoneMessage(c.ID, w.Session)),
+		return "", sessionio.WithContext(fmt.Errorf("%w: %s", master.ErrSessionMissing, GoneMessage(c.ID, w.Session)),
 			map[string]any{"cmd_id": c.ID, "session": w.Session, "dir": p.dirOf(w.Session)})
 	}
 	ch, err := p.newChooser()
@@ -119,7 +140,7 @@ func (p *Pool) stuck(c *master.Command) (why string, final error) {
 	case !here.Dead:
 		return "", nil
 	case w.State == "claimed" && !p.cfg.Respawn:
-		return "", master.WithErrorContext(fmt.Errorf("%w: %s", master.ErrRunnerNotAlive, ClaimedDeadMessage(c.ID, w.Session)),
+		return "", sessionio.WithContext(fmt.Errorf("%w: %s", master.ErrRunnerNotAlive, ClaimedDeadMessage(c.ID, w.Session)),
 			map[string]any{"cmd_id": c.ID, "session": w.Session, "reason": here.Why})
 	case (w.State == "queued" || w.State == "moving") && !p.cfg.Respawn:
 		for _, n := range ch.names {
@@ -149,7 +170,7 @@ func (p *Pool) FindCommand(cmdID string) (*master.Command, error) {
 		// It may have been in a session whose directory was deleted: say
 		// so (session_missing) rather than only that it is nowhere.
 		list := strings.Join(gone, ", ")
-		return nil, master.WithErrorContext(fmt.Errorf("%w: command %s is in none of the pool's sessions; session %s is gone (its directory was deleted): if it was there, no result will come",
+		return nil, sessionio.WithContext(fmt.Errorf("%w: command %s is in none of the pool's sessions; session %s is gone (its directory was deleted): if it was there, no result will come",
 			master.ErrSessionMissing, cmdID, list), map[string]any{"cmd_id": cmdID, "session": list})
 	}
 	return nil, fmt.Errorf("%w: no command %q in pool %s", os.ErrNotExist, cmdID, p.dir)
@@ -158,11 +179,11 @@ func (p *Pool) FindCommand(cmdID string) (*master.Command, error) {
 // SessionStatus is one line of pool status.
 type SessionStatus struct {
 	SessionView
-	Launch           *master.LaunchStatus `json:"launch,omitempty"`
-	MovedOut         int                  `json:"moved_out"`          // commands moved from this session to others
-	MovedTo          map[string]int       `json:"moved_to,omitempty"` // by target session
-	AwaitingRecovery int                  `json:"awaiting_recovery"`  // claimed commands of a dead session
-	Note             string               `json:"note,omitempty"`
+	Launch           *launch.JobStatus `json:"launch,omitempty"`
+	MovedOut         int               `json:"moved_out"`          // commands moved from this session to others
+	MovedTo          map[string]int    `json:"moved_to,omitempty"` // by target session
+	AwaitingRecovery int               `json:"awaiting_recovery"`  // claimed commands of a dead session
+	Note             string            `json:"note,omitempty"`
 	// Retired: stopped on purpose (launch.json has stopped_at: pool
 	// shrink, adapt, pool stop, master stop), not crashed; Dead stays true.
 	Retired bool `json:"retired,omitempty"`
@@ -195,10 +216,10 @@ func (p *Pool) Status(ctx context.Context) ([]SessionStatus, error) {
 				ps.Retired = true
 				ps.stoppedBy = li.StoppedBy
 			}
-			fwds := commandNames(v.s, master.DirForward)
+			fwds := commandNames(v.s, sessionio.DirForward)
 			ps.MovedOut = len(fwds)
 			for _, n := range fwds {
-				if f, err := v.s.ReadForward(n); err == nil {
+				if f, err := sessionio.Of(v.s).ReadForward(n); err == nil {
 					if ps.MovedTo == nil {
 						ps.MovedTo = map[string]int{}
 					}

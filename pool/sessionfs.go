@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"golang.org/x/sys/unix"
@@ -19,7 +20,7 @@ import (
 // This file is package pool's only way to files, as master/sessionfs.go
 // is package master's: a session's files (moved/, forward/, queue/,
 // inflight/, result/, heartbeat.json) through the session's fsq.Root
-// (master.Session.Root), and the pool directory's own files (pool.json,
+// (sessionio.Session.Root), and the pool directory's own files (pool.json,
 // affinity/, events.jsonl, .clock) through a root held on the pool
 // directory (Pool.root). Every open, create, rename, link, list, stat
 // and remove is relative to a directory held open, never resolves a
@@ -29,7 +30,7 @@ import (
 // swapped for a symlink an error wrapping fsq.ErrLayout; nothing is read,
 // moved or written through either. A session directory of the pool that
 // is a symlink is not a session of the pool (SessionNames, session): the
-// pool opens each member relative to its own root (master.OpenIn), and a
+// pool opens each member relative to its own root (sessionio.OpenIn), and a
 // member's handle never opens its path again, so a member swapped for a
 // symlink after it was listed or opened is refused too.
 //
@@ -152,10 +153,21 @@ func (p *Pool) sessionDirs() []string {
 	return out
 }
 
+// openIn opens the member name relative to the pool's root parent
+// (sessionio.OpenIn): a symlink there is refused, never followed, then
+// and later.
+func openIn(parent *fsq.Root, name string) (*master.Session, error) {
+	s, err := sessionio.OpenIn(parent, name)
+	if err != nil {
+		return nil, err
+	}
+	return s.(*master.Session), nil
+}
+
 // sessionRoot returns s's root; a session whose root cannot be had reads
 // as empty to the callers that list or look (they judge it dead).
 func sessionRoot(s *master.Session) *fsq.Root {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return nil
 	}
@@ -186,7 +198,7 @@ func commandNames(s *master.Session, dir string) []string {
 
 // lstat describes the session file name without following a symlink.
 func lstat(s *master.Session, name string) (os.FileInfo, error) {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +220,7 @@ func revalidate(s *master.Session, name string) {
 
 // mkdirSession makes the session's directory name if it is missing.
 func mkdirSession(s *master.Session, name string) error {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return err
 	}
@@ -221,7 +233,7 @@ func mkdirSession(s *master.Session, name string) error {
 // claim renames the session file from to to (false, nil: from is gone,
 // another claimed it).
 func claim(s *master.Session, from, to string) (bool, error) {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return false, err
 	}
@@ -231,7 +243,7 @@ func claim(s *master.Session, from, to string) (bool, error) {
 // readSessionFile reads the session file name: at most limit bytes, a
 // regular file only.
 func readSessionFile(s *master.Session, name string, limit int64) ([]byte, error) {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +253,7 @@ func readSessionFile(s *master.Session, name string, limit int64) ([]byte, error
 
 // writeSessionFile replaces the session file name with data.
 func writeSessionFile(s *master.Session, name string, data []byte, d fsq.Durability) error {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return err
 	}
@@ -251,7 +263,7 @@ func writeSessionFile(s *master.Session, name string, data []byte, d fsq.Durabil
 // removeSession removes the session entry name (a symlink itself, never
 // what it points to).
 func removeSession(s *master.Session, name string) error {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return err
 	}
@@ -260,7 +272,7 @@ func removeSession(s *master.Session, name string) error {
 
 // syncSessionDir fsyncs the session's directory name.
 func syncSessionDir(s *master.Session, name string) error {
-	r, err := s.Root()
+	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func TestCrashesOpenSTA(t *testing.T) {
 	// k1-k3 have their results (a result still being written when the
 	// runner dies is recovered as runner_restarted: PROTOCOL.md 13).
 	for _, c := range cmds[:3] {
-		if _, err := c.Wait(ctx); err != nil {
+		if _, err := c.Wait(ctx, master.WaitOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,7 +62,7 @@ func TestCrashesOpenSTA(t *testing.T) {
 	rp.Kill()
 	rp = testenv.StartRunner(t, testenv.RunnerOptions{Dir: dir, WorkDir: work, Args: argv, Check: sessioncheck.Options{}})
 	for i, c := range cmds {
-		r, err := c.Wait(ctx)
+		r, err := c.Wait(ctx, master.WaitOptions{})
 		switch {
 		case i == 3:
 			if r == nil || r.ExitReason != protocol.ReasonRunnerRestarted {
@@ -86,7 +86,7 @@ func TestCrashesOpenSTA(t *testing.T) {
 	if err := syscall.Kill(st.ToolPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	r, _ := k9.Wait(ctx)
+	r, _ := k9.Wait(ctx, master.WaitOptions{})
 	if r == nil || r.ExitReason != protocol.ReasonToolDied || r.Signal != "SIGKILL" {
 		t.Fatalf("k9: %+v, want tool_died by SIGKILL", r)
 	}

@@ -77,7 +77,7 @@ func run(t *testing.T, s *master.Session, payload string, opts master.SubmitOpti
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Wait(ctx)
+	res, err := c.Wait(ctx, master.WaitOptions{})
 	if err != nil && !errors.Is(err, master.ErrCommandFailed) && !errors.Is(err, master.ErrCommandTimeout) && !errors.Is(err, master.ErrCancelled) {
 		t.Fatalf("%.60q: %v", payload, err)
 	}
@@ -168,7 +168,7 @@ func TestTclShells(t *testing.T) {
 			if _, err := s.Send(ctx, c.ID, []byte("fifty two\n"), master.SendOptions{Expect: "name\\? $"}); err != nil {
 				t.Fatalf("send: %v", err)
 			}
-			res, err = c.Wait(ctx)
+			res, err = c.Wait(ctx, master.WaitOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,7 +35,7 @@ func TestTailCleanIsTheOutputFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	testrunner.Start(t, dir)
 	ctx := context.Background()
-	if _, err := master.WaitReady(ctx, dir); err != nil {
+	if _, err := master.WaitReady(ctx, dir, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := master.Open(dir)
@@ -48,7 +48,7 @@ func TestTailCleanIsTheOutputFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cmd.Wait(ctx); err != nil {
+		if _, err := cmd.Wait(ctx, master.WaitOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(filepath.Join(dir, protocol.DirOutput, protocol.OutputName(cmd.Name)))
@@ -69,7 +69,7 @@ func TestTailCleanIsTheOutputFiles(t *testing.T) {
 	if _, err := s.Cancel(ctx, cut.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cut.Wait(ctx); !errors.Is(err, master.ErrCancelled) {
+	if _, err := cut.Wait(ctx, master.WaitOptions{}); !errors.Is(err, master.ErrCancelled) {
 		t.Fatalf("cancelled command: %v", err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, protocol.DirOutput, protocol.OutputName(cut.Name)))
@@ -81,7 +81,7 @@ func TestTailCleanIsTheOutputFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := after.Wait(ctx); err != nil {
+	if _, err := after.Wait(ctx, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	want.WriteString("after-the-restart\n")

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/internal/version"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -96,7 +97,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, versionLine())
 		return master.ExitOK
 	}
-	defer master.WaitBackgroundWrites() // Submit's best-effort seq/hint rewrite.
+	defer sessionio.WaitBackgroundWrites() // Submit's best-effort seq/hint rewrite.
 	ctx, stop := interruptContext()
 	defer stop()
 	if args[0] == "mcp" {
@@ -109,7 +110,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		// Commands that run until interrupted (tail -f, lease --keep,
 		// status --watch) end here with the signal's exit code.
-		var ie *master.InterruptedError
+		var ie *sessionio.InterruptedError
 		if errors.As(context.Cause(ctx), &ie) {
 			_, exit := master.Classify(ie)
 			return exit
@@ -173,7 +174,7 @@ func interruptContext() (context.Context, func()) {
 		select {
 		case s := <-ch:
 			signal.Stop(ch)
-			cancel(&master.InterruptedError{Signal: s.(syscall.Signal)})
+			cancel(&sessionio.InterruptedError{Signal: s.(syscall.Signal)})
 		case <-done:
 		}
 	}()
@@ -275,7 +276,7 @@ type exitOnly int
 
 func (e exitOnly) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
-// ErrorCode implements master.CodedError: no code, the exit code.
+// ErrorCode implements sessionio.CodedError: no code, the exit code.
 func (e exitOnly) ErrorCode() (code string, exit int) { return "", int(e) }
 
 func (c *cli) run(ctx context.Context, cmd string, args []string) error {

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -71,7 +72,7 @@ cancel it; with --cancel-on-interrupt it is cancelled first.`, true)
 		} else {
 			fmt.Fprintln(c.stdout, command.ID)
 		}
-		if why := s.NoRunnerHint(command); why != "" {
+		if why := sessionio.Of(s).NoRunnerHint(command.Seq); why != "" {
 			c.diag("warning: no runner serves %s (%s); %s stays queued until one starts", s.Dir(), why, command.ID)
 		}
 		return nil
@@ -103,7 +104,7 @@ func (c *cli) payload(args []string, file string) (string, error) {
 // cancelOnInt cancels it first.
 func (c *cli) waitCmd(ctx context.Context, s *master.Session, cmd *master.Command, timeout time.Duration, value, announce, cancelOnInt bool) error {
 	err := c.waitCmdOnce(ctx, s, cmd, timeout, value, announce)
-	var ie *master.InterruptedError
+	var ie *sessionio.InterruptedError
 	if err != nil && errors.As(context.Cause(ctx), &ie) {
 		if !c.json && c.stdout.partial() {
 			// End the output's partial last line, as a finished wait does
@@ -165,8 +166,8 @@ func (c *cli) waitCmdOnce(ctx context.Context, s *master.Session, cmd *master.Co
 	// start the watcher for every short wait, and an inotify instance costs
 	// a millisecond to create and stalls the exit to tear down.
 	warn := time.AfterFunc(s.QuickPoll, func() {
-		if m := s.Watching(); m.Degraded != "" {
-			c.diag("%s", m.Degraded)
+		if why := sessionio.Of(s).WatchDegraded(); why != "" {
+			c.diag("%s", why)
 		}
 	})
 	defer warn.Stop()
@@ -189,12 +190,12 @@ func (c *cli) waitCmdOnce(ctx context.Context, s *master.Session, cmd *master.Co
 			return err
 		}
 	}
-	res, err := cmd.Wait(ctx)
+	res, err := cmd.Wait(ctx, master.WaitOptions{})
 	if res == nil {
 		return err
 	}
 	if c.json {
-		if _, raw, rerr := cmd.ReadResult(); rerr == nil && raw != nil {
+		if _, raw, rerr := sessionio.CommandOf(cmd).ReadResult(); rerr == nil && raw != nil {
 			c.printRawJSON(raw)
 		}
 		return err
@@ -293,7 +294,7 @@ its status. Exit 3 when there is no result yet.`, false)
 	if err != nil {
 		return err
 	}
-	res, raw, err := command.ReadResult()
+	res, raw, err := sessionio.CommandOf(command).ReadResult()
 	if err != nil {
 		return err
 	}

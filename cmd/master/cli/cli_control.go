@@ -90,7 +90,14 @@ is written and the exit code is 5. --wait waits until the runner has stopped.`, 
 	}
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	rep, err := s.Stop(ctx, mode, *wait)
+	var rep *protocol.ControlReply
+	p, err := s.Stop(ctx, mode)
+	switch {
+	case err == nil && *wait:
+		rep, err = p.Wait(ctx)
+	case err == nil:
+		rep, err = p.Reply(ctx)
+	}
 	done := ""
 	if *wait && err == nil {
 		done = "stopped"
@@ -122,7 +129,7 @@ prints one JSON line per renewal.`, false)
 	}
 	id := "lease-" + master.NewCmdID()
 	if !*keep {
-		l, err := s.WriteLeaseRecord(id, ttl)
+		l, err := s.WriteLease(id, ttl)
 		if err == nil && c.json {
 			c.printJSON(l)
 		}
@@ -131,7 +138,7 @@ prints one JSON line per renewal.`, false)
 	t := time.NewTicker(max(ttl/3, 10*time.Millisecond))
 	defer t.Stop()
 	for {
-		l, err := s.WriteLeaseRecord(id, ttl)
+		l, err := s.WriteLease(id, ttl)
 		switch {
 		case err != nil && c.json:
 			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": errorJSON(master.CodeIO, err)})
@@ -168,7 +175,7 @@ printed); 3 when --wait-timeout passes first.`, true)
 	}
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	st, err := master.WaitReadyFor(ctx, cmd.session, cmd.waitForRunner)
+	st, err := master.WaitReady(ctx, cmd.session, master.WaitOptions{WaitForRunner: cmd.waitForRunner})
 	if c.json && err == nil {
 		c.printJSON(st)
 	}

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,11 +73,11 @@ commands, 5 when it cannot (no live runner, phase error or stopped).`, false)
 		return err
 	}
 	if !watch.on {
-		st, err := s.Status(ctx)
+		ms, err := s.Status(ctx)
 		if err != nil {
 			return err
 		}
-		st.Launch = launch.Status(ctx, s) // launch_stop.go: the scheduler's view, if launched
+		st := sessionStatus{Status: ms, Launch: launch.Status(ctx, s)} // The scheduler's view, if launched.
 		if c.json {
 			c.printJSON(st)
 		} else {
@@ -86,7 +89,8 @@ commands, 5 when it cannot (no live runner, phase error or stopped).`, false)
 	t := time.NewTicker(watch.every)
 	defer t.Stop()
 	for {
-		st, err := s.Status(ctx)
+		ms, err := s.Status(ctx)
+		st := sessionStatus{Status: ms}
 		if err == nil {
 			st.Launch = launch.Status(ctx, s)
 		}
@@ -120,8 +124,35 @@ commands, 5 when it cannot (no live runner, phase error or stopped).`, false)
 	}
 }
 
+// sessionStatus is what master status shows: the runner's side and, for
+// a launched session, the scheduler's.
+type sessionStatus struct {
+	master.Status
+	Launch *launch.JobStatus // nil: not launched
+}
+
+// MarshalJSON is the status's JSON with "launch" where it has always
+// stood, between "filesystem" and "dir".
+func (st sessionStatus) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(st.Status)
+	if err != nil || st.Launch == nil {
+		return b, err
+	}
+	l, err := json.Marshal(st.Launch)
+	if err != nil {
+		return nil, err
+	}
+	// "dir" is a top-level key (never omitted), and no string value can
+	// hold an unescaped quote: the first match is the key.
+	i := bytes.Index(b, []byte(`,"dir":`))
+	if i < 0 {
+		return nil, fmt.Errorf("master status: no \"dir\" in %s", b)
+	}
+	return slices.Concat(b[:i], []byte(`,"launch":`), l, b[i:]), nil
+}
+
 // statusExit is status's exit code: 5 when the session cannot serve.
-func statusExit(st master.Status) error {
+func statusExit(st sessionStatus) error {
 	if !st.CanServe {
 		return exitOnly(master.ExitNoRunner)
 	}
@@ -129,7 +160,7 @@ func statusExit(st master.Status) error {
 }
 
 // writeStatus prints the compact, aligned view of a status.
-func writeStatus(w io.Writer, st master.Status) {
+func writeStatus(w io.Writer, st sessionStatus) {
 	row := func(label, format string, args ...any) {
 		fmt.Fprintf(w, "%-9s %s\n", label, fmt.Sprintf(format, args...))
 	}

@@ -110,7 +110,7 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // printLaunch adds the scheduler's view to master status's text output.
-func (c *cli) printLaunch(ls *master.LaunchStatus) {
+func (c *cli) printLaunch(ls *launch.JobStatus) {
 	if ls != nil {
 		fmt.Fprintf(c.stdout, "job:       %s\n", ls)
 	}

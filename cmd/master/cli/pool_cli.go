@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/pool"
@@ -226,7 +227,7 @@ func (c *cli) poolWaitCmd(ctx context.Context, p *pool.Pool, cmd *master.Command
 	wctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 	res, err := p.WaitCommand(wctx, cmd)
-	var ie *master.InterruptedError
+	var ie *sessionio.InterruptedError
 	if res == nil && err != nil && errors.As(context.Cause(ctx), &ie) {
 		_, final := p.Locate(cmd)
 		c.interrupted(final.Session(), final, cancelOnInt)

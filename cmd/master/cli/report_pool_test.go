@@ -26,7 +26,7 @@ func TestReportPoolTraceNoOverlap(t *testing.T) {
 	for _, name := range []string{"s00", "s01"} {
 		dir := filepath.Join(pool, name)
 		testrunner.Start(t, dir)
-		if _, err := master.WaitReady(ctx, dir); err != nil {
+		if _, err := master.WaitReady(ctx, dir, master.WaitOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		s, err := master.Open(dir)
@@ -43,7 +43,7 @@ func TestReportPoolTraceNoOverlap(t *testing.T) {
 		}
 	}
 	for _, c := range cmds {
-		if _, err := c.Wait(ctx); err != nil {
+		if _, err := c.Wait(ctx, master.WaitOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

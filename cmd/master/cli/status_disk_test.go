@@ -45,7 +45,7 @@ func TestStatusDeadRunnerIsLastSeen(t *testing.T) {
 	st := master.Status{Dir: "S", Alive: false, AliveReason: "runner's lock is free", Phase: protocol.PhaseBusy,
 		CurrentCmdID: "c1", CurrentElapsed: 20e6, CommandsDone: 3}
 	var b bytes.Buffer
-	writeStatus(&b, st)
+	writeStatus(&b, sessionStatus{Status: st})
 	out := b.String()
 	for _, want := range []string{
 		"phase     busy  (as last written: the runner is not alive)\n",
@@ -62,7 +62,7 @@ func TestStatusDeadRunnerIsLastSeen(t *testing.T) {
 	// Alive: the same state is the present.
 	st.Alive = true
 	b.Reset()
-	writeStatus(&b, st)
+	writeStatus(&b, sessionStatus{Status: st})
 	if out := b.String(); strings.Contains(out, "as last written") || !strings.Contains(out, "running   c1 for 20ms") {
 		t.Errorf("alive runner's status:\n%s", out)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -126,7 +127,7 @@ func TestCleanViewCutAtCmdEnd(t *testing.T) {
 func TestWaitInterrupted(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	testrunner.Start(t, dir)
-	if _, err := master.WaitReady(context.Background(), dir); err != nil {
+	if _, err := master.WaitReady(context.Background(), dir, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	interruptedWait := func(args ...string) (string, error) {
@@ -136,7 +137,7 @@ func TestWaitInterrupted(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- c.run(ctx, args[0], append(args[1:], "--session", dir)) }()
 		time.Sleep(300 * time.Millisecond)
-		cancel(&master.InterruptedError{Signal: syscall.SIGINT})
+		cancel(&sessionio.InterruptedError{Signal: syscall.SIGINT})
 		err := <-done
 		return stderr.String(), err
 	}
@@ -190,7 +191,7 @@ func TestWaitInterrupted(t *testing.T) {
 func TestWaitInterruptedEndsPartialLine(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	testrunner.Start(t, dir)
-	if _, err := master.WaitReady(context.Background(), dir); err != nil {
+	if _, err := master.WaitReady(context.Background(), dir, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var out lockedBuffer
@@ -205,7 +206,7 @@ func TestWaitInterruptedEndsPartialLine(t *testing.T) {
 			t.Fatal("the partial line was never streamed")
 		}
 	}
-	cancel(&master.InterruptedError{Signal: syscall.SIGINT})
+	cancel(&sessionio.InterruptedError{Signal: syscall.SIGINT})
 	if err := <-done; err == nil {
 		t.Fatal("no error after the interrupt")
 	}

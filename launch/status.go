@@ -1,4 +1,4 @@
-package master
+package launch
 
 import (
 	"fmt"
@@ -6,9 +6,10 @@ import (
 	"github.com/skillpilot/skillpilot/sched"
 )
 
-// LaunchStatus is the scheduler's side of a launched session, shown by
-// master status beside the runner's.
-type LaunchStatus struct {
+// JobStatus is the scheduler's side of a launched session (Status), shown
+// by master status beside the runner's (the "launch" object of its JSON)
+// and by master pool status.
+type JobStatus struct {
 	Via      string    `json:"via"`
 	JobID    string    `json:"job_id"`
 	Launches int       `json:"launches"`
@@ -17,7 +18,7 @@ type LaunchStatus struct {
 }
 
 // String is the status line: "12 (slurm) RUNNING for 1:02".
-func (ls *LaunchStatus) String() string {
+func (ls *JobStatus) String() string {
 	if ls.Error != "" {
 		return fmt.Sprintf("%s (%s), state unknown: %s", ls.JobID, ls.Via, ls.Error)
 	}

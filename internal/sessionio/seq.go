@@ -1,4 +1,4 @@
-package master
+package sessionio
 
 import (
 	"errors"
@@ -12,9 +12,9 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// AllocSeq reserves the next seq for this session. The scheme is part of
-// the protocol so that Go, Python and Tcl masters on any host can follow it
-// (PROTOCOL.md, "Allocating seq"):
+// AllocSeq reserves the next seq in the session r holds. The scheme is
+// part of the protocol so that Go, Python and Tcl masters on any host can
+// follow it (PROTOCOL.md, "Allocating seq"):
 //
 //  1. read seq/hint (a decimal number; missing or garbage: list seq/ and
 //     take the largest reservation);
@@ -25,48 +25,39 @@ import (
 // Exclusive create is atomic on local filesystems and on NFS v3 and v4
 // (the server decides), needs no lock daemon, and Tcl's open offers it
 // (EXCL), so the scheme works where flock does not.
-func AllocSeq(dir string) (int64, error) {
-	r, err := openDirRoot(dir)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrSessionMissing, err)
-	}
-	defer r.Close()
-	return allocSeq(r)
-}
-
-// allocSeq is AllocSeq in the session r holds.
-func allocSeq(r *fsq.Root) (int64, error) {
-	n, hint, err := reserveSeq(r)
+func AllocSeq(r *fsq.Root) (int64, error) {
+	n, hint, err := ReserveSeq(r)
 	if err == nil && hint < n {
-		writeHint(r, n)
+		WriteHint(r, n)
 	}
 	return n, err
 }
 
-// hintWrites tracks seq/hint rewrites Submit leaves to the background;
-// Main (and Session.Close) wait for them, so that a short-lived master
-// does not leave the hint behind.
+// hintWrites tracks seq/hint rewrites AllocSeqBackground leaves to the
+// background.
 var hintWrites sync.WaitGroup
 
-// WaitBackgroundWrites waits for the best-effort seq hint rewrites Submit
-// leaves to the background. A process that exits right after submitting
-// (the master CLI) calls it so that it does not leave a stale hint.
+// WaitBackgroundWrites waits for the best-effort seq hint rewrites
+// master's Submit leaves to the background (AllocSeqBackground). A process
+// that exits right after submitting (the master CLI) calls it so that it
+// does not leave a stale hint; master.Session.Close calls it too.
 func WaitBackgroundWrites() { hintWrites.Wait() }
 
-// allocSeqBackground is allocSeq with the hint rewritten off the caller's
+// AllocSeqBackground is AllocSeq with the hint rewritten off the caller's
 // path: the hint is best effort, and a caller about to wait for its
 // command need not wait for it.
-func allocSeqBackground(r *fsq.Root) (int64, error) {
-	n, hint, err := reserveSeq(r)
+func AllocSeqBackground(r *fsq.Root) (int64, error) {
+	n, hint, err := ReserveSeq(r)
 	if err == nil && hint < n {
-		hintWrites.Go(func() { writeHint(r, n) })
+		hintWrites.Go(func() { WriteHint(r, n) })
 	}
 	return n, err
 }
 
-// reserveSeq performs steps 1 and 2: it returns the seq it reserved and
-// the hint it started from.
-func reserveSeq(r *fsq.Root) (n, hint int64, err error) {
+// ReserveSeq performs AllocSeq's steps 1 and 2: it returns the seq it
+// reserved and the hint it started from. Step 3 is WriteHint(r, n) when
+// hint < n.
+func ReserveSeq(r *fsq.Root) (n, hint int64, err error) {
 	if hint, err = readHint(r); err != nil {
 		return 0, 0, err
 	}
@@ -81,7 +72,7 @@ func reserveSeq(r *fsq.Root) (n, hint int64, err error) {
 			return n, hint, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
-			return 0, 0, wrapf(err, "reserve seq %d", n)
+			return 0, 0, Wrapf(err, "reserve seq %d", n)
 		}
 		if tries > 0 && tries%64 == 0 {
 			// The hint is far behind: start again from the largest reservation.
@@ -106,7 +97,7 @@ func readHint(r *fsq.Root) (int64, error) {
 }
 
 func maxReserved(r *fsq.Root) (int64, error) {
-	names, err := seqNames(r)
+	names, err := r.ReadNames(protocol.DirSeq)
 	if errors.Is(err, fsq.ErrLayout) {
 		return 0, err // seq/ swapped for a symlink: io_error, not a missing session.
 	}
@@ -122,17 +113,20 @@ func maxReserved(r *fsq.Root) (int64, error) {
 	return m, nil
 }
 
-// writeHint records n unless a larger hint is already there. Losing a race
-// here only costs the next allocator a few EEXIST retries.
-func writeHint(r *fsq.Root, n int64) {
+// WriteHint records n in seq/hint (tmp + rename, not fsynced) unless a
+// larger hint is already there. Losing a race here only costs the next
+// allocator a few EEXIST retries.
+func WriteHint(r *fsq.Root, n int64) {
 	if cur, err := readHintFile(r); err == nil && cur >= n {
 		return
 	}
-	_ = writeSeqHint(r, []byte(strconv.FormatInt(n, 10)+"\n"))
+	_ = r.WriteAtomic(protocol.FileSeqHint, []byte(strconv.FormatInt(n, 10)+"\n"), 0o660, fsq.Volatile)
 }
 
+// readHintFile reads seq/hint: at most 64 bytes, never followed, never
+// blocked on.
 func readHintFile(r *fsq.Root) (int64, error) {
-	b, err := readSeqHint(r)
+	b, _, err := r.ReadFile(protocol.FileSeqHint, 64)
 	if err != nil {
 		return 0, err
 	}
@@ -142,4 +136,20 @@ func readHintFile(r *fsq.Root) (int64, error) {
 		return 0, fmt.Errorf("master: seq/hint %q is not a seq", t)
 	}
 	return n, nil
+}
+
+// createExcl creates name exclusively (O_EXCL: an existing entry, symlink
+// or not, is os.ErrExist) with mode 0660 whatever the umask (PROTOCOL.md
+// §19.1): the create's mode is narrowed by the umask (0640 under 022), so
+// it is set again when it was.
+func createExcl(r *fsq.Root, name string) error {
+	f, err := r.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o660)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.Mode().Perm() != 0o660 {
+		_ = f.Chmod(0o660) // Best effort: the seq is reserved either way; only the empty file's mode would be off.
+	}
+	return nil
 }
