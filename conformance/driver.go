@@ -49,8 +49,8 @@ type Env struct {
 const stepLimit = 3 * time.Minute
 
 // Run runs every scenario with every master, each pair on a new session
-// with its own runner. Masters run in parallel subtests, scenarios one
-// after another.
+// with its own runner. Masters and scenarios run in parallel subtests
+// (as many at a time as -test.parallel says).
 func Run(t *testing.T, e Env) {
 	if e.MasterRoot == "" {
 		e.MasterRoot = e.RunnerRoot
@@ -95,6 +95,7 @@ func Run(t *testing.T, e Env) {
 					continue // Not this master's (the scenario's "masters:" line says whose).
 				}
 				t.Run(sc.Name, func(t *testing.T) {
+					t.Parallel() // Each scenario has its own session, runner and adapter.
 					for _, flag := range sc.Requires {
 						if !bytes.Contains(help, []byte(strings.TrimLeft(flag, "-")+" ")) {
 							need(t, "the runner has no "+flag+" (another slice brings it)")
