@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skillpilot/skillpilot/conformance"
+	"github.com/skillpilot/skillpilot/internal/conformance"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/pool"

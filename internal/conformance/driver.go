@@ -33,7 +33,7 @@ type Env struct {
 	RunnerPrefix []string // command prefix of every runner process
 	RunnerFlags  []string // flags of every runner (default: --heartbeat 500ms)
 	Masters      []string // masters to run (default: Masters)
-	Scenarios    string   // scenario directory (default: Repo/conformance/scenarios)
+	Scenarios    string   // scenario directory (default: Repo/internal/conformance/scenarios)
 	// Tool, if set, is the argv every runner drives (after "--"): a real
 	// EDA shell instead of tclsh.
 	Tool []string
@@ -60,7 +60,7 @@ func Run(t *testing.T, e Env) {
 		e.Masters = Masters
 	}
 	if e.Scenarios == "" {
-		e.Scenarios = filepath.Join(e.Repo, "conformance", "scenarios")
+		e.Scenarios = filepath.Join(e.Repo, "internal", "conformance", "scenarios")
 	}
 	// Masters run under umask 022, the usual default, so that a mode the
 	// umask narrows (a create without the chmod §19.1 asks for) shows.

@@ -59,13 +59,13 @@ func (e *Env) adapterCommand(master, sessionDir string) (*exec.Cmd, error) {
 		argv = []string{e.Self, sessionDir}
 		env = append(env, ExecEnv+"=adapter-"+master, "SP_MASTER_BIN="+filepath.Join(e.Bin, "master"))
 	case "python":
-		argv = []string{"python3", filepath.Join(e.Repo, "conformance/adapters/python_adapter.py"), sessionDir}
+		argv = []string{"python3", filepath.Join(e.Repo, "internal/conformance/adapters/python_adapter.py"), sessionDir}
 		env = append(env, "PYTHONPATH="+filepath.Join(e.Repo, "master/python"), "PYTHONDONTWRITEBYTECODE=1")
 	case "tcl":
-		argv = []string{"tclsh", filepath.Join(e.Repo, "conformance/adapters/tcl_adapter.tcl"), sessionDir}
+		argv = []string{"tclsh", filepath.Join(e.Repo, "internal/conformance/adapters/tcl_adapter.tcl"), sessionDir}
 		env = append(env, "TCLLIBPATH="+filepath.Join(e.Repo, "master/tcl"))
 	case "shell":
-		argv = []string{"bash", filepath.Join(e.Repo, "conformance/adapters/shell_adapter.sh"), sessionDir}
+		argv = []string{"bash", filepath.Join(e.Repo, "internal/conformance/adapters/shell_adapter.sh"), sessionDir}
 	default:
 		return nil, fmt.Errorf("unknown master %q", master)
 	}
