@@ -281,7 +281,7 @@ func (c *cli) lookup(cmd *command, args []string) (*master.Session, *master.Comm
 	return s, command, err
 }
 
-func (c *cli) result(args []string) error {
+func (c *cli) result(_ context.Context, args []string) error {
 	cmd := c.newCommand("result", "CMD_ID", `
 Print a command's result exactly as the runner wrote it (JSON), and exit with
 its status. Exit 3 when there is no result yet.`, false)
@@ -308,7 +308,7 @@ its status. Exit 3 when there is no result yet.`, false)
 	return nil
 }
 
-func (c *cli) output(args []string) error {
+func (c *cli) output(_ context.Context, args []string) error {
 	cmd := c.newCommand("output", "CMD_ID", `
 Print a command's output (exactly what it printed), or a byte range of it. With
 --json: {"protocol_version","cmd_id","offset","resume_cursor","text","complete"},

@@ -65,6 +65,9 @@ func (c *cli) reply(rep *protocol.ControlReply, err error, done string) error {
 }
 
 func (c *cli) stop(ctx context.Context, args []string) error {
+	if handled, err := c.stopLaunched(ctx, args); handled { // launch_cli.go
+		return err
+	}
 	cmd := c.newCommand("stop", "", `
 Ask the runner to stop: graceful (the current command finishes, queued ones stay
 queued) or --force (the current command is ended). With no live runner nothing

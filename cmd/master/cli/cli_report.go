@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,10 +14,6 @@ import (
 	"github.com/skillpilot/skillpilot/master"
 )
 
-const reportUsage = `  report  [--session DIR]... [--pool DIR]... [-o FILE] [--format html|svg|json|trace] [--max-bars N]
-          timeline of sessions from their files alone (one lane per session)
-`
-
 // repeated is a flag that may be given several times.
 type repeated []string
 
@@ -24,7 +21,7 @@ func (r *repeated) String() string     { return fmt.Sprint(*r) }
 func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 // report renders the timeline report (issue 13) of one or more sessions.
-func (c *cli) report(args []string) error {
+func (c *cli) report(_ context.Context, args []string) error {
 	fs := flag.NewFlagSet("master report", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	c.describe(fs, "report", "[--session DIR]... [--pool DIR]...", `

@@ -19,12 +19,6 @@ the runner serves the session, reporting the job's state on stderr.
 Exit: 0 serving, 3 --ready-timeout passed (the job stays), 5 the job ended without
 serving, 7 already served or its job is still queued/running, 10 submit failed.`
 
-// farmUsage is the launch and pool lines of master's usage.
-const farmUsage = `  launch  --via local|slurm|sge|lsf [--submit-arg A]... [--ready-timeout D] [-- TOOL ARGS]
-          start a runner (detached or as a batch job) and wait until it serves
-  pool    start|submit|wait|status|heal|stop|grow|shrink|adapt --pool DIR ...   a pool of launched sessions
-`
-
 // stringsFlag is a repeatable string flag.
 type stringsFlag []string
 
