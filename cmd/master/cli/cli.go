@@ -24,6 +24,9 @@ type cli struct {
 	stdout *trackWriter
 	stderr io.Writer
 	json   bool
+	// verb is the command being run ("submit", "pool grow"), set by the
+	// dispatch: its flag set's name and help name it.
+	verb string
 }
 
 // Main runs the master command line and returns its exit code. SIGINT and
@@ -233,6 +236,7 @@ func (e exitOnly) ErrorCode() (code string, exit int) { return "", int(e) }
 // run runs the command cmd (the table verbs, commands.go) on args.
 func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 	if v := find(verbs, cmd); v != nil && v.run != nil {
+		c.verb = v.name
 		return v.run(c, ctx, args)
 	}
 	c.json = slices.Contains(args, "--json") || slices.Contains(args, "-json") // The error in JSON too.

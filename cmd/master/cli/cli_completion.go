@@ -17,7 +17,7 @@ import (
 // scripts ask `master __complete WORDS...` for candidates, so commands,
 // flags and cmd_ids are completed by the binary itself and never go stale.
 func (c *cli) completion(_ context.Context, args []string) error {
-	cmd := c.newCommand("completion", "bash|zsh|fish", `
+	cmd := c.newCommand("bash|zsh|fish", `
 Print a completion script for bash, zsh or fish. It completes commands, pool
 subcommands, each command's flags, the cmd_ids of the session (--session DIR or
 $SP_SESSION_DIR) where a command takes one, signal names, and directories after

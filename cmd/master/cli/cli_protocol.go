@@ -19,7 +19,7 @@ import (
 // program or an agent that must learn the protocol on a host with only the
 // binaries).
 func (c *cli) protocolDoc(_ context.Context, args []string) error {
-	cmd := c.newCommand("protocol", "", `
+	cmd := c.newCommand("", `
 Print PROTOCOL.md, the file protocol every master and the runner follow, as built
 into this binary. With --json: {"protocol_version", "document" (the Markdown),
 "schemas" (file name: JSON Schema of that file)}.`, false)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 
@@ -22,9 +21,8 @@ func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 // report renders the timeline report (issue 13) of one or more sessions.
 func (c *cli) report(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("master report", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	c.describe(fs, "report", "[--session DIR]... [--pool DIR]...", `
+	fs := c.flagSet()
+	c.describe(fs, "[--session DIR]... [--pool DIR]...", `
 Draw the timeline of one or more sessions from their files alone: one lane per
 session (--pool DIR: each session directory in DIR is a lane), each command a
 bar. Needs no runner. Written to stdout, or atomically to -o FILE.`)

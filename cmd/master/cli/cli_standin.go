@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"regexp"
 
@@ -18,9 +17,8 @@ import (
 
 // standin writes a stand-in Tcl file from recorded sessions (issue 14).
 func (c *cli) standin(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("master standin", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	c.describe(fs, "standin", "--from SESSION [--from SESSION]... -o FILE.tcl", `
+	fs := c.flagSet()
+	c.describe(fs, "--from SESSION [--from SESSION]... -o FILE.tcl", `
 Write a Tcl stand-in from recorded sessions: plain tclsh loaded with it
 (runner --init FILE.tcl -- tclsh) answers the recorded commands with their
 recorded output and values, so a flow can be rerun without the real tool.`)
@@ -74,9 +72,8 @@ recorded output and values, so a flow can be rerun without the real tool.`)
 
 // diff compares two recorded runs; exit 1 when they differ.
 func (c *cli) diff(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("master diff", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	c.describe(fs, "diff", "SESSION_A SESSION_B", `
+	fs := c.flagSet()
+	c.describe(fs, "SESSION_A SESSION_B", `
 Compare two recorded runs command by command (matched by trace id, labels and
 payload, then by payload, in order): status, value and output of each. A run is
 a session directory or a pool directory (its sessions' commands together, in

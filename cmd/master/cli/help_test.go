@@ -42,7 +42,8 @@ func TestEveryCommandHasHelp(t *testing.T) {
 // ends the flags; launch and pool start leave a tool's flags to the tool.
 func TestParseInterspersed(t *testing.T) {
 	c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &bytes.Buffer{}}
-	fs, session := c.flags("x")
+	c.verb = "x"
+	fs, session := c.flags()
 	n := fs.Int("n", 0, "")
 	if err := c.parse(fs, []string{"a", "--n", "3", "b", "--session=S", "--", "--n", "c"}); err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestParseInterspersed(t *testing.T) {
 	if *n != 3 || *session != "S" || !slices.Equal(fs.Args(), []string{"a", "b", "--n", "c"}) {
 		t.Fatalf("n %d session %q args %q", *n, *session, fs.Args())
 	}
-	fs2, _ := c.flags("launch")
+	fs2, _ := c.flags()
 	v := fs2.Bool("v", false, "")
 	if err := c.parseTool(fs2, []string{"-v", "tclsh", "-v"}); err != nil {
 		t.Fatal(err)

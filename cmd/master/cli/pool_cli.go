@@ -65,16 +65,18 @@ func (c *cli) pool(ctx context.Context, args []string) error {
 		return nil
 	}
 	if v := find(poolVerbs, args[0]); v != nil {
+		c.verb = "pool " + v.name
 		return v.run(c, ctx, args[1:])
 	}
 	return usageErr("unknown pool subcommand %q%s (master pool --help lists them)", args[0], didYouMean(args[0], names(poolVerbs), "master pool "))
 }
 
-func (c *cli) poolFlags(name string) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("master pool "+name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	args, about := poolHelp(name)
-	c.describe(fs, "pool "+name, args, about)
+// poolFlags starts the flags of the pool subcommand being run (c.verb:
+// "pool NAME"): --pool and --json.
+func (c *cli) poolFlags() (*flag.FlagSet, *string) {
+	fs := c.flagSet()
+	args, about := poolHelp(strings.TrimPrefix(c.verb, "pool "))
+	c.describe(fs, args, about)
 	dir := fs.String("pool", os.Getenv("SP_POOL_DIR"), "pool directory (default $SP_POOL_DIR)")
 	fs.BoolVar(&c.json, "json", false, "print JSON only on stdout")
 	return fs, dir
@@ -93,7 +95,7 @@ func (c *cli) openPool(dir string) (*pool.Pool, error) {
 }
 
 func (c *cli) poolStart(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("start")
+	fs, dir := c.poolFlags()
 	var o pool.Options
 	fs.IntVar(&o.Size, "size", 0, "number of sessions (required)")
 	fs.StringVar(&o.Via, "via", "", "local, slurm, sge or lsf (required)")
@@ -150,7 +152,7 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolSubmit(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("submit")
+	fs, dir := c.poolFlags()
 	var o pool.SubmitOptions
 	fs.StringVar(&o.Affinity, "affinity", "", "key pinning related commands to one session")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "command timeout")
@@ -193,7 +195,7 @@ func (c *cli) poolSubmit(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolWait(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("wait")
+	fs, dir := c.poolFlags()
 	timeout := fs.Duration("wait-timeout", 0, "how long to wait (0: forever)")
 	noValue := fs.Bool("no-value", false, "do not print the command's value after its output")
 	cancelOnInt := fs.Bool("cancel-on-interrupt", false, "cancel the command when interrupted (Ctrl-C), then exit 130")
@@ -244,7 +246,7 @@ func (c *cli) poolWaitCmd(ctx context.Context, p *pool.Pool, cmd *master.Command
 }
 
 func (c *cli) poolStatus(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("status")
+	fs, dir := c.poolFlags()
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -308,7 +310,7 @@ func (c *cli) poolStatus(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolHeal(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("heal")
+	fs, dir := c.poolFlags()
 	every := fs.Duration("every", 0, "repeat every D until interrupted (0: once)")
 	if err := c.parse(fs, args); err != nil {
 		return err
@@ -364,7 +366,7 @@ func errString(err error) string {
 }
 
 func (c *cli) poolStop(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("stop")
+	fs, dir := c.poolFlags()
 	force := fs.Bool("force", false, "end running commands at once")
 	grace := fs.Duration("grace", 30*time.Second, "time for the stop request before the scheduler's cancel")
 	waitJobs := fs.Bool("wait-jobs", false, "also wait until the scheduler no longer lists the jobs as active (default: done when every runner has stopped and the jobs' cancel is sent)")
@@ -398,7 +400,7 @@ func (c *cli) poolStop(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolGrow(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("grow")
+	fs, dir := c.poolFlags()
 	by := fs.Int("by", 0, "number of sessions to add (required)")
 	ready := fs.Duration("ready-timeout", 0, "how long to wait for the new sessions to serve (0: as long as the jobs live)")
 	if err := c.parse(fs, args); err != nil {
@@ -445,7 +447,7 @@ func (c *cli) poolGrow(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolShrink(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("shrink")
+	fs, dir := c.poolFlags()
 	by := fs.Int("by", 0, "number of sessions to retire")
 	to := fs.Int("to", 0, "number of sessions to keep")
 	grace := fs.Duration("grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
@@ -492,7 +494,7 @@ func (c *cli) poolShrink(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolAdapt(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("adapt")
+	fs, dir := c.poolFlags()
 	var o pool.AdaptOptions
 	fs.IntVar(&o.Min, "min", 1, "sessions at least")
 	fs.IntVar(&o.Max, "max", 0, "sessions at most (required)")
