@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -12,9 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
 )
 
 // Masters are the masters every scenario runs through.
@@ -29,25 +29,8 @@ type adapter struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan string
-	stderr *lockedBuffer
+	stderr *testenv.LockedBuffer
 	done   chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // adapterCommand returns the command line of master's adapter.
@@ -77,7 +60,7 @@ func (e *Env) adapterCommand(master, sessionDir string) (*exec.Cmd, error) {
 }
 
 func startAdapter(cmd *exec.Cmd) (*adapter, error) {
-	a := &adapter{cmd: cmd, lines: make(chan string, 16), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	a := &adapter{cmd: cmd, lines: make(chan string, 16), stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = a.stderr
 	var err error
 	if a.stdin, err = cmd.StdinPipe(); err != nil {

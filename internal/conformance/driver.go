@@ -128,7 +128,7 @@ type driver struct {
 
 type runnerProc struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testenv.LockedBuffer
 	done   chan struct{}
 	code   int
 }
@@ -563,7 +563,7 @@ func (d *driver) startRunner(st Step, flags []string, ready bool) {
 	if len(d.e.Tool) > 0 {
 		argv = append(append(argv, "--"), d.e.Tool...)
 	}
-	p := &runnerProc{cmd: exec.Command(argv[0], argv[1:]...), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &runnerProc{cmd: exec.Command(argv[0], argv[1:]...), stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	p.cmd.Env = append(os.Environ(), "PATH="+d.e.Bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if err := p.cmd.Start(); err != nil {
