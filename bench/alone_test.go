@@ -35,7 +35,7 @@ var runnerSide = aloneSide{name: "runner", outputFile: true, start: func(b testi
 	return func() {
 		// Graceful: the runner finishes its commits and its last sync round.
 		os.WriteFile(filepath.Join(dir, protocol.FileStop), []byte(`{"mode":"graceful"}`), 0o600)
-		p.waitExit(b)
+		p.Wait()
 	}
 }}
 

@@ -60,7 +60,7 @@ func BenchmarkBacklog(b *testing.B) {
 				os.Rename(filepath.Join(dir, "queue", "."+name), filepath.Join(dir, "queue", name))
 				c.wait(b, name)
 				lat[i] = append(lat[i], time.Since(ts))
-				p.stop()
+				p.End()
 				if i == 0 {
 					base = x
 				}

@@ -51,7 +51,7 @@ func BenchmarkIdle(b *testing.B) {
 	cmds := pick(300, 10000)
 	rd := benchDir(b)
 	p := startRunner(b, rd)
-	pid := p.cmd.Process.Pid
+	pid := p.Pid()
 	c := newClient(b, rd)
 	for n := 0; n < b.N; n++ {
 		c.roundTrip(b, "set x 0")

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -75,69 +75,27 @@ func benchDir(b testing.TB) string {
 	return abs
 }
 
-// runnerProc is the real runner binary serving a session.
-type runnerProc struct {
-	cmd *exec.Cmd
-	dir string
-}
+// runnerProc is the real runner binary serving a session: testenv's one
+// wrapper of a runner process.
+type runnerProc = testenv.RunnerProcess
 
+// startRunner starts runnerBin on dir with args after the flags
+// (--log-level warn and $SP_BENCH_RUNNER_FLAGS), its stderr on ours (or
+// in $SP_BENCH_RUNNER_STDERR), and waits until it serves. The test's end
+// (or p.End) force-stops it, then checks the session's invariants; the
+// force stop may leave commands queued.
 func startRunner(b testing.TB, dir string, args ...string) *runnerProc {
 	b.Helper()
-	cmd := exec.Command(runnerBin, append(append([]string{"--session", dir, "--log-level", "warn"}, strings.Fields(os.Getenv("SP_BENCH_RUNNER_FLAGS"))...), args...)...)
-	cmd.Stderr = os.Stderr
+	var stderr io.Writer = os.Stderr
 	if f := os.Getenv("SP_BENCH_RUNNER_STDERR"); f != "" {
 		if w, err := os.Create(f); err == nil {
-			cmd.Stderr = w
+			stderr = w
 		}
 	}
-	// After the force stop below (cleanups run in reverse), the session's
-	// invariants; the force stop may leave commands queued.
-	testenv.CheckSession(b, dir, sessioncheck.Options{AllowQueued: true})
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p := &runnerProc{cmd: cmd, dir: dir}
-	b.Cleanup(p.stop)
-	// Ready when the state says idle.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		st, _ := os.ReadFile(filepath.Join(dir, protocol.FileState))
-		if strings.Contains(string(st), `"idle"`) || strings.Contains(string(st), `"busy"`) {
-			return p
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("runner did not become ready")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// waitExit waits for the runner to exit after a stop request.
-func (p *runnerProc) waitExit(b testing.TB) {
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-		b.Fatal("runner did not stop")
-	}
-}
-
-func (p *runnerProc) stop() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	os.WriteFile(filepath.Join(p.dir, protocol.FileStop), []byte(`{"mode":"force"}`), 0o600)
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-	}
+	return testenv.StartRunner(b, testenv.RunnerOptions{Dir: dir, Binary: runnerBin,
+		Flags: append([]string{"--log-level", "warn"}, strings.Fields(os.Getenv("SP_BENCH_RUNNER_FLAGS"))...),
+		Args:  append([]string{}, args...), Stderr: stderr,
+		Check: sessioncheck.Options{AllowQueued: true}, AtEnd: testenv.EndForceStop})
 }
 
 // client writes commands atomically and sees results through inotify.

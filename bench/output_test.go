@@ -57,8 +57,8 @@ func BenchmarkOutputRSS(b *testing.B) {
 			p := startRunner(b, rd)
 			rc := newClient(b, rd)
 			rc.roundTrip(b, outputPayload(mib))
-			peaks = append(peaks, procStatus(p.cmd.Process.Pid, "VmHWM"))
-			p.stop()
+			peaks = append(peaks, procStatus(p.Pid(), "VmHWM"))
+			p.End()
 		}
 	}
 	b.ReportMetric(float64(peaks[0])/1024, "rss-small-MiB")

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/skillpilot/skillpilot/launch/launchtest"
+	"github.com/skillpilot/skillpilot/internal/launchtest"
 )
 
 // TestMain puts this test binary on the PATH as "runner" (launchtest.Main).

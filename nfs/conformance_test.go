@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/skillpilot/skillpilot/conformance"
+	"github.com/skillpilot/skillpilot/internal/conformance"
 )
 
 func TestMain(m *testing.M) {
@@ -13,7 +13,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestNFSConformance runs the conformance suite (conformance/scenarios)
+// TestNFSConformance runs the conformance suite (internal/conformance/scenarios)
 // with every runner on client A and every master on client B, in a UTS
 // namespace of its own (host "hostb"): the same scenarios and expectations
 // as on one host, across two NFS clients.

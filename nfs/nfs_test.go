@@ -64,21 +64,13 @@ func onHostB(argv ...string) *exec.Cmd {
 
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuf
+	stderr *testenv.LockedBuffer
 	done   chan int
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func start(t *testing.T, cmd *exec.Cmd) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, stderr: &syncBuf{}, done: make(chan int, 1)}
+	p := &proc{cmd: cmd, stderr: &testenv.LockedBuffer{}, done: make(chan int, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

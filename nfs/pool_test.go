@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skillpilot/skillpilot/conformance"
+	"github.com/skillpilot/skillpilot/internal/conformance"
 	"github.com/skillpilot/skillpilot/internal/sessionio"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/pool"
@@ -373,12 +374,12 @@ func killPool(pa, pb string) {
 // outProc is a process whose stdout is kept.
 type outProc struct {
 	*proc
-	out *syncBuf
+	out *testenv.LockedBuffer
 }
 
 func startOut(t *testing.T, cmd *exec.Cmd) *outProc {
 	t.Helper()
-	out := &syncBuf{}
+	out := &testenv.LockedBuffer{}
 	cmd.Stdout = out
 	return &outProc{start(t, cmd), out}
 }

@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/skillpilot/skillpilot/internal/launchtest"
 	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/launch"
-	"github.com/skillpilot/skillpilot/launch/launchtest"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/sched"
 )

@@ -200,7 +200,7 @@ func TestHugeOutputBoundedMemory(t *testing.T) {
 	if res.Status != protocol.StatusOK || res.Stats.Bytes != 200<<20 || res.Stats.Lines != 204800 {
 		t.Fatalf("result %+v", res)
 	}
-	hwm := vmHWM(t, p.cmd.Process.Pid)
+	hwm := vmHWM(t, p.Pid())
 	t.Logf("runner peak RSS after 200 MiB of output: %d KiB", hwm)
 	if hwm > 60<<10 {
 		t.Errorf("runner peak RSS %d KiB; output must not be held in memory", hwm)
@@ -210,7 +210,7 @@ func TestHugeOutputBoundedMemory(t *testing.T) {
 		t.Fatalf("output file: %v %v", fi, err)
 	}
 	os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600)
-	if code := p.wait(t); code != 0 {
+	if code := p.ExitCode(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	checkNoOrphans(t, dir)

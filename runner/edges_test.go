@@ -381,8 +381,7 @@ func TestToolDiesWithRunner(t *testing.T) {
 		hh := &harness{t: t, dir: dir}
 		hh.waitFor("busy", func() bool { return hh.state().Phase == protocol.PhaseBusy })
 		pid := hh.state().ToolPID
-		p.cmd.Process.Kill()
-		p.wait(t)
+		p.Kill()
 		hh.waitFor("the tool to die with its runner", func() bool { return !pidAlive(pid) || zombie(pid) })
 	})
 	t.Run("its process group", func(t *testing.T) {
@@ -395,8 +394,7 @@ func TestToolDiesWithRunner(t *testing.T) {
 		name := writeCmd(t, dir, 1, "tick", fmt.Sprintf("set f [open %q w]; fconfigure $f -buffering none; for {set i 0} {$i < 4000} {incr i} {puts $f $i; after 50}", side))
 		hh := &harness{t: t, dir: dir}
 		hh.waitFor("ticking", func() bool { fi, err := os.Stat(side); return err == nil && fi.Size() > 10 })
-		p.cmd.Process.Kill()
-		p.wait(t)
+		p.Kill()
 		// The old tclsh survives its runner (the scenario)...
 		fi0, _ := os.Stat(side)
 		hh.waitFor("the orphan to keep writing", func() bool { fi, _ := os.Stat(side); return fi.Size() > fi0.Size() })
@@ -423,7 +421,7 @@ func TestToolDiesWithRunner(t *testing.T) {
 		// judged stale (written before it started): wait until it serves.
 		hh.waitFor("the new runner to serve", func() bool { return hh.state().Phase == protocol.PhaseIdle })
 		os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600)
-		p.wait(t)
+		p.ExitCode()
 		invariants(t, dir, name)
 	})
 }

@@ -259,8 +259,7 @@ func TestRecoveredRangeReplays(t *testing.T) {
 		}
 		return len(outs) > 0
 	})
-	p.cmd.Process.Kill()
-	p.wait(t)
+	p.Kill()
 	checkNoOrphans(t, dir)
 	lastOut := *outs[len(outs)-1].SpoolEnd
 	p = startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")

@@ -120,8 +120,8 @@ func TestGoneRmRfBusySession(t *testing.T) {
 		_, serr := os.Lstat(dir)
 		gone = errors.Is(serr, os.ErrNotExist)
 	}
-	if code := p.wait(t); code != ExitLost {
-		t.Fatalf("runner exit %d, want %d\n%s", code, ExitLost, p.stderr)
+	if code := p.ExitCode(); code != ExitLost {
+		t.Fatalf("runner exit %d, want %d\n%s", code, ExitLost, p.Log())
 	}
 	if !gone {
 		out, err := exec.Command("rm", "-rf", dir).CombinedOutput()

@@ -193,9 +193,9 @@ func TestSignals(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(dir, protocol.FileState))
 		return strings.Contains(string(b), `"busy"`)
 	})
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(t); code != 0 {
-		t.Fatalf("exit %d\n%s", code, p.stderr)
+	p.Signal(syscall.SIGTERM)
+	if code := p.ExitCode(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.Log())
 	}
 	if r := waitResultFile(t, dir, name); r.Status != protocol.StatusOK {
 		t.Fatalf("%+v", r)
@@ -208,10 +208,10 @@ func TestSignals(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(dir, protocol.FileState))
 		return strings.Contains(string(b), `"s2"`)
 	})
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.Signal(syscall.SIGTERM)
 	time.Sleep(50 * time.Millisecond) // Two distinct signals, not one coalesced.
-	p.cmd.Process.Signal(syscall.SIGINT)
-	if code := p.wait(t); code != 0 {
+	p.Signal(syscall.SIGINT)
+	if code := p.ExitCode(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	if r := waitResultFile(t, dir, name); r.Status != protocol.StatusCancelled {
@@ -324,11 +324,11 @@ func TestSecondRunnerRefused(t *testing.T) {
 		t.Fatalf("second Open: %v", err)
 	}
 	p := startRunnerProc(t, "--session", h.dir)
-	if code := p.wait(t); code != ExitLocked {
-		t.Fatalf("second runner exit %d, want %d\n%s", code, ExitLocked, p.stderr)
+	if code := p.ExitCode(); code != ExitLocked {
+		t.Fatalf("second runner exit %d, want %d\n%s", code, ExitLocked, p.Log())
 	}
-	if !strings.Contains(p.stderr.String(), "held by another runner") {
-		t.Errorf("message: %s", p.stderr)
+	if !strings.Contains(p.Log(), "held by another runner") {
+		t.Errorf("message: %s", p.Log())
 	}
 	after, _ := os.ReadFile(filepath.Join(h.dir, protocol.FileState))
 	var s1, s2 protocol.State
@@ -362,8 +362,7 @@ func TestRunnerCrashRecovery(t *testing.T) {
 		b, _ := os.ReadFile(side)
 		return strings.Contains(string(b), "k4")
 	})
-	p.cmd.Process.Kill()
-	p.wait(t)
+	p.Kill()
 	// The orphaned tool loses its terminal and dies with the runner's PTY.
 	checkNoOrphans(t, dir)
 	p = startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
@@ -377,7 +376,7 @@ func TestRunnerCrashRecovery(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600)
-	if code := p.wait(t); code != 0 {
+	if code := p.ExitCode(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	b, _ := os.ReadFile(side)

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -373,8 +372,8 @@ func stopChecked(t testing.TB, dir string, p *runnerProc) {
 	if err := os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t); code != 0 {
-		t.Fatalf("exit %d\n%s", code, p.stderr)
+	if code := p.ExitCode(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.Log())
 	}
 	invariants(t, dir)
 	checkNoOrphans(t, dir)
@@ -440,57 +439,27 @@ func withPolicy(p protocol.CancelPolicy) func(*protocol.Command) {
 	return func(c *protocol.Command) { c.CancelPolicy = p }
 }
 
-// runnerProc is the runner as a separate process.
-type runnerProc struct {
-	cmd    *exec.Cmd
-	stderr *strings.Builder
-	done   chan error
-}
+// runnerProc is the runner binary as a process: testenv's one wrapper.
+type runnerProc = testenv.RunnerProcess
 
+// startRunnerProc starts runnerBin with args ("--session", DIR, then the
+// rest), without waiting for it to serve. The test's end kills a runner
+// still running (SIGKILL) and checks no session: the tests check theirs
+// themselves (stopChecked, invariants).
 func startRunnerProc(t testing.TB, args ...string) *runnerProc {
 	t.Helper()
-	p := &runnerProc{cmd: exec.Command(runnerBin, args...), stderr: &strings.Builder{}, done: make(chan error, 1)}
-	p.cmd.Stderr = &lockedWriter{w: p.stderr}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		p.done <- nil
-	})
-	return p
+	return startBinary(t, runnerBin, nil, args...)
 }
 
-func (p *runnerProc) wait(t testing.TB) int {
+// startBinary is startRunnerProc for another runner binary (bin) with
+// more environment (env).
+func startBinary(t testing.TB, bin string, env []string, args ...string) *runnerProc {
 	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-time.After(longWait):
-		t.Fatalf("runner process did not exit; stderr:\n%s", p.stderr)
-		return -1
+	if len(args) < 2 || args[0] != "--session" {
+		t.Fatalf("startRunnerProc: want --session DIR first, got %q", args)
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
+	return testenv.StartRunner(t, testenv.RunnerOptions{Dir: args[1], Binary: bin, Flags: []string{}, Args: append([]string{}, args[2:]...),
+		Env: env, NoWait: true, AtEnd: testenv.EndKill, NoCheck: "the runner's tests check their sessions themselves"})
 }
 
 func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }

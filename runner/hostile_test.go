@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -455,8 +456,8 @@ func TestUnreadableQueueFile(t *testing.T) {
 	os.Chown(dir, 65534, 65534)
 	p := exec.Command(runnerBin, "--session", dir, "--heartbeat", "100ms")
 	p.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	var stderr strings.Builder
-	p.Stderr = &lockedWriter{w: &stderr}
+	var stderr testenv.LockedBuffer
+	p.Stderr = &stderr
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}

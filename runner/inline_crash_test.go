@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/skillpilot/skillpilot/protocol"
@@ -25,17 +24,10 @@ func TestOutputRebuiltFromResultAfterCrash(t *testing.T) {
 	for _, damage := range []string{"truncated", "removed", "garbled", "fifo", "intact", "marker lost"} {
 		t.Run(damage, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "s")
-			p := &runnerProc{cmd: exec.Command(failpointRunner(t), "--session", dir, "--heartbeat", "100ms"), stderr: &strings.Builder{}, done: make(chan error, 1)}
-			p.cmd.Env = append(os.Environ(), "SP_FAILPOINT=result_output_lagging")
-			p.cmd.Stderr = &lockedWriter{w: p.stderr}
-			if err := p.cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			go func() { p.done <- p.cmd.Wait() }()
-			t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done })
+			p := startBinary(t, failpointRunner(t), []string{"SP_FAILPOINT=result_output_lagging"}, "--session", dir, "--heartbeat", "100ms")
 			a := writeCmd(t, dir, 1, "a", `puts hello; puts world`)
-			if code := p.wait(t); code != -1 {
-				t.Fatalf("the runner exited %d instead of dying at result_output_lagging\n%s", code, p.stderr)
+			if code := p.ExitCode(); code != -1 {
+				t.Fatalf("the runner exited %d instead of dying at result_output_lagging\n%s", code, p.Log())
 			}
 			r := waitResultFile(t, dir, a)
 			if string(r.OutputInline) != want || r.OutputSHA256 != sha256Hex(want) {

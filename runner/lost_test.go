@@ -26,11 +26,11 @@ func TestSessionDeletedOldRunnerStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
-	if code := old.wait(t); code != ExitLost {
-		t.Fatalf("the old runner exited %d, want %d (session lost); stderr:\n%s", code, ExitLost, old.stderr)
+	if code := old.ExitCode(); code != ExitLost {
+		t.Fatalf("the old runner exited %d, want %d (session lost); stderr:\n%s", code, ExitLost, old.Log())
 	}
-	if !strings.Contains(old.stderr.String(), "the session was taken away") {
-		t.Errorf("stderr does not say why:\n%s", old.stderr)
+	if !strings.Contains(old.Log(), "the session was taken away") {
+		t.Errorf("stderr does not say why:\n%s", old.Log())
 	}
 	hh.waitFor("the old tool to die with its runner", func() bool { return !pidAlive(oldTool) || zombie(oldTool) })
 	// The new session is the second runner's alone.
@@ -50,7 +50,7 @@ func TestSessionDeletedOldRunnerStops(t *testing.T) {
 		t.Fatalf("state.json of the new session: %+v", st)
 	}
 	os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600)
-	if code := second.wait(t); code != 0 {
+	if code := second.ExitCode(); code != 0 {
 		t.Fatalf("the second runner exited %d", code)
 	}
 	checkNoOrphans(t, dir)
@@ -76,8 +76,8 @@ func TestLockTakenOldRunnerStops(t *testing.T) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t); code != ExitLost {
-		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitLost, p.stderr)
+	if code := p.ExitCode(); code != ExitLost {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitLost, p.Log())
 	}
 	st := hh.state()
 	if st.Phase != protocol.PhaseStopped || st.Error == nil || st.Error.Code != protocol.CodeSessionLost {

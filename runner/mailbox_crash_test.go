@@ -2,7 +2,6 @@ package runner
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,14 +34,7 @@ func TestMailboxExactlyOnceAcrossKill(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "s")
 			h := &harness{t: t, dir: dir}
-			p := &runnerProc{cmd: exec.Command(failpointRunner(t), "--session", dir, "--heartbeat", "100ms"), stderr: &strings.Builder{}, done: make(chan error, 1)}
-			p.cmd.Env = append(os.Environ(), "SP_FAILPOINT="+tc.point)
-			p.cmd.Stderr = &lockedWriter{w: p.stderr}
-			if err := p.cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			go func() { p.done <- p.cmd.Wait() }()
-			t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done })
+			p := startBinary(t, failpointRunner(t), []string{"SP_FAILPOINT=" + tc.point}, "--session", dir, "--heartbeat", "100ms")
 			a := writeCmd(t, dir, 1, "a", "puts go; flush stdout; after 60000")
 			q := writeCmd(t, dir, 2, "q", "puts never")
 			h.waitFor("a running", func() bool {
@@ -57,8 +49,8 @@ func TestMailboxExactlyOnceAcrossKill(t *testing.T) {
 				fields["session_id"] = st.SessionID
 			}
 			req := h.request(10, "r", protocol.OpCancel, fields)
-			if code := p.wait(t); code != -1 {
-				t.Fatalf("the runner exited %d instead of dying at %s\n%s", code, tc.point, p.stderr)
+			if code := p.ExitCode(); code != -1 {
+				t.Fatalf("the runner exited %d instead of dying at %s\n%s", code, tc.point, p.Log())
 			}
 			if r := waitResultFile(t, dir, q); r.ExitReason != protocol.ReasonCancelledQueued {
 				t.Fatalf("the cancel did not act before the kill: %+v", r)

@@ -19,6 +19,11 @@
 //     ends mid-state says so with an explicit reason ([RunnerOptions.NoCheck]
 //     or [SkipCheck]), which is logged.
 //
+// [StartRunner]'s [RunnerProcess] is the one wrapper of a runner process
+// in the tests (the runner's own tests and the benchmarks choose how the
+// test's end stops it: [RunnerOptions.AtEnd]); [LockedBuffer] is the one
+// buffer a process writes while a test reads.
+//
 // The in-process runner (runner.Open in the test's own process) lives in
 // internal/testrunner, which builds on this package; this package does not
 // import the runner library, so the runner's own tests can use it.

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +20,11 @@ import (
 const LongWait = 120 * time.Second
 
 // stopGrace is how long the cleanup waits after SIGTERM (a graceful stop)
-// before it kills the runner.
-const stopGrace = 90 * time.Second
+// before it kills the runner; forceGrace after a force stop.
+const (
+	stopGrace  = 90 * time.Second
+	forceGrace = 30 * time.Second
+)
 
 // RunnerOptions say how [StartRunner] starts a runner process. The zero
 // value runs tclsh on a new session with a fast heartbeat and poll, waits
@@ -48,15 +53,36 @@ type RunnerOptions struct {
 	// NoCheck, when not empty, skips that check and says why (a test that
 	// leaves the session mid-state on purpose). It is logged.
 	NoCheck string
+	// Stderr, when set, receives the runner's stderr (its stdout stays
+	// in the log [RunnerProcess.Log] reads).
+	Stderr io.Writer
+	// AtEnd is how the cleanup ends a runner still running (default
+	// [EndTerm]).
+	AtEnd Ending
 }
 
-// RunnerProcess is a runner process serving Dir.
+// Ending is how the cleanup of [StartRunner] ends a runner still running.
+type Ending int
+
+const (
+	// EndTerm sends SIGTERM (a graceful stop), then SIGKILL after 90 s.
+	EndTerm Ending = iota
+	// EndKill sends SIGKILL at once (a crash: the runner's own tests).
+	EndKill
+	// EndForceStop writes a force stop (ctl/stop.json), then sends
+	// SIGKILL after 30 s (the benchmarks).
+	EndForceStop
+)
+
+// RunnerProcess is a runner process serving Dir: the one wrapper of a
+// runner process the tests of every package use.
 type RunnerProcess struct {
-	Dir  string
-	t    testing.TB
-	cmd  *exec.Cmd
-	done chan error
-	log  *os.File
+	Dir   string
+	t     testing.TB
+	cmd   *exec.Cmd
+	done  chan error
+	log   *os.File
+	atEnd Ending
 }
 
 // StartRunner starts a runner process on a session (o.Dir or a new one)
@@ -92,6 +118,9 @@ func StartRunner(t testing.TB, o RunnerOptions) *RunnerProcess {
 	args := append(append([]string{"--session", o.Dir}, o.Flags...), o.Args...)
 	cmd := exec.Command(o.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if o.Stderr != nil {
+		cmd.Stderr = o.Stderr
+	}
 	cmd.Env = append(os.Environ(), o.Env...)
 	cmd.Dir = o.WorkDir
 	if err := cmd.Start(); err != nil {
@@ -99,7 +128,7 @@ func StartRunner(t testing.TB, o RunnerOptions) *RunnerProcess {
 		os.Remove(logf.Name())
 		t.Fatal(err)
 	}
-	r := &RunnerProcess{Dir: o.Dir, t: t, cmd: cmd, done: make(chan error, 1), log: logf}
+	r := &RunnerProcess{Dir: o.Dir, t: t, cmd: cmd, done: make(chan error, 1), log: logf, atEnd: o.AtEnd}
 	go func() { r.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		r.stop()
@@ -127,19 +156,32 @@ func (r *RunnerProcess) exited() bool {
 	}
 }
 
-// stop ends a runner still running: SIGTERM, then SIGKILL.
+// stop ends a runner still running as r.atEnd says.
 func (r *RunnerProcess) stop() {
 	if r.exited() {
 		return
 	}
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	grace := stopGrace
+	switch r.atEnd {
+	case EndKill:
+		_ = r.cmd.Process.Kill()
+		r.done <- <-r.done
+		return
+	case EndForceStop:
+		grace = forceGrace
+		_ = WriteAtomic(filepath.Join(r.Dir, protocol.FileStop), []byte(`{"mode":"force"}`)) // Then the kill below.
+	default:
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	}
 	select {
 	case err := <-r.done:
 		r.done <- err
 		return
-	case <-time.After(stopGrace):
+	case <-time.After(grace):
 	}
-	r.t.Errorf("runner on %s ignored SIGTERM for %v: killed", r.Dir, stopGrace)
+	if r.atEnd == EndTerm {
+		r.t.Errorf("runner on %s ignored SIGTERM for %v: killed", r.Dir, grace)
+	}
 	_ = r.cmd.Process.Kill()
 	r.done <- <-r.done
 }
@@ -188,6 +230,38 @@ func (r *RunnerProcess) Wait() error {
 		r.t.Fatal("runner did not exit")
 		return nil
 	}
+}
+
+// End ends the runner now, as the test's end would ([RunnerOptions.AtEnd]);
+// a runner already gone is left as it is.
+func (r *RunnerProcess) End() { r.stop() }
+
+// ExitCode waits for the runner to exit by itself, as [RunnerProcess.Wait]
+// does, and returns its exit code: -1 when a signal ended it.
+func (r *RunnerProcess) ExitCode() int {
+	r.t.Helper()
+	err := r.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return 0
+}
+
+// Signal sends sig to the runner process.
+func (r *RunnerProcess) Signal(sig os.Signal) error { return r.cmd.Process.Signal(sig) }
+
+// Pid is the runner's process id.
+func (r *RunnerProcess) Pid() int { return r.cmd.Process.Pid }
+
+// Log is what the runner has printed so far (stdout, and stderr unless
+// [RunnerOptions.Stderr] took it).
+func (r *RunnerProcess) Log() string {
+	b, _ := os.ReadFile(r.log.Name()) // Gone only after the cleanup.
+	return string(b)
 }
 
 // Kill kills the runner with SIGKILL (a crash) and waits for it; the tool

@@ -5,12 +5,10 @@
 package testrunner
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +32,7 @@ const StopWait = 90 * time.Second
 // moved to cmd/master, issue #21.)
 func Start(t testing.TB, dir string, mods ...func(*runner.Config)) {
 	t.Helper()
-	log := &lockedBuffer{}
+	log := &testenv.LockedBuffer{}
 	cfg := runner.Config{Session: dir, Heartbeat: 100 * time.Millisecond, Poll: 200 * time.Millisecond,
 		KillGrace: time.Second, Logger: slog.New(slog.NewTextHandler(log, nil))}
 	for _, m := range mods {
@@ -69,22 +67,4 @@ func StartChecked(t testing.TB, dir string, check sessioncheck.Options, mods ...
 	testenv.NeedTool(t, "tclsh", "tcl")
 	testenv.CheckSession(t, dir, check) // Registered first: runs after Start's stop.
 	Start(t, dir, mods...)
-}
-
-// lockedBuffer collects the runner's log lines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

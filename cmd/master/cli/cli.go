@@ -20,56 +20,14 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-const cliUsage = `usage: master COMMAND [flags] [args]     (flags may come before or after args)
-
-Commands:
-  submit  [PAYLOAD | -f FILE | -]   queue a command (no payload: stdin); prints its cmd_id;
-          with --wait streams its output, then its value, and exits with its status
-  wait    CMD_ID                    wait for a result; print the output and the value
-  result  CMD_ID                    print the result JSON as the runner wrote it
-  output  CMD_ID                    print a command's output (--offset, --length: a byte range)
-  cancel  [CMD_ID]                  cancel CMD_ID, or the running command; says what happened
-  withdraw CMD_ID                   take back a command no runner has claimed (it never runs)
-  send    CMD_ID [TEXT]             type TEXT (and a newline) into the tool while CMD_ID runs;
-                                    --expect REGEX waits for a prompt first (--secret, --file F)
-  signal  CMD_ID SIG                send INT|QUIT|TSTP|CONT|HUP|USR1|USR2|TERM|KILL to the running command
-  resize  COLS ROWS                 resize the tool's terminal (SIGWINCH)
-  stop                              stop the runner (graceful; --force: at once; --wait);
-                                    on a launched session: stop request, then after --grace
-                                    (30s) the scheduler's cancel, then its kill
-  status                            phase, liveness, running command, queue, lease, last results
-                                    (--watch [INTERVAL]: refresh in place)
-  lease   --ttl DUR                 write the lease (--keep: keep renewing it)
-  tail                              print log/session.out from a byte cursor (-f: follow from
-                                    the last 10 lines; --clean: only the commands' own output)
-  ready                             wait until a runner serves the session (idle or busy)
-  waitfor REGEXP                    wait for output in the spool (--from CURSOR)
-` + reportUsage + standinUsage + farmUsage + `
-  completion bash|zsh|fish            print a shell completion script (commands, flags, cmd_ids)
-  protocol                            print PROTOCOL.md (--json: with every file's JSON Schema)
-
-The commands on one session (submit ... waitfor, launch) take --session DIR (default:
-$SP_SESSION_DIR) and --json; report, standin, diff and pool name their sessions their own
-way (see their --help). Commands that wait take --wait-for-runner DUR (how long to wait
-without a live runner; default 10s). --session and --json may also come before the command
-(master --session DIR status). Flags may come before or after the arguments. Durations are
-Go durations (1.5s, 2m, 1h) or plain seconds (30). 'master COMMAND --help' (or 'master help
-COMMAND') shows a command's usage, what it does and its flags.
-
-Exit codes: 0 ok, 1 command failed, 2 usage, 3 timeout, 4 cancelled, 5 session missing,
-runner not alive or cannot serve, 6 unknown cmd_id, 7 nothing to act on (not running,
-already finished, idle), 10 I/O or internal error, 130/143 interrupted (SIGINT/SIGTERM).
-With --json, stdout holds only JSON carrying protocol_version (one document, or JSON Lines
-for tail and status --watch); errors are
-{"protocol_version":1,"error":{"code","message","context"}} (context: the facts a program
-branches on, such as the dir, cmd_id, field or command); diagnostics go to stderr.
-`
-
 type cli struct {
 	stdin  io.Reader
 	stdout *trackWriter
 	stderr io.Writer
 	json   bool
+	// verb is the command being run ("submit", "pool grow"), set by the
+	// dispatch: its flag set's name and help name it.
+	verb string
 }
 
 // Main runs the master command line and returns its exit code. SIGINT and
@@ -78,7 +36,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{stdin: stdin, stdout: &trackWriter{w: stdout}, stderr: stderr}
 	args = commandFirst(args)
 	if len(args) == 0 {
-		fmt.Fprint(stderr, cliUsage, moreUsage)
+		fmt.Fprint(stderr, cliUsage(), moreUsage())
 		return master.ExitUsage
 	}
 	switch args[0] {
@@ -91,7 +49,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			args = append(args[1:], "--help")
 			break
 		}
-		fmt.Fprint(stdout, cliUsage, moreUsage)
+		fmt.Fprint(stdout, cliUsage(), moreUsage())
 		return master.ExitOK
 	case "--version", "-version", "version":
 		fmt.Fprintln(stdout, versionLine())
@@ -100,9 +58,6 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer sessionio.WaitBackgroundWrites() // Submit's best-effort seq/hint rewrite.
 	ctx, stop := interruptContext()
 	defer stop()
-	if args[0] == "mcp" {
-		return mcp(ctx, args[1:], stdin, stdout, stderr)
-	}
 	err := c.run(ctx, args[0], args[1:])
 	if errors.Is(err, master.ErrUsage) && args[0] != "" {
 		err = &commandError{err: err, command: args[0]}
@@ -279,57 +234,11 @@ func (e exitOnly) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 // ErrorCode implements sessionio.CodedError: no code, the exit code.
 func (e exitOnly) ErrorCode() (code string, exit int) { return "", int(e) }
 
+// run runs the command cmd (the table verbs, commands.go) on args.
 func (c *cli) run(ctx context.Context, cmd string, args []string) error {
-	switch cmd {
-	case "submit":
-		return c.submit(ctx, args)
-	case "wait":
-		return c.wait(ctx, args)
-	case "result":
-		return c.result(args)
-	case "output":
-		return c.output(args)
-	case "cancel":
-		return c.cancel(ctx, args)
-	case "send":
-		return c.send(ctx, args)
-	case "signal":
-		return c.signal(ctx, args)
-	case "resize":
-		return c.resize(ctx, args)
-	case "stop":
-		if handled, err := c.stopLaunched(ctx, args); handled { // launch_cli.go
-			return err
-		}
-		return c.stop(ctx, args)
-	case "launch":
-		return c.launch(ctx, args)
-	case "pool":
-		return c.pool(ctx, args)
-	case "status":
-		return c.status(ctx, args)
-	case "lease":
-		return c.lease(ctx, args)
-	case "tail":
-		return c.tail(ctx, args)
-	case "waitfor":
-		return c.waitfor(ctx, args)
-	case "ready":
-		return c.ready(ctx, args)
-	case "report":
-		return c.report(args)
-	case "standin":
-		return c.standin(args)
-	case "diff":
-		return c.diff(args)
-	case "withdraw":
-		return c.withdraw(args)
-	case "completion":
-		return c.completion(args)
-	case "protocol":
-		return c.protocolDoc(args)
-	case "__complete": // The completion scripts' helper (cli_completion.go).
-		return c.complete(ctx, args)
+	if v := find(verbs, cmd); v != nil && v.run != nil {
+		c.verb = v.name
+		return v.run(c, ctx, args)
 	}
 	c.json = slices.Contains(args, "--json") || slices.Contains(args, "-json") // The error in JSON too.
 	if cmd == "" {
@@ -340,5 +249,5 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		return usageErr("%s before the command%s: only --session DIR and --json may come before it (master --help)", cmd,
 			didYouMean(name, []string{"session", "json"}, "--"))
 	}
-	return usageErr("unknown command %q%s (master --help lists the commands)", cmd, didYouMean(cmd, commandNames, "master "))
+	return usageErr("unknown command %q%s (master --help lists the commands)", cmd, didYouMean(cmd, names(verbs), "master "))
 }

@@ -25,7 +25,7 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 }
 
 func (c *cli) submit(ctx context.Context, args []string) error {
-	cmd := c.newCommand("submit", "[PAYLOAD | -f FILE | -]", `
+	cmd := c.newCommand("[PAYLOAD | -f FILE | -]", `
 Queue a command; without a payload argument it is read from stdin. Prints the
 cmd_id. With --wait, streams the command's output, then prints its value (the
 Tcl result, as interactive tclsh does; --no-value leaves it out) and exits with
@@ -249,7 +249,7 @@ func (c *cli) progress(ctx context.Context, s *master.Session, cmd *master.Comma
 }
 
 func (c *cli) wait(ctx context.Context, args []string) error {
-	cmd := c.newCommand("wait", "CMD_ID", `
+	cmd := c.newCommand("CMD_ID", `
 Wait for a command's result: stream its output, print its value (--no-value
 leaves it out) and exit with its status. A command that is already done says
 so on stderr. Interrupted (Ctrl-C: exit 130), the command goes on and stderr
@@ -282,8 +282,8 @@ func (c *cli) lookup(cmd *command, args []string) (*master.Session, *master.Comm
 	return s, command, err
 }
 
-func (c *cli) result(args []string) error {
-	cmd := c.newCommand("result", "CMD_ID", `
+func (c *cli) result(_ context.Context, args []string) error {
+	cmd := c.newCommand("CMD_ID", `
 Print a command's result exactly as the runner wrote it (JSON), and exit with
 its status. Exit 3 when there is no result yet.`, false)
 	pos, err := cmd.parse(args)
@@ -309,8 +309,8 @@ its status. Exit 3 when there is no result yet.`, false)
 	return nil
 }
 
-func (c *cli) output(args []string) error {
-	cmd := c.newCommand("output", "CMD_ID", `
+func (c *cli) output(_ context.Context, args []string) error {
+	cmd := c.newCommand("CMD_ID", `
 Print a command's output (exactly what it printed), or a byte range of it. With
 --json: {"protocol_version","cmd_id","offset","resume_cursor","text","complete"},
 plus "data_b64" holding the exact bytes when they are not valid UTF-8.`, false)

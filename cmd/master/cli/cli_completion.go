@@ -16,8 +16,8 @@ import (
 // completion prints a shell's completion script (issue 26.11). The
 // scripts ask `master __complete WORDS...` for candidates, so commands,
 // flags and cmd_ids are completed by the binary itself and never go stale.
-func (c *cli) completion(args []string) error {
-	cmd := c.newCommand("completion", "bash|zsh|fish", `
+func (c *cli) completion(_ context.Context, args []string) error {
+	cmd := c.newCommand("bash|zsh|fish", `
 Print a completion script for bash, zsh or fish. It completes commands, pool
 subcommands, each command's flags, the cmd_ids of the session (--session DIR or
 $SP_SESSION_DIR) where a command takes one, signal names, and directories after
@@ -86,9 +86,6 @@ complete -c master -l pool -r -f -a '(__fish_complete_directories)'
 // name (issue 34.11: TERM and KILL were missing).
 var signalNames = protocol.Signals
 
-// idCommands take a CMD_ID as their first argument.
-var idCommands = []string{"wait", "result", "output", "cancel", "withdraw", "send", "signal"}
-
 // complete prints the candidates for the last of words (the words after
 // "master", the last one being completed, maybe empty), one a line.
 func (c *cli) complete(ctx context.Context, words []string) error {
@@ -113,15 +110,15 @@ func completions(ctx context.Context, words []string) []string {
 	}
 	cur := words[len(words)-1]
 	if len(words) == 1 {
-		return withPrefix(commandNames, cur)
+		return withPrefix(names(verbs), cur)
 	}
 	name, rest := words[0], words[1:len(words)-1]
 	if name == "help" {
 		switch {
 		case len(rest) == 0:
-			return withPrefix(commandNames, cur)
+			return withPrefix(names(verbs), cur)
 		case len(rest) == 1 && rest[0] == "pool":
-			return withPrefix(poolCommands, cur)
+			return withPrefix(names(poolVerbs), cur)
 		}
 		return nil
 	}
@@ -130,7 +127,7 @@ func completions(ctx context.Context, words []string) []string {
 	}
 	if name == "pool" {
 		if len(rest) == 0 {
-			return withPrefix(poolCommands, cur)
+			return withPrefix(names(poolVerbs), cur)
 		}
 		if strings.HasPrefix(cur, "-") {
 			return withPrefix(flagsOf(ctx, "pool", rest[0]), cur)
@@ -141,8 +138,8 @@ func completions(ctx context.Context, words []string) []string {
 		return withPrefix(flagsOf(ctx, name), cur)
 	}
 	pos := positionals(rest)
-	switch {
-	case slices.Contains(idCommands, name) && len(pos) == 0:
+	switch v := find(verbs, name); {
+	case v != nil && v.takesID && len(pos) == 0:
 		return withPrefix(cmdIDs(session), cur)
 	case name == "signal" && len(pos) == 1:
 		return withPrefix(signalNames, cur)
@@ -162,8 +159,12 @@ func withPrefix(names []string, prefix string) []string {
 }
 
 // flagsOf lists a command's flags ("--name") from its own --help, so the
-// list is the one the command parses.
+// list is the one the command parses. A command of another binary (master
+// mcp) has none here: completing a word starts no other program.
 func flagsOf(ctx context.Context, cmd ...string) []string {
+	if v := find(verbs, cmd[0]); v == nil || v.list == listMore {
+		return nil
+	}
 	var buf bytes.Buffer
 	h := &cli{stdout: &trackWriter{w: &buf}, stderr: io.Discard}
 	_ = h.run(ctx, cmd[0], append(cmd[1:], "--help"))

@@ -10,7 +10,7 @@ import (
 )
 
 func (c *cli) cancel(ctx context.Context, args []string) error {
-	cmd := c.newCommand("cancel", "[CMD_ID]", `
+	cmd := c.newCommand("[CMD_ID]", `
 Cancel CMD_ID (running or queued), or without CMD_ID the running command, and
 print what the runner did: "<outcome>: <message>" (with --json its reply). Exit
 0 cancelled (cancelled_running, cancelled_queued), 6 unknown cmd_id
@@ -65,7 +65,10 @@ func (c *cli) reply(rep *protocol.ControlReply, err error, done string) error {
 }
 
 func (c *cli) stop(ctx context.Context, args []string) error {
-	cmd := c.newCommand("stop", "", `
+	if handled, err := c.stopLaunched(ctx, args); handled { // launch_cli.go
+		return err
+	}
+	cmd := c.newCommand("", `
 Ask the runner to stop: graceful (the current command finishes, queued ones stay
 queued) or --force (the current command is ended). With no live runner nothing
 is written and the exit code is 5. --wait waits until the runner has stopped.`, true)
@@ -106,7 +109,7 @@ is written and the exit code is 5. --wait waits until the runner has stopped.`, 
 }
 
 func (c *cli) lease(ctx context.Context, args []string) error {
-	cmd := c.newCommand("lease", "", `
+	cmd := c.newCommand("", `
 Write state/lease.json: the runner stops when it sees no renewal for --ttl (on
 its own clock). --keep renews it every ttl/3 until interrupted; with --json it
 prints one JSON line per renewal.`, false)
@@ -156,7 +159,7 @@ prints one JSON line per renewal.`, false)
 }
 
 func (c *cli) ready(ctx context.Context, args []string) error {
-	cmd := c.newCommand("ready", "", `
+	cmd := c.newCommand("", `
 Wait until a runner serves the session (alive, phase idle or busy); the session
 directory may not exist yet. Exit 5 when no live runner appears within
 --wait-for-runner, or when the runner cannot serve (phase error: the reason is

@@ -23,9 +23,11 @@ type command struct {
 	waitForRunner time.Duration
 }
 
-// newCommand starts a command's flags: --session and --json always;
+// newCommand starts the flags of the command being run (c.verb), whose
+// --help shows args and about: --session and --json always;
 // --wait-for-runner when it waits.
-func (c *cli) newCommand(name, args, about string, waits bool) *command {
+func (c *cli) newCommand(args, about string, waits bool) *command {
+	name := c.verb
 	fs := flag.NewFlagSet("master "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // Usage and errors are printed by parse.
 	cmd := &command{FlagSet: fs, c: c, name: name, args: args, about: about}
@@ -154,12 +156,19 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// flags starts a flag set built by hand (commands that do not use
-// newCommand): --session (resolved from $SP_SESSION_DIR by parse, so that
-// the help shows a clean default) and --json.
-func (c *cli) flags(name string) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("master "+name, flag.ContinueOnError)
+// flagSet starts a flag set built by hand (commands that do not use
+// newCommand) for the command being run (c.verb).
+func (c *cli) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("master "+c.verb, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
+	return fs
+}
+
+// flags starts a flag set built by hand with --session (resolved from
+// $SP_SESSION_DIR by parse, so that the help shows a clean default) and
+// --json.
+func (c *cli) flags() (*flag.FlagSet, *string) {
+	fs := c.flagSet()
 	session := fs.String("session", "", "session directory (default: $SP_SESSION_DIR)")
 	fs.BoolVar(&c.json, "json", false, "print only JSON on stdout")
 	return fs, session

@@ -10,17 +10,6 @@ import (
 	"github.com/skillpilot/skillpilot/internal/suggest"
 )
 
-// commandNames are master's commands, in the order of its help; a
-// mistyped one is answered with the nearest of them (issue 26.11).
-var commandNames = []string{
-	"submit", "wait", "result", "output", "cancel", "withdraw", "send", "signal", "resize", "stop",
-	"status", "lease", "tail", "ready", "waitfor", "report", "standin", "diff", "launch", "pool",
-	"mcp", "completion", "protocol", "help", "version",
-}
-
-// poolCommands are master pool's subcommands.
-var poolCommands = []string{"start", "submit", "wait", "status", "heal", "stop", "grow", "shrink", "adapt"}
-
 // printHelp prints a command's help in the one style every command uses:
 // the usage line, what it does, then its flags.
 func printHelp(w io.Writer, fs *flag.FlagSet, name, args, about string) {
@@ -30,7 +19,8 @@ func printHelp(w io.Writer, fs *flag.FlagSet, name, args, about string) {
 
 // describe gives a flag set built by hand (c.flags, report, standin,
 // diff, the pool's) the help of printHelp, printed by c.parse.
-func (c *cli) describe(fs *flag.FlagSet, name, args, about string) {
+func (c *cli) describe(fs *flag.FlagSet, args, about string) {
+	name := c.verb
 	fs.Usage = func() { printHelp(c.stderr, fs, name, args, about) }
 }
 
@@ -59,7 +49,7 @@ func flagErr(fs *flag.FlagSet, err error) string {
 // poolHelp is the help of one pool subcommand, from its lines of
 // poolUsage: the synopsis (lines of flags) and what it does.
 func poolHelp(name string) (args, about string) {
-	lines := strings.Split(poolUsage, "\n")
+	lines := strings.Split(poolUsage(), "\n")
 	var synopsis, what []string
 	add := func(part string) {
 		switch part = strings.TrimSpace(part); {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"io"
 	"io/fs"
 	"sort"
@@ -17,8 +18,8 @@ import (
 // and the JSON Schema of every file (document 001's protocol-help, for a
 // program or an agent that must learn the protocol on a host with only the
 // binaries).
-func (c *cli) protocolDoc(args []string) error {
-	cmd := c.newCommand("protocol", "", `
+func (c *cli) protocolDoc(_ context.Context, args []string) error {
+	cmd := c.newCommand("", `
 Print PROTOCOL.md, the file protocol every master and the runner follow, as built
 into this binary. With --json: {"protocol_version", "document" (the Markdown),
 "schemas" (file name: JSON Schema of that file)}.`, false)

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 
@@ -13,10 +13,6 @@ import (
 	"github.com/skillpilot/skillpilot/master"
 )
 
-const reportUsage = `  report  [--session DIR]... [--pool DIR]... [-o FILE] [--format html|svg|json|trace] [--max-bars N]
-          timeline of sessions from their files alone (one lane per session)
-`
-
 // repeated is a flag that may be given several times.
 type repeated []string
 
@@ -24,10 +20,9 @@ func (r *repeated) String() string     { return fmt.Sprint(*r) }
 func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 // report renders the timeline report (issue 13) of one or more sessions.
-func (c *cli) report(args []string) error {
-	fs := flag.NewFlagSet("master report", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	c.describe(fs, "report", "[--session DIR]... [--pool DIR]...", `
+func (c *cli) report(_ context.Context, args []string) error {
+	fs := c.flagSet()
+	c.describe(fs, "[--session DIR]... [--pool DIR]...", `
 Draw the timeline of one or more sessions from their files alone: one lane per
 session (--pool DIR: each session directory in DIR is a lane), each command a
 bar. Needs no runner. Written to stdout, or atomically to -o FILE.`)

@@ -14,7 +14,7 @@ import (
 )
 
 func (c *cli) send(ctx context.Context, args []string) error {
-	cmd := c.newCommand("send", "CMD_ID [TEXT]", `
+	cmd := c.newCommand("CMD_ID [TEXT]", `
 Type input into the tool while command CMD_ID runs: TEXT and a newline
 (--no-newline: TEXT alone), or the bytes of --file F, or without either the
 bytes of stdin. With --expect REGEX it first waits for REGEX (RE2) in CMD_ID's
@@ -107,7 +107,7 @@ func readFileBounded(path string) ([]byte, error) {
 }
 
 func (c *cli) signal(ctx context.Context, args []string) error {
-	cmd := c.newCommand("signal", "CMD_ID INT|QUIT|TSTP|CONT|HUP|USR1|USR2|TERM|KILL", `
+	cmd := c.newCommand("CMD_ID INT|QUIT|TSTP|CONT|HUP|USR1|USR2|TERM|KILL", `
 Send a signal to the foreground process group of the tool's terminal while
 CMD_ID runs. Nothing else happens: no cancel (use cancel for that); the command
 goes on or ends as the tool decides (some tools print their status on USR1).
@@ -135,7 +135,7 @@ Exit 0 delivered, 7 CMD_ID is not running (nothing sent), 5 no live runner,
 }
 
 func (c *cli) resize(ctx context.Context, args []string) error {
-	cmd := c.newCommand("resize", "COLS ROWS", `
+	cmd := c.newCommand("COLS ROWS", `
 Set the tool's terminal to COLS columns and ROWS rows (1 to 10000); the tool
 gets SIGWINCH. The size is kept when the tool restarts. Exit 0 done, 5 no live
 runner, 10 rejected.`, true)

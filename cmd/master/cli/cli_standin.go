@@ -2,9 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"regexp"
 
@@ -15,19 +15,10 @@ import (
 	"github.com/skillpilot/skillpilot/master"
 )
 
-const standinUsage = `  standin --from SESSION [--from SESSION]... -o FILE.tcl [--timing none|recorded|scale=F] [--on-unknown error|tcl]
-          write a Tcl stand-in that answers the recorded commands on plain tclsh
-          (runner --init FILE.tcl -- tclsh)
-  diff    [--json] [--ignore REGEX]... [--mask REGEX]... SESSION_A SESSION_B
-          compare two runs (sessions or pools) step by step, matched by trace id, labels, payload and
-          order; exit 0 when they agree, 1 when they differ
-`
-
 // standin writes a stand-in Tcl file from recorded sessions (issue 14).
-func (c *cli) standin(args []string) error {
-	fs := flag.NewFlagSet("master standin", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	c.describe(fs, "standin", "--from SESSION [--from SESSION]... -o FILE.tcl", `
+func (c *cli) standin(_ context.Context, args []string) error {
+	fs := c.flagSet()
+	c.describe(fs, "--from SESSION [--from SESSION]... -o FILE.tcl", `
 Write a Tcl stand-in from recorded sessions: plain tclsh loaded with it
 (runner --init FILE.tcl -- tclsh) answers the recorded commands with their
 recorded output and values, so a flow can be rerun without the real tool.`)
@@ -80,10 +71,9 @@ recorded output and values, so a flow can be rerun without the real tool.`)
 }
 
 // diff compares two recorded runs; exit 1 when they differ.
-func (c *cli) diff(args []string) error {
-	fs := flag.NewFlagSet("master diff", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	c.describe(fs, "diff", "SESSION_A SESSION_B", `
+func (c *cli) diff(_ context.Context, args []string) error {
+	fs := c.flagSet()
+	c.describe(fs, "SESSION_A SESSION_B", `
 Compare two recorded runs command by command (matched by trace id, labels and
 payload, then by payload, in order): status, value and output of each. A run is
 a session directory or a pool directory (its sessions' commands together, in

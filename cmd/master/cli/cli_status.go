@@ -44,7 +44,7 @@ func (w *watchFlag) Set(s string) error {
 }
 
 func (c *cli) status(ctx context.Context, args []string) error {
-	cmd := c.newCommand("status", "[--watch [INTERVAL]]", `
+	cmd := c.newCommand("[--watch [INTERVAL]]", `
 Show the session: runner liveness and phase, the tool, the running command with
 its elapsed time and last output line, the queue, the lease and the last five
 results. --watch refreshes it every INTERVAL (2s) in place on a terminal (JSON

@@ -20,7 +20,7 @@ import (
 const tailLines = 10
 
 func (c *cli) tail(ctx context.Context, args []string) error {
-	cmd := c.newCommand("tail", "", `
+	cmd := c.newCommand("", `
 Print log/session.out, everything the tool printed (raw: prompts, markers and
 all), from a byte cursor; -f keeps following until interrupted and, like
 tail -f, starts with the last 10 lines (--clean: with the last command's
@@ -129,7 +129,7 @@ func (j *jsonLines) emit(b []byte) {
 }
 
 func (c *cli) waitfor(ctx context.Context, args []string) error {
-	cmd := c.newCommand("waitfor", "REGEXP", `
+	cmd := c.newCommand("REGEXP", `
 Wait until REGEXP (RE2) matches the spool at or after --from; print
 "<resume_cursor> <match>" (--json: {"protocol_version","matched","match_text",
 "match_span":{"start","end"},"resume_cursor"}; on a timeout only

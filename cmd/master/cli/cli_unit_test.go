@@ -97,8 +97,8 @@ func TestDurationFlag(t *testing.T) {
 
 // Flags may follow arguments; "--" ends the flags.
 func TestInterspersedFlags(t *testing.T) {
-	c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}}
-	cmd := c.newCommand("x", "", "", true)
+	c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}, verb: "x"}
+	cmd := c.newCommand("", "", true)
 	n := cmd.Int("n", 0, "")
 	pos, err := cmd.parse([]string{"a", "--n", "3", "b", "--json", "--", "--n", "-x"})
 	if err != nil || *n != 3 || !c.json || strings.Join(pos, " ") != "a b --n -x" {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -10,8 +11,8 @@ import (
 
 // withdraw takes back a queued command (issue 26.9), named by cmd_id or by
 // its file's name (issue 34.5), followed where a pool moved it (34.4).
-func (c *cli) withdraw(args []string) error {
-	cmd := c.newCommand("withdraw", "CMD_ID", `
+func (c *cli) withdraw(_ context.Context, args []string) error {
+	cmd := c.newCommand("CMD_ID", `
 Take back a command no runner has claimed: its file leaves queue/ (for
 withdrawn/), so it never runs and gets no result (a retry cannot run it
 twice). A command file's name, or a path ending in one, names exactly that

@@ -18,7 +18,7 @@ import (
 // starts with its usage line, on stdout, exit 0 (issue 26.11).
 func TestEveryCommandHasHelp(t *testing.T) {
 	t.Setenv(MCPEnv, testenv.BuildBinary(t, testenv.MasterMCP)) // master mcp --help is master-mcp's.
-	for _, name := range commandNames {
+	for _, name := range names(verbs) {
 		if name == "help" || name == "version" {
 			continue
 		}
@@ -28,7 +28,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 			t.Errorf("%s --help: rc %d, stdout %.60q, stderr %q", name, rc, out.String(), errb.String())
 		}
 	}
-	for _, name := range poolCommands {
+	for _, name := range names(poolVerbs) {
 		var out, errb bytes.Buffer
 		rc := Main([]string{"pool", name, "--help"}, strings.NewReader(""), &out, &errb)
 		if rc != master.ExitOK || !strings.HasPrefix(out.String(), "usage: master pool "+name+" [flags] --pool DIR") ||
@@ -42,7 +42,8 @@ func TestEveryCommandHasHelp(t *testing.T) {
 // ends the flags; launch and pool start leave a tool's flags to the tool.
 func TestParseInterspersed(t *testing.T) {
 	c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &bytes.Buffer{}}
-	fs, session := c.flags("x")
+	c.verb = "x"
+	fs, session := c.flags()
 	n := fs.Int("n", 0, "")
 	if err := c.parse(fs, []string{"a", "--n", "3", "b", "--session=S", "--", "--n", "c"}); err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestParseInterspersed(t *testing.T) {
 	if *n != 3 || *session != "S" || !slices.Equal(fs.Args(), []string{"a", "b", "--n", "c"}) {
 		t.Fatalf("n %d session %q args %q", *n, *session, fs.Args())
 	}
-	fs2, _ := c.flags("launch")
+	fs2, _ := c.flags()
 	v := fs2.Bool("v", false, "")
 	if err := c.parseTool(fs2, []string{"-v", "tclsh", "-v"}); err != nil {
 		t.Fatal(err)
@@ -146,6 +147,34 @@ func TestHelpHelp(t *testing.T) {
 		rc := Main(args, strings.NewReader(""), &out, &errb)
 		if rc != master.ExitOK || !strings.HasPrefix(out.String(), "usage: master help [COMMAND [SUBCOMMAND]]") || errb.Len() > 0 {
 			t.Errorf("%q: rc %d, stdout %q, stderr %q", args, rc, out.String(), errb.String())
+		}
+	}
+}
+
+// The overviews (master --help, master pool --help) are made from the
+// command tables (commands.go, poolTable); they print as they were
+// written by hand before (issue 33.5), held by testdata/*.golden.
+func TestOverviewsFromTables(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		golden string
+	}{
+		{[]string{"--help"}, "testdata/help.golden"},
+		{[]string{"pool", "--help"}, "testdata/pool_help.golden"},
+	} {
+		want, err := os.ReadFile(c.golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if rc := Main(c.args, strings.NewReader(""), &out, &errb); rc != master.ExitOK || out.String() != string(want) {
+			t.Errorf("%q: rc %d, stdout differs from %s:\n%s", c.args, rc, c.golden, out.String())
+		}
+	}
+	for _, v := range verbs {
+		listed := strings.Contains(cliUsage()+moreUsage(), "\n  "+v.name+" ")
+		if listed != (v.list < listNone) {
+			t.Errorf("%s: listed in master --help %v, list %d", v.name, listed, v.list)
 		}
 	}
 }

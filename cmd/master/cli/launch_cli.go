@@ -19,12 +19,6 @@ the runner serves the session, reporting the job's state on stderr.
 Exit: 0 serving, 3 --ready-timeout passed (the job stays), 5 the job ended without
 serving, 7 already served or its job is still queued/running, 10 submit failed.`
 
-// farmUsage is the launch and pool lines of master's usage.
-const farmUsage = `  launch  --via local|slurm|sge|lsf [--submit-arg A]... [--ready-timeout D] [-- TOOL ARGS]
-          start a runner (detached or as a batch job) and wait until it serves
-  pool    start|submit|wait|status|heal|stop|grow|shrink|adapt --pool DIR ...   a pool of launched sessions
-`
-
 // stringsFlag is a repeatable string flag.
 type stringsFlag []string
 
@@ -32,8 +26,8 @@ func (s *stringsFlag) String() string     { return strings.Join(*s, " ") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func (c *cli) launch(ctx context.Context, args []string) error {
-	fs, dir := c.flags("launch")
-	c.describe(fs, "launch", "--session DIR --via local|slurm|sge|lsf [-- TOOL ARGS...]", launchAbout)
+	fs, dir := c.flags()
+	c.describe(fs, "--session DIR --via local|slurm|sge|lsf [-- TOOL ARGS...]", launchAbout)
 	var opts launch.Options
 	fs.StringVar(&opts.Via, "via", "", "local, slurm, sge or lsf (required)")
 	fs.Var((*stringsFlag)(&opts.SubmitArgs), "submit-arg", "argument for sbatch/qsub/bsub (repeatable)")
@@ -71,7 +65,7 @@ func (c *cli) note(msg string) { fmt.Fprintf(c.stderr, "master: %s\n", msg) }
 // handled=false, touching nothing, when the session has no launch.json, so
 // that the plain stop applies.
 func (c *cli) stopLaunched(ctx context.Context, args []string) (handled bool, err error) {
-	fs, dir := c.flags("stop")
+	fs, dir := c.flags()
 	fs.SetOutput(discard{})
 	force := fs.Bool("force", false, "")
 	_ = fs.Bool("wait", false, "") // Implied: the escalation waits until the job is gone.

@@ -23,13 +23,19 @@ const MCPEnv = "SP_MASTER_MCP"
 const mcpUsage = `--session DIR | --pool DIR [--read-only] [--allow RE]... [--deny RE]... [--preview-bytes N] [--max-read N] [--max-wait D] [--default-wait D]
           serve the session (or a pool of sessions) to AI agents: a Model Context Protocol server on stdin/stdout`
 
-// mcp runs `master mcp ARGS`: the master-mcp binary with ARGS, on this
+// mcp is master mcp: the master-mcp binary's exit code (mcpServer), even
+// when interrupted.
+func (c *cli) mcp(ctx context.Context, args []string) error {
+	return exitOnly(mcpServer(ctx, args, c.stdin, c.stdout.w, c.stderr))
+}
+
+// mcpServer runs `master mcp ARGS`: the master-mcp binary with ARGS, on this
 // process's stdin, stdout and stderr, and returns its exit code. The MCP
 // server lives in its own binary so that every other command starts
 // without initialising the MCP SDK (issue 24: master --version went from
 // about 3.5 ms to 1.5 ms). An interrupt is passed on as SIGTERM; the
 // server ends its calls and exits.
-func mcp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func mcpServer(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	path, err := mcpBinary()
 	if err != nil {
 		fmt.Fprintf(stderr, "master mcp: %v\n", err)

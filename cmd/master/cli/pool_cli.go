@@ -18,68 +18,66 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-const poolUsage = `usage: master pool SUBCOMMAND --pool DIR [flags]
-
-  start  --size N --via local|slurm|sge|lsf [--submit-arg A]... [--init FILE]... [--runner-arg A]...
+// poolTable is master pool's subcommands (poolVerbs), in the order of its
+// help. Each one's args are its entry in poolUsage as written (synopsis
+// lines, then what it does); poolHelp makes its --help of them.
+func poolTable() []verb {
+	return []verb{
+		{name: "start", args: `--size N --via local|slurm|sge|lsf [--submit-arg A]... [--init FILE]... [--runner-arg A]...
          [--runner PATH] [--respawn] [--max-respawns N] [--ready-timeout D] [-- TOOL ARGS...]
-         launch N sessions (DIR/s00 ...) and wait until all serve
-  submit [--affinity KEY] [--timeout D] [--id ID] [--kind K] [--wait] [--wait-timeout D] [--no-value]
+         launch N sessions (DIR/s00 ...) and wait until all serve`, run: (*cli).poolStart},
+		{name: "submit", args: `[--affinity KEY] [--timeout D] [--id ID] [--kind K] [--wait] [--wait-timeout D] [--no-value]
          [--cancel-on-interrupt] [--trace-id T] [--label K=V]... [PAYLOAD | -f FILE | -]
          queue a command in the less loaded of two live sessions (or KEY's); prints the cmd_id;
-         with --wait prints its output, then its value (as submit --wait), and exits with its status
-  wait   [--wait-timeout D] [--no-value] [--cancel-on-interrupt] CMD_ID
-         wait for a pool command's result wherever it was moved; its output, then its value
-  status                               one line per session
-  heal   [--every D]                   move commands out of dead sessions (and respawn); once, or every D
-  stop   [--force] [--grace D] [--wait-jobs]
+         with --wait prints its output, then its value (as submit --wait), and exits with its status`, run: (*cli).poolSubmit},
+		{name: "wait", args: `[--wait-timeout D] [--no-value] [--cancel-on-interrupt] CMD_ID
+         wait for a pool command's result wherever it was moved; its output, then its value`, run: (*cli).poolWait},
+		{name: "status", args: `                              one line per session`, run: (*cli).poolStatus},
+		{name: "heal", args: `[--every D]                   move commands out of dead sessions (and respawn); once, or every D`, run: (*cli).poolHeal},
+		{name: "stop", args: `[--force] [--grace D] [--wait-jobs]
          stop every session: a stop request each; done when every runner has stopped and one cancel
          per job array is sent (--wait-jobs: also until the scheduler lists no job active); a runner
-         not stopped within --grace (30s) gets the scheduler's cancel, then the forced one
-  grow   --by K [--ready-timeout D]    launch K more sessions (retired ones first; one job array)
-  shrink --by K | --to N [--grace D]   retire the least-loaded sessions; their queued commands move
-  adapt  --min A --max B [--every D] [--idle D] [--grace D]
-         heal every D (10s), grow while commands wait, retire sessions idle for D (60s), within [A, B]
+         not stopped within --grace (30s) gets the scheduler's cancel, then the forced one`, run: (*cli).poolStop},
+		{name: "grow", args: `--by K [--ready-timeout D]    launch K more sessions (retired ones first; one job array)`, run: (*cli).poolGrow},
+		{name: "shrink", args: `--by K | --to N [--grace D]   retire the least-loaded sessions; their queued commands move`, run: (*cli).poolShrink},
+		{name: "adapt", args: `--min A --max B [--every D] [--idle D] [--grace D]
+         heal every D (10s), grow while commands wait, retire sessions idle for D (60s), within [A, B]`, run: (*cli).poolAdapt},
+	}
+}
 
-Exit codes as for the other commands; 5: no live session.
-`
+// poolUsage is what master pool --help prints.
+func poolUsage() string {
+	var b strings.Builder
+	b.WriteString("usage: master pool SUBCOMMAND --pool DIR [flags]\n\n")
+	for _, v := range poolVerbs {
+		fmt.Fprintf(&b, "  %-6s %s\n", v.name, v.args)
+	}
+	b.WriteString("\nExit codes as for the other commands; 5: no live session.\n")
+	return b.String()
+}
 
 func (c *cli) pool(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		fmt.Fprint(c.stderr, poolUsage)
+		fmt.Fprint(c.stderr, poolUsage())
 		return usageErr("a pool subcommand is required")
 	}
 	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		fmt.Fprint(c.stdout, poolUsage) // Help goes to stdout, like every command's.
+		fmt.Fprint(c.stdout, poolUsage()) // Help goes to stdout, like every command's.
 		return nil
 	}
-	switch args[0] {
-	case "start":
-		return c.poolStart(ctx, args[1:])
-	case "submit":
-		return c.poolSubmit(ctx, args[1:])
-	case "wait":
-		return c.poolWait(ctx, args[1:])
-	case "status":
-		return c.poolStatus(ctx, args[1:])
-	case "heal":
-		return c.poolHeal(ctx, args[1:])
-	case "stop":
-		return c.poolStop(ctx, args[1:])
-	case "grow":
-		return c.poolGrow(ctx, args[1:])
-	case "shrink":
-		return c.poolShrink(ctx, args[1:])
-	case "adapt":
-		return c.poolAdapt(ctx, args[1:])
+	if v := find(poolVerbs, args[0]); v != nil {
+		c.verb = "pool " + v.name
+		return v.run(c, ctx, args[1:])
 	}
-	return usageErr("unknown pool subcommand %q%s (master pool --help lists them)", args[0], didYouMean(args[0], poolCommands, "master pool "))
+	return usageErr("unknown pool subcommand %q%s (master pool --help lists them)", args[0], didYouMean(args[0], names(poolVerbs), "master pool "))
 }
 
-func (c *cli) poolFlags(name string) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("master pool "+name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	args, about := poolHelp(name)
-	c.describe(fs, "pool "+name, args, about)
+// poolFlags starts the flags of the pool subcommand being run (c.verb:
+// "pool NAME"): --pool and --json.
+func (c *cli) poolFlags() (*flag.FlagSet, *string) {
+	fs := c.flagSet()
+	args, about := poolHelp(strings.TrimPrefix(c.verb, "pool "))
+	c.describe(fs, args, about)
 	dir := fs.String("pool", os.Getenv("SP_POOL_DIR"), "pool directory (default $SP_POOL_DIR)")
 	fs.BoolVar(&c.json, "json", false, "print JSON only on stdout")
 	return fs, dir
@@ -98,7 +96,7 @@ func (c *cli) openPool(dir string) (*pool.Pool, error) {
 }
 
 func (c *cli) poolStart(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("start")
+	fs, dir := c.poolFlags()
 	var o pool.Options
 	fs.IntVar(&o.Size, "size", 0, "number of sessions (required)")
 	fs.StringVar(&o.Via, "via", "", "local, slurm, sge or lsf (required)")
@@ -155,7 +153,7 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolSubmit(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("submit")
+	fs, dir := c.poolFlags()
 	var o pool.SubmitOptions
 	fs.StringVar(&o.Affinity, "affinity", "", "key pinning related commands to one session")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "command timeout")
@@ -198,7 +196,7 @@ func (c *cli) poolSubmit(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolWait(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("wait")
+	fs, dir := c.poolFlags()
 	timeout := fs.Duration("wait-timeout", 0, "how long to wait (0: forever)")
 	noValue := fs.Bool("no-value", false, "do not print the command's value after its output")
 	cancelOnInt := fs.Bool("cancel-on-interrupt", false, "cancel the command when interrupted (Ctrl-C), then exit 130")
@@ -249,7 +247,7 @@ func (c *cli) poolWaitCmd(ctx context.Context, p *pool.Pool, cmd *master.Command
 }
 
 func (c *cli) poolStatus(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("status")
+	fs, dir := c.poolFlags()
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -313,7 +311,7 @@ func (c *cli) poolStatus(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolHeal(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("heal")
+	fs, dir := c.poolFlags()
 	every := fs.Duration("every", 0, "repeat every D until interrupted (0: once)")
 	if err := c.parse(fs, args); err != nil {
 		return err
@@ -322,7 +320,7 @@ func (c *cli) poolHeal(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	for {
+	return c.every(ctx, *every, func() error {
 		rep, err := p.Heal(ctx)
 		if c.json {
 			c.printJSON(map[string]any{"protocol_version": protocol.Version, "report": rep, "error": errString(err)})
@@ -334,19 +332,29 @@ func (c *cli) poolHeal(ctx context.Context, args []string) error {
 				fmt.Fprintf(c.stdout, "respawned %s\n", s)
 			}
 		}
-		if err != nil {
-			if *every == 0 || ctx.Err() != nil {
+		return err
+	})
+}
+
+// every runs step once when interval is 0, else again every interval
+// until ctx ends (pool heal and adapt --every). Once, step's error is the
+// command's; repeating, it is noted on stderr and the loop goes on, until
+// ctx ends.
+func (c *cli) every(ctx context.Context, interval time.Duration, step func() error) error {
+	for {
+		if err := step(); err != nil {
+			if interval == 0 || ctx.Err() != nil {
 				return err
 			}
 			c.note(err.Error())
 		}
-		if *every == 0 {
+		if interval == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(*every):
+		case <-time.After(interval):
 		}
 	}
 }
@@ -359,7 +367,7 @@ func errString(err error) string {
 }
 
 func (c *cli) poolStop(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("stop")
+	fs, dir := c.poolFlags()
 	force := fs.Bool("force", false, "end running commands at once")
 	grace := fs.Duration("grace", 30*time.Second, "time for the stop request before the scheduler's cancel")
 	waitJobs := fs.Bool("wait-jobs", false, "also wait until the scheduler no longer lists the jobs as active (default: done when every runner has stopped and the jobs' cancel is sent)")
@@ -393,7 +401,7 @@ func (c *cli) poolStop(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolGrow(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("grow")
+	fs, dir := c.poolFlags()
 	by := fs.Int("by", 0, "number of sessions to add (required)")
 	ready := fs.Duration("ready-timeout", 0, "how long to wait for the new sessions to serve (0: as long as the jobs live)")
 	if err := c.parse(fs, args); err != nil {
@@ -440,7 +448,7 @@ func (c *cli) poolGrow(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolShrink(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("shrink")
+	fs, dir := c.poolFlags()
 	by := fs.Int("by", 0, "number of sessions to retire")
 	to := fs.Int("to", 0, "number of sessions to keep")
 	grace := fs.Duration("grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
@@ -487,7 +495,7 @@ func (c *cli) poolShrink(ctx context.Context, args []string) error {
 }
 
 func (c *cli) poolAdapt(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags("adapt")
+	fs, dir := c.poolFlags()
 	var o pool.AdaptOptions
 	fs.IntVar(&o.Min, "min", 1, "sessions at least")
 	fs.IntVar(&o.Max, "max", 0, "sessions at most (required)")
@@ -507,7 +515,7 @@ func (c *cli) poolAdapt(ctx context.Context, args []string) error {
 	}
 	o.Stop.Progress = c.note
 	a := pool.NewAdapter(p, o)
-	for {
+	return c.every(ctx, *every, func() error {
 		rep, err := a.Step(ctx)
 		if c.json {
 			c.printJSON(map[string]any{"protocol_version": protocol.Version, "report": rep, "error": errString(err)})
@@ -528,21 +536,8 @@ func (c *cli) poolAdapt(ctx context.Context, args []string) error {
 				fmt.Fprintf(c.stdout, "retired %s (idle)\n", s)
 			}
 		}
-		if err != nil {
-			if *every == 0 || ctx.Err() != nil {
-				return err
-			}
-			c.note(err.Error())
-		}
-		if *every == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(*every):
-		}
-	}
+		return err
+	})
 }
 
 // countOf is "1 command", "2 commands".

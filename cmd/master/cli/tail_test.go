@@ -7,40 +7,22 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/skillpilot/skillpilot/internal/sessionio"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // followTail runs "master tail -f" with args on dir until its output holds
 // want, or 10 s pass; it returns the output.
 func followTail(t *testing.T, dir, want string, args ...string) string {
 	t.Helper()
-	var out lockedBuffer
+	var out testenv.LockedBuffer
 	c := &cli{stdout: &trackWriter{w: &out}, stderr: &bytes.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -131,7 +113,7 @@ func TestWaitInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	interruptedWait := func(args ...string) (string, error) {
-		var stderr lockedBuffer
+		var stderr testenv.LockedBuffer
 		c := &cli{stdin: strings.NewReader(""), stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &stderr}
 		ctx, cancel := context.WithCancelCause(context.Background())
 		done := make(chan error, 1)
@@ -194,7 +176,7 @@ func TestWaitInterruptedEndsPartialLine(t *testing.T) {
 	if _, err := master.WaitReady(context.Background(), dir, master.WaitOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var out lockedBuffer
+	var out testenv.LockedBuffer
 	c := &cli{stdin: strings.NewReader(""), stdout: &trackWriter{w: &out}, stderr: &bytes.Buffer{}}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)

@@ -10,13 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/skillpilot/skillpilot/internal/testenv"
-
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
 )
@@ -85,7 +83,7 @@ func TestMetricsInvalidUTF8Session(t *testing.T) {
 	}
 	prom := filepath.Join(base, "m.prom")
 	done := make(chan int, 1)
-	var stderr lockedBuilder
+	var stderr testenv.LockedBuffer
 	go func() {
 		done <- Main([]string{"--session", dir, "--heartbeat", "100ms", "--metrics-file", prom}, io.Discard, &stderr)
 	}()
@@ -115,24 +113,6 @@ func TestMetricsInvalidUTF8Session(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the runner did not stop")
 	}
-}
-
-// lockedBuilder is a strings.Builder safe for a writer and a reader.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // A negative --max-output-bytes is refused before the session is created.
@@ -245,7 +225,7 @@ func waitFile(t *testing.T, path string, stderr *logFile) {
 // unblocked by unblock.
 func runMainUntil(t *testing.T, dir string, unblock func(), args ...string) (code int, stderr string, started bool) {
 	t.Helper()
-	var out, errw lockedBuilder
+	var out, errw testenv.LockedBuffer
 	done := make(chan int, 1)
 	go func() { done <- Main(args, &out, &errw) }()
 	hb := filepath.Join(dir, protocol.FileHeartbeat)

@@ -1,7 +1,7 @@
 """A stand-in for the runner's side of the files, for unit tests of the
 Python master's logic: a session layout, a heartbeat that moves (or not),
 the runner's flock, a mailbox that answers requests with scripted outcomes,
-and results written on demand. The conformance suite (conformance/) runs
+and results written on demand. The conformance suite (internal/conformance/) runs
 the same master against the real runner."""
 
 import fcntl

@@ -42,7 +42,7 @@ func localEnv(t *testing.T) Env {
 	testenv.NeedTool(t, "tclsh", "tcl")
 	testenv.NeedTool(t, "python3", "python3")
 	testenv.NeedTool(t, "bash", "bash")
-	repo, err := filepath.Abs("..")
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}

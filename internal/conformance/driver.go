@@ -35,7 +35,7 @@ type Env struct {
 	RunnerPrefix []string // command prefix of every runner process
 	RunnerFlags  []string // flags of every runner (default: --heartbeat 500ms)
 	Masters      []string // masters to run (default: Masters)
-	Scenarios    string   // scenario directory (default: Repo/conformance/scenarios)
+	Scenarios    string   // scenario directory (default: Repo/internal/conformance/scenarios)
 	// Tool, if set, is the argv every runner drives (after "--"): a real
 	// EDA shell instead of tclsh.
 	Tool []string
@@ -62,7 +62,7 @@ func Run(t *testing.T, e Env) {
 		e.Masters = Masters
 	}
 	if e.Scenarios == "" {
-		e.Scenarios = filepath.Join(e.Repo, "conformance", "scenarios")
+		e.Scenarios = filepath.Join(e.Repo, "internal", "conformance", "scenarios")
 	}
 	// Masters run under umask 022, the usual default, so that a mode the
 	// umask narrows (a create without the chmod §19.1 asks for) shows.
@@ -131,7 +131,7 @@ type driver struct {
 
 type runnerProc struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testenv.LockedBuffer
 	done   chan struct{}
 	code   int
 }
@@ -566,7 +566,7 @@ func (d *driver) startRunner(st Step, flags []string, ready bool) {
 	if len(d.e.Tool) > 0 {
 		argv = append(append(argv, "--"), d.e.Tool...)
 	}
-	p := &runnerProc{cmd: exec.Command(argv[0], argv[1:]...), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &runnerProc{cmd: exec.Command(argv[0], argv[1:]...), stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	p.cmd.Env = append(os.Environ(), "PATH="+d.e.Bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if err := p.cmd.Start(); err != nil {

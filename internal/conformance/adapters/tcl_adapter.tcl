@@ -1,4 +1,4 @@
-# Conformance adapter for the Tcl master (see conformance/doc.go).
+# Conformance adapter for the Tcl master (see internal/conformance/doc.go).
 #
 # Reads one step per line on stdin ("op key=value ..."; *_b64 values are
 # base64) and prints one JSON outcome per line. The session directory is

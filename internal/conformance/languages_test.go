@@ -19,7 +19,7 @@ import (
 
 func repoPath(t *testing.T, rel string) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", rel))
+	p, err := filepath.Abs(filepath.Join("..", "..", rel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestMixedMastersOneSession(t *testing.T) {
 	procs := []*exec.Cmd{
 		exec.Command(py, "-c", pyScript),
 		exec.Command(tcl),
-		exec.Command("bash", repoPath(t, "conformance/adapters/shell_adapter.sh"), dir),
+		exec.Command("bash", repoPath(t, "internal/conformance/adapters/shell_adapter.sh"), dir),
 		exec.Command(os.Args[0], dir),
 	}
 	procs[0].Env = append(os.Environ(), "PYTHONPATH="+repoPath(t, "master/python"), "PYTHONDONTWRITEBYTECODE=1")

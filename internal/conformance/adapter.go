@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -12,9 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
 )
 
 // Masters are the masters every scenario runs through.
@@ -29,25 +29,8 @@ type adapter struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan string
-	stderr *lockedBuffer
+	stderr *testenv.LockedBuffer
 	done   chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // adapterCommand returns the command line of master's adapter.
@@ -59,13 +42,13 @@ func (e *Env) adapterCommand(master, sessionDir string) (*exec.Cmd, error) {
 		argv = []string{e.Self, sessionDir}
 		env = append(env, ExecEnv+"=adapter-"+master, "SP_MASTER_BIN="+filepath.Join(e.Bin, "master"))
 	case "python":
-		argv = []string{"python3", filepath.Join(e.Repo, "conformance/adapters/python_adapter.py"), sessionDir}
+		argv = []string{"python3", filepath.Join(e.Repo, "internal/conformance/adapters/python_adapter.py"), sessionDir}
 		env = append(env, "PYTHONPATH="+filepath.Join(e.Repo, "master/python"), "PYTHONDONTWRITEBYTECODE=1")
 	case "tcl":
-		argv = []string{"tclsh", filepath.Join(e.Repo, "conformance/adapters/tcl_adapter.tcl"), sessionDir}
+		argv = []string{"tclsh", filepath.Join(e.Repo, "internal/conformance/adapters/tcl_adapter.tcl"), sessionDir}
 		env = append(env, "TCLLIBPATH="+filepath.Join(e.Repo, "master/tcl"))
 	case "shell":
-		argv = []string{"bash", filepath.Join(e.Repo, "conformance/adapters/shell_adapter.sh"), sessionDir}
+		argv = []string{"bash", filepath.Join(e.Repo, "internal/conformance/adapters/shell_adapter.sh"), sessionDir}
 	default:
 		return nil, fmt.Errorf("unknown master %q", master)
 	}
@@ -77,7 +60,7 @@ func (e *Env) adapterCommand(master, sessionDir string) (*exec.Cmd, error) {
 }
 
 func startAdapter(cmd *exec.Cmd) (*adapter, error) {
-	a := &adapter{cmd: cmd, lines: make(chan string, 16), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	a := &adapter{cmd: cmd, lines: make(chan string, 16), stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = a.stderr
 	var err error
 	if a.stdin, err = cmd.StdinPipe(); err != nil {
