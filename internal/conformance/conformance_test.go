@@ -50,7 +50,7 @@ func localEnv(t *testing.T) Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Env{Repo: repo, Bin: MakeBin(t), Self: self, RunnerRoot: t.TempDir()}
+	return Env{Repo: repo, Bin: MakeBin(t), Self: self, RunnerRoot: t.TempDir(), ParallelScenarios: true}
 }
 
 // coreScenarios are the scenarios every master also passes against

@@ -41,6 +41,11 @@ type Env struct {
 	Tool []string
 	// Only, if set, names the scenarios to run (file names without .txtar).
 	Only []string
+	// ParallelScenarios runs a master's scenarios in parallel too, not
+	// only the masters: on this host, where they mostly wait. Not in a
+	// user-mode Linux guest (NFS), where two shell-master scenarios at once
+	// made every fork-heavy step take 10-30 s and a 3 s lease lapse.
+	ParallelScenarios bool
 }
 
 // stepLimit bounds every wait of the driver: a master step's outcome, a
@@ -49,8 +54,9 @@ type Env struct {
 const stepLimit = 3 * time.Minute
 
 // Run runs every scenario with every master, each pair on a new session
-// with its own runner. Masters and scenarios run in parallel subtests
-// (as many at a time as -test.parallel says).
+// with its own runner. Masters run in parallel subtests, and so do
+// scenarios when e.ParallelScenarios (as many at a time as -test.parallel
+// says).
 func Run(t *testing.T, e Env) {
 	if e.MasterRoot == "" {
 		e.MasterRoot = e.RunnerRoot
@@ -95,7 +101,9 @@ func Run(t *testing.T, e Env) {
 					continue // Not this master's (the scenario's "masters:" line says whose).
 				}
 				t.Run(sc.Name, func(t *testing.T) {
-					t.Parallel() // Each scenario has its own session, runner and adapter.
+					if e.ParallelScenarios {
+						t.Parallel() // Each scenario has its own session, runner and adapter.
+					}
 					for _, flag := range sc.Requires {
 						if !bytes.Contains(help, []byte(strings.TrimLeft(flag, "-")+" ")) {
 							need(t, "the runner has no "+flag+" (another slice brings it)")
