@@ -454,8 +454,12 @@ func TestMailboxOrderRetryAndStrangers(t *testing.T) {
 	if !slices.Equal(order, []string{"slow", "fast"}) {
 		t.Errorf("events in order %v", order)
 	}
-	// ctl/ack/ replaced by a file: the reply cannot be written; the cancel
-	// acts once, and the reply appears once ack/ is back.
+	// ctl/ack/ replaced by a file while a command runs: the reply cannot be
+	// written; the cancel acts once, and the reply appears once ack/ is
+	// back. (The command starts first: a heartbeat that sees the file
+	// puts the runner in phase error, where no command starts.)
+	a := h.submit("puts go; flush stdout; after 60000")
+	h.waitFor("a running", func() bool { return strings.Contains(readFile(h, a), "go") })
 	ack := filepath.Join(h.dir, protocol.DirAck)
 	if err := os.Rename(ack, ack+".away"); err != nil {
 		t.Fatal(err)
@@ -463,8 +467,6 @@ func TestMailboxOrderRetryAndStrangers(t *testing.T) {
 	if err := os.WriteFile(ack, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := h.submit("puts go; flush stdout; after 60000")
-	h.waitFor("a running", func() bool { return strings.Contains(readFile(h, a), "go") })
 	name := h.request(3, "blocked", protocol.OpCancel, map[string]any{"cmd_id": "c2"})
 	if r := h.result(a); r.Status != protocol.StatusCancelled {
 		t.Fatalf("%+v", r)
