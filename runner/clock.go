@@ -11,9 +11,11 @@ import "time"
 // rechecks, the lease, timers) is on this clock. Timestamps written on the
 // wire (result end_ts, event and reply ts, heartbeat and state times) come
 // from the real clock whichever clock governs; result start_ts is this
-// clock's (the same thing outside tests). Code that measures the machine
-// itself (the cost of a queue listing, waits on another process or on a
-// filesystem's mtime) uses the real clock too.
+// clock's (the same thing outside tests). The pacing of queue listings is
+// on this clock too (their cost is measured on it: nothing, on a fake
+// clock). Waits on another process or on a filesystem's mtime before the
+// loop runs (Open), and the result writer's and syncer's own goroutines,
+// use the real clock; TestStructure lists them.
 type clock interface {
 	Now() time.Time
 	// NewTimer returns a stopped-or-running one-shot timer like

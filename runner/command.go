@@ -450,7 +450,7 @@ func (r *Runner) nextCommand() {
 			r.setLayoutErr(err)
 		}
 	}
-	for n := 0; r.cur == nil && r.tool.ready() && !r.stop.stopping() && r.pendingErr == nil && r.layout.usable() && r.queue.listed(); n++ {
+	for n := 0; r.cur == nil && r.tool.ready() && !r.stop.stopping() && r.pending.err == nil && r.layout.usable() && r.queue.listed(); n++ {
 		if n == perTurn || r.results.full() {
 			r.queue.setMore(!r.results.full())
 			return
@@ -792,7 +792,6 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	r.cur = c
 	r.in.started(cmd.CmdID)
 	r.enter(&phaseBusy{})
-	r.setPhase(protocol.PhaseBusy, "")
 	tok := cmd.Marker.Token
 	r.fr.discard(func(l []byte) bool { return isBegin(l, tok) })
 	r.restoreModes(cmd)

@@ -26,9 +26,19 @@ const maxLegacySize = 64 << 10
 type stopState struct {
 	mode    protocol.StopMode // "" while running
 	reason  string
+	stage   stopStage       // how far shutdown has gone
 	err     *protocol.Error // state.json error once stopped because of it
 	signals int             // signals received
 }
+
+// stopStage is how far the runner's shutdown (loop.go) has gone.
+type stopStage int
+
+const (
+	stopRunning stopStage = iota // the loop runs (a stop may be requested)
+	stopClosing                  // the loop has ended: the tool is being ended
+	stopDone                     // everything is ended: the runner stopped
+)
 
 // stopping reports whether a stop was requested.
 func (s *stopState) stopping() bool { return s.mode != "" }
@@ -266,7 +276,6 @@ func (r *Runner) beginStop(mode protocol.StopMode, why string) bool {
 		return false
 	}
 	r.log.Info("stopping", "mode", mode, "why", why)
-	r.setPhase(protocol.PhaseStopping, why)
 	if mode == protocol.StopForce && r.cur != nil {
 		r.interrupt(protocol.StatusCancelled, protocol.ReasonForceStop, "force stop ("+why+")", protocol.PolicyTerminateSession)
 	}

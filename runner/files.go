@@ -89,8 +89,11 @@ func marshal(v any) []byte {
 // runStatus is the runner's own state as state.json and the heartbeat
 // publish it.
 type runStatus struct {
-	phase    protocol.Phase
-	reason   string
+	// shown and shownWhy are the phase last derived (Runner.phase), kept
+	// only to notice when it changes (Runner.showPhase; "" before the
+	// first turn of the loop).
+	shown    protocol.Phase
+	shownWhy string
 	dirty    bool      // state.json is to be rewritten
 	writeAt  time.Time // when a dirty state.json is rewritten (zero: not scheduled)
 	beats    int64
@@ -122,23 +125,6 @@ func (s *runStatus) due(now time.Time) bool {
 // written notes that state.json was rewritten: nothing is due.
 func (s *runStatus) written() { s.dirty, s.writeAt = false, time.Time{} }
 
-// setPhase changes the phase and its reason, marking state.json for
-// rewriting; it reports false (and changes nothing) if both are the same.
-func (s *runStatus) setPhase(p protocol.Phase, reason string) bool {
-	if s.phase == p && s.reason == reason {
-		return false
-	}
-	s.phase, s.reason = p, reason
-	s.dirty = true
-	return true
-}
-
-// currentPhase returns the phase state.json and the heartbeat publish.
-func (s *runStatus) currentPhase() protocol.Phase { return s.phase }
-
-// phaseReason returns why the runner is in its phase ("" if no reason).
-func (s *runStatus) phaseReason() string { return s.reason }
-
 // commandDone counts a command that ran to its result.
 func (s *runStatus) commandDone() { s.cmdsDone++ }
 
@@ -158,14 +144,15 @@ func (s *runStatus) beatCount() int64 { return s.beats }
 // every transition: atomic for readers, not fsynced (a crash loses at most
 // a transition, and the next runner rewrites it at start).
 func (r *Runner) writeState() {
+	phase, why := r.phase()
 	st := protocol.State{
-		ProtocolVersion: protocol.Version, Phase: r.status.currentPhase(), SessionID: r.id.sessionID,
+		ProtocolVersion: protocol.Version, Phase: phase, SessionID: r.id.sessionID,
 		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.depth(),
-		Reason: r.status.phaseReason(), Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
+		Reason: why, Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
 		CommandsDone: r.status.commandsDone(), ToolStarts: r.tool.startCount(), RejectedCount: r.queue.rejectedCount(), SkippedCount: r.queue.skippedCount(),
 		LeaseError: r.lease.failure(), DiskFull: r.disk.isFull(),
 	}
-	if r.status.currentPhase() == protocol.PhaseStopped {
+	if r.stop.stage == stopDone {
 		st.Error = r.stop.failure()
 	}
 	if r.watcher != nil {
@@ -180,30 +167,21 @@ func (r *Runner) writeState() {
 	if r.cur != nil {
 		r.cur.describeState(&st, r.clk.Now())
 	}
+	// Marked written before the write: a write that finds the disk full
+	// (noSpace) marks state.json changed again, for disk_full.
+	r.status.written()
 	if err := r.writeFile(protocol.FileState, marshal(st)); err != nil {
 		r.log.Warn("write state", "err", err)
-	}
-	r.status.written()
-}
-
-// setPhase changes the phase and marks state.json for rewriting.
-func (r *Runner) setPhase(p protocol.Phase, reason string) {
-	if r.status.setPhase(p, reason) {
-		if p == protocol.PhaseError {
-			r.log.Error("runner in error phase", "reason", reason)
-		}
-		if p != protocol.PhaseBusy && p != protocol.PhaseIdle && r.watcher != nil {
-			r.writeState()
-		}
 	}
 }
 
 // beat writes state/heartbeat.json with a counter that grows by one.
 func (r *Runner) beat() {
 	n := r.status.beat()
+	phase, _ := r.phase()
 	hb := protocol.Heartbeat{
 		ProtocolVersion: protocol.Version, Timestamp: protocol.Now(), Counter: n,
-		Hostname: r.id.hostname, RunnerPID: os.Getpid(), SessionID: r.id.sessionID, Phase: r.status.currentPhase(),
+		Hostname: r.id.hostname, RunnerPID: os.Getpid(), SessionID: r.id.sessionID, Phase: phase,
 		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolOffset(),
 	}
 	if r.cur != nil {

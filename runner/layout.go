@@ -332,23 +332,8 @@ func (r *Runner) setLayoutErr(err error) {
 	case err != nil && (was == nil || was.Error() != err.Error()):
 		r.log.Error("the session directory cannot be used", "err", err)
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"layout": err.Error()}})
-		r.setPhase(protocol.PhaseError, err.Error())
 	case err == nil && was != nil:
 		r.log.Info("the session directory is usable again")
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"layout": "usable again"}})
-		r.restorePhase()
-	}
-}
-
-// restorePhase leaves phase error once nothing holds it there.
-func (r *Runner) restorePhase() {
-	if r.status.currentPhase() != protocol.PhaseError || r.stop.stopping() || !r.layout.usable() || r.pendingErr != nil {
-		return
-	}
-	switch {
-	case r.cur != nil:
-		r.setPhase(protocol.PhaseBusy, "")
-	case r.tool.ready():
-		r.setPhase(protocol.PhaseIdle, "")
 	}
 }

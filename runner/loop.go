@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"strings"
@@ -62,14 +61,15 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 	ctxDone := ctx.Done()
 	for {
 		r.nextCommand()
+		r.showPhase()
 		// A graceful stop waits for results that wait for a retry (a full
 		// disk) here, in the loop, so the heartbeat and control go on; a
 		// force stop has given them up (beginStop).
-		if r.stop.stopping() && r.cur == nil && (r.pendingErr == nil || r.stop.forced()) {
+		if r.stop.stopping() && r.cur == nil && (r.pending.err == nil || r.stop.forced()) {
 			break
 		}
 		// Busy/idle flips are coalesced off the critical path;
-		// other phases are written by setPhase at once.
+		// other phases are written by showPhase at once.
 		r.status.schedule(r.clk.Now())
 		wake.Reset(r.nextWake())
 		out, exited, input := r.tool.output(), r.tool.exited(), r.in.writeDone()
@@ -140,7 +140,7 @@ func (r *Runner) nextWake() time.Duration {
 		consider(now)
 	}
 	if d, ok := r.queue.owedScanIn(); ok {
-		consider(now.Add(d)) // A real-time wait: the scanner runs on the wall clock.
+		consider(now.Add(d))
 	}
 	if next.IsZero() {
 		return time.Hour
@@ -179,7 +179,7 @@ func (r *Runner) onBeat() {
 	}
 	r.checkLayout()
 	r.checkDiskRoom()
-	if r.pendingErr == nil && r.status.beatCount()%16 == 0 {
+	if r.pending.err == nil && r.status.beatCount()%16 == 0 {
 		r.disk.remakeBallast()
 	}
 	r.flushBuffers()
@@ -233,7 +233,8 @@ func (r *Runner) rescan() {
 
 // shutdown ends the tool and every process it started, and records the stop.
 func (r *Runner) shutdown() error {
-	r.setPhase(protocol.PhaseStopping, r.stop.why())
+	r.stop.stage = stopClosing
+	r.showPhase()
 	r.writeState()
 	r.abortInput()
 	r.pumpWaiting("*") // Commands still queued will not start under this runner.
@@ -248,7 +249,8 @@ func (r *Runner) shutdown() error {
 	r.results.close(r.onResult)
 	r.flushTail()
 	reason := r.stop.why()
-	r.setPhase(protocol.PhaseStopped, reason)
+	r.stop.stage = stopDone
+	r.showPhase()
 	r.writeState()
 	r.beat()
 	detail := map[string]any{"reason": reason, "commands_done": r.status.commandsDone()}
@@ -305,8 +307,8 @@ func (r *Runner) touchInputs() {
 // I/O error). Meanwhile no new command starts, the phase is error and the
 // reason says why; the heartbeat keeps beating.
 func (r *Runner) onWriterStatus(st writerStatus) {
-	was := r.pendingErr
-	r.pendingErr = st.err
+	was := r.pending.err
+	r.pending = st
 	if st.err != nil && isNoSpace(st.err) {
 		r.noSpace("a result", st.err)
 	}
@@ -315,9 +317,7 @@ func (r *Runner) onWriterStatus(st writerStatus) {
 			r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{
 				"results_pending": st.pending, "error": st.err.Error()}})
 		}
-		r.setPhase(protocol.PhaseError, fmt.Sprintf("%d result(s) waiting to be written, retrying: %v", st.pending, st.err))
 		return
 	}
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"results_pending": 0, "resolved": true}})
-	r.restorePhase()
 }

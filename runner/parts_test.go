@@ -3,8 +3,6 @@ package runner
 import (
 	"testing"
 	"time"
-
-	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // The parts' methods hold the rules the loop relies on; these tests use a
@@ -54,8 +52,7 @@ func TestSpoolDiskFlushDue(t *testing.T) {
 	}
 }
 
-// state.json is scheduled only when something changed, once, and a
-// phase set again to what it is changes nothing.
+// state.json is scheduled only when something changed, and once.
 func TestRunStatusSchedule(t *testing.T) {
 	var s runStatus
 	t0 := time.Unix(1000, 0)
@@ -63,9 +60,7 @@ func TestRunStatusSchedule(t *testing.T) {
 	if !s.dueAt().IsZero() {
 		t.Fatal("scheduled with nothing changed")
 	}
-	if !s.setPhase(protocol.PhaseIdle, "") || s.setPhase(protocol.PhaseIdle, "") {
-		t.Fatal("setPhase reports a change wrongly")
-	}
+	s.changed()
 	s.schedule(t0)
 	s.schedule(t0.Add(time.Second))
 	if !s.due(t0.Add(stateDelay)) || s.due(t0.Add(stateDelay-1)) {

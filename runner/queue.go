@@ -120,8 +120,8 @@ func (q *cmdQueue) endBegin(key beginKey) bool {
 
 // startScan starts the goroutine that lists dir (queue/) with list, and
 // asks it for a first listing.
-func (q *cmdQueue) startScan(dir string, list func(string) ([]string, error)) {
-	q.scan = newScanner(dir, list)
+func (q *cmdQueue) startScan(dir string, list func(string) ([]string, error), clk clock) {
+	q.scan = newScanner(dir, list, clk)
 	q.scan.start()
 }
 

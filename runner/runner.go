@@ -52,7 +52,7 @@ type Runner struct {
 	sync            *syncer        // nil with NoSync
 	results         *resultWriter
 	resSpares       *fsq.Spares
-	pendingErr      error // why results wait for a retry (nil: none)
+	pending         writerStatus // results waiting for a retry (err nil: none)
 	closeOnce       sync.Once
 	metrics         *metrics // nil without --metrics-file
 
@@ -106,7 +106,6 @@ func Open(cfg Config) (*Runner, error) {
 		queue: cmdQueue{root: root, log: cfg.Logger, pend: newPending(), done: map[string]string{}, settling: map[string]bool{}},
 		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), tool: newToolLife(cfg.startSession),
-		status: runStatus{phase: protocol.PhaseStarting},
 	}
 	if ld, ok := r.drv.(*lineDriver); ok && ld.spec.Prompt != "" {
 		r.fr.prompts = newPromptFilter(ld.spec.Prompt)
@@ -244,7 +243,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	if list == nil {
 		list = func(string) ([]string, error) { return r.root.ReadNames(protocol.DirQueue) }
 	}
-	r.queue.startScan(r.path(protocol.DirQueue), list)
+	r.queue.startScan(r.path(protocol.DirQueue), list, r.clk)
 	defer r.queue.stopScan()
 	r.startTool()
 	r.writeState()

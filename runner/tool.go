@@ -24,6 +24,9 @@ type toolLife struct {
 	failStreak   int         // consecutive failed starts (backoff)
 	failedStarts []time.Time // failed starts within RestartWindow (clk)
 	gaveUp       string      // why the runner gave up starting the tool
+	failure      string      // why the last start failed, with the restart to come ("" once a tool is ready)
+	wasReady     bool        // a tool reached its prompt under this runner
+	diedBusy     bool        // the last ready tool died running a command
 	rejecting    bool        // the start failing now was rejected at the prompt
 	rejections   int         // consecutive failed starts that were rejections
 	syncTokens   map[string]bool
@@ -50,6 +53,7 @@ func (t *toolLife) newSyncToken(sessionID string) string {
 // while idle within fastDeath of its start (again and again); then a
 // backoff.
 func (t *toolLife) restartDelay(hadCmd bool, now time.Time) time.Duration {
+	t.diedBusy = hadCmd
 	if !hadCmd && now.Sub(t.born) < fastDeath {
 		t.fastDeaths++
 		return backoff(t.fastDeaths)
@@ -266,7 +270,10 @@ func (t *toolLife) clearSync() { t.syncTokens = map[string]bool{} }
 
 // prompted records that the tool reached its prompt: the run of failed
 // starts is over.
-func (t *toolLife) prompted() { t.failStreak, t.rejections, t.rejecting = 0, 0, false }
+func (t *toolLife) prompted() {
+	t.failStreak, t.rejections, t.rejecting = 0, 0, false
+	t.failure, t.wasReady = "", true
+}
 
 // rejected records that the start failing now was rejected at the prompt.
 func (t *toolLife) rejected() { t.rejecting = true }

@@ -170,9 +170,6 @@ func (r *Runner) onChunk(c chunk) {
 func (r *Runner) becomeReady() {
 	r.enter(&phaseReady{})
 	r.tool.prompted()
-	if !r.stop.stopping() && r.pendingErr == nil && r.layout.usable() {
-		r.setPhase(protocol.PhaseIdle, "")
-	}
 	r.fr.discard(nil)
 }
 
@@ -316,8 +313,7 @@ func (r *Runner) restartAfterDeath(hadCmd bool) {
 func (r *Runner) startFailed(why string) {
 	r.log.Error("the tool failed to start", "reason", why)
 	if r.tool.alive() {
-		r.setPhase(protocol.PhaseError, why)
-		r.kill(true, why)
+		r.kill(true, why) // phaseKilling's failure: phase error, for why.
 		return
 	}
 	r.countFailedStart(why)
@@ -351,7 +347,7 @@ func (r *Runner) countFailedStart(why string) {
 		r.giveUp(why)
 		return
 	}
-	r.setPhase(protocol.PhaseError, fmt.Sprintf("%s; restart %d of %d in %v", why, recent, r.maxRestarts(), delay))
+	r.tool.failure = fmt.Sprintf("%s; restart %d of %d in %v", why, recent, r.maxRestarts(), delay)
 	r.enter(&phaseDown{at: now.Add(delay)})
 }
 
