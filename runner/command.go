@@ -68,10 +68,6 @@ type running struct {
 	lineSoFar []byte
 }
 
-// setPayloadSHA records the payload's hash, computed for cmd_begin, for
-// the result.
-func (c *running) setPayloadSHA(h string) { c.payloadSHA = h }
-
 // maxErrLine bounds the line kept for the error pattern and error.message.
 const maxErrLine = 4096
 
@@ -112,7 +108,7 @@ func (c *running) checkLastLine(ld *lineDriver) {
 // endLine checks the line so far against ld's error pattern.
 func (c *running) endLine(ld *lineDriver) {
 	l := bytes.TrimRight(c.lineSoFar, "\r")
-	if ld.errorLine(l) {
+	if ld.errRe != nil && ld.errRe.Match(l) {
 		c.errLine = string(bytes.ToValidUTF8(l, []byte("\uFFFD")))
 	}
 	c.lineSoFar = c.lineSoFar[:0]
@@ -173,19 +169,6 @@ func (c *running) lastLine() string {
 	return string(b)
 }
 
-// capturing reports whether c's begin line was seen: its output is being
-// captured.
-func (c *running) capturing() bool { return c.begun }
-
-// token is c's marker token.
-func (c *running) token() string { return c.cmd.Marker.Token }
-
-// markerPrefix is c's marker prefix.
-func (c *running) markerPrefix() string { return c.cmd.Marker.Prefix }
-
-// fromFile reports whether c was read from the queue file name.
-func (c *running) fromFile(name string) bool { return c.name == name }
-
 // due is c's deadline, unless it is already being ended (or has none):
 // then zero.
 func (c *running) due() time.Time {
@@ -217,26 +200,6 @@ func (c *running) describeSnapshot(s *Snapshot) {
 // is reports whether c is command id; false when nothing runs (c nil).
 func (c *running) is(id string) bool { return c != nil && c.cmd.CmdID == id }
 
-// id is c's cmd_id.
-func (c *running) id() string { return c.cmd.CmdID }
-
-// markerSeen reports whether c's done marker arrived after an interrupt:
-// it takes no more input.
-func (c *running) markerSeen() bool { return c.doneSeen }
-
-// outBytes is how much output c has printed so far.
-func (c *running) outBytes() int64 { return c.bytes }
-
-// ending reports whether the runner is ending c (a timeout, a cancel, the
-// lease, a force stop); endedAs says as what.
-func (c *running) ending() bool { return c.endStatus != "" }
-
-// endedAs is the status the runner ends c with ("" while it does not).
-func (c *running) endedAs() protocol.Status { return c.endStatus }
-
-// policy is c's cancel policy.
-func (c *running) policy() protocol.CancelPolicy { return c.cmd.CancelPolicy }
-
 // endWith records that the runner ends c as status, for reason (policy's
 // when empty), with msg, unless it already does. It reports whether this
 // was the first.
@@ -251,9 +214,6 @@ func (c *running) endWith(status protocol.Status, reason protocol.ExitReason, ms
 	}
 	return true
 }
-
-// endedBy records who ends c, for its error's context (errcontext.go).
-func (c *running) endedBy(by map[string]any) { c.endCtx = by }
 
 // endError is how the runner ends c (ok false: it does not), after the
 // tool's exit ex: the status, reason and error of c's result.
@@ -312,29 +272,12 @@ func (c *running) limit(timeout time.Duration, budget int64) {
 	c.budget = budget
 }
 
-// fileName is the queue file name c was read from.
-func (c *running) fileName() string { return c.name }
-
-// seq is c's seq.
-func (c *running) seq() int64 { return c.cmd.Seq }
-
-// injected reports whether the runner wraps c's payload with its markers
-// (marker mode runner_inject).
-func (c *running) injected() bool { return c.cmd.Marker.Mode == protocol.MarkerRunnerInject }
-
-// begin records that c's begin line was seen: its output is captured from
-// here on.
-func (c *running) begin() { c.begun = true }
-
 // printed takes output b that c printed at now, and passes it on to emit
 // less the terminal's echo of delivered input (echo.go).
 func (c *running) printed(b []byte, now time.Time, emit func([]byte)) {
 	c.lastOut = now
 	c.echo.feed(b, emit)
 }
-
-// flushEcho passes on to emit what the echo filter still holds back.
-func (c *running) flushEcho(emit func([]byte)) { c.echo.flush(emit) }
 
 // doneLine reports whether l is c's own done marker, and keeps it.
 func (c *running) doneLine(l []byte) bool {
@@ -344,10 +287,6 @@ func (c *running) doneLine(l []byte) bool {
 	}
 	return ok
 }
-
-// helpersGone reports whether c's done marker says the payload deleted
-// the runner's Tcl helpers.
-func (c *running) helpersGone() bool { return c.marker.helpersGone }
 
 // markerOutcome is how c's done marker ends it: ok for return code 0 or
 // 2 (or none), else a tool_error whose message is the marker's value when
@@ -442,24 +381,24 @@ const perTurn = 64
 // the start cannot overtake a backlog with lower seqs.
 func (r *Runner) nextCommand() {
 	r.queue.setMore(false)
-	if r.queue.depth() > 0 && r.layout.usable() && r.cur == nil {
+	if len(r.queue.pend.ready)+len(r.queue.pend.deferred) > 0 && r.layout.err == nil && r.cur == nil {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
 		// this once it is fixed).
-		if err := r.layout.checkDir(r.root, protocol.DirQueue); err != nil {
+		if err := checkSubdir(r.root, protocol.DirQueue, r.layout.perms, runnerEUID()); err != nil {
 			r.setLayoutErr(err)
 		}
 	}
-	for n := 0; r.cur == nil && r.tool.ready() && !r.stop.stopping() && r.pending.err == nil && r.layout.usable() && r.queue.listed(); n++ {
-		if n == perTurn || r.results.full() {
-			r.queue.setMore(!r.results.full())
+	for n := 0; r.cur == nil && r.tool.ready() && r.stop.mode == "" && r.pending.err == nil && r.layout.err == nil && r.queue.scan.listed; n++ {
+		if n == perTurn || len(r.results.jobs) == cap(r.results.jobs) {
+			r.queue.setMore(len(r.results.jobs) != cap(r.results.jobs))
 			return
 		}
-		e := r.queue.next()
+		e := r.queue.pend.pop()
 		if e == nil {
 			return
 		}
-		r.status.changed()
+		r.status.dirty = true
 		r.tryStart(e)
 	}
 }
@@ -520,7 +459,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		r.reject(e, msg, errContext("field", "kind"))
 		return
 	}
-	if r.queue.resultName(cmd.CmdID) != "" {
+	if r.queue.done[cmd.CmdID] != "" {
 		r.reject(e, fmt.Sprintf("cmd_id %q already has a result under another seq; cmd_ids must be unique", cmd.CmdID), nil)
 		return
 	}
@@ -565,8 +504,8 @@ func (r *Runner) skipDone(name string) {
 	if !r.queue.discard(rel(protocol.DirQueue, name)) {
 		return
 	}
-	r.queue.countSkipped()
-	r.status.changed()
+	r.queue.skipped++
+	r.status.dirty = true
 	seq, id, _ := protocol.ParseCommandName(name)
 	r.log.Info("skipping a command that already has a result", "name", name)
 	r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: id, Seq: seq, Detail: map[string]any{
@@ -599,9 +538,9 @@ func (r *Runner) reject(e *pendingEntry, msg string, ctx map[string]any) {
 	id, seq, derived := protocol.DeriveCmdID(e.name)
 	code := protocol.CodeInvalidRequest
 	ctx = addContext(ctx, "file", rel(protocol.DirQueue, e.name))
-	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.resultName(id) != "" {
+	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.done[id] != "" {
 		code = protocol.CodeDuplicateCmdID
-		ctx = addContext(ctx, "cmd_id", id, "other_result", rel(protocol.DirResult, r.queue.resultName(id)))
+		ctx = addContext(ctx, "cmd_id", id, "other_result", rel(protocol.DirResult, r.queue.done[id]))
 	}
 	ipath := rel(protocol.DirInflight, e.name)
 	if !r.claim(e.name, ipath) {
@@ -632,8 +571,8 @@ func (r *Runner) rejectNameless(name, ipath, msg string) {
 		r.queue.discard(ipath)
 		dst = ""
 	}
-	r.queue.countRejected()
-	r.status.changed()
+	r.queue.rejected++
+	r.status.dirty = true
 	r.event(protocol.Event{Event: protocol.EvRejected, Detail: map[string]any{"file": rel(protocol.DirQueue, name),
 		"moved_to": dst, "error": msg, "code": protocol.CodeInvalidRequest}})
 }
@@ -654,7 +593,7 @@ func (r *Runner) claim(name, dst string) bool {
 		}
 	}
 	r.checkLayout()
-	if !r.layout.usable() {
+	if r.layout.err != nil {
 		return false
 	}
 	ok, err = r.root.Claim(src, dst)
@@ -676,7 +615,7 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 		return false
 	}
 	r.log.Warn("a session directory is not usable; the command waits in queue/", "name", name, "err", why)
-	r.queue.add(name, seq, "")
+	r.queue.pend.add(name, seq, "")
 	return true
 }
 
@@ -684,10 +623,10 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 // and its cmd_id count as done, so a duplicate queued right behind it is
 // refused even before the result is on disk.
 func (r *Runner) submitResult(j resultJob) {
-	r.queue.settle(j.name)
+	r.queue.settling[j.name] = true
 	if _, _, err := protocol.ParseCommandName(j.name); err == nil {
-		r.queue.noteResult(j.res.CmdID, j.name)
-		if r.in.hasWaiting(j.res.CmdID) {
+		r.queue.done[j.res.CmdID] = j.name
+		if len(r.in.waiting[j.res.CmdID]) > 0 {
 			r.pumpWaiting(j.res.CmdID) // It ended without running (cancelled while queued, rejected).
 		}
 	}
@@ -697,14 +636,14 @@ func (r *Runner) submitResult(j resultJob) {
 // onResult records a result the writer committed (or gave up on).
 func (r *Runner) onResult(d resultDone) {
 	j, res := d.job, d.job.res
-	r.queue.settled(j.name)
+	delete(r.queue.settling, j.name)
 	for _, x := range d.displaced {
 		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: d.job.res.CmdID, Seq: d.job.res.Seq, Detail: x})
 	}
 	for _, d := range d.recreated {
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": d + "/"}})
 	}
-	r.status.changed()
+	r.status.dirty = true
 	r.ringSync()
 	if d.err != nil {
 		r.log.Error("a result was not written; the command stays in inflight/ and the next runner settles it",
@@ -717,7 +656,7 @@ func (r *Runner) onResult(d resultDone) {
 		r.metrics.result(r, res, j.kind == jobRun)
 	}
 	if d.existed && j.kind != jobRecovered {
-		r.queue.countSkipped()
+		r.queue.skipped++
 		r.log.Warn("a result already existed; it was kept and nothing was written", "name", j.name)
 		r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: res.CmdID, Seq: res.Seq, Detail: map[string]any{
 			"reason": "result exists", "file": j.cmdFile, "would_have_been": string(res.Status)}})
@@ -732,7 +671,7 @@ func (r *Runner) onResult(d resultDone) {
 			TraceID: res.TraceID, Labels: res.Labels,
 			Detail: endDetail(res, map[string]any{"bytes": res.Stats.Bytes, "duration_ms": res.Stats.DurationMS})})
 	case jobRejected:
-		r.queue.countRejected()
+		r.queue.rejected++
 		r.event(protocol.Event{Event: protocol.EvRejected, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
 			ExitReason: res.ExitReason, Detail: map[string]any{"file": j.cmdFile, "error": res.Error.Message, "code": res.Error.Code}})
 	case jobRecovered:
@@ -749,7 +688,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	// runs (PROTOCOL.md, "Durability and crash consistency").
 	r.ringSync()
 	r.checkDiskRoom() // A command started after space returned is written whole.
-	spoolStart := r.disk.spoolOffset()
+	spoolStart := r.disk.spoolSize
 	outName := protocol.OutputName(name)
 	out, err := r.createOutput(rel(protocol.DirOutput, outName))
 	if errors.Is(err, os.ErrNotExist) {
@@ -769,8 +708,8 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		r.finishEarly(name, cmd, protocol.CodeIO, "cannot create the output file: "+err.Error(), rel(protocol.DirOutput, outName))
 		return
 	}
-	c := newRunning(cmd, name, r.clk.Now(), r.tool.startCount(), r.disk.spoolOffset(), out)
-	c.setPayloadSHA(payloadSHA)
+	c := newRunning(cmd, name, r.clk.Now(), r.tool.starts, r.disk.spoolSize, out)
+	c.payloadSHA = payloadSHA
 	if clamped {
 		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: cmd.CmdID, Seq: cmd.Seq, Detail: map[string]any{
 			"timeout_s": cmd.TimeoutS, "clamped_to_ms": timeout.Milliseconds()}})
@@ -845,7 +784,7 @@ func (c *running) runLine(root *sessionRoot, drv driver) (string, error) {
 		return "", err
 	}
 	// The tool opens the file by its path (it cannot be handed an fd).
-	return drv.run(root.abs(c.payload), "", m.Prefix, m.Token, wrap), nil
+	return drv.run(root.Abs(c.payload), "", m.Prefix, m.Token, wrap), nil
 }
 
 // finishEarly settles a claimed command that never reached the tool; file
@@ -853,7 +792,7 @@ func (c *running) runLine(root *sessionRoot, drv driver) (string, error) {
 func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg, file string) {
 	res := &protocol.Result{CmdID: cmd.CmdID, Seq: cmd.Seq, Status: protocol.StatusError,
 		ExitReason: protocol.ReasonRunnerError, Error: &protocol.Error{Code: code, Message: msg, Context: errContext("file", file)},
-		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolOffset(), SpoolEnd: r.disk.spoolOffset(),
+		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolSize, SpoolEnd: r.disk.spoolSize,
 		TraceID: cmd.TraceID, Labels: cmd.Labels}
 	r.submitResult(resultJob{kind: jobEarly, name: name, res: res, text: cmd.Payload,
 		cmdFile: rel(protocol.DirInflight, name), keepAt: res.CommandPath})
@@ -862,9 +801,9 @@ func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg, file
 // onBegin switches from discarding to capturing the command's output.
 func (r *Runner) onBegin() {
 	c := r.cur
-	c.begin()
+	c.begun = true
 	_, line := r.drv.(*lineDriver) // The newline before its marker is the tool's own.
-	r.fr.capture(c.markerPrefix(), r.doneMatcher(c), c.injected() && !line, r.sink)
+	r.fr.capture(c.cmd.Marker.Prefix, r.doneMatcher(c), c.cmd.Marker.Mode == protocol.MarkerRunnerInject && !line, r.sink)
 }
 
 // sink receives captured output of the current command. The terminal's
@@ -884,7 +823,7 @@ func (r *Runner) emit(b []byte) {
 		c.skip(b)
 	} else {
 		if err := c.write(b); err != nil && isNoSpace(err) {
-			r.noSpace(c.fileName(), err)
+			r.noSpace(c.name, err)
 		}
 	}
 	r.tail.write(b)
@@ -904,25 +843,25 @@ func (r *Runner) doneMatcher(c *running) func([]byte) bool {
 func (r *Runner) finish(status protocol.Status, reason protocol.ExitReason, errInfo *protocol.Error, exit *toolExit) {
 	c := r.cur
 	r.fr.finish() // Flush held-back bytes into the output before closing it.
-	c.flushEcho(r.emit)
+	c.echo.flush(r.emit)
 	r.cur = nil
 	r.endInput() // Held send and signal requests are refused: it has ended.
 	// Its output file gets the rest; a failure is kept for the result.
 	_ = c.flush()
 	r.flushSpool()
-	j := c.end(status, reason, errInfo, exit, r.clk.Now(), r.disk.spoolOffset())
-	r.status.commandDone()
+	j := c.end(status, reason, errInfo, exit, r.clk.Now(), r.disk.spoolSize)
+	r.status.cmdsDone++
 	r.submitResult(j)
 }
 
 // finishByMarker ends the current command from its done marker.
 func (r *Runner) finishByMarker() {
 	c := r.cur
-	if c.helpersGone() {
+	if c.marker.helpersGone {
 		// The payload deleted the runner's helpers: type them again; the
 		// tool reads them before the next command.
-		r.log.Warn("the payload deleted the runner's Tcl helpers; restoring them", "cmd_id", c.id())
-		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: c.id(), Seq: c.seq(), Detail: map[string]any{"helpers": "restored"}})
+		r.log.Warn("the payload deleted the runner's Tcl helpers; restoring them", "cmd_id", c.cmd.CmdID)
+		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Detail: map[string]any{"helpers": "restored"}})
 		r.typeLine(r.drv.bootstrap())
 	}
 	if status, reason, e, ok := c.endError(nil); ok {
@@ -969,9 +908,9 @@ func (r *Runner) createOutput(name string) (*os.File, error) {
 		f.Close()
 		r.root.RemoveOrLater(spare)
 	}
-	f, err = r.root.CreateNew(name, r.layout.fileMode())
+	f, err = r.root.CreateNew(name, r.layout.perms.file)
 	if err == nil {
-		_ = f.Chmod(r.layout.fileMode()) // Independent of the umask.
+		_ = f.Chmod(r.layout.perms.file) // Independent of the umask.
 	}
 	return f, err
 }

@@ -28,20 +28,16 @@ func (e *echoFilter) truncate(n int) {
 		e.want = e.want[:keep]
 	}
 	if len(e.want) == len(e.held) {
-		e.reset()
+		e.want, e.held = e.want[:0], e.held[:0]
 	}
 }
-
-func (e *echoFilter) active() bool { return len(e.want) > 0 }
-
-func (e *echoFilter) reset() { e.want, e.held = e.want[:0], e.held[:0] }
 
 // feed passes output b through: the part that continues the expected echo
 // is held back (and dropped once the echo is complete), the rest goes to
 // emit. At the first byte that differs the filter gives up, emitting what
 // it held.
 func (e *echoFilter) feed(b []byte, emit func([]byte)) {
-	if !e.active() {
+	if len(e.want) == 0 {
 		emit(b)
 		return
 	}
@@ -49,7 +45,7 @@ func (e *echoFilter) feed(b []byte, emit func([]byte)) {
 	n := commonPrefix(b, rest)
 	switch {
 	case n == len(rest): // The echo is complete: dropped.
-		e.reset()
+		e.want, e.held = e.want[:0], e.held[:0]
 		if n < len(b) {
 			emit(b[n:])
 		}
@@ -59,7 +55,7 @@ func (e *echoFilter) feed(b []byte, emit func([]byte)) {
 		if len(e.held) > 0 {
 			emit(e.held)
 		}
-		e.reset()
+		e.want, e.held = e.want[:0], e.held[:0]
 		emit(b)
 	}
 }
@@ -69,7 +65,7 @@ func (e *echoFilter) flush(emit func([]byte)) {
 	if len(e.held) > 0 {
 		emit(e.held)
 	}
-	e.reset()
+	e.want, e.held = e.want[:0], e.held[:0]
 }
 
 func commonPrefix(a, b []byte) int {
@@ -100,9 +96,3 @@ func (w *outWindow) add(b []byte) {
 	}
 	w.buf = append(w.buf, b...)
 }
-
-// start is the output offset of the first byte kept.
-func (w *outWindow) start() int64 { return w.end - int64(len(w.buf)) }
-
-// since returns the kept output from offset from (start() <= from <= end).
-func (w *outWindow) since(from int64) []byte { return w.buf[from-w.start():] }

@@ -100,12 +100,6 @@ type runStatus struct {
 	cmdsDone int64
 }
 
-// changed marks state.json for rewriting (the loop schedules it).
-func (s *runStatus) changed() { s.dirty = true }
-
-// isDirty reports whether state.json is to be rewritten.
-func (s *runStatus) isDirty() bool { return s.dirty }
-
 // schedule sets when a dirty state.json is rewritten: stateDelay after
 // now, unless a time is set already.
 func (s *runStatus) schedule(now time.Time) {
@@ -114,31 +108,16 @@ func (s *runStatus) schedule(now time.Time) {
 	}
 }
 
-// dueAt returns when state.json is to be rewritten (zero: not scheduled).
-func (s *runStatus) dueAt() time.Time { return s.writeAt }
-
 // due reports whether a scheduled rewrite of state.json is due at now.
 func (s *runStatus) due(now time.Time) bool {
 	return !s.writeAt.IsZero() && !now.Before(s.writeAt)
 }
-
-// written notes that state.json was rewritten: nothing is due.
-func (s *runStatus) written() { s.dirty, s.writeAt = false, time.Time{} }
-
-// commandDone counts a command that ran to its result.
-func (s *runStatus) commandDone() { s.cmdsDone++ }
-
-// commandsDone returns the commands that ran to their result.
-func (s *runStatus) commandsDone() int64 { return s.cmdsDone }
 
 // beat counts a heartbeat and returns its counter.
 func (s *runStatus) beat() int64 {
 	s.beats++
 	return s.beats
 }
-
-// beatCount returns the heartbeats written so far.
-func (s *runStatus) beatCount() int64 { return s.beats }
 
 // writeState rewrites state/state.json. It is observed state, rewritten on
 // every transition: atomic for readers, not fsynced (a crash loses at most
@@ -147,13 +126,13 @@ func (r *Runner) writeState() {
 	phase, why := r.phase()
 	st := protocol.State{
 		ProtocolVersion: protocol.Version, Phase: phase, SessionID: r.id.sessionID,
-		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.depth(),
+		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: len(r.queue.pend.ready) + len(r.queue.pend.deferred),
 		Reason: why, Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
-		CommandsDone: r.status.commandsDone(), ToolStarts: r.tool.startCount(), RejectedCount: r.queue.rejectedCount(), SkippedCount: r.queue.skippedCount(),
-		LeaseError: r.lease.failure(), DiskFull: r.disk.isFull(),
+		CommandsDone: r.status.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.queue.rejected, SkippedCount: r.queue.skipped,
+		LeaseError: r.lease.err, DiskFull: r.disk.full,
 	}
 	if r.stop.stage == stopDone {
-		st.Error = r.stop.failure()
+		st.Error = r.stop.err
 	}
 	if r.watcher != nil {
 		st.Watch = "poll"
@@ -169,7 +148,7 @@ func (r *Runner) writeState() {
 	}
 	// Marked written before the write: a write that finds the disk full
 	// (noSpace) marks state.json changed again, for disk_full.
-	r.status.written()
+	r.status.dirty, r.status.writeAt = false, time.Time{}
 	if err := r.writeFile(protocol.FileState, marshal(st)); err != nil {
 		r.log.Warn("write state", "err", err)
 	}
@@ -182,7 +161,7 @@ func (r *Runner) beat() {
 	hb := protocol.Heartbeat{
 		ProtocolVersion: protocol.Version, Timestamp: protocol.Now(), Counter: n,
 		Hostname: r.id.hostname, RunnerPID: os.Getpid(), SessionID: r.id.sessionID, Phase: phase,
-		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolOffset(),
+		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolSize,
 	}
 	if r.cur != nil {
 		r.cur.describeBeat(&hb)
@@ -198,10 +177,10 @@ func (r *Runner) beat() {
 // write leaves nothing where masters look; a symlink or FIFO planted at
 // the target is replaced, never followed.
 func (r *Runner) writeFile(relPath string, data []byte) error {
-	err := r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.fileMode())
+	err := r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.perms.file)
 	if err != nil && isNoSpace(err) {
 		r.noSpace(relPath, err)
-		err = r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.fileMode())
+		err = r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.perms.file)
 		if err != nil && isNoSpace(err) && (relPath == protocol.FileHeartbeat || relPath == protocol.FileState) {
 			err = r.disk.writeInPlace(relPath, data) // disk.go
 		}

@@ -34,28 +34,11 @@ type layoutState struct {
 	warnings []trustWarning
 }
 
-// modes is the session's modes (set at start, never changed).
-func (l *layoutState) modes() perms { return l.perms }
-
-// fileMode is the mode of the runner's files.
-func (l *layoutState) fileMode() os.FileMode { return l.perms.file }
-
-// trustWarnings are what the start's trust checks warned about.
-func (l *layoutState) trustWarnings() []trustWarning { return l.warnings }
-
-// usable reports whether the session directory can be used.
-func (l *layoutState) usable() bool { return l.err == nil }
-
 // setErr records why the session directory cannot be used (nil: it can)
 // and returns what was recorded before.
 func (l *layoutState) setErr(err error) (was error) {
 	was, l.err = l.err, err
 	return was
-}
-
-// checkDir checks that session directory d is one the runner may serve.
-func (l *layoutState) checkDir(root *sessionRoot, d string) error {
-	return checkSubdir(root, d, l.perms, runnerEUID())
 }
 
 // repair recreates the session's missing directories and checks each one,
@@ -262,7 +245,7 @@ func checkSubdir(root *sessionRoot, d string, p perms, euid int) error {
 
 // checkSubdirInfo is checkSubdir on what a look at d found.
 func checkSubdirInfo(root *sessionRoot, d string, fi os.FileInfo, p perms, euid int) error {
-	path := root.abs(d)
+	path := root.Abs(d)
 	if !fi.IsDir() {
 		return fmt.Errorf("%w: %s/ is %s, not a directory: remove it (the runner recreates it)", ErrUntrusted, d, fileKind(fi))
 	}

@@ -45,7 +45,7 @@ func (r *Runner) acquire() error {
 		return fmt.Errorf("%w: %s has %d links (a hard link to another file was planted there; the runner would lock and chmod it): remove it",
 			ErrUntrusted, protocol.FileLock, st.Nlink)
 	}
-	r.lock = r.root.newLock(lockPath, r.layout.fileMode())
+	r.lock = r.root.newLock(lockPath, r.layout.perms.file)
 	locked, err := r.lock.TryLock()
 	// A master probing liveness holds a shared lock for microseconds:
 	// retry briefly before concluding that a runner holds it.
@@ -57,7 +57,7 @@ func (r *Runner) acquire() error {
 		r.log.Warn("flock unavailable on this filesystem; relying on the heartbeat", "err", err)
 	}
 	if locked {
-		_ = r.root.Chmod(lockPath, r.layout.fileMode()) // Masters of a shared session probe it.
+		_ = r.root.Chmod(lockPath, r.layout.perms.file) // Masters of a shared session probe it.
 		if fi, err := r.lock.Stat(); err == nil {
 			r.root.holdLock(fi) // From now on a lock file deleted or replaced stops the runner (lost.go).
 		}
@@ -192,7 +192,7 @@ func (l *fileLock) TryLock() (bool, error) {
 			continue
 		}
 		l.close()
-		return false, &os.PathError{Op: "flock", Path: l.root.abs(l.name), Err: err}
+		return false, &os.PathError{Op: "flock", Path: l.root.Abs(l.name), Err: err}
 	}
 }
 

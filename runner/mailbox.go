@@ -50,40 +50,12 @@ func (m *mailbox) asideName(name string) string {
 	return rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", m.moved, name))
 }
 
-// forget drops what was noted about an incomplete file name (taken,
-// withdrawn or complete now).
-func (m *mailbox) forget(name string) { delete(m.seen, name) }
-
-// lookNow clears the time to look at ctl/ again: a look is under way, and
-// what it finds incomplete sets a new one (recheckAt).
-func (m *mailbox) lookNow() { m.recheck = time.Time{} }
-
-// recheckTime returns when ctl/ is to be looked at again (zero: no need).
-func (m *mailbox) recheckTime() time.Time { return m.recheck }
-
-// recheckDue reports whether ctl/ is to be looked at again at now.
-func (m *mailbox) recheckDue(now time.Time) bool {
-	return !m.recheck.IsZero() && !now.Before(m.recheck)
-}
-
-// startedAt returns the runner's start on the filesystem's clock (init).
-func (m *mailbox) startedAt() time.Time { return m.startMod }
-
 // writtenBeforeStart reports whether a request file modified at mod (zero:
 // unknown) was written before this runner started (init), i.e. was meant
 // for an earlier runner.
 func (m *mailbox) writtenBeforeStart(mod time.Time) bool {
 	return !mod.IsZero() && mod.Before(m.startMod)
 }
-
-// hold notes a send or signal request taken and not yet answered.
-func (m *mailbox) hold(name string) { m.held[name] = true }
-
-// release notes that a held request is answered (or refused).
-func (m *mailbox) release(name string) { delete(m.held, name) }
-
-// isHeld reports whether the request name is held (hold).
-func (m *mailbox) isHeld(name string) bool { return m.held[name] }
 
 // taken reports whether name was taken: held, or acted on with its reply
 // still to be written.
@@ -92,21 +64,11 @@ func (m *mailbox) taken(name string) bool {
 	return m.held[name] || unsent
 }
 
-// heldCount returns the requests held (hold), bounded by maxHeld.
-func (m *mailbox) heldCount() int { return len(m.held) }
-
-// retryReply keeps the reply b to the request name, acted on but whose
-// write failed: it is retried, the request is never acted on again.
-func (m *mailbox) retryReply(name string, b []byte) { m.unsent[name] = b }
-
 // unsentReply returns the reply kept for name by retryReply, if any.
 func (m *mailbox) unsentReply(name string) ([]byte, bool) {
 	b, ok := m.unsent[name]
 	return b, ok
 }
-
-// replySent drops the reply kept for name: it is written now.
-func (m *mailbox) replySent(name string) { delete(m.unsent, name) }
 
 // fileSeen is how an incomplete file looked when it last changed.
 type fileSeen struct {
@@ -176,7 +138,7 @@ func writeStamp(root *sessionRoot, p, content string) (time.Time, error) {
 // written (the order of requests is part of the contract) and comes back
 // at m.recheck.
 func (r *Runner) checkCtl() {
-	r.mbox.lookNow()
+	r.mbox.recheck = time.Time{}
 	// One listing per look, which runs on every poll: its open of ctl/
 	// is what fsq.Revalidate does (requests come from other hosts), and
 	// the legacy files are looked up only when it shows them.
@@ -208,7 +170,7 @@ func (r *Runner) checkCtl() {
 		if base := path.Base(f); slices.Contains(names, base) {
 			r.takeLegacy(f)
 		} else {
-			r.mbox.forget(base)
+			delete(r.mbox.seen, base)
 		}
 	}
 	for _, n := range names {
@@ -258,12 +220,12 @@ func (r *Runner) listCtl() ([]string, error) {
 // be decided yet (still being written, or unreadable for now).
 func (r *Runner) takeRequest(name string) bool {
 	p := rel(protocol.DirCtl, name)
-	if r.mbox.isHeld(name) {
+	if r.mbox.held[name] {
 		return true // Taken; answered once it is delivered or refused.
 	}
 	if b, ok := r.mbox.unsentReply(name); ok {
 		if r.writeReply(name, b) == nil {
-			r.mbox.replySent(name)
+			delete(r.mbox.unsent, name)
 			r.removeRequest(p)
 		}
 		return true
@@ -277,7 +239,7 @@ func (r *Runner) takeRequest(name string) bool {
 	var perr error
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		r.mbox.forget(name) // Withdrawn.
+		delete(r.mbox.seen, name) // Withdrawn.
 		return true
 	case errors.Is(err, fsq.ErrTooLarge):
 		perr = &limitError{fmt.Sprintf("file is larger than %d bytes", protocol.MaxRequestSize), protocol.MaxRequestSize}
@@ -299,7 +261,7 @@ func (r *Runner) takeRequest(name string) bool {
 			return false
 		}
 	}
-	r.mbox.forget(name)
+	delete(r.mbox.seen, name)
 	if req == nil {
 		seq, id, _ := protocol.ParseRequestName(name)
 		req = &protocol.ControlRequest{ReqID: id, Seq: seq}
@@ -317,7 +279,7 @@ func (r *Runner) takeRequest(name string) bool {
 	failpoint("ctl_after_act")
 	b := marshal(replyFor(req, a))
 	if err := r.writeReply(name, b); err != nil {
-		r.mbox.retryReply(name, b) // Acted on: never again; the reply is retried.
+		r.mbox.unsent[name] = b // Acted on: never again; the reply is retried.
 		return true
 	}
 	failpoint("ctl_after_reply")
@@ -354,7 +316,7 @@ func replyFor(req *protocol.ControlRequest, a answer) *protocol.ControlReply {
 // results and logs (its file: "ctl/req_<seq>_<req_id>.json", "ctl/cancel.json").
 func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time, source string) answer {
 	r.flushSpool()
-	a := answer{offset: r.disk.spoolOffset(), cmdID: req.CmdID}
+	a := answer{offset: r.disk.spoolSize, cmdID: req.CmdID}
 	switch {
 	case perr != nil:
 		a.outcome, a.message = protocol.OutcomeRejected, "rejected, nothing done: "+perr.Error()
@@ -366,7 +328,7 @@ func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time,
 	case req.SessionID == "" && r.mbox.writtenBeforeStart(mod):
 		a.outcome = protocol.OutcomeStale
 		a.ctx = errContext("session_id", r.id.sessionID, "written_before_start", true)
-		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startedAt().UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"
+		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startMod.UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"
 	case req.Op == protocol.OpCancel:
 		a.outcome, a.message, a.cmdID = r.cancel(req.Scope, req.CmdID, requestWords(req, source, mod), requestContext(req, source))
 	case req.Op == protocol.OpStop:
@@ -524,7 +486,7 @@ func (r *Runner) removeRequest(p string) {
 // name cannot be a reply's name.
 func (r *Runner) rejectRequestName(name string) {
 	r.flushSpool()
-	off := r.disk.spoolOffset()
+	off := r.disk.spoolSize
 	r.mbox.moveAside(rel(protocol.DirCtl, name), name)
 	msg := "rejected, nothing done: " + strconv.Quote(name) + " is not req_<seq>_<req_id>.json (req_id: 1-128 characters of [A-Za-z0-9._-])"
 	r.log.Warn("control request with a bad name", "file", name)

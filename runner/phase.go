@@ -73,7 +73,7 @@ func (r *Runner) showPhase() {
 		return
 	}
 	r.status.shown, r.status.shownWhy = p, why
-	r.status.changed()
+	r.status.dirty = true
 	if p == protocol.PhaseError {
 		r.log.Error("runner in error phase", "reason", why)
 	}

@@ -4,8 +4,6 @@ import (
 	"container/heap"
 	"log/slog"
 	"time"
-
-	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // cmdQueue is the runner's part that reads queue/: the scanner that lists
@@ -27,71 +25,12 @@ type cmdQueue struct {
 	scanOwed   bool                    // polling only: a tick's listing is still to start (pace.go)
 }
 
-// add records a name listed in queue/ (seq, and the naming rule it
-// breaks, "" for a good name); it reports false if it is already pending.
-func (q *cmdQueue) add(name string, seq int64, misnamed string) bool {
-	return q.pend.add(name, seq, misnamed)
-}
-
-// next takes the pending entry to run next in (seq, name) order, or nil.
-func (q *cmdQueue) next() *pendingEntry { return q.pend.pop() }
-
 // retryAt parks e, a file that could not be read yet, until at.
 func (q *cmdQueue) retryAt(e *pendingEntry, at time.Time) { q.pend.deferUntil(e, at) }
-
-// withdraw forgets a pending name (a cancelled queued command).
-func (q *cmdQueue) withdraw(name string) { q.pend.remove(name) }
-
-// promote makes the parked entries that are due at now ready, and returns
-// the earliest retry time still ahead (zero if none).
-func (q *cmdQueue) promote(now time.Time) time.Time { return q.pend.promote(now) }
-
-// depth returns the number of pending names (state.json's queue_depth).
-func (q *cmdQueue) depth() int { return q.pend.len() }
 
 // setMore says whether nextCommand stopped early with commands left, so
 // that the loop comes back at once (moreQueued).
 func (q *cmdQueue) setMore(more bool) { q.more = more }
-
-// moreQueued reports whether nextCommand stopped early (setMore).
-func (q *cmdQueue) moreQueued() bool { return q.more }
-
-// resultName returns the name of the result file of cmd_id id, "" if it
-// has none (on disk or on its way there).
-func (q *cmdQueue) resultName(id string) string { return q.done[id] }
-
-// noteResult records that cmd_id id has a result, under name.
-func (q *cmdQueue) noteResult(id, name string) { q.done[id] = name }
-
-// settle notes that name's result was handed to the result writer.
-func (q *cmdQueue) settle(name string) { q.settling[name] = true }
-
-// settled notes that the result writer is done with name's result.
-func (q *cmdQueue) settled(name string) { delete(q.settling, name) }
-
-// isSettling reports whether name's result is still being written.
-func (q *cmdQueue) isSettling(name string) bool { return q.settling[name] }
-
-// anySettling reports whether any result is still being written.
-func (q *cmdQueue) anySettling() bool { return len(q.settling) > 0 }
-
-// countSkipped counts a name cleared because it already had a result.
-func (q *cmdQueue) countSkipped() { q.skipped++ }
-
-// countRejected counts a file answered as invalid.
-func (q *cmdQueue) countRejected() { q.rejected++ }
-
-// skippedCount returns the names cleared because they had a result.
-func (q *cmdQueue) skippedCount() int64 { return q.skipped }
-
-// rejectedCount returns the files answered as invalid.
-func (q *cmdQueue) rejectedCount() int64 { return q.rejected }
-
-// readOpenBegins notes the commands whose cmd_begin in the event log has
-// no cmd_end (a dead runner's: recover.go).
-func (q *cmdQueue) readOpenBegins() {
-	q.openBegins = unendedBegins(q.root, protocol.FileMeta)
-}
 
 // openBeginsExcept returns the open begins (readOpenBegins) not in skip,
 // in no particular order.
@@ -128,18 +67,11 @@ func (q *cmdQueue) startScan(dir string, list func(string) ([]string, error), cl
 // stopScan ends the listing goroutine (startScan).
 func (q *cmdQueue) stopScan() { q.scan.close() }
 
-// scanResults delivers the listings startScan's goroutine makes.
-func (q *cmdQueue) scanResults() <-chan scanResult { return q.scan.results }
-
 // scanLost notes that inotify lost events, which makes a listing due.
 func (q *cmdQueue) scanLost(inotify bool) {
 	q.scan.lost = true
 	q.maybeScan(inotify)
 }
-
-// listed reports whether a full listing of queue/ completed since the
-// start: nothing starts before (nextCommand).
-func (q *cmdQueue) listed() bool { return q.scan.listed }
 
 // pendingEntry is a command file name seen in queue/ and not yet handled.
 type pendingEntry struct {
@@ -230,8 +162,6 @@ func (p *pending) remove(name string) bool {
 	}
 	return true
 }
-
-func (p *pending) len() int { return len(p.ready) + len(p.deferred) }
 
 type entryHeap []*pendingEntry
 

@@ -40,7 +40,7 @@ func (r *Runner) recover() error {
 			continue // Not a result: moved aside when the result is written (displace).
 		}
 		if _, id, err := protocol.ParseCommandName(name); err == nil {
-			r.queue.noteResult(id, name)
+			r.queue.done[id] = name
 			have[name] = true
 		}
 	}
@@ -78,7 +78,7 @@ func (r *Runner) recover() error {
 	if len(leftovers) == 0 && r.pendingTakeover == nil && clean {
 		return nil // A clean stop left nothing to settle.
 	}
-	r.queue.readOpenBegins()
+	r.queue.openBegins = unendedBegins(r.queue.root, protocol.FileMeta)
 	inflightKeys := make(map[beginKey]bool, len(leftovers))
 	for _, name := range leftovers {
 		seq, id, _ := protocol.ParseCommandName(name)
@@ -110,14 +110,14 @@ func (r *Runner) recover() error {
 	}
 	// Wait for every recovery result: they are durable before anything
 	// else happens.
-	for r.queue.anySettling() {
+	for len(r.queue.settling) > 0 {
 		r.onResult(<-r.results.done)
 	}
 	if !r.cfg.NoSync {
 		if err := r.root.SyncDir(protocol.DirResult); err != nil {
 			return err
 		}
-		if err := r.disk.syncEvents(); err != nil {
+		if err := r.disk.meta.Sync(); err != nil {
 			return err
 		}
 	}
@@ -253,7 +253,7 @@ func (r *Runner) rebuildOutput(name string) {
 		return
 	}
 	detail := map[string]any{"output_rebuilt": out, "bytes": len(want), "from": rel(protocol.DirResult, name)}
-	if err := r.root.WriteAtomic(out, want, r.layout.fileMode(), fsq.Durable); err != nil {
+	if err := r.root.WriteAtomic(out, want, r.layout.perms.file, fsq.Durable); err != nil {
 		r.log.Error("cannot rebuild an output file from its result", "file", out, "err", err)
 		detail["error"] = err.Error()
 	} else {
@@ -416,7 +416,7 @@ func (r *Runner) endSettled(skip map[beginKey]bool) {
 	keys := r.queue.openBeginsExcept(skip)
 	slices.SortFunc(keys, func(a, b beginKey) int { return cmp.Compare(a.seq, b.seq) })
 	for _, k := range keys {
-		name := r.queue.resultName(k.id)
+		name := r.queue.done[k.id]
 		if name == "" {
 			continue
 		}
@@ -467,7 +467,7 @@ func (r *Runner) describeInterrupted(res *protocol.Result, name string) {
 	if ob := r.queue.openBegin(beginKey{res.Seq, res.CmdID}); ob != nil {
 		end := ob.next
 		if end < 0 {
-			end = r.disk.spoolOffset()
+			end = r.disk.spoolSize
 		}
 		res.SpoolStart, res.SpoolEnd = ob.start, max(end, ob.end, ob.start)
 	}

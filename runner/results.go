@@ -236,9 +236,6 @@ func defaultOps(cfg writerConfig) writerOps {
 	}
 }
 
-// full reports whether a submit would have to wait.
-func (w *resultWriter) full() bool { return len(w.jobs) == cap(w.jobs) }
-
 // submit queues a job. While the queue is full it keeps handling
 // completions, so the owner and the writer never wait on each other.
 func (w *resultWriter) submit(j resultJob, handle func(resultDone)) {
@@ -485,12 +482,12 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 		}
 		if j := batch[i]; st[i].inline && !existed {
 			failpoint("result_output_lagging")
-			w.lag = append(w.lag, lagging{out: j.out, path: j.res.OutputPath, marker: lagMarker(j.name)})
+			w.lag = append(w.lag, lagging{out: j.out, path: j.res.OutputPath, marker: rel(protocol.DirInflight, lagPrefix+j.name)})
 			batch[i].out = nil // Closed once fsynced.
 		} else if j.marked {
 			// The result that stands is an earlier one's, or this attempt
 			// fsynced the output first (no marker could be made now).
-			w.cfg.root.RemoveOrLater(lagMarker(j.name))
+			w.cfg.root.RemoveOrLater(rel(protocol.DirInflight, lagPrefix+j.name))
 		}
 		w.finish(batch[i], existed)
 	}
@@ -529,7 +526,7 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 			// The marker exists before the result can: made now, it is
 			// in inflight/ whenever the result is in result/ and the
 			// output file may not be durable yet.
-			m, err := w.cfg.root.CreateNew(lagMarker(j.name), 0o600)
+			m, err := w.cfg.root.CreateNew(rel(protocol.DirInflight, lagPrefix+j.name), 0o600)
 			switch {
 			case err == nil:
 				m.Close()
@@ -680,9 +677,6 @@ func (w *resultWriter) move(j resultJob, existed bool) {
 	}
 }
 
-// lagMarker is the marker of a lagging output (resultWriter.lag).
-func lagMarker(name string) string { return rel(protocol.DirInflight, lagPrefix+name) }
-
 // inlineOutput puts a copy of a small output into its result
 // (Result.OutputInline) when results are fsynced, and reports whether it
 // did: the result's fsync then makes the output durable, and the output
@@ -728,7 +722,7 @@ func (w *resultWriter) keepOutput(j *resultJob) error {
 	}
 	cur, err := root.Lstat(j.res.OutputPath)
 	switch {
-	case err == nil && sameFile(held, cur):
+	case err == nil && fsq.SameFile(held, cur):
 		return nil
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("check the output file %s: %w", j.res.OutputPath, err)

@@ -158,10 +158,10 @@ func (r *Runner) openSession() error {
 	// Files on the critical path are taken from pools of spares instead of
 	// being created there (see fsq.Spares). They live in tmp/, so that
 	// clients listing result/ or output/ never see them.
-	r.disk.openSpares(r.layout.fileMode())
-	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.fileMode())
+	r.disk.outSpares = r.disk.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
+	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
 	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.id.hostname, durable: !r.cfg.NoSync,
-		network: r.id.network, filePerm: r.layout.fileMode(), dirMode: r.layout.modes().dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
+		network: r.id.network, filePerm: r.layout.perms.file, dirMode: r.layout.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
 	return r.recover()
 }
 
@@ -219,9 +219,9 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		"network_fs", r.id.network, "inotify", r.watcher.Inotify, "poll", r.cfg.Poll, "tool", r.cfg.Tool)
 	r.event(protocol.Event{Event: protocol.EvRunnerStart, Detail: map[string]any{
 		"protocol_version": protocol.Version, "session_id": r.id.sessionID, "runner_pid": os.Getpid(), "hostname": r.id.hostname,
-		"filesystem": r.id.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.layout.modes().shared,
+		"filesystem": r.id.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.layout.perms.shared,
 		"cwd": workingDir()}})
-	for _, w := range r.layout.trustWarnings() {
+	for _, w := range r.layout.warnings {
 		r.log.Warn(string(w))
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"trust": string(w)}})
 	}
@@ -230,7 +230,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		touch = []string{protocol.DirResult, protocol.DirOutput, protocol.DirAck}
 	}
 	if !r.cfg.NoSync || r.id.network {
-		meta := r.disk.eventLog()
+		meta := r.disk.meta
 		if r.cfg.NoSync {
 			meta = nil
 		}

@@ -110,10 +110,10 @@ func (r *Runner) onScan(res scanResult) {
 		return
 	}
 	for _, ns := range res.names {
-		if r.cur != nil && r.cur.fromFile(ns.name) {
+		if r.cur != nil && r.cur.name == ns.name {
 			continue
 		}
-		if r.queue.add(ns.name, ns.seq, ns.rule) {
+		if r.queue.pend.add(ns.name, ns.seq, ns.rule) {
 			r.noteQueued(ns.name, ns.seq, ns.rule)
 		}
 	}
@@ -124,7 +124,7 @@ func (r *Runner) onScan(res scanResult) {
 // 22): the runner learns of a command when it lists queue/ or inotify
 // names it, once per file. A misnamed one gets its cmd_rejected instead.
 func (r *Runner) noteQueued(name string, seq int64, rule string) {
-	r.status.changed()
+	r.status.dirty = true
 	if rule != "" {
 		return
 	}
@@ -150,7 +150,7 @@ func (q *cmdQueue) scanned(res scanResult) error {
 // maybeScan starts a listing if one is due (inotify: the watcher gets
 // inotify events for queue/).
 func (q *cmdQueue) maybeScan(inotify bool) {
-	if q.scan.due(q.scan.clk.Now(), inotify, q.pend.len() == 0) {
+	if q.scan.due(q.scan.clk.Now(), inotify, (len(q.pend.ready)+len(q.pend.deferred)) == 0) {
 		q.scan.start()
 	}
 }

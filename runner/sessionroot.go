@@ -123,15 +123,9 @@ func (s *sessionRoot) Close() error {
 	return s.Root.Close()
 }
 
-// abs returns the absolute path of name (fsq.Root.Abs).
-func (s *sessionRoot) abs(name string) string { return s.Abs(name) }
-
 // relOf turns an absolute path under the session back into a name
 // (fsq.Root.RelOf).
 func (s *sessionRoot) relOf(p string) string { return s.RelOf(p) }
-
-// sameFile is os.SameFile for infos that may come from the root.
-func sameFile(a, b os.FileInfo) bool { return fsq.SameFile(a, b) }
 
 // openDirFile opens the directory name as a file (fsq.Root.OpenDir).
 func (s *sessionRoot) openDirFile(name string) (*os.File, error) { return s.OpenDir(name) }
@@ -154,10 +148,10 @@ func (s *sessionRoot) ownDir(d string) error {
 		return fmt.Errorf("%w: %s/ is %s, not a directory: remove it (the runner recreates it)", ErrUntrusted, d, fileKind(fi))
 	case ok && int(st.Uid) != runnerEUID():
 		return fmt.Errorf("%w: %s is owned by uid %d, not by the runner's uid %d: nothing is written into it; remove it (the runner recreates it) or chown it",
-			ErrUntrusted, s.abs(d), st.Uid, runnerEUID())
+			ErrUntrusted, s.Abs(d), st.Uid, runnerEUID())
 	case fi.Mode()&0o022 != 0:
 		return fmt.Errorf("%w: %s is writable by others than the runner (mode %v): nothing is written into it; chmod go-w %s",
-			ErrUntrusted, s.abs(d), fi.Mode().Perm(), s.abs(d))
+			ErrUntrusted, s.Abs(d), fi.Mode().Perm(), s.Abs(d))
 	}
 	return nil
 }

@@ -56,7 +56,7 @@ func (t *toolLife) restartDelay(hadCmd bool, now time.Time) time.Duration {
 	t.diedBusy = hadCmd
 	if !hadCmd && now.Sub(t.born) < fastDeath {
 		t.fastDeaths++
-		return backoff(t.fastDeaths)
+		return min(250*time.Millisecond<<min(t.fastDeaths-1, 7), 30*time.Second)
 	}
 	t.fastDeaths = 0
 	return 0
@@ -74,7 +74,7 @@ func (t *toolLife) failedStart(now time.Time, window time.Duration) (recent int,
 		}
 	}
 	t.failedStarts = append(keep, now)
-	return len(t.failedStarts), backoff(t.failStreak)
+	return len(t.failedStarts), min(250*time.Millisecond<<min(t.failStreak-1, 7), 30*time.Second)
 }
 
 // isSync reports whether l is the done marker (under prefix) of a sync
@@ -120,12 +120,6 @@ func (t *toolLife) launch(spec sessionSpec, clk clock) (pid int, n int64, err er
 	return s.Pid(), t.starts, nil
 }
 
-// alive reports whether a tool process runs (started and not yet reaped).
-func (t *toolLife) alive() bool { return t.sess != nil }
-
-// startCount is how many tools this runner has started.
-func (t *toolLife) startCount() int64 { return t.starts }
-
 // identity is the running tool's pid and start time, for state.json; ok
 // is false when no tool runs.
 func (t *toolLife) identity() (pid int, start uint64, ok bool) {
@@ -143,12 +137,6 @@ func (t *toolLife) output() <-chan chunk {
 	}
 	return t.sess.Output()
 }
-
-// outputEnded records that the output channel was closed.
-func (t *toolLife) outputEnded() { t.eof = true }
-
-// outputOver reports whether the output channel was closed.
-func (t *toolLife) outputOver() bool { return t.eof }
 
 // exited is the channel the tool's exit arrives on; nil when no tool runs.
 func (t *toolLife) exited() <-chan toolExit {
@@ -187,15 +175,6 @@ func (t *toolLife) restoreModes() (string, error) {
 	}
 	return t.sess.RestoreModes()
 }
-
-// resize sets the terminal's window size. A tool must run.
-func (t *toolLife) resize(cols, rows int) error { return t.sess.Resize(cols, rows) }
-
-// interrupt does what a user's Ctrl-C does. A tool must run.
-func (t *toolLife) interrupt() error { return t.sess.Interrupt() }
-
-// signal sends sig to the tool's process group. A tool must run.
-func (t *toolLife) signal(sig syscall.Signal) error { return t.sess.Signal(sig) }
 
 // signalForeground sends sig to the terminal's foreground process group.
 // A tool must run.
@@ -265,18 +244,12 @@ func (t *toolLife) escalate(hard bool, failure string) bool {
 	return true
 }
 
-// clearSync forgets every sync token given out so far.
-func (t *toolLife) clearSync() { t.syncTokens = map[string]bool{} }
-
 // prompted records that the tool reached its prompt: the run of failed
 // starts is over.
 func (t *toolLife) prompted() {
 	t.failStreak, t.rejections, t.rejecting = 0, 0, false
 	t.failure, t.wasReady = "", true
 }
-
-// rejected records that the start failing now was rejected at the prompt.
-func (t *toolLife) rejected() { t.rejecting = true }
 
 // countRejection counts the failed start being recorded and reports how
 // many consecutive failed starts were rejections (0: this one was not).
