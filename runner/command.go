@@ -604,7 +604,7 @@ func (r *Runner) claim(name, dst string) bool {
 }
 
 // unclaim puts a claimed command back into queue/ when output/ was swapped
-// for a symlink (errLayout) between the layout check and the start: the
+// for a symlink (fsq.ErrLayout) between the layout check and the start: the
 // command waits, queued, until the layout is fixed instead of getting an
 // error result. It reports false if the file could not be put back (then
 // the command is answered as before).
@@ -695,7 +695,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		r.checkLayout() // Someone deleted output/.
 		out, err = r.createOutput(rel(protocol.DirOutput, outName))
 	}
-	if errors.Is(err, errLayout) && r.unclaim(name, cmd.Seq, err) {
+	if errors.Is(err, fsq.ErrLayout) && r.unclaim(name, cmd.Seq, err) {
 		return
 	}
 	timeout, clamped := cmd.Timeout(r.cfg.DefaultTimeout)
@@ -763,7 +763,7 @@ func beginDetail(cmd *protocol.Command, timeout time.Duration, budget int64) (st
 
 // runLine prepares c's payload (inline, or as a file in inflight/ of
 // root) and returns the line drv types.
-func (c *running) runLine(root *sessionRoot, drv driver) (string, error) {
+func (c *running) runLine(root *fsq.Root, drv driver) (string, error) {
 	m := c.cmd.Marker
 	wrap := m.Mode == protocol.MarkerRunnerInject
 	// An empty payload goes through a (zero-length) file: the drivers read
@@ -893,15 +893,15 @@ func (r *Runner) createOutput(name string) (*os.File, error) {
 	// output/ swapped for another user's directory since the last
 	// heartbeat: the command waits in queue/ (unclaim) instead of writing
 	// its output there.
-	if err := r.root.ownDir(protocol.DirOutput); err != nil {
+	if err := ownDir(r.root, protocol.DirOutput); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: %w", errLayout, err)
+		return nil, fmt.Errorf("%w: %w", fsq.ErrLayout, err)
 	}
 	f, err := r.disk.takeSpare()
 	if err == nil {
-		spare := r.root.relOf(f.Name())
+		spare := r.root.RelOf(f.Name())
 		if err = r.root.Rename(spare, name); err == nil {
 			return f, nil
 		}

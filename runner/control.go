@@ -139,7 +139,7 @@ func (r *Runner) takeLegacy(file string) {
 }
 
 // parseLegacy reads a claimed legacy file into req.
-func parseLegacy(root *sessionRoot, req *protocol.ControlRequest, name string) error {
+func parseLegacy(root *fsq.Root, req *protocol.ControlRequest, name string) error {
 	data, _, err := root.ReadFile(name, maxLegacySize)
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ import (
 // (tmp/ballast), and the suspension of the spool and output files while
 // the disk is full. It is owned by the Run goroutine.
 type spoolDisk struct {
-	root       *sessionRoot
+	root       *fsq.Root
 	meta       *fsq.Log      // log/meta.log; nil once closed
 	metaInfo   os.FileInfo   // of the open event log
 	spool      *os.File      // log/session.out; nil once closed

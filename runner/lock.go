@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/skillpilot/skillpilot/fsq"
 	"io/fs"
 	"os"
 	"syscall"
@@ -45,7 +46,7 @@ func (r *Runner) acquire() error {
 		return fmt.Errorf("%w: %s has %d links (a hard link to another file was planted there; the runner would lock and chmod it): remove it",
 			ErrUntrusted, protocol.FileLock, st.Nlink)
 	}
-	r.lock = r.root.newLock(lockPath, r.layout.perms.file)
+	r.lock = &fileLock{root: r.root, name: lockPath, perm: r.layout.perms.file}
 	locked, err := r.lock.TryLock()
 	// A master probing liveness holds a shared lock for microseconds:
 	// retry briefly before concluding that a runner holds it.
@@ -59,7 +60,7 @@ func (r *Runner) acquire() error {
 	if locked {
 		_ = r.root.Chmod(lockPath, r.layout.perms.file) // Masters of a shared session probe it.
 		if fi, err := r.lock.Stat(); err == nil {
-			r.root.holdLock(fi) // From now on a lock file deleted or replaced stops the runner (lost.go).
+			r.hold.holdLock(fi) // From now on a lock file deleted or replaced stops the runner (lost.go).
 		}
 	}
 	hb, hbErr := readHeartbeat(r.root, protocol.FileHeartbeat)
@@ -124,7 +125,7 @@ func (r *Runner) release() {
 
 // readHeartbeat reads state/heartbeat.json without following a symlink,
 // blocking on a FIFO or reading more than maxStateFile.
-func readHeartbeat(root *sessionRoot, name string) (protocol.Heartbeat, error) {
+func readHeartbeat(root *fsq.Root, name string) (protocol.Heartbeat, error) {
 	var hb protocol.Heartbeat
 	b, _, err := root.ReadFile(name, maxStateFile)
 	if err != nil {
@@ -134,7 +135,7 @@ func readHeartbeat(root *sessionRoot, name string) (protocol.Heartbeat, error) {
 }
 
 // heartbeatMoves watches the heartbeat counter for window (on our clock).
-func heartbeatMoves(root *sessionRoot, name string, counter int64, window time.Duration) bool {
+func heartbeatMoves(root *fsq.Root, name string, counter int64, window time.Duration) bool {
 	end := time.Now().Add(window)
 	for time.Now().Before(end) {
 		time.Sleep(100 * time.Millisecond)
@@ -150,15 +151,11 @@ func heartbeatMoves(root *sessionRoot, name string, counter int64, window time.D
 // through the session root (so never through a symlink): what gofrs/flock
 // did by path. Not safe for concurrent use; the owner goroutine holds it.
 type fileLock struct {
-	root   *sessionRoot
+	root   *fsq.Root
 	name   string
 	perm   os.FileMode
 	f      *os.File
 	locked bool
-}
-
-func (s *sessionRoot) newLock(name string, perm os.FileMode) *fileLock {
-	return &fileLock{root: s, name: name, perm: perm}
 }
 
 // TryLock takes the lock without waiting: false, nil when another holds

@@ -98,11 +98,11 @@ func (r *Runner) reopenLogsIfGone() error {
 
 // logsReplaced reports whether the event log or the spool was deleted or
 // replaced under the runner, or else why log/ cannot be looked at
-// (errLayout).
+// (fsq.ErrLayout).
 func (d *spoolDisk) logsReplaced() (replaced bool, unreachable error) {
 	same := func(rel string, open os.FileInfo) bool {
 		fi, err := d.root.Lstat(rel)
-		if errors.Is(err, errLayout) {
+		if errors.Is(err, fsq.ErrLayout) {
 			unreachable = err
 			return true
 		}

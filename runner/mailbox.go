@@ -30,7 +30,7 @@ import (
 
 // mailbox is the runner's state for ctl/. It is owned by the Run goroutine.
 type mailbox struct {
-	root *sessionRoot
+	root *fsq.Root
 	log  *slog.Logger
 	// startMod is the runner's start on the filesystem's clock: the mtime
 	// of tmp/started, written at start and removed. A request without session_id, or a
@@ -117,7 +117,7 @@ func (m *mailbox) init(sessionID string) {
 }
 
 // writeStamp creates p and returns its mtime.
-func writeStamp(root *sessionRoot, p, content string) (time.Time, error) {
+func writeStamp(root *fsq.Root, p, content string) (time.Time, error) {
 	f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return time.Time{}, err
@@ -457,7 +457,7 @@ func (r *Runner) writeReply(name string, b []byte) error {
 	if errors.Is(err, os.ErrNotExist) {
 		// ctl/ack/ (or ctl/) was removed: made again as MkdirAll would,
 		// unless the session is being removed (mayRecreate).
-		if err = r.root.mayRecreate(protocol.DirAck); err != nil {
+		if err = r.hold.mayRecreate(r.root, protocol.DirAck); err != nil {
 			// Not made again; retried below like any failure.
 		} else if err = r.root.Mkdir(protocol.DirCtl, 0o700); err == nil || errors.Is(err, os.ErrExist) {
 			err = r.root.Mkdir(protocol.DirAck, 0o700)
@@ -526,9 +526,9 @@ func (m *mailbox) stillWriting(name string, fi os.FileInfo, grace time.Duration,
 
 // transient reports read errors worth retrying at the next poll: a
 // network filesystem's stale handle or I/O hiccup, an interrupted call, a
-// session directory swapped for a symlink (errLayout) until it is fixed.
+// session directory swapped for a symlink (fsq.ErrLayout) until it is fixed.
 func transient(err error) bool {
-	return errors.Is(err, errLayout) || errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN)
+	return errors.Is(err, fsq.ErrLayout) || errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN)
 }
 
 func (m *mailbox) recheckAt(t time.Time) {

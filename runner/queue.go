@@ -2,6 +2,7 @@ package runner
 
 import (
 	"container/heap"
+	"github.com/skillpilot/skillpilot/fsq"
 	"log/slog"
 	"time"
 )
@@ -11,7 +12,7 @@ import (
 // and the names whose result is still being written, and the counts of
 // files skipped, rejected and discarded. It is owned by the Run goroutine.
 type cmdQueue struct {
-	root       *sessionRoot
+	root       *fsq.Root
 	log        *slog.Logger
 	scan       *scanner
 	pend       *pending

@@ -284,7 +284,7 @@ type openBegin struct {
 // unendedBegins lists the commands whose cmd_begin has no cmd_end in the
 // last metaScanWindow bytes of the event log, with what the log says of
 // their spool ranges.
-func unendedBegins(root *sessionRoot, name string) map[beginKey]*openBegin {
+func unendedBegins(root *fsq.Root, name string) map[beginKey]*openBegin {
 	open := map[beginKey]*openBegin{}
 	var waiting []*openBegin // begins whose next cmd_begin is not seen yet
 	f, err := root.OpenRegular(name)
@@ -385,7 +385,7 @@ func runnerTemp(dir, name string) bool {
 
 // emptyDir removes every entry of dir (the runner's private tmp/) but a
 // regular file named keep.
-func emptyDir(root *sessionRoot, dir string, keep string) error {
+func emptyDir(root *fsq.Root, dir string, keep string) error {
 	names, err := root.ReadNames(dir)
 	if err != nil {
 		return err
@@ -500,7 +500,7 @@ func (r *Runner) describeInterrupted(res *protocol.Result, name string) {
 // lastRunnerStopped reports whether the event log's last complete line is
 // a runner_stop (the previous runner stopped cleanly), or there is no log:
 // then recovery has no lost events to look for.
-func lastRunnerStopped(root *sessionRoot, name string) bool {
+func lastRunnerStopped(root *fsq.Root, name string) bool {
 	f, err := root.OpenRegular(name)
 	if err != nil {
 		return true

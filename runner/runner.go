@@ -27,7 +27,8 @@ type Runner struct {
 	cfg    Config
 	log    *slog.Logger
 	dir    string       // absolute session directory
-	root   *sessionRoot // every file operation on the session goes through it
+	root   *fsq.Root    // every file operation on the session goes through it
+	hold   *sessionHold // is the session still this runner's? (lost.go)
 	id     identity     // fixed by Open
 	layout layoutState  // modes of the session, and what is wrong with it (layout.go)
 	lock   *fileLock
@@ -85,7 +86,7 @@ func Open(cfg Config) (*Runner, error) {
 	if err := createSession(dir); err != nil {
 		return nil, err
 	}
-	root, err := openRoot(dir)
+	root, err := fsq.OpenRoot(dir)
 	if errors.Is(err, syscall.ENOTDIR) {
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrUntrusted, dir)
 	}
@@ -101,7 +102,7 @@ func Open(cfg Config) (*Runner, error) {
 		root.Close()
 		return nil, err
 	}
-	r := &Runner{layout: layoutState{perms: p, warnings: warns}, root: root, disk: spoolDisk{root: root}, mbox: mailbox{root: root, log: cfg.Logger},
+	r := &Runner{layout: layoutState{perms: p, warnings: warns}, root: root, hold: &sessionHold{}, disk: spoolDisk{root: root}, mbox: mailbox{root: root, log: cfg.Logger},
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind, cfg.Driver),
 		queue: cmdQueue{root: root, log: cfg.Logger, pend: newPending(), done: map[string]string{}, settling: map[string]bool{}},
 		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
@@ -160,7 +161,7 @@ func (r *Runner) openSession() error {
 	// clients listing result/ or output/ never see them.
 	r.disk.outSpares = r.disk.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
 	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
-	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.id.hostname, durable: !r.cfg.NoSync,
+	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, hold: r.hold, host: r.id.hostname, durable: !r.cfg.NoSync,
 		network: r.id.network, filePerm: r.layout.perms.file, dirMode: r.layout.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
 	return r.recover()
 }
