@@ -51,7 +51,7 @@ func (r *Runner) acquire() error {
 	// A master probing liveness holds a shared lock for microseconds:
 	// retry briefly before concluding that a runner holds it.
 	for i := 0; i < 10 && !locked && err == nil; i++ {
-		time.Sleep(20 * time.Millisecond)
+		r.clk.Sleep(20 * time.Millisecond)
 		locked, err = r.lock.TryLock()
 	}
 	if err != nil {
@@ -80,7 +80,7 @@ func (r *Runner) acquire() error {
 	if !ours {
 		window = 2*r.cfg.Heartbeat + 500*time.Millisecond
 	}
-	if ours && heartbeatMoves(r.root, protocol.FileHeartbeat, hb.Counter, window) {
+	if ours && heartbeatMoves(r.root, r.clk, protocol.FileHeartbeat, hb.Counter, window) {
 		if locked {
 			_ = r.lock.Unlock() // We must not keep a lock we will not use.
 		}
@@ -135,10 +135,10 @@ func readHeartbeat(root *fsq.Root, name string) (protocol.Heartbeat, error) {
 }
 
 // heartbeatMoves watches the heartbeat counter for window (on our clock).
-func heartbeatMoves(root *fsq.Root, name string, counter int64, window time.Duration) bool {
-	end := time.Now().Add(window)
-	for time.Now().Before(end) {
-		time.Sleep(100 * time.Millisecond)
+func heartbeatMoves(root *fsq.Root, clk clock, name string, counter int64, window time.Duration) bool {
+	end := clk.Now().Add(window)
+	for clk.Now().Before(end) {
+		clk.Sleep(100 * time.Millisecond)
 		hb, err := readHeartbeat(root, name)
 		if err == nil && hb.Counter != counter {
 			return hb.Phase != protocol.PhaseStopped

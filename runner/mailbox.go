@@ -87,14 +87,14 @@ const startedFile = "started"
 // (just before it) counts as older. The price is that a request without
 // session_id written within that tick after the start is judged stale too;
 // masters set session_id, and a stale stop is the worse mistake.
-func (m *mailbox) init(sessionID string) {
+func (m *mailbox) init(sessionID string, clk clock) {
 	m.seen, m.unsent, m.held = map[string]fileSeen{}, map[string][]byte{}, map[string]bool{}
 	p := rel(protocol.DirTmp, startedFile)
 	first, err := writeStamp(m.root, p, sessionID)
 	if err == nil {
 		m.startMod = first
-		for deadline := time.Now().Add(1100 * time.Millisecond); time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
+		for deadline := clk.Now().Add(1100 * time.Millisecond); clk.Now().Before(deadline); {
+			clk.Sleep(time.Millisecond)
 			var fi os.FileInfo
 			if err = m.root.TouchDir(p); err == nil {
 				fi, err = m.root.Lstat(p)
@@ -111,7 +111,7 @@ func (m *mailbox) init(sessionID string) {
 	_ = m.root.Remove(p) // Only its mtime was needed (or it failed half-way: a full disk).
 	if err != nil {
 		// Our own clock is the same clock on a local filesystem.
-		m.startMod = time.Now()
+		m.startMod = wallNow()
 		m.log.Warn("cannot record the start time on the session's filesystem; using the runner's clock", "err", err)
 	}
 }

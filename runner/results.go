@@ -598,7 +598,7 @@ func (w *resultWriter) displace(name, dst string) bool {
 	if err != nil || fi.Mode().IsRegular() {
 		return false
 	}
-	aside := rel(protocol.DirTmp, fmt.Sprintf(".displaced-%d-%s", time.Now().UnixNano(), name))
+	aside := rel(protocol.DirTmp, fmt.Sprintf(".displaced-%d-%s", wallNow().UnixNano(), name))
 	if err := root.Rename(root.RelOf(dst), aside); err != nil {
 		w.cfg.log.Error("cannot move aside what stands where a result goes", "file", dst, "err", err)
 		return false

@@ -141,7 +141,7 @@ func Open(cfg Config) (*Runner, error) {
 		r.Close()
 		return nil, err
 	}
-	r.mbox.init(r.id.sessionID) // Requests older than this were meant for an earlier runner.
+	r.mbox.init(r.id.sessionID, r.clk) // Requests older than this were meant for an earlier runner.
 	return r, nil
 }
 
@@ -189,7 +189,7 @@ func (r *Runner) Close() error {
 func newSessionID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux.
-	return "session_" + time.Now().UTC().Format("20060102_150405") + "_" + hex.EncodeToString(b[:])
+	return "session_" + wallNow().UTC().Format("20060102_150405") + "_" + hex.EncodeToString(b[:])
 }
 
 func (r *Runner) path(rel string) string { return filepath.Join(r.dir, rel) }

@@ -34,7 +34,8 @@ import (
 //   - the owner's time comes from its clock (clock.go), so that the fake
 //     clock governs every deadline in unit tests: package time's clock
 //     reads, sleeps and timers appear only in clock.go and in the listed
-//     functions that wait on something else than the owner's deadlines;
+//     functions of the result writer's and the syncer's own goroutines,
+//     which pace the disk in real time;
 //   - the Runner struct stays small.
 
 // maxRunnerFields bounds Runner's fields (issue 21).
@@ -82,16 +83,11 @@ var fsqFuncs = map[string]bool{
 var timeCalls = []string{"Now", "Since", "Until", "Sleep", "After", "AfterFunc", "NewTimer", "NewTicker", "Tick"}
 
 // timeExceptions lists the functions outside clock.go that may use them,
-// and why.
+// and why: none runs on the owner goroutine.
 var timeExceptions = map[string]string{
-	"Runner.acquire":         "Open, before the loop: retries a lock a master's liveness probe holds for microseconds",
-	"heartbeatMoves":         "Open, before the loop: watches another runner's heartbeat in real time",
-	"mailbox.init":           "Open, before the loop: waits for the filesystem's mtime to move",
-	"newSessionID":           "the session ID names the wall-clock date",
 	"resultWriter.run":       "the result writer's own goroutine: paces fsyncs of lagging outputs",
 	"resultWriter.commitAll": "the result writer's own goroutine: waits before retrying a commit",
 	"resultWriter.move":      "the result writer's own goroutine: waits before retrying a rename",
-	"resultWriter.displace":  "a unique name for what is moved aside, not a time kept",
 	"syncer.run":             "the syncer's own goroutine: paces its rounds",
 }
 
