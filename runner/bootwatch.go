@@ -69,6 +69,15 @@ func (w *bootWatch) output(b []byte, now time.Time) {
 	}
 }
 
+// quietFor is how long the current round waits for silence.
+func (w *bootWatch) quietFor() time.Duration { return bootQuiet << min(w.tries, 6) }
+
+// atPrompt reports whether the output so far ends in an unfinished line:
+// what a tool waiting for input prints last.
+func (w *bootWatch) atPrompt() bool {
+	return len(w.tail) > 0 && w.tail[len(w.tail)-1] != '\n'
+}
+
 // next is when verdict may say something new; zero: not before the tool
 // prints again (a timer due in the past would wake the loop at once, for
 // ever).
@@ -80,7 +89,7 @@ func (w *bootWatch) next() time.Time {
 	if w.lastOut.After(last) {
 		last = w.lastOut
 	}
-	return last.Add(bootQuiet << min(w.tries, 6))
+	return last.Add(w.quietFor())
 }
 
 // verdict judges the round at now. A tool silent since its start is
@@ -95,7 +104,7 @@ func (w *bootWatch) verdict(now time.Time) bootVerdict {
 	if n := w.next(); n.IsZero() || now.Before(n) {
 		return bootWait
 	}
-	if !(len(w.tail) > 0 && w.tail[len(w.tail)-1] != '\n') || (w.lines == 0 && w.writes > 1) { // Progress on one line, bit by bit.
+	if !w.atPrompt() || (w.lines == 0 && w.writes > 1) { // Progress on one line, bit by bit.
 		w.idle = true
 		return bootWait
 	}

@@ -61,9 +61,6 @@ func (s *stopState) signalled() protocol.StopMode {
 	return protocol.StopGraceful
 }
 
-// failWith records e as the error state.json names once stopped.
-func (s *stopState) failWith(e *protocol.Error) { s.err = e }
-
 // lost reports whether the runner stops because the session was taken
 // away, and why.
 func (s *stopState) lost() (why string, ok bool) {

@@ -108,11 +108,6 @@ func (s *runStatus) schedule(now time.Time) {
 	}
 }
 
-// due reports whether a scheduled rewrite of state.json is due at now.
-func (s *runStatus) due(now time.Time) bool {
-	return !s.writeAt.IsZero() && !now.Before(s.writeAt)
-}
-
 // beat counts a heartbeat and returns its counter.
 func (s *runStatus) beat() int64 {
 	s.beats++

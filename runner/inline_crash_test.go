@@ -42,7 +42,7 @@ func TestOutputRebuiltFromResultAfterCrash(t *testing.T) {
 				t.Fatalf("the result carries %q (sha256 %s), want %q", r.OutputInline, r.OutputSHA256, want)
 			}
 			first, _ := os.ReadFile(filepath.Join(dir, protocol.DirResult, a))
-			marker := filepath.Join(dir, rel(protocol.DirInflight, lagPrefix+a))
+			marker := filepath.Join(dir, lagMarker(a))
 			if _, err := os.Lstat(marker); err != nil {
 				t.Fatalf("no marker for an output not fsynced yet: %v", err)
 			}

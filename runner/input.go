@@ -422,7 +422,7 @@ func deliverSignal(t *toolLife, h *heldReq, a *answer) *answer {
 		// ended marker_seen, rc 137, and the tool lived on).
 		_ = t.sess.Signal(syscall.SIGKILL) // Best effort: the tool may have died already.
 	}
-	if err := t.signalForeground(signals[h.req.Signal]); err != nil && !kill {
+	if err := t.sess.SignalForeground(signals[h.req.Signal]); err != nil && !kill {
 		a.outcome, a.message = protocol.OutcomeRejected, "the signal could not be sent: "+err.Error()
 		return a
 	}
@@ -438,7 +438,7 @@ func deliverSignal(t *toolLife, h *heldReq, a *answer) *answer {
 // refuses a secret while the terminal echoes.
 func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
 	c, req := r.cur, h.req
-	echo, err := r.tool.echo()
+	echo, err := r.tool.sess.Echo()
 	if err != nil {
 		a.outcome, a.message = protocol.OutcomeRejected, "cannot read the terminal's settings: "+err.Error()+"; nothing sent"
 		return a
@@ -483,7 +483,7 @@ func (r *Runner) finishWrite(d inputDone) {
 		}
 	} else {
 		if c := r.cur; c != nil {
-			c.unsent(len(req.Data) - d.n)
+			c.echo.truncate(len(req.Data) - d.n)
 		}
 		a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
 		a.message = fmt.Sprintf("%s ended before it read all its input: %d of %d bytes were written", req.CmdID, d.n, len(req.Data))

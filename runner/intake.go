@@ -27,7 +27,7 @@ const perTurn = 64
 // full listing of queue/ is known, so that a command dropped right after
 // the start cannot overtake a backlog with lower seqs.
 func (r *Runner) nextCommand() {
-	r.queue.setMore(false)
+	r.queue.more = false
 	if len(r.queue.pend.ready)+len(r.queue.pend.deferred) > 0 && r.layout.err == nil && r.cur == nil {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
@@ -38,7 +38,7 @@ func (r *Runner) nextCommand() {
 	}
 	for n := 0; r.cur == nil && r.tool.ready() && r.stop.mode == "" && r.pending.err == nil && r.layout.err == nil && r.queue.scan.listed; n++ {
 		if n == perTurn || len(r.results.jobs) == cap(r.results.jobs) {
-			r.queue.setMore(len(r.results.jobs) != cap(r.results.jobs))
+			r.queue.more = len(r.results.jobs) != cap(r.results.jobs)
 			return
 		}
 		e := r.queue.pend.pop()
@@ -87,7 +87,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 			return
 		}
 		r.log.Warn("read queued command; will retry", "name", e.name, "err", err)
-		r.queue.retryAt(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
+		r.queue.pend.deferUntil(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
 		return
 	}
 	cmd, err := protocol.ParseCommand(e.name, data)

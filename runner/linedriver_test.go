@@ -168,7 +168,7 @@ func TestBootWatch(t *testing.T) {
 		w.typed(now)
 		now = now.Add(10 * time.Millisecond)
 		w.output([]byte("invalid command name \"::__sp::sync\"\n% "), now)
-		now = now.Add(bootQuiet << min(w.tries, 6))
+		now = now.Add(w.quietFor())
 	}
 	if v := w.verdict(now); v != bootRejected {
 		t.Fatalf("after %d rounds: %v, want rejected", bootRounds, v)

@@ -167,7 +167,7 @@ func (r *Runner) onTimer(now time.Time) {
 	if r.disk.flushDue(now) {
 		r.flushBuffers()
 	}
-	if r.status.due(now) {
+	if at := r.status.writeAt; !at.IsZero() && !now.Before(at) { // A scheduled rewrite of state.json.
 		r.writeState()
 	}
 	r.tool.timer(r, now)

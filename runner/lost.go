@@ -146,7 +146,7 @@ func (r *Runner) checkSessionLost() bool {
 	}
 	why = "the session was taken away: " + why
 	r.log.Error("stopping: the session is no longer this runner's", "why", why)
-	r.stop.failWith(&protocol.Error{Code: protocol.CodeSessionLost, Message: why})
+	r.stop.err = &protocol.Error{Code: protocol.CodeSessionLost, Message: why}
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"session_lost": why}})
 	r.requestStop(protocol.StopForce, why)
 	return true

@@ -26,13 +26,6 @@ type cmdQueue struct {
 	scanOwed   bool                    // polling only: a tick's listing is still to start (pace.go)
 }
 
-// retryAt parks e, a file that could not be read yet, until at.
-func (q *cmdQueue) retryAt(e *pendingEntry, at time.Time) { q.pend.deferUntil(e, at) }
-
-// setMore says whether nextCommand stopped early with commands left, so
-// that the loop comes back at once (moreQueued).
-func (q *cmdQueue) setMore(more bool) { q.more = more }
-
 // openBeginsExcept returns the open begins (readOpenBegins) not in skip,
 // in no particular order.
 func (q *cmdQueue) openBeginsExcept(skip map[beginKey]bool) []beginKey {
@@ -44,9 +37,6 @@ func (q *cmdQueue) openBeginsExcept(skip map[beginKey]bool) []beginKey {
 	}
 	return keys
 }
-
-// openBegin returns what the log says of key's open begin, or nil.
-func (q *cmdQueue) openBegin(key beginKey) *openBegin { return q.openBegins[key] }
 
 // endBegin notes that the cmd_end of key is written; it reports whether
 // key was open.
@@ -64,9 +54,6 @@ func (q *cmdQueue) startScan(dir string, list func(string) ([]string, error), cl
 	q.scan = newScanner(dir, list, clk)
 	q.scan.start()
 }
-
-// stopScan ends the listing goroutine (startScan).
-func (q *cmdQueue) stopScan() { q.scan.close() }
 
 // scanLost notes that inotify lost events, which makes a listing due.
 func (q *cmdQueue) scanLost(inotify bool) {

@@ -464,7 +464,7 @@ func (r *Runner) recoveredEnd(k beginKey, res *protocol.Result) {
 // file holds them. A command whose cmd_begin is not in the log keeps 0..0;
 // one without an output file keeps no output_path.
 func (r *Runner) describeInterrupted(res *protocol.Result, name string) {
-	if ob := r.queue.openBegin(beginKey{res.Seq, res.CmdID}); ob != nil {
+	if ob := r.queue.openBegins[beginKey{res.Seq, res.CmdID}]; ob != nil {
 		end := ob.next
 		if end < 0 {
 			end = r.disk.spoolSize

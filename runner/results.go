@@ -483,12 +483,12 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 		}
 		if j := batch[i]; st[i].inline && !existed {
 			failpoint("result_output_lagging")
-			w.lag = append(w.lag, lagging{out: j.out, path: j.res.OutputPath, marker: rel(protocol.DirInflight, lagPrefix+j.name)})
+			w.lag = append(w.lag, lagging{out: j.out, path: j.res.OutputPath, marker: lagMarker(j.name)})
 			batch[i].out = nil // Closed once fsynced.
 		} else if j.marked {
 			// The result that stands is an earlier one's, or this attempt
 			// fsynced the output first (no marker could be made now).
-			w.cfg.root.RemoveOrLater(rel(protocol.DirInflight, lagPrefix+j.name))
+			w.cfg.root.RemoveOrLater(lagMarker(j.name))
 		}
 		w.finish(batch[i], existed)
 	}
@@ -527,7 +527,7 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 			// The marker exists before the result can: made now, it is
 			// in inflight/ whenever the result is in result/ and the
 			// output file may not be durable yet.
-			m, err := w.cfg.root.CreateNew(rel(protocol.DirInflight, lagPrefix+j.name), 0o600)
+			m, err := w.cfg.root.CreateNew(lagMarker(j.name), 0o600)
 			switch {
 			case err == nil:
 				m.Close()
@@ -791,6 +791,9 @@ func readerOf(f *os.File) (*os.File, error) {
 	}
 	return os.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
 }
+
+// lagMarker is the marker of a lagging output (resultWriter.lag).
+func lagMarker(name string) string { return rel(protocol.DirInflight, lagPrefix+name) }
 
 // chmodIfNeeded gives f exactly perm (the umask may have narrowed it).
 func chmodIfNeeded(f *os.File, perm os.FileMode) error {

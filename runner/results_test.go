@@ -260,7 +260,7 @@ func TestWriterInlineOutput(t *testing.T) {
 		}
 	}
 	for deadline := time.Now().Add(longWait); ; time.Sleep(time.Millisecond) {
-		if _, err := os.Lstat(filepath.Join(dir, rel(protocol.DirInflight, lagPrefix+a.name))); os.IsNotExist(err) {
+		if _, err := os.Lstat(filepath.Join(dir, lagMarker(a.name))); os.IsNotExist(err) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -294,7 +294,7 @@ func TestWriterInlineOutput(t *testing.T) {
 		if r := readResult(t, dir, j.name); r.OutputInline != nil || !isSynced(protocol.OutputName(j.name)) {
 			t.Errorf("%s, committed in a group: inline %q, output fsynced %v", j.name, r.OutputInline, isSynced(protocol.OutputName(j.name)))
 		}
-		if _, err := os.Lstat(filepath.Join(dir, rel(protocol.DirInflight, lagPrefix+j.name))); !os.IsNotExist(err) {
+		if _, err := os.Lstat(filepath.Join(dir, lagMarker(j.name))); !os.IsNotExist(err) {
 			t.Errorf("%s, committed in a group, has a marker: %v", j.name, err)
 		}
 	}
@@ -327,7 +327,7 @@ func TestWriterNetworkNeverLagsOutput(t *testing.T) {
 	if r := readResult(t, dir, name); r.OutputInline != nil || !outSynced {
 		t.Fatalf("network: inline %q, output fsynced before the result %v; want no copy and the fsync first", r.OutputInline, outSynced)
 	}
-	if _, err := os.Lstat(filepath.Join(dir, rel(protocol.DirInflight, lagPrefix+name))); !os.IsNotExist(err) {
+	if _, err := os.Lstat(filepath.Join(dir, lagMarker(name))); !os.IsNotExist(err) {
 		t.Errorf("network: a lag marker was made: %v", err)
 	}
 }

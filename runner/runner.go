@@ -245,7 +245,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		list = func(string) ([]string, error) { return r.root.ReadNames(protocol.DirQueue) }
 	}
 	r.queue.startScan(r.path(protocol.DirQueue), list, r.clk)
-	defer r.queue.stopScan()
+	defer r.queue.scan.close()
 	r.startTool()
 	r.writeState()
 	r.beat()

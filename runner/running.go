@@ -255,10 +255,6 @@ func (c *running) sending(h *heldReq, echo bool) {
 	}
 }
 
-// unsent records that the last n bytes of a send were not written: their
-// echo will not come.
-func (c *running) unsent(n int) { c.echo.truncate(n) }
-
 // newRunning is cmd (read from the queue file name) starting at now, with
 // its output going to out from spool offset spoolStart, run by the tool's
 // toolStart-th start.

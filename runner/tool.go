@@ -2,7 +2,6 @@ package runner
 
 import (
 	"fmt"
-	"syscall"
 	"time"
 )
 
@@ -56,7 +55,7 @@ func (t *toolLife) restartDelay(hadCmd bool, now time.Time) time.Duration {
 	t.diedBusy = hadCmd
 	if !hadCmd && now.Sub(t.born) < fastDeath {
 		t.fastDeaths++
-		return min(250*time.Millisecond<<min(t.fastDeaths-1, 7), 30*time.Second)
+		return backoff(t.fastDeaths)
 	}
 	t.fastDeaths = 0
 	return 0
@@ -74,7 +73,7 @@ func (t *toolLife) failedStart(now time.Time, window time.Duration) (recent int,
 		}
 	}
 	t.failedStarts = append(keep, now)
-	return len(t.failedStarts), min(250*time.Millisecond<<min(t.failStreak-1, 7), 30*time.Second)
+	return len(t.failedStarts), backoff(t.failStreak)
 }
 
 // isSync reports whether l is the done marker (under prefix) of a sync
@@ -164,9 +163,6 @@ func (t *toolLife) startInput(p []byte, abort <-chan struct{}, done chan<- input
 	}()
 }
 
-// echo reports whether the terminal echoes input. A tool must run.
-func (t *toolLife) echo() (bool, error) { return t.sess.Echo() }
-
 // restoreModes puts the terminal's modes back (toolSession.RestoreModes);
 // nothing when no tool runs.
 func (t *toolLife) restoreModes() (string, error) {
@@ -175,10 +171,6 @@ func (t *toolLife) restoreModes() (string, error) {
 	}
 	return t.sess.RestoreModes()
 }
-
-// signalForeground sends sig to the terminal's foreground process group.
-// A tool must run.
-func (t *toolLife) signalForeground(sig syscall.Signal) error { return t.sess.SignalForeground(sig) }
 
 // reap clears the dead tool's process group (orphans it left), closes its
 // terminal and forgets it. It returns its pid. A tool must run.
@@ -190,9 +182,6 @@ func (t *toolLife) reap() (pid int) {
 	t.sess = nil
 	return pid
 }
-
-// age is how long the current (or last) tool has lived at now.
-func (t *toolLife) age(now time.Time) time.Duration { return now.Sub(t.born) }
 
 // enter switches the phase and returns the one it leaves.
 func (t *toolLife) enter(p toolPhase) (prev toolPhase) {
@@ -206,9 +195,6 @@ func (t *toolLife) observe(b []byte, now time.Time) {
 		o.observe(b, now)
 	}
 }
-
-// line hands a whole line to the current phase.
-func (t *toolLife) line(r *Runner, l []byte) { t.phase.line(r, l) }
 
 // due is when the current phase's timer runs next; zero means never.
 // While the runner stops, a down tool's restart never comes.

@@ -157,7 +157,7 @@ func (r *Runner) onChunk(c chunk) {
 		line, n := r.fr.feed(b)
 		b = b[n:]
 		if line != nil {
-			r.tool.line(r, line)
+			r.tool.phase.line(r, line)
 		}
 	}
 	r.enforceBudget() // budget.go: after the framer, never inside it.
@@ -264,7 +264,7 @@ func (r *Runner) onToolExit(ex toolExit) {
 	r.abortInput()
 	r.drain(500 * time.Millisecond)
 	pid := r.tool.reap()
-	lived := r.tool.age(r.clk.Now())
+	lived := r.clk.Now().Sub(r.tool.born)
 	r.event(protocol.Event{Event: protocol.EvToolExit, Detail: map[string]any{"tool_pid": pid, "exit_code": ex.code,
 		"signal": ex.signal, "lived_ms": lived.Milliseconds()}})
 	r.log.Info("tool exited", "pid", pid, "how", describeExit(ex))
@@ -351,10 +351,16 @@ func (r *Runner) countFailedStart(why string) {
 	r.enter(&phaseDown{at: now.Add(delay)})
 }
 
+// backoff is the delay before start n of a run of failures: 250 ms, 500 ms,
+// 1 s, … up to 30 s.
+func backoff(n int) time.Duration {
+	return min(250*time.Millisecond<<min(n-1, 7), 30*time.Second)
+}
+
 // giveUp stops the runner after too many failed starts (exit code 4).
 func (r *Runner) giveUp(last string) {
 	why := r.tool.giveUp(r.cfg.RestartWindow, max(r.cfg.MaxRestarts, 0), last)
-	r.stop.failWith(&protocol.Error{Code: protocol.CodeToolStartFailed, Message: why})
+	r.stop.err = &protocol.Error{Code: protocol.CodeToolStartFailed, Message: why}
 	r.log.Error("giving up", "reason", why)
 	r.requestStop(protocol.StopGraceful, why)
 }

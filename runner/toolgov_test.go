@@ -96,7 +96,7 @@ func TestGovCrashLoopBacksOff(t *testing.T) {
 	at := append([]time.Time(nil), h.fake.at...)
 	h.fake.mu.Unlock()
 	for i := 1; i < 5; i++ {
-		if gap, want := at[i].Sub(at[i-1]), min(250*time.Millisecond<<min(i-1, 7), 30*time.Second); gap < want {
+		if gap, want := at[i].Sub(at[i-1]), backoff(i); gap < want {
 			t.Errorf("start %d came %v after the previous one, want at least %v", i+1, gap, want)
 		}
 	}
