@@ -164,9 +164,9 @@ func (shDriver) bootstrap() string { return shBootstrap }
 
 func (shDriver) run(file, _, prefix, token string, wrap bool) string {
 	if !wrap {
-		return "__sp_raw " + ("'" + strings.ReplaceAll(file, "'", `'\''`) + "'") + " " + token
+		return "__sp_raw " + shQuote(file) + " " + token
 	}
-	return "__sp_src " + ("'" + strings.ReplaceAll(file, "'", `'\''`) + "'") + " " + prefix + " " + token
+	return "__sp_src " + shQuote(file) + " " + prefix + " " + token
 }
 
 func (shDriver) sync(prefix, token string) string { return "__sp_sync " + prefix + " " + token }
@@ -183,3 +183,6 @@ func (shDriver) payloadFile(payload, _ string) string { return payload }
 // POSIX shell, so a tool that reads it at its prompt (its helper was
 // interrupted while reading) does nothing with it.
 const fenceMark = "#__SP_FENCE__ "
+
+// shQuote quotes s for a POSIX shell.
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -28,7 +28,7 @@ func (e *echoFilter) truncate(n int) {
 		e.want = e.want[:keep]
 	}
 	if len(e.want) == len(e.held) {
-		e.want, e.held = e.want[:0], e.held[:0]
+		e.reset()
 	}
 }
 
@@ -45,7 +45,7 @@ func (e *echoFilter) feed(b []byte, emit func([]byte)) {
 	n := commonPrefix(b, rest)
 	switch {
 	case n == len(rest): // The echo is complete: dropped.
-		e.want, e.held = e.want[:0], e.held[:0]
+		e.reset()
 		if n < len(b) {
 			emit(b[n:])
 		}
@@ -55,7 +55,7 @@ func (e *echoFilter) feed(b []byte, emit func([]byte)) {
 		if len(e.held) > 0 {
 			emit(e.held)
 		}
-		e.want, e.held = e.want[:0], e.held[:0]
+		e.reset()
 		emit(b)
 	}
 }
@@ -65,7 +65,7 @@ func (e *echoFilter) flush(emit func([]byte)) {
 	if len(e.held) > 0 {
 		emit(e.held)
 	}
-	e.want, e.held = e.want[:0], e.held[:0]
+	e.reset()
 }
 
 func commonPrefix(a, b []byte) int {
@@ -80,6 +80,9 @@ func commonPrefix(a, b []byte) int {
 
 // outWindow keeps the last bytes of a command's output for expect: at
 // least expectWindow of them, at most twice that.
+// reset forgets the expected echo and what was held of it.
+func (e *echoFilter) reset() { e.want, e.held = e.want[:0], e.held[:0] }
+
 type outWindow struct {
 	buf []byte
 	end int64 // output offset just past buf
@@ -96,3 +99,9 @@ func (w *outWindow) add(b []byte) {
 	}
 	w.buf = append(w.buf, b...)
 }
+
+// start is the output offset of the first byte kept.
+func (w *outWindow) start() int64 { return w.end - int64(len(w.buf)) }
+
+// since returns the kept output from offset from (start() <= from <= end).
+func (w *outWindow) since(from int64) []byte { return w.buf[from-w.start():] }

@@ -74,8 +74,8 @@ func TestOutWindow(t *testing.T) {
 		if w.end != int64(len(s)) || len(w.buf) > 2*expectWindow || (len(s) >= expectWindow && len(w.buf) < expectWindow) {
 			t.Fatalf("after %d chunks: end %d (want %d), kept %d", i, w.end, len(s), len(w.buf))
 		}
-		from := max(w.end-expectWindow, w.end-int64(len(w.buf)))
-		if !bytes.Equal(w.buf[from-(w.end-int64(len(w.buf))):], []byte(s[from:])) {
+		from := max(w.end-expectWindow, w.start())
+		if !bytes.Equal(w.since(from), []byte(s[from:])) {
 			t.Fatalf("after %d chunks: the kept bytes differ from the output", i)
 		}
 	}

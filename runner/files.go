@@ -121,7 +121,7 @@ func (r *Runner) writeState() {
 	phase, why := r.phase()
 	st := protocol.State{
 		ProtocolVersion: protocol.Version, Phase: phase, SessionID: r.id.sessionID,
-		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: len(r.queue.pend.ready) + len(r.queue.pend.deferred),
+		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.pend.len(),
 		Reason: why, Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
 		CommandsDone: r.status.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.queue.rejected, SkippedCount: r.queue.skipped,
 		LeaseError: r.lease.err, DiskFull: r.disk.full,

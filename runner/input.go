@@ -390,11 +390,11 @@ func (c *running) expect(h *heldReq) bool {
 	if from < 0 {
 		from = c.cursor
 	}
-	from = max(from, c.bytes-expectWindow, c.win.end-int64(len(c.win.buf)))
+	from = max(from, c.bytes-expectWindow, c.win.start())
 	if from > c.bytes {
 		return false
 	}
-	region := c.win.buf[from-(c.win.end-int64(len(c.win.buf))):]
+	region := c.win.since(from)
 	loc := h.re.FindIndex(region)
 	if loc == nil {
 		return false

@@ -28,7 +28,7 @@ const perTurn = 64
 // the start cannot overtake a backlog with lower seqs.
 func (r *Runner) nextCommand() {
 	r.queue.more = false
-	if len(r.queue.pend.ready)+len(r.queue.pend.deferred) > 0 && r.layout.err == nil && r.cur == nil {
+	if r.queue.pend.len() > 0 && r.layout.err == nil && r.cur == nil {
 		// queue/ is checked before any file of it is taken: replaced by
 		// someone else's directory, it is not served (checkLayout clears
 		// this once it is fixed).

@@ -96,9 +96,9 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		case <-r.watcher.Lost:
 			r.queue.scanLost(r.watcher.Inotify)
 		case res := <-r.queue.scan.results:
-			n := len(r.queue.pend.ready) + len(r.queue.pend.deferred)
+			n := r.queue.pend.len()
 			r.onScan(res)
-			if len(r.queue.pend.ready)+len(r.queue.pend.deferred) > n {
+			if r.queue.pend.len() > n {
 				// Commands come in bursts. (Measured on NFS without this
 				// hurry, leaving it to the result's: round trips were
 				// slower, p50 111-125 ms against 64-104 ms.)

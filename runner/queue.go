@@ -131,6 +131,9 @@ func (p *pending) promote(now time.Time) time.Time {
 	return next
 }
 
+// len is how many commands are pending (state.json's queue_depth).
+func (p *pending) len() int { return len(p.ready) + len(p.deferred) }
+
 // remove removes an entry by name (used to cancel a queued command); it
 // reports whether one was there.
 func (p *pending) remove(name string) bool {

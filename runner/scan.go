@@ -150,7 +150,7 @@ func (q *cmdQueue) scanned(res scanResult) error {
 // maybeScan starts a listing if one is due (inotify: the watcher gets
 // inotify events for queue/).
 func (q *cmdQueue) maybeScan(inotify bool) {
-	if q.scan.due(q.scan.clk.Now(), inotify, (len(q.pend.ready)+len(q.pend.deferred)) == 0) {
+	if q.scan.due(q.scan.clk.Now(), inotify, q.pend.len() == 0) {
 		q.scan.start()
 	}
 }
