@@ -34,8 +34,8 @@
 // are the verbs that do more:
 //
 //   - toolLife (tool.go, toolctl.go, toolphase.go): the tool process (its
-//     toolSession is reached only through toolLife's methods), its phase,
-//     the counts of starts, deaths and failed starts, sync tokens;
+//     toolSession, nil when none runs), its phase, the counts of starts,
+//     deaths and failed starts, sync tokens;
 //   - cmdQueue (queue.go, scan.go, pace.go, intake.go): the scanner of queue/, the
 //     pending names in running order, the cmd_ids that have a result and
 //     the results still being written;

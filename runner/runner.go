@@ -39,7 +39,7 @@ type Runner struct {
 	status  runStatus // what state.json says (files.go)
 	stop    stopState // why and how the runner stops (control.go)
 	tool    toolLife  // the tool process and its phase (tool.go)
-	cur     *running  // the running command (command.go)
+	cur     *running  // the running command (running.go)
 	queue   cmdQueue  // queue/: commands seen, running order, results settling (queue.go)
 	in      inputQueue
 	mbox    mailbox   // ctl/: control requests (mailbox.go)

@@ -8,8 +8,8 @@ import (
 // toolLife is the tool's life as the runner sees it: the running process
 // (if any), the phase it is in (toolphase.go), and the counts that decide
 // when the next one starts after a death or a failed start (toolctl.go).
-// It is owned by the Run goroutine, like the rest of the Runner; the rest
-// of the Runner reaches the tool's session only through its methods.
+// It is owned by the Run goroutine, like the rest of the Runner; sess is
+// nil when no tool runs.
 type toolLife struct {
 	start sessionStarter // starts a tool on a terminal
 	procs *procStarter   // nil when a test injects start
