@@ -72,6 +72,12 @@ func (w *bootWatch) output(b []byte, now time.Time) {
 // quietFor is how long the current round waits for silence.
 func (w *bootWatch) quietFor() time.Duration { return bootQuiet << min(w.tries, 6) }
 
+// atPrompt reports whether the output so far ends in an unfinished line:
+// what a tool waiting for input prints last.
+func (w *bootWatch) atPrompt() bool {
+	return len(w.tail) > 0 && w.tail[len(w.tail)-1] != '\n'
+}
+
 // next is when verdict may say something new; zero: not before the tool
 // prints again (a timer due in the past would wake the loop at once, for
 // ever).
@@ -84,12 +90,6 @@ func (w *bootWatch) next() time.Time {
 		last = w.lastOut
 	}
 	return last.Add(w.quietFor())
-}
-
-// atPrompt reports whether the output so far ends in an unfinished line:
-// what a tool waiting for input prints last.
-func (w *bootWatch) atPrompt() bool {
-	return len(w.tail) > 0 && w.tail[len(w.tail)-1] != '\n'
 }
 
 // verdict judges the round at now. A tool silent since its start is

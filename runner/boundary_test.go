@@ -50,27 +50,27 @@ func TestSessionRootRefuses(t *testing.T) {
 	must(t, os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "in"))) // stays inside
 	must(t, os.Symlink("b", filepath.Join(dir, "a", "rel")))                  // relative, inside
 	must(t, os.Symlink(filepath.Join(out, "secret"), filepath.Join(dir, "a", "b", "last")))
-	root, err := openRoot(dir)
+	root, err := fsq.OpenRoot(dir)
 	must(t, err)
 	defer root.Close()
 
 	for _, force := range []bool{false, true} { // openat2, then the per-component walk
 		fsq.ForceWalk(force)
 		for _, name := range []string{"outlink/x", "in/x", "a/rel/f", "outlink/secret"} {
-			if _, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o600); !errors.Is(err, errLayout) {
-				t.Errorf("openat2=%v: create %s: err %v, want errLayout", !force, name, err)
+			if _, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o600); !errors.Is(err, fsq.ErrLayout) {
+				t.Errorf("openat2=%v: create %s: err %v, want fsq.ErrLayout", !force, name, err)
 			}
-			if _, _, err := root.ReadFile(name, 10); !errors.Is(err, errLayout) {
-				t.Errorf("read %s: err %v, want errLayout", name, err)
+			if _, _, err := root.ReadFile(name, 10); !errors.Is(err, fsq.ErrLayout) {
+				t.Errorf("read %s: err %v, want fsq.ErrLayout", name, err)
 			}
 			if err := root.WriteAtomicVia("a", name, []byte("y"), 0o600); err == nil {
 				t.Errorf("write %s through a symlinked directory succeeded", name)
 			}
-			if err := root.Rename("a/b/f", name); !errors.Is(err, errLayout) {
-				t.Errorf("rename onto %s: err %v, want errLayout", name, err)
+			if err := root.Rename("a/b/f", name); !errors.Is(err, fsq.ErrLayout) {
+				t.Errorf("rename onto %s: err %v, want fsq.ErrLayout", name, err)
 			}
-			if err := root.Mkdir(name, 0o700); !errors.Is(err, errLayout) {
-				t.Errorf("mkdir %s: err %v, want errLayout", name, err)
+			if err := root.Mkdir(name, 0o700); !errors.Is(err, fsq.ErrLayout) {
+				t.Errorf("mkdir %s: err %v, want fsq.ErrLayout", name, err)
 			}
 			if _, err := root.ReadNames(name); err == nil {
 				t.Errorf("list %s through a symlink succeeded", name)
@@ -87,15 +87,15 @@ func TestSessionRootRefuses(t *testing.T) {
 		if err := root.Chmod("a/b/last", 0o777); err == nil {
 			t.Error("chmod through a final symlink succeeded")
 		}
-		if _, err := root.ReadNames("outlink"); !errors.Is(err, errLayout) {
-			t.Errorf("list outlink: err %v, want errLayout", err)
+		if _, err := root.ReadNames("outlink"); !errors.Is(err, fsq.ErrLayout) {
+			t.Errorf("list outlink: err %v, want fsq.ErrLayout", err)
 		}
 		for _, name := range []string{"/etc/passwd", "../out/secret", "a/../../out/secret", "a/./b/f", "", ".", "a//b/f", "a/b/f/"} {
-			if _, err := root.OpenFile(name, os.O_RDONLY, 0); !errors.Is(err, errBadName) {
-				t.Errorf("open %q: err %v, want errBadName", name, err)
+			if _, err := root.OpenFile(name, os.O_RDONLY, 0); !errors.Is(err, fsq.ErrBadName) {
+				t.Errorf("open %q: err %v, want fsq.ErrBadName", name, err)
 			}
-			if err := root.Rename("a/b/f", name); !errors.Is(err, errBadName) {
-				t.Errorf("rename to %q: err %v, want errBadName", name, err)
+			if err := root.Rename("a/b/f", name); !errors.Is(err, fsq.ErrBadName) {
+				t.Errorf("rename to %q: err %v, want fsq.ErrBadName", name, err)
 			}
 		}
 		// Plain names work.
@@ -380,7 +380,7 @@ func TestSessionReplacedNoticed(t *testing.T) {
 func BenchmarkRootWrite(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "s")
 	must(b, makeLayout(dir))
-	root, err := openRoot(dir)
+	root, err := fsq.OpenRoot(dir)
 	must(b, err)
 	defer root.Close()
 	data := []byte(`{"counter":1}`)

@@ -11,9 +11,13 @@ import "time"
 // rechecks, the lease, timers) is on this clock. Timestamps written on the
 // wire (result end_ts, event and reply ts, heartbeat and state times) come
 // from the real clock whichever clock governs; result start_ts is this
-// clock's (the same thing outside tests). Code that measures the machine
-// itself (the cost of a queue listing, waits on another process or on a
-// filesystem's mtime) uses the real clock too.
+// clock's (the same thing outside tests). The pacing of queue listings is
+// on this clock too (their cost is measured on it: nothing, on a fake
+// clock), and so are Open's waits on another process or on the
+// filesystem's mtime (Sleep). Only the result writer's and the syncer's
+// own goroutines pace the disk on real time (TestStructure lists them),
+// and wallNow reads the machine's clock for names and for comparisons
+// with file times.
 type clock interface {
 	Now() time.Time
 	// NewTimer returns a stopped-or-running one-shot timer like
@@ -21,6 +25,11 @@ type clock interface {
 	NewTimer(d time.Duration) clockTimer
 	// NewTicker returns a ticker like time.NewTicker.
 	NewTicker(d time.Duration) clockTicker
+	// Sleep waits d, like time.Sleep; the fake clock also moves by d.
+	// Only Open sleeps, before the loop runs (a lock a master's probe
+	// holds for microseconds, another runner's heartbeat, the
+	// filesystem's mtime).
+	Sleep(d time.Duration)
 }
 
 // clockTimer is the part of *time.Timer the runner uses. As with
@@ -45,6 +54,13 @@ func (realClock) Now() time.Time { return time.Now() }
 func (realClock) NewTimer(d time.Duration) clockTimer { return realTimer{time.NewTimer(d)} }
 
 func (realClock) NewTicker(d time.Duration) clockTicker { return realTicker{time.NewTicker(d)} }
+
+func (realClock) Sleep(d time.Duration) { time.Sleep(d) }
+
+// wallNow is the machine's clock, for what is compared with the
+// filesystem's times or names a date; never for a deadline (those are on
+// the runner's clock).
+func wallNow() time.Time { return time.Now() }
 
 type realTimer struct{ t *time.Timer }
 

@@ -26,21 +26,19 @@ const maxLegacySize = 64 << 10
 type stopState struct {
 	mode    protocol.StopMode // "" while running
 	reason  string
+	stage   stopStage       // how far shutdown has gone
 	err     *protocol.Error // state.json error once stopped because of it
 	signals int             // signals received
 }
 
-// stopping reports whether a stop was requested.
-func (s *stopState) stopping() bool { return s.mode != "" }
+// stopStage is how far the runner's shutdown (loop.go) has gone.
+type stopStage int
 
-// forced reports whether a force stop was requested.
-func (s *stopState) forced() bool { return s.mode == protocol.StopForce }
-
-// stopMode is the stop requested so far ("" while running).
-func (s *stopState) stopMode() protocol.StopMode { return s.mode }
-
-// why is the reason of the stop requested.
-func (s *stopState) why() string { return s.reason }
+const (
+	stopRunning stopStage = iota // the loop runs (a stop may be requested)
+	stopClosing                  // the loop has ended: the tool is being ended
+	stopDone                     // everything is ended: the runner stopped
+)
 
 // begin records a stop in mode, for why. It reports whether anything
 // changed: a graceful stop while stopping does not; force after graceful
@@ -63,12 +61,6 @@ func (s *stopState) signalled() protocol.StopMode {
 	return protocol.StopGraceful
 }
 
-// failWith records e as the error state.json names once stopped.
-func (s *stopState) failWith(e *protocol.Error) { s.err = e }
-
-// failure is the error state.json names once stopped (nil: none).
-func (s *stopState) failure() *protocol.Error { return s.err }
-
 // lost reports whether the runner stops because the session was taken
 // away, and why.
 func (s *stopState) lost() (why string, ok bool) {
@@ -88,7 +80,7 @@ func (r *Runner) takeLegacy(file string) {
 	p, name := file, filepath.Base(file)
 	fi, err := r.root.Lstat(p)
 	if err != nil {
-		r.mbox.forget(name)
+		delete(r.mbox.seen, name)
 		return
 	}
 	var perr error
@@ -116,7 +108,7 @@ func (r *Runner) takeLegacy(file string) {
 			}
 		}
 	}
-	r.mbox.forget(name)
+	delete(r.mbox.seen, name)
 	dst := r.mbox.asideName(name)
 	if ok, err := r.root.Claim(p, dst); !ok {
 		if err != nil {
@@ -144,7 +136,7 @@ func (r *Runner) takeLegacy(file string) {
 }
 
 // parseLegacy reads a claimed legacy file into req.
-func parseLegacy(root *sessionRoot, req *protocol.ControlRequest, name string) error {
+func parseLegacy(root *fsq.Root, req *protocol.ControlRequest, name string) error {
 	data, _, err := root.ReadFile(name, maxLegacySize)
 	if err != nil {
 		return err
@@ -168,16 +160,16 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string, by map[st
 		if c == nil {
 			return protocol.OutcomeIdle, "no command is running; nothing cancelled", ""
 		}
-		id = c.id()
+		id = c.cmd.CmdID
 	}
 	switch {
-	case c.is(id) && c.ending():
-		return protocol.OutcomeAlreadyFinished, fmt.Sprintf("%s is already ending (%s); nothing more to do", id, c.endedAs()), id
+	case c.is(id) && c.endStatus != "":
+		return protocol.OutcomeAlreadyFinished, fmt.Sprintf("%s is already ending (%s); nothing more to do", id, c.endStatus), id
 	case c.is(id):
-		c.endedBy(by) // Not ending yet (the case above): this cancel is what ends it.
+		c.endCtx = by // Not ending yet (the case above): this cancel is what ends it.
 		r.interrupt(protocol.StatusCancelled, "", "cancelled by "+source, "")
-		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.policy()), id
-	case r.queue.resultName(id) != "":
+		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.cmd.CancelPolicy), id
+	case r.queue.done[id] != "":
 		return protocol.OutcomeAlreadyFinished, id + " has already finished; nothing cancelled", id
 	case r.cancelQueued(id, source, by):
 		return protocol.OutcomeCancelledQueued, id + " was queued; it got a cancelled result and will not run", id
@@ -201,7 +193,7 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 			continue
 		}
 		if r.queue.hasResult(name) {
-			r.queue.withdraw(name)
+			r.queue.pend.remove(name)
 			r.skipDone(name)
 			continue
 		}
@@ -209,8 +201,8 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 		if ok, _ := r.root.Claim(rel(protocol.DirQueue, name), ipath); !ok {
 			continue
 		}
-		r.queue.withdraw(name)
-		if other := r.queue.resultName(id); other != "" {
+		r.queue.pend.remove(name)
+		if other := r.queue.done[id]; other != "" {
 			res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
 				Error: &protocol.Error{Code: protocol.CodeDuplicateCmdID, Message: fmt.Sprintf(
 					"cmd_id %q already has a result under another seq; cmd_ids must be unique", id),
@@ -228,7 +220,7 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 		// answered, so a reply never promises a result a crash could turn
 		// into runner_restarted.
 		r.awaitResult(name, settleWait)
-		r.status.changed()
+		r.status.dirty = true
 		return true
 	}
 	return false
@@ -236,7 +228,7 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 
 // stopRequested acts on a valid stop request.
 func (r *Runner) stopRequested(mode protocol.StopMode, source string) (protocol.Outcome, string) {
-	before := r.stop.stopMode()
+	before := r.stop.mode
 	r.beginStop(mode, source)
 	switch {
 	case before == protocol.StopForce || before == mode:
@@ -251,7 +243,7 @@ func (r *Runner) stopRequested(mode protocol.StopMode, source string) (protocol.
 // lease expiry, the context) and records it with a stop_request event.
 func (r *Runner) requestStop(mode protocol.StopMode, why string) {
 	r.flushSpool()
-	off := r.disk.spoolOffset()
+	off := r.disk.spoolSize
 	if r.beginStop(mode, why) {
 		r.event(protocol.Event{Event: protocol.EvStop, SpoolOffset: &off, Detail: map[string]any{"mode": string(mode), "why": why}})
 	}
@@ -266,7 +258,6 @@ func (r *Runner) beginStop(mode protocol.StopMode, why string) bool {
 		return false
 	}
 	r.log.Info("stopping", "mode", mode, "why", why)
-	r.setPhase(protocol.PhaseStopping, why)
 	if mode == protocol.StopForce && r.cur != nil {
 		r.interrupt(protocol.StatusCancelled, protocol.ReasonForceStop, "force stop ("+why+")", protocol.PolicyTerminateSession)
 	}
@@ -289,7 +280,7 @@ const settleWait = 500 * time.Millisecond
 func (r *Runner) awaitResult(name string, d time.Duration) {
 	timeout, stop := after(r.clk, d)
 	defer stop()
-	for r.queue.isSettling(name) {
+	for r.queue.settling[name] {
 		select {
 		case done := <-r.results.done:
 			r.onResult(done)

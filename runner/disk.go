@@ -20,7 +20,7 @@ import (
 // (tmp/ballast), and the suspension of the spool and output files while
 // the disk is full. It is owned by the Run goroutine.
 type spoolDisk struct {
-	root       *sessionRoot
+	root       *fsq.Root
 	meta       *fsq.Log      // log/meta.log; nil once closed
 	metaInfo   os.FileInfo   // of the open event log
 	spool      *os.File      // log/session.out; nil once closed
@@ -119,7 +119,7 @@ func (r *Runner) noSpace(what string, err error) {
 	if !first {
 		return
 	}
-	r.status.changed()
+	r.status.dirty = true
 	d := map[string]any{"disk_full": true, "suspended": "log/session.out and output files", "failed": what, "error": err.Error()}
 	if released {
 		d["released_reserve_bytes"] = ballastSize
@@ -156,7 +156,7 @@ func (r *Runner) checkDiskRoom() {
 	if c := r.cur; c != nil {
 		c.resumeOutput()
 	}
-	r.status.changed()
+	r.status.dirty = true
 	r.log.Info("the disk has room again: writing output files resumes", "spool_bytes_not_written", spoolLost, "output_bytes_not_written", outLost)
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"disk_full": false, "resumed": true,
 		"spool_bytes_not_written": spoolLost, "output_bytes_not_written": outLost}})
@@ -184,10 +184,6 @@ func (d *spoolDisk) remakeBallast() {
 	d.makeBallast()
 }
 
-// isFull reports whether the spool and output files are suspended for
-// want of space (noSpace), for state.json's disk_full.
-func (d *spoolDisk) isFull() bool { return d.full }
-
 // outputSuspended reports whether the disk is full; if so, the n output
 // bytes the caller does not write are counted as not written.
 func (d *spoolDisk) outputSuspended(n int) bool {
@@ -196,11 +192,6 @@ func (d *spoolDisk) outputSuspended(n int) bool {
 	}
 	d.fullOut += int64(n)
 	return true
-}
-
-// openSpares starts the pool of spare output files (in tmp/, made with perm).
-func (d *spoolDisk) openSpares(perm os.FileMode) {
-	d.outSpares = d.root.NewSpares(protocol.DirTmp, 4, perm)
 }
 
 // takeSpare takes a spare output file from the pool (openSpares).

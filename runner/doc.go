@@ -26,15 +26,17 @@
 //
 // # Parts
 //
-// A [Runner] is a few owned parts, each a type with its own fields and
-// methods in its own file(s). The owner goroutine alone calls them; the
-// methods on *Runner are what makes the parts work together (an event that
-// a command ended, a full disk that ends writes of output):
+// A [Runner] is a few parts, each a type with its own fields and methods
+// in its own file(s). They all belong to the owner goroutine, so the
+// methods on *Runner that make them work together (an event that a
+// command ended, a full disk that ends writes of output) read and set
+// their plain fields where that is all there is to it; a part's methods
+// are the verbs that do more:
 //
 //   - toolLife (tool.go, toolctl.go, toolphase.go): the tool process (its
-//     toolSession is reached only through toolLife's methods), its phase,
-//     the counts of starts, deaths and failed starts, sync tokens;
-//   - cmdQueue (queue.go, scan.go, command.go): the scanner of queue/, the
+//     toolSession, nil when none runs), its phase, the counts of starts,
+//     deaths and failed starts, sync tokens;
+//   - cmdQueue (queue.go, scan.go, pace.go, intake.go): the scanner of queue/, the
 //     pending names in running order, the cmd_ids that have a result and
 //     the results still being written;
 //   - inputQueue (input.go): send and signal requests held for the
@@ -47,10 +49,16 @@
 //     goroutine of its own).
 //
 // Small types hold the rest: identity (fixed by Open), layoutState (the
-// session's modes and what is wrong with it), runStatus (what state.json
-// says) and stopState (how and why the runner stops). The running command
-// is a *running (command.go, budget.go, progress.go). Outside its own
-// methods no code selects a part's fields; structure_test.go checks it.
+// session's modes and what is wrong with it), runStatus (when state.json
+// is rewritten), stopState (how and why the runner stops) and sessionHold
+// (is the session still this runner's: lost.go). The phase state.json
+// shows is derived from them and the tool's phase in one function
+// (phase.go). The running command is a *running (running.go, budget.go,
+// progress.go): intake.go takes commands in from queue/, command.go starts
+// them and routes their output, finish.go hands their results to the
+// result writer. Every session file is reached through the session's
+// fsq.Root; structure_test.go checks that, and that no goroutine but the
+// owner is handed the Runner.
 //
 // # The tool
 //

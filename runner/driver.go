@@ -126,7 +126,7 @@ func (tclDriver) run(file, inline, prefix, token string, wrap bool) string {
 
 func (tclDriver) sync(prefix, token string) string { return "::__sp::sync " + prefix + " " + token }
 
-func (tclDriver) fence(token string) string { return fenceLine(token) }
+func (tclDriver) fence(token string) string { return fenceMark + token }
 
 // Inline payloads travel as base64 on the typed line; 2 KiB of payload
 // keeps the line near 2.8 KiB, well under the 4095-byte line limit.
@@ -171,7 +171,7 @@ func (shDriver) run(file, _, prefix, token string, wrap bool) string {
 
 func (shDriver) sync(prefix, token string) string { return "__sp_sync " + prefix + " " + token }
 
-func (shDriver) fence(token string) string { return fenceLine(token) }
+func (shDriver) fence(token string) string { return fenceMark + token }
 
 func (shDriver) inlineMax() int { return 0 }
 
@@ -179,18 +179,10 @@ func (shDriver) check(string) error { return nil }
 
 func (shDriver) payloadFile(payload, _ string) string { return payload }
 
-func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // fenceMark starts the fence line. The line is a comment in Tcl and in a
 // POSIX shell, so a tool that reads it at its prompt (its helper was
 // interrupted while reading) does nothing with it.
 const fenceMark = "#__SP_FENCE__ "
 
-// fenceLine is the line the runner types after the done marker of the
-// payload run with token. The helper that ran the payload drops every
-// input line up to the one that ends with it: bytes sent to a command that
-// it did not read (also a last line without newline, which the fence line
-// completes) are dropped there instead of reaching the tool's prompt as a
-// command. Input is delivered only while the runner has not yet seen the
-// done marker, so it always precedes the fence.
-func fenceLine(token string) string { return fenceMark + token }
+// shQuote quotes s for a POSIX shell.
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -32,16 +32,12 @@ func (e *echoFilter) truncate(n int) {
 	}
 }
 
-func (e *echoFilter) active() bool { return len(e.want) > 0 }
-
-func (e *echoFilter) reset() { e.want, e.held = e.want[:0], e.held[:0] }
-
 // feed passes output b through: the part that continues the expected echo
 // is held back (and dropped once the echo is complete), the rest goes to
 // emit. At the first byte that differs the filter gives up, emitting what
 // it held.
 func (e *echoFilter) feed(b []byte, emit func([]byte)) {
-	if !e.active() {
+	if len(e.want) == 0 {
 		emit(b)
 		return
 	}
@@ -84,6 +80,9 @@ func commonPrefix(a, b []byte) int {
 
 // outWindow keeps the last bytes of a command's output for expect: at
 // least expectWindow of them, at most twice that.
+// reset forgets the expected echo and what was held of it.
+func (e *echoFilter) reset() { e.want, e.held = e.want[:0], e.held[:0] }
+
 type outWindow struct {
 	buf []byte
 	end int64 // output offset just past buf

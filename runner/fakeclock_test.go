@@ -35,6 +35,14 @@ func (c *fakeClock) NewTimer(d time.Duration) clockTimer { return c.add(d, 0) }
 
 func (c *fakeClock) NewTicker(d time.Duration) clockTicker { return c.add(d, d) }
 
+// Sleep waits d in real time (what Open waits for is another process or
+// the filesystem) and moves the clock by d, so that a loop bounded on the
+// clock ends.
+func (c *fakeClock) Sleep(d time.Duration) {
+	time.Sleep(d)
+	c.Advance(d)
+}
+
 func (c *fakeClock) add(d, period time.Duration) *fakeWaiter {
 	c.mu.Lock()
 	defer c.mu.Unlock()

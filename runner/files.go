@@ -89,19 +89,16 @@ func marshal(v any) []byte {
 // runStatus is the runner's own state as state.json and the heartbeat
 // publish it.
 type runStatus struct {
-	phase    protocol.Phase
-	reason   string
+	// shown and shownWhy are the phase last derived (Runner.phase), kept
+	// only to notice when it changes (Runner.showPhase; "" before the
+	// first turn of the loop).
+	shown    protocol.Phase
+	shownWhy string
 	dirty    bool      // state.json is to be rewritten
 	writeAt  time.Time // when a dirty state.json is rewritten (zero: not scheduled)
 	beats    int64
 	cmdsDone int64
 }
-
-// changed marks state.json for rewriting (the loop schedules it).
-func (s *runStatus) changed() { s.dirty = true }
-
-// isDirty reports whether state.json is to be rewritten.
-func (s *runStatus) isDirty() bool { return s.dirty }
 
 // schedule sets when a dirty state.json is rewritten: stateDelay after
 // now, unless a time is set already.
@@ -111,62 +108,26 @@ func (s *runStatus) schedule(now time.Time) {
 	}
 }
 
-// dueAt returns when state.json is to be rewritten (zero: not scheduled).
-func (s *runStatus) dueAt() time.Time { return s.writeAt }
-
-// due reports whether a scheduled rewrite of state.json is due at now.
-func (s *runStatus) due(now time.Time) bool {
-	return !s.writeAt.IsZero() && !now.Before(s.writeAt)
-}
-
-// written notes that state.json was rewritten: nothing is due.
-func (s *runStatus) written() { s.dirty, s.writeAt = false, time.Time{} }
-
-// setPhase changes the phase and its reason, marking state.json for
-// rewriting; it reports false (and changes nothing) if both are the same.
-func (s *runStatus) setPhase(p protocol.Phase, reason string) bool {
-	if s.phase == p && s.reason == reason {
-		return false
-	}
-	s.phase, s.reason = p, reason
-	s.dirty = true
-	return true
-}
-
-// currentPhase returns the phase state.json and the heartbeat publish.
-func (s *runStatus) currentPhase() protocol.Phase { return s.phase }
-
-// phaseReason returns why the runner is in its phase ("" if no reason).
-func (s *runStatus) phaseReason() string { return s.reason }
-
-// commandDone counts a command that ran to its result.
-func (s *runStatus) commandDone() { s.cmdsDone++ }
-
-// commandsDone returns the commands that ran to their result.
-func (s *runStatus) commandsDone() int64 { return s.cmdsDone }
-
 // beat counts a heartbeat and returns its counter.
 func (s *runStatus) beat() int64 {
 	s.beats++
 	return s.beats
 }
 
-// beatCount returns the heartbeats written so far.
-func (s *runStatus) beatCount() int64 { return s.beats }
-
 // writeState rewrites state/state.json. It is observed state, rewritten on
 // every transition: atomic for readers, not fsynced (a crash loses at most
 // a transition, and the next runner rewrites it at start).
 func (r *Runner) writeState() {
+	phase, why := r.phase()
 	st := protocol.State{
-		ProtocolVersion: protocol.Version, Phase: r.status.currentPhase(), SessionID: r.id.sessionID,
-		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.depth(),
-		Reason: r.status.phaseReason(), Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
-		CommandsDone: r.status.commandsDone(), ToolStarts: r.tool.startCount(), RejectedCount: r.queue.rejectedCount(), SkippedCount: r.queue.skippedCount(),
-		LeaseError: r.lease.failure(), DiskFull: r.disk.isFull(),
+		ProtocolVersion: protocol.Version, Phase: phase, SessionID: r.id.sessionID,
+		RunnerPID: os.Getpid(), Hostname: r.id.hostname, QueueDepth: r.queue.pend.len(),
+		Reason: why, Filesystem: r.id.fsName, Kind: r.cfg.Kind, UpdatedAt: protocol.Now(),
+		CommandsDone: r.status.cmdsDone, ToolStarts: r.tool.starts, RejectedCount: r.queue.rejected, SkippedCount: r.queue.skipped,
+		LeaseError: r.lease.err, DiskFull: r.disk.full,
 	}
-	if r.status.currentPhase() == protocol.PhaseStopped {
-		st.Error = r.stop.failure()
+	if r.stop.stage == stopDone {
+		st.Error = r.stop.err
 	}
 	if r.watcher != nil {
 		st.Watch = "poll"
@@ -180,31 +141,22 @@ func (r *Runner) writeState() {
 	if r.cur != nil {
 		r.cur.describeState(&st, r.clk.Now())
 	}
+	// Marked written before the write: a write that finds the disk full
+	// (noSpace) marks state.json changed again, for disk_full.
+	r.status.dirty, r.status.writeAt = false, time.Time{}
 	if err := r.writeFile(protocol.FileState, marshal(st)); err != nil {
 		r.log.Warn("write state", "err", err)
-	}
-	r.status.written()
-}
-
-// setPhase changes the phase and marks state.json for rewriting.
-func (r *Runner) setPhase(p protocol.Phase, reason string) {
-	if r.status.setPhase(p, reason) {
-		if p == protocol.PhaseError {
-			r.log.Error("runner in error phase", "reason", reason)
-		}
-		if p != protocol.PhaseBusy && p != protocol.PhaseIdle && r.watcher != nil {
-			r.writeState()
-		}
 	}
 }
 
 // beat writes state/heartbeat.json with a counter that grows by one.
 func (r *Runner) beat() {
 	n := r.status.beat()
+	phase, _ := r.phase()
 	hb := protocol.Heartbeat{
 		ProtocolVersion: protocol.Version, Timestamp: protocol.Now(), Counter: n,
-		Hostname: r.id.hostname, RunnerPID: os.Getpid(), SessionID: r.id.sessionID, Phase: r.status.currentPhase(),
-		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolOffset(),
+		Hostname: r.id.hostname, RunnerPID: os.Getpid(), SessionID: r.id.sessionID, Phase: phase,
+		IntervalMS: r.cfg.Heartbeat.Milliseconds(), SpoolSize: r.disk.spoolSize,
 	}
 	if r.cur != nil {
 		r.cur.describeBeat(&hb)
@@ -220,10 +172,10 @@ func (r *Runner) beat() {
 // write leaves nothing where masters look; a symlink or FIFO planted at
 // the target is replaced, never followed.
 func (r *Runner) writeFile(relPath string, data []byte) error {
-	err := r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.fileMode())
+	err := r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.perms.file)
 	if err != nil && isNoSpace(err) {
 		r.noSpace(relPath, err)
-		err = r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.fileMode())
+		err = r.root.WriteAtomicVia(protocol.DirTmp, relPath, data, r.layout.perms.file)
 		if err != nil && isNoSpace(err) && (relPath == protocol.FileHeartbeat || relPath == protocol.FileState) {
 			err = r.disk.writeInPlace(relPath, data) // disk.go
 		}

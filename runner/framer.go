@@ -286,15 +286,6 @@ func (f *framer) finish() {
 	f.reset()
 }
 
-// holdPartial makes capture hold back the bytes of the current unfinished
-// line until its newline arrives (used after an interrupt: what a tool
-// prints last before the runner's sync marker, without a newline, is its
-// prompt).
-func (f *framer) holdPartial() { f.hold = true }
-
-// dropPartial discards a held-back partial line (the prompt).
-func (f *framer) dropPartial() { f.held = f.held[:0] }
-
 // releaseHeld emits a held-back partial line as output (the command's own
 // done marker came after it: it was the command's).
 func (f *framer) releaseHeld() {

@@ -206,14 +206,14 @@ func TestFramerHoldsPromptAfterInterrupt(t *testing.T) {
 				return string(l) == "__SP_DONE__ sync-1 rc=0" || string(l) == "__SP_DONE__ tok rc=1"
 			}, true, func(p []byte) { out.Write(p) })
 			f.feed([]byte("line1\nPath 7: sl"))
-			f.holdPartial()
+			f.hold = true
 			stream := []byte(tc.after + "\n" + tc.marker + "\n")
 			for len(stream) > 0 {
 				line, n := f.feed(stream)
 				stream = stream[n:]
 				if line != nil {
 					if tc.drop {
-						f.dropPartial()
+						f.held = f.held[:0]
 					} else {
 						f.releaseHeld()
 					}

@@ -90,7 +90,7 @@ var signals = map[string]syscall.Signal{
 // not exist yet. Any other is refused here with not_running and the named
 // command's state.
 func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) answer {
-	if r.mbox.heldCount() >= maxHeld {
+	if len(r.mbox.held) >= maxHeld {
 		// Bounded memory: each may hold 1 MiB of data.
 		a.outcome = protocol.OutcomeRejected
 		a.message = fmt.Sprintf("rejected, nothing done: %d send and signal requests already wait; answer or cancel them first", maxHeld)
@@ -99,11 +99,11 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 	c := r.cur
 	if !c.is(req.CmdID) && r.mayWait(req) {
 		r.in.wait(req.CmdID, r.newHeld(req, name))
-		r.mbox.hold(name)
+		r.mbox.held[name] = true
 		a.held = true
 		return a
 	}
-	if !c.is(req.CmdID) || c.markerSeen() {
+	if !c.is(req.CmdID) || c.doneSeen {
 		a.outcome, a.cmdState = protocol.OutcomeNotRunning, r.queue.cmdState(req.CmdID)
 		if c.is(req.CmdID) {
 			a.cmdState = "finished"
@@ -111,11 +111,11 @@ func (r *Runner) takeInput(req *protocol.ControlRequest, name string, a answer) 
 		a.message = notRunning(req, a.cmdState)
 		return a
 	}
-	if c.ending() {
+	if c.endStatus != "" {
 		return ending(r.cur, req, a)
 	}
 	r.in.hold(r.newHeld(req, name))
-	r.mbox.hold(name)
+	r.mbox.held[name] = true
 	a.held = true
 	return a
 }
@@ -136,10 +136,10 @@ func (r *Runner) newHeld(req *protocol.ControlRequest, name string) *heldReq {
 // for it: a send with an expect for a queued command, and anything behind
 // one (seq order).
 func (r *Runner) mayWait(req *protocol.ControlRequest) bool {
-	if r.in.hasWaiting(req.CmdID) {
+	if len(r.in.waiting[req.CmdID]) > 0 {
 		return true
 	}
-	return req.Op == protocol.OpSend && req.Expect != "" && r.queue.resultName(req.CmdID) == "" && r.queue.cmdState(req.CmdID) == "queued"
+	return req.Op == protocol.OpSend && req.Expect != "" && r.queue.done[req.CmdID] == "" && r.queue.cmdState(req.CmdID) == "queued"
 }
 
 // wait queues h until command id starts.
@@ -147,12 +147,6 @@ func (in *inputQueue) wait(id string, h *heldReq) { in.waiting[id] = append(in.w
 
 // hold queues h for the running command.
 func (in *inputQueue) hold(h *heldReq) { in.held = append(in.held, h) }
-
-// hasWaiting reports whether requests wait for command id to start.
-func (in *inputQueue) hasWaiting(id string) bool { return len(in.waiting[id]) > 0 }
-
-// holding reports whether requests are held for the running command.
-func (in *inputQueue) holding() bool { return len(in.held) > 0 }
 
 // settleWaiting offers the head of each queue of requests waiting for a
 // queued command (id) to settle, again and again while it returns true:
@@ -180,9 +174,6 @@ func (in *inputQueue) next() *heldReq {
 	return in.held[0]
 }
 
-// pop takes the head off the held requests.
-func (in *inputQueue) pop() { in.held = in.held[1:] }
-
 // beginWrite records that the head h's bytes are being written and returns
 // the write, whose abort and done the writer goroutine uses.
 func (in *inputQueue) beginWrite(h *heldReq) *inputWrite {
@@ -195,7 +186,7 @@ func (in *inputQueue) beginWrite(h *heldReq) *inputWrite {
 func (in *inputQueue) endWrite() *heldReq {
 	w := in.write
 	in.write = nil
-	in.pop()
+	in.held = in.held[1:]
 	return w.h
 }
 
@@ -217,9 +208,6 @@ func (in *inputQueue) abortWrite() (d inputDone, ok bool) {
 	close(w.abort)
 	return <-w.done, true
 }
-
-// setSize records the terminal's window size for later starts of the tool.
-func (in *inputQueue) setSize(cols, rows int) { in.cols, in.rows = cols, rows }
 
 // started moves the requests waiting for a command that has just
 // started to the running command's queue.
@@ -291,7 +279,7 @@ func notRunning(req *protocol.ControlRequest, state string) string {
 // it (a timeout, a cancel, a force stop).
 func ending(c *running, req *protocol.ControlRequest, a answer) answer {
 	a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
-	a.message = fmt.Sprintf("%s is ending (%s); refused, nothing sent", req.CmdID, c.endedAs())
+	a.message = fmt.Sprintf("%s is ending (%s); refused, nothing sent", req.CmdID, c.endStatus)
 	return a
 }
 
@@ -321,7 +309,7 @@ func (r *Runner) pumpInput() {
 		if a == nil {
 			return // Waits, or its bytes are being written.
 		}
-		r.in.pop()
+		r.in.held = r.in.held[1:]
 		r.completeHeld(h, *a)
 	}
 }
@@ -331,19 +319,19 @@ func (r *Runner) pumpInput() {
 func (r *Runner) step(h *heldReq) *answer {
 	req, c := h.req, r.cur
 	a := &answer{cmdID: req.CmdID}
-	if !c.is(req.CmdID) || c.markerSeen() {
+	if !c.is(req.CmdID) || c.doneSeen {
 		a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
 		a.message = notRunning(req, "finished")
 		r.stamp(a)
 		return a
 	}
-	if c.ending() {
+	if c.endStatus != "" {
 		*a = ending(c, req, *a)
 		r.stamp(a)
 		return a
 	}
 	now := r.clk.Now()
-	if !c.capturing() {
+	if !c.begun {
 		if !h.deadline.IsZero() && !now.Before(h.deadline) {
 			return r.expectTimeout(h, a)
 		}
@@ -358,7 +346,7 @@ func (r *Runner) step(h *heldReq) *answer {
 		}
 	}
 	r.stamp(a)
-	h.spoolOff, h.outOff = a.offset, c.outBytes()
+	h.spoolOff, h.outOff = a.offset, c.bytes
 	if _, err := r.root.Lstat(rel(protocol.DirCtl, h.name)); errors.Is(err, os.ErrNotExist) {
 		a.outcome, a.message = protocol.OutcomeRejected, "withdrawn by its master before delivery; nothing sent"
 		return a
@@ -372,7 +360,7 @@ func (r *Runner) step(h *heldReq) *answer {
 // stamp sets where the answer took effect: the spool size now.
 func (r *Runner) stamp(a *answer) {
 	r.flushSpool()
-	a.offset = r.disk.spoolOffset()
+	a.offset = r.disk.spoolSize
 }
 
 func (r *Runner) expectTimeout(h *heldReq, a *answer) *answer {
@@ -381,7 +369,7 @@ func (r *Runner) expectTimeout(h *heldReq, a *answer) *answer {
 	a.message = fmt.Sprintf("/%s/ did not appear in the output of %s within %v; nothing sent", h.req.Expect, h.req.CmdID,
 		time.Duration(expectMS(h.req))*time.Millisecond)
 	if c := r.cur; c.is(h.req.CmdID) {
-		off := c.outBytes()
+		off := c.bytes
 		a.outputOffset = &off
 	}
 	return a
@@ -422,7 +410,7 @@ func (c *running) expect(h *heldReq) bool {
 // whatever job is in the foreground: the command ends tool_died (signal
 // KILL, tool_restarted) and the tool is restarted (PROTOCOL.md 9.8).
 func deliverSignal(t *toolLife, h *heldReq, a *answer) *answer {
-	if !t.alive() {
+	if t.sess == nil {
 		a.outcome, a.cmdState, a.message = protocol.OutcomeNotRunning, "finished", h.req.CmdID+" has no tool any more; nothing sent"
 		return a
 	}
@@ -432,9 +420,9 @@ func deliverSignal(t *toolLife, h *heldReq, a *answer) *answer {
 		// first, the tool could reap it and print the command's marker
 		// before its own SIGKILL lands (seen under load: the command
 		// ended marker_seen, rc 137, and the tool lived on).
-		_ = t.signal(syscall.SIGKILL) // Best effort: the tool may have died already.
+		_ = t.sess.Signal(syscall.SIGKILL) // Best effort: the tool may have died already.
 	}
-	if err := t.signalForeground(signals[h.req.Signal]); err != nil && !kill {
+	if err := t.sess.SignalForeground(signals[h.req.Signal]); err != nil && !kill {
 		a.outcome, a.message = protocol.OutcomeRejected, "the signal could not be sent: "+err.Error()
 		return a
 	}
@@ -450,7 +438,7 @@ func deliverSignal(t *toolLife, h *heldReq, a *answer) *answer {
 // refuses a secret while the terminal echoes.
 func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
 	c, req := r.cur, h.req
-	echo, err := r.tool.echo()
+	echo, err := r.tool.sess.Echo()
 	if err != nil {
 		a.outcome, a.message = protocol.OutcomeRejected, "cannot read the terminal's settings: "+err.Error()+"; nothing sent"
 		return a
@@ -495,7 +483,7 @@ func (r *Runner) finishWrite(d inputDone) {
 		}
 	} else {
 		if c := r.cur; c != nil {
-			c.unsent(len(req.Data) - d.n)
+			c.echo.truncate(len(req.Data) - d.n)
 		}
 		a.outcome, a.cmdState = protocol.OutcomeNotRunning, "finished"
 		a.message = fmt.Sprintf("%s ended before it read all its input: %d of %d bytes were written", req.CmdID, d.n, len(req.Data))
@@ -525,7 +513,7 @@ func (r *Runner) endInput() {
 // request whose file is gone (its master withdrew it) gets its event and
 // no reply.
 func (r *Runner) completeHeld(h *heldReq, a answer) {
-	r.mbox.release(h.name)
+	delete(r.mbox.held, h.name)
 	r.record(h.req, a, "")
 	p := rel(protocol.DirCtl, h.name)
 	if _, err := r.root.Lstat(p); errors.Is(err, os.ErrNotExist) {
@@ -533,7 +521,7 @@ func (r *Runner) completeHeld(h *heldReq, a answer) {
 	}
 	b := marshal(replyFor(h.req, a))
 	if err := r.writeReply(h.name, b); err != nil {
-		r.mbox.retryReply(h.name, b)
+		r.mbox.unsent[h.name] = b
 		return
 	}
 	r.removeRequest(p)
@@ -555,11 +543,11 @@ func (in *inputQueue) due() time.Time {
 // group gets SIGWINCH from the kernel). The size is kept for later starts
 // of the tool.
 func (r *Runner) resize(req *protocol.ControlRequest) (protocol.Outcome, string) {
-	r.in.setSize(req.Cols, req.Rows)
-	if !r.tool.alive() {
+	r.in.cols, r.in.rows = req.Cols, req.Rows
+	if r.tool.sess == nil {
 		return protocol.OutcomeDelivered, fmt.Sprintf("no tool runs now; the next one starts with a %dx%d terminal", req.Cols, req.Rows)
 	}
-	if err := r.tool.resize(req.Cols, req.Rows); err != nil {
+	if err := r.tool.sess.Resize(req.Cols, req.Rows); err != nil {
 		return protocol.OutcomeRejected, "the terminal could not be resized: " + err.Error()
 	}
 	return protocol.OutcomeDelivered, fmt.Sprintf("the terminal is now %d columns by %d rows (the tool gets SIGWINCH)", req.Cols, req.Rows)

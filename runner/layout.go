@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"github.com/skillpilot/skillpilot/fsq"
 	"io/fs"
 	"os"
 	"sync"
@@ -34,18 +35,6 @@ type layoutState struct {
 	warnings []trustWarning
 }
 
-// modes is the session's modes (set at start, never changed).
-func (l *layoutState) modes() perms { return l.perms }
-
-// fileMode is the mode of the runner's files.
-func (l *layoutState) fileMode() os.FileMode { return l.perms.file }
-
-// trustWarnings are what the start's trust checks warned about.
-func (l *layoutState) trustWarnings() []trustWarning { return l.warnings }
-
-// usable reports whether the session directory can be used.
-func (l *layoutState) usable() bool { return l.err == nil }
-
 // setErr records why the session directory cannot be used (nil: it can)
 // and returns what was recorded before.
 func (l *layoutState) setErr(err error) (was error) {
@@ -53,16 +42,11 @@ func (l *layoutState) setErr(err error) (was error) {
 	return was
 }
 
-// checkDir checks that session directory d is one the runner may serve.
-func (l *layoutState) checkDir(root *sessionRoot, d string) error {
-	return checkSubdir(root, d, l.perms, runnerEUID())
-}
-
 // repair recreates the session's missing directories and checks each one,
 // with one look at each. It returns those it created and the first
 // problem.
-func (l *layoutState) repair(root *sessionRoot) (created []string, err error) {
-	created, infos, err := ensureLayoutInfo(root, l.perms, root.mayRecreate)
+func (l *layoutState) repair(root *fsq.Root, hold *sessionHold) (created []string, err error) {
+	created, infos, err := ensureLayoutInfo(root, l.perms, func(d string) error { return hold.mayRecreate(root, d) })
 	if err == nil {
 		for i, d := range protocol.Dirs {
 			if infos[i] == nil { // Created just now: look at what is there.
@@ -113,7 +97,7 @@ func makeLayout(dir string) error {
 	if err := createSession(dir); err != nil {
 		return err
 	}
-	root, err := openRoot(dir)
+	root, err := fsq.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
@@ -129,7 +113,7 @@ func makeLayout(dir string) error {
 // ensureLayout creates missing subdirectories with their documented
 // modes, and reports which it created. It fails on a subdirectory it
 // cannot use: a symlink, a file, or one it cannot create.
-func ensureLayout(root *sessionRoot, p perms) (created []string, err error) {
+func ensureLayout(root *fsq.Root, p perms) (created []string, err error) {
 	created, _, err = ensureLayoutInfo(root, p, nil)
 	return created, err
 }
@@ -137,9 +121,9 @@ func ensureLayout(root *sessionRoot, p perms) (created []string, err error) {
 // ensureLayoutInfo is ensureLayout that also returns what it saw of each
 // directory of protocol.Dirs (nil for one it created), so that the
 // heartbeat's trust checks need no second look. A non-nil guard is asked
-// before each directory is made (sessionRoot.mayRecreate, while the runner
+// before each directory is made (sessionHold.mayRecreate, while the runner
 // runs): its error is returned and nothing more is made.
-func ensureLayoutInfo(root *sessionRoot, p perms, guard func(d string) error) (created []string, infos []os.FileInfo, err error) {
+func ensureLayoutInfo(root *fsq.Root, p perms, guard func(d string) error) (created []string, infos []os.FileInfo, err error) {
 	infos = make([]os.FileInfo, len(protocol.Dirs))
 	for i, d := range protocol.Dirs {
 		fi, lerr := root.Lstat(d)
@@ -203,10 +187,10 @@ type trustWarning string
 //
 // It warns about a session others can read or enter (their outputs are
 // readable), and about a shared session whose group cannot use it.
-func checkTrust(root *sessionRoot) (perms, []trustWarning, error) {
+func checkTrust(root *fsq.Root) (perms, []trustWarning, error) {
 	var p perms
 	var warns []trustWarning
-	dir := root.dir
+	dir := root.Abs(".")
 	fi, err := root.Stat()
 	if err != nil {
 		return p, nil, fmt.Errorf("runner: session: %w", err)
@@ -249,7 +233,7 @@ func checkTrust(root *sessionRoot) (perms, []trustWarning, error) {
 
 // checkSubdir applies the trust rules to one subdirectory (missing is fine:
 // it is created).
-func checkSubdir(root *sessionRoot, d string, p perms, euid int) error {
+func checkSubdir(root *fsq.Root, d string, p perms, euid int) error {
 	fi, err := root.Lstat(d)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -261,8 +245,8 @@ func checkSubdir(root *sessionRoot, d string, p perms, euid int) error {
 }
 
 // checkSubdirInfo is checkSubdir on what a look at d found.
-func checkSubdirInfo(root *sessionRoot, d string, fi os.FileInfo, p perms, euid int) error {
-	path := root.abs(d)
+func checkSubdirInfo(root *fsq.Root, d string, fi os.FileInfo, p perms, euid int) error {
+	path := root.Abs(d)
 	if !fi.IsDir() {
 		return fmt.Errorf("%w: %s/ is %s, not a directory: remove it (the runner recreates it)", ErrUntrusted, d, fileKind(fi))
 	}
@@ -288,21 +272,21 @@ func checkSubdirInfo(root *sessionRoot, d string, fi os.FileInfo, p perms, euid 
 // reason; the heartbeat keeps beating.
 //
 // It also notices the session's path no longer naming the directory the
-// runner holds open (renamed, removed or replaced: sessionRoot.Moved);
+// runner holds open (renamed, removed or replaced: fsq.Root.Moved);
 // that is reported the same way, and nothing is written at the new path.
 func (r *Runner) checkLayout() {
 	if err := r.root.Moved(); err != nil {
 		r.setLayoutErr(fmt.Errorf("runner: %w", err))
 		return
 	}
-	if why := r.root.lockGone(); why != "" { // An rm -rf under way: stop, make nothing.
+	if why := r.hold.lockGone(r.root); why != "" { // An rm -rf under way: stop, make nothing.
 		r.checkSessionLost()
 		r.setLayoutErr(fmt.Errorf("runner: %s", why))
 		return
 	}
 	// One look at each directory serves both the repair and the trust
 	// checks (this runs on every heartbeat).
-	created, err := r.layout.repair(r.root)
+	created, err := r.layout.repair(r.root, r.hold)
 	for _, d := range created {
 		r.log.Warn("recreated a deleted session directory", "dir", d)
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"recreated": d + "/"}})
@@ -332,23 +316,34 @@ func (r *Runner) setLayoutErr(err error) {
 	case err != nil && (was == nil || was.Error() != err.Error()):
 		r.log.Error("the session directory cannot be used", "err", err)
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"layout": err.Error()}})
-		r.setPhase(protocol.PhaseError, err.Error())
 	case err == nil && was != nil:
 		r.log.Info("the session directory is usable again")
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"layout": "usable again"}})
-		r.restorePhase()
 	}
 }
 
-// restorePhase leaves phase error once nothing holds it there.
-func (r *Runner) restorePhase() {
-	if r.status.currentPhase() != protocol.PhaseError || r.stop.stopping() || !r.layout.usable() || r.pendingErr != nil {
-		return
+// ownDir checks, just before a result is put into it, that the runner-only
+// directory d is still the runner's: owned by its user and writable by
+// nobody else. The heartbeat's layout check would see another user's
+// directory swapped in only at the next beat; meanwhile a runner running as
+// root (whose writes no mode stops) would put results into it. What stands
+// between this look and the rename is a window of one system call, not of
+// a heartbeat. A missing d is for the caller to handle (ENOENT).
+func ownDir(s *fsq.Root, d string) error {
+	fi, err := s.Lstat(d)
+	if err != nil {
+		return err
 	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
 	switch {
-	case r.cur != nil:
-		r.setPhase(protocol.PhaseBusy, "")
-	case r.tool.ready():
-		r.setPhase(protocol.PhaseIdle, "")
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s/ is %s, not a directory: remove it (the runner recreates it)", ErrUntrusted, d, fileKind(fi))
+	case ok && int(st.Uid) != runnerEUID():
+		return fmt.Errorf("%w: %s is owned by uid %d, not by the runner's uid %d: nothing is written into it; remove it (the runner recreates it) or chown it",
+			ErrUntrusted, s.Abs(d), st.Uid, runnerEUID())
+	case fi.Mode()&0o022 != 0:
+		return fmt.Errorf("%w: %s is writable by others than the runner (mode %v): nothing is written into it; chmod go-w %s",
+			ErrUntrusted, s.Abs(d), fi.Mode().Perm(), s.Abs(d))
 	}
+	return nil
 }

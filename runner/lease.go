@@ -32,10 +32,6 @@ type leaseWatch struct {
 	err       string // lease_error ("" when fine)
 }
 
-// failure is state.json's lease_error: why the lease file was not
-// understood ("" when fine).
-func (l *leaseWatch) failure() string { return l.err }
-
 // init takes the lease an earlier master left. One whose expires_at has
 // already passed is ignored until a master renews it (PROTOCOL.md §10),
 // whether or not it also has ttl_ms: SkillPilot's masters write both, and
@@ -153,7 +149,7 @@ func (l *leaseWatch) setErr(r *Runner, msg string) {
 		return
 	}
 	l.err = msg
-	r.status.changed()
+	r.status.dirty = true
 	if msg == "" {
 		r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "understood"}})
 		return

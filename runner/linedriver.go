@@ -188,9 +188,6 @@ func (l *lineDriver) check(payload string) error {
 	return nil
 }
 
-// errorLine reports whether line matches the error pattern.
-func (l *lineDriver) errorLine(line []byte) bool { return l.errRe != nil && l.errRe.Match(line) }
-
 // promptHold bounds what promptFilter holds back at a line start.
 const promptHold = 256
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/skillpilot/skillpilot/fsq"
 	"io/fs"
 	"os"
 	"syscall"
@@ -45,21 +46,21 @@ func (r *Runner) acquire() error {
 		return fmt.Errorf("%w: %s has %d links (a hard link to another file was planted there; the runner would lock and chmod it): remove it",
 			ErrUntrusted, protocol.FileLock, st.Nlink)
 	}
-	r.lock = r.root.newLock(lockPath, r.layout.fileMode())
+	r.lock = &fileLock{root: r.root, name: lockPath, perm: r.layout.perms.file}
 	locked, err := r.lock.TryLock()
 	// A master probing liveness holds a shared lock for microseconds:
 	// retry briefly before concluding that a runner holds it.
 	for i := 0; i < 10 && !locked && err == nil; i++ {
-		time.Sleep(20 * time.Millisecond)
+		r.clk.Sleep(20 * time.Millisecond)
 		locked, err = r.lock.TryLock()
 	}
 	if err != nil {
 		r.log.Warn("flock unavailable on this filesystem; relying on the heartbeat", "err", err)
 	}
 	if locked {
-		_ = r.root.Chmod(lockPath, r.layout.fileMode()) // Masters of a shared session probe it.
+		_ = r.root.Chmod(lockPath, r.layout.perms.file) // Masters of a shared session probe it.
 		if fi, err := r.lock.Stat(); err == nil {
-			r.root.holdLock(fi) // From now on a lock file deleted or replaced stops the runner (lost.go).
+			r.hold.holdLock(fi) // From now on a lock file deleted or replaced stops the runner (lost.go).
 		}
 	}
 	hb, hbErr := readHeartbeat(r.root, protocol.FileHeartbeat)
@@ -79,7 +80,7 @@ func (r *Runner) acquire() error {
 	if !ours {
 		window = 2*r.cfg.Heartbeat + 500*time.Millisecond
 	}
-	if ours && heartbeatMoves(r.root, protocol.FileHeartbeat, hb.Counter, window) {
+	if ours && heartbeatMoves(r.root, r.clk, protocol.FileHeartbeat, hb.Counter, window) {
 		if locked {
 			_ = r.lock.Unlock() // We must not keep a lock we will not use.
 		}
@@ -124,7 +125,7 @@ func (r *Runner) release() {
 
 // readHeartbeat reads state/heartbeat.json without following a symlink,
 // blocking on a FIFO or reading more than maxStateFile.
-func readHeartbeat(root *sessionRoot, name string) (protocol.Heartbeat, error) {
+func readHeartbeat(root *fsq.Root, name string) (protocol.Heartbeat, error) {
 	var hb protocol.Heartbeat
 	b, _, err := root.ReadFile(name, maxStateFile)
 	if err != nil {
@@ -134,10 +135,10 @@ func readHeartbeat(root *sessionRoot, name string) (protocol.Heartbeat, error) {
 }
 
 // heartbeatMoves watches the heartbeat counter for window (on our clock).
-func heartbeatMoves(root *sessionRoot, name string, counter int64, window time.Duration) bool {
-	end := time.Now().Add(window)
-	for time.Now().Before(end) {
-		time.Sleep(100 * time.Millisecond)
+func heartbeatMoves(root *fsq.Root, clk clock, name string, counter int64, window time.Duration) bool {
+	end := clk.Now().Add(window)
+	for clk.Now().Before(end) {
+		clk.Sleep(100 * time.Millisecond)
 		hb, err := readHeartbeat(root, name)
 		if err == nil && hb.Counter != counter {
 			return hb.Phase != protocol.PhaseStopped
@@ -150,15 +151,11 @@ func heartbeatMoves(root *sessionRoot, name string, counter int64, window time.D
 // through the session root (so never through a symlink): what gofrs/flock
 // did by path. Not safe for concurrent use; the owner goroutine holds it.
 type fileLock struct {
-	root   *sessionRoot
+	root   *fsq.Root
 	name   string
 	perm   os.FileMode
 	f      *os.File
 	locked bool
-}
-
-func (s *sessionRoot) newLock(name string, perm os.FileMode) *fileLock {
-	return &fileLock{root: s, name: name, perm: perm}
 }
 
 // TryLock takes the lock without waiting: false, nil when another holds
@@ -192,7 +189,7 @@ func (l *fileLock) TryLock() (bool, error) {
 			continue
 		}
 		l.close()
-		return false, &os.PathError{Op: "flock", Path: l.root.abs(l.name), Err: err}
+		return false, &os.PathError{Op: "flock", Path: l.root.Abs(l.name), Err: err}
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // symlink, a FIFO or anything but a regular file is refused with a message
 // (never followed, never blocked on): log/ is the runner's own.
 func (r *Runner) openLogs() error {
-	torn, err := r.disk.openLogs(r.layout.fileMode())
+	torn, err := r.disk.openLogs(r.layout.perms.file)
 	if torn > 0 {
 		r.log.Warn("repaired a torn last line of the event log", "bytes", torn)
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"repaired_meta_log_bytes": torn}})
@@ -98,15 +98,15 @@ func (r *Runner) reopenLogsIfGone() error {
 
 // logsReplaced reports whether the event log or the spool was deleted or
 // replaced under the runner, or else why log/ cannot be looked at
-// (errLayout).
+// (fsq.ErrLayout).
 func (d *spoolDisk) logsReplaced() (replaced bool, unreachable error) {
 	same := func(rel string, open os.FileInfo) bool {
 		fi, err := d.root.Lstat(rel)
-		if errors.Is(err, errLayout) {
+		if errors.Is(err, fsq.ErrLayout) {
 			unreachable = err
 			return true
 		}
-		return err == nil && open != nil && sameFile(fi, open)
+		return err == nil && open != nil && fsq.SameFile(fi, open)
 	}
 	replaced = !same(protocol.FileMeta, d.metaInfo) || !same(protocol.FileSpool, d.spoolInfo)
 	return replaced, unreachable
@@ -121,7 +121,7 @@ func (r *Runner) reopenLogs() error {
 		return err
 	}
 	r.log.Warn("reopened log/meta.log and log/session.out: they were deleted or replaced")
-	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"reopened": "log/meta.log, log/session.out", "spool_size": r.disk.spoolOffset()}})
+	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"reopened": "log/meta.log, log/session.out", "spool_size": r.disk.spoolSize}})
 	return nil
 }
 
@@ -157,10 +157,6 @@ func (d *spoolDisk) appendEvent(e protocol.Event) error {
 	return d.meta.Append(e)
 }
 
-// spoolOffset returns the spool's size: the offset of the next byte
-// written to it, as results, answers and control events record it.
-func (d *spoolDisk) spoolOffset() int64 { return d.spoolSize }
-
 // markBuffered notes that printed bytes sit unflushed in the spool or
 // output buffers since now, unless some already did.
 func (d *spoolDisk) markBuffered(now time.Time) {
@@ -168,9 +164,6 @@ func (d *spoolDisk) markBuffered(now time.Time) {
 		d.bufferedAt = now
 	}
 }
-
-// buffered reports whether printed bytes wait for flushBuffers.
-func (d *spoolDisk) buffered() bool { return !d.bufferedAt.IsZero() }
 
 // flushAt returns when the buffered bytes are due out (zero: none are).
 func (d *spoolDisk) flushAt() time.Time {
@@ -185,9 +178,6 @@ func (d *spoolDisk) flushDue(now time.Time) bool {
 	return !d.bufferedAt.IsZero() && now.Sub(d.bufferedAt) >= flushDelay
 }
 
-// flushed notes that the buffers were written out (flushBuffers).
-func (d *spoolDisk) flushed() { d.bufferedAt = time.Time{} }
-
 // syncSpool pushes the spool's written bytes to the file server
 // (pushToServer); nothing once the spool is closed.
 func (d *spoolDisk) syncSpool() error {
@@ -196,13 +186,6 @@ func (d *spoolDisk) syncSpool() error {
 	}
 	return unix.Fdatasync(int(d.spool.Fd()))
 }
-
-// syncEvents makes the event log durable (recover).
-func (d *spoolDisk) syncEvents() error { return d.meta.Sync() }
-
-// eventLog returns the open event log (nil once closed), for the syncer
-// that fsyncs it off the critical path.
-func (d *spoolDisk) eventLog() *fsq.Log { return d.meta }
 
 // spoolWrite appends raw tool output to the spool (buffered).
 func (r *Runner) spoolWrite(b []byte) {

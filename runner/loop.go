@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"strings"
@@ -23,16 +22,16 @@ const flushDelay = 20 * time.Millisecond
 
 // flushBuffers writes out the spool and the current output.
 func (r *Runner) flushBuffers() {
-	printed := r.disk.buffered()
+	printed := !r.disk.bufferedAt.IsZero()
 	r.flushSpool()
 	if c := r.cur; c != nil {
 		// Partial output becomes visible. A failure is kept for the
 		// result (finish); a full disk suspends output files.
 		if err := c.flush(); err != nil && isNoSpace(err) {
-			r.noSpace(c.fileName(), err)
+			r.noSpace(c.name, err)
 		}
 	}
-	r.disk.flushed()
+	r.disk.bufferedAt = time.Time{}
 	if r.id.network && printed {
 		r.pushToServer()
 	}
@@ -62,21 +61,22 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 	ctxDone := ctx.Done()
 	for {
 		r.nextCommand()
+		r.showPhase()
 		// A graceful stop waits for results that wait for a retry (a full
 		// disk) here, in the loop, so the heartbeat and control go on; a
 		// force stop has given them up (beginStop).
-		if r.stop.stopping() && r.cur == nil && (r.pendingErr == nil || r.stop.forced()) {
+		if r.stop.mode != "" && r.cur == nil && (r.pending.err == nil || r.stop.mode == protocol.StopForce) {
 			break
 		}
 		// Busy/idle flips are coalesced off the critical path;
-		// other phases are written by setPhase at once.
+		// other phases are written by showPhase at once.
 		r.status.schedule(r.clk.Now())
 		wake.Reset(r.nextWake())
 		out, exited, input := r.tool.output(), r.tool.exited(), r.in.writeDone()
 		select {
 		case c, ok := <-out:
 			if !ok {
-				r.tool.outputEnded()
+				r.tool.eof = true
 				continue
 			}
 			r.onChunk(c)
@@ -95,10 +95,10 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.rescan()
 		case <-r.watcher.Lost:
 			r.queue.scanLost(r.watcher.Inotify)
-		case res := <-r.queue.scanResults():
-			n := r.queue.depth()
+		case res := <-r.queue.scan.results:
+			n := r.queue.pend.len()
 			r.onScan(res)
-			if r.queue.depth() > n {
+			if r.queue.pend.len() > n {
 				// Commands come in bursts. (Measured on NFS without this
 				// hurry, leaving it to the result's: round trips were
 				// slower, p50 111-125 ms against 64-104 ms.)
@@ -109,7 +109,7 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		case <-wake.C():
 			r.onTimer(r.clk.Now())
 		case sig := <-signals:
-			r.onSignal(sig)
+			r.requestStop(r.stop.signalled(), "signal "+sig.String())
 		case <-ctxDone:
 			ctxDone = nil
 			r.requestStop(protocol.StopGraceful, "context cancelled")
@@ -130,17 +130,17 @@ func (r *Runner) nextWake() time.Duration {
 	if r.cur != nil {
 		consider(r.cur.due())
 	}
-	consider(r.tool.due(r.stop.stopping()))
-	consider(r.queue.promote(now))
-	consider(r.mbox.recheckTime())
+	consider(r.tool.due(r.stop.mode != ""))
+	consider(r.queue.pend.promote(now))
+	consider(r.mbox.recheck)
 	consider(r.in.due())
-	consider(r.status.dueAt())
+	consider(r.status.writeAt)
 	consider(r.disk.flushAt())
-	if r.queue.moreQueued() {
+	if r.queue.more {
 		consider(now)
 	}
 	if d, ok := r.queue.owedScanIn(); ok {
-		consider(now.Add(d)) // A real-time wait: the scanner runs on the wall clock.
+		consider(now.Add(d))
 	}
 	if next.IsZero() {
 		return time.Hour
@@ -156,7 +156,7 @@ func (r *Runner) onTimer(now time.Time) {
 			r.interrupt(protocol.StatusTimeout, "", msg, "")
 		}
 	}
-	if r.mbox.recheckDue(now) {
+	if !r.mbox.recheck.IsZero() && !now.Before(r.mbox.recheck) {
 		r.checkCtl()
 	}
 	r.queue.payOwedScan(r.watcher.Inotify)
@@ -167,7 +167,7 @@ func (r *Runner) onTimer(now time.Time) {
 	if r.disk.flushDue(now) {
 		r.flushBuffers()
 	}
-	if r.status.due(now) {
+	if at := r.status.writeAt; !at.IsZero() && !now.Before(at) { // A scheduled rewrite of state.json.
 		r.writeState()
 	}
 	r.tool.timer(r, now)
@@ -179,18 +179,18 @@ func (r *Runner) onBeat() {
 	}
 	r.checkLayout()
 	r.checkDiskRoom()
-	if r.pendingErr == nil && r.status.beatCount()%16 == 0 {
+	if r.pending.err == nil && r.status.beats%16 == 0 {
 		r.disk.remakeBallast()
 	}
 	r.flushBuffers()
 	r.reportProgress() // progress.go
-	if r.id.network && r.status.beatCount()%2 == 0 {
+	if r.id.network && r.status.beats%2 == 0 {
 		r.touchInputs()
 	}
 	r.lease.check(r, r.clk.Now())
 	r.beat()
 	r.flushTail()
-	if r.status.isDirty() || r.cur != nil || r.stateGone() {
+	if r.status.dirty || r.cur != nil || r.stateGone() {
 		// While a command runs, current_quiet_ms and current_last_line
 		// are refreshed every heartbeat; a state.json someone deleted
 		// (or state/ with it) is written again at once.
@@ -204,16 +204,12 @@ func (r *Runner) stateGone() bool {
 	return errors.Is(err, fs.ErrNotExist)
 }
 
-func (r *Runner) onSignal(sig os.Signal) {
-	r.requestStop(r.stop.signalled(), "signal "+sig.String())
-}
-
 // onChange handles one name inotify reported.
 func (r *Runner) onChange(ch fsq.Change) {
 	switch ch.Dir {
 	case r.path(protocol.DirQueue):
 		if seq, rule, ok := protocol.CheckQueueName(ch.Name); ok {
-			if r.queue.add(ch.Name, seq, rule) {
+			if r.queue.pend.add(ch.Name, seq, rule) {
 				r.noteQueued(ch.Name, seq, rule)
 			}
 		}
@@ -233,30 +229,32 @@ func (r *Runner) rescan() {
 
 // shutdown ends the tool and every process it started, and records the stop.
 func (r *Runner) shutdown() error {
-	r.setPhase(protocol.PhaseStopping, r.stop.why())
+	r.stop.stage = stopClosing
+	r.showPhase()
 	r.writeState()
 	r.abortInput()
 	r.pumpWaiting("*") // Commands still queued will not start under this runner.
-	if r.tool.alive() {
-		_ = r.tool.signal(sigTerm)
+	if r.tool.sess != nil {
+		_ = r.tool.sess.Signal(sigTerm)
 		if !r.waitExit(r.cfg.KillGrace) {
-			_ = r.tool.signal(sigKill)
+			_ = r.tool.sess.Signal(sigKill)
 			r.waitExit(10 * time.Second)
 		}
 		r.tool.reap() // Whatever else is left in its group.
 	}
 	r.results.close(r.onResult)
 	r.flushTail()
-	reason := r.stop.why()
-	r.setPhase(protocol.PhaseStopped, reason)
+	reason := r.stop.reason
+	r.stop.stage = stopDone
+	r.showPhase()
 	r.writeState()
 	r.beat()
-	detail := map[string]any{"reason": reason, "commands_done": r.status.commandsDone()}
-	if e := r.stop.failure(); e != nil {
+	detail := map[string]any{"reason": reason, "commands_done": r.status.cmdsDone}
+	if e := r.stop.err; e != nil {
 		detail["error"] = e
 	}
 	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: detail})
-	r.log.Info("runner stopped", "reason", reason, "commands_done", r.status.commandsDone())
+	r.log.Info("runner stopped", "reason", reason, "commands_done", r.status.cmdsDone)
 	r.metrics.close()
 	if err := r.tool.gaveUpErr(); err != nil {
 		return err
@@ -275,7 +273,7 @@ func (r *Runner) waitExit(d time.Duration) bool {
 		select {
 		case c, ok := <-r.tool.output():
 			if !ok {
-				r.tool.outputEnded()
+				r.tool.eof = true
 				continue
 			}
 			r.onChunk(c)
@@ -305,8 +303,8 @@ func (r *Runner) touchInputs() {
 // I/O error). Meanwhile no new command starts, the phase is error and the
 // reason says why; the heartbeat keeps beating.
 func (r *Runner) onWriterStatus(st writerStatus) {
-	was := r.pendingErr
-	r.pendingErr = st.err
+	was := r.pending.err
+	r.pending = st
 	if st.err != nil && isNoSpace(st.err) {
 		r.noSpace("a result", st.err)
 	}
@@ -315,9 +313,7 @@ func (r *Runner) onWriterStatus(st writerStatus) {
 			r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{
 				"results_pending": st.pending, "error": st.err.Error()}})
 		}
-		r.setPhase(protocol.PhaseError, fmt.Sprintf("%d result(s) waiting to be written, retrying: %v", st.pending, st.err))
 		return
 	}
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"results_pending": 0, "resolved": true}})
-	r.restorePhase()
 }

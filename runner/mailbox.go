@@ -30,7 +30,7 @@ import (
 
 // mailbox is the runner's state for ctl/. It is owned by the Run goroutine.
 type mailbox struct {
-	root *sessionRoot
+	root *fsq.Root
 	log  *slog.Logger
 	// startMod is the runner's start on the filesystem's clock: the mtime
 	// of tmp/started, written at start and removed. A request without session_id, or a
@@ -50,40 +50,12 @@ func (m *mailbox) asideName(name string) string {
 	return rel(protocol.DirTmp, fmt.Sprintf("ctl.%d.%s", m.moved, name))
 }
 
-// forget drops what was noted about an incomplete file name (taken,
-// withdrawn or complete now).
-func (m *mailbox) forget(name string) { delete(m.seen, name) }
-
-// lookNow clears the time to look at ctl/ again: a look is under way, and
-// what it finds incomplete sets a new one (recheckAt).
-func (m *mailbox) lookNow() { m.recheck = time.Time{} }
-
-// recheckTime returns when ctl/ is to be looked at again (zero: no need).
-func (m *mailbox) recheckTime() time.Time { return m.recheck }
-
-// recheckDue reports whether ctl/ is to be looked at again at now.
-func (m *mailbox) recheckDue(now time.Time) bool {
-	return !m.recheck.IsZero() && !now.Before(m.recheck)
-}
-
-// startedAt returns the runner's start on the filesystem's clock (init).
-func (m *mailbox) startedAt() time.Time { return m.startMod }
-
 // writtenBeforeStart reports whether a request file modified at mod (zero:
 // unknown) was written before this runner started (init), i.e. was meant
 // for an earlier runner.
 func (m *mailbox) writtenBeforeStart(mod time.Time) bool {
 	return !mod.IsZero() && mod.Before(m.startMod)
 }
-
-// hold notes a send or signal request taken and not yet answered.
-func (m *mailbox) hold(name string) { m.held[name] = true }
-
-// release notes that a held request is answered (or refused).
-func (m *mailbox) release(name string) { delete(m.held, name) }
-
-// isHeld reports whether the request name is held (hold).
-func (m *mailbox) isHeld(name string) bool { return m.held[name] }
 
 // taken reports whether name was taken: held, or acted on with its reply
 // still to be written.
@@ -92,21 +64,11 @@ func (m *mailbox) taken(name string) bool {
 	return m.held[name] || unsent
 }
 
-// heldCount returns the requests held (hold), bounded by maxHeld.
-func (m *mailbox) heldCount() int { return len(m.held) }
-
-// retryReply keeps the reply b to the request name, acted on but whose
-// write failed: it is retried, the request is never acted on again.
-func (m *mailbox) retryReply(name string, b []byte) { m.unsent[name] = b }
-
 // unsentReply returns the reply kept for name by retryReply, if any.
 func (m *mailbox) unsentReply(name string) ([]byte, bool) {
 	b, ok := m.unsent[name]
 	return b, ok
 }
-
-// replySent drops the reply kept for name: it is written now.
-func (m *mailbox) replySent(name string) { delete(m.unsent, name) }
 
 // fileSeen is how an incomplete file looked when it last changed.
 type fileSeen struct {
@@ -125,14 +87,14 @@ const startedFile = "started"
 // (just before it) counts as older. The price is that a request without
 // session_id written within that tick after the start is judged stale too;
 // masters set session_id, and a stale stop is the worse mistake.
-func (m *mailbox) init(sessionID string) {
+func (m *mailbox) init(sessionID string, clk clock) {
 	m.seen, m.unsent, m.held = map[string]fileSeen{}, map[string][]byte{}, map[string]bool{}
 	p := rel(protocol.DirTmp, startedFile)
 	first, err := writeStamp(m.root, p, sessionID)
 	if err == nil {
 		m.startMod = first
-		for deadline := time.Now().Add(1100 * time.Millisecond); time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
+		for deadline := clk.Now().Add(1100 * time.Millisecond); clk.Now().Before(deadline); {
+			clk.Sleep(time.Millisecond)
 			var fi os.FileInfo
 			if err = m.root.TouchDir(p); err == nil {
 				fi, err = m.root.Lstat(p)
@@ -149,13 +111,13 @@ func (m *mailbox) init(sessionID string) {
 	_ = m.root.Remove(p) // Only its mtime was needed (or it failed half-way: a full disk).
 	if err != nil {
 		// Our own clock is the same clock on a local filesystem.
-		m.startMod = time.Now()
+		m.startMod = wallNow()
 		m.log.Warn("cannot record the start time on the session's filesystem; using the runner's clock", "err", err)
 	}
 }
 
 // writeStamp creates p and returns its mtime.
-func writeStamp(root *sessionRoot, p, content string) (time.Time, error) {
+func writeStamp(root *fsq.Root, p, content string) (time.Time, error) {
 	f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return time.Time{}, err
@@ -176,7 +138,7 @@ func writeStamp(root *sessionRoot, p, content string) (time.Time, error) {
 // written (the order of requests is part of the contract) and comes back
 // at m.recheck.
 func (r *Runner) checkCtl() {
-	r.mbox.lookNow()
+	r.mbox.recheck = time.Time{}
 	// One listing per look, which runs on every poll: its open of ctl/
 	// is what fsq.Revalidate does (requests come from other hosts), and
 	// the legacy files are looked up only when it shows them.
@@ -208,7 +170,7 @@ func (r *Runner) checkCtl() {
 		if base := path.Base(f); slices.Contains(names, base) {
 			r.takeLegacy(f)
 		} else {
-			r.mbox.forget(base)
+			delete(r.mbox.seen, base)
 		}
 	}
 	for _, n := range names {
@@ -258,12 +220,12 @@ func (r *Runner) listCtl() ([]string, error) {
 // be decided yet (still being written, or unreadable for now).
 func (r *Runner) takeRequest(name string) bool {
 	p := rel(protocol.DirCtl, name)
-	if r.mbox.isHeld(name) {
+	if r.mbox.held[name] {
 		return true // Taken; answered once it is delivered or refused.
 	}
 	if b, ok := r.mbox.unsentReply(name); ok {
 		if r.writeReply(name, b) == nil {
-			r.mbox.replySent(name)
+			delete(r.mbox.unsent, name)
 			r.removeRequest(p)
 		}
 		return true
@@ -277,7 +239,7 @@ func (r *Runner) takeRequest(name string) bool {
 	var perr error
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		r.mbox.forget(name) // Withdrawn.
+		delete(r.mbox.seen, name) // Withdrawn.
 		return true
 	case errors.Is(err, fsq.ErrTooLarge):
 		perr = &limitError{fmt.Sprintf("file is larger than %d bytes", protocol.MaxRequestSize), protocol.MaxRequestSize}
@@ -299,7 +261,7 @@ func (r *Runner) takeRequest(name string) bool {
 			return false
 		}
 	}
-	r.mbox.forget(name)
+	delete(r.mbox.seen, name)
 	if req == nil {
 		seq, id, _ := protocol.ParseRequestName(name)
 		req = &protocol.ControlRequest{ReqID: id, Seq: seq}
@@ -317,7 +279,7 @@ func (r *Runner) takeRequest(name string) bool {
 	failpoint("ctl_after_act")
 	b := marshal(replyFor(req, a))
 	if err := r.writeReply(name, b); err != nil {
-		r.mbox.retryReply(name, b) // Acted on: never again; the reply is retried.
+		r.mbox.unsent[name] = b // Acted on: never again; the reply is retried.
 		return true
 	}
 	failpoint("ctl_after_reply")
@@ -354,7 +316,7 @@ func replyFor(req *protocol.ControlRequest, a answer) *protocol.ControlReply {
 // results and logs (its file: "ctl/req_<seq>_<req_id>.json", "ctl/cancel.json").
 func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time, source string) answer {
 	r.flushSpool()
-	a := answer{offset: r.disk.spoolOffset(), cmdID: req.CmdID}
+	a := answer{offset: r.disk.spoolSize, cmdID: req.CmdID}
 	switch {
 	case perr != nil:
 		a.outcome, a.message = protocol.OutcomeRejected, "rejected, nothing done: "+perr.Error()
@@ -366,7 +328,7 @@ func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time,
 	case req.SessionID == "" && r.mbox.writtenBeforeStart(mod):
 		a.outcome = protocol.OutcomeStale
 		a.ctx = errContext("session_id", r.id.sessionID, "written_before_start", true)
-		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startedAt().UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"
+		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startMod.UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"
 	case req.Op == protocol.OpCancel:
 		a.outcome, a.message, a.cmdID = r.cancel(req.Scope, req.CmdID, requestWords(req, source, mod), requestContext(req, source))
 	case req.Op == protocol.OpStop:
@@ -495,7 +457,7 @@ func (r *Runner) writeReply(name string, b []byte) error {
 	if errors.Is(err, os.ErrNotExist) {
 		// ctl/ack/ (or ctl/) was removed: made again as MkdirAll would,
 		// unless the session is being removed (mayRecreate).
-		if err = r.root.mayRecreate(protocol.DirAck); err != nil {
+		if err = r.hold.mayRecreate(r.root, protocol.DirAck); err != nil {
 			// Not made again; retried below like any failure.
 		} else if err = r.root.Mkdir(protocol.DirCtl, 0o700); err == nil || errors.Is(err, os.ErrExist) {
 			err = r.root.Mkdir(protocol.DirAck, 0o700)
@@ -524,7 +486,7 @@ func (r *Runner) removeRequest(p string) {
 // name cannot be a reply's name.
 func (r *Runner) rejectRequestName(name string) {
 	r.flushSpool()
-	off := r.disk.spoolOffset()
+	off := r.disk.spoolSize
 	r.mbox.moveAside(rel(protocol.DirCtl, name), name)
 	msg := "rejected, nothing done: " + strconv.Quote(name) + " is not req_<seq>_<req_id>.json (req_id: 1-128 characters of [A-Za-z0-9._-])"
 	r.log.Warn("control request with a bad name", "file", name)
@@ -564,9 +526,9 @@ func (m *mailbox) stillWriting(name string, fi os.FileInfo, grace time.Duration,
 
 // transient reports read errors worth retrying at the next poll: a
 // network filesystem's stale handle or I/O hiccup, an interrupted call, a
-// session directory swapped for a symlink (errLayout) until it is fixed.
+// session directory swapped for a symlink (fsq.ErrLayout) until it is fixed.
 func transient(err error) bool {
-	return errors.Is(err, errLayout) || errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN)
+	return errors.Is(err, fsq.ErrLayout) || errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN)
 }
 
 func (m *mailbox) recheckAt(t time.Time) {

@@ -70,7 +70,8 @@ func newMetrics(r *Runner) (*metrics, error) {
 
 // snapshot reads the runner's figures; it runs on the owner goroutine.
 func (r *Runner) snapshot() Snapshot {
-	s := Snapshot{QueueDepth: r.queue.depth(), ToolRestarts: max(r.tool.startCount()-1, 0), Heartbeats: r.status.beatCount(), Phase: r.status.currentPhase(),
+	phase, _ := r.phase()
+	s := Snapshot{QueueDepth: r.queue.pend.len(), ToolRestarts: max(r.tool.starts-1, 0), Heartbeats: r.status.beats, Phase: phase,
 		LeaseRemaining: r.lease.remaining(r, r.clk.Now())}
 	if r.cur != nil {
 		r.cur.describeSnapshot(&s)

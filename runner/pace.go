@@ -37,7 +37,7 @@ func (q *cmdQueue) owedScanIn() (time.Duration, bool) {
 	if !q.scanOwed || q.scan.inFlight {
 		return 0, false
 	}
-	return max(time.Until(q.scan.lastEnd.Add(9*q.scan.lastTook)), 0), true
+	return max(q.scan.lastEnd.Add(9*q.scan.lastTook).Sub(q.scan.clk.Now()), 0), true
 }
 
 // payOwedScan starts an owed listing if it may start now.

@@ -14,7 +14,7 @@ func TestPollTickOwedAListing(t *testing.T) {
 	q := &cmdQueue{pend: newPending(), scan: newScanner("queue", func(string) ([]string, error) {
 		listed <- struct{}{}
 		return nil, nil
-	})}
+	}, realClock{})}
 	defer q.scan.close()
 	tick := func() { q.pollTick(false) }
 	finish := func() {

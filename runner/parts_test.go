@@ -3,8 +3,6 @@ package runner
 import (
 	"testing"
 	"time"
-
-	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // The parts' methods hold the rules the loop relies on; these tests use a
@@ -15,13 +13,13 @@ import (
 // counts nor reports a new suspension.
 func TestSpoolDiskSuspension(t *testing.T) {
 	var d spoolDisk
-	if d.isFull() || d.outputSuspended(3) {
+	if d.full || d.outputSuspended(3) {
 		t.Fatal("a fresh disk is suspended")
 	}
 	if released, first := d.suspend(); released || !first {
 		t.Fatalf("suspend = %v, %v; want no reserve released, first", released, first)
 	}
-	if !d.outputSuspended(5) || !d.isFull() {
+	if !d.outputSuspended(5) || !d.full {
 		t.Fatal("output not suspended on a full disk")
 	}
 	if _, first := d.suspend(); first {
@@ -37,7 +35,7 @@ func TestSpoolDiskSuspension(t *testing.T) {
 func TestSpoolDiskFlushDue(t *testing.T) {
 	var d spoolDisk
 	t0 := time.Unix(1000, 0)
-	if d.buffered() || !d.flushAt().IsZero() || d.flushDue(t0.Add(time.Hour)) {
+	if !d.bufferedAt.IsZero() || !d.flushAt().IsZero() || d.flushDue(t0.Add(time.Hour)) {
 		t.Fatal("nothing buffered, yet a flush is due")
 	}
 	d.markBuffered(t0)
@@ -48,34 +46,23 @@ func TestSpoolDiskFlushDue(t *testing.T) {
 	if d.flushDue(t0.Add(flushDelay-1)) || !d.flushDue(t0.Add(flushDelay)) {
 		t.Fatal("flushDue does not turn at flushDelay after the first byte")
 	}
-	d.flushed()
-	if d.buffered() {
-		t.Fatal("still buffered after flushed")
-	}
 }
 
-// state.json is scheduled only when something changed, once, and a
-// phase set again to what it is changes nothing.
+// state.json is scheduled only when something changed, and once.
 func TestRunStatusSchedule(t *testing.T) {
 	var s runStatus
 	t0 := time.Unix(1000, 0)
 	s.schedule(t0)
-	if !s.dueAt().IsZero() {
+	if !s.writeAt.IsZero() {
 		t.Fatal("scheduled with nothing changed")
 	}
-	if !s.setPhase(protocol.PhaseIdle, "") || s.setPhase(protocol.PhaseIdle, "") {
-		t.Fatal("setPhase reports a change wrongly")
-	}
+	s.dirty = true
 	s.schedule(t0)
 	s.schedule(t0.Add(time.Second))
-	if !s.due(t0.Add(stateDelay)) || s.due(t0.Add(stateDelay-1)) {
-		t.Fatalf("due at %v, want %v", s.dueAt(), t0.Add(stateDelay))
+	if s.writeAt != t0.Add(stateDelay) {
+		t.Fatalf("due at %v, want %v", s.writeAt, t0.Add(stateDelay))
 	}
-	s.written()
-	if s.isDirty() || !s.dueAt().IsZero() {
-		t.Fatal("still due after written")
-	}
-	if s.beat() != 1 || s.beat() != 2 || s.beatCount() != 2 {
+	if s.beat() != 1 || s.beat() != 2 || s.beats != 2 {
 		t.Fatal("beats do not count one by one")
 	}
 }

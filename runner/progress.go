@@ -24,13 +24,13 @@ func (r *Runner) reportProgress() {
 		return
 	}
 	now := r.clk.Now()
-	end := r.disk.spoolOffset()
+	end := r.disk.spoolSize
 	start, ok := c.progressed(end, now)
 	if !ok {
 		return
 	}
-	r.event(protocol.Event{Event: protocol.EvCmdOutput, CmdID: c.id(), Seq: c.seq(), SpoolStart: &start, SpoolEnd: &end,
-		Detail: map[string]any{"spool_bytes": end - start, "output_bytes": c.outBytes()}})
+	r.event(protocol.Event{Event: protocol.EvCmdOutput, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, SpoolStart: &start, SpoolEnd: &end,
+		Detail: map[string]any{"spool_bytes": end - start, "output_bytes": c.bytes}})
 }
 
 // progressed records that c's output progress is reported up to spool

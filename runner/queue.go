@@ -2,10 +2,9 @@ package runner
 
 import (
 	"container/heap"
+	"github.com/skillpilot/skillpilot/fsq"
 	"log/slog"
 	"time"
-
-	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // cmdQueue is the runner's part that reads queue/: the scanner that lists
@@ -13,7 +12,7 @@ import (
 // and the names whose result is still being written, and the counts of
 // files skipped, rejected and discarded. It is owned by the Run goroutine.
 type cmdQueue struct {
-	root       *sessionRoot
+	root       *fsq.Root
 	log        *slog.Logger
 	scan       *scanner
 	pend       *pending
@@ -25,72 +24,6 @@ type cmdQueue struct {
 	rejected   int64                   // files answered as invalid
 	discards   int64                   // entries moved into tmp/ to be deleted
 	scanOwed   bool                    // polling only: a tick's listing is still to start (pace.go)
-}
-
-// add records a name listed in queue/ (seq, and the naming rule it
-// breaks, "" for a good name); it reports false if it is already pending.
-func (q *cmdQueue) add(name string, seq int64, misnamed string) bool {
-	return q.pend.add(name, seq, misnamed)
-}
-
-// next takes the pending entry to run next in (seq, name) order, or nil.
-func (q *cmdQueue) next() *pendingEntry { return q.pend.pop() }
-
-// retryAt parks e, a file that could not be read yet, until at.
-func (q *cmdQueue) retryAt(e *pendingEntry, at time.Time) { q.pend.deferUntil(e, at) }
-
-// withdraw forgets a pending name (a cancelled queued command).
-func (q *cmdQueue) withdraw(name string) { q.pend.remove(name) }
-
-// promote makes the parked entries that are due at now ready, and returns
-// the earliest retry time still ahead (zero if none).
-func (q *cmdQueue) promote(now time.Time) time.Time { return q.pend.promote(now) }
-
-// depth returns the number of pending names (state.json's queue_depth).
-func (q *cmdQueue) depth() int { return q.pend.len() }
-
-// setMore says whether nextCommand stopped early with commands left, so
-// that the loop comes back at once (moreQueued).
-func (q *cmdQueue) setMore(more bool) { q.more = more }
-
-// moreQueued reports whether nextCommand stopped early (setMore).
-func (q *cmdQueue) moreQueued() bool { return q.more }
-
-// resultName returns the name of the result file of cmd_id id, "" if it
-// has none (on disk or on its way there).
-func (q *cmdQueue) resultName(id string) string { return q.done[id] }
-
-// noteResult records that cmd_id id has a result, under name.
-func (q *cmdQueue) noteResult(id, name string) { q.done[id] = name }
-
-// settle notes that name's result was handed to the result writer.
-func (q *cmdQueue) settle(name string) { q.settling[name] = true }
-
-// settled notes that the result writer is done with name's result.
-func (q *cmdQueue) settled(name string) { delete(q.settling, name) }
-
-// isSettling reports whether name's result is still being written.
-func (q *cmdQueue) isSettling(name string) bool { return q.settling[name] }
-
-// anySettling reports whether any result is still being written.
-func (q *cmdQueue) anySettling() bool { return len(q.settling) > 0 }
-
-// countSkipped counts a name cleared because it already had a result.
-func (q *cmdQueue) countSkipped() { q.skipped++ }
-
-// countRejected counts a file answered as invalid.
-func (q *cmdQueue) countRejected() { q.rejected++ }
-
-// skippedCount returns the names cleared because they had a result.
-func (q *cmdQueue) skippedCount() int64 { return q.skipped }
-
-// rejectedCount returns the files answered as invalid.
-func (q *cmdQueue) rejectedCount() int64 { return q.rejected }
-
-// readOpenBegins notes the commands whose cmd_begin in the event log has
-// no cmd_end (a dead runner's: recover.go).
-func (q *cmdQueue) readOpenBegins() {
-	q.openBegins = unendedBegins(q.root, protocol.FileMeta)
 }
 
 // openBeginsExcept returns the open begins (readOpenBegins) not in skip,
@@ -105,9 +38,6 @@ func (q *cmdQueue) openBeginsExcept(skip map[beginKey]bool) []beginKey {
 	return keys
 }
 
-// openBegin returns what the log says of key's open begin, or nil.
-func (q *cmdQueue) openBegin(key beginKey) *openBegin { return q.openBegins[key] }
-
 // endBegin notes that the cmd_end of key is written; it reports whether
 // key was open.
 func (q *cmdQueue) endBegin(key beginKey) bool {
@@ -120,26 +50,16 @@ func (q *cmdQueue) endBegin(key beginKey) bool {
 
 // startScan starts the goroutine that lists dir (queue/) with list, and
 // asks it for a first listing.
-func (q *cmdQueue) startScan(dir string, list func(string) ([]string, error)) {
-	q.scan = newScanner(dir, list)
+func (q *cmdQueue) startScan(dir string, list func(string) ([]string, error), clk clock) {
+	q.scan = newScanner(dir, list, clk)
 	q.scan.start()
 }
-
-// stopScan ends the listing goroutine (startScan).
-func (q *cmdQueue) stopScan() { q.scan.close() }
-
-// scanResults delivers the listings startScan's goroutine makes.
-func (q *cmdQueue) scanResults() <-chan scanResult { return q.scan.results }
 
 // scanLost notes that inotify lost events, which makes a listing due.
 func (q *cmdQueue) scanLost(inotify bool) {
 	q.scan.lost = true
 	q.maybeScan(inotify)
 }
-
-// listed reports whether a full listing of queue/ completed since the
-// start: nothing starts before (nextCommand).
-func (q *cmdQueue) listed() bool { return q.scan.listed }
 
 // pendingEntry is a command file name seen in queue/ and not yet handled.
 type pendingEntry struct {
@@ -211,6 +131,9 @@ func (p *pending) promote(now time.Time) time.Time {
 	return next
 }
 
+// len is how many commands are pending (state.json's queue_depth).
+func (p *pending) len() int { return len(p.ready) + len(p.deferred) }
+
 // remove removes an entry by name (used to cancel a queued command); it
 // reports whether one was there.
 func (p *pending) remove(name string) bool {
@@ -230,8 +153,6 @@ func (p *pending) remove(name string) bool {
 	}
 	return true
 }
-
-func (p *pending) len() int { return len(p.ready) + len(p.deferred) }
 
 type entryHeap []*pendingEntry
 

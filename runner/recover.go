@@ -40,7 +40,7 @@ func (r *Runner) recover() error {
 			continue // Not a result: moved aside when the result is written (displace).
 		}
 		if _, id, err := protocol.ParseCommandName(name); err == nil {
-			r.queue.noteResult(id, name)
+			r.queue.done[id] = name
 			have[name] = true
 		}
 	}
@@ -78,7 +78,7 @@ func (r *Runner) recover() error {
 	if len(leftovers) == 0 && r.pendingTakeover == nil && clean {
 		return nil // A clean stop left nothing to settle.
 	}
-	r.queue.readOpenBegins()
+	r.queue.openBegins = unendedBegins(r.queue.root, protocol.FileMeta)
 	inflightKeys := make(map[beginKey]bool, len(leftovers))
 	for _, name := range leftovers {
 		seq, id, _ := protocol.ParseCommandName(name)
@@ -110,14 +110,14 @@ func (r *Runner) recover() error {
 	}
 	// Wait for every recovery result: they are durable before anything
 	// else happens.
-	for r.queue.anySettling() {
+	for len(r.queue.settling) > 0 {
 		r.onResult(<-r.results.done)
 	}
 	if !r.cfg.NoSync {
 		if err := r.root.SyncDir(protocol.DirResult); err != nil {
 			return err
 		}
-		if err := r.disk.syncEvents(); err != nil {
+		if err := r.disk.meta.Sync(); err != nil {
 			return err
 		}
 	}
@@ -253,7 +253,7 @@ func (r *Runner) rebuildOutput(name string) {
 		return
 	}
 	detail := map[string]any{"output_rebuilt": out, "bytes": len(want), "from": rel(protocol.DirResult, name)}
-	if err := r.root.WriteAtomic(out, want, r.layout.fileMode(), fsq.Durable); err != nil {
+	if err := r.root.WriteAtomic(out, want, r.layout.perms.file, fsq.Durable); err != nil {
 		r.log.Error("cannot rebuild an output file from its result", "file", out, "err", err)
 		detail["error"] = err.Error()
 	} else {
@@ -284,7 +284,7 @@ type openBegin struct {
 // unendedBegins lists the commands whose cmd_begin has no cmd_end in the
 // last metaScanWindow bytes of the event log, with what the log says of
 // their spool ranges.
-func unendedBegins(root *sessionRoot, name string) map[beginKey]*openBegin {
+func unendedBegins(root *fsq.Root, name string) map[beginKey]*openBegin {
 	open := map[beginKey]*openBegin{}
 	var waiting []*openBegin // begins whose next cmd_begin is not seen yet
 	f, err := root.OpenRegular(name)
@@ -385,7 +385,7 @@ func runnerTemp(dir, name string) bool {
 
 // emptyDir removes every entry of dir (the runner's private tmp/) but a
 // regular file named keep.
-func emptyDir(root *sessionRoot, dir string, keep string) error {
+func emptyDir(root *fsq.Root, dir string, keep string) error {
 	names, err := root.ReadNames(dir)
 	if err != nil {
 		return err
@@ -416,7 +416,7 @@ func (r *Runner) endSettled(skip map[beginKey]bool) {
 	keys := r.queue.openBeginsExcept(skip)
 	slices.SortFunc(keys, func(a, b beginKey) int { return cmp.Compare(a.seq, b.seq) })
 	for _, k := range keys {
-		name := r.queue.resultName(k.id)
+		name := r.queue.done[k.id]
 		if name == "" {
 			continue
 		}
@@ -464,10 +464,10 @@ func (r *Runner) recoveredEnd(k beginKey, res *protocol.Result) {
 // file holds them. A command whose cmd_begin is not in the log keeps 0..0;
 // one without an output file keeps no output_path.
 func (r *Runner) describeInterrupted(res *protocol.Result, name string) {
-	if ob := r.queue.openBegin(beginKey{res.Seq, res.CmdID}); ob != nil {
+	if ob := r.queue.openBegins[beginKey{res.Seq, res.CmdID}]; ob != nil {
 		end := ob.next
 		if end < 0 {
-			end = r.disk.spoolOffset()
+			end = r.disk.spoolSize
 		}
 		res.SpoolStart, res.SpoolEnd = ob.start, max(end, ob.end, ob.start)
 	}
@@ -500,7 +500,7 @@ func (r *Runner) describeInterrupted(res *protocol.Result, name string) {
 // lastRunnerStopped reports whether the event log's last complete line is
 // a runner_stop (the previous runner stopped cleanly), or there is no log:
 // then recovery has no lost events to look for.
-func lastRunnerStopped(root *sessionRoot, name string) bool {
+func lastRunnerStopped(root *fsq.Root, name string) bool {
 	f, err := root.OpenRegular(name)
 	if err != nil {
 		return true

@@ -82,7 +82,8 @@ type writerOps struct {
 // channels.
 type writerConfig struct {
 	dir     string       // absolute session directory
-	root    *sessionRoot // how it reaches the session (nil: opened from dir)
+	root    *fsq.Root    // how it reaches the session (nil: opened from dir)
+	hold    *sessionHold // whether the session is still the runner's (nil: no lock held)
 	host    string
 	durable bool // fsync outputs and results before they appear
 	// network: the session is on a network filesystem, where another
@@ -167,7 +168,7 @@ func newResultWriter(cfg writerConfig) *resultWriter {
 		cfg.retryMax = 2 * time.Second
 	}
 	if cfg.root == nil { // Tests build a writer without a Runner.
-		root, err := openRoot(cfg.dir)
+		root, err := fsq.OpenRoot(cfg.dir)
 		if err != nil {
 			panic(err)
 		}
@@ -215,14 +216,14 @@ func defaultOps(cfg writerConfig) writerOps {
 		write: func(f *os.File, b []byte) error { _, err := f.Write(b); return err },
 		sync:  func(f *os.File) error { return f.Sync() },
 		place: func(tmp, dst string) error {
-			if err := root.ownDir(protocol.DirResult); err != nil {
+			if err := ownDir(root, protocol.DirResult); err != nil {
 				return err
 			}
-			return root.RenameNoReplace(root.relOf(tmp), root.relOf(dst))
+			return root.RenameNoReplace(root.RelOf(tmp), root.RelOf(dst))
 		},
-		move: func(src, dst string) error { return root.Rename(root.relOf(src), root.relOf(dst)) },
+		move: func(src, dst string) error { return root.Rename(root.RelOf(src), root.RelOf(dst)) },
 		mkdir: func(rel string) error {
-			if err := root.mayRecreate(rel); err != nil {
+			if err := cfg.hold.mayRecreate(root, rel); err != nil {
 				return err
 			}
 			if err := root.Mkdir(rel, 0o700); err != nil {
@@ -235,9 +236,6 @@ func defaultOps(cfg writerConfig) writerOps {
 		},
 	}
 }
-
-// full reports whether a submit would have to wait.
-func (w *resultWriter) full() bool { return len(w.jobs) == cap(w.jobs) }
 
 // submit queues a job. While the queue is full it keeps handling
 // completions, so the owner and the writer never wait on each other.
@@ -433,7 +431,7 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 		for _, s := range st {
 			if s.tmp != nil {
 				s.tmp.Close()
-				w.cfg.root.RemoveOrLater(w.cfg.root.relOf(s.tmp.Name()))
+				w.cfg.root.RemoveOrLater(w.cfg.root.RelOf(s.tmp.Name()))
 			}
 		}
 	}()
@@ -572,16 +570,16 @@ func (w *resultWriter) place(j resultJob, s *staged) (existed bool, err error) {
 	}
 	switch {
 	case errors.Is(err, os.ErrExist):
-		w.cfg.root.RemoveOrLater(w.cfg.root.relOf(s.tmp.Name()))
+		w.cfg.root.RemoveOrLater(w.cfg.root.RelOf(s.tmp.Name()))
 		s.tmp = nil
 		return true, nil
 	case err != nil:
 		// Reopen so that the deferred cleanup and a retry both work.
-		f, oerr := w.cfg.root.OpenFile(w.cfg.root.relOf(s.tmp.Name()), os.O_RDWR, 0)
+		f, oerr := w.cfg.root.OpenFile(w.cfg.root.RelOf(s.tmp.Name()), os.O_RDWR, 0)
 		if oerr == nil {
 			s.tmp = f
 		} else {
-			w.cfg.root.RemoveOrLater(w.cfg.root.relOf(s.tmp.Name())) // tmp/ unreachable: removed once it is back.
+			w.cfg.root.RemoveOrLater(w.cfg.root.RelOf(s.tmp.Name())) // tmp/ unreachable: removed once it is back.
 			s.tmp = nil
 		}
 		return false, fmt.Errorf("rename the result of %s into result/: %w", j.name, err)
@@ -596,12 +594,12 @@ func (w *resultWriter) place(j resultJob, s *staged) (existed bool, err error) {
 // whether it did. A regular file is a result and always stands.
 func (w *resultWriter) displace(name, dst string) bool {
 	root := w.cfg.root
-	fi, err := root.Lstat(root.relOf(dst))
+	fi, err := root.Lstat(root.RelOf(dst))
 	if err != nil || fi.Mode().IsRegular() {
 		return false
 	}
-	aside := rel(protocol.DirTmp, fmt.Sprintf(".displaced-%d-%s", time.Now().UnixNano(), name))
-	if err := root.Rename(root.relOf(dst), aside); err != nil {
+	aside := rel(protocol.DirTmp, fmt.Sprintf(".displaced-%d-%s", wallNow().UnixNano(), name))
+	if err := root.Rename(root.RelOf(dst), aside); err != nil {
 		w.cfg.log.Error("cannot move aside what stands where a result goes", "file", dst, "err", err)
 		return false
 	}
@@ -657,7 +655,7 @@ func (w *resultWriter) move(j resultJob, existed bool) {
 			// A session directory swapped for a symlink: the file is kept
 			// where it is until the layout is fixed (or the writer is
 			// aborted: the next runner then finds the result and settles it).
-			for delay := w.cfg.retryMin; errors.Is(err, errLayout); delay = min(2*delay, w.cfg.retryMax) {
+			for delay := w.cfg.retryMin; errors.Is(err, fsq.ErrLayout); delay = min(2*delay, w.cfg.retryMax) {
 				w.cfg.log.Error("cannot keep the command file; retrying", "from", j.cmdFile, "to", j.keepAt, "err", err, "retry_in", delay)
 				select {
 				case <-w.quit:
@@ -667,7 +665,7 @@ func (w *resultWriter) move(j resultJob, existed bool) {
 				}
 				break
 			}
-			if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errLayout) {
+			if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, fsq.ErrLayout) {
 				// inflight/ must not keep it, or the next runner would take
 				// it for an interrupted command: its result exists.
 				w.cfg.log.Error("cannot keep the command file", "from", j.cmdFile, "to", j.keepAt, "err", err)
@@ -679,9 +677,6 @@ func (w *resultWriter) move(j resultJob, existed bool) {
 		_ = w.cfg.root.Remove(j.payload) // Gone already is fine.
 	}
 }
-
-// lagMarker is the marker of a lagging output (resultWriter.lag).
-func lagMarker(name string) string { return rel(protocol.DirInflight, lagPrefix+name) }
 
 // inlineOutput puts a copy of a small output into its result
 // (Result.OutputInline) when results are fsynced, and reports whether it
@@ -728,7 +723,7 @@ func (w *resultWriter) keepOutput(j *resultJob) error {
 	}
 	cur, err := root.Lstat(j.res.OutputPath)
 	switch {
-	case err == nil && sameFile(held, cur):
+	case err == nil && fsq.SameFile(held, cur):
 		return nil
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("check the output file %s: %w", j.res.OutputPath, err)
@@ -754,7 +749,7 @@ func (w *resultWriter) keepOutput(j *resultJob) error {
 func (w *resultWriter) rebuildOutput(j *resultJob, size int64) (*os.File, error) {
 	root := w.cfg.root
 	if _, err := root.Lstat(protocol.DirOutput); errors.Is(err, os.ErrNotExist) && !w.recreate(protocol.DirOutput) {
-		return nil, fmt.Errorf("%s/ is gone and was not made again: %w", protocol.DirOutput, root.mayRecreate(protocol.DirOutput))
+		return nil, fmt.Errorf("%s/ is gone and was not made again: %w", protocol.DirOutput, w.cfg.hold.mayRecreate(root, protocol.DirOutput))
 	}
 	src, err := readerOf(j.out)
 	if err != nil {
@@ -765,7 +760,7 @@ func (w *resultWriter) rebuildOutput(j *resultJob, size int64) (*os.File, error)
 	if err != nil {
 		return nil, err
 	}
-	tmpName := root.relOf(tmp.Name())
+	tmpName := root.RelOf(tmp.Name())
 	n, err := io.Copy(tmp, io.NewSectionReader(src, 0, size))
 	if err == nil && n != size {
 		err = fmt.Errorf("read %d of %d bytes back", n, size)
@@ -796,6 +791,9 @@ func readerOf(f *os.File) (*os.File, error) {
 	}
 	return os.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
 }
+
+// lagMarker is the marker of a lagging output (resultWriter.lag).
+func lagMarker(name string) string { return rel(protocol.DirInflight, lagPrefix+name) }
 
 // chmodIfNeeded gives f exactly perm (the umask may have narrowed it).
 func chmodIfNeeded(f *os.File, perm os.FileMode) error {

@@ -27,7 +27,8 @@ type Runner struct {
 	cfg    Config
 	log    *slog.Logger
 	dir    string       // absolute session directory
-	root   *sessionRoot // every file operation on the session goes through it
+	root   *fsq.Root    // every file operation on the session goes through it
+	hold   *sessionHold // is the session still this runner's? (lost.go)
 	id     identity     // fixed by Open
 	layout layoutState  // modes of the session, and what is wrong with it (layout.go)
 	lock   *fileLock
@@ -38,7 +39,7 @@ type Runner struct {
 	status  runStatus // what state.json says (files.go)
 	stop    stopState // why and how the runner stops (control.go)
 	tool    toolLife  // the tool process and its phase (tool.go)
-	cur     *running  // the running command (command.go)
+	cur     *running  // the running command (running.go)
 	queue   cmdQueue  // queue/: commands seen, running order, results settling (queue.go)
 	in      inputQueue
 	mbox    mailbox   // ctl/: control requests (mailbox.go)
@@ -52,7 +53,7 @@ type Runner struct {
 	sync            *syncer        // nil with NoSync
 	results         *resultWriter
 	resSpares       *fsq.Spares
-	pendingErr      error // why results wait for a retry (nil: none)
+	pending         writerStatus // results waiting for a retry (err nil: none)
 	closeOnce       sync.Once
 	metrics         *metrics // nil without --metrics-file
 
@@ -85,7 +86,7 @@ func Open(cfg Config) (*Runner, error) {
 	if err := createSession(dir); err != nil {
 		return nil, err
 	}
-	root, err := openRoot(dir)
+	root, err := fsq.OpenRoot(dir)
 	if errors.Is(err, syscall.ENOTDIR) {
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrUntrusted, dir)
 	}
@@ -101,12 +102,11 @@ func Open(cfg Config) (*Runner, error) {
 		root.Close()
 		return nil, err
 	}
-	r := &Runner{layout: layoutState{perms: p, warnings: warns}, root: root, disk: spoolDisk{root: root}, mbox: mailbox{root: root, log: cfg.Logger},
+	r := &Runner{layout: layoutState{perms: p, warnings: warns}, root: root, hold: &sessionHold{}, disk: spoolDisk{root: root}, mbox: mailbox{root: root, log: cfg.Logger},
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind, cfg.Driver),
 		queue: cmdQueue{root: root, log: cfg.Logger, pend: newPending(), done: map[string]string{}, settling: map[string]bool{}},
 		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), tool: newToolLife(cfg.startSession),
-		status: runStatus{phase: protocol.PhaseStarting},
 	}
 	if ld, ok := r.drv.(*lineDriver); ok && ld.spec.Prompt != "" {
 		r.fr.prompts = newPromptFilter(ld.spec.Prompt)
@@ -141,7 +141,7 @@ func Open(cfg Config) (*Runner, error) {
 		r.Close()
 		return nil, err
 	}
-	r.mbox.init(r.id.sessionID) // Requests older than this were meant for an earlier runner.
+	r.mbox.init(r.id.sessionID, r.clk) // Requests older than this were meant for an earlier runner.
 	return r, nil
 }
 
@@ -159,10 +159,10 @@ func (r *Runner) openSession() error {
 	// Files on the critical path are taken from pools of spares instead of
 	// being created there (see fsq.Spares). They live in tmp/, so that
 	// clients listing result/ or output/ never see them.
-	r.disk.openSpares(r.layout.fileMode())
-	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.fileMode())
-	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, host: r.id.hostname, durable: !r.cfg.NoSync,
-		network: r.id.network, filePerm: r.layout.fileMode(), dirMode: r.layout.modes().dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
+	r.disk.outSpares = r.disk.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
+	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
+	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, hold: r.hold, host: r.id.hostname, durable: !r.cfg.NoSync,
+		network: r.id.network, filePerm: r.layout.perms.file, dirMode: r.layout.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
 	return r.recover()
 }
 
@@ -189,7 +189,7 @@ func (r *Runner) Close() error {
 func newSessionID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux.
-	return "session_" + time.Now().UTC().Format("20060102_150405") + "_" + hex.EncodeToString(b[:])
+	return "session_" + wallNow().UTC().Format("20060102_150405") + "_" + hex.EncodeToString(b[:])
 }
 
 func (r *Runner) path(rel string) string { return filepath.Join(r.dir, rel) }
@@ -220,9 +220,9 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		"network_fs", r.id.network, "inotify", r.watcher.Inotify, "poll", r.cfg.Poll, "tool", r.cfg.Tool)
 	r.event(protocol.Event{Event: protocol.EvRunnerStart, Detail: map[string]any{
 		"protocol_version": protocol.Version, "session_id": r.id.sessionID, "runner_pid": os.Getpid(), "hostname": r.id.hostname,
-		"filesystem": r.id.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.layout.modes().shared,
+		"filesystem": r.id.fsName, "inotify": r.watcher.Inotify, "tool": r.cfg.Tool, "shared": r.layout.perms.shared,
 		"cwd": workingDir()}})
-	for _, w := range r.layout.trustWarnings() {
+	for _, w := range r.layout.warnings {
 		r.log.Warn(string(w))
 		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"trust": string(w)}})
 	}
@@ -231,7 +231,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		touch = []string{protocol.DirResult, protocol.DirOutput, protocol.DirAck}
 	}
 	if !r.cfg.NoSync || r.id.network {
-		meta := r.disk.eventLog()
+		meta := r.disk.meta
 		if r.cfg.NoSync {
 			meta = nil
 		}
@@ -244,8 +244,8 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 	if list == nil {
 		list = func(string) ([]string, error) { return r.root.ReadNames(protocol.DirQueue) }
 	}
-	r.queue.startScan(r.path(protocol.DirQueue), list)
-	defer r.queue.stopScan()
+	r.queue.startScan(r.path(protocol.DirQueue), list, r.clk)
+	defer r.queue.scan.close()
 	r.startTool()
 	r.writeState()
 	r.beat()

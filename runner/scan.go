@@ -35,6 +35,7 @@ type nameSeq struct {
 // scanner lists queue/ on request.
 type scanner struct {
 	dir      string
+	clk      clock // the runner's: listings are timed and paced on it
 	req      chan struct{}
 	results  chan scanResult
 	done     chan struct{} // closed when the goroutine has returned
@@ -46,14 +47,14 @@ type scanner struct {
 	listed   bool // a full listing completed since the start
 }
 
-func newScanner(dir string, list func(string) ([]string, error)) *scanner {
+func newScanner(dir string, list func(string) ([]string, error), clk clock) *scanner {
 	// At most one listing is in flight, so the send on results (capacity
 	// one) never blocks, whether or not the owner still reads.
-	s := &scanner{dir: dir, req: make(chan struct{}), results: make(chan scanResult, 1), done: make(chan struct{})}
+	s := &scanner{dir: dir, clk: clk, req: make(chan struct{}), results: make(chan scanResult, 1), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		for range s.req {
-			t0 := time.Now()
+			t0 := clk.Now()
 			names, err := list(dir)
 			out := queueNames(names)
 			if err == nil && len(out) > 0 {
@@ -63,7 +64,7 @@ func newScanner(dir string, list func(string) ([]string, error)) *scanner {
 					out, _ = settled(out, queueNames(again), nameSeq.key)
 				}
 			}
-			s.results <- scanResult{names: out, took: time.Since(t0), err: err}
+			s.results <- scanResult{names: out, took: clk.Now().Sub(t0), err: err}
 		}
 	}()
 	return s
@@ -109,10 +110,10 @@ func (r *Runner) onScan(res scanResult) {
 		return
 	}
 	for _, ns := range res.names {
-		if r.cur != nil && r.cur.fromFile(ns.name) {
+		if r.cur != nil && r.cur.name == ns.name {
 			continue
 		}
-		if r.queue.add(ns.name, ns.seq, ns.rule) {
+		if r.queue.pend.add(ns.name, ns.seq, ns.rule) {
 			r.noteQueued(ns.name, ns.seq, ns.rule)
 		}
 	}
@@ -123,7 +124,7 @@ func (r *Runner) onScan(res scanResult) {
 // 22): the runner learns of a command when it lists queue/ or inotify
 // names it, once per file. A misnamed one gets its cmd_rejected instead.
 func (r *Runner) noteQueued(name string, seq int64, rule string) {
-	r.status.changed()
+	r.status.dirty = true
 	if rule != "" {
 		return
 	}
@@ -137,7 +138,8 @@ func (r *Runner) noteQueued(name string, seq int64, rule string) {
 // one, the listing was full (listed).
 func (q *cmdQueue) scanned(res scanResult) error {
 	s := q.scan
-	s.inFlight, s.lastEnd, s.lastTook, s.lastFull = false, time.Now(), res.took, time.Now()
+	now := s.clk.Now()
+	s.inFlight, s.lastEnd, s.lastTook, s.lastFull = false, now, res.took, now
 	if res.err != nil {
 		return res.err
 	}
@@ -148,7 +150,7 @@ func (q *cmdQueue) scanned(res scanResult) error {
 // maybeScan starts a listing if one is due (inotify: the watcher gets
 // inotify events for queue/).
 func (q *cmdQueue) maybeScan(inotify bool) {
-	if q.scan.due(time.Now(), inotify, q.pend.len() == 0) {
+	if q.scan.due(q.scan.clk.Now(), inotify, q.pend.len() == 0) {
 		q.scan.start()
 	}
 }

@@ -90,8 +90,6 @@ type chunk struct {
 	n   int
 }
 
-func (c chunk) bytes() []byte { return (*c.buf)[:c.n] }
-
 // release returns the buffer to the pool.
 func (c chunk) release() { chunkPool.Put(c.buf) }
 

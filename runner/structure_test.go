@@ -8,41 +8,98 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 )
 
-// The runner is a few owned parts (doc.go, issue 21 item 3): each a type
-// with its own fields and methods, which the orchestration on *Runner
-// reaches only through those methods. TestStructure reads the package's
-// non-test source (go/parser, go/ast) and fails when that promise breaks.
-
-// partFields maps each part field of Runner to its type. Keep it in step
-// with runner.go's Runner struct (the test checks it).
-var partFields = map[string]string{
-	"status": "runStatus",
-	"stop":   "stopState",
-	"tool":   "toolLife",
-	"cur":    "running",
-	"queue":  "cmdQueue",
-	"in":     "inputQueue",
-	"mbox":   "mailbox",
-	"disk":   "spoolDisk",
-	"lease":  "leaseWatch",
-	"layout": "layoutState",
-}
+// What the runner's structure must keep, checked on its non-test source
+// (go/parser, go/ast) by TestStructure. An earlier version enforced that a
+// part's fields were read only by its own methods; that bought getter and
+// setter pairs (30% of the runner's functions were one line), not safety:
+// every part lives on the one owner goroutine, so reading a field where it
+// is needed is as safe as calling a method that returns it. What does
+// matter, and what this test checks, is:
+//
+//   - the state is the owner goroutine's: every goroutine the package
+//     starts is listed here with why, and none of them is handed the
+//     Runner (no *Runner reachable from a go statement), so nothing but
+//     the owner touches its fields (the race detector then checks the
+//     channels and atomics these goroutines use);
+//   - the state.json phase is derived in one place: phase.go alone names
+//     this runner's phases, and only showPhase records what was shown;
+//   - session files are reached only through the session's fsq.Root
+//     (which never follows a symlink and never leaves the session): no
+//     path-based file call of package os, and of fsq only what needs no
+//     session path, outside the listed exceptions;
+//   - the owner's time comes from its clock (clock.go), so that the fake
+//     clock governs every deadline in unit tests: package time's clock
+//     reads, sleeps and timers appear only in clock.go and in the listed
+//     functions of the result writer's and the syncer's own goroutines,
+//     which pace the disk in real time;
+//   - the Runner struct stays small.
 
 // maxRunnerFields bounds Runner's fields (issue 21).
 const maxRunnerFields = 30
 
-// fieldExceptions lists functions, by name ("recv.method" or "func"), that
-// may select a part's fields without being its method, and why.
-var fieldExceptions = map[string]string{}
+// goroutines lists the functions that may start a goroutine, and why.
+// None may hand it the Runner.
+var goroutines = map[string]string{
+	"newProcStarter":       "the PTY starter's thread, locked for Setpgid/Setctty (pty.go); it handles start requests only",
+	"startPTY":             "the tool's output reader and its waiter: they hand chunks and the exit over channels",
+	"ptySession.Input":     "cuts a typed input's write off when abort closes; it touches only the terminal",
+	"toolLife.startInput":  "types input of unbounded size without blocking the owner; it reports on a channel",
+	"newScanner":           "lists queue/ (costly on a large queue); names come back on a channel",
+	"newResultWriter":      "the result writer: commits results from its own jobs and reports on channels",
+	"resultWriter.syncLag": "fsyncs lagging outputs in parallel, for the result writer",
+	"resultWriter.commit":  "fsyncs a batch's outputs in parallel, for the result writer",
+	"newSyncer":            "the syncer: fsyncs directories in rounds the owner rings",
+}
 
-// onePartExceptions lists methods on *Runner that may use a single part,
-// and why.
-var onePartExceptions = map[string]string{}
+// osFileCalls are the path-based file calls of package os that would
+// reach session files around the root.
+var osFileCalls = []string{"Open", "OpenFile", "Create", "ReadFile", "WriteFile", "Remove", "RemoveAll", "Rename",
+	"Mkdir", "MkdirAll", "Lstat", "Stat", "ReadDir", "Chmod", "Chown", "Lchown", "Chtimes", "Truncate", "Symlink",
+	"Link", "Readlink", "CreateTemp", "MkdirTemp", "DirFS"}
+
+// osFileExceptions lists the functions that may make those calls, and why.
+var osFileExceptions = map[string]string{
+	"createSession":    "the session directory itself, made before there is a root to make it through",
+	"readProcStat":     "/proc, not the session",
+	"killPreviousTool": "/proc, not the session",
+	"readerOf":         "reopens a file already open through the root, by its descriptor (/proc/self/fd)",
+}
+
+// fsqFuncs are the package-level functions of fsq the runner may call:
+// none of them takes a path inside the session.
+var fsqFuncs = map[string]bool{
+	"OpenRoot": true, // the session's root itself
+	"Watch":    true, // an inotify watch (or a poll) of queue/ and ctl/: it reads and writes nothing
+	"FSTypeOf": true, // a statfs result's filesystem type
+	"FileType": true, // names a FileInfo's type, for messages
+	"SameFile": true, // compares two FileInfos
+}
+
+// timeCalls are package time's clock reads, sleeps and timers.
+var timeCalls = []string{"Now", "Since", "Until", "Sleep", "After", "AfterFunc", "NewTimer", "NewTicker", "Tick"}
+
+// timeExceptions lists the functions outside clock.go that may use them,
+// and why: none runs on the owner goroutine.
+var timeExceptions = map[string]string{
+	"resultWriter.run":       "the result writer's own goroutine: paces fsyncs of lagging outputs",
+	"resultWriter.commitAll": "the result writer's own goroutine: waits before retrying a commit",
+	"resultWriter.move":      "the result writer's own goroutine: waits before retrying a rename",
+	"syncer.run":             "the syncer's own goroutine: paces its rounds",
+}
+
+// phaseFile is the one file that names this runner's phases.
+const phaseFile = "phase.go"
+
+// phaseReaders lists functions outside phaseFile that may name a phase
+// constant, and why.
+var phaseReaders = map[string]string{
+	"Runner.acquire": "reads the phase in another runner's heartbeat",
+	"heartbeatMoves": "reads the phase in another runner's heartbeat",
+}
 
 // src is the runner package's non-test source, parsed.
 type src struct {
@@ -240,22 +297,6 @@ func (s *src) scopeOf(fn *ast.FuncDecl) scope {
 	return sc
 }
 
-// constructs reports whether fn (a function, not a method) builds a T
-// with a composite literal: it may then fill in T's fields.
-func constructs(fn *ast.FuncDecl, typ string) bool {
-	if fn.Recv != nil {
-		return false
-	}
-	found := false
-	ast.Inspect(fn, func(n ast.Node) bool {
-		if cl, ok := n.(*ast.CompositeLit); ok && typeName(cl.Type) == typ {
-			found = true
-		}
-		return !found
-	})
-	return found
-}
-
 func (s *src) eachFunc(f func(*ast.FuncDecl)) {
 	for _, file := range s.files {
 		for _, d := range file.Decls {
@@ -266,68 +307,28 @@ func (s *src) eachFunc(f func(*ast.FuncDecl)) {
 	}
 }
 
-// fieldViolations lists, as "file:line: func selects T.field", every
-// selection of a part's field outside the part's own methods (and the
-// functions that construct it, and fieldExceptions).
-func (s *src) fieldViolations(parts map[string]bool) []string {
-	var out []string
-	s.eachFunc(func(fn *ast.FuncDecl) {
-		if _, ok := fieldExceptions[funcName(fn)]; ok {
-			return
-		}
-		sc := s.scopeOf(fn)
-		own := recvType(fn)
-		ast.Inspect(fn.Body, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			t := s.typeOf(sc, sel.X)
-			if !parts[t] || t == own {
-				return true
-			}
-			if _, isField := s.structs[t][sel.Sel.Name]; !isField || constructs(fn, t) {
-				return true
-			}
-			out = append(out, s.fset.Position(sel.Pos()).String()+": "+funcName(fn)+" selects "+t+"."+sel.Sel.Name)
-			return true
-		})
-	})
-	return out
+// pkgCall reports whether n calls pkg.name for a name in names, and which.
+func pkgCall(n ast.Node, pkg string, names []string) (string, bool) {
+	call, ok := n.(*ast.CallExpr)
+	if !ok {
+		return "", false
+	}
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return "", false
+	}
+	id, ok := sel.X.(*ast.Ident)
+	if !ok || id.Name != pkg {
+		return "", false
+	}
+	if names == nil || slices.Contains(names, sel.Sel.Name) {
+		return sel.Sel.Name, true
+	}
+	return "", false
 }
 
-// partsUsed returns the Runner fields a method on *Runner selects through
-// its receiver, and whether it does anything else with it (calls another
-// method on *Runner, passes the receiver on).
-func (s *src) partsUsed(fn *ast.FuncDecl) (fields map[string]bool, other bool) {
-	fields = map[string]bool{}
-	if len(fn.Recv.List[0].Names) == 0 {
-		return fields, false
-	}
-	r := fn.Recv.List[0].Names[0].Name
-	selected := map[*ast.Ident]bool{}
-	ast.Inspect(fn.Body, func(n ast.Node) bool {
-		switch n := n.(type) {
-		case *ast.SelectorExpr:
-			id, ok := n.X.(*ast.Ident)
-			if !ok || id.Name != r {
-				return true
-			}
-			selected[id] = true
-			if _, ok := s.structs["Runner"][n.Sel.Name]; ok {
-				fields[n.Sel.Name] = true
-			} else {
-				other = true // A method.
-			}
-		case *ast.Ident:
-			if n.Name == r && !selected[n] {
-				other = true
-			}
-		}
-		return true
-	})
-	return fields, other
-}
+// file is the base name of the file fn is in.
+func (s *src) file(n ast.Node) string { return filepath.Base(s.fset.Position(n.Pos()).Filename) }
 
 func TestStructure(t *testing.T) {
 	s := parseRunner(t)
@@ -335,73 +336,86 @@ func TestStructure(t *testing.T) {
 	if runner == nil {
 		t.Fatal("no Runner struct")
 	}
+	var bad []string
+	report := func(n ast.Node, format string, args ...any) {
+		bad = append(bad, s.fset.Position(n.Pos()).String()+": "+fmt.Sprintf(format, args...))
+	}
+	used := map[string]bool{} // Exceptions that are still needed.
 
-	// (a) Runner stays small.
-	t.Logf("Runner fields: %d (at most %d)", len(runner), maxRunnerFields)
+	// The Runner stays small.
+	t.Logf("Runner fields: %d (at most %d), methods: %d", len(runner), maxRunnerFields, len(s.methods["Runner"]))
 	if len(runner) > maxRunnerFields {
-		t.Errorf("Runner has %d fields, more than %d: group them into a part", len(runner), maxRunnerFields)
-	}
-	parts := map[string]bool{}
-	for f, typ := range partFields {
-		if runner[f] != typ {
-			t.Errorf("partFields says Runner.%s is a %s; runner.go says %q", f, typ, runner[f])
-		}
-		if s.structs[typ] == nil {
-			t.Errorf("part type %s is not a struct of the package", typ)
-		}
-		parts[typ] = true
+		t.Errorf("Runner has %d fields, more than %d: group them", len(runner), maxRunnerFields)
 	}
 
-	// Figures.
-	t.Logf("Runner methods: %d", len(s.methods["Runner"]))
-	var fs []string
-	for f := range partFields {
-		fs = append(fs, f)
-	}
-	sort.Strings(fs)
-	for _, f := range fs {
-		typ := partFields[f]
-		t.Logf("part %-6s %-12s fields %2d, methods %2d", f, typ, len(s.structs[typ]), len(s.methods[typ]))
-	}
-
-	// (b) A part's fields are selected only in its own methods.
-	for _, v := range s.fieldViolations(parts) {
-		t.Errorf("%s: reach the part through its methods", v)
-	}
-	for name := range fieldExceptions {
-		if !s.hasFunc(name) {
-			t.Errorf("fieldExceptions names %s, which no longer exists", name)
-		}
-	}
-
-	// (c) No method on *Runner uses only one part: it belongs to the part.
-	var one []string
 	s.eachFunc(func(fn *ast.FuncDecl) {
-		if recvType(fn) != "Runner" {
-			return
-		}
-		fields, other := s.partsUsed(fn)
-		if other || len(fields) != 1 {
-			return
-		}
-		for f := range fields {
-			if partFields[f] == "" {
-				return
+		name := funcName(fn)
+		var sc scope
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.GoStmt:
+				// Only the owner goroutine touches the state.
+				used["go "+name] = true
+				if _, ok := goroutines[name]; !ok {
+					report(n, "%s starts a goroutine: list it in goroutines, with why", name)
+				}
+				if sc == nil {
+					sc = s.scopeOf(fn)
+				}
+				ast.Inspect(n.Call, func(m ast.Node) bool {
+					if id, ok := m.(*ast.Ident); ok && sc[id.Name] == "Runner" {
+						report(m, "%s hands the Runner (%s) to a goroutine: only the owner goroutine touches it", name, id.Name)
+					}
+					return true
+				})
+			case *ast.SelectorExpr:
+				// One place names the phases.
+				if id, ok := n.X.(*ast.Ident); ok && id.Name == "protocol" && strings.HasPrefix(n.Sel.Name, "Phase") && s.file(n) != phaseFile {
+					if _, ok := phaseReaders[name]; ok {
+						used["phase "+name] = true
+					} else {
+						report(n, "%s names protocol.%s: the phase is derived in %s alone", name, n.Sel.Name, phaseFile)
+					}
+				}
+			case *ast.AssignStmt:
+				for _, l := range n.Lhs {
+					if sel, ok := l.(*ast.SelectorExpr); ok && (sel.Sel.Name == "shown" || sel.Sel.Name == "shownWhy") && name != "Runner.showPhase" {
+						report(n, "%s sets %s: only showPhase records the phase shown", name, sel.Sel.Name)
+					}
+				}
+			case *ast.CallExpr:
+				// Session files through the root.
+				if f, ok := pkgCall(n, "os", osFileCalls); ok {
+					if _, ok := osFileExceptions[name]; ok {
+						used["os "+name] = true
+					} else {
+						report(n, "%s calls os.%s: reach session files through the root (fsq.Root)", name, f)
+					}
+				}
+				if f, ok := pkgCall(n, "fsq", nil); ok && !fsqFuncs[f] {
+					report(n, "%s calls fsq.%s: reach session files through the root (fsq.Root's methods)", name, f)
+				}
+				// The owner's time from its clock.
+				if f, ok := pkgCall(n, "time", timeCalls); ok && s.file(n) != "clock.go" {
+					if _, ok := timeExceptions[name]; ok {
+						used["time "+name] = true
+					} else {
+						report(n, "%s calls time.%s: take the time from the runner's clock (clock.go)", name, f)
+					}
+				}
 			}
-			if _, ok := onePartExceptions[fn.Name.Name]; ok {
-				return
-			}
-			one = append(one, fmt.Sprintf("%s: Runner.%s uses only r.%s: make it a method of %s",
-				s.fset.Position(fn.Pos()), fn.Name.Name, f, partFields[f]))
-		}
+			return true
+		})
 	})
-	slices.Sort(one)
-	for _, v := range one {
-		t.Error(v)
+	slices.Sort(bad)
+	for _, b := range bad {
+		t.Error(b)
 	}
-	for name := range onePartExceptions {
-		if !s.hasFunc("Runner." + name) {
-			t.Errorf("onePartExceptions names Runner.%s, which no longer exists", name)
+	for what, m := range map[string]map[string]string{"go": goroutines, "os": osFileExceptions, "time": timeExceptions, "phase": phaseReaders} {
+		for name := range m {
+			if !used[what+" "+name] {
+				t.Errorf("the %s exceptions name %s, which no longer needs one", what, name)
+			}
 		}
 	}
 }

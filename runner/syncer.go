@@ -21,7 +21,7 @@ const syncPace = 20 * time.Millisecond
 // owner rings it after each claim and each result; rings coalesce. See
 // PROTOCOL.md, "Durability and crash consistency".
 type syncer struct {
-	root *sessionRoot
+	root *fsq.Root
 	bell chan struct{}
 	done chan struct{}
 	meta *fsq.Log
@@ -36,13 +36,13 @@ type syncer struct {
 
 // newSyncer starts a syncer. meta nil means no fsync at all (NoSync); the
 // touch list is still served.
-func newSyncer(root *sessionRoot, meta *fsq.Log, dirs, touch []string, log func(string, error)) *syncer {
+func newSyncer(root *fsq.Root, meta *fsq.Log, dirs, touch []string, log func(string, error)) *syncer {
 	s := &syncer{root: root, bell: make(chan struct{}, 1), done: make(chan struct{}), meta: meta, log: log, touch: touch}
 	for _, d := range dirs {
 		if meta == nil {
 			break
 		}
-		f, err := root.openDirFile(d)
+		f, err := root.OpenDir(d)
 		if err != nil {
 			log("open "+d+" for fsync", err)
 			continue

@@ -2,15 +2,14 @@ package runner
 
 import (
 	"fmt"
-	"syscall"
 	"time"
 )
 
 // toolLife is the tool's life as the runner sees it: the running process
 // (if any), the phase it is in (toolphase.go), and the counts that decide
 // when the next one starts after a death or a failed start (toolctl.go).
-// It is owned by the Run goroutine, like the rest of the Runner; the rest
-// of the Runner reaches the tool's session only through its methods.
+// It is owned by the Run goroutine, like the rest of the Runner; sess is
+// nil when no tool runs.
 type toolLife struct {
 	start sessionStarter // starts a tool on a terminal
 	procs *procStarter   // nil when a test injects start
@@ -24,6 +23,9 @@ type toolLife struct {
 	failStreak   int         // consecutive failed starts (backoff)
 	failedStarts []time.Time // failed starts within RestartWindow (clk)
 	gaveUp       string      // why the runner gave up starting the tool
+	failure      string      // why the last start failed, with the restart to come ("" once a tool is ready)
+	wasReady     bool        // a tool reached its prompt under this runner
+	diedBusy     bool        // the last ready tool died running a command
 	rejecting    bool        // the start failing now was rejected at the prompt
 	rejections   int         // consecutive failed starts that were rejections
 	syncTokens   map[string]bool
@@ -50,6 +52,7 @@ func (t *toolLife) newSyncToken(sessionID string) string {
 // while idle within fastDeath of its start (again and again); then a
 // backoff.
 func (t *toolLife) restartDelay(hadCmd bool, now time.Time) time.Duration {
+	t.diedBusy = hadCmd
 	if !hadCmd && now.Sub(t.born) < fastDeath {
 		t.fastDeaths++
 		return backoff(t.fastDeaths)
@@ -116,12 +119,6 @@ func (t *toolLife) launch(spec sessionSpec, clk clock) (pid int, n int64, err er
 	return s.Pid(), t.starts, nil
 }
 
-// alive reports whether a tool process runs (started and not yet reaped).
-func (t *toolLife) alive() bool { return t.sess != nil }
-
-// startCount is how many tools this runner has started.
-func (t *toolLife) startCount() int64 { return t.starts }
-
 // identity is the running tool's pid and start time, for state.json; ok
 // is false when no tool runs.
 func (t *toolLife) identity() (pid int, start uint64, ok bool) {
@@ -139,12 +136,6 @@ func (t *toolLife) output() <-chan chunk {
 	}
 	return t.sess.Output()
 }
-
-// outputEnded records that the output channel was closed.
-func (t *toolLife) outputEnded() { t.eof = true }
-
-// outputOver reports whether the output channel was closed.
-func (t *toolLife) outputOver() bool { return t.eof }
 
 // exited is the channel the tool's exit arrives on; nil when no tool runs.
 func (t *toolLife) exited() <-chan toolExit {
@@ -172,9 +163,6 @@ func (t *toolLife) startInput(p []byte, abort <-chan struct{}, done chan<- input
 	}()
 }
 
-// echo reports whether the terminal echoes input. A tool must run.
-func (t *toolLife) echo() (bool, error) { return t.sess.Echo() }
-
 // restoreModes puts the terminal's modes back (toolSession.RestoreModes);
 // nothing when no tool runs.
 func (t *toolLife) restoreModes() (string, error) {
@@ -183,19 +171,6 @@ func (t *toolLife) restoreModes() (string, error) {
 	}
 	return t.sess.RestoreModes()
 }
-
-// resize sets the terminal's window size. A tool must run.
-func (t *toolLife) resize(cols, rows int) error { return t.sess.Resize(cols, rows) }
-
-// interrupt does what a user's Ctrl-C does. A tool must run.
-func (t *toolLife) interrupt() error { return t.sess.Interrupt() }
-
-// signal sends sig to the tool's process group. A tool must run.
-func (t *toolLife) signal(sig syscall.Signal) error { return t.sess.Signal(sig) }
-
-// signalForeground sends sig to the terminal's foreground process group.
-// A tool must run.
-func (t *toolLife) signalForeground(sig syscall.Signal) error { return t.sess.SignalForeground(sig) }
 
 // reap clears the dead tool's process group (orphans it left), closes its
 // terminal and forgets it. It returns its pid. A tool must run.
@@ -207,9 +182,6 @@ func (t *toolLife) reap() (pid int) {
 	t.sess = nil
 	return pid
 }
-
-// age is how long the current (or last) tool has lived at now.
-func (t *toolLife) age(now time.Time) time.Duration { return now.Sub(t.born) }
 
 // enter switches the phase and returns the one it leaves.
 func (t *toolLife) enter(p toolPhase) (prev toolPhase) {
@@ -223,9 +195,6 @@ func (t *toolLife) observe(b []byte, now time.Time) {
 		o.observe(b, now)
 	}
 }
-
-// line hands a whole line to the current phase.
-func (t *toolLife) line(r *Runner, l []byte) { t.phase.line(r, l) }
 
 // due is when the current phase's timer runs next; zero means never.
 // While the runner stops, a down tool's restart never comes.
@@ -261,15 +230,12 @@ func (t *toolLife) escalate(hard bool, failure string) bool {
 	return true
 }
 
-// clearSync forgets every sync token given out so far.
-func (t *toolLife) clearSync() { t.syncTokens = map[string]bool{} }
-
 // prompted records that the tool reached its prompt: the run of failed
 // starts is over.
-func (t *toolLife) prompted() { t.failStreak, t.rejections, t.rejecting = 0, 0, false }
-
-// rejected records that the start failing now was rejected at the prompt.
-func (t *toolLife) rejected() { t.rejecting = true }
+func (t *toolLife) prompted() {
+	t.failStreak, t.rejections, t.rejecting = 0, 0, false
+	t.failure, t.wasReady = "", true
+}
 
 // countRejection counts the failed start being recorded and reports how
 // many consecutive failed starts were rejections (0: this one was not).

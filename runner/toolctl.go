@@ -56,7 +56,7 @@ func (r *Runner) toolEnv() []string {
 // enter switches the tool's phase and returns the one it leaves.
 func (r *Runner) enter(p toolPhase) (prev toolPhase) {
 	prev = r.tool.enter(p)
-	r.status.changed()
+	r.status.dirty = true
 	return prev
 }
 
@@ -92,7 +92,7 @@ func (r *Runner) startTool() {
 // being written are cut off first: the runner types only when the command
 // ends or is interrupted, and its line must not be mixed into them.
 func (r *Runner) typeLine(s string) {
-	if !r.tool.alive() {
+	if r.tool.sess == nil {
 		return
 	}
 	r.abortInput()
@@ -137,7 +137,7 @@ func (r *Runner) sendSync() {
 // (c), whose output the runner may still be capturing, or the default.
 func syncPrefix(c *running) string {
 	if c != nil {
-		return c.markerPrefix()
+		return c.cmd.Marker.Prefix
 	}
 	return protocol.DefaultMarkerPrefix
 }
@@ -147,7 +147,7 @@ func (r *Runner) isSync(l []byte) bool { return r.tool.isSync(l, syncPrefix(r.cu
 // onChunk spools raw output and runs it through the framer.
 func (r *Runner) onChunk(c chunk) {
 	defer c.release()
-	b := c.bytes()
+	b := (*c.buf)[:c.n]
 	now := r.clk.Now()
 	r.disk.markBuffered(now)
 	r.spoolWrite(b)
@@ -157,11 +157,11 @@ func (r *Runner) onChunk(c chunk) {
 		line, n := r.fr.feed(b)
 		b = b[n:]
 		if line != nil {
-			r.tool.line(r, line)
+			r.tool.phase.line(r, line)
 		}
 	}
 	r.enforceBudget() // budget.go: after the framer, never inside it.
-	if r.in.holding() {
+	if len(r.in.held) > 0 {
 		r.pumpInput() // New output: an expect may match now.
 	}
 }
@@ -170,9 +170,6 @@ func (r *Runner) onChunk(c chunk) {
 func (r *Runner) becomeReady() {
 	r.enter(&phaseReady{})
 	r.tool.prompted()
-	if !r.stop.stopping() && r.pendingErr == nil && r.layout.usable() {
-		r.setPhase(protocol.PhaseIdle, "")
-	}
 	r.fr.discard(nil)
 }
 
@@ -187,7 +184,7 @@ func (r *Runner) startInit(idx int) {
 		r.startFailed(err.Error())
 		return
 	}
-	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.startCount(), idx), spoolStart: r.disk.spoolOffset(),
+	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.starts, idx), spoolStart: r.disk.spoolSize,
 		until: r.clk.Now().Add(r.cfg.InitTimeout)}
 	r.enter(p)
 	r.event(protocol.Event{Event: protocol.EvInitBegin, SpoolStart: &p.spoolStart, Detail: map[string]any{"file": file}})
@@ -210,11 +207,11 @@ func absPath(p string) (string, error) {
 // its cancel policy (or policy, when not empty).
 func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, msg string, policy protocol.CancelPolicy) {
 	c := r.cur
-	if c == nil || !r.tool.alive() {
+	if c == nil || r.tool.sess == nil {
 		return
 	}
 	if policy == "" {
-		policy = c.policy()
+		policy = c.cmd.CancelPolicy
 	}
 	first := c.endWith(status, reason, msg, policy)
 	r.event(c.about(protocol.Event{Event: protocol.EvInterrupt, Status: status,
@@ -225,16 +222,16 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 		if !first {
 			return
 		}
-		if err := r.tool.interrupt(); err != nil {
+		if err := r.tool.sess.Interrupt(); err != nil {
 			r.log.Warn("interrupt tool", "err", err)
 		}
 		now := r.clk.Now()
 		r.enter(&phaseResync{until: now.Add(r.cfg.ResyncWait), nextSync: now.Add(resyncEvery)})
-		if !c.capturing() {
-			tok := c.token()
+		if !c.begun {
+			tok := c.cmd.Marker.Token
 			r.fr.discard(func(l []byte) bool { return isBegin(l, tok) || r.isSync(l) })
 		} else {
-			r.fr.holdPartial()
+			r.fr.hold = true
 		}
 		r.sendSync()
 	case protocol.PolicyTerminateTool:
@@ -248,14 +245,14 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 // in phaseKilling, where the deadline escalates to SIGKILL. failure, if
 // set, makes the exit count as a failed start.
 func (r *Runner) kill(hard bool, failure string) {
-	if !r.tool.alive() || r.tool.escalate(hard, failure) {
+	if r.tool.sess == nil || r.tool.escalate(hard, failure) {
 		return
 	}
 	sig := sigTerm
 	if hard {
 		sig = sigKill
 	}
-	if err := r.tool.signal(sig); err != nil {
+	if err := r.tool.sess.Signal(sig); err != nil {
 		r.log.Warn("signal tool", "err", err)
 	}
 	r.enter(&phaseKilling{until: r.clk.Now().Add(r.cfg.KillGrace), hard: hard, failure: failure})
@@ -267,7 +264,7 @@ func (r *Runner) onToolExit(ex toolExit) {
 	r.abortInput()
 	r.drain(500 * time.Millisecond)
 	pid := r.tool.reap()
-	lived := r.tool.age(r.clk.Now())
+	lived := r.clk.Now().Sub(r.tool.born)
 	r.event(protocol.Event{Event: protocol.EvToolExit, Detail: map[string]any{"tool_pid": pid, "exit_code": ex.code,
 		"signal": ex.signal, "lived_ms": lived.Milliseconds()}})
 	r.log.Info("tool exited", "pid", pid, "how", describeExit(ex))
@@ -282,7 +279,7 @@ func (r *Runner) finishOnExit(ex toolExit) {
 	if c == nil {
 		return
 	}
-	if h := r.fr.heldPrompt(); len(h) > 0 && c.capturing() {
+	if h := r.fr.heldPrompt(); len(h) > 0 && c.begun {
 		r.fr.feed(h) // What it printed last is its output, if it was no prompt.
 	}
 	if status, reason, e, ok := c.endError(&ex); ok {
@@ -303,7 +300,7 @@ func (r *Runner) finishOnExit(ex toolExit) {
 // command (exit, crash, cancel) restarts at once. Such deaths do not count
 // against MaxRestarts.
 func (r *Runner) restartAfterDeath(hadCmd bool) {
-	if r.stop.stopping() {
+	if r.stop.mode != "" {
 		return
 	}
 	now := r.clk.Now()
@@ -315,9 +312,8 @@ func (r *Runner) restartAfterDeath(hadCmd bool) {
 // failure counts at once.
 func (r *Runner) startFailed(why string) {
 	r.log.Error("the tool failed to start", "reason", why)
-	if r.tool.alive() {
-		r.setPhase(protocol.PhaseError, why)
-		r.kill(true, why)
+	if r.tool.sess != nil {
+		r.kill(true, why) // phaseKilling's failure: phase error, for why.
 		return
 	}
 	r.countFailedStart(why)
@@ -328,7 +324,7 @@ func (r *Runner) startFailed(why string) {
 // rejected in a row gives up at once (exit code 4) instead of retrying
 // for --max-restarts starts.
 func (r *Runner) startRejected(why string) {
-	r.tool.rejected()
+	r.tool.rejecting = true
 	r.startFailed(why)
 }
 
@@ -340,22 +336,20 @@ func (r *Runner) countFailedStart(why string) {
 	now := r.clk.Now()
 	recent, delay := r.tool.failedStart(now, r.cfg.RestartWindow)
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"start_failed": why}})
-	if r.stop.stopping() {
+	if r.stop.mode != "" {
 		return
 	}
 	if n := r.tool.countRejection(); n >= 2 {
 		r.giveUp(fmt.Sprintf("%s (rejected the same way by %d starts in a row)", why, n))
 		return
 	}
-	if recent > r.maxRestarts() {
+	if recent > max(r.cfg.MaxRestarts, 0) {
 		r.giveUp(why)
 		return
 	}
-	r.setPhase(protocol.PhaseError, fmt.Sprintf("%s; restart %d of %d in %v", why, recent, r.maxRestarts(), delay))
+	r.tool.failure = fmt.Sprintf("%s; restart %d of %d in %v", why, recent, max(r.cfg.MaxRestarts, 0), delay)
 	r.enter(&phaseDown{at: now.Add(delay)})
 }
-
-func (r *Runner) maxRestarts() int { return max(r.cfg.MaxRestarts, 0) }
 
 // backoff is the delay before start n of a run of failures: 250 ms, 500 ms,
 // 1 s, … up to 30 s.
@@ -365,8 +359,8 @@ func backoff(n int) time.Duration {
 
 // giveUp stops the runner after too many failed starts (exit code 4).
 func (r *Runner) giveUp(last string) {
-	why := r.tool.giveUp(r.cfg.RestartWindow, r.maxRestarts(), last)
-	r.stop.failWith(&protocol.Error{Code: protocol.CodeToolStartFailed, Message: why})
+	why := r.tool.giveUp(r.cfg.RestartWindow, max(r.cfg.MaxRestarts, 0), last)
+	r.stop.err = &protocol.Error{Code: protocol.CodeToolStartFailed, Message: why}
 	r.log.Error("giving up", "reason", why)
 	r.requestStop(protocol.StopGraceful, why)
 }
@@ -376,11 +370,11 @@ func (r *Runner) giveUp(last string) {
 func (r *Runner) drain(wait time.Duration) {
 	timeout, stop := after(r.clk, wait)
 	defer stop()
-	for !r.tool.outputOver() {
+	for !r.tool.eof {
 		select {
 		case c, ok := <-r.tool.output():
 			if !ok {
-				r.tool.outputEnded()
+				r.tool.eof = true
 				return
 			}
 			r.onChunk(c)

@@ -32,7 +32,7 @@ func (p *phaseDown) line(*Runner, []byte)     {}
 func (p *phaseDown) due() time.Time           { return p.at }
 func (p *phaseDown) exited(*Runner, toolExit) {}
 func (p *phaseDown) timer(r *Runner, now time.Time) {
-	if !now.Before(p.at) && !r.stop.stopping() {
+	if !now.Before(p.at) && r.stop.mode == "" {
 		r.startTool()
 	}
 }
@@ -60,7 +60,7 @@ func (p *phaseBooting) due() time.Time {
 	return p.until
 }
 func (p *phaseBooting) line(r *Runner, _ []byte) {
-	r.tool.clearSync()
+	r.tool.syncTokens = map[string]bool{}
 	r.startInit(0)
 }
 func (p *phaseBooting) timer(r *Runner, now time.Time) {
@@ -115,7 +115,7 @@ func (p *phaseInit) line(r *Runner, l []byte) {
 	}
 	d, _ := matchDone(l, protocol.DefaultMarkerPrefix, p.tok)
 	r.typeFence(p.tok)
-	end := r.disk.spoolOffset()
+	end := r.disk.spoolSize
 	ok := !d.hasRC || d.rc == 0 || d.rc == 2
 	r.event(protocol.Event{Event: protocol.EvInitEnd, SpoolStart: &p.spoolStart, SpoolEnd: &end, Detail: map[string]any{
 		"file": r.cfg.Init[p.idx], "rc": d.rc, "ok": ok, "output": string(p.out), "value": string(d.value)}})
@@ -151,12 +151,12 @@ type phaseBusy struct{}
 
 func (p *phaseBusy) String() string { return "busy" }
 func (p *phaseBusy) line(r *Runner, l []byte) {
-	if !r.cur.capturing() {
+	if !r.cur.begun {
 		r.onBegin()
 		r.pumpInput() // Input held until its output is captured.
 		return
 	}
-	r.typeFence(r.cur.token())
+	r.typeFence(r.cur.cmd.Marker.Token)
 	r.finishByMarker()
 	r.becomeReady()
 }
@@ -189,14 +189,14 @@ func (p *phaseResync) due() time.Time {
 	return p.until
 }
 func (p *phaseResync) line(r *Runner, l []byte) {
-	if r.cur != nil && !r.cur.capturing() && !r.isSync(l) {
+	if r.cur != nil && !r.cur.begun && !r.isSync(l) {
 		r.onBegin()
 		return
 	}
 	if r.isSync(l) {
-		r.tool.clearSync()
+		r.tool.syncTokens = map[string]bool{}
 		if r.cur != nil {
-			r.fr.dropPartial()
+			r.fr.held = r.fr.held[:0]
 			r.finishByMarker()
 		}
 		r.becomeReady()
@@ -209,7 +209,7 @@ func (p *phaseResync) line(r *Runner, l []byte) {
 	r.fr.releaseHeld()
 	r.fr.discard(r.isSync)
 	if r.cur != nil {
-		r.typeFence(r.cur.token())
+		r.typeFence(r.cur.cmd.Marker.Token)
 		r.sendSync()
 	}
 }
@@ -250,7 +250,7 @@ func (p *phaseKilling) timer(r *Runner, now time.Time) {
 	} else {
 		r.log.Warn("the tool ignored SIGTERM; killing its process group")
 		p.hard = true
-		_ = r.tool.signal(sigKill)
+		_ = r.tool.sess.Signal(sigKill)
 	}
 	p.until = now.Add(r.cfg.KillGrace)
 }

@@ -146,7 +146,7 @@ func (w *lineWaiter) wait(mark []byte, d time.Duration) bool {
 			if !ok {
 				return false
 			}
-			w.buf = append(w.buf, c.bytes()...)
+			w.buf = append(w.buf, (*c.buf)[:c.n]...)
 			c.release()
 		case <-timeout:
 			return false

@@ -1,0 +1,267 @@
+package runner
+
+// Intake from queue/: which pending command runs next, and what happens
+// to the files that cannot run (rejected, already done, still being
+// written) before one is claimed into inflight/.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// perTurn bounds how many queued files nextCommand handles in one turn of
+// the owner loop: 10,000 invalid files are rejected a batch at a time, with
+// heartbeats, control requests and results served in between.
+const perTurn = 64
+
+// nextCommand takes queued commands in (seq, name) order until one starts,
+// the queue is empty, or perTurn files were handled (then moreQueued
+// brings the loop back at once). Files that cannot run are answered here;
+// their results go to the result writer. Nothing starts before the first
+// full listing of queue/ is known, so that a command dropped right after
+// the start cannot overtake a backlog with lower seqs.
+func (r *Runner) nextCommand() {
+	r.queue.more = false
+	if r.queue.pend.len() > 0 && r.layout.err == nil && r.cur == nil {
+		// queue/ is checked before any file of it is taken: replaced by
+		// someone else's directory, it is not served (checkLayout clears
+		// this once it is fixed).
+		if err := checkSubdir(r.root, protocol.DirQueue, r.layout.perms, runnerEUID()); err != nil {
+			r.setLayoutErr(err)
+		}
+	}
+	for n := 0; r.cur == nil && r.tool.ready() && r.stop.mode == "" && r.pending.err == nil && r.layout.err == nil && r.queue.scan.listed; n++ {
+		if n == perTurn || len(r.results.jobs) == cap(r.results.jobs) {
+			r.queue.more = len(r.results.jobs) != cap(r.results.jobs)
+			return
+		}
+		e := r.queue.pend.pop()
+		if e == nil {
+			return
+		}
+		r.status.dirty = true
+		r.tryStart(e)
+	}
+}
+
+func (r *Runner) tryStart(e *pendingEntry) {
+	if r.queue.hasResult(e.name) {
+		// Checked before the file is even read: whatever now sits under
+		// a name that has a result (a symlink, a directory, a FIFO, a
+		// huge file) is a re-drop, never a reason for a second result.
+		r.skipDone(e.name)
+		return
+	}
+	if e.misnamed != "" {
+		r.reject(e, e.misnamed, nil)
+		return
+	}
+	qpath := rel(protocol.DirQueue, e.name)
+	data, fi, err := r.root.ReadFile(qpath, protocol.MaxCommandSize)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return // Withdrawn, or claimed by someone else.
+	case errors.Is(err, fsq.ErrTooLarge):
+		r.reject(e, fmt.Sprintf("file is larger than %d bytes", protocol.MaxCommandSize), errContext("limit", int64(protocol.MaxCommandSize)))
+		return
+	case errors.Is(err, fsq.ErrSymlink), errors.Is(err, fsq.ErrNotRegular):
+		r.reject(e, "queue entries must be regular files, not symlinks or other file types ("+err.Error()+")", nil)
+		return
+	case errors.Is(err, os.ErrPermission):
+		r.reject(e, "the runner cannot read this file ("+err.Error()+"); in a group-shared session masters must create files readable by the group (mode 0660)", nil)
+		return
+	case err != nil:
+		// A transient error (ESTALE on NFS) is retried, but not forever:
+		// after --parse-grace the file is answered with the error.
+		if e.firstBad.IsZero() {
+			e.firstBad = r.clk.Now()
+		}
+		if r.clk.Now().Sub(e.firstBad) >= r.cfg.ParseGrace {
+			r.reject(e, "the runner cannot read this file: "+err.Error(), nil)
+			return
+		}
+		r.log.Warn("read queued command; will retry", "name", e.name, "err", err)
+		r.queue.pend.deferUntil(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
+		return
+	}
+	cmd, err := protocol.ParseCommand(e.name, data)
+	if errors.Is(err, protocol.ErrIncomplete) && r.queue.stillWriting(e, fi, r.clk.Now(), r.cfg.ParseGrace) {
+		return
+	}
+	if err != nil {
+		r.reject(e, err.Error(), contextOf(err))
+		return
+	}
+	if cmd.Kind != r.cfg.Kind {
+		msg := fmt.Sprintf("kind: this runner runs %s payloads, not %s", r.cfg.Kind, cmd.Kind)
+		if _, preset := Preset(string(cmd.Kind)); !preset && cmd.Kind != protocol.KindTcl && cmd.Kind != protocol.KindSh {
+			msg = fmt.Sprintf("kind: unknown kind %q (this runner runs %s payloads)", cmd.Kind, r.cfg.Kind)
+		}
+		r.reject(e, msg, errContext("field", "kind"))
+		return
+	}
+	if r.queue.done[cmd.CmdID] != "" {
+		r.reject(e, fmt.Sprintf("cmd_id %q already has a result under another seq; cmd_ids must be unique", cmd.CmdID), nil)
+		return
+	}
+	r.start(e.name, qpath, cmd)
+}
+
+// hasResult reports whether name has a result, on disk or on its way there.
+func (q *cmdQueue) hasResult(name string) bool {
+	if q.settling[name] {
+		return true
+	}
+	// Only a regular file is a result: anything else there (a FIFO, a
+	// symlink) is moved aside when the result is written (displace).
+	fi, err := q.root.Lstat(rel(protocol.DirResult, name))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// stillWriting decides whether an unparsable file may be a writer still
+// writing: it is given ParseGrace (on our clock) after it last changed size
+// or mtime, then rejected.
+func (q *cmdQueue) stillWriting(e *pendingEntry, fi os.FileInfo, now time.Time, grace time.Duration) bool {
+	if e.firstBad.IsZero() || fi.Size() != e.lastSize || !fi.ModTime().Equal(e.lastMod) {
+		e.firstBad, e.lastSize, e.lastMod = now, fi.Size(), fi.ModTime()
+	}
+	if now.Sub(e.firstBad) >= grace {
+		return false
+	}
+	q.pend.deferUntil(e, now.Add(min(100*time.Millisecond, grace)))
+	return true
+}
+
+// skipDone clears a queued name that already has a result: the entry
+// (whatever its type) is moved into tmp/ and deleted there, and a
+// cmd_skipped event says so. The result that stands is never touched.
+func (r *Runner) skipDone(name string) {
+	what := "a file"
+	if fi, err := r.root.Lstat(rel(protocol.DirQueue, name)); err == nil {
+		what = fsq.FileType(fi)
+	} else if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if !r.queue.discard(rel(protocol.DirQueue, name)) {
+		return
+	}
+	r.queue.skipped++
+	r.status.dirty = true
+	seq, id, _ := protocol.ParseCommandName(name)
+	r.log.Info("skipping a command that already has a result", "name", name)
+	r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: id, Seq: seq, Detail: map[string]any{
+		"reason": "result exists", "file": rel(protocol.DirQueue, name), "type": what}})
+}
+
+// discard moves a session entry into tmp/ and removes it there (a
+// directory with everything in it): the name is free at once, and tmp/ is
+// emptied at the next start should the removal fail.
+func (q *cmdQueue) discard(relPath string) bool {
+	q.discards++
+	dst := rel(protocol.DirTmp, fmt.Sprintf("discard-%d-%s", q.discards, filepath.Base(relPath)))
+	if err := q.root.Rename(relPath, dst); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			q.log.Warn("cannot move aside", "file", relPath, "err", err)
+		}
+		return false
+	}
+	_ = q.root.RemoveAll(dst) // Best effort: tmp/ is emptied at every start.
+	return true
+}
+
+// reject answers an invalid command file with an invalid_request result
+// under the same name and moves the file to log/rejected/ for inspection.
+// The result is written by the result writer, off the owner goroutine. A
+// file whose name yields no cmd_id (mycmd.json) gets no result: it is
+// moved to log/rejected/ and a cmd_rejected event names it and the rule.
+// ctx is the error's context beyond the file (the field, the limit).
+func (r *Runner) reject(e *pendingEntry, msg string, ctx map[string]any) {
+	id, seq, derived := protocol.DeriveCmdID(e.name)
+	code := protocol.CodeInvalidRequest
+	ctx = addContext(ctx, "file", rel(protocol.DirQueue, e.name))
+	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.done[id] != "" {
+		code = protocol.CodeDuplicateCmdID
+		ctx = addContext(ctx, "cmd_id", id, "other_result", rel(protocol.DirResult, r.queue.done[id]))
+	}
+	ipath := rel(protocol.DirInflight, e.name)
+	if !r.claim(e.name, ipath) {
+		return
+	}
+	r.log.Warn("rejected an invalid command", "name", e.name, "error", msg)
+	if !derived {
+		r.rejectNameless(e.name, ipath, msg)
+		return
+	}
+	res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
+		Error: &protocol.Error{Code: code, Message: msg, Context: ctx}, CommandPath: rel(protocol.DirRejected, e.name)}
+	r.submitResult(resultJob{kind: jobRejected, name: e.name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
+}
+
+// rejectNameless moves a file without a derivable cmd_id to log/rejected/
+// (under a new name if one is taken) and logs it.
+func (r *Runner) rejectNameless(name, ipath, msg string) {
+	dst := rel(protocol.DirRejected, name)
+	for i := 1; ; i++ {
+		if _, err := r.root.Lstat(dst); errors.Is(err, os.ErrNotExist) || i > 1000 {
+			break
+		}
+		dst = rel(protocol.DirRejected, fmt.Sprintf("%s.%d", name, i))
+	}
+	if err := r.root.Rename(ipath, dst); err != nil {
+		r.log.Error("cannot move a rejected file aside", "name", name, "err", err)
+		r.queue.discard(ipath)
+		dst = ""
+	}
+	r.queue.rejected++
+	r.status.dirty = true
+	r.event(protocol.Event{Event: protocol.EvRejected, Detail: map[string]any{"file": rel(protocol.DirQueue, name),
+		"moved_to": dst, "error": msg, "code": protocol.CodeInvalidRequest}})
+}
+
+// claim renames queue/<name> to dst (inflight/…) and reports whether this
+// runner now holds it. A missing destination directory (someone deleted
+// inflight/) is recreated and the claim retried, instead of leaving the
+// command queued forever.
+func (r *Runner) claim(name, dst string) bool {
+	src := rel(protocol.DirQueue, name)
+	ok, err := r.root.Claim(src, dst)
+	if ok {
+		return true
+	}
+	if err == nil {
+		if _, lerr := r.root.Lstat(src); lerr != nil {
+			return false // Withdrawn, or claimed by someone else.
+		}
+	}
+	r.checkLayout()
+	if r.layout.err != nil {
+		return false
+	}
+	ok, err = r.root.Claim(src, dst)
+	if err != nil {
+		r.log.Error("claim", "name", name, "err", err)
+	}
+	return ok
+}
+
+// unclaim puts a claimed command back into queue/ when output/ was swapped
+// for a symlink (fsq.ErrLayout) between the layout check and the start: the
+// command waits, queued, until the layout is fixed instead of getting an
+// error result. It reports false if the file could not be put back (then
+// the command is answered as before).
+func (r *Runner) unclaim(name string, seq int64, why error) bool {
+	r.checkLayout()
+	if err := r.root.RenameNoReplace(rel(protocol.DirInflight, name), rel(protocol.DirQueue, name)); err != nil {
+		r.log.Error("cannot put a claimed command back into queue/", "name", name, "err", err)
+		return false
+	}
+	r.log.Warn("a session directory is not usable; the command waits in queue/", "name", name, "err", why)
+	r.queue.pend.add(name, seq, "")
+	return true
+}
