@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,6 +201,7 @@ func cancelReq(t testing.TB, h *harness, n int) string {
 // results and replies come once the directory is back, exactly once, and
 // the runner reports the layout error with an event.
 func TestSwappedDirNotWrittenThrough(t *testing.T) {
+	testenv.Slow(t, "seconds of real tclsh and races")
 	for _, d := range runnerDirs {
 		t.Run(strings.ReplaceAll(d, "/", "_"), func(t *testing.T) {
 			out := t.TempDir()
@@ -283,6 +285,7 @@ func assertOneResultEach(t testing.TB, h *harness, events bool) {
 // outside directory and back, continuously, while commands and requests
 // run: nothing lands outside, and every command gets exactly one result.
 func TestSwapRace(t *testing.T) {
+	testenv.Slow(t, "seconds of real tclsh and races")
 	out := t.TempDir()
 	h := newHarness(t).start()
 	h.result(h.submit("expr 1"))

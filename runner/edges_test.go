@@ -20,6 +20,7 @@ import (
 // Issue 9, break 3: at most one result per name, never overwritten, on
 // every path.
 func TestResultNeverOverwritten(t *testing.T) {
+	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newHarness(t).start()
 	name := h.submit("puts first; expr 1")
 	before := h.result(name)
@@ -282,6 +283,7 @@ func TestDiskFullOtherWriter(t *testing.T) {
 // handles a bounded number per turn; the results are written as groups by
 // the result writer).
 func TestMassRejectionKeepsBeating(t *testing.T) {
+	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newFakeHarness(t, nil)
 	const n = 3000
 	for i := 1; i <= n; i++ {
@@ -306,6 +308,7 @@ func TestMassRejectionKeepsBeating(t *testing.T) {
 // held back here until the runner has seen the late command (through
 // inotify) with a ready tool: it must not start it.
 func TestSeqOrderAtStart(t *testing.T) {
+	testenv.Slow(t, "seconds of real tclsh and races")
 	release := make(chan struct{})
 	first := true
 	h := newFakeHarness(t, nil, func(c *Config) {

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -245,6 +246,7 @@ func TestLeaseExpiresMidCommand(t *testing.T) {
 // first ttl; expires_at in the past would have stopped it were ttl_ms not
 // set, so a master's wrong clock does not matter.
 func TestLeaseRenewalKeepsRunner(t *testing.T) {
+	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newHarness(t).start()
 	stop := make(chan struct{})
 	done := make(chan struct{})
