@@ -3,6 +3,7 @@ package runner
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -75,6 +76,7 @@ func TestHappyPath(t *testing.T) {
 }
 
 func TestOrderingOfShuffledBacklog(t *testing.T) {
+	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newHarness(t)
 	const n = 60
 	seqs := rand.Perm(n)

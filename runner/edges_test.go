@@ -245,6 +245,7 @@ func TestDiskFullChattyCommand(t *testing.T) {
 // blocks are already there), so the runner never looks dead. The reserve
 // outlives a stop: the next runner, started on a full disk, has it.
 func TestDiskFullOtherWriter(t *testing.T) {
+	testenv.Slow(t, "seconds of real tclsh and races")
 	h, mnt := tmpfsHarness(t, "32m")
 	ballast := filepath.Join(h.dir, protocol.DirTmp, "ballast")
 	exists := func() bool { _, err := os.Stat(ballast); return err == nil }

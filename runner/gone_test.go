@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,6 +104,7 @@ func TestGoneTwoDirsNotRecreated(t *testing.T) {
 // rm -rf of a session whose runner has a backlog: the session ends gone
 // and the runner exited (5), and nothing reappears afterwards.
 func TestGoneRmRfBusySession(t *testing.T) {
+	testenv.Slow(t, "seconds of real tclsh and races")
 	dir := filepath.Join(t.TempDir(), "s")
 	p := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
 	first := writeCmd(t, dir, 1, "g1", "expr 1")

@@ -141,6 +141,7 @@ func readFile(h *harness, name string) string {
 }
 
 func TestStopGracefulLeavesQueue(t *testing.T) {
+	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newHarness(t, func(c *Config) { c.Tool = fakeEDA(t) }).start()
 	a := h.submit("report_timing 10 30")
 	h.waitFor("a running", func() bool { return h.state().Phase == protocol.PhaseBusy })
@@ -397,6 +398,7 @@ func TestRunnerCrashRecovery(t *testing.T) {
 }
 
 func TestCrashLoopToolBacksOff(t *testing.T) {
+	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newHarness(t, func(c *Config) { c.Tool = []string{"sh", "-c", "exit 1"}; c.MaxRestarts = 100 }).start()
 	h.waitFor("backoff", func() bool {
 		st := h.state()
