@@ -72,14 +72,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if errors.Is(err, syscall.EINVAL) { // Some filesystems cannot sync a directory.
-		return nil
-	}
-	return err
+	return syncDirFile(f)
 }
 
 // RenameNoReplace is Root.RenameNoReplace by path: it renames src to dst

@@ -224,11 +224,17 @@ func (s *Root) SyncDir(name string) error {
 	if err != nil {
 		return err
 	}
-	err = f.Sync()
+	return syncDirFile(f)
+}
+
+// syncDirFile fsyncs and closes the open directory f; EINVAL (a
+// filesystem that cannot sync a directory) is not an error.
+func syncDirFile(f *os.File) error {
+	err := f.Sync()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if errors.Is(err, syscall.EINVAL) { // Some filesystems cannot sync a directory.
+	if errors.Is(err, syscall.EINVAL) {
 		return nil
 	}
 	return err

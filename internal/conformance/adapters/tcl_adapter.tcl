@@ -83,6 +83,16 @@ proc ofReply {reply} {
     return "$out}"
 }
 
+# labels: the step's labels (k=v,k2=v2) as a dict.
+proc labels {step} {
+    set l {}
+    foreach kv [split [dict get $step labels] ,] {
+        set eq [string first = $kv]
+        dict set l [string range $kv 0 $eq-1] [string range $kv $eq+1 end]
+    }
+    return $l
+}
+
 proc waitOpts {step} {
     set o [list -timeout [opt $step wait_timeout_ms -1]]
     if {[dict exists $step wait_for_runner_ms]} { lappend o -waitforrunner [dict get $step wait_for_runner_ms] }
@@ -99,14 +109,7 @@ proc do {step} {
             if {[dict exists $step timeout_ms]} { lappend sub -timeout [expr {[dict get $step timeout_ms] / 1000.0}] }
             if {[dict exists $step trace_id]} { lappend sub -trace_id [dict get $step trace_id] }
             if {[dict exists $step max_output_bytes]} { lappend sub -max_output_bytes [dict get $step max_output_bytes] }
-            if {[dict exists $step labels]} {
-                set l {}
-                foreach kv [split [dict get $step labels] ,] {
-                    set eq [string first = $kv]
-                    dict set l [string range $kv 0 $eq-1] [string range $kv $eq+1 end]
-                }
-                lappend sub -labels $l
-            }
+            if {[dict exists $step labels]} { lappend sub -labels [labels $step] }
             if {$op eq "run"} {
                 # skillpilot::run itself: a status other than ok raises, the result in the error code (ofError).
                 set w [waitOpts $step]
@@ -121,14 +124,7 @@ proc do {step} {
             set sub {}
             if {[dict exists $step id]} { lappend sub -cmd_id [dict get $step id] }
             if {[dict exists $step trace_id]} { lappend sub -trace_id [dict get $step trace_id] }
-            if {[dict exists $step labels]} {
-                set l {}
-                foreach kv [split [dict get $step labels] ,] {
-                    set eq [string first = $kv]
-                    dict set l [string range $kv 0 $eq-1] [string range $kv $eq+1 end]
-                }
-                lappend sub -labels $l
-            }
+            if {[dict exists $step labels]} { lappend sub -labels [labels $step] }
             set w [skillpilot::pool_submit $pool [text $step payload] {*}$sub]
             set where([dict get $w cmd_id]) $w
             return "{\"outcome\":\"queued\",\"exit\":0,\"cmd_id\":[jstr [dict get $w cmd_id]],\"session\":[jstr [dict get $w session]]}"
