@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +75,11 @@ func stopWait(ctx context.Context, s *Session, mode protocol.StopMode) (*protoco
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), longWait)
 	t.Cleanup(cancel)
+	// A Submit leaves its seq/hint rewrite to the background (Close waits
+	// for it): wait before t.TempDir's removal, which a file created
+	// meanwhile makes fail ("directory not empty": TestWithdrawNames, once
+	// in CI).
+	t.Cleanup(sessionio.WaitBackgroundWrites)
 	return c
 }
 
