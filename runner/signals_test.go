@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/skillpilot/skillpilot/protocol"
@@ -17,8 +18,11 @@ func TestSignalKillRestartsTool(t *testing.T) {
 	running := func(id string) func() bool {
 		return func() bool { st := h.state(); return st.CurrentCmdID != nil && *st.CurrentCmdID == id }
 	}
-	a := h.submit("sleep 60")
-	h.waitFor("c1 running", running("c1"))
+	// The command's own process prints "up": it is the terminal's
+	// foreground group by then (interactive bash ignores a TERM sent
+	// while it is still the foreground itself: 3 in 47 loaded runs).
+	a := h.submit("sh -c 'echo up; exec sleep 60'")
+	h.waitFor("c1 running", func() bool { return strings.Contains(readFile(h, a), "up") })
 	if r := h.reply(h.request(1, "g1", protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "STOP"})); r.Outcome != protocol.OutcomeRejected {
 		t.Errorf("STOP: %+v", r)
 	}
