@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"syscall"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -140,7 +141,20 @@ func (s *Session) readFile(name string, limit int64, reval bool) ([]byte, os.Fil
 	if reval {
 		r.Revalidate(path.Dir(name))
 	}
-	return r.ReadFile(name, limit)
+	b, fi, err := r.ReadFile(name, limit)
+	return b, fi, s.stale(err)
+}
+
+// stale turns ESTALE into ErrSessionMissing: on NFS, the directory this
+// Session holds open was deleted on the server (rm -rf on another host);
+// a local filesystem says ENOENT for the same, and a new root (fs) says
+// the session is missing.
+func (s *Session) stale(err error) error {
+	if errors.Is(err, syscall.ESTALE) {
+		return withContext(fmt.Errorf("%w: %s is gone (its directory was deleted: %w)", ErrSessionMissing, s.dir, err),
+			map[string]any{"dir": s.dir})
+	}
+	return err
 }
 
 // openRegular opens name for reading (a regular file only, never blocking
@@ -153,7 +167,8 @@ func (s *Session) openRegular(name string, reval bool) (*os.File, error) {
 	if reval {
 		r.Revalidate(path.Dir(name))
 	}
-	return r.OpenRegular(name)
+	f, err := r.OpenRegular(name)
+	return f, s.stale(err)
 }
 
 // lstat describes name without following a symlink.

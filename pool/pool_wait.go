@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -50,6 +51,12 @@ func (p *Pool) WaitCommand(ctx context.Context, c *master.Command) (*protocol.Re
 	defer t.Stop()
 	for {
 		if r, done, err := outcome(c); done {
+			if errors.Is(err, master.ErrSessionMissing) {
+				// Its session's directory is gone under the read (on
+				// NFS: a stale handle): the pool's words for it.
+				w, _ := p.Locate(c)
+				return nil, p.goneErr(c, w.Session)
+			}
 			return r, err
 		}
 		if now := time.Now(); !now.Before(checkAt) {
@@ -121,6 +128,13 @@ func ClaimedDeadMessage(cmdID, session string) string {
 		cmdID, session, session)
 }
 
+// goneErr is the error of a wait for c, held by session, whose directory
+// is gone.
+func (p *Pool) goneErr(c *master.Command, session string) error {
+	return sessionio.WithContext(fmt.Errorf("%w: %s", master.ErrSessionMissing, GoneMessage(c.ID, session)),
+		map[string]any{"cmd_id": c.ID, "session": session, "dir": p.dirOf(session)})
+}
+
 // stuck says why c cannot get a result without help, or "" (a verdict
 // that becomes final after 10 s); final is an error that ends the wait at
 // once: the session holding c is gone, or a dead session claimed it and
@@ -128,8 +142,7 @@ func ClaimedDeadMessage(cmdID, session string) string {
 func (p *Pool) stuck(c *master.Command) (why string, final error) {
 	w, _ := p.Locate(c)
 	if !p.isSessionDir(w.Session) {
-		return "", sessionio.WithContext(fmt.Errorf("%w: %s", master.ErrSessionMissing, GoneMessage(c.ID, w.Session)),
-			map[string]any{"cmd_id": c.ID, "session": w.Session, "dir": p.dirOf(w.Session)})
+		return "", p.goneErr(c, w.Session)
 	}
 	ch, err := p.newChooser()
 	if err != nil || !ch.has(w.Session) {
