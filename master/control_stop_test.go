@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/internal/sessionio"
@@ -48,6 +49,17 @@ func TestStopThenWait(t *testing.T) {
 	c, err := s.Submit(ctx(t), "after 300; expr 2", SubmitOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Claimed before the stop: a runner polling (no inotify left on a busy
+	// machine) can see the stop request first, and the command then rightly
+	// stays queued.
+	for deadline := time.Now().Add(longWait); ; time.Sleep(10 * time.Millisecond) {
+		if !s.exists(protocol.DirQueue + "/" + c.Name) { // Claimed.
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was never claimed", c.ID)
+		}
 	}
 	before := reqNames(t, dir)
 	sendCtx, cancel := context.WithCancel(ctx(t))
