@@ -6,14 +6,17 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
 )
 
 // bindMount mounts src over dst (mount --bind) until the test ends; it
-// skips the test where mounting is not allowed (not root).
+// skips the test where mounting is not allowed (not root), and fails it
+// under CI=true, which runs as root.
 func bindMount(t *testing.T, src, dst string) {
 	t.Helper()
 	if err := syscall.Mount(src, dst, "", syscall.MS_BIND, ""); err != nil {
-		t.Skipf("mount --bind: %v (needs root)", err)
+		testenv.Unavailable(t, "mount --bind: %v (needs root)", err)
 	}
 	t.Cleanup(func() {
 		if err := syscall.Unmount(dst, syscall.MNT_DETACH); err != nil {
