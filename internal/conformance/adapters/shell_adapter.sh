@@ -13,8 +13,16 @@ set -u
 shopt -s extglob nullglob
 S=$1
 lease_pid=""
+# Every file this master creates is group-shared (0660), as if chmod'ed.
+umask 007
 
-now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+# The wait loops poll; each fork there costs a loaded or virtualised host
+# (user-mode Linux: the NFS suite) tens of milliseconds, so they use bash
+# built-ins only: the clock from $EPOCHREALTIME, JSON fields read with
+# `read`, and naps taken by `read -t` on a pipe nothing writes to.
+now_ms() { local t=${EPOCHREALTIME/./}; now=$((t / 1000)); }  # sets now
+exec {nap_fd}<> <(:)
+nap() { read -r -t "$1" -u "$nap_fd" _; }
 # revalidate: opening a directory makes an NFS client drop cached "absent"
 # lookups, so a file another host just created is seen at once.
 revalidate() { : <"$1" 2>/dev/null; }
@@ -23,31 +31,41 @@ json_str() {
   s=${s//\\/\\\\}; s=${s//\"/\\\"}; s=${s//$'\n'/\\n}; s=${s//$'\r'/\\r}; s=${s//$'\t'/\\t}
   printf '"%s"' "$s"
 }
-# field FILE KEY: a top-level string or number field of a JSON file the
-# runner wrote (one "key": value per line).
-field() { sed -n "s/^  \"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" "$1" 2>/dev/null | head -1; }
+# jload FILE: J[key] is each top-level string or number field of a JSON
+# file the runner wrote (one "key": value per line; the first of a key).
+# Not a regular file (absent, a FIFO): J is empty, and nothing blocks.
+declare -A J
+jload() {
+  local l re='^  "([A-Za-z0-9_]+)": *"?([^",]*)"?,?$'
+  J=()
+  [ -f "$1" ] || return 0
+  while IFS= read -r l; do
+    [[ $l =~ $re ]] && ! [[ -v J[${BASH_REMATCH[1]}] ]] && J[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+  done 2>/dev/null <"$1"
+}
+field() { jload "$2"; printf -v "$1" '%s' "${J[$3]:-}"; }  # field VAR FILE KEY
 atomic_write() { # atomic_write PATH CONTENT
   # Parameter expansion, not dirname/basename: on a loaded host every fork
   # counts, and the lease loop writes through here every ttl/3.
   local tmp="${1%/*}/.${1##*/}.$$.tmp"
-  printf '%s' "$2" >"$tmp" && chmod 660 "$tmp" && mv -f "$tmp" "$1"
+  printf '%s' "$2" >"$tmp" && mv -f "$tmp" "$1"
 }
-alloc_seq() { # PROTOCOL.md section 5: exclusive create of seq/<n>
-  local n f
-  n=$(cat "$S/seq/hint" 2>/dev/null)
+alloc_seq() { # PROTOCOL.md section 5: exclusive create of seq/<n>; sets seq
+  local n="" f h=""
+  read -r n 2>/dev/null <"$S/seq/hint"
   if ! [[ $n =~ ^[0-9]{1,18}$ ]]; then
     n=0; for f in "$S"/seq/+([0-9]); do f=${f##*/}; ((10#$f > n)) && n=$((10#$f)); done
   fi
   n=$((10#$n))
   while :; do
     n=$((n + 1))
-    f=$(printf '%s/seq/%010d' "$S" "$n")
-    if (set -C; : >"$f") 2>/dev/null; then break; fi
+    printf -v f '%s/seq/%010d' "$S" "$n"
+    if { set -C; : >"$f"; } 2>/dev/null; then set +C; break; fi
+    set +C
   done
-  chmod 660 "$f"
-  local h; h=$(cat "$S/seq/hint" 2>/dev/null)
+  read -r h 2>/dev/null <"$S/seq/hint"
   if ! [[ $h =~ ^[0-9]+$ ]] || ((10#$h < n)); then atomic_write "$S/seq/hint" "$n"$'\n'; fi
-  echo "$n"
+  seq=$n
 }
 find_cmd() { # find_cmd ID: the command's file name, matched exactly
   local d f
@@ -61,7 +79,7 @@ find_cmd() { # find_cmd ID: the command's file name, matched exactly
 # on NFS a "no such directory" seen before the runner made it is cached).
 network=""
 session_ok() {
-  revalidate "$(dirname "$S")"; revalidate "$S"
+  revalidate "${S%/*}"; revalidate "$S"
   [ -d "$S/queue" ] || return 1
   if [ -z "$network" ]; then
     case $(stat -f -c %T "$S" 2>/dev/null) in nfs*|cifs|smb*|fuse*|9p|ceph|lustre|gpfs|afs|coda|"") network=1 ;; *) network=0 ;; esac
@@ -78,24 +96,25 @@ session_ok() {
 # output or a reply ends after a second then (stopped_ends; not ready).
 hb_counter=""; hb_at=0; hb_moved=0; hb_iv=1000
 lock_free() { [ "${network:-1}" = 0 ] && command -v flock >/dev/null && [ -f "$S/state/runner.lock" ] &&
-  flock -n -s "$S/state/runner.lock" true 2>/dev/null; }
+  flock -n -s 9 2>/dev/null 9<"$S/state/runner.lock"; }  # fd 9 closes, and our shared lock with it
 look() { # sets alive (1/0), definite (1/0), late (1/0), stopped (1/0: on purpose), why
   revalidate "$S/state"
   local st="$S/state/state.json" hb="$S/state/heartbeat.json" phase c iv now
   alive=0; definite=1; late=0; stopped=0
   if [ ! -f "$st" ] && [ ! -f "$hb" ]; then why="no runner has written state yet"; return; fi
-  phase=$(field "$st" phase)
-  if [ "$phase" = stopped ] || [ "$(field "$hb" phase)" = stopped ]; then
+  field phase "$st" phase
+  jload "$hb"
+  if [ "$phase" = stopped ] || [ "${J[phase]:-}" = stopped ]; then
     why="the runner stopped"
     if [ "${network:-1}" = 1 ] || [ ! -f "$S/state/runner.lock" ] || lock_free; then stopped=1; fi
     return
   fi
   if lock_free; then why="the runner's lock is free"; return; fi
   # The session_id with the counter: a new runner counts from the start again.
-  c="$(field "$hb" session_id):$(field "$hb" counter)"; iv=$(field "$hb" interval_ms); [[ $iv =~ ^[0-9]+$ ]] || iv=1000
+  c="${J[session_id]:-}:${J[counter]:-}"; iv=${J[interval_ms]:-}; [[ $iv =~ ^[0-9]+$ ]] || iv=1000
   ((iv < 100)) && iv=100
   hb_iv=$iv
-  now=$(now_ms)
+  now_ms
   if [ "$hb_at" = 0 ] || [ "$c" != "$hb_counter" ]; then
     [ "$hb_at" != 0 ] && hb_moved=1 || hb_moved=0
     hb_counter=$c; hb_at=$now
@@ -117,19 +136,19 @@ set_grace() {
 }
 alive_now() { # like look, but watches until it can decide (a status: late is not alive)
   look
-  while [ "$alive" = 0 ] && [ "$definite" = 0 ] && [ "$late" = 0 ]; do sleep 0.05; look; done
+  while [ "$alive" = 0 ] && [ "$definite" = 0 ] && [ "$late" = 0 ]; do nap 0.05; look; done
 }
 await_alive() { # a request's check before it writes: 0 once alive; 1 when dead at once or none seen for the grace
-  local start t
-  start=$(now_ms)
+  local start now
+  now_ms; start=$now
   while :; do
     look
     [ "$alive" = 1 ] && return 0
     set_grace; gave_grace=$grace
     [ "$definite" = 1 ] && return 1
-    t=$(now_ms)
-    ((t - start > grace)) && return 1
-    sleep 0.1
+    now_ms
+    ((now - start > grace)) && return 1
+    nap 0.1
   done
 }
 # wait_until CMD...: poll CMD (1 ms doubling to 100 ms) until it succeeds;
@@ -138,11 +157,11 @@ await_alive() { # a request's check before it writes: 0 once alive; 1 when dead 
 # (unless stopped_ends=0: ready).
 stopped_ends=1
 wait_until() {
-  local start deadline=-1 grace last delay=1 next=0 t
-  start=$(now_ms); last=$start
+  local start deadline=-1 grace last delay=1 next=0 t now d
+  now_ms; start=$now; last=$start
   [ -n "${k_wait_timeout_ms:-}" ] && deadline=$((start + k_wait_timeout_ms))
   while ! "$@"; do
-    t=$(now_ms)
+    now_ms; t=$now
     if ((deadline >= 0 && t >= deadline)); then return 3; fi
     if ((t >= next)); then
       next=$((t + 100)); look
@@ -152,21 +171,21 @@ wait_until() {
         gave_grace=$grace; return 5
       elif ((t - last > grace)); then gave_grace=$grace; return 5; fi
     fi
-    sleep "$(printf '0.%03d' "$delay")"
+    printf -v d '0.%03d' "$delay"; nap "$d"
     delay=$((delay * 2)); ((delay > 100)) && delay=100
   done
   return 0
 }
 
 out_result() { # out_result NAME: the outcome of a command with a result
-  local f="$S/result/$1" st code
-  st=$(field "$f" status)
+  local st code
+  jload "$S/result/$1"; st=${J[status]:-}
   case $st in ok) code=0 ;; error) code=1 ;; timeout) code=3 ;; cancelled) code=4 ;; *) code=10 ;; esac
-  printf '{"outcome":"%s","exit":%d,"cmd_id":"%s","result_file":"result/%s"}\n' "$st" "$code" "$(field "$f" cmd_id)" "$1"
+  printf '{"outcome":"%s","exit":%d,"cmd_id":"%s","result_file":"result/%s"}\n' "$st" "$code" "${J[cmd_id]:-}" "$1"
 }
-out_code() { # out_code CODE EXIT [CONTEXT-JSON]: an error's context beside its code
-  if [ -n "${3:-}" ]; then printf '{"outcome":"%s","exit":%d,"context":%s}\n' "$1" "$2" "$3"
-  else printf '{"outcome":"%s","exit":%d}\n' "$1" "$2"; fi
+out_code() { # out_code CODE EXIT [CONTEXT-JSON]: an error's context beside its code, then $extra
+  if [ -n "${3:-}" ]; then printf '{"outcome":"%s","exit":%d,"context":%s%s}\n' "$1" "$2" "$3" "${extra:-}"
+  else printf '{"outcome":"%s","exit":%d%s}\n' "$1" "$2" "${extra:-}"; fi
 }
 # not_alive_ctx [EXTRA]: the context of runner_not_alive (why, the grace)
 not_alive_ctx() { printf '{"reason":%s,"grace_ms":%d%s}' "$(json_str "$why")" "${gave_grace:-0}" "${1:-}"; }
@@ -224,7 +243,7 @@ take_back() {
 # nowhere is unknown: it never runs.
 do_withdraw() {
   session_ok || { out_code session_missing 5; return; }
-  local ref=$k_id base name id ctx d found dir cur to stage tos hops=0 t0 moving
+  local ref=$k_id base name id ctx d found dir cur to stage tos hops=0 t0 moving now
   base=${ref##*/}
   if [[ $base =~ ^cmd_[0-9]{1,18}_([A-Za-z0-9._-]{1,128})\.json$ ]]; then name=$base id=${BASH_REMATCH[1]}
   elif [ "$base" != "$ref" ] || ! [[ $ref =~ ^[A-Za-z0-9._-]{1,128}$ ]]; then out_code usage 2; return
@@ -244,7 +263,7 @@ do_withdraw() {
       return
     fi
   fi
-  dir=$S cur=$name t0=$(now_ms)
+  now_ms; dir=$S cur=$name t0=$now
   while :; do
     if take_back "$dir" "$cur" "$cur"; then out_code withdrawn 0; return; fi
     revalidate "$dir/moved"; moving=""; [ -e "$dir/moved/$cur" ] && moving=1
@@ -259,7 +278,8 @@ do_withdraw() {
       cur=$to hops=$((hops + 1))
       continue
     fi
-    if [ -n "$moving" ] && (($(now_ms) - t0 < 5000)); then sleep 0.01; continue; fi
+    now_ms
+    if [ -n "$moving" ] && ((now - t0 < 5000)); then nap 0.01; continue; fi
     revalidate "$dir/inflight"; revalidate "$dir/result"; revalidate "$dir/withdrawn"
     if [ -n "$moving" ] || [ -e "$dir/inflight/$cur" ]; then out_code not_queued 7 "$ctx"
     elif [ -f "$dir/result/$cur" ]; then out_code already_finished 7 "$ctx"
@@ -271,9 +291,10 @@ do_withdraw() {
 
 do_submit() { # do_submit RUN(0/1)
   session_ok || { out_code session_missing 5; return; }
-  local id=${k_id:-sh-$(now_ms)-$$-$RANDOM} payload seq name json cursor
+  local id payload seq name json cursor now
+  now_ms; id=${k_id:-sh-$now-$$-$RANDOM}
   payload=$(printf '%s' "$k_payload_b64" | base64 -d)
-  seq=$(alloc_seq)
+  alloc_seq
   cursor=$(spool_size)  # before the command is queued: its output comes after it
   json="{\"protocol_version\":1,\"cmd_id\":\"$id\",\"seq\":$seq,\"kind\":\"tcl\",\"payload\":$(json_str "$payload")"
   [ -n "${k_timeout_ms:-}" ] && json+=",\"timeout_s\":$(printf '%d.%03d' $((k_timeout_ms / 1000)) $((k_timeout_ms % 1000)))"
@@ -286,7 +307,7 @@ do_submit() { # do_submit RUN(0/1)
     json+=",\"labels\":{${members#,}}"
   fi
   json+=",\"submitter\":\"shell\"}"
-  name=$(printf 'cmd_%010d_%s.json' "$seq" "$id")
+  printf -v name 'cmd_%010d_%s.json' "$seq" "$id"
   atomic_write "$S/queue/$name" "$json"
   if [ "$1" = 1 ]; then do_wait "$name"; else
     printf '{"outcome":"queued","exit":0,"cmd_id":"%s","reply":{"resume_cursor":%d}}\n' "$id" "$cursor"; fi
@@ -295,10 +316,10 @@ do_submit() { # do_submit RUN(0/1)
 do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcome
   session_ok || { out_code session_missing 5; return 1; }
   await_alive || { out_code runner_not_alive 5 "$(not_alive_ctx)"; return 1; }  # nothing written
-  local seq id name sid json rc
-  seq=$(alloc_seq); id="sh-$(now_ms)-$$-$RANDOM"
-  name=$(printf 'req_%010d_%s.json' "$seq" "$id")
-  sid=$(field "$S/state/state.json" session_id)
+  local seq id name sid json rc now
+  alloc_seq; now_ms; id="sh-$now-$$-$RANDOM"
+  printf -v name 'req_%010d_%s.json' "$seq" "$id"
+  field sid "$S/state/state.json" session_id
   json="{\"protocol_version\":1,\"req_id\":\"$id\",\"seq\":$seq,\"op\":\"$1\",\"session_id\":\"$sid\"$2}"
   atomic_write "$S/ctl/$name" "$json"
   wait_until has_reply "$name"; rc=$?
@@ -309,7 +330,7 @@ do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcom
       return 1
     fi
   fi
-  reply_outcome=$(field "$S/ctl/ack/$name" outcome); reply_name=$name
+  field reply_outcome "$S/ctl/ack/$name" outcome; reply_name=$name
   return 0
 }
 # ctx_members FILE: the members of the reply's "context" object as the
@@ -319,8 +340,9 @@ reply_ctx() { # the context of a refused request: the reply's own, then op, req_
   local f="$S/ctl/ack/$reply_name" k v out=""
   v=$(ctx_members "$f")  # The keys below come after it: a decoder keeps the last of a key.
   [ -n "$v" ] && out=",$v"
+  jload "$f"
   for k in op req_id outcome cmd_id cmd_state; do
-    v=$(field "$f" "$k"); [ -n "$v" ] && out+=",\"$k\":$(json_str "$v")"
+    v=${J[$k]:-}; [ -n "$v" ] && out+=",\"$k\":$(json_str "$v")"
   done
   printf '{%s}' "${out#,}"
 }
@@ -338,13 +360,14 @@ out_reply() { # the outcome of a reply, with its exit code (PROTOCOL.md section 
 # out_send: a send, signal or resize reply's outcome with its counts and,
 # when refused, the named command's state.
 out_send() {
-  local f="$S/ctl/ack/$reply_name" k v extra=""
+  local k v extra=""
+  jload "$S/ctl/ack/$reply_name"
   for k in bytes match_start match_end cmd_state; do
-    v=$(field "$f" "$k")
+    v=${J[$k]:-}
     [ -z "$v" ] && continue
     if [[ $v =~ ^[0-9]+$ ]]; then extra+=",\"$k\":$v"; else extra+=",\"$k\":$(json_str "$v")"; fi
   done
-  out_reply | sed "s/}\$/$extra}/"
+  out_reply
 }
 
 # A send is a mailbox request like the others: the bytes base64 in
@@ -384,7 +407,7 @@ do_status() {
   local phase serve=false outcome=not_alive code=5 cursor
   cursor=$(spool_size)
   alive_now
-  phase=$(field "$S/state/state.json" phase)
+  field phase "$S/state/state.json" phase
   if [ "$alive" = 1 ]; then
     outcome=cannot_serve
     case $phase in error|stopping) ;; *) serve=true; outcome=ok; code=0 ;; esac
@@ -440,7 +463,12 @@ do_waitfor() {
   esac
 }
 
-ready_now() { session_ok || return 1; look; [ "$alive" = 1 ] || return 1; case $(field "$S/state/state.json" phase) in idle|busy) return 0 ;; esac; return 1; }
+ready_now() {
+  local phase
+  session_ok || return 1; look; [ "$alive" = 1 ] || return 1
+  field phase "$S/state/state.json" phase
+  case $phase in idle|busy) return 0 ;; esac; return 1
+}
 do_ready() {
   k_wait_timeout_ms=${k_wait_timeout_ms:-60000} stopped_ends=0 wait_until ready_now
   case $? in 0) out_code ready 0 ;; 3) out_code wait_timeout 3 ;; *) out_code runner_not_alive 5 ;; esac
