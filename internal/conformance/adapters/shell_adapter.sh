@@ -21,8 +21,15 @@ umask 007
 # built-ins only: the clock from $EPOCHREALTIME, JSON fields read with
 # `read`, and naps taken by `read -t` on a pipe nothing writes to.
 now_ms() { local t=${EPOCHREALTIME/./}; now=$((t / 1000)); }  # sets now
-exec {nap_fd}<> <(:)
-nap() { read -r -t "$1" -u "$nap_fd" _; }
+# The pipe is a FIFO made once and unlinked at once (process substitution
+# needs /dev/fd, which a minimal system may not have); failing that, sleep.
+nap_fifo=${TMPDIR:-/tmp}/.sp-nap.$$.$RANDOM
+if mkfifo -m 600 "$nap_fifo" 2>/dev/null && exec {nap_fd}<>"$nap_fifo"; then
+  nap() { read -r -t "$1" -u "$nap_fd" _; }
+else
+  nap() { sleep "$1"; }
+fi 2>/dev/null
+rm -f "$nap_fifo"
 # revalidate: opening a directory makes an NFS client drop cached "absent"
 # lookups, so a file another host just created is seen at once.
 revalidate() { : <"$1" 2>/dev/null; }
