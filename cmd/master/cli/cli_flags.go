@@ -21,6 +21,7 @@ type command struct {
 	about         string
 	session       string
 	waitForRunner time.Duration
+	pool          string // A pool subcommand's --pool (newPoolCommand).
 }
 
 // newCommand starts the flags of the command being run (c.verb), whose
