@@ -34,18 +34,24 @@ type verb struct {
 	// (launch_cli.go), whose flags are not the plain stop's.
 	first func(c *cli, ctx context.Context, args []string) (handled bool, err error)
 	// flags declares its flags on cmd, a flag set that already has
-	// --session and --json (and --wait-for-runner when it waits; a pool
-	// subcommand's: --pool and --json), and returns what runs it on the
-	// arguments left once they are parsed. The dispatch builds cmd,
-	// calls flags, parses, then runs (cli.dispatch).
+	// --session and --json (and --wait-for-runner when it waits), and
+	// returns what runs it on the arguments left once they are parsed.
+	// The dispatch builds cmd, calls flags, parses, then runs
+	// (cli.dispatch).
 	flags func(cmd *command) runFunc
+	// hand: its flag set starts empty, flags declares every flag, and it
+	// is parsed by cli.parse (report, standin, diff, launch: report's
+	// --session is repeatable, diff's --json says something else). A pool
+	// subcommand's is built by hand too, starting with --pool and --json
+	// (cli.dispatchPool).
+	hand bool
 	// tool: its arguments are a tool's command line, so the flags end at
-	// the first argument (pool start; see cli.parseTool).
+	// the first argument (launch, pool start; see cli.parseTool). With
+	// hand only.
 	tool bool
 	// run, for a verb without flags, runs it on the arguments after its
-	// name, parsing them itself (report, standin, diff, launch, pool,
-	// mcp, completion's helper). Neither flags nor run: Main answers it
-	// before the dispatch (help, version).
+	// name, parsing them itself (pool, mcp, completion's helper). Neither
+	// flags nor run: Main answers it before the dispatch (help, version).
 	run func(c *cli, ctx context.Context, args []string) error
 }
 
@@ -197,15 +203,38 @@ Wait until REGEXP (RE2) matches the spool at or after --from; print
 skips a match. Exit 3 when --wait-timeout passes first (resume_cursor is then
 the spool size), 5 when no live runner is seen for --wait-for-runner.`},
 		{name: "report", args: "[--session DIR]... [--pool DIR]... [-o FILE] [--format html|svg|json|trace] [--max-bars N]", about: `
-          timeline of sessions from their files alone (one lane per session)`, run: (*cli).report},
+          timeline of sessions from their files alone (one lane per session)`,
+			usage: "[--session DIR]... [--pool DIR]...", hand: true, flags: reportFlags, long: `
+Draw the timeline of one or more sessions from their files alone: one lane per
+session (--pool DIR: each session directory in DIR is a lane), each command a
+bar. Needs no runner. Written to stdout, or atomically to -o FILE.`},
 		{name: "standin", args: "--from SESSION [--from SESSION]... -o FILE.tcl [--timing none|recorded|scale=F] [--on-unknown error|tcl]", about: `
           write a Tcl stand-in that answers the recorded commands on plain tclsh
-          (runner --init FILE.tcl -- tclsh)`, run: (*cli).standin},
+          (runner --init FILE.tcl -- tclsh)`,
+			usage: "--from SESSION [--from SESSION]... -o FILE.tcl", hand: true, flags: standinFlags, long: `
+Write a Tcl stand-in from recorded sessions: plain tclsh loaded with it
+(runner --init FILE.tcl -- tclsh) answers the recorded commands with their
+recorded output and values, so a flow can be rerun without the real tool.`},
 		{name: "diff", args: "[--json] [--ignore REGEX]... [--mask REGEX]... SESSION_A SESSION_B", about: `
           compare two runs (sessions or pools) step by step, matched by trace id, labels, payload and
-          order; exit 0 when they agree, 1 when they differ`, run: (*cli).diff},
+          order; exit 0 when they agree, 1 when they differ`,
+			usage: "SESSION_A SESSION_B", hand: true, flags: diffFlags, long: `
+Compare two recorded runs command by command (matched by trace id, labels and
+payload, then by payload, in order): status, value and output of each. A run is
+a session directory or a pool directory (its sessions' commands together, in
+submit order, whatever session ran them). A command whose payload was edited
+(an unmatched command of each run in the same place) is shown as one edited
+step. --ignore REGEX leaves volatile lines (dates, hosts, pids) out of values
+and outputs; --mask REGEX replaces its matches inside lines by <masked>.
+Exit 0 when they agree, 1 when they differ.`},
 		{name: "launch", args: "--via local|slurm|sge|lsf [--submit-arg A]... [--ready-timeout D] [-- TOOL ARGS]", about: `
-          start a runner (detached or as a batch job) and wait until it serves`, run: (*cli).launch},
+          start a runner (detached or as a batch job) and wait until it serves`,
+			usage: "--session DIR --via local|slurm|sge|lsf [-- TOOL ARGS...]", hand: true, tool: true, flags: launchFlags, long: `
+Starts "runner --session DIR [RUNNER-ARGS] -- TOOL ARGS" as a detached local process
+or a batch job (sbatch, qsub, bsub), records it in DIR/state/launch.json and waits until
+the runner serves the session, reporting the job's state on stderr.
+Exit: 0 serving, 3 --ready-timeout passed (the job stays), 5 the job ended without
+serving, 7 already served or its job is still queued/running, 10 submit failed.`},
 		{name: "pool", args: strings.Join(names(poolVerbs), "|") + " --pool DIR ...", about: "a pool of launched sessions", run: (*cli).pool},
 		{name: "mcp", args: mcpUsage, list: listMore, run: (*cli).mcp},
 		{name: "completion", args: "bash|zsh|fish", about: "print a shell completion script (commands, flags, cmd_ids)", list: listTools,
@@ -237,8 +266,13 @@ func (c *cli) dispatch(ctx context.Context, v *verb, args []string) error {
 			return err
 		}
 	}
-	if v.flags == nil {
+	switch {
+	case v.flags == nil:
 		return v.run(c, ctx, args)
+	case v.hand:
+		fs := c.flagSet()
+		c.describe(fs, v.usage, v.long)
+		return c.runHand(ctx, v, &command{FlagSet: fs, c: c, name: v.name, args: v.usage, about: v.long}, args)
 	}
 	cmd := c.newCommand(v.usage, v.long, v.waits)
 	run := v.flags(cmd)
@@ -250,10 +284,17 @@ func (c *cli) dispatch(ctx context.Context, v *verb, args []string) error {
 }
 
 // dispatchPool runs the pool subcommand v (c.verb: "pool NAME") on args,
-// as dispatch does: its flag set is built by hand (newPoolCommand) and its
-// --help made of master pool's (poolHelp).
+// as dispatch does a verb built by hand: its flag set starts with --pool
+// and --json (newPoolCommand), its --help is made of master pool's
+// (poolHelp).
 func (c *cli) dispatchPool(ctx context.Context, v *verb, args []string) error {
-	cmd := c.newPoolCommand()
+	return c.runHand(ctx, v, c.newPoolCommand(), args)
+}
+
+// runHand runs v with cmd, a flag set built by hand: v's flags declared,
+// parsed by cli.parse (cli.parseTool when v.tool), then run on the
+// arguments.
+func (c *cli) runHand(ctx context.Context, v *verb, cmd *command, args []string) error {
 	run := v.flags(cmd)
 	parse := c.parse
 	if v.tool {
