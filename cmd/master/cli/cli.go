@@ -236,9 +236,9 @@ func (e exitOnly) ErrorCode() (code string, exit int) { return "", int(e) }
 
 // run runs the command cmd (the table verbs, commands.go) on args.
 func (c *cli) run(ctx context.Context, cmd string, args []string) error {
-	if v := find(verbs, cmd); v != nil && v.run != nil {
+	if v := find(verbs, cmd); v != nil && (v.flags != nil || v.run != nil) {
 		c.verb = v.name
-		return v.run(c, ctx, args)
+		return c.dispatch(ctx, v, args)
 	}
 	c.json = slices.Contains(args, "--json") || slices.Contains(args, "-json") // The error in JSON too.
 	if cmd == "" {

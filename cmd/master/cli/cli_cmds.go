@@ -24,15 +24,7 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 	return context.WithTimeout(ctx, d)
 }
 
-func (c *cli) submit(ctx context.Context, args []string) error {
-	cmd := c.newCommand("[PAYLOAD | -f FILE | -]", `
-Queue a command; without a payload argument it is read from stdin. Prints the
-cmd_id. With --wait, streams the command's output, then prints its value (the
-Tcl result, as interactive tclsh does; --no-value leaves it out) and exits with
-the command's status. With no live runner the command is still queued (a later
-runner serves it) and a warning goes to stderr. Interrupted (Ctrl-C: exit 130),
-the command goes on: stderr says "<id> is still running" (or queued) and how to
-cancel it; with --cancel-on-interrupt it is cancelled first.`, true)
+func submitFlags(cmd *command) runFunc {
 	var timeout, waitTimeout time.Duration
 	cmd.Duration(&timeout, "timeout", 0, "command timeout (timeout_s) in seconds or as a duration; 0: the runner's default")
 	policy := cmd.String("cancel-policy", "", "ctrl_c (default), terminate_tool or terminate_session")
@@ -47,37 +39,36 @@ cancel it; with --cancel-on-interrupt it is cancelled first.`, true)
 	labels := labelFlag{}
 	cmd.Var(labels, "label", "KEY=VALUE carried with trace_id (repeatable, at most 16; KEY of [a-z0-9_])")
 	maxOutput := cmd.Int64("max-output-bytes", 0, "the command's output budget: past it the command is stopped by its cancel policy and its result says output_limit (0: the runner's --max-output-bytes)")
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
-	}
-	payload, err := c.payload(pos, *file)
-	if err != nil {
-		return err
-	}
-	s, err := cmd.open()
-	if err != nil {
-		return err
-	}
-	command, err := s.Submit(ctx, payload, master.SubmitOptions{Kind: protocol.Kind(*kind), Timeout: timeout,
-		CancelPolicy: protocol.CancelPolicy(*policy), CmdID: *id, TraceID: *traceID, Labels: labels.orNil(),
-		MaxOutputBytes: *maxOutput})
-	if err != nil {
-		return err
-	}
-	if !*wait {
-		if c.json {
-			c.printJSON(map[string]any{"protocol_version": protocol.Version, "cmd_id": command.ID, "seq": command.Seq, "file": protocol.DirQueue + "/" + command.Name,
-				"resume_cursor": command.ResumeCursor})
-		} else {
-			fmt.Fprintln(c.stdout, command.ID)
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		payload, err := c.payload(pos, *file)
+		if err != nil {
+			return err
 		}
-		if why := sessionio.Of(s).NoRunnerHint(command.Seq); why != "" {
-			c.diag("warning: no runner serves %s (%s); %s stays queued until one starts", s.Dir(), why, command.ID)
+		s, err := cmd.open()
+		if err != nil {
+			return err
 		}
-		return nil
+		command, err := s.Submit(ctx, payload, master.SubmitOptions{Kind: protocol.Kind(*kind), Timeout: timeout,
+			CancelPolicy: protocol.CancelPolicy(*policy), CmdID: *id, TraceID: *traceID, Labels: labels.orNil(),
+			MaxOutputBytes: *maxOutput})
+		if err != nil {
+			return err
+		}
+		if !*wait {
+			if c.json {
+				c.printJSON(map[string]any{"protocol_version": protocol.Version, "cmd_id": command.ID, "seq": command.Seq, "file": protocol.DirQueue + "/" + command.Name,
+					"resume_cursor": command.ResumeCursor})
+			} else {
+				fmt.Fprintln(c.stdout, command.ID)
+			}
+			if why := sessionio.Of(s).NoRunnerHint(command.Seq); why != "" {
+				c.diag("warning: no runner serves %s (%s); %s stays queued until one starts", s.Dir(), why, command.ID)
+			}
+			return nil
+		}
+		return c.waitCmd(ctx, s, command, waitTimeout, !*noValue, false, *cancelOnInt)
 	}
-	return c.waitCmd(ctx, s, command, waitTimeout, !*noValue, false, *cancelOnInt)
 }
 
 func (c *cli) payload(args []string, file string) (string, error) {
@@ -248,26 +239,20 @@ func (c *cli) progress(ctx context.Context, s *master.Session, cmd *master.Comma
 	}
 }
 
-func (c *cli) wait(ctx context.Context, args []string) error {
-	cmd := c.newCommand("CMD_ID", `
-Wait for a command's result: stream its output, print its value (--no-value
-leaves it out) and exit with its status. A command that is already done says
-so on stderr. Interrupted (Ctrl-C: exit 130), the command goes on and stderr
-says so; with --cancel-on-interrupt it is cancelled first.`, true)
+func waitFlags(cmd *command) runFunc {
 	var timeout time.Duration
 	cmd.Duration(&timeout, "wait-timeout", 0, "how long to wait (0: forever); exit 3 when exceeded")
 	cmd.Duration(&timeout, "timeout", 0, "same as --wait-timeout")
 	noValue := cmd.Bool("no-value", false, "do not print the command's value after its output")
 	cancelOnInt := cmd.Bool("cancel-on-interrupt", false, "cancel the command when interrupted (Ctrl-C), then exit 130")
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		s, command, err := c.lookup(cmd, pos)
+		if err != nil {
+			return err
+		}
+		return c.waitCmd(ctx, s, command, timeout, !*noValue, true, *cancelOnInt)
 	}
-	s, command, err := c.lookup(cmd, pos)
-	if err != nil {
-		return err
-	}
-	return c.waitCmd(ctx, s, command, timeout, !*noValue, true, *cancelOnInt)
 }
 
 func (c *cli) lookup(cmd *command, args []string) (*master.Session, *master.Command, error) {
@@ -282,68 +267,59 @@ func (c *cli) lookup(cmd *command, args []string) (*master.Session, *master.Comm
 	return s, command, err
 }
 
-func (c *cli) result(_ context.Context, args []string) error {
-	cmd := c.newCommand("CMD_ID", `
-Print a command's result exactly as the runner wrote it (JSON), and exit with
-its status. Exit 3 when there is no result yet.`, false)
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
+func resultFlags(cmd *command) runFunc {
+	return func(_ context.Context, pos []string) error {
+		c := cmd.c
+		_, command, err := c.lookup(cmd, pos)
+		if err != nil {
+			return err
+		}
+		res, raw, err := sessionio.CommandOf(command).ReadResult()
+		if err != nil {
+			return err
+		}
+		if res == nil {
+			return fmt.Errorf("no result yet for %s: %w", command.ID, master.ErrWaitTimeout)
+		}
+		c.printRawJSON(raw)
+		if res.Status != protocol.StatusOK {
+			_, exit := master.Classify(&master.ResultError{Result: res})
+			return exitOnly(exit)
+		}
+		return nil
 	}
-	_, command, err := c.lookup(cmd, pos)
-	if err != nil {
-		return err
-	}
-	res, raw, err := sessionio.CommandOf(command).ReadResult()
-	if err != nil {
-		return err
-	}
-	if res == nil {
-		return fmt.Errorf("no result yet for %s: %w", command.ID, master.ErrWaitTimeout)
-	}
-	c.printRawJSON(raw)
-	if res.Status != protocol.StatusOK {
-		_, exit := master.Classify(&master.ResultError{Result: res})
-		return exitOnly(exit)
-	}
-	return nil
 }
 
-func (c *cli) output(_ context.Context, args []string) error {
-	cmd := c.newCommand("CMD_ID", `
-Print a command's output (exactly what it printed), or a byte range of it. With
---json: {"protocol_version","cmd_id","offset","resume_cursor","text","complete"},
-plus "data_b64" holding the exact bytes when they are not valid UTF-8.`, false)
+func outputFlags(cmd *command) runFunc {
 	off := cmd.Int64("offset", 0, "first byte")
 	n := cmd.Int64("length", 0, "bytes to print (0: to the end)")
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
+	return func(_ context.Context, pos []string) error {
+		c := cmd.c
+		_, command, err := c.lookup(cmd, pos)
+		if err != nil {
+			return err
+		}
+		if *off < 0 || *n < 0 {
+			return usageErr("--offset and --length must not be negative")
+		}
+		b, err := command.Output(*off, *n)
+		if errors.Is(err, os.ErrNotExist) {
+			b, err = nil, nil // Queued, or answered without running: no output.
+		}
+		if err != nil {
+			return err
+		}
+		if !c.json {
+			_, err = c.stdout.Write(b)
+			return err
+		}
+		res, _ := command.Result()
+		doc := textDoc(b)
+		// resume_cursor: the one cursor name of every reply (PROTOCOL.md section 19, "Cursors").
+		doc["cmd_id"], doc["offset"], doc["resume_cursor"], doc["complete"] = command.ID, *off, *off+int64(len(b)), res != nil
+		c.printJSON(doc)
+		return nil
 	}
-	_, command, err := c.lookup(cmd, pos)
-	if err != nil {
-		return err
-	}
-	if *off < 0 || *n < 0 {
-		return usageErr("--offset and --length must not be negative")
-	}
-	b, err := command.Output(*off, *n)
-	if errors.Is(err, os.ErrNotExist) {
-		b, err = nil, nil // Queued, or answered without running: no output.
-	}
-	if err != nil {
-		return err
-	}
-	if !c.json {
-		_, err = c.stdout.Write(b)
-		return err
-	}
-	res, _ := command.Result()
-	doc := textDoc(b)
-	// resume_cursor: the one cursor name of every reply (PROTOCOL.md section 19, "Cursors").
-	doc["cmd_id"], doc["offset"], doc["resume_cursor"], doc["complete"] = command.ID, *off, *off+int64(len(b)), res != nil
-	c.printJSON(doc)
-	return nil
 }
 
 // textDoc starts a JSON document carrying bytes: "text" (invalid UTF-8

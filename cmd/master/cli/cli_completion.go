@@ -13,31 +13,24 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// completion prints a shell's completion script (issue 26.11). The
-// scripts ask `master __complete WORDS...` for candidates, so commands,
-// flags and cmd_ids are completed by the binary itself and never go stale.
-func (c *cli) completion(_ context.Context, args []string) error {
-	cmd := c.newCommand("bash|zsh|fish", `
-Print a completion script for bash, zsh or fish. It completes commands, pool
-subcommands, each command's flags, the cmd_ids of the session (--session DIR or
-$SP_SESSION_DIR) where a command takes one, signal names, and directories after
---session, --pool and --from. Load it with:
-  bash:  source <(master completion bash)        (or save it under ~/.local/share/bash-completion/completions/master)
-  zsh:   source <(master completion zsh)         (after compinit)
-  fish:  master completion fish | source`, false)
-	pos, err := cmd.parse(args)
-	if err != nil {
+// completionFlags is master completion's flags (none of its own; see its
+// entry in verbs) and its run: it prints a shell's completion script
+// (issue 26.11). The scripts ask `master __complete WORDS...` for
+// candidates, so commands, flags and cmd_ids are completed by the binary
+// itself and never go stale.
+func completionFlags(cmd *command) runFunc {
+	return func(_ context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) != 1 {
+			return usageErr("want one shell: bash, zsh or fish")
+		}
+		script, ok := completionScripts[pos[0]]
+		if !ok {
+			return usageErr("unknown shell %q: want bash, zsh or fish", pos[0])
+		}
+		_, err := io.WriteString(c.stdout, script)
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("want one shell: bash, zsh or fish")
-	}
-	script, ok := completionScripts[pos[0]]
-	if !ok {
-		return usageErr("unknown shell %q: want bash, zsh or fish", pos[0])
-	}
-	_, err = io.WriteString(c.stdout, script)
-	return err
 }
 
 var completionScripts = map[string]string{

@@ -9,35 +9,28 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-func (c *cli) cancel(ctx context.Context, args []string) error {
-	cmd := c.newCommand("[CMD_ID]", `
-Cancel CMD_ID (running or queued), or without CMD_ID the running command, and
-print what the runner did: "<outcome>: <message>" (with --json its reply). Exit
-0 cancelled (cancelled_running, cancelled_queued), 6 unknown cmd_id
-(not_found), 7 nothing to cancel (already_finished, idle), 5 no live runner
-(nothing is written) or a stale request, 10 rejected.`, true)
+func cancelFlags(cmd *command) runFunc {
 	var timeout time.Duration
 	cmd.Duration(&timeout, "wait-timeout", 0, "how long to wait for the runner's reply (0: forever); exit 3 when exceeded")
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) > 1 {
+			return usageErr("at most one CMD_ID")
+		}
+		s, err := cmd.open()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := withTimeout(ctx, timeout)
+		defer cancel()
+		var rep *protocol.ControlReply
+		if len(pos) == 0 {
+			rep, err = s.CancelCurrent(ctx)
+		} else {
+			rep, err = s.Cancel(ctx, pos[0])
+		}
+		return c.reply(rep, err, "")
 	}
-	if len(pos) > 1 {
-		return usageErr("at most one CMD_ID")
-	}
-	s, err := cmd.open()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := withTimeout(ctx, timeout)
-	defer cancel()
-	var rep *protocol.ControlReply
-	if len(pos) == 0 {
-		rep, err = s.CancelCurrent(ctx)
-	} else {
-		rep, err = s.Cancel(ctx, pos[0])
-	}
-	return c.reply(rep, err, "")
 }
 
 // reply reports a control request's reply: the reply document with --json
@@ -64,123 +57,104 @@ func (c *cli) reply(rep *protocol.ControlReply, err error, done string) error {
 	return err
 }
 
-func (c *cli) stop(ctx context.Context, args []string) error {
-	if handled, err := c.stopLaunched(ctx, args); handled { // launch_cli.go
-		return err
-	}
-	cmd := c.newCommand("", `
-Ask the runner to stop: graceful (the current command finishes, queued ones stay
-queued) or --force (the current command is ended). With no live runner nothing
-is written and the exit code is 5. --wait waits until the runner has stopped.`, true)
+func stopFlags(cmd *command) runFunc {
 	force := cmd.Bool("force", false, "end the current command at once")
 	wait := cmd.Bool("wait", false, "wait until the runner has stopped")
 	var timeout time.Duration
 	cmd.Duration(&timeout, "wait-timeout", 0, "how long to wait for the reply (and with --wait the stop) (0: forever)")
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) > 0 {
+			return usageErr("stop takes no arguments")
+		}
+		s, err := cmd.open()
+		if err != nil {
+			return err
+		}
+		mode := protocol.StopGraceful
+		if *force {
+			mode = protocol.StopForce
+		}
+		ctx, cancel := withTimeout(ctx, timeout)
+		defer cancel()
+		var rep *protocol.ControlReply
+		p, err := s.Stop(ctx, mode)
+		switch {
+		case err == nil && *wait:
+			rep, err = p.Wait(ctx)
+		case err == nil:
+			rep, err = p.Reply(ctx)
+		}
+		done := ""
+		if *wait && err == nil {
+			done = "stopped"
+		}
+		return c.reply(rep, err, done)
 	}
-	if len(pos) > 0 {
-		return usageErr("stop takes no arguments")
-	}
-	s, err := cmd.open()
-	if err != nil {
-		return err
-	}
-	mode := protocol.StopGraceful
-	if *force {
-		mode = protocol.StopForce
-	}
-	ctx, cancel := withTimeout(ctx, timeout)
-	defer cancel()
-	var rep *protocol.ControlReply
-	p, err := s.Stop(ctx, mode)
-	switch {
-	case err == nil && *wait:
-		rep, err = p.Wait(ctx)
-	case err == nil:
-		rep, err = p.Reply(ctx)
-	}
-	done := ""
-	if *wait && err == nil {
-		done = "stopped"
-	}
-	return c.reply(rep, err, done)
 }
 
-func (c *cli) lease(ctx context.Context, args []string) error {
-	cmd := c.newCommand("", `
-Write state/lease.json: the runner stops when it sees no renewal for --ttl (on
-its own clock). --keep renews it every ttl/3 until interrupted; with --json it
-prints one JSON line per renewal.`, false)
+func leaseFlags(cmd *command) runFunc {
 	var ttl time.Duration
 	cmd.Duration(&ttl, "ttl", 0, "lease time to live (required)")
 	keep := cmd.Bool("keep", false, "keep renewing every ttl/3 until interrupted")
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("lease takes no arguments")
-	}
-	if ttl <= 0 {
-		return usageErr("--ttl is required")
-	}
-	s, err := cmd.open()
-	if err != nil {
-		return err
-	}
-	id := "lease-" + master.NewCmdID()
-	if !*keep {
-		l, err := s.WriteLease(id, ttl)
-		if err == nil && c.json {
-			c.printJSON(l)
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) > 0 {
+			return usageErr("lease takes no arguments")
 		}
-		return err
-	}
-	t := time.NewTicker(max(ttl/3, 10*time.Millisecond))
-	defer t.Stop()
-	for {
-		l, err := s.WriteLease(id, ttl)
-		switch {
-		case err != nil && c.json:
-			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": errorJSON(master.CodeIO, err)})
-		case err != nil:
-			c.diag("renew lease: %v", err)
-		case c.json:
-			c.printJSONLine(l)
+		if ttl <= 0 {
+			return usageErr("--ttl is required")
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+		s, err := cmd.open()
+		if err != nil {
+			return err
+		}
+		id := "lease-" + master.NewCmdID()
+		if !*keep {
+			l, err := s.WriteLease(id, ttl)
+			if err == nil && c.json {
+				c.printJSON(l)
+			}
+			return err
+		}
+		t := time.NewTicker(max(ttl/3, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			l, err := s.WriteLease(id, ttl)
+			switch {
+			case err != nil && c.json:
+				c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": errorJSON(master.CodeIO, err)})
+			case err != nil:
+				c.diag("renew lease: %v", err)
+			case c.json:
+				c.printJSONLine(l)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
 		}
 	}
 }
 
-func (c *cli) ready(ctx context.Context, args []string) error {
-	cmd := c.newCommand("", `
-Wait until a runner serves the session (alive, phase idle or busy); the session
-directory may not exist yet. Exit 5 when no live runner appears within
---wait-for-runner, or when the runner cannot serve (phase error: the reason is
-printed); 3 when --wait-timeout passes first.`, true)
+func readyFlags(cmd *command) runFunc {
 	var timeout time.Duration
 	cmd.Duration(&timeout, "wait-timeout", time.Minute, "how long to wait; exit 3 when exceeded")
-	pos, err := cmd.parse(args)
-	if err != nil {
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) > 0 {
+			return usageErr("ready takes no arguments")
+		}
+		if cmd.session == "" {
+			return usageErr("--session is required (or set SP_SESSION_DIR)")
+		}
+		ctx, cancel := withTimeout(ctx, timeout)
+		defer cancel()
+		st, err := master.WaitReady(ctx, cmd.session, master.WaitOptions{WaitForRunner: cmd.waitForRunner})
+		if c.json && err == nil {
+			c.printJSON(st)
+		}
 		return err
 	}
-	if len(pos) > 0 {
-		return usageErr("ready takes no arguments")
-	}
-	if cmd.session == "" {
-		return usageErr("--session is required (or set SP_SESSION_DIR)")
-	}
-	ctx, cancel := withTimeout(ctx, timeout)
-	defer cancel()
-	st, err := master.WaitReady(ctx, cmd.session, master.WaitOptions{WaitForRunner: cmd.waitForRunner})
-	if c.json && err == nil {
-		c.printJSON(st)
-	}
-	return err
 }

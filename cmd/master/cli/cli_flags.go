@@ -21,6 +21,7 @@ type command struct {
 	about         string
 	session       string
 	waitForRunner time.Duration
+	pool          string // A pool subcommand's --pool (newPoolCommand).
 }
 
 // newCommand starts the flags of the command being run (c.verb), whose
@@ -169,9 +170,15 @@ func (c *cli) flagSet() *flag.FlagSet {
 // --json.
 func (c *cli) flags() (*flag.FlagSet, *string) {
 	fs := c.flagSet()
+	return fs, c.sessionFlags(fs)
+}
+
+// sessionFlags declares --session and --json on fs, a flag set built by
+// hand, and returns --session's value.
+func (c *cli) sessionFlags(fs *flag.FlagSet) *string {
 	session := fs.String("session", "", "session directory (default: $SP_SESSION_DIR)")
 	fs.BoolVar(&c.json, "json", false, "print only JSON on stdout")
-	return fs, session
+	return session
 }
 
 // parse parses a flag set built by hand, flags before and after the

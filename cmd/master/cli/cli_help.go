@@ -17,8 +17,9 @@ func printHelp(w io.Writer, fs *flag.FlagSet, name, args, about string) {
 	flaghelp.PrintDefaults(w, fs)
 }
 
-// describe gives a flag set built by hand (c.flags, report, standin,
-// diff, the pool's) the help of printHelp, printed by c.parse.
+// describe gives a flag set built by hand (the table's hand verbs:
+// report, standin, diff, launch; the pool's) the help of printHelp,
+// printed by c.parse.
 func (c *cli) describe(fs *flag.FlagSet, args, about string) {
 	name := c.verb
 	fs.Usage = func() { printHelp(c.stderr, fs, name, args, about) }

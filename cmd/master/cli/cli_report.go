@@ -19,65 +19,61 @@ type repeated []string
 func (r *repeated) String() string     { return fmt.Sprint(*r) }
 func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
-// report renders the timeline report (issue 13) of one or more sessions.
-func (c *cli) report(_ context.Context, args []string) error {
-	fs := c.flagSet()
-	c.describe(fs, "[--session DIR]... [--pool DIR]...", `
-Draw the timeline of one or more sessions from their files alone: one lane per
-session (--pool DIR: each session directory in DIR is a lane), each command a
-bar. Needs no runner. Written to stdout, or atomically to -o FILE.`)
+// reportFlags is master report's flags and its run: the timeline report
+// (issue 13) of one or more sessions.
+func reportFlags(cmd *command) runFunc {
+	c, fs := cmd.c, cmd.FlagSet
 	var sessions, pools repeated
 	fs.Var(&sessions, "session", "session directory (repeatable; default $SP_SESSION_DIR)")
 	fs.Var(&pools, "pool", "directory of session directories: each is a lane (repeatable)")
 	out := fs.String("o", "", "write to FILE (atomically) instead of stdout")
 	format := fs.String("format", "html", "html (self-contained page), svg (the timeline alone), json (the data model) or trace (Trace Event JSON for Perfetto or chrome://tracing)")
 	maxBars := fs.Int("max-bars", report.DefaultMaxBars, "commands drawn one by one; above this, lanes are drawn as time bins")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected arguments %q (name sessions with --session DIR or --pool DIR)", fs.Args())
-	}
-	switch *format {
-	case "html", "svg", "json", "trace":
-	default:
-		return usageErr("--format %q: want html, svg, json or trace", *format)
-	}
-	dirs, err := sessionDirs(sessions, pools)
-	if err != nil {
-		return err
-	}
-	var loaded []*history.Session
-	for _, d := range dirs {
-		s, err := loadSession(d, history.Options{})
+	return func(_ context.Context, pos []string) error {
+		if len(pos) > 0 {
+			return usageErr("unexpected arguments %q (name sessions with --session DIR or --pool DIR)", pos)
+		}
+		switch *format {
+		case "html", "svg", "json", "trace":
+		default:
+			return usageErr("--format %q: want html, svg, json or trace", *format)
+		}
+		dirs, err := sessionDirs(sessions, pools)
 		if err != nil {
 			return err
 		}
-		for _, w := range s.Warnings {
-			fmt.Fprintf(c.stderr, "master: report: %s: %s\n", d, w)
+		var loaded []*history.Session
+		for _, d := range dirs {
+			s, err := loadSession(d, history.Options{})
+			if err != nil {
+				return err
+			}
+			for _, w := range s.Warnings {
+				fmt.Fprintf(c.stderr, "master: report: %s: %s\n", d, w)
+			}
+			loaded = append(loaded, s)
 		}
-		loaded = append(loaded, s)
+		m := report.Build(loaded, report.Options{MaxBars: *maxBars})
+		var buf bytes.Buffer
+		switch *format {
+		case "json":
+			err = report.WriteJSON(&buf, m)
+		case "svg":
+			err = report.WriteSVG(&buf, m)
+		case "trace":
+			err = report.WriteTrace(&buf, m)
+		default:
+			err = report.WriteHTML(&buf, m)
+		}
+		if err != nil {
+			return err
+		}
+		if *out == "" {
+			_, err = c.stdout.Write(buf.Bytes())
+			return err
+		}
+		return fsq.WriteAtomic(*out, buf.Bytes(), 0o644, fsq.Volatile)
 	}
-	m := report.Build(loaded, report.Options{MaxBars: *maxBars})
-	var buf bytes.Buffer
-	switch *format {
-	case "json":
-		err = report.WriteJSON(&buf, m)
-	case "svg":
-		err = report.WriteSVG(&buf, m)
-	case "trace":
-		err = report.WriteTrace(&buf, m)
-	default:
-		err = report.WriteHTML(&buf, m)
-	}
-	if err != nil {
-		return err
-	}
-	if *out == "" {
-		_, err = c.stdout.Write(buf.Bytes())
-		return err
-	}
-	return fsq.WriteAtomic(*out, buf.Bytes(), 0o644, fsq.Volatile)
 }
 
 // sessionDirs lists the session directories named by --session and --pool

@@ -13,19 +13,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-func (c *cli) send(ctx context.Context, args []string) error {
-	cmd := c.newCommand("CMD_ID [TEXT]", `
-Type input into the tool while command CMD_ID runs: TEXT and a newline
-(--no-newline: TEXT alone), or the bytes of --file F, or without either the
-bytes of stdin. With --expect REGEX it first waits for REGEX (RE2) in CMD_ID's
-output, from a cursor that never skips a match (the end of the last match a
-send consumed), and sends only if it matched; a queued CMD_ID is waited for.
---secret: the bytes are written nowhere in the session (refused while the
-terminal echoes). Prints "delivered: ..." with the spool offset (--json: the
-reply). Exit 0 delivered, 7 CMD_ID is not running (queued, finished or
-unknown: nothing sent), 3 --expect did not match within --expect-timeout
-(nothing sent), 5 no live runner or a stale request, 10 refused (secret while
-the terminal echoes) or rejected.`, true)
+func sendFlags(cmd *command) runFunc {
 	expect := cmd.String("expect", "", "wait for this RE2 regular expression in the command's output first")
 	var expectTimeout, timeout time.Duration
 	cmd.Duration(&expectTimeout, "expect-timeout", 30*time.Second, "how long --expect waits (the runner's clock); exit 3 when it passes")
@@ -34,55 +22,55 @@ the terminal echoes) or rejected.`, true)
 	noNewline := cmd.Bool("no-newline", false, "do not add a newline to TEXT")
 	file := cmd.String("file", "", "send the bytes of this file (- for stdin)")
 	cmd.Duration(&timeout, "wait-timeout", 0, "how long to wait for the runner's reply (0: forever); exit 3 when exceeded")
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) < 1 || len(pos) > 2 {
-		return usageErr("send takes CMD_ID and at most one TEXT (see 'master send --help')")
-	}
-	fromGiven := false
-	cmd.Visit(func(f *flag.Flag) { fromGiven = fromGiven || f.Name == "expect-from" })
-	if fromGiven && *from < 0 {
-		return usageErr("--expect-from %d: an output offset is 0 or more (leave it out to search from the expect cursor)", *from)
-	}
-	if len(pos) == 2 && *file != "" {
-		return usageErr("give TEXT or --file, not both")
-	}
-	var data []byte
-	switch {
-	case len(pos) == 2:
-		data = []byte(pos[1])
-		if !*noNewline {
-			data = append(data, '\n')
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) < 1 || len(pos) > 2 {
+			return usageErr("send takes CMD_ID and at most one TEXT (see 'master send --help')")
 		}
-	case *file == "" || *file == "-":
-		data, err = readBounded(c.stdin, "stdin")
-	default:
-		data, err = readFileBounded(*file)
+		fromGiven := false
+		cmd.Visit(func(f *flag.Flag) { fromGiven = fromGiven || f.Name == "expect-from" })
+		if fromGiven && *from < 0 {
+			return usageErr("--expect-from %d: an output offset is 0 or more (leave it out to search from the expect cursor)", *from)
+		}
+		if len(pos) == 2 && *file != "" {
+			return usageErr("give TEXT or --file, not both")
+		}
+		var data []byte
+		var err error
+		switch {
+		case len(pos) == 2:
+			data = []byte(pos[1])
+			if !*noNewline {
+				data = append(data, '\n')
+			}
+		case *file == "" || *file == "-":
+			data, err = readBounded(c.stdin, "stdin")
+		default:
+			data, err = readFileBounded(*file)
+		}
+		if err != nil {
+			return err
+		}
+		s, err := cmd.open()
+		if err != nil {
+			return err
+		}
+		opts := master.SendOptions{Expect: *expect, ExpectTimeout: expectTimeout, Secret: *secret}
+		if *from >= 0 {
+			opts.ExpectFrom = from
+		}
+		if *expect != "" && expectTimeout == 0 {
+			opts.ExpectTimeout = time.Millisecond // 0 means "look once", not "the default".
+		}
+		ctx, cancel := withTimeout(ctx, timeout)
+		defer cancel()
+		rep, err := s.Send(ctx, pos[0], data, opts)
+		if rep != nil && err == nil && !c.json {
+			fmt.Fprintln(c.stdout, describeSend(rep))
+			return nil
+		}
+		return c.reply(rep, err, "")
 	}
-	if err != nil {
-		return err
-	}
-	s, err := cmd.open()
-	if err != nil {
-		return err
-	}
-	opts := master.SendOptions{Expect: *expect, ExpectTimeout: expectTimeout, Secret: *secret}
-	if *from >= 0 {
-		opts.ExpectFrom = from
-	}
-	if *expect != "" && expectTimeout == 0 {
-		opts.ExpectTimeout = time.Millisecond // 0 means "look once", not "the default".
-	}
-	ctx, cancel := withTimeout(ctx, timeout)
-	defer cancel()
-	rep, err := s.Send(ctx, pos[0], data, opts)
-	if rep != nil && err == nil && !c.json {
-		fmt.Fprintln(c.stdout, describeSend(rep))
-		return nil
-	}
-	return c.reply(rep, err, "")
 }
 
 // readBounded reads at most protocol.MaxSendBytes from r.
@@ -106,61 +94,47 @@ func readFileBounded(path string) ([]byte, error) {
 	return readBounded(f, path)
 }
 
-func (c *cli) signal(ctx context.Context, args []string) error {
-	cmd := c.newCommand("CMD_ID INT|QUIT|TSTP|CONT|HUP|USR1|USR2|TERM|KILL", `
-Send a signal to the foreground process group of the tool's terminal while
-CMD_ID runs. Nothing else happens: no cancel (use cancel for that); the command
-goes on or ends as the tool decides (some tools print their status on USR1).
-KILL also kills the tool itself: the command ends tool_died and the tool is
-restarted.
-Exit 0 delivered, 7 CMD_ID is not running (nothing sent), 5 no live runner,
-10 rejected.`, true)
+func signalFlags(cmd *command) runFunc {
 	var timeout time.Duration
 	cmd.Duration(&timeout, "wait-timeout", 0, "how long to wait for the runner's reply (0: forever); exit 3 when exceeded")
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) != 2 {
+			return usageErr("signal takes CMD_ID and a signal name (%v)", protocol.Signals)
+		}
+		s, err := cmd.open()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := withTimeout(ctx, timeout)
+		defer cancel()
+		rep, err := s.Signal(ctx, pos[0], pos[1])
+		return c.reply(rep, err, "")
 	}
-	if len(pos) != 2 {
-		return usageErr("signal takes CMD_ID and a signal name (%v)", protocol.Signals)
-	}
-	s, err := cmd.open()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := withTimeout(ctx, timeout)
-	defer cancel()
-	rep, err := s.Signal(ctx, pos[0], pos[1])
-	return c.reply(rep, err, "")
 }
 
-func (c *cli) resize(ctx context.Context, args []string) error {
-	cmd := c.newCommand("COLS ROWS", `
-Set the tool's terminal to COLS columns and ROWS rows (1 to 10000); the tool
-gets SIGWINCH. The size is kept when the tool restarts. Exit 0 done, 5 no live
-runner, 10 rejected.`, true)
+func resizeFlags(cmd *command) runFunc {
 	var timeout time.Duration
 	cmd.Duration(&timeout, "wait-timeout", 0, "how long to wait for the runner's reply (0: forever); exit 3 when exceeded")
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) != 2 {
+			return usageErr("resize takes COLS and ROWS")
+		}
+		cols, err1 := strconv.Atoi(pos[0])
+		rows, err2 := strconv.Atoi(pos[1])
+		if err1 != nil || err2 != nil {
+			return usageErr("resize %s %s: COLS and ROWS are numbers", pos[0], pos[1])
+		}
+		s, err := cmd.open()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := withTimeout(ctx, timeout)
+		defer cancel()
+		rep, err := s.Resize(ctx, cols, rows)
+		return c.reply(rep, err, "")
 	}
-	if len(pos) != 2 {
-		return usageErr("resize takes COLS and ROWS")
-	}
-	cols, err1 := strconv.Atoi(pos[0])
-	rows, err2 := strconv.Atoi(pos[1])
-	if err1 != nil || err2 != nil {
-		return usageErr("resize %s %s: COLS and ROWS are numbers", pos[0], pos[1])
-	}
-	s, err := cmd.open()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := withTimeout(ctx, timeout)
-	defer cancel()
-	rep, err := s.Resize(ctx, cols, rows)
-	return c.reply(rep, err, "")
 }
 
 // describeSend is the line the CLI prints for a delivered send.

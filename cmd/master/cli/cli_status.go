@@ -43,83 +43,76 @@ func (w *watchFlag) Set(s string) error {
 	return nil
 }
 
-func (c *cli) status(ctx context.Context, args []string) error {
-	cmd := c.newCommand("[--watch [INTERVAL]]", `
-Show the session: runner liveness and phase, the tool, the running command with
-its elapsed time and last output line, the queue, the lease and the last five
-results. --watch refreshes it every INTERVAL (2s) in place on a terminal (JSON
-Lines with --json) until interrupted. Exit 0 when the session can serve
-commands, 5 when it cannot (no live runner, phase error or stopped).`, false)
+func statusFlags(cmd *command) runFunc {
 	watch := &watchFlag{every: 2 * time.Second}
 	cmd.Var(watch, "watch", "refresh every INTERVAL (default 2s) until interrupted")
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
-	}
-	if watch.on && len(pos) == 1 {
-		if err := watch.Set(pos[0]); err != nil {
-			return usageErr("--watch %s: %v", pos[0], err)
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if watch.on && len(pos) == 1 {
+			if err := watch.Set(pos[0]); err != nil {
+				return usageErr("--watch %s: %v", pos[0], err)
+			}
+			pos = nil
 		}
-		pos = nil
-	}
-	if len(pos) > 0 {
-		return usageErr("status takes no arguments (the interval goes with --watch)")
-	}
-	if watch.every <= 0 {
-		return usageErr("--watch needs a positive interval")
-	}
-	s, err := cmd.open()
-	if err != nil {
-		return err
-	}
-	if !watch.on {
-		ms, err := s.Status(ctx)
+		if len(pos) > 0 {
+			return usageErr("status takes no arguments (the interval goes with --watch)")
+		}
+		if watch.every <= 0 {
+			return usageErr("--watch needs a positive interval")
+		}
+		s, err := cmd.open()
 		if err != nil {
 			return err
 		}
-		st := sessionStatus{Status: ms, Launch: launch.Status(ctx, s)} // The scheduler's view, if launched.
-		if c.json {
-			c.printJSON(st)
-		} else {
-			writeStatus(c.stdout, st)
-		}
-		return statusExit(st)
-	}
-	tty := !c.json && isTerminal(c.stdout.w)
-	t := time.NewTicker(watch.every)
-	defer t.Stop()
-	for {
-		ms, err := s.Status(ctx)
-		st := sessionStatus{Status: ms}
-		if err == nil {
-			st.Launch = launch.Status(ctx, s)
-		}
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil && c.json:
-			code, _ := master.Classify(err)
-			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": errorJSON(code, err)})
-		case err != nil:
-			c.diag("%s", errText(err))
-		case c.json:
-			c.printJSONLine(st)
-		default:
-			var b strings.Builder
-			if tty {
-				b.WriteString("\x1b[H\x1b[2J") // Home, clear: refresh in place.
+		if !watch.on {
+			ms, err := s.Status(ctx)
+			if err != nil {
+				return err
 			}
-			writeStatus(&b, st)
-			fmt.Fprintf(&b, "(every %v; Ctrl-C ends)\n", watch.every)
-			if !tty {
-				b.WriteString("\n")
+			st := sessionStatus{Status: ms, Launch: launch.Status(ctx, s)} // The scheduler's view, if launched.
+			if c.json {
+				c.printJSON(st)
+			} else {
+				writeStatus(c.stdout, st)
 			}
-			io.WriteString(c.stdout, b.String())
+			return statusExit(st)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+		tty := !c.json && isTerminal(c.stdout.w)
+		t := time.NewTicker(watch.every)
+		defer t.Stop()
+		for {
+			ms, err := s.Status(ctx)
+			st := sessionStatus{Status: ms}
+			if err == nil {
+				st.Launch = launch.Status(ctx, s)
+			}
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil && c.json:
+				code, _ := master.Classify(err)
+				c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "error": errorJSON(code, err)})
+			case err != nil:
+				c.diag("%s", errText(err))
+			case c.json:
+				c.printJSONLine(st)
+			default:
+				var b strings.Builder
+				if tty {
+					b.WriteString("\x1b[H\x1b[2J") // Home, clear: refresh in place.
+				}
+				writeStatus(&b, st)
+				fmt.Fprintf(&b, "(every %v; Ctrl-C ends)\n", watch.every)
+				if !tty {
+					b.WriteString("\n")
+				}
+				io.WriteString(c.stdout, b.String())
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
 		}
 	}
 }

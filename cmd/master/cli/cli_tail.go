@@ -19,68 +19,54 @@ import (
 // tailLines is how many lines tail -f starts with, as tail(1).
 const tailLines = 10
 
-func (c *cli) tail(ctx context.Context, args []string) error {
-	cmd := c.newCommand("", `
-Print log/session.out, everything the tool printed (raw: prompts, markers and
-all), from a byte cursor; -f keeps following until interrupted and, like
-tail -f, starts with the last 10 lines (--clean: with the last command's
-output; --from-start or --from: from there instead). --clean shows only
-what the commands printed, line by line, as their output files hold it
-(output that looks like a marker is output; over a budget, the spool holds
-more than the output file kept).
-The cursor reached goes to stderr ("master: resume_cursor N"); give it back
-with --from to resume. With --json: JSON Lines {"protocol_version","offset",
-"text"} (offset: where the text starts in the spool; "data_b64" holds the exact
-bytes when they are not UTF-8; --clean lines carry no offset), and a last line
-{"protocol_version","resume_cursor"}.`, false)
+func tailFlags(cmd *command) runFunc {
 	follow := cmd.Bool("f", false, "keep printing new output until interrupted")
 	from := cmd.Int64("from", 0, "byte cursor to start at (negative: that many bytes before the end)")
 	fromStart := cmd.Bool("from-start", false, "with -f, start at the first byte instead of the last lines")
 	clean := cmd.Bool("clean", false, "only the commands' own output (no prompt, echo, init output or markers)")
-	pos, err := cmd.parse(args)
-	if err != nil {
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) > 0 {
+			return usageErr("tail takes no arguments")
+		}
+		fromSet := false
+		cmd.Visit(func(f *flag.Flag) { fromSet = fromSet || f.Name == "from" })
+		if fromSet && *fromStart {
+			return usageErr("give --from or --from-start, not both")
+		}
+		s, err := cmd.open()
+		if err != nil {
+			return err
+		}
+		switch {
+		case *from < 0:
+			size, _ := s.SpoolSize()
+			*from = max(size+*from, 0)
+		case *follow && !fromSet && !*fromStart && *clean:
+			*from = lastCmdBegin(filepath.Join(s.Dir(), protocol.FileMeta))
+		case *follow && !fromSet && !*fromStart:
+			*from = lastLinesOffset(filepath.Join(s.Dir(), protocol.FileSpool), tailLines)
+		}
+		var w io.Writer = c.stdout
+		var lines *jsonLines
+		if c.json {
+			lines = &jsonLines{c: c, off: *from, offsets: !*clean}
+			w = lines
+		}
+		var cw *cleanWriter
+		if *clean {
+			cw = &cleanWriter{w: w, pos: *from, ends: &cmdEnds{path: filepath.Join(s.Dir(), protocol.FileMeta)}}
+			w = cw
+		}
+		cur, err := s.Tail(ctx, w, *from, *follow)
+		if lines != nil {
+			lines.flush()
+			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "resume_cursor": cur})
+		} else {
+			c.diag("resume_cursor %d", cur)
+		}
 		return err
 	}
-	if len(pos) > 0 {
-		return usageErr("tail takes no arguments")
-	}
-	fromSet := false
-	cmd.Visit(func(f *flag.Flag) { fromSet = fromSet || f.Name == "from" })
-	if fromSet && *fromStart {
-		return usageErr("give --from or --from-start, not both")
-	}
-	s, err := cmd.open()
-	if err != nil {
-		return err
-	}
-	switch {
-	case *from < 0:
-		size, _ := s.SpoolSize()
-		*from = max(size+*from, 0)
-	case *follow && !fromSet && !*fromStart && *clean:
-		*from = lastCmdBegin(filepath.Join(s.Dir(), protocol.FileMeta))
-	case *follow && !fromSet && !*fromStart:
-		*from = lastLinesOffset(filepath.Join(s.Dir(), protocol.FileSpool), tailLines)
-	}
-	var w io.Writer = c.stdout
-	var lines *jsonLines
-	if c.json {
-		lines = &jsonLines{c: c, off: *from, offsets: !*clean}
-		w = lines
-	}
-	var cw *cleanWriter
-	if *clean {
-		cw = &cleanWriter{w: w, pos: *from, ends: &cmdEnds{path: filepath.Join(s.Dir(), protocol.FileMeta)}}
-		w = cw
-	}
-	cur, err := s.Tail(ctx, w, *from, *follow)
-	if lines != nil {
-		lines.flush()
-		c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "resume_cursor": cur})
-	} else {
-		c.diag("resume_cursor %d", cur)
-	}
-	return err
 }
 
 // jsonLines turns a byte stream into JSON Lines, one per write, never
@@ -128,52 +114,44 @@ func (j *jsonLines) emit(b []byte) {
 	j.c.printJSONLine(doc)
 }
 
-func (c *cli) waitfor(ctx context.Context, args []string) error {
-	cmd := c.newCommand("REGEXP", `
-Wait until REGEXP (RE2) matches the spool at or after --from; print
-"<resume_cursor> <match>" (--json: {"protocol_version","matched","match_text",
-"match_span":{"start","end"},"resume_cursor"}; on a timeout only
-"matched":false, "resume_cursor" and "error"). Resume from resume_cursor: the next wait never
-skips a match. Exit 3 when --wait-timeout passes first (resume_cursor is then
-the spool size), 5 when no live runner is seen for --wait-for-runner.`, true)
+func waitforFlags(cmd *command) runFunc {
 	from := cmd.Int64("from", 0, "byte cursor to start at")
 	var timeout time.Duration
 	cmd.Duration(&timeout, "wait-timeout", 0, "how long to wait (0: forever); exit 3 when exceeded")
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("one REGEXP expected")
-	}
-	re, err := regexp.Compile(pos[0])
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	s, err := cmd.open()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := withTimeout(ctx, timeout)
-	defer cancel()
-	m, err := s.WaitFor(ctx, re, *from)
-	if c.json {
-		doc, jerr := matchDoc(m)
-		if jerr != nil {
-			return jerr
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) != 1 {
+			return usageErr("one REGEXP expected")
 		}
+		re, err := regexp.Compile(pos[0])
 		if err != nil {
-			code, _ := master.Classify(err)
-			doc["error"] = errorJSON(code, err)
-			c.json = false // One document: the error is in it.
+			return usageErr("%v", err)
 		}
-		c.printJSON(doc)
-	} else if err == nil {
-		fmt.Fprintf(c.stdout, "%d %s\n", m.ResumeCursor, strings.TrimSpace(m.Text))
-	} else {
-		c.diag("resume_cursor %d", m.ResumeCursor)
+		s, err := cmd.open()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := withTimeout(ctx, timeout)
+		defer cancel()
+		m, err := s.WaitFor(ctx, re, *from)
+		if c.json {
+			doc, jerr := matchDoc(m)
+			if jerr != nil {
+				return jerr
+			}
+			if err != nil {
+				code, _ := master.Classify(err)
+				doc["error"] = errorJSON(code, err)
+				c.json = false // One document: the error is in it.
+			}
+			c.printJSON(doc)
+		} else if err == nil {
+			fmt.Fprintf(c.stdout, "%d %s\n", m.ResumeCursor, strings.TrimSpace(m.Text))
+		} else {
+			c.diag("resume_cursor %d", m.ResumeCursor)
+		}
+		return err
 	}
-	return err
 }
 
 // matchDoc is the --json document of a waitfor: the master library's one

@@ -9,44 +9,35 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// withdraw takes back a queued command (issue 26.9), named by cmd_id or by
-// its file's name (issue 34.5), followed where a pool moved it (34.4).
-func (c *cli) withdraw(_ context.Context, args []string) error {
-	cmd := c.newCommand("CMD_ID", `
-Take back a command no runner has claimed: its file leaves queue/ (for
-withdrawn/), so it never runs and gets no result (a retry cannot run it
-twice). A command file's name, or a path ending in one, names exactly that
-file; a cmd_id the first file with it. A command a pool moved is followed and
-taken back where it is now. Needs no runner. Exit 0 withdrawn; 7 it is running
-(cancel it instead), already has its result, or was withdrawn before; 6
-unknown: it will not run. With --json: {"protocol_version","cmd_id",
-"withdrawn":true,"name"} (name: the file taken back, in the session --json
-"session" names when a pool moved it elsewhere).`, false)
-	pos, err := cmd.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("one CMD_ID expected")
-	}
-	s, err := cmd.open()
-	if err != nil {
-		return err
-	}
-	command, err := s.Withdraw(pos[0])
-	if err != nil {
-		return err
-	}
-	if c.json {
-		reply := map[string]any{"protocol_version": protocol.Version, "cmd_id": command.ID, "withdrawn": true, "name": command.Name}
-		if dir := command.Session().Dir(); dir != s.Dir() {
-			reply["session"] = dir
+// withdrawFlags is master withdraw's flags (none of its own; see its
+// entry in verbs) and its run: it takes back a queued command (issue
+// 26.9), named by cmd_id or by its file's name (issue 34.5), followed
+// where a pool moved it (34.4).
+func withdrawFlags(cmd *command) runFunc {
+	return func(_ context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) != 1 {
+			return usageErr("one CMD_ID expected")
 		}
-		c.printJSON(reply)
+		s, err := cmd.open()
+		if err != nil {
+			return err
+		}
+		command, err := s.Withdraw(pos[0])
+		if err != nil {
+			return err
+		}
+		if c.json {
+			reply := map[string]any{"protocol_version": protocol.Version, "cmd_id": command.ID, "withdrawn": true, "name": command.Name}
+			if dir := command.Session().Dir(); dir != s.Dir() {
+				reply["session"] = dir
+			}
+			c.printJSON(reply)
+			return nil
+		}
+		fmt.Fprintf(c.stdout, "withdrawn: %s (it will not run)\n", command.ID)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "withdrawn: %s (it will not run)\n", command.ID)
-	return nil
 }
 
 // noRunnerHint reports err of a wait that gave up for want of a runner

@@ -11,23 +11,15 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// launchAbout is what master launch --help says it does.
-const launchAbout = `
-Starts "runner --session DIR [RUNNER-ARGS] -- TOOL ARGS" as a detached local process
-or a batch job (sbatch, qsub, bsub), records it in DIR/state/launch.json and waits until
-the runner serves the session, reporting the job's state on stderr.
-Exit: 0 serving, 3 --ready-timeout passed (the job stays), 5 the job ended without
-serving, 7 already served or its job is still queued/running, 10 submit failed.`
-
 // stringsFlag is a repeatable string flag.
 type stringsFlag []string
 
 func (s *stringsFlag) String() string     { return strings.Join(*s, " ") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
-func (c *cli) launch(ctx context.Context, args []string) error {
-	fs, dir := c.flags()
-	c.describe(fs, "--session DIR --via local|slurm|sge|lsf [-- TOOL ARGS...]", launchAbout)
+func launchFlags(cmd *command) runFunc {
+	c, fs := cmd.c, cmd.FlagSet
+	dir := c.sessionFlags(fs)
 	var opts launch.Options
 	fs.StringVar(&opts.Via, "via", "", "local, slurm, sge or lsf (required)")
 	fs.Var((*stringsFlag)(&opts.SubmitArgs), "submit-arg", "argument for sbatch/qsub/bsub (repeatable)")
@@ -36,25 +28,24 @@ func (c *cli) launch(ctx context.Context, args []string) error {
 	fs.StringVar(&opts.JobName, "job-name", "", "job name (default sp-<session dir name>)")
 	fs.DurationVar(&opts.ReadyTimeout, "ready-timeout", 0, "how long to wait for the runner to serve (0: as long as the job lives)")
 	fs.BoolVar(&opts.NoWait, "no-wait", false, "return once the job is submitted")
-	if err := c.parseTool(fs, args); err != nil {
-		return err
-	}
-	if *dir == "" || opts.Via == "" {
-		return usageErr("--session and --via are required")
-	}
-	opts.Tool = fs.Args()
-	opts.Progress = c.note
-	res, err := launch.Launch(ctx, *dir, opts)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		c.printJSON(map[string]any{"protocol_version": protocol.Version, "launch": res.Info, "job": res.Job,
-			"status": res.Status, "elapsed_ms": res.Elapsed.Milliseconds(), "pending_ms": res.Pending.Milliseconds()})
+	return func(ctx context.Context, pos []string) error {
+		if *dir == "" || opts.Via == "" {
+			return usageErr("--session and --via are required")
+		}
+		opts.Tool = pos
+		opts.Progress = c.note
+		res, err := launch.Launch(ctx, *dir, opts)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "launch": res.Info, "job": res.Job,
+				"status": res.Status, "elapsed_ms": res.Elapsed.Milliseconds(), "pending_ms": res.Pending.Milliseconds()})
+			return nil
+		}
+		fmt.Fprintf(c.stdout, "%s %s\n", res.Info.Via, res.Info.JobID)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "%s %s\n", res.Info.Via, res.Info.JobID)
-	return nil
 }
 
 // note prints a progress line on stderr.

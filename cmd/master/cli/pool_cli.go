@@ -20,28 +20,29 @@ import (
 
 // poolTable is master pool's subcommands (poolVerbs), in the order of its
 // help. Each one's args are its entry in poolUsage as written (synopsis
-// lines, then what it does); poolHelp makes its --help of them.
+// lines, then what it does); poolHelp makes its --help of them. Its flags
+// are declared by its flags, run by cli.dispatchPool.
 func poolTable() []verb {
 	return []verb{
 		{name: "start", args: `--size N --via local|slurm|sge|lsf [--submit-arg A]... [--init FILE]... [--runner-arg A]...
          [--runner PATH] [--respawn] [--max-respawns N] [--ready-timeout D] [-- TOOL ARGS...]
-         launch N sessions (DIR/s00 ...) and wait until all serve`, run: (*cli).poolStart},
+         launch N sessions (DIR/s00 ...) and wait until all serve`, tool: true, flags: poolStartFlags},
 		{name: "submit", args: `[--affinity KEY] [--timeout D] [--id ID] [--kind K] [--wait] [--wait-timeout D] [--no-value]
          [--cancel-on-interrupt] [--trace-id T] [--label K=V]... [PAYLOAD | -f FILE | -]
          queue a command in the less loaded of two live sessions (or KEY's); prints the cmd_id;
-         with --wait prints its output, then its value (as submit --wait), and exits with its status`, run: (*cli).poolSubmit},
+         with --wait prints its output, then its value (as submit --wait), and exits with its status`, flags: poolSubmitFlags},
 		{name: "wait", args: `[--wait-timeout D] [--no-value] [--cancel-on-interrupt] CMD_ID
-         wait for a pool command's result wherever it was moved; its output, then its value`, run: (*cli).poolWait},
-		{name: "status", args: `                              one line per session`, run: (*cli).poolStatus},
-		{name: "heal", args: `[--every D]                   move commands out of dead sessions (and respawn); once, or every D`, run: (*cli).poolHeal},
+         wait for a pool command's result wherever it was moved; its output, then its value`, flags: poolWaitFlags},
+		{name: "status", args: `                              one line per session`, flags: poolStatusFlags},
+		{name: "heal", args: `[--every D]                   move commands out of dead sessions (and respawn); once, or every D`, flags: poolHealFlags},
 		{name: "stop", args: `[--force] [--grace D] [--wait-jobs]
          stop every session: a stop request each; done when every runner has stopped and one cancel
          per job array is sent (--wait-jobs: also until the scheduler lists no job active); a runner
-         not stopped within --grace (30s) gets the scheduler's cancel, then the forced one`, run: (*cli).poolStop},
-		{name: "grow", args: `--by K [--ready-timeout D]    launch K more sessions (retired ones first; one job array)`, run: (*cli).poolGrow},
-		{name: "shrink", args: `--by K | --to N [--grace D]   retire the least-loaded sessions; their queued commands move`, run: (*cli).poolShrink},
+         not stopped within --grace (30s) gets the scheduler's cancel, then the forced one`, flags: poolStopFlags},
+		{name: "grow", args: `--by K [--ready-timeout D]    launch K more sessions (retired ones first; one job array)`, flags: poolGrowFlags},
+		{name: "shrink", args: `--by K | --to N [--grace D]   retire the least-loaded sessions; their queued commands move`, flags: poolShrinkFlags},
 		{name: "adapt", args: `--min A --max B [--every D] [--idle D] [--grace D]
-         heal every D (10s), grow while commands wait, retire sessions idle for D (60s), within [A, B]`, run: (*cli).poolAdapt},
+         heal every D (10s), grow while commands wait, retire sessions idle for D (60s), within [A, B]`, flags: poolAdaptFlags},
 	}
 }
 
@@ -67,20 +68,21 @@ func (c *cli) pool(ctx context.Context, args []string) error {
 	}
 	if v := find(poolVerbs, args[0]); v != nil {
 		c.verb = "pool " + v.name
-		return v.run(c, ctx, args[1:])
+		return c.dispatchPool(ctx, v, args[1:])
 	}
 	return usageErr("unknown pool subcommand %q%s (master pool --help lists them)", args[0], didYouMean(args[0], names(poolVerbs), "master pool "))
 }
 
-// poolFlags starts the flags of the pool subcommand being run (c.verb:
-// "pool NAME"): --pool and --json.
-func (c *cli) poolFlags() (*flag.FlagSet, *string) {
+// newPoolCommand starts the flags of the pool subcommand being run
+// (c.verb: "pool NAME"): --pool and --json; its help is poolHelp's.
+func (c *cli) newPoolCommand() *command {
 	fs := c.flagSet()
 	args, about := poolHelp(strings.TrimPrefix(c.verb, "pool "))
 	c.describe(fs, args, about)
-	dir := fs.String("pool", os.Getenv("SP_POOL_DIR"), "pool directory (default $SP_POOL_DIR)")
+	cmd := &command{FlagSet: fs, c: c, name: c.verb, args: args, about: about}
+	fs.StringVar(&cmd.pool, "pool", os.Getenv("SP_POOL_DIR"), "pool directory (default $SP_POOL_DIR)")
 	fs.BoolVar(&c.json, "json", false, "print JSON only on stdout")
-	return fs, dir
+	return cmd
 }
 
 func (c *cli) openPool(dir string) (*pool.Pool, error) {
@@ -95,8 +97,8 @@ func (c *cli) openPool(dir string) (*pool.Pool, error) {
 	return p, nil
 }
 
-func (c *cli) poolStart(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags()
+func poolStartFlags(cmd *command) runFunc {
+	fs := cmd.FlagSet
 	var o pool.Options
 	fs.IntVar(&o.Size, "size", 0, "number of sessions (required)")
 	fs.StringVar(&o.Via, "via", "", "local, slurm, sge or lsf (required)")
@@ -107,53 +109,53 @@ func (c *cli) poolStart(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.Respawn, "respawn", false, "heal relaunches sessions whose job ended")
 	fs.IntVar(&o.MaxRespawns, "max-respawns", 3, "relaunches per session at most")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", 0, "how long to wait for every session to serve (0: as long as the jobs live)")
-	if err := c.parseTool(fs, args); err != nil {
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		o.Tool, o.Progress = pos, c.note
+		if cmd.pool != "" {
+			fromPoolFile(cmd.pool, fs, &o) // Run again: what pool.json holds, unless given anew.
+		}
+		if cmd.pool == "" || o.Via == "" || o.Size < 1 {
+			return usageErr("--pool, --via and --size are required (--via and --size may be left out when pool.json exists)")
+		}
+		_, res, err := pool.Start(ctx, cmd.pool, o)
+		if c.json {
+			var js []map[string]any
+			for _, r := range res {
+				m := map[string]any{"session": r.Session}
+				if r.Result != nil {
+					m["job_id"], m["elapsed_ms"] = r.Result.Info.JobID, r.Result.Elapsed.Milliseconds()
+				}
+				if r.Err != nil {
+					m["error"] = r.Err.Error()
+				}
+				if errors.Is(r.Err, launch.ErrAlreadyLaunched) {
+					m["already_launched"] = true
+				}
+				js = append(js, m)
+			}
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
+		} else {
+			for _, r := range res {
+				switch {
+				case errors.Is(r.Err, launch.ErrAlreadyLaunched):
+					fmt.Fprintf(c.stdout, "%s  already serving (or its job is queued): left as it is\n", r.Session)
+				case r.Err != nil:
+					fmt.Fprintf(c.stdout, "%s  %s\n", r.Session, r.Err)
+				default:
+					fmt.Fprintf(c.stdout, "%s  job %s serving after %v\n", r.Session, r.Result.Info.JobID, r.Result.Elapsed.Round(time.Millisecond))
+				}
+			}
+		}
+		if c.json && err != nil {
+			c.json = false // Already reported in the document.
+		}
 		return err
 	}
-	o.Tool, o.Progress = fs.Args(), c.note
-	if *dir != "" {
-		fromPoolFile(*dir, fs, &o) // Run again: what pool.json holds, unless given anew.
-	}
-	if *dir == "" || o.Via == "" || o.Size < 1 {
-		return usageErr("--pool, --via and --size are required (--via and --size may be left out when pool.json exists)")
-	}
-	_, res, err := pool.Start(ctx, *dir, o)
-	if c.json {
-		var js []map[string]any
-		for _, r := range res {
-			m := map[string]any{"session": r.Session}
-			if r.Result != nil {
-				m["job_id"], m["elapsed_ms"] = r.Result.Info.JobID, r.Result.Elapsed.Milliseconds()
-			}
-			if r.Err != nil {
-				m["error"] = r.Err.Error()
-			}
-			if errors.Is(r.Err, launch.ErrAlreadyLaunched) {
-				m["already_launched"] = true
-			}
-			js = append(js, m)
-		}
-		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
-	} else {
-		for _, r := range res {
-			switch {
-			case errors.Is(r.Err, launch.ErrAlreadyLaunched):
-				fmt.Fprintf(c.stdout, "%s  already serving (or its job is queued): left as it is\n", r.Session)
-			case r.Err != nil:
-				fmt.Fprintf(c.stdout, "%s  %s\n", r.Session, r.Err)
-			default:
-				fmt.Fprintf(c.stdout, "%s  job %s serving after %v\n", r.Session, r.Result.Info.JobID, r.Result.Elapsed.Round(time.Millisecond))
-			}
-		}
-	}
-	if c.json && err != nil {
-		c.json = false // Already reported in the document.
-	}
-	return err
 }
 
-func (c *cli) poolSubmit(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags()
+func poolSubmitFlags(cmd *command) runFunc {
+	fs := cmd.FlagSet
 	var o pool.SubmitOptions
 	fs.StringVar(&o.Affinity, "affinity", "", "key pinning related commands to one session")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "command timeout")
@@ -167,54 +169,54 @@ func (c *cli) poolSubmit(ctx context.Context, args []string) error {
 	fs.StringVar(&o.TraceID, "trace-id", "", "trace_id carried into the result, events, status and report (1-128 printable ASCII, no spaces)")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "KEY=VALUE carried with trace_id (repeatable, at most 16; KEY of [a-z0-9_])")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	o.Kind, o.Labels = protocol.Kind(*kind), labels.orNil()
-	payload, err := c.payload(fs.Args(), *file)
-	if err != nil {
-		return err
-	}
-	p, err := c.openPool(*dir)
-	if err != nil {
-		return err
-	}
-	pc, err := p.Submit(ctx, payload, o)
-	if err != nil {
-		return err
-	}
-	if !*wait {
-		if c.json {
-			c.printJSON(map[string]any{"protocol_version": protocol.Version, "cmd_id": pc.ID, "session": pc.Session, "seq": pc.Seq,
-				"file": pc.Session + "/" + protocol.DirQueue + "/" + pc.Name, "resume_cursor": pc.ResumeCursor})
-		} else {
-			fmt.Fprintln(c.stdout, pc.ID)
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		o.Kind, o.Labels = protocol.Kind(*kind), labels.orNil()
+		payload, err := c.payload(pos, *file)
+		if err != nil {
+			return err
 		}
-		return nil
+		p, err := c.openPool(cmd.pool)
+		if err != nil {
+			return err
+		}
+		pc, err := p.Submit(ctx, payload, o)
+		if err != nil {
+			return err
+		}
+		if !*wait {
+			if c.json {
+				c.printJSON(map[string]any{"protocol_version": protocol.Version, "cmd_id": pc.ID, "session": pc.Session, "seq": pc.Seq,
+					"file": pc.Session + "/" + protocol.DirQueue + "/" + pc.Name, "resume_cursor": pc.ResumeCursor})
+			} else {
+				fmt.Fprintln(c.stdout, pc.ID)
+			}
+			return nil
+		}
+		return c.poolWaitCmd(ctx, p, pc.Command, *waitTimeout, !*noValue, *cancelOnInt)
 	}
-	return c.poolWaitCmd(ctx, p, pc.Command, *waitTimeout, !*noValue, *cancelOnInt)
 }
 
-func (c *cli) poolWait(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags()
+func poolWaitFlags(cmd *command) runFunc {
+	fs := cmd.FlagSet
 	timeout := fs.Duration("wait-timeout", 0, "how long to wait (0: forever)")
 	noValue := fs.Bool("no-value", false, "do not print the command's value after its output")
 	cancelOnInt := fs.Bool("cancel-on-interrupt", false, "cancel the command when interrupted (Ctrl-C), then exit 130")
-	if err := c.parse(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if len(pos) != 1 {
+			return usageErr("one CMD_ID expected")
+		}
+		p, err := c.openPool(cmd.pool)
+		if err != nil {
+			return err
+		}
+		cmd, err := p.FindCommand(pos[0])
+		if err != nil {
+			return err
+		}
+		return c.poolWaitCmd(ctx, p, cmd, *timeout, !*noValue, *cancelOnInt)
 	}
-	if fs.NArg() != 1 {
-		return usageErr("one CMD_ID expected")
-	}
-	p, err := c.openPool(*dir)
-	if err != nil {
-		return err
-	}
-	cmd, err := p.FindCommand(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	return c.poolWaitCmd(ctx, p, cmd, *timeout, !*noValue, *cancelOnInt)
 }
 
 // poolWaitCmd waits (following moves), then prints the output and the
@@ -246,94 +248,93 @@ func (c *cli) poolWaitCmd(ctx context.Context, p *pool.Pool, cmd *master.Command
 	return err
 }
 
-func (c *cli) poolStatus(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags()
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	p, err := c.openPool(*dir)
-	if err != nil {
-		return err
-	}
-	sts, err := p.Status(ctx)
-	if err != nil {
-		return err
-	}
-	serving := 0
-	for _, s := range sts {
-		if s.Serving() {
-			serving++
+func poolStatusFlags(cmd *command) runFunc {
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		p, err := c.openPool(cmd.pool)
+		if err != nil {
+			return err
 		}
-	}
-	if c.json {
-		c.printJSON(map[string]any{"protocol_version": protocol.Version, "pool": p.Dir(), "config": p.Config(), "serving": serving, "sessions": sts})
-	} else {
-		cfg := p.Config()
-		respawn := "off"
-		if cfg.Respawn {
-			respawn = fmt.Sprintf("on (at most %d per session)", cfg.MaxRespawns)
+		sts, err := p.Status(ctx)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(c.stdout, "pool %s: %s, %d serving, via %s, respawn %s\n", p.Dir(), countOf(len(sts), "session"), serving, cfg.Via, respawn)
-		w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "SESSION\tRUNNER\tPHASE\tQUEUE\tBUSY\tDONE\tJOB\tMOVED\tNOTE")
+		serving := 0
 		for _, s := range sts {
-			runner := map[bool]string{true: "alive", false: "late"}[s.Alive]
-			switch {
-			case s.Missing:
-				runner = "missing"
-			case s.Retired && s.Dead:
-				runner = "retired"
-			case s.Dead:
-				runner = "dead"
+			if s.Serving() {
+				serving++
 			}
-			job := "-"
-			if s.Launch != nil {
-				job = s.Launch.JobID + " " + s.Launch.Job.Raw
-				if s.Launch.Error != "" {
-					job = s.Launch.JobID + " ?"
-				}
-			}
-			phase := string(s.Phase)
-			if phase == "" {
-				phase = "-"
-			} else if s.Dead && s.Phase != protocol.PhaseStopped {
-				phase = "(" + phase + ")" // As its runner last wrote it: that runner is gone.
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", s.Name, runner, phase, s.Queue, s.Inflight, s.Done, strings.TrimSpace(job), s.MovedOut, s.Note)
 		}
-		_ = w.Flush() // Writing to stdout.
-		fmt.Fprintln(c.stdout, "DONE counts commands since each session's runner started; (PHASE): as a runner that is gone last wrote it")
+		if c.json {
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "pool": p.Dir(), "config": p.Config(), "serving": serving, "sessions": sts})
+		} else {
+			cfg := p.Config()
+			respawn := "off"
+			if cfg.Respawn {
+				respawn = fmt.Sprintf("on (at most %d per session)", cfg.MaxRespawns)
+			}
+			fmt.Fprintf(c.stdout, "pool %s: %s, %d serving, via %s, respawn %s\n", p.Dir(), countOf(len(sts), "session"), serving, cfg.Via, respawn)
+			w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "SESSION\tRUNNER\tPHASE\tQUEUE\tBUSY\tDONE\tJOB\tMOVED\tNOTE")
+			for _, s := range sts {
+				runner := map[bool]string{true: "alive", false: "late"}[s.Alive]
+				switch {
+				case s.Missing:
+					runner = "missing"
+				case s.Retired && s.Dead:
+					runner = "retired"
+				case s.Dead:
+					runner = "dead"
+				}
+				job := "-"
+				if s.Launch != nil {
+					job = s.Launch.JobID + " " + s.Launch.Job.Raw
+					if s.Launch.Error != "" {
+						job = s.Launch.JobID + " ?"
+					}
+				}
+				phase := string(s.Phase)
+				if phase == "" {
+					phase = "-"
+				} else if s.Dead && s.Phase != protocol.PhaseStopped {
+					phase = "(" + phase + ")" // As its runner last wrote it: that runner is gone.
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", s.Name, runner, phase, s.Queue, s.Inflight, s.Done, strings.TrimSpace(job), s.MovedOut, s.Note)
+			}
+			_ = w.Flush() // Writing to stdout.
+			fmt.Fprintln(c.stdout, "DONE counts commands since each session's runner started; (PHASE): as a runner that is gone last wrote it")
+		}
+		if serving == 0 {
+			return exitOnly(master.ExitNoRunner)
+		}
+		return nil
 	}
-	if serving == 0 {
-		return exitOnly(master.ExitNoRunner)
-	}
-	return nil
 }
 
-func (c *cli) poolHeal(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags()
+func poolHealFlags(cmd *command) runFunc {
+	fs := cmd.FlagSet
 	every := fs.Duration("every", 0, "repeat every D until interrupted (0: once)")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	p, err := c.openPool(*dir)
-	if err != nil {
-		return err
-	}
-	return c.every(ctx, *every, func() error {
-		rep, err := p.Heal(ctx)
-		if c.json {
-			c.printJSON(map[string]any{"protocol_version": protocol.Version, "report": rep, "error": errString(err)})
-		} else {
-			for _, m := range rep.Moved {
-				fmt.Fprintf(c.stdout, "moved %s/%s -> %s/%s\n", m.From, m.Name, m.To, m.ToName)
-			}
-			for _, s := range rep.Respawned {
-				fmt.Fprintf(c.stdout, "respawned %s\n", s)
-			}
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		p, err := c.openPool(cmd.pool)
+		if err != nil {
+			return err
 		}
-		return err
-	})
+		return c.every(ctx, *every, func() error {
+			rep, err := p.Heal(ctx)
+			if c.json {
+				c.printJSON(map[string]any{"protocol_version": protocol.Version, "report": rep, "error": errString(err)})
+			} else {
+				for _, m := range rep.Moved {
+					fmt.Fprintf(c.stdout, "moved %s/%s -> %s/%s\n", m.From, m.Name, m.To, m.ToName)
+				}
+				for _, s := range rep.Respawned {
+					fmt.Fprintf(c.stdout, "respawned %s\n", s)
+				}
+			}
+			return err
+		})
+	}
 }
 
 // every runs step once when interval is 0, else again every interval
@@ -366,136 +367,136 @@ func errString(err error) string {
 	return err.Error()
 }
 
-func (c *cli) poolStop(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags()
+func poolStopFlags(cmd *command) runFunc {
+	fs := cmd.FlagSet
 	force := fs.Bool("force", false, "end running commands at once")
 	grace := fs.Duration("grace", 30*time.Second, "time for the stop request before the scheduler's cancel")
 	waitJobs := fs.Bool("wait-jobs", false, "also wait until the scheduler no longer lists the jobs as active (default: done when every runner has stopped and the jobs' cancel is sent)")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	p, err := c.openPool(*dir)
-	if err != nil {
-		return err
-	}
-	mode := protocol.StopGraceful
-	if *force {
-		mode = protocol.StopForce
-	}
-	res, err := p.Stop(ctx, launch.StopOptions{Mode: mode, Grace: *grace, Progress: c.note, NoJobWait: !*waitJobs})
-	if c.json {
-		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": res})
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		p, err := c.openPool(cmd.pool)
 		if err != nil {
-			c.json = false
+			return err
 		}
-	} else {
+		mode := protocol.StopGraceful
+		if *force {
+			mode = protocol.StopForce
+		}
+		res, err := p.Stop(ctx, launch.StopOptions{Mode: mode, Grace: *grace, Progress: c.note, NoJobWait: !*waitJobs})
+		if c.json {
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": res})
+			if err != nil {
+				c.json = false
+			}
+		} else {
+			for _, r := range res {
+				msg := r.Report.Message
+				if r.Error != "" {
+					msg = "ERROR " + r.Error
+				}
+				fmt.Fprintf(c.stdout, "%s  %s: %s\n", r.Session, r.Report.Step, msg)
+			}
+		}
+		return err
+	}
+}
+
+func poolGrowFlags(cmd *command) runFunc {
+	fs := cmd.FlagSet
+	by := fs.Int("by", 0, "number of sessions to add (required)")
+	ready := fs.Duration("ready-timeout", 0, "how long to wait for the new sessions to serve (0: as long as the jobs live)")
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if *by < 1 {
+			return usageErr("--by K (K >= 1) is required")
+		}
+		p, err := c.openPool(cmd.pool)
+		if err != nil {
+			return err
+		}
+		p.Progress = c.note
+		res, err := p.Grow(ctx, *by, *ready)
+		if c.json {
+			var js []map[string]any
+			for _, r := range res {
+				m := map[string]any{"session": r.Session}
+				if r.Result != nil {
+					m["job_id"], m["elapsed_ms"] = r.Result.Info.JobID, r.Result.Elapsed.Milliseconds()
+				}
+				if r.Err != nil {
+					m["error"] = r.Err.Error()
+				}
+				if errors.Is(r.Err, launch.ErrAlreadyLaunched) {
+					m["already_launched"] = true
+				}
+				js = append(js, m)
+			}
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
+			if err != nil {
+				c.json = false
+			}
+			return err
+		}
 		for _, r := range res {
+			if r.Err != nil {
+				fmt.Fprintf(c.stdout, "%s  %s\n", r.Session, r.Err)
+			} else {
+				fmt.Fprintf(c.stdout, "%s  job %s serving after %v\n", r.Session, r.Result.Info.JobID, r.Result.Elapsed.Round(time.Millisecond))
+			}
+		}
+		return err
+	}
+}
+
+func poolShrinkFlags(cmd *command) runFunc {
+	fs := cmd.FlagSet
+	by := fs.Int("by", 0, "number of sessions to retire")
+	to := fs.Int("to", 0, "number of sessions to keep")
+	grace := fs.Duration("grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if (*by > 0) == (*to > 0) {
+			return usageErr("one of --by K or --to N is required")
+		}
+		p, err := c.openPool(cmd.pool)
+		if err != nil {
+			return err
+		}
+		so := launch.StopOptions{Grace: *grace, Progress: c.note}
+		var stops []pool.SessionStop
+		var rep pool.HealReport
+		if *by > 0 { // Members counted under the pool's resize lock (issue 34.9).
+			stops, rep, err = p.ShrinkBy(ctx, *by, so)
+		} else {
+			stops, rep, err = p.Shrink(ctx, *to, so)
+		}
+		if c.json {
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "retired": stops, "moved": rep.Moved})
+			if err != nil {
+				c.json = false
+			}
+			return err
+		}
+		if len(stops) == 0 && err == nil {
+			members, _ := p.Members()
+			fmt.Fprintf(c.stdout, "nothing retired: the pool has %d members\n", len(members))
+		}
+		for _, r := range stops {
 			msg := r.Report.Message
 			if r.Error != "" {
 				msg = "ERROR " + r.Error
 			}
-			fmt.Fprintf(c.stdout, "%s  %s: %s\n", r.Session, r.Report.Step, msg)
+			fmt.Fprintf(c.stdout, "retired %s  %s: %s\n", r.Session, r.Report.Step, msg)
 		}
+		for _, m := range rep.Moved {
+			fmt.Fprintf(c.stdout, "moved %s/%s -> %s/%s\n", m.From, m.Name, m.To, m.ToName)
+		}
+		return err
 	}
-	return err
 }
 
-func (c *cli) poolGrow(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags()
-	by := fs.Int("by", 0, "number of sessions to add (required)")
-	ready := fs.Duration("ready-timeout", 0, "how long to wait for the new sessions to serve (0: as long as the jobs live)")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if *by < 1 {
-		return usageErr("--by K (K >= 1) is required")
-	}
-	p, err := c.openPool(*dir)
-	if err != nil {
-		return err
-	}
-	p.Progress = c.note
-	res, err := p.Grow(ctx, *by, *ready)
-	if c.json {
-		var js []map[string]any
-		for _, r := range res {
-			m := map[string]any{"session": r.Session}
-			if r.Result != nil {
-				m["job_id"], m["elapsed_ms"] = r.Result.Info.JobID, r.Result.Elapsed.Milliseconds()
-			}
-			if r.Err != nil {
-				m["error"] = r.Err.Error()
-			}
-			if errors.Is(r.Err, launch.ErrAlreadyLaunched) {
-				m["already_launched"] = true
-			}
-			js = append(js, m)
-		}
-		c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
-		if err != nil {
-			c.json = false
-		}
-		return err
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			fmt.Fprintf(c.stdout, "%s  %s\n", r.Session, r.Err)
-		} else {
-			fmt.Fprintf(c.stdout, "%s  job %s serving after %v\n", r.Session, r.Result.Info.JobID, r.Result.Elapsed.Round(time.Millisecond))
-		}
-	}
-	return err
-}
-
-func (c *cli) poolShrink(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags()
-	by := fs.Int("by", 0, "number of sessions to retire")
-	to := fs.Int("to", 0, "number of sessions to keep")
-	grace := fs.Duration("grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if (*by > 0) == (*to > 0) {
-		return usageErr("one of --by K or --to N is required")
-	}
-	p, err := c.openPool(*dir)
-	if err != nil {
-		return err
-	}
-	so := launch.StopOptions{Grace: *grace, Progress: c.note}
-	var stops []pool.SessionStop
-	var rep pool.HealReport
-	if *by > 0 { // Members counted under the pool's resize lock (issue 34.9).
-		stops, rep, err = p.ShrinkBy(ctx, *by, so)
-	} else {
-		stops, rep, err = p.Shrink(ctx, *to, so)
-	}
-	if c.json {
-		c.printJSON(map[string]any{"protocol_version": protocol.Version, "retired": stops, "moved": rep.Moved})
-		if err != nil {
-			c.json = false
-		}
-		return err
-	}
-	if len(stops) == 0 && err == nil {
-		members, _ := p.Members()
-		fmt.Fprintf(c.stdout, "nothing retired: the pool has %d members\n", len(members))
-	}
-	for _, r := range stops {
-		msg := r.Report.Message
-		if r.Error != "" {
-			msg = "ERROR " + r.Error
-		}
-		fmt.Fprintf(c.stdout, "retired %s  %s: %s\n", r.Session, r.Report.Step, msg)
-	}
-	for _, m := range rep.Moved {
-		fmt.Fprintf(c.stdout, "moved %s/%s -> %s/%s\n", m.From, m.Name, m.To, m.ToName)
-	}
-	return err
-}
-
-func (c *cli) poolAdapt(ctx context.Context, args []string) error {
-	fs, dir := c.poolFlags()
+func poolAdaptFlags(cmd *command) runFunc {
+	fs := cmd.FlagSet
 	var o pool.AdaptOptions
 	fs.IntVar(&o.Min, "min", 1, "sessions at least")
 	fs.IntVar(&o.Max, "max", 0, "sessions at most (required)")
@@ -503,41 +504,41 @@ func (c *cli) poolAdapt(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.Ready, "ready-timeout", 0, "how long a grow waits for new sessions to serve")
 	fs.DurationVar(&o.Stop.Grace, "grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
 	every := fs.Duration("every", 10*time.Second, "repeat every D until interrupted (0: once)")
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if o.Min < 1 || o.Max < o.Min {
-		return usageErr("--max B is required, with 1 <= --min A <= B")
-	}
-	p, err := c.openPool(*dir)
-	if err != nil {
-		return err
-	}
-	o.Stop.Progress = c.note
-	a := pool.NewAdapter(p, o)
-	return c.every(ctx, *every, func() error {
-		rep, err := a.Step(ctx)
-		if c.json {
-			c.printJSON(map[string]any{"protocol_version": protocol.Version, "report": rep, "error": errString(err)})
-		} else {
-			for _, m := range rep.Heal.Moved {
-				fmt.Fprintf(c.stdout, "moved %s/%s -> %s/%s\n", m.From, m.Name, m.To, m.ToName)
-			}
-			for _, s := range rep.Heal.Respawned {
-				fmt.Fprintf(c.stdout, "respawned %s\n", s)
-			}
-			for _, s := range rep.Grown {
-				fmt.Fprintf(c.stdout, "grown %s (%s waiting)\n", s, countOf(rep.Waiting, "command"))
-			}
-			if len(rep.Balanced) > 0 {
-				fmt.Fprintf(c.stdout, "balanced %s: %s\n", countOf(len(rep.Balanced), "queued command"), balanceSummary(rep.Balanced))
-			}
-			for _, s := range rep.Retired {
-				fmt.Fprintf(c.stdout, "retired %s (idle)\n", s)
-			}
+	return func(ctx context.Context, pos []string) error {
+		c := cmd.c
+		if o.Min < 1 || o.Max < o.Min {
+			return usageErr("--max B is required, with 1 <= --min A <= B")
 		}
-		return err
-	})
+		p, err := c.openPool(cmd.pool)
+		if err != nil {
+			return err
+		}
+		o.Stop.Progress = c.note
+		a := pool.NewAdapter(p, o)
+		return c.every(ctx, *every, func() error {
+			rep, err := a.Step(ctx)
+			if c.json {
+				c.printJSON(map[string]any{"protocol_version": protocol.Version, "report": rep, "error": errString(err)})
+			} else {
+				for _, m := range rep.Heal.Moved {
+					fmt.Fprintf(c.stdout, "moved %s/%s -> %s/%s\n", m.From, m.Name, m.To, m.ToName)
+				}
+				for _, s := range rep.Heal.Respawned {
+					fmt.Fprintf(c.stdout, "respawned %s\n", s)
+				}
+				for _, s := range rep.Grown {
+					fmt.Fprintf(c.stdout, "grown %s (%s waiting)\n", s, countOf(rep.Waiting, "command"))
+				}
+				if len(rep.Balanced) > 0 {
+					fmt.Fprintf(c.stdout, "balanced %s: %s\n", countOf(len(rep.Balanced), "queued command"), balanceSummary(rep.Balanced))
+				}
+				for _, s := range rep.Retired {
+					fmt.Fprintf(c.stdout, "retired %s (idle)\n", s)
+				}
+			}
+			return err
+		})
+	}
 }
 
 // countOf is "1 command", "2 commands".

@@ -26,7 +26,7 @@ func followTail(t *testing.T, dir, want string, args ...string) string {
 	c := &cli{stdout: &trackWriter{w: &out}, stderr: &bytes.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.tail(ctx, append([]string{"-f", "--session", dir}, args...)) }()
+	go func() { done <- c.run(ctx, "tail", append([]string{"-f", "--session", dir}, args...)) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(out.String(), want) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
