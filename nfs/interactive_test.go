@@ -1,6 +1,8 @@
 package nfs
 
 import (
+	"github.com/skillpilot/skillpilot/internal/testenv"
+
 	"errors"
 	"fmt"
 	"os"
@@ -35,7 +37,7 @@ func TestNFSInteractive(t *testing.T) {
 	if err != nil || rep.Outcome != protocol.OutcomeDelivered {
 		t.Fatalf("go send: %+v %v", rep, err)
 	}
-	py := onHostB("python3", "-c", fmt.Sprintf(`
+	py := onHostB(testenv.Python3(), "-c", fmt.Sprintf(`
 import sys; sys.path.insert(0, %q)
 import skillpilot as sp
 s = sp.Session(%q)

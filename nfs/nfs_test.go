@@ -184,7 +184,7 @@ func TestNFSMastersOnB(t *testing.T) {
 	if st, err := s.Status(ctx(t)); err != nil || !st.Alive || st.RunnerHost == "hostb" {
 		t.Fatalf("status from B: %+v %v", st, err)
 	}
-	py := onHostB("python3", "-c", fmt.Sprintf(`
+	py := onHostB(testenv.Python3(), "-c", fmt.Sprintf(`
 import sys; sys.path.insert(0, %q)
 import skillpilot_master as m
 s = m.Session(%q)

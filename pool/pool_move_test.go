@@ -424,7 +424,7 @@ func TestPoolMovedCommandLookups(t *testing.T) {
 		needTool(t, lang)
 		var cmd *exec.Cmd
 		if lang == "python3" {
-			cmd = exec.Command("python3", "-c", `import sys, json
+			cmd = exec.Command(testenv.Python3(), "-c", `import sys, json
 sys.path.insert(0, "master/python")
 import skillpilot_pool as pool
 r = pool.pool_wait(sys.argv[1], {"session": "s00", "name": sys.argv[2], "cmd_id": "x"}, timeout=60)
@@ -455,7 +455,7 @@ func TestPoolSubmitInterop(t *testing.T) {
 		needTool(t, lang)
 		var cmd *exec.Cmd
 		if lang == "python3" {
-			cmd = exec.Command("python3", "-c", `import sys
+			cmd = exec.Command(testenv.Python3(), "-c", `import sys
 sys.path.insert(0, "master/python")
 import skillpilot_pool as pool
 ws = [pool.pool_submit(sys.argv[1], "expr %d*2" % i, affinity="grp") for i in range(5)]

@@ -213,7 +213,7 @@ func runPick(t *testing.T, lang, pool, key string) string {
 		if key != "" {
 			args = append(args, key)
 		}
-		cmd = exec.Command("python3", args...)
+		cmd = exec.Command(testenv.Python3(), args...)
 	} else {
 		script := `source [lindex $argv 0]; puts [skillpilot::pool_pick [lindex $argv 1] -affinity [lindex $argv 2]]`
 		f := filepath.Join(t.TempDir(), "pick.tcl")

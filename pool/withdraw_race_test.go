@@ -163,7 +163,7 @@ func startWithdrawer(t *testing.T, lang, dir string, refs []string) func() map[s
 	needTool(t, lang)
 	var cmd *exec.Cmd
 	if lang == "python3" {
-		cmd = exec.Command("python3", "-c", `import sys
+		cmd = exec.Command(testenv.Python3(), "-c", `import sys
 sys.path.insert(0, "master/python")
 import skillpilot as sp
 s = sp.Session(sys.argv[1])

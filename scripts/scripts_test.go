@@ -2,6 +2,8 @@
 package scripts
 
 import (
+	"github.com/skillpilot/skillpilot/internal/testenv"
+
 	"os"
 	"os/exec"
 	"strings"
@@ -15,7 +17,7 @@ func TestSubreaperReapsOrphans(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatal("python3 is needed")
 	}
-	out, err := exec.Command("python3", "subreaper.py", "sh", "-c", "sleep 0.3 & echo $!").Output()
+	out, err := exec.Command(testenv.Python3(), "subreaper.py", "sh", "-c", "sleep 0.3 & echo $!").Output()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -26,7 +28,7 @@ func TestSubreaperReapsOrphans(t *testing.T) {
 	if b, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil {
 		t.Errorf("the orphan %s is still there after the subreaper exited: %s", pid, b)
 	}
-	if err := exec.Command("python3", "subreaper.py", "sh", "-c", "exit 3").Run(); err == nil {
+	if err := exec.Command(testenv.Python3(), "subreaper.py", "sh", "-c", "exit 3").Run(); err == nil {
 		t.Error("the command's exit status 3 was not passed on")
 	} else if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
 		t.Errorf("exit: %v", err)

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -43,7 +42,7 @@ func (e *Env) adapterCommand(master, sessionDir string) (*exec.Cmd, error) {
 		argv = []string{e.Self, sessionDir}
 		env = append(env, ExecEnv+"=adapter-"+master, "SP_MASTER_BIN="+filepath.Join(e.Bin, "master"))
 	case "python":
-		argv = []string{pythonExe(), filepath.Join(e.Repo, "internal/conformance/adapters/python_adapter.py"), sessionDir}
+		argv = []string{testenv.Python3(), filepath.Join(e.Repo, "internal/conformance/adapters/python_adapter.py"), sessionDir}
 		env = append(env, "PYTHONPATH="+filepath.Join(e.Repo, "master/python"), "PYTHONDONTWRITEBYTECODE=1")
 	case "tcl":
 		argv = []string{"tclsh", filepath.Join(e.Repo, "internal/conformance/adapters/tcl_adapter.tcl"), sessionDir}
@@ -59,18 +58,6 @@ func (e *Env) adapterCommand(master, sessionDir string) (*exec.Cmd, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd, nil
 }
-
-// pythonExe is the interpreter python3 names, resolved once: python3 is
-// often a version manager's shim (pyenv's is a bash script that runs a
-// dozen programs), which costs every adapter start a second or more in the
-// user-mode Linux guest of the NFS suite.
-var pythonExe = sync.OnceValue(func() string {
-	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
-	if exe := strings.TrimSpace(string(out)); err == nil && filepath.IsAbs(exe) {
-		return exe
-	}
-	return "python3"
-})
 
 func startAdapter(cmd *exec.Cmd) (*adapter, error) {
 	a := &adapter{cmd: cmd, lines: make(chan string, 16), stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -32,5 +35,21 @@ func NeedTool(t testing.TB, name, pkg string) string {
 	if err != nil {
 		Unavailable(t, "%s is not installed: install the Debian package %s (apt-get install %s)", name, pkg, pkg)
 	}
+	if name == "python3" {
+		return Python3() // Not a version manager's shim.
+	}
 	return p
 }
+
+// Python3 is the interpreter python3 names, resolved once (or "python3"
+// when that fails). python3 is often a version manager's shim: pyenv's is
+// a bash script that runs a dozen programs, about a second per start here
+// and fifteen in the user-mode Linux guest of the NFS suite. Tests run the
+// interpreter itself.
+var Python3 = sync.OnceValue(func() string {
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if exe := strings.TrimSpace(string(out)); err == nil && filepath.IsAbs(exe) {
+		return exe
+	}
+	return "python3"
+})
