@@ -300,7 +300,7 @@ do_submit() { # do_submit RUN(0/1)
   session_ok || { out_code session_missing 5; return; }
   local id payload seq name json cursor now
   now_ms; id=${k_id:-sh-$now-$$-$RANDOM}
-  payload=$(printf '%s' "$k_payload_b64" | base64 -d)
+  payload=$(base64 -d <<<"$k_payload_b64")
   alloc_seq
   cursor=$(spool_size)  # before the command is queued: its output comes after it
   json="{\"protocol_version\":1,\"cmd_id\":\"$id\",\"seq\":$seq,\"kind\":\"tcl\",\"payload\":$(json_str "$payload")"
@@ -454,7 +454,7 @@ match_at() { # match_at FROM RE: sets m_off and m_text for the first match at or
 do_waitfor() {
   session_ok || { out_code session_missing 5; return; }
   local re from=${k_from:-0} rc start end cursor
-  re=$(printf '%s' "$k_re_b64" | base64 -d)
+  re=$(base64 -d <<<"$k_re_b64")
   wait_until match_at "$from" "$re"; rc=$?
   case $rc in
     0) start=$((from + m_off)); end=$((start + $(printf '%s' "$m_text" | wc -c)))
