@@ -11,11 +11,14 @@
 # powers off. The exit status is the command's.
 #
 # Usage: nfs-uml.sh [-v 4.2|3] [-o extra,mount,options] -- command [args...]
+#        nfs-uml.sh --deps   install the packages it needs when missing, and exit
 # Prebuild Go binaries on the host: compiling inside the guest is slow.
 # Env: NFS_UML_MEM (768M), NFS_UML_DIR (/tmp/skillpilot-uml),
 #      NFS_UML_TIMEOUT (1800 s), NFS_UML_DEBUG=1 (timestamped set-up steps).
 set -euo pipefail
 
+deps_only=""
+[[ ${1:-} == --deps ]] && { deps_only=1; shift; set -- true; }
 VERS=4.2
 OPTS=""
 while getopts "v:o:" o; do
@@ -38,6 +41,8 @@ if ((${#need[@]})); then
     apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
   }
 fi
+
+[[ -n $deps_only ]] && exit 0
 
 DIR=${NFS_UML_DIR:-/tmp/skillpilot-uml}
 MEM=${NFS_UML_MEM:-768M}
