@@ -178,3 +178,49 @@ func TestOverviewsFromTables(t *testing.T) {
 		}
 	}
 }
+
+// flagSets are the flag sets of every command of the tables (verbs and
+// poolVerbs) with flags, by name ("submit", "pool heal"), as the dispatch
+// builds them.
+func flagSets(t *testing.T) map[string]*flag.FlagSet {
+	t.Helper()
+	sets := map[string]*flag.FlagSet{}
+	for _, v := range verbs {
+		if v.flags == nil {
+			continue
+		}
+		c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &bytes.Buffer{}, verb: v.name}
+		cmd, _ := c.build(&v)
+		sets[v.name] = cmd.FlagSet
+	}
+	for _, v := range poolVerbs {
+		c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &bytes.Buffer{}, verb: "pool " + v.name}
+		cmd, _ := c.build(&v)
+		sets[c.verb] = cmd.FlagSet
+	}
+	return sets
+}
+
+// Every duration flag of every command takes plain seconds, as master
+// --help says (pool's and launch's took only Go durations: `pool heal
+// --every 30` was a parse error).
+func TestEveryDurationTakesSeconds(t *testing.T) {
+	n := 0
+	for name, fs := range flagSets(t) {
+		fs.VisitAll(func(f *flag.Flag) {
+			if kind, _ := flag.UnquoteUsage(f); kind != "duration" {
+				return
+			}
+			n++
+			if err := f.Value.Set("30"); err != nil || f.Value.String() != "30s" {
+				t.Errorf("%s --%s 30: %v, %s", name, f.Name, err, f.Value)
+			}
+			if err := f.Value.Set("1.5"); err != nil || f.Value.String() != "1.5s" {
+				t.Errorf("%s --%s 1.5: %v, %s", name, f.Name, err, f.Value)
+			}
+		})
+	}
+	if n < 30 {
+		t.Errorf("only %d duration flags found", n)
+	}
+}
