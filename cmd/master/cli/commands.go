@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -302,10 +303,15 @@ func (c *cli) build(v *verb) (*command, runFunc) {
 // dispatchPool runs the pool subcommand v (c.verb: "pool NAME") on args,
 // as dispatch does a verb built by hand: its flag set starts with --pool
 // and --json (newPoolCommand), its --help is made of master pool's
-// (poolHelp).
+// (poolHelp). An empty --pool takes $SP_POOL_DIR once parsed.
 func (c *cli) dispatchPool(ctx context.Context, v *verb, args []string) error {
 	cmd, run := c.build(v)
-	return c.runHand(ctx, v, cmd, run, args)
+	return c.runHand(ctx, v, cmd, func(ctx context.Context, pos []string) error {
+		if cmd.pool == "" {
+			cmd.pool = os.Getenv("SP_POOL_DIR")
+		}
+		return run(ctx, pos)
+	}, args)
 }
 
 // runHand runs v with cmd, a flag set built by hand with v's flags

@@ -224,3 +224,31 @@ func TestEveryDurationTakesSeconds(t *testing.T) {
 		t.Errorf("only %d duration flags found", n)
 	}
 }
+
+// --pool's default is $SP_POOL_DIR, resolved after the parse as --session's
+// is: the help names it once (it printed (default $SP_POOL_DIR) (default
+// "/x/y") when set), and a pool subcommand still opens it; --pool wins.
+func TestPoolDefaultOnce(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SP_POOL_DIR", dir+"/envpool")
+	var out, errb bytes.Buffer
+	if rc := Main([]string{"pool", "heal", "--help"}, strings.NewReader(""), &out, &errb); rc != master.ExitOK {
+		t.Fatalf("rc %d, stderr %q", rc, errb.String())
+	}
+	if !strings.Contains(out.String(), "\tpool directory (default $SP_POOL_DIR)\n") || strings.Contains(out.String(), "envpool") {
+		t.Errorf("pool heal --help with $SP_POOL_DIR set:\n%s", out.String())
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pool", "status"}, dir + "/envpool is not a pool"},
+		{[]string{"pool", "status", "--pool", dir + "/flagpool"}, dir + "/flagpool is not a pool"},
+	} {
+		out.Reset()
+		errb.Reset()
+		if rc := Main(c.args, strings.NewReader(""), &out, &errb); rc != master.ExitNoRunner || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%q: rc %d, stderr %q, want %q", c.args, rc, errb.String(), c.want)
+		}
+	}
+}

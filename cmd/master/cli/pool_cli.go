@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -74,13 +73,15 @@ func (c *cli) pool(ctx context.Context, args []string) error {
 }
 
 // newPoolCommand starts the flags of the pool subcommand being run
-// (c.verb: "pool NAME"): --pool and --json; its help is poolHelp's.
+// (c.verb: "pool NAME"): --pool and --json; its help is poolHelp's. An
+// empty --pool takes $SP_POOL_DIR after the parse (dispatchPool), as
+// --session takes $SP_SESSION_DIR: the help names the default once.
 func (c *cli) newPoolCommand() *command {
 	fs := c.flagSet()
 	args, about := poolHelp(strings.TrimPrefix(c.verb, "pool "))
 	c.describe(fs, args, about)
 	cmd := &command{FlagSet: fs, c: c, name: c.verb, args: args, about: about}
-	fs.StringVar(&cmd.pool, "pool", os.Getenv("SP_POOL_DIR"), "pool directory (default $SP_POOL_DIR)")
+	fs.StringVar(&cmd.pool, "pool", "", "pool directory (default $SP_POOL_DIR)")
 	fs.BoolVar(&c.json, "json", false, "print JSON only on stdout")
 	return cmd
 }
