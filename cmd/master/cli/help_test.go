@@ -252,3 +252,17 @@ func TestPoolDefaultOnce(t *testing.T) {
 		}
 	}
 }
+
+// --json says the same words for every command that prints only JSON
+// with it (pool's said "print JSON only on stdout"); diff's --json is
+// another thing (the comparison as one document).
+func TestJSONFlagOneWording(t *testing.T) {
+	for name, fs := range flagSets(t) {
+		f := fs.Lookup("json")
+		switch {
+		case name == "diff", f == nil: // report and standin write files, or HTML.
+		case f.Usage != "print only JSON on stdout":
+			t.Errorf("%s --json: %q", name, f.Usage)
+		}
+	}
+}

@@ -82,7 +82,7 @@ func (c *cli) newPoolCommand() *command {
 	c.describe(fs, args, about)
 	cmd := &command{FlagSet: fs, c: c, name: c.verb, args: args, about: about}
 	fs.StringVar(&cmd.pool, "pool", "", "pool directory (default $SP_POOL_DIR)")
-	fs.BoolVar(&c.json, "json", false, "print JSON only on stdout")
+	fs.BoolVar(&c.json, "json", false, "print only JSON on stdout")
 	return cmd
 }
 
