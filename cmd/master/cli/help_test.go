@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // Every command master's did-you-mean can suggest exists, and its --help
@@ -264,5 +266,48 @@ func TestJSONFlagOneWording(t *testing.T) {
 		case f.Usage != "print only JSON on stdout":
 			t.Errorf("%s --json: %q", name, f.Usage)
 		}
+	}
+}
+
+// Completion reads which flags take a value from the command's flag set
+// (takesValue), so a cmd_id is offered after a flag's value and a flag
+// added to a command is known at once (the list was written by hand).
+func TestCompletionFlagValues(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, protocol.DirQueue), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, protocol.DirQueue, protocol.CommandName(1, "c1")), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"c1"}
+	for _, c := range []struct {
+		words []string
+		want  []string
+	}{
+		{[]string{"--session", dir, "wait", "--wait-timeout", "5", "--timeout", "5", "--wait-for-runner", "1", ""}, ids},
+		{[]string{"wait", "--session", dir, "--no-value", "--cancel-on-interrupt", ""}, ids},
+		{[]string{"wait", "--session", dir, "--no-value", "c1", ""}, nil}, // --no-value takes no value: c1 is the CMD_ID.
+		{[]string{"output", "--session", dir, "--offset", "3", "--length", "4", ""}, ids},
+		{[]string{"send", "--session", dir, "--expect", "x", "--expect-from", "1", "--expect-timeout", "2", "--file", "f", "--secret", "--no-newline", ""}, ids},
+		{[]string{"cancel", "--session=" + dir, "--json", ""}, ids},
+		{[]string{"signal", "--wait-timeout", "3", "x", "K"}, []string{"KILL"}},
+		{[]string{"signal", "--json", "x", "K"}, []string{"KILL"}},
+	} {
+		if got := completions(ctx, c.words); !slices.Equal(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.words, got, c.want)
+		}
+	}
+	v := find(verbs, "wait")
+	flags := v.flags
+	t.Cleanup(func() { v.flags = flags })
+	v.flags = func(cmd *command) runFunc {
+		cmd.String("new-flag", "", "a flag the hand-written list did not know")
+		return flags(cmd)
+	}
+	words := []string{"wait", "--session", dir, "--new-flag", "v", ""}
+	if got := completions(ctx, words); !slices.Equal(got, ids) {
+		t.Errorf("%q: %q, want %q", words, got, ids)
 	}
 }
