@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -130,7 +131,7 @@ func completions(ctx context.Context, words []string) []string {
 	if strings.HasPrefix(cur, "-") {
 		return withPrefix(flagsOf(ctx, name), cur)
 	}
-	pos := positionals(rest)
+	pos := positionals(flagSetOf(name), rest)
 	switch v := find(verbs, name); {
 	case v != nil && v.takesID && len(pos) == 0:
 		return withPrefix(cmdIDs(session), cur)
@@ -170,9 +171,9 @@ func flagsOf(ctx context.Context, cmd ...string) []string {
 	return out
 }
 
-// positionals drops the flags (and the values of those that take one, as
-// far as completion needs: --session and the like) from words.
-func positionals(words []string) []string {
+// positionals drops the flags of fs (and the values of those that take
+// one) from words.
+func positionals(fs *flag.FlagSet, words []string) []string {
 	var out []string
 	for i := 0; i < len(words); i++ {
 		w := words[i]
@@ -180,22 +181,38 @@ func positionals(words []string) []string {
 			out = append(out, w)
 			continue
 		}
-		if !strings.Contains(w, "=") && takesValue(strings.TrimLeft(w, "-")) {
+		if !strings.Contains(w, "=") && takesValue(fs, strings.TrimLeft(w, "-")) {
 			i++
 		}
 	}
 	return out
 }
 
-// takesValue reports whether a flag of the commands that take a CMD_ID
-// takes a value.
-func takesValue(name string) bool {
-	switch name {
-	case "session", "wait-for-runner", "wait-timeout", "timeout", "offset", "length", "expect",
-		"expect-timeout", "file", "expect-from":
-		return true
+// flagSetOf is the flag set of the command name (a verb of the table with
+// flags) as its dispatch builds it, or nil.
+func flagSetOf(name string) *flag.FlagSet {
+	v := find(verbs, name)
+	if v == nil || v.flags == nil {
+		return nil
 	}
-	return false
+	h := &cli{stdout: &trackWriter{w: io.Discard}, stderr: io.Discard, verb: name}
+	cmd, _ := h.build(v)
+	return cmd.FlagSet
+}
+
+// takesValue reports whether the flag name of fs takes a value: every
+// flag does but a boolean one (the flag package's rule); an unknown flag
+// takes none.
+func takesValue(fs *flag.FlagSet, name string) bool {
+	if fs == nil {
+		return false
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 // sessionOf is the --session in words, else $SP_SESSION_DIR.

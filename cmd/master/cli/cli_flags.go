@@ -42,8 +42,15 @@ func (c *cli) newCommand(args, about string, waits bool) *command {
 
 // Duration defines a duration flag that also takes plain seconds.
 func (cmd *command) Duration(p *time.Duration, name string, value time.Duration, usage string) {
+	durationVar(cmd.FlagSet, p, name, value, usage)
+}
+
+// durationVar defines a duration flag that also takes plain seconds on fs:
+// every duration flag of master is one (master --help says durations may
+// be plain seconds), never the flag package's Duration.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
 	*p = value
-	cmd.Var((*durationFlag)(p), name, usage+" (a `duration` such as 1.5s or 2m, or plain seconds)")
+	fs.Var((*durationFlag)(p), name, usage+" (a `duration` such as 1.5s or 2m, or plain seconds)")
 }
 
 // durationFlag is a Go duration ("1.5s", "2m") or a number of seconds.

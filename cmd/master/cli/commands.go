@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -266,16 +267,13 @@ func (c *cli) dispatch(ctx context.Context, v *verb, args []string) error {
 			return err
 		}
 	}
-	switch {
-	case v.flags == nil:
+	if v.flags == nil {
 		return v.run(c, ctx, args)
-	case v.hand:
-		fs := c.flagSet()
-		c.describe(fs, v.usage, v.long)
-		return c.runHand(ctx, v, &command{FlagSet: fs, c: c, name: v.name, args: v.usage, about: v.long}, args)
 	}
-	cmd := c.newCommand(v.usage, v.long, v.waits)
-	run := v.flags(cmd)
+	cmd, run := c.build(v)
+	if v.hand {
+		return c.runHand(ctx, v, cmd, run, args)
+	}
 	pos, err := cmd.parse(args)
 	if err != nil {
 		return err
@@ -283,19 +281,43 @@ func (c *cli) dispatch(ctx context.Context, v *verb, args []string) error {
 	return run(ctx, pos)
 }
 
+// build makes the command of v, a verb with flags (c.verb names it; "pool
+// NAME" for a pool subcommand): its flag set with v's flags declared, and
+// what runs it once they are parsed. The dispatch and completion
+// (takesValue) build a command's flags this one way.
+func (c *cli) build(v *verb) (*command, runFunc) {
+	var cmd *command
+	switch {
+	case strings.HasPrefix(c.verb, "pool "):
+		cmd = c.newPoolCommand()
+	case v.hand:
+		fs := c.flagSet()
+		c.describe(fs, v.usage, v.long)
+		cmd = &command{FlagSet: fs, c: c, name: v.name, args: v.usage, about: v.long}
+	default:
+		cmd = c.newCommand(v.usage, v.long, v.waits)
+	}
+	return cmd, v.flags(cmd)
+}
+
 // dispatchPool runs the pool subcommand v (c.verb: "pool NAME") on args,
 // as dispatch does a verb built by hand: its flag set starts with --pool
 // and --json (newPoolCommand), its --help is made of master pool's
-// (poolHelp).
+// (poolHelp). An empty --pool takes $SP_POOL_DIR once parsed.
 func (c *cli) dispatchPool(ctx context.Context, v *verb, args []string) error {
-	return c.runHand(ctx, v, c.newPoolCommand(), args)
+	cmd, run := c.build(v)
+	return c.runHand(ctx, v, cmd, func(ctx context.Context, pos []string) error {
+		if cmd.pool == "" {
+			cmd.pool = os.Getenv("SP_POOL_DIR")
+		}
+		return run(ctx, pos)
+	}, args)
 }
 
-// runHand runs v with cmd, a flag set built by hand: v's flags declared,
-// parsed by cli.parse (cli.parseTool when v.tool), then run on the
-// arguments.
-func (c *cli) runHand(ctx context.Context, v *verb, cmd *command, args []string) error {
-	run := v.flags(cmd)
+// runHand runs v with cmd, a flag set built by hand with v's flags
+// declared: parsed by cli.parse (cli.parseTool when v.tool), then run on
+// the arguments.
+func (c *cli) runHand(ctx context.Context, v *verb, cmd *command, run runFunc, args []string) error {
 	parse := c.parse
 	if v.tool {
 		parse = c.parseTool

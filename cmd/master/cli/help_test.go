@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // Every command master's did-you-mean can suggest exists, and its --help
@@ -176,5 +178,136 @@ func TestOverviewsFromTables(t *testing.T) {
 		if listed != (v.list < listNone) {
 			t.Errorf("%s: listed in master --help %v, list %d", v.name, listed, v.list)
 		}
+	}
+}
+
+// flagSets are the flag sets of every command of the tables (verbs and
+// poolVerbs) with flags, by name ("submit", "pool heal"), as the dispatch
+// builds them.
+func flagSets(t *testing.T) map[string]*flag.FlagSet {
+	t.Helper()
+	sets := map[string]*flag.FlagSet{}
+	for _, v := range verbs {
+		if v.flags == nil {
+			continue
+		}
+		c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &bytes.Buffer{}, verb: v.name}
+		cmd, _ := c.build(&v)
+		sets[v.name] = cmd.FlagSet
+	}
+	for _, v := range poolVerbs {
+		c := &cli{stdout: &trackWriter{w: &bytes.Buffer{}}, stderr: &bytes.Buffer{}, verb: "pool " + v.name}
+		cmd, _ := c.build(&v)
+		sets[c.verb] = cmd.FlagSet
+	}
+	return sets
+}
+
+// Every duration flag of every command takes plain seconds, as master
+// --help says (pool's and launch's took only Go durations: `pool heal
+// --every 30` was a parse error).
+func TestEveryDurationTakesSeconds(t *testing.T) {
+	n := 0
+	for name, fs := range flagSets(t) {
+		fs.VisitAll(func(f *flag.Flag) {
+			if kind, _ := flag.UnquoteUsage(f); kind != "duration" {
+				return
+			}
+			n++
+			if err := f.Value.Set("30"); err != nil || f.Value.String() != "30s" {
+				t.Errorf("%s --%s 30: %v, %s", name, f.Name, err, f.Value)
+			}
+			if err := f.Value.Set("1.5"); err != nil || f.Value.String() != "1.5s" {
+				t.Errorf("%s --%s 1.5: %v, %s", name, f.Name, err, f.Value)
+			}
+		})
+	}
+	if n < 30 {
+		t.Errorf("only %d duration flags found", n)
+	}
+}
+
+// --pool's default is $SP_POOL_DIR, resolved after the parse as --session's
+// is: the help names it once (it printed (default $SP_POOL_DIR) (default
+// "/x/y") when set), and a pool subcommand still opens it; --pool wins.
+func TestPoolDefaultOnce(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SP_POOL_DIR", dir+"/envpool")
+	var out, errb bytes.Buffer
+	if rc := Main([]string{"pool", "heal", "--help"}, strings.NewReader(""), &out, &errb); rc != master.ExitOK {
+		t.Fatalf("rc %d, stderr %q", rc, errb.String())
+	}
+	if !strings.Contains(out.String(), "\tpool directory (default $SP_POOL_DIR)\n") || strings.Contains(out.String(), "envpool") {
+		t.Errorf("pool heal --help with $SP_POOL_DIR set:\n%s", out.String())
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pool", "status"}, dir + "/envpool is not a pool"},
+		{[]string{"pool", "status", "--pool", dir + "/flagpool"}, dir + "/flagpool is not a pool"},
+	} {
+		out.Reset()
+		errb.Reset()
+		if rc := Main(c.args, strings.NewReader(""), &out, &errb); rc != master.ExitNoRunner || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%q: rc %d, stderr %q, want %q", c.args, rc, errb.String(), c.want)
+		}
+	}
+}
+
+// --json says the same words for every command that prints only JSON
+// with it (pool's said "print JSON only on stdout"); diff's --json is
+// another thing (the comparison as one document).
+func TestJSONFlagOneWording(t *testing.T) {
+	for name, fs := range flagSets(t) {
+		f := fs.Lookup("json")
+		switch {
+		case name == "diff", f == nil: // report and standin write files, or HTML.
+		case f.Usage != "print only JSON on stdout":
+			t.Errorf("%s --json: %q", name, f.Usage)
+		}
+	}
+}
+
+// Completion reads which flags take a value from the command's flag set
+// (takesValue), so a cmd_id is offered after a flag's value and a flag
+// added to a command is known at once (the list was written by hand).
+func TestCompletionFlagValues(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, protocol.DirQueue), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, protocol.DirQueue, protocol.CommandName(1, "c1")), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"c1"}
+	for _, c := range []struct {
+		words []string
+		want  []string
+	}{
+		{[]string{"--session", dir, "wait", "--wait-timeout", "5", "--timeout", "5", "--wait-for-runner", "1", ""}, ids},
+		{[]string{"wait", "--session", dir, "--no-value", "--cancel-on-interrupt", ""}, ids},
+		{[]string{"wait", "--session", dir, "--no-value", "c1", ""}, nil}, // --no-value takes no value: c1 is the CMD_ID.
+		{[]string{"output", "--session", dir, "--offset", "3", "--length", "4", ""}, ids},
+		{[]string{"send", "--session", dir, "--expect", "x", "--expect-from", "1", "--expect-timeout", "2", "--file", "f", "--secret", "--no-newline", ""}, ids},
+		{[]string{"cancel", "--session=" + dir, "--json", ""}, ids},
+		{[]string{"signal", "--wait-timeout", "3", "x", "K"}, []string{"KILL"}},
+		{[]string{"signal", "--json", "x", "K"}, []string{"KILL"}},
+	} {
+		if got := completions(ctx, c.words); !slices.Equal(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.words, got, c.want)
+		}
+	}
+	v := find(verbs, "wait")
+	flags := v.flags
+	t.Cleanup(func() { v.flags = flags })
+	v.flags = func(cmd *command) runFunc {
+		cmd.String("new-flag", "", "a flag the hand-written list did not know")
+		return flags(cmd)
+	}
+	words := []string{"wait", "--session", dir, "--new-flag", "v", ""}
+	if got := completions(ctx, words); !slices.Equal(got, ids) {
+		t.Errorf("%q: %q, want %q", words, got, ids)
 	}
 }

@@ -26,7 +26,7 @@ func launchFlags(cmd *command) runFunc {
 	fs.Var((*stringsFlag)(&opts.RunnerArgs), "runner-arg", "extra runner flag, e.g. --runner-arg=--init=/p/load.tcl (repeatable)")
 	fs.StringVar(&opts.Runner, "runner", "", "runner executable (default: $SP_RUNNER, runner beside master, runner on PATH)")
 	fs.StringVar(&opts.JobName, "job-name", "", "job name (default sp-<session dir name>)")
-	fs.DurationVar(&opts.ReadyTimeout, "ready-timeout", 0, "how long to wait for the runner to serve (0: as long as the job lives)")
+	cmd.Duration(&opts.ReadyTimeout, "ready-timeout", 0, "how long to wait for the runner to serve (0: as long as the job lives)")
 	fs.BoolVar(&opts.NoWait, "no-wait", false, "return once the job is submitted")
 	return func(ctx context.Context, pos []string) error {
 		if *dir == "" || opts.Via == "" {
@@ -60,8 +60,11 @@ func (c *cli) stopLaunched(ctx context.Context, args []string) (handled bool, er
 	fs.SetOutput(discard{})
 	force := fs.Bool("force", false, "")
 	_ = fs.Bool("wait", false, "") // Implied: the escalation waits until the job is gone.
-	timeout := fs.Duration("wait-timeout", 0, "")
-	grace := fs.Duration("grace", 30*time.Second, "")
+	// Plain seconds too, as the plain stop's --wait-timeout: a value the
+	// parse refused would leave a launched session to the plain stop.
+	var timeout, grace time.Duration
+	durationVar(fs, &timeout, "wait-timeout", 0, "")
+	durationVar(fs, &grace, "grace", 30*time.Second, "")
 	if fs.Parse(args) != nil || *dir == "" || fs.NArg() > 0 {
 		return false, nil
 	}
@@ -76,9 +79,9 @@ func (c *cli) stopLaunched(ctx context.Context, args []string) (handled bool, er
 	if *force {
 		mode = protocol.StopForce
 	}
-	ctx, cancel := withTimeout(ctx, *timeout)
+	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	rep, err := launch.StopLaunched(ctx, *dir, launch.StopOptions{Mode: mode, Grace: *grace, Progress: c.note})
+	rep, err := launch.StopLaunched(ctx, *dir, launch.StopOptions{Mode: mode, Grace: grace, Progress: c.note})
 	if err != nil {
 		return true, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -74,14 +73,16 @@ func (c *cli) pool(ctx context.Context, args []string) error {
 }
 
 // newPoolCommand starts the flags of the pool subcommand being run
-// (c.verb: "pool NAME"): --pool and --json; its help is poolHelp's.
+// (c.verb: "pool NAME"): --pool and --json; its help is poolHelp's. An
+// empty --pool takes $SP_POOL_DIR after the parse (dispatchPool), as
+// --session takes $SP_SESSION_DIR: the help names the default once.
 func (c *cli) newPoolCommand() *command {
 	fs := c.flagSet()
 	args, about := poolHelp(strings.TrimPrefix(c.verb, "pool "))
 	c.describe(fs, args, about)
 	cmd := &command{FlagSet: fs, c: c, name: c.verb, args: args, about: about}
-	fs.StringVar(&cmd.pool, "pool", os.Getenv("SP_POOL_DIR"), "pool directory (default $SP_POOL_DIR)")
-	fs.BoolVar(&c.json, "json", false, "print JSON only on stdout")
+	fs.StringVar(&cmd.pool, "pool", "", "pool directory (default $SP_POOL_DIR)")
+	fs.BoolVar(&c.json, "json", false, "print only JSON on stdout")
 	return cmd
 }
 
@@ -108,7 +109,7 @@ func poolStartFlags(cmd *command) runFunc {
 	fs.StringVar(&o.Runner, "runner", "", "runner executable")
 	fs.BoolVar(&o.Respawn, "respawn", false, "heal relaunches sessions whose job ended")
 	fs.IntVar(&o.MaxRespawns, "max-respawns", 3, "relaunches per session at most")
-	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", 0, "how long to wait for every session to serve (0: as long as the jobs live)")
+	cmd.Duration(&o.ReadyTimeout, "ready-timeout", 0, "how long to wait for every session to serve (0: as long as the jobs live)")
 	return func(ctx context.Context, pos []string) error {
 		c := cmd.c
 		o.Tool, o.Progress = pos, c.note
@@ -158,12 +159,13 @@ func poolSubmitFlags(cmd *command) runFunc {
 	fs := cmd.FlagSet
 	var o pool.SubmitOptions
 	fs.StringVar(&o.Affinity, "affinity", "", "key pinning related commands to one session")
-	fs.DurationVar(&o.Timeout, "timeout", 0, "command timeout")
+	cmd.Duration(&o.Timeout, "timeout", 0, "command timeout")
 	fs.StringVar(&o.CmdID, "id", "", "cmd_id (default: a new UUIDv7)")
 	kind := fs.String("kind", "tcl", "tcl or sh")
 	file := fs.String("f", "", "read the payload from FILE ('-': stdin)")
 	wait := fs.Bool("wait", false, "wait for the result and exit with the command's status")
-	waitTimeout := fs.Duration("wait-timeout", 0, "with --wait, how long to wait (0: forever)")
+	var waitTimeout time.Duration
+	cmd.Duration(&waitTimeout, "wait-timeout", 0, "with --wait, how long to wait (0: forever)")
 	noValue := fs.Bool("no-value", false, "with --wait, do not print the command's value after its output")
 	cancelOnInt := fs.Bool("cancel-on-interrupt", false, "with --wait, cancel the command when interrupted (Ctrl-C), then exit 130")
 	fs.StringVar(&o.TraceID, "trace-id", "", "trace_id carried into the result, events, status and report (1-128 printable ASCII, no spaces)")
@@ -193,13 +195,14 @@ func poolSubmitFlags(cmd *command) runFunc {
 			}
 			return nil
 		}
-		return c.poolWaitCmd(ctx, p, pc.Command, *waitTimeout, !*noValue, *cancelOnInt)
+		return c.poolWaitCmd(ctx, p, pc.Command, waitTimeout, !*noValue, *cancelOnInt)
 	}
 }
 
 func poolWaitFlags(cmd *command) runFunc {
 	fs := cmd.FlagSet
-	timeout := fs.Duration("wait-timeout", 0, "how long to wait (0: forever)")
+	var timeout time.Duration
+	cmd.Duration(&timeout, "wait-timeout", 0, "how long to wait (0: forever)")
 	noValue := fs.Bool("no-value", false, "do not print the command's value after its output")
 	cancelOnInt := fs.Bool("cancel-on-interrupt", false, "cancel the command when interrupted (Ctrl-C), then exit 130")
 	return func(ctx context.Context, pos []string) error {
@@ -215,7 +218,7 @@ func poolWaitFlags(cmd *command) runFunc {
 		if err != nil {
 			return err
 		}
-		return c.poolWaitCmd(ctx, p, cmd, *timeout, !*noValue, *cancelOnInt)
+		return c.poolWaitCmd(ctx, p, cmd, timeout, !*noValue, *cancelOnInt)
 	}
 }
 
@@ -312,15 +315,15 @@ func poolStatusFlags(cmd *command) runFunc {
 }
 
 func poolHealFlags(cmd *command) runFunc {
-	fs := cmd.FlagSet
-	every := fs.Duration("every", 0, "repeat every D until interrupted (0: once)")
+	var every time.Duration
+	cmd.Duration(&every, "every", 0, "repeat every D until interrupted (0: once)")
 	return func(ctx context.Context, pos []string) error {
 		c := cmd.c
 		p, err := c.openPool(cmd.pool)
 		if err != nil {
 			return err
 		}
-		return c.every(ctx, *every, func() error {
+		return c.every(ctx, every, func() error {
 			rep, err := p.Heal(ctx)
 			if c.json {
 				c.printJSON(map[string]any{"protocol_version": protocol.Version, "report": rep, "error": errString(err)})
@@ -370,7 +373,8 @@ func errString(err error) string {
 func poolStopFlags(cmd *command) runFunc {
 	fs := cmd.FlagSet
 	force := fs.Bool("force", false, "end running commands at once")
-	grace := fs.Duration("grace", 30*time.Second, "time for the stop request before the scheduler's cancel")
+	var grace time.Duration
+	cmd.Duration(&grace, "grace", 30*time.Second, "time for the stop request before the scheduler's cancel")
 	waitJobs := fs.Bool("wait-jobs", false, "also wait until the scheduler no longer lists the jobs as active (default: done when every runner has stopped and the jobs' cancel is sent)")
 	return func(ctx context.Context, pos []string) error {
 		c := cmd.c
@@ -382,7 +386,7 @@ func poolStopFlags(cmd *command) runFunc {
 		if *force {
 			mode = protocol.StopForce
 		}
-		res, err := p.Stop(ctx, launch.StopOptions{Mode: mode, Grace: *grace, Progress: c.note, NoJobWait: !*waitJobs})
+		res, err := p.Stop(ctx, launch.StopOptions{Mode: mode, Grace: grace, Progress: c.note, NoJobWait: !*waitJobs})
 		if c.json {
 			c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": res})
 			if err != nil {
@@ -404,7 +408,8 @@ func poolStopFlags(cmd *command) runFunc {
 func poolGrowFlags(cmd *command) runFunc {
 	fs := cmd.FlagSet
 	by := fs.Int("by", 0, "number of sessions to add (required)")
-	ready := fs.Duration("ready-timeout", 0, "how long to wait for the new sessions to serve (0: as long as the jobs live)")
+	var ready time.Duration
+	cmd.Duration(&ready, "ready-timeout", 0, "how long to wait for the new sessions to serve (0: as long as the jobs live)")
 	return func(ctx context.Context, pos []string) error {
 		c := cmd.c
 		if *by < 1 {
@@ -415,7 +420,7 @@ func poolGrowFlags(cmd *command) runFunc {
 			return err
 		}
 		p.Progress = c.note
-		res, err := p.Grow(ctx, *by, *ready)
+		res, err := p.Grow(ctx, *by, ready)
 		if c.json {
 			var js []map[string]any
 			for _, r := range res {
@@ -452,7 +457,8 @@ func poolShrinkFlags(cmd *command) runFunc {
 	fs := cmd.FlagSet
 	by := fs.Int("by", 0, "number of sessions to retire")
 	to := fs.Int("to", 0, "number of sessions to keep")
-	grace := fs.Duration("grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
+	var grace time.Duration
+	cmd.Duration(&grace, "grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
 	return func(ctx context.Context, pos []string) error {
 		c := cmd.c
 		if (*by > 0) == (*to > 0) {
@@ -462,7 +468,7 @@ func poolShrinkFlags(cmd *command) runFunc {
 		if err != nil {
 			return err
 		}
-		so := launch.StopOptions{Grace: *grace, Progress: c.note}
+		so := launch.StopOptions{Grace: grace, Progress: c.note}
 		var stops []pool.SessionStop
 		var rep pool.HealReport
 		if *by > 0 { // Members counted under the pool's resize lock (issue 34.9).
@@ -500,10 +506,11 @@ func poolAdaptFlags(cmd *command) runFunc {
 	var o pool.AdaptOptions
 	fs.IntVar(&o.Min, "min", 1, "sessions at least")
 	fs.IntVar(&o.Max, "max", 0, "sessions at most (required)")
-	fs.DurationVar(&o.Idle, "idle", time.Minute, "retire a session idle this long")
-	fs.DurationVar(&o.Ready, "ready-timeout", 0, "how long a grow waits for new sessions to serve")
-	fs.DurationVar(&o.Stop.Grace, "grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
-	every := fs.Duration("every", 10*time.Second, "repeat every D until interrupted (0: once)")
+	cmd.Duration(&o.Idle, "idle", time.Minute, "retire a session idle this long")
+	cmd.Duration(&o.Ready, "ready-timeout", 0, "how long a grow waits for new sessions to serve")
+	cmd.Duration(&o.Stop.Grace, "grace", 30*time.Second, "time for a retired session's running command before the scheduler's cancel")
+	var every time.Duration
+	cmd.Duration(&every, "every", 10*time.Second, "repeat every D until interrupted (0: once)")
 	return func(ctx context.Context, pos []string) error {
 		c := cmd.c
 		if o.Min < 1 || o.Max < o.Min {
@@ -515,7 +522,7 @@ func poolAdaptFlags(cmd *command) runFunc {
 		}
 		o.Stop.Progress = c.note
 		a := pool.NewAdapter(p, o)
-		return c.every(ctx, *every, func() error {
+		return c.every(ctx, every, func() error {
 			rep, err := a.Step(ctx)
 			if c.json {
 				c.printJSON(map[string]any{"protocol_version": protocol.Version, "report": rep, "error": errString(err)})
