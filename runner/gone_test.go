@@ -21,8 +21,10 @@ import (
 // directory it lost, so rm -rf of a busy session failed ("Directory not
 // empty") and the runner served the gutted session.
 func TestGoneLockStopsRunner(t *testing.T) {
+	t.Parallel()
 	for _, what := range []string{"delete " + protocol.FileLock, "delete " + protocol.DirState, "replace " + protocol.FileLock} {
 		t.Run(what, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t).start()
 			h.noCheck = true
 			h.result(h.submit("expr 1"))
@@ -76,6 +78,7 @@ func TestGoneLockStopsRunner(t *testing.T) {
 // it recreates neither (phase error, the reason names them) and goes on
 // once someone makes one of them again.
 func TestGoneTwoDirsNotRecreated(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	h.noCheck = true // Command 1's output and archived file go with the directories.
 	h.result(h.submit("expr 1"))
@@ -104,6 +107,7 @@ func TestGoneTwoDirsNotRecreated(t *testing.T) {
 // rm -rf of a session whose runner has a backlog: the session ends gone
 // and the runner exited (5), and nothing reappears afterwards.
 func TestGoneRmRfBusySession(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	dir := filepath.Join(t.TempDir(), "s")
 	p := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")

@@ -35,8 +35,10 @@ func waitOutputStarted(h *harness, name string) {
 // longer the session's and rebuilds it in output/ from what it wrote; the
 // result describes the file in the session, byte for byte.
 func TestOutputMovedRebuilt(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"mv", "rm -rf"} {
 		t.Run(how, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t).start()
 			h.result(h.submit("expr 1"))
 			h.noCheck = true // Command 1's output goes with output/.
@@ -73,6 +75,7 @@ func TestOutputMovedRebuilt(t *testing.T) {
 // says plainly that it is gone: an io_error naming the file and the bytes
 // printed, never "ok" with bytes the session does not have.
 func TestOutputMovedGoneSaysSo(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	h.result(h.submit("expr 1"))
 	h.noCheck = true
