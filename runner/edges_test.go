@@ -76,7 +76,14 @@ func TestDeletedDirectories(t *testing.T) {
 		t.Run(d, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t).start()
-			h.result(h.submit("expr 1"))
+			first := h.submit("expr 1")
+			h.result(first)
+			// The command file moves from inflight/ to archive/ just
+			// after the result shows: deleted before, it is lost.
+			h.waitFor("the command file archived", func() bool {
+				_, err := os.Lstat(filepath.Join(h.dir, protocol.DirArchive, first))
+				return err == nil
+			})
 			if err := os.RemoveAll(filepath.Join(h.dir, d)); err != nil {
 				t.Fatal(err)
 			}
