@@ -540,12 +540,19 @@ func TestStaleLeaseAtStartIgnored(t *testing.T) {
 // says (PROTOCOL.md §10): the new runner serves a command that runs well
 // past ttl_ms. Once a master writes a lease again (a change of the file),
 // ttl_ms is judged as usual and the runner stops when it is not renewed.
+// The lease is judged on the runner's clock: a fake one here, moved 5 s
+// (five heartbeats) while the command waits for input.
 func TestStaleTTLLeaseAtStartIgnored(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newFakeHarness(t, nil)
 	h.writeFile(protocol.FileLease, `{"lease_id":"old","ttl_ms":300,"expires_at":"2001-01-01T00:00:00Z","counter":7,"owner":"m@h:1"}`)
 	h.start()
-	r := h.result(h.submit("after 1500; expr 6*7"))
+	a := h.submit("printn waiting\ngets\nvalue 42")
+	waitEvent(t, h.waitTool(1), "gets")
+	from := h.clk.Now()
+	h.advanceUntil("5 s on the runner's clock", 100*time.Millisecond, func() bool { return h.clk.Now().Sub(from) >= 5*time.Second })
+	h.send(1, "c1", "go\n", nil) // Had the lease stopped the runner, a's result would say lease_expired.
+	r := h.result(a)
 	if r.Status != protocol.StatusOK || *r.Value != "42" {
 		t.Fatalf("a leftover ttl_ms lease stopped the new runner: %+v %+v", r, r.Error)
 	}
