@@ -417,6 +417,7 @@ func TestToolDiesWithRunner(t *testing.T) {
 		name := writeCmd(t, dir, 1, "tick", fmt.Sprintf("set f [open %q w]; fconfigure $f -buffering none; for {set i 0} {$i < 4000} {incr i} {puts $f $i; after 50}", side))
 		hh := &harness{t: t, dir: dir}
 		hh.waitFor("ticking", func() bool { fi, err := os.Stat(side); return err == nil && fi.Size() > 10 })
+		old := hh.state().SessionID
 		p.Kill()
 		// The old tclsh survives its runner (the scenario)...
 		fi0, _ := os.Stat(side)
@@ -442,7 +443,11 @@ func TestToolDiesWithRunner(t *testing.T) {
 		}
 		// A stop written before the new runner recorded its start would be
 		// judged stale (written before it started): wait until it serves.
-		hh.waitFor("the new runner to serve", func() bool { return hh.state().Phase == protocol.PhaseIdle })
+		// The dead runner's state.json may say idle too: wait for the new one's.
+		hh.waitFor("the new runner to serve", func() bool {
+			st := hh.state()
+			return st.Phase == protocol.PhaseIdle && st.SessionID != old
+		})
 		os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600)
 		p.ExitCode()
 		invariants(t, dir, name)

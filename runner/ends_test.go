@@ -264,14 +264,17 @@ func TestRecoveredRangeReplays(t *testing.T) {
 		}
 		return len(outs) > 0
 	})
+	old := h.state().SessionID
 	p.Kill()
 	checkNoOrphans(t, dir)
 	lastOut := *outs[len(outs)-1].SpoolEnd
 	p = startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
 	r := h.result(name)
 	// Recovery writes its results before the runner serves; a stop
-	// written meanwhile would be older than the runner (stale).
-	h.waitFor("serving", func() bool { return h.state().Phase == protocol.PhaseIdle })
+	// written meanwhile would be older than the runner (stale). The dead
+	// runner's state.json may say idle too (its writes are coalesced, and
+	// lag under load): wait for the new runner's.
+	h.waitFor("serving", func() bool { st := h.state(); return st.Phase == protocol.PhaseIdle && st.SessionID != old })
 	stopChecked(t, dir, p)
 	if r.ExitReason != protocol.ReasonRunnerRestarted {
 		t.Fatalf("%+v", r)
