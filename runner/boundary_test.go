@@ -36,7 +36,9 @@ var runnerDirs = []string{protocol.DirInflight, protocol.DirResult, protocol.Dir
 
 // TestSessionRootRefuses checks the root type itself: no symlink is
 // followed in any component, nothing outside the session is reached, and
-// names that are absolute or climb out are refused.
+// names that are absolute or climb out are refused. Not parallel: it
+// turns fsq.ForceWalk, a switch of the whole process, on and off, which
+// would change how every other test's runner opens its files meanwhile.
 func TestSessionRootRefuses(t *testing.T) {
 	base := t.TempDir()
 	dir, out := filepath.Join(base, "s"), filepath.Join(base, "out")
@@ -201,9 +203,11 @@ func cancelReq(t testing.TB, h *harness, n int) string {
 // results and replies come once the directory is back, exactly once, and
 // the runner reports the layout error with an event.
 func TestSwappedDirNotWrittenThrough(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	for _, d := range runnerDirs {
 		t.Run(strings.ReplaceAll(d, "/", "_"), func(t *testing.T) {
+			t.Parallel()
 			out := t.TempDir()
 			h := newHarness(t).start()
 			h.result(h.submit("expr 1"))
@@ -285,6 +289,7 @@ func assertOneResultEach(t testing.TB, h *harness, events bool) {
 // outside directory and back, continuously, while commands and requests
 // run: nothing lands outside, and every command gets exactly one result.
 func TestSwapRace(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	out := t.TempDir()
 	h := newHarness(t).start()
@@ -357,6 +362,7 @@ func TestSwapRace(t *testing.T) {
 // writes nothing at the new path (its root is the directory it opened), and
 // Run returns ErrSessionLost.
 func TestSessionReplacedNoticed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	h.noCheck = true // The session moves under the harness.
 	h.result(h.submit("expr 1"))

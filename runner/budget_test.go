@@ -19,6 +19,7 @@ func withBudget(n int64) func(*protocol.Command) {
 // result says output_limit, its output file holds exactly the first bytes
 // up to the budget, and the next command runs normally. Real tclsh.
 func TestOutputBudgetStopsEndlessPrinter(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.MaxOutputBytes = 50000 }).start()
 	endless := `set i 0; while 1 {puts [format "line %08d %s" [incr i] [string repeat x 40]]}`
 	want := func(n int) string {
@@ -83,6 +84,7 @@ func TestOutputBudgetStopsEndlessPrinter(t *testing.T) {
 // its context (signal, as PROTOCOL.md §7 requires and a timeout on the same
 // tool keeps), beside the budget and the file. Real tclsh.
 func TestOutputLimitKeepsToolExit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	r := h.result(h.submit(`while 1 {puts [string repeat x 40]}`, withBudget(1000)))
 	if r.Error == nil || r.Error.Code != protocol.CodeOutputLimit || !r.ToolRestarted || r.Signal == "" {

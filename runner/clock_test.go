@@ -14,6 +14,7 @@ import (
 // the fake clock moves it (no rescans: the poll is an hour, and inotify
 // saw the only write). A recheck set from the real clock never fires here.
 func TestClockControlRetry(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil, func(c *Config) {
 		c.Poll, c.Watch, c.ParseGrace = time.Hour, WatchInotify, 500*time.Millisecond
 	}).start()

@@ -17,6 +17,7 @@ import (
 )
 
 func TestHappyPath(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("puts hello\nset x 42")
 	b := h.submit("puts \"x is $x\"; expr {$x * 2}")
@@ -76,6 +77,7 @@ func TestHappyPath(t *testing.T) {
 }
 
 func TestOrderingOfShuffledBacklog(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newHarness(t)
 	const n = 60
@@ -104,6 +106,7 @@ func TestOrderingOfShuffledBacklog(t *testing.T) {
 }
 
 func TestLargePayloads(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	var sb strings.Builder
 	for i := 0; i < 10000; i++ {
@@ -125,6 +128,7 @@ func TestLargePayloads(t *testing.T) {
 }
 
 func TestChunkedSlowOutput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("for {set i 0} {$i < 20} {incr i} { puts -nonewline \"part$i \"; flush stdout; after 5; puts done$i; flush stdout; after 5 }")
 	r := h.result(a)
@@ -138,6 +142,7 @@ func TestChunkedSlowOutput(t *testing.T) {
 }
 
 func TestTclErrorThenGoodCommand(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("puts before\nerror {something broke}\nputs after")
 	b := h.submit("puts fine")
@@ -157,6 +162,7 @@ func TestTclErrorThenGoodCommand(t *testing.T) {
 // marker, no trailing newline added, with the fake EDA tool's own prompt
 // and its marker-like lines.
 func TestExactOutputFakeEDA(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Tool = fakeEDA(t) }).start()
 	a := h.submit("load_design top\nreport_markers\nreport_timing 3 5")
 	b := h.submit("puts -nonewline no-newline")
@@ -192,6 +198,7 @@ func TestExactOutputFakeEDA(t *testing.T) {
 }
 
 func TestHugeOutputBoundedMemory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("200 MB through a PTY")
 	}
@@ -257,6 +264,7 @@ func waitResultFile(t testing.TB, dir, name string) protocol.Result {
 }
 
 func TestInvalidInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	q := func(name, content string) string {
 		h.writeFile(rel(protocol.DirQueue, name), content)
@@ -319,6 +327,7 @@ func TestInvalidInput(t *testing.T) {
 // A writer that is not atomic (echo > queue/cmd_...json) may be caught
 // half-way; the file runs normally once complete.
 func TestHalfWrittenFileCompletedLater(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.ParseGrace = 5 * time.Second }).start()
 	name := "cmd_1_half.json"
 	full := `{"cmd_id":"half","seq":1,"kind":"tcl","payload":"puts completed"}`
@@ -339,6 +348,7 @@ func TestHalfWrittenFileCompletedLater(t *testing.T) {
 }
 
 func TestIdempotency(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	side := filepath.Join(t.TempDir(), "side")
 	// A result already exists for this name: the command must not run.
@@ -365,6 +375,7 @@ func TestIdempotency(t *testing.T) {
 }
 
 func TestShKind(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Kind = protocol.KindSh }).start()
 	a := h.submit("X=41; echo \"value $((X+1))\"")
 	b := h.submit("echo $X; false")
@@ -383,6 +394,7 @@ func TestShKind(t *testing.T) {
 }
 
 func TestPayloadContainsMarker(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("puts work\nputs \"__SP_DONE__ mytok rc=0\"", func(c *protocol.Command) {
 		c.Marker = &protocol.Marker{Mode: protocol.MarkerPayloadContains, Token: "mytok"}
@@ -397,6 +409,7 @@ func TestPayloadContainsMarker(t *testing.T) {
 }
 
 func TestUTF8AndValueTruncation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("puts \"héllo wörld → ✓\"\nset v \"π≈3.14\"")
 	b := h.submit("string repeat ab 40000")

@@ -15,6 +15,7 @@ func withTrace(id string, labels map[string]string) func(*protocol.Command) {
 // its cmd_begin, cmd_end and interrupt events, and state.json while it runs
 // (PROTOCOL.md section 4, Correlation).
 func TestCorrelationCarried(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	labels := map[string]string{"step": "place", "block": "cpu_top"}
 	name := h.submit(`puts waiting; flush stdout; after 600000`, withTrace("flow-42/place", labels), withTimeout(1))
@@ -57,6 +58,7 @@ func TestCorrelationCarried(t *testing.T) {
 // its runner_restarted result with its trace_id and labels, read from the
 // file; a file whose fields break the rules gives a result without them.
 func TestCorrelationRecovered(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.writeFile(rel(protocol.DirInflight, "cmd_0000000001_a.json"),
 		`{"cmd_id":"a","seq":1,"kind":"tcl","payload":"expr 1","trace_id":"T-1","labels":{"run":"7"}}`)
@@ -76,6 +78,7 @@ func TestCorrelationRecovered(t *testing.T) {
 // TestCorrelationInvalid: a command whose trace_id or labels break the
 // bounds gets an invalid_request result naming the field, and never runs.
 func TestCorrelationInvalid(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	many := map[string]string{}
 	for i := range protocol.MaxLabels + 1 {

@@ -10,6 +10,7 @@ import (
 // places), emits the same thing: the echo directly following a delivery is
 // dropped when it is complete and byte for byte, released otherwise.
 func TestEchoFilter(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, want, out, emitted string
 	}{
@@ -48,6 +49,7 @@ func TestEchoFilter(t *testing.T) {
 
 // A write cut short expects only the bytes that were written.
 func TestEchoFilterTruncate(t *testing.T) {
+	t.Parallel()
 	var e echoFilter
 	e.expect([]byte("abcdef"))
 	e.truncate(3)
@@ -61,6 +63,7 @@ func TestEchoFilterTruncate(t *testing.T) {
 // The window keeps at least expectWindow bytes, at most twice that, and
 // its offsets match the output's.
 func TestOutWindow(t *testing.T) {
+	t.Parallel()
 	var w outWindow
 	var all strings.Builder
 	for i := 0; i < 5000; i++ {

@@ -20,6 +20,7 @@ import (
 // Issue 9, break 3: at most one result per name, never overwritten, on
 // every path.
 func TestResultNeverOverwritten(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newHarness(t).start()
 	name := h.submit("puts first; expr 1")
@@ -70,10 +71,19 @@ func TestResultNeverOverwritten(t *testing.T) {
 // warning), never a silent stall or a wrong reason; one that cannot be
 // recreated puts the runner in phase error until it is fixed.
 func TestDeletedDirectories(t *testing.T) {
+	t.Parallel()
 	for _, d := range []string{protocol.DirInflight, protocol.DirResult, protocol.DirOutput, protocol.DirArchive, protocol.DirLog} {
 		t.Run(d, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t).start()
-			h.result(h.submit("expr 1"))
+			first := h.submit("expr 1")
+			h.result(first)
+			// The command file moves from inflight/ to archive/ just
+			// after the result shows: deleted before, it is lost.
+			h.waitFor("the command file archived", func() bool {
+				_, err := os.Lstat(filepath.Join(h.dir, protocol.DirArchive, first))
+				return err == nil
+			})
 			if err := os.RemoveAll(filepath.Join(h.dir, d)); err != nil {
 				t.Fatal(err)
 			}
@@ -92,6 +102,7 @@ func TestDeletedDirectories(t *testing.T) {
 		})
 	}
 	t.Run("output is a file", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t).start()
 		h.result(h.submit("expr 1"))
 		out := filepath.Join(h.dir, protocol.DirOutput)
@@ -149,6 +160,7 @@ func fillDisk(mnt string) string {
 // output is incomplete; the heartbeat keeps beating; once space returns
 // commands run normally. Needs a small tmpfs (root, or a mount namespace).
 func TestDiskFull(t *testing.T) {
+	t.Parallel()
 	h, mnt := tmpfsHarness(t, "8m")
 	flag := filepath.Join(h.dir, "go")
 	a := h.submit(fmt.Sprintf("while {![file exists %s]} {after 10}; puts [string repeat x 100000]; expr 42", flag))
@@ -175,6 +187,7 @@ func TestDiskFull(t *testing.T) {
 // of a chatty command filling the disk). Once space returns, the reserve
 // is taken again and output files are written again.
 func TestDiskFullChattyCommand(t *testing.T) {
+	t.Parallel()
 	h, mnt := tmpfsHarness(t, "32m")
 	ballast := filepath.Join(h.dir, protocol.DirTmp, "ballast")
 	h.waitFor("the reserve", func() bool { _, err := os.Stat(ballast); return err == nil })
@@ -245,6 +258,7 @@ func TestDiskFullChattyCommand(t *testing.T) {
 // blocks are already there), so the runner never looks dead. The reserve
 // outlives a stop: the next runner, started on a full disk, has it.
 func TestDiskFullOtherWriter(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	h, mnt := tmpfsHarness(t, "32m")
 	ballast := filepath.Join(h.dir, protocol.DirTmp, "ballast")
@@ -284,6 +298,7 @@ func TestDiskFullOtherWriter(t *testing.T) {
 // handles a bounded number per turn; the results are written as groups by
 // the result writer).
 func TestMassRejectionKeepsBeating(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newFakeHarness(t, nil)
 	const n = 3000
@@ -309,6 +324,7 @@ func TestMassRejectionKeepsBeating(t *testing.T) {
 // held back here until the runner has seen the late command (through
 // inotify) with a ready tool: it must not start it.
 func TestSeqOrderAtStart(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	release := make(chan struct{})
 	first := true
@@ -378,7 +394,9 @@ func writeCmdQuiet(t testing.TB, dir string, seq int64, id, payload string) stri
 // what it started, in its process group, is killed by the next runner
 // before that one settles the interrupted command.
 func TestToolDiesWithRunner(t *testing.T) {
+	t.Parallel()
 	t.Run("the tool", func(t *testing.T) {
+		t.Parallel()
 		dir := filepath.Join(t.TempDir(), "s")
 		p := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms", "--", "sh", "-c", `trap "" HUP INT TERM; exec tclsh`)
 		writeCmd(t, dir, 1, "long", "puts go; flush stdout; after 200000")
@@ -389,6 +407,7 @@ func TestToolDiesWithRunner(t *testing.T) {
 		hh.waitFor("the tool to die with its runner", func() bool { return !pidAlive(pid) || zombie(pid) })
 	})
 	t.Run("its process group", func(t *testing.T) {
+		t.Parallel()
 		dir := filepath.Join(t.TempDir(), "s")
 		side := filepath.Join(t.TempDir(), "side")
 		// sh dies with the runner; the tclsh it runs (HUP ignored) would
@@ -398,6 +417,7 @@ func TestToolDiesWithRunner(t *testing.T) {
 		name := writeCmd(t, dir, 1, "tick", fmt.Sprintf("set f [open %q w]; fconfigure $f -buffering none; for {set i 0} {$i < 4000} {incr i} {puts $f $i; after 50}", side))
 		hh := &harness{t: t, dir: dir}
 		hh.waitFor("ticking", func() bool { fi, err := os.Stat(side); return err == nil && fi.Size() > 10 })
+		old := hh.state().SessionID
 		p.Kill()
 		// The old tclsh survives its runner (the scenario)...
 		fi0, _ := os.Stat(side)
@@ -423,7 +443,11 @@ func TestToolDiesWithRunner(t *testing.T) {
 		}
 		// A stop written before the new runner recorded its start would be
 		// judged stale (written before it started): wait until it serves.
-		hh.waitFor("the new runner to serve", func() bool { return hh.state().Phase == protocol.PhaseIdle })
+		// The dead runner's state.json may say idle too: wait for the new one's.
+		hh.waitFor("the new runner to serve", func() bool {
+			st := hh.state()
+			return st.Phase == protocol.PhaseIdle && st.SessionID != old
+		})
 		os.WriteFile(filepath.Join(dir, protocol.FileStop), nil, 0o600)
 		p.ExitCode()
 		invariants(t, dir, name)
@@ -457,7 +481,9 @@ func checkNoOrphansOf(t testing.TB, dir string, n int) {
 
 // Issue 9, break 11: exactness of output and values.
 func TestExactness(t *testing.T) {
+	t.Parallel()
 	t.Run("trailing CR tcl", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t).start()
 		a := h.submit(`puts -nonewline "abc\r"`)
 		h.result(a)
@@ -466,6 +492,7 @@ func TestExactness(t *testing.T) {
 		}
 	})
 	t.Run("trailing CR sh", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t, func(c *Config) { c.Kind = protocol.KindSh }).start()
 		a := h.submit(`printf 'abc\r'`)
 		h.result(a)
@@ -474,6 +501,7 @@ func TestExactness(t *testing.T) {
 		}
 	})
 	t.Run("no prompt after cancel", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t, func(c *Config) { c.Kind = protocol.KindSh }).start()
 		a := h.submit("echo started; sleep 100")
 		h.waitFor("output", func() bool { return strings.Contains(readFile(h, a), "started") })
@@ -490,6 +518,7 @@ func TestExactness(t *testing.T) {
 		}
 	})
 	t.Run("value cut at a character", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t).start()
 		r := h.result(h.submit("string cat a [string repeat é 40000]"))
 		if !r.ValueTruncated || len(*r.Value) > maxValue || !utf8.ValidString(*r.Value) {
@@ -497,6 +526,7 @@ func TestExactness(t *testing.T) {
 		}
 	})
 	t.Run("tail cut at a character", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t).start()
 		h.result(h.submit("puts [string repeat a 4095]é; puts next"))
 		h.stop(protocol.StopGraceful)
@@ -510,6 +540,7 @@ func TestExactness(t *testing.T) {
 // Issue 9, break 11: what a payload may do to the interpreter does not
 // keep the done marker from arriving, and the next command runs normally.
 func TestPayloadCannotBreakTheMarker(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, payload, output string
 	}{
@@ -523,6 +554,7 @@ func TestPayloadCannotBreakTheMarker(t *testing.T) {
 		{"non-blocking stdout", "fconfigure stdout -blocking 0; puts -nonewline [string repeat x 300000]", strings.Repeat("x", 300000)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t).start()
 			a := h.submit(tc.payload, withTimeout(60))
 			if r := h.result(a); r.Status != protocol.StatusOK {
@@ -550,8 +582,10 @@ func TestPayloadCannotBreakTheMarker(t *testing.T) {
 // is, a command that does nothing and succeeds, for both kinds. It must not
 // be mistaken for "the payload is in a file" (whose name would then be "").
 func TestEmptyPayload(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []protocol.Kind{protocol.KindTcl, protocol.KindSh} {
 		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t, func(c *Config) { c.Kind = kind }).start()
 			a := h.submit("")
 			b := h.submit("   \n")
@@ -569,6 +603,7 @@ func TestEmptyPayload(t *testing.T) {
 // runner is written again at the next heartbeat, not only at the next
 // transition (masters read the phase and session_id from it).
 func TestStateFileDeletedWhileIdle(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	h.result(h.submit("expr 1"))
 	h.waitFor("idle", func() bool { return h.state().Phase == protocol.PhaseIdle })
@@ -586,6 +621,7 @@ func TestStateFileDeletedWhileIdle(t *testing.T) {
 // the FIFO stays (it used to flap between "usable again" and the error on
 // every heartbeat, two events each time); removed, the runner serves again.
 func TestSpoolReplacedByFIFO(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	h.result(h.submit("expr 1"))
 	spool := filepath.Join(h.dir, protocol.FileSpool)
@@ -632,6 +668,7 @@ func TestSpoolReplacedByFIFO(t *testing.T) {
 // used to leave its loop at once: no heartbeat, no control, and a second
 // signal was never read, so it hung until the disk had room.
 func TestStopWhileResultsWait(t *testing.T) {
+	t.Parallel()
 	var full atomic.Bool
 	h := newHarness(t, func(c *Config) {
 		c.writerOps.place = func(tmp, dst string) error {

@@ -38,6 +38,7 @@ func jsonOf(v any) string {
 // gave none), exit_code and signal when the tool exited, error_code, and
 // tool_restarted: an ok command, a Tcl error, a timeout and a tool exit.
 func TestCmdEndSaysHowItEnded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	names := []string{
 		h.submit("set x 1"),
@@ -102,6 +103,7 @@ func TestCmdEndSaysHowItEnded(t *testing.T) {
 // A recovery at start writes one recovery_summary event with its counts;
 // the cmd_end it writes for a dead runner's cmd_begin says how it ended.
 func TestRecoverySummaryEvent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r1 := writeCmd(t, h.dir, 1, "r1", "puts x")
 	r2 := writeCmd(t, h.dir, 2, "r2", "puts y")
@@ -155,6 +157,7 @@ func TestRecoverySummaryEvent(t *testing.T) {
 // rebuilt from its result (detail.recovered), so every cmd_begin keeps its
 // one cmd_end across crashes. A clean stop's log is left alone.
 func TestLostCmdEndRebuiltFromResult(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := writeCmd(t, h.dir, 1, "a", "puts x")
 	b := writeCmd(t, h.dir, 2, "b", "puts y")
@@ -204,6 +207,7 @@ func TestLostCmdEndRebuiltFromResult(t *testing.T) {
 // cmd_end it writes follows that result (PROTOCOL.md §13, §22): its status,
 // exit_reason, spool range and tool_rc, not runner_restarted.
 func TestRecoveredEndFollowsKeptResult(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := writeCmd(t, h.dir, 1, "a", "puts x")
 	os.Rename(filepath.Join(h.dir, protocol.DirQueue, a), filepath.Join(h.dir, protocol.DirInflight, a))
@@ -244,6 +248,7 @@ func TestRecoveredEndFollowsKeptResult(t *testing.T) {
 // earlier than its last cmd_output, and the result's stats describe what
 // its output file holds. Real runner process, real tclsh.
 func TestRecoveredRangeReplays(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "s")
 	p := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
 	h := &harness{t: t, dir: dir}
@@ -259,14 +264,17 @@ func TestRecoveredRangeReplays(t *testing.T) {
 		}
 		return len(outs) > 0
 	})
+	old := h.state().SessionID
 	p.Kill()
 	checkNoOrphans(t, dir)
 	lastOut := *outs[len(outs)-1].SpoolEnd
 	p = startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
 	r := h.result(name)
 	// Recovery writes its results before the runner serves; a stop
-	// written meanwhile would be older than the runner (stale).
-	h.waitFor("serving", func() bool { return h.state().Phase == protocol.PhaseIdle })
+	// written meanwhile would be older than the runner (stale). The dead
+	// runner's state.json may say idle too (its writes are coalesced, and
+	// lag under load): wait for the new runner's.
+	h.waitFor("serving", func() bool { st := h.state(); return st.Phase == protocol.PhaseIdle && st.SessionID != old })
 	stopChecked(t, dir, p)
 	if r.ExitReason != protocol.ReasonRunnerRestarted {
 		t.Fatalf("%+v", r)
@@ -330,6 +338,7 @@ func readEventsLoose(dir string) []protocol.Event {
 // run: kind, cancel_policy, the effective timeout_s and max_output_bytes
 // (absent when none), and payload_sha256 (the result's). Real tclsh.
 func TestQueuedEventAndBeginDetail(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.MaxOutputBytes = 7000 }).start()
 	a := h.submit("expr 6*7", withTimeout(30), withPolicy(protocol.PolicyTerminateTool), withBudget(5000))
 	b := h.submit("expr 1")
@@ -377,6 +386,7 @@ func TestQueuedEventAndBeginDetail(t *testing.T) {
 // when the runner died) ends where the next cmd_begin started, not at the
 // spool's end, and never short of its last cmd_output.
 func TestRecoveredRangeEndsAtNextBegin(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := writeCmd(t, h.dir, 1, "a", "puts x")
 	os.Rename(filepath.Join(h.dir, protocol.DirQueue, a), filepath.Join(h.dir, protocol.DirInflight, a))

@@ -35,6 +35,7 @@ func checkContext(t *testing.T, what string, got, want map[string]any) {
 // a duplicate, the effective timeout, the output budget, the request that
 // cancelled it, how the tool ended. Real tclsh.
 func TestResultErrorContext(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	h.seq = 100
 	q := func(name, content string) string {
@@ -144,6 +145,7 @@ func TestResultErrorContext(t *testing.T) {
 // broke, the sessions of a stale one, the command named and where it is.
 // Replies that acted carry none. Real tclsh.
 func TestReplyErrorContext(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	done := h.submit("expr 1")
 	h.result(done)

@@ -75,6 +75,7 @@ var framerCases = []struct {
 }
 
 func TestFramer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range framerCases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, d, found := frameCommand(t, []byte(tc.stream), "tok", nil)
@@ -93,6 +94,7 @@ func TestFramer(t *testing.T) {
 
 // Every way of splitting the stream into reads gives the same output.
 func TestFramerSplitAnywhere(t *testing.T) {
+	t.Parallel()
 	for _, tc := range framerCases {
 		s := []byte(tc.stream)
 		for i := 0; i <= len(s); i++ {
@@ -109,6 +111,7 @@ func TestFramerSplitAnywhere(t *testing.T) {
 // A marker split over one-byte reads, after megabytes of output, is found,
 // and the framer's held-back state stays small.
 func TestFramerBoundedMemory(t *testing.T) {
+	t.Parallel()
 	body := strings.Repeat("0123456789abcdef_line\r\r\n", 200000) // ~4.8 MB
 	stream := []byte(wrapStream(body))
 	f := newFramer()
@@ -146,6 +149,7 @@ func TestFramerBoundedMemory(t *testing.T) {
 }
 
 func TestMatchDone(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line string
 		ok   bool
@@ -192,6 +196,7 @@ func FuzzFramer(f *testing.F) {
 // the runner's sync marker follows, it was the tool's prompt and is
 // dropped; when the command's own done marker follows, it was output.
 func TestFramerHoldsPromptAfterInterrupt(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, after, marker, want string
 		drop                      bool

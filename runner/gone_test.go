@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,8 +22,10 @@ import (
 // directory it lost, so rm -rf of a busy session failed ("Directory not
 // empty") and the runner served the gutted session.
 func TestGoneLockStopsRunner(t *testing.T) {
+	t.Parallel()
 	for _, what := range []string{"delete " + protocol.FileLock, "delete " + protocol.DirState, "replace " + protocol.FileLock} {
 		t.Run(what, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t).start()
 			h.noCheck = true
 			h.result(h.submit("expr 1"))
@@ -74,26 +77,44 @@ func TestGoneLockStopsRunner(t *testing.T) {
 
 // Two session directories gone at once is no accident the runner repairs:
 // it recreates neither (phase error, the reason names them) and goes on
-// once someone makes one of them again.
+// once someone makes one of them again. On the fake tool and clock: the
+// runner looks at its directories on each heartbeat (and when it takes a
+// command), so with the clock still no look falls between the two
+// deletions (one look between them, on a busy machine, found one missing
+// and rightly made it again).
 func TestGoneTwoDirsNotRecreated(t *testing.T) {
-	h := newHarness(t).start()
+	t.Parallel()
+	h := newFakeHarness(t, nil).start()
 	h.noCheck = true // Command 1's output and archived file go with the directories.
-	h.result(h.submit("expr 1"))
+	first := h.submit("value 1")
+	h.result(first)
+	h.waitFor("the command file archived", func() bool { // It moves just after the result shows.
+		_, err := os.Lstat(filepath.Join(h.dir, protocol.DirArchive, first))
+		return err == nil
+	})
 	for _, d := range []string{protocol.DirOutput, protocol.DirArchive} {
 		must(t, os.RemoveAll(filepath.Join(h.dir, d)))
 	}
-	h.waitFor("phase error naming the missing directories", func() bool {
+	h.advanceUntil("phase error naming the missing directories", 100*time.Millisecond, func() bool {
 		st := h.state()
-		return st.Phase == protocol.PhaseError
+		return st.Phase == protocol.PhaseError && strings.Contains(st.Reason, "output/") && strings.Contains(st.Reason, "archive/")
 	})
-	time.Sleep(5 * h.cfg.Heartbeat) // Heartbeats pass; nothing is made again.
+	for range 5 { // Heartbeats pass; nothing is made again.
+		c0 := h.heartbeatCounter()
+		h.advanceUntil("a heartbeat", 100*time.Millisecond, func() bool { return h.heartbeatCounter() > c0 })
+	}
 	for _, d := range []string{protocol.DirOutput, protocol.DirArchive} {
 		if _, err := os.Lstat(filepath.Join(h.dir, d)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s/ was recreated with another directory missing: %v", d, err)
 		}
 	}
 	must(t, os.Mkdir(filepath.Join(h.dir, protocol.DirOutput), 0o700))
-	if r := h.result(h.submit("expr 2")); r.Status != protocol.StatusOK {
+	a := h.submit("value 2")
+	h.advanceUntil("the next result", 100*time.Millisecond, func() bool {
+		_, err := os.Lstat(filepath.Join(h.dir, protocol.DirResult, a))
+		return err == nil
+	})
+	if r := h.result(a); r.Status != protocol.StatusOK {
 		t.Fatalf("after one directory came back: %+v", r)
 	}
 	if _, err := os.Lstat(filepath.Join(h.dir, protocol.DirArchive)); err != nil {
@@ -104,6 +125,7 @@ func TestGoneTwoDirsNotRecreated(t *testing.T) {
 // rm -rf of a session whose runner has a backlog: the session ends gone
 // and the runner exited (5), and nothing reappears afterwards.
 func TestGoneRmRfBusySession(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	dir := filepath.Join(t.TempDir(), "s")
 	p := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")

@@ -17,6 +17,7 @@ import (
 // A timeout on plain tclsh: Ctrl-C kills tclsh, the runner restarts it and
 // the next command runs in a fresh session.
 func TestTimeoutTclsh(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	h.result(h.submit("set ::kept 1"))
 	a := h.submit("puts started; flush stdout; after 60000", withTimeout(0.5))
@@ -39,6 +40,7 @@ func TestTimeoutTclsh(t *testing.T) {
 
 // The default timeout applies to commands without timeout_s.
 func TestDefaultTimeout(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DefaultTimeout = 300 * time.Millisecond; c.Tool = fakeEDA(t) }).start()
 	a := h.submit("report_timing 1000 20")
 	if r := h.result(a); r.Status != protocol.StatusTimeout {
@@ -49,6 +51,7 @@ func TestDefaultTimeout(t *testing.T) {
 // Cancel by `touch ctl/cancel.json` on a tool that returns to its prompt on
 // Ctrl-C: the command is cancelled, the tool survives with its state.
 func TestCancelByTouchFakeEDA(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Tool = fakeEDA(t) }).start()
 	h.result(h.submit("load_design top"))
 	pid := h.state().ToolPID
@@ -91,6 +94,7 @@ func TestCancelByTouchFakeEDA(t *testing.T) {
 // Cancelling a queued command by id: it gets a cancelled result and never
 // runs.
 func TestCancelQueuedByID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Tool = fakeEDA(t) }).start()
 	side := filepath.Join(t.TempDir(), "side")
 	a := h.submit("report_timing 100000 10")
@@ -117,8 +121,10 @@ func TestCancelQueuedByID(t *testing.T) {
 }
 
 func TestCancelPolicies(t *testing.T) {
+	t.Parallel()
 	for _, pol := range []protocol.CancelPolicy{protocol.PolicyTerminateTool, protocol.PolicyTerminateSession} {
 		t.Run(string(pol), func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t).start()
 			a := h.submit("puts go; flush stdout; exec sleep 1000", withPolicy(pol))
 			h.waitFor("output", func() bool { return strings.Contains(readFile(h, a), "go") })
@@ -141,6 +147,7 @@ func readFile(h *harness, name string) string {
 }
 
 func TestStopGracefulLeavesQueue(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newHarness(t, func(c *Config) { c.Tool = fakeEDA(t) }).start()
 	a := h.submit("report_timing 10 30")
@@ -173,6 +180,7 @@ func TestStopGracefulLeavesQueue(t *testing.T) {
 }
 
 func TestStopForce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("puts go; flush stdout; exec sleep 1000")
 	h.waitFor("output", func() bool { return strings.Contains(readFile(h, a), "go") })
@@ -188,6 +196,7 @@ func TestStopForce(t *testing.T) {
 
 // SIGTERM to the runner process is a graceful stop; a second one forces.
 func TestSignals(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "s")
 	p := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
 	name := writeCmd(t, dir, 1, "s1", "puts go; flush stdout; after 500; puts end")
@@ -226,6 +235,7 @@ func TestSignals(t *testing.T) {
 // The lease is written once the command runs, so it expires mid-command
 // however long the tool took to start.
 func TestLeaseExpiresMidCommand(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("puts go; flush stdout; after 60000")
 	h.waitFor("output", func() bool { return strings.Contains(readFile(h, a), "go") })
@@ -247,6 +257,7 @@ func TestLeaseExpiresMidCommand(t *testing.T) {
 // first ttl; expires_at in the past would have stopped it were ttl_ms not
 // set, so a master's wrong clock does not matter.
 func TestLeaseRenewalKeepsRunner(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newHarness(t).start()
 	stop := make(chan struct{})
@@ -280,6 +291,7 @@ func TestLeaseRenewalKeepsRunner(t *testing.T) {
 }
 
 func TestRequireLease(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.RequireLease = true; c.LeaseGrace = 300 * time.Millisecond }).start()
 	if err := h.waitExit(); err != nil {
 		t.Fatal(err)
@@ -290,6 +302,7 @@ func TestRequireLease(t *testing.T) {
 }
 
 func TestExitInPayload(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("puts bye; exit 3")
 	r := h.result(a)
@@ -305,6 +318,7 @@ func TestExitInPayload(t *testing.T) {
 }
 
 func TestToolKilledFromOutside(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("puts go; flush stdout; after 60000")
 	h.waitFor("output", func() bool { return strings.Contains(readFile(h, a), "go") })
@@ -319,6 +333,7 @@ func TestToolKilledFromOutside(t *testing.T) {
 }
 
 func TestSecondRunnerRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	h.result(h.submit("expr 1"))
 	before, _ := os.ReadFile(filepath.Join(h.dir, protocol.FileState))
@@ -346,6 +361,7 @@ func TestSecondRunnerRefused(t *testing.T) {
 // interrupted command gets exactly one runner_restarted result, the rest of
 // the queue is served, nothing runs twice.
 func TestRunnerCrashRecovery(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "s")
 	side := filepath.Join(t.TempDir(), "side")
 	tick := func(id string) string {
@@ -398,6 +414,7 @@ func TestRunnerCrashRecovery(t *testing.T) {
 }
 
 func TestCrashLoopToolBacksOff(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "seconds of real tclsh and races")
 	h := newHarness(t, func(c *Config) { c.Tool = []string{"sh", "-c", "exit 1"}; c.MaxRestarts = 100 }).start()
 	h.waitFor("backoff", func() bool {
@@ -414,6 +431,7 @@ func TestCrashLoopToolBacksOff(t *testing.T) {
 }
 
 func TestInitScriptSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	init := filepath.Join(t.TempDir(), "init.tcl")
 	os.WriteFile(init, []byte("puts {loading design}\nset ::design_loaded yes\nproc helper {} {return helped}\n"), 0o600)
 	h := newHarness(t, func(c *Config) { c.Init = []string{init} }).start()
@@ -430,6 +448,7 @@ func TestInitScriptSurvivesRestart(t *testing.T) {
 }
 
 func TestInitFailingServesNothing(t *testing.T) {
+	t.Parallel()
 	init := filepath.Join(t.TempDir(), "init.tcl")
 	os.WriteFile(init, []byte("error {license not available}\n"), 0o600)
 	h := newHarness(t, func(c *Config) { c.Init = []string{init} }).start()
@@ -454,6 +473,7 @@ func TestInitFailingServesNothing(t *testing.T) {
 
 // Inflight leftovers with and without results are settled at start.
 func TestRecoveryOfInflight(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	writeCmd(t, h.dir, 1, "r1", "puts x")
 	writeCmd(t, h.dir, 2, "r2", "puts y")
@@ -482,6 +502,7 @@ func TestRecoveryOfInflight(t *testing.T) {
 // with "lease expired"). A renewal that is itself already expired then
 // stops it.
 func TestStaleLeaseAtStartIgnored(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.writeFile(protocol.FileLease, `{"lease_id":"old","expires_at":1000}`)
 	h.start()
@@ -519,11 +540,19 @@ func TestStaleLeaseAtStartIgnored(t *testing.T) {
 // says (PROTOCOL.md §10): the new runner serves a command that runs well
 // past ttl_ms. Once a master writes a lease again (a change of the file),
 // ttl_ms is judged as usual and the runner stops when it is not renewed.
+// The lease is judged on the runner's clock: a fake one here, moved 5 s
+// (five heartbeats) while the command waits for input.
 func TestStaleTTLLeaseAtStartIgnored(t *testing.T) {
-	h := newHarness(t)
+	t.Parallel()
+	h := newFakeHarness(t, nil)
 	h.writeFile(protocol.FileLease, `{"lease_id":"old","ttl_ms":300,"expires_at":"2001-01-01T00:00:00Z","counter":7,"owner":"m@h:1"}`)
 	h.start()
-	r := h.result(h.submit("after 1500; expr 6*7"))
+	a := h.submit("printn waiting\ngets\nvalue 42")
+	waitEvent(t, h.waitTool(1), "gets")
+	from := h.clk.Now()
+	h.advanceUntil("5 s on the runner's clock", 100*time.Millisecond, func() bool { return h.clk.Now().Sub(from) >= 5*time.Second })
+	h.send(1, "c1", "go\n", nil) // Had the lease stopped the runner, a's result would say lease_expired.
+	r := h.result(a)
 	if r.Status != protocol.StatusOK || *r.Value != "42" {
 		t.Fatalf("a leftover ttl_ms lease stopped the new runner: %+v %+v", r, r.Error)
 	}
@@ -552,6 +581,7 @@ func TestStaleTTLLeaseAtStartIgnored(t *testing.T) {
 // as no lease: unless a master renews it within --lease-grace, the runner
 // stops as on expiry, and says why.
 func TestRequireLeaseStaleAtStart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.RequireLease = true; c.LeaseGrace = 300 * time.Millisecond })
 	h.writeFile(protocol.FileLease, `{"lease_id":"old","ttl_ms":3600000,"expires_at":"2001-01-01T00:00:00Z","counter":7}`)
 	h.start()

@@ -3,12 +3,14 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,7 +30,19 @@ const longWait = 90 * time.Second
 
 var runnerBin string // built once in TestMain for tests that need a process
 
+// parallelTests is how many of this package's parallel tests run at once
+// unless -test.parallel says otherwise. They wait on tools on PTYs, not on
+// the CPU: go test's default (GOMAXPROCS, 2 on a small machine) would
+// leave the machine idle most of the run.
+func parallelTests() int { return max(8, 4*runtime.GOMAXPROCS(0)) }
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests()))
+	}
 	if _, err := exec.LookPath("tclsh"); err != nil {
 		fmt.Fprintln(os.Stderr, "tclsh is required (apt-get install tcl)")
 		os.Exit(1)

@@ -35,6 +35,7 @@ func (h *harness) heartbeatCounter() int64 {
 // neither freezes the runner nor grows it: lease_error says why, the
 // heartbeat keeps moving, and a stop request is honoured.
 func TestHostileLeaseFile(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, want string
 		plant      func(t *testing.T, p string)
@@ -59,6 +60,7 @@ func TestHostileLeaseFile(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t).start()
 			h.result(h.submit("expr 1"))
 			tc.plant(t, filepath.Join(h.dir, protocol.FileLease))
@@ -109,6 +111,7 @@ func openGuarded(t *testing.T, cfg Config) (*Runner, error) {
 // symlink at runner.lock, session.out or meta.log is refused with a
 // message that says what to remove (and a symlink's target is untouched).
 func TestHostileFilesAtStart(t *testing.T) {
+	t.Parallel()
 	target := filepath.Join(t.TempDir(), "target")
 	for _, tc := range []struct {
 		name, rel string
@@ -163,7 +166,9 @@ func TestHostileFilesAtStart(t *testing.T) {
 // Issue 9, break 2: numbers out of range are clamped or rejected, with a
 // warning, and never read as "expired" or "none".
 func TestNumbersOutOfRange(t *testing.T) {
+	t.Parallel()
 	t.Run("ttl_ms max int64", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t).start()
 		h.writeFile(protocol.FileLease, `{"lease_id":"L","ttl_ms":9223372036854775807}`)
 		h.waitFor("the clamp event", func() bool {
@@ -189,6 +194,7 @@ func TestNumbersOutOfRange(t *testing.T) {
 		{"expires_at negative", `{"lease_id":"L","expires_at":-5}`, "out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t).start()
 			h.writeFile(protocol.FileLease, tc.lease)
 			h.waitFor("lease_error", func() bool { return strings.Contains(h.state().LeaseError, tc.want) })
@@ -200,6 +206,7 @@ func TestNumbersOutOfRange(t *testing.T) {
 		})
 	}
 	t.Run("timeout_s 1e-12", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t, func(c *Config) { c.DefaultTimeout = time.Hour }).start()
 		r := h.result(h.submit("after 60000", withTimeout(1e-12)))
 		if r.Status != protocol.StatusTimeout {
@@ -210,6 +217,7 @@ func TestNumbersOutOfRange(t *testing.T) {
 		}
 	})
 	t.Run("timeout_s 1e300", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t).start()
 		if r := h.result(h.submit("expr 5", withTimeout(1e300))); r.Status != protocol.StatusOK {
 			t.Fatalf("a huge timeout_s: %+v", r)
@@ -220,6 +228,7 @@ func TestNumbersOutOfRange(t *testing.T) {
 // Issue 9, break 4: ctl/cancel.json created as a directory is moved out of
 // ctl/ (nothing done, an event says so) and cancels keep working.
 func TestCancelFileAsDirectory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("puts go; flush stdout; after 60000")
 	h.waitFor("output", func() bool { return strings.Contains(readFile(h, a), "go") })
@@ -254,6 +263,7 @@ func TestCancelFileAsDirectory(t *testing.T) {
 // message that says how to fix them; a setgid (group-shared) session works
 // with the documented modes; a world-readable one only warns.
 func TestTrustModel(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		mode os.FileMode
@@ -263,6 +273,7 @@ func TestTrustModel(t *testing.T) {
 		{"group writable without setgid", 0o770, "chmod g+s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "s")
 			os.Mkdir(dir, 0o700)
 			os.Chmod(dir, tc.mode)
@@ -273,6 +284,7 @@ func TestTrustModel(t *testing.T) {
 		})
 	}
 	t.Run("symlinked subdirectory", func(t *testing.T) {
+		t.Parallel()
 		dir := filepath.Join(t.TempDir(), "s")
 		os.Mkdir(dir, 0o700)
 		other := t.TempDir()
@@ -283,6 +295,7 @@ func TestTrustModel(t *testing.T) {
 		}
 	})
 	t.Run("group shared", func(t *testing.T) {
+		t.Parallel()
 		dir := filepath.Join(t.TempDir(), "s")
 		os.Mkdir(dir, 0o700)
 		os.Chmod(dir, 0o770|os.ModeSetgid)
@@ -296,6 +309,7 @@ func TestTrustModel(t *testing.T) {
 		}
 	})
 	t.Run("world readable warns", func(t *testing.T) {
+		t.Parallel()
 		dir := filepath.Join(t.TempDir(), "s")
 		os.Mkdir(dir, 0o755)
 		os.Chmod(dir, 0o755)
@@ -315,6 +329,7 @@ func TestTrustModel(t *testing.T) {
 		}
 	})
 	t.Run("another user's directory", func(t *testing.T) {
+		t.Parallel()
 		if os.Geteuid() != 0 {
 			t.Skip("needs root to give the directory to another user")
 		}
@@ -327,6 +342,7 @@ func TestTrustModel(t *testing.T) {
 		}
 	})
 	t.Run("queue replaced by another user", func(t *testing.T) {
+		t.Parallel()
 		if os.Geteuid() != 0 {
 			t.Skip("needs root to create a directory owned by another user")
 		}
@@ -352,6 +368,7 @@ func TestTrustModel(t *testing.T) {
 		os.RemoveAll(q + ".old")
 	})
 	t.Run("payload file symlink", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t).start()
 		target := filepath.Join(t.TempDir(), "target")
 		os.WriteFile(target, []byte("precious\n"), 0o600)
@@ -374,6 +391,7 @@ func stringOf(v any) string { s, _ := v.(string); return s }
 // stuck. Every file meant as a command is answered; leftovers of an
 // interrupted runner are swept at start.
 func TestNothingStuck(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	// Leftovers of a runner killed mid-write.
 	plant := map[string]bool{
@@ -433,6 +451,7 @@ func TestNothingStuck(t *testing.T) {
 // Issue 9, break 12: a queue file the runner cannot read is answered with
 // the reason, not retried forever.
 func TestUnreadableQueueFile(t *testing.T) {
+	t.Parallel()
 	name := protocol.CommandName(1, "locked")
 	if os.Geteuid() != 0 {
 		h := newHarness(t).start()
@@ -475,6 +494,7 @@ func TestUnreadableQueueFile(t *testing.T) {
 // A cmd_<19 digits>_<id>.json (a poisoned seq/hint) is answered under its
 // own name, so a master waiting for it learns why.
 func TestNineteenDigitSeq(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	name := "cmd_" + strconv.FormatUint(1<<63, 10) + "_x.json"
 	h.writeFile(rel(protocol.DirQueue, name), `{"cmd_id":"x","seq":1,"kind":"tcl","payload":"expr 1"}`)
@@ -487,6 +507,7 @@ func TestNineteenDigitSeq(t *testing.T) {
 // no hostname) is no evidence of a live runner: no lock_takeover, and the
 // runner starts without watching it.
 func TestSeedHeartbeatIgnored(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.writeFile(protocol.FileHeartbeat, `{"timestamp":"1700000000000","runner_pid":4242,"phase":"idle"}`)
 	h.start()
@@ -500,6 +521,7 @@ func TestSeedHeartbeatIgnored(t *testing.T) {
 // SPEC E: while a command runs, state.json shows its last partial line and
 // how long it has been quiet (an interactive prompt waiting for input).
 func TestStateShowsLastLine(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit(`puts "line one"; puts -nonewline "Continue? \[y/n\] "; flush stdout; after 60000`)
 	h.waitFor("current_last_line", func() bool {
@@ -522,6 +544,7 @@ func TestStateShowsLastLine(t *testing.T) {
 // the command still gets its one result, a regular file, and an event says
 // what was displaced. The symlink's target is never touched.
 func TestNonResultDisplaced(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	outside := filepath.Join(t.TempDir(), "target.json")
 	if err := os.WriteFile(outside, []byte("keep me"), 0o600); err != nil {

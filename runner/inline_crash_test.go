@@ -20,9 +20,11 @@ import (
 // with a warning event and recovery_summary's outputs_rebuilt, and keeps
 // the result as it was.
 func TestOutputRebuiltFromResultAfterCrash(t *testing.T) {
+	t.Parallel()
 	const want = "hello\nworld\n"
 	for _, damage := range []string{"truncated", "removed", "garbled", "fifo", "intact", "marker lost"} {
 		t.Run(damage, func(t *testing.T) {
+			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "s")
 			p := startBinary(t, failpointRunner(t), []string{"SP_FAILPOINT=result_output_lagging"}, "--session", dir, "--heartbeat", "100ms")
 			a := writeCmd(t, dir, 1, "a", `puts hello; puts world`)

@@ -37,6 +37,7 @@ func (h *harness) send(seq int64, id, data string, more map[string]any) string {
 // from the expect cursor (the end of the previous match), so the second
 // does not match the first prompt again; the reply says where it matched.
 func TestInputExpectCursorFake(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil).start()
 	a := h.submit("printn Overwrite?\ngets\nprintn Overwrite?\ngets\nvalue done")
 	tool := h.waitTool(1)
@@ -71,6 +72,7 @@ func TestInputExpectCursorFake(t *testing.T) {
 // whose expect is pending waits for it (here until its expect times out,
 // on the runner's clock), and only then reaches the tool.
 func TestInputOrderBehindExpectFake(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil).start()
 	a := h.submit("printn First\ngets\nprintn Second\ngets")
 	tool := h.waitTool(1)
@@ -110,6 +112,7 @@ func TestInputOrderBehindExpectFake(t *testing.T) {
 // queued, finished, unknown (also a cmd_id that a queued command's name
 // merely starts with), and the reply names the command's state.
 func TestInputRefusedFake(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil).start()
 	done := h.submit("value 1")
 	h.result(done)
@@ -158,6 +161,7 @@ func TestInputRefusedFake(t *testing.T) {
 // A secret is refused while the terminal echoes, and otherwise delivered
 // with no trace of its bytes: no sha256 in the reply or the event.
 func TestInputSecretFake(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, func(int) fakeBehavior { return fakeBehavior{onInt: "prompt", echo: true} }).start()
 	a := h.submit("printn Password:\ngets")
 	tool := h.waitTool(1)
@@ -189,6 +193,7 @@ func TestInputSecretFake(t *testing.T) {
 // Input the command did not read is dropped at the fence after its done
 // marker: it never reaches the tool's prompt or the next command.
 func TestInputFenceDropsUnreadFake(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil).start()
 	a := h.submit("printn ready?\ngets")
 	b := h.submit("value next")
@@ -218,6 +223,7 @@ func TestInputFenceDropsUnreadFake(t *testing.T) {
 // the runner, and when the command ends (here a cancel) it is cut off and
 // answered not_running with the count written.
 func TestInputStuckWriteEndsWithCommandFake(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, func(int) fakeBehavior { return fakeBehavior{onInt: "prompt", stuck: true} }).start()
 	a := h.submit("printn ask\nhang")
 	tool := h.waitTool(1)
@@ -241,6 +247,7 @@ func TestInputStuckWriteEndsWithCommandFake(t *testing.T) {
 // without cancel semantics; resize reaches the terminal and is kept for
 // the next start of the tool.
 func TestInputSignalResizeFake(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil).start()
 	a := h.submit("printn waiting\ngets\nvalue after")
 	tool := h.waitTool(1)
@@ -287,6 +294,7 @@ func TestInputSignalResizeFake(t *testing.T) {
 // The terminal's echo of delivered input, when the tool's terminal echoes,
 // is left out of the command's output and kept in the spool.
 func TestInputEchoLeftOutOfOutputFake(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, func(int) fakeBehavior { return fakeBehavior{onInt: "prompt", echo: true} }).start()
 	a := h.submit("printn name:\ngets")
 	h.reply(h.send(1, "c1", "bob\n", map[string]any{"expect": "name:"}))
@@ -303,6 +311,7 @@ func TestInputEchoLeftOutOfOutputFake(t *testing.T) {
 // A send whose master withdrew it (deleted its file) before delivery is
 // not delivered; it has its event and no reply.
 func TestInputWithdrawnFake(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil).start()
 	a := h.submit("printn q\ngets")
 	tool := h.waitTool(1)
@@ -336,6 +345,7 @@ func (h *harness) taken(seq int64) {
 // output it expects does not exist yet), within its expect timeout; one
 // whose command is cancelled while queued is refused as finished.
 func TestInputExpectWaitsForQueuedFake(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil).start()
 	first := h.submit("printn busy\ngets")
 	second := h.submit("printn Overwrite?\ngets\nvalue ok")
@@ -368,6 +378,7 @@ func TestInputExpectWaitsForQueuedFake(t *testing.T) {
 // Requests waiting behind a pending expect are bounded: beyond maxHeld a
 // request is rejected at once (each may carry 1 MiB).
 func TestInputHeldBoundedFake(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil).start()
 	a := h.submit("printn q\ngets")
 	tool := h.waitTool(1)

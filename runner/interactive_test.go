@@ -21,6 +21,7 @@ import (
 
 // Tcl `gets stdin` in a payload is answered by a send.
 func TestInteractiveTclGets(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit(`puts -nonewline "name? "; flush stdout; gets stdin x; puts "hello $x"; set x`)
 	r := h.reply(h.send(1, "c1", "world\n", map[string]any{"expect": `name\? $`}))
@@ -37,6 +38,7 @@ func TestInteractiveTclGets(t *testing.T) {
 // twice: each answer waits for its own prompt (the expect cursor moves
 // past the first match).
 func TestInteractiveOverwriteAskedTwice(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit(`foreach f {a.v b.v} {puts -nonewline "File $f exists. Overwrite? (y/n) "; flush stdout; gets stdin ans; puts "$f: $ans"}`)
 	var replies []protocol.ControlReply
@@ -59,6 +61,7 @@ func TestInteractiveOverwriteAskedTwice(t *testing.T) {
 // with a secret: afterwards nothing of the secret — its bytes, its base64,
 // its sha256 — is in any file of the session.
 func TestInteractiveSecretLeavesNoTrace(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Kind = protocol.KindSh }).start()
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
@@ -110,6 +113,7 @@ func grepSession(t *testing.T, dir string, needles [][]byte) {
 
 // A secret is refused while the payload has turned the terminal's echo on.
 func TestInteractiveSecretRefusedWhileEchoOn(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Kind = protocol.KindSh }).start()
 	a := h.submit(`stty echo; printf 'Password: '; IFS= read -r pw; stty -echo; echo "read ${#pw}"`)
 	r := h.reply(h.send(1, "c1", "S3cret-on-screen\n", map[string]any{"secret": true, "expect": "Password: "}))
@@ -124,6 +128,7 @@ func TestInteractiveSecretRefusedWhileEchoOn(t *testing.T) {
 // The terminal's echo of typed input (a payload turned echo on) is left
 // out of the command's output and kept in the spool.
 func TestInteractiveEchoOnOutput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Kind = protocol.KindSh }).start()
 	a := h.submit(`stty echo; printf 'name: '; IFS= read -r n; stty -echo; echo "hi $n"`)
 	h.reply(h.send(1, "c1", "bob\n", map[string]any{"expect": "name: "}))
@@ -143,6 +148,7 @@ func TestInteractiveEchoOnOutput(t *testing.T) {
 // (a prefix of every cmd_id) and input written before the command existed
 // are refused.
 func TestInteractiveRacesNeverLeak(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	if r := h.reply(h.send(1, "c1", "EARLY\n", nil)); r.Outcome != protocol.OutcomeNotRunning || r.CmdState != "unknown" {
 		t.Fatalf("send before the command exists: %+v", r)
@@ -198,6 +204,7 @@ func TestInteractiveRacesNeverLeak(t *testing.T) {
 // A send to a queued command is refused with cmd_state queued and never
 // reaches it when it runs.
 func TestInteractiveQueuedRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit(`puts -nonewline "first? "; flush stdout; gets stdin x; puts "first got $x"`)
 	b := h.submit(`fconfigure stdin -blocking 0; after 50; set got [read stdin]; fconfigure stdin -blocking 1; puts "second saw <$got>"`)
@@ -217,6 +224,7 @@ func TestInteractiveQueuedRefused(t *testing.T) {
 // its status): delivered to the foreground process group, and the command
 // goes on to its end (no cancel semantics).
 func TestInteractiveSignalUSR1FakeEDA(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Tool = fakeEDA(t) }).start()
 	a := h.submit(`load_design top; report_timing 40 50; puts -nonewline "continue? "; flush stdout; gets stdin x; set x`)
 	h.waitFor("the report", func() bool { return bytes.Contains(readSpool(h), []byte("Path 2: slack")) })
@@ -246,6 +254,7 @@ func readSpool(h *harness) []byte {
 // The fake EDA tool's own prompt ("File … exists. Overwrite? (y/n) ")
 // answered with send --expect, and its sign-off password with a secret.
 func TestInteractiveFakeEDAPrompts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Tool = fakeEDA(t) }).start()
 	file := filepath.Join(t.TempDir(), "top.v")
 	if err := os.WriteFile(file, []byte("old\n"), 0o600); err != nil {
@@ -279,6 +288,7 @@ func TestInteractiveFakeEDAPrompts(t *testing.T) {
 
 // resize is seen by the tool: `stty size` before and after.
 func TestInteractiveResize(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Kind = protocol.KindSh }).start()
 	a := h.submit(`stty size; printf 'resized? '; read -r x; stty size`)
 	h.waitFor("the prompt", func() bool { return bytes.Contains(readSpool(h), []byte("resized? ")) })
@@ -297,6 +307,7 @@ func TestInteractiveResize(t *testing.T) {
 // the next command, so later outputs are exact and nothing typed shows up,
 // and a warning event says what was turned off (issue 22.6).
 func TestTerminalModesRestoredBeforeEachCommand(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit(`exec stty sane <@stdin; puts -nonewline s`)
 	b := h.submit(`set x 1`)

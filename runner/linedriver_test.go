@@ -19,6 +19,7 @@ func feedSplit(prompt string, in []byte, n int) []byte {
 }
 
 func TestPromptFilter(t *testing.T) {
+	t.Parallel()
 	yosys, _ := Preset("yosys")
 	ngspice, _ := Preset("ngspice")
 	cases := []struct {
@@ -75,6 +76,7 @@ func FuzzPromptFilter(f *testing.F) {
 }
 
 func TestParseDriver(t *testing.T) {
+	t.Parallel()
 	for _, k := range Presets() {
 		if _, ok := Preset(k); !ok {
 			t.Fatalf("preset %s does not load", k)
@@ -121,6 +123,7 @@ func TestParseDriver(t *testing.T) {
 
 // TestBootWatch: the start-up verdicts on a fake clock.
 func TestBootWatch(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 

@@ -22,8 +22,10 @@ import (
 // state/runner.lock before the runner starts: refused with a message saying
 // what to remove, and the other name's file is neither written nor chmodded.
 func TestLinksHardLinkAtStart(t *testing.T) {
+	t.Parallel()
 	for _, rel := range []string{protocol.FileMeta, protocol.FileSpool, protocol.FileLock} {
 		t.Run(strings.ReplaceAll(rel, "/", "_"), func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t)
 			h.noCheck = true
 			target := filepath.Join(filepath.Dir(h.dir), "precious")
@@ -71,8 +73,10 @@ func bindMount(t *testing.T, src, dst string) (unmount func()) {
 // points); the runner reports the layout (phase error) and goes on once it
 // is unmounted.
 func TestLinksBindMountOverDir(t *testing.T) {
+	t.Parallel()
 	for _, d := range []string{protocol.DirOutput, protocol.DirLog, protocol.DirResult} {
 		t.Run(d, func(t *testing.T) {
+			t.Parallel()
 			out := t.TempDir()
 			h := newHarness(t).start()
 			h.result(h.submit("expr 1"))
@@ -99,11 +103,13 @@ func TestLinksBindMountOverDir(t *testing.T) {
 // passes its mode); the commands and results wait, and come once the
 // directory is the runner's again.
 func TestLinksForeignResultDir(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (to chown a directory to another user), as CI has")
 	}
 	for _, d := range []string{protocol.DirResult, protocol.DirOutput} {
 		t.Run(d, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t).start()
 			h.result(h.submit("expr 1"))
 			foreign := filepath.Join(h.dir, ".foreign")
@@ -137,8 +143,10 @@ func TestLinksForeignResultDir(t *testing.T) {
 // through the mount, or run without a lock of the session's), and the
 // mounted file is untouched.
 func TestLinksBindMountOverFileAtStart(t *testing.T) {
+	t.Parallel()
 	for _, rel := range []string{protocol.FileMeta, protocol.FileSpool, protocol.FileLock} {
 		t.Run(strings.ReplaceAll(rel, "/", "_"), func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t)
 			h.noCheck = true
 			victim := filepath.Join(t.TempDir(), "victim")

@@ -15,6 +15,7 @@ import (
 // session_lost), writes nothing into the new session and answers none of
 // its requests; the second serves it and is the one a stop stops.
 func TestSessionDeletedOldRunnerStops(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "s")
 	old := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
 	writeCmd(t, dir, 1, "long", "puts go; flush stdout; after 600000")
@@ -22,7 +23,15 @@ func TestSessionDeletedOldRunnerStops(t *testing.T) {
 	hh.waitFor("busy", func() bool { return hh.state().Phase == protocol.PhaseBusy })
 	oldState := hh.state()
 	oldTool := oldState.ToolPID
-	if err := os.RemoveAll(dir); err != nil {
+	// The runner may write a temporary file into tmp/ while it is being
+	// emptied, as under rm -rf: try again (TestGoneRmRfBusySession too).
+	var err error
+	for i := 0; i < 20; i++ {
+		if err = os.RemoveAll(dir); err == nil {
+			break
+		}
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	second := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
@@ -60,6 +69,7 @@ func TestSessionDeletedOldRunnerStops(t *testing.T) {
 // runner after state/ was cleaned up) stops at its next heartbeat; so does
 // one whose lock file is merely deleted or replaced (TestGoneLockStopsRunner).
 func TestLockTakenOldRunnerStops(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "s")
 	p := startRunnerProc(t, "--session", dir, "--heartbeat", "100ms")
 	hh := &harness{t: t, dir: dir}

@@ -23,6 +23,7 @@ func failpointRunner(t testing.TB) string {
 // the next runner (it names the dead runner's session, or is older than the
 // new start) and is answered so without acting.
 func TestMailboxExactlyOnceAcrossKill(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		point     string
 		sessionID bool
@@ -32,6 +33,7 @@ func TestMailboxExactlyOnceAcrossKill(t *testing.T) {
 			name += "_without_session_id"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "s")
 			h := &harness{t: t, dir: dir}
 			p := startBinary(t, failpointRunner(t), []string{"SP_FAILPOINT=" + tc.point}, "--session", dir, "--heartbeat", "100ms")

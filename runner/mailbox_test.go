@@ -75,6 +75,7 @@ func requestEvents(evs []protocol.Event, reqID string) []protocol.Event {
 // event; the files are created in reverse order to show that seq, not
 // arrival, decides.
 func TestMailboxFiveCancelsInOrder(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Poll = 250 * time.Millisecond; c.Watch = WatchPoll }).start()
 	a := h.submit("puts go; flush stdout; after 60000")
 	var queued []string
@@ -133,6 +134,7 @@ func TestMailboxFiveCancelsInOrder(t *testing.T) {
 // Every outcome a cancel, stop, send, signal or resize request can have in
 // this runner, each with exactly one event and one reply.
 func TestMailboxOutcomes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	h.state() // Written by Run, after its first steps.
 	if _, err := os.Lstat(filepath.Join(h.dir, protocol.FileTail)); err != nil {
@@ -267,6 +269,7 @@ func TestMailboxOutcomes(t *testing.T) {
 // falls back to the running command), and a ts without offset neither
 // redirects a cancel nor turns a force stop into a graceful one.
 func TestLegacyMalformedDoesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("puts go; flush stdout; after 60000")
 	b := h.submit("puts never")
@@ -329,6 +332,7 @@ func countOutcome(evs []protocol.Event, name, outcome string) int {
 // the next runner's start and does not stop it; one naming another runner
 // session does not either.
 func TestStaleStopDoesNotStopNextRunner(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.writeFile(protocol.FileStop, "")
 	h.request(1, "old-stop", protocol.OpStop, map[string]any{"mode": "force"})
@@ -376,6 +380,7 @@ func TestStaleStopDoesNotStopNextRunner(t *testing.T) {
 // moved out of the way; nothing is cancelled or stopped and no name is left
 // behind in ctl/.
 func TestLegacySpecialFiles(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit("puts go; flush stdout; after 60000")
 	h.waitFor("a running", func() bool { return strings.Contains(readFile(h, a), "go") })
@@ -430,6 +435,7 @@ func TestLegacySpecialFiles(t *testing.T) {
 // --parse-grace; names that are not requests are left alone; a reply whose
 // write fails is retried without acting again.
 func TestMailboxOrderRetryAndStrangers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start()
 	h.result(h.submit("expr 1"))
 	h.writeFile("ctl/notes.txt", "not a request")

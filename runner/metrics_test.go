@@ -12,6 +12,7 @@ import (
 // TestLeaseRemaining: +Inf without a lease (or a stale one), the grace left
 // with --require-lease, the TTL left since the last renewal, 0 once expired.
 func TestLeaseRemaining(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	r := &Runner{id: identity{started: now.Add(-10 * time.Second)}}
 	r.cfg.LeaseGrace = 30 * time.Second
@@ -79,6 +80,7 @@ func (o *recorder) Close() {
 // sees every result and heartbeat, and is closed last, after a final
 // heartbeat that says stopped.
 func TestObserver(t *testing.T) {
+	t.Parallel()
 	o := &recorder{}
 	h := newHarness(t, func(c *Config) { c.Observer = o }).start()
 	h.result(h.submit("puts hello"))

@@ -10,6 +10,7 @@ import (
 )
 
 func TestSettled(t *testing.T) {
+	t.Parallel()
 	k := func(s seqKey) seqKey { return s }
 	a, b, c, d := seqKey{1, "a"}, seqKey{2, "b"}, seqKey{2, "c"}, seqKey{3, "d"}
 	for _, tc := range []struct {
@@ -55,6 +56,7 @@ func hideOnce(earlier, later string) func(string) ([]string, error) {
 // Two commands queued before the start, and a first listing of queue/
 // that shows only the later one: the earlier still runs first.
 func TestSeqOrderListingRace(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil)
 	a := writeCmdQuiet(t, h.dir, 1, "a", "value 1")
 	b := writeCmdQuiet(t, h.dir, 2, "b", "value 2")
@@ -76,6 +78,7 @@ func TestSeqOrderListingRace(t *testing.T) {
 // Two sends written one after the other, and a listing of ctl/ that shows
 // only the second: the first is still delivered first.
 func TestRequestOrderListingRace(t *testing.T) {
+	t.Parallel()
 	n1, n2 := protocol.RequestName(1, "s1"), protocol.RequestName(2, "s2")
 	h := newFakeHarness(t, nil, func(c *Config) { c.listCtl = hideOnce(n1, n2) }).start()
 	a := h.submit("gets\ngets\nvalue done")

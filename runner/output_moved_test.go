@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -35,8 +36,10 @@ func waitOutputStarted(h *harness, name string) {
 // longer the session's and rebuilds it in output/ from what it wrote; the
 // result describes the file in the session, byte for byte.
 func TestOutputMovedRebuilt(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"mv", "rm -rf"} {
 		t.Run(how, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t).start()
 			h.result(h.submit("expr 1"))
 			h.noCheck = true // Command 1's output goes with output/.
@@ -71,17 +74,27 @@ func TestOutputMovedRebuilt(t *testing.T) {
 // When the output cannot be put back (output/ moved away together with
 // archive/: two directories lost at once are not made again), the result
 // says plainly that it is gone: an io_error naming the file and the bytes
-// printed, never "ok" with bytes the session does not have.
+// printed, never "ok" with bytes the session does not have. On the fake
+// tool and clock: the command waits for input while the two directories
+// go, and with the clock still no heartbeat's look at the layout falls
+// between the two (it would rightly make the first one again).
 func TestOutputMovedGoneSaysSo(t *testing.T) {
-	h := newHarness(t).start()
-	h.result(h.submit("expr 1"))
+	t.Parallel()
+	h := newFakeHarness(t, nil).start()
+	h.result(h.submit("value 1"))
 	h.noCheck = true
-	payload, want := printSlowly(10)
-	a := h.submit(payload)
-	waitOutputStarted(h, a)
+	a := h.submit("print line 0 of the output\ngets\nprint line 2 of the output")
+	want := "line 0 of the output\ngot go on\nline 2 of the output\n"
+	waitEvent(t, h.waitTool(1), "gets")
+	p := filepath.Join(h.dir, protocol.DirOutput, protocol.OutputName(a))
+	h.advanceUntil("output in "+p, 10*time.Millisecond, func() bool { // Written within flushDelay, on the runner's clock.
+		fi, err := os.Stat(p)
+		return err == nil && fi.Size() > 0
+	})
 	out := filepath.Join(h.dir, protocol.DirOutput)
 	must(t, os.Rename(out, filepath.Join(t.TempDir(), "moved")))
 	must(t, os.RemoveAll(filepath.Join(h.dir, protocol.DirArchive)))
+	h.send(1, "c2", "go on\n", nil)
 	r := h.result(a)
 	if r.Status != protocol.StatusError || r.Error == nil || r.Error.Code != protocol.CodeIO ||
 		!strings.Contains(r.Error.Message, protocol.OutputName(a)) || !strings.Contains(r.Error.Message, fmt.Sprint(len(want))) {
@@ -91,5 +104,5 @@ func TestOutputMovedGoneSaysSo(t *testing.T) {
 		t.Errorf("the result claims %d bytes the session does not hold", r.Stats.Bytes)
 	}
 	must(t, os.Mkdir(filepath.Join(h.dir, protocol.DirArchive), 0o700))
-	h.waitFor("usable again", func() bool { return h.state().Phase == protocol.PhaseIdle })
+	h.advanceUntil("usable again", 100*time.Millisecond, func() bool { return h.state().Phase == protocol.PhaseIdle })
 }

@@ -10,6 +10,7 @@ import (
 // owed a listing as soon as the rule allows (pace.go); with inotify nothing
 // is owed (inotify events carry the names).
 func TestPollTickOwedAListing(t *testing.T) {
+	t.Parallel()
 	listed := make(chan struct{}, 10)
 	q := &cmdQueue{pend: newPending(), scan: newScanner("queue", func(string) ([]string, error) {
 		listed <- struct{}{}

@@ -12,6 +12,7 @@ import (
 // suspension; a second failure while suspended neither restarts the
 // counts nor reports a new suspension.
 func TestSpoolDiskSuspension(t *testing.T) {
+	t.Parallel()
 	var d spoolDisk
 	if d.full || d.outputSuspended(3) {
 		t.Fatal("a fresh disk is suspended")
@@ -33,6 +34,7 @@ func TestSpoolDiskSuspension(t *testing.T) {
 // Buffered output is due out flushDelay after its first byte, not after
 // the last one.
 func TestSpoolDiskFlushDue(t *testing.T) {
+	t.Parallel()
 	var d spoolDisk
 	t0 := time.Unix(1000, 0)
 	if !d.bufferedAt.IsZero() || !d.flushAt().IsZero() || d.flushDue(t0.Add(time.Hour)) {
@@ -50,6 +52,7 @@ func TestSpoolDiskFlushDue(t *testing.T) {
 
 // state.json is scheduled only when something changed, and once.
 func TestRunStatusSchedule(t *testing.T) {
+	t.Parallel()
 	var s runStatus
 	t0 := time.Unix(1000, 0)
 	s.schedule(t0)
@@ -69,6 +72,7 @@ func TestRunStatusSchedule(t *testing.T) {
 
 // Each begin without an end is ended once.
 func TestCmdQueueOpenBegins(t *testing.T) {
+	t.Parallel()
 	a, b := beginKey{1, "a"}, beginKey{2, "b"}
 	q := cmdQueue{openBegins: map[beginKey]*openBegin{a: {next: -1}, b: {next: -1}}}
 	if keys := q.openBeginsExcept(map[beginKey]bool{a: true}); len(keys) != 1 || keys[0] != b {
@@ -82,6 +86,7 @@ func TestCmdQueueOpenBegins(t *testing.T) {
 // A request of unknown age is never judged older than the runner, and
 // every file moved aside gets a name of its own.
 func TestMailboxStartAndAside(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	m := mailbox{startMod: t0}
 	if m.writtenBeforeStart(time.Time{}) || m.writtenBeforeStart(t0) || !m.writtenBeforeStart(t0.Add(-1)) {

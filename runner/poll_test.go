@@ -12,6 +12,7 @@ import (
 // that follow activity, not at the next poll period (an hour here, so the
 // test would time out without them).
 func TestPollHurriesAfterActivity(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Poll = time.Hour; c.Watch = WatchPoll })
 	first := h.submit("expr 1") // Seen by the listing at start.
 	h.start()

@@ -15,6 +15,7 @@ import (
 // progressGap of the runner's clock. A reader following meta.log finds
 // each line the command printed in log/session.out at the range reported.
 func TestOutputProgressEvents(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t).start() // Heartbeat 100 ms.
 	name := h.submit(`for {set i 0} {$i < 20} {incr i} {puts "progress-line-$i"; flush stdout; after 100}`)
 	res := h.result(name)

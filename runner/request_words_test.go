@@ -11,6 +11,7 @@ import (
 // 10): who asked, from which host and process, and when; a file only when
 // nothing else names the request.
 func TestRequestWords(t *testing.T) {
+	t.Parallel()
 	ts := protocol.Time{Time: time.Date(2026, 11, 26, 16, 40, 51, 0, time.UTC)}
 	mod := time.Date(2026, 11, 26, 17, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {

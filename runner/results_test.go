@@ -102,6 +102,7 @@ func waitDone(t *testing.T, w *resultWriter) resultDone {
 // A result is never overwritten: a second job for a name that has one
 // writes nothing, reports existed, and leaves the first result intact.
 func TestWriterAtMostOnce(t *testing.T) {
+	t.Parallel()
 	dir := writerSession(t)
 	w := newTestWriter(t, dir, writerOps{})
 	name := protocol.CommandName(1, "a")
@@ -130,6 +131,7 @@ func TestWriterAtMostOnce(t *testing.T) {
 // why results wait, and it says so again once they are written. Results
 // keep their order.
 func TestWriterRetriesFullDisk(t *testing.T) {
+	t.Parallel()
 	dir := writerSession(t)
 	var mu sync.Mutex
 	full := true
@@ -184,6 +186,7 @@ func TestWriterRetriesFullDisk(t *testing.T) {
 // result: one lost directory at a time (two lost together are a session
 // being removed, which the writer does not rebuild: mayRecreate).
 func TestWriterRecreatesDirectories(t *testing.T) {
+	t.Parallel()
 	dir := writerSession(t)
 	w := newTestWriter(t, dir, writerOps{})
 	for i, d := range []string{protocol.DirResult, protocol.DirArchive} {
@@ -203,6 +206,7 @@ func TestWriterRecreatesDirectories(t *testing.T) {
 // After abort, a job that cannot be committed is reported with an error and
 // its command stays in inflight/ for the next runner.
 func TestWriterAbortLeavesInflight(t *testing.T) {
+	t.Parallel()
 	dir := writerSession(t)
 	w := newTestWriter(t, dir, writerOps{sync: func(*os.File) error { return syscall.EIO }})
 	name := protocol.CommandName(4, "d")
@@ -225,6 +229,7 @@ func TestWriterAbortLeavesInflight(t *testing.T) {
 // the fsync, which follows. Results committed as a group (a backlog) carry
 // none: their outputs are fsynced with them, before they appear.
 func TestWriterInlineOutput(t *testing.T) {
+	t.Parallel()
 	dir := writerSession(t)
 	var mu sync.Mutex
 	var synced []string // in order
@@ -307,6 +312,7 @@ func TestWriterInlineOutput(t *testing.T) {
 // output there is fsynced before its result appears, without a copy or a
 // marker.
 func TestWriterNetworkNeverLagsOutput(t *testing.T) {
+	t.Parallel()
 	dir := writerSession(t)
 	var mu sync.Mutex
 	var synced []string

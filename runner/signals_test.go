@@ -14,6 +14,7 @@ import (
 // command ends tool_died with signal KILL and tool_restarted, and the next
 // command runs in a new tool. STOP stays refused.
 func TestSignalKillRestartsTool(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Kind = protocol.KindSh }).start()
 	running := func(id string) func() bool {
 		return func() bool { st := h.state(); return st.CurrentCmdID != nil && *st.CurrentCmdID == id }

@@ -331,6 +331,7 @@ func pkgCall(n ast.Node, pkg string, names []string) (string, bool) {
 func (s *src) file(n ast.Node) string { return filepath.Base(s.fset.Position(n.Pos()).Filename) }
 
 func TestStructure(t *testing.T) {
+	t.Parallel()
 	s := parseRunner(t)
 	runner := s.structs["Runner"]
 	if runner == nil {

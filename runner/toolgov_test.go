@@ -19,6 +19,7 @@ import (
 // A timeout on a tool that returns to its prompt on Ctrl-C: the payload is
 // interrupted, the runner resynchronises and the same tool serves on.
 func TestGovTimeoutCtrlCResync(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil).start()
 	a := h.submit("print started\nhang", withTimeout(10))
 	waitEvent(t, h.waitTool(1), "hang")
@@ -43,6 +44,7 @@ func TestGovTimeoutCtrlCResync(t *testing.T) {
 // A tool that dies of Ctrl-C (plain tclsh): the result says its state is
 // gone (tool_restarted), and the next command runs in the next start.
 func TestGovCtrlCKillsTool(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, func(int) fakeBehavior { return fakeBehavior{onInt: "die"} }).start()
 	a := h.submit("hang", withTimeout(1))
 	waitEvent(t, h.waitTool(1), "hang")
@@ -61,6 +63,7 @@ func TestGovCtrlCKillsTool(t *testing.T) {
 // --kill-grace after SIGTERM. (Times are the fake clock's, which moves
 // only when the test moves it: the bounds are exact on any machine.)
 func TestGovKillEscalation(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, func(int) fakeBehavior { return fakeBehavior{onInt: "deaf", onTerm: "ignore"} }).start()
 	a := h.submit("hang", withTimeout(1))
 	tool := h.waitTool(1)
@@ -89,6 +92,7 @@ func TestGovKillEscalation(t *testing.T) {
 
 // Failed starts back off 250 ms, 500 ms, 1 s, 2 s on the runner's clock.
 func TestGovCrashLoopBacksOff(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, func(int) fakeBehavior { return fakeBehavior{bootExit: exitCode(1)} },
 		func(c *Config) { c.MaxRestarts = 10 }).start()
 	h.advanceUntil("five starts", 10*time.Millisecond, func() bool { return h.fake.starts() >= 5 })
@@ -110,6 +114,7 @@ func TestGovCrashLoopBacksOff(t *testing.T) {
 // gives up (ErrGaveUp, exit 4), says why in state.json, meta.log and the
 // error, and leaves the queue alone.
 func TestGovMaxRestartsGivesUp(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, func(int) fakeBehavior { return fakeBehavior{startErr: errors.New("no such file: innovus")} },
 		func(c *Config) { c.MaxRestarts = 2 }).start()
 	a := h.submit("value 1")
@@ -148,6 +153,7 @@ func TestGovMaxRestartsGivesUp(t *testing.T) {
 
 // Failed starts that fall out of --restart-window no longer count.
 func TestGovRestartWindow(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, func(n int) fakeBehavior {
 		if n <= 2 {
 			return fakeBehavior{bootExit: exitCode(1)}
@@ -165,6 +171,7 @@ func TestGovRestartWindow(t *testing.T) {
 // A tool that never answers the start-up sync is killed at
 // --start-timeout, and that counts as a failed start.
 func TestGovStartTimeout(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, func(n int) fakeBehavior {
 		if n == 1 {
 			return fakeBehavior{mute: true}
@@ -189,6 +196,7 @@ func TestGovStartTimeout(t *testing.T) {
 // restarted, no command runs against it; once the script works, the
 // queue drains.
 func TestGovInitFailure(t *testing.T) {
+	t.Parallel()
 	init := filepath.Join(t.TempDir(), "init.tcl")
 	os.WriteFile(init, []byte("error license not available\n"), 0o600)
 	h := newFakeHarness(t, nil, func(c *Config) { c.Init = []string{init} }).start()
@@ -209,6 +217,7 @@ func TestGovInitFailure(t *testing.T) {
 
 // An init script that never finishes is killed at --init-timeout.
 func TestGovInitTimeout(t *testing.T) {
+	t.Parallel()
 	init := filepath.Join(t.TempDir(), "init.tcl")
 	os.WriteFile(init, []byte("hang\n"), 0o600)
 	h := newFakeHarness(t, func(int) fakeBehavior { return fakeBehavior{onInt: "prompt", onTerm: "ignore"} },
@@ -223,6 +232,7 @@ func TestGovInitTimeout(t *testing.T) {
 // A tool that dies while running a command: the command's result says so;
 // deaths of a ready tool do not count against --max-restarts.
 func TestGovToolDiesMidCommand(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, nil, func(c *Config) { c.MaxRestarts = 1 }).start()
 	for i := 1; i <= 3; i++ {
 		a := h.submit("print bye\nexit 3")
@@ -244,6 +254,7 @@ func TestGovToolDiesMidCommand(t *testing.T) {
 // A force stop of a tool that ignores SIGTERM ends with SIGKILL after
 // --kill-grace.
 func TestGovForceStopIgnoringTool(t *testing.T) {
+	t.Parallel()
 	h := newFakeHarness(t, func(int) fakeBehavior { return fakeBehavior{onInt: "deaf", onTerm: "ignore"} }).start()
 	a := h.submit("hang")
 	tool := h.waitTool(1)
