@@ -38,3 +38,16 @@ func TestClockControlRetry(t *testing.T) {
 		t.Errorf("%+v", rep)
 	}
 }
+
+// TestClockResultTimes: a result's start_ts, end_ts and duration_ms come
+// from the one clock, so end_ts - start_ts is duration_ms (end_ts was read
+// from the wall clock: eleven months after start_ts on the fake clock).
+func TestClockResultTimes(t *testing.T) {
+	t.Parallel()
+	h := newFakeHarness(t, nil).start()
+	res := h.result(h.submit("value 1"))
+	got := res.EndTS.Sub(res.StartTS.Time)
+	if want := time.Duration(res.Stats.DurationMS) * time.Millisecond; got < want-time.Millisecond || got > want+time.Millisecond { // Both are in milliseconds on the wire.
+		t.Errorf("end_ts %v - start_ts %v = %v; duration_ms says %v", res.EndTS, res.StartTS, got, want)
+	}
+}

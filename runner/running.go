@@ -341,7 +341,7 @@ func (c *running) syncOutput() error {
 func (c *running) end(status protocol.Status, reason protocol.ExitReason, errInfo *protocol.Error, exit *toolExit, now time.Time, spoolEnd int64) resultJob {
 	res := &protocol.Result{
 		CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Status: status, ExitReason: reason,
-		StartTS: protocol.Time{Time: c.start}, EndTS: protocol.Now(),
+		StartTS: protocol.Time{Time: c.start}, EndTS: protocol.Time{Time: now},
 		OutputPath: rel(protocol.DirOutput, protocol.OutputName(c.name)),
 		Stats:      protocol.Stats{Bytes: c.bytes, Lines: c.lines, DurationMS: now.Sub(c.start).Milliseconds()},
 		SpoolStart: c.spoolStart, SpoolEnd: spoolEnd, Error: errInfo,
