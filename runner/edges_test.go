@@ -124,6 +124,31 @@ func TestDeletedDirectories(t *testing.T) {
 	})
 }
 
+// A command file someone deletes from inflight/ while it runs is reported
+// as gone, not as a "recreated" archive/ that was never deleted (the
+// writer's move failed for the missing file, and it took the existing
+// directory for a deleted one).
+func TestCommandFileDeletedWhileRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t).start()
+	h.noCheck = true // Its archived copy is gone for good.
+	name := h.submit("after 600000")
+	inflight := filepath.Join(h.dir, protocol.DirInflight, name)
+	h.waitFor("the command claimed", func() bool { _, err := os.Lstat(inflight); return err == nil })
+	if err := os.Remove(inflight); err != nil {
+		t.Fatal(err)
+	}
+	h.writeFile(protocol.FileCancel, "")
+	if r := h.result(name); r.Status != protocol.StatusCancelled {
+		t.Fatalf("%+v", r)
+	}
+	h.result(h.submit("expr 1")) // The writer has reported the first job by now.
+	b, _ := os.ReadFile(filepath.Join(h.dir, protocol.FileMeta))
+	if bytes.Contains(b, []byte(`"recreated"`)) {
+		t.Errorf("a directory nobody deleted was reported recreated:\n%s", b)
+	}
+}
+
 // tmpfsHarness starts a runner whose session is on a tmpfs of size, to be
 // filled, and runs one command. It needs root (CAP_SYS_ADMIN): skipped
 // without, failed under CI.

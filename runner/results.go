@@ -611,7 +611,11 @@ func (w *resultWriter) displace(name, dst string) bool {
 // recreate makes a session directory someone deleted again, and reports
 // whether it now exists.
 func (w *resultWriter) recreate(rel string) bool {
-	if err := w.cfg.ops.mkdir(rel); err != nil && !errors.Is(err, os.ErrExist) {
+	err := w.cfg.ops.mkdir(rel)
+	if errors.Is(err, os.ErrExist) {
+		return true // Not deleted: what is missing is something else (the file itself).
+	}
+	if err != nil {
 		w.cfg.log.Error("cannot recreate a deleted session directory", "dir", rel, "err", err)
 		return false
 	}
@@ -664,6 +668,12 @@ func (w *resultWriter) move(j resultJob, existed bool) {
 					continue
 				}
 				break
+			}
+			if errors.Is(err, os.ErrNotExist) {
+				// Someone took it from inflight/ (deleted the directory, or
+				// the file) after it ran: its result stands, and names
+				// where it would have been kept.
+				w.cfg.log.Warn("the command file was gone before it could be kept", "from", j.cmdFile, "to", j.keepAt)
 			}
 			if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, fsq.ErrLayout) {
 				// inflight/ must not keep it, or the next runner would take
