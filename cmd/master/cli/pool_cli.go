@@ -121,21 +121,7 @@ func poolStartFlags(cmd *command) runFunc {
 		}
 		_, res, err := pool.Start(ctx, cmd.pool, o)
 		if c.json {
-			var js []map[string]any
-			for _, r := range res {
-				m := map[string]any{"session": r.Session}
-				if r.Result != nil {
-					m["job_id"], m["elapsed_ms"] = r.Result.Info.JobID, r.Result.Elapsed.Milliseconds()
-				}
-				if r.Err != nil {
-					m["error"] = r.Err.Error()
-				}
-				if errors.Is(r.Err, launch.ErrAlreadyLaunched) {
-					m["already_launched"] = true
-				}
-				js = append(js, m)
-			}
-			c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": launchesJSON(res)})
 		} else {
 			for _, r := range res {
 				switch {
@@ -422,21 +408,7 @@ func poolGrowFlags(cmd *command) runFunc {
 		p.Progress = c.note
 		res, err := p.Grow(ctx, *by, ready)
 		if c.json {
-			var js []map[string]any
-			for _, r := range res {
-				m := map[string]any{"session": r.Session}
-				if r.Result != nil {
-					m["job_id"], m["elapsed_ms"] = r.Result.Info.JobID, r.Result.Elapsed.Milliseconds()
-				}
-				if r.Err != nil {
-					m["error"] = r.Err.Error()
-				}
-				if errors.Is(r.Err, launch.ErrAlreadyLaunched) {
-					m["already_launched"] = true
-				}
-				js = append(js, m)
-			}
-			c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": js})
+			c.printJSON(map[string]any{"protocol_version": protocol.Version, "sessions": launchesJSON(res)})
 			if err != nil {
 				c.json = false
 			}
@@ -611,4 +583,24 @@ func fromPoolFile(dir string, fs *flag.FlagSet, o *pool.Options) {
 	if len(o.Tool) == 0 {
 		o.Tool = cfg.Tool
 	}
+}
+
+// launchesJSON is pool start's and grow's --json line of each session
+// launched.
+func launchesJSON(res []pool.SessionLaunch) []map[string]any {
+	var js []map[string]any
+	for _, r := range res {
+		m := map[string]any{"session": r.Session}
+		if r.Result != nil {
+			m["job_id"], m["elapsed_ms"] = r.Result.Info.JobID, r.Result.Elapsed.Milliseconds()
+		}
+		if r.Err != nil {
+			m["error"] = r.Err.Error()
+		}
+		if errors.Is(r.Err, launch.ErrAlreadyLaunched) {
+			m["already_launched"] = true
+		}
+		js = append(js, m)
+	}
+	return js
 }
