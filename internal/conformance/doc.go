@@ -36,6 +36,8 @@
 //	touch PATH              create an empty session file (as touch(1) does)
 //	plant fifo|symlink ID   put a FIFO, or a symlink to a file elsewhere, where ID's result goes
 //	event TYPE K=V...       wait for a meta.log event of TYPE with these fields
+//	                        (K=V equal, K~=V contains, K>=N at least N;
+//	                        K=>NAME captures the first match's K into $NAME)
 //	count TYPE N            meta.log holds exactly N events of TYPE
 //	json PATH K=V...        wait for a JSON file with these top-level fields
 //	files GLOB N            exactly N session files match GLOB

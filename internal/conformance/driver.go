@@ -335,24 +335,49 @@ func (d *driver) readJSON(rel string) map[string]any {
 
 // fieldsMatch checks K=V and K~=V against top-level fields of m, then its
 // "detail" object.
+// fieldsMatch reports whether m (or its detail) has every field exps
+// asks for: K=V (equal), K~=V (contains) or K>=N (a number at least N).
 func fieldsMatch(m map[string]any, exps []string) bool {
 	for _, ex := range exps {
-		k, want, contains := strings.Cut(ex, "~=")
-		if !contains {
-			k, want, _ = strings.Cut(ex, "=")
-		}
-		v, ok := m[k]
-		if !ok {
-			if det, isMap := m["detail"].(map[string]any); isMap {
-				v, ok = det[k]
+		k, want, op := ex, "", "="
+		for _, o := range []string{"~=", ">=", "="} {
+			if a, b, ok := strings.Cut(ex, o); ok {
+				k, want, op = a, b, o
+				break
 			}
 		}
+		v, ok := eventField(m, k)
+		if !ok {
+			return false
+		}
 		got := scalar(v)
-		if !ok || (contains && !strings.Contains(got, want)) || (!contains && got != want) {
+		switch op {
+		case "~=":
+			ok = strings.Contains(got, want)
+		case ">=":
+			g, err1 := strconv.ParseFloat(got, 64)
+			w, err2 := strconv.ParseFloat(want, 64)
+			ok = err1 == nil && err2 == nil && g >= w
+		default:
+			ok = got == want
+		}
+		if !ok {
 			return false
 		}
 	}
 	return true
+}
+
+// eventField reads field k of a meta.log event or of its detail.
+func eventField(m map[string]any, k string) (any, bool) {
+	if v, ok := m[k]; ok {
+		return v, true
+	}
+	if det, isMap := m["detail"].(map[string]any); isMap {
+		v, ok := det[k]
+		return v, ok
+	}
+	return nil, false
 }
 
 func (d *driver) events() []map[string]any {
@@ -470,11 +495,30 @@ func (d *driver) harness(st Step, args []string) {
 		}
 	case "event":
 		argN(1)
+		var match []string
+		capture := map[string]string{} // field => variable
+		for _, a := range args[1:] {
+			if k, name, ok := strings.Cut(a, "=>"); ok {
+				capture[k] = name
+				continue
+			}
+			match = append(match, a)
+		}
 		d.waitFor(st, "event "+strings.Join(args, " "), func() bool {
 			for _, ev := range d.events() {
-				if scalar(ev["event"]) == args[0] && fieldsMatch(ev, args[1:]) {
-					return true
+				if scalar(ev["event"]) != args[0] || !fieldsMatch(ev, match) {
+					continue
 				}
+				for k := range capture {
+					if _, ok := eventField(ev, k); !ok {
+						return false
+					}
+				}
+				for k, name := range capture {
+					v, _ := eventField(ev, k)
+					d.vars[name] = scalar(v)
+				}
+				return true
 			}
 			return false
 		})
