@@ -96,6 +96,9 @@ type Result struct {
 	Status  master.Status // the runner's status once it serves (zero with NoWait)
 	Pending time.Duration // how long the job was seen pending (our clock)
 	Elapsed time.Duration // submit to serving (our clock)
+	// Releases counts the times the wait released the job after the
+	// scheduler held it for a failed start (see [sched.Releaser]).
+	Releases int
 }
 
 // Launch starts a runner for the session in dir through a scheduler and

@@ -22,8 +22,10 @@ var (
 	// submitted. CLI exit 7 (nothing to act on), code already_launched.
 	ErrAlreadyLaunched error = &farmError{"master: the session is already served or its job is still queued or running", CodeAlreadyLaunched, master.ExitNothingToDo}
 	// ErrLaunchFailed: the job ended (or the local runner exited) before
-	// its runner served the session. CLI exit 5, code launch_failed.
-	ErrLaunchFailed error = &farmError{"master: the job ended before its runner served the session", CodeLaunchFailed, master.ExitNoRunner}
+	// its runner served the session, or the scheduler holds it after
+	// failing to start it and releasing it did not help. CLI exit 5, code
+	// launch_failed.
+	ErrLaunchFailed error = &farmError{"master: the job did not bring up a runner that serves the session", CodeLaunchFailed, master.ExitNoRunner}
 	// ErrSubmitFailed: the scheduler refused the job, or its submit command
 	// is missing. CLI exit 10, code submit_failed.
 	ErrSubmitFailed error = &farmError{"master: the scheduler did not accept the job", CodeSubmitFailed, master.ExitIO}
@@ -51,6 +53,12 @@ func (e *farmError) ErrorCode() (code string, exit int) { return e.code, e.exit 
 // queryEvery is how often a waiting launcher asks the scheduler.
 const queryEvery = time.Second
 
+// maxReleases is how many times one wait releases a job its scheduler held
+// after failing to start it. A node that cannot start a job often fails
+// once (a launch message that timed out on a busy node); one that fails
+// every time needs its admins, not more releases.
+const maxReleases = 3
+
 // waitServing waits until a runner newer than session_id before serves
 // the session, or the job ends, or ctx (bounded by ReadyTimeout) ends.
 func waitServing(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exec, before string, opts Options, res *Result) error {
@@ -68,6 +76,10 @@ func waitServing(ctx context.Context, s *master.Session, d sched.Driver, x sched
 	defer tick.Stop()
 	var pendingSince, lastNote time.Time
 	var lastSaid, lastPhase string
+	var rel *releaser
+	if r, ok := d.(sched.Releaser); ok {
+		rel = &releaser{r: r}
+	}
 	for {
 		if st, ok := serving(s, before); ok {
 			res.Status, res.Elapsed = st, time.Since(start)
@@ -104,6 +116,13 @@ func waitServing(ctx context.Context, s *master.Session, d sched.Driver, x sched
 				}
 				return fmt.Errorf("%w: job %s (%s) is %s%s", ErrLaunchFailed, id, d.Name(), j, outputTail(s))
 			}
+			if rel != nil && rel.r.HeldAfterFailedStart(j) {
+				if err := rel.held(ctx, s, x, d.Name(), j, opts, res); err != nil {
+					return err
+				}
+				lastSaid = ""
+				continue
+			}
 			if said := j.String(); said != lastSaid {
 				progress(opts.Progress, "job %s (%s) %s", id, d.Name(), said)
 				lastSaid, lastNote = said, time.Now()
@@ -119,6 +138,53 @@ func waitServing(ctx context.Context, s *master.Session, d sched.Driver, x sched
 			}
 		}
 	}
+}
+
+// releaseSettle is how long after a release a held answer is taken for
+// the answer to a query that began before it (an array's elements share
+// their queries), not for a new hold. A variable for tests.
+var releaseSettle = 5 * time.Second
+
+// releaser releases a job its scheduler held after failing to start it.
+type releaser struct {
+	r        sched.Releaser
+	at       time.Time // of the last release tried
+	lastErr  error     // of the last release tried
+	released int       // releases that succeeded (Result.Releases)
+}
+
+// held handles an answer saying that job j is held after a failed start:
+// it releases j, unless it did so maxReleases times already or the last
+// release failed, which fail the launch and leave the job held (the error
+// says how to cancel it). An answer within releaseSettle of a release is
+// let be.
+func (h *releaser) held(ctx context.Context, s *master.Session, x sched.Exec, via string, j sched.Job, opts Options, res *Result) error {
+	if !h.at.IsZero() && time.Since(h.at) < releaseSettle {
+		return nil
+	}
+	cmd := strings.Join(h.r.ReleaseCommand(j.ID), " ")
+	switch {
+	case h.lastErr != nil:
+		return fmt.Errorf("%w: job %s (%s) is %s: %s could not start it, and %s failed: %v; the job stays held (master stop --session %s cancels it)",
+			ErrLaunchFailed, j.ID, via, j, via, cmd, h.lastErr, s.Dir())
+	case h.released >= maxReleases:
+		return fmt.Errorf("%w: job %s (%s) is %s again: %s could not start it %d times, released with %s after each; the job stays held (master stop --session %s cancels it; the node may need its admins)",
+			ErrLaunchFailed, j.ID, via, j, via, h.released+1, cmd, s.Dir())
+	}
+	h.at, h.lastErr = time.Now(), h.r.Release(ctx, x, j.ID)
+	if h.lastErr != nil {
+		if ctx.Err() != nil {
+			return waitEnded(ctx, s, res)
+		}
+		// Judged on the next answer: the job may have started meanwhile.
+		progress(opts.Progress, "job %s (%s) is %s: %s could not start it; %s failed: %v", j.ID, via, j, via, cmd, h.lastErr)
+		return nil
+	}
+	h.released++
+	res.Releases = h.released
+	progress(opts.Progress, "job %s (%s) is %s: %s could not start it; released it (%s), release %d of %d",
+		j.ID, via, j, via, cmd, h.released, maxReleases)
+	return nil
 }
 
 type jobAnswer struct {

@@ -97,6 +97,18 @@ type Driver interface {
 	CancelCommand(id string, force bool) []string
 }
 
+// Releaser is a Driver whose scheduler may hold a job it failed to start
+// and then waits for someone to release it (Slurm: PENDING, reason
+// "launch failed requeued held"): such a job never starts on its own.
+type Releaser interface {
+	// HeldAfterFailedStart reports whether j waits only for a release.
+	HeldAfterFailedStart(j Job) bool
+	// Release asks the scheduler to queue the held job again.
+	Release(ctx context.Context, x Exec, id string) error
+	// ReleaseCommand is the command line Release runs, for messages.
+	ReleaseCommand(id string) []string
+}
+
 // For returns the driver named by a --via word.
 func For(via string) (Driver, error) {
 	switch via {

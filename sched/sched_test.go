@@ -296,3 +296,32 @@ func TestQueryActive(t *testing.T) {
 		t.Errorf("lsf (Query): %+v %v", j, err)
 	}
 }
+
+// Only Slurm's hold after a failed start asks for a release; a hold
+// someone placed does not.
+func TestSlurmHeldAfterFailedStart(t *testing.T) {
+	var r Releaser = Slurm{}
+	for _, c := range []struct {
+		line string
+		want bool
+	}{
+		{"12_3|PENDING|launch failed requeued held|0:00", true},
+		{"12_3|PENDING|launch_failed_requeued_held|0:00", true},
+		{"12_3|PENDING|JobHeldUser|0:00", false},
+		{"12_3|PENDING|JobHeldAdmin|0:00", false},
+		{"12_3|PENDING|Resources|0:00", false},
+		{"12_3|RUNNING|launch failed requeued held|0:01", false},
+	} {
+		j, ok := ParseSqueue(c.line, "12_3")
+		if !ok || r.HeldAfterFailedStart(j) != c.want {
+			t.Errorf("%s: parsed %v, held after a failed start %v, want %v", c.line, ok, r.HeldAfterFailedStart(j), c.want)
+		}
+	}
+	if got := r.ReleaseCommand("12_3"); !reflect.DeepEqual(got, []string{"scontrol", "release", "12_3"}) {
+		t.Errorf("release command %q", got)
+	}
+	var calls []string
+	if err := r.Release(context.Background(), replay{"scontrol": {out: ""}}.exec(&calls), "12_3"); err != nil || len(calls) != 1 {
+		t.Errorf("release: %v, calls %q", err, calls)
+	}
+}

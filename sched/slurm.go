@@ -174,6 +174,23 @@ func slurmState(s string) State {
 	return Gone
 }
 
+// HeldAfterFailedStart reports whether Slurm holds j because a node could
+// not start it: PENDING with reason "launch failed requeued held" (squeue
+// %r; scontrol writes launch_failed_requeued_held). It implements
+// [Releaser].
+func (Slurm) HeldAfterFailedStart(j Job) bool {
+	return j.State == Pending && strings.ReplaceAll(j.Reason, "_", " ") == "launch failed requeued held"
+}
+
+// ReleaseCommand is scontrol release: the job is queued again.
+func (Slurm) ReleaseCommand(id string) []string { return []string{"scontrol", "release", id} }
+
+// Release runs ReleaseCommand.
+func (d Slurm) Release(ctx context.Context, x Exec, id string) error {
+	_, err := x(ctx, d.ReleaseCommand(id))
+	return err
+}
+
 // CancelCommand is scancel (SIGTERM to every process of the job, SIGKILL
 // after the cluster's KillWait), or with force SIGKILL at once.
 func (Slurm) CancelCommand(id string, force bool) []string {
