@@ -124,7 +124,7 @@ func launchHeld(t *testing.T, f *heldSlurm) (*Result, string, error) {
 	var mu sync.Mutex
 	res, err := Launch(ctx(t), dir, Options{Via: "slurm", Exec: f.exec,
 		RunnerArgs: []string{"--heartbeat", "200ms", "--kill-grace", "1s"},
-		Progress: func(s string) { mu.Lock(); said = append(said, s); mu.Unlock() }})
+		Progress:   func(s string) { mu.Lock(); said = append(said, s); mu.Unlock() }})
 	mu.Lock()
 	defer mu.Unlock()
 	return res, strings.Join(said, "\n"), err
