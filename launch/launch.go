@@ -57,7 +57,9 @@ type Options struct {
 
 	// Respawn: a pool's heal relaunches the session. It refuses (with
 	// ErrStoppedOnPurpose) a session whose launch.json says it was stopped
-	// by StopLaunched, so a deliberate stop is never undone.
+	// by StopLaunched, so a deliberate stop is never undone. It cancels
+	// and replaces the earlier job when the scheduler holds it after
+	// failing to start it (Slurm's "launch failed requeued held").
 	Respawn bool
 }
 
@@ -191,7 +193,7 @@ func prepare(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exe
 		if opts.Respawn && prev.StoppedAt != nil {
 			return nil, "", fmt.Errorf("%w (by %s at %s)", ErrStoppedOnPurpose, prev.StoppedBy, prev.StoppedAt)
 		}
-		if err := refuseActive(ctx, prev, x); err != nil {
+		if err := refuseActive(ctx, prev, x, opts); err != nil {
 			return nil, "", err
 		}
 	}
@@ -224,8 +226,11 @@ func prepare(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exe
 }
 
 // refuseActive returns ErrAlreadyLaunched if prev's job is queued or
-// running, and an error if the scheduler cannot say.
-func refuseActive(ctx context.Context, prev *Info, x sched.Exec) error {
+// running, and an error if the scheduler cannot say. A respawn cancels a
+// job the scheduler holds after failing to start it (it would never start
+// on its own; see [sched.Releaser]) and goes on: the relaunch replaces it,
+// and the pool's bound on relaunches bounds the retries.
+func refuseActive(ctx context.Context, prev *Info, x sched.Exec, opts Options) error {
 	pd, err := sched.For(prev.Via)
 	if err != nil {
 		return fmt.Errorf("master: %s: %w", FileLaunch, err)
@@ -234,6 +239,14 @@ func refuseActive(ctx context.Context, prev *Info, x sched.Exec) error {
 	if err != nil {
 		return fmt.Errorf("master: cannot tell whether job %s (%s) of the last launch still runs, so not launching another: %w (remove %s once it is known to be gone)",
 			prev.JobID, prev.Via, err, FileLaunch)
+	}
+	if r, ok := pd.(sched.Releaser); ok && opts.Respawn && r.HeldAfterFailedStart(j) {
+		if err := pd.Cancel(ctx, x, prev.JobID, false); err != nil {
+			return fmt.Errorf("master: job %s (%s) is %s and %s failed, so not launching another: %w",
+				prev.JobID, prev.Via, j, strings.Join(pd.CancelCommand(prev.JobID, false), " "), err)
+		}
+		progress(opts.Progress, "job %s (%s) was %s: %s could not start it; cancelled it to launch again", prev.JobID, prev.Via, j, prev.Via)
+		return nil
 	}
 	if j.State.Active() {
 		return fmt.Errorf("%w: job %s (%s) is %s", ErrAlreadyLaunched, prev.JobID, prev.Via, j)

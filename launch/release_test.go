@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -227,5 +228,58 @@ func TestLaunchGivesUpOnAJobHeldAgainAndAgain(t *testing.T) {
 		if f.refuse && f.releases != 0 || !f.refuse && f.releases != maxReleases {
 			t.Errorf("refuse=%v: %d releases", f.refuse, f.releases)
 		}
+	}
+}
+
+// heldJobs is a Slurm whose every job is held after a failed start until
+// cancelled.
+type heldJobs struct {
+	mu        sync.Mutex
+	next      int
+	cancelled []string
+}
+
+func (f *heldJobs) exec(_ context.Context, argv []string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch argv[0] {
+	case "sbatch":
+		f.next++
+		return fmt.Sprintf("%d\n", 11+f.next), nil
+	case "squeue":
+		for _, a := range argv {
+			if id, ok := strings.CutPrefix(a, "--jobs="); ok {
+				if slices.Contains(f.cancelled, id) {
+					return id + "|CANCELLED|None|0:00\n", nil
+				}
+				return id + "|PENDING|launch failed requeued held|0:00\n", nil
+			}
+		}
+	case "scancel":
+		f.cancelled = append(f.cancelled, argv[len(argv)-1])
+		return "", nil
+	}
+	return "", fmt.Errorf("heldJobs: unexpected %q", argv)
+}
+
+// A pool's respawn replaces a job held after a failed start (the held job
+// is cancelled, a new one submitted); a plain launch refuses, naming it.
+func TestRespawnReplacesAHeldJob(t *testing.T) {
+	f := &heldJobs{}
+	dir := filepath.Join(t.TempDir(), "s")
+	opts := Options{Via: "slurm", Exec: f.exec, NoWait: true}
+	if _, err := Launch(ctx(t), dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Launch(ctx(t), dir, opts); !errors.Is(err, ErrAlreadyLaunched) || !strings.Contains(err.Error(), "job 12 (slurm) is PENDING (launch failed requeued held)") {
+		t.Fatalf("a plain launch over a held job: %v", err)
+	}
+	opts.Respawn = true
+	res, err := Launch(ctx(t), dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Info.JobID != "13" || res.Info.Launches != 2 || !slices.Equal(f.cancelled, []string{"12"}) {
+		t.Errorf("respawn: job %s, launch %d, cancelled %q", res.Info.JobID, res.Info.Launches, f.cancelled)
 	}
 }
