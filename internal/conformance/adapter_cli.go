@@ -307,6 +307,24 @@ func (a *cliAd) do(st step) map[string]any {
 		return map[string]any{"outcome": "matched", "exit": 0, "start": span["start"], "end": span["end"],
 			"resume_cursor": m["resume_cursor"], "match_b64": base64.StdEncoding.EncodeToString([]byte(fmt.Sprint(m["match_text"]))),
 			"reply": reply}
+	case "output":
+		args := []string{"output"}
+		for _, k := range []string{"offset", "length"} {
+			if v := st[k]; v != "" {
+				args = append(args, "--"+k, v)
+			}
+		}
+		code, out, stderr := a.run(append(args, st["id"])...)
+		m := doc(out)
+		if code != 0 {
+			return errOutcome(code, m, stderr)
+		}
+		text, _ := m["text"].(string)
+		b := []byte(text)
+		if d, ok := m["data_b64"].(string); ok {
+			b, _ = base64.StdEncoding.DecodeString(d)
+		}
+		return map[string]any{"outcome": "ok", "exit": 0, "output_b64": base64.StdEncoding.EncodeToString(b)}
 	case "withdraw":
 		code, out, stderr := a.run("withdraw", st["id"])
 		m := doc(out)

@@ -261,6 +261,16 @@ func (a *goAd) do(st step) map[string]any {
 		cols, _ := strconv.Atoi(st["cols"])
 		rows, _ := strconv.Atoi(st["rows"])
 		return ofReply(s.Resize(ctx, cols, rows))
+	case "output":
+		c, err := s.Command(st["id"])
+		if err != nil {
+			return ofError(err)
+		}
+		b, err := c.Output(st.int64("offset"), st.int64("length"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) { // Not there yet: no output so far.
+			return ofError(err)
+		}
+		return map[string]any{"outcome": "ok", "exit": 0, "output_b64": base64.StdEncoding.EncodeToString(b)}
 	case "withdraw":
 		if _, err := s.Withdraw(st["id"]); err != nil {
 			return ofError(err)

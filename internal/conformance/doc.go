@@ -41,6 +41,8 @@
 //	count TYPE N            meta.log holds exactly N events of TYPE
 //	json PATH K=V...        wait for a JSON file with these top-level fields
 //	files GLOB N            exactly N session files match GLOB
+//	remove GLOB             delete the session files matching GLOB (at least one)
+//	truncate GLOB SIZE      cut the session files matching GLOB to SIZE bytes
 //	absent TEXT             no file of the session holds TEXT (a secret)
 //	mode GLOB PERM          every session file matching GLOB (at least one) has mode PERM (octal)
 //	sleep DURATION          let time pass (only to age a liveness window)
@@ -56,7 +58,9 @@
 //	&> OP K=V...                 start OP; harness steps may follow
 //	<- EXPECT...                 the outcome of the started OP
 //
-// OP is submit, run, wait, cancel, stop, status, lease, lease_stop,
+// OP is submit, run, wait, output (id=ID, offset=N, length=N: a byte
+// range of the command's output; outcome ok with output, or the error's
+// code), cancel, stop, status, lease, lease_stop,
 // waitfor, ready, send, signal, resize or withdraw (id=ID: take back a
 // queued command, ID being a cmd_id, a command file's name or queue/NAME;
 // outcome withdrawn, or the error's code); in a pool scenario also

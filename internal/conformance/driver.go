@@ -539,6 +539,30 @@ func (d *driver) harness(st Step, args []string) {
 			m := d.readJSON(args[0])
 			return m != nil && fieldsMatch(m, args[1:])
 		})
+	case "remove", "truncate":
+		argN(1)
+		matches, err := listMatches(filepath.Join(d.runnerDir, args[0]))
+		if err == nil && len(matches) == 0 {
+			err = fmt.Errorf("no session file matches %s", args[0])
+		}
+		for _, m := range matches {
+			if err != nil {
+				break
+			}
+			if st.Kind == "remove" {
+				err = os.Remove(m)
+				continue
+			}
+			argN(2)
+			n, perr := strconv.ParseInt(args[1], 10, 64)
+			if perr != nil {
+				d.fail(st, "truncate: size %q: %v", args[1], perr)
+			}
+			err = os.Truncate(m, n)
+		}
+		if err != nil {
+			d.fail(st, "%v", err)
+		}
 	case "files":
 		argN(2)
 		matches, err := listMatches(filepath.Join(d.runnerDir, args[0]))

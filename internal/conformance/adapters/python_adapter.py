@@ -154,6 +154,9 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
     if op == "resize":
         return of_reply(session().resize(int(step["cols"]), int(step["rows"]), timeout=ms(step, "wait_timeout_ms"),
                                          wait_for_runner=wfr))
+    if op == "output":
+        data = session().output_bytes(step["id"], int(step.get("offset", 0)), int(step.get("length", -1) or -1))
+        return {"outcome": "ok", "exit": 0, "output_b64": b64(data)}
     if op == "withdraw":
         reply = session().withdraw(step["id"])
         name = step["id"].rsplit("/", 1)[-1]  # A command file's name names its cmd_id (cmd_<seq>_<id>.json).

@@ -180,6 +180,12 @@ proc do {step} {
         }
         signal { return [ofReply [skillpilot::signal $dir [dict get $step id] [dict get $step sig] {*}[waitOpts $step]]] }
         resize { return [ofReply [skillpilot::resize $dir [dict get $step cols] [dict get $step rows] {*}[waitOpts $step]]] }
+        output {
+            set length [opt $step length -1]
+            if {$length == 0} { set length -1 }
+            set data [skillpilot::output $dir [dict get $step id] [opt $step offset 0] $length]
+            return "{\"outcome\":\"ok\",\"exit\":0,\"output_b64\":\"[b64 [encoding convertto utf-8 $data]]\"}"
+        }
         withdraw {
             set r [skillpilot::withdraw $dir [dict get $step id]]
             # A command file's name names its cmd_id (cmd_<seq>_<id>.json).
@@ -187,7 +193,7 @@ proc do {step} {
             regexp {^cmd_[0-9]+_(.*)\.json$} $want -> want
             if {![dict exists $r withdrawn] || [dict get $r withdrawn] != 1 || [dict get $r cmd_id] ne $want
                 || ![dict exists $r name]} {
-                return [list "{\"outcome\":\"bad_reply\",\"exit\":1}"]
+                return "{\"outcome\":\"bad_reply\",\"exit\":1}"
             }
             return {{"outcome":"withdrawn","exit":0}}
         }

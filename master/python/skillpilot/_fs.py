@@ -439,15 +439,17 @@ class SessionFS:
         finally:
             os.close(fd)
 
-    def read_range(self, sub: str, name: str, offset: int = 0, length: int = -1) -> bytes:
+    def read_range(self, sub: str, name: str, offset: int = 0, length: int = -1,
+                   missing: Optional[bytes] = b"") -> Optional[bytes]:
         """Bytes [offset, offset+length) of sub/name (length < 0: to the
-        end); b"" if it does not exist yet. Refuses what read refuses."""
+        end); ``missing`` (b"") if it does not exist. Refuses what read
+        refuses."""
         self._check_name(name)
         shown = self.path(sub, name)
         try:
             dfd = self._dir(sub)
         except FileNotFoundError:
-            return b""
+            return missing
         except OSError as e:
             raise _refused(shown, e) from e
         try:
@@ -455,7 +457,7 @@ class SessionFS:
         finally:
             os.close(dfd)
         if fd is None:
-            return b""
+            return missing
         try:
             return _pread_fd(fd, offset, length)
         finally:

@@ -405,8 +405,16 @@ class Session:
         return self.wait(name, timeout=wait_timeout, check=check, wait_for_runner=wait_for_runner)
 
     def output_bytes(self, result_or_id: Union[Result, str], offset: int = 0, length: int = -1) -> bytes:
-        """A byte range of the command's output (all of it by default)."""
+        """A byte range of the command's output (all of it by default).
+
+        Once the command has a result, never fewer bytes than the result
+        says the file holds (``stats.bytes``): an output file that is
+        missing (deleted, moved out of output/) or shorter raises
+        MasterError (io_error) naming it; where the result carries a copy
+        (``output_inline``) the copy is served instead. Before the result,
+        what the file holds so far (b"" if nothing yet)."""
         if isinstance(result_or_id, dict):
+            res: Optional[Result] = result_or_id
             rel = str(result_or_id.get("output_path") or "")
             if rel == "":
                 return b""  # A command that never ran (cancelled before start, runner restarted).
@@ -414,9 +422,14 @@ class Session:
                 raise MasterError("result has no usable output_path: %r" % rel)
             sub, _, base = rel.rpartition("/")
         else:
-            sub, base = _names.DIR_OUTPUT, _names.output_name(self._resolve(result_or_id))
+            name = self._resolve(result_or_id)
+            # The result before the file: one committed while the file is
+            # read would make a read of a running command look short.
+            res = self.result(name)
+            sub, base = _names.DIR_OUTPUT, _names.output_name(name)
         self.fs.revalidate(sub)
-        return self.fs.read_range(sub, base, offset, length)
+        data = self.fs.read_range(sub, base, offset, length, missing=None)
+        return _judge_output(self.fs.path(sub, base), res, data, offset, length)
 
     def output(self, result_or_id: Union[Result, str], offset: int = 0, length: int = -1) -> str:
         """output_bytes decoded as UTF-8 (invalid bytes replaced)."""
@@ -828,3 +841,30 @@ def _with_ctx(err: MasterError, ctx: Dict[str, Any]) -> MasterError:
     """err with its context set (NothingToDo takes a reply, not a context)."""
     err.context = ctx
     return err
+
+
+def _judge_output(shown: str, res: Optional[Result], data: Optional[bytes], offset: int, length: int) -> bytes:
+    """What output_bytes answers for a read (data; None: no file) of a
+    command whose result is res (None: none yet)."""
+    if res is None:
+        return b"" if data is None else data
+    total = int((res.get("stats") or {}).get("bytes") or 0)
+    want = total if length < 0 else min(total, offset + length)
+    if data is None:
+        inline = res.get("output_inline")
+        copy = None
+        if isinstance(inline, str) and inline:
+            try:
+                copy = base64.b64decode(inline, validate=True)
+            except ValueError:
+                copy = None
+        if copy is not None and len(copy) == total:
+            return copy[offset:] if length < 0 else copy[offset:offset + length]
+        if want > offset:
+            raise MasterError("%s is gone (deleted or moved out of the session), and the result of %s says it held %d bytes: "
+                              "its output is not in this session any more" % (shown, res.get("cmd_id"), total))
+        return b""
+    if offset + len(data) < want:
+        raise MasterError("%s holds %d bytes, but the result of %s says %d: the rest is not in this session"
+                          % (shown, offset + len(data), res.get("cmd_id"), total))
+    return data

@@ -213,3 +213,27 @@ class FSTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class JudgeOutputTest(unittest.TestCase):
+    """output_bytes once the command has a result (issue 34.2): never fewer
+    bytes than stats.bytes; a missing file is served from output_inline."""
+
+    def test_judge(self) -> None:
+        from skillpilot.session import _judge_output
+        res = {"cmd_id": "a", "stats": {"bytes": 6}, "output_inline": "aGVsbG8K"}  # "hello\n"
+        self.assertEqual(_judge_output("o", None, None, 0, -1), b"")  # No result, no file yet.
+        self.assertEqual(_judge_output("o", None, b"he", 0, -1), b"he")  # Still running.
+        self.assertEqual(_judge_output("o", res, b"hello\n", 0, -1), b"hello\n")
+        self.assertEqual(_judge_output("o", res, None, 0, -1), b"hello\n")  # Gone: the copy.
+        self.assertEqual(_judge_output("o", res, None, 1, 3), b"ell")
+        self.assertEqual(_judge_output("o", res, b"he", 0, 2), b"he")  # A range inside what is there.
+        with self.assertRaisesRegex(MasterError, "holds 2 bytes, but the result of a says 6"):
+            _judge_output("o", res, b"he", 0, -1)
+        big = {"cmd_id": "b", "stats": {"bytes": 100001}}
+        with self.assertRaisesRegex(MasterError, "is gone"):
+            _judge_output("o", big, None, 0, -1)
+        self.assertEqual(_judge_output("o", big, None, 100001, -1), b"")  # At its end.
+        bad = dict(res, output_inline="aGVsbA==")  # "hell": not the whole output.
+        with self.assertRaisesRegex(MasterError, "is gone"):
+            _judge_output("o", bad, None, 0, -1)

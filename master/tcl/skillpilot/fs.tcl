@@ -160,14 +160,18 @@ proc ::skillpilot::fs::read_quiet {root sub name {limit 1048576}} {
 }
 
 # read_range returns bytes [offset, offset+length) of a file (length < 0:
-# to the end), as a byte string; "" if the file does not exist yet.
-proc ::skillpilot::fs::read_range {root sub name offset {length -1}} {
+# to the end), as a byte string; "" if the file does not exist yet (and
+# foundVar, when given, is set to 0, else 1).
+proc ::skillpilot::fs::read_range {root sub name offset {length -1} {foundVar ""}} {
+    if {$foundVar ne ""} { upvar 1 $foundVar found }
+    set found 0
     set p [File $root $sub $name]
     if {[catch {file lstat $p st}]} { return "" }
     if {$st(type) ne "file"} {
         Fail "$p: is a $st(type), not a regular file"
     }
     if {[catch {open $p {RDONLY NONBLOCK}} f]} { return "" }
+    set found 1
     fconfigure $f -translation binary -blocking 1
     seek $f $offset
     set data [expr {$length < 0 ? [::read $f] : [::read $f $length]}]

@@ -457,16 +457,53 @@ proc ::skillpilot::run {dir payload args} {
 proc ::skillpilot::output {dir r {offset 0} {length -1}} {
     set dir [check $dir]
     if {[llength $r] > 1 && [dict exists $r output_path]} {
+        set res $r
         set rel [dict get $r output_path]
         # A command that never ran (cancelled before start, runner restarted) has none.
         if {$rel eq ""} { return "" }
     } else {
+        # The result before the file: one committed while the file is read
+        # would make a read of a running command look short.
+        set res [result $dir $r]
         set rel output/[string range [find $dir $r] 0 end-5].out
     }
     if {![string match output/* $rel] || ".." in [file split $rel]} {
         Throw IO_ERROR "result has no usable output_path: $rel"
     }
     set parts [split $rel /]
-    if {[Network $dir]} { fs::revalidate $dir [join [lrange $parts 0 end-1] /] }
-    return [encoding convertfrom utf-8 [fs::read_range $dir [join [lrange $parts 0 end-1] /] [lindex $parts end] $offset $length]]
+    set sub [join [lrange $parts 0 end-1] /]
+    if {[Network $dir]} { fs::revalidate $dir $sub }
+    set data [fs::read_range $dir $sub [lindex $parts end] $offset $length found]
+    if {$res ne ""} {
+        set data [JudgeOutput [fs::path $dir $sub [lindex $parts end]] $res $data $found $offset $length]
+    }
+    return [encoding convertfrom utf-8 $data]
+}
+
+# JudgeOutput is what output answers for a read (data; found 0: no file)
+# of a command whose result is res: never fewer bytes than the result says
+# the file holds (stats.bytes). A missing file is served from the result's
+# output_inline copy where it is whole; else, as a short file, IO_ERROR.
+proc ::skillpilot::JudgeOutput {shown res data found offset length} {
+    set total 0
+    if {[dict exists $res stats bytes]} { set total [dict get $res stats bytes] }
+    set want [expr {$length < 0 ? $total : min($total, $offset + $length)}]
+    set cmd [dict get $res cmd_id]
+    if {!$found} {
+        if {[dict exists $res output_inline] &&
+            ![catch {binary decode base64 -strict [dict get $res output_inline]} copy] &&
+            [string length $copy] == $total && $total > 0} {
+            set end [expr {$length < 0 ? "end" : $offset + $length - 1}]
+            return [string range $copy $offset $end]
+        }
+        if {$want > $offset} {
+            Throw IO_ERROR "$shown is gone (deleted or moved out of the session), and the result of $cmd says it held $total bytes: its output is not in this session any more"
+        }
+        return ""
+    }
+    set got [expr {$offset + [string length $data]}]
+    if {$got < $want} {
+        Throw IO_ERROR "$shown holds $got bytes, but the result of $cmd says $total: the rest is not in this session"
+    }
+    return $data
 }
