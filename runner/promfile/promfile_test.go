@@ -160,6 +160,7 @@ func (h *harness) events() []protocol.Event {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	b = b[:bytes.LastIndexByte(b, '\n')+1] // A last line without its newline is still being written.
 	var evs []protocol.Event
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		if line == "" {
