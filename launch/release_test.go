@@ -114,12 +114,15 @@ func (f *heldSlurm) stop() {
 	_ = f.cmd.Wait()
 }
 
-func launchHeld(t *testing.T, f *heldSlurm) (*Result, string, error) {
+// launchHeld launches a session through f, releases settling for settle
+// (past the next query, queryEvery later, and before the one after; 0: every
+// held answer is acted on).
+func launchHeld(t *testing.T, f *heldSlurm, settle time.Duration) (*Result, string, error) {
 	t.Helper()
 	f.t = t
-	settle := releaseSettle
-	releaseSettle = 1500 * time.Millisecond // Past the next query (queryEvery later), before the one after.
-	t.Cleanup(func() { releaseSettle = settle })
+	was := releaseSettle
+	releaseSettle = settle
+	t.Cleanup(func() { releaseSettle = was })
 	dir := filepath.Join(t.TempDir(), "s")
 	var said []string
 	var mu sync.Mutex
@@ -135,7 +138,7 @@ func launchHeld(t *testing.T, f *heldSlurm) (*Result, string, error) {
 // serves once it runs; each release is said.
 func TestLaunchReleasesAJobHeldAfterAFailedStart(t *testing.T) {
 	f := &heldSlurm{failures: 1}
-	res, said, err := launchHeld(t, f)
+	res, said, err := launchHeld(t, f, 1500*time.Millisecond)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, said)
 	}
@@ -155,7 +158,7 @@ func TestLaunchReleasesAJobHeldAfterAFailedStart(t *testing.T) {
 // the next answer, which finds the job running.
 func TestLaunchHeldAnswerAfterTheRelease(t *testing.T) {
 	f := &heldSlurm{stale: 1}
-	res, said, err := launchHeld(t, f)
+	res, said, err := launchHeld(t, f, 1500*time.Millisecond)
 	if err != nil || res.Releases != 1 {
 		t.Fatalf("%v, %d releases\n%s", err, res.Releases, said)
 	}
@@ -209,7 +212,7 @@ func TestReleaserSettles(t *testing.T) {
 // ready timeout; so does a release the scheduler refuses.
 func TestLaunchGivesUpOnAJobHeldAgainAndAgain(t *testing.T) {
 	for _, f := range []*heldSlurm{{failures: 100}, {refuse: true}} {
-		_, said, err := launchHeld(t, f)
+		_, said, err := launchHeld(t, f, 0)
 		if !errors.Is(err, ErrLaunchFailed) {
 			t.Fatalf("refuse=%v: %v\n%s", f.refuse, err, said)
 		}
