@@ -58,8 +58,8 @@ type Options struct {
 	// Respawn: a pool's heal relaunches the session. It refuses (with
 	// ErrStoppedOnPurpose) a session whose launch.json says it was stopped
 	// by StopLaunched, so a deliberate stop is never undone. It cancels
-	// and replaces the earlier job when the scheduler holds it after
-	// failing to start it (Slurm's "launch failed requeued held").
+	// and replaces an earlier job the scheduler keeps but will never run
+	// (sched.Stuck: Slurm's "launch failed requeued held", SGE's Eqw).
 	Respawn bool
 }
 
@@ -227,9 +227,10 @@ func prepare(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exe
 
 // refuseActive returns ErrAlreadyLaunched if prev's job is queued or
 // running, and an error if the scheduler cannot say. A respawn cancels a
-// job the scheduler holds after failing to start it (it would never start
-// on its own; see [sched.Releaser]) and goes on: the relaunch replaces it,
-// and the pool's bound on relaunches bounds the retries.
+// job the scheduler keeps but will never run ([sched.Stuck]: Slurm's hold
+// after a failed start, Grid Engine's error state) and goes on: the
+// relaunch replaces it, and the pool's bound on relaunches bounds the
+// retries.
 func refuseActive(ctx context.Context, prev *Info, x sched.Exec, opts Options) error {
 	pd, err := sched.For(prev.Via)
 	if err != nil {
@@ -240,12 +241,12 @@ func refuseActive(ctx context.Context, prev *Info, x sched.Exec, opts Options) e
 		return fmt.Errorf("master: cannot tell whether job %s (%s) of the last launch still runs, so not launching another: %w (remove %s once it is known to be gone)",
 			prev.JobID, prev.Via, err, FileLaunch)
 	}
-	if r, ok := pd.(sched.Releaser); ok && opts.Respawn && r.HeldAfterFailedStart(j) {
+	if opts.Respawn && sched.Stuck(pd, j) {
 		if err := pd.Cancel(ctx, x, prev.JobID, false); err != nil {
 			return fmt.Errorf("master: job %s (%s) is %s and %s failed, so not launching another: %w",
 				prev.JobID, prev.Via, j, strings.Join(pd.CancelCommand(prev.JobID, false), " "), err)
 		}
-		progress(opts.Progress, "job %s (%s) was %s: %s could not start it; cancelled it to launch again", prev.JobID, prev.Via, j, prev.Via)
+		progress(opts.Progress, "job %s (%s) was %s: %s will not run it; cancelled it to launch again", prev.JobID, prev.Via, j, prev.Via)
 		return nil
 	}
 	if j.State.Active() {

@@ -286,3 +286,58 @@ func TestRespawnReplacesAHeldJob(t *testing.T) {
 		t.Errorf("respawn: job %s, launch %d, cancelled %q", res.Info.JobID, res.Info.Launches, f.cancelled)
 	}
 }
+
+// sgeErrorJobs is a Grid Engine that puts every job in error state (Eqw)
+// until it is deleted.
+type sgeErrorJobs struct {
+	mu      sync.Mutex
+	next    int
+	deleted []string
+}
+
+func (f *sgeErrorJobs) exec(_ context.Context, argv []string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch argv[0] {
+	case "qsub":
+		f.next++
+		return fmt.Sprintf("%d\n", 100+f.next), nil
+	case "qstat":
+		var b strings.Builder
+		for i := 1; i <= f.next; i++ {
+			if id := fmt.Sprint(100 + i); !slices.Contains(f.deleted, id) {
+				fmt.Fprintf(&b, "    %s 0.55500 sp-s       root         Eqw   11/28/2026 12:00:00       1\n", id)
+			}
+		}
+		return b.String(), nil
+	case "qacct":
+		return "", &sched.ExitError{Argv: argv, Code: 1, Stderr: "error: job id not found"}
+	case "qdel":
+		f.deleted = append(f.deleted, argv[len(argv)-1])
+		return "", nil
+	}
+	return "", fmt.Errorf("sgeErrorJobs: unexpected %q", argv)
+}
+
+// A pool's respawn deletes a Grid Engine job left in error state before it
+// submits the next, so none stays behind in the queue; a plain launch
+// leaves it (its error says qdel removes it).
+func TestRespawnDeletesAnSGEJobInErrorState(t *testing.T) {
+	f := &sgeErrorJobs{}
+	dir := filepath.Join(t.TempDir(), "s")
+	opts := Options{Via: "sge", Exec: f.exec, NoWait: true}
+	if _, err := Launch(ctx(t), dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Launch(ctx(t), dir, opts); err != nil || len(f.deleted) != 0 {
+		t.Fatalf("a plain launch: %v, deleted %q", err, f.deleted)
+	}
+	opts.Respawn = true
+	res, err := Launch(ctx(t), dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Info.JobID != "103" || !slices.Equal(f.deleted, []string{"102"}) {
+		t.Errorf("respawn: job %s, deleted %q", res.Info.JobID, f.deleted)
+	}
+}

@@ -109,6 +109,21 @@ type Releaser interface {
 	ReleaseCommand(id string) []string
 }
 
+// Stuck reports whether the scheduler keeps job j in its queue although it
+// will never run it on its own: Slurm holds a job a node failed to start
+// ([Releaser]), Grid Engine keeps a job in error state (Eqw) until it is
+// deleted. A pool's respawn cancels such a job before it launches the
+// session again, so that none is left behind in the queue.
+func Stuck(d Driver, j Job) bool {
+	switch d := d.(type) {
+	case Slurm:
+		return d.HeldAfterFailedStart(j)
+	case SGE:
+		return j.State == Failed && strings.Contains(j.Raw, "E") // qstat's word; qacct's is "finished".
+	}
+	return false
+}
+
 // For returns the driver named by a --via word.
 func For(via string) (Driver, error) {
 	switch via {

@@ -325,3 +325,31 @@ func TestSlurmHeldAfterFailedStart(t *testing.T) {
 		t.Errorf("release: %v, calls %q", err, calls)
 	}
 }
+
+// A job the scheduler keeps but will never run: Slurm's hold after a failed
+// start, Grid Engine's error state while qstat lists it.
+func TestStuck(t *testing.T) {
+	for _, c := range []struct {
+		d    Driver
+		j    Job
+		want bool
+	}{
+		{Slurm{}, Job{State: Pending, Raw: "PENDING", Reason: "launch failed requeued held"}, true},
+		{Slurm{}, Job{State: Pending, Raw: "PENDING", Reason: "JobHeldUser"}, false},
+		{Slurm{}, Job{State: Failed, Raw: "FAILED"}, false},
+		{SGE{}, Job{State: Failed, Raw: "Eqw"}, true},
+		{SGE{}, Job{State: Pending, Raw: "hqw"}, false},
+		{SGE{}, Job{State: Failed, Raw: "finished"}, false},
+		{LSF{}, Job{State: Failed, Raw: "EXIT"}, false},
+		{Local{}, Job{State: Failed}, false},
+	} {
+		if got := Stuck(c.d, c.j); got != c.want {
+			t.Errorf("%s %+v: stuck %v, want %v", c.d.Name(), c.j, got, c.want)
+		}
+	}
+	// From qstat's own line.
+	j, ok := ParseQstat("    101 0.55500 sp-s00     root         Eqw   11/28/2026 12:00:00                                    1\n", "101")
+	if !ok || !Stuck(SGE{}, j) {
+		t.Errorf("qstat Eqw: %+v %v", j, ok)
+	}
+}
