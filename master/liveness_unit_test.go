@@ -85,11 +85,21 @@ func lateSession(t *testing.T) (*Session, func(counter int64)) {
 func TestAwaitAliveOutlastsALateHeartbeat(t *testing.T) {
 	s, beat := lateSession(t)
 	s.WaitForRunner = time.Minute
+	// The beats stop before the test's directory is removed (they wrote
+	// into it while it was removed: "directory not empty", under load).
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(stop); <-stopped })
 	go func() {
-		time.Sleep(1500 * time.Millisecond) // Over three windows: late, not dead.
+		defer close(stopped)
+		wait := 1500 * time.Millisecond // Over three windows: late, not dead.
 		for c := int64(2); c < 40; c++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(wait):
+			}
 			beat(c)
-			time.Sleep(100 * time.Millisecond)
+			wait = 100 * time.Millisecond
 		}
 	}()
 	l, err := s.awaitAlive(t.Context())
