@@ -234,19 +234,20 @@ func TestLaunchGivesUpOnAJobHeldAgainAndAgain(t *testing.T) {
 	}
 }
 
-// heldJobs is a Slurm whose every job is held after a failed start until
-// cancelled.
-type heldJobs struct {
+// stuckJobs is a Slurm or a Grid Engine that keeps every job it is given in
+// the queue without ever running it, until it is cancelled: Slurm holds it
+// after a failed start, Grid Engine puts it in error state (Eqw).
+type stuckJobs struct {
 	mu        sync.Mutex
 	next      int
 	cancelled []string
 }
 
-func (f *heldJobs) exec(_ context.Context, argv []string) (string, error) {
+func (f *stuckJobs) exec(_ context.Context, argv []string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch argv[0] {
-	case "sbatch":
+	case "sbatch", "qsub":
 		f.next++
 		return fmt.Sprintf("%d\n", 11+f.next), nil
 	case "squeue":
@@ -258,86 +259,55 @@ func (f *heldJobs) exec(_ context.Context, argv []string) (string, error) {
 				return id + "|PENDING|launch failed requeued held|0:00\n", nil
 			}
 		}
-	case "scancel":
-		f.cancelled = append(f.cancelled, argv[len(argv)-1])
-		return "", nil
-	}
-	return "", fmt.Errorf("heldJobs: unexpected %q", argv)
-}
-
-// A pool's respawn replaces a job held after a failed start (the held job
-// is cancelled, a new one submitted); a plain launch refuses, naming it.
-func TestRespawnReplacesAHeldJob(t *testing.T) {
-	f := &heldJobs{}
-	dir := filepath.Join(t.TempDir(), "s")
-	opts := Options{Via: "slurm", Exec: f.exec, NoWait: true}
-	if _, err := Launch(ctx(t), dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Launch(ctx(t), dir, opts); !errors.Is(err, ErrAlreadyLaunched) || !strings.Contains(err.Error(), "job 12 (slurm) is PENDING (launch failed requeued held)") {
-		t.Fatalf("a plain launch over a held job: %v", err)
-	}
-	opts.Respawn = true
-	res, err := Launch(ctx(t), dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Info.JobID != "13" || res.Info.Launches != 2 || !slices.Equal(f.cancelled, []string{"12"}) {
-		t.Errorf("respawn: job %s, launch %d, cancelled %q", res.Info.JobID, res.Info.Launches, f.cancelled)
-	}
-}
-
-// sgeErrorJobs is a Grid Engine that puts every job in error state (Eqw)
-// until it is deleted.
-type sgeErrorJobs struct {
-	mu      sync.Mutex
-	next    int
-	deleted []string
-}
-
-func (f *sgeErrorJobs) exec(_ context.Context, argv []string) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch argv[0] {
-	case "qsub":
-		f.next++
-		return fmt.Sprintf("%d\n", 100+f.next), nil
 	case "qstat":
 		var b strings.Builder
 		for i := 1; i <= f.next; i++ {
-			if id := fmt.Sprint(100 + i); !slices.Contains(f.deleted, id) {
+			if id := fmt.Sprint(11 + i); !slices.Contains(f.cancelled, id) {
 				fmt.Fprintf(&b, "    %s 0.55500 sp-s       root         Eqw   11/28/2026 12:00:00       1\n", id)
 			}
 		}
 		return b.String(), nil
 	case "qacct":
 		return "", &sched.ExitError{Argv: argv, Code: 1, Stderr: "error: job id not found"}
-	case "qdel":
-		f.deleted = append(f.deleted, argv[len(argv)-1])
+	case "scancel", "qdel":
+		f.cancelled = append(f.cancelled, argv[len(argv)-1])
 		return "", nil
 	}
-	return "", fmt.Errorf("sgeErrorJobs: unexpected %q", argv)
+	return "", fmt.Errorf("stuckJobs: unexpected %q", argv)
 }
 
-// A pool's respawn deletes a Grid Engine job left in error state before it
-// submits the next, so none stays behind in the queue; a plain launch
-// leaves it (its error says qdel removes it).
-func TestRespawnDeletesAnSGEJobInErrorState(t *testing.T) {
-	f := &sgeErrorJobs{}
-	dir := filepath.Join(t.TempDir(), "s")
-	opts := Options{Via: "sge", Exec: f.exec, NoWait: true}
-	if _, err := Launch(ctx(t), dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Launch(ctx(t), dir, opts); err != nil || len(f.deleted) != 0 {
-		t.Fatalf("a plain launch: %v, deleted %q", err, f.deleted)
-	}
-	opts.Respawn = true
-	res, err := Launch(ctx(t), dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Info.JobID != "103" || !slices.Equal(f.deleted, []string{"102"}) {
-		t.Errorf("respawn: job %s, deleted %q", res.Info.JobID, f.deleted)
+// A pool's respawn cancels a job the scheduler keeps but will never run
+// (Slurm's hold after a failed start, Grid Engine's Eqw) and submits a new
+// one, so none is left behind in the queue. A plain launch refuses the
+// held Slurm job, naming it, and leaves an Eqw job (its failed launch said
+// that qdel removes it).
+func TestRespawnReplacesAStuckJob(t *testing.T) {
+	for _, via := range []string{"slurm", "sge"} {
+		f := &stuckJobs{}
+		dir := filepath.Join(t.TempDir(), via)
+		opts := Options{Via: via, Exec: f.exec, NoWait: true}
+		if _, err := Launch(ctx(t), dir, opts); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Launch(ctx(t), dir, opts)
+		switch via {
+		case "slurm":
+			if !errors.Is(err, ErrAlreadyLaunched) || !strings.Contains(err.Error(), "job 12 (slurm) is PENDING (launch failed requeued held)") {
+				t.Fatalf("a plain launch over a held job: %v", err)
+			}
+		case "sge":
+			if err != nil || len(f.cancelled) != 0 {
+				t.Fatalf("a plain launch over an Eqw job: %v, deleted %q", err, f.cancelled)
+			}
+		}
+		opts.Respawn = true
+		res, err := Launch(ctx(t), dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"slurm": "12", "sge": "13"}[via]
+		if res.Info.JobID != fmt.Sprint(f.next+11) || !slices.Equal(f.cancelled, []string{want}) {
+			t.Errorf("%s respawn: job %s (launch %d), cancelled %q", via, res.Info.JobID, res.Info.Launches, f.cancelled)
+		}
 	}
 }
