@@ -146,11 +146,11 @@ func waitServing(ctx context.Context, s *master.Session, d sched.Driver, x sched
 var releaseSettle = 5 * time.Second
 
 // releaser releases a job its scheduler held after failing to start it.
+// The releases that succeeded are counted in Result.Releases.
 type releaser struct {
-	r        sched.Releaser
-	at       time.Time // of the last release tried
-	lastErr  error     // of the last release tried
-	released int       // releases that succeeded (Result.Releases)
+	r       sched.Releaser
+	at      time.Time // of the last release tried
+	lastErr error     // of the last release tried
 }
 
 // held handles an answer saying that job j is held after a failed start:
@@ -167,9 +167,9 @@ func (h *releaser) held(ctx context.Context, s *master.Session, x sched.Exec, vi
 	case h.lastErr != nil:
 		return fmt.Errorf("%w: job %s (%s) is %s: %s could not start it, and %s failed: %v; the job stays held (master stop --session %s cancels it)",
 			ErrLaunchFailed, j.ID, via, j, via, cmd, h.lastErr, s.Dir())
-	case h.released >= maxReleases:
+	case res.Releases >= maxReleases:
 		return fmt.Errorf("%w: job %s (%s) is %s again: %s could not start it %d times, released with %s after each; the job stays held (master stop --session %s cancels it; the node may need its admins)",
-			ErrLaunchFailed, j.ID, via, j, via, h.released+1, cmd, s.Dir())
+			ErrLaunchFailed, j.ID, via, j, via, res.Releases+1, cmd, s.Dir())
 	}
 	h.at, h.lastErr = time.Now(), h.r.Release(ctx, x, j.ID)
 	if h.lastErr != nil {
@@ -180,10 +180,9 @@ func (h *releaser) held(ctx context.Context, s *master.Session, x sched.Exec, vi
 		progress(opts.Progress, "job %s (%s) is %s: %s could not start it; %s failed: %v", j.ID, via, j, via, cmd, h.lastErr)
 		return nil
 	}
-	h.released++
-	res.Releases = h.released
+	res.Releases++
 	progress(opts.Progress, "job %s (%s) is %s: %s could not start it; released it (%s), release %d of %d",
-		j.ID, via, j, via, cmd, h.released, maxReleases)
+		j.ID, via, j, via, cmd, res.Releases, maxReleases)
 	return nil
 }
 

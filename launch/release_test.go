@@ -197,12 +197,13 @@ func TestReleaserSettles(t *testing.T) {
 	}
 	h := &releaser{r: sched.Slurm{}}
 	j := sched.Job{ID: "12", State: sched.Pending, Raw: "PENDING", Reason: "launch failed requeued held"}
+	res := &Result{}
 	for range 3 {
-		if err := h.held(ctx(t), s, f.exec, "slurm", j, Options{}, &Result{}); err != nil {
+		if err := h.held(ctx(t), s, f.exec, "slurm", j, Options{}, res); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if f.releases != 1 || h.released != 1 {
+	if f.releases != 1 || res.Releases != 1 {
 		t.Errorf("%d releases within the settle time, want 1", f.releases)
 	}
 }

@@ -115,13 +115,11 @@ type Releaser interface {
 // deleted. A pool's respawn cancels such a job before it launches the
 // session again, so that none is left behind in the queue.
 func Stuck(d Driver, j Job) bool {
-	switch d := d.(type) {
-	case Slurm:
-		return d.HeldAfterFailedStart(j)
-	case SGE:
-		return j.State == Failed && strings.Contains(j.Raw, "E") // qstat's word; qacct's is "finished".
+	if r, ok := d.(Releaser); ok && r.HeldAfterFailedStart(j) {
+		return true
 	}
-	return false
+	_, sge := d.(SGE)
+	return sge && j.State == Failed && strings.Contains(j.Raw, "E") // qstat's word; qacct's is "finished".
 }
 
 // For returns the driver named by a --via word.
