@@ -18,6 +18,8 @@ if ! qstat -f >/dev/null 2>&1; then
   started=1 # Before: a failed start is taken down too.
   ./scripts/sge-up.sh
 fi
+# The client binaries without Debian's per-call wrapper (sge-up.sh).
+[ -d /tmp/skillpilot-sge/bin ] && export PATH=/tmp/skillpilot-sge/bin:$PATH
 set +e
 SP_SGE=1 go test -race -count=1 -timeout 20m -v -run '^TestSGE' ./farm/ >"$log" 2>&1
 rc=$?
