@@ -66,16 +66,11 @@ qconf -sh >/dev/null || { log "qmaster does not answer"; cat "$CFG/qmaster.out" 
 # Debian runs every Grid Engine program through a wrapper script
 # (/usr/share/gridengine/gridengine-wrapper) that works out the host's
 # architecture twice per call, each time running util/arch, which runs cpp
-# and ldd: about 0.35 s of CPU per qstat on an idle machine, and 0.6 s of
+# and ldd: about 0.35 s of CPU per call on an idle machine, and 0.6 s of
 # wall time per job start for sge_execd's shepherd (128 array elements
 # took 80 s to start on this 2-core machine, 17 s without the wrapper). A
 # real site runs the binaries from $SGE_ROOT/bin/<arch>: the shepherd is
-# named directly (shepherd_cmd), and $CFG/bin holds links to the client
-# binaries for test-sge.sh to put first on PATH.
-mkdir -p "$CFG/bin"
-for c in qsub qstat qdel qacct qrls qhold qalter qconf qmod qhost; do
-    if [[ -x /usr/lib/gridengine/$c ]]; then ln -sfn "/usr/lib/gridengine/$c" "$CFG/bin/$c"; fi
-done
+# named directly (shepherd_cmd); test-sge.sh does the same for the clients.
 qconf -sconf global >"$CFG/global"
 sed -i -e 's/^min_uid .*/min_uid                      0/' -e 's/^min_gid .*/min_gid                      0/' \
        -e 's/flush_time=[0-9:]*/flush_time=00:00:01/' \

@@ -18,8 +18,14 @@ if ! qstat -f >/dev/null 2>&1; then
   started=1 # Before: a failed start is taken down too.
   ./scripts/sge-up.sh
 fi
-# The client binaries without Debian's per-call wrapper (sge-up.sh).
-[ -d /tmp/skillpilot-sge/bin ] && export PATH=/tmp/skillpilot-sge/bin:$PATH
+# The client programs without Debian's per-call wrapper (see sge-up.sh):
+# links to the binaries, first on PATH.
+bin=/tmp/skillpilot-sge/bin
+mkdir -p "$bin"
+for c in qsub qstat qdel qacct qrls qhold qalter qconf qmod; do
+  if [ -x "/usr/lib/gridengine/$c" ]; then ln -sfn "/usr/lib/gridengine/$c" "$bin/$c"; fi
+done
+export PATH=$bin:$PATH
 set +e
 SP_SGE=1 go test -race -count=1 -timeout 20m -v -run '^TestSGE' ./farm/ >"$log" 2>&1
 rc=$?
