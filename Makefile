@@ -2,6 +2,12 @@
 GO      ?= go
 BIN     := bin
 TIMEOUT ?= 20m
+# A binary built with -race sleeps 1 s before it exits (the race runtime's
+# atexit_sleep_ms), and the tests start race-built masters and runners by
+# the thousand: the CLI scripts and the CLI master's conformance scenarios
+# spent most of their time in that sleep. Races found before the exit are
+# reported all the same.
+export GORACE ?= atexit_sleep_ms=0
 
 .PHONY: all build demo deps test test-short vet fmt-check tidy-check fuzz bench bench-smoke test-nfs test-slurm test-sge clean install dist
 

@@ -15,7 +15,10 @@ func TestMain(m *testing.M) {
 	// Scenarios mostly wait (liveness graces, leases, polls): unless told
 	// otherwise, run five at a time rather than GOMAXPROCS (two here):
 	// make test took 675 s for this package at two, 442 s at four on a
-	// loaded 2-core machine, using 4.8 minutes of CPU in 9.
+	// loaded 2-core machine, using 4.8 minutes of CPU in 9. The package's
+	// top-level tests are parallel too, so the masters' own suites (Python,
+	// Tcl) and the OpenSTA scenarios run beside the tclsh ones instead of
+	// before and after them.
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
 	if !set {
@@ -27,6 +30,7 @@ func TestMain(m *testing.M) {
 // TestConformance runs every scenario with every master against a real
 // runner on tclsh, on this host.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	e := localEnv(t)
 	if testing.Short() {
 		// The developer's loop: the in-process Go master through the
@@ -63,6 +67,7 @@ var coreScenarios = []string{"outcomes", "submit_wait_run", "status", "cancel", 
 // TestConformanceOpenSTA runs the core scenarios with every master against
 // runners on OpenSTA instead of tclsh.
 func TestConformanceOpenSTA(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "five masters on OpenSTA")
 	testenv.NeedTool(t, "sta", "opensta")
 	e := localEnv(t)

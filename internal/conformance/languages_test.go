@@ -30,6 +30,7 @@ func repoPath(t *testing.T, rel string) string {
 // (master/python/tests: its logic against a fake runner, the CLI, the
 // build backend).
 func TestPythonUnittest(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "the Python master's own suite; alone: cd master/python && python3 -m unittest discover -s tests -t .")
 	py := testenv.NeedTool(t, "python3", "python3")
 	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "tests", "-t", ".")
@@ -42,6 +43,7 @@ func TestPythonUnittest(t *testing.T) {
 
 // TestTclTests runs the Tcl master's tcltest suite (master/tcl/tests).
 func TestTclTests(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "the Tcl master's own suite; alone: cd master/tcl/tests && tclsh all.tcl")
 	tcl := testenv.NeedTool(t, "tclsh", "tcl")
 	testenv.NeedTool(t, "flock", "util-linux")
@@ -57,6 +59,7 @@ func TestTclTests(t *testing.T) {
 // TestPythonPipInstallOffline installs the Python master as README shows,
 // into a fresh virtual environment with no package index, and runs it.
 func TestPythonPipInstallOffline(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "an offline pip install into a fresh venv")
 	py := testenv.NeedTool(t, "python3", "python3")
 	venv := filepath.Join(t.TempDir(), "venv")
@@ -98,6 +101,7 @@ func startSession(t *testing.T) string {
 // to one session at the same time; every seq is unique and every command
 // gets its result, executed once.
 func TestMixedMastersOneSession(t *testing.T) {
+	t.Parallel()
 	testenv.Slow(t, "five masters on one session")
 	py, tcl := testenv.NeedTool(t, "python3", "python3"), testenv.NeedTool(t, "tclsh", "tcl")
 	bin := MakeBin(t)

@@ -25,6 +25,7 @@ var goDuration = regexp.MustCompile(`\b[0-9]+(\.[0-9]+)?(ns|µs|ms|s)\b|\b[0-9]+
 // lines, word for word, on the same session (a running command with a
 // prompt, a finished and a failed command, a lease).
 func TestPythonStatusLayout(t *testing.T) {
+	t.Parallel()
 	py := testenv.NeedTool(t, "python3", "python3")
 	testenv.NeedTool(t, "tclsh", "tcl")
 	bin := MakeBin(t)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The scripts mostly wait (a runner's heartbeat, a command's end, a
+	// grace): run five at a time rather than GOMAXPROCS (two here) unless
+	// -test.parallel says otherwise (it is parsed later and wins). At two,
+	// make test spent 277 s in this package on a 2-core machine using about
+	// one core.
+	_ = flag.Set("test.parallel", "5")
 	testscript.Main(m, map[string]func(){
 		"master": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 		"runner": func() { os.Exit(runnercli.Main(os.Args[1:], os.Stdout, os.Stderr)) },
