@@ -8,6 +8,12 @@ TIMEOUT ?= 20m
 # spent most of their time in that sleep. Races found before the exit are
 # reported all the same.
 export GORACE ?= atexit_sleep_ms=0
+# Everything built without the race detector is built with CGO_ENABLED=0,
+# the flavour make build ships (the module has no cgo): vet, test-short,
+# the benchmarks, the binaries the tests start (internal/testenv) and the
+# NFS suite share one compilation of the standard library and the module
+# instead of compiling it once per flavour on a fresh machine.
+NOCGO   := CGO_ENABLED=0
 
 .PHONY: all build demo deps test test-short vet fmt-check tidy-check fuzz bench bench-smoke test-nfs test-slurm test-sge clean install dist
 
@@ -35,10 +41,10 @@ test: deps vet
 	GOTRACEBACK=all $(GO) test -race -timeout $(TIMEOUT) ./...
 
 test-short: vet
-	$(GO) test -short -timeout $(TIMEOUT) ./...
+	$(NOCGO) $(GO) test -short -timeout $(TIMEOUT) ./...
 
 vet:
-	$(GO) vet ./...
+	$(NOCGO) $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -48,22 +54,22 @@ tidy-check:
 
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCommand$$' -fuzztime $(FUZZTIME) ./protocol
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCommandName$$' -fuzztime $(FUZZTIME) ./protocol
-	$(GO) test -run '^$$' -fuzz '^FuzzParseControlRequest$$' -fuzztime $(FUZZTIME) ./protocol
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCancel$$' -fuzztime $(FUZZTIME) ./protocol
-	$(GO) test -run '^$$' -fuzz '^FuzzFramer$$' -fuzztime $(FUZZTIME) ./runner
-	$(GO) test -run '^$$' -fuzz '^FuzzPromptFilter$$' -fuzztime $(FUZZTIME) ./runner
-	$(GO) test -run '^$$' -fuzz '^FuzzParseEvents$$' -fuzztime $(FUZZTIME) ./history
+	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzParseCommand$$' -fuzztime $(FUZZTIME) ./protocol
+	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzParseCommandName$$' -fuzztime $(FUZZTIME) ./protocol
+	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzParseControlRequest$$' -fuzztime $(FUZZTIME) ./protocol
+	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzParseCancel$$' -fuzztime $(FUZZTIME) ./protocol
+	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzFramer$$' -fuzztime $(FUZZTIME) ./runner
+	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzPromptFilter$$' -fuzztime $(FUZZTIME) ./runner
+	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzParseEvents$$' -fuzztime $(FUZZTIME) ./history
 
 # The full benchmark suite; figures and ratios go to BENCHMARKS.md by hand.
 BENCHTIME ?= 1x
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee .bench.out
+	$(NOCGO) $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee .bench.out
 
 # CI runs every benchmark once so they cannot rot.
 bench-smoke:
-	SP_BENCH_SMOKE=1 $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/
+	SP_BENCH_SMOKE=1 $(NOCGO) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/
 
 test-nfs:
 	./nfs/run-nfs-tests.sh

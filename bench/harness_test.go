@@ -29,11 +29,11 @@ func TestMain(m *testing.M) {
 	// Static, no cgo, as `make build` does; testenv builds each once and
 	// shares it with the other test packages.
 	var err error
-	if runnerBin, err = testenv.Build(testenv.Runner, testenv.WithEnv("CGO_ENABLED=0")); err != nil {
+	if runnerBin, err = testenv.Build(testenv.Runner); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if masterBin, err = testenv.Build(testenv.Master, testenv.WithEnv("CGO_ENABLED=0")); err != nil {
+	if masterBin, err = testenv.Build(testenv.Master); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -7,9 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d /tmp/skillpilot-nfs.XXXXXX)
 trap 'rm -rf "$out"' EXIT
-go build -o "$out/runner" ./cmd/runner
-go build -o "$out/master" ./cmd/master
-go test -c -o "$out/nfs.test" ./nfs
+# CGO_ENABLED=0: the flavour make install ships and make test's binaries
+# use (internal/testenv), so the build reuses what make test compiled.
+CGO_ENABLED=0 go build -o "$out/runner" ./cmd/runner
+CGO_ENABLED=0 go build -o "$out/master" ./cmd/master
+CGO_ENABLED=0 go test -c -o "$out/nfs.test" ./nfs
 export SP_RUNNER_BIN=$out/runner SP_MASTER_BIN=$out/master SP_REPO=$PWD
 # A pass takes about 2.5 minutes; a hung guest is stopped after 20.
 export NFS_UML_TIMEOUT=${NFS_UML_TIMEOUT:-1200}

@@ -33,7 +33,7 @@ func TestBuildBinaryOnce(t *testing.T) {
 	if fi, err := os.Stat(a); err != nil || fi.Mode().Perm()&0o111 == 0 {
 		t.Fatalf("%s: %v %v", a, fi, err)
 	}
-	if d := BuildBinary(t, Runner, WithEnv("CGO_ENABLED=0")); d == a {
+	if d := BuildBinary(t, Runner, WithEnv("CGO_ENABLED=1")); d == a {
 		t.Fatal("another build environment shares the binary")
 	}
 }
