@@ -69,9 +69,10 @@ type buildEntry struct {
 // BuildBinary returns the path of an executable built from the main package
 // pkg (an import path, e.g. [Runner]), without the race detector and with
 // CGO_ENABLED=0, as make build and make install ship it (one build flavour
-// for the tests, the install and dist tests, the benchmarks and the NFS
-// suite: a fresh CI machine compiles the standard library and the module
-// once for all of them, not once per flavour). It builds
+// for the tests, make install, vet, the benchmarks and the NFS suite: a
+// fresh CI machine compiles the standard library and the module once for
+// all of them, not once per flavour; make dist adds -trimpath, a flavour
+// of its own). It builds
 // at most once per test process and reuses a binary another test process
 // built from the same module content (see the package doc); concurrent
 // calls wait for one build. A failed build fails the test with the go
