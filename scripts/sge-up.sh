@@ -74,8 +74,10 @@ qconf -sh >/dev/null || { log "qmaster does not answer"; cat "$CFG/qmaster.out" 
 qconf -sconf global >"$CFG/global"
 sed -i -e 's/^min_uid .*/min_uid                      0/' -e 's/^min_gid .*/min_gid                      0/' \
        -e 's/flush_time=[0-9:]*/flush_time=00:00:01/' \
-       -e 's/^gid_range .*/gid_range                    65000-65500/' \
-       -e 's|^shepherd_cmd .*|shepherd_cmd                 /usr/lib/gridengine/sge_shepherd|' "$CFG/global"
+       -e 's/^gid_range .*/gid_range                    65000-65500/' "$CFG/global"
+if [[ -x /usr/lib/gridengine/sge_shepherd ]]; then
+    sed -i 's|^shepherd_cmd .*|shepherd_cmd                 /usr/lib/gridengine/sge_shepherd|' "$CFG/global"
+fi
 if ! cmp -s <(qconf -sconf global) "$CFG/global"; then qconf -Mconf "$CFG/global" >/dev/null; fi
 qconf -ss | grep -qx "$HOST" || qconf -as "$HOST" >/dev/null
 qconf -ssconf >"$CFG/sched"
