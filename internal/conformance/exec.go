@@ -33,6 +33,27 @@ func Main() {
 	os.Exit(2)
 }
 
+// LinkBin returns a new directory holding "runner" and "master" as
+// symbolic links to the binaries given: for a suite that has the real
+// binaries at hand (the NFS suite), each runner and CLI call is then one
+// exec of the binary users run, not a shell script starting this test
+// binary (two execs, which cost a guest of the NFS suite about 0.3 s a
+// call; BENCHMARKS.md).
+func LinkBin(t testing.TB, runner, master string) string {
+	t.Helper()
+	bin := t.TempDir()
+	for role, target := range map[string]string{"runner": runner, "master": master} {
+		abs, err := filepath.Abs(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(abs, filepath.Join(bin, role)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin
+}
+
 // MakeBin writes "runner" and "master" into a new directory: scripts that
 // run this test binary (which must call Main) as the runner and as the
 // master CLI, so that every master and the shell find them on PATH.
