@@ -31,7 +31,7 @@ func TestNFSConformance(t *testing.T) {
 	}
 	// The runner and master binaries run-nfs-tests.sh built from this tree,
 	// when it gave them: each call one exec in the slow guest.
-	bin := ""
+	var bin string
 	if mb := os.Getenv("SP_MASTER_BIN"); mb != "" && runnerBin != "" {
 		bin = conformance.LinkBin(t, runnerBin, mb)
 	} else {
