@@ -30,10 +30,10 @@ func TestNFSConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The runner and master binaries run-nfs-tests.sh built from this tree,
-	// when it gave them: each call one exec in the slow guest.
+	// when it gave both: each call one exec in the slow guest.
 	var bin string
-	if mb := os.Getenv("SP_MASTER_BIN"); mb != "" && runnerBin != "" {
-		bin = conformance.LinkBin(t, runnerBin, mb)
+	if runnerBin != "" && os.Getenv("SP_MASTER_BIN") != "" {
+		bin = conformance.LinkBin(t, runnerBin, masterCLI(t))
 	} else {
 		bin = conformance.MakeBin(t)
 	}

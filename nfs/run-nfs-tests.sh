@@ -13,7 +13,7 @@ CGO_ENABLED=0 go build -o "$out/runner" ./cmd/runner
 CGO_ENABLED=0 go build -o "$out/master" ./cmd/master
 CGO_ENABLED=0 go test -c -o "$out/nfs.test" ./nfs
 export SP_RUNNER_BIN=$out/runner SP_MASTER_BIN=$out/master SP_REPO=$PWD
-# A pass takes about 2.5 minutes; a hung guest is stopped after 20.
+# A plain pass takes about 4 minutes; a hung guest is stopped after 20.
 export NFS_UML_TIMEOUT=${NFS_UML_TIMEOUT:-1200}
 status=0
 # pass MODE TIMEOUT TESTFLAGS...: one guest boot running nfs.test.

@@ -72,11 +72,10 @@ type buildEntry struct {
 // for the tests, make install, vet, the benchmarks and the NFS suite: a
 // fresh CI machine compiles the standard library and the module once for
 // all of them, not once per flavour; make dist adds -trimpath, a flavour
-// of its own). It builds
-// at most once per test process and reuses a binary another test process
-// built from the same module content (see the package doc); concurrent
-// calls wait for one build. A failed build fails the test with the go
-// command's output.
+// of its own). It builds at most once per test process and reuses a
+// binary another test process built from the same module content (see the
+// package doc); concurrent calls wait for one build. A failed build fails
+// the test with the go command's output.
 func BuildBinary(t testing.TB, pkg string, opts ...BuildOption) string {
 	t.Helper()
 	p, err := Build(pkg, opts...)
