@@ -10,12 +10,14 @@ import (
 
 func TestMain(m *testing.M) {
 	conformance.Main() // This binary also serves as the runner, the master CLI and the Go adapters.
-	os.Exit(m.Run())
+	code := m.Run()
+	stopHostB()
+	os.Exit(code)
 }
 
 // TestNFSConformance runs the conformance suite (internal/conformance/scenarios)
 // with every runner on client A and every master on client B, in a UTS
-// namespace of its own (host "hostb"): the same scenarios and expectations
+// namespace of its own (host "hostb", hostb_test.go): the same scenarios and expectations
 // as on one host, across two NFS clients.
 func TestNFSConformance(t *testing.T) {
 	if mountA == "" || mountB == "" || repo == "" {
@@ -40,6 +42,6 @@ func TestNFSConformance(t *testing.T) {
 	conformance.Run(t, conformance.Env{
 		Repo: repo, Bin: bin, Self: self,
 		RunnerRoot: filepath.Join(mountA, root), MasterRoot: filepath.Join(mountB, root),
-		MasterPrefix: []string{"unshare", "--uts", "sh", "-c", `hostname hostb; exec "$@"`, "sh"},
+		MasterPrefix: onHostBPrefix(t),
 	})
 }

@@ -80,7 +80,7 @@ func statusTimes(t *testing.T, bin, dirB string, n int) []time.Duration {
 	var d []time.Duration
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		out, err := onHostB(bin, "status", "--session", dirB).CombinedOutput()
+		out, err := onHostB(t, bin, "status", "--session", dirB).CombinedOutput()
 		d = append(d, time.Since(t0))
 		if err != nil {
 			t.Fatalf("master status on B: %v\n%s", err, out)

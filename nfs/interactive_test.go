@@ -37,7 +37,7 @@ func TestNFSInteractive(t *testing.T) {
 	if err != nil || rep.Outcome != protocol.OutcomeDelivered {
 		t.Fatalf("go send: %+v %v", rep, err)
 	}
-	py := onHostB(testenv.Python3(), "-c", fmt.Sprintf(`
+	py := onHostB(t, testenv.Python3(), "-c", fmt.Sprintf(`
 import sys; sys.path.insert(0, %q)
 import skillpilot as sp
 s = sp.Session(%q)

@@ -56,10 +56,11 @@ func session(t *testing.T) (onA, onB string) {
 	return onA, onB
 }
 
-// onHostB runs argv as if on another host: its own UTS namespace with the
-// hostname "hostb".
-func onHostB(argv ...string) *exec.Cmd {
-	return exec.Command("unshare", append([]string{"--uts", "sh", "-c", `hostname hostb; exec "$@"`, "sh"}, argv...)...)
+// onHostB runs argv as if on another host: in the UTS namespace whose
+// hostname is "hostb" (hostb_test.go).
+func onHostB(t *testing.T, argv ...string) *exec.Cmd {
+	argv = append(onHostBPrefix(t), argv...)
+	return exec.Command(argv[0], argv[1:]...)
 }
 
 type proc struct {
@@ -184,7 +185,7 @@ func TestNFSMastersOnB(t *testing.T) {
 	if st, err := s.Status(ctx(t)); err != nil || !st.Alive || st.RunnerHost == "hostb" {
 		t.Fatalf("status from B: %+v %v", st, err)
 	}
-	py := onHostB(testenv.Python3(), "-c", fmt.Sprintf(`
+	py := onHostB(t, testenv.Python3(), "-c", fmt.Sprintf(`
 import sys; sys.path.insert(0, %q)
 import skillpilot_master as m
 s = m.Session(%q)
@@ -200,7 +201,7 @@ set r [skillpilot::run %s {puts from-tcl-on-b; expr 2+2}]
 if {[dict get $r value] ne "4"} { error "bad $r" }
 puts ok
 `, filepath.Join(repo, "master/tcl/skillpilot_master.tcl"), b)), 0o600)
-	tcl := onHostB("tclsh", script)
+	tcl := onHostB(t, "tclsh", script)
 	if out, err := tcl.CombinedOutput(); err != nil || !strings.Contains(string(out), "ok") {
 		t.Fatalf("tcl master: %v\n%s", err, out)
 	}
@@ -341,7 +342,7 @@ func TestNFSSecondRunnerRefused(t *testing.T) {
 	a, b := session(t)
 	runnerOnA(t, a)
 	ready(t, b)
-	second := start(t, onHostB(runnerBin, "--session", b, "--heartbeat", "200ms"))
+	second := start(t, onHostB(t, runnerBin, "--session", b, "--heartbeat", "200ms"))
 	if code := second.wait(t); code != 3 {
 		t.Fatalf("second runner exit %d, want 3:\n%s", code, second.stderr)
 	}
@@ -378,7 +379,7 @@ func TestNFSKilledOnARestartedOnB(t *testing.T) {
 	waitState(t, b, func(st protocol.State) bool { return st.CurrentCmdID != nil && *st.CurrentCmdID == "k2" })
 	r.cmd.Process.Signal(syscall.SIGKILL)
 	r.wait(t)
-	r2 := start(t, onHostB(runnerBin, "--session", b, "--heartbeat", "200ms"))
+	r2 := start(t, onHostB(t, runnerBin, "--session", b, "--heartbeat", "200ms"))
 	for i, c := range cmds {
 		res, err := c.Wait(ctx(t), master.WaitOptions{})
 		if i == 2 {

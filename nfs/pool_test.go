@@ -74,7 +74,7 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 	}
 	startA := time.Since(t0)
 	t0 = time.Now()
-	if out, err := onHostB(bin, "pool", "grow", "--pool", pb, "--by", fmt.Sprint(perHost)).CombinedOutput(); err != nil {
+	if out, err := onHostB(t, bin, "pool", "grow", "--pool", pb, "--by", fmt.Sprint(perHost)).CombinedOutput(); err != nil {
 		t.Fatalf("pool grow on B: %v\n%s", err, out)
 	}
 	growB := time.Since(t0)
@@ -100,7 +100,7 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 	t.Logf("pool start of %d on A: %v; pool grow --by %d on B: %v", perHost, startA.Round(time.Millisecond), perHost, growB.Round(time.Millisecond))
 
 	healA := startOut(t, exec.Command(bin, "pool", "heal", "--pool", pa, "--every", "1s"))
-	healB := startOut(t, onHostB(bin, "pool", "heal", "--pool", pb, "--every", "1s"))
+	healB := startOut(t, onHostB(t, bin, "pool", "heal", "--pool", pb, "--every", "1s"))
 
 	payload := func(id string) string {
 		return fmt.Sprintf(`set d [expr {[info hostname] eq "hostb" ? {%s} : {%s}}]; set f [open $d/[pid] a]; puts $f %s; close $f; after 50`,
@@ -153,7 +153,7 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 		for i := 0; i < cliN; i++ {
 			id := fmt.Sprintf("bcli-%03d", i)
 			t1 := time.Now()
-			out, err := onHostB(bin, "pool", "submit", "--pool", pb, "--id", id, payload(id)).CombinedOutput()
+			out, err := onHostB(t, bin, "pool", "submit", "--pool", pb, "--id", id, payload(id)).CombinedOutput()
 			took = append(took, time.Since(t1).Round(time.Millisecond))
 			if err != nil {
 				t.Errorf("master pool submit on B: %v\n%s", err, out)

@@ -75,7 +75,7 @@ func startAdapter(cmd *exec.Cmd) (*adapter, error) {
 	}
 	go func() {
 		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		sc.Buffer(nil, 64<<20) // Grows as long lines need: an outcome may carry megabytes of output.
 		for sc.Scan() {
 			a.lines <- sc.Text()
 		}
