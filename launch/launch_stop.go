@@ -170,14 +170,18 @@ func beginStop(ctx context.Context, dir string, opts StopOptions, b *stopBatch) 
 	alive, _ := s.Alive(ctx)
 	st.alive = alive
 	// A live runner is asked to stop at once; the scheduler's answer (one
-	// squeue or qstat shared by an array's elements) comes meanwhile.
+	// squeue or qstat shared by an array's elements) comes meanwhile. The
+	// queue listing alone, as WaitJobGone asks: a runner that stops fast
+	// ends its job before the listing runs, and Query would then ask
+	// scontrol for that element's exit code, one RPC to slurmctld per
+	// element of a pool stopping at once.
 	type answer struct {
 		job sched.Job
 		err error
 	}
 	answerCh := make(chan answer, 1)
 	go func() {
-		j, err := d.Query(ctx, x, li.JobID)
+		j, err := sched.QueryState(ctx, d, x, li.JobID)
 		answerCh <- answer{j, err}
 	}()
 	var serr error
@@ -207,6 +211,9 @@ func beginStop(ctx context.Context, dir string, opts StopOptions, b *stopBatch) 
 	rep.Job = a.job
 	if !alive && !a.job.State.Active() {
 		st.done = true
+		if j, err := d.Query(ctx, x, li.JobID); err == nil && !j.State.Active() {
+			a.job = j // With its exit code, where the scheduler has one.
+		}
 		return st, fmt.Errorf("%w: job %s (%s) is %s and no runner serves the session; nothing to stop", master.ErrRunnerNotAlive, li.JobID, li.Via, a.job)
 	}
 	if alive {
