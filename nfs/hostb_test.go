@@ -19,6 +19,7 @@ import (
 var (
 	hostBOnce   sync.Once
 	hostBHolder *exec.Cmd
+	hostBGone   chan struct{} // closed when the holder has exited
 	hostBErr    error
 )
 
@@ -27,15 +28,23 @@ func onHostBPrefix(t *testing.T) []string {
 	t.Helper()
 	hostBOnce.Do(func() {
 		c := exec.Command("unshare", "--uts", "sh", "-c", "hostname hostb && exec sleep 86400")
-		c.Stderr = os.Stderr
+		var stderr strings.Builder
+		c.Stderr = &stderr
 		if hostBErr = c.Start(); hostBErr != nil {
 			return
 		}
-		hostBHolder = c
+		hostBHolder, hostBGone = c, make(chan struct{})
+		go func() { _ = c.Wait(); close(hostBGone) }()
 		// The namespace is ready once the holder is the sleep (after
 		// hostname has set the name).
 		comm := fmt.Sprintf("/proc/%d/comm", c.Process.Pid)
 		for deadline := time.Now().Add(longWait); ; time.Sleep(10 * time.Millisecond) {
+			select {
+			case <-hostBGone:
+				hostBErr = fmt.Errorf("the hostb namespace holder exited: %s", stderr.String())
+				return
+			default:
+			}
 			if b, err := os.ReadFile(comm); err == nil && strings.TrimSpace(string(b)) == "sleep" {
 				return
 			}
@@ -55,6 +64,6 @@ func onHostBPrefix(t *testing.T) []string {
 func stopHostB() {
 	if hostBHolder != nil {
 		_ = hostBHolder.Process.Kill()
-		_ = hostBHolder.Wait()
+		<-hostBGone
 	}
 }
