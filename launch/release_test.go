@@ -87,17 +87,24 @@ func (f *heldSlurm) exec(ctx context.Context, argv []string) (string, error) {
 	return "", fmt.Errorf("heldSlurm: unexpected %q", argv)
 }
 
-// start runs the job script as sbatch would have (f.mu held).
-func (f *heldSlurm) start() error {
-	out, err := os.OpenFile(f.output, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+// startJob runs a job script as sbatch would (in a session of its own,
+// its output appended to output).
+func startJob(script, output string) (*exec.Cmd, error) {
+	out, err := os.OpenFile(output, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer out.Close()
-	cmd := exec.Command("/bin/sh", f.script)
+	cmd := exec.Command("/bin/sh", script)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	return cmd, cmd.Start()
+}
+
+// start runs the job script as sbatch would have (f.mu held).
+func (f *heldSlurm) start() error {
+	cmd, err := startJob(f.script, f.output)
+	if err != nil {
 		return err
 	}
 	f.cmd = cmd

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -39,19 +38,12 @@ func (f *endedSlurm) exec(_ context.Context, argv []string) (string, error) {
 				output = o
 			}
 		}
-		out, err := os.OpenFile(output, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		cmd, err := startJob(argv[len(argv)-1], output)
 		if err != nil {
 			return "", err
 		}
-		defer out.Close()
-		f.cmd = exec.Command("/bin/sh", argv[len(argv)-1])
-		f.cmd.Stdout, f.cmd.Stderr = out, out
-		f.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := f.cmd.Start(); err != nil {
-			return "", err
-		}
-		f.ended = make(chan struct{})
-		cmd, ended := f.cmd, f.ended
+		f.cmd, f.ended = cmd, make(chan struct{})
+		ended := f.ended
 		go func() { _ = cmd.Wait(); close(ended) }()
 		f.t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-ended })
 		return "12\n", nil
