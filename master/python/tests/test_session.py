@@ -278,9 +278,14 @@ class StoppedRunnerTest(Base):
             name, to = "cmd_%d_%s.json" % (seq, cmd_id), "cmd_%d_%s.json" % (to_seq, cmd_id)
             with open(os.path.join(pool, "s01", "queue", (".mv_" + to) if staged else to), "w") as f:
                 f.write("{}")
-            with open(os.path.join(self.dir, "forward", name), "w") as f:
+            # As a mover does (PROTOCOL.md 18.4 step 3): the record appears
+            # complete, a hard link of a written temp file, never half-written.
+            tmp = os.path.join(self.dir, "forward", ".tmp_" + name)
+            with open(tmp, "w") as f:
                 json.dump({"protocol_version": 1, "cmd_id": cmd_id, "seq": seq, "to_session": "../s01", "to_name": to,
                            "stage": ".mv_" + to, "reason": "test", "moved_at": "2026-01-01T00:00:00Z", "mover": "t"}, f)
+            os.link(tmp, os.path.join(self.dir, "forward", name))
+            os.unlink(tmp)
             return name
         moved(5, "published", 7, False)
         moved(6, "staged", 8, True)
