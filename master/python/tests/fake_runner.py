@@ -52,6 +52,11 @@ class FakeRunner:
         self.answer = answer or (lambda req: {"outcome": "accepted"})
         self._stop = threading.Event()
         self._mu = threading.Lock()
+        # Held while one request is answered and then deleted, in the
+        # runner's order (PROTOCOL.md 9.1, step 4: reply, then delete). A
+        # master returns as soon as it sees the reply, so a test that looks
+        # at ctl/ afterwards calls settled() first.
+        self._mailbox = threading.Lock()
         self._lock_fd = os.open(os.path.join(session_dir, "state", "runner.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         self._write_state()
@@ -81,21 +86,31 @@ class FakeRunner:
             for name in sorted(os.listdir(os.path.join(self.dir, "ctl"))):
                 if not name.startswith("req_"):
                     continue
-                path = os.path.join(self.dir, "ctl", name)
-                with open(path) as f:
-                    req = json.load(f)
-                self.requests.append(req)
-                reply = self.answer(req)
-                if reply is None:
-                    continue
-                stays = reply.pop("_stays", False)  # A test's runner that accepts a stop but goes on.
-                body = {"protocol_version": 1, "req_id": req["req_id"], "seq": req["seq"], "op": req["op"],
-                        "message": "fake", "spool_offset": 0}
-                body.update(reply)
-                write_json(os.path.join(self.dir, "ctl", "ack", name), body)
-                os.unlink(path)
-                if req["op"] == "stop" and reply.get("outcome") == "accepted" and not stays:
-                    self.stop_runner()
+                with self._mailbox:
+                    self._take(name)
+
+    def _take(self, name: str) -> None:
+        path = os.path.join(self.dir, "ctl", name)
+        with open(path) as f:
+            req = json.load(f)
+        self.requests.append(req)
+        reply = self.answer(req)
+        if reply is None:
+            return
+        stays = reply.pop("_stays", False)  # A test's runner that accepts a stop but goes on.
+        body = {"protocol_version": 1, "req_id": req["req_id"], "seq": req["seq"], "op": req["op"],
+                "message": "fake", "spool_offset": 0}
+        body.update(reply)
+        write_json(os.path.join(self.dir, "ctl", "ack", name), body)
+        os.unlink(path)
+        if req["op"] == "stop" and reply.get("outcome") == "accepted" and not stays:
+            self.stop_runner()
+
+    def settled(self) -> None:
+        """Return once no request is half taken: every request whose reply
+        a master has seen is deleted from ctl/ too."""
+        with self._mailbox:
+            pass
 
     def finish(self, name: str, status: str = "ok", output: bytes = b"", **fields: Any) -> None:
         """Write the result (and output) of command file name."""

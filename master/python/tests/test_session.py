@@ -372,6 +372,7 @@ class CancelTest(Base):
         self.assertEqual((req["op"], req["scope"], req["cmd_id"], req["session_id"]),
                          ("cancel", "cmd_id", "abc", r.session_id))
         self.assertRegex(req["req_id"], r"^[0-9a-f-]{36}$")
+        r.settled()
         self.assertEqual(self.ctl_files(), [], "the request was not consumed")
         self.s.cancel()
         self.assertEqual(r.requests[1]["scope"], "current")
@@ -451,6 +452,7 @@ class SendTest(Base):
         self.assertNotIn("expect", b)
         self.assertEqual((c["op"], c["signal"]), ("signal", "USR1"))
         self.assertEqual((d["op"], d["cols"], d["rows"]), ("resize", 132, 43))
+        r.settled()
         self.assertEqual(self.ctl_files(), [])
 
     def test_outcomes(self) -> None:

@@ -47,7 +47,10 @@ proc mailbox {} {
         close $f
         regexp {"op":"([a-z]+)"} $req -> op
         regexp {"req_id":"([^"]+)"} $req -> id
-        file delete $p ;# Taken before the reply, as the runner does: a master that sees the reply sees no request.
+        # Deleted before the reply is written. The runner does the opposite
+        # (PROTOCOL.md 9.1, step 4: reply, then delete); this order lets a
+        # test look at ctl/ as soon as the master has returned.
+        file delete $p
         put [file join $dir ctl ack [file tail $p]] "{\"req_id\":\"$id\",\"op\":\"$op\",\"outcome\":\"$outcome\",\"message\":\"fake\",\"request\":[string map {\n { }} $req]}"
         if {$op eq "stop" && $outcome eq "accepted" && !$stays} {
             set phase stopped
