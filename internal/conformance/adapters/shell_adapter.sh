@@ -216,6 +216,63 @@ do_wait() { # do_wait NAME
   esac
 }
 
+# stats_bytes FILE: sets total to the result's stats.bytes (0 if absent);
+# the runner writes JSON indented by two spaces, so stats' members are at four.
+stats_bytes() {
+  local l in=0 re='^    "bytes": *([0-9]+),?$'
+  total=0
+  while IFS= read -r l; do
+    case $l in '  "stats": {') in=1 ;; '  }'*) in=0 ;; esac
+    [ $in = 1 ] && [[ $l =~ $re ]] && total=${BASH_REMATCH[1]}
+  done 2>/dev/null <"$1"
+}
+# range OFFSET LENGTH [FILE]: bytes OFFSET.. of FILE (or stdin), LENGTH of
+# them (< 0: to the end), as base64. A FILE is opened without following a
+# symlink and without blocking (a FIFO reads as empty).
+range() {
+  local count=() in=()
+  (($2 >= 0)) && count=("count=$2")
+  [ $# -gt 2 ] && in=("if=$3" iflag=nofollow,nonblock,skip_bytes,count_bytes,fullblock) || in=(iflag=skip_bytes,count_bytes,fullblock)
+  dd "${in[@]}" bs=65536 skip="$1" "${count[@]}" status=none 2>/dev/null | base64 -w0
+}
+out_io() { printf '{"outcome":"io_error","exit":10,"message":%s}\n' "$(json_str "$1")"; }  # out_io MESSAGE
+# do_output: a byte range of a command's output, as the other masters
+# (PROTOCOL.md section 7): once the command has a result, never fewer bytes
+# than its stats.bytes says the file held. A file missing or cut short is an
+# I/O error, unless the result carries a whole copy (output_inline); before
+# the result, what the file holds so far.
+do_output() {
+  local name off=${k_offset:-0} len=${k_length:--1} rel f n want b64 inline="" total=0
+  ((len == 0)) && len=-1
+  if ! name=$(find_cmd "$k_id"); then out_code unknown_cmd_id 6 "{\"cmd_id\":$(json_str "$k_id")}"; return; fi
+  f="$S/output/${name%.json}.out"
+  if [ -e "$S/result/$name" ] || [ -L "$S/result/$name" ]; then
+    if bad_result "$name"; then out_io "result/$name is not a regular file"; return; fi
+    jload "$S/result/$name"; rel=${J[output_path]:-}; inline=${J[output_inline]:-}
+    if [ -z "$rel" ]; then printf '{"outcome":"ok","exit":0,"output_b64":""}\n'; return; fi  # It never ran.
+    case $rel in output/+([!/]).out) f="$S/$rel" ;; *) out_io "result/$name has no usable output_path: $rel"; return ;; esac
+    stats_bytes "$S/result/$name"
+    want=$total; ((len >= 0 && off + len < total)) && want=$((off + len))
+  else want=0; fi
+  revalidate "$S/output"
+  rel=${f#"$S/"}
+  if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then out_io "$rel is not a regular file"; return; fi  # Never followed, never opened.
+  if [ ! -e "$f" ]; then
+    if [ -n "${inline:-}" ] && [ "$(printf '%s' "$inline" | base64 -d 2>/dev/null | wc -c)" = "$total" ]; then
+      b64=$(printf '%s' "$inline" | base64 -d | range "$off" "$len")
+    elif ((want > off)); then out_io "$rel is gone, and the result of $k_id says it held $total bytes"; return
+    else b64=""; fi
+  else
+    # Counted from what was read, not from a stat: an NFS client may hold
+    # the size of a file another host has since cut short.
+    b64=$(range "$off" "$len" "$f")
+    n=$((${#b64} / 4 * 3))
+    case $b64 in *==) n=$((n - 2)) ;; *=) n=$((n - 1)) ;; esac
+    if ((off + n < want)); then out_io "$rel holds $((off + n)) bytes, but the result of $k_id says $total"; return; fi
+  fi
+  printf '{"outcome":"ok","exit":0,"output_b64":"%s"}\n' "$b64"
+}
+
 # A command is named by one rule (PROTOCOL.md section 19, "Naming a
 # command"): a command file's name, or a path ending in one, is exactly that
 # file; a cmd_id the file with the lowest seq in the first of the
@@ -506,6 +563,7 @@ while IFS= read -r line; do
     resize) do_resize ;;
     ready) do_ready ;;
     withdraw) do_withdraw ;;
+    output) do_output ;;
     *) out_code usage 2 ;;
   esac
 done
