@@ -84,12 +84,15 @@ func TestMailboxFiveCancelsInOrder(t *testing.T) {
 	}
 	h.waitFor("a running", func() bool { return strings.Contains(readFile(h, a), "go") })
 	// The five are written as dot-files (which the runner ignores), then
-	// renamed into place from the highest seq down within microseconds:
-	// the runner polls every 10 ms right after activity (fsq.HurryPoll), so
-	// writing them one by one could let it take the first before the
-	// others exist, and then seq could not decide.
+	// renamed into place in seq order within microseconds, as a master
+	// writes a burst without waiting for replies (PROTOCOL.md 9.1,
+	// "Processing"). A listing may show any first few of them: they must
+	// be taken in seq order, not in the directory's order (ext4 lists by
+	// hash). Renaming from the highest seq down would not make them appear
+	// together: a listing between two renames (a loaded machine) shows
+	// the higher seqs alone, and those are rightly taken first.
 	var reqs []string
-	for i := 5; i >= 1; i-- {
+	for i := 1; i <= 5; i++ {
 		name := h.request(int64(100+i), fmt.Sprintf("r%d", i), protocol.OpCancel, map[string]any{"cmd_id": fmt.Sprintf("c%d", i+1)}, ".")
 		reqs = append(reqs, name)
 	}
@@ -98,7 +101,6 @@ func TestMailboxFiveCancelsInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	slices.Reverse(reqs)
 	for i, name := range reqs {
 		rep := h.reply(name)
 		if rep.Outcome != protocol.OutcomeCancelledQueued || rep.CmdID != fmt.Sprintf("c%d", i+2) || rep.Op != protocol.OpCancel {
