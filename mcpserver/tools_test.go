@@ -363,9 +363,22 @@ func TestCancel(t *testing.T) {
 func TestCallCeiling(t *testing.T) {
 	_, cs := newSession(t, func(c *Config) { c.MaxWait = 200 * time.Millisecond })
 	var r CommandResult
-	call(t, cs, "run", map[string]any{"payload": "puts started; after 600000", "wait_timeout_s": 3600}, &r)
+	call(t, cs, "run", map[string]any{"payload": "puts [string cat sta rted]; flush stdout; after 600000", "wait_timeout_s": 3600}, &r)
 	if r.Done || (r.State != "running" && r.State != "queued") || r.Note == "" || r.Status != "" {
 		t.Fatalf("%+v", r)
+	}
+	// Cancelled while still queued, it would never print: wait until it
+	// has (each wait_for is bounded by the ceiling too, so again until it
+	// matches). The payload does not hold the word it prints.
+	for ctx := testCtx(t); ; {
+		var wf WaitForOutput
+		call(t, cs, "wait_for", map[string]any{"pattern": "started", "from_cursor": 0}, &wf)
+		if wf.Matched {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("never printed: %+v", wf)
+		}
 	}
 	var c CancelOutput
 	call(t, cs, "cancel", map[string]any{"cmd_id": r.CmdID}, &c)

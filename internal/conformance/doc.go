@@ -32,6 +32,7 @@
 //	thaw-runner             SIGCONT the runner
 //	runner-exit CODE        wait for the runner to exit with CODE
 //	running ID              wait until state.json says ID is running
+//	printed ID TEXT         wait until ID's output file holds TEXT
 //	write PATH CONTENT      write a session file (temp file + rename; its directory made if missing)
 //	touch PATH              create an empty session file (as touch(1) does)
 //	plant fifo|symlink ID   put a FIFO, or a symlink to a file elsewhere, where ID's result goes
@@ -40,7 +41,7 @@
 //	                        K=>NAME captures the first match's K into $NAME)
 //	count TYPE N            meta.log holds exactly N events of TYPE
 //	json PATH K=V...        wait for a JSON file with these top-level fields
-//	files GLOB N            exactly N session files match GLOB
+//	files GLOB N            wait until exactly N session files match GLOB
 //	remove GLOB             delete the session files matching GLOB (at least one)
 //	truncate GLOB SIZE      cut the session files matching GLOB to SIZE bytes
 //	absent TEXT             no file of the session holds TEXT (a secret)

@@ -569,14 +569,33 @@ func (d *driver) harness(st Step, args []string) {
 			d.fail(st, "%v", err)
 		}
 	case "files":
+		// Waited for, not looked at once: the runner deletes a request
+		// just after its reply (PROTOCOL.md 9.1, step 4), and a master
+		// returns as soon as it sees the reply.
 		argN(2)
-		matches, err := listMatches(filepath.Join(d.runnerDir, args[0]))
-		if err != nil {
-			d.fail(st, "%v", err)
-		}
-		if want, _ := strconv.Atoi(args[1]); len(matches) != want {
-			d.fail(st, "%d files match, want %d: %v", len(matches), want, matches)
-		}
+		want, _ := strconv.Atoi(args[1])
+		var matches []string
+		d.waitFor(st, fmt.Sprintf("%d files matching %s", want, args[0]), func() bool {
+			var err error
+			if matches, err = listMatches(filepath.Join(d.runnerDir, args[0])); err != nil {
+				d.fail(st, "%v", err)
+			}
+			return len(matches) == want
+		})
+	case "printed":
+		// printed ID TEXT: ID's output file holds TEXT. A cancel or signal
+		// that must find a command's first words printed waits for them:
+		// "running" says only that the runner has sent the command.
+		argN(2)
+		d.waitFor(st, fmt.Sprintf("%s printed %q", args[0], args[1]), func() bool {
+			outs, _ := listMatches(filepath.Join(d.runnerDir, "output", "cmd_*_"+args[0]+".out"))
+			for _, p := range outs {
+				if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), args[1]) {
+					return true
+				}
+			}
+			return false
+		})
 	case "absent":
 		argN(1)
 		_ = filepath.WalkDir(d.runnerDir, func(p string, de os.DirEntry, err error) error {
