@@ -2,9 +2,9 @@ package master
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/skillpilot/skillpilot/internal/testenv"
 	"io"
 	"log/slog"
 	"os"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
 )
@@ -278,7 +279,19 @@ func TestWaitsNoticeDeadRunner(t *testing.T) {
 	t.Run("cannot serve", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "init.tcl")
 		os.WriteFile(bad, []byte("error {license checkout failed}\n"), 0o600)
-		dir := startRunner(t, func(c *runner.Config) { c.Init = []string{bad} })
+		// Restarts without end, so it stays in phase error; WaitReady's
+		// own timeout starts once the runner is there, so a slow start of
+		// tclsh is not taken for a wait that timed out.
+		dir := startRunner(t, func(c *runner.Config) { c.Init = []string{bad}; c.MaxRestarts = 1 << 20 })
+		for deadline := time.Now().Add(longWait); ; time.Sleep(20 * time.Millisecond) {
+			var st protocol.State
+			if b, err := os.ReadFile(filepath.Join(dir, protocol.FileState)); err == nil && json.Unmarshal(b, &st) == nil && st.Phase == protocol.PhaseError {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the runner never reached phase error")
+			}
+		}
 		short, cancel := context.WithTimeout(ctx(t), 2*time.Second)
 		defer cancel()
 		_, err := WaitReady(short, dir, WaitOptions{})

@@ -137,6 +137,7 @@ func TestPoolMoveExactlyOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	moved := 0
+	allDone := make(chan struct{})
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
 		go func() {
@@ -153,9 +154,23 @@ func TestPoolMoveExactlyOnce(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(20 * time.Millisecond)
-	runnerIn(t, filepath.Join(pool, "s00")) // Claims race the movers' claims.
-	wg.Wait()
+	go func() { wg.Wait(); close(allDone) }()
+	// s00's runner starts once the movers are at work (the first forward
+	// record is there: a start before any of them looked would leave
+	// nothing to move), and its claims then race theirs.
+	finished := func() bool {
+		select {
+		case <-allDone:
+			return true
+		default:
+			return false
+		}
+	}
+	for len(commandsIn(filepath.Join(pool, "s00", sessionio.DirForward))) == 0 && !finished() {
+		time.Sleep(time.Millisecond)
+	}
+	runnerIn(t, filepath.Join(pool, "s00"))
+	<-allDone
 	byID := checkExactlyOnce(t, pool, side, cmds)
 	fwds := commandsIn(filepath.Join(pool, "s00", sessionio.DirForward))
 	if len(fwds) != moved || moved == 0 {

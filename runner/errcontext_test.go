@@ -47,7 +47,13 @@ func TestResultErrorContext(t *testing.T) {
 	kindBad := q("cmd_15_bad15.json", `{"cmd_id":"bad15","seq":15,"kind":"sh","payload":"ls"}`)
 	notJSON := q("cmd_16_bad16.json", `{not json`)
 	big := "cmd_11_big.json"
-	if err := os.WriteFile(filepath.Join(h.dir, protocol.DirQueue, big), make([]byte, protocol.MaxCommandSize+10), 0o600); err != nil {
+	// Renamed into place whole: 16 MiB written in place could stall long
+	// enough (a loaded disk) to be judged a file that stopped growing
+	// before the limit, not one over it.
+	if err := os.WriteFile(filepath.Join(h.dir, protocol.DirQueue, ".big"), make([]byte, protocol.MaxCommandSize+10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(h.dir, protocol.DirQueue, ".big"), filepath.Join(h.dir, protocol.DirQueue, big)); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

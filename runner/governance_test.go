@@ -20,7 +20,7 @@ func TestTimeoutTclsh(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t).start()
 	h.result(h.submit("set ::kept 1"))
-	a := h.submit("puts started; flush stdout; after 60000", withTimeout(0.5))
+	a := h.submit("puts started; flush stdout; after 60000", withTimeout(2)) // Time to print first, on a loaded machine too.
 	b := h.submit("info exists ::kept")
 	ra := h.result(a)
 	if ra.Status != protocol.StatusTimeout || ra.ExitReason != protocol.ReasonCtrlC || ra.Error.Code != protocol.CodeTimeout {

@@ -152,7 +152,7 @@ func (h *harness) shutdown() {
 	if h.r == nil {
 		return
 	}
-	_ = os.WriteFile(filepath.Join(h.dir, protocol.FileStop), []byte(`{"mode":"force"}`), 0o600)
+	_ = testenv.WriteAtomic(filepath.Join(h.dir, protocol.FileStop), []byte(`{"mode":"force"}`)) // Whole: an empty stop.json is a graceful stop.
 	h.waitExit()
 	h.checkNoOrphans()
 }

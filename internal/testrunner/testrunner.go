@@ -7,7 +7,6 @@ package testrunner
 import (
 	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -45,7 +44,7 @@ func Start(t testing.TB, dir string, mods ...func(*runner.Config)) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(context.Background(), nil) }()
 	t.Cleanup(func() {
-		_ = os.WriteFile(filepath.Join(dir, protocol.FileStop), []byte(`{"mode":"force"}`), 0o600)
+		_ = testenv.WriteAtomic(filepath.Join(dir, protocol.FileStop), []byte(`{"mode":"force"}`)) // Whole: an empty stop.json is a graceful stop.
 		select {
 		case <-done:
 		case <-time.After(StopWait):

@@ -134,9 +134,12 @@ class WaitTest(Base):
             self.s.wait(name, wait_for_runner=0.2)
 
     def test_a_live_runner_keeps_the_wait_going_past_the_grace(self) -> None:
-        r = self.runner()
+        # A 0.5 s heartbeat makes the grace 1.25 s, so a stall of this
+        # process shorter than that is not a dead runner; the result comes
+        # well after the grace.
+        r = self.runner(interval=0.5)
         _, name = self.s.submit("x")
-        threading.Timer(1.0, r.finish, (name,)).start()
+        threading.Timer(3.0, r.finish, (name,)).start()
         self.assertEqual(self.s.wait(name, wait_for_runner=0.3)["status"], "ok")
 
     def test_waiting_for_a_runner_that_starts_later(self) -> None:

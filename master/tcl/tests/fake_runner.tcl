@@ -5,7 +5,8 @@
 #   tclsh fake_runner.tcl DIR INTERVAL_MS OUTCOME ?STAYS?
 #
 # Every request gets OUTCOME (a stop that is accepted stops the fake,
-# unless STAYS is 1). Touching DIR/fake-hang stops the heartbeat; the
+# unless STAYS is 1; with STAYS hang it goes on but stops beating, a runner
+# that dies without saying so). Touching DIR/fake-hang stops the heartbeat; the
 # content of DIR/fake-phase, when it exists at start, is the phase. While
 # DIR/fake-serve exists, every queued command gets a result at once whose
 # status is that file's content (ok, error, timeout or cancelled).
@@ -52,7 +53,10 @@ proc mailbox {} {
         # test look at ctl/ as soon as the master has returned.
         file delete $p
         put [file join $dir ctl ack [file tail $p]] "{\"req_id\":\"$id\",\"op\":\"$op\",\"outcome\":\"$outcome\",\"message\":\"fake\",\"request\":[string map {\n { }} $req]}"
-        if {$op eq "stop" && $outcome eq "accepted" && !$stays} {
+        if {$op eq "stop" && $stays eq "hang"} {
+            close [open [file join $dir fake-hang] w]
+        }
+        if {$op eq "stop" && $outcome eq "accepted" && $stays eq "0"} {
             set phase stopped
             state
             beat
