@@ -226,11 +226,11 @@ func prepare(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exe
 }
 
 // refuseActive returns ErrAlreadyLaunched if prev's job is queued or
-// running, and an error if the scheduler cannot say. A respawn cancels a
-// job the scheduler keeps but will never run ([sched.Stuck]: Slurm's hold
-// after a failed start, Grid Engine's error state) and goes on: the
-// relaunch replaces it, and the pool's bound on relaunches bounds the
-// retries.
+// running, or kept by the scheduler but never to run ([sched.Stuck]:
+// Slurm's hold after a failed start, Grid Engine's error state), and an
+// error if the scheduler cannot say. A respawn cancels a stuck job instead
+// and goes on: the relaunch replaces it, and the pool's bound on
+// relaunches bounds the retries.
 func refuseActive(ctx context.Context, prev *Info, x sched.Exec, opts Options) error {
 	pd, err := sched.For(prev.Via)
 	if err != nil {
@@ -241,10 +241,18 @@ func refuseActive(ctx context.Context, prev *Info, x sched.Exec, opts Options) e
 		return fmt.Errorf("master: cannot tell whether job %s (%s) of the last launch still runs, so not launching another: %w (remove %s once it is known to be gone)",
 			prev.JobID, prev.Via, err, FileLaunch)
 	}
-	if opts.Respawn && sched.Stuck(pd, j) {
+	if sched.Stuck(pd, j) {
+		cancel := strings.Join(pd.CancelCommand(prev.JobID, false), " ")
+		if !opts.Respawn {
+			// Slurm's hold and Grid Engine's error state alike: a job left
+			// in the queue behind a new one would run a second runner on
+			// the session if anyone cleared it.
+			return fmt.Errorf("%w: job %s (%s) is %s, which %s will not run on its own: %s or master stop --session removes it; then launch again",
+				ErrAlreadyLaunched, prev.JobID, prev.Via, j, prev.Via, cancel)
+		}
 		if err := pd.Cancel(ctx, x, prev.JobID, false); err != nil {
 			return fmt.Errorf("master: job %s (%s) is %s and %s failed, so not launching another: %w",
-				prev.JobID, prev.Via, j, strings.Join(pd.CancelCommand(prev.JobID, false), " "), err)
+				prev.JobID, prev.Via, j, cancel, err)
 		}
 		progress(opts.Progress, "job %s (%s) was %s: %s will not run it; cancelled it to launch again", prev.JobID, prev.Via, j, prev.Via)
 		return nil

@@ -286,9 +286,8 @@ func (f *stuckJobs) exec(_ context.Context, argv []string) (string, error) {
 
 // A pool's respawn cancels a job the scheduler keeps but will never run
 // (Slurm's hold after a failed start, Grid Engine's Eqw) and submits a new
-// one, so none is left behind in the queue. A plain launch refuses the
-// held Slurm job, naming it, and leaves an Eqw job (its failed launch said
-// that qdel removes it).
+// one, so none is left behind in the queue. A plain launch refuses either,
+// naming it and the command that removes it, and cancels nothing.
 func TestRespawnReplacesAStuckJob(t *testing.T) {
 	for _, via := range []string{"slurm", "sge"} {
 		f := &stuckJobs{}
@@ -298,23 +297,17 @@ func TestRespawnReplacesAStuckJob(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Launch(ctx(t), dir, opts)
-		switch via {
-		case "slurm":
-			if !errors.Is(err, ErrAlreadyLaunched) || !strings.Contains(err.Error(), "job 12 (slurm) is PENDING (launch failed requeued held)") {
-				t.Fatalf("a plain launch over a held job: %v", err)
-			}
-		case "sge":
-			if err != nil || len(f.cancelled) != 0 {
-				t.Fatalf("a plain launch over an Eqw job: %v, deleted %q", err, f.cancelled)
-			}
+		if !errors.Is(err, ErrAlreadyLaunched) || !strings.Contains(err.Error(), "job 12 ("+via+") is ") ||
+			!strings.Contains(err.Error(), "which "+via+" will not run on its own: "+map[string]string{"slurm": "scancel 12", "sge": "qdel 12"}[via]) ||
+			len(f.cancelled) != 0 || f.next != 1 {
+			t.Fatalf("a plain launch over a stuck %s job: %v (cancelled %q, %d submitted)", via, err, f.cancelled, f.next)
 		}
 		opts.Respawn = true
 		res, err := Launch(ctx(t), dir, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]string{"slurm": "12", "sge": "13"}[via]
-		if res.Info.JobID != fmt.Sprint(f.next+11) || !slices.Equal(f.cancelled, []string{want}) {
+		if res.Info.JobID != "13" || !slices.Equal(f.cancelled, []string{"12"}) {
 			t.Errorf("%s respawn: job %s (launch %d), cancelled %q", via, res.Info.JobID, res.Info.Launches, f.cancelled)
 		}
 	}
