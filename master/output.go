@@ -128,7 +128,7 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 		}
 		select {
 		case <-ctx.Done():
-			return off, ctxErr(ctx)
+			return off, c.waitEnded(ctx)
 		case <-wake:
 		}
 	}

@@ -469,10 +469,20 @@ func (c *Command) Wait(ctx context.Context, opts WaitOptions) (*protocol.Result,
 		}
 		select {
 		case <-ctx.Done():
-			return nil, withContext(ctxErr(ctx), map[string]any{"cmd_id": c.ID})
+			return nil, c.waitEnded(ctx)
 		case <-wake:
 		}
 	}
+}
+
+// waitEnded is the error of a wait on c that ctx ended: a deadline says
+// which command, and that it goes on (a wait does not stop it).
+func (c *Command) waitEnded(ctx context.Context) error {
+	err := ctxErr(ctx)
+	if errors.Is(err, ErrWaitTimeout) {
+		err = fmt.Errorf("%w for %s (it goes on)", err, c.ID)
+	}
+	return withContext(err, map[string]any{"cmd_id": c.ID})
 }
 
 // ctxErr maps ctx's end: a deadline is ErrWaitTimeout; a cancellation

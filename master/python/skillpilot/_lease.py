@@ -6,7 +6,7 @@ import json
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from . import _fs, _names
 from .errors import MasterError, UsageError
@@ -18,9 +18,10 @@ _counter = itertools.count(1)
 _counter_lock = threading.Lock()
 
 
-def write_lease(sfs: "_fs.SessionFS", ttl: float, lease_id: str, owner: str) -> None:
-    """Write state/lease.json once. Each write bumps ``counter`` so the
-    runner sees a renewal; ``expires_at`` is for seed runners only."""
+def write_lease(sfs: "_fs.SessionFS", ttl: float, lease_id: str, owner: str) -> Dict[str, Any]:
+    """Write state/lease.json once and return what was written. Each write
+    bumps ``counter`` so the runner sees a renewal; ``expires_at`` is for
+    seed runners only."""
     if not isinstance(ttl, (int, float)) or ttl <= 0:
         raise UsageError("ttl must be a positive number of seconds")
     with _counter_lock:
@@ -31,6 +32,7 @@ def write_lease(sfs: "_fs.SessionFS", ttl: float, lease_id: str, owner: str) -> 
         sfs.write_atomic(*_names.LEASE, json.dumps(body).encode("utf-8"))
     except OSError as e:
         raise MasterError("write lease: %s" % e) from e
+    return body
 
 
 class LeaseKeeper:

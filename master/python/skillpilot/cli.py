@@ -7,6 +7,7 @@ binary. Run it as ``skillpilot-master`` (installed by pip) or
 """
 
 import argparse
+import base64
 import contextlib
 import json
 import os
@@ -14,7 +15,7 @@ import re
 import signal
 import sys
 import time
-from typing import Any, Dict, NoReturn, Optional, Sequence, TextIO
+from typing import Any, Dict, NoReturn, Optional, Sequence, TextIO, Tuple
 
 from . import _fs, _names, _status
 from ._wait import Liveness
@@ -90,11 +91,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", help="tcl, sh or a driver's kind (default: the runner's kind)")
     p.add_argument("--wait", action="store_true", help="wait, print the output and the value, exit with the status")
     p.add_argument("--no-value", action="store_true", help="with --wait, do not print the value after the output")
+    p.add_argument("--cancel-on-interrupt", action="store_true",
+                   help="with --wait, cancel the command when interrupted (Ctrl-C), then exit 130")
+    p.add_argument("--trace-id", help="the flow's id for this command (trace_id)")
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)")
     p.add_argument("-f", dest="file", help="read the payload from FILE ('-': stdin)")
     p.add_argument("payload", nargs="?")
 
     p = sub.add_parser("wait", parents=[common, waiting], help="wait for a result; print the output")
+    p.add_argument("--timeout", type=duration, dest="wait_timeout", default=argparse.SUPPRESS,
+                   help="same as --wait-timeout")
     p.add_argument("--no-value", action="store_true")
+    p.add_argument("--cancel-on-interrupt", action="store_true",
+                   help="cancel the command when interrupted (Ctrl-C), then exit 130")
     p.add_argument("cmd_id")
     p = sub.add_parser("result", parents=[common], help="print the result JSON")
     p.add_argument("cmd_id")
@@ -138,6 +147,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("regexp")
     p = sub.add_parser("ready", parents=[common], help="wait until a runner serves the session")
     p.add_argument("--wait-timeout", type=duration, default=60.0)
+    p.add_argument("--wait-for-runner", type=duration, default=None,
+                   help="how long to wait without a live runner before exit 5 (default 10s)")
     return ap
 
 
@@ -146,6 +157,9 @@ class _CLI:
         self.a = args
         self.out, self.err = out, err
         self.json = bool(getattr(args, "json", False))
+        # The command a wait is on, set as soon as it is known: what an
+        # interrupt leaves going on (interrupted()).
+        self.waiting: Optional[Tuple[Session, str]] = None
 
     def print_json(self, v: Any) -> None:
         self.out.write(json.dumps(v, indent=2, ensure_ascii=False) + "\n")
@@ -173,9 +187,19 @@ class _CLI:
             payload = _fs.read_text(a.file)
         else:
             payload = a.payload
+        labels: Dict[str, str] = {}
+        for kv in a.label:
+            k, eq, v = kv.partition("=")
+            if not eq or not k:
+                raise UsageError("--label %r: want KEY=VALUE" % kv, context={"field": "labels"})
+            if k in labels:
+                raise UsageError("--label %r: label %s given twice" % (kv, k), context={"field": "labels"})
+            labels[k] = v
         sub = s.submit(payload, kind=a.kind, timeout=a.timeout, cancel_policy=a.cancel_policy, cmd_id=a.cmd_id,
-                       max_output_bytes=a.max_output_bytes)
-        if not a.wait:
+                       max_output_bytes=a.max_output_bytes, trace_id=a.trace_id, labels=labels or None)
+        if a.wait:
+            self.waiting = (s, sub.name)
+        else:
             look = s._observe_liveness()
             if not look.alive and look.definite:
                 self.warn("no live runner (%s): %s is queued for the next runner" % (look.reason, sub.cmd_id))
@@ -190,6 +214,7 @@ class _CLI:
     def cmd_wait(self) -> int:
         s = self.session()
         name = s._resolve(self.a.cmd_id)
+        self.waiting = (s, name)
         done = s.result(name)
         if done is not None:
             self.warn("%s already done (%s at %s)" % (self.a.cmd_id, done.get("status"), done.get("end_ts", "?")))
@@ -215,7 +240,9 @@ class _CLI:
             if res is not None:
                 break
             if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout("no result for %s within %gs" % (name, a.wait_timeout))
+                parsed = _names.parse_name(name)
+                raise WaitTimeout("no result for %s within %gs" % (name, a.wait_timeout),
+                                  context={"cmd_id": parsed[1] if parsed else name})
             try:
                 live.check()
             except RunnerNotAlive as e:
@@ -230,6 +257,32 @@ class _CLI:
             err = res.get("error") or {}
             self.warn("command %s: %s: %s" % (res.get("cmd_id"), status, err.get("message") or res.get("exit_reason")))
         return exit_code_of_status(status)
+
+    def interrupted(self) -> None:
+        """After an interrupted wait, say that the command goes on and how
+        to cancel it, or with --cancel-on-interrupt cancel it (the Go
+        CLI's words)."""
+        if self.waiting is None:
+            return
+        s, name = self.waiting
+        parsed = _names.parse_name(name)
+        cmd_id = parsed[1] if parsed else name
+        try:
+            if s.result(name) is not None:
+                return  # It has a result: nothing goes on.
+            where = "queued" if s._queued(name) else "running"
+        except (MasterError, OSError):
+            return
+        howto = "%s cancel %s --session %s" % (PROG, cmd_id, s.dir)
+        if not getattr(self.a, "cancel_on_interrupt", False):
+            self.warn("%s is still %s; %s" % (cmd_id, where, howto))
+            return
+        try:
+            reply = s.cancel(cmd_id, timeout=30)
+        except MasterError as e:
+            self.warn("%s was %s and could not be cancelled (%s); %s" % (cmd_id, where, e, howto))
+            return
+        self.warn("cancelled on interrupt: %s: %s" % (reply.get("outcome"), reply.get("message", "")))
 
     def _no_runner(self, s: Session, e: RunnerNotAlive, name: str) -> int:
         """Report a wait that gave up for want of a runner; while the
@@ -261,7 +314,24 @@ class _CLI:
         return exit_code_of_status(str(res.get("status")))
 
     def cmd_output(self) -> int:
-        data = self.session().output_bytes(self.a.cmd_id, self.a.offset, self.a.length or -1)
+        if self.a.offset < 0 or self.a.length < 0:
+            raise UsageError("--offset and --length must not be negative")
+        s = self.session()
+        name = s._resolve(self.a.cmd_id)
+        data = s.output_bytes(name, self.a.offset, self.a.length or -1)
+        if self.json:
+            # The Go CLI's document (master output --json): resume_cursor is
+            # where a next read starts; "complete" once the command has a result.
+            doc: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "text": data.decode("utf-8", "replace")}
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                doc["data_b64"] = base64.b64encode(data).decode("ascii")
+            parsed = _names.parse_name(name)
+            doc.update(cmd_id=parsed[1] if parsed else self.a.cmd_id, offset=self.a.offset,
+                       resume_cursor=self.a.offset + len(data), complete=s.result(name) is not None)
+            self.print_json(doc)
+            return 0
         buf = getattr(self.out, "buffer", None)
         if buf is not None:
             self.out.flush()
@@ -333,7 +403,9 @@ class _CLI:
     def cmd_lease(self) -> int:
         s = self.session()
         if not self.a.keep:
-            s.write_lease(self.a.ttl, "lease-" + _names.new_id())
+            lease = s.write_lease(self.a.ttl, "lease-" + _names.new_id())
+            if self.json:
+                self.print_json(lease)
             return 0
         keeper = s.keep_lease(self.a.ttl, on_error=lambda e: self.warn("renew lease: %s" % e))
         try:
@@ -373,7 +445,7 @@ class _CLI:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.05)
-        st = s.ready(max(0.0, deadline - time.monotonic()))
+        st = s.ready(max(0.0, deadline - time.monotonic()), wait_for_runner=self.a.wait_for_runner)
         if self.json:
             self.print_json(st)
         return 0
@@ -406,9 +478,13 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, err
             cli.json = False
         return _fail(cli, e.code, str(e), e.exit_code, e.context)
     except KeyboardInterrupt:
-        return _fail(cli, "interrupted", "interrupted", EXIT_INTERRUPTED)
+        code = _fail(cli, "interrupted", "interrupted", EXIT_INTERRUPTED)
+        cli.interrupted()
+        return code
     except _Interrupted as e:
-        return _fail(cli, "interrupted", str(e), 128 + e.signum)
+        code = _fail(cli, "interrupted", str(e), 128 + e.signum)
+        cli.interrupted()
+        return code
     except OSError as e:
         return _fail(cli, "io_error", str(e), 10)
     finally:

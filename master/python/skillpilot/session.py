@@ -717,10 +717,10 @@ class Session:
 
     # --- lease ------------------------------------------------------------
 
-    def write_lease(self, ttl: float, lease_id: str = "python-lease") -> None:
-        """Write state/lease.json once: the runner stops when it sees no
-        renewal for ttl seconds (its own clock)."""
-        write_lease(self.fs, ttl, lease_id, self.owner)
+    def write_lease(self, ttl: float, lease_id: str = "python-lease") -> Dict[str, Any]:
+        """Write state/lease.json once (and return what was written): the
+        runner stops when it sees no renewal for ttl seconds (its own clock)."""
+        return write_lease(self.fs, ttl, lease_id, self.owner)
 
     def keep_lease(self, ttl: float, lease_id: Optional[str] = None, on_error: Any = None) -> LeaseKeeper:
         """Write the lease and renew it every ttl/3 from a daemon thread
@@ -772,7 +772,8 @@ class Session:
                 buf_start += len(buf) - keep
                 buf = buf[-keep:]
             if deadline is not None and time.monotonic() >= deadline:
-                e = WaitTimeout("no match for %r within %gs" % (rx.pattern, timeout))  # type: ignore[union-attr]
+                pat = rx.pattern.decode("utf-8", "replace") if isinstance(rx.pattern, bytes) else rx.pattern  # type: ignore[union-attr]
+                e = WaitTimeout("no match for %r within %gs" % (pat, timeout))
                 e.resume_cursor = max(self._spool_size_quiet(), read_at, from_)  # type: ignore[attr-defined]
                 e.context["resume_cursor"] = e.resume_cursor  # type: ignore[attr-defined]
                 raise e

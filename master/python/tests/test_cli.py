@@ -3,7 +3,11 @@
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 import unittest
 from typing import List, Tuple
 
@@ -156,6 +160,73 @@ class CLITest(unittest.TestCase):
             code, out, _ = run("send", "--session", self.dir, "--json", "q", "y")
             self.assertEqual(code, exit_code, outcome)
             self.assertEqual(json.loads(out)["outcome"], outcome)  # The reply, not an error document.
+
+    def test_output_lease_and_wait_timeout_json_are_the_go_clis_documents(self) -> None:
+        # One document per --json call, the Go CLI's keys (master output
+        # --json, master lease --json; wait_timeout's context, PROTOCOL.md 19).
+        r = self.runner()
+        code, out, _ = run("submit", "--session", self.dir, "--id", "o1", "puts abcdefghij")
+        r.finish(self.queued()[0], "ok", b"abcdefghij\n")
+        code, out, _ = run("output", "--session", self.dir, "--json", "--offset", "2", "--length", "3", "o1")
+        self.assertEqual(code, 0)
+        self.assertEqual(json.loads(out), {"protocol_version": 1, "cmd_id": "o1", "offset": 2, "resume_cursor": 5,
+                                           "text": "cde", "complete": True})
+        code, out, _ = run("submit", "--session", self.dir, "--id", "o2", "x")
+        name = [n for n in self.queued() if n.endswith("_o2.json")][0]
+        with open(os.path.join(self.dir, "output", name[:-5] + ".out"), "wb") as f:
+            f.write(b"\xff\xfe")  # Not UTF-8, and no result yet.
+        doc = json.loads(run("output", "--session", self.dir, "--json", "o2")[1])
+        self.assertEqual((doc["data_b64"], doc["resume_cursor"], doc["complete"]), ("//4=", 2, False))
+        self.assertEqual(run("output", "--session", self.dir, "--offset", "-1", "o2")[0], 2)
+        code, out, _ = run("lease", "--session", self.dir, "--json", "--ttl", "1h")
+        lease = json.loads(out)
+        self.assertEqual((code, lease["ttl_ms"], lease["protocol_version"]), (0, 3600000, 1))
+        with open(os.path.join(self.dir, "state", "lease.json")) as f:
+            self.assertEqual(json.load(f), lease)
+        code, out, _ = run("wait", "--session", self.dir, "--json", "--wait-timeout", "0.1", "o2")
+        err = json.loads(out)["error"]
+        self.assertEqual((code, err["code"], err["context"]), (3, "wait_timeout", {"cmd_id": "o2"}))
+
+    def test_submit_correlation_and_ready_wait_for_runner(self) -> None:
+        # The Go CLI's flags (README: skillpilot-master has master's flags).
+        self.runner()
+        code, _, _ = run("submit", "--session", self.dir, "--id", "t1", "--trace-id", "F1", "--label", "step=syn",
+                         "--label", "corner=ss", "puts x")
+        self.assertEqual(code, 0)
+        with open(os.path.join(self.dir, "queue", self.queued()[0])) as f:
+            cmd = json.load(f)
+        self.assertEqual((cmd["trace_id"], cmd["labels"]), ("F1", {"step": "syn", "corner": "ss"}))
+        for bad in ("nokey", "=v"):
+            code, out, _ = run("submit", "--session", self.dir, "--json", "--label", bad, "x")
+            self.assertEqual((code, json.loads(out)["error"]["context"]), (2, {"field": "labels"}))
+        self.assertEqual(run("submit", "--session", self.dir, "--label", "a=1", "--label", "a=2", "x")[0], 2)
+        self.assertEqual(run("ready", "--session", self.dir, "--wait-for-runner", "5s", "--wait-timeout", "30s")[0], 0)
+
+    def test_interrupted_wait_says_what_goes_on_or_cancels(self) -> None:
+        # Ctrl-C ends the wait, not the command: stderr says it is still
+        # queued and how to cancel it; --cancel-on-interrupt cancels it.
+        r = self.runner(answer=lambda req: {"outcome": "cancelled_queued", "message": "q was queued"})
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   PYTHONDONTWRITEBYTECODE="1")
+        for n, (extra, want) in enumerate((([], "is still queued; skillpilot-master cancel i0 --session "),
+                                           (["--cancel-on-interrupt"], "cancelled on interrupt: cancelled_queued: q was queued"))):
+            cmd_id = "i%d" % n
+            p = subprocess.Popen([sys.executable, "-m", "skillpilot", "submit", "--session", self.dir, "--wait",
+                                  "--id", cmd_id] + extra + ["x"], env=env, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 60
+            while not [q for q in self.queued() if q.endswith("_%s.json" % cmd_id)]:
+                self.assertLess(time.monotonic(), deadline, "never queued")
+                time.sleep(0.02)
+            # Queued, and then asleep between two looks for its result: past
+            # the submit, in the wait (a signal inside submit is no wait's).
+            while open("/proc/%d/stat" % p.pid).read().rsplit(")", 1)[1].split()[0] != "S":
+                self.assertLess(time.monotonic(), deadline, "never waited")
+                time.sleep(0.005)
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 130, err)
+            self.assertIn(want, err)
+        self.assertEqual([q["cmd_id"] for q in r.requests], ["i1"])  # Only the second was cancelled.
 
     def test_status_alive(self) -> None:
         self.runner()
