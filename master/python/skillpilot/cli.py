@@ -137,8 +137,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stop", parents=[common, waiting], help="stop the runner (graceful by default)")
     p.add_argument("--force", action="store_true")
     p.add_argument("--wait", action="store_true", help="wait until the runner has stopped")
-    sub.add_parser("status", parents=[common], help="liveness, phase, tool, running command, queue, lease, last results "
-                   "(exit 5: the session cannot serve commands)")
+    p = sub.add_parser("status", parents=[common], help="liveness, phase, tool, running command, queue, lease, last "
+                       "results (exit 5: the session cannot serve commands)")
+    p.add_argument("--watch", nargs="?", const=2.0, default=None, type=duration, metavar="INTERVAL",
+                   help="refresh every INTERVAL (default 2s) until interrupted; with --json, one line each")
     p = sub.add_parser("lease", parents=[common], help="write the lease (and keep renewing it)")
     p.add_argument("--ttl", type=duration, required=True)
     p.add_argument("--keep", action="store_true", help="renew every ttl/3 until interrupted")
@@ -393,12 +395,48 @@ class _CLI:
         return self.reply(reply, "stopped" if self.a.wait else "")
 
     def cmd_status(self) -> int:
+        if self.a.watch is not None:
+            return self._watch_status()
         st = self.session().status()
         if self.json:
             self.print_json(st)
         else:
             self.out.write(_status.format_status(st))  # The Go CLI's lines (master status).
         return 0 if st["can_serve"] else 5
+
+    def _watch_status(self) -> int:
+        """status --watch, as the Go CLI's: the status every interval (JSON
+        Lines with --json; on a terminal, redrawn in place) until
+        interrupted, then exit 130 (143 for SIGTERM) with nothing more on
+        stdout, so the JSON Lines stay whole."""
+        every = self.a.watch
+        if every <= 0:
+            raise UsageError("--watch needs a positive interval")
+        s = self.session()
+        tty = not self.json and self.out.isatty()
+        try:
+            while True:
+                try:
+                    st = s.status()
+                except MasterError as e:
+                    if self.json:
+                        self.out.write(json.dumps({"protocol_version": _names.PROTOCOL_VERSION,
+                                                   "error": _error_json(e.code, str(e), e.context)}) + "\n")
+                    else:
+                        self.warn(str(e))
+                else:
+                    if self.json:
+                        self.out.write(json.dumps(st, ensure_ascii=False) + "\n")
+                    else:
+                        self.out.write(("\x1b[H\x1b[2J" if tty else "") + _status.format_status(st) +
+                                       "(every %s; Ctrl-C ends)\n" % _status.go_duration(int(every * 1e9)) +
+                                       ("" if tty else "\n"))
+                self.out.flush()
+                time.sleep(every)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+        except _Interrupted as e:
+            return 128 + e.signum
 
     def cmd_lease(self) -> int:
         s = self.session()

@@ -228,6 +228,22 @@ class CLITest(unittest.TestCase):
             self.assertIn(want, err)
         self.assertEqual([q["cmd_id"] for q in r.requests], ["i1"])  # Only the second was cancelled.
 
+    def test_status_watch_json_lines_until_interrupted(self) -> None:
+        # status --watch --json: one JSON document per line until Ctrl-C,
+        # exit 130, and nothing after the last line (as master status --watch).
+        self.runner()
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   PYTHONDONTWRITEBYTECODE="1")
+        p = subprocess.Popen([sys.executable, "-m", "skillpilot", "status", "--session", self.dir, "--watch", "50ms",
+                              "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = [p.stdout.readline() for _ in range(2)]  # type: ignore[union-attr]
+        p.send_signal(signal.SIGINT)
+        rest, _ = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130)
+        for line in lines + rest.splitlines():
+            self.assertEqual(json.loads(line)["protocol_version"], 1, line)
+        self.assertEqual(run("status", "--session", self.dir, "--watch", "0s")[0], 2)
+
     def test_status_alive(self) -> None:
         self.runner()
         code, out, _ = run("status", "--session", self.dir, "--json")
