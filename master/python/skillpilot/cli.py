@@ -51,6 +51,11 @@ def duration(text: str) -> float:
     return total
 
 
+def _id_of(name: str) -> str:
+    """The cmd_id of command file name (the name itself if it is not one)."""
+    return (_names.parse_name(name) or (0, name))[1]
+
+
 class _Interrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__("interrupted by signal %d" % signum)
@@ -242,9 +247,8 @@ class _CLI:
             if res is not None:
                 break
             if deadline is not None and time.monotonic() >= deadline:
-                parsed = _names.parse_name(name)
                 raise WaitTimeout("no result for %s within %gs" % (name, a.wait_timeout),
-                                  context={"cmd_id": parsed[1] if parsed else name})
+                                  context={"cmd_id": _id_of(name)})
             try:
                 live.check()
             except RunnerNotAlive as e:
@@ -267,8 +271,7 @@ class _CLI:
         if self.waiting is None:
             return
         s, name = self.waiting
-        parsed = _names.parse_name(name)
-        cmd_id = parsed[1] if parsed else name
+        cmd_id = _id_of(name)
         try:
             if s.result(name) is not None:
                 return  # It has a result: nothing goes on.
@@ -329,8 +332,7 @@ class _CLI:
                 data.decode("utf-8")
             except UnicodeDecodeError:
                 doc["data_b64"] = base64.b64encode(data).decode("ascii")
-            parsed = _names.parse_name(name)
-            doc.update(cmd_id=parsed[1] if parsed else self.a.cmd_id, offset=self.a.offset,
+            doc.update(cmd_id=_id_of(name), offset=self.a.offset,
                        resume_cursor=self.a.offset + len(data), complete=s.result(name) is not None)
             self.print_json(doc)
             return 0
