@@ -144,6 +144,12 @@ type Error struct {
 	// scalars (strings, numbers, booleans), never payload bytes; nil when
 	// there is nothing to say. Masters pass it on unchanged.
 	Context map[string]any `json:"context,omitempty"`
+	// ErrorInfo and ErrorCode are a Tcl tool's own account of an error a
+	// payload raised (kind tcl, code tool_error): Tcl's -errorinfo (the
+	// stack of commands it unwound, lines of the payload included) and
+	// -errorcode, cut at 8 KiB and 1 KiB (PROTOCOL.md section 7).
+	ErrorInfo string `json:"error_info,omitempty"`
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
 // MaxInlineOutput bounds the output a result carries a copy of

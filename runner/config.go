@@ -26,6 +26,11 @@ type Config struct {
 	// --driver file); Kind is then its kind. A preset's Kind sets it.
 	Driver *DriverSpec
 	Tool   []string // argv; empty: tclsh for tcl, bash for sh
+	// TclInteractive runs kind tcl payloads with the tool's
+	// tcl_interactive as it is (--tcl-interactive): a word that names no
+	// command may then run a program of that name, as at an interactive
+	// prompt. Off, tcl_interactive is 0 while a payload runs.
+	TclInteractive bool
 	Env    []string // extra environment for the tool (KEY=VALUE)
 
 	Heartbeat      time.Duration // heartbeat period (1s)

@@ -34,35 +34,47 @@ type driver interface {
 	payloadFile(payload, token string) string
 }
 
-// newDriver returns the driver for kind k: spec's when it is set.
-func newDriver(k protocol.Kind, spec *DriverSpec) driver {
+// newDriver returns the driver of c's kind: its Driver's when it is set.
+func newDriver(c Config) driver {
 	switch {
-	case spec != nil:
-		return newLineDriver(spec)
-	case k == protocol.KindSh:
+	case c.Driver != nil:
+		return newLineDriver(c.Driver)
+	case c.Kind == protocol.KindSh:
 		return shDriver{}
 	}
-	return tclDriver{}
+	return tclDriver{interactive: c.TclInteractive}
 }
 
 // tclDriver runs payloads at the global level (uplevel #0) under catch, so a
 // Tcl error still reaches the marker, with the return code and the payload's
 // result (its value) in the marker line.
-type tclDriver struct{}
+type tclDriver struct {
+	// interactive: payloads run with the tool's tcl_interactive
+	// (--tcl-interactive), not 0.
+	interactive bool
+}
 
 // The helpers live in namespace ::__sp so they do not collide with user
-// procs, and are written to survive what a payload may do to the
-// interpreter (PROTOCOL.md, "What a payload cannot break"):
+// procs, and are written to survive what a payload, the tool or a user's
+// --init may have done to the interpreter (PROTOCOL.md 6.4):
 //
+//   - a payload never runs through a command the tool may redefine: the
+//     helpers never call source (OpenSTA and the Synopsys and Cadence
+//     shells wrap it: their source returns nothing and goes on after an
+//     error), puts, exit, unknown or rename. A payload file is read in an
+//     interpreter of the runner's own (interp create: its open and read
+//     are Tcl's) and evaluated at the global level with uplevel #0 under
+//     catch, as an inline payload is: the first error stops it, and the
+//     value is its last command's;
 //   - markers and begin lines go to a channel of their own on the terminal
-//     (/dev/tty, the PTY), written with ::tcl::chan::puts: a payload that
-//     redefines or renames puts, closes stdout, or reconfigures it does not
-//     touch them;
-//   - after the payload, stdout is set back to blocking and flushed (a
-//     payload that made it non-blocking still has all its output out before
-//     the marker) and its saved settings (-translation lf, -encoding,
-//     -buffering) are restored;
-//   - the recursion limit is saved before and restored after the payload;
+//     (/dev/tty, the PTY), written with ::tcl::chan::puts;
+//   - while a payload runs, tcl_interactive is 0 unless the runner was
+//     started with --tcl-interactive: a word that names no command is an
+//     error, as in a script, not a program run by interactive Tcl's
+//     unknown (which would then hold the terminal);
+//   - after the payload, stdout is set back to blocking and flushed and its
+//     saved settings (-translation lf, -encoding, -buffering) are restored;
+//     the recursion limit and tcl_interactive are put back;
 //   - everything the code after the payload needs is in local variables,
 //     so deleting ::__sp does not stop the marker; the marker then says
 //     h=0 and the runner types the helpers again.
@@ -76,33 +88,55 @@ type tclDriver struct{}
 // and stderr get -translation lf, so that together with the
 // terminal's ONLCR being off, output reaches the runner byte for byte.
 // run prints the begin line after a newline (the prompt may precede it)
-// and the done line after a newline the framer strips again.
-const tclBootstrap = `namespace eval ::__sp {variable vmax %d;variable out stdout;variable in stdin};` +
+// and the done line after a newline the framer strips again. The start-up
+// may be typed more than once (a tool that drops early input, helpers a
+// payload deleted): it makes the reading interpreter only when there is
+// none.
+const tclBootstrap = `namespace eval ::__sp {variable vmax %d;variable ix %d;variable out stdout;variable in stdin;variable rd};` +
 	`if {[catch {fconfigure stdin}]} {catch {set ::__sp::in [open /dev/tty r]}};` +
 	`catch {set ::__sp::out [open /dev/tty w];fconfigure $::__sp::out -translation lf -encoding utf-8 -buffering none};` +
+	`if {![info exists ::__sp::rd]||$::__sp::rd eq {}||![interp exists $::__sp::rd]} {set ::__sp::rd {};catch {set ::__sp::rd [interp create]}};` +
 	`namespace eval ::__sp {variable l {};foreach v {LC_ALL LC_CTYPE LANG} {if {[info exists ::env($v)]&&$::env($v) ne {}} {set l $::env($v);break}};` +
 	`if {[regexp -nocase {utf-?8} $l]&&[encoding system] ne {utf-8}} {encoding system utf-8;foreach c {stdin stdout stderr} {catch {fconfigure $c -encoding utf-8}}};` +
 	`foreach c {stdout stderr} {catch {fconfigure $c -translation lf}}};` +
 	`set ::__sp::cfg [list -translation lf -encoding [fconfigure stdout -encoding] -buffering [fconfigure stdout -buffering]];` +
-	`proc ::__sp::ev {b p t} {` + tclPre + `set rc [catch {uplevel #0 [encoding convertfrom utf-8 [binary decode base64 $b]]} res];` + tclPost + `};` +
-	`proc ::__sp::src {f p t} {` + tclPre + `set rc [catch {uplevel #0 [list source -encoding utf-8 $f]} res];` + tclPost + `};` +
-	`proc ::__sp::raw {f t} {` + tclPre + `catch {uplevel #0 [list source -encoding utf-8 $f]} res opts;` + tclFence + `;return -options $opts $res};` +
-	`proc ::__sp::sync {p t} {::tcl::chan::puts $::__sp::out "\n$p $t rc=0";catch {::tcl::chan::flush $::__sp::out};return}`
+	`proc ::__sp::load {f} {set r {{f} {set c [open $f r];fconfigure $c -encoding utf-8 -eofchar "\x1a {}";set s [read $c];close $c;set s}};` +
+	`if {$::__sp::rd ne {}} {return [$::__sp::rd eval [list apply $r $f]]};apply $r $f};` +
+	`proc ::__sp::ev {b p t} {::__sp::x 0 $b $p $t};proc ::__sp::src {f p t} {::__sp::x 1 $f $p $t};proc ::__sp::raw {f t} {::__sp::x 2 $f {} $t};` +
+	`proc ::__sp::sync {p t} {::tcl::chan::puts $::__sp::out "\n$p $t rc=0";catch {::tcl::chan::flush $::__sp::out};return}` +
+	"\n" + tclRun
 
-// tclPre saves what the code after the payload needs, then prints the
-// begin line.
-const tclPre = `set o $::__sp::out;set i $::__sp::in;set cfg $::__sp::cfg;set vmax $::__sp::vmax;set rl [interp recursionlimit {}];` +
-	`catch {::tcl::chan::flush stdout};::tcl::chan::puts $o "\n__SP_BEGIN__ $t";catch {::tcl::chan::flush $o};`
-
-// tclPost restores the interpreter's and stdout's settings, prints the
-// done line: rc, the value (cut at vmax bytes of UTF-8) and h=0 if the
-// helpers are gone, then reads stdin up to the runner's fence line.
-const tclPost = `catch {interp recursionlimit {} $rl};catch {fconfigure stdout -blocking 1};catch {::tcl::chan::flush stdout};` +
-	`catch {fconfigure stdout {*}$cfg};catch {::tcl::chan::flush stderr};` +
-	`set bb [encoding convertto utf-8 $res];set vt 0;` +
-	`if {[string length $bb]>$vmax} {set bb [string range $bb 0 [expr {$vmax-1}]];set vt 1};` +
+// tclRun is the helper the others call: ::__sp::x how arg p t runs a
+// payload (how 0: inline, arg its base64; 1: from the file arg; 2: the
+// same without the done line, marker.mode payload_contains). It saves what
+// the code after the payload needs in local variables, prints the begin
+// line, evaluates the payload at the global level under catch, restores
+// the interpreter's and stdout's settings, prints the done line — rc, the
+// value (cut at vmax bytes of UTF-8), for an error Tcl's errorInfo and
+// errorCode (cut at eiMax and ecMax bytes), h=0 if the helpers are gone —
+// and reads stdin up to the runner's fence line (tclFence). It is a line
+// of its own: the start-up stays under the terminal's 4095-byte line.
+const tclRun = `proc ::__sp::x {how a p t} {set o $::__sp::out;set i $::__sp::in;set cfg $::__sp::cfg;set vmax $::__sp::vmax;set rl [interp recursionlimit {}];` +
+	`set ti {};if {[info exists ::tcl_interactive]} {set ti $::tcl_interactive;if {!$::__sp::ix} {set ::tcl_interactive 0}};` +
+	`catch {::tcl::chan::flush stdout};::tcl::chan::puts $o "\n__SP_BEGIN__ $t";catch {::tcl::chan::flush $o};` +
+	`set rc [catch {if {$how} {set s [::__sp::load $a]} {set s [encoding convertfrom utf-8 [binary decode base64 $a]]};uplevel #0 $s} res opts];` +
+	`catch {interp recursionlimit {} $rl};if {$ti ne {}} {catch {set ::tcl_interactive $ti}};` +
+	`catch {fconfigure stdout -blocking 1};catch {::tcl::chan::flush stdout};catch {fconfigure stdout {*}$cfg};catch {::tcl::chan::flush stderr};` +
+	`if {$how!=2} {set bb [encoding convertto utf-8 $res];set vt 0;if {[string length $bb]>$vmax} {set bb [string range $bb 0 [expr {$vmax-1}]];set vt 1};` +
+	`set e {};if {$rc==1} {foreach {k f n} {-errorinfo ei ` + eiMaxS + ` -errorcode ec ` + ecMaxS + `} {if {[dict exists $opts $k]} {` +
+	`set x [encoding convertto utf-8 [dict get $opts $k]];if {[string length $x]>$n} {set x [string range $x 0 [expr {$n-1}]]};append e " $f=[binary encode base64 $x]"}}};` +
 	`set h {};if {![namespace exists ::__sp]} {set h { h=0}};` +
-	`::tcl::chan::puts $o "\n$p $t rc=$rc v=[binary encode base64 $bb] vt=$vt$h";catch {::tcl::chan::flush $o};` + tclFence + `;return`
+	`::tcl::chan::puts $o "\n$p $t rc=$rc v=[binary encode base64 $bb] vt=$vt$e$h";catch {::tcl::chan::flush $o}};` +
+	tclFence + `;if {$how!=2} return;return -options $opts $res}`
+
+// eiMax and ecMax bound Tcl's errorInfo and errorCode in a done line
+// (bytes of UTF-8); longer ones are cut (PROTOCOL.md section 7).
+const (
+	eiMax  = 8 << 10
+	ecMax  = 1 << 10
+	eiMaxS = "8192"
+	ecMaxS = "1024"
+)
 
 // tclFence reads and drops stdin up to the line that ends with the fence
 // of token $t (PROTOCOL.md section 9.8): input the payload
@@ -112,7 +146,7 @@ const tclPost = `catch {interp recursionlimit {} $rl};catch {fconfigure stdout -
 const tclFence = `set fl "` + fenceMark + `$t";set fn [expr {[string length $fl]-1}];catch {fconfigure $i -blocking 1};` +
 	`while {![catch {::tcl::chan::gets $i l} n] && $n>=0} {if {[string range $l end-$fn end] eq $fl} break}`
 
-func (tclDriver) bootstrap() string { return fmt.Sprintf(tclBootstrap, maxValue) }
+func (d tclDriver) bootstrap() string { return fmt.Sprintf(tclBootstrap, maxValue, boolInt(d.interactive)) }
 
 func (tclDriver) run(file, inline, prefix, token string, wrap bool) string {
 	if !wrap {
@@ -186,3 +220,10 @@ const fenceMark = "#__SP_FENCE__ "
 
 // shQuote quotes s for a POSIX shell.
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -5,9 +5,10 @@ import (
 )
 
 // maxMarkerLine bounds a line held back because it may be a marker. A done
-// marker carries the base64 of the payload's value (at most maxValue bytes),
-// so it must fit that plus the prefix, token and fields.
-const maxMarkerLine = maxValue*4/3 + 1024
+// marker carries the base64 of the payload's value (at most maxValue bytes)
+// and of Tcl's errorInfo and errorCode, so it must fit those plus the
+// prefix, token and fields.
+const maxMarkerLine = (maxValue+eiMax+ecMax)*4/3 + 1024
 
 // framerMode says what the framer does with the bytes it is fed.
 type framerMode int

@@ -17,15 +17,19 @@ const beginWord = "__SP_BEGIN__"
 
 // done is a parsed completion marker line:
 //
-//	<prefix> <token> [rc=<n>] [v=<base64 of value>] [vt=1] [h=0]
+//	<prefix> <token> [rc=<n>] [v=<base64 of value>] [vt=1] [ei=<base64>] [ec=<base64>] [h=0]
 //
-// h=0 says the runner's helpers are gone (the payload deleted ::__sp).
+// ei and ec are Tcl's errorInfo and errorCode of a payload that failed
+// (rc=1); h=0 says the runner's helpers are gone (the payload deleted
+// ::__sp).
 type done struct {
 	rc          int
 	hasRC       bool
 	value       []byte
 	hasValue    bool
 	truncated   bool
+	errorInfo   []byte
+	errorCode   []byte
 	helpersGone bool
 }
 
@@ -63,6 +67,16 @@ func matchDone(line []byte, prefix, token string) (done, bool) {
 			d.value, d.hasValue = val, true
 		case "vt":
 			d.truncated = string(v) == "1"
+		case "ei", "ec":
+			val, err := base64.StdEncoding.DecodeString(string(v))
+			if err != nil {
+				return d, false
+			}
+			if k[1] == 'i' {
+				d.errorInfo = trimPartialRune(val)
+			} else {
+				d.errorCode = trimPartialRune(val)
+			}
 		case "h":
 			d.helpersGone = string(v) == "0"
 		}

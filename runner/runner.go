@@ -103,7 +103,7 @@ func Open(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{layout: layoutState{perms: p, warnings: warns}, root: root, hold: &sessionHold{}, disk: spoolDisk{root: root}, mbox: mailbox{root: root, log: cfg.Logger},
-		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg.Kind, cfg.Driver),
+		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg),
 		queue: cmdQueue{root: root, log: cfg.Logger, pend: newPending(), done: map[string]string{}, settling: map[string]bool{}},
 		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), tool: newToolLife(cfg.startSession),

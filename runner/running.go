@@ -303,7 +303,8 @@ func (c *running) markerOutcome(tcl bool) (protocol.Status, *protocol.Error) {
 	if tcl && d.hasValue && len(d.value) > 0 {
 		msg = string(d.value)
 	}
-	return protocol.StatusError, &protocol.Error{Code: protocol.CodeToolError, Message: msg}
+	return protocol.StatusError, &protocol.Error{Code: protocol.CodeToolError, Message: msg,
+		ErrorInfo: string(d.errorInfo), ErrorCode: string(d.errorCode)}
 }
 
 // flush writes c's buffered output into its output file, where masters

@@ -50,7 +50,7 @@ func BenchmarkToolShare(b *testing.B) {
 			if tl.kind != protocol.KindTcl {
 				spec, _ = Preset(string(tl.kind))
 			}
-			drv := newDriver(tl.kind, spec)
+			drv := newDriver(Config{Kind: tl.kind, Driver: spec})
 			life := newToolLife(nil)
 			defer life.close()
 			env := append(os.Environ(), "TERM=dumb", "LANG=C.UTF-8")
