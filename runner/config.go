@@ -31,7 +31,7 @@ type Config struct {
 	// command may then run a program of that name, as at an interactive
 	// prompt. Off, tcl_interactive is 0 while a payload runs.
 	TclInteractive bool
-	Env    []string // extra environment for the tool (KEY=VALUE)
+	Env            []string // extra environment for the tool (KEY=VALUE)
 
 	Heartbeat      time.Duration // heartbeat period (1s)
 	Poll           time.Duration // rescan period (1s locally, 250ms on network filesystems)

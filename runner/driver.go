@@ -146,7 +146,9 @@ const (
 const tclFence = `set fl "` + fenceMark + `$t";set fn [expr {[string length $fl]-1}];catch {fconfigure $i -blocking 1};` +
 	`while {![catch {::tcl::chan::gets $i l} n] && $n>=0} {if {[string range $l end-$fn end] eq $fl} break}`
 
-func (d tclDriver) bootstrap() string { return fmt.Sprintf(tclBootstrap, maxValue, boolInt(d.interactive)) }
+func (d tclDriver) bootstrap() string {
+	return fmt.Sprintf(tclBootstrap, maxValue, boolInt(d.interactive))
+}
 
 func (tclDriver) run(file, inline, prefix, token string, wrap bool) string {
 	if !wrap {
