@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skillpilot/skillpilot/internal/sessioncheck"
 	"github.com/skillpilot/skillpilot/internal/testenv"
@@ -91,5 +92,81 @@ func TestSlowStartServes(t *testing.T) {
 				t.Fatalf("tool_starts %d (%v), want 1: the slow start was not retried", st.ToolStarts, err)
 			}
 		})
+	}
+}
+
+// TestLicenceWait: a tool that prints "Checking out license FAKE_EDA..."
+// without a newline and then reads nothing for longer than the old
+// rejection took (four quiet rounds, about 8 s) is still starting: it is
+// not given up on, and it serves once its licence comes. Meanwhile the
+// runner's loop goes on: the heartbeat beats and a cancel of a queued
+// command is answered, although the start-up it typed waits in a terminal
+// nobody reads.
+func TestLicenceWait(t *testing.T) {
+	testenv.Slow(t, "a 10 s licence wait")
+	testenv.NeedTool(t, "tclsh", "tcl")
+	gate := filepath.Join(t.TempDir(), "licence")
+	// The tool waits for a file the test creates, not for a time: the test
+	// decides when the licence comes (never before it has checked the
+	// runner during the wait).
+	script := `printf "Checking out license FAKE_EDA..."; while [ ! -e '` + gate + `' ]; do sleep 0.1; done; printf " done\nFAKE_EDA 1.0\n"; exec tclsh`
+	rp := testenv.StartRunner(t, testenv.RunnerOptions{NoWait: true, Args: []string{"--max-restarts", "0", "--", "sh", "-c", script}})
+	for deadline := time.Now().Add(testenv.LongWait); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := testenv.ReadState(rp.Dir); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no state.json: %v", err)
+		}
+	}
+	s, err := master.Open(rp.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	c, err := s.Submit(ctx, "puts licensed", master.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, err := s.Submit(ctx, "puts never", master.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait past the old verdict (0.5+1+2+4 s of quiet rounds), watching the
+	// heartbeat move.
+	var lastBeat int64
+	beats := 0
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		hb, err := testenv.ReadHeartbeat(rp.Dir)
+		if err != nil {
+			continue
+		}
+		if hb.Counter != lastBeat {
+			beats++
+			lastBeat = hb.Counter
+		}
+		st, err := s.ReadState()
+		if err == nil && (st.Phase == protocol.PhaseStopped || st.Phase == protocol.PhaseError) {
+			t.Fatalf("the runner judged a licence wait as a failed start: phase %s, %s", st.Phase, st.Reason)
+		}
+	}
+	if beats < 5 {
+		t.Fatalf("the heartbeat moved %d times in 10 s of licence wait (every 200 ms expected)", beats)
+	}
+	rep, err := s.Cancel(ctx, queued.ID)
+	if err != nil || rep.Outcome != protocol.OutcomeCancelledQueued {
+		t.Fatalf("a cancel during the licence wait: %+v %v, want cancelled_queued", rep, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Wait(ctx, master.WaitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := c.Output(0, -1)
+	must(t, "after the licence", res, string(out), protocol.StatusOK, "licensed\n")
+	st, err := s.ReadState()
+	if err != nil || st.ToolStarts != 1 {
+		t.Fatalf("tool_starts %d (%v), want 1", st.ToolStarts, err)
 	}
 }

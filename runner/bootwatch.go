@@ -2,13 +2,14 @@ package runner
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 )
 
-// bootRounds is how many times the tool may answer the start-up at its
-// prompt without running it before the start counts as rejected.
+// bootRounds is how many times the tool may answer the start-up with an
+// error at its prompt before the start counts as rejected.
 const bootRounds = 4
 
 // bootQuiet is how long the tool must have printed nothing before the
@@ -18,7 +19,7 @@ const bootRounds = 4
 const bootQuiet = 500 * time.Millisecond
 
 // bootTail bounds what bootWatch keeps of the tool's start-up output.
-const bootTail = 4 << 10
+const bootTail = 16 << 10
 
 // bootVerdict is what a quiet tool's start-up output says.
 type bootVerdict int
@@ -41,6 +42,7 @@ type bootWatch struct {
 	rounds  int       // rounds judged as answered at the prompt
 	tries   int       // times the start-up was typed again
 	tail    []byte    // the last bootTail bytes printed
+	answer  string    // the first line of the last answer that named an error, quoted
 	// idle: the last verdict was to wait, and only new output can change
 	// it: next has nothing to say until the tool prints again.
 	idle bool
@@ -92,27 +94,72 @@ func (w *bootWatch) next() time.Time {
 	return last.Add(w.quietFor())
 }
 
-// verdict judges the round at now. A tool silent since its start is
-// starting: typing into a terminal nobody reads would only fill its input
-// queue. The tool reacted to what was typed
-// (whole lines since then, such as errors) or printed nothing at all since,
-// and it sits at a prompt: the round counts, and the start-up is typed
-// again, unless bootRounds rounds went this way. A tool printing one line
-// bit by bit since (progress dots), or whose last line is whole, is still
-// starting: nothing is typed and nothing counts.
-func (w *bootWatch) verdict(now time.Time) bootVerdict {
+// verdict judges the start-up at now, typing telling whether lines the
+// runner typed still wait for the terminal to take them. It decides from
+// evidence only (PROTOCOL.md 11.1):
+//
+//   - a tool silent since the last typing, one whose last line is whole,
+//     or one printing one line bit by bit (progress dots) is still
+//     starting: wait (a licence checkout, a design load);
+//   - a tool that printed something since the last typing and sits quiet
+//     at an unfinished line (a prompt) may have dropped what was typed
+//     before it read (Magic): type the start-up again, once the terminal
+//     has taken what was typed before;
+//   - such a tool whose whole lines since the last typing name an error
+//     (answered) has rejected the start-up: a round counts, and after
+//     bootRounds rounds the start is rejected.
+//
+// A tool quiet after a partial line that does not name an error (a
+// licence checkout that prints "Checking out license..." and waits) is
+// never rejected: it has --start-timeout.
+func (w *bootWatch) verdict(now time.Time, typing bool) bootVerdict {
 	if n := w.next(); n.IsZero() || now.Before(n) {
 		return bootWait
 	}
-	if !w.atPrompt() || (w.lines == 0 && w.writes > 1) { // Progress on one line, bit by bit.
-		w.idle = true
+	if typing || !w.atPrompt() || w.since == 0 || (w.lines == 0 && w.writes > 1) {
+		w.idle = true // Only new output (or the typist's end, which brings some) can change it.
 		return bootWait
 	}
-	w.rounds++
-	if w.rounds >= bootRounds {
-		return bootRejected
+	if w.lines > 0 && w.answered() {
+		w.rounds++
+		if w.rounds >= bootRounds {
+			return bootRejected
+		}
 	}
 	return bootRetype
+}
+
+// answerWords are what a shell's answer to a line it cannot run says.
+var answerWords = regexp.MustCompile(`(?i)error|invalid|unknown|no such|not found|syntax|illegal|unrecogni[sz]ed|not recogni[sz]ed|undefined|not defined|ambiguous|usage`)
+
+// answered reports whether the whole lines the tool printed since the
+// last typing name an error, and keeps the first such line for the
+// reason (answer).
+func (w *bootWatch) answered() bool {
+	b := w.tail
+	if w.since < len(b) {
+		b = b[len(b)-w.since:]
+	}
+	i := bytes.LastIndexByte(b, '\n')
+	if i < 0 {
+		return false
+	}
+	for _, l := range bytes.Split(b[:i], []byte{'\n'}) {
+		if answerWords.Match(l) {
+			w.answer = lastLines(l, 1, 300)
+			return true
+		}
+	}
+	return false
+}
+
+// answerQuote is the tool's answer to the start-up and its last lines,
+// for the reason a start was rejected.
+func (w *bootWatch) answerQuote() string {
+	if w.answer == "" {
+		return w.quote()
+	}
+	return "; the tool answered " + w.answer + w.quote()
 }
 
 // quote is the tool's last lines for a reason: ": the tool's last lines:
@@ -125,6 +172,9 @@ func (w *bootWatch) quote() string {
 	return "; the tool's last lines: " + s
 }
 
+// maxQuotedLine bounds each line lastLines quotes.
+const maxQuotedLine = 160
+
 // lastLines returns the last n non-empty lines of b (at most max bytes,
 // cut at a UTF-8 boundary), CRs and control bytes dropped, joined with
 // " | " and quoted.
@@ -132,12 +182,20 @@ func lastLines(b []byte, n, max int) string {
 	var keep []string
 	for _, l := range strings.Split(string(b), "\n") {
 		l = strings.Map(func(r rune) rune {
+			if r == '\t' {
+				return ' '
+			}
 			if r < 0x20 || r == 0x7f || r == utf8.RuneError {
 				return -1
 			}
 			return r
 		}, l)
-		if l = strings.TrimSpace(l); l != "" {
+		// Runs of spaces (a caret under a long line) are one space; a
+		// long line (the tool quoting what was typed) is cut.
+		if l = strings.Join(strings.Fields(l), " "); l != "" {
+			if len(l) > maxQuotedLine {
+				l = strings.ToValidUTF8(l[:maxQuotedLine], "") + "…"
+			}
 			keep = append(keep, l)
 		}
 	}

@@ -104,7 +104,8 @@ func (t *fakeTool) Input(p []byte, abort <-chan struct{}) (int, error) {
 	if t.b.echo {
 		t.emit(string(p)) // The terminal's echo, before the tool reads.
 	}
-	return len(p), t.Write(p)
+	_, err := t.Write(p)
+	return len(p), err
 }
 
 // inputsSoFar returns what reached the tool through Input.
@@ -114,10 +115,10 @@ func (t *fakeTool) inputsSoFar() []string {
 	return append([]string(nil), t.inputs...)
 }
 
-func (t *fakeTool) Write(p []byte) error {
+func (t *fakeTool) Write(p []byte) (int, error) {
 	select {
 	case <-t.dead:
-		return syscall.EIO
+		return 0, syscall.EIO
 	default:
 	}
 	t.mu.Lock()
@@ -126,15 +127,24 @@ func (t *fakeTool) Write(p []byte) error {
 	for {
 		i := strings.IndexByte(t.partial, '\n')
 		if i < 0 {
-			return nil
+			return len(p), nil
 		}
 		select {
 		case t.lines <- t.partial[:i]:
 		default:
-			return errors.New("fake tool: input buffer full")
+			return 0, errors.New("fake tool: input buffer full")
 		}
 		t.partial = t.partial[i+1:]
 	}
+}
+
+// PendingInput: the fake reads every line as it is written.
+func (t *fakeTool) PendingInput() (int, error) { return 0, nil }
+
+// FlushInput notes the flush.
+func (t *fakeTool) FlushInput() error {
+	t.note("flush input")
+	return nil
 }
 
 // Interrupt and Signal note the call at once (on the runner's goroutine),

@@ -345,6 +345,9 @@ func (r *Runner) step(h *heldReq) *answer {
 			return nil
 		}
 	}
+	if req.Op == protocol.OpSend && r.tool.typist.busy() {
+		return nil // The runner's own lines go in first (onTyped).
+	}
 	r.stamp(a)
 	h.spoolOff, h.outOff = a.offset, c.bytes
 	if _, err := r.root.Lstat(rel(protocol.DirCtl, h.name)); errors.Is(err, os.ErrNotExist) {

@@ -121,69 +121,70 @@ func TestParseDriver(t *testing.T) {
 	}
 }
 
-// TestBootWatch: the start-up verdicts on a fake clock.
+// TestBootWatch: the start-up verdicts on a fake clock, as PROTOCOL.md
+// 11.1 states them. Each case is a script of what the tool prints
+// ("out TEXT"), the runner typing the start-up again when the verdict says
+// so, and the verdicts expected at the end of each quiet gap.
 func TestBootWatch(t *testing.T) {
 	t.Parallel()
-	t0 := time.Unix(1000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
-
-	// Silent since its start: still starting, whatever the time.
-	w := newBootWatch(t0)
-	if v := w.verdict(at(time.Hour)); v != bootWait {
-		t.Fatalf("silent tool: %v, want wait", v)
+	type step struct {
+		out    string // printed, in writes separated by |, then a quiet gap
+		typing bool   // the typist still holds typed lines
+		want   bootVerdict
 	}
-	// Nothing to judge until it prints: no timer in the past (the owner
-	// loop would wake at once, for ever: a busy loop that starved the
-	// tool under load).
-	if n := w.next(); !n.IsZero() {
-		t.Fatalf("a silent tool's watch is due at %v, want never until it prints", n)
+	errs := "invalid command name \"::__sp::sync\"\n% "
+	for _, c := range []struct {
+		name  string
+		steps []step
+	}{
+		{"silent since its start: still starting", []step{{"", false, bootWait}}},
+		{"a whole line, then silence: still starting", []step{{"checking out a licence\n", false, bootWait}}},
+		{"progress dots (one line, bit by bit): still starting", []step{{"loading|.|.", false, bootWait}}},
+		{"Magic: a banner and a prompt after the typing: typed again, not a rejection",
+			[]step{{"Magic 8.3\n% ", false, bootRetype}, {"% ", false, bootRetype}, {"% ", false, bootRetype}, {"% ", false, bootRetype}, {"% ", false, bootRetype}}},
+		{"errors at the prompt, round after round: rejected",
+			[]step{{errs, false, bootRetype}, {errs, false, bootRetype}, {errs, false, bootRetype}, {errs, false, bootRejected}}},
+		{"a licence checkout without a newline, then silence: typed again once, then waits",
+			[]step{{"Checking out license FAKE_EDA...", false, bootRetype}, {"", false, bootWait}, {"", false, bootWait}, {"", false, bootWait}, {"", false, bootWait}}},
+		{"a licence, then the banner and a prompt: never a rejection",
+			[]step{{"Checking out license FAKE_EDA...", false, bootRetype}, {" done\nFAKE_EDA 1.0\nfake> ", false, bootRetype}, {"fake> ", false, bootRetype}, {"fake> ", false, bootRetype}, {"fake> ", false, bootRetype}}},
+		{"at a prompt while typed lines wait for the terminal: nothing typed", []step{{"% ", true, bootWait}}},
+		{"lines that name no error, then a prompt: typed again, never rejected",
+			[]step{{"hello\n> ", false, bootRetype}, {"hello\n> ", false, bootRetype}, {"hello\n> ", false, bootRetype}, {"hello\n> ", false, bootRetype}, {"hello\n> ", false, bootRetype}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			w := newBootWatch(now)
+			for i, s := range c.steps {
+				for _, o := range strings.Split(s.out, "|") {
+					now = now.Add(10 * time.Millisecond)
+					w.output([]byte(o), now)
+				}
+				if v := w.verdict(now.Add(w.quietFor()-time.Nanosecond), s.typing); v != bootWait {
+					t.Fatalf("step %d before the quiet gap: %v, want wait", i, v)
+				}
+				now = now.Add(w.quietFor())
+				v := w.verdict(now, s.typing)
+				if v != s.want {
+					t.Fatalf("step %d (%q): %v, want %v", i, s.out, v, s.want)
+				}
+				if v == bootWait {
+					// Nothing to judge until it prints: no timer in the
+					// past (the owner loop would wake at once, for ever:
+					// a busy loop that starved the tool under load).
+					if n := w.next(); !n.IsZero() {
+						t.Fatalf("step %d: waiting, yet due at %v: want never until the tool prints", i, n)
+					}
+				}
+				if v == bootRetype {
+					w.typed(now)
+				}
+			}
+		})
 	}
-	// A whole line, then silence: still starting.
-	w.output([]byte("checking out a licence\n"), at(time.Second))
-	if v := w.verdict(at(time.Hour)); v != bootWait {
-		t.Fatalf("after a whole line: %v, want wait", v)
-	}
-	if n := w.next(); !n.IsZero() {
-		t.Fatalf("after a whole line the watch is due at %v, want never until it prints", n)
-	}
-	// Progress without a newline after the typing: still starting.
-	w = newBootWatch(t0)
-	w.output([]byte("loading"), at(time.Second))
-	w.output([]byte("."), at(2*time.Second))
-	w.output([]byte("."), at(3*time.Second))
-	if v := w.verdict(at(time.Hour)); v != bootWait {
-		t.Fatalf("progress dots: %v, want wait", v)
-	}
-
-	// A prompt after the banner (Magic, which dropped the first typing):
-	// typed again; then errors at the prompt, round after round, until
-	// it counts as rejected.
-	w = newBootWatch(t0)
-	w.output([]byte("Magic 8.3\n% "), at(100*time.Millisecond))
-	if v := w.verdict(at(100*time.Millisecond + bootQuiet - 1)); v != bootWait {
-		t.Fatalf("before the quiet gap: %v, want wait", v)
-	}
-	now := at(100*time.Millisecond + bootQuiet)
-	for round := 1; round < bootRounds; round++ {
-		if v := w.verdict(now); v != bootRetype {
-			t.Fatalf("round %d: %v, want retype", round, v)
-		}
-		w.typed(now)
-		now = now.Add(10 * time.Millisecond)
-		w.output([]byte("invalid command name \"::__sp::sync\"\n% "), now)
-		now = now.Add(w.quietFor())
-	}
-	if v := w.verdict(now); v != bootRejected {
-		t.Fatalf("after %d rounds: %v, want rejected", bootRounds, v)
-	}
-	if q := w.quote(); !strings.Contains(q, `invalid command name \"::__sp::sync\"`) && !strings.Contains(q, `invalid command name "::__sp::sync"`) {
-		t.Fatalf("quote %q lacks the tool's line", q)
-	}
-
-	// Silent at its prompt after the typing: a round each quiet gap.
-	w = newBootWatch(t0)
-	w.output([]byte("> "), at(0))
-	if v := w.verdict(at(bootQuiet)); v != bootRetype {
-		t.Fatalf("silent at a prompt: %v, want retype", v)
+	w := newBootWatch(time.Unix(1000, 0))
+	w.output([]byte("invalid command name \"::__sp::sync\"\n"+strings.Repeat(" ", 500)+"^\n% "), time.Unix(1000, 0))
+	if q := w.quote(); !strings.Contains(q, `invalid command name "::__sp::sync" | ^ | %`) {
+		t.Fatalf("quote %q: want the tool's lines, a run of spaces made one", q)
 	}
 }

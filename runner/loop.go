@@ -72,7 +72,7 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		// other phases are written by showPhase at once.
 		r.status.schedule(r.clk.Now())
 		wake.Reset(r.nextWake())
-		out, exited, input := r.tool.output(), r.tool.exited(), r.in.writeDone()
+		out, exited, input, typed := r.tool.output(), r.tool.exited(), r.in.writeDone(), r.tool.typing()
 		select {
 		case c, ok := <-out:
 			if !ok {
@@ -84,6 +84,8 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.onToolExit(ex)
 		case d := <-input:
 			r.onInputDone(d)
+		case d := <-typed:
+			r.onTyped(d)
 		case d := <-r.results.done:
 			r.onResult(d)
 			r.watcher.Hurry() // The master that waited for it may send the next one now.

@@ -223,9 +223,73 @@ func (s *ptySession) Exited() <-chan toolExit { return s.exited }
 func (s *ptySession) Pid() int                { return s.pid }
 func (s *ptySession) StartTime() uint64       { return s.started }
 
-func (s *ptySession) Write(p []byte) error {
-	_, err := s.ptmx.Write(p)
-	return err
+// Write writes what the terminal takes of p now: the master is
+// non-blocking, and a write it cannot take (EAGAIN) is not waited for.
+func (s *ptySession) Write(p []byte) (int, error) {
+	c, err := s.ptmx.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var werr error
+	if err := c.Write(func(fd uintptr) bool {
+		n, werr = unix.Write(int(fd), p)
+		return true // Never wait for the poller.
+	}); err != nil {
+		return 0, err
+	}
+	if werr != nil {
+		if errors.Is(werr, unix.EAGAIN) {
+			return 0, nil
+		}
+		return 0, werr
+	}
+	return n, nil
+}
+
+// peer runs f on a descriptor of the terminal's slave side, the tool's
+// terminal, opened from the master (TIOCGPTPEER, so that it is this
+// terminal's and no other's, whatever reused its /dev/pts name) and closed
+// right after: the runner holding it would keep the master from seeing the
+// end of the stream.
+func (s *ptySession) peer(f func(fd int) error) error {
+	c, err := s.ptmx.SyscallConn()
+	if err != nil {
+		return err
+	}
+	pfd := -1
+	var perr error
+	if err := c.Control(func(fd uintptr) {
+		r, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC))
+		if errno != 0 {
+			perr = errno
+			return
+		}
+		pfd = int(r)
+	}); err != nil {
+		return err
+	}
+	if perr != nil {
+		return fmt.Errorf("the tool's terminal: %w", perr)
+	}
+	defer unix.Close(pfd)
+	return f(pfd)
+}
+
+// PendingInput reads the tool's terminal's input queue (TIOCINQ).
+func (s *ptySession) PendingInput() (int, error) {
+	var n int
+	err := s.peer(func(fd int) error {
+		var err error
+		n, err = unix.IoctlGetInt(fd, unix.TIOCINQ)
+		return err
+	})
+	return n, err
+}
+
+// FlushInput empties the tool's terminal's input queue (tcflush TCIFLUSH).
+func (s *ptySession) FlushInput() error {
+	return s.peer(func(fd int) error { return unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH) })
 }
 
 // foreground returns the terminal's foreground process group (the tool's

@@ -22,9 +22,15 @@ type toolSession interface {
 	// stream (the terminal's last holder is gone) or after Close. The
 	// receiver returns each chunk's buffer with chunk.release.
 	Output() <-chan chunk
-	// Write types p into the tool's terminal (the runner's own short
-	// lines). It must not be called while an Input is under way.
-	Write(p []byte) error
+	// Write types as much of p as the terminal takes now, without
+	// waiting, and returns how much that was (the typist writes the rest:
+	// typist.go). It must not be called while an Input is under way.
+	Write(p []byte) (int, error)
+	// PendingInput is how many typed bytes the tool has not read yet (the
+	// terminal's input queue).
+	PendingInput() (int, error)
+	// FlushInput drops what was typed and the tool has not read yet.
+	FlushInput() error
 	// Input writes p into the terminal as typed input, blocking until the
 	// terminal has taken all of it (it takes input only as fast as the
 	// tool reads) or abort is closed. It returns how many bytes it took.

@@ -48,6 +48,7 @@ var goroutines = map[string]string{
 	"startPTY":             "the tool's output reader and its waiter: they hand chunks and the exit over channels",
 	"ptySession.Input":     "cuts a typed input's write off when abort closes; it touches only the terminal",
 	"toolLife.startInput":  "types input of unbounded size without blocking the owner; it reports on a channel",
+	"typist.start":         "types what the terminal could not take at once, without blocking the owner; it reports on a channel",
 	"newScanner":           "lists queue/ (costly on a large queue); names come back on a channel",
 	"newResultWriter":      "the result writer: commits results from its own jobs and reports on channels",
 	"resultWriter.syncLag": "fsyncs lagging outputs in parallel, for the result writer",

@@ -15,6 +15,7 @@ type toolLife struct {
 	procs *procStarter   // nil when a test injects start
 
 	sess         toolSession // nil when no tool runs
+	typist       *typist     // types into sess; nil when no tool runs
 	eof          bool        // sess's output channel was closed
 	born         time.Time   // when sess started (clk)
 	phase        toolPhase
@@ -113,7 +114,7 @@ func (t *toolLife) launch(spec sessionSpec, clk clock) (pid int, n int64, err er
 	if err != nil {
 		return 0, t.starts, err
 	}
-	t.sess, t.eof, t.born = s, false, clk.Now()
+	t.sess, t.typist, t.eof, t.born = s, newTypist(s), false, clk.Now()
 	t.starts++
 	t.syncTokens = map[string]bool{}
 	return s.Pid(), t.starts, nil
@@ -145,12 +146,43 @@ func (t *toolLife) exited() <-chan toolExit {
 	return t.sess.Exited()
 }
 
-// write types p into the tool's terminal; nothing when no tool runs.
+// write types p into the tool's terminal after what was typed before it,
+// without waiting (typist); nothing when no tool runs.
 func (t *toolLife) write(p []byte) error {
 	if t.sess == nil {
 		return nil
 	}
-	return t.sess.Write(p)
+	return t.typist.typeBytes(p)
+}
+
+// typing is where the typist's write under way reports its end; nil when
+// none is.
+func (t *toolLife) typing() <-chan inputDone {
+	if t.sess == nil {
+		return nil
+	}
+	return t.typist.done()
+}
+
+// flushInput drops everything typed that the tool has not read: what the
+// typist still holds and the terminal's input queue. It returns the
+// terminal's error, if any.
+func (t *toolLife) flushInput() error {
+	if t.sess == nil {
+		return nil
+	}
+	t.typist.flush()
+	return t.sess.FlushInput()
+}
+
+// inputRead reports whether the tool has read everything typed into its
+// terminal (nothing left with the typist or in the terminal's queue).
+func (t *toolLife) inputRead() (bool, error) {
+	if t.sess == nil || t.typist.busy() {
+		return false, nil
+	}
+	n, err := t.sess.PendingInput()
+	return n == 0 && err == nil, err
 }
 
 // startInput writes p into the terminal as typed input on its own
@@ -179,7 +211,8 @@ func (t *toolLife) reap() (pid int) {
 	_ = s.Signal(sigKill) // Orphans the tool left in its group.
 	_ = s.Close()
 	pid = s.Pid()
-	t.sess = nil
+	t.typist.flush()
+	t.sess, t.typist = nil, nil
 	return pid
 }
 

@@ -87,10 +87,12 @@ func (r *Runner) startTool() {
 	r.writeState()
 }
 
-// typeLine types s and a newline into the tool. A failure means the tool
-// is dying; its exit is handled where it is reported. A send's bytes still
-// being written are cut off first: the runner types only when the command
-// ends or is interrupted, and its line must not be mixed into them.
+// typeLine types s and a newline into the tool, after what was typed
+// before, without waiting for the tool to read it (typist.go). A failure
+// means the tool is dying; its exit is handled where it is reported. A
+// send's bytes still being written are cut off first: the runner types
+// only when the command ends or is interrupted, and its line must not be
+// mixed into them.
 func (r *Runner) typeLine(s string) {
 	if r.tool.sess == nil {
 		return
@@ -98,6 +100,17 @@ func (r *Runner) typeLine(s string) {
 	r.abortInput()
 	if err := r.tool.write([]byte(s + "\n")); err != nil {
 		r.log.Warn("type to tool", "err", err)
+	}
+}
+
+// onTyped takes the end of a typed write the terminal could not take at
+// once, and lets a send that waited for it go.
+func (r *Runner) onTyped(d inputDone) {
+	if err := r.tool.typist.finished(d); err != nil && !errors.Is(err, errTypistCut) {
+		r.log.Warn("type to tool", "err", err)
+	}
+	if !r.tool.typist.busy() && len(r.in.held) > 0 {
+		r.pumpInput()
 	}
 }
 
@@ -221,6 +234,12 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 	case protocol.PolicyCtrlC:
 		if !first {
 			return
+		}
+		// What was typed for the command and the tool has not read yet
+		// (the rest of a line-typed payload, its done line) must not run
+		// after the interrupt: a cancel ends the whole payload.
+		if err := r.tool.flushInput(); err != nil {
+			r.log.Warn("drop the tool's unread input", "err", err)
 		}
 		if err := r.tool.sess.Interrupt(); err != nil {
 			r.log.Warn("interrupt tool", "err", err)

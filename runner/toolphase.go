@@ -40,13 +40,14 @@ func (p *phaseDown) timer(r *Runner, now time.Time) {
 // phaseBooting: the helpers were typed; the first sync marker proves the
 // tool reads and runs them. Real shells differ in when they start reading:
 // tclsh keeps what was typed before it was ready, Magic throws it away and
-// prints its prompt. So the runner watches what the tool prints (bootWatch)
-// and types the start-up again each time the tool has gone quiet at a
-// prompt without answering; a tool still printing, or quiet after a whole
-// line (a licence checkout, a design load), is still starting and gets
-// until StartTimeout. A tool that answered bootRounds rounds at its prompt
-// without running the start-up rejects it: the start fails at once, with
-// the tool's last lines in the reason.
+// prints its prompt, a licence checkout reads nothing for minutes. So the
+// runner watches what the tool prints (bootWatch) and types the start-up
+// again when the tool has printed something since the last typing and gone
+// quiet at a prompt; a tool still printing, quiet after a whole line, or
+// quiet after a partial line it printed before the last typing is still
+// starting and gets until StartTimeout. A tool that answered bootRounds
+// typings with errors at its prompt rejects the start-up: the start fails
+// at once, with the tool's last lines in the reason.
 type phaseBooting struct {
 	until time.Time // StartTimeout
 	watch bootWatch
@@ -69,7 +70,7 @@ func (p *phaseBooting) timer(r *Runner, now time.Time) {
 			" (--start-timeout)" + p.watch.quote())
 		return
 	}
-	switch p.watch.verdict(now) {
+	switch p.watch.verdict(now, r.tool.typist.busy()) {
 	case bootRetype:
 		p.watch.typed(now)
 		if b := r.drv.bootstrap(); b != "" {
@@ -77,9 +78,9 @@ func (p *phaseBooting) timer(r *Runner, now time.Time) {
 		}
 		r.sendSync()
 	case bootRejected:
-		r.startRejected(fmt.Sprintf("the tool is at its prompt and did not run the start-up typed %d times (is --kind %s right for it?)",
+		r.startRejected(fmt.Sprintf("the tool answered the start-up with an error at its prompt %d times and never ran it (is --kind %s right for it?)",
 			p.watch.rounds, r.cfg.Kind) +
-			p.watch.quote())
+			p.watch.answerQuote())
 	}
 }
 func (p *phaseBooting) exited(r *Runner, ex toolExit) {

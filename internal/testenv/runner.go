@@ -282,6 +282,16 @@ func ReadState(dir string) (protocol.State, error) {
 	return st, err
 }
 
+// ReadHeartbeat reads state/heartbeat.json of the session at dir.
+func ReadHeartbeat(dir string) (protocol.Heartbeat, error) {
+	var hb protocol.Heartbeat
+	b, err := os.ReadFile(filepath.Join(dir, protocol.FileHeartbeat))
+	if err == nil {
+		err = json.Unmarshal(b, &hb)
+	}
+	return hb, err
+}
+
 // WriteAtomic writes path through a temporary dot-file and a rename, as a
 // master does.
 func WriteAtomic(path string, data []byte) error {
