@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,6 +123,15 @@ func (s *Root) Abs(name string) string {
 		return s.dir
 	}
 	return s.dir + "/" + name
+}
+
+// ProcAbs returns a path of name through the root's own descriptor,
+// /proc/<pid>/fd/<fd>/name: it holds no character of the session
+// directory's path (a space, a quote) and names the directory the root
+// opened whatever renamed it since. Another process of the same user on
+// this host can open it (a tool handed a path where no quoting exists).
+func (s *Root) ProcAbs(name string) string {
+	return "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(s.fd) + "/" + name
 }
 
 // RelOf turns an absolute path under the session back into a name; it is

@@ -67,9 +67,16 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	}
 	r.cur = c
 	r.in.started(cmd.CmdID)
-	r.enter(&phaseBusy{})
+	r.enter(&phaseBusy{check: r.clk.Now().Add(stuckQuiet)})
 	tok := cmd.Marker.Token
-	r.fr.discard(func(l []byte) bool { return isBegin(l, tok) })
+	r.fr.markerStarts(cmd.Marker.Prefix)
+	if r.fr.anywhere {
+		// A line driver's done line may come without its begin line: the
+		// tool's file command failed (finishUnstarted).
+		r.fr.discard(func(l []byte) bool { return isBegin(l, tok) || c.doneLine(l) })
+	} else {
+		r.fr.discard(func(l []byte) bool { return isBegin(l, tok) })
+	}
 	r.restoreModes(cmd)
 	r.typeLine(line)
 }
@@ -98,12 +105,57 @@ func beginDetail(cmd *protocol.Command, timeout time.Duration, budget int64) (st
 	return sum, d
 }
 
-// onBegin switches from discarding to capturing the command's output.
+// onBegin switches from discarding to capturing the command's output. A
+// line driver's command ends with its end line (the payload ran to its
+// end) and then its done line, or with its done line alone (it did not).
 func (r *Runner) onBegin() {
 	c := r.cur
 	c.begun = true
-	_, line := r.drv.(*lineDriver) // The newline before its marker is the tool's own.
-	r.fr.capture(c.cmd.Marker.Prefix, r.doneMatcher(c), c.cmd.Marker.Mode == protocol.MarkerRunnerInject && !line, r.sink)
+	if r.fr.anywhere {
+		tok, done := c.cmd.Marker.Token, r.doneMatcher(c)
+		r.fr.capture(c.cmd.Marker.Prefix, func(l []byte) bool { return isEnd(l, tok) || done(l) }, false, r.sink)
+		return
+	}
+	r.fr.capture(c.cmd.Marker.Prefix, r.doneMatcher(c), c.cmd.Marker.Mode == protocol.MarkerRunnerInject, r.sink)
+}
+
+// onEnd takes a line driver's end line: the payload ran to its end. What
+// came before it on its line is the output's last line, and perhaps the
+// prompt the tool printed before the line typed after the payload; which
+// part is the prompt is known at the done line (onLineTail). Until then
+// the tool prints nothing of the command's.
+func (r *Runner) onEnd() {
+	c := r.cur
+	c.ended, c.endPre = true, r.fr.takePre()
+	r.fr.discard(r.doneMatcher(c))
+}
+
+// onLineTail emits what a line driver's command printed last, on the line
+// of its end line (or, when there was none, of its done line), less the
+// prompt: the text before the done line is the tool's prompt as it is now
+// (a payload may have changed it), which is learned.
+func (r *Runner) onLineTail(ld *lineDriver) {
+	c := r.cur
+	pre := r.fr.takePre()
+	tail := pre
+	if c.ended {
+		tail = c.endPre
+		r.learnPrompt(ld, pre)
+	}
+	if out := ld.stripPrompt(tail, ld.learned); len(out) > 0 {
+		r.sink(out)
+	}
+}
+
+// learnPrompt records p, what the tool printed before a done or sync line
+// at a line start, as its prompt (lineDriver.learn): it is then also left
+// out where it begins a line of output.
+func (r *Runner) learnPrompt(ld *lineDriver, p []byte) {
+	if ld.learn(p) {
+		if expr := promptExpr(p); expr != "" {
+			r.fr.prompts.learn(expr, ld.spec.Prompt != "")
+		}
+	}
 }
 
 // sink receives captured output of the current command. The terminal's
@@ -189,3 +241,8 @@ func (r *Runner) correlation(name string) (string, map[string]string) {
 	}
 	return c.TraceID, c.Labels
 }
+
+// aliasPath turns path, a session file's absolute path, into one through
+// the root's descriptor that holds only plain characters (quote "none" of
+// a driver: fsq.Root.ProcAbs).
+func (r *Runner) aliasPath(path string) string { return r.root.ProcAbs(r.root.RelOf(path)) }

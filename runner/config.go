@@ -31,7 +31,11 @@ type Config struct {
 	// command may then run a program of that name, as at an interactive
 	// prompt. Off, tcl_interactive is 0 while a payload runs.
 	TclInteractive bool
-	Env            []string // extra environment for the tool (KEY=VALUE)
+	// PassControl lets a payload typed line by line (a driver without
+	// source) hold control characters (--pass-control-bytes); by default
+	// such a payload is refused.
+	PassControl bool
+	Env         []string // extra environment for the tool (KEY=VALUE)
 
 	Heartbeat      time.Duration // heartbeat period (1s)
 	Poll           time.Duration // rescan period (1s locally, 250ms on network filesystems)
@@ -132,6 +136,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, configError(fmt.Sprintf("runner: unknown kind %q (want tcl, sh, %s, or --driver FILE)", c.Kind, strings.Join(Presets(), ", ")))
 		}
 		c.Driver = d
+	}
+	if c.Driver != nil && c.Driver.Source == "" && len(c.Init) > 0 {
+		return c, configError(fmt.Sprintf("runner: --init: the %s driver has no source command to run a file with; put the lines in the tool's own start-up file (ngspice: .spiceinit), or give the driver a source", c.Driver.Kind))
 	}
 	if c.MaxOutputBytes < 0 {
 		return c, configError("runner: --max-output-bytes must not be negative")

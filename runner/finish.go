@@ -4,6 +4,10 @@ package runner
 // (results.go), whose completions come back to onResult.
 
 import (
+	"bytes"
+	"fmt"
+	"strings"
+
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -111,9 +115,43 @@ func (r *Runner) finishByMarker() {
 	}
 	if ld, ok := r.drv.(*lineDriver); ok {
 		c.checkLastLine(ld)
+		status, e := c.lineOutcome(ld)
+		r.finish(status, protocol.ReasonMarkerSeen, e, nil)
+		return
 	}
 	status, e := c.markerOutcome(r.cfg.Kind == protocol.KindTcl)
 	r.finish(status, protocol.ReasonMarkerSeen, e, nil)
+}
+
+// finishUnstarted ends a line driver's command whose done line came
+// without its begin line: the tool's file command did not run the payload
+// file (it failed to open it, or is not what the driver says). What the
+// tool printed meanwhile says why.
+func (r *Runner) finishUnstarted(ld *lineDriver) {
+	said := lastLines(r.fr.takeDropped(), 3, 400)
+	if said == "" {
+		said = "nothing"
+	}
+	msg := fmt.Sprintf("the tool did not run the payload file: its file command (%q) printed %s and the tool went on to the next line",
+		strings.Replace(ld.spec.Source, "{}", "FILE", 1), said)
+	r.finish(protocol.StatusError, protocol.ReasonMarkerSeen, &protocol.Error{Code: protocol.CodeToolError, Message: msg,
+		Context: errContext("matched", "no begin line")}, nil)
+}
+
+// stuck ends a line driver's command whose tool read everything typed for
+// it, its end and done lines included, and went quiet without printing
+// them: the payload's last statement was unfinished (an open block,
+// bracket or quote) and took those lines. The tool is interrupted by the
+// command's cancel policy, which also ends what it waits for, and serves
+// the next command.
+func (r *Runner) stuck() {
+	r.log.Warn("the tool read the lines that end the command without running them", "cmd_id", r.cur.cmd.CmdID)
+	msg := "the tool read the lines the runner typed after the payload without running them: " +
+		"the payload's last statement is unfinished (an open block, bracket or quote took them)"
+	if said := lastLines(append(bytes.Clone(r.cur.last), r.fr.cur...), 1, 200); said != "" {
+		msg += "; the tool waits after " + said
+	}
+	r.interrupt(protocol.StatusError, "", msg, "")
 }
 
 func codeFor(s protocol.Status, reason protocol.ExitReason) string {

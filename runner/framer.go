@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"strings"
 )
 
 // maxMarkerLine bounds a line held back because it may be a marker. A done
@@ -53,7 +54,31 @@ type framer struct {
 	// prompts, if set, removes a line driver's prompts before framing
 	// (linedriver.go); the spool has the raw bytes.
 	prompts *promptFilter
+
+	// A line driver's markers may end a line that began with other text
+	// (anywhere): the tool's prompt, or the command's last line of output
+	// when it had no newline (Yosys "log -n x", ngspice "shell printf
+	// abc"). starts are what such a marker begins with; a candidate right
+	// after echoGuard (the print command's text before its {}) is the
+	// echo of a line the runner typed, not a marker. pre is the text
+	// before the marker on the last line matched: the tool's prompt, and
+	// in capture mode the output's unfinished last line, which the runner
+	// emits once it knows which part is the prompt (Runner.onLineTail).
+	anywhere  bool
+	starts    [][]byte
+	echoGuard []byte
+	pre       []byte
+	cur       []byte // anywhere: the current line, not yet emitted
+	dropped   []byte // anywhere discard: the last lines dropped (at most anyKeep bytes), for reasons
 }
+
+// Bounds of the line an anywhere framer holds back: past anyHold bytes
+// without a newline, all but the last anyKeep are emitted (a marker, with
+// a prompt before it, fits in anyKeep).
+const (
+	anyHold = 16 << 10
+	anyKeep = 1 << 10
+)
 
 // unprompt returns b without the driver's prompts (b itself when the
 // driver has none); the result is valid until the next call.
@@ -90,6 +115,7 @@ func (f *framer) capture(prefix string, want func([]byte) bool, stripNL bool, em
 }
 
 func (f *framer) reset() {
+	f.cur = f.cur[:0]
 	f.line = f.line[:0]
 	f.inCand, f.overflow, f.pendNL, f.pendCR, f.nlCR = false, false, false, 0, 0
 	f.hold, f.held = false, f.held[:0]
@@ -100,6 +126,9 @@ func (f *framer) reset() {
 // the caller switches mode and feeds the rest. Otherwise it returns nil,
 // len(b).
 func (f *framer) feed(b []byte) (matched []byte, n int) {
+	if f.anywhere {
+		return f.feedAny(b)
+	}
 	if f.mode == modeDiscard {
 		return f.feedDiscard(b)
 	}
@@ -265,12 +294,148 @@ func (f *framer) flushOut() {
 	f.out = f.out[:0]
 }
 
+// markerStarts sets what an anywhere framer's markers begin with: the
+// runner's words (__SP_BEGIN__, __SP_END__, the default prefix) and
+// prefix, a command's own.
+func (f *framer) markerStarts(prefix string) {
+	f.starts = append(f.starts[:0], []byte("__SP_"))
+	if !strings.HasPrefix(prefix, "__SP_") {
+		f.starts = append(f.starts, []byte(prefix+" "))
+	}
+}
+
+// feedAny is feed for a line driver (anywhere): lines are whole lines of
+// the tool's output, \r+\n normalised to \n, each looked at for a marker
+// at its end; in capture mode the others are output.
+func (f *framer) feedAny(b []byte) ([]byte, int) {
+	f.out = f.out[:0]
+	for i := 0; i < len(b); {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			f.cur = append(f.cur, b[i:]...)
+			f.boundCur()
+			break
+		}
+		f.cur = append(f.cur, b[i:i+j]...)
+		i += j + 1
+		line := bytes.TrimRight(f.cur, "\r")
+		if k, ok := f.matchAny(line); ok {
+			f.pre = append(f.pre[:0], line[:k]...)
+			matched := bytes.Clone(line[k:])
+			f.cur = f.cur[:0]
+			f.flushOut()
+			return matched, i
+		}
+		if f.mode == modeCapture {
+			f.out = append(f.out, line...)
+			f.out = append(f.out, '\n')
+		} else {
+			f.dropped = append(append(f.dropped, line...), '\n')
+			if over := len(f.dropped) - anyKeep; over > 0 {
+				f.dropped = append(f.dropped[:0], f.dropped[over:]...)
+			}
+		}
+		f.cur = f.cur[:0]
+	}
+	f.flushOut()
+	return nil, len(b)
+}
+
+// takeDropped returns and forgets the last lines an anywhere framer
+// dropped in discard mode.
+func (f *framer) takeDropped() []byte {
+	d := bytes.Clone(f.dropped)
+	f.dropped = f.dropped[:0]
+	return d
+}
+
+// matchAny finds a marker the framer waits for at the end of line: the
+// index where it starts.
+func (f *framer) matchAny(line []byte) (int, bool) {
+	if f.want == nil {
+		return 0, false
+	}
+	for _, s := range f.starts {
+		for k := bytes.LastIndex(line, s); k >= 0; k = bytes.LastIndex(line[:k], s) {
+			if len(f.echoGuard) > 0 && bytes.HasSuffix(line[:k], f.echoGuard) {
+				continue // The echo of a typed print line.
+			}
+			if f.want(line[k:]) {
+				return k, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// boundCur keeps the held line within anyHold bytes: in capture mode the
+// front of a longer one is output, in discard mode it is dropped.
+func (f *framer) boundCur() {
+	if len(f.cur) <= anyHold {
+		return
+	}
+	cut := len(f.cur) - anyKeep
+	if f.mode == modeCapture {
+		f.out = append(f.out, f.cur[:cut]...)
+	}
+	f.cur = append(f.cur[:0], f.cur[cut:]...)
+}
+
+// releasePartial emits, in anywhere capture mode, the held line up to
+// where a marker may still begin: output without a newline (a question
+// an expect waits for, progress) reaches the output file within the
+// runner's flush delay. The part held back is what could still become a
+// marker, with nothing of the prompt before it: a prompt printed before
+// the marker arrives after this is output.
+func (f *framer) releasePartial() {
+	if !f.anywhere || f.mode != modeCapture || len(f.cur) == 0 || f.emit == nil {
+		return
+	}
+	k := f.markerFrom(f.cur)
+	if k > 0 {
+		f.emit(f.cur[:k])
+		f.cur = append(f.cur[:0], f.cur[k:]...)
+	}
+}
+
+// markerFrom is where in b a marker may begin: the first start in b, or
+// the first suffix of b that is the beginning of a start; len(b) if none.
+func (f *framer) markerFrom(b []byte) int {
+	k := len(b)
+	for _, s := range f.starts {
+		if i := bytes.Index(b, s); i >= 0 && i < k {
+			k = i
+		}
+		for n := min(len(s)-1, len(b)); n > 0; n-- {
+			if bytes.HasSuffix(b, s[:n]) && len(b)-n < k {
+				k = len(b) - n
+				break
+			}
+		}
+	}
+	return k
+}
+
+// takePre returns the text before the last marker matched (anywhere).
+func (f *framer) takePre() []byte {
+	p := bytes.Clone(f.pre)
+	f.pre = f.pre[:0]
+	return p
+}
+
 // finish returns what capture still holds back (a trailing newline, CRs, a
 // candidate line, a held partial line) as output; used when a command ends
 // without its marker (tool death, cancel), so no printed byte is lost.
 func (f *framer) finish() {
 	f.releaseHeld()
 	if f.mode != modeCapture {
+		return
+	}
+	if f.anywhere {
+		if len(f.cur) > 0 && f.emit != nil {
+			f.emit(f.cur)
+		}
+		f.reset()
 		return
 	}
 	f.out = f.out[:0]

@@ -265,3 +265,43 @@ func (r *Runner) unclaim(name string, seq int64, why error) bool {
 	r.queue.pend.add(name, seq, "")
 	return true
 }
+
+// maxNotBegun is how many tools may die before a command begins (its
+// begin line never printed: it never ran) before it is answered with the
+// death instead of run again.
+const maxNotBegun = 3
+
+// rerun puts c, which the tool never began (it died between the claim and
+// the begin line: a kill at its prompt just before c was typed), back into
+// queue/: the restarted tool runs it, as the first in seq order. Its empty
+// output file and its payload file go. It reports false when c has been
+// put back maxNotBegun-1 times already, or cannot be: then its death is
+// its result.
+func (r *Runner) rerun(c *running) bool {
+	n := r.queue.notBegun[c.name] + 1
+	c.notBegun = n
+	if n >= maxNotBegun {
+		delete(r.queue.notBegun, c.name)
+		return false
+	}
+	if err := r.root.RenameNoReplace(rel(protocol.DirInflight, c.name), rel(protocol.DirQueue, c.name)); err != nil {
+		r.log.Error("cannot put a command the tool never began back into queue/", "name", c.name, "err", err)
+		return false
+	}
+	if r.queue.notBegun == nil {
+		r.queue.notBegun = map[string]int{}
+	}
+	r.queue.notBegun[c.name] = n
+	c.out.Close()
+	_ = r.root.Remove(rel(protocol.DirOutput, protocol.OutputName(c.name))) // Empty: nothing ran.
+	if c.payload != "" {
+		_ = r.root.Remove(c.payload)
+	}
+	r.cur = nil
+	r.endInput() // Input for it is refused: it is queued again.
+	r.queue.pend.add(c.name, c.cmd.Seq, "")
+	r.log.Warn("the tool died before the command began; it runs on the restarted tool", "name", c.name)
+	r.event(c.about(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"not_begun": n,
+		"message": "the tool died before this command began (it never ran); it is queued again for the restarted tool"}}))
+	return true
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"regexp"
 	"sort"
@@ -28,23 +29,52 @@ type DriverSpec struct {
 	// the text (a marker: letters, digits, '_', '-', '.', '=' and spaces).
 	Print string `json:"print"`
 	// Source, if set, is the command that runs a file; {} stands for its
-	// path. Without it a payload is typed line by line (at most
-	// lineTypedMax bytes in all).
+	// path, quoted by Quote. Without it a payload is typed line by line
+	// (at most lineTypedMax bytes in all).
 	Source string `json:"source,omitempty"`
+	// Quote is how the path typed for {} in Source is quoted for the
+	// tool's language: "sh" (single quotes), "tcl" (a Tcl word), "c"
+	// (double quotes, backslash before " and \: C, Python, JSON), or
+	// "none" (the default: as it is). With "none" a path holding anything
+	// but letters, digits and /._+,@%=:- is never typed: the runner types
+	// another path to the same file that holds none (through its own open
+	// descriptor of the session directory, /proc/PID/fd/N/...).
+	Quote string `json:"quote,omitempty"`
 	// Error, if set, is a regular expression (RE2): an output line of a
 	// command matching it makes the command's status error, with that
-	// line as error.message.
+	// line as error.message (but see StopsAtError).
 	Error string `json:"error,omitempty"`
+	// StopsAtError says the tool's Source stops at the first command that
+	// fails (Yosys's script does): a payload file that ran to its end is
+	// ok whatever its lines say (an ERROR: a payload logged itself), and
+	// one that stopped before its end is an error, with the first line
+	// matching Error as error.message.
+	StopsAtError bool `json:"stops_at_error,omitempty"`
 	// Prompt, if set, is a regular expression (RE2) for what the tool
 	// prints between commands (its prompt, a banner of its file command):
-	// wherever it begins a line it is left out of commands' output.
+	// wherever it begins a line it is left out of commands' output. The
+	// runner also learns the prompt from what precedes its markers.
 	Prompt string `json:"prompt,omitempty"`
+	// BlankLine: an empty line is typed after a payload typed line by
+	// line (a Python REPL runs an indented block only after one).
+	BlankLine bool `json:"blank_line,omitempty"`
 }
 
 // lineTypedMax bounds a payload typed line by line (a driver without
-// Source): with the two marker lines it stays under the terminal's
-// 4096-byte input queue, so typing it never waits for the tool.
+// Source): with the marker lines it stays under the terminal's 4096-byte
+// input queue.
 const lineTypedMax = 3072
+
+// Bounds of a driver file and of its templates and patterns.
+const (
+	maxDriverFile     = 64 << 10
+	maxDriverTemplate = 256
+	maxDriverPattern  = 1024
+)
+
+// endWord starts the line a line driver's payload prints when it has run
+// to its end (PROTOCOL.md 11.1).
+const endWord = "__SP_END__"
 
 //go:embed drivers/*.json
 var presetFiles embed.FS
@@ -76,17 +106,34 @@ func Presets() []string {
 // ErrDriver is wrapped by every error ParseDriver returns.
 var ErrDriver = errors.New("runner: invalid driver")
 
-// ParseDriver reads and checks a driver file's JSON. Unknown fields are
-// refused: a misspelt "promt" must not pass silently.
+// markerSamples are lines the runner's markers make, for checking a
+// driver's patterns against them.
+var markerSamples = []string{
+	protocol.DefaultMarkerPrefix + " 01a24c4e-2348-73c9-a36a-c07d954493b9 rc=0",
+	protocol.DefaultMarkerPrefix + " sync-1b2c3d4e-1 rc=0",
+	beginWord + " 01a24c4e-2348-73c9-a36a-c07d954493b9",
+	endWord + " 01a24c4e-2348-73c9-a36a-c07d954493b9",
+}
+
+// ParseDriver reads and checks a driver file's JSON, whole: exactly one
+// object, no unknown field (a misspelt "promt" must not pass silently),
+// templates of one line without control characters, patterns that
+// compile and leave the runner's own marker lines alone, sizes bounded.
 func ParseDriver(b []byte) (*DriverSpec, error) {
+	bad := func(format string, a ...any) (*DriverSpec, error) {
+		return nil, fmt.Errorf("%w: "+format, append([]any{ErrDriver}, a...)...)
+	}
+	if len(b) > maxDriverFile {
+		return bad("the file is %d bytes (at most %d)", len(b), maxDriverFile)
+	}
 	var d DriverSpec
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrDriver, err)
+		return bad("%v", err)
 	}
-	bad := func(format string, a ...any) (*DriverSpec, error) {
-		return nil, fmt.Errorf("%w: "+format, append([]any{ErrDriver}, a...)...)
+	if _, err := dec.Token(); err != io.EOF {
+		return bad("the file holds more than one JSON object (something follows the first at byte %d)", dec.InputOffset())
 	}
 	switch {
 	case !protocol.ValidKind(protocol.Kind(d.Kind)):
@@ -97,29 +144,101 @@ func ParseDriver(b []byte) (*DriverSpec, error) {
 		return bad(`print must hold {} once (the text to print), got %q`, d.Print)
 	case d.Source != "" && strings.Count(d.Source, "{}") != 1:
 		return bad(`source must hold {} once (the file's path), got %q`, d.Source)
-	case strings.ContainsAny(d.Print+d.Source, "\n\r"):
-		return bad("print and source are one line each")
+	case d.StopsAtError && d.Source == "":
+		return bad("stops_at_error says how the tool's source runs a file: it needs source")
+	}
+	for _, t := range []struct{ name, text string }{{"print", d.Print}, {"source", d.Source}} {
+		if len(t.text) > maxDriverTemplate {
+			return bad("%s is %d bytes (at most %d)", t.name, len(t.text), maxDriverTemplate)
+		}
+		if i := strings.IndexFunc(t.text, isControl); i >= 0 {
+			return bad("%s holds the control character %s at byte %d (a template is typed into the tool's terminal, where it would act)", t.name, byteName(t.text[i]), i)
+		}
+	}
+	switch d.Quote {
+	case "", "none", "sh", "tcl", "c":
+	default:
+		return bad(`quote %q: want "none", "sh", "tcl" or "c"`, d.Quote)
+	}
+	for _, a := range d.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return bad("argv holds a NUL byte")
+		}
 	}
 	for _, re := range []struct{ name, expr string }{{"error", d.Error}, {"prompt", d.Prompt}} {
 		if re.expr == "" {
 			continue
 		}
-		if _, err := regexp.Compile(re.expr); err != nil {
+		if len(re.expr) > maxDriverPattern {
+			return bad("%s is %d bytes (at most %d)", re.name, len(re.expr), maxDriverPattern)
+		}
+		x, err := regexp.Compile(re.expr)
+		if err != nil {
 			return bad("%s: %v", re.name, err)
+		}
+		if x.MatchString("") {
+			return bad("%s %q matches an empty line, so it would match everywhere", re.name, re.expr)
+		}
+		start := regexp.MustCompile(`^(?:` + re.expr + `)`)
+		for _, m := range markerSamples {
+			if (re.name == "prompt" && start.MatchString(m)) || (re.name == "error" && x.MatchString(m)) {
+				return bad("%s %q matches the runner's own marker line %q, which it would remove or take for an error", re.name, re.expr, m)
+			}
 		}
 	}
 	return &d, nil
 }
 
+// isControl reports whether r is a control character (C0 or DEL).
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// byteName names a byte for a message: 0x1a (^Z).
+func byteName(c byte) string {
+	switch {
+	case c == 0x7f:
+		return "0x7f (DEL)"
+	case c < 0x20:
+		return fmt.Sprintf("0x%02x (^%c)", c, c+'@')
+	}
+	return fmt.Sprintf("0x%02x", c)
+}
+
 // lineDriver drives a tool described by a DriverSpec. It types, for a
-// command, the line that prints the begin line, the payload (the line that
-// sources its file, or its own lines) and the line that prints the done
-// marker; the tool runs them in order. There are no helpers to type at
-// start, no value, no return code and no fence: the status comes from the
-// error pattern (running.scanError).
+// command, what makes the tool print the begin line, run the payload (the
+// line that sources its file, or its own lines) and print the end and done
+// lines; the tool runs them in order. There are no helpers to type at
+// start, no value, no return code and no fence: the status comes from
+// whether the payload ran to its end and from the error pattern
+// (outcome).
 type lineDriver struct {
-	spec  DriverSpec
-	errRe *regexp.Regexp // nil: no error pattern
+	spec   DriverSpec
+	errRe  *regexp.Regexp // nil: no error pattern
+	prompt *regexp.Regexp // the prompt at the end of a text; nil: none
+	// alias, for quote "none", turns a session path into one that holds
+	// only safe characters (Runner sets it: its descriptor of the session).
+	alias func(path string) string
+	// passControl: a line-typed payload may hold control characters
+	// (--pass-control-bytes).
+	passControl bool
+	// learned is the prompt the tool printed before the runner's last
+	// done or sync line (promptShape), learnedText its text.
+	learned     *regexp.Regexp
+	learnedText string
+}
+
+// learn records p, the text the tool printed before a done or sync line
+// at a line start: its prompt now (a payload may have changed it: ngspice
+// "set prompt"). It reports whether that is news.
+func (l *lineDriver) learn(p []byte) bool {
+	if len(p) == 0 || string(p) == l.learnedText {
+		return false
+	}
+	re := promptShape(p)
+	if re == nil {
+		return false
+	}
+	l.learned, l.learnedText = re, string(p)
+	return true
 }
 
 func newLineDriver(d *DriverSpec) *lineDriver {
@@ -127,32 +246,84 @@ func newLineDriver(d *DriverSpec) *lineDriver {
 	if d.Error != "" {
 		l.errRe = regexp.MustCompile(d.Error)
 	}
+	if d.Prompt != "" {
+		l.prompt = regexp.MustCompile(`(?:` + d.Prompt + `)$`)
+	}
 	return l
 }
 
 func (l *lineDriver) print(text string) string { return strings.Replace(l.spec.Print, "{}", text, 1) }
 
+// echoGuard is the print command's text before its {}: a marker right
+// after it is the echo of a typed print line (nil when {} ends nothing,
+// e.g. print('{}'), whose echo cannot end a line with a marker).
+func (l *lineDriver) echoGuard() []byte {
+	before, after, _ := strings.Cut(l.spec.Print, "{}")
+	if after != "" || before == "" {
+		return nil
+	}
+	return []byte(before)
+}
+
 func (l *lineDriver) bootstrap() string { return "" }
 
-// run: with a file command, the begin line is printed by the file itself
-// (payloadFile), so the tool runs two commands for a payload, not three,
+// run: with a file command, the begin and end lines are printed by the
+// file itself (payloadFile), so the tool runs two commands for a payload,
 // and what the file command prints about itself comes before the begin
-// line, outside the output.
+// line, outside the output. Without one, the payload's lines are typed
+// between the prints of the begin and end lines. The end line says the
+// payload ran to its end; the done line, typed after it, follows the tool's
+// prompt, which the runner learns from it.
 func (l *lineDriver) run(file, inline, prefix, token string, wrap bool) string {
 	var lines []string
 	switch {
 	case l.spec.Source != "":
-		lines = append(lines, strings.Replace(l.spec.Source, "{}", file, 1))
+		lines = append(lines, strings.Replace(l.spec.Source, "{}", l.quote(file), 1))
 	default:
 		lines = append(lines, l.print(beginWord+" "+token))
 		if inline != "" {
+			inline = strings.ReplaceAll(inline, "\r\n", "\n")
 			lines = append(lines, strings.Split(strings.TrimSuffix(inline, "\n"), "\n")...)
+		}
+		if l.spec.BlankLine {
+			lines = append(lines, "")
+		}
+		if wrap {
+			lines = append(lines, l.print(endWord+" "+token))
 		}
 	}
 	if wrap {
 		lines = append(lines, l.print(prefix+" "+token+" rc=0"))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// quote quotes path for the tool's language (DriverSpec.Quote).
+func (l *lineDriver) quote(path string) string {
+	switch l.spec.Quote {
+	case "sh":
+		return shQuote(path)
+	case "tcl":
+		return tclQuote(path)
+	case "c":
+		return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(path) + `"`
+	}
+	if !plainPath(path) && l.alias != nil {
+		return l.alias(path)
+	}
+	return path
+}
+
+// plainPath reports whether p holds only characters no shell language
+// splits or interprets: letters, digits and /._+,@%=:-.
+func plainPath(p string) bool {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("/._+,@%=:-", c) >= 0) {
+			return false
+		}
+	}
+	return p != ""
 }
 
 func (l *lineDriver) sync(prefix, token string) string {
@@ -171,21 +342,108 @@ func (l *lineDriver) inlineMax() int {
 }
 
 // payloadFile: a driver with a file command prints the begin line first
-// thing in the file.
+// thing in the file, and the end line last.
 func (l *lineDriver) payloadFile(payload, token string) string {
 	if l.spec.Source == "" {
 		return payload
 	}
-	return l.print(beginWord+" "+token) + "\n" + payload
+	if payload != "" && !strings.HasSuffix(payload, "\n") {
+		payload += "\n"
+	}
+	return l.print(beginWord+" "+token) + "\n" + payload + l.print(endWord+" "+token) + "\n"
 }
 
-// check refuses a payload the driver cannot deliver whole.
+// check refuses a payload the driver cannot deliver whole and as it is: a
+// payload typed line by line is bounded, and holds no control character
+// but tab and newline (a ^Z typed into a terminal stops the tool, ^D ends
+// it, ^C interrupts it) unless --pass-control-bytes; a \r right before a
+// newline is dropped (a file saved with CRLF line ends).
 func (l *lineDriver) check(payload string) error {
-	if l.spec.Source == "" && len(payload) > lineTypedMax {
+	if l.spec.Source != "" {
+		return nil
+	}
+	if len(payload) > lineTypedMax {
 		return fmt.Errorf("kind %s has no command that runs a file, so payloads are typed line by line, and this one is %d bytes (at most %d)",
 			l.spec.Kind, len(payload), lineTypedMax)
 	}
+	if l.passControl {
+		return nil
+	}
+	for i := 0; i < len(payload); i++ {
+		c := payload[i]
+		if c == '\r' && i+1 < len(payload) && payload[i+1] == '\n' {
+			continue
+		}
+		if c != '\t' && c != '\n' && isControl(rune(c)) {
+			return &controlByteError{kind: l.spec.Kind, c: c, off: i}
+		}
+	}
 	return nil
+}
+
+// controlByteError is a line-typed payload holding a control character.
+type controlByteError struct {
+	kind string
+	c    byte
+	off  int
+}
+
+func (e *controlByteError) Error() string {
+	return fmt.Sprintf("the payload holds the control character %s at byte %d; kind %s types payloads into the tool's terminal, where it would act on the tool (^Z stops it, ^D ends it, ^C interrupts it); remove it, or start the runner with --pass-control-bytes",
+		byteName(e.c), e.off, e.kind)
+}
+
+// stripPrompt returns text less the prompt at its end: the tool's current
+// prompt as it printed it before the done line (learned, its digits any
+// digits: numbered prompts), else what the driver's prompt pattern
+// matches there.
+func (l *lineDriver) stripPrompt(text []byte, learned *regexp.Regexp) []byte {
+	for _, re := range []*regexp.Regexp{learned, l.prompt} {
+		if re == nil {
+			continue
+		}
+		if loc := re.FindIndex(text); loc != nil && loc[1] == len(text) {
+			return text[:loc[0]]
+		}
+	}
+	return text
+}
+
+// promptShape is a pattern for a prompt the tool printed: the same text
+// with any digits where it has digits (a numbered prompt, "innovus 12> "),
+// anchored at the end of a text.
+func promptShape(p []byte) *regexp.Regexp {
+	expr := promptExpr(p)
+	if expr == "" {
+		return nil
+	}
+	return regexp.MustCompile(`(?:` + expr + `)$`)
+}
+
+// promptExpr is the pattern of promptShape, not anchored; "" for none.
+func promptExpr(p []byte) string {
+	// A prompt is learned only with a literal start: the filter holds back
+	// what may still become one at every line start.
+	if len(p) == 0 || len(p) > promptHold || (p[0] >= '0' && p[0] <= '9') || bytes.ContainsAny(p, "\n\r") {
+		return ""
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		if p[i] >= '0' && p[i] <= '9' {
+			for i < len(p) && p[i] >= '0' && p[i] <= '9' {
+				i++
+			}
+			b.WriteString("[0-9]+")
+			continue
+		}
+		j := i
+		for j < len(p) && !(p[j] >= '0' && p[j] <= '9') {
+			j++
+		}
+		b.WriteString(regexp.QuoteMeta(string(p[i:j])))
+		i = j
+	}
+	return b.String()
 }
 
 // promptHold bounds what promptFilter holds back at a line start.
@@ -199,16 +457,41 @@ const promptHold = 256
 // be a prompt passes through at once, so a question the tool asks without
 // a newline is seen by an expect.
 type promptFilter struct {
-	re      *regexp.Regexp // anchored at the start
-	lit     []byte         // the pattern's literal prefix
+	pats    []promptPat
 	held    []byte
 	midLine bool
 	out     []byte
 }
 
+// promptPat is one prompt pattern of a promptFilter: anchored at the
+// start, with its literal prefix.
+type promptPat struct {
+	re  *regexp.Regexp
+	lit []byte
+}
+
+func newPromptPat(expr string) promptPat {
+	lit, _ := regexp.MustCompile(expr).LiteralPrefix()
+	return promptPat{re: regexp.MustCompile(`^(?:` + expr + `)`), lit: []byte(lit)}
+}
+
+// newPromptFilter filters the driver's prompt pattern (none when "").
 func newPromptFilter(prompt string) *promptFilter {
-	lit, _ := regexp.MustCompile(prompt).LiteralPrefix()
-	return &promptFilter{re: regexp.MustCompile(`^(?:` + prompt + `)`), lit: []byte(lit)}
+	f := &promptFilter{}
+	if prompt != "" {
+		f.pats = append(f.pats, newPromptPat(prompt))
+	}
+	return f
+}
+
+// learn adds (or replaces) the prompt the runner learned from the tool
+// (lineDriver.learn) beside the driver's own pattern.
+func (p *promptFilter) learn(expr string, driverHas bool) {
+	if driverHas && len(p.pats) > 0 {
+		p.pats = append(p.pats[:1], newPromptPat(expr))
+		return
+	}
+	p.pats = append(p.pats[:0], newPromptPat(expr))
 }
 
 // filter returns what of b (and of bytes held back before) is output. The
@@ -237,8 +520,8 @@ func (p *promptFilter) filter(b []byte) []byte {
 // drain handles held bytes that start at a line start.
 func (p *promptFilter) drain() {
 	for len(p.held) > 0 {
-		if loc := p.re.FindIndex(p.held); loc != nil && loc[1] > 0 {
-			p.held = p.held[loc[1]:]
+		if n := p.match(p.held); n > 0 {
+			p.held = p.held[n:]
 			continue
 		}
 		if p.mayBecome(p.held) {
@@ -257,17 +540,36 @@ func (p *promptFilter) drain() {
 	p.held = p.held[:0]
 }
 
+// match is the length of the longest prompt at the start of h (0: none).
+func (p *promptFilter) match(h []byte) int {
+	n := 0
+	for _, pt := range p.pats {
+		if loc := pt.re.FindIndex(h); loc != nil && loc[1] > n {
+			n = loc[1]
+		}
+	}
+	return n
+}
+
 // mayBecome reports whether h, at a line start, may still grow into a
-// match: it is short, agrees with the literal prefix, and the line after
-// that prefix has not ended.
+// match of some pattern: it is short, agrees with the literal prefix, and
+// the line after that prefix has not ended.
 func (p *promptFilter) mayBecome(h []byte) bool {
 	if len(h) >= promptHold {
 		return false
 	}
-	if len(h) <= len(p.lit) {
-		return bytes.HasPrefix(p.lit, h)
+	for _, pt := range p.pats {
+		if len(h) <= len(pt.lit) {
+			if bytes.HasPrefix(pt.lit, h) {
+				return true
+			}
+			continue
+		}
+		if bytes.HasPrefix(h, pt.lit) && bytes.IndexByte(h[len(pt.lit):], '\n') < 0 {
+			return true
+		}
 	}
-	return bytes.HasPrefix(h, p.lit) && bytes.IndexByte(h[len(p.lit):], '\n') < 0
+	return false
 }
 
 // take returns and forgets what is held back (the tool ended; what it

@@ -83,14 +83,26 @@ func TestParseDriver(t *testing.T) {
 		}
 	}
 	bad := map[string]string{
-		`{"kind":"x","print":"p {}","promt":"> "}`: "unknown field",
-		`{"kind":"tcl","print":"p {}"}`:            "built in",
-		`{"kind":"Bad Kind","print":"p {}"}`:       "not 1-32",
-		`{"kind":"x","print":"p"}`:                 "print must hold {}",
-		`{"kind":"x","print":"p {}","source":"s"}`: "source must hold {}",
-		`{"kind":"x","print":"p {}","error":"("}`:  "error:",
-		`{"kind":"x","print":"p {}\n{}"}`:          "print must hold {} once",
-		`not json`:                                 "invalid",
+		`{"kind":"x","print":"p {}","promt":"> "}`:                                 "unknown field",
+		`{"kind":"tcl","print":"p {}"}`:                                            "built in",
+		`{"kind":"Bad Kind","print":"p {}"}`:                                       "not 1-32",
+		`{"kind":"x","print":"p"}`:                                                 "print must hold {}",
+		`{"kind":"x","print":"p {}","source":"s"}`:                                 "source must hold {}",
+		`{"kind":"x","print":"p {}","error":"("}`:                                  "error:",
+		`{"kind":"x","print":"p {}\n{}"}`:                                          "print must hold {} once",
+		`not json`:                                                                 "invalid",
+		`{"kind":"x","print":"p {}"} trailing`:                                     "more than one JSON object",
+		`{"kind":"x","print":"p {}"}{"kind":"y","print":"q {}"}`:                   "more than one JSON object",
+		`{"kind":"x","print":"p {}\u0003"}`:                                        "control character 0x03 (^C)",
+		`{"kind":"x","print":"p {}","source":"s {}\u001a"}`:                        "control character 0x1a (^Z)",
+		`{"kind":"x","print":"p {}","prompt":".*"}`:                                "matches an empty line",
+		`{"kind":"x","print":"p {}","prompt":"_+SP"}`:                              "matches the runner's own marker line",
+		`{"kind":"x","print":"p {}","error":"__SP_"}`:                              "matches the runner's own marker line",
+		`{"kind":"x","print":"p {}","error":"x*"}`:                                 "matches an empty line",
+		`{"kind":"x","print":"p {}","quote":"perl"}`:                               "quote",
+		`{"kind":"x","print":"p {}","stops_at_error":true}`:                        "needs source",
+		`{"kind":"x","print":"` + strings.Repeat("x", 300) + ` {}"}`:               "at most 256",
+		`{"kind":"x","print":"p {}","prompt":"` + strings.Repeat("a", 1100) + `"}`: "at most 1024",
 	}
 	for in, want := range bad {
 		_, err := ParseDriver([]byte(in))
@@ -98,7 +110,10 @@ func TestParseDriver(t *testing.T) {
 			t.Errorf("%s: %v, want an ErrDriver saying %q", in, err, want)
 		}
 	}
-	d, err := ParseDriver([]byte(`{"kind":"mytool","print":"say {}","source":"run {}"}`))
+	if _, err := ParseDriver(append([]byte(`{"kind":"x","print":"p {}"}`), make([]byte, maxDriverFile)...)); err == nil {
+		t.Error("a driver file over the size bound was accepted")
+	}
+	d, err := ParseDriver([]byte(`{"kind":"mytool","print":"say {}","source":"run {}"}` + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,18 +121,60 @@ func TestParseDriver(t *testing.T) {
 	if got := l.run("/s/f", "", "__SP_DONE__", "tok", true); got != "run /s/f\nsay __SP_DONE__ tok rc=0" {
 		t.Fatalf("run: %q", got)
 	}
-	if got := l.payloadFile("a\nb", "tok"); got != "say __SP_BEGIN__ tok\na\nb" {
-		t.Fatalf("run: %q", got)
+	if got := l.payloadFile("a\nb", "tok"); got != "say __SP_BEGIN__ tok\na\nb\nsay __SP_END__ tok\n" {
+		t.Fatalf("payload file: %q", got)
 	}
-	if l.bootstrap() != "" || l.fence("tok") != "" || l.inlineMax() != 0 || l.check(strings.Repeat("x", 1<<20)) != nil {
+	if l.bootstrap() != "" || l.fence("tok") != "" || l.inlineMax() != 0 || l.check(strings.Repeat("x\x1a", 1<<20)) != nil {
 		t.Fatal("a driver with a file command types no helpers, no fence, and runs any payload from its file")
 	}
-	typed := newLineDriver(&DriverSpec{Kind: "t", Print: "say {}"})
-	if got := typed.run("", "a\nb\n", "__SP_DONE__", "tok", true); got != "say __SP_BEGIN__ tok\na\nb\nsay __SP_DONE__ tok rc=0" {
+	typed := newLineDriver(&DriverSpec{Kind: "t", Print: "say {}", BlankLine: true})
+	if got := typed.run("", "a\r\nb\n", "__SP_DONE__", "tok", true); got != "say __SP_BEGIN__ tok\na\nb\n\nsay __SP_END__ tok\nsay __SP_DONE__ tok rc=0" {
 		t.Fatalf("typed run: %q", got)
 	}
 	if typed.check(strings.Repeat("x", lineTypedMax+1)) == nil || typed.check(strings.Repeat("x", lineTypedMax)) != nil {
 		t.Fatal("a typed payload is bounded by lineTypedMax")
+	}
+	for payload, want := range map[string]string{
+		"tran 1n 1m\x1a\n": "0x1a (^Z) at byte 10",
+		"a\x04":            "0x04 (^D) at byte 1",
+		"a\rb":             "0x0d (^M) at byte 1",
+		"\x7f":             "0x7f (DEL) at byte 0",
+	} {
+		if err := typed.check(payload); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("payload %q: %v, want a refusal naming %s", payload, err, want)
+		}
+	}
+	if err := typed.check("a\tb\r\nc\n"); err != nil {
+		t.Errorf("tabs and CRLF line ends are refused: %v", err)
+	}
+	typed.passControl = true
+	if err := typed.check("a\x1a"); err != nil {
+		t.Errorf("--pass-control-bytes: %v", err)
+	}
+}
+
+// TestDriverQuote: the path typed for a driver's source is quoted by the
+// rule it names, and with none, a path a shell language would split is
+// never typed as it is.
+func TestDriverQuote(t *testing.T) {
+	t.Parallel()
+	const path = "/p/s;touch X;x/it's \"a\" $b.payload"
+	for quote, want := range map[string]string{
+		"sh":  `run '/p/s;touch X;x/it'\''s "a" $b.payload'`,
+		"tcl": `run "/p/s\;touch X\;x/it's \"a\" \$b.payload"`,
+		"c":   `run "/p/s;touch X;x/it's \"a\" $b.payload"`,
+		"":    `run /proc/1/fd/3/inflight/f.payload`,
+	} {
+		l := newLineDriver(&DriverSpec{Kind: "t", Print: "say {}", Source: "run {}", Quote: quote})
+		l.alias = func(string) string { return "/proc/1/fd/3/inflight/f.payload" }
+		if got, _, _ := strings.Cut(l.run(path, "", "__SP_DONE__", "tok", true), "\n"); got != want {
+			t.Errorf("quote %q: %s, want %s", quote, got, want)
+		}
+	}
+	l := newLineDriver(&DriverSpec{Kind: "t", Print: "say {}", Source: "run {}"})
+	l.alias = func(string) string { t.Fatal("a plain path was aliased"); return "" }
+	if got, _, _ := strings.Cut(l.run("/proj/run_1/sp/inflight/cmd_1_a.json.payload", "", "__SP_DONE__", "tok", true), "\n"); got != "run /proj/run_1/sp/inflight/cmd_1_a.json.payload" {
+		t.Errorf("a plain path: %s", got)
 	}
 }
 

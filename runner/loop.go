@@ -23,6 +23,7 @@ const flushDelay = 20 * time.Millisecond
 // flushBuffers writes out the spool and the current output.
 func (r *Runner) flushBuffers() {
 	printed := !r.disk.bufferedAt.IsZero()
+	r.fr.releasePartial() // A line driver's unfinished line, less what may be a marker.
 	r.flushSpool()
 	if c := r.cur; c != nil {
 		// Partial output becomes visible. A failure is kept for the

@@ -106,3 +106,10 @@ func isBegin(line []byte, token string) bool {
 	rest, ok := bytes.CutPrefix(line, []byte(beginWord+" "))
 	return ok && string(rest) == token
 }
+
+// isEnd reports whether line is the end line for token: a line driver's
+// payload ran to its end (PROTOCOL.md 11.1).
+func isEnd(line []byte, token string) bool {
+	rest, ok := bytes.CutPrefix(line, []byte(endWord+" "))
+	return ok && string(rest) == token
+}

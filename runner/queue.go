@@ -24,6 +24,7 @@ type cmdQueue struct {
 	rejected   int64                   // files answered as invalid
 	discards   int64                   // entries moved into tmp/ to be deleted
 	scanOwed   bool                    // polling only: a tick's listing is still to start (pace.go)
+	notBegun   map[string]int          // names put back because the tool died before they began (rerun)
 }
 
 // openBeginsExcept returns the open begins (readOpenBegins) not in skip,

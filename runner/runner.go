@@ -108,8 +108,11 @@ func Open(cfg Config) (*Runner, error) {
 		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), tool: newToolLife(cfg.startSession),
 	}
-	if ld, ok := r.drv.(*lineDriver); ok && ld.spec.Prompt != "" {
+	if ld, ok := r.drv.(*lineDriver); ok {
 		r.fr.prompts = newPromptFilter(ld.spec.Prompt)
+		r.fr.anywhere, r.fr.echoGuard = true, ld.echoGuard()
+		r.fr.markerStarts(protocol.DefaultMarkerPrefix)
+		ld.alias, ld.passControl = r.aliasPath, cfg.PassControl
 	}
 	r.clk = cfg.clock
 	if r.clk == nil {

@@ -40,6 +40,9 @@ type running struct {
 	bytes      int64
 	lines      int64
 	begun      bool   // the begin line was seen: output is being captured
+	ended      bool   // a line driver's end line was seen: the payload ran to its end
+	notBegun   int    // tools that died before it began, this one included (rerun)
+	endPre     []byte // what preceded the end line on its line (onLineTail)
 	payload    string // its payload file (a name in the session), if any
 	payloadSHA string // sha256 of the payload, as cmd_begin and the result say ("" for none)
 	// Set once the command is being ended by the runner rather than by
@@ -287,8 +290,8 @@ func (c *running) doneLine(l []byte) bool {
 	return ok
 }
 
-// markerOutcome is how c's done marker ends it: ok for return code 0 or
-// 2 (or none), else a tool_error whose message is the marker's value when
+// markerOutcome is how c's done marker ends it: ok for return code 0 (or
+// none), or 2 when tcl (the tool is Tcl: 2 is a return), else a tool_error whose message is the marker's value when
 // tcl (the tool is Tcl) and it has one.
 func (c *running) markerOutcome(tcl bool) (protocol.Status, *protocol.Error) {
 	if c.errLine != "" {
@@ -296,7 +299,9 @@ func (c *running) markerOutcome(tcl bool) (protocol.Status, *protocol.Error) {
 			Context: errContext("matched", "error pattern")}
 	}
 	d := c.marker
-	if !d.hasRC || d.rc == 0 || d.rc == 2 { // 2 is Tcl's TCL_RETURN: a payload that says "return".
+	// 2 is Tcl's TCL_RETURN, a payload that says "return"; from a shell it
+	// is a failure (bash's syntax error).
+	if !d.hasRC || d.rc == 0 || (tcl && d.rc == 2) {
 		return protocol.StatusOK, nil
 	}
 	msg := fmt.Sprintf("the payload ended with return code %d", d.rc)
@@ -305,6 +310,29 @@ func (c *running) markerOutcome(tcl bool) (protocol.Status, *protocol.Error) {
 	}
 	return protocol.StatusError, &protocol.Error{Code: protocol.CodeToolError, Message: msg,
 		ErrorInfo: string(d.errorInfo), ErrorCode: string(d.errorCode)}
+}
+
+// lineOutcome is how a line driver's done line ends c (PROTOCOL.md 11.1):
+// a payload file that did not run to its end (no end line) is an error;
+// with stops_at_error one that did is ok whatever it printed; otherwise
+// a line matching the error pattern makes it an error. The message is the
+// first line that matched the pattern.
+func (c *running) lineOutcome(ld *lineDriver) (protocol.Status, *protocol.Error) {
+	switch {
+	case !c.ended && c.cmd.Marker.Mode == protocol.MarkerRunnerInject:
+		msg := "the tool stopped running the payload before its end"
+		if ld.spec.Source == "" {
+			msg = "the tool did not run the line typed after the payload: the payload's last statement is unfinished (an open block, bracket or quote took that line)"
+		}
+		if c.errLine != "" {
+			msg = c.errLine
+		}
+		return protocol.StatusError, &protocol.Error{Code: protocol.CodeToolError, Message: msg,
+			Context: errContext("matched", "no end line")}
+	case ld.spec.StopsAtError:
+		return protocol.StatusOK, nil
+	}
+	return c.markerOutcome(false)
 }
 
 // flush writes c's buffered output into its output file, where masters

@@ -18,6 +18,7 @@ type toolLife struct {
 	typist       *typist     // types into sess; nil when no tool runs
 	eof          bool        // sess's output channel was closed
 	born         time.Time   // when sess started (clk)
+	lastOut      time.Time   // when it last printed (clk)
 	phase        toolPhase
 	starts       int64       // tools started by this runner
 	fastDeaths   int         // consecutive deaths of a ready tool soon after its start

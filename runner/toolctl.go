@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -162,6 +163,7 @@ func (r *Runner) onChunk(c chunk) {
 	defer c.release()
 	b := (*c.buf)[:c.n]
 	now := r.clk.Now()
+	r.tool.lastOut = now
 	r.disk.markBuffered(now)
 	r.spoolWrite(b)
 	r.tool.observe(b, now)
@@ -245,14 +247,17 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 			r.log.Warn("interrupt tool", "err", err)
 		}
 		now := r.clk.Now()
-		r.enter(&phaseResync{until: now.Add(r.cfg.ResyncWait), nextSync: now.Add(resyncEvery)})
+		// The first sync line waits a moment: typed at once, it reaches a
+		// readline-based tool before its SIGINT handler runs, and the
+		// tool takes the input and drops the interrupt (Python's REPL in
+		// an unfinished statement did, and never came back).
+		r.enter(&phaseResync{until: now.Add(r.cfg.ResyncWait), nextSync: now.Add(resyncFirst)})
 		if !c.begun {
 			tok := c.cmd.Marker.Token
 			r.fr.discard(func(l []byte) bool { return isBegin(l, tok) || r.isSync(l) })
-		} else {
+		} else if !r.fr.anywhere { // An anywhere framer holds the partial line anyway.
 			r.fr.hold = true
 		}
-		r.sendSync()
 	case protocol.PolicyTerminateTool:
 		r.kill(false, "")
 	default:
@@ -305,12 +310,26 @@ func (r *Runner) finishOnExit(ex toolExit) {
 		r.finish(status, reason, e, &ex)
 		return
 	}
+	if !c.begun && r.rerun(c) {
+		return
+	}
 	reason := protocol.ReasonToolExit
 	if ex.signal != "" {
 		reason = protocol.ReasonToolDied
 	}
+	msg := "the tool " + describeExit(ex) + " while running this command"
+	if ld, ok := r.drv.(*lineDriver); ok {
+		c.checkLastLine(ld)
+		if c.errLine != "" {
+			// Yosys ends on a fatal ERROR: its line says why.
+			msg = c.errLine + " (" + msg + ")"
+		}
+	}
+	if !c.begun {
+		msg = "the tool " + describeExit(ex) + " again and again before this command began (" + strconv.Itoa(c.notBegun) + " times); it never ran"
+	}
 	r.finish(protocol.StatusError, reason, &protocol.Error{Code: string(reason),
-		Message: "the tool " + describeExit(ex) + " while running this command", Context: c.endContext(protocol.StatusError, &ex)}, &ex)
+		Message: msg, Context: c.endContext(protocol.StatusError, &ex)}, &ex)
 }
 
 // restartAfterDeath starts a new tool after one that had been ready died:

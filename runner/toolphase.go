@@ -62,6 +62,12 @@ func (p *phaseBooting) due() time.Time {
 }
 func (p *phaseBooting) line(r *Runner, _ []byte) {
 	r.tool.syncTokens = map[string]bool{}
+	if ld, ok := r.drv.(*lineDriver); ok {
+		// What the tool printed before the sync line is its prompt: a
+		// driver that names none still gets markers found after it, and
+		// the prompt left out of output.
+		r.learnPrompt(ld, r.fr.takePre())
+	}
 	r.startInit(0)
 }
 func (p *phaseBooting) timer(r *Runner, now time.Time) {
@@ -147,22 +153,68 @@ func (p *phaseReady) exited(r *Runner, ex toolExit) {
 }
 
 // phaseBusy: r.cur runs. Its begin line switches the framer to capture;
-// its done marker ends it; its deadline interrupts it.
-type phaseBusy struct{}
+// its done marker ends it; its deadline interrupts it. A line driver's
+// command (its lines all typed at once) is also watched for a tool that
+// read everything typed for it and went quiet without its done line:
+// the payload's last statement was unfinished and took the lines after
+// it (stuck).
+type phaseBusy struct {
+	check time.Time // when to look at the terminal's input queue next (line drivers)
+}
+
+// stuckQuiet is how long a line driver's tool must have been quiet, with
+// everything typed for the command read, before the command counts as
+// stuck in an unfinished statement.
+const stuckQuiet = time.Second
 
 func (p *phaseBusy) String() string { return "busy" }
 func (p *phaseBusy) line(r *Runner, l []byte) {
-	if !r.cur.begun {
+	c := r.cur
+	ld, _ := r.drv.(*lineDriver)
+	switch {
+	case !c.begun && isBegin(l, c.cmd.Marker.Token):
 		r.onBegin()
 		r.pumpInput() // Input held until its output is captured.
 		return
+	case !c.begun:
+		// A line driver's done line before its begin line: the tool's
+		// file command did not run the payload file.
+		r.finishUnstarted(ld)
+		r.becomeReady()
+		return
+	case ld != nil && isEnd(l, c.cmd.Marker.Token):
+		r.onEnd()
+		return
+	case ld != nil:
+		r.onLineTail(ld)
 	}
-	r.typeFence(r.cur.cmd.Marker.Token)
+	r.typeFence(c.cmd.Marker.Token)
 	r.finishByMarker()
 	r.becomeReady()
 }
-func (p *phaseBusy) due() time.Time           { return time.Time{} }
-func (p *phaseBusy) timer(*Runner, time.Time) {}
+func (p *phaseBusy) due() time.Time { return p.check }
+func (p *phaseBusy) timer(r *Runner, now time.Time) {
+	p.check = time.Time{}
+	if _, ok := r.drv.(*lineDriver); !ok || r.cur == nil || r.cur.doneSeen || r.cur.endStatus != "" {
+		return
+	}
+	last := r.tool.lastOut
+	if c := r.cur; c.start.After(last) {
+		last = c.start
+	}
+	if now.Sub(last) >= stuckQuiet {
+		read, err := r.tool.inputRead()
+		if err != nil {
+			r.log.Debug("the tool's input queue", "err", err)
+		}
+		if read {
+			r.stuck()
+			return
+		}
+		last = now
+	}
+	p.check = last.Add(stuckQuiet)
+}
 func (p *phaseBusy) exited(r *Runner, ex toolExit) {
 	hadCmd := r.cur != nil
 	r.finishOnExit(ex)
@@ -179,8 +231,12 @@ type phaseResync struct {
 	nextSync time.Time
 }
 
-// resyncEvery is how often a sync line is typed again while resynchronising.
-const resyncEvery = 500 * time.Millisecond
+// resyncEvery is how often a sync line is typed again while
+// resynchronising; the first is typed resyncFirst after the interrupt.
+const (
+	resyncEvery = 500 * time.Millisecond
+	resyncFirst = 100 * time.Millisecond
+)
 
 func (p *phaseResync) String() string { return "resync" }
 func (p *phaseResync) due() time.Time {
@@ -207,6 +263,13 @@ func (p *phaseResync) line(r *Runner, l []byte) {
 	// (a partial line before it was its own); wait for the sync marker
 	// that proves the prompt is back. The helper first reads input up to
 	// the fence, sync lines typed meanwhile included: type one more.
+	if ld, ok := r.drv.(*lineDriver); ok && r.cur != nil && r.cur.begun {
+		if isEnd(l, r.cur.cmd.Marker.Token) {
+			r.onEnd()
+			return
+		}
+		r.onLineTail(ld)
+	}
 	r.fr.releaseHeld()
 	r.fr.discard(r.isSync)
 	if r.cur != nil {

@@ -324,6 +324,13 @@ func (c *checker) events() {
 				c.fail("meta.log line %d: a second cmd_begin for %s (seq %d) before its cmd_end", line, e.CmdID, e.Seq)
 			}
 			begun[k]++
+		case protocol.EvWarning:
+			// A command the tool died before beginning is queued again
+			// (PROTOCOL.md 11): its cmd_begin is closed by this warning,
+			// and it begins again.
+			if _, ok := e.Detail["not_begun"]; ok && begun[k] > ended[k] {
+				begun[k]--
+			}
 		case protocol.EvCmdEnd:
 			if ended[k] >= begun[k] {
 				c.fail("meta.log line %d: cmd_end for %s (seq %d) without a cmd_begin", line, e.CmdID, e.Seq)

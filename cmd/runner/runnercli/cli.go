@@ -75,6 +75,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&kind, "kind", "tcl", "tool kind: tcl (payloads evaluated at the global level under catch), sh (payloads run with .), or a built-in driver: "+strings.Join(runner.Presets(), ", ")+" (README, \"Starting a runner on a real tool\")")
 	driverFile := fs.String("driver", "", "drive a line-oriented shell described by this JSON file (print, source, error, prompt; PROTOCOL.md 11.1); its kind is the file's")
 	fs.BoolVar(&cfg.TclInteractive, "tcl-interactive", false, "kind tcl: run payloads with the tool's tcl_interactive as it is, so that a word naming no command may run a program of that name (as typed at an interactive prompt); default: tcl_interactive is 0 while a payload runs, and such a word is an error, as in a script")
+	fs.BoolVar(&cfg.PassControl, "pass-control-bytes", false, "a driver without a source command (payloads typed line by line into the terminal): pass payloads holding control characters other than tab and newline (^C, ^D, ^Z act on the tool there); default: such a payload gets an invalid_request result naming the byte")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", time.Second, "how often state/heartbeat.json is rewritten")
 	fs.DurationVar(&cfg.Poll, "poll", 0, "rescan period of queue/ and ctl/ when idle (default 1s; 250ms on network filesystems); polling only, it is 10ms right after activity and grows back to this")
 	fs.StringVar(&cfg.Watch, "watch", "auto", "auto (inotify plus polling; polling only on network filesystems), inotify, or poll")
