@@ -25,11 +25,26 @@ type endCase struct {
 	errHas  string // a part of error.message when status is error
 }
 
-// pyDriver is README's Python REPL driver; blank adds blank_line.
-func pyDriver(t *testing.T, extra string) string {
+// pyDriver writes README's Python REPL driver (its JSON block, read from
+// README.md, so that README's own example is what is tested), with
+// blank_line as given and extra keys added.
+func pyDriver(t *testing.T, blank bool, extra string) string {
 	t.Helper()
+	b, err := os.ReadFile(repoFile(t, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := strings.Cut(string(b), "```json\n{\"kind\": \"pyrepl\"")
+	body, _, ok := strings.Cut(after, "\n```")
+	if !ok || !strings.Contains(body, `"blank_line": true}`) {
+		t.Fatalf("README's Python driver with blank_line not found")
+	}
+	body = `{"kind": "pyrepl"` + body
+	if !blank {
+		body = strings.Replace(body, `, "blank_line": true`, "", 1)
+	}
+	body = strings.TrimSuffix(body, "}") + extra + "}"
 	p := filepath.Join(t.TempDir(), "py.json")
-	body := `{"kind": "pyrepl", "argv": ["python3", "-i", "-q", "-u"], "print": "print('{}')", "error": "^Traceback ", "prompt": "(?:>>>|\\.\\.\\.) "` + extra + `}`
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +108,9 @@ func TestEndsWhateverPrinted(t *testing.T) {
 			flags := k.flags
 			switch k.name {
 			case "python driver":
-				flags = []string{"--driver", pyDriver(t, "")}
+				flags = []string{"--driver", pyDriver(t, false, "")}
 			case "python driver with blank_line":
-				flags = []string{"--driver", pyDriver(t, `, "blank_line": true`)}
+				flags = []string{"--driver", pyDriver(t, true, "")}
 			}
 			_, s := session(t, flags, k.argv...)
 			for _, c := range k.cases {
@@ -119,7 +134,7 @@ func TestEndsWhateverPrinted(t *testing.T) {
 func TestDriverFileCommandFails(t *testing.T) {
 	testenv.Slow(t, "python3")
 	testenv.NeedTool(t, "python3", "python3")
-	drv := pyDriver(t, `, "source": "exec(open('/nonexistent' + {}).read())", "quote": "c"`)
+	drv := pyDriver(t, true, `, "source": "exec(open('/nonexistent' + {}).read())", "quote": "c"`)
 	_, s := session(t, []string{"--driver", drv})
 	res, _ := run(t, s, "print(1)", master.SubmitOptions{})
 	if res.Status != protocol.StatusError || res.Error == nil || !strings.Contains(res.Error.Message, "FileNotFoundError") ||
