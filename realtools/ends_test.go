@@ -363,3 +363,28 @@ while {[gets stdin line] >= 0} {
 		t.Fatalf("%s %s %+v, want tool_exit after 3 deaths before it began", res.Status, res.ExitReason, res.Error)
 	}
 }
+
+// TestYosysFatalError: a fatal ERROR ends Yosys (a Verilog syntax error,
+// a script file that cannot be read): the result says the tool ended and
+// its message is Yosys's ERROR line; the restarted Yosys serves.
+func TestYosysFatalError(t *testing.T) {
+	testenv.Slow(t, "yosys")
+	testenv.NeedTool(t, "yosys", "yosys")
+	bad := filepath.Join(t.TempDir(), "bad.v")
+	if err := os.WriteFile(bad, []byte("module m(input a; endmodule\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, s := session(t, []string{"--kind", "yosys"})
+	for payload, want := range map[string]string{
+		"read_verilog " + bad:     "ERROR: syntax error",
+		"script /nonexistent.ys": "ERROR: Can't open script file `/nonexistent.ys' for reading",
+	} {
+		res, _ := run(t, s, payload, master.SubmitOptions{})
+		if res.Status != protocol.StatusError || res.ExitReason != protocol.ReasonToolExit || res.Error == nil ||
+			!strings.Contains(res.Error.Message, want) || !strings.Contains(res.Error.Message, "the tool exited with code 1") {
+			t.Fatalf("%s: %s %s %+v, want tool_exit with %q and how the tool ended", payload, res.Status, res.ExitReason, res.Error, want)
+		}
+		res, out := run(t, s, "log served", master.SubmitOptions{})
+		must(t, "after a fatal error", res, out, protocol.StatusOK, "served\n")
+	}
+}
