@@ -376,7 +376,7 @@ func TestYosysFatalError(t *testing.T) {
 	}
 	_, s := session(t, []string{"--kind", "yosys"})
 	for payload, want := range map[string]string{
-		"read_verilog " + bad:     "ERROR: syntax error",
+		"read_verilog " + bad:    "ERROR: syntax error",
 		"script /nonexistent.ys": "ERROR: Can't open script file `/nonexistent.ys' for reading",
 	} {
 		res, _ := run(t, s, payload, master.SubmitOptions{})
