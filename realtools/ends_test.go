@@ -239,8 +239,8 @@ func TestControlBytesRefused(t *testing.T) {
 	testenv.NeedTool(t, "ngspice", "ngspice")
 	_, s := session(t, []string{"--kind", "ngspice"})
 	res, _ := run(t, s, "echo a\x1a\necho b", master.SubmitOptions{})
-	if res.Status != protocol.StatusError || res.Error == nil || res.Error.Code != protocol.CodeInvalidRequest ||
-		!strings.Contains(res.Error.Message, "0x1a (^Z) at byte 6") {
+	if res.Status != protocol.StatusError || res.ExitReason != protocol.ReasonInvalidRequest || res.Error == nil ||
+		res.Error.Code != protocol.CodeInvalidRequest || !strings.Contains(res.Error.Message, "0x1a (^Z) at byte 6") {
 		t.Fatalf("%s %+v, want invalid_request naming 0x1a (^Z) at byte 6", res.Status, res.Error)
 	}
 	res, out := run(t, s, "echo still here", master.SubmitOptions{})

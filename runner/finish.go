@@ -74,8 +74,12 @@ func (r *Runner) onResult(d resultDone) {
 // finishEarly settles a claimed command that never reached the tool; file
 // is the session file the runner could not write.
 func (r *Runner) finishEarly(name string, cmd *protocol.Command, code, msg, file string) {
+	reason := protocol.ReasonRunnerError
+	if code == protocol.CodeInvalidRequest { // A payload the driver cannot deliver.
+		reason = protocol.ReasonInvalidRequest
+	}
 	res := &protocol.Result{CmdID: cmd.CmdID, Seq: cmd.Seq, Status: protocol.StatusError,
-		ExitReason: protocol.ReasonRunnerError, Error: &protocol.Error{Code: code, Message: msg, Context: errContext("file", file)},
+		ExitReason: reason, Error: &protocol.Error{Code: code, Message: msg, Context: errContext("file", file)},
 		CommandPath: rel(protocol.DirArchive, name), SpoolStart: r.disk.spoolSize, SpoolEnd: r.disk.spoolSize,
 		TraceID: cmd.TraceID, Labels: cmd.Labels}
 	r.submitResult(resultJob{kind: jobEarly, name: name, res: res, text: cmd.Payload,
