@@ -67,7 +67,11 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	}
 	r.cur = c
 	r.in.started(cmd.CmdID)
-	r.enter(&phaseBusy{check: r.clk.Now().Add(stuckQuiet)})
+	busy := &phaseBusy{}
+	if r.fr.anywhere {
+		busy.check = r.clk.Now().Add(stuckQuiet)
+	}
+	r.enter(busy)
 	tok := cmd.Marker.Token
 	r.fr.markerStarts(cmd.Marker.Prefix)
 	if r.fr.anywhere {

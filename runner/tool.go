@@ -19,6 +19,7 @@ type toolLife struct {
 	eof          bool        // sess's output channel was closed
 	born         time.Time   // when sess started (clk)
 	lastOut      time.Time   // when it last printed (clk)
+	atPrompt     bool        // what it printed last is an unfinished line (a prompt, a question)
 	phase        toolPhase
 	starts       int64       // tools started by this runner
 	fastDeaths   int         // consecutive deaths of a ready tool soon after its start

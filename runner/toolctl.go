@@ -163,7 +163,7 @@ func (r *Runner) onChunk(c chunk) {
 	defer c.release()
 	b := (*c.buf)[:c.n]
 	now := r.clk.Now()
-	r.tool.lastOut = now
+	r.tool.lastOut, r.tool.atPrompt = now, b[len(b)-1] != '\n'
 	r.disk.markBuffered(now)
 	r.spoolWrite(b)
 	r.tool.observe(b, now)

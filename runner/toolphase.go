@@ -155,9 +155,9 @@ func (p *phaseReady) exited(r *Runner, ex toolExit) {
 // phaseBusy: r.cur runs. Its begin line switches the framer to capture;
 // its done marker ends it; its deadline interrupts it. A line driver's
 // command (its lines all typed at once) is also watched for a tool that
-// read everything typed for it and went quiet without its done line:
-// the payload's last statement was unfinished and took the lines after
-// it (stuck).
+// read everything typed for it and went quiet at a prompt (an unfinished
+// line) without its done line: the payload's last statement was
+// unfinished and took the lines after it (stuck).
 type phaseBusy struct {
 	check time.Time // when to look at the terminal's input queue next (line drivers)
 }
@@ -202,7 +202,7 @@ func (p *phaseBusy) timer(r *Runner, now time.Time) {
 	if c := r.cur; c.start.After(last) {
 		last = c.start
 	}
-	if now.Sub(last) >= stuckQuiet {
+	if now.Sub(last) >= stuckQuiet && r.tool.atPrompt {
 		read, err := r.tool.inputRead()
 		if err != nil {
 			r.log.Debug("the tool's input queue", "err", err)
