@@ -331,6 +331,9 @@ func (p *Pool) Submit(ctx context.Context, payload string, opts SubmitOptions) (
 	if opts.Affinity != "" && !protocol.ValidCmdID(opts.Affinity) {
 		return nil, sessionio.UsageError("affinity key %q: use 1-128 characters of [A-Za-z0-9._-]", opts.Affinity)
 	}
+	if err := opts.SubmitOptions.Check(); err != nil { // Before a session is chosen or a pin written.
+		return nil, err
+	}
 	ch, err := p.newChooser()
 	if err != nil {
 		return nil, err
