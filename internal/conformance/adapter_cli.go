@@ -135,6 +135,15 @@ func (a *cliAd) do(st step) map[string]any {
 			return errOutcome(code, m, stderr)
 		}
 		return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": m["cmd_id"], "session": m["session"]}
+	case "pool_heal":
+		code, out, stderr := a.runPool("heal")
+		m := doc(out)
+		if code != 0 {
+			return errOutcome(code, m, stderr)
+		}
+		rep, _ := m["report"].(map[string]any)
+		moved, _ := rep["moved"].([]any)
+		return map[string]any{"outcome": "ok", "exit": 0, "moved": len(moved)}
 	case "pool_wait":
 		args := []string{}
 		if v := st["wait_timeout_ms"]; v != "" {

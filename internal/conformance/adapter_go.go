@@ -445,6 +445,12 @@ func (a *goAd) poolDo(st step) map[string]any {
 		}
 		a.poolCmds[pc.ID] = pc.Command
 		return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": pc.ID, "session": pc.Session}
+	case "pool_heal":
+		rep, err := a.pool.Heal(ctx)
+		if err != nil {
+			return ofError(err)
+		}
+		return map[string]any{"outcome": "ok", "exit": 0, "moved": len(rep.Moved)}
 	case "pool_wait":
 		c := a.poolCmds[st["id"]]
 		if c == nil {

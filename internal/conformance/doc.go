@@ -69,7 +69,9 @@
 // outcome withdrawn, or the error's code); in a pool scenario also
 // pool_submit (id, payload, affinity and every option of submit; outcome
 // queued with session) and pool_wait (id, wait_timeout_ms), the pool's
-// submit and wait of each master. submit, run and pool_submit take the
+// submit and wait of each master, and pool_heal (outcome ok, moved: how
+// many commands the heal moved; the Go and CLI masters', which heal).
+// submit, run and pool_submit take the
 // same options: id, timeout_ms, trace_id, labels, cancel_policy and the
 // raw timeout_s and max_output_bytes.
 //

@@ -92,39 +92,10 @@ def claimed_dead_message(cmd_id, session):
 
 
 def _alloc_seq(sfs):
-    """PROTOCOL.md section 5: exclusive create of seq/<n>."""
-    try:
-        sfs.mkdir("seq", 0o700)
-    except FileExistsError:
-        pass
-
-    def max_reserved():
-        return max([int(n) for n in sfs.list("seq") if n.isdigit()] or [0])
-
-    def hint():
-        try:
-            return int((sfs.read("seq", "hint", 64) or b"").decode("ascii").strip())
-        except (OSError, ValueError, _fs.MasterError):
-            return None
-
-    n = hint()
-    if n is None:
-        n = max_reserved()
-    tries = 0
-    while True:
-        n += 1
-        if not sfs.create_exclusive("seq", "%0*d" % (SEQ_WIDTH, n), 0o600):
-            tries += 1
-            if tries % 64 == 0:
-                n = max(n, max_reserved())
-            continue
-        cur = hint()
-        if cur is None or cur < n:
-            try:
-                sfs.write_atomic("seq", "hint", b"%d\n" % n)
-            except (OSError, _fs.MasterError):
-                pass
-        return n
+    """PROTOCOL.md section 5: exclusive create of seq/<n> (seq/ made if a
+    runner has not made it yet), as Session.submit allocates."""
+    sfs.mkdir_master(_names.DIR_SEQ)
+    return _names.alloc_seq(sfs)
 
 
 def _commands(sfs, sub):
@@ -266,10 +237,7 @@ def _write_pin(pool_dir, key, session, replace):
     data = dumps({"protocol_version": PROTOCOL_VERSION, "key": key, "session": session,
                   "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     pfs = _fs.SessionFS(pool_dir)
-    try:
-        pfs.mkdir("affinity", 0o777)
-    except FileExistsError:
-        pass
+    pfs.mkdir_master("affinity")
     if replace:
         pfs.write_atomic("affinity", key + ".json", data)
         return session

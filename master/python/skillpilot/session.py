@@ -84,9 +84,7 @@ class Session:
         if not self.fs.is_dir(_names.DIR_QUEUE):
             raise SessionMissing("not a session directory (no queue/): %s" % directory, context={"dir": directory})
         try:
-            self.fs.mkdir(_names.DIR_SEQ, _fs.DIR_MODE)  # A session made by an older runner.
-        except FileExistsError:
-            pass
+            self.fs.mkdir_master(_names.DIR_SEQ)  # A session made by an older runner.
         except OSError as e:
             raise MasterError("create %s: %s" % (self.fs.path(_names.DIR_SEQ), e)) from e
         if poll <= 0:
@@ -793,10 +791,7 @@ def _take_back(sfs: "_fs.SessionFS", sub: str, frm: str, name: str) -> bool:
     sfs.revalidate(sub)
     if not sfs.exists(sub, frm):
         return False
-    try:
-        sfs.mkdir(_names.DIR_WITHDRAWN, 0o770)
-    except FileExistsError:
-        pass
+    sfs.mkdir_master(_names.DIR_WITHDRAWN)
     return sfs.claim(sub, frm, _names.DIR_WITHDRAWN, name)
 
 

@@ -40,9 +40,7 @@ if {[info commands ::skillpilot::CommandFields] eq ""} {
         source -encoding utf-8 [file join [file dirname [info script]] $f]
     }
 }
-namespace eval ::skillpilot::poolimpl {
-    variable seqWidth 10
-}
+namespace eval ::skillpilot::poolimpl {}
 
 # rnd returns a random 31-bit number from /dev/urandom (the host
 # interpreter's rand() is left alone: reseeding it would change an EDA
@@ -63,35 +61,11 @@ proc ::skillpilot::poolimpl::field {json key} {
     return ""
 }
 
-proc ::skillpilot::poolimpl::max_reserved {sdir} {
-    set m 0
-    foreach f [::skillpilot::fs::names $sdir seq {[0-9]*}] {
-        if {[string is digit -strict $f] && [scan $f %lld] > $m} { set m [scan $f %lld] }
-    }
-    return $m
-}
-
-# alloc_seq: PROTOCOL.md section 5, exclusive create of seq/<n>.
+# alloc_seq: PROTOCOL.md section 5, exclusive create of seq/<n> (seq/
+# made when no runner has made it yet), as skillpilot::submit allocates.
 proc ::skillpilot::poolimpl::alloc_seq {sdir} {
-    variable seqWidth
     ::skillpilot::fs::mkdir $sdir seq
-    set txt [string trim [::skillpilot::fs::read_quiet $sdir seq hint]]
-    set n [expr {[string is digit -strict $txt] ? [scan $txt %lld] : [max_reserved $sdir]}]
-    set tries 0
-    while 1 {
-        incr n
-        if {[catch {::skillpilot::fs::create_exclusive $sdir seq [format %0*lld $seqWidth $n]} made]} {
-            return -code error "cannot reserve seq $n: $made"
-        }
-        if {$made} break
-        if {[incr tries] % 64 == 0} {
-            set m [max_reserved $sdir]
-            if {$m > $n} { set n $m }
-        }
-    }
-    set txt [string trim [::skillpilot::fs::read_quiet $sdir seq hint]]
-    if {![string is digit -strict $txt] || [scan $txt %lld] < $n} { catch {::skillpilot::fs::write_atomic $sdir seq hint "$n\n"} }
-    return $n
+    return [::skillpilot::alloc_seq $sdir]
 }
 
 proc ::skillpilot::poolimpl::commands {sdir sub} {
