@@ -41,6 +41,7 @@
 //	                        K=>NAME captures the first match's K into $NAME)
 //	count TYPE N            meta.log holds exactly N events of TYPE
 //	json PATH K=V...        wait for a JSON file with these top-level fields
+//	                        (wildcards in PATH's last element: exactly one file)
 //	command ID K=V...       wait until ID's result names its command file
 //	                        (command_path) and that file has these fields
 //	files GLOB N            wait until exactly N session files match GLOB

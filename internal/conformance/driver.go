@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -542,7 +543,15 @@ func (d *driver) harness(st Step, args []string) {
 	case "json":
 		argN(1)
 		d.waitFor(st, args[0]+" with "+strings.Join(args[1:], " "), func() bool {
-			m := d.readJSON(args[0])
+			p := args[0]
+			if strings.ContainsAny(path.Base(p), "*?[") { // One file whose name has a seq: result/cmd_*_x.json.
+				m, _ := listMatches(filepath.Join(d.runnerDir, p))
+				if len(m) != 1 {
+					return false
+				}
+				p = path.Join(path.Dir(p), filepath.Base(m[0]))
+			}
+			m := d.readJSON(p)
 			return m != nil && fieldsMatch(m, args[1:])
 		})
 	case "command":
