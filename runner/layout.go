@@ -20,7 +20,6 @@ import (
 // directories masters write are 2770, the runner's own 2750, and the
 // runner's files 0640. Otherwise it is private: 0700 and 0600.
 
-
 // ErrUntrusted reports a session directory the runner refuses to serve:
 // someone other than its owner could make it run commands.
 var ErrUntrusted = errors.New("runner: refusing an unsafe session directory")

@@ -83,7 +83,6 @@ func (c *checker) fail(format string, args ...any) {
 
 func (c *checker) path(rel string) string { return filepath.Join(c.dir, filepath.FromSlash(rel)) }
 
-
 // runnerFiles are the files the runner writes under fixed names.
 var runnerFiles = []string{protocol.FileState, protocol.FileHeartbeat, protocol.FileLock, protocol.FileSpool,
 	protocol.FileMeta, protocol.FileTail}
