@@ -11,6 +11,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -480,6 +481,15 @@ func (r *Runner) describeInterrupted(job *resultJob) {
 		}
 		res.SpoolStart, res.SpoolEnd = ob.start, max(end, ob.end, ob.start)
 		res.StartTS, res.PayloadSHA256 = ob.ts, ob.payloadSHA
+		if last := r.lastSign(); !ob.ts.IsZero() && last.After(ob.ts.Time) {
+			// It ran until its runner died, as far as anything knows: the
+			// time after that is the dead runner's, not the command's (the
+			// report draws it apart, issue 43.5).
+			if now := r.clk.Now(); last.After(now) {
+				last = now
+			}
+			res.EndTS = protocol.Time{Time: last}
+		}
 	}
 	if res.PayloadSHA256 == "" {
 		job.text = r.payloadOf(job.cmdFile)
@@ -508,6 +518,21 @@ func (r *Runner) describeInterrupted(job *resultJob) {
 	res.OutputPath = out
 	res.Stats.Bytes, res.Stats.Lines = n, lines
 	res.OutputSHA256 = hex.EncodeToString(sum.Sum(nil))
+}
+
+// lastSign is when the dead runner was last seen alive: the later of its
+// last heartbeat (state/heartbeat.json's timestamp, which this runner has
+// not rewritten yet) and its last write to the spool (log/session.out's
+// mtime); zero when neither can be read.
+func (r *Runner) lastSign() time.Time {
+	var last time.Time
+	if hb, err := readHeartbeat(r.root, protocol.FileHeartbeat); err == nil {
+		last = hb.Timestamp.Time
+	}
+	if fi, err := r.root.Lstat(protocol.FileSpool); err == nil && fi.ModTime().After(last) {
+		last = fi.ModTime()
+	}
+	return last
 }
 
 // payloadOf is the payload of the command file name ("" when it cannot be
