@@ -254,7 +254,7 @@ func (r *Runner) shutdown() error {
 		detail["error"] = e
 	}
 	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: detail})
-	r.log.Info("runner stopped", "reason", reason, "commands_done", r.status.cmdsDone)
+	r.log.Info("runner stopped", "reason", r.logReason(reason), "commands_done", r.status.cmdsDone)
 	r.metrics.close()
 	if err := r.tool.gaveUpErr(); err != nil {
 		return err
