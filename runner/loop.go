@@ -183,7 +183,8 @@ func (r *Runner) onBeat() {
 		r.disk.remakeBallast()
 	}
 	r.flushBuffers()
-	r.reportProgress() // progress.go
+	r.keepRunningOutput() // outputwatch.go
+	r.reportProgress()    // progress.go
 	if r.id.network && r.status.beats%2 == 0 {
 		r.touchInputs()
 	}
