@@ -15,16 +15,7 @@ import (
 // which stopped the runner), and options a command file cannot hold
 // (SubmitOptions.Check, which a pool door runs before it chooses).
 func TestNumbersRefusedBeforeWriting(t *testing.T) {
-	dir := t.TempDir()
-	for _, d := range protocol.Dirs {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := bareSession(t)
 	defer s.Close()
 	for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond} {
 		if _, err := s.WriteLease("x", ttl); !errors.Is(err, ErrUsage) {
