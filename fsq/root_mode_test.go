@@ -42,3 +42,46 @@ func TestRootWriteAtomicModeUnderUmask(t *testing.T) {
 		}
 	}
 }
+
+// MkdirPerm gives a directory exactly its mode whatever the umask, and
+// keeps the setgid bit a group-shared parent passes on; SetMode a file
+// made by OpenFile (issue 43.2).
+func TestRootMkdirPermAndSetModeUnderUmask(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o770|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	if err := r.MkdirPerm("shared", 0o770); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.MkdirPerm("private", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.MkdirPerm("shared", 0o700); !os.IsExist(err) {
+		t.Errorf("an existing directory: %v, want ErrExist", err)
+	}
+	f, err := r.OpenFile("shared/f", os.O_WRONLY|os.O_CREATE, 0o660)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := SetMode(f, 0o660); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for n, want := range map[string]os.FileMode{"shared": 0o770 | os.ModeSetgid | os.ModeDir, "private": 0o700 | os.ModeSetgid | os.ModeDir, "shared/f": 0o660} {
+		fi, err := os.Lstat(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeDir); got != want {
+			t.Errorf("%s: mode %v, want %v", n, got, want)
+		}
+	}
+}

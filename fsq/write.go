@@ -100,6 +100,33 @@ func (s *Root) writeAtomic(tmpDir, name string, data []byte, perm os.FileMode, d
 	return nil
 }
 
+// SetMode gives f, a file just created (or opened with O_CREATE), exactly
+// perm whatever the umask took from it: a look first, a chmod only when
+// the mode differs (chmodIfUmasked). WriteAtomic does it itself; a file
+// made by OpenFile, CreateTemp or OpenAppend that others must read or
+// write (a master's files: PROTOCOL.md 19.1) needs it.
+func SetMode(f *os.File, perm os.FileMode) error { return chmodIfUmasked(f, perm) }
+
+// MkdirPerm makes the directory name with exactly perm whatever the umask
+// (a chmod after the mkdir when the umask narrowed it), keeping the setgid
+// bit a group-shared parent passes on. An existing name is os.ErrExist,
+// left as it is.
+func (s *Root) MkdirPerm(name string, perm os.FileMode) error {
+	if err := s.Mkdir(name, perm); err != nil {
+		return err
+	}
+	fi, err := s.Lstat(name)
+	if err != nil {
+		return err
+	}
+	const bits = fs.ModePerm | fs.ModeSetgid | fs.ModeSetuid | fs.ModeSticky
+	want := perm&bits | fi.Mode()&fs.ModeSetgid
+	if fi.Mode()&bits == want {
+		return nil
+	}
+	return s.Chmod(name, want)
+}
+
 // chmodIfUmasked gives a file just created with perm exactly perm, which
 // the umask may have narrowed. It looks first (an fstat, which an NFS
 // client answers from the attributes its create returned) and changes the

@@ -46,8 +46,13 @@ type eventLog struct {
 	counts     map[string]int       // events by name
 	sessionIDs []string             // of runner_start events, in order
 	begins     map[string]time.Time // cmd_begin ts by cmd_id (for commands without a result)
-	first      time.Time
-	last       time.Time
+	// settled is the ts of each recovered event by cmd_id: when the next
+	// runner settled a command its runner died running; lastSign is the
+	// ts of the last event before that recovery (the dead run's last).
+	settled, lastSign map[string]time.Time
+	runLast           time.Time // the last event that is not a recovery's
+	first             time.Time
+	last              time.Time
 }
 
 // readEvents reads log/meta.log line by line. Lines longer than
@@ -55,7 +60,7 @@ type eventLog struct {
 // unterminated last line that is not valid JSON is a torn or in-progress
 // append and is ignored silently. Reading stops after maxMetaBytes.
 func readEvents(path string, w *warnings) *eventLog {
-	ev := &eventLog{counts: map[string]int{}, begins: map[string]time.Time{}}
+	ev := &eventLog{counts: map[string]int{}, begins: map[string]time.Time{}, settled: map[string]time.Time{}, lastSign: map[string]time.Time{}}
 	if path == "" {
 		return ev
 	}
@@ -138,6 +143,9 @@ func (ev *eventLog) add(e protocol.Event, toolStarts *int) {
 			ev.last = ts
 		}
 	}
+	if !ts.IsZero() && !recoveryEvent(e) && ts.After(ev.runLast) {
+		ev.runLast = ts
+	}
 	mark := func(kind, text string) {
 		ev.marks = append(ev.marks, Mark{TS: protocol.Time{Time: ts.UTC()}, Kind: kind, CmdID: e.CmdID, Text: text})
 	}
@@ -171,6 +179,9 @@ func (ev *eventLog) add(e protocol.Event, toolStarts *int) {
 		}
 	case protocol.EvRecovered:
 		mark(MarkRecovered, "interrupted command settled at runner start")
+		if e.CmdID != "" && !ts.IsZero() {
+			ev.settled[e.CmdID], ev.lastSign[e.CmdID] = ts, ev.runLast
+		}
 	case protocol.EvLockTakeover:
 		mark(MarkLockTakeover, "runner took over a dead runner's lock")
 	case protocol.EvCmdBegin:
@@ -178,6 +189,23 @@ func (ev *eventLog) add(e protocol.Event, toolStarts *int) {
 			ev.begins[e.CmdID] = ts
 		}
 	}
+}
+
+// recoveryEvent reports whether e is one a runner writes at its start to
+// settle what a dead runner left (PROTOCOL.md section 13): these come
+// before its runner_start and say nothing of when the dead run ended.
+func recoveryEvent(e protocol.Event) bool {
+	switch e.Event {
+	case protocol.EvRecovered, protocol.EvRecoverySummary, protocol.EvLockTakeover, protocol.EvStaleToolKilled:
+		return true
+	case protocol.EvCmdEnd:
+		return e.Detail["recovered"] == true
+	case protocol.EvWarning:
+		_, rebuilt := e.Detail["from"]
+		_, repaired := e.Detail["repaired_meta_log_bytes"]
+		return rebuilt || repaired
+	}
+	return false
 }
 
 // details renders the named detail fields that are present, as

@@ -50,6 +50,11 @@ type Command struct {
 	Submitted time.Time
 	Start     time.Time
 	End       time.Time // for a running command: when the session was read
+	// DeadUntil is set for a command its runner died running
+	// (runner_restarted): End is the dead runner's last sign of life, and
+	// [End, DeadUntil) the time until the next runner settled it, during
+	// which nothing ran. Zero otherwise.
+	DeadUntil time.Time
 
 	// The command file as run (archive/, log/rejected/ or inflight/).
 	// PayloadKnown is false when it is gone or unreadable.
@@ -230,16 +235,41 @@ func (s *Session) readResults(ev *eventLog, w *warnings, opt Options) {
 		c := &Command{Name: name, CmdID: res.CmdID, Seq: res.Seq, Result: &res, Status: displayStatus(&res),
 			Start: res.StartTS.Time, End: res.EndTS.Time, PayloadSHA: res.PayloadSHA256,
 			TraceID: res.TraceID, Labels: res.Labels}
-		if t, ok := ev.begins[c.CmdID]; ok && res.ExitReason == protocol.ReasonRunnerRestarted && t.Before(c.Start) {
-			// Settled by the next runner: it ran from its cmd_begin until
-			// the runner died, and nothing knows more precisely when.
-			c.Start = t
+		if res.ExitReason == protocol.ReasonRunnerRestarted {
+			c.settle(ev)
 		}
 		if c.End.Before(c.Start) {
 			c.End = c.Start
 		}
 		s.readCommand(c, commandFile(name, res.CommandPath), w, opt)
 		s.Commands = append(s.Commands, c)
+	}
+}
+
+// settle places a command its runner died running (runner_restarted,
+// written by the next runner): it ran from its cmd_begin to the dead
+// runner's last sign of life, and from there until the next runner settled
+// it (its recovered event) the runner was dead: DeadUntil (PROTOCOL.md
+// section 7, start_ts and end_ts). A result from a runner older than that
+// rule has the recovery's time as its end: the last event of the dead run
+// is its last sign then.
+func (c *Command) settle(ev *eventLog) {
+	if t, ok := ev.begins[c.CmdID]; ok && t.Before(c.Start) {
+		c.Start = t // An older runner wrote the recovery's time as its start too.
+	}
+	settled, ok := ev.settled[c.CmdID]
+	if !ok || c.Start.IsZero() || !settled.After(c.Start) {
+		return
+	}
+	end := c.End
+	if !end.Before(settled) {
+		end = ev.lastSign[c.CmdID]
+	}
+	if end.Before(c.Start) {
+		end = c.Start
+	}
+	if end.Before(settled) {
+		c.End, c.DeadUntil = end, settled
 	}
 }
 
@@ -349,6 +379,9 @@ func (s *Session) span(ev *eventLog) {
 	for _, c := range s.Commands {
 		widen(c.Start)
 		widen(c.End)
+		if !c.DeadUntil.IsZero() {
+			widen(c.DeadUntil)
+		}
 		if !c.Submitted.IsZero() && c.QueueWait() > 0 {
 			widen(c.Submitted)
 		}

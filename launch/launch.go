@@ -217,6 +217,9 @@ func prepare(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exe
 	if len(opts.Tool) > 0 {
 		info.RunnerCommand = append(append(info.RunnerCommand, "--"), opts.Tool...)
 	}
+	if d.Name() != (sched.Local{}).Name() { // local opens launch.out through the session's root (OpenOutput).
+		redirect = outputCheck(jobPath(s, FileLaunchOutput)) + redirect
+	}
 	script := fmt.Sprintf("#!/bin/sh\n# Written by master launch (launch_id %s): runs the session's runner.\n%sSP_LAUNCH_ID=%s; export SP_LAUNCH_ID\nexec %s\n",
 		info.LaunchID, redirect, info.LaunchID, shellJoin(info.RunnerCommand))
 	if err := writeFile(s, FileLaunchScript, []byte(script), 0o700, fsq.FileSynced); err != nil {
@@ -370,6 +373,20 @@ func isExecutable(p string) bool {
 }
 
 // shellJoin quotes argv for /bin/sh.
+// outputCheck is the job script's first line where state/launch.out is
+// opened by path on the execution host — by the scheduler (Slurm's
+// --output, qsub -o, bsub -o) or by the script's own redirect (an array
+// element): a symlink or anything but a regular file at that name is
+// refused there, and the runner is not started (issue 43.7). A scheduler
+// that opened a planted symlink has written its lines through it by then
+// (it takes a path; PROTOCOL.md 20), but nothing more is: no runner
+// output goes there, and the job fails saying why on stderr.
+func outputCheck(p string) string {
+	q := shellJoin([]string{p})
+	msg := shellJoin([]string{"master launch: " + p + " is a symlink or not a regular file: the runner is not started (remove it; the next launch makes it again)"})
+	return fmt.Sprintf("if [ -h %s ] || { [ -e %s ] && [ ! -f %s ]; }; then echo %s >&2; exit 1; fi\n", q, q, q, msg)
+}
+
 func shellJoin(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,6 +161,48 @@ func TestShellJoin(t *testing.T) {
 	want := `'/a b/runner' '--session' 'it'\''s' '--' 'tclsh'`
 	if got != want {
 		t.Errorf("%s", got)
+	}
+}
+
+// The job script's check of state/launch.out, run by sh (issue 43.7): a
+// regular file or none yet goes on; a symlink (to a file elsewhere, or
+// dangling), a directory or a FIFO stops the job before the runner, with
+// the reason on stderr, and nothing is written through the symlink.
+func TestOutputCheck(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "it's", "launch.out")
+	elsewhere := filepath.Join(dir, "elsewhere")
+	for _, tc := range []struct {
+		name  string
+		plant func() error
+		ok    bool
+	}{
+		{"regular file", func() error { return os.WriteFile(out, []byte("x"), 0o600) }, true},
+		{"none yet", func() error { return nil }, true},
+		{"symlink", func() error { os.WriteFile(elsewhere, nil, 0o600); return os.Symlink(elsewhere, out) }, false},
+		{"dangling symlink", func() error { return os.Symlink(filepath.Join(dir, "nothing"), out) }, false},
+		{"directory", func() error { return os.Mkdir(out, 0o700) }, false},
+		{"FIFO", func() error { return syscall.Mkfifo(out, 0o600) }, false},
+	} {
+		os.RemoveAll(filepath.Dir(out))
+		os.MkdirAll(filepath.Dir(out), 0o700)
+		if err := tc.plant(); err != nil {
+			t.Fatal(err)
+		}
+		script := outputCheck(out) + "exec >>" + shellJoin([]string{out}) + " 2>&1\necho started\n"
+		cmd := exec.Command("sh", "-c", script)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v (stderr %q)", tc.name, err, stderr.String())
+		}
+		if !tc.ok && !strings.Contains(stderr.String(), "the runner is not started") {
+			t.Errorf("%s: stderr %q", tc.name, stderr.String())
+		}
+		if b, _ := os.ReadFile(elsewhere); len(b) != 0 {
+			t.Errorf("%s: written through the symlink: %q", tc.name, b)
+		}
 	}
 }
 

@@ -52,25 +52,12 @@ func createSession(dir string) (*master.Session, error) {
 		return nil, fmt.Errorf("master: create session: %w", err)
 	}
 	defer r.Close()
-	for _, sub := range protocol.Dirs {
-		if err := mkdirAll(r, sub); err != nil {
+	for _, sub := range protocol.Dirs { // The modes the runner would give them (sessionio.MkdirMaster).
+		if err := sessionio.MkdirMaster(r, sub); err != nil {
 			return nil, fmt.Errorf("master: create session: %w", err)
 		}
 	}
 	return master.Open(abs)
-}
-
-// mkdirAll makes the directory name and its parents inside r.
-func mkdirAll(r *fsq.Root, name string) error {
-	if d := path.Dir(name); d != "." {
-		if err := mkdirAll(r, d); err != nil {
-			return err
-		}
-	}
-	if err := r.Mkdir(name, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	return nil
 }
 
 // readLaunchFile reads state/launch.json (at most 1 MiB, a regular file

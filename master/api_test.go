@@ -94,6 +94,7 @@ method Session.Tail
 method Session.WaitFor
 method Session.Withdraw
 method Session.WriteLease
+method SubmitOptions.Check
 type Command
 type ContextError
 type LeaseStatus

@@ -18,6 +18,9 @@ var leaseCounter atomic.Int64
 // seed protocol. A session made by an older runner without state/ gets
 // the directory.
 func (s *Session) WriteLease(leaseID string, ttl time.Duration) (protocol.Lease, error) {
+	if ttl < time.Millisecond { // ttl_ms 0 or negative: no lease the runner keeps (0 with expires_at now: expired at once).
+		return protocol.Lease{}, usageErr("lease ttl %v: at least 1ms", ttl)
+	}
 	l := protocol.Lease{
 		ProtocolVersion: protocol.Version, LeaseID: leaseID, TTLMS: ttl.Milliseconds(),
 		ExpiresAt: protocol.Time{Time: time.Now().Add(ttl)}, Counter: leaseCounter.Add(1), Owner: s.owner,

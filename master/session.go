@@ -175,17 +175,24 @@ type Command struct {
 // buildCommand makes a command file's content from opts (all but its
 // seq), with a new cmd_id and the session's kind by default.
 func (s *Session) buildCommand(payload string, opts SubmitOptions) (protocol.Command, error) {
+	kind := opts.Kind
+	if kind == "" {
+		kind = s.defaultKind()
+	}
+	return commandOf(payload, opts, kind, s.owner)
+}
+
+// commandOf is the command file's content from opts with the given kind
+// (all but its seq), checked as the runner checks it.
+func commandOf(payload string, opts SubmitOptions, kind protocol.Kind, owner string) (protocol.Command, error) {
 	c := protocol.Command{
-		ProtocolVersion: protocol.Version, CmdID: opts.CmdID, Kind: opts.Kind, Payload: payload,
+		ProtocolVersion: protocol.Version, CmdID: opts.CmdID, Kind: kind, Payload: payload,
 		TimeoutS: opts.Timeout.Seconds(), CancelPolicy: opts.CancelPolicy, Marker: opts.Marker,
-		SubmittedAt: protocol.Now(), Submitter: s.owner, TraceID: opts.TraceID, Labels: opts.Labels,
+		SubmittedAt: protocol.Now(), Submitter: owner, TraceID: opts.TraceID, Labels: opts.Labels,
 		MaxOutputBytes: opts.MaxOutputBytes,
 	}
 	if c.CmdID == "" {
 		c.CmdID = NewCmdID()
-	}
-	if c.Kind == "" {
-		c.Kind = s.defaultKind()
 	}
 	if opts.Submitter != "" {
 		c.Submitter = opts.Submitter
@@ -194,6 +201,22 @@ func (s *Session) buildCommand(payload string, opts SubmitOptions) (protocol.Com
 		return c, usageFrom(err)
 	}
 	return c, nil
+}
+
+// Check reports the usage error Submit would give for these options
+// (ErrUsage), with nothing written; an empty Kind stands for the
+// session's. A pool door checks its options so before it chooses a
+// session or writes an affinity pin.
+func (o SubmitOptions) Check() error {
+	kind := o.Kind
+	if kind == "" {
+		kind = protocol.KindTcl
+	}
+	c, err := commandOf("", o, kind, "")
+	if err == nil {
+		_, err = commandFile(c, o.Extra)
+	}
+	return err
 }
 
 // Submit allocates a seq (PROTOCOL.md, "Allocating seq"), writes the

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 	"golang.org/x/sys/unix"
 )
@@ -105,30 +106,9 @@ func sessionNetwork(r *fsq.Root) bool {
 	return network
 }
 
-// mkdirAll makes the directory name and its parents inside the session.
-func mkdirAll(r *fsq.Root, name string) error {
-	var cur string
-	for _, c := range splitName(name) {
-		cur = path.Join(cur, c)
-		if err := r.Mkdir(cur, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
-	}
-	return nil
-}
-
-func splitName(name string) []string {
-	var out []string
-	for name != "" && name != "." {
-		d, b := path.Split(name)
-		out = append([]string{b}, out...)
-		name = path.Clean(d)
-		if name == "/" {
-			break
-		}
-	}
-	return out
-}
+// mkdirAll makes the directory name and its parents inside the session,
+// with the modes a master gives them (sessionio.MkdirMaster).
+func mkdirAll(r *fsq.Root, name string) error { return sessionio.MkdirMaster(r, name) }
 
 // readFile reads name: a regular file only, at most limit bytes, never
 // blocking on a FIFO (fsq.ReadFile's rules), its directory revalidated

@@ -161,7 +161,7 @@ func (s *Session) takeBack(from, name string) (bool, error) {
 	if _, err := r.Lstat(from); errors.Is(err, os.ErrNotExist) {
 		return false, nil // Most calls: nothing to rename, nothing to create.
 	}
-	if err := r.Mkdir(dirWithdrawn, 0o770); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := sessionio.MkdirMaster(r, dirWithdrawn); err != nil {
 		return false, err
 	}
 	return r.Claim(from, dirWithdrawn+"/"+name)

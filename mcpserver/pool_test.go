@@ -44,6 +44,20 @@ func TestPool(t *testing.T) {
 	if r.Session != "b" || r.Value != "42" {
 		t.Fatalf("%+v", r)
 	}
+	// Every option of a session's run and submit, on the pool's too
+	// (issue 43.3): they reach the command file.
+	var opt CommandResult
+	call(t, cs, "run", map[string]any{"payload": "expr 1", "session": "b", "timeout_s": 30, "cancel_policy": "terminate_tool",
+		"max_output_bytes": 4096, "trace_id": "t43", "labels": map[string]string{"step": "x"}}, &opt)
+	cmdFile, err := os.ReadFile(filepath.Join(pool, "b", filepath.FromSlash(opt.CommandPath)))
+	if err != nil || opt.Value != "1" {
+		t.Fatalf("%+v: %v", opt, err)
+	}
+	for _, want := range []string{`"timeout_s":30`, `"cancel_policy":"terminate_tool"`, `"max_output_bytes":4096`, `"trace_id":"t43"`, `"labels":{"step":"x"}`} {
+		if !strings.Contains(string(cmdFile), want) {
+			t.Errorf("command file %s lacks %s", cmdFile, want)
+		}
+	}
 	// Found by cmd_id alone, in whichever session.
 	var ro ReadOutputOutput
 	call(t, cs, "read_output", map[string]any{"cmd_id": r.CmdID, "offset": 0}, &ro)

@@ -217,7 +217,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Pool, []SessionLaunc
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := r.Mkdir(DirAffinity, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := sessionio.MkdirMaster(r, DirAffinity); err != nil {
 		return nil, nil, err
 	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")

@@ -331,6 +331,9 @@ func (p *Pool) Submit(ctx context.Context, payload string, opts SubmitOptions) (
 	if opts.Affinity != "" && !protocol.ValidCmdID(opts.Affinity) {
 		return nil, sessionio.UsageError("affinity key %q: use 1-128 characters of [A-Za-z0-9._-]", opts.Affinity)
 	}
+	if err := opts.SubmitOptions.Check(); err != nil { // Before a session is chosen or a pin written.
+		return nil, err
+	}
 	ch, err := p.newChooser()
 	if err != nil {
 		return nil, err
@@ -351,11 +354,28 @@ func (p *Pool) Submit(ctx context.Context, payload string, opts SubmitOptions) (
 	if err != nil {
 		return nil, err
 	}
-	for _, x := range ch.seen() { // The sessions judged: a dead one with queued commands is healed.
-		if x.Dead && x.Queue > 0 {
-			_, _ = p.Heal(ctx) // Best effort here; Heal's errors are for pool heal to report.
-			break
+	p.rescueQueued(ch)
+	return &Command{Command: c, Session: v.Name, pool: p}, nil
+}
+
+// rescueQueued moves the queued commands of the dead sessions a submit
+// judged to live ones among those it judged: what a heal does for them,
+// and nothing else of a heal — no other session is read, nothing is
+// respawned (a scheduler submission, seconds each), no leftover is swept.
+// A submit ran a whole Heal inline (issue 43.7); master pool heal
+// --every, pool adapt and a waiting pool wait run those. Best effort: a
+// heal reports what fails here.
+func (p *Pool) rescueQueued(ch *chooser) {
+	views := ch.seen()
+	for _, v := range views {
+		if !v.Dead || v.Queue == 0 || v.s == nil {
+			continue
+		}
+		if _, ok := leastLoaded(views, v.Name); !ok {
+			continue
+		}
+		for _, name := range commandNames(v.s, protocol.DirQueue) {
+			_, _ = p.moveOne(views, v, name, ch.now)
 		}
 	}
-	return &Command{Command: c, Session: v.Name, pool: p}, nil
 }

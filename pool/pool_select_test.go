@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
+	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/sched"
 )
 
 func TestLeastLoaded(t *testing.T) {
@@ -240,4 +243,52 @@ func TestPoolPickNoneAlive(t *testing.T) {
 	if _, err := p.Submit(context.Background(), "expr 1", SubmitOptions{Affinity: "bad/key"}); err == nil {
 		t.Fatal("a bad affinity key was accepted")
 	}
+}
+
+// A submit moves the queued commands of a dead session it judged to a live
+// one, and does nothing else of a heal: it respawns nothing (a scheduler
+// submission, seconds each), though pool.json says to and the dead
+// session's job is gone (issue 43.7: it ran a whole Heal inline, which
+// relaunched it).
+func TestSubmitRescuesQueuedWithoutAHeal(t *testing.T) {
+	p, pool := newPoolDir(t, "s00", "s01")
+	os.WriteFile(filepath.Join(pool, FilePool), []byte(`{"protocol_version":1,"size":2,"via":"local","respawn":true,"max_respawns":3}`), 0o600)
+	var err error
+	if p, err = Open(pool); err != nil {
+		t.Fatal(err)
+	}
+	runnerIn(t, filepath.Join(pool, "s00"))
+	s01 := filepath.Join(pool, "s01")
+	launchLocal(t, s01)
+	li, err := launch.ReadLaunch(s01)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := killJob(li); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := launch.WaitJobGone(ctx(t), sched.Local{}, nil, li.JobID); err != nil {
+		t.Fatal(err)
+	}
+	side := filepath.Join(t.TempDir(), "side")
+	stuck := queueSideEffects(t, s01, side, 2)
+	var c *Command
+	for {
+		if c, err = p.Submit(ctx(t), "expr 1", SubmitOptions{}); err != nil || c.Session != "s00" {
+			t.Fatalf("submit: %v, session %v", err, c)
+		}
+		if _, err := os.Stat(filepath.Join(s01, sessionio.DirForward, stuck[0].Name)); err == nil {
+			break // s01 judged dead (its lock free once the killed runner is gone) and rescued.
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, sc := range stuck {
+		if _, err := os.Stat(filepath.Join(s01, sessionio.DirForward, sc.Name)); err != nil {
+			t.Errorf("%s not moved out of the dead s01: %v", sc.Name, err)
+		}
+	}
+	if li, err := launch.ReadLaunch(s01); err != nil || li.Launches != 1 {
+		t.Errorf("the submit respawned s01: %+v %v", li, err)
+	}
+	checkExactlyOnce(t, pool, side, stuck)
 }

@@ -55,21 +55,21 @@ func (p *Pool) writePoolFile(name string, data []byte, d fsq.Durability) error {
 	return p.root.WriteAtomic(name, data, 0o660, d)
 }
 
-// mkdirPool makes the pool's directory name if it is missing.
-func (p *Pool) mkdirPool(name string) error {
-	if err := p.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	return nil
-}
+// mkdirPool makes the pool's directory name if it is missing (0770
+// whatever the umask: sessionio.MkdirMaster).
+func (p *Pool) mkdirPool(name string) error { return sessionio.MkdirMaster(p.root, name) }
 
-// appendEvent appends one line to events.jsonl (a regular file only).
+// appendEvent appends one line to events.jsonl (a regular file only,
+// 0660 whatever the umask).
 func (p *Pool) appendEvent(line []byte) error {
 	f, err := p.root.OpenAppend(FilePoolEvents, 0o660)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(line)
+	err = setMode(f)
+	if err == nil {
+		_, err = f.Write(line)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -86,11 +86,15 @@ func (p *Pool) lockResize(ctx context.Context) (unlock func(), err error) {
 	f, err := p.root.OpenFile(filePoolResizeLock, os.O_RDWR|os.O_CREATE|unix.O_NONBLOCK, 0o660)
 	if err == nil {
 		if fi, serr := f.Stat(); serr != nil || !fi.Mode().IsRegular() {
-			f.Close()
 			err = serr
 			if err == nil {
 				err = fmt.Errorf("%s: %w", p.root.Abs(filePoolResizeLock), fsq.ErrNotRegular)
 			}
+		} else {
+			err = setMode(f)
+		}
+		if err != nil {
+			f.Close()
 		}
 	}
 	if err != nil {
@@ -119,6 +123,17 @@ func (p *Pool) lockResize(ctx context.Context) (unlock func(), err error) {
 	}
 }
 
+// setMode gives a pool file another master may have created (events.jsonl,
+// .clock, .resize.lock) mode 0660 whatever the umask (PROTOCOL.md 19.1). A
+// file another user's master created is left to its owner: only the owner
+// may chmod it, and that master set its mode when it made it.
+func setMode(f *os.File) error {
+	if err := fsq.SetMode(f, 0o660); err != nil && !errors.Is(err, os.ErrPermission) {
+		return err
+	}
+	return nil
+}
+
 // touchClock sets the mtime of .clock to the filesystem's now (created if
 // missing) and returns it.
 func (p *Pool) touchClock() (time.Time, error) {
@@ -126,7 +141,10 @@ func (p *Pool) touchClock() (time.Time, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		var f *os.File
 		if f, err = p.root.OpenFile(filePoolClock, os.O_WRONLY|os.O_CREATE|unix.O_NONBLOCK, 0o660); err == nil {
-			err = f.Close()
+			err = setMode(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
 		}
 	}
 	if err != nil {
@@ -218,16 +236,14 @@ func revalidate(s *master.Session, name string) {
 	}
 }
 
-// mkdirSession makes the session's directory name if it is missing.
+// mkdirSession makes the session's directory name if it is missing (0770
+// whatever the umask: sessionio.MkdirMaster).
 func mkdirSession(s *master.Session, name string) error {
 	r, err := sessionio.Of(s).Root()
 	if err != nil {
 		return err
 	}
-	if err := r.Mkdir(name, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	return nil
+	return sessionio.MkdirMaster(r, name)
 }
 
 // claim renames the session file from to to (false, nil: from is gone,
@@ -289,7 +305,10 @@ func linkNew(r *fsq.Root, name string, data []byte) (bool, error) {
 		return false, err
 	}
 	tmp := r.RelOf(f.Name())
-	_, err = f.Write(data)
+	err = fsq.SetMode(f, 0o660) // A forward record or an affinity pin: 0660 whatever the umask.
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

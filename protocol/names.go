@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 )
@@ -36,6 +37,28 @@ const (
 
 // Dirs lists every directory of a session, in creation order.
 var Dirs = []string{DirQueue, DirInflight, DirResult, DirOutput, DirCtl, DirAck, DirState, DirLog, DirSeq, DirRejected, DirArchive, DirTmp}
+
+// IsMasterDir reports whether d is a session directory masters write into
+// (queue/, ctl/, seq/, state/).
+func IsMasterDir(d string) bool {
+	return d == DirQueue || d == DirCtl || d == DirSeq || d == DirState
+}
+
+// DirMode is the mode of the session directory d ("" for the session
+// directory itself; PROTOCOL.md section 20): 0700 in a private session;
+// in a group-shared one (shared: setgid on the session directory) 2770
+// for the session directory and those masters write into, 2750 for the
+// runner's own. The runner makes its directories so and refuses a group
+// writable one where it differs; a master that makes one uses it too.
+func DirMode(d string, shared bool) fs.FileMode {
+	switch {
+	case !shared:
+		return 0o700
+	case d == "" || IsMasterDir(d):
+		return 0o770 | fs.ModeSetgid
+	}
+	return 0o750 | fs.ModeSetgid
+}
 
 // MaxCmdIDLen is the longest cmd_id accepted.
 const MaxCmdIDLen = 128

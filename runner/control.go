@@ -257,7 +257,7 @@ func (r *Runner) beginStop(mode protocol.StopMode, why string) bool {
 	if !r.stop.begin(mode, why) {
 		return false
 	}
-	r.log.Info("stopping", "mode", mode, "why", why)
+	r.log.Info("stopping", "mode", mode, "why", r.logReason(why))
 	if mode == protocol.StopForce && r.cur != nil {
 		r.interrupt(protocol.StatusCancelled, protocol.ReasonForceStop, "force stop ("+why+")", protocol.PolicyTerminateSession)
 	}

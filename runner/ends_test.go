@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -265,6 +266,7 @@ func TestRecoveredRangeReplays(t *testing.T) {
 		return len(outs) > 0
 	})
 	old := h.state().SessionID
+	killedAt := time.Now()
 	p.Kill()
 	checkNoOrphans(t, dir)
 	lastOut := *outs[len(outs)-1].SpoolEnd
@@ -293,6 +295,15 @@ func TestRecoveredRangeReplays(t *testing.T) {
 	}
 	if begin == nil || end == nil || begin.SpoolStart == nil || *begin.SpoolStart == 0 {
 		t.Fatalf("begin %+v end %+v", begin, end)
+	}
+	// Issue 43.4 and 43.5: it began at its cmd_begin and ran until its
+	// runner's last sign of life (its last heartbeat or spool write, both
+	// before the kill), not until the recovery; it names what it ran.
+	if !r.StartTS.Equal(begin.TS.Time) || r.EndTS.Before(r.StartTS.Time) || r.EndTS.After(killedAt) {
+		t.Errorf("result %v..%v, want from the cmd_begin's %v to at most the kill at %v", r.StartTS, r.EndTS, begin.TS, killedAt)
+	}
+	if sha, _ := begin.Detail["payload_sha256"].(string); sha == "" || r.PayloadSHA256 != sha {
+		t.Errorf("payload_sha256 %q, the cmd_begin says %q", r.PayloadSHA256, sha)
 	}
 	if r.SpoolStart != *begin.SpoolStart || r.SpoolEnd < lastOut {
 		t.Errorf("result range %d..%d, want from the cmd_begin's %d to at least the last cmd_output's end %d",

@@ -94,6 +94,10 @@ type runStatus struct {
 	// first turn of the loop).
 	shown    protocol.Phase
 	shownWhy string
+	// logged is the last long reason the log gave whole (logReason): a
+	// failure quoting the tool's last lines is logged once, not again by
+	// each line that follows from it.
+	logged   string
 	dirty    bool      // state.json is to be rewritten
 	writeAt  time.Time // when a dirty state.json is rewritten (zero: not scheduled)
 	beats    int64

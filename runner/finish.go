@@ -65,7 +65,9 @@ func (r *Runner) onResult(d resultDone) {
 	case jobRejected:
 		r.queue.rejected++
 		r.event(protocol.Event{Event: protocol.EvRejected, CmdID: res.CmdID, Seq: res.Seq, Status: res.Status,
-			ExitReason: res.ExitReason, Detail: map[string]any{"file": j.cmdFile, "error": res.Error.Message, "code": res.Error.Code}})
+			// The file as it was queued, as the result's context.file names
+			// it (PROTOCOL.md 7), not inflight/ where the runner held it.
+			ExitReason: res.ExitReason, Detail: map[string]any{"file": rel(protocol.DirQueue, j.name), "error": res.Error.Message, "code": res.Error.Code}})
 	case jobRecovered:
 		r.onRecovered(j, d.existed)
 	}

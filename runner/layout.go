@@ -20,9 +20,6 @@ import (
 // directories masters write are 2770, the runner's own 2750, and the
 // runner's files 0640. Otherwise it is private: 0700 and 0600.
 
-// masterDirs are the session directories masters write into.
-var masterDirs = map[string]bool{protocol.DirQueue: true, protocol.DirCtl: true, protocol.DirSeq: true, protocol.DirState: true}
-
 // ErrUntrusted reports a session directory the runner refuses to serve:
 // someone other than its owner could make it run commands.
 var ErrUntrusted = errors.New("runner: refusing an unsafe session directory")
@@ -68,15 +65,7 @@ type perms struct {
 	file   os.FileMode // runner files
 }
 
-func (p perms) dir(d string) os.FileMode {
-	switch {
-	case !p.shared:
-		return 0o700
-	case masterDirs[d]:
-		return 0o770 | fs.ModeSetgid
-	}
-	return 0o750 | fs.ModeSetgid
-}
+func (p perms) dir(d string) os.FileMode { return protocol.DirMode(d, p.shared) }
 
 // createSession creates the session directory itself (its parent must
 // exist) if it is missing, with mode 0700.
@@ -251,7 +240,7 @@ func checkSubdirInfo(root *fsq.Root, d string, fi os.FileInfo, p perms, euid int
 		return fmt.Errorf("%w: %s/ is %s, not a directory: remove it (the runner recreates it)", ErrUntrusted, d, fileKind(fi))
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if ok && int(st.Uid) != euid && !(p.shared && masterDirs[d]) {
+	if ok && int(st.Uid) != euid && !(p.shared && protocol.IsMasterDir(d)) {
 		return fmt.Errorf("%w: %s is owned by uid %d, not by the runner's uid %d: remove it (the runner recreates it) or chown it",
 			ErrUntrusted, path, st.Uid, euid)
 	}
@@ -259,7 +248,7 @@ func checkSubdirInfo(root *fsq.Root, d string, fi os.FileInfo, p perms, euid int
 	switch {
 	case mode&0o002 != 0:
 		return fmt.Errorf("%w: %s is writable by others (mode %v): chmod o-w %s", ErrUntrusted, path, mode.Perm(), path)
-	case mode&0o020 != 0 && !(p.shared && masterDirs[d]):
+	case mode&0o020 != 0 && !(p.shared && protocol.IsMasterDir(d)):
 		return fmt.Errorf("%w: %s is writable by its group (mode %v), and only the runner may write it: chmod g-w %s",
 			ErrUntrusted, path, mode.Perm(), path)
 	}

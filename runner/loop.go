@@ -186,7 +186,8 @@ func (r *Runner) onBeat() {
 		r.disk.remakeBallast()
 	}
 	r.flushBuffers()
-	r.reportProgress() // progress.go
+	r.keepRunningOutput() // outputwatch.go
+	r.reportProgress()    // progress.go
 	if r.id.network && r.status.beats%2 == 0 {
 		r.touchInputs()
 	}
@@ -257,7 +258,7 @@ func (r *Runner) shutdown() error {
 		detail["error"] = e
 	}
 	r.event(protocol.Event{Event: protocol.EvRunnerStop, Detail: detail})
-	r.log.Info("runner stopped", "reason", reason, "commands_done", r.status.cmdsDone)
+	r.log.Info("runner stopped", "reason", r.logReason(reason), "commands_done", r.status.cmdsDone)
 	r.metrics.close()
 	if err := r.tool.gaveUpErr(); err != nil {
 		return err

@@ -71,6 +71,50 @@ func TestOutputMovedRebuilt(t *testing.T) {
 	}
 }
 
+// output/ moved out of the session while a command prints: the runner
+// stops writing to the moved file at the next heartbeat, rebuilds the file
+// in output/ and writes there from then on (issue 43.7: it appended to the
+// moved file through its descriptor until the command ended). The command
+// prints until the test says stop, so the heartbeat comes whatever the
+// load; the moved file does not grow after the warning event.
+func TestOutputMovedNotWrittenOutside(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t).start()
+	h.result(h.submit("expr 1"))
+	h.noCheck = true // Command 1's output goes with output/.
+	flag := filepath.Join(t.TempDir(), "stop")
+	a := h.submit(fmt.Sprintf(`set n 0; while {![file exists {%s}]} {puts "line [incr n]"; flush stdout; after 20}; puts done`, flag))
+	waitOutputStarted(h, a)
+	moved := filepath.Join(t.TempDir(), "moved")
+	must(t, os.Rename(filepath.Join(h.dir, protocol.DirOutput), moved))
+	h.waitFor("the output_rebuilt warning of a running command", func() bool {
+		for _, e := range h.events() {
+			if e.Event == protocol.EvWarning && e.CmdID != "" && e.Detail["output_rebuilt"] != nil &&
+				strings.Contains(fmt.Sprint(e.Detail["why"]), "from now on") {
+				return true
+			}
+		}
+		return false
+	})
+	fi, err := os.Stat(filepath.Join(moved, protocol.OutputName(a)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.WriteFile(flag, nil, 0o600))
+	r := h.result(a)
+	if r.Status != protocol.StatusOK {
+		t.Fatalf("%+v %+v", r, r.Error)
+	}
+	if after, err := os.Stat(filepath.Join(moved, protocol.OutputName(a))); err != nil || after.Size() != fi.Size() {
+		t.Errorf("the moved file grew after the warning: %d bytes then, %v now (%v)", fi.Size(), after, err)
+	}
+	b, err := os.ReadFile(filepath.Join(h.dir, r.OutputPath))
+	if err != nil || !strings.HasPrefix(string(b), "line 1\nline 2\n") || !strings.HasSuffix(string(b), "done\n") ||
+		int64(len(b)) != r.Stats.Bytes || int64(len(b)) <= fi.Size() {
+		t.Fatalf("output in the session: %d bytes (%v), result %d, moved %d", len(b), err, r.Stats.Bytes, fi.Size())
+	}
+}
+
 // When the output cannot be put back (output/ moved away together with
 // archive/: two directories lost at once are not made again), the result
 // says plainly that it is gone: an io_error naming the file and the bytes

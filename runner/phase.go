@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -63,6 +64,23 @@ func (t *toolLife) shows(cmd bool) (protocol.Phase, string) {
 	return protocol.PhaseIdle, ""
 }
 
+// logReason is why as the log gives it: whole the first time, and where
+// it contains the reason the log gave whole last (a failed start's, with
+// the tool's last lines), that part said as "(as above)": a wrong --kind
+// logged its reason eight times, in the failed start, the error phase
+// entered and left per start, the give-up, the stop and the runner's end
+// (issue 43.7). Events, state.json and the exit message keep it whole.
+func (r *Runner) logReason(why string) string {
+	const long = 40 // Shorter reasons are said whole every time.
+	if last := r.status.logged; last != "" && strings.Contains(why, last) {
+		return strings.Replace(why, last, "(as above)", 1)
+	}
+	if len(why) > long {
+		r.status.logged = why
+	}
+	return why
+}
+
 // showPhase notices a change of the derived phase, once per turn of the
 // loop and at each step of shutdown: state.json is marked for rewriting
 // (busy/idle flips are coalesced by the loop; any other phase is written
@@ -75,7 +93,7 @@ func (r *Runner) showPhase() {
 	r.status.shown, r.status.shownWhy = p, why
 	r.status.dirty = true
 	if p == protocol.PhaseError {
-		r.log.Error("runner in error phase", "reason", why)
+		r.log.Error("runner in error phase", "reason", r.logReason(why))
 	}
 	if p != protocol.PhaseBusy && p != protocol.PhaseIdle && r.watcher != nil {
 		r.writeState()

@@ -11,6 +11,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -104,7 +105,7 @@ func (r *Runner) recover() error {
 		// missed) the writer finds it there and keeps it.
 		if !have[name] {
 			r.log.Warn("recovered an interrupted command", "name", name)
-			r.describeInterrupted(job.res, name)
+			r.describeInterrupted(&job)
 		}
 		r.submitResult(job)
 	}
@@ -276,9 +277,12 @@ const metaScanWindow = 16 << 20
 // openBegin is a cmd_begin without its cmd_end in a dead runner's log:
 // where the command's spool range starts, the end of its last cmd_output,
 // and the spool_start of the next cmd_begin in the log (-1: none began
-// after it).
+// after it); when it began (the event's ts) and the payload_sha256 it
+// names.
 type openBegin struct {
 	start, end, next int64
+	ts               protocol.Time
+	payloadSHA       string
 }
 
 // unendedBegins lists the commands whose cmd_begin has no cmd_end in the
@@ -321,7 +325,8 @@ func unendedBegins(root *fsq.Root, name string) map[beginKey]*openBegin {
 			for _, ob := range waiting { // Each begin is waited on once: linear in the log.
 				ob.next = at
 			}
-			ob := &openBegin{start: at, end: at, next: -1}
+			ob := &openBegin{start: at, end: at, next: -1, ts: e.TS}
+			ob.payloadSHA, _ = e.Detail["payload_sha256"].(string)
 			open[k], waiting = ob, append(waiting[:0], ob)
 		case protocol.EvCmdOutput:
 			if ob := open[k]; ob != nil && e.SpoolEnd != nil {
@@ -460,16 +465,34 @@ func (r *Runner) recoveredEnd(k beginKey, res *protocol.Result) {
 // from meta.log and session.out (PROTOCOL.md §22): the spool range from
 // its cmd_begin's spool_start to where the next command began, or to the
 // end of the spool when it was the last to begin (never short of its last
-// cmd_output), and the output file's path, size, lines and sha256 as the
-// file holds them. A command whose cmd_begin is not in the log keeps 0..0;
-// one without an output file keeps no output_path.
-func (r *Runner) describeInterrupted(res *protocol.Result, name string) {
+// cmd_output), its start_ts (when its cmd_begin was written) and
+// payload_sha256 (as its cmd_begin named it), and the output file's path,
+// size, lines and sha256 as the file holds them. A command whose
+// cmd_begin is not in the log keeps 0..0, and the recovery's time as its
+// start (it never began as far as the log knows); the writer hashes its
+// payload from the command file then (job.text). One without an output
+// file keeps no output_path.
+func (r *Runner) describeInterrupted(job *resultJob) {
+	res, name := job.res, job.name
 	if ob := r.queue.openBegins[beginKey{res.Seq, res.CmdID}]; ob != nil {
 		end := ob.next
 		if end < 0 {
 			end = r.disk.spoolSize
 		}
 		res.SpoolStart, res.SpoolEnd = ob.start, max(end, ob.end, ob.start)
+		res.StartTS, res.PayloadSHA256 = ob.ts, ob.payloadSHA
+		if last := r.lastSign(); !ob.ts.IsZero() && last.After(ob.ts.Time) {
+			// It ran until its runner died, as far as anything knows: the
+			// time after that is the dead runner's, not the command's (the
+			// report draws it apart, issue 43.5).
+			if now := r.clk.Now(); last.After(now) {
+				last = now
+			}
+			res.EndTS = protocol.Time{Time: last}
+		}
+	}
+	if res.PayloadSHA256 == "" {
+		job.text = r.payloadOf(job.cmdFile)
 	}
 	out := rel(protocol.DirOutput, protocol.OutputName(name))
 	f, err := r.root.OpenRegular(out)
@@ -495,6 +518,37 @@ func (r *Runner) describeInterrupted(res *protocol.Result, name string) {
 	res.OutputPath = out
 	res.Stats.Bytes, res.Stats.Lines = n, lines
 	res.OutputSHA256 = hex.EncodeToString(sum.Sum(nil))
+}
+
+// lastSign is when the dead runner was last seen alive: the later of its
+// last heartbeat (state/heartbeat.json's timestamp, which this runner has
+// not rewritten yet) and its last write to the spool (log/session.out's
+// mtime); zero when neither can be read.
+func (r *Runner) lastSign() time.Time {
+	var last time.Time
+	if hb, err := readHeartbeat(r.root, protocol.FileHeartbeat); err == nil {
+		last = hb.Timestamp.Time
+	}
+	if fi, err := r.root.Lstat(protocol.FileSpool); err == nil && fi.ModTime().After(last) {
+		last = fi.ModTime()
+	}
+	return last
+}
+
+// payloadOf is the payload of the command file name ("" when it cannot be
+// read or parsed): the one payload_sha256 of a recovered result hashes.
+func (r *Runner) payloadOf(name string) string {
+	data, _, err := r.root.ReadFile(name, protocol.MaxCommandSize)
+	if err != nil {
+		return ""
+	}
+	var c struct {
+		Payload string `json:"payload"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return ""
+	}
+	return c.Payload
 }
 
 // lastRunnerStopped reports whether the event log's last complete line is

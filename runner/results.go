@@ -761,32 +761,7 @@ func (w *resultWriter) rebuildOutput(j *resultJob, size int64) (*os.File, error)
 	if _, err := root.Lstat(protocol.DirOutput); errors.Is(err, os.ErrNotExist) && !w.recreate(protocol.DirOutput) {
 		return nil, fmt.Errorf("%s/ is gone and was not made again: %w", protocol.DirOutput, w.cfg.hold.mayRecreate(root, protocol.DirOutput))
 	}
-	src, err := readerOf(j.out)
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
-	tmp, err := root.CreateTemp(protocol.DirTmp, ".output-", w.cfg.filePerm)
-	if err != nil {
-		return nil, err
-	}
-	tmpName := root.RelOf(tmp.Name())
-	n, err := io.Copy(tmp, io.NewSectionReader(src, 0, size))
-	if err == nil && n != size {
-		err = fmt.Errorf("read %d of %d bytes back", n, size)
-	}
-	if err == nil {
-		err = chmodIfNeeded(tmp, w.cfg.filePerm)
-	}
-	if err == nil {
-		err = root.Rename(tmpName, j.res.OutputPath)
-	}
-	if err != nil {
-		tmp.Close()
-		root.RemoveOrLater(tmpName)
-		return nil, err
-	}
-	return tmp, nil
+	return copyOutput(root, j.out, size, j.res.OutputPath, w.cfg.filePerm)
 }
 
 // readerOf opens the file f for reading: f itself where it was opened for

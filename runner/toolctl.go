@@ -349,7 +349,7 @@ func (r *Runner) restartAfterDeath(hadCmd bool) {
 // alive, is killed (its exit then counts the failure); otherwise the
 // failure counts at once.
 func (r *Runner) startFailed(why string) {
-	r.log.Error("the tool failed to start", "reason", why)
+	r.log.Error("the tool failed to start", "reason", r.logReason(why))
 	if r.tool.sess != nil {
 		r.kill(true, why) // phaseKilling's failure: phase error, for why.
 		return
@@ -399,7 +399,7 @@ func backoff(n int) time.Duration {
 func (r *Runner) giveUp(last string) {
 	why := r.tool.giveUp(r.cfg.RestartWindow, max(r.cfg.MaxRestarts, 0), last)
 	r.stop.err = &protocol.Error{Code: protocol.CodeToolStartFailed, Message: why}
-	r.log.Error("giving up", "reason", why)
+	r.log.Error("giving up", "reason", r.logReason(why))
 	r.requestStop(protocol.StopGraceful, why)
 }
 

@@ -14,7 +14,9 @@
 // without a partner in the other run is a difference too, except that an
 // unmatched command of A and one of B in the same place (between the same
 // matched neighbours, in order) are one edited step: a "payload"
-// difference, compared as a pair. Lines matching Options.Ignore (dates,
+// difference, compared as a pair. So are two with the same trace_id and
+// labels, wherever they sit, and in pool runs two whose places overlap
+// (steps submitted concurrently interleave differently from run to run). Lines matching Options.Ignore (dates,
 // hosts, pids) are left out of values and outputs before they are
 // compared. Durations are reported, never a difference. Commands still
 // running are ignored.
@@ -26,6 +28,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -178,7 +181,8 @@ func CompareRuns(a, b Run, opt Options) *Result {
 		seen[k]++
 		occA[i] = seen[k]
 	}
-	edits := editedSteps(partnerA, partnerB)
+	edits := editedSteps(partnerA, partnerB, cmp.pool)
+	editedByCorrelation(listA, listB, partnerA, partnerB, edits)
 	var matched []Pair
 	for i, ca := range listA {
 		p := Pair{Payload: head(ca), Occurrence: occA[i], A: cmp.side(ca, ownA)}
@@ -247,11 +251,48 @@ func correlation(c *history.Command) string {
 	return b.String()
 }
 
+// editedByCorrelation pairs, before any pairing by place, the unmatched
+// commands of A and B that carry the same trace_id and labels: one step
+// of the flow whose payload changed, wherever it sits (edits maps A's
+// index to B's; pairs by place that cross these are undone).
+func editedByCorrelation(listA, listB []*history.Command, partnerA, partnerB []int, edits map[int]int) {
+	waiting := map[string][]int{}
+	for j, c := range listB {
+		if k := correlation(c); partnerB[j] < 0 && k != "" {
+			waiting[k] = append(waiting[k], j)
+		}
+	}
+	byB := map[int]int{}
+	for i, j := range edits {
+		byB[j] = i
+	}
+	for i, c := range listA {
+		k := correlation(c)
+		if partnerA[i] >= 0 || k == "" || len(waiting[k]) == 0 {
+			continue
+		}
+		j := waiting[k][0]
+		waiting[k] = waiting[k][1:]
+		if old, ok := edits[i]; ok {
+			delete(byB, old)
+		}
+		if other, ok := byB[j]; ok {
+			delete(edits, other)
+		}
+		edits[i], byB[j] = j, i
+	}
+}
+
 // editedSteps pairs the unmatched commands of A with those of B that sit
 // in the same place: after the same matched pair (the last matched command
 // before each, in its own run, belongs to the same pair; or none before
-// either), first with first. It maps A's index to B's.
-func editedSteps(partnerA, partnerB []int) map[int]int {
+// either), first with first. It maps A's index to B's. With loose (pool
+// runs, whose commands are taken in submit order across sessions: steps
+// submitted concurrently interleave differently from run to run), an
+// unmatched command left then pairs with one whose place overlaps its own:
+// the matched neighbours around each (the last before and the first
+// after, as indexes of A) span ranges that meet.
+func editedSteps(partnerA, partnerB []int, loose bool) map[int]int {
 	// gap is the A index of the last matched command before i in its run
 	// (partner maps its run to the other; toA turns the partner into A's
 	// index), or -1.
@@ -282,6 +323,41 @@ func editedSteps(partnerA, partnerB []int) map[int]int {
 		if q := waitingB[g]; len(q) > 0 {
 			out[i] = q[0]
 			waitingB[g] = q[1:]
+		}
+	}
+	if !loose {
+		return out
+	}
+	// next is the A index of the first matched command after i in its run,
+	// or len(partnerA) (none: the end).
+	next := func(partner []int, i int, toA bool) int {
+		for k := i + 1; k < len(partner); k++ {
+			if partner[k] >= 0 {
+				if toA {
+					return partner[k]
+				}
+				return k
+			}
+		}
+		return len(partnerA)
+	}
+	var leftB []int // B's unmatched commands the exact places left unpaired, in order
+	for j := range partnerB {
+		if partnerB[j] < 0 && slices.Contains(waitingB[gap(partnerB, j, true)], j) {
+			leftB = append(leftB, j)
+		}
+	}
+	for i := range partnerA {
+		if _, paired := out[i]; paired || partnerA[i] >= 0 {
+			continue
+		}
+		lo, hi := gap(partnerA, i, false), next(partnerA, i, false)
+		for k, j := range leftB {
+			if gap(partnerB, j, true) <= hi && lo <= next(partnerB, j, true) {
+				out[i] = j
+				leftB = slices.Delete(leftB, k, k+1)
+				break
+			}
 		}
 	}
 	return out

@@ -103,3 +103,39 @@ func TestCompareMask(t *testing.T) {
 		t.Errorf("diff %q", d)
 	}
 }
+
+// Pool runs pair an edited step even where concurrent submits interleave
+// the other steps differently (issue 43.6): by its trace id when it has
+// one, wherever it sits; else by a place that overlaps its own. Within
+// one session, a deleted step and an added one elsewhere stay apart.
+func TestComparePoolRunsEditedSteps(t *testing.T) {
+	base := t.TempDir()
+	pool := func(dir string, s0, s1 []traced) diff.Run {
+		return diff.Run{Dir: dir, Sessions: []*history.Session{
+			writeTraced(t, filepath.Join(base, dir, "s00"), s0), writeTraced(t, filepath.Join(base, dir, "s01"), s1)}}
+	}
+	// A: p, x, q, r in submit order; B: p, q, x' (edited), r.
+	a := pool("A", []traced{{"a1", "", "p", "1\n", 0}, {"a3", "", "q", "3\n", 2}}, []traced{{"a2", "", "x", "2\n", 1}, {"a4", "", "r", "4\n", 3}})
+	b := pool("B", []traced{{"b1", "", "p", "1\n", 0}, {"b2", "", "q", "3\n", 1}}, []traced{{"b3", "", "x edited", "2\n", 2}, {"b4", "", "r", "4\n", 3}})
+	r := diff.CompareRuns(a, b, diff.Options{})
+	if r.Edited != 1 || r.OnlyInA != 0 || r.OnlyInB != 0 || len(r.Differences) != 1 || r.Differences[0].PayloadB != "x edited" {
+		t.Errorf("interleaved: edited %d, only in A %d, only in B %d: %+v", r.Edited, r.OnlyInA, r.OnlyInB, r.Differences)
+	}
+	// A traced step, moved far from its place by the interleaving.
+	a = pool("A2", []traced{{"a1", "", "p", "1\n", 0}, {"a2", "flow/x", "x", "2\n", 1}}, []traced{{"a3", "", "q", "3\n", 2}, {"a4", "", "r", "4\n", 3}, {"a5", "", "s", "5\n", 4}})
+	b = pool("B2", []traced{{"b1", "", "p", "1\n", 0}, {"b2", "", "q", "3\n", 1}}, []traced{{"b3", "", "r", "4\n", 2}, {"b4", "", "s", "5\n", 3}, {"b5", "flow/x", "x v2", "2\n", 4}})
+	r = diff.CompareRuns(a, b, diff.Options{})
+	if r.Edited != 1 || r.OnlyInA+r.OnlyInB != 0 || r.Differences[0].A.TraceID != "flow/x" || r.Differences[0].PayloadB != "x v2" {
+		t.Errorf("traced: edited %d, only in A %d, only in B %d: %+v", r.Edited, r.OnlyInA, r.OnlyInB, r.Differences)
+	}
+	// One session: a step removed and another added two places later are
+	// not one edit (the exact place rule, as before).
+	one := func(dir string, cmds []traced) *history.Session {
+		return writeTraced(t, filepath.Join(base, dir), cmds)
+	}
+	sa := one("sA", []traced{{"a1", "", "p", "1\n", 0}, {"a2", "", "x", "2\n", 1}, {"a3", "", "q", "3\n", 2}, {"a4", "", "r", "4\n", 3}})
+	sb := one("sB", []traced{{"b1", "", "p", "1\n", 0}, {"b2", "", "q", "3\n", 1}, {"b3", "", "y", "9\n", 2}, {"b4", "", "r", "4\n", 3}})
+	if r := diff.Compare(sa, sb); r.Edited != 0 || r.OnlyInA != 1 || r.OnlyInB != 1 {
+		t.Errorf("one session: edited %d, only in A %d, only in B %d", r.Edited, r.OnlyInA, r.OnlyInB)
+	}
+}

@@ -45,11 +45,11 @@ type pageData struct {
 }
 
 type summaryRow struct {
-	Name                                 string
-	Total                                bool
-	S                                    Summary
-	Counts                               []int
-	Run, Queue, Busy, Idle, BusyPct, Out string
+	Name                                       string
+	Total                                      bool
+	S                                          Summary
+	Counts                                     []int
+	Run, Queue, Busy, Dead, Idle, BusyPct, Out string
 }
 
 type longRow struct {
@@ -132,7 +132,7 @@ func row(name string, s Summary, total bool) summaryRow {
 	r := summaryRow{Name: name, Total: total, S: s,
 		Run:   fmt.Sprintf("%s / %s / %s", fmtMS(s.Run.P50), fmtMS(s.Run.P90), fmtMS(s.Run.Max)),
 		Queue: "unknown",
-		Busy:  fmtMS(s.BusyMS), Idle: fmtMS(s.IdleMS), Out: fmtBytes(s.OutputBytes), BusyPct: "–"}
+		Busy:  fmtMS(s.BusyMS), Dead: fmtMS(s.DeadMS), Idle: fmtMS(s.IdleMS), Out: fmtBytes(s.OutputBytes), BusyPct: "–"}
 	for _, st := range history.Statuses {
 		r.Counts = append(r.Counts, s.ByStatus[st])
 	}

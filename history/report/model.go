@@ -61,6 +61,12 @@ type Bar struct {
 	Payload    string         `json:"payload"` // its first bytes
 	Error      string         `json:"error,omitempty"`
 	Lane       int            `json:"lane"`
+	// DeadUntil and DeadMS: for a command its runner died running
+	// (runner_restarted), the runner was dead from End (its last sign of
+	// life) until DeadUntil (when the next runner settled it). That time
+	// is neither the command's run (RunMS) nor busy: it is drawn apart.
+	DeadUntil *protocol.Time `json:"dead_until,omitempty"`
+	DeadMS    int64          `json:"dead_ms,omitempty"`
 	// TraceID and Labels are the command's (PROTOCOL.md section 4).
 	TraceID string            `json:"trace_id,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
@@ -87,8 +93,9 @@ type Summary struct {
 	QueueKnown  int            `json:"queue_known"`
 	Longest     []Bar          `json:"longest"` // the ten longest, longest first
 	SpanMS      int64          `json:"span_ms"`
-	BusyMS      int64          `json:"busy_ms"`
-	IdleMS      int64          `json:"idle_ms"`
+	BusyMS      int64          `json:"busy_ms"` // commands running (their runner alive)
+	DeadMS      int64          `json:"dead_ms"` // a runner dead with a command it was running (Bar.DeadMS)
+	IdleMS      int64          `json:"idle_ms"` // the rest: span − busy − dead
 	OutputBytes int64          `json:"output_bytes"`
 }
 
@@ -187,6 +194,10 @@ func bar(c *history.Command, lane int) Bar {
 	b := Bar{CmdID: c.CmdID, Seq: c.Seq, Status: c.Status, Start: protocol.Time{Time: c.Start.UTC()},
 		End: protocol.Time{Time: c.End.UTC()}, RunMS: c.Duration().Milliseconds(), Bytes: c.OutputBytes(),
 		Payload: c.PayloadHead, Lane: lane, TraceID: c.TraceID, Labels: c.Labels}
+	if !c.DeadUntil.IsZero() {
+		b.DeadUntil = &protocol.Time{Time: c.DeadUntil.UTC()}
+		b.DeadMS = c.DeadUntil.Sub(c.End).Milliseconds()
+	}
 	if w := c.QueueWait(); w >= 0 {
 		ms := w.Milliseconds()
 		b.QueueMS = &ms
@@ -239,9 +250,17 @@ func summarize(bars []Bar, span time.Duration) Summary {
 	s.Run, s.Queue, s.QueueKnown = percentiles(run), percentiles(queue), len(queue)
 	for _, lb := range byLane {
 		s.BusyMS += busy(lb).Milliseconds()
+		var dead []Bar // The dead intervals, as bars of their own.
+		for _, b := range lb {
+			if b.DeadUntil != nil {
+				dead = append(dead, Bar{Start: b.End, End: *b.DeadUntil})
+			}
+		}
+		s.DeadMS += busy(dead).Milliseconds()
 	}
 	s.BusyMS = min(s.BusyMS, s.SpanMS)
-	s.IdleMS = s.SpanMS - s.BusyMS
+	s.DeadMS = min(s.DeadMS, s.SpanMS-s.BusyMS)
+	s.IdleMS = s.SpanMS - s.BusyMS - s.DeadMS
 	longest := append([]Bar(nil), bars...)
 	sort.SliceStable(longest, func(i, j int) bool { return longest[i].RunMS > longest[j].RunMS })
 	s.Longest = longest[:min(10, len(longest))]

@@ -266,3 +266,70 @@ func TestSVGControlBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadRunnerTime (issue 43.5): the time a runner was dead with a
+// command it was running is neither the command's run nor busy: its own
+// figure (dead_ms), its own grey slice in the page and the SVG, its own
+// "runner dead" thread in the trace.
+func TestDeadRunnerTime(t *testing.T) {
+	s := &history.Session{Dir: "/sessions/d", Name: "d", Events: map[string]int{}}
+	res := func(st protocol.Status, why protocol.ExitReason) *protocol.Result {
+		return &protocol.Result{Status: st, ExitReason: why}
+	}
+	s.Commands = []*history.Command{
+		{Name: "cmd_1_c1.json", CmdID: "c1", Seq: 1, Status: history.StatusRunnerRestarted,
+			Result: res(protocol.StatusError, protocol.ReasonRunnerRestarted),
+			Start:  t0, End: t0.Add(6 * time.Second), DeadUntil: t0.Add(65 * time.Second)},
+		{Name: "cmd_2_c2.json", CmdID: "c2", Seq: 2, Status: history.StatusOK, Result: res(protocol.StatusOK, protocol.ReasonMarkerSeen),
+			Start: t0.Add(66 * time.Second), End: t0.Add(68 * time.Second)},
+	}
+	s.Start, s.End = t0, t0.Add(70*time.Second)
+	m := report.Build([]*history.Session{s}, report.Options{Now: t0})
+	sm := m.Summary
+	if sm.Run.Max != 6000 || sm.BusyMS != 8000 || sm.DeadMS != 59000 || sm.IdleMS != 70000-8000-59000 {
+		t.Errorf("run max %d, busy %d, dead %d, idle %d; want 6000, 8000, 59000, 3000", sm.Run.Max, sm.BusyMS, sm.DeadMS, sm.IdleMS)
+	}
+	b := m.Lanes[0].Commands[0]
+	if b.RunMS != 6000 || b.DeadMS != 59000 || b.DeadUntil == nil || !b.DeadUntil.Equal(t0.Add(65*time.Second)) {
+		t.Errorf("bar %+v", b)
+	}
+	var tr bytes.Buffer
+	if err := report.WriteTrace(&tr, m); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []struct {
+			Name, Cat, Ph string
+			TS, Dur       float64
+			TID           int
+		}
+	}
+	if err := json.Unmarshal(tr.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var run, dead int
+	for _, e := range doc.TraceEvents {
+		switch {
+		case e.Ph == "X" && e.Name == "c1":
+			run++
+			if e.Dur != 6e6 {
+				t.Errorf("c1's slice lasts %gµs, want 6e6", e.Dur)
+			}
+		case e.Ph == "X" && e.Cat == "dead":
+			dead++
+			if e.Name != "runner dead" || e.TS != 6e6 || e.Dur != 59e6 {
+				t.Errorf("dead slice %+v", e)
+			}
+		}
+	}
+	if run != 1 || dead != 1 {
+		t.Errorf("%d c1 slices, %d dead slices; want 1 each", run, dead)
+	}
+	var page bytes.Buffer
+	if err := report.WriteHTML(&page, m); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), `class="dead"`) || !strings.Contains(page.String(), "runner dead for 59.0s") {
+		t.Errorf("the page draws no dead slice")
+	}
+}

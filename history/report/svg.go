@@ -272,6 +272,26 @@ func (s *svgWriter) bars(li int, y0 float64, l *Lane) {
 			fmt.Fprintln(s.w, `</rect>`)
 		}
 	}
+	// The time a runner was dead with a command it was running: grey,
+	// after the command's bar, never part of it (issue 43.5).
+	for _, b := range l.Commands {
+		if b.DeadUntil == nil {
+			continue
+		}
+		x := s.x(b.End.Time)
+		wd := max(s.x(b.DeadUntil.Time)-x, minMarkedW)
+		fmt.Fprintf(s.w, `<rect class="dead" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s</title></rect>`+"\n",
+			f2(x), f1(y0+barTop), f2(wd), f1(barHeight), deadColor, esc(deadText(b)))
+	}
+}
+
+// deadColor is the colour of a dead runner's time.
+const deadColor = "#c7c7c7"
+
+// deadText is the hover text of a dead runner's time.
+func deadText(b Bar) string {
+	return fmt.Sprintf("runner dead for %s while running %s (seq %d): from its last sign of life %s until the next runner settled it %s",
+		fmtMS(b.DeadMS), b.CmdID, b.Seq, b.End.UTC().Format("15:04:05.000"), b.DeadUntil.UTC().Format("15:04:05.000"))
 }
 
 // barText is a bar's hover text.
@@ -408,6 +428,8 @@ func (s *svgWriter) legend(y float64) {
 	fmt.Fprintf(s.w, `<path d="M%s 5H%s" class="w"/><text x="%s" y="9">queue wait</text>`, f1(x), f1(x+14), f1(x+17))
 	x += 90
 	fmt.Fprintf(s.w, `<rect x="%s" y="0" width="12" height="10" class="q"/><text x="%s" y="9">queue depth</text>`, f1(x), f1(x+15))
+	x += 100
+	fmt.Fprintf(s.w, `<rect x="%s" y="0" width="12" height="10" fill="%s"/><text x="%s" y="9">runner dead</text>`, f1(x), deadColor, f1(x+15))
 	x, y2 := 6.0, 24.0
 	for _, st := range markStyle {
 		fmt.Fprintf(s.w, `<path d="M%s %sl-4 -7h8z" fill="%s"/><text x="%s" y="%s">%s</text>`, f1(x+4), f1(y2+1), st.color, f1(x+11), f1(y2), st.label)

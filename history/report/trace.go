@@ -38,6 +38,7 @@ const (
 	traceRun        = 1
 	traceQueue      = 2
 	traceMarks      = 3
+	traceDead       = 4   // "runner dead": a runner dead with a command it was running (Bar.DeadUntil)
 	traceRunMore    = 100 // + k: "commands k+1"
 	traceQueueMore  = 200 // + k: "queue wait k+1"
 	maxQueueThreads = 16
@@ -91,7 +92,8 @@ func WriteTrace(w io.Writer, m *Model) error {
 			traceEvent{Name: "process_name", Ph: "M", PID: pid, Args: map[string]any{"name": l.Name}},
 			traceEvent{Name: "thread_name", Ph: "M", PID: pid, TID: traceRun, Args: map[string]any{"name": "commands"}},
 			traceEvent{Name: "thread_name", Ph: "M", PID: pid, TID: traceQueue, Args: map[string]any{"name": "queue wait"}},
-			traceEvent{Name: "thread_name", Ph: "M", PID: pid, TID: traceMarks, Args: map[string]any{"name": "events"}})
+			traceEvent{Name: "thread_name", Ph: "M", PID: pid, TID: traceMarks, Args: map[string]any{"name": "events"}},
+			traceEvent{Name: "thread_name", Ph: "M", PID: pid, TID: traceDead, Args: map[string]any{"name": "runner dead"}})
 		bars := append([]Bar(nil), l.Commands...)
 		sort.SliceStable(bars, func(i, j int) bool { return bars[i].Start.Before(bars[j].Start.Time) })
 		run := threads{max: maxRunThreads}
@@ -134,6 +136,14 @@ func WriteTrace(w io.Writer, m *Model) error {
 			}
 			evs = append(evs, traceEvent{Name: name, Cat: b.Status, Ph: "X", TS: us(b.Start.Time),
 				Dur: dur(end.Sub(b.Start.Time)), PID: pid, TID: tid, Args: args})
+			if b.DeadUntil != nil && b.DeadUntil.After(end) {
+				// Its own kind of slice, on its own thread: the runner
+				// was dead, the command no longer ran (one death at a
+				// time, so none overlap).
+				evs = append(evs, traceEvent{Name: "runner dead", Cat: "dead", Ph: "X", TS: us(end),
+					Dur: dur(b.DeadUntil.Sub(end)), PID: pid, TID: traceDead,
+					Args: map[string]any{"cmd_id": b.CmdID, "seq": b.Seq, "dead_ms": b.DeadMS}})
+			}
 		}
 		evs = append(evs, queueEvents(pid, bars, us, dur)...)
 		for _, mk := range l.Marks {

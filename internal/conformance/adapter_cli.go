@@ -125,24 +125,25 @@ func (a *cliAd) runPool(sub string, args ...string) (int, []byte, string) {
 func (a *cliAd) do(st step) map[string]any {
 	switch st["op"] {
 	case "pool_submit":
-		args := []string{}
-		if st["id"] != "" {
-			args = append(args, "--id", st["id"])
+		args := commandArgs(st)
+		if st["affinity"] != "" {
+			args = append(args, "--affinity", st["affinity"])
 		}
-		if st["trace_id"] != "" {
-			args = append(args, "--trace-id", st["trace_id"])
-		}
-		if st["labels"] != "" {
-			for _, kv := range strings.Split(st["labels"], ",") {
-				args = append(args, "--label", kv)
-			}
-		}
-		code, out, stderr := a.runPool("submit", append(args, st["payload"])...)
+		code, out, stderr := a.runPool("submit", append(args, "--", st["payload"])...)
 		m := doc(out)
 		if code != 0 {
 			return errOutcome(code, m, stderr)
 		}
 		return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": m["cmd_id"], "session": m["session"]}
+	case "pool_heal":
+		code, out, stderr := a.runPool("heal")
+		m := doc(out)
+		if code != 0 {
+			return errOutcome(code, m, stderr)
+		}
+		rep, _ := m["report"].(map[string]any)
+		moved, _ := rep["moved"].([]any)
+		return map[string]any{"outcome": "ok", "exit": 0, "moved": len(moved)}
 	case "pool_wait":
 		args := []string{}
 		if v := st["wait_timeout_ms"]; v != "" {
@@ -151,22 +152,7 @@ func (a *cliAd) do(st step) map[string]any {
 		code, out, stderr := a.runPool("wait", append(args, st["id"])...)
 		return a.ofResultDoc(code, doc(out), stderr)
 	case "submit", "run":
-		args := []string{"submit"}
-		if st["id"] != "" {
-			args = append(args, "--id", st["id"])
-		}
-		if v := st["timeout_ms"]; v != "" {
-			args = append(args, "--timeout", v+"ms")
-		}
-		if v := st["trace_id"]; v != "" {
-			args = append(args, "--trace-id", v)
-		}
-		if v := st["max_output_bytes"]; v != "" {
-			args = append(args, "--max-output-bytes", v)
-		}
-		for k, v := range labelsOf(st["labels"]) {
-			args = append(args, "--label", k+"="+v)
-		}
+		args := append([]string{"submit"}, commandArgs(st)...)
 		if st["op"] == "run" {
 			args = append(append(args, "--wait"), waitArgs(st)...)
 		}
@@ -223,6 +209,9 @@ func (a *cliAd) do(st step) map[string]any {
 			if v := st["expect_timeout_ms"]; v != "" {
 				args = append(args, "--expect-timeout", v+"ms")
 			}
+			if v, raw := st["expect_timeout"]; raw {
+				args = append(args, "--expect-timeout", v)
+			}
 			if st["secret"] == "1" {
 				args = append(args, "--secret")
 			}
@@ -264,14 +253,18 @@ func (a *cliAd) do(st step) map[string]any {
 		res["exit"], res["reply"] = code, pick(m, "resume_cursor")
 		return res
 	case "lease":
+		ttl := st["ttl_ms"] + "ms"
+		if v, raw := st["ttl"]; raw {
+			ttl = v
+		}
 		if st["keep"] != "1" {
-			code, out, stderr := a.run("lease", "--ttl", st["ttl_ms"]+"ms")
+			code, out, stderr := a.run("lease", "--ttl", ttl)
 			if code != 0 {
 				return errOutcome(code, doc(out), stderr)
 			}
 			return map[string]any{"outcome": "ok", "exit": 0}
 		}
-		a.lease = exec.Command(a.bin, "lease", "--session", a.dir, "--ttl", st["ttl_ms"]+"ms", "--keep")
+		a.lease = exec.Command(a.bin, "lease", "--session", a.dir, "--ttl", ttl, "--keep")
 		a.lease.Stderr = os.Stderr
 		if err := a.lease.Start(); err != nil {
 			return map[string]any{"outcome": "io_error", "exit": 10, "message": err.Error()}
@@ -347,6 +340,24 @@ func (a *cliAd) do(st step) map[string]any {
 		return map[string]any{"outcome": "ready", "exit": 0}
 	}
 	return map[string]any{"outcome": "usage", "exit": 2}
+}
+
+// commandArgs are the flags of a step's command options, the same for
+// master submit and master pool submit (one table: commandFlags): raw
+// values (timeout_s, max_output_bytes) as they are.
+func commandArgs(st step) []string {
+	var args []string
+	for _, f := range []struct{ key, flag, unit string }{{"id", "--id", ""}, {"timeout_ms", "--timeout", "ms"},
+		{"timeout_s", "--timeout", ""}, {"cancel_policy", "--cancel-policy", ""}, {"trace_id", "--trace-id", ""},
+		{"max_output_bytes", "--max-output-bytes", ""}} {
+		if v, ok := st[f.key]; ok {
+			args = append(args, f.flag, v+f.unit)
+		}
+	}
+	for k, v := range labelsOf(st["labels"]) {
+		args = append(args, "--label", k+"="+v)
+	}
+	return args
 }
 
 // pick is the keys of m that are there (none of them: an empty map).

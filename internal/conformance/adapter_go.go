@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -50,6 +52,32 @@ func (s step) ms(k string) time.Duration {
 func (s step) int64(k string) int64 {
 	n, _ := strconv.ParseInt(s[k], 10, 64)
 	return n
+}
+
+// notExpressible is the outcome of a raw value (timeout_s, ttl, cols...)
+// that Go's typed API cannot take: a caller's code holding it would not
+// compile, so the adapter refuses it as the other masters refuse it at
+// run time (usage, exit 2).
+func notExpressible(k, v string) map[string]any {
+	return map[string]any{"outcome": "usage", "exit": 2, "message": fmt.Sprintf("%s %q: not a value of its Go type", k, v)}
+}
+
+// seconds is the raw value of k, in seconds, as the time.Duration a Go
+// caller passes; ok false when no Duration holds it (not a number,
+// infinite, NaN, out of range). A negative number is kept: the master
+// judges it.
+func (s step) seconds(k string) (d time.Duration, ok bool) {
+	f, err := strconv.ParseFloat(s[k], 64)
+	if err != nil || math.IsNaN(f) || math.Abs(f) > math.MaxInt64/1e9 {
+		return 0, false
+	}
+	return time.Duration(f * 1e9), true
+}
+
+// integer is the raw value of k as a Go int64; ok false when none holds it.
+func (s step) integer(k string) (int64, bool) {
+	n, err := strconv.ParseInt(s[k], 10, 64)
+	return n, err == nil
 }
 
 // serve runs an adapter loop: one step per stdin line, one JSON outcome per
@@ -164,8 +192,11 @@ func (a *goAd) do(st step) map[string]any {
 	defer cancel()
 	switch st["op"] {
 	case "submit", "run":
-		c, err := s.Submit(ctx, st["payload"], master.SubmitOptions{CmdID: st["id"], Timeout: st.ms("timeout_ms"),
-			TraceID: st["trace_id"], Labels: labelsOf(st["labels"]), MaxOutputBytes: st.int64("max_output_bytes")})
+		so, bad := st.submitOptions()
+		if bad != nil {
+			return bad
+		}
+		c, err := s.Submit(ctx, st["payload"], so)
 		if err != nil {
 			return ofError(err)
 		}
@@ -219,10 +250,17 @@ func (a *goAd) do(st step) map[string]any {
 		out["reply"] = map[string]any{"resume_cursor": stat.ResumeCursor}
 		return out
 	case "lease":
+		ttl := st.ms("ttl_ms")
+		if _, raw := st["ttl"]; raw {
+			var ok bool
+			if ttl, ok = st.seconds("ttl"); !ok {
+				return notExpressible("ttl", st["ttl"])
+			}
+		}
 		if st["keep"] == "1" {
 			lctx, lcancel := context.WithCancel(context.Background())
-			a.leaseStop, a.leaseErrs = lcancel, s.KeepLease(lctx, st.ms("ttl_ms"))
-		} else if _, err := s.WriteLease("conformance", st.ms("ttl_ms")); err != nil {
+			a.leaseStop, a.leaseErrs = lcancel, s.KeepLease(lctx, ttl)
+		} else if _, err := s.WriteLease("conformance", ttl); err != nil {
 			return ofError(err)
 		}
 		return map[string]any{"outcome": "ok", "exit": 0}
@@ -252,15 +290,28 @@ func (a *goAd) do(st step) map[string]any {
 		if st["no_newline"] != "1" {
 			data += "\n"
 		}
+		et := st.ms("expect_timeout_ms")
+		if _, raw := st["expect_timeout"]; raw {
+			var ok bool
+			if et, ok = st.seconds("expect_timeout"); !ok {
+				return notExpressible("expect_timeout", st["expect_timeout"])
+			}
+		}
 		rep, err := s.Send(ctx, st["id"], []byte(data), master.SendOptions{Expect: st["expect"],
-			ExpectTimeout: st.ms("expect_timeout_ms"), Secret: st["secret"] == "1"})
+			ExpectTimeout: et, Secret: st["secret"] == "1"})
 		return ofReply(rep, err)
 	case "signal":
 		return ofReply(s.Signal(ctx, st["id"], st["sig"]))
 	case "resize":
-		cols, _ := strconv.Atoi(st["cols"])
-		rows, _ := strconv.Atoi(st["rows"])
-		return ofReply(s.Resize(ctx, cols, rows))
+		cols, ok1 := st.integer("cols")
+		rows, ok2 := st.integer("rows")
+		switch {
+		case !ok1:
+			return notExpressible("cols", st["cols"])
+		case !ok2:
+			return notExpressible("rows", st["rows"])
+		}
+		return ofReply(s.Resize(ctx, int(cols), int(rows)))
 	case "output":
 		c, err := s.Command(st["id"])
 		if err != nil {
@@ -349,6 +400,27 @@ func labelsOf(s string) map[string]string {
 	return m
 }
 
+// submitOptions are the step's options of a command (submit, run and
+// pool_submit alike: one table), or the outcome of a raw value Go cannot
+// hold. timeout_s is raw seconds, timeout_ms milliseconds.
+func (s step) submitOptions() (master.SubmitOptions, map[string]any) {
+	so := master.SubmitOptions{CmdID: s["id"], Timeout: s.ms("timeout_ms"), TraceID: s["trace_id"],
+		Labels: labelsOf(s["labels"]), CancelPolicy: protocol.CancelPolicy(s["cancel_policy"])}
+	if _, raw := s["timeout_s"]; raw {
+		var ok bool
+		if so.Timeout, ok = s.seconds("timeout_s"); !ok {
+			return so, notExpressible("timeout_s", s["timeout_s"])
+		}
+	}
+	if _, raw := s["max_output_bytes"]; raw {
+		var ok bool
+		if so.MaxOutputBytes, ok = s.integer("max_output_bytes"); !ok {
+			return so, notExpressible("max_output_bytes", s["max_output_bytes"])
+		}
+	}
+	return so, nil
+}
+
 // poolDo runs pool_submit and pool_wait on the pool holding the session
 // (a pool scenario's session is POOL/s00).
 func (a *goAd) poolDo(st step) map[string]any {
@@ -363,13 +435,22 @@ func (a *goAd) poolDo(st step) map[string]any {
 	defer cancel()
 	switch st["op"] {
 	case "pool_submit":
-		pc, err := a.pool.Submit(ctx, st["payload"], pool.SubmitOptions{SubmitOptions: master.SubmitOptions{CmdID: st["id"],
-			TraceID: st["trace_id"], Labels: labelsOf(st["labels"])}})
+		so, bad := st.submitOptions()
+		if bad != nil {
+			return bad
+		}
+		pc, err := a.pool.Submit(ctx, st["payload"], pool.SubmitOptions{SubmitOptions: so, Affinity: st["affinity"]})
 		if err != nil {
 			return ofError(err)
 		}
 		a.poolCmds[pc.ID] = pc.Command
 		return map[string]any{"outcome": "queued", "exit": 0, "cmd_id": pc.ID, "session": pc.Session}
+	case "pool_heal":
+		rep, err := a.pool.Heal(ctx)
+		if err != nil {
+			return ofError(err)
+		}
+		return map[string]any{"outcome": "ok", "exit": 0, "moved": len(rep.Moved)}
 	case "pool_wait":
 		c := a.poolCmds[st["id"]]
 		if c == nil {

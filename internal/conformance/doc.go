@@ -41,6 +41,9 @@
 //	                        K=>NAME captures the first match's K into $NAME)
 //	count TYPE N            meta.log holds exactly N events of TYPE
 //	json PATH K=V...        wait for a JSON file with these top-level fields
+//	                        (wildcards in PATH's last element: exactly one file)
+//	command ID K=V...       wait until ID's result names its command file
+//	                        (command_path) and that file has these fields
 //	files GLOB N            wait until exactly N session files match GLOB
 //	remove GLOB             delete the session files matching GLOB (at least one)
 //	truncate GLOB SIZE      cut the session files matching GLOB to SIZE bytes
@@ -65,9 +68,24 @@
 // waitfor, ready, send, signal, resize or withdraw (id=ID: take back a
 // queued command, ID being a cmd_id, a command file's name or queue/NAME;
 // outcome withdrawn, or the error's code); in a pool scenario also
-// pool_submit (id, payload, trace_id, labels; outcome queued with session)
-// and pool_wait (id, wait_timeout_ms), the pool's submit and wait of each
-// master. Values may be
+// pool_submit (id, payload, affinity and every option of submit; outcome
+// queued with session) and pool_wait (id, wait_timeout_ms), the pool's
+// submit and wait of each master, and pool_heal (outcome ok, moved: how
+// many commands the heal moved; the Go and CLI masters', which heal).
+// submit, run and pool_submit take the
+// same options: id, timeout_ms, trace_id, labels, cancel_policy and the
+// raw timeout_s and max_output_bytes.
+//
+// A raw value (timeout_s, max_output_bytes, cols, rows; lease's ttl and
+// send's expect_timeout) is given to the master as a caller in its
+// language holds that text, in the master's own unit for the option
+// (seconds, bytes; ttl and expect_timeout: Tcl and shell milliseconds,
+// the others seconds): Tcl, the CLI and the shell master the text itself;
+// Python the bool true/false spell, else the int or float the text reads
+// as (inf, nan, 1e999 included), else the str; Go the Duration or int64
+// strconv reads, and a text no such Go value holds (true, 0x50, Inf) is
+// refused by the adapter with usage, exit 2, as Go's types refuse it in a
+// caller's code. Values may be
 // Go-quoted ("a b\n"); payload=, re=, text= and expect= are sent
 // base64-encoded. send id=ID text=TEXT types TEXT and a newline
 // (no_newline=1: TEXT alone), with expect=RE, expect_timeout_ms=N and

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/internal/testenv"
+	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // Env says where the runner and the masters run. On one host RunnerRoot
@@ -541,7 +543,32 @@ func (d *driver) harness(st Step, args []string) {
 	case "json":
 		argN(1)
 		d.waitFor(st, args[0]+" with "+strings.Join(args[1:], " "), func() bool {
-			m := d.readJSON(args[0])
+			p := args[0]
+			if strings.ContainsAny(path.Base(p), "*?[") { // One file whose name has a seq: result/cmd_*_x.json.
+				m, _ := listMatches(filepath.Join(d.runnerDir, p))
+				if len(m) != 1 {
+					return false
+				}
+				p = path.Join(path.Dir(p), filepath.Base(m[0]))
+			}
+			m := d.readJSON(p)
+			return m != nil && fieldsMatch(m, args[1:])
+		})
+	case "command":
+		// command ID K=V...: the command file ID ran from (its result's
+		// command_path: archive/ or log/rejected/) has these fields, as the
+		// runner read them.
+		argN(1)
+		d.waitFor(st, "command "+strings.Join(args, " "), func() bool {
+			res, _ := listMatches(filepath.Join(d.runnerDir, protocol.DirResult, "cmd_*_"+args[0]+".json"))
+			if len(res) != 1 {
+				return false
+			}
+			p, ok := d.readJSON(protocol.DirResult + "/" + filepath.Base(res[0]))["command_path"].(string)
+			if !ok || !filepath.IsLocal(p) {
+				return false
+			}
+			m := d.readJSON(p)
 			return m != nil && fieldsMatch(m, args[1:])
 		})
 	case "remove", "truncate":

@@ -83,9 +83,6 @@ func (c *checker) fail(format string, args ...any) {
 
 func (c *checker) path(rel string) string { return filepath.Join(c.dir, filepath.FromSlash(rel)) }
 
-// masterDirs are the directories masters write into.
-var masterDirs = map[string]bool{protocol.DirQueue: true, protocol.DirCtl: true, protocol.DirSeq: true, protocol.DirState: true}
-
 // runnerFiles are the files the runner writes under fixed names.
 var runnerFiles = []string{protocol.FileState, protocol.FileHeartbeat, protocol.FileLock, protocol.FileSpool,
 	protocol.FileMeta, protocol.FileTail}
@@ -134,15 +131,7 @@ func (c *checker) layout() {
 
 // want returns the documented mode of a session directory ("" is the
 // session directory itself).
-func (c *checker) want(d string) os.FileMode {
-	switch {
-	case !c.shared:
-		return 0o700
-	case d == "" || masterDirs[d]:
-		return 0o770 | fs.ModeSetgid
-	}
-	return 0o750 | fs.ModeSetgid
-}
+func (c *checker) want(d string) os.FileMode { return protocol.DirMode(d, c.shared) }
 
 func (c *checker) dirMode(d string, fi os.FileInfo, want os.FileMode) {
 	got := fi.Mode() & (fs.ModePerm | fs.ModeSetgid)

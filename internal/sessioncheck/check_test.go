@@ -175,7 +175,7 @@ func TestCheckSharedModes(t *testing.T) {
 	os.Chmod(dir, 0o770|os.ModeSetgid)
 	for _, d := range protocol.Dirs {
 		m := os.FileMode(0o750)
-		if masterDirs[d] {
+		if protocol.IsMasterDir(d) {
 			m = 0o770
 		}
 		os.Chmod(filepath.Join(dir, d), m|os.ModeSetgid)

@@ -148,8 +148,6 @@ func createExcl(r *fsq.Root, name string) error {
 		return err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || fi.Mode().Perm() != 0o660 {
-		_ = f.Chmod(0o660) // Best effort: the seq is reserved either way; only the empty file's mode would be off.
-	}
+	_ = fsq.SetMode(f, 0o660) // Best effort: the seq is reserved either way; only the empty file's mode would be off.
 	return nil
 }

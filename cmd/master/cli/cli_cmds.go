@@ -24,21 +24,35 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 	return context.WithTimeout(ctx, d)
 }
 
-func submitFlags(cmd *command) runFunc {
-	var timeout, waitTimeout time.Duration
+// commandFlags defines the flags of a command's own options (the command
+// file's fields) on every door that queues one, master submit and master
+// pool submit: one table, so a pool door has every option a session door
+// has (PROTOCOL.md 15.5, 4.13). The function returned gives them once the
+// flags are parsed.
+func commandFlags(cmd *command) func() master.SubmitOptions {
+	var timeout time.Duration
 	cmd.Duration(&timeout, "timeout", 0, "command timeout (timeout_s) in seconds or as a duration; 0: the runner's default")
 	policy := cmd.String("cancel-policy", "", "ctrl_c (default), terminate_tool or terminate_session")
 	id := cmd.String("id", "", "cmd_id (default: a new UUIDv7)")
 	kind := cmd.String("kind", "", "tcl, sh or a driver's kind such as yosys (default: the session's kind from state.json, else tcl)")
+	traceID := cmd.String("trace-id", "", "trace_id carried into the result, events, status and report (1-128 printable ASCII, no spaces)")
+	labels := labelFlag{}
+	cmd.Var(labels, "label", "KEY=VALUE carried with trace_id (repeatable, at most 16; KEY of [a-z0-9_])")
+	maxOutput := cmd.Decimal64("max-output-bytes", 0, "the command's output budget: past it the command is stopped by its cancel policy and its result says output_limit (0: the runner's --max-output-bytes)")
+	return func() master.SubmitOptions {
+		return master.SubmitOptions{Kind: protocol.Kind(*kind), Timeout: timeout, CancelPolicy: protocol.CancelPolicy(*policy),
+			CmdID: *id, TraceID: *traceID, Labels: labels.orNil(), MaxOutputBytes: *maxOutput}
+	}
+}
+
+func submitFlags(cmd *command) runFunc {
+	var waitTimeout time.Duration
+	options := commandFlags(cmd)
 	file := cmd.String("f", "", "read the payload from FILE ('-': stdin)")
 	wait := cmd.Bool("wait", false, "wait for the result, stream the output, exit with the command's status")
 	cmd.Duration(&waitTimeout, "wait-timeout", 0, "with --wait, how long to wait (0: forever); exit 3 when exceeded")
 	noValue := cmd.Bool("no-value", false, "with --wait, do not print the command's value after its output")
 	cancelOnInt := cmd.Bool("cancel-on-interrupt", false, "with --wait, cancel the command when interrupted (Ctrl-C), then exit 130")
-	traceID := cmd.String("trace-id", "", "trace_id carried into the result, events, status and report (1-128 printable ASCII, no spaces)")
-	labels := labelFlag{}
-	cmd.Var(labels, "label", "KEY=VALUE carried with trace_id (repeatable, at most 16; KEY of [a-z0-9_])")
-	maxOutput := cmd.Int64("max-output-bytes", 0, "the command's output budget: past it the command is stopped by its cancel policy and its result says output_limit (0: the runner's --max-output-bytes)")
 	return func(ctx context.Context, pos []string) error {
 		c := cmd.c
 		payload, err := c.payload(pos, *file)
@@ -49,9 +63,7 @@ func submitFlags(cmd *command) runFunc {
 		if err != nil {
 			return err
 		}
-		command, err := s.Submit(ctx, payload, master.SubmitOptions{Kind: protocol.Kind(*kind), Timeout: timeout,
-			CancelPolicy: protocol.CancelPolicy(*policy), CmdID: *id, TraceID: *traceID, Labels: labels.orNil(),
-			MaxOutputBytes: *maxOutput})
+		command, err := s.Submit(ctx, payload, options())
 		if err != nil {
 			return err
 		}

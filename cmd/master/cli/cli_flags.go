@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,8 +61,11 @@ func (d *durationFlag) String() string { return time.Duration(*d).String() }
 
 func (d *durationFlag) Set(s string) error {
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if f < 0 || f > 1e9 {
-			return fmt.Errorf("%s seconds is out of range", s)
+		if d := strings.TrimLeft(s, "+-"); len(d) > 1 && d[0] == '0' && d[1] >= '0' && d[1] <= '9' {
+			return fmt.Errorf("%s: a leading zero (010 is 8 to Tcl, 10 here): write the seconds without it", s)
+		}
+		if !(f >= 0 && f <= 1e9) { // NaN included: it compares false.
+			return fmt.Errorf("%s seconds is out of range (0 to 1e9)", s)
 		}
 		*d = durationFlag(f * float64(time.Second))
 		return nil
@@ -71,6 +75,33 @@ func (d *durationFlag) Set(s string) error {
 		return fmt.Errorf("%q is not a duration: use seconds (30) or a Go duration (1.5s, 2m, 1h)", s)
 	}
 	*d = durationFlag(v)
+	return nil
+}
+
+// Decimal64 defines an int64 flag written into a session file as a JSON
+// number: decimal digits only (the flag package's Int64 also takes 0x10
+// as 16 and 010 as 8, which JSON and the other masters read as neither;
+// PROTOCOL.md 19.1, "Numbers").
+func (cmd *command) Decimal64(name string, value int64, usage string) *int64 {
+	p := new(int64)
+	*p = value
+	cmd.Var((*decimalFlag)(p), name, usage)
+	return p
+}
+
+// decimalFlag is an int64 in decimal: an optional sign, digits without a
+// leading zero (010 is 8 to Tcl and C, 10 to Go: refused, as every
+// master refuses it).
+type decimalFlag int64
+
+func (d *decimalFlag) String() string { return strconv.FormatInt(int64(*d), 10) }
+
+func (d *decimalFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if digits := strings.TrimLeft(s, "+-"); err != nil || len(digits) > 1 && digits[0] == '0' {
+		return fmt.Errorf("%q is not a decimal integer (digits, no leading zero)", s)
+	}
+	*d = decimalFlag(n)
 	return nil
 }
 

@@ -153,6 +153,10 @@ func statusExit(st sessionStatus) error {
 }
 
 // writeStatus prints the compact, aligned view of a status.
+// busyNothing is the running row of a busy runner with no command
+// running (the Python CLI says the same).
+const busyNothing = "nothing: the tool is being started again (it ended with the last command); the next command waits for it"
+
 func writeStatus(w io.Writer, st sessionStatus) {
 	row := func(label, format string, args ...any) {
 		fmt.Fprintf(w, "%-9s %s\n", label, fmt.Sprintf(format, args...))
@@ -215,6 +219,11 @@ func writeStatus(w io.Writer, st sessionStatus) {
 			run += " at: " + strconv.Quote(st.CurrentLastLine)
 		}
 		row("running", "%s", run)
+	} else if st.Phase == protocol.PhaseBusy && !stale {
+		// Busy with nothing running: a tool that died with its command (a
+		// Ctrl-C killed plain tclsh, signal KILL) is being started again
+		// (PROTOCOL.md section 8), right after a cancel or a timeout.
+		row("running", "%s", busyNothing)
 	} else {
 		row("running", "nothing")
 	}

@@ -81,16 +81,33 @@ func TestJSONLinesUTF8(t *testing.T) {
 }
 
 func TestDurationFlag(t *testing.T) {
-	for in, want := range map[string]time.Duration{"1": time.Second, "0.25": 250 * time.Millisecond, "2m": 2 * time.Minute, "1h30m": 90 * time.Minute} {
+	for in, want := range map[string]time.Duration{"1": time.Second, "0.25": 250 * time.Millisecond, ".5": 500 * time.Millisecond, "5.": 5 * time.Second, "2m": 2 * time.Minute, "1h30m": 90 * time.Minute} {
 		var d durationFlag
 		if err := d.Set(in); err != nil || time.Duration(d) != want {
 			t.Errorf("%s: %v %v", in, time.Duration(d), err)
 		}
 	}
-	for _, bad := range []string{"1x", "-1", "soon", "1e12"} {
+	for _, bad := range []string{"1x", "-1", "soon", "1e12", "NaN", "nan", "Inf", "-Inf", "1e999", "0x10", "true", "010", "00.5"} {
 		var d durationFlag
 		if err := d.Set(bad); err == nil {
 			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+// A number flag written into a file is decimal (issue 43.1): the flag
+// package's Int64 reads 0x10 as 16 and 010 as 8.
+func TestDecimalFlag(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "4096": 4096, "+7": 7, "-1": -1} {
+		var d decimalFlag
+		if err := d.Set(in); err != nil || int64(d) != want {
+			t.Errorf("%s: %d %v", in, d, err)
+		}
+	}
+	for _, bad := range []string{"0x10", "010", "-07", "1.5", "1e3", "true", "", "99999999999999999999"} {
+		var d decimalFlag
+		if err := d.Set(bad); err == nil {
+			t.Errorf("%s accepted as %d", bad, d)
 		}
 	}
 }

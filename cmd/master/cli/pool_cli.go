@@ -145,21 +145,16 @@ func poolSubmitFlags(cmd *command) runFunc {
 	fs := cmd.FlagSet
 	var o pool.SubmitOptions
 	fs.StringVar(&o.Affinity, "affinity", "", "key pinning related commands to one session")
-	cmd.Duration(&o.Timeout, "timeout", 0, "command timeout")
-	fs.StringVar(&o.CmdID, "id", "", "cmd_id (default: a new UUIDv7)")
-	kind := fs.String("kind", "tcl", "tcl or sh")
+	options := commandFlags(cmd) // Every option of master submit.
 	file := fs.String("f", "", "read the payload from FILE ('-': stdin)")
 	wait := fs.Bool("wait", false, "wait for the result and exit with the command's status")
 	var waitTimeout time.Duration
 	cmd.Duration(&waitTimeout, "wait-timeout", 0, "with --wait, how long to wait (0: forever)")
 	noValue := fs.Bool("no-value", false, "with --wait, do not print the command's value after its output")
 	cancelOnInt := fs.Bool("cancel-on-interrupt", false, "with --wait, cancel the command when interrupted (Ctrl-C), then exit 130")
-	fs.StringVar(&o.TraceID, "trace-id", "", "trace_id carried into the result, events, status and report (1-128 printable ASCII, no spaces)")
-	labels := labelFlag{}
-	fs.Var(labels, "label", "KEY=VALUE carried with trace_id (repeatable, at most 16; KEY of [a-z0-9_])")
 	return func(ctx context.Context, pos []string) error {
 		c := cmd.c
-		o.Kind, o.Labels = protocol.Kind(*kind), labels.orNil()
+		o.SubmitOptions = options()
 		payload, err := c.payload(pos, *file)
 		if err != nil {
 			return err

@@ -33,6 +33,37 @@ def ms(step: Dict[str, str], key: str) -> Optional[float]:
     return int(step[key]) / 1000.0 if key in step else None
 
 
+def raw(text: str) -> Any:
+    """A raw value (timeout_s, ttl, cols, ...) as a Python caller holds
+    it: true/false a bool, an integer an int, what float() reads a float
+    (inf, nan, .5, 1e999 included), anything else the str itself."""
+    if text in ("true", "false"):
+        return text == "true"
+    if re.fullmatch(r"[+-]?[0-9]+", text):
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def command_options(step: Dict[str, str]) -> Dict[str, Any]:
+    """The step's command options, the same for submit, run and
+    pool_submit (one table: _command.SUBMIT_OPTIONS)."""
+    opts: Dict[str, Any] = {"timeout": ms(step, "timeout_ms"), "cmd_id": step.get("id")}
+    if "timeout_s" in step:
+        opts["timeout"] = raw(step["timeout_s"])
+    if "trace_id" in step:
+        opts["trace_id"] = step["trace_id"]
+    if "labels" in step:
+        opts["labels"] = dict(kv.split("=", 1) for kv in step["labels"].split(","))
+    if "max_output_bytes" in step:
+        opts["max_output_bytes"] = raw(step["max_output_bytes"])
+    if "cancel_policy" in step:
+        opts["cancel_policy"] = step["cancel_policy"]
+    return opts
+
+
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -86,26 +117,14 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
     op = step["op"]
     wfr = ms(step, "wait_for_runner_ms")
     if op == "submit" or op == "run":
-        timeout = ms(step, "timeout_ms")
-        corr = {}
-        if "trace_id" in step:
-            corr["trace_id"] = step["trace_id"]
-        if "labels" in step:
-            corr["labels"] = dict(kv.split("=", 1) for kv in step["labels"].split(","))
-        if "max_output_bytes" in step:
-            corr["max_output_bytes"] = int(step["max_output_bytes"])
+        opts = command_options(step)
         if op == "run":  # Session.run itself: a status other than ok raises ResultError (of_error).
             return of_result(session().run(text(step, "payload"), wait_timeout=ms(step, "wait_timeout_ms"),
-                                           wait_for_runner=wfr, timeout=timeout, cmd_id=step.get("id"), **corr))
-        sub = session().submit(text(step, "payload"), timeout=timeout, cmd_id=step.get("id"), **corr)
+                                           wait_for_runner=wfr, **opts))
+        sub = session().submit(text(step, "payload"), **opts)
         return {"outcome": "queued", "exit": 0, "cmd_id": sub.cmd_id, "reply": cursor_fields(sub)}
     if op == "pool_submit":
-        corr = {}
-        if "trace_id" in step:
-            corr["trace_id"] = step["trace_id"]
-        if "labels" in step:
-            corr["labels"] = dict(kv.split("=", 1) for kv in step["labels"].split(","))
-        w = sp_pool.pool_submit(POOL, text(step, "payload"), cmd_id=step.get("id"), **corr)
+        w = sp_pool.pool_submit(POOL, text(step, "payload"), affinity=step.get("affinity"), **command_options(step))
         _where[w["cmd_id"]] = w
         return {"outcome": "queued", "exit": 0, "cmd_id": w["cmd_id"], "session": w["session"]}
     if op == "pool_wait":
@@ -126,7 +145,7 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
         return {"outcome": outcome, "exit": 0 if st["can_serve"] else 5, "alive": st["alive"],
                 "phase": st["phase"], "can_serve": st["can_serve"], "reply": cursor_fields(st)}
     if op == "lease":
-        ttl = int(step["ttl_ms"]) / 1000.0
+        ttl = raw(step["ttl"]) if "ttl" in step else int(step["ttl_ms"]) / 1000.0
         if step.get("keep") == "1":
             _keeper = session().keep_lease(ttl)
         else:
@@ -144,15 +163,16 @@ def do(step: Dict[str, str]) -> Dict[str, Any]:
                 "match_b64": b64(m.text), "reply": m.to_dict()}
     if op == "send":
         data = text(step, "text") + ("" if step.get("no_newline") == "1" else "\n")
+        et = raw(step["expect_timeout"]) if "expect_timeout" in step else ms(step, "expect_timeout_ms")
         reply = session().send(step["id"], data, expect=text(step, "expect") if "expect_b64" in step else None,
-                               expect_timeout=ms(step, "expect_timeout_ms"), secret=step.get("secret") == "1",
+                               expect_timeout=et, secret=step.get("secret") == "1",
                                timeout=ms(step, "wait_timeout_ms"), wait_for_runner=wfr)
         return of_reply(reply)
     if op == "signal":
         return of_reply(session().signal(step["id"], step["sig"], timeout=ms(step, "wait_timeout_ms"),
                                          wait_for_runner=wfr))
     if op == "resize":
-        return of_reply(session().resize(int(step["cols"]), int(step["rows"]), timeout=ms(step, "wait_timeout_ms"),
+        return of_reply(session().resize(raw(step["cols"]), raw(step["rows"]), timeout=ms(step, "wait_timeout_ms"),
                                          wait_for_runner=wfr))
     if op == "output":
         data = session().output_bytes(step["id"], int(step.get("offset", 0)), int(step.get("length", -1) or -1))

@@ -51,6 +51,37 @@ jload() {
   done 2>/dev/null <"$1"
 }
 field() { jload "$2"; printf -v "$1" '%s' "${J[$3]:-}"; }  # field VAR FILE KEY
+# json_num VAR WHAT VALUE [int] [MIN] [MAX]: VALUE written as a JSON
+# number into VAR (.5 -> 0.5, 5. -> 5, +3 -> 3), or a usage outcome (exit
+# 2) naming WHAT and return 1, before anything is written (PROTOCOL.md
+# 19.1, "Numbers"): only decimal digits with an optional sign, fraction and
+# exponent (no Inf, NaN, hex, leading zeros or words), a real no larger
+# than 1e308 (a double holds 1.8e308), an integer (int) of at most 18 digits, within
+# MIN..MAX (integers; a real's MIN may only be 0: no sign).
+json_num() {
+  local -n _out=$1
+  local what=$2 v=$3 type=${4:-real} min=${5:-} max=${6:-} why="" sign int frac exp
+  if [ "$type" = int ]; then
+    if ! [[ $v =~ ^([+-]?)(0|[1-9][0-9]{0,17})$ ]]; then why="not a decimal integer"
+    else
+      _out=${BASH_REMATCH[2]}; [ "${BASH_REMATCH[1]}" = - ] && [ "$_out" != 0 ] && _out=-$_out
+      if [ -n "$min" ] && ((_out < min)); then why="must be at least $min"
+      elif [ -n "$max" ] && ((_out > max)); then why="must be at most $max"; fi
+    fi
+  elif ! [[ $v =~ ^([+-]?)(0|[1-9][0-9]*|)(\.([0-9]*))?([eE]([+-]?[0-9]{1,4}))?$ ]] ||
+       [ -z "${BASH_REMATCH[2]}${BASH_REMATCH[4]}" ]; then why="not a decimal number"
+  else
+    sign=${BASH_REMATCH[1]} int=${BASH_REMATCH[2]:-0} frac=${BASH_REMATCH[4]} exp=${BASH_REMATCH[6]}
+    _out=$int; [ -n "$frac" ] && _out+=.$frac; [ -n "$exp" ] && _out+=e${exp#+}
+    [ "$sign" = - ] && _out=-$_out
+    local e=$((10#${exp#[+-]}0 / 10)); [ "${exp:0:1}" = - ] && e=$((-e))  # 1e308 and above: refused
+    if (( (int == 0 ? -1 : ${#int} - 1) + e > 307 )); then why="too large for a double"
+    elif [ "$min" = 0 ] && [ "$sign" = - ]; then why="must be at least 0"; fi
+  fi
+  [ -z "$why" ] && return 0
+  printf '{"outcome":"usage","exit":2,"message":%s}\n' "$(json_str "$what \"$v\": $why")"
+  return 1
+}
 atomic_write() { # atomic_write PATH CONTENT
   # Parameter expansion, not dirname/basename: on a loaded host every fork
   # counts, and the lease loop writes through here every ttl/3.
@@ -355,15 +386,21 @@ do_withdraw() {
 
 do_submit() { # do_submit RUN(0/1)
   session_ok || { out_code session_missing 5; return; }
-  local id payload seq name json cursor now
+  local id payload seq name json cursor now timeout="" budget=""
+  # Numbers first: a value the file cannot hold writes nothing, not even a seq.
+  [ -n "${k_timeout_ms:-}" ] && timeout=$(printf '%d.%03d' $((k_timeout_ms / 1000)) $((k_timeout_ms % 1000)))
+  [ -n "${k_timeout_s+x}" ] && { json_num timeout timeout_s "$k_timeout_s" real 0 || return; }
+  [ -n "${k_max_output_bytes+x}" ] && { json_num budget max_output_bytes "$k_max_output_bytes" int 0 || return; }
+  case ${k_cancel_policy-} in ''|ctrl_c|terminate_tool|terminate_session) ;; *) out_code usage 2; return ;; esac
   now_ms; id=${k_id:-sh-$now-$$-$RANDOM}
   payload=$(base64 -d <<<"$k_payload_b64")
   alloc_seq
   cursor=$(spool_size)  # before the command is queued: its output comes after it
   json="{\"protocol_version\":1,\"cmd_id\":\"$id\",\"seq\":$seq,\"kind\":\"tcl\",\"payload\":$(json_str "$payload")"
-  [ -n "${k_timeout_ms:-}" ] && json+=",\"timeout_s\":$(printf '%d.%03d' $((k_timeout_ms / 1000)) $((k_timeout_ms % 1000)))"
+  [ -n "$timeout" ] && json+=",\"timeout_s\":$timeout"
+  [ -n "${k_cancel_policy:-}" ] && json+=",\"cancel_policy\":\"$k_cancel_policy\""
   [ -n "${k_trace_id:-}" ] && json+=",\"trace_id\":$(json_str "$k_trace_id")"
-  [ -n "${k_max_output_bytes:-}" ] && json+=",\"max_output_bytes\":$((10#$k_max_output_bytes))"
+  [ -n "$budget" ] && json+=",\"max_output_bytes\":$budget"
   if [ -n "${k_labels:-}" ]; then # labels=k=v,k2=v2
     local kv members="" pairs
     IFS=, read -r -a pairs <<<"$k_labels"
@@ -442,11 +479,19 @@ do_send() {
   members=",\"cmd_id\":\"$k_id\",\"data_b64\":\"$b64\""
   [ "${k_secret:-0}" = 1 ] && members+=',"secret":true'
   [ -n "${k_expect_b64:-}" ] && members+=",\"expect\":$(json_str "$(printf '%s' "$k_expect_b64" | base64 -d)")"
-  [ -n "${k_expect_timeout_ms:-}" ] && members+=",\"expect_timeout_ms\":$k_expect_timeout_ms"
+  [ -n "${k_expect_timeout+x}" ] && k_expect_timeout_ms=$k_expect_timeout  # A raw value: milliseconds.
+  if [ -n "${k_expect_timeout_ms+x}" ]; then
+    json_num k_expect_timeout_ms expect_timeout_ms "$k_expect_timeout_ms" int 0 604800000 || return
+    members+=",\"expect_timeout_ms\":$k_expect_timeout_ms"
+  fi
   do_request send "$members" && out_send
 }
 do_signal() { do_request signal ",\"cmd_id\":\"$k_id\",\"signal\":\"$k_sig\"" && out_send; }
-do_resize() { do_request resize ",\"cols\":$k_cols,\"rows\":$k_rows" && out_send; }
+do_resize() {
+  local cols rows
+  json_num cols cols "$k_cols" int 1 10000 && json_num rows rows "$k_rows" int 1 10000 || return
+  do_request resize ",\"cols\":$cols,\"rows\":$rows" && out_send
+}
 
 do_cancel() {
   local members=',"scope":"current"'
@@ -485,6 +530,8 @@ write_lease() { # write_lease TTL_MS COUNTER
 }
 do_lease() {
   session_ok || { out_code session_missing 5; return; }
+  [ -n "${k_ttl+x}" ] && k_ttl_ms=$k_ttl  # A raw ttl: this master's unit, milliseconds.
+  json_num k_ttl_ms ttl_ms "$k_ttl_ms" int 1 || return
   write_lease "$k_ttl_ms" 1 || { out_code io_error 10; return; }
   if [ "${k_keep:-0}" = 1 ]; then
     local every; every=$(printf '%d.%03d' $((k_ttl_ms / 3000)) $((k_ttl_ms / 3 % 1000)))

@@ -13,7 +13,10 @@ array set where {}
 
 proc b64 {bytes} { return [binary encode base64 $bytes] }
 proc text {step key} { return [encoding convertfrom utf-8 [binary decode base64 [dict get $step ${key}_b64]]] }
-proc opt {step key default} { return [expr {[dict exists $step $key] ? [dict get $step $key] : $default}] }
+proc opt {step key default} {
+    if {[dict exists $step $key]} { return [dict get $step $key] } ;# As given: expr would read NaN, 0x10 as numbers.
+    return $default
+}
 proc jstr {s} { return [skillpilot::json::string $s] }
 
 proc ofResult {r} {
@@ -93,6 +96,20 @@ proc labels {step} {
     return $l
 }
 
+# commandOpts: the step's command options, the same for submit, run and
+# pool_submit (one table: skillpilot::submitOptions); raw values
+# (timeout_s, max_output_bytes) as they are.
+proc commandOpts {step} {
+    set sub {}
+    if {[dict exists $step id]} { lappend sub -cmd_id [dict get $step id] }
+    if {[dict exists $step timeout_ms]} { lappend sub -timeout [expr {[dict get $step timeout_ms] / 1000.0}] }
+    foreach {k opt} {timeout_s -timeout trace_id -trace_id max_output_bytes -max_output_bytes cancel_policy -cancel_policy} {
+        if {[dict exists $step $k]} { lappend sub $opt [dict get $step $k] }
+    }
+    if {[dict exists $step labels]} { lappend sub -labels [labels $step] }
+    return $sub
+}
+
 proc waitOpts {step} {
     set o [list -timeout [opt $step wait_timeout_ms -1]]
     if {[dict exists $step wait_for_runner_ms]} { lappend o -waitforrunner [dict get $step wait_for_runner_ms] }
@@ -104,12 +121,7 @@ proc do {step} {
     set op [dict get $step op]
     switch -- $op {
         submit - run {
-            set sub {}
-            if {[dict exists $step id]} { lappend sub -cmd_id [dict get $step id] }
-            if {[dict exists $step timeout_ms]} { lappend sub -timeout [expr {[dict get $step timeout_ms] / 1000.0}] }
-            if {[dict exists $step trace_id]} { lappend sub -trace_id [dict get $step trace_id] }
-            if {[dict exists $step max_output_bytes]} { lappend sub -max_output_bytes [dict get $step max_output_bytes] }
-            if {[dict exists $step labels]} { lappend sub -labels [labels $step] }
+            set sub [commandOpts $step]
             if {$op eq "run"} {
                 # skillpilot::run itself: a status other than ok raises, the result in the error code (ofError).
                 set w [waitOpts $step]
@@ -121,22 +133,15 @@ proc do {step} {
         }
         pool_submit {
             global pool where
-            set sub {}
-            if {[dict exists $step id]} { lappend sub -cmd_id [dict get $step id] }
-            if {[dict exists $step trace_id]} { lappend sub -trace_id [dict get $step trace_id] }
-            if {[dict exists $step labels]} { lappend sub -labels [labels $step] }
+            set sub [commandOpts $step]
+            if {[dict exists $step affinity]} { lappend sub -affinity [dict get $step affinity] }
             set w [skillpilot::pool_submit $pool [text $step payload] {*}$sub]
             set where([dict get $w cmd_id]) $w
             return "{\"outcome\":\"queued\",\"exit\":0,\"cmd_id\":[jstr [dict get $w cmd_id]],\"session\":[jstr [dict get $w session]]}"
         }
         pool_wait {
             global pool where
-            set r [skillpilot::pool_wait $pool $where([dict get $step id]) [opt $step wait_timeout_ms -1]]
-            dict set r error_message ""
-            if {[dict exists $r json]} {
-                catch {dict set r error_message [dict get [skillpilot::json::parse [dict get $r json]] error message]}
-            }
-            return [ofResult $r]
+            return [ofResult [skillpilot::pool_wait $pool $where([dict get $step id]) [opt $step wait_timeout_ms -1]]]
         }
         wait { return [ofResult [skillpilot::wait $dir [dict get $step id] -check 0 {*}[waitOpts $step]]] }
         cancel {
@@ -154,10 +159,11 @@ proc do {step} {
             return "{\"outcome\":\"$outcome\",\"exit\":[expr {$ok ? 0 : 5}],\"alive\":[expr {[dict get $st alive] ? "true" : "false"}],\"phase\":[jstr [dict get $st phase]],\"can_serve\":[expr {$ok ? "true" : "false"}],\"reply\":[cursorFields $st]}"
         }
         lease {
+            set ttl [opt $step ttl [opt $step ttl_ms ""]]
             if {[opt $step keep 0]} {
-                skillpilot::keeplease $dir [dict get $step ttl_ms]
+                skillpilot::keeplease $dir $ttl
             } else {
-                skillpilot::lease $dir [dict get $step ttl_ms]
+                skillpilot::lease $dir $ttl
             }
             return {{"outcome":"ok","exit":0}}
         }
@@ -175,6 +181,7 @@ proc do {step} {
             set o [waitOpts $step]
             if {[dict exists $step expect_b64]} { lappend o -expect [text $step expect] }
             if {[dict exists $step expect_timeout_ms]} { lappend o -expecttimeout [dict get $step expect_timeout_ms] }
+            if {[dict exists $step expect_timeout]} { lappend o -expecttimeout [dict get $step expect_timeout] }
             lappend o -secret [opt $step secret 0]
             return [ofReply [skillpilot::send $dir [dict get $step id] $data {*}$o]]
         }

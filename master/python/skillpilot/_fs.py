@@ -19,6 +19,9 @@ from .errors import MasterError
 
 FILE_MODE = 0o660
 DIR_MODE = 0o700
+# The session directories masters write into (PROTOCOL.md section 20): the
+# ones a master may have to make (seq/ in a session an older runner made).
+_SESSION_DIRS = ("queue", "ctl", "seq", "state")
 
 # MAX_READ bounds every file the master reads (the runner's own limit for
 # command files is 16 MiB; results, state and replies are far smaller).
@@ -408,13 +411,43 @@ class SessionFS:
             os.close(fd)
 
     def mkdir(self, sub: str, mode: int = DIR_MODE) -> None:
-        """Create root/sub (its parent must exist); FileExistsError if it does."""
+        """Create root/sub (its parent must exist) with exactly mode
+        whatever the umask, keeping the setgid bit a shared parent passes
+        on; FileExistsError if it exists."""
         parent, _, last = sub.rpartition("/")
         fd = self._dir(parent)
         try:
             os.mkdir(last, mode, dir_fd=fd)
+            dfd = _open_dir_at(fd, last, follow=False)
+            try:
+                want = mode | (os.fstat(dfd).st_mode & stat.S_ISGID)
+                if stat.S_IMODE(os.fstat(dfd).st_mode) != want:
+                    os.fchmod(dfd, want)
+            finally:
+                os.close(dfd)
         finally:
             os.close(fd)
+
+    def mkdir_master(self, sub: str) -> None:
+        """Make root/sub, if missing, as a master makes a directory
+        (PROTOCOL.md 19.1, "Files"; the Go master's sessionio.MkdirMaster):
+        a session directory of the protocol (seq/) gets the runner's mode
+        for it, 0700 in a private session and 2770 in a group-shared one
+        (setgid on the session directory), since the runner refuses a
+        group-writable one in a private session; any other (withdrawn/,
+        affinity/) 0770. Whatever the umask."""
+        mode = 0o770
+        if sub in _SESSION_DIRS:
+            fd = self._open_root()
+            try:
+                shared = bool(os.fstat(fd).st_mode & stat.S_ISGID)
+            finally:
+                os.close(fd)
+            mode = 0o770 | stat.S_ISGID if shared else 0o700
+        try:
+            self.mkdir(sub, mode)
+        except FileExistsError:
+            pass
 
     def read(self, sub: str, name: str, limit: int = MAX_READ) -> Optional[bytes]:
         """The content of the regular file sub/name, or None if it (or sub)
@@ -608,6 +641,7 @@ class SessionFS:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, mode, dir_fd=dfd)
             try:
                 with os.fdopen(fd, "wb") as f:
+                    os.fchmod(f.fileno(), mode)  # Whatever the umask: an affinity pin is the pool's, group-shared.
                     f.write(data)
                 os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
                 return True
@@ -618,16 +652,22 @@ class SessionFS:
         finally:
             os.close(dfd)
 
-    def touch_mtime(self, sub: str, name: str, mode: int = 0o600) -> float:
-        """Set sub/name's mtime to now (creating it) and return it as the
-        filesystem's clock (on NFS the server sets it)."""
+    def touch_mtime(self, sub: str, name: str, mode: int = FILE_MODE) -> float:
+        """Set sub/name's mtime to now (creating it, mode 0660 whatever the
+        umask) and return it as the filesystem's clock (on NFS the server
+        sets it)."""
         self._check_name(name)
         dfd = self._dir(sub)
         try:
             try:
                 os.utime(name, None, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
-                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, mode, dir_fd=dfd))
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC, mode, dir_fd=dfd)
+                try:
+                    if stat.S_ISREG(os.fstat(fd).st_mode) and stat.S_IMODE(os.fstat(fd).st_mode) != mode:
+                        os.fchmod(fd, mode)
+                finally:
+                    os.close(fd)
             return os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime_ns / 1e9
         finally:
             os.close(dfd)

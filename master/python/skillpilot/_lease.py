@@ -2,14 +2,14 @@
 runner on its own clock (no renewal seen for ttl_ms: expired)."""
 
 import itertools
-import json
 import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from . import _fs, _names
-from .errors import MasterError, UsageError
+from ._command import dumps, json_number
+from .errors import MasterError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .session import Session
@@ -18,18 +18,24 @@ _counter = itertools.count(1)
 _counter_lock = threading.Lock()
 
 
+def check_ttl(ttl: Any) -> float:
+    """A lease's ttl in seconds: a finite number from 1 ms (ttl_ms >= 1)
+    whose milliseconds fit in 64 bits (the runner clamps it to 365 days),
+    else UsageError (json_number)."""
+    return json_number("ttl", ttl, lo=0.001, hi=9e15)
+
+
 def write_lease(sfs: "_fs.SessionFS", ttl: float, lease_id: str, owner: str) -> Dict[str, Any]:
     """Write state/lease.json once and return what was written. Each write
     bumps ``counter`` so the runner sees a renewal; ``expires_at`` is for
     seed runners only."""
-    if not isinstance(ttl, (int, float)) or ttl <= 0:
-        raise UsageError("ttl must be a positive number of seconds")
+    ttl = check_ttl(ttl)
     with _counter_lock:
         n = next(_counter)
-    body = {"protocol_version": _names.PROTOCOL_VERSION, "lease_id": lease_id, "ttl_ms": int(ttl * 1000),
+    body = {"protocol_version": _names.PROTOCOL_VERSION, "lease_id": lease_id, "ttl_ms": int(round(ttl * 1000)),
             "counter": n, "owner": owner, "expires_at": int((time.time() + ttl) * 1000)}
     try:
-        sfs.write_atomic(*_names.LEASE, json.dumps(body).encode("utf-8"))
+        sfs.write_atomic(*_names.LEASE, dumps(body))
     except OSError as e:
         raise MasterError("write lease: %s" % e) from e
     return body
@@ -44,7 +50,7 @@ class LeaseKeeper:
     def __init__(self, session: "Session", ttl: float, lease_id: str,
                  on_error: Optional[Callable[[BaseException], Any]] = None) -> None:
         self._s = session
-        self.ttl = float(ttl)
+        self.ttl = float(check_ttl(ttl))
         self.lease_id = lease_id
         self.errors: List[BaseException] = []
         self._on_error = on_error

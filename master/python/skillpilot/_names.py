@@ -28,6 +28,8 @@ SEQ_HINT = (DIR_SEQ, "hint")
 FILE_STATE, FILE_HEARTBEAT, FILE_LEASE, FILE_LOCK, FILE_SPOOL, FILE_SEQ_HINT = (
     "/".join(f) for f in (STATE, HEARTBEAT, LEASE, LOCK, SPOOL, SEQ_HINT))
 
+KINDS = ("tcl", "sh")  # built in; a runner's driver names other kinds (valid_kind)
+_KIND_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")
 _CMD_ID = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
 _NAME = re.compile(r"(cmd|req)_([0-9]{1,18})_(.+)\.json\Z", re.S)
 
@@ -35,6 +37,12 @@ _NAME = re.compile(r"(cmd|req)_([0-9]{1,18})_(.+)\.json\Z", re.S)
 def valid_id(cmd_id: str) -> bool:
     """A safe cmd_id or req_id: 1-128 of [A-Za-z0-9._-], not "." or ".."."""
     return bool(_CMD_ID.match(cmd_id)) and cmd_id not in (".", "..")
+
+
+def valid_kind(kind: Any) -> bool:
+    """tcl, sh, or a driver's kind (yosys, ngspice, a --driver file's):
+    1-32 characters of [a-z0-9_-] starting with a letter (PROTOCOL.md 4)."""
+    return isinstance(kind, str) and _KIND_RE.match(kind) is not None
 
 
 def command_name(seq: int, cmd_id: str) -> str:

@@ -13,6 +13,10 @@ from .errors import MasterError
 MAX_STATE = 1 << 20
 
 
+
+#: The running row of a busy runner with no command running (the Go CLI's busyNothing).
+BUSY_NOTHING = "nothing: the tool is being started again (it ended with the last command); the next command waits for it"
+
 def parse_time(v: Any) -> Optional[float]:
     """Seconds since the epoch of a protocol timestamp (RFC 3339 text, or a
     number of Unix milliseconds); None when absent or unreadable."""
@@ -325,6 +329,11 @@ def format_status(st: Dict[str, Any]) -> str:
         if st.get("current_last_line"):
             run += " at: " + _go_quote(str(st["current_last_line"]))
         row("running", run)
+    elif st.get("phase") == "busy" and not stale:
+        # Busy with nothing running: a tool that died with its command (a
+        # Ctrl-C killed plain tclsh, signal KILL) is being started again
+        # (PROTOCOL.md section 8), right after a cancel or a timeout.
+        row("running", BUSY_NOTHING)
     else:
         row("running", "nothing")
     row("queue", "%d waiting" % _int(st.get("queue_depth")))

@@ -31,16 +31,15 @@ Every file operation goes through skillpilot._fs.SessionFS, which never
 follows a symlink inside the pool or its sessions.
 """
 
-import json
 import os
 import random
 import re
-import secrets
 import socket
 import time
 
 from . import _fs, _names
-from .errors import MasterError, RunnerNotAlive, SessionMissing, WaitTimeout
+from ._command import command_fields, dumps, runner_kind
+from .errors import MasterError, RunnerNotAlive, SessionMissing, UsageError, WaitTimeout
 
 PROTOCOL_VERSION = 1
 SEQ_WIDTH = 10
@@ -92,49 +91,11 @@ def claimed_dead_message(cmd_id, session):
             "starts on %s (master pool heal with respawn, or master launch)" % (cmd_id, session, session))
 
 
-def _new_cmd_id():
-    ms = int(time.time() * 1000)
-    b = bytearray(ms.to_bytes(6, "big") + secrets.token_bytes(10))
-    b[6] = (b[6] & 0x0F) | 0x70
-    b[8] = (b[8] & 0x3F) | 0x80
-    h = b.hex()
-    return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
-
-
 def _alloc_seq(sfs):
-    """PROTOCOL.md section 5: exclusive create of seq/<n>."""
-    try:
-        sfs.mkdir("seq", 0o700)
-    except FileExistsError:
-        pass
-
-    def max_reserved():
-        return max([int(n) for n in sfs.list("seq") if n.isdigit()] or [0])
-
-    def hint():
-        try:
-            return int((sfs.read("seq", "hint", 64) or b"").decode("ascii").strip())
-        except (OSError, ValueError, _fs.MasterError):
-            return None
-
-    n = hint()
-    if n is None:
-        n = max_reserved()
-    tries = 0
-    while True:
-        n += 1
-        if not sfs.create_exclusive("seq", "%0*d" % (SEQ_WIDTH, n), 0o600):
-            tries += 1
-            if tries % 64 == 0:
-                n = max(n, max_reserved())
-            continue
-        cur = hint()
-        if cur is None or cur < n:
-            try:
-                sfs.write_atomic("seq", "hint", b"%d\n" % n)
-            except (OSError, _fs.MasterError):
-                pass
-        return n
+    """PROTOCOL.md section 5: exclusive create of seq/<n> (seq/ made if a
+    runner has not made it yet), as Session.submit allocates."""
+    sfs.mkdir_master(_names.DIR_SEQ)
+    return _names.alloc_seq(sfs)
 
 
 def _commands(sfs, sub):
@@ -273,13 +234,10 @@ def _read_pin(pool_dir, key):
 
 
 def _write_pin(pool_dir, key, session, replace):
-    data = json.dumps({"protocol_version": PROTOCOL_VERSION, "key": key, "session": session,
-                       "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode("utf-8")
+    data = dumps({"protocol_version": PROTOCOL_VERSION, "key": key, "session": session,
+                  "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     pfs = _fs.SessionFS(pool_dir)
-    try:
-        pfs.mkdir("affinity", 0o777)
-    except FileExistsError:
-        pass
+    pfs.mkdir_master("affinity")
     if replace:
         pfs.write_atomic("affinity", key + ".json", data)
         return session
@@ -308,39 +266,38 @@ def pool_pick(pool_dir, affinity=None, views=None):
     return best["session"]
 
 
-def pool_submit(pool_dir, payload, affinity=None, kind="tcl", timeout=None, cancel_policy=None, cmd_id=None,
-                trace_id=None, labels=None):
-    """Queue payload in the session pool_pick chooses. Returns a dict with
-    session, cmd_id, name (the file name in that session's queue/) and
-    resume_cursor (that session's spool size before the command was queued,
-    as every master's submit reply: PROTOCOL.md section 19, "Cursors").
-    trace_id and labels (a dict) are carried into the result, the events,
-    status and the report, as Session.submit's (PROTOCOL.md section 4)."""
-    _names.check_correlation(trace_id, labels)
+def pool_submit(pool_dir, payload, affinity=None, kind=None, timeout=None, cancel_policy=None, cmd_id=None,
+                trace_id=None, labels=None, max_output_bytes=None):
+    """Queue payload in the session pool_pick chooses. The options are
+    Session.submit's, every one of them (_command.SUBMIT_OPTIONS), checked
+    as it checks them before anything is written; kind defaults to the
+    chosen session's runner's, else tcl. Returns a dict with session,
+    cmd_id, name (the file name in that session's queue/) and
+    resume_cursor (that session's spool size before the command was
+    queued, as every master's submit reply: PROTOCOL.md section 19,
+    "Cursors"). trace_id and labels (a dict) are carried into the result,
+    the events, status and the report, as Session.submit's (PROTOCOL.md
+    section 4)."""
+    if not isinstance(payload, str):
+        raise UsageError("payload must be a str")
+    opts = dict(timeout=timeout, cancel_policy=cancel_policy, cmd_id=cmd_id, trace_id=trace_id, labels=labels,
+                max_output_bytes=max_output_bytes)
+    command_fields("tcl" if kind is None else kind, **opts)  # Refused before a session is chosen or a pin written.
     session = pool_pick(pool_dir, affinity)
     sfs = _fs.SessionFS(pool_dir).session(session)
-    cmd_id = cmd_id or _new_cmd_id()
+    fields = command_fields(runner_kind(sfs) if kind is None else kind, **opts)
     seq = _alloc_seq(sfs)
-    cmd = {"protocol_version": PROTOCOL_VERSION, "cmd_id": cmd_id, "seq": seq, "kind": kind, "payload": payload,
-           "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "submitter": "python-pool@%s:%d" % (socket.gethostname(), os.getpid())}
-    if timeout:
-        cmd["timeout_s"] = timeout
-    if cancel_policy:
-        cmd["cancel_policy"] = cancel_policy
+    cmd = {"protocol_version": PROTOCOL_VERSION, "seq": seq, "payload": payload, **fields,
+           "submitted_at": _names.now_iso(), "submitter": "python-pool@%s:%d" % (socket.gethostname(), os.getpid())}
     if affinity:
         cmd["affinity"] = affinity
-    if trace_id:
-        cmd["trace_id"] = trace_id
-    if labels:
-        cmd["labels"] = dict(labels)
-    name = "cmd_%0*d_%s.json" % (SEQ_WIDTH, seq, cmd_id)
+    name = _names.command_name(seq, fields["cmd_id"])
     try:
         cursor = sfs.stat("log", "session.out").st_size
     except (OSError, _fs.MasterError):
         cursor = 0
-    sfs.write_atomic("queue", name, json.dumps(cmd).encode("utf-8"))
-    return {"session": session, "cmd_id": cmd_id, "name": name, "resume_cursor": cursor}
+    sfs.write_atomic("queue", name, dumps(cmd))
+    return {"session": session, "cmd_id": fields["cmd_id"], "name": name, "resume_cursor": cursor}
 
 
 def pool_locate(pool_dir, where):

@@ -1,7 +1,6 @@
 """Session: the Python master's handle on a session directory."""
 
 import base64
-import json
 import os
 import re
 import socket
@@ -9,6 +8,8 @@ import time
 from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 from . import _fs, _names, _status, _watch
+from ._command import CANCEL_POLICIES, command_fields, dumps, json_number  # noqa: F401 (CANCEL_POLICIES: session.CANCEL_POLICIES)
+from ._names import KINDS, valid_kind
 from ._lease import LeaseKeeper, write_lease
 from ._wait import Backoff, HeartbeatSeen, Liveness, Look, grace_of, observe
 from .errors import (AlreadyFinished, AlreadyWithdrawn, CannotServe, ExpectTimeout, Idle, MasterError, NotQueued, NotRunning, RefusedEcho,
@@ -17,16 +18,7 @@ from .errors import (AlreadyFinished, AlreadyWithdrawn, CannotServe, ExpectTimeo
 
 Result = Dict[str, Any]
 
-KINDS = ("tcl", "sh")  # built in; a runner's driver names other kinds (valid_kind)
-_KIND_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")
-
-
-def valid_kind(kind: Any) -> bool:
-    """tcl, sh, or a driver's kind (yosys, ngspice, a --driver file's):
-    1-32 characters of [a-z0-9_-] starting with a letter (PROTOCOL.md 4)."""
-    return isinstance(kind, str) and _KIND_RE.match(kind) is not None
 SIGNALS = ("INT", "QUIT", "TSTP", "CONT", "HUP", "USR1", "USR2", "TERM", "KILL")
-CANCEL_POLICIES = ("ctrl_c", "terminate_tool", "terminate_session")
 
 
 class _Submitted(NamedTuple):
@@ -92,9 +84,7 @@ class Session:
         if not self.fs.is_dir(_names.DIR_QUEUE):
             raise SessionMissing("not a session directory (no queue/): %s" % directory, context={"dir": directory})
         try:
-            self.fs.mkdir(_names.DIR_SEQ, _fs.DIR_MODE)  # A session made by an older runner.
-        except FileExistsError:
-            pass
+            self.fs.mkdir_master(_names.DIR_SEQ)  # A session made by an older runner.
         except OSError as e:
             raise MasterError("create %s: %s" % (self.fs.path(_names.DIR_SEQ), e)) from e
         if poll <= 0:
@@ -160,37 +150,16 @@ class Session:
         resume_cursor (the spool size before it was queued)."""
         if not isinstance(payload, str):
             raise UsageError("payload must be a str")
-        if kind is None:
-            kind = self._default_kind()
-        if not valid_kind(kind):
-            raise UsageError("kind must be tcl, sh or a driver's kind (1-32 characters of [a-z0-9_-]), not %r" % (kind,))
-        if cancel_policy is not None and cancel_policy not in CANCEL_POLICIES:
-            raise UsageError("cancel_policy must be one of %s" % ", ".join(CANCEL_POLICIES))
-        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
-            raise UsageError("timeout must be a non-negative number of seconds")
-        if max_output_bytes is not None and (isinstance(max_output_bytes, bool) or not isinstance(max_output_bytes, int)
-                                             or max_output_bytes < 0):
-            raise UsageError("max_output_bytes must be a non-negative integer")
-        _names.check_correlation(trace_id, labels)
-        cmd_id = _names.check_id(cmd_id) if cmd_id is not None else _names.new_id()
+        fields = command_fields(self._default_kind() if kind is None else kind, timeout, cancel_policy, cmd_id,
+                                trace_id, labels, max_output_bytes)
+        cmd_id = fields["cmd_id"]
         seq = _names.reserve_seq(self.fs)
         cursor = self._spool_size_quiet()  # Before the command is queued: its output comes after.
-        cmd: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "cmd_id": cmd_id, "seq": seq,
-                               "kind": kind, "payload": payload, "submitted_at": _names.now_iso(),
-                               "submitter": self.owner}
-        if timeout:
-            cmd["timeout_s"] = timeout
-        if cancel_policy:
-            cmd["cancel_policy"] = cancel_policy
-        if max_output_bytes:
-            cmd["max_output_bytes"] = max_output_bytes
-        if trace_id:
-            cmd["trace_id"] = trace_id
-        if labels:
-            cmd["labels"] = dict(labels)
+        cmd: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "seq": seq, "payload": payload, **fields,
+                               "submitted_at": _names.now_iso(), "submitter": self.owner}
         name = _names.command_name(seq, cmd_id)
         try:
-            self.fs.write_atomic(_names.DIR_QUEUE, name, json.dumps(cmd).encode("utf-8"))
+            self.fs.write_atomic(_names.DIR_QUEUE, name, dumps(cmd))
         except OSError as e:
             raise MasterError("write command %s: %s" % (name, e)) from e
         finally:
@@ -458,7 +427,7 @@ class Session:
         body.update(fields or {})
         name = _names.request_name(seq, req_id)
         try:
-            self.fs.write_atomic(_names.DIR_CTL, name, json.dumps(body).encode("utf-8"))
+            self.fs.write_atomic(_names.DIR_CTL, name, dumps(body))
         except OSError as e:
             raise MasterError("write request %s: %s" % (name, e)) from e
         return self._wait_reply(name, timeout, wait_for_runner)
@@ -563,12 +532,10 @@ class Session:
             fields["secret"] = True
         if expect:
             fields["expect"] = expect
-        if expect_timeout is not None:
-            if expect_timeout < 0:
-                raise UsageError("send: expect_timeout must not be negative")
-            fields["expect_timeout_ms"] = int(round(expect_timeout * 1000))
+        if expect_timeout is not None:  # The runner's bound: 0 to 7 days.
+            fields["expect_timeout_ms"] = int(round(json_number("expect_timeout", expect_timeout, lo=0, hi=7 * 86400) * 1000))
         if expect_from is not None:
-            fields["expect_from"] = int(expect_from)
+            fields["expect_from"] = json_number("expect_from", expect_from, integer=True, lo=0)
         reply = self.request("send", fields, timeout, wait_for_runner)
         if reply.get("outcome") == "delivered":
             return reply
@@ -593,11 +560,11 @@ class Session:
 
     def resize(self, cols: int, rows: int, timeout: Optional[float] = None,
                wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
-        """Set the tool's terminal to cols x rows (1 to 10000); the tool
-        gets SIGWINCH. The size is kept when the tool restarts."""
-        if not (1 <= cols <= 10000 and 1 <= rows <= 10000):
-            raise UsageError("resize %dx%d: columns and rows must be 1 to 10000" % (cols, rows))
-        reply = self.request("resize", {"cols": int(cols), "rows": int(rows)}, timeout, wait_for_runner)
+        """Set the tool's terminal to cols x rows (ints, 1 to 10000); the
+        tool gets SIGWINCH. The size is kept when the tool restarts."""
+        size = {"cols": json_number("cols", cols, integer=True, lo=1, hi=10000),
+                "rows": json_number("rows", rows, integer=True, lo=1, hi=10000)}
+        reply = self.request("resize", size, timeout, wait_for_runner)
         if reply.get("outcome") == "delivered":
             return reply
         raise _reply_error(reply, "resize")
@@ -824,10 +791,7 @@ def _take_back(sfs: "_fs.SessionFS", sub: str, frm: str, name: str) -> bool:
     sfs.revalidate(sub)
     if not sfs.exists(sub, frm):
         return False
-    try:
-        sfs.mkdir(_names.DIR_WITHDRAWN, 0o770)
-    except FileExistsError:
-        pass
+    sfs.mkdir_master(_names.DIR_WITHDRAWN)
     return sfs.claim(sub, frm, _names.DIR_WITHDRAWN, name)
 
 

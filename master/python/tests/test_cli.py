@@ -315,3 +315,14 @@ class CLITest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StatusTextTest(unittest.TestCase):
+    def test_busy_with_nothing_running_says_the_tool_restarts(self) -> None:
+        # Issue 43.7: right after a cancel that killed the tool, busy with
+        # nothing running says why, as the Go CLI does.
+        from skillpilot import _status
+        busy = _status.format_status({"dir": "S", "alive": True, "phase": "busy", "tool_starts": 2})
+        self.assertIn("running   " + _status.BUSY_NOTHING, busy)
+        idle = _status.format_status({"dir": "S", "alive": True, "phase": "idle", "tool_starts": 2})
+        self.assertIn("running   nothing\n", idle)

@@ -60,6 +60,43 @@ class SubmitFindTest(Base):
             with self.assertRaises(sp.UsageError):
                 self.s.submit("puts hi", max_output_bytes=bad)
 
+    def test_numbers_are_json_or_refused_before_anything_is_written(self) -> None:
+        # Issue 43.1: inf, nan, True and non-numbers never reach a file
+        # (json.dumps would write Infinity, NaN, true); each is a UsageError
+        # naming the option, and nothing is written, not even a seq.
+        self.runner()
+        _, name = self.s.submit("x", timeout=0.5, max_output_bytes=7)
+        with open(os.path.join(self.dir, "queue", name)) as f:
+            cmd = json.load(f)
+        self.assertEqual((cmd["timeout_s"], cmd["max_output_bytes"]), (0.5, 7))
+        seqs = sorted(os.listdir(os.path.join(self.dir, "seq")))
+        inf, nan = float("inf"), float("nan")
+        bad = [("timeout", dict(timeout=v)) for v in (inf, -inf, nan, True, "5", 1e400, -1)]
+        bad += [("max_output_bytes", dict(max_output_bytes=v)) for v in (1.5, True, "16", 2 ** 63, -1, inf)]
+        for what, kw in bad:
+            with self.assertRaises(sp.UsageError) as cm:
+                self.s.submit("x", **kw)  # type: ignore[arg-type]
+            self.assertIn(what, str(cm.exception))
+        calls = [lambda: self.s.resize(True, 24), lambda: self.s.resize(80.5, 24), lambda: self.s.resize(0, 24),
+                 lambda: self.s.resize("80", 24), lambda: self.s.send("x", "y", expect="z", expect_timeout=inf),
+                 lambda: self.s.send("x", "y", expect_from=1.5), lambda: self.s.send("x", "y", expect_from=True),
+                 lambda: self.s.write_lease(inf), lambda: self.s.write_lease(True), lambda: self.s.write_lease(nan),
+                 lambda: self.s.keep_lease(True), lambda: self.s.write_lease(0)]
+        for call in calls:
+            with self.assertRaises(sp.UsageError):
+                call()
+        self.assertEqual(sorted(os.listdir(os.path.join(self.dir, "seq"))), seqs)
+        self.assertEqual(self.ctl_files(), [])
+        self.assertEqual(len(os.listdir(os.path.join(self.dir, "queue"))), 1)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "state", "lease.json")))
+
+    def test_every_submit_door_takes_the_one_table_of_options(self) -> None:
+        # Issue 43.3: a pool door has every option a session door has.
+        import inspect
+        from skillpilot import _command, pool
+        for door, own in ((sp.Session.submit, ["self", "payload"]), (pool.pool_submit, ["pool_dir", "payload", "affinity"])):
+            self.assertEqual(list(inspect.signature(door).parameters), own + list(_command.SUBMIT_OPTIONS), door)
+
     def test_kind_defaults_to_the_runners(self) -> None:
         r = self.runner()
         r._write_state(kind="sh")

@@ -102,11 +102,10 @@ proc ::skillpilot::send {dir cmd_id data args} {
     set m "\"cmd_id\":[json::string $cmd_id],\"data_b64\":\"[binary encode base64 $bytes]\""
     if {[dict get $o -secret]} { append m ",\"secret\":true" }
     if {[dict get $o -expect] ne ""} { append m ",\"expect\":[json::string [dict get $o -expect]]" }
-    foreach {opt key} {-expecttimeout expect_timeout_ms -expectfrom expect_from} {
+    foreach {opt key max} {-expecttimeout expect_timeout_ms 604800000 -expectfrom expect_from ""} {
         set v [dict get $o $opt]
         if {$v eq ""} { continue }
-        if {![string is wideinteger -strict $v] || $v < 0} { Throw USAGE "$opt must be a number >= 0, not \"$v\"" }
-        append m ",\"$key\":$v"
+        append m ",\"$key\":[json::number $opt $v integer 0 $max]"
     }
     set reply [request $dir send $m -timeout [dict get $o -timeout] -waitforrunner [dict get $o -waitforrunner]]
     return [Delivered $reply "send $cmd_id"]
@@ -135,13 +134,12 @@ proc ::skillpilot::signal {dir cmd_id sig args} {
     return [Delivered $reply "signal $cmd_id"]
 }
 
-# resize sets the tool's terminal to cols x rows (1 to 10000); the tool
+# resize sets the tool's terminal to cols x rows (decimal integers, 1 to
+# 10000: anything else is USAGE before a request is written); the tool
 # gets SIGWINCH. Options: -timeout ms, -waitforrunner ms.
 proc ::skillpilot::resize {dir cols rows args} {
-    foreach v [list $cols $rows] {
-        if {![string is integer -strict $v] || $v < 1 || $v > 10000} { Throw USAGE "resize: $cols x $rows: each must be 1 to 10000" }
-    }
-    return [Delivered [request $dir resize "\"cols\":$cols,\"rows\":$rows" {*}$args] "resize"]
+    set m "\"cols\":[json::number cols $cols integer 1 10000],\"rows\":[json::number rows $rows integer 1 10000]"
+    return [Delivered [request $dir resize $m {*}$args] "resize"]
 }
 
 # stop asks the runner to stop and returns the reply (outcome accepted).

@@ -111,9 +111,25 @@ proc ::skillpilot::fs::is_plain_dir {root sub} {
     return [expr {![catch {file lstat [path $root $sub] st}] && $st(type) eq "directory"}]
 }
 
-# mkdir creates root/sub (and missing parents); errors are the caller's.
+# mkdir creates root/sub, if missing, as a master makes a directory
+# (PROTOCOL.md 19.1, "Files"; the Go master's sessionio.MkdirMaster),
+# whatever the umask: a session directory masters write into (seq/ in a
+# session an older runner made) gets the runner's mode for it, 0700 in a
+# private session and 2770 in a group-shared one (setgid on root), since
+# the runner refuses a group-writable one in a private session; any other
+# (withdrawn/, affinity/) 0770, with the setgid bit of a shared parent.
+# Its parent must exist. Errors are the caller's.
 proc ::skillpilot::fs::mkdir {root sub} {
-    file mkdir [Dir $root $sub]
+    set p [Dir $root $sub]
+    if {![catch {file lstat $p st}]} { return } ;# There: what it is, the operations on it judge.
+    file mkdir $p
+    file stat [file dirname $p] parent
+    set mode [expr {0770 | ($parent(mode) & 02000)}]
+    if {$sub in {queue ctl seq state}} {
+        file stat $root top
+        set mode [expr {$top(mode) & 02000 ? 02770 : 0700}]
+    }
+    file attributes $p -permissions [format %#o $mode]
 }
 
 # read_file returns a regular file's content (UTF-8), or "" with found 0 when it
@@ -229,9 +245,11 @@ proc ::skillpilot::fs::create_exclusive {root sub name} {
 # link_exclusive creates root/sub/name with data unless it exists (a
 # complete temporary file, hard-linked into place): 1 if this call made it.
 proc ::skillpilot::fs::link_exclusive {root sub name data} {
+    variable fileMode
     set path [File $root $sub $name]
     set tmp [file join [file dirname $path] ".$name.[pid].[random_hex 4].tmp"]
-    set f [open $tmp {WRONLY CREAT EXCL}]
+    set f [open $tmp {WRONLY CREAT EXCL} $fileMode]
+    file attributes $tmp -permissions $fileMode ;# 0660 whatever the umask.
     puts -nonewline $f $data
     close $f
     set failed [catch {file link -hard $path $tmp}]
@@ -297,7 +315,7 @@ proc ::skillpilot::fs::take {root sub name} {
 proc ::skillpilot::fs::take_back {root sub from name} {
     set p [File $root $sub $from]
     if {[catch {file lstat $p st}]} { return 0 }
-    if {[catch {file lstat [path $root withdrawn] wst}]} { catch {file mkdir [path $root withdrawn]} }
+    catch {mkdir $root withdrawn}
     set target [File $root withdrawn $name]
     if {![catch {file lstat $target tst}]} { Fail "withdraw $p: $target already exists" }
     if {[catch {file rename -- $p $target} msg opts]} {

@@ -222,3 +222,47 @@ proc ::skillpilot::json::string {s} {
     }
     return "\"$s\""
 }
+
+# number returns v, the value given to the option what, as a JSON number,
+# or raises USAGE ("what \"v\": why") before anything is written: the one
+# way the Tcl master writes a number into a file (PROTOCOL.md section 19.1,
+# "Numbers"). Tcl takes as numbers texts that JSON does not (.5, 5., 0x10,
+# 010, Inf, NaN, 1e999); a file holding one is refused by the runner. type
+# is "real" (seconds) or "integer"; min and max ("" for none) bound it.
+#   accepted: decimal digits with an optional sign, fraction and exponent,
+#     written in JSON's form (.5 -> 0.5, 5. -> 5, +3 -> 3)
+#   refused: Inf, NaN, a value too large for a double (1e999), hex
+#     (0x10), a leading zero (010: octal to Tcl 8.6, 10 to JSON readers),
+#     booleans and anything else; for an integer, a fraction or exponent
+#     and a value outside 64 bits
+proc ::skillpilot::json::number {what v {type real} {min ""} {max ""}} {
+    if {$type eq "integer"} {
+        if {![regexp {^([+-]?)(0|[1-9][0-9]*)$} $v -> sign digits]} {
+            NumberFail $what $v "not a decimal integer (no fraction, exponent, hex, leading zero or boolean)"
+        }
+        set out [expr {$sign eq "-" && $digits ne "0" ? "-$digits" : $digits}]
+        if {![::string is wideinteger -strict $out]} {
+            NumberFail $what $v "does not fit in 64 bits"
+        }
+        set n $out
+    } else {
+        if {![regexp {^([+-]?)(0|[1-9][0-9]*|)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?$} $v -> sign int frac exp]
+            || ($int eq "" && $frac eq "")} {
+            NumberFail $what $v "not a decimal number (JSON has no Inf, NaN, hex, leading zeros or booleans)"
+        }
+        set out [expr {$sign eq "-" ? "-" : ""}][expr {$int eq "" ? 0 : $int}]
+        if {$frac ne ""} { append out .$frac }
+        if {$exp ne ""} { append out e[::string trimleft $exp +] }
+        set n [expr {double($out)}]
+        if {$n in {Inf -Inf}} {
+            NumberFail $what $v "too large for a double"
+        }
+    }
+    if {$min ne "" && $n < $min} { NumberFail $what $v "must be at least $min" }
+    if {$max ne "" && $n > $max} { NumberFail $what $v "must be at most $max" }
+    return $out
+}
+
+proc ::skillpilot::json::NumberFail {what v why} {
+    return -code error -level 2 -errorcode {SKILLPILOT USAGE} "$what \"$v\": $why"
+}

@@ -32,12 +32,15 @@
 # (::skillpilot::fs), sourced from beside this file when not yet loaded.
 
 namespace eval ::skillpilot {}
-if {[info commands ::skillpilot::fs::read_file] eq ""} {
-    source -encoding utf-8 [file join [file dirname [info script]] fs.tcl]
+# Sourced alone (skillpilot_pool.tcl) rather than by package require: the
+# package's files pool_submit shares with submit (fs, json, names, the
+# command's options) are sourced from beside this file.
+if {[info commands ::skillpilot::CommandFields] eq ""} {
+    foreach f {fs.tcl json.tcl files.tcl skillpilot.tcl} {
+        source -encoding utf-8 [file join [file dirname [info script]] $f]
+    }
 }
-namespace eval ::skillpilot::poolimpl {
-    variable seqWidth 10
-}
+namespace eval ::skillpilot::poolimpl {}
 
 # rnd returns a random 31-bit number from /dev/urandom (the host
 # interpreter's rand() is left alone: reseeding it would change an EDA
@@ -58,45 +61,11 @@ proc ::skillpilot::poolimpl::field {json key} {
     return ""
 }
 
-proc ::skillpilot::poolimpl::json_str {s} {
-    set s [string map {\\ \\\\ \" \\\" \n \\n \r \\r \t \\t} $s]
-    while {[regexp -indices {[\x00-\x1f]} $s idx]} {
-        set i [lindex $idx 0]
-        scan [string index $s $i] %c code
-        set s [string replace $s $i $i [format \\u%04x $code]]
-    }
-    return "\"$s\""
-}
-
-proc ::skillpilot::poolimpl::max_reserved {sdir} {
-    set m 0
-    foreach f [::skillpilot::fs::names $sdir seq {[0-9]*}] {
-        if {[string is digit -strict $f] && [scan $f %lld] > $m} { set m [scan $f %lld] }
-    }
-    return $m
-}
-
-# alloc_seq: PROTOCOL.md section 5, exclusive create of seq/<n>.
+# alloc_seq: PROTOCOL.md section 5, exclusive create of seq/<n> (seq/
+# made when no runner has made it yet), as skillpilot::submit allocates.
 proc ::skillpilot::poolimpl::alloc_seq {sdir} {
-    variable seqWidth
     ::skillpilot::fs::mkdir $sdir seq
-    set txt [string trim [::skillpilot::fs::read_quiet $sdir seq hint]]
-    set n [expr {[string is digit -strict $txt] ? [scan $txt %lld] : [max_reserved $sdir]}]
-    set tries 0
-    while 1 {
-        incr n
-        if {[catch {::skillpilot::fs::create_exclusive $sdir seq [format %0*lld $seqWidth $n]} made]} {
-            return -code error "cannot reserve seq $n: $made"
-        }
-        if {$made} break
-        if {[incr tries] % 64 == 0} {
-            set m [max_reserved $sdir]
-            if {$m > $n} { set n $m }
-        }
-    }
-    set txt [string trim [::skillpilot::fs::read_quiet $sdir seq hint]]
-    if {![string is digit -strict $txt] || [scan $txt %lld] < $n} { catch {::skillpilot::fs::write_atomic $sdir seq hint "$n\n"} }
-    return $n
+    return [::skillpilot::alloc_seq $sdir]
 }
 
 proc ::skillpilot::poolimpl::commands {sdir sub} {
@@ -238,7 +207,7 @@ proc ::skillpilot::poolimpl::read_pin {pool key} {
 # write_pin: exclusive (hard link of a complete temp file) unless replace.
 proc ::skillpilot::poolimpl::write_pin {pool key session replace} {
     ::skillpilot::fs::mkdir $pool affinity
-    set data "\{\"protocol_version\":1,\"key\":[json_str $key],\"session\":[json_str $session],\"ts\":[json_str [clock format [clock seconds] -format %Y-%m-%dT%H:%M:%SZ -gmt 1]]\}"
+    set data "\{\"protocol_version\":1,\"key\":[::skillpilot::json::string $key],\"session\":[::skillpilot::json::string $session],\"ts\":[::skillpilot::json::string [clock format [clock seconds] -format %Y-%m-%dT%H:%M:%SZ -gmt 1]]\}"
     if {$replace} {
         ::skillpilot::fs::write_atomic $pool affinity $key.json $data
         return $session
@@ -275,28 +244,28 @@ proc ::skillpilot::pool_pick {pool args} {
 }
 
 # pool_submit: queue payload in the chosen session. Options: -affinity KEY
-# -kind tcl|sh -timeout SECONDS -cmd_id ID -trace_id T -labels DICT (carried
-# into the result, events, status and report, as skillpilot::submit's). Returns a dict session cmd_id name
-# resume_cursor (that session's spool size before the command was queued, as
-# every master's submit reply: PROTOCOL.md section 19, "Cursors").
+# and every option of skillpilot::submit (its one table, submitOptions):
+# -kind (default: the chosen session's runner's, else tcl), -timeout
+# SECONDS, -cancel_policy, -max_output_bytes, -cmd_id ID (default: a new
+# UUIDv7), -trace_id T, -labels DICT; each checked as submit checks it,
+# before anything is written. Returns a dict session cmd_id name
+# resume_cursor (that session's spool size before the command was queued,
+# as every master's submit reply: PROTOCOL.md section 19, "Cursors").
 proc ::skillpilot::pool_submit {pool payload args} {
-    set opts [dict merge {-affinity "" -kind tcl -timeout 0 -cmd_id "" -trace_id "" -labels {}} $args]
-    set corr ""
-    if {[dict get $opts -trace_id] ne "" || [dict size [dict get $opts -labels]] > 0} {
-        poolimpl::need_correlation
-        set corr [::skillpilot::Correlation [dict get $opts -trace_id] [dict get $opts -labels]]
-    }
-    set session [pool_pick $pool -affinity [dict get $opts -affinity]]
+    set opts [::skillpilot::Opts [dict merge {-affinity ""} $::skillpilot::submitOptions] $args]
+    set key [dict get $opts -affinity]
+    # The options are checked before a session is chosen: a wrong one
+    # writes nothing, not even an affinity pin.
+    set pre [dict remove $opts -affinity]
+    if {[dict get $pre -kind] eq ""} { dict set pre -kind tcl } ;# The session's kind is known once it is chosen.
+    ::skillpilot::CommandFields $pool $pre
+    set session [pool_pick $pool -affinity $key]
     set sdir [poolimpl::member $pool $session]
-    set id [dict get $opts -cmd_id]
-    if {$id eq ""} { set id [format "tcl-%d-%d-%08x" [clock milliseconds] [pid] [::skillpilot::poolimpl::rnd]] }
+    lassign [::skillpilot::CommandFields $sdir [dict remove $opts -affinity]] id fields
     set seq [poolimpl::alloc_seq $sdir]
-    set json "\{\"protocol_version\":1,\"cmd_id\":[poolimpl::json_str $id],\"seq\":$seq,\"kind\":[poolimpl::json_str [dict get $opts -kind]],\"payload\":[poolimpl::json_str $payload]"
-    if {[dict get $opts -timeout] > 0} { append json ",\"timeout_s\":[dict get $opts -timeout]" }
-    if {[dict get $opts -affinity] ne ""} { append json ",\"affinity\":[poolimpl::json_str [dict get $opts -affinity]]" }
-    append json $corr
-    append json ",\"submitter\":[poolimpl::json_str tcl-pool@[info hostname]:[pid]]\}"
-    set name [format "cmd_%0*lld_%s.json" $::skillpilot::poolimpl::seqWidth $seq $id]
+    set extra [expr {$key ne "" ? ",\"affinity\":[::skillpilot::json::string $key]" : ""}]
+    set json [::skillpilot::CommandJSON $id $seq $payload $fields tcl-pool@[info hostname]:[pid] $extra]
+    set name [::skillpilot::CommandName $seq $id]
     set cursor [::skillpilot::fs::size $sdir log session.out]
     # Through the pool's directory: the member itself is checked again
     # (lstat, no symlink) as part of the path written (issue 34.13).
@@ -332,16 +301,6 @@ proc ::skillpilot::pool_locate {pool where} {
     }
     return [list $sdir $name]
 }
-
-# poolimpl::need_correlation loads skillpilot::Correlation when this file
-# was sourced alone (skillpilot_pool.tcl) rather than by package require.
-proc ::skillpilot::poolimpl::need_correlation {} {
-    if {[info commands ::skillpilot::Correlation] ne ""} return
-    set here [file dirname [info script]]
-    if {$here eq "" || ![file exists [file join $here json.tcl]]} { set here $::skillpilot::poolimpl::dir }
-    foreach f {json.tcl files.tcl skillpilot.tcl} { uplevel #0 [list source -encoding utf-8 [file join $here $f]] }
-}
-set ::skillpilot::poolimpl::dir [file dirname [file normalize [info script]]]
 
 # gone_message and claimed_dead_message: the words every master's pool
 # wait uses (PROTOCOL.md section 18.6).
@@ -384,8 +343,9 @@ proc ::skillpilot::poolimpl::stuck {pool where sdir name} {
 }
 
 # pool_wait: the result of a pool_submit command wherever it was moved, as
-# a dict: status cmd_id value exit_reason output_path, session_dir (where
-# it ran) and json (the whole result file). timeout_ms -1 waits forever.
+# the dict skillpilot::result gives (every field of the result file, name,
+# error_code, error_message), with session_dir (where it ran) and json (the
+# whole result file). timeout_ms -1 waits forever.
 # As every master's pool wait (PROTOCOL.md section 18.6) it ends at once
 # with {SKILLPILOT SESSION_MISSING} when the session holding the command
 # was deleted and {SKILLPILOT RUNNER_NOT_ALIVE} when a dead session
@@ -414,10 +374,8 @@ proc ::skillpilot::pool_wait {pool where {timeout_ms -1}} {
                 return -code error -errorcode {SKILLPILOT RUNNER_NOT_ALIVE} -context [dict create cmd_id $id reason $why] "command $id: $why"
             }
         }
-        if {$r ne ""} {
-            set d [dict create session_dir $sdir json $r]
-            foreach k {status cmd_id value exit_reason output_path} { dict set d $k [poolimpl::field $r $k] }
-            return $d
+        if {$r ne "" && ![catch {::skillpilot::json::parse $r} parsed]} {
+            return [dict merge [::skillpilot::ResultDict $parsed $name] [dict create session_dir $sdir json $r]]
         }
         if {$deadline >= 0 && [clock milliseconds] > $deadline} {
             return -code error -errorcode {SKILLPILOT wait_timeout} "no result for [dict get $where cmd_id] within $timeout_ms ms"

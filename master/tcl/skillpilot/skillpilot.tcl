@@ -109,19 +109,50 @@ proc ::skillpilot::Owner {} {
 
 # --- commands ---------------------------------------------------------------
 
+# submitOptions are the options of every door that queues a command, with
+# their defaults: submit, run and pool_submit take them all from this one
+# table (PROTOCOL.md 15.5, 4.13: a pool door has every option a session
+# door has). CommandFields checks them.
+namespace eval ::skillpilot {
+    variable submitOptions {-kind "" -timeout 0 -cancel_policy "" -cmd_id "" -trace_id "" -labels {} -max_output_bytes 0}
+}
+
 # submit queues payload and returns the command's file name. Options:
 # -kind (default: the runner's, else tcl), -timeout (seconds; 0: the
 # runner's default), -cancel_policy, -cmd_id (default: a new UUIDv7),
 # -max_output_bytes (the command's output budget; 0: the runner's
-# --max-output-bytes, PROTOCOL.md section 6.3), -reply 1: return the submit reply of every master instead (PROTOCOL.md
-# section 19, "Cursors"), a dict: cmd_id, seq, name, file ("queue/NAME")
-# and resume_cursor (the spool size just before the command was queued:
-# its output comes after it).
+# --max-output-bytes, PROTOCOL.md section 6.3), -trace_id, -labels (a
+# dict), -reply 1: return the submit reply of every master instead
+# (PROTOCOL.md section 19, "Cursors"), a dict: cmd_id, seq, name, file
+# ("queue/NAME") and resume_cursor (the spool size just before the command
+# was queued: its output comes after it). A value the command file cannot
+# hold (-timeout Inf, 0x10, .5 is written 0.5) is refused with USAGE
+# before anything is written (json::number).
 proc ::skillpilot::submit {dir payload args} {
-    variable version
-    variable seqWidth
+    variable submitOptions
     set dir [check $dir]
-    set o [Opts {-kind "" -timeout 0 -cancel_policy "" -cmd_id "" -trace_id "" -labels {} -max_output_bytes 0 -reply 0} $args]
+    set o [Opts [dict merge $submitOptions {-reply 0}] $args]
+    lassign [CommandFields $dir $o] id fields
+    set seq [ReserveSeq $dir]
+    set cursor [fs::size $dir log session.out] ;# Before the command is queued.
+    set name [CommandName $seq $id]
+    try {
+        fs::write_atomic $dir queue $name [CommandJSON $id $seq $payload $fields [Owner]]
+    } finally {
+        WriteHint $dir $seq ;# After the command: the runner sees it one write sooner.
+    }
+    if {[dict get $o -reply]} {
+        return [dict create cmd_id $id seq $seq name $name file queue/$name resume_cursor $cursor]
+    }
+    return $name
+}
+
+# CommandFields checks the submitOptions in o for a command to be queued in
+# the session dir (the kind defaults to its runner's) and returns {cmd_id
+# fields}: fields are the JSON members after the payload (kind, timeout_s,
+# cancel_policy, max_output_bytes, trace_id, labels). USAGE names the
+# option and the value at fault; nothing has been written then.
+proc ::skillpilot::CommandFields {dir o} {
     set id [dict get $o -cmd_id]
     if {$id eq ""} {
         set id [new_id]
@@ -131,32 +162,29 @@ proc ::skillpilot::submit {dir payload args} {
     set kind [dict get $o -kind]
     if {$kind eq ""} { set kind [RunnerKind $dir] }
     if {![regexp {^[a-z][a-z0-9_-]{0,31}$} $kind]} { Throw USAGE "kind must be tcl, sh or a driver's kind (1-32 characters of \[a-z0-9_-\]), not \"$kind\"" }
-    set timeout [dict get $o -timeout]
-    if {![string is double -strict $timeout] || $timeout < 0} { Throw USAGE "-timeout must be seconds >= 0" }
+    set timeout [json::number -timeout [dict get $o -timeout] real 0]
     set policy [dict get $o -cancel_policy]
     if {$policy ni {"" ctrl_c terminate_tool terminate_session}} { Throw USAGE "unknown -cancel_policy $policy" }
-    set budget [dict get $o -max_output_bytes]
-    if {![string is wideinteger -strict $budget] || $budget < 0} { Throw USAGE "-max_output_bytes must be an integer >= 0" }
-    set corr [Correlation [dict get $o -trace_id] [dict get $o -labels]]
-    set seq [ReserveSeq $dir]
-    set cursor [fs::size $dir log session.out] ;# Before the command is queued.
-    set json "\{\"protocol_version\":$version,\"cmd_id\":[json::string $id],\"seq\":$seq"
-    append json ",\"kind\":[json::string $kind],\"payload\":[json::string $payload]"
-    if {$timeout > 0} { append json ",\"timeout_s\":$timeout" }
-    if {$policy ne ""} { append json ",\"cancel_policy\":[json::string $policy]" }
-    if {$budget > 0} { append json ",\"max_output_bytes\":[expr {wide($budget)}]" }
-    append json $corr
-    append json ",\"submitted_at\":[json::string [now_iso]],\"submitter\":[json::string [Owner]]\}"
-    set name [format "cmd_%0*lld_%s.json" $seqWidth $seq $id]
-    try {
-        fs::write_atomic $dir queue $name $json
-    } finally {
-        WriteHint $dir $seq ;# After the command: the runner sees it one write sooner.
-    }
-    if {[dict get $o -reply]} {
-        return [dict create cmd_id $id seq $seq name $name file queue/$name resume_cursor $cursor]
-    }
-    return $name
+    set budget [json::number -max_output_bytes [dict get $o -max_output_bytes] integer 0]
+    set fields ",\"kind\":[json::string $kind]"
+    if {$timeout != 0} { append fields ",\"timeout_s\":$timeout" }
+    if {$policy ne ""} { append fields ",\"cancel_policy\":[json::string $policy]" }
+    if {$budget != 0} { append fields ",\"max_output_bytes\":$budget" }
+    append fields [Correlation [dict get $o -trace_id] [dict get $o -labels]]
+    return [list $id $fields]
+}
+
+# CommandJSON is the text of a command file: fields from CommandFields, then
+# extra JSON members (a pool's affinity), submitted_at and submitter.
+proc ::skillpilot::CommandJSON {id seq payload fields submitter {extra ""}} {
+    variable version
+    return "\{\"protocol_version\":$version,\"cmd_id\":[json::string $id],\"seq\":$seq,\"payload\":[json::string $payload]$fields$extra,\"submitted_at\":[json::string [now_iso]],\"submitter\":[json::string $submitter]\}"
+}
+
+# CommandName is cmd_<seq>_<cmd_id>.json.
+proc ::skillpilot::CommandName {seq id} {
+    variable seqWidth
+    return [format "cmd_%0*lld_%s.json" $seqWidth $seq $id]
 }
 
 # Correlation checks -trace_id and -labels (a dict) by PROTOCOL.md section 4
@@ -233,6 +261,12 @@ proc ::skillpilot::result {dir cmd} {
     if {[Network $dir]} { fs::revalidate $dir result } ;# Local lookups are never stale.
     set r [read_json $dir result $name]
     if {$r eq ""} { return "" }
+    return [ResultDict $r $name]
+}
+
+# ResultDict is result's dict of a parsed result file r named name: every
+# field, plus name, error_code and error_message ("" for a field it lacks).
+proc ::skillpilot::ResultDict {r name} {
     dict set r name $name
     foreach k {cmd_id status exit_reason tool_rc value value_truncated output_path exit_code signal} {
         if {![dict exists $r $k]} { dict set r $k "" }
@@ -445,8 +479,8 @@ proc ::skillpilot::WithdrawnReply {home dir id name} {
 # -check 0 returns the result whatever its status).
 proc ::skillpilot::run {dir payload args} {
     variable waitForRunnerMs
-    set o [Opts [list -kind "" -timeout 0 -cancel_policy "" -cmd_id "" -trace_id "" -labels {} -max_output_bytes 0 -waittimeout -1 -check 1 \
-                     -waitforrunner $waitForRunnerMs] $args]
+    variable submitOptions
+    set o [Opts [dict merge $submitOptions [list -waittimeout -1 -check 1 -waitforrunner $waitForRunnerMs]] $args]
     set name [submit $dir $payload {*}[dict remove $o -waittimeout -check -waitforrunner]]
     return [wait $dir $name -timeout [dict get $o -waittimeout] -check [dict get $o -check] \
                 -waitforrunner [dict get $o -waitforrunner]]

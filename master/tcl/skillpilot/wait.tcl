@@ -255,7 +255,7 @@ proc ::skillpilot::lease {dir ttl_ms {lease_id tcl-lease}} {
     variable leaseCounter
     variable version
     set dir [check $dir]
-    if {![string is wideinteger -strict $ttl_ms] || $ttl_ms <= 0} { Throw USAGE "ttl_ms must be a positive integer" }
+    set ttl_ms [json::number ttl_ms $ttl_ms integer 1]
     incr leaseCounter
     set exp [expr {[clock milliseconds] + $ttl_ms}]
     fs::write_atomic $dir state lease.json "\{\"protocol_version\":$version,\"lease_id\":[json::string $lease_id],\
@@ -271,6 +271,7 @@ proc ::skillpilot::lease {dir ttl_ms {lease_id tcl-lease}} {
 proc ::skillpilot::keeplease {dir ttl_ms {lease_id ""}} {
     variable leases
     set dir [check $dir]
+    set ttl_ms [json::number ttl_ms $ttl_ms integer 0]
     if {$ttl_ms == 0} {
         array unset leases $dir
         return
