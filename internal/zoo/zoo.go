@@ -47,6 +47,17 @@ type Tool struct {
 	// Serves is false for a tool that never serves (a licence that is
 	// never granted): no scenario runs on it.
 	Serves bool
+	// Expect is what `runner check` must find on it (toolcheck's
+	// TestCheckTools), by check name: "holds" for every check not named,
+	// else "fails: WORDS", "not_applicable: WORDS" or "not_run", WORDS
+	// being part of what the check says (the tool's own words where it
+	// has any); "*" stands for every check not named. README's matrix is
+	// made of these.
+	Expect map[string]string
+	// Cancel is what a Ctrl-C cancel does to it, as the check finds:
+	// "restarted" (it dies of Ctrl-C), "kept" (back at its prompt with
+	// its state), "terminated" (not back within --resync-wait).
+	Cancel string
 }
 
 // Dir is testdata/zoo of this repository, as an absolute path.
@@ -72,15 +83,16 @@ func (t Tool) Command(extra ...string) []string {
 	return out
 }
 
-// Display is the tool's command line as README shows it: runner flags,
-// then "--" and the tool, with zoo paths relative to the repository and
-// the environment the tests give it first.
+// Display is the runner's command line for the tool as README shows it:
+// the environment the tests give it, runner flags, then "--" and the tool,
+// with zoo paths relative to the repository. `runner check` takes the
+// same flags and tool.
 func (t Tool) Display() string {
 	var b strings.Builder
 	for _, e := range t.Env {
 		b.WriteString(e + " ")
 	}
-	b.WriteString("runner check")
+	b.WriteString("runner --session S")
 	for _, f := range t.Flags {
 		b.WriteString(" " + f)
 	}
@@ -94,58 +106,74 @@ func (t Tool) Display() string {
 	return b.String()
 }
 
-// Real are the EDA shells of Debian the runner serves, and tclsh.
+// Real are the EDA shells of Debian the runner serves, with tclsh and
+// bash.
 var Real = []Tool{
 	{Name: "tclsh", Program: "tclsh", Package: "tcl", Argv: []string{"tclsh"}, Serves: true,
-		Behaviour: "the default tool; dies of Ctrl-C"},
+		Behaviour: "the default tool; dies of Ctrl-C", Cancel: "restarted"},
+	{Name: "bash", Program: "bash", Package: "bash", Argv: []string{"bash", "--noprofile", "--norc", "-i"}, Flags: []string{"--kind", "sh"}, Serves: true,
+		Behaviour: "payloads run with `.`; returns to its prompt on Ctrl-C", Cancel: "kept",
+		Expect: map[string]string{"value": "not_applicable: no value"}},
 	{Name: "OpenSTA", Program: "sta", Package: "opensta", Argv: []string{"sta", "-no_splash"}, Serves: true,
-		Behaviour: "evaluates each line alone; its own `source`; dies of Ctrl-C"},
+		Behaviour: "evaluates each line alone and has its own `source`; its `exit` takes effect once the typed line is done, " +
+			"so the command calling it ends `ok` and the tool restarts right after (a command queued behind it may be the one that sees the exit)",
+		Cancel: "restarted"},
 	{Name: "Magic", Program: "magic", Package: "magic", Argv: []string{"magic", "-dnull", "-noconsole"}, Serves: true,
-		Behaviour: "drops what is typed before its prompt; no stdin channel"},
+		Behaviour: "drops what is typed before its prompt (the runner types its start-up again until it answers); its Tcl has " +
+			"no `stdin` channel: a payload that reads a line `master send` types uses `gets $::__sp::in`",
+		Cancel: "restarted"},
 	{Name: "netgen", Program: "netgen-lvs", Package: "netgen-lvs", Argv: []string{"netgen-lvs", "-noconsole"}, Serves: true,
-		Behaviour: "a Tcl shell; dies of Ctrl-C"},
+		Behaviour: "a Tcl shell", Cancel: "restarted"},
 	{Name: "Yosys", Program: "yosys", Package: "yosys", Argv: []string{"yosys"}, Flags: []string{"--kind", "yosys"}, Serves: true,
-		Behaviour: "Yosys commands (preset driver); dies of Ctrl-C"},
+		Behaviour: "a payload is Yosys commands, run with `script`: an `ERROR:` line makes the command an error with that line, " +
+			"and ends the script there; `tcl FILE` runs Tcl", Cancel: "restarted",
+		Expect: map[string]string{"value": "not_applicable: no value"}},
 	{Name: "ngspice", Program: "ngspice", Package: "ngspice", Argv: []string{"ngspice"}, Flags: []string{"--kind", "ngspice"}, Serves: true,
-		Behaviour: "ngspice commands (preset driver); Ctrl-C stops the analysis"},
+		Behaviour: "a payload is typed line by line (at most 3 KiB; `source DECK` runs a deck); `Error: …` and " +
+			"`… no such command available in ngspice` lines make it an error; `>` in `echo` is a redirection; " +
+			"Ctrl-C stops the analysis; it drops every character outside ASCII from what it reads", Cancel: "kept",
+		Expect: map[string]string{"value": "not_applicable: no value", "big_error": "not_applicable: line by line",
+			"utf8": `fails: printed "end\n"`}},
 }
 
 // Shells are the zoo's test shells, one behaviour each.
 var Shells = []Tool{
-	{Name: "zoo innovus", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/innovus.tcl"}, Serves: true,
+	{Name: "zoo innovus", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/innovus.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "numbered prompt `innovus 1> `, `innovus 2> `, printed right after output without a newline"},
-	{Name: "zoo pt_shell", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/pt_shell.tcl"}, Serves: true,
+	{Name: "zoo pt_shell", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/pt_shell.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "`pt_shell> ` and a continuation prompt `? `; prints every result"},
-	{Name: "zoo vivado", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/vivado.tcl"}, Serves: true,
+	{Name: "zoo vivado", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/vivado.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "`Vivado% ` prompt, `ERROR: [Common 17-55]` errors"},
-	{Name: "zoo prompt_changes", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/prompt_changes.tcl"}, Serves: true,
+	{Name: "zoo prompt_changes", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/prompt_changes.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "a prompt a command changes (`tcl_prompt1`, Genus's `@genus:root: 1> `)"},
-	{Name: "zoo source_echo", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/source_echo.tcl"}, Serves: true,
+	{Name: "zoo source_echo", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/source_echo.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "`source` is the vendor's: `-echo -verbose`, echoes each command, returns nothing, goes on after an error, refuses other options"},
-	{Name: "zoo puts_tee", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/puts_tee.tcl"}, Serves: true,
+	{Name: "zoo puts_tee", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/puts_tee.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "`puts` redefined to write a log file as well as the terminal"},
-	{Name: "zoo exit_confirm", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/exit_confirm.tcl"}, Serves: true,
+	{Name: "zoo exit_confirm", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/exit_confirm.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "`exit` asks \"Do you really want to exit? (y/n)\"",
 		Prevents:  "a payload's `exit` waits for its answer: `master send ID y` (or `exit -force`)"},
 	{Name: "zoo licence dots", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"sh", "zoo/licence.sh"},
-		Env: []string{"ZOO_LICENSE_WAIT=3"}, Serves: true,
+		Env: []string{"ZOO_LICENSE_WAIT=3"}, Serves: true, Cancel: "restarted",
 		Behaviour: "licence checkout: a line without a newline, a dot a second (90 s; 3 s in the tests), then the banner"},
 	{Name: "zoo licence silent", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"sh", "zoo/licence.sh"},
-		Env: []string{"ZOO_LICENSE_WAIT=12", "ZOO_LICENSE_DOTS=0"}, Serves: true,
+		Env: []string{"ZOO_LICENSE_WAIT=12", "ZOO_LICENSE_DOTS=0"}, Serves: true, Cancel: "restarted",
 		Behaviour: "licence checkout: a line without a newline, then nothing (90 s; 12 s in the tests), then the banner"},
 	{Name: "zoo licence fails", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"sh", "zoo/licence.sh"},
 		Env:       []string{"ZOO_LICENSE_WAIT=1", "ZOO_LICENSE_FAIL=1"},
+		Expect:    map[string]string{"start": "fails: Failed to check out license 'Zoo_Impl_System': 4 of 4 licenses in use; the request was queued", "*": "not_run"},
 		Behaviour: "licence checkout that fails: \"Failed to check out license ... queued\", exit 1",
 		Prevents:  "it never serves: the runner gives up (exit 4) quoting the tool's lines"},
-	{Name: "zoo banner", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/banner.tcl"}, Serves: true,
+	{Name: "zoo banner", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/banner.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "a banner of 10,000 lines before its first prompt"},
-	{Name: "zoo stderr", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/stderr.tcl"}, Serves: true,
+	{Name: "zoo stderr", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/stderr.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "prompt and errors on stderr, results on stdout, interleaved"},
-	{Name: "zoo echo_input", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/echo_input.tcl"}, Serves: true,
+	{Name: "zoo echo_input", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/echo_input.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "prints every line it reads after its prompt"},
-	{Name: "zoo echo_on", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/echo_on.tcl"}, Serves: true,
+	{Name: "zoo echo_on", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/echo_on.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "turns the terminal's echo back on before every prompt (readline)"},
-	{Name: "zoo ctrlc_ask", Zoo: true, Program: "expect", Package: "expect", Argv: []string{"expect", "zoo/ctrlc_ask.exp"}, Serves: true,
+	{Name: "zoo ctrlc_ask", Zoo: true, Program: "expect", Package: "expect", Argv: []string{"expect", "zoo/ctrlc_ask.exp"}, Serves: true, Cancel: "terminated",
+		Expect:    map[string]string{"cancel": "holds: Interrupt: abort the current command? (y/n)"},
 		Behaviour: "Ctrl-C asks \"Interrupt: abort the current command? (y/n)\" and waits; a second Ctrl-C kills it",
 		Prevents: "a Ctrl-C cancel: the runner's resync lines are read as answers (not y), so the tool goes on, " +
 			"is terminated after `--resync-wait` and restarted (its state lost; the output keeps the question). " +
@@ -156,7 +184,7 @@ var Shells = []Tool{
 			"outcomes": "a Ctrl-C cancel's output holds the tool's question and its answers to the runner's resync lines",
 		}},
 	{Name: "zoo jobserver", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"sh", "zoo/jobserver.sh"},
-		Env: []string{"ZOO_JOBSERVER_LIFE=300"}, Serves: true,
+		Env: []string{"ZOO_JOBSERVER_LIFE=300"}, Serves: true, Cancel: "restarted",
 		Behaviour: "starts a job server in a session of its own that keeps the terminal open after the tool exits",
 		Prevents:  "nothing the runner serves; the job server outlives the tool and the runner (it left the tool's session): stop it yourself"},
 }
