@@ -44,8 +44,8 @@ type Recommendation struct {
 	CancelPolicy string `json:"cancel_policy"`
 	CancelWhy    string `json:"cancel_why"`
 	// StartTimeout is the --start-timeout to give, and why.
-	StartTimeout string `json:"start_timeout"`
-	StartWhy     string `json:"start_why"`
+	StartTimeout string   `json:"start_timeout"`
+	StartWhy     string   `json:"start_why"`
 	Notes        []string `json:"notes,omitempty"`
 }
 

@@ -842,4 +842,3 @@ func cut(s string) string {
 	head, tail := s[:max/2], s[len(s)-max/2:]
 	return strings.ToValidUTF8(head, "") + fmt.Sprintf(" ... (%d bytes) ... ", len(s)) + strings.ToValidUTF8(tail, "")
 }
-
