@@ -216,8 +216,15 @@ func (c *checker) checkCancel() {
 		ch.Detail = "Ctrl-C: the tool died of it and was restarted; its state is gone" + c.initsAgain() + said
 	default:
 		c.cancelHow = "terminated"
-		ch.Detail = fmt.Sprintf("Ctrl-C did not bring the tool back to its prompt within --resync-wait (%s)%s: it was terminated (%s) and restarted; its state is gone%s",
-			c.o.ResyncWait, said, res.Signal, c.initsAgain())
+		how := "it was terminated"
+		switch {
+		case res.Signal != "":
+			how += " (" + res.Signal + ")"
+		case res.ExitCode != nil:
+			how += fmt.Sprintf(" (it exited with code %d)", *res.ExitCode)
+		}
+		ch.Detail = fmt.Sprintf("Ctrl-C did not bring the tool back to its prompt within --resync-wait (%s)%s: %s and restarted; its state is gone%s",
+			c.o.ResyncWait, said, how, c.initsAgain())
 	}
 	if kept && restarted {
 		ch.Status = Fails

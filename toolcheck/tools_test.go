@@ -54,6 +54,9 @@ func TestCheckTools(t *testing.T) {
 			cmd := exec.Command(bin, append(append(args, "--"), tool.Command()...)...)
 			cmd.Dir = work
 			cmd.Env = append(os.Environ(), "ZOO_LOG="+filepath.Join(work, "zoo.log"), "ZOO_JOBSERVER_PIDFILE="+pids, "TMPDIR="+work)
+			if tool.X {
+				cmd.Env = append(cmd.Env, "DISPLAY="+testenv.Xvfb(t))
+			}
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err := cmd.Run()

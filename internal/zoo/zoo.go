@@ -27,8 +27,12 @@ type Tool struct {
 	// Program is what must be installed to run it, and Package the Debian
 	// package that has it.
 	Program, Package string
-	// Argv is its command line; "zoo/FILE" stands for testdata/zoo/FILE.
+	// Argv is its command line; "zoo/FILE" stands for testdata/zoo/FILE,
+	// "testdata/FILE" for that file of the repository.
 	Argv []string
+	// X says it needs an X display (a GUI tool's Tcl shell, served
+	// headless under Xvfb): the tests give it one.
+	X bool
 	// Flags are the runner flags it needs (--kind yosys).
 	Flags []string
 	// Env is the environment the tests give it: the real shape of a
@@ -61,9 +65,11 @@ type Tool struct {
 }
 
 // Dir is testdata/zoo of this repository, as an absolute path.
-func Dir() string {
+func Dir() string { return filepath.Join(testdata(), "zoo") }
+
+func testdata() string {
 	_, here, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(here), "..", "..", "testdata", "zoo")
+	return filepath.Join(filepath.Dir(here), "..", "..", "testdata")
 }
 
 // Command is the tool's command line with zoo/ paths made absolute, run
@@ -77,6 +83,8 @@ func (t Tool) Command(extra ...string) []string {
 	for _, a := range t.Argv {
 		if rest, ok := strings.CutPrefix(a, "zoo/"); ok {
 			a = filepath.Join(Dir(), rest)
+		} else if rest, ok := strings.CutPrefix(a, "testdata/"); ok {
+			a = filepath.Join(testdata(), rest)
 		}
 		out = append(out, a)
 	}
@@ -107,7 +115,7 @@ func (t Tool) Display() string {
 }
 
 // Real are the EDA shells of Debian the runner serves, with tclsh and
-// bash.
+// bash, and the open GUI tools' Tcl shells (headless, under Xvfb).
 var Real = []Tool{
 	{Name: "tclsh", Program: "tclsh", Package: "tcl", Argv: []string{"tclsh"}, Serves: true,
 		Behaviour: "the default tool; dies of Ctrl-C", Cancel: "restarted"},
@@ -134,6 +142,24 @@ var Real = []Tool{
 			"Ctrl-C stops the analysis; it drops every character outside ASCII from what it reads", Cancel: "kept",
 		Expect: map[string]string{"value": "not_applicable: no value", "big_error": "not_applicable: line by line",
 			"utf8": `fails: printed "end\n"`}},
+	{Name: "xschem", Program: "xschem", Package: "xschem", X: true, Argv: []string{"xschem", "-x", "--rcfile", "testdata/gui/xschemrc"}, Serves: true,
+		Behaviour: "headless under Xvfb (`DISPLAY` set); `xschem get version`, values. Its Ctrl-C only prints \"Use 'exit' to close the program\": " +
+			"a cancel ends it after `--resync-wait` and restarts it, so submit with `cancel_policy` `terminate_tool`. Each signal that ends it " +
+			"leaves an emergency save in its temporary directory: the rc file (`testdata/gui/xschemrc`) puts that inside the session " +
+			"(`S/xschem/`), not in /tmp (xschem 2.8.1 ignores `TMPDIR`)",
+		Cancel: "terminated", Expect: map[string]string{"cancel": "holds: Use 'exit' to close the program"},
+		Prevents: "a cancel's output ends with what xschem prints as it goes: \"Use 'exit' to close the program\" (Ctrl-C), " +
+			"\"EMERGENCY SAVE DIR: …\" and \"FATAL: signal 15\" (SIGTERM)",
+		Replaced: map[string]string{
+			"cancel":   "a cancel's output ends with xschem's own words as it is ended (Ctrl-C's \"Use 'exit'\", the emergency save's directory)",
+			"outcomes": "a cancel's output ends with xschem's own words as it is ended (Ctrl-C's \"Use 'exit'\", the emergency save's directory)",
+		}},
+	{Name: "gtkwave", Program: "gtkwave", Package: "gtkwave", X: true, Argv: []string{"gtkwave", "-W", "testdata/gui/counter.vcd"}, Serves: true,
+		Behaviour: "`gtkwave -W FILE` (its Tcl shell, headless under Xvfb): `gtkwave::getNumFacs`; dies of Ctrl-C", Cancel: "restarted"},
+	{Name: "wish", Program: "wish", Package: "tk", X: true, Argv: []string{"wish"}, Serves: true,
+		Behaviour: "Tk's shell, headless under Xvfb. `tkcon` cannot be served: it never reads the terminal (its console is a Tk " +
+			"window), and typed in wish it is run as a program (interactive Tcl runs unknown commands as programs)",
+		Cancel: "restarted"},
 }
 
 // Shells are the zoo's test shells, one behaviour each.
