@@ -66,9 +66,6 @@ const (
 // disk before the flags are known to be good (the session, the layout),
 // and the session is released on every path that opened it.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "check" {
-		return checkMain(args[1:], stdout, stderr)
-	}
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg runner.Config

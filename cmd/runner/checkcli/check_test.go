@@ -1,4 +1,4 @@
-package runnercli
+package checkcli
 
 import (
 	"encoding/json"
@@ -18,7 +18,7 @@ func runCheck(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	t.Setenv("TMPDIR", t.TempDir())
 	var out, errb strings.Builder
-	code = Main(append([]string{"check"}, args...), &out, &errb)
+	code = Main(args, &out, &errb)
 	return code, out.String(), errb.String()
 }
 

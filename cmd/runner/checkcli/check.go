@@ -1,4 +1,8 @@
-package runnercli
+// Package checkcli is `runner check` (cmd/runner dispatches to it): the
+// command line of toolcheck, with the runner's own flags for the kind,
+// the driver and --init. It is a package of its own so that runnercli,
+// which the master's tests run in-process, does not depend on the master.
+package checkcli
 
 import (
 	"context"
@@ -11,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
 	"github.com/skillpilot/skillpilot/internal/flaghelp"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
@@ -37,8 +42,20 @@ not (or the check could not be made), 2 usage.
 Flags:
 `
 
-// checkMain is `runner check`.
-func checkMain(args []string, stdout, stderr io.Writer) int {
+// Exit codes of runner check.
+const (
+	ExitOK    = 0 // every guarantee holds
+	ExitError = 1 // some do not, or the check could not be made
+	ExitUsage = 2
+)
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// Main is `runner check ARGS` (ARGS after "check").
+func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runner check", flag.ContinueOnError)
 	var inits stringList
 	var o toolcheck.Options
@@ -66,7 +83,7 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err := fs.Parse(args); err != nil {
-		msg := strings.ReplaceAll(flagErrorLine(fs, err), "'runner --help'", "'runner check --help'")
+		msg := strings.ReplaceAll(runnercli.FlagErrorLine(fs, err), "'runner --help'", "'runner check --help'")
 		fmt.Fprintf(stderr, "runner check: %s\n", msg)
 		return ExitUsage
 	}
@@ -76,7 +93,7 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	}
 	o.Kind, o.Tool, o.Init = protocol.Kind(*kind), fs.Args(), inits
 	if *driverFile != "" {
-		d, err := readDriver(*driverFile)
+		d, err := runnercli.ReadDriver(*driverFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "runner check: --driver: %v\n", err)
 			return ExitUsage
@@ -93,7 +110,7 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 			return ExitUsage
 		}
 	}
-	if err := checkTool(o.Tool, o.Kind, o.Driver); err != nil {
+	if err := runnercli.CheckTool(o.Tool, o.Kind, o.Driver); err != nil {
 		fmt.Fprintf(stderr, "runner check: %s\n", strings.TrimPrefix(err.Error(), "runner: "))
 		return ExitUsage
 	}
