@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skillpilot/skillpilot/internal/conformance"
 	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -30,15 +29,7 @@ func realTool(t *testing.T, name string) Tool {
 // a tool's behaviour prevents is in its Replaced, with why.
 func TestGUIConformance(t *testing.T) {
 	testenv.Slow(t, "the core scenarios on xschem, gtkwave and wish under Xvfb")
-	repo, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := conformance.MakeBin(t)
+	env := newScenarioEnv(t)
 	for _, tool := range Real {
 		if !tool.X {
 			continue
@@ -46,17 +37,7 @@ func TestGUIConformance(t *testing.T) {
 		t.Run(tool.Name, func(t *testing.T) {
 			t.Parallel()
 			testenv.NeedTool(t, tool.Program, tool.Package)
-			display := testenv.Xvfb(t)
-			var only []string
-			for _, sc := range scenarios {
-				if why, ok := tool.Replaced[sc]; ok {
-					t.Logf("%s: not run, the behaviour prevents it (%s)", sc, why)
-					continue
-				}
-				only = append(only, sc)
-			}
-			conformance.Run(t, conformance.Env{Repo: repo, Bin: bin, Self: self, RunnerRoot: t.TempDir(), ParallelScenarios: true,
-				Masters: []string{"go"}, Only: only, Tool: tool.Command("DISPLAY=" + display)})
+			env.run(t, tool, "DISPLAY="+testenv.Xvfb(t))
 		})
 	}
 }

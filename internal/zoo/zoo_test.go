@@ -55,6 +55,25 @@ func shell(t *testing.T, name string) Tool {
 // happens instead; nothing else is left out.
 func TestZooConformance(t *testing.T) {
 	testenv.Slow(t, "the core scenarios on every zoo shell")
+	env := newScenarioEnv(t)
+	for _, z := range Shells {
+		if !z.Serves {
+			continue
+		}
+		t.Run(strings.ReplaceAll(z.Name, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			testenv.NeedTool(t, z.Program, z.Package)
+			work := t.TempDir()
+			env.run(t, z, "ZOO_LOG="+filepath.Join(work, "zoo.log"), "ZOO_JOBSERVER_PIDFILE="+filepath.Join(work, "jobserver.pids"))
+			killJobServers(t, filepath.Join(work, "jobserver.pids"))
+		})
+	}
+}
+
+// scenarioEnv runs the core scenarios on a tool (internal/conformance).
+type scenarioEnv struct{ repo, self, bin string }
+
+func newScenarioEnv(t *testing.T) scenarioEnv {
 	repo, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -63,29 +82,22 @@ func TestZooConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := conformance.MakeBin(t)
-	for _, z := range Shells {
-		if !z.Serves {
+	return scenarioEnv{repo: repo, self: self, bin: conformance.MakeBin(t)}
+}
+
+// run runs the core scenarios with the Go master on tool, given the
+// environment env; those its Replaced names are logged with why, not run.
+func (e scenarioEnv) run(t *testing.T, tool Tool, env ...string) {
+	var only []string
+	for _, sc := range scenarios {
+		if why, ok := tool.Replaced[sc]; ok {
+			t.Logf("%s: not run, the behaviour prevents it (%s); a test of its own shows what happens", sc, why)
 			continue
 		}
-		t.Run(strings.ReplaceAll(z.Name, " ", "_"), func(t *testing.T) {
-			t.Parallel()
-			testenv.NeedTool(t, z.Program, z.Package)
-			var only []string
-			for _, sc := range scenarios {
-				if why, ok := z.Replaced[sc]; ok {
-					t.Logf("%s: not run, the behaviour prevents it (%s); a test of its own shows what happens", sc, why)
-					continue
-				}
-				only = append(only, sc)
-			}
-			work := t.TempDir()
-			conformance.Run(t, conformance.Env{Repo: repo, Bin: bin, Self: self, RunnerRoot: t.TempDir(), ParallelScenarios: true,
-				Masters: []string{"go"}, Only: only,
-				Tool: z.Command("ZOO_LOG="+filepath.Join(work, "zoo.log"), "ZOO_JOBSERVER_PIDFILE="+filepath.Join(work, "jobserver.pids"))})
-			killJobServers(t, filepath.Join(work, "jobserver.pids"))
-		})
+		only = append(only, sc)
 	}
+	conformance.Run(t, conformance.Env{Repo: e.repo, Bin: e.bin, Self: e.self, RunnerRoot: t.TempDir(), ParallelScenarios: true,
+		Masters: []string{"go"}, Only: only, Tool: tool.Command(env...)})
 }
 
 // killJobServers ends the job servers the jobserver shell left (they left
