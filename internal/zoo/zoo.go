@@ -197,7 +197,12 @@ var Shells = []Tool{
 	{Name: "zoo echo_input", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/echo_input.tcl"}, Serves: true, Cancel: "restarted",
 		Behaviour: "prints every line it reads after its prompt"},
 	{Name: "zoo echo_on", Zoo: true, Program: "tclsh", Package: "tcl", Argv: []string{"tclsh", "zoo/echo_on.tcl"}, Serves: true, Cancel: "restarted",
-		Behaviour: "turns the terminal's echo back on before every prompt (readline)"},
+		Behaviour: "turns the terminal's echo back on before every prompt (readline)",
+		Prevents: "a `--secret` send is refused (`refused_echo`) whenever it comes while the echo is on: the tool turns it on " +
+			"before each prompt, which may come after the runner restored the terminal's modes for the next command",
+		Replaced: map[string]string{
+			"interactive": "its secret send is refused (refused_echo) when the tool turned the echo on after the runner restored the modes: a race the tool starts",
+		}},
 	{Name: "zoo ctrlc_ask", Zoo: true, Program: "expect", Package: "expect", Argv: []string{"expect", "zoo/ctrlc_ask.exp"}, Serves: true, Cancel: "terminated",
 		Expect:    map[string]string{"cancel": "holds: Interrupt: abort the current command? (y/n)"},
 		Behaviour: "Ctrl-C asks \"Interrupt: abort the current command? (y/n)\" and waits; a second Ctrl-C kills it",
