@@ -64,8 +64,9 @@ func TestZooConformance(t *testing.T) {
 			t.Parallel()
 			testenv.NeedTool(t, z.Program, z.Package)
 			work := t.TempDir()
+			// After the scenarios, which run in parallel subtests.
+			t.Cleanup(func() { killJobServers(t, filepath.Join(work, "jobserver.pids")) })
 			env.run(t, z, "ZOO_LOG="+filepath.Join(work, "zoo.log"), "ZOO_JOBSERVER_PIDFILE="+filepath.Join(work, "jobserver.pids"))
-			killJobServers(t, filepath.Join(work, "jobserver.pids"))
 		})
 	}
 }
