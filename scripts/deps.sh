@@ -2,7 +2,9 @@
 # scripts/deps.sh: make sure the tools the tests need are installed.
 #
 # `make test` and `.ci/run` both call it. The EDA shells (OpenSTA, Magic,
-# netgen, Yosys, ngspice) are what realtools/ drives. chromium runs the timeline
+# netgen, Yosys, ngspice) are what realtools/ drives; xschem, gtkwave and
+# wish are the GUI tools' Tcl shells the tests serve headless under an
+# Xvfb they start (internal/zoo, toolcheck); expect runs a zoo shell. chromium runs the timeline
 # report's browser tests; promtool (Debian: prometheus) checks --metrics-file. Missing tools are installed with
 # apt-get when that is possible without asking (root, or passwordless sudo);
 # otherwise it prints the exact command to run and fails, so that the test
@@ -24,6 +26,10 @@ magic    magic
 netgen-lvs netgen-lvs
 yosys    yosys
 ngspice  ngspice
+wish     tk
+xschem   xschem
+gtkwave  gtkwave
+Xvfb     xvfb
 "
 
 # The Go toolchain go.mod asks for.

@@ -60,9 +60,10 @@ func localEnv(t *testing.T) Env {
 // coreScenarios are the scenarios every master also passes against
 // OpenSTA (a shell that evaluates each line alone and dies of Ctrl-C):
 // each outcome and its exit code, submit/wait/run, status, cancel, stop,
-// send to a prompt, waitfor, trace ids and labels, withdraw.
+// send to a prompt, waitfor, trace ids and labels, withdraw, a restart
+// that runs --init again.
 var coreScenarios = []string{"outcomes", "submit_wait_run", "status", "cancel", "stop", "interactive", "waitfor",
-	"correlation", "withdraw", "errors_context"}
+	"correlation", "withdraw", "errors_context", "restart_init"}
 
 // TestConformanceOpenSTA runs the core scenarios with every master against
 // runners on OpenSTA instead of tclsh.

@@ -34,6 +34,7 @@ func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 const usage = `usage: runner [--session DIR] [flags] [-- TOOL ARGS...]
+       runner check [flags] [-- TOOL ARGS...]   (what holds on a tool: runner check --help)
 
 Holds one interactive tool (default: tclsh) on a PTY and runs the commands
 written as cmd_<seq>_<cmd_id>.json files into DIR/queue/, one at a time in
@@ -254,6 +255,13 @@ func enterDir(dir string, cfg *runner.Config, paths ...*string) error {
 // probably meant and where the help is, and returns ExitUsage (issue
 // 26.11: the whole help used to bury the one line that mattered).
 func flagError(stderr io.Writer, fs *flag.FlagSet, err error) int {
+	fmt.Fprintf(stderr, "runner: %s\n", flagErrorLine(fs, err))
+	return ExitUsage
+}
+
+// flagErrorLine is a flag error with the flag the user probably meant and
+// where the help is.
+func flagErrorLine(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		var names []string
@@ -262,8 +270,7 @@ func flagError(stderr io.Writer, fs *flag.FlagSet, err error) int {
 			msg += fmt.Sprintf(" (did you mean --%s?)", s)
 		}
 	}
-	fmt.Fprintf(stderr, "runner: %s\nrunner: see 'runner --help' for the flags\n", msg)
-	return ExitUsage
+	return msg + "\nrunner: see 'runner --help' for the flags"
 }
 
 // checkTool fails at once, with the reason, when the tool's program
