@@ -388,3 +388,36 @@ func TestYosysFatalError(t *testing.T) {
 		must(t, "after a fatal error", res, out, protocol.StatusOK, "served\n")
 	}
 }
+
+// TestDriverInit: --init with a driver that has a file command (Yosys) runs
+// the script after every start and judges it by whether it ran to its end:
+// one that stops at an error fails the start, quoting Yosys's line.
+func TestDriverInit(t *testing.T) {
+	testenv.Slow(t, "yosys")
+	testenv.NeedTool(t, "yosys", "yosys")
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.ys")
+	bad := filepath.Join(dir, "bad.ys")
+	if err := os.WriteFile(good, []byte("log -n init-ran\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("log before\nnosuchcmd\nlog after\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rp, s := session(t, []string{"--kind", "yosys", "--init", good})
+	res, out := run(t, s, "log served", master.SubmitOptions{})
+	must(t, "after a good --init", res, out, protocol.StatusOK, "served\n")
+	b, err := os.ReadFile(filepath.Join(rp.Dir, protocol.FileMeta))
+	if err != nil || !strings.Contains(string(b), `"output":"init-ran"`) {
+		t.Fatalf("init_end lacks the script's output %q (%v)", "init-ran", err)
+	}
+	rp2 := testenv.StartRunner(t, testenv.RunnerOptions{NoWait: true, WorkDir: t.TempDir(),
+		Args: []string{"--max-restarts", "0", "--kind", "yosys", "--init", bad, "--"}})
+	if err := rp2.Wait(); err == nil {
+		t.Fatal("a runner whose --init stops at an error started")
+	}
+	st, err := testenv.ReadState(rp2.Dir)
+	if err != nil || !strings.Contains(st.Reason, "stopped before its end: ERROR: No such command: nosuchcmd") {
+		t.Fatalf("reason %q (%v): want the init script's error line", st.Reason, err)
+	}
+}

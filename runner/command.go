@@ -132,6 +132,15 @@ func (r *Runner) onEnd() {
 	c := r.cur
 	c.ended, c.endPre = true, r.fr.takePre()
 	r.fr.discard(r.doneMatcher(c))
+	r.typeDone()
+}
+
+// typeDone types a line driver's done line, if it waited (lazyDone).
+func (r *Runner) typeDone() {
+	if c := r.cur; c != nil && c.lazyDone {
+		c.lazyDone = false
+		r.typeLine(r.drv.sync(c.cmd.Marker.Prefix, c.cmd.Marker.Token))
+	}
 }
 
 // onLineTail emits what a line driver's command printed last, on the line

@@ -42,7 +42,7 @@ func newDriver(c Config) driver {
 	case c.Kind == protocol.KindSh:
 		return shDriver{}
 	}
-	return tclDriver{interactive: c.TclInteractive}
+	return tclDriver{interactive: c.TclInteractive, utf8: localeUTF8(toolEnviron(c.Env))}
 }
 
 // tclDriver runs payloads at the global level (uplevel #0) under catch, so a
@@ -52,6 +52,29 @@ type tclDriver struct {
 	// interactive: payloads run with the tool's tcl_interactive
 	// (--tcl-interactive), not 0.
 	interactive bool
+	// utf8: the locale the runner gives the tool says UTF-8 (localeUTF8),
+	// so the helpers make utf-8 the shell's encoding if it is not.
+	utf8 bool
+}
+
+// localeUTF8 reports whether env's locale says UTF-8: LC_ALL, else
+// LC_CTYPE, else LANG, as a C library reads them. The runner decides it
+// from the environment it gives the tool, not from the tool's ::env: a
+// shell may set LC_CTYPE=C for itself (gtkwave does) and keep Latin-1.
+func localeUTF8(env []string) bool {
+	vals := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vals[k] = v
+		}
+	}
+	for _, k := range []string{"LC_ALL", "LC_CTYPE", "LANG"} {
+		if v := vals[k]; v != "" {
+			v = strings.ToLower(v)
+			return strings.Contains(v, "utf-8") || strings.Contains(v, "utf8")
+		}
+	}
+	return false
 }
 
 // The helpers live in namespace ::__sp so they do not collide with user
@@ -82,7 +105,7 @@ type tclDriver struct {
 // A shell that did not take its encoding from the locale (OpenSTA runs
 // with iso8859-1 under LANG=C.UTF-8, printing "?" for what Latin-1 lacks)
 // gets utf-8 as its system encoding and on its standard channels when the
-// locale says UTF-8 (LC_ALL, else LC_CTYPE, else LANG), as tclsh sets
+// locale the runner gives it says UTF-8 (localeUTF8), as tclsh sets
 // itself. The start-up's own loops run in namespace ::__sp: a variable
 // left at the global level (v, c) would collide with a payload's. stdout
 // and stderr get -translation lf, so that together with the
@@ -96,8 +119,7 @@ const tclBootstrap = `namespace eval ::__sp {variable vmax %d;variable ix %d;var
 	`if {[catch {fconfigure stdin}]} {catch {set ::__sp::in [open /dev/tty r]}};` +
 	`catch {set ::__sp::out [open /dev/tty w];fconfigure $::__sp::out -translation lf -encoding utf-8 -buffering none};` +
 	`if {![info exists ::__sp::rd]||$::__sp::rd eq {}||![interp exists $::__sp::rd]} {set ::__sp::rd {};catch {set ::__sp::rd [interp create]}};` +
-	`namespace eval ::__sp {variable l {};foreach v {LC_ALL LC_CTYPE LANG} {if {[info exists ::env($v)]&&$::env($v) ne {}} {set l $::env($v);break}};` +
-	`if {[regexp -nocase {utf-?8} $l]&&[encoding system] ne {utf-8}} {encoding system utf-8;foreach c {stdin stdout stderr} {catch {fconfigure $c -encoding utf-8}}};` +
+	`namespace eval ::__sp {if {%d&&[encoding system] ne {utf-8}} {encoding system utf-8;foreach c {stdin stdout stderr} {catch {fconfigure $c -encoding utf-8}}};` +
 	`foreach c {stdout stderr} {catch {fconfigure $c -translation lf}}};` +
 	`set ::__sp::cfg [list -translation lf -encoding [fconfigure stdout -encoding] -buffering [fconfigure stdout -buffering]];` +
 	`proc ::__sp::load {f} {set r {{f} {set c [open $f r];fconfigure $c -encoding utf-8 -eofchar "\x1a {}";set s [read $c];close $c;set s}};` +
@@ -147,7 +169,7 @@ const tclFence = `set fl "` + fenceMark + `$t";set fn [expr {[string length $fl]
 	`while {![catch {::tcl::chan::gets $i l} n] && $n>=0} {if {[string range $l end-$fn end] eq $fl} break}`
 
 func (d tclDriver) bootstrap() string {
-	return fmt.Sprintf(tclBootstrap, maxValue, boolInt(d.interactive))
+	return fmt.Sprintf(tclBootstrap, maxValue, boolInt(d.interactive), boolInt(d.utf8))
 }
 
 func (tclDriver) run(file, inline, prefix, token string, wrap bool) string {

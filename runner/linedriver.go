@@ -278,7 +278,7 @@ func (l *lineDriver) run(file, inline, prefix, token string, wrap bool) string {
 	var lines []string
 	switch {
 	case l.spec.Source != "":
-		lines = append(lines, strings.Replace(l.spec.Source, "{}", l.quote(file), 1))
+		lines = append(lines, l.sourceLine(file))
 	default:
 		lines = append(lines, l.print(beginWord+" "+token))
 		if inline != "" {
@@ -296,6 +296,11 @@ func (l *lineDriver) run(file, inline, prefix, token string, wrap bool) string {
 		lines = append(lines, l.print(prefix+" "+token+" rc=0"))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// sourceLine is the line that runs the file at path.
+func (l *lineDriver) sourceLine(path string) string {
+	return strings.Replace(l.spec.Source, "{}", l.quote(path), 1)
 }
 
 // quote quotes path for the tool's language (DriverSpec.Quote).
@@ -393,6 +398,20 @@ func (e *controlByteError) Error() string {
 		byteName(e.c), e.off, e.kind)
 }
 
+// firstMatch is the first line of out that re matches ("" for none, or
+// no re).
+func firstMatch(re *regexp.Regexp, out []byte) string {
+	if re == nil {
+		return ""
+	}
+	for _, l := range bytes.Split(out, []byte{'\n'}) {
+		if l = bytes.TrimRight(l, "\r"); re.Match(l) {
+			return string(l)
+		}
+	}
+	return ""
+}
+
 // stripPrompt returns text less the prompt at its end: the tool's current
 // prompt as it printed it before the done line (learned, its digits any
 // digits: numbered prompts), else what the driver's prompt pattern
@@ -407,6 +426,19 @@ func (l *lineDriver) stripPrompt(text []byte, learned *regexp.Regexp) []byte {
 		}
 	}
 	return text
+}
+
+// atPrompt reports whether tail, the last bytes the tool printed, ends
+// with its prompt: the one learned, or what the prompt pattern matches.
+func (l *lineDriver) atPrompt(tail []byte) bool {
+	for _, re := range []*regexp.Regexp{l.learned, l.prompt} {
+		if re != nil {
+			if loc := re.FindIndex(tail); loc != nil && loc[1] == len(tail) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // promptShape is a pattern for a prompt the tool printed: the same text

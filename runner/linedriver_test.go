@@ -245,3 +245,26 @@ func TestBootWatch(t *testing.T) {
 		t.Fatalf("quote %q: want the tool's lines, a run of spaces made one", q)
 	}
 }
+
+// TestLocaleUTF8: the locale the runner gives the tool, read as a C
+// library reads it (LC_ALL, then LC_CTYPE, then LANG; the first set wins).
+func TestLocaleUTF8(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env  []string
+		want bool
+	}{
+		{[]string{"LANG=C.UTF-8"}, true},
+		{[]string{"LANG=en_US.utf8"}, true},
+		{[]string{"LANG=C.UTF-8", "LC_CTYPE=C"}, false},
+		{[]string{"LANG=C", "LC_CTYPE=de_DE.UTF-8"}, true},
+		{[]string{"LC_ALL=C", "LC_CTYPE=de_DE.UTF-8", "LANG=C.UTF-8"}, false},
+		{[]string{"LC_ALL=", "LANG=C.UTF-8"}, true},
+		{[]string{"LANG=C"}, false},
+		{nil, false},
+	} {
+		if got := localeUTF8(c.env); got != c.want {
+			t.Errorf("%q: %v, want %v", c.env, got, c.want)
+		}
+	}
+}

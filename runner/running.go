@@ -42,6 +42,7 @@ type running struct {
 	begun      bool   // the begin line was seen: output is being captured
 	ended      bool   // a line driver's end line was seen: the payload ran to its end
 	notBegun   int    // tools that died before it began, this one included (rerun)
+	lazyDone   bool   // its done line is still to be typed (a line driver's file command: Runner.typeDone)
 	endPre     []byte // what preceded the end line on its line (onLineTail)
 	payload    string // its payload file (a name in the session), if any
 	payloadSHA string // sha256 of the payload, as cmd_begin and the result say ("" for none)
@@ -419,5 +420,13 @@ func (c *running) runLine(root *fsq.Root, drv driver) (string, error) {
 		return "", err
 	}
 	// The tool opens the file by its path (it cannot be handed an fd).
-	return drv.run(root.Abs(c.payload), "", m.Prefix, m.Token, wrap), nil
+	path := root.Abs(c.payload)
+	if ld, ok := drv.(*lineDriver); ok && wrap {
+		// A line driver's done line is typed once the payload file has
+		// run (lazyDone): typed now, a payload that reads the terminal
+		// would read it.
+		c.lazyDone = true
+		return ld.sourceLine(path), nil
+	}
+	return drv.run(path, "", m.Prefix, m.Token, wrap), nil
 }

@@ -68,6 +68,7 @@ var osFileExceptions = map[string]string{
 	"readProcStat":     "/proc, not the session",
 	"killPreviousTool": "/proc, not the session",
 	"readerOf":         "reopens a file already open through the root, by its descriptor (/proc/self/fd)",
+	"readInit":         "the user's --init script, outside the session (non-blocking, bounded), copied for a line driver",
 }
 
 // fsqFuncs are the package-level functions of fsq the runner may call:

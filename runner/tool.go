@@ -20,6 +20,7 @@ type toolLife struct {
 	born         time.Time   // when sess started (clk)
 	lastOut      time.Time   // when it last printed (clk)
 	atPrompt     bool        // what it printed last is an unfinished line (a prompt, a question)
+	tail         []byte      // the last promptHold bytes it printed, raw (a line driver's: is it at its prompt?)
 	phase        toolPhase
 	starts       int64       // tools started by this runner
 	fastDeaths   int         // consecutive deaths of a ready tool soon after its start
@@ -33,6 +34,18 @@ type toolLife struct {
 	rejections   int         // consecutive failed starts that were rejections
 	syncTokens   map[string]bool
 	syncSeq      int64
+}
+
+// keepTail keeps the last promptHold bytes the tool printed.
+func (t *toolLife) keepTail(b []byte) {
+	if len(b) >= promptHold {
+		t.tail = append(t.tail[:0], b[len(b)-promptHold:]...)
+		return
+	}
+	t.tail = append(t.tail, b...)
+	if over := len(t.tail) - promptHold; over > 0 {
+		t.tail = append(t.tail[:0], t.tail[over:]...)
+	}
 }
 
 // ready reports whether the tool waits at its prompt.

@@ -3,7 +3,9 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,6 +38,12 @@ func (e gaveUpError) Is(target error) bool { return target == ErrGaveUp }
 // terminal (TERM=dumb: no bracketed paste, no colour) and UTF-8 if no
 // locale is set, plus Config.Env and SP_SESSION_DIR.
 func (r *Runner) toolEnv() []string {
+	return append(toolEnviron(r.cfg.Env), "SP_SESSION_DIR="+r.dir)
+}
+
+// toolEnviron is the tool's environment but SP_SESSION_DIR: the runner's,
+// TERM=dumb, LANG=C.UTF-8 when no locale is set, then extra.
+func toolEnviron(extra []string) []string {
 	env := make([]string, 0, len(os.Environ())+4)
 	hasLocale := false
 	for _, kv := range os.Environ() {
@@ -47,11 +55,11 @@ func (r *Runner) toolEnv() []string {
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "TERM=dumb", "SP_SESSION_DIR="+r.dir)
+	env = append(env, "TERM=dumb")
 	if !hasLocale {
 		env = append(env, "LANG=C.UTF-8")
 	}
-	return append(env, r.cfg.Env...)
+	return append(env, extra...)
 }
 
 // enter switches the tool's phase and returns the one it leaves.
@@ -164,6 +172,12 @@ func (r *Runner) onChunk(c chunk) {
 	b := (*c.buf)[:c.n]
 	now := r.clk.Now()
 	r.tool.lastOut, r.tool.atPrompt = now, b[len(b)-1] != '\n'
+	if r.fr.anywhere {
+		r.tool.keepTail(b)
+		if p, ok := r.tool.phase.(*phaseBusy); ok && r.cur != nil && r.cur.lazyDone {
+			p.check = now.Add(promptQuiet) // Is it back at its prompt once this settles?
+		}
+	}
 	r.disk.markBuffered(now)
 	r.spoolWrite(b)
 	r.tool.observe(b, now)
@@ -189,33 +203,71 @@ func (r *Runner) becomeReady() {
 }
 
 // startInit runs init script idx, or makes the tool ready after the last.
+// A line driver runs a copy of it that prints the begin and end lines
+// (initFile), as a command's payload file does.
 func (r *Runner) startInit(idx int) {
 	if idx >= len(r.cfg.Init) {
 		r.becomeReady()
 		return
 	}
-	file, err := absPath(r.cfg.Init[idx])
+	file, err := filepath.Abs(r.cfg.Init[idx])
 	if err != nil {
 		r.startFailed(err.Error())
 		return
 	}
 	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.starts, idx), spoolStart: r.disk.spoolSize,
 		until: r.clk.Now().Add(r.cfg.InitTimeout)}
+	run := file
+	if ld, ok := r.drv.(*lineDriver); ok {
+		if run, err = r.initFile(ld, file, p.tok); err != nil {
+			r.startFailed("init script " + r.cfg.Init[idx] + ": " + err.Error())
+			return
+		}
+		p.copy = r.root.RelOf(run)
+	}
 	r.enter(p)
 	r.event(protocol.Event{Event: protocol.EvInitBegin, SpoolStart: &p.spoolStart, Detail: map[string]any{"file": file}})
 	r.fr.discard(func(l []byte) bool { return isBegin(l, p.tok) })
-	r.typeLine(r.drv.run(file, "", protocol.DefaultMarkerPrefix, p.tok, true))
+	r.typeLine(r.drv.run(run, "", protocol.DefaultMarkerPrefix, p.tok, true))
 }
 
-func absPath(p string) (string, error) {
-	if strings.HasPrefix(p, "/") {
-		return p, nil
-	}
-	wd, err := os.Getwd()
+// initFile writes tmp/<tok>.payload: init script file as a line driver's
+// payload file (its begin line, the script, its end line), and returns its
+// path.
+func (r *Runner) initFile(ld *lineDriver, file, tok string) (string, error) {
+	b, err := readInit(file)
 	if err != nil {
 		return "", err
 	}
-	return wd + "/" + p, nil
+	name := rel(protocol.DirTmp, tok+payloadExt)
+	_ = r.root.Remove(name) // One left by a tool that died during its init.
+	f, err := r.root.CreateNew(name, 0o600)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(ld.payloadFile(string(b), tok))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return r.root.Abs(name), err
+}
+
+// readInit reads an --init script (outside the session: the user's file),
+// at most protocol.MaxCommandSize bytes, without blocking on a FIFO.
+func readInit(file string) ([]byte, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", file)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, protocol.MaxCommandSize+1))
+	if err == nil && len(b) > protocol.MaxCommandSize {
+		err = fmt.Errorf("%s is larger than %d bytes", file, protocol.MaxCommandSize)
+	}
+	return b, err
 }
 
 // interrupt ends the current command on the runner's initiative, applying

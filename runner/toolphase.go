@@ -103,31 +103,54 @@ type phaseInit struct {
 	until      time.Time
 	spoolStart int64
 	out        []byte // the first 4 KiB of its output, for the init_end event
+	copy       string // a line driver's copy of the script (tmp/…), removed at its end
+	ended      bool   // a line driver's end line was seen: the script ran to its end
 }
 
 func (p *phaseInit) String() string { return "init" }
 func (p *phaseInit) due() time.Time { return p.until }
 func (p *phaseInit) line(r *Runner, l []byte) {
-	if isBegin(l, p.tok) {
-		r.fr.capture(protocol.DefaultMarkerPrefix, func(l []byte) bool {
-			_, ok := matchDone(l, protocol.DefaultMarkerPrefix, p.tok)
-			return ok
-		}, true, func(b []byte) {
-			r.tail.write(b)
-			if room := 4096 - len(p.out); room > 0 {
-				p.out = append(p.out, b[:min(room, len(b))]...)
-			}
-		})
+	done := func(l []byte) bool {
+		_, ok := matchDone(l, protocol.DefaultMarkerPrefix, p.tok)
+		return ok
+	}
+	keep := func(b []byte) {
+		r.tail.write(b)
+		if room := 4096 - len(p.out); room > 0 {
+			p.out = append(p.out, b[:min(room, len(b))]...)
+		}
+	}
+	switch {
+	case isBegin(l, p.tok):
+		want := done
+		if r.fr.anywhere {
+			want = func(l []byte) bool { return isEnd(l, p.tok) || done(l) }
+		}
+		r.fr.capture(protocol.DefaultMarkerPrefix, want, !r.fr.anywhere, keep)
+		return
+	case isEnd(l, p.tok):
+		p.ended = true
+		keep(r.fr.takePre())
+		r.fr.discard(done)
 		return
 	}
 	d, _ := matchDone(l, protocol.DefaultMarkerPrefix, p.tok)
 	r.typeFence(p.tok)
 	end := r.disk.spoolSize
 	ok := !d.hasRC || d.rc == 0 || d.rc == 2
+	msg := string(d.value)
+	if ld, isLine := r.drv.(*lineDriver); isLine {
+		// A line driver's script failed when it did not run to its end.
+		_ = r.root.Remove(p.copy)
+		ok, msg = p.ended, "it stopped before its end"
+		if e := firstMatch(ld.errRe, p.out); e != "" {
+			msg += ": " + e
+		}
+	}
 	r.event(protocol.Event{Event: protocol.EvInitEnd, SpoolStart: &p.spoolStart, SpoolEnd: &end, Detail: map[string]any{
 		"file": r.cfg.Init[p.idx], "rc": d.rc, "ok": ok, "output": string(p.out), "value": string(d.value)}})
 	if !ok {
-		r.startFailed(fmt.Sprintf("init script %s failed: %s", r.cfg.Init[p.idx], string(d.value)))
+		r.startFailed(fmt.Sprintf("init script %s failed: %s", r.cfg.Init[p.idx], msg))
 		return
 	}
 	r.startInit(p.idx + 1)
@@ -167,6 +190,10 @@ type phaseBusy struct {
 // stuck in an unfinished statement.
 const stuckQuiet = time.Second
 
+// promptQuiet is how long a line driver's tool must be quiet at its prompt,
+// its file command read, before the done line is typed (lazyDone).
+const promptQuiet = 50 * time.Millisecond
+
 func (p *phaseBusy) String() string { return "busy" }
 func (p *phaseBusy) line(r *Runner, l []byte) {
 	c := r.cur
@@ -195,14 +222,37 @@ func (p *phaseBusy) line(r *Runner, l []byte) {
 func (p *phaseBusy) due() time.Time { return p.check }
 func (p *phaseBusy) timer(r *Runner, now time.Time) {
 	p.check = time.Time{}
-	if _, ok := r.drv.(*lineDriver); !ok || r.cur == nil || r.cur.doneSeen || r.cur.endStatus != "" {
+	ld, ok := r.drv.(*lineDriver)
+	c := r.cur
+	if !ok || c == nil || c.doneSeen || c.endStatus != "" {
 		return
 	}
 	last := r.tool.lastOut
-	if c := r.cur; c.start.After(last) {
+	if c.start.After(last) {
 		last = c.start
 	}
-	if now.Sub(last) >= stuckQuiet && r.tool.atPrompt {
+	quiet := now.Sub(last)
+	if c.lazyDone {
+		// The payload file has not printed its end line: it may still
+		// run, wait for input (a send), or have stopped (an error) with
+		// the tool back at its prompt. The done line is typed once the
+		// tool has read its file command and sits quiet at its prompt
+		// (or, for a tool whose prompt is unknown, is quiet for
+		// stuckQuiet).
+		if quiet < promptQuiet {
+			p.check = last.Add(promptQuiet)
+			return
+		}
+		known := ld.prompt != nil || ld.learned != nil
+		if (known && r.tool.atPrompt && ld.atPrompt(r.tool.tail)) || (!known && quiet >= stuckQuiet) {
+			if read, _ := r.tool.inputRead(); read {
+				r.typeDone()
+			}
+		}
+		p.check = now.Add(stuckQuiet) // Or sooner: onChunk pulls it in.
+		return
+	}
+	if quiet >= stuckQuiet && r.tool.atPrompt {
 		read, err := r.tool.inputRead()
 		if err != nil {
 			r.log.Debug("the tool's input queue", "err", err)

@@ -234,7 +234,7 @@ func (c *checker) checkCancel() {
 }
 
 func (c *checker) checkSend() {
-	if c.l.read == "" {
+	if _, na := c.l.notApplicable["send"]; na || c.l.read == "" {
 		c.add(Check{Name: "send"})
 		return
 	}

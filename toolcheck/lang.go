@@ -194,6 +194,9 @@ func ngspiceLang(drv *runner.DriverSpec, files string) (*lang, error) {
 	}
 	if drv.Source == "" {
 		l.notApplicable["big_error"] = "this kind types a payload line by line, at most 3072 bytes (PROTOCOL.md 11.1): a 5 KB payload is refused, and the lines after an error run"
+		l.notApplicable["send"] = "this kind types a payload line by line with the lines that end it (PROTOCOL.md 11.1): a payload that reads the terminal reads those"
+		// No command runs a file, so there is no --init (the runner refuses one).
+		l.ownInit = ""
 	} else {
 		l.fillBig(func(s string) string { return "echo " + s }, "sp_check_no_such_command", "sp_check_no_such_command")
 	}

@@ -145,7 +145,7 @@ var Real = []Tool{
 			"`>` in `echo` is a redirection; `set prompt` is followed; Ctrl-C stops the analysis, keeps its state, and no later line " +
 			"of the payload runs; `--init` is refused (use `.spiceinit`); it drops every character outside ASCII from what it reads", Cancel: "kept",
 		Expect: map[string]string{"value": "not_applicable: no value", "big_error": "not_applicable: line by line",
-			"utf8": `fails: printed "end\n"`}},
+			"utf8": `fails: printed "end\n"`, "send": "not_applicable: line by line"}},
 	{Name: "xschem", Program: "xschem", Package: "xschem", X: true, Argv: []string{"xschem", "-x", "--rcfile", "testdata/gui/xschemrc"}, Serves: true,
 		Behaviour: "headless under Xvfb (`DISPLAY` set); `xschem get version`, values. Its Ctrl-C only prints \"Use 'exit' to close the program\": " +
 			"a cancel ends it after `--resync-wait` and restarts it, so submit with `cancel_policy` `terminate_tool`. Each signal that ends it " +
