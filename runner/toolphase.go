@@ -334,6 +334,11 @@ func (p *phaseResync) timer(r *Runner, now time.Time) {
 		r.kill(false, "")
 	case !now.Before(p.nextSync):
 		p.nextSync = now.Add(resyncEvery)
+		// A tool that turns the terminal's echo on at its prompt (readline)
+		// would echo the sync line into the interrupted command's output.
+		if _, err := r.tool.restoreModes(); err != nil {
+			r.log.Debug("restore terminal modes", "err", err)
+		}
 		r.sendSync()
 	}
 }
