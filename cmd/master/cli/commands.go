@@ -12,7 +12,7 @@ import (
 
 // A verb is one of master's commands: its entry in master's overview
 // (master --help), its own --help, its flags and what runs it. The table
-// [verbs] is the one list of them (issue 33.5): the overview, did-you-mean,
+// [verbs] is the one list of them: the overview, did-you-mean,
 // completion, master help, each command's --help and the dispatch all read
 // it. A command's --help is its flag set's: `master COMMAND --help` builds
 // the flags from the table (usage, long, waits, flags) and prints them.

@@ -282,8 +282,8 @@ func enterDir(dir string, cfg *runner.Config, paths ...*string) error {
 }
 
 // flagError prints a flag error as one line, with the flag the user
-// probably meant and where the help is, and returns ExitUsage (issue
-// 26.11: the whole help used to bury the one line that mattered).
+// probably meant and where the help is, and returns ExitUsage (the
+// whole help used to bury the one line that mattered).
 func flagError(stderr io.Writer, fs *flag.FlagSet, err error) int {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
@@ -298,8 +298,8 @@ func flagError(stderr io.Writer, fs *flag.FlagSet, err error) int {
 }
 
 // checkTool fails at once, with the reason, when the tool's program
-// cannot be run: not on $PATH, missing, or not executable (issue 26.11:
-// a missing tool used to cost --max-restarts failed starts). tool empty
+// cannot be run: not on $PATH, missing, or not executable (a
+// missing tool used to cost --max-restarts failed starts). tool empty
 // is the kind's default (runner.Config).
 func checkTool(tool []string, kind protocol.Kind, drv *runner.DriverSpec) error {
 	if drv == nil {
