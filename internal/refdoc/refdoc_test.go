@@ -1,8 +1,10 @@
 package refdoc
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -32,6 +34,24 @@ func TestDocsReference(t *testing.T) {
 			t.Errorf("%s: %v; run %s", path, err, Regenerate)
 			continue
 		}
-		t.Errorf("%s differs from what the commands' tables produce; run %s", path, Regenerate)
+		t.Errorf("%s differs from what the commands' tables produce (%s); run %s", path, firstDiff(string(got), want), Regenerate)
 	}
+}
+
+// firstDiff says where got and want first differ: the line, as each has it.
+func firstDiff(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < len(g) || i < len(w); i++ {
+		var a, b string
+		if i < len(g) {
+			a = g[i]
+		}
+		if i < len(w) {
+			b = w[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d: the file has %q, the code gives %q", i+1, a, b)
+		}
+	}
+	return "they differ"
 }
