@@ -14,15 +14,6 @@ import (
 // The code blocks of README.md and docs/*.md that drive real EDA shells,
 // run as written (internal/doctest).
 
-func wantAll(t *testing.T, b doctest.Block, out string, want ...string) {
-	t.Helper()
-	for _, w := range want {
-		if !strings.Contains(out, w) {
-			t.Fatalf("%s (%s) printed no %q:\n%s", b.Where(), b.Name, w, out)
-		}
-	}
-}
-
 // README's Yosys → OpenSTA flow.
 func TestDocsReadmeYosysSTA(t *testing.T) {
 	testenv.Slow(t, "real EDA shells")
@@ -31,7 +22,7 @@ func TestDocsReadmeYosysSTA(t *testing.T) {
 	e := doctest.NewEnv(t)
 	b := doctest.Get(t, "readme-yosys-sta")
 	out := e.Bash(b)
-	wantAll(t, b, out, "Dumping module `\\counter'.", "slack (MET)")
+	b.Want(t, out, "Dumping module `\\counter'.", "slack (MET)")
 	if strings.Count(out, "slack (MET)") != 2 {
 		t.Fatalf("want a setup and a hold path met:\n%s", out)
 	}
@@ -51,7 +42,7 @@ func TestDocsRealFlow(t *testing.T) {
 	e := doctest.NewEnv(t)
 	b := doctest.Get(t, "flow-cli")
 	out := e.Bash(b)
-	wantAll(t, b, out, "ERROR: No such command: nosuchpass", "exit 1\n", "Dumping module `\\counter'.",
+	b.Want(t, out, "ERROR: No such command: nosuchpass", "exit 1\n", "Dumping module `\\counter'.",
 		"Number of cells:", "Startpoint: ", "slack (MET)", "_35_/D (DFF)")
 	b = doctest.Get(t, "flow-python")
 	if out := e.Bash(b); !strings.HasPrefix(out, "2\n") {
@@ -62,7 +53,7 @@ func TestDocsRealFlow(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^t50 += +\S+$`).MatchString(out) || !regexp.MustCompile(`(?m)^vend += +\S+$`).MatchString(out) {
 		t.Fatalf("%s: no measurements:\n%s", b.Where(), out)
 	}
-	wantAll(t, b, out, "v(out)[10] = ", "no such command available in ngspice", "exit 1\n")
+	b.Want(t, out, "v(out)[10] = ", "no such command available in ngspice", "exit 1\n")
 }
 
 // docs/drivers.md's Python REPL driver, written as the document shows and
@@ -77,7 +68,7 @@ func TestDocsDriverPyrepl(t *testing.T) {
 	}
 	b := doctest.Get(t, "driver-pyrepl-run")
 	out := e.Bash(b)
-	wantAll(t, b, out, "42\n0\n1\n2\n", "ZeroDivisionError: division by zero", "exit 1\n")
+	b.Want(t, out, "42\n0\n1\n2\n", "ZeroDivisionError: division by zero", "exit 1\n")
 	if strings.Count(out, "42\n") != 2 {
 		t.Fatalf("%s: the interpreter did not keep x:\n%s", b.Where(), out)
 	}

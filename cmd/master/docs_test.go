@@ -18,16 +18,6 @@ import (
 // names its blocks; TestDocsBlocksMarked (internal/doctest) checks that
 // every block is run by a test or says why not.
 
-// contains fails the test unless out holds every one of want.
-func contains(t *testing.T, b doctest.Block, out string, want ...string) {
-	t.Helper()
-	for _, w := range want {
-		if !strings.Contains(out, w) {
-			t.Fatalf("%s (%s) printed no %q:\n%s", b.Where(), b.Name, w, out)
-		}
-	}
-}
-
 // README's first block is what a fresh machine runs: make demo works, and
 // CI (.ci/run) runs the test command it names.
 func TestDocsReadmeCommands(t *testing.T) {
@@ -97,7 +87,7 @@ func TestDocsReadmePool(t *testing.T) {
 	e := doctest.NewEnv(t)
 	b := doctest.Get(t, "readme-pool")
 	out := e.Bash(b)
-	contains(t, b, out, "42\n", "ss\n", "stop_request")
+	b.Want(t, out, "42\n", "ss\n", "stop_request")
 }
 
 // docs/first-session.md, in order, on one session.
@@ -106,14 +96,14 @@ func TestDocsFirstSession(t *testing.T) {
 	e := doctest.NewEnv(t)
 	sess := "SP_SESSION_DIR=" + e.Path("/tmp/sp-tour")
 	b := doctest.Get(t, "tour-start")
-	contains(t, b, e.Bash(b), "loaded counter\n", "COUNTER\n", "2\n", `"status": "ok"`)
+	b.Want(t, e.Bash(b), "loaded counter\n", "COUNTER\n", "2\n", `"status": "ok"`)
 	b = doctest.Get(t, "tour-errors")
-	contains(t, b, e.Bash(b, sess), "exit 1\n", "exit 3\n", "no such cell: U42", "0\n")
+	b.Want(t, e.Bash(b, sess), "exit 1\n", "exit 3\n", "no such cell: U42", "0\n")
 	b = doctest.Get(t, "tour-cancel")
-	contains(t, b, e.Bash(b, sess), " sleeping\n", "running ", "cancelled_running: ", "exit 4\n")
+	b.Want(t, e.Bash(b, sess), " sleeping\n", "running ", "cancelled_running: ", "exit 4\n")
 	b = doctest.Get(t, "tour-stop")
 	out := e.Bash(b, sess)
-	contains(t, b, out, "started\nfinished\n", "stopped", "exit 5\n")
+	b.Want(t, out, "started\nfinished\n", "stopped", "exit 5\n")
 	if strings.Contains(out, "second\n") || !regexp.MustCompile(`(?m)^cmd_\d+_[-0-9a-f]+\.json$`).MatchString(out) {
 		t.Fatalf("the queued command ran, or is not listed in queue/:\n%s", out)
 	}
@@ -124,7 +114,7 @@ func TestDocsFirstSession(t *testing.T) {
 func TestDocsAnswerPrompt(t *testing.T) {
 	e := doctest.NewEnv(t)
 	b := doctest.Get(t, "answer-prompt")
-	contains(t, b, e.Bash(b), "delivered: 2 bytes", "File top.v exists. Overwrite? (y/n) answer: y\n", "exit 7: ")
+	b.Want(t, e.Bash(b), "delivered: 2 bytes", "File top.v exists. Overwrite? (y/n) answer: y\n", "exit 7: ")
 }
 
 // docs/drivers.md: a shell session (kind sh).
@@ -144,10 +134,10 @@ func TestDocsShellScript(t *testing.T) {
 	testenv.Slow(t, "a scripted session, end to end")
 	e := doctest.NewEnv(t)
 	b := doctest.Get(t, "shell-script")
-	contains(t, b, e.Bash(b), "slack 0.220\n", "placed\n", "exit 7\n", "routed\n", "stopped")
+	b.Want(t, e.Bash(b), "slack 0.220\n", "placed\n", "exit 7\n", "routed\n", "stopped")
 	b = doctest.Get(t, "shell-withdraw")
 	out := e.Bash(b, "SP_SESSION_DIR="+e.Path("/tmp/sp-script"))
-	contains(t, b, out, "exit 5\n", "withdrawn: ", "exit 7\n", "stays queued")
+	b.Want(t, out, "exit 5\n", "withdrawn: ", "exit 7\n", "stays queued")
 	if strings.Contains(out, "later\n") {
 		t.Fatalf("the withdrawn command ran:\n%s", out)
 	}
@@ -176,7 +166,7 @@ func TestDocsHandWrittenClient(t *testing.T) {
 	// The mailbox block continues the script: sp set, $id a running command.
 	mb := doctest.Get(t, "mailbox-cancel")
 	mb.Text = "sp=/proj/run1/sp\nid=$(master submit --session $sp 'after 60000')\n" + mb.Text
-	contains(t, mb, e.Bash(mb), `"outcome": "cancelled_`)
+	mb.Want(t, e.Bash(mb), `"outcome": "cancelled_`)
 }
 
 // docs/python.md, against a runner on /proj/run1/sp and a local pool on
@@ -191,10 +181,10 @@ func TestDocsPython(t *testing.T) {
 	}
 	testenv.StartRunner(t, testenv.RunnerOptions{Dir: sess})
 	b := doctest.Get(t, "python-cli")
-	contains(t, b, e.Bash(b), "hi\n", "skillpilot-master (SkillPilot) ", "protocol version 1")
+	b.Want(t, e.Bash(b), "hi\n", "skillpilot-master (SkillPilot) ", "protocol version 1")
 	b = doctest.Get(t, "python-session")
 	out := e.Run(b, []string{py, "FILE"})
-	contains(t, b, out, "42 hello\n", "1 no such cell: U42\n", "True\n", "cancelled, exit 4\n", "Slack 0.22 True\n")
+	b.Want(t, out, "42 hello\n", "1 no such cell: U42\n", "True\n", "cancelled, exit 4\n", "Slack 0.22 True\n")
 	if !regexp.MustCompile(`(?m)^cancelled_(running|queued)$`).MatchString(out) {
 		t.Fatalf("no cancel outcome:\n%s", out)
 	}
@@ -216,10 +206,10 @@ func TestDocsTcl(t *testing.T) {
 	}
 	testenv.StartRunner(t, testenv.RunnerOptions{Dir: sess})
 	b := doctest.Get(t, "tcl-session")
-	contains(t, b, e.Run(b, []string{tclsh, "FILE"}), "ok 42\n", "hello\n", "no such cell: U42: exit 1\n", "1\ncancelled_", "Slack 0.22\n")
+	b.Want(t, e.Run(b, []string{tclsh, "FILE"}), "ok 42\n", "hello\n", "no such cell: U42: exit 1\n", "1\ncancelled_", "Slack 0.22\n")
 	startPool(t, e, "/proj/sta/pool")
 	b = doctest.Get(t, "tcl-pool")
-	contains(t, b, e.Run(b, []string{tclsh, "FILE"}), "ok ss\n")
+	b.Want(t, e.Run(b, []string{tclsh, "FILE"}), "ok ss\n")
 }
 
 // startPool starts a local pool of two on the document's path dir and
@@ -267,7 +257,7 @@ func TestDocsGo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s: go run: %v\n%s", b.Where(), err, out)
 	}
-	contains(t, b, string(out), "42\n", "failed: ", "no such cell: U42", "cancelled_running\n", "cancelled\n", "stopped\n")
+	b.Want(t, string(out), "42\n", "failed: ", "no such cell: U42", "cancelled_running\n", "cancelled\n", "stopped\n")
 }
 
 // docs/farms.md: a launched session, a local pool that grows and
@@ -277,16 +267,16 @@ func TestDocsFarms(t *testing.T) {
 	testenv.Slow(t, "launches and pools")
 	e := doctest.NewEnv(t)
 	b := doctest.Get(t, "launch-local")
-	contains(t, b, e.Bash(b), "local ", "hi\n", "(local) running", "stopped (stop_request)")
+	b.Want(t, e.Bash(b), "local ", "hi\n", "(local) running", "stopped (stop_request)")
 	b = doctest.Get(t, "pool-local")
 	out := e.Bash(b)
-	contains(t, b, out, "retired s02", "s02      retired")
+	b.Want(t, out, "retired s02", "s02      retired")
 	b = doctest.Get(t, "pool-sge")
 	if !strings.Contains(b.Text, "--via sge") {
 		t.Fatalf("%s: no --via sge", b.Where())
 	}
 	b.Text = strings.ReplaceAll(b.Text, "--via sge", "--via local")
-	contains(t, b, e.Bash(b), "ff\n", "4 sessions, 4 serving", "stop_request")
+	b.Want(t, e.Bash(b), "ff\n", "4 sessions, 4 serving", "stop_request")
 }
 
 // docs/reading.md: a stand-in replays a recorded flow on plain tclsh, diff
@@ -296,13 +286,13 @@ func TestDocsReading(t *testing.T) {
 	e := doctest.NewEnv(t)
 	b := doctest.Get(t, "standin-flow")
 	out := e.Bash(b)
-	contains(t, b, out, "slack 0.220 (MET)", "the runs agree: 2 commands matched, 2 the same")
+	b.Want(t, out, "slack 0.220 (MET)", "the runs agree: 2 commands matched, 2 the same")
 	if strings.Count(out, "Startpoint: rst") != 2 {
 		t.Fatalf("the flow did not run twice:\n%s", out)
 	}
 	e.Bash(doctest.Block{File: "(setup)", Text: "master pool start --pool /tmp/sp-farm --size 1 --via local\nmaster pool submit --pool /tmp/sp-farm --wait 'expr 1'\nmaster pool stop --pool /tmp/sp-farm\n"})
 	b = doctest.Get(t, "report")
-	contains(t, b, e.Bash(b), `"commands": 2`)
+	b.Want(t, e.Bash(b), `"commands": 2`)
 	for _, f := range []string{"golden.html", "t.svg", "golden.json", "farm.html"} {
 		if fi, err := os.Stat(e.Path("/tmp/" + f)); err != nil || fi.Size() == 0 {
 			t.Errorf("report wrote no %s: %v", f, err)

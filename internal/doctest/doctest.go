@@ -14,15 +14,15 @@
 package doctest
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
 )
 
 // Block is one fenced code block of a document.
@@ -38,6 +38,17 @@ type Block struct {
 
 // Where says where the block is, for messages: README.md:42.
 func (b Block) Where() string { return fmt.Sprintf("%s:%d", b.File, b.Line) }
+
+// Want fails the test unless out, what the block printed, holds every
+// one of want.
+func (b Block) Want(t testing.TB, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Fatalf("%s (%s) printed no %q:\n%s", b.Where(), b.Name, w, out)
+		}
+	}
+}
 
 // Langs are the languages whose blocks must be marked.
 var Langs = map[string]bool{"sh": true, "bash": true, "python": true, "tcl": true, "go": true, "json": true}
@@ -83,22 +94,7 @@ func Parse(file string, src []byte) []Block {
 
 // Root is the repository's root: the directory of go.mod above the
 // working directory.
-var Root = sync.OnceValues(func() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("doctest: no go.mod above the working directory")
-		}
-		dir = parent
-	}
-})
+func Root() (string, error) { return testenv.ModuleRoot() }
 
 // Documents are the documents whose blocks are tested, from the
 // repository's root: README.md, the other top-level guides and docs/*.md
