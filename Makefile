@@ -15,12 +15,12 @@ export GORACE ?= atexit_sleep_ms=0
 # instead of compiling it once per flavour on a fresh machine.
 NOCGO   := CGO_ENABLED=0
 
-.PHONY: all build demo deps test test-short vet fmt-check tidy-check fuzz bench bench-smoke test-nfs test-slurm test-sge clean install dist
+.PHONY: all build demo deps docs test test-short vet fmt-check tidy-check fuzz bench bench-smoke test-nfs test-slurm test-sge clean install dist
 
 all: build
 
 # Static binaries (no cgo): nothing to load at exec, which is most of a
-# short `master` call's start-up (BENCHMARKS.md, "The master's side").
+# short `master` call's start-up (docs/benchmarks-log.md, "The master's side").
 # The version the binaries print (--version): git describe of this tree,
 # the same name make dist gives its tarball.
 VERSION ?= $(shell ./scripts/version.sh)
@@ -29,12 +29,20 @@ build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/runner ./cmd/master ./cmd/master-mcp
 
 demo: build
-	BIN=$(CURDIR)/$(BIN) ./scripts/demo.sh
+	BIN=$(abspath $(BIN)) ./scripts/demo.sh
 
 # What the tests need (tclsh, expect, python3): installed when missing if
 # that needs no password, else the exact command to run (scripts/deps.sh).
 deps:
 	@./scripts/deps.sh
+
+# The generated documents: the reference pages and man pages of runner and
+# master (docs/reference/, docs/man/) from the commands' own tables
+# (internal/refdoc), and docs/mcp.md's tool reference from the MCP tools'
+# Go types. The same tests without SP_UPDATE_DOCS fail when a checked-in
+# file differs from what the code produces.
+docs:
+	SP_UPDATE_DOCS=1 $(NOCGO) $(GO) test -count=1 -run '^TestDocs' ./internal/refdoc ./mcpserver
 
 # go vet, then every test with the race detector (real tclsh on real PTYs).
 test: deps vet
@@ -62,7 +70,8 @@ fuzz:
 	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzPromptFilter$$' -fuzztime $(FUZZTIME) ./runner
 	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzParseEvents$$' -fuzztime $(FUZZTIME) ./history
 
-# The full benchmark suite; figures and ratios go to BENCHMARKS.md by hand.
+# The full benchmark suite; figures go to BENCHMARKS.md (current) and
+# docs/benchmarks-log.md (the dated log) by hand.
 BENCHTIME ?= 1x
 bench:
 	$(NOCGO) $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee .bench.out
@@ -75,7 +84,7 @@ test-nfs:
 	./nfs/run-nfs-tests.sh
 
 # Launch, stop escalation and pools against a real single-node Slurm
-# (root; installs slurm-wlm and munge when missing). See README, "Scale out".
+# (root; installs slurm-wlm and munge when missing). See docs/farms.md and CONTRIBUTING.md.
 test-slurm:
 	./scripts/test-slurm.sh
 
@@ -83,16 +92,20 @@ test-slurm:
 test-sge:
 	./scripts/test-sge.sh
 
-# make install PREFIX=/opt/skillpilot [DESTDIR=...]: both binaries into
+# make install PREFIX=/opt/skillpilot [DESTDIR=...]: the binaries into
 # $(PREFIX)/bin, the Python and Tcl masters into $(PREFIX)/share/skillpilot,
-# the documents into $(PREFIX)/share/doc/skillpilot.
+# the documents into $(PREFIX)/share/doc/skillpilot (docs/ as its docs/, so
+# README's links work there), the man pages into $(PREFIX)/share/man/man1.
 PREFIX  ?= /usr/local
 DESTDIR ?=
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/skillpilot $(DESTDIR)$(PREFIX)/share/doc/skillpilot
 	install -m 0755 $(BIN)/runner $(BIN)/master $(BIN)/master-mcp $(DESTDIR)$(PREFIX)/bin/
 	./scripts/dist.sh --copy-masters $(DESTDIR)$(PREFIX)/share/skillpilot
-	install -m 0644 README.md PROTOCOL.md BENCHMARKS.md CHANGELOG.md docs/* $(DESTDIR)$(PREFIX)/share/doc/skillpilot/
+	install -m 0644 README.md PROTOCOL.md BENCHMARKS.md CHANGELOG.md ARCHITECTURE.md CONTRIBUTING.md $(DESTDIR)$(PREFIX)/share/doc/skillpilot/
+	cd docs && find . -type f | while read -r f; do install -D -m 0644 "$$f" "$(abspath $(DESTDIR)$(PREFIX))/share/doc/skillpilot/docs/$$f"; done
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 # make dist: dist/skillpilot-<version>-linux-<arch>.tar.gz for an air-gapped
 # farm: static binaries, the Python and Tcl masters, the documents.

@@ -1,6 +1,6 @@
 package bench
 
-// Issue 24, goals 1 to 3: where users wait on the master's side. Whole
+// Where users wait on the master's side. Whole
 // processes timed pair by pair (the two sides of a ratio alternate, so a
 // burst of load on this shared machine hits both), medians reported.
 

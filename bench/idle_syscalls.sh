@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # idle_syscalls.sh RUNNER [SECONDS] [RUNNER FLAGS...]: the system calls of an
 # idle polling runner (strace -f -c) and its CPU ticks, on a fresh session in
-# the work tree. BENCHMARKS.md, "NFS: adaptive polling". HB sets --heartbeat (1s).
+# the work tree. docs/benchmarks-log.md, "NFS: adaptive polling". HB sets --heartbeat (1s).
 set -euo pipefail
 bin=$1; secs=${2:-10}; shift $(($# > 1 ? 2 : 1))
 d=$(mktemp -d "${SP_BENCH_DIR:-$PWD}/.idle.XXXXXX"); chmod 700 "$d"

@@ -202,7 +202,7 @@ func TestSlurmLaunchFails(t *testing.T) {
 	}
 }
 
-// README's advice for time limits: --signal=B:TERM@N makes Slurm send
+// docs/farms.md's advice for time limits: --signal=B:TERM@N makes Slurm send
 // SIGTERM to the batch shell (the runner, which the job script execs) N s
 // before the limit, so the runner stops gracefully: the command it runs
 // finishes, queued ones stay queued, and the job ends COMPLETED, not

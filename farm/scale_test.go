@@ -21,7 +21,7 @@ import (
 )
 
 // scaleSize and scaleCommands size the farm-scale tests: a pool of 128
-// sessions (one job array) serving 10,000 commands (issue 25.3), about
+// sessions (one job array) serving 10,000 commands, about
 // 1.5 minutes a test on a 2-core CI runner (SP_SCALE_SIZE and
 // SP_SCALE_COMMANDS change them).
 var scaleSize, scaleCommands = envInt("SP_SCALE_SIZE", 128), envInt("SP_SCALE_COMMANDS", 10000)

@@ -45,7 +45,7 @@ func TestRootWriteAtomicModeUnderUmask(t *testing.T) {
 
 // MkdirPerm gives a directory exactly its mode whatever the umask, and
 // keeps the setgid bit a group-shared parent passes on; SetMode a file
-// made by OpenFile (issue 43.2).
+// made by OpenFile.
 func TestRootMkdirPermAndSetModeUnderUmask(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o770|os.ModeSetgid); err != nil {

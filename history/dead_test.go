@@ -63,7 +63,7 @@ func deadSession(t *testing.T, endTS time.Time) string {
 	return dir
 }
 
-// TestDeadRunnerTime (issue 43.5): a command its runner died running ran
+// TestDeadRunnerTime: a command its runner died running ran
 // until the runner's last sign of life; the time until the next runner
 // settled it is DeadUntil, not its run.
 func TestDeadRunnerTime(t *testing.T) {

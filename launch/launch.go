@@ -377,7 +377,7 @@ func isExecutable(p string) bool {
 // opened by path on the execution host — by the scheduler (Slurm's
 // --output, qsub -o, bsub -o) or by the script's own redirect (an array
 // element): a symlink or anything but a regular file at that name is
-// refused there, and the runner is not started (issue 43.7). A scheduler
+// refused there, and the runner is not started. A scheduler
 // that opened a planted symlink has written its lines through it by then
 // (it takes a path; PROTOCOL.md 20), but nothing more is: no runner
 // output goes there, and the job fails saying why on stderr.

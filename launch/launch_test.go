@@ -164,7 +164,7 @@ func TestShellJoin(t *testing.T) {
 	}
 }
 
-// The job script's check of state/launch.out, run by sh (issue 43.7): a
+// The job script's check of state/launch.out, run by sh: a
 // regular file or none yet goes on; a symlink (to a file elsewhere, or
 // dangling), a directory or a FIFO stops the job before the runner, with
 // the reason on stderr, and nothing is written through the symlink.

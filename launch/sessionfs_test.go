@@ -73,7 +73,7 @@ func TestLaunchFilesNotFollowed(t *testing.T) {
 		}
 	})
 	// state/launch.out planted as a symlink or a hard link to a file
-	// outside (issue 34, item 1): launch --via local refuses with the
+	// outside: launch --via local refuses with the
 	// reason and writes nothing through it; no runner is started.
 	for _, kind := range []string{"symlink", "hard link"} {
 		t.Run("output "+kind, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 )
 
 // api is package master's exported API, one identifier a line: what a
-// flow needs (issue 33). What launch, pool, the CLI and the MCP server
+// flow needs. What launch, pool, the CLI and the MCP server
 // need beyond it belongs in internal/sessionio, not here; a change to this
 // list is a change of the Go library's API (CHANGELOG.md).
 const api = `
@@ -201,8 +201,8 @@ func exportedAPI(t *testing.T, dir string) []string {
 }
 
 // TestExportedAPI fails when the exported API changes without api (and
-// CHANGELOG.md) saying so. -v logs the count (issue 33's measure: 150
-// before, of which 77 functions and methods).
+// CHANGELOG.md) saying so. -v logs the count (150
+// when this test was written, of which 77 functions and methods).
 func TestExportedAPI(t *testing.T) {
 	got := exportedAPI(t, ".")
 	want := strings.Fields(strings.ReplaceAll(strings.TrimSpace(api), " ", "_"))

@@ -101,7 +101,7 @@ func TestCancelOutcomes(t *testing.T) {
 
 func Classify2(err error) int { _, e := Classify(err); return e }
 
-// Issue 10: five cancels in a row from five masters at --poll 250ms with
+// Five cancels in a row from five masters at --poll 250ms with
 // polling only (the NFS default): every one is delivered with its outcome.
 func TestFiveCancelsInARow(t *testing.T) {
 	dir := startRunner(t, func(c *runner.Config) { c.Poll = 250 * time.Millisecond; c.Watch = runner.WatchPoll })
@@ -152,9 +152,9 @@ func TestFiveCancelsInARow(t *testing.T) {
 	}
 }
 
-// Issue 17: stop with no live runner says so and leaves nothing behind, so
+// Stop with no live runner says so and leaves nothing behind, so
 // the next runner serves normally; the same for a session that has queue/
-// but no ctl/ or state/ (issue 10), where lease still works.
+// but no ctl/ or state/, where lease still works.
 func TestStopWithoutRunnerWritesNothing(t *testing.T) {
 	dir := startRunner(t)
 	s := readyIn(t, dir)
@@ -209,7 +209,7 @@ func TestStopWithoutRunnerWritesNothing(t *testing.T) {
 	}
 }
 
-// Issue 17, blocker 1: every wait notices a dead runner, after the grace.
+// Every wait notices a dead runner, after the grace.
 func TestWaitsNoticeDeadRunner(t *testing.T) {
 	testenv.Slow(t, "waits for a dead runner's graces")
 	grace := 700 * time.Millisecond
@@ -308,7 +308,7 @@ type io_discard struct{}
 
 func (io_discard) Write(b []byte) (int, error) { return len(b), nil }
 
-// Issue 17: a submit without kind takes the session's kind from state.json.
+// A submit without kind takes the session's kind from state.json.
 func TestKindFromSession(t *testing.T) {
 	dir := startRunner(t, func(c *runner.Config) { c.Kind = protocol.KindSh })
 	s := readyIn(t, dir)
@@ -322,7 +322,7 @@ func TestKindFromSession(t *testing.T) {
 	}
 }
 
-// Issue 10: a seed-format result is read as written; elapsed time is never
+// A seed-format result is read as written; elapsed time is never
 // negative; a lookup of an unknown cmd_id is ErrUnknownCmdID.
 func TestSeedResultAndStatusFields(t *testing.T) {
 	dir := t.TempDir()

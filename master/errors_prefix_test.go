@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// A wrapped error says "master:" once (issue 26 item 7), and still is
+// A wrapped error says "master:" once, and still is
 // what it wraps.
 func TestErrorPrefixOnce(t *testing.T) {
 	inner := fmt.Errorf("%w: the runner stopped", ErrRunnerNotAlive)

@@ -152,7 +152,7 @@ type runnerWatch struct {
 // stoppedGrace replaces the grace when the runner stopped on purpose
 // (state.json's phase stopped, its lock free): such a runner does not come
 // back by itself, so a wait ends within about a second instead of the
-// grace (issue 26.9). The second lets a runner being started on the
+// grace. The second lets a runner being started on the
 // session right now write its state first. (WaitReady, how a caller waits
 // for a runner to be started again, keeps the whole grace.)
 const stoppedGrace = time.Second

@@ -10,7 +10,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Issue 43.1: what no file may hold is a usage error before anything is
+// What no file may hold is a usage error before anything is
 // written: a lease under 1 ms (a ttl of 0 wrote a lease already expired,
 // which stopped the runner), and options a command file cannot hold
 // (SubmitOptions.Check, which a pool door runs before it chooses).

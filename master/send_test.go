@@ -10,7 +10,7 @@ import (
 
 // Session.Send answers a prompt through expect, refuses input for a command
 // that is not running with typed errors, and Signal and Resize reach the
-// tool (issue 11).
+// tool.
 func TestSendSignalResize(t *testing.T) {
 	s := readyIn(t, startRunner(t))
 	c, err := s.Submit(ctx(t), `puts -nonewline "Overwrite? (y/n) "; flush stdout; gets stdin a; puts "answer=$a"; set a`, SubmitOptions{})

@@ -105,8 +105,7 @@ func Open(dir string) (*Session, error) {
 // handle: a name that is a symlink is refused (fsq.ErrLayout), never
 // followed. Unlike Open's, the handle never opens its path again: once the
 // path names another directory (the member was swapped for a symlink,
-// renamed or removed) every operation fails with ErrSessionMissing (issue
-// 34.13).
+// renamed or removed) every operation fails with ErrSessionMissing.
 func openIn(parent *fsq.Root, name string) (*Session, error) {
 	abs := parent.Abs(name)
 	parent.Revalidate(name)

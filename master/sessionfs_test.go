@@ -191,7 +191,7 @@ func TestLockProbeNeverBlocksOnAFIFO(t *testing.T) {
 	}
 }
 
-// Issue 32.5: every file the Go master writes is 0660 whatever the umask
+// Every file the Go master writes is 0660 whatever the umask
 // (PROTOCOL.md §19.1), seq/ reservations included, as the Python and Tcl
 // masters' are: under umask 022 the exclusive create alone gave 0640.
 func TestMasterFilesAre0660UnderUmask(t *testing.T) {

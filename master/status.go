@@ -31,7 +31,7 @@ type Status struct {
 	CommandsDone    int64          `json:"commands_done"`
 	Filesystem      string         `json:"filesystem,omitempty"`
 
-	// Added for the status view (issue 13); all optional.
+	// Added for the status view; all optional.
 	Dir             string         `json:"dir"`
 	Kind            protocol.Kind  `json:"kind,omitempty"`
 	ToolStarts      int64          `json:"tool_starts,omitempty"`

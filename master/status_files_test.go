@@ -46,7 +46,7 @@ func writeJSON(t *testing.T, path string, v any) {
 
 // A command claimed after state.json was last written (busy/idle flips are
 // coalesced) shows as running at once, not "idle, nothing running, queue
-// 0" (issue 26 item 1).
+// 0".
 func TestStatusShowsAClaimedCommandAtOnce(t *testing.T) {
 	s, dir := fakeSession(t, `{"protocol_version":1,"phase":"idle","session_id":"s1","runner_pid":1,"hostname":"h","current_cmd_id":null,"queue_depth":0,"kind":"tcl","updated_at":"2026-11-26T12:00:00Z","commands_done":6,"tool_starts":1}`)
 	name := protocol.CommandName(7, "c7")
@@ -61,7 +61,7 @@ func TestStatusShowsAClaimedCommandAtOnce(t *testing.T) {
 }
 
 // A result written after state.json counts as done, and its command is no
-// longer shown running (issue 26 item 2); quiet time never exceeds the
+// longer shown running; quiet time never exceeds the
 // running time.
 func TestStatusCountsResultsNewerThanState(t *testing.T) {
 	s, dir := fakeSession(t, `{"protocol_version":1,"phase":"busy","session_id":"s1","runner_pid":1,"hostname":"h","current_cmd_id":"c7","current_seq":7,"current_start_ts":"2026-11-26T12:00:00Z","queue_depth":0,"kind":"tcl","updated_at":"2026-11-26T12:00:00.050Z","commands_done":6,"tool_starts":1,"current_quiet_ms":1400}`)

@@ -14,7 +14,7 @@ import (
 
 // A wait on a session whose directory is deleted meanwhile ends with
 // ErrSessionMissing at once, not after the grace (here 10 minutes), and
-// its message suggests nothing in the directory that is gone (issue 31.3).
+// its message suggests nothing in the directory that is gone.
 func TestWaitSessionDeleted(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	for _, d := range protocol.Dirs {

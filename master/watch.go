@@ -178,7 +178,7 @@ func (h *watchHub) close() {
 // the default 100 ms; QuickPoll, if longer, stands). A round trip across
 // NFS clients takes tens of milliseconds, when the gap is a few
 // milliseconds; the 250 µs start growing by half reached 32 ms gaps by
-// then (BENCHMARKS.md, "NFS: adaptive polling"). A long wait costs what it
+// then (docs/benchmarks-log.md, "NFS: adaptive polling"). A long wait costs what it
 // cost before: PollInterval's polls.
 func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func()) {
 	poll := s.pollInterval()

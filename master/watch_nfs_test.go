@@ -32,7 +32,7 @@ func TestNetworkWaitPollsAdaptively(t *testing.T) {
 // (2 ms at first), and the gaps reach a 100 ms PollInterval within about a
 // second, after which the shared poll tick takes over. (The earlier pacing,
 // from 250 µs growing by half, had 32 ms gaps 64 ms into a wait, where a
-// round trip across NFS clients ends; BENCHMARKS.md, "NFS: adaptive
+// round trip across NFS clients ends; docs/benchmarks-log.md, "NFS: adaptive
 // polling".)
 func TestNetworkLooksPacedToTheWait(t *testing.T) {
 	const poll = 100 * time.Millisecond

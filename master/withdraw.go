@@ -190,7 +190,7 @@ func (c *Command) queued() bool {
 
 // noRunnerErr is a wait's ErrRunnerNotAlive for c, saying plainly what
 // becomes of c: a queued command stays queued, and a runner started later
-// runs it unless it is withdrawn (issue 26.9: a retrying script ran it
+// runs it unless it is withdrawn (a retrying script ran it
 // twice).
 func (c *Command) noRunnerErr(err error) error {
 	if c.queued() {

@@ -12,7 +12,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Issue 26.9: a wait whose runner stopped on purpose ends without waiting
+// A wait whose runner stopped on purpose ends without waiting
 // out WaitForRunner, says the command stays queued, and Withdraw takes the
 // command back (once); a claimed or finished command is not withdrawn.
 func TestWaitStoppedRunnerAndWithdraw(t *testing.T) {
@@ -43,7 +43,7 @@ func TestWaitStoppedRunnerAndWithdraw(t *testing.T) {
 	if s.exists(protocol.DirQueue + "/" + c.Name) {
 		t.Fatal("the command is still queued")
 	}
-	if err := c.Withdraw(); !errors.Is(err, ErrAlreadyWithdrawn) { // Issue 31.10: not "unknown".
+	if err := c.Withdraw(); !errors.Is(err, ErrAlreadyWithdrawn) { // Not "unknown".
 		t.Fatalf("a second Withdraw: %v", err)
 	}
 	d, _ := s.Command("d1")
@@ -79,10 +79,10 @@ func TestWaitReadyKeepsGraceAfterStop(t *testing.T) {
 	}
 }
 
-// TestWithdrawNames: one rule for naming a command (issue 34.5): a command
+// TestWithdrawNames: one rule for naming a command: a command
 // file's name, or a path ending in one, is exactly that file, even when
 // another queued file has the same cmd_id; a cmd_id is the first file with
-// it, the lowest seq. A second withdraw, by any form, is ErrAlreadyWithdrawn (issue 31.10),
+// it, the lowest seq. A second withdraw, by any form, is ErrAlreadyWithdrawn,
 // and anything else is a usage error.
 func TestWithdrawNames(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")

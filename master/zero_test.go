@@ -18,8 +18,8 @@ import (
 
 // zeroChecked lists, per struct a caller fills in, the exported fields
 // whose zero value the tests below hold to its documented default. A field
-// added without a check here fails TestEveryZeroFieldIsChecked (issue 33:
-// every zero value of an exported field means its documented default).
+// added without a check here fails TestEveryZeroFieldIsChecked (every
+// zero value of an exported field means its documented default).
 var zeroChecked = map[reflect.Type][]string{
 	reflect.TypeFor[Session]():       {"PollInterval", "QuickPoll", "WaitForRunner"},
 	reflect.TypeFor[SubmitOptions](): {"Kind", "Timeout", "CancelPolicy", "CmdID", "Marker", "Submitter", "TraceID", "Labels", "MaxOutputBytes", "Extra"},

@@ -43,27 +43,48 @@ func (r *regexps) Set(v string) error {
 	return nil
 }
 
+// options are master mcp's flags once parsed (newFlags).
+type options struct {
+	cfg            Config
+	allow, deny    regexps
+	quiet, version bool
+}
+
+// Flags is master mcp's flag set, as Main parses it: the reference pages
+// list it (internal/refdoc).
+func Flags() *flag.FlagSet {
+	fs, _ := newFlags()
+	return fs
+}
+
+// newFlags is master mcp's flag set and where it puts the values. The
+// help goes to stdout and errors to stderr, both printed by Main.
+func newFlags() (*flag.FlagSet, *options) {
+	fs := flag.NewFlagSet("master mcp", flag.ContinueOnError)
+	o := &options{}
+	cfg := &o.cfg
+	fs.StringVar(&cfg.Session, "session", "", "session directory (default $SP_SESSION_DIR unless --pool)")
+	fs.StringVar(&cfg.Pool, "pool", "", "a directory of session directories; calls name one with their session argument")
+	fs.BoolVar(&cfg.ReadOnly, "read-only", false, "offer only status, read_output, wait_for and tail; calls to the others are refused with a tool error")
+	fs.Var(&o.allow, "allow", "RE2 regexp: run and submit accept only payloads matching one --allow (repeatable)")
+	fs.Var(&o.deny, "deny", "RE2 regexp: run and submit refuse payloads matching any --deny (repeatable; checked before --allow)")
+	fs.IntVar(&cfg.PreviewBytes, "preview-bytes", DefaultPreviewBytes, "byte budget of the output shown inline per call (head + tail)")
+	fs.IntVar(&cfg.MaxRead, "max-read", DefaultMaxRead, "largest byte range read_output and tail return")
+	fs.DurationVar(&cfg.MaxWait, "max-wait", DefaultMaxWait, "ceiling on how long one call may block (a wait_timeout_s above it is cut to it)")
+	fs.DurationVar(&cfg.DefaultWait, "default-wait", DefaultDefaultWait, "how long a call blocks when it gives no wait_timeout_s")
+	fs.BoolVar(&o.quiet, "quiet", false, "no log line per call on stderr")
+	fs.BoolVar(&o.version, "version", false, "print the version (the same as master's and runner's) and exit")
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs, o
+}
+
 // Main runs `master mcp`: an MCP server on stdin/stdout until stdin ends
 // (exit 0) or ctx ends (a signal: 130 for SIGINT, 143 for SIGTERM). Logs go
 // to stderr. Exit 2 for bad flags, 5 when the session is missing.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("master mcp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cfg Config
-	var allow, deny regexps
-	fs.StringVar(&cfg.Session, "session", "", "session directory (default $SP_SESSION_DIR unless --pool)")
-	fs.StringVar(&cfg.Pool, "pool", "", "a directory of session directories; calls name one with their session argument")
-	fs.BoolVar(&cfg.ReadOnly, "read-only", false, "offer only status, read_output, wait_for and tail; refuse the others")
-	fs.Var(&allow, "allow", "RE2 regexp: run and submit accept only payloads matching one --allow (repeatable)")
-	fs.Var(&deny, "deny", "RE2 regexp: run and submit refuse payloads matching any --deny (repeatable)")
-	fs.IntVar(&cfg.PreviewBytes, "preview-bytes", DefaultPreviewBytes, "byte budget of the output shown inline (head + tail)")
-	fs.IntVar(&cfg.MaxRead, "max-read", DefaultMaxRead, "largest byte range read_output and tail return")
-	fs.DurationVar(&cfg.MaxWait, "max-wait", DefaultMaxWait, "ceiling on how long one call may block")
-	fs.DurationVar(&cfg.DefaultWait, "default-wait", DefaultDefaultWait, "how long a call blocks when it gives no wait_timeout_s")
-	quiet := fs.Bool("quiet", false, "no log lines on stderr")
-	showVersion := fs.Bool("version", false, "print the version (the same as master's and runner's) and exit")
-	fs.SetOutput(io.Discard) // The help goes to stdout, errors to stderr (below).
-	fs.Usage = func() {}
+	fs, o := newFlags()
+	cfg, quiet, showVersion := &o.cfg, &o.quiet, &o.version
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // The master CLI's help style: usage, what it does, flags.
 			synopsis, about, _ := strings.Cut(strings.TrimRight(Usage, "\n"), "\n")
@@ -101,11 +122,11 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		fmt.Fprintln(stderr, "master mcp: --preview-bytes must be at least 16, --max-read, --max-wait and --default-wait positive")
 		return master.ExitUsage
 	}
-	cfg.Allow, cfg.Deny = allow, deny
+	cfg.Allow, cfg.Deny = o.allow, o.deny
 	if !*quiet {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}
-	srv, err := New(cfg)
+	srv, err := New(*cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "master mcp: %v\n", err)
 		_, code := master.Classify(err)

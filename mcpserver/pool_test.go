@@ -44,8 +44,8 @@ func TestPool(t *testing.T) {
 	if r.Session != "b" || r.Value != "42" {
 		t.Fatalf("%+v", r)
 	}
-	// Every option of a session's run and submit, on the pool's too
-	// (issue 43.3): they reach the command file.
+	// Every option of a session's run and submit, on the pool's too:
+	// they reach the command file.
 	var opt CommandResult
 	call(t, cs, "run", map[string]any{"payload": "expr 1", "session": "b", "timeout_s": 30, "cancel_policy": "terminate_tool",
 		"max_output_bytes": 4096, "trace_id": "t43", "labels": map[string]string{"step": "x"}}, &opt)

@@ -103,7 +103,7 @@ func TestStdioBinary(t *testing.T) {
 	masterBin := testenv.MasterWithMCP(t)
 	dir := filepath.Join(t.TempDir(), "sess")
 	startRunner(t, dir)
-	// The command line of the client configuration in README.md and docs/mcp.md.
+	// The command line of the client configuration in docs/mcp.md.
 	cmd := exec.Command(masterBin, "mcp", "--session", dir, "--deny", `\bexit\b`, "--preview-bytes", "64")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -216,7 +216,7 @@ func TestMainExitCodes(t *testing.T) {
 }
 
 // TestMainHelp: --help prints the flags on stdout and exits 0, as every
-// master command does (README); a bad flag still goes to stderr.
+// master command does (docs/shell.md); a bad flag still goes to stderr.
 func TestMainHelp(t *testing.T) {
 	for _, arg := range []string{"--help", "-h"} {
 		var stdout, stderr bytes.Buffer
@@ -276,7 +276,7 @@ func TestStdinClosedEarlyAnswersAll(t *testing.T) {
 // JSON-RPC error, and the session goes on: a batch (each request in it
 // answered under its own id), an id that is an object, a message that is
 // not JSON-RPC 2.0, and a line over MaxLine (a 17 MiB submit), whose id is
-// still found. Every answer owed before stdin ends arrives (issue 22.4).
+// still found. Every answer owed before stdin ends arrives.
 func TestBadLinesAnsweredSessionGoesOn(t *testing.T) {
 	masterBin := testenv.MasterWithMCP(t)
 	dir := filepath.Join(t.TempDir(), "sess")
@@ -373,8 +373,8 @@ func TestTopLevelID(t *testing.T) {
 	}
 }
 
-// master-mcp --version prints the version every binary prints (issue
-// 31.9: it exited 2 with "did you mean --session?").
+// master-mcp --version prints the version every binary prints (it
+// exited 2 with "did you mean --session?").
 func TestMainVersion(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if got := Main(context.Background(), []string{"--version"}, strings.NewReader(""), &stdout, &stderr); got != master.ExitOK {

@@ -494,7 +494,7 @@ func TestSendAnswersPrompt(t *testing.T) {
 
 // --deny sees the line the tool will read, not just one send's text: a
 // denied word typed in two pieces (the first without a newline) is refused
-// and nothing of the second piece reaches the tool (issue 22.5). After a
+// and nothing of the second piece reaches the tool. After a
 // newline the next line starts afresh.
 func TestDenySplitSend(t *testing.T) {
 	dir, cs := newSession(t, func(c *Config) { c.Deny = []*regexp.Regexp{regexp.MustCompile(`exec`)} })
@@ -529,7 +529,7 @@ func TestDenySplitSend(t *testing.T) {
 	_ = dir
 }
 
-// Issue 32, document 004 (the same surface from every door): MCP offers
+// The same surface from every door: MCP offers
 // signal and resize as the other masters do (PROTOCOL.md 9.8), and run and
 // submit take a command's max_output_bytes. Real tclsh.
 func TestSignalResizeAndBudget(t *testing.T) {

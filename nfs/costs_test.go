@@ -90,7 +90,7 @@ func statusTimes(t *testing.T, bin, dirB string, n int) []time.Duration {
 }
 
 // TestNFSFarmCosts measures what the NFS server pays for one session and
-// one master (issue 25 item 5; BENCHMARKS.md, "Farm on NFS: what the file
+// one master (docs/benchmarks-log.md, "Farm on NFS: what the file
 // server pays"), with the runner on client A and a Go master on client B,
 // each at two or three settings of its knobs (the runner's --heartbeat and
 // --poll, the master's PollInterval), and what each setting costs in

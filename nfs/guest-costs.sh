@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # guest-costs.sh: what starting a process costs here, per operation. Run it
-# on the host and in the NFS suite's guest to compare (BENCHMARKS.md, "What
+# on the host and in the NFS suite's guest to compare (docs/benchmarks-log.md, "What
 # a process costs in the NFS guest"):
 #   ./nfs/guest-costs.sh
 #   ./nfs/nfs-uml.sh -- ./nfs/guest-costs.sh

@@ -2,7 +2,7 @@
 # idle-nfs-calls.sh RUNNER...: NFS calls by type of each idle runner on
 # client A over 10 s (nfsstat -c -l against a snapshot), one after another.
 # Run inside the guest: ./nfs/nfs-uml.sh -v 4.2 -- ./nfs/idle-nfs-calls.sh BIN...
-# HB sets --heartbeat (200ms, as TestNFSFigures). BENCHMARKS.md, "NFS: adaptive polling".
+# HB sets --heartbeat (200ms, as TestNFSFigures). docs/benchmarks-log.md, "NFS: adaptive polling".
 set -uo pipefail
 for bin in "$@"; do
   dir=$(mktemp -d "$NFS_A/idle.XXXXXX")

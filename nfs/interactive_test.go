@@ -18,7 +18,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Issue 11 across NFS clients: the runner on A, masters on B. A tool that
+// Answering prompts across NFS clients: the runner on A, masters on B. A tool that
 // asks twice is answered by the Go master's send --expect and then by the
 // Python master's; several sends to one command arrive in order, each
 // once; sends racing the end of a command never reach the next one; a

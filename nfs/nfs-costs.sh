@@ -5,7 +5,7 @@
 # --heartbeat and --poll and of the Go master's PollInterval, with what
 # each setting costs in latency. One guest boot per mount mode (default:
 # "-v 4.2" and "-v 3 -o nolock,lookupcache=positive"). Prints the
-# "NFS COSTS:" lines; BENCHMARKS.md, "Farm on NFS: what the file server pays".
+# "NFS COSTS:" lines; docs/benchmarks-log.md, "Farm on NFS: what the file server pays".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d /tmp/skillpilot-nfs-costs.XXXXXX)

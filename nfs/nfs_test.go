@@ -435,7 +435,7 @@ func TestNFSFigures(t *testing.T) {
 		lat, sub = append(lat, tr.total()), append(sub, tr.submit())
 		pick, run, notice = append(pick, tr.pickup()), append(run, tr.run()), append(notice, tr.notice())
 		// Each trip on the guest's clock (Unix µs), to line up with a
-		// trace of the runner (BENCHMARKS.md, "NFS: adaptive polling").
+		// trace of the runner (docs/benchmarks-log.md, "NFS: adaptive polling").
 		t.Logf("trip %d: submit %d, submitted %d, start %d, end %d, noticed %d", i,
 			tr.t0.UnixMicro(), tr.t1.UnixMicro(), tr.start.UnixMicro(), tr.end.UnixMicro(), tr.t2.UnixMicro())
 	}
@@ -467,7 +467,7 @@ func TestNFSFigures(t *testing.T) {
 	fmt.Printf("NFS FIGURES: a master on B waiting for a long command: NFS calls of client B %.1f/s (the busy runner's client A: %.1f/s)\n",
 		float64(waitB)/10, float64(busyA)/10)
 
-	// Issue 24 goal 2 over NFS: `master status` on B for a runner on A at
+	// `master status` over NFS: on B for a runner on A at
 	// the default --heartbeat (1s), whole process, 11 runs.
 	sa, sb := a+"-status", b+"-status"
 	r2 := start(t, exec.Command(runnerBin, "--session", sa))

@@ -34,7 +34,7 @@ func masterCLI(t *testing.T) string {
 	return filepath.Join(conformance.MakeBin(t), "master")
 }
 
-// Issue 25 item 4: one pool used over NFS by submitters and healers on
+// One pool used over NFS by submitters and healers on
 // both clients at once. Three sessions are started on client A (pool start
 // via local, respawn on), three more by `master pool grow` on client B
 // (host "hostb"), so runners serve on both hosts; `master pool heal

@@ -4,7 +4,7 @@
 # binaries 0 ("before") and 1 ("after") alternating, N pairs, one guest boot.
 # TESTn is an nfs test binary (go test -c ./nfs) built with the master code
 # to compare. Summarise the output with nfs/roundtrip-stats.py.
-# BENCHMARKS.md, "NFS: adaptive polling".
+# docs/benchmarks-log.md, "NFS: adaptive polling".
 # ./nfs/nfs-uml.sh -v 4.2 -- ./nfs/roundtrip-ab.sh 4 /tmp/runner0 /tmp/nfs0.test /tmp/runner1 /tmp/nfs1.test >ab.log
 set -uo pipefail
 n=$1 bins=("$2" "$4") tests=("$3" "$5")

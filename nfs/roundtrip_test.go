@@ -16,7 +16,7 @@ import (
 // "NFS TRIP i t0 T t1 T start T end T t2 T looks L" in Unix µs (t0 the
 // submit, t1 its return, start/end the result's start_ts/end_ts, t2 the
 // wait's return) and the wait's looks (µs after t1), for an A/B of runner
-// and master binaries in one guest boot (BENCHMARKS.md, "NFS: adaptive
+// and master binaries in one guest boot (docs/benchmarks-log.md, "NFS: adaptive
 // polling"). It asserts nothing about time and runs only with
 // SP_NFS_TRIPS=1.
 func TestNFSRoundTrips(t *testing.T) {

@@ -61,7 +61,7 @@ retry() {
 # not five (nor three): the loaded guest (user-mode Linux) delayed a runner's
 # heartbeat past a master's 1.25 s liveness window (a cancel answered
 # "runner not alive" by the Tcl master) with five, and again with three
-# once every session operation became a directory walk (issue 21's session
+# once every session operation became a directory walk (the session
 # root; BENCHMARKS.md). -test.parallel bounds only the conformance
 # scenarios: the plain tests run one at a time.
 pass "-v 4.2" 3000 -test.parallel 2 -test.timeout 50m

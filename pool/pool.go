@@ -162,7 +162,7 @@ func (p *Pool) session(name string) (*master.Session, error) {
 		return nil, fmt.Errorf("%w: %s is not a directory of the pool", master.ErrSessionMissing, name)
 	}
 	// Opened relative to the pool's own root, never by path: a member
-	// swapped for a symlink is refused, then and later (issue 34.13).
+	// swapped for a symlink is refused, then and later.
 	s, err := openIn(p.root, name)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%s is not a directory of the pool)", err, name)

@@ -16,7 +16,7 @@ import (
 // A balancing move races the runner's claim of the same command, 300
 // times: each command is queued in s00, whose runner claims it at once,
 // while balanceMove claims it for s01. Exactly one of the two renames wins
-// every time: each command runs once and has one result (issue 31.5).
+// every time: each command runs once and has one result.
 func TestPoolBalanceRace(t *testing.T) {
 	testenv.Slow(t, "real runners racing for seconds")
 	needTool(t, "tclsh")
@@ -62,7 +62,7 @@ func TestPoolBalanceRace(t *testing.T) {
 
 // With a backlog queued at once, adapt grows the pool and moves queued
 // commands to the grown sessions, which run them; every command runs
-// exactly once (issue 31.5).
+// exactly once.
 func TestPoolAdaptBalances(t *testing.T) {
 	needTool(t, "tclsh")
 	dir := filepath.Join(t.TempDir(), "pool")

@@ -132,7 +132,7 @@ func TestSubmitSpreads(t *testing.T) {
 // BenchmarkChoose: choosing a session (touching the clock file, listing
 // the pool, judging two sessions) in pools of 4, 64 and 256 sessions that
 // all serve, and the listing alone, which is the part that grows with the
-// pool (BENCHMARKS.md, issue 24).
+// pool (BENCHMARKS.md).
 func BenchmarkChoose(b *testing.B) {
 	for _, n := range []int{4, 64, 256} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {

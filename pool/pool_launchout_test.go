@@ -12,7 +12,7 @@ import (
 )
 
 // pool start --via local with a member's state/launch.out planted as a
-// symlink to a file outside (issue 34, item 1): that member is refused
+// symlink to a file outside: that member is refused
 // with the reason, nothing is written through the link, and the other
 // member is launched.
 func TestStartLocalLaunchOutSymlink(t *testing.T) {

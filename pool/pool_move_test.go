@@ -511,7 +511,7 @@ puts [lindex $sessions 0]`), 0o600)
 }
 
 // A pool started with --respawn and then stopped with pool stop stays
-// stopped: a heal pass (README: keep `pool heal --every` beside the flow)
+// stopped: a heal pass (docs/farms.md: keep `pool heal --every` beside the flow)
 // must not relaunch the sessions the user stopped. A session stopped that
 // way is relaunched by a launch by hand, which clears the mark, and a
 // session that dies without a stop is still respawned.

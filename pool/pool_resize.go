@@ -74,7 +74,7 @@ func (p *Pool) Grow(ctx context.Context, k int, ready time.Duration) ([]SessionL
 			grown = append(grown, l.Session)
 		case errors.Is(l.Err, launch.ErrAlreadyLaunched):
 			// Launched by someone else (pool start, master launch): this
-			// grow did not add it, and says so (issue 34.9).
+			// grow did not add it, and says so.
 			errs = append(errs, fmt.Errorf("%s: not grown by this call: %w", l.Session, l.Err))
 		default:
 			errs = append(errs, fmt.Errorf("%s: %w", l.Session, l.Err))
@@ -100,7 +100,7 @@ func (p *Pool) Shrink(ctx context.Context, to int, opts launch.StopOptions) ([]S
 
 // ShrinkBy is Shrink to the number of members less by, counted under the
 // pool's resize lock: two concurrent shrinks by 1 retire two sessions
-// (issue 34.9; master pool shrink --by).
+// (master pool shrink --by).
 func (p *Pool) ShrinkBy(ctx context.Context, by int, opts launch.StopOptions) ([]SessionStop, HealReport, error) {
 	if by < 1 {
 		return nil, HealReport{}, sessionio.UsageError("--by must be at least 1")
@@ -182,7 +182,7 @@ func (p *Pool) shrink(ctx context.Context, target func(members int) int, opts la
 	}
 }
 
-// Shrink gives up moving the retired sessions' commands (issue 34.3: it
+// Shrink gives up moving the retired sessions' commands (it
 // retried for ever when the session it kept died) when no session outside
 // the retired ones has been alive for shrinkNoTarget, or when the number
 // of commands left has not gone down for shrinkNoProgress. The commands

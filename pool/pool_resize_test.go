@@ -160,7 +160,7 @@ func countLines(t *testing.T, path string) map[string]int {
 }
 
 // TestPoolConcurrentGrow: two grows by 1 at once, from two handles on the
-// pool as two processes would (issue 34.9): the pool gains exactly what
+// pool as two processes would: the pool gains exactly what
 // they report as grown, and both grow (the second waits for the first and
 // takes the next name); pool.json's size says so too.
 func TestPoolConcurrentGrow(t *testing.T) {
@@ -221,7 +221,7 @@ func TestPoolConcurrentGrow(t *testing.T) {
 
 // TestPoolShrinkKeptSessionDies: pool shrink --to 1 whose kept session's
 // runner is killed (kill -9, no respawn) while it retires the other ends
-// with a clear outcome instead of retrying for ever (issue 34.3): runner
+// with a clear outcome instead of retrying for ever: runner
 // not alive, naming the commands that stay queued and where; nothing is
 // lost (they are still queued in the retired session).
 func TestPoolShrinkKeptSessionDies(t *testing.T) {
@@ -276,7 +276,7 @@ func TestPoolShrinkKeptSessionDies(t *testing.T) {
 
 // TestPoolConcurrentShrinkBy: two shrinks by 1 at once (master pool shrink
 // --by 1 twice) retire two sessions, the members being counted under the
-// pool's resize lock, not before it (issue 34.9).
+// pool's resize lock, not before it.
 func TestPoolConcurrentShrinkBy(t *testing.T) {
 	needTool(t, "tclsh")
 	dir := filepath.Join(t.TempDir(), "pool")

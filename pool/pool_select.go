@@ -362,7 +362,7 @@ func (p *Pool) Submit(ctx context.Context, payload string, opts SubmitOptions) (
 // judged to live ones among those it judged: what a heal does for them,
 // and nothing else of a heal — no other session is read, nothing is
 // respawned (a scheduler submission, seconds each), no leftover is swept.
-// A submit ran a whole Heal inline (issue 43.7); master pool heal
+// A submit ran a whole Heal inline; master pool heal
 // --every, pool adapt and a waiting pool wait run those. Best effort: a
 // heal reports what fails here.
 func (p *Pool) rescueQueued(ch *chooser) {

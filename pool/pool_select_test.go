@@ -248,7 +248,7 @@ func TestPoolPickNoneAlive(t *testing.T) {
 // A submit moves the queued commands of a dead session it judged to a live
 // one, and does nothing else of a heal: it respawns nothing (a scheduler
 // submission, seconds each), though pool.json says to and the dead
-// session's job is gone (issue 43.7: it ran a whole Heal inline, which
+// session's job is gone (it ran a whole Heal inline, which
 // relaunched it).
 func TestSubmitRescuesQueuedWithoutAHeal(t *testing.T) {
 	p, pool := newPoolDir(t, "s00", "s01")

@@ -34,7 +34,7 @@ func claimOnDead(t *testing.T, pool, name string) *master.Command {
 
 // A pool wait ends at once for a command claimed by a dead session (no
 // respawn) and for one whose session directory was deleted, with the
-// classes, messages and context every master gives (issue 31.1).
+// classes, messages and context every master gives.
 func TestPoolWaitDeadAndDeleted(t *testing.T) {
 	p, pool := newPoolDir(t, "s00", "s01")
 	c := claimOnDead(t, pool, "s00")
@@ -63,7 +63,7 @@ func TestPoolWaitDeadAndDeleted(t *testing.T) {
 }
 
 // pool status names a session whose directory is gone as missing, and one
-// stopped on purpose as retired, not dead (issue 31.2 and 31.10).
+// stopped on purpose as retired, not dead.
 func TestPoolStatusMissingRetired(t *testing.T) {
 	p, pool := newPoolDir(t, "s00", "s01", "s02")
 	b, _ := json.Marshal(map[string]any{"protocol_version": 1, "via": "local", "job_id": "1@h:1", "launches": 1,
@@ -98,8 +98,8 @@ func TestPoolStatusMissingRetired(t *testing.T) {
 	}
 }
 
-// Progress lines are key=value for people, not a Go map (issue 31.10:
-// pool grow printed "map[...]" on stderr).
+// Progress lines are key=value for people, not a Go map (pool
+// grow printed "map[...]" on stderr).
 func TestEventLine(t *testing.T) {
 	got := eventLine("respawned", map[string]any{"ts": protocol.Now(), "event": "respawned", "session": "s01",
 		"job_id": "4711.3", "launches": 2, "why": "the runner's lock is free"})

@@ -81,7 +81,7 @@ func (p *Pool) appendEvent(line []byte) error {
 // only), trying every 100 ms until ctx ends and saying once, through
 // Progress, that it waits; the caller runs unlock. Grow and Shrink hold it
 // for their whole run, so two of them never choose the same sessions or
-// rewrite pool.json's size from the same count (issue 34.9).
+// rewrite pool.json's size from the same count.
 func (p *Pool) lockResize(ctx context.Context) (unlock func(), err error) {
 	f, err := p.root.OpenFile(filePoolResizeLock, os.O_RDWR|os.O_CREATE|unix.O_NONBLOCK, 0o660)
 	if err == nil {

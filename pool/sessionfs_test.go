@@ -80,7 +80,7 @@ func TestPoolSymlinksNotFollowed(t *testing.T) {
 // TestPoolMemberSwappedForSymlink: a member the pool already had open,
 // swapped for a symlink to a live session outside the pool (mv s01 away,
 // ln -s elsewhere s01), is refused by pool submit: nothing is written
-// into the outside session, whose runner would run it (issue 34.13). The
+// into the outside session, whose runner would run it. The
 // pool opens its members relative to its own root and never by path again.
 func TestPoolMemberSwappedForSymlink(t *testing.T) {
 	needTool(t, "tclsh")

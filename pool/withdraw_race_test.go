@@ -17,7 +17,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// TestWithdrawRacesHeal races withdraws against heal moves (issue 34.4):
+// TestWithdrawRacesHeal races withdraws against heal moves:
 // commands queued in a dead session are moved by two concurrent healers
 // while each is withdrawn, by cmd_id or by its file's name, from the
 // session it was queued in, by the Go master and by the Python and Tcl

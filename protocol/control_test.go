@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Issue 10: a malformed legacy cancel.json must do nothing but report;
+// A malformed legacy cancel.json must do nothing but report;
 // only an empty file means the current command, and a request that names a
 // cmd_id never falls back to the current command.
 func TestParseCancelLegacy(t *testing.T) {
@@ -59,7 +59,7 @@ func TestParseCancelLegacy(t *testing.T) {
 	}
 }
 
-// Issue 10: a ts the runner cannot read must not turn a force stop into a
+// A ts the runner cannot read must not turn a force stop into a
 // graceful one; it is rejected.
 func TestParseStopLegacy(t *testing.T) {
 	for _, tc := range []struct {
@@ -145,7 +145,7 @@ func TestParseControlRequest(t *testing.T) {
 		{`{` + head + `"op":"send","cmd_id":"c1","data_b64":"aGk=","expect":"("}`, "expect", nil},
 		{`{` + head + `"op":"send","cmd_id":"c1","data_b64":"aGk=","expect_timeout_ms":-1}`, "expect_timeout_ms", nil},
 		{`{` + head + `"op":"send","cmd_id":"c1","data_b64":"aGk=","secret":"yes"}`, "secret", nil},
-		{`{` + head + `"op":"signal","cmd_id":"c1","signal":"STOP"}`, "signal", nil}, // KILL and TERM are accepted (issue 23.7); STOP is not.
+		{`{` + head + `"op":"signal","cmd_id":"c1","signal":"STOP"}`, "signal", nil}, // KILL and TERM are accepted; STOP is not.
 		{`{` + head + `"op":"signal","cmd_id":"c1","signal":"SIGINT"}`, "signal", nil},
 		{`{` + head + `"op":"signal","signal":"INT"}`, "cmd_id", nil},
 		{`{` + head + `"op":"resize","cols":0,"rows":50}`, "cols", nil},

@@ -15,8 +15,8 @@ import (
 	"testing"
 )
 
-// TestDocumentedLists keeps PROTOCOL.md's lists equal to the code's
-// (issue 43.4): the stable error.code values of section 7 and the two of
+// TestDocumentedLists keeps PROTOCOL.md's lists equal to the code's:
+// the stable error.code values of section 7 and the two of
 // state.json's error in section 8, the event names of section 22, the
 // warning kinds of section 22's warning row, and state.json's fields in
 // section 8. Each is documented and each is written: the codes and events

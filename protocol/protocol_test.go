@@ -361,7 +361,7 @@ func TestValidateCorrelation(t *testing.T) {
 	}
 }
 
-// TestLabelValueNull: a label value null is refused (issue 34.10), not
+// TestLabelValueNull: a label value null is refused, not
 // recorded as "" the way json.Unmarshal would leave it.
 func TestLabelValueNull(t *testing.T) {
 	for _, labels := range []string{`{"k":null}`, `{"a":"x","k":null}`} {

@@ -211,8 +211,8 @@ func ValidateCorrelation(traceID string, labels map[string]string) error {
 	return nil
 }
 
-// checkLabelsNotNull refuses a label whose value is JSON null (issue
-// 34.10): json.Unmarshal would leave it "", a value nobody wrote. Other
+// checkLabelsNotNull refuses a label whose value is JSON null:
+// json.Unmarshal would leave it "", a value nobody wrote. Other
 // wrong types fail the unmarshal itself; labels null as a whole means none.
 func checkLabelsNotNull(raw json.RawMessage) error {
 	var labels map[string]json.RawMessage

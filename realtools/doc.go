@@ -2,5 +2,5 @@
 // install from Debian (OpenSTA, Magic, netgen, Yosys, ngspice) under the
 // runner, beside a shell that behaves as OpenSTA 2.0.17 does
 // (testdata/tools/linewise.tcl): every promise tclsh keeps, kept on them
-// (README, "Starting a runner on a real tool"). It has no code of its own.
+// (docs/drivers.md, "The tools tested here"). It has no code of its own.
 package realtools

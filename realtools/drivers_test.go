@@ -55,7 +55,7 @@ func ngspiceSteps() []step {
 		{payload: "foo\necho after", status: protocol.StatusError, out: "foo: no such command available in ngspice\nafter\n",
 			errMsg: "foo: no such command available in ngspice"},
 		// Text like the prompt is output unless it begins a line (what
-		// begins a line as the prompt does is taken for one: README).
+		// begins a line as the prompt does is taken for one: docs/drivers.md).
 		{payload: "echo \"at ngspice 3 -> mid-line\"", status: protocol.StatusOK, out: "at ngspice 3 -> mid-line\n"},
 	}
 }
@@ -114,7 +114,7 @@ func TestDriverFile(t *testing.T) {
 	}
 }
 
-// TestDriverCtrlC: what Ctrl-C does to each driver tool, as README's
+// TestDriverCtrlC: what Ctrl-C does to each driver tool, as docs/drivers.md's
 // table says: ngspice stops the analysis and keeps its state, Yosys dies
 // and is started again.
 func TestDriverCtrlC(t *testing.T) {

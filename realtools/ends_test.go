@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/doctest"
 	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -25,21 +26,15 @@ type endCase struct {
 	errHas  string // a part of error.message when status is error
 }
 
-// pyDriver writes README's Python REPL driver (its JSON block, read from
-// README.md, so that README's own example is what is tested), with
-// blank_line as given and extra keys added.
+// pyDriver writes docs/drivers.md's Python REPL driver (its JSON block, so
+// that the document's own example is what is tested), with blank_line as
+// given and extra keys added.
 func pyDriver(t *testing.T, blank bool, extra string) string {
 	t.Helper()
-	b, err := os.ReadFile(repoFile(t, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	body := strings.TrimSpace(doctest.Get(t, "driver-pyrepl").Text)
+	if !strings.HasPrefix(body, `{"kind": "pyrepl"`) || !strings.HasSuffix(body, `"blank_line": true}`) {
+		t.Fatalf("docs/drivers.md's Python driver with blank_line not found:\n%s", body)
 	}
-	_, after, _ := strings.Cut(string(b), "```json\n{\"kind\": \"pyrepl\"")
-	body, _, ok := strings.Cut(after, "\n```")
-	if !ok || !strings.Contains(body, `"blank_line": true}`) {
-		t.Fatalf("README's Python driver with blank_line not found")
-	}
-	body = `{"kind": "pyrepl"` + body
 	if !blank {
 		body = strings.Replace(body, `, "blank_line": true`, "", 1)
 	}
@@ -253,7 +248,7 @@ func TestControlBytesRefused(t *testing.T) {
 
 // TestCancelEndsWholePayload: ngspice, cancelled during a transient
 // analysis of a three-line payload: no later line runs (the third sets a
-// vector), and ngspice keeps its state (README's table).
+// vector), and ngspice keeps its state (docs/drivers.md's table).
 func TestCancelEndsWholePayload(t *testing.T) {
 	testenv.Slow(t, "ngspice")
 	testenv.NeedTool(t, "ngspice", "ngspice")

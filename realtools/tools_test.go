@@ -181,7 +181,7 @@ func TestTclShells(t *testing.T) {
 				t.Fatalf("after Ctrl-C: %s, want timeout", res.Status)
 			}
 			if res.ToolRestarted != tool.ctrlCRestarts {
-				t.Fatalf("tool_restarted %v after Ctrl-C, want %v (README's table says what Ctrl-C does to %s)", res.ToolRestarted, tool.ctrlCRestarts, tool.name)
+				t.Fatalf("tool_restarted %v after Ctrl-C, want %v (docs/drivers.md's table says what Ctrl-C does to %s)", res.ToolRestarted, tool.ctrlCRestarts, tool.name)
 			}
 			res, out = run(t, s, "puts [twice $::inited]", o)
 			// A restarted tool ran --init again (twice exists, ::inited is 1).

@@ -357,7 +357,7 @@ func TestSwapRace(t *testing.T) {
 }
 
 // TestSessionReplacedNoticed: the session path renamed away and a new
-// directory made at it (issue 22.2) stops the runner with session_lost: it
+// directory made at it stops the runner with session_lost: it
 // records why in the directory it opened (now at the old path's new name),
 // writes nothing at the new path (its root is the directory it opened), and
 // Run returns ErrSessionLost.

@@ -6,7 +6,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Output budgets (PROTOCOL.md 6.3, issue 23.6). A command's budget is its
+// Output budgets (PROTOCOL.md 6.3). A command's budget is its
 // max_output_bytes, else the runner's --max-output-bytes; 0 is none. Its
 // output file keeps the first budget bytes of what it printed; the first
 // byte past the budget makes the runner stop it by its cancel policy, as

@@ -14,7 +14,7 @@ func withBudget(n int64) func(*protocol.Command) {
 	return func(c *protocol.Command) { c.MaxOutputBytes = n }
 }
 
-// Issue 23.6: a command printing without end is stopped by its cancel
+// A command printing without end is stopped by its cancel
 // policy once past its max_output_bytes (or the runner's default); its
 // result says output_limit, its output file holds exactly the first bytes
 // up to the budget, and the next command runs normally. Real tclsh.
@@ -79,7 +79,7 @@ func TestOutputBudgetStopsEndlessPrinter(t *testing.T) {
 	}
 }
 
-// Issue 32.4: when the budget ends a command and the tool dies of the
+// When the budget ends a command and the tool dies of the
 // Ctrl-C (plain tclsh), the output_limit error keeps how the tool ended in
 // its context (signal, as PROTOCOL.md §7 requires and a timeout on the same
 // tool keeps), beside the budget and the file. Real tclsh.

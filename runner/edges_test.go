@@ -18,7 +18,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Issue 9, break 3: at most one result per name, never overwritten, on
+// At most one result per name, never overwritten, on
 // every path.
 func TestResultNeverOverwritten(t *testing.T) {
 	t.Parallel()
@@ -68,7 +68,7 @@ func TestResultNeverOverwritten(t *testing.T) {
 	h.waitFor("skipped_count", func() bool { return h.state().SkippedCount >= 5 })
 }
 
-// Issue 9, break 5: a deleted runner directory is recreated (with a
+// A deleted runner directory is recreated (with a
 // warning), never a silent stall or a wrong reason; one that cannot be
 // recreated puts the runner in phase error until it is fixed.
 func TestDeletedDirectories(t *testing.T) {
@@ -190,7 +190,7 @@ func fillDisk(mnt string) string {
 	return filler
 }
 
-// Issue 9, break 6: a full disk. A command that ran while the disk was
+// A full disk. A command that ran while the disk was
 // full gets its result (the runner gives back its reserve), saying its
 // output is incomplete; the heartbeat keeps beating; once space returns
 // commands run normally. Needs a small tmpfs (root, or a mount namespace).
@@ -328,7 +328,7 @@ func TestDiskFullOtherWriter(t *testing.T) {
 	}
 }
 
-// Issue 9, break 7: mass rejection does not starve liveness. With 3,000
+// Mass rejection does not starve liveness. With 3,000
 // invalid files the owner goroutine still beats while it rejects them (it
 // handles a bounded number per turn; the results are written as groups by
 // the result writer).
@@ -353,7 +353,7 @@ func TestMassRejectionKeepsBeating(t *testing.T) {
 	h.advanceUntil("rejected_count", 10*time.Millisecond, func() bool { return h.state().RejectedCount == n })
 }
 
-// Issue 9, break 8: with a backlog already queued, a command with a huge
+// With a backlog already queued, a command with a huge
 // seq dropped right after the start does not run first: nothing starts
 // before the first listing of queue/ is complete. The first listing is
 // held back here until the runner has seen the late command (through
@@ -424,7 +424,7 @@ func writeCmdQuiet(t testing.TB, dir string, seq int64, id, payload string) stri
 	return name
 }
 
-// Issue 9, break 9: the tool does not outlive its runner, whatever signals
+// The tool does not outlive its runner, whatever signals
 // it ignores. The tool itself dies with the runner (parent-death signal);
 // what it started, in its process group, is killed by the next runner
 // before that one settles the interrupted command.
@@ -514,7 +514,7 @@ func checkNoOrphansOf(t testing.TB, dir string, n int) {
 	}
 }
 
-// Issue 9, break 11: exactness of output and values.
+// Exactness of output and values.
 func TestExactness(t *testing.T) {
 	t.Parallel()
 	t.Run("trailing CR tcl", func(t *testing.T) {
@@ -572,7 +572,7 @@ func TestExactness(t *testing.T) {
 	})
 }
 
-// Issue 9, break 11: what a payload may do to the interpreter does not
+// What a payload may do to the interpreter does not
 // keep the done marker from arriving, and the next command runs normally.
 func TestPayloadCannotBreakTheMarker(t *testing.T) {
 	t.Parallel()

@@ -34,7 +34,7 @@ func jsonOf(v any) string {
 	return string(b)
 }
 
-// Issue 23.4: meta.log alone tells each command's outcome. Every cmd_end
+// Meta.log alone tells each command's outcome. Every cmd_end
 // carries its result's status, exit_reason, tool_rc (null when the tool
 // gave none), exit_code and signal when the tool exited, error_code, and
 // tool_restarted: an ok command, a Tcl error, a timeout and a tool exit.
@@ -202,7 +202,7 @@ func TestLostCmdEndRebuiltFromResult(t *testing.T) {
 	}
 }
 
-// Issue 32.2: a runner killed after a result's commit and before its
+// A runner killed after a result's commit and before its
 // cmd_end (and the move out of inflight/) leaves the command in inflight/
 // with its result in result/. The next start keeps the result, and the
 // cmd_end it writes follows that result (PROTOCOL.md §13, §22): its status,
@@ -243,7 +243,7 @@ func TestRecoveredEndFollowsKeptResult(t *testing.T) {
 	}
 }
 
-// Issue 32.3: a command whose runner is killed (SIGKILL) mid-run can be
+// A command whose runner is killed (SIGKILL) mid-run can be
 // replayed from meta.log and session.out (PROTOCOL.md §22): the recovered
 // result and cmd_end start at its cmd_begin's spool_start and end no
 // earlier than its last cmd_output, and the result's stats describe what
@@ -296,7 +296,7 @@ func TestRecoveredRangeReplays(t *testing.T) {
 	if begin == nil || end == nil || begin.SpoolStart == nil || *begin.SpoolStart == 0 {
 		t.Fatalf("begin %+v end %+v", begin, end)
 	}
-	// Issue 43.4 and 43.5: it began at its cmd_begin and ran until its
+	// It began at its cmd_begin and ran until its
 	// runner's last sign of life (its last heartbeat or spool write, both
 	// before the kill), not until the recovery; it names what it ran.
 	if !r.StartTS.Equal(begin.TS.Time) || r.EndTS.Before(r.StartTS.Time) || r.EndTS.After(killedAt) {
@@ -343,8 +343,7 @@ func readEventsLoose(dir string) []protocol.Event {
 	return evs
 }
 
-// Issue 32, document 004 (every externally observable transition is
-// logged): the runner logs cmd_queued when it first sees a command in
+// Every externally observable transition is logged: the runner logs cmd_queued when it first sees a command in
 // queue/, before its cmd_begin, and cmd_begin says how the command will
 // run: kind, cancel_policy, the effective timeout_s and max_output_bytes
 // (absent when none), and payload_sha256 (the result's). Real tclsh.
@@ -392,7 +391,7 @@ func TestQueuedEventAndBeginDetail(t *testing.T) {
 	}
 }
 
-// Issue 32.3, the other case: a command left in inflight/ without a result
+// A command left in inflight/ without a result
 // that another command began after (its result was still being written
 // when the runner died) ends where the next cmd_begin started, not at the
 // spool's end, and never short of its last cmd_output.

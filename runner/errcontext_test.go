@@ -29,7 +29,7 @@ func checkContext(t *testing.T, what string, got, want map[string]any) {
 	}
 }
 
-// Issue 23.9: a result's error carries a context beside its code and
+// A result's error carries a context beside its code and
 // message (PROTOCOL.md section 7 and 19): the file and the field of an
 // invalid request, the limit it broke, the cmd_id and the other result of
 // a duplicate, the effective timeout, the output budget, the request that
@@ -146,7 +146,7 @@ func TestResultErrorContext(t *testing.T) {
 	h.stop(protocol.StopGraceful)
 }
 
-// Issue 23.9: a reply that refuses or cannot act carries a context: the
+// A reply that refuses or cannot act carries a context: the
 // invalid field and the request file of a rejected request, the limit it
 // broke, the sessions of a stale one, the command named and where it is.
 // Replies that acted carry none. Real tclsh.

@@ -14,7 +14,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// A runner must not outlive its session (issue 34, item 14). Its lock file
+// A runner must not outlive its session. Its lock file
 // deleted or replaced means the session was taken away (an rm -rf under
 // way, someone cleaning "stale" locks): the runner stops with its tool,
 // exit 5 (ErrSessionLost), and creates nothing, neither the lock nor

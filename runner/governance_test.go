@@ -498,7 +498,7 @@ func TestRecoveryOfInflight(t *testing.T) {
 
 // A lease whose expires_at passed before the runner started (left by an
 // earlier master) is ignored until a master renews it, as PROTOCOL.md §10
-// says: the new runner serves (issue 23.1: every new runner used to stop
+// says: the new runner serves (every new runner used to stop
 // with "lease expired"). A renewal that is itself already expired then
 // stops it.
 func TestStaleLeaseAtStartIgnored(t *testing.T) {
@@ -534,7 +534,7 @@ func TestStaleLeaseAtStartIgnored(t *testing.T) {
 	}
 }
 
-// Issue 32.1: a leftover lease in the form SkillPilot's own masters write
+// A leftover lease in the form SkillPilot's own masters write
 // (ttl_ms and expires_at, from `master lease --ttl 2s` never renewed) whose
 // expires_at passed before the runner started is stale whatever else it
 // says (PROTOCOL.md §10): the new runner serves a command that runs well
@@ -577,7 +577,7 @@ func TestStaleTTLLeaseAtStartIgnored(t *testing.T) {
 	}
 }
 
-// With --require-lease, a stale lease found at start (issue 32.1) counts
+// With --require-lease, a stale lease found at start counts
 // as no lease: unless a master renews it within --lease-grace, the runner
 // stops as on expiry, and says why.
 func TestRequireLeaseStaleAtStart(t *testing.T) {

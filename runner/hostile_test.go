@@ -18,7 +18,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Issue 9, break 1: files of the session read without limits.
+// Files of the session read without limits.
 
 // heartbeatCounter reads state/heartbeat.json's counter (0 if unreadable).
 func (h *harness) heartbeatCounter() int64 {
@@ -163,7 +163,7 @@ func TestHostileFilesAtStart(t *testing.T) {
 	}
 }
 
-// Issue 9, break 2: numbers out of range are clamped or rejected, with a
+// Numbers out of range are clamped or rejected, with a
 // warning, and never read as "expired" or "none".
 func TestNumbersOutOfRange(t *testing.T) {
 	t.Parallel()
@@ -225,7 +225,7 @@ func TestNumbersOutOfRange(t *testing.T) {
 	})
 }
 
-// Issue 9, break 4: ctl/cancel.json created as a directory is moved out of
+// Ctl/cancel.json created as a directory is moved out of
 // ctl/ (nothing done, an event says so) and cancels keep working.
 func TestCancelFileAsDirectory(t *testing.T) {
 	t.Parallel()
@@ -259,7 +259,7 @@ func TestCancelFileAsDirectory(t *testing.T) {
 	}
 }
 
-// Issue 9, break 10: the trust model. Loose permissions are refused with a
+// The trust model. Loose permissions are refused with a
 // message that says how to fix them; a setgid (group-shared) session works
 // with the documented modes; a world-readable one only warns.
 func TestTrustModel(t *testing.T) {
@@ -387,7 +387,7 @@ func TestTrustModel(t *testing.T) {
 
 func stringOf(v any) string { s, _ := v.(string); return s }
 
-// Issue 9, break 12 (and issue 17: misnamed queue files): nothing stays
+// Misnamed queue files): nothing stays
 // stuck. Every file meant as a command is answered; leftovers of an
 // interrupted runner are swept at start.
 func TestNothingStuck(t *testing.T) {
@@ -448,7 +448,7 @@ func TestNothingStuck(t *testing.T) {
 	}
 }
 
-// Issue 9, break 12: a queue file the runner cannot read is answered with
+// A queue file the runner cannot read is answered with
 // the reason, not retried forever.
 func TestUnreadableQueueFile(t *testing.T) {
 	t.Parallel()
@@ -503,7 +503,7 @@ func TestNineteenDigitSeq(t *testing.T) {
 	}
 }
 
-// Issue 10: a heartbeat.json left by a seed-protocol runner (no counter,
+// A heartbeat.json left by a seed-protocol runner (no counter,
 // no hostname) is no evidence of a live runner: no lock_takeover, and the
 // runner starts without watching it.
 func TestSeedHeartbeatIgnored(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Issue 11 on real tools and real PTYs: tclsh, bash and the Expect-based
+// Answering prompts on real tools and real PTYs: tclsh, bash and the Expect-based
 // fake EDA tool answer their prompts through send requests.
 
 // Tcl `gets stdin` in a payload is answered by a send.
@@ -305,7 +305,7 @@ func TestInteractiveResize(t *testing.T) {
 // A command that turns the terminal's modes back on (`stty sane`: echo and
 // ONLCR) changes only its own output: the runner restores its modes before
 // the next command, so later outputs are exact and nothing typed shows up,
-// and a warning event says what was turned off (issue 22.6).
+// and a warning event says what was turned off.
 func TestTerminalModesRestoredBeforeEachCommand(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t).start()

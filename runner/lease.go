@@ -36,7 +36,7 @@ type leaseWatch struct {
 // already passed is ignored until a master renews it (PROTOCOL.md §10),
 // whether or not it also has ttl_ms: SkillPilot's masters write both, and
 // a `master lease --ttl 2s` never renewed must not stop every later runner
-// ttl_ms after its start (issue 32.1). It is judged only after that
+// ttl_ms after its start. It is judged only after that
 // decision, so it cannot stop the new runner. A lease with ttl_ms and no
 // expires_at cannot be told stale and is judged as usual.
 func (l *leaseWatch) init(r *Runner, now time.Time) {

@@ -14,7 +14,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Links the session root did not stop (issue 34, item 12): a hard link
+// Links the session root did not stop: a hard link
 // planted at a file the runner appends to, locks or chmods; a bind mount
 // over a session directory; result/ replaced by another user's directory.
 

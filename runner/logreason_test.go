@@ -4,7 +4,7 @@ import "testing"
 
 // A failure quoting the tool's last lines is logged whole once; the lines
 // that follow from it (the error phase, the give-up, the stop, the end)
-// say "(as above)" for it (issue 43.7: a wrong --kind logged its reason
+// say "(as above)" for it (a wrong --kind logged its reason
 // eight times). Another reason is logged whole again; a short one always.
 func TestLogReasonOnce(t *testing.T) {
 	r := &Runner{}

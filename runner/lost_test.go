@@ -11,7 +11,7 @@ import (
 )
 
 // A runner whose session directory is deleted, and a new runner started at
-// the same path (issue 22.2): the first stops with its tool (exit 5,
+// the same path: the first stops with its tool (exit 5,
 // session_lost), writes nothing into the new session and answers none of
 // its requests; the second serves it and is the one a stop stops.
 func TestSessionDeletedOldRunnerStops(t *testing.T) {

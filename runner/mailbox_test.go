@@ -70,7 +70,7 @@ func requestEvents(evs []protocol.Event, reqID string) []protocol.Event {
 	return out
 }
 
-// Issue 10: with --poll 250ms and polling only (NFS), five cancels written
+// With --poll 250ms and polling only (NFS), five cancels written
 // in a row all arrive, in seq order, each with its own outcome and its one
 // event; the files are created in reverse order to show that seq, not
 // arrival, decides.
@@ -177,7 +177,7 @@ func TestMailboxOutcomes(t *testing.T) {
 		{protocol.OpSend, map[string]any{"cmd_id": "c1", "data_b64": "aGkK"}, protocol.OutcomeNotRunning, "c1 has finished"},
 		{protocol.OpSend, map[string]any{"cmd_id": "c1", "data_b64": "c2VjcmV0Cg==", "secret": true}, protocol.OutcomeNotRunning, "finished"},
 		{protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "INT"}, protocol.OutcomeNotRunning, "finished"},
-		{protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "STOP"}, protocol.OutcomeRejected, "signal"}, // KILL is accepted (issue 23.7).
+		{protocol.OpSignal, map[string]any{"cmd_id": "c1", "signal": "STOP"}, protocol.OutcomeRejected, "signal"}, // KILL is accepted.
 		{protocol.OpResize, map[string]any{"cols": 100, "rows": 40}, protocol.OutcomeDelivered, "100 columns by 40 rows"},
 	})
 	// A request without session_id from before this runner's start (by the
@@ -267,7 +267,7 @@ func TestMailboxOutcomes(t *testing.T) {
 	invariants(t, h.dir)
 }
 
-// Issue 10: a malformed legacy request does nothing but report (it never
+// A malformed legacy request does nothing but report (it never
 // falls back to the running command), and a ts without offset neither
 // redirects a cancel nor turns a force stop into a graceful one.
 func TestLegacyMalformedDoesNothing(t *testing.T) {
@@ -329,7 +329,7 @@ func countOutcome(evs []protocol.Event, name, outcome string) int {
 	return n
 }
 
-// Issue 17, blocker 2: a stop request left behind while no runner ran (a
+// A stop request left behind while no runner ran (a
 // legacy stop.json, or a mailbox stop without session_id) is older than
 // the next runner's start and does not stop it; one naming another runner
 // session does not either.

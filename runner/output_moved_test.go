@@ -31,7 +31,7 @@ func waitOutputStarted(h *harness, name string) {
 	})
 }
 
-// output/ moved away or deleted while a command prints (issue 34, item 2):
+// output/ moved away or deleted while a command prints:
 // no output is lost. The runner notices that the file it writes is no
 // longer the session's and rebuilds it in output/ from what it wrote; the
 // result describes the file in the session, byte for byte.
@@ -73,7 +73,7 @@ func TestOutputMovedRebuilt(t *testing.T) {
 
 // output/ moved out of the session while a command prints: the runner
 // stops writing to the moved file at the next heartbeat, rebuilds the file
-// in output/ and writes there from then on (issue 43.7: it appended to the
+// in output/ and writes there from then on (it appended to the
 // moved file through its descriptor until the command ended). The command
 // prints until the test says stop, so the heartbeat comes whatever the
 // load; the moved file does not grow after the warning event.

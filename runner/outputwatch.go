@@ -15,7 +15,7 @@ import (
 // output/ (or the file) out of the session, or deleted it, while the
 // command prints would have the runner go on appending to that file,
 // outside the session, until the command ended and the result writer
-// rebuilt it (keepOutput; issue 43.7). The file is rebuilt in output/ at
+// rebuilt it (keepOutput). The file is rebuilt in output/ at
 // once instead, from the descriptor the runner holds (what it wrote so
 // far, byte for byte), the command goes on writing there, and a warning
 // event says so (output_rebuilt, bytes, why). A missing output/ is left to

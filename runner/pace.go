@@ -8,7 +8,7 @@ import "time"
 // duration ago, scan.go; or one is still in flight, which may have begun
 // before the command was written) would be lost until the next tick, and
 // right after activity the ticks are 10 ms apart, about 9× a listing on
-// NFS: half of them were lost (BENCHMARKS.md, "NFS: adaptive polling").
+// NFS: half of them were lost (docs/benchmarks-log.md, "NFS: adaptive polling").
 // Such a tick is owed instead: the listing starts as soon as the rule
 // allows it (nextWake, onTimer), at most one per tick.
 

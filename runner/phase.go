@@ -68,8 +68,8 @@ func (t *toolLife) shows(cmd bool) (protocol.Phase, string) {
 // it contains the reason the log gave whole last (a failed start's, with
 // the tool's last lines), that part said as "(as above)": a wrong --kind
 // logged its reason eight times, in the failed start, the error phase
-// entered and left per start, the give-up, the stop and the runner's end
-// (issue 43.7). Events, state.json and the exit message keep it whole.
+// entered and left per start, the give-up, the stop and the runner's end.
+// Events, state.json and the exit message keep it whole.
 func (r *Runner) logReason(why string) string {
 	const long = 40 // Shorter reasons are said whole every time.
 	if last := r.status.logged; last != "" && strings.Contains(why, last) {

@@ -8,7 +8,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Issue 23.5: while a command runs, meta.log records its output progress
+// While a command runs, meta.log records its output progress
 // as spool ranges: cmd_output events whose ranges are contiguous from its
 // cmd_begin's spool_start and end within its cmd_end's range, carrying
 // offsets and counts, never the bytes; at most one per heartbeat and per

@@ -136,7 +136,7 @@ func (r *Runner) recover() error {
 //
 // The cmd_end follows the result that stands (PROTOCOL.md §13, §22): the
 // one written now, or, when the dead runner had committed one before it
-// died (issue 32.2), that result as read from result/.
+// died, that result as read from result/.
 func (r *Runner) onRecovered(j resultJob, hadResult bool) {
 	res := j.res
 	key := beginKey{res.Seq, res.CmdID}
@@ -461,7 +461,7 @@ func (r *Runner) recoveredEnd(k beginKey, res *protocol.Result) {
 
 // describeInterrupted gives the runner_restarted result of name, a
 // command the dead runner left in inflight/ without a result, what the
-// dead runner left of its run (issue 32.3), so that it can be replayed
+// dead runner left of its run, so that it can be replayed
 // from meta.log and session.out (PROTOCOL.md §22): the spool range from
 // its cmd_begin's spool_start to where the next command began, or to the
 // end of the spool when it was the last to begin (never short of its last
@@ -484,7 +484,7 @@ func (r *Runner) describeInterrupted(job *resultJob) {
 		if last := r.lastSign(); !ob.ts.IsZero() && last.After(ob.ts.Time) {
 			// It ran until its runner died, as far as anything knows: the
 			// time after that is the dead runner's, not the command's (the
-			// report draws it apart, issue 43.5).
+			// report draws it apart).
 			if now := r.clk.Now(); last.After(now) {
 				last = now
 			}

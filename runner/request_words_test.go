@@ -7,8 +7,8 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Requests are named in words in results and state.json (issue 26 item
-// 10): who asked, from which host and process, and when; a file only when
+// Requests are named in words in results and state.json:
+// who asked, from which host and process, and when; a file only when
 // nothing else names the request.
 func TestRequestWords(t *testing.T) {
 	t.Parallel()

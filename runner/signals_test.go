@@ -7,7 +7,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-// Issue 23.7: KILL kills the tool itself, not only the foreground job.
+// KILL kills the tool itself, not only the foreground job.
 // Under bash with job control the running `sleep` is a process group of
 // its own: TERM ends only it (bash, which ignores TERM, goes on: the
 // command ends with rc 143, no restart), while KILL also kills bash: the

@@ -38,7 +38,7 @@ import (
 //     which pace the disk in real time;
 //   - the Runner struct stays small.
 
-// maxRunnerFields bounds Runner's fields (issue 21).
+// maxRunnerFields bounds Runner's fields.
 const maxRunnerFields = 30
 
 // goroutines lists the functions that may start a goroutine, and why.

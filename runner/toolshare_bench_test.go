@@ -29,7 +29,7 @@ type shareTool struct {
 // print of a marker, on the same PTY as the runner sets it up,
 // alternating one of each. "share" is the difference of the medians: what
 // the runner sends beyond the payload and waits for beyond the tool's
-// answer (BENCHMARKS.md, "Real tools").
+// answer (docs/benchmarks-log.md, "Real tools").
 //
 //	go test -run '^$' -bench ToolShare -benchtime 200x ./runner/
 func BenchmarkToolShare(b *testing.B) {

@@ -13,6 +13,6 @@
 // Command lines and parsers are pure functions so they can be unit-tested
 // without the scheduler. Slurm and Grid Engine are also tested for real
 // (make test-slurm, make test-sge: package farm); LSF only through its
-// command lines, sample outputs and a fake bsub/bjobs/bkill (see README,
-// "Scale out").
+// command lines, sample outputs and a fake bsub/bjobs/bkill (see
+// docs/farms.md).
 package sched

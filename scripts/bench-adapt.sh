@@ -3,7 +3,7 @@
 # a pool of 2 sessions, once with no adapter and once beside
 # `master pool adapt --min 2 --max 6 --every 1s`; prints the time from the
 # first submit to the last result and how many commands each session ran
-# (BENCHMARKS.md, "Adapt and a backlog"). VIA: local (default) or sge
+# (docs/benchmarks-log.md, "Adapt and a backlog"). VIA: local (default) or sge
 # (Grid Engine must answer qstat: scripts/sge-up.sh). Needs bin/ (make build).
 set -euo pipefail
 cd "$(dirname "$0")/.."

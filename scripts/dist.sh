@@ -34,15 +34,18 @@ out=$dist/$name
 rm -rf "$out" && mkdir -p "$out/bin" "$out/doc"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/skillpilot/skillpilot/internal/version.Version=$version" -o "$out/bin/" ./cmd/runner ./cmd/master ./cmd/master-mcp
 copy_masters "$out"
-cp README.md PROTOCOL.md BENCHMARKS.md CHANGELOG.md "$out/doc/"
-[ -d docs ] && cp -r docs/. "$out/doc/"
+cp README.md PROTOCOL.md BENCHMARKS.md CHANGELOG.md ARCHITECTURE.md CONTRIBUTING.md "$out/doc/"
+cp -r docs "$out/doc/docs"                  # beside README.md, so that its links work
+mkdir -p "$out/man/man1" && cp docs/man/*.1 "$out/man/man1/"
 cat >"$out/INSTALL" <<TXT
 SkillPilot $version (linux/$arch)
 
 bin/runner, bin/master, bin/master-mcp  static binaries: copy them anywhere on PATH, master-mcp beside master (no libc needed)
 python/                 the Python master (standard library only): see doc/README.md
 tcl/                    the Tcl master (Tcl 8.6, no packages): see doc/README.md
-doc/                    README.md, PROTOCOL.md (the file protocol), BENCHMARKS.md, CHANGELOG.md
+doc/                    README.md (start here), docs/ (the guides and the reference), PROTOCOL.md (the file protocol),
+                        ARCHITECTURE.md, CONTRIBUTING.md, BENCHMARKS.md, CHANGELOG.md
+man/man1/               runner.1, master.1: MANPATH=$PWD/man man master
 TXT
 tar -C "$dist" -czf "$dist/$name.tar.gz" "$name"
 rm -rf "$out"

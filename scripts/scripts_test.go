@@ -11,8 +11,8 @@ import (
 )
 
 // subreaper.py reaps a daemon's orphaned child: it exits only once the
-// orphan has exited, and the orphan is then gone, not a zombie (issue
-// 31.10: sge-down.sh left a zombie sge_qmaster where PID 1 reaps nothing).
+// orphan has exited, and the orphan is then gone, not a zombie
+// (sge-down.sh left a zombie sge_qmaster where PID 1 reaps nothing).
 func TestSubreaperReapsOrphans(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatal("python3 is needed")

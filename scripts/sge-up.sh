@@ -27,7 +27,7 @@ HOST=$(hostname)
 CFG=/tmp/skillpilot-sge
 # Each daemon runs under subreaper.py, which reaps it when it stops: where
 # PID 1 reaps no orphans (a container), it would stay a zombie after
-# sge-down.sh (issue 31.10).
+# sge-down.sh.
 REAP="python3 $(cd "$(dirname "$0")" && pwd)/subreaper.py"
 log() { printf '[sge-up] %s\n' "$*" >&2; }
 [[ $(id -u) == 0 ]] || { log "must run as root"; exit 1; }

@@ -4,7 +4,7 @@ every descendant orphaned under it (a daemon that forks and lets its parent
 exit, as sge_qmaster and sge_execd do); exit with CMD's status once none is
 left. Where PID 1 does not reap orphans (a container's init that is not an
 init), a daemon started without it stays a zombie after it stops, which is
-what scripts/sge-down.sh left (issue 31.10). Linux only (prctl
+what scripts/sge-down.sh left. Linux only (prctl
 PR_SET_CHILD_SUBREAPER)."""
 
 import ctypes

@@ -19,7 +19,7 @@ import (
 	"github.com/skillpilot/skillpilot/toolcheck"
 )
 
-var update = flag.Bool("update", false, "rewrite README's tool matrix from the catalogue's expectations (internal/zoo)")
+var update = flag.Bool("update", false, "rewrite the tool matrix (docs/drivers.md) from the catalogue's expectations (internal/zoo)")
 
 // expected is what the catalogue says the check must find on t for the
 // check name: a status and words its detail must hold.
@@ -126,13 +126,13 @@ func killPids(file string) {
 	}
 }
 
-// Markers around README's tool matrix.
+// Markers around the tool matrix (docs/drivers.md).
 const (
 	matrixBegin = "<!-- tool matrix: made by toolcheck's TestToolMatrix from internal/zoo; go test ./toolcheck -run TestToolMatrix -args -update rewrites it -->"
 	matrixEnd   = "<!-- end of the tool matrix -->"
 )
 
-// matrix is README's tool matrix: one row per tool of the catalogue, one
+// matrix is the tool matrix (docs/drivers.md): one row per tool of the catalogue, one
 // column per check of `runner check`, each cell what TestCheckTools
 // asserts the check finds.
 func matrix() string {
@@ -166,11 +166,11 @@ func matrix() string {
 	return b.String()
 }
 
-// TestToolMatrix: README's tool matrix is the catalogue's expectations,
+// TestToolMatrix: the tool matrix (docs/drivers.md) is the catalogue's expectations,
 // which TestCheckTools holds `runner check` to, so it cannot drift from
 // what the check prints.
 func TestToolMatrix(t *testing.T) {
-	path := filepath.Join("..", "README.md")
+	path := filepath.Join("..", "docs", "drivers.md")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +178,7 @@ func TestToolMatrix(t *testing.T) {
 	s := string(data)
 	i, j := strings.Index(s, matrixBegin), strings.Index(s, matrixEnd)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no tool matrix between %q and %q", matrixBegin, matrixEnd)
+		t.Fatalf("docs/drivers.md has no tool matrix between %q and %q", matrixBegin, matrixEnd)
 	}
 	want := matrix()
 	got := s[i+len(matrixBegin)+1 : j]
@@ -191,5 +191,5 @@ func TestToolMatrix(t *testing.T) {
 		}
 		return
 	}
-	t.Fatalf("README's tool matrix is not the catalogue's (go test ./toolcheck -run TestToolMatrix -args -update):\n%s", want)
+	t.Fatalf("the tool matrix (docs/drivers.md) is not the catalogue's (go test ./toolcheck -run TestToolMatrix -args -update):\n%s", want)
 }

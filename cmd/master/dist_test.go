@@ -15,7 +15,7 @@ import (
 )
 
 // make install PREFIX=... puts both binaries, the Python and Tcl masters
-// and the documents where README says; the installed master runs.
+// and the documents where docs/operations.md says; the installed master runs.
 func TestMakeInstall(t *testing.T) {
 	testenv.Slow(t, "make install builds the binaries")
 	testenv.NeedTool(t, "make", "make")
@@ -25,7 +25,8 @@ func TestMakeInstall(t *testing.T) {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
 	for _, f := range []string{"bin/runner", "bin/master", "share/skillpilot/python/skillpilot_master.py",
-		"share/skillpilot/tcl/skillpilot_master.tcl", "share/doc/skillpilot/README.md", "share/doc/skillpilot/PROTOCOL.md"} {
+		"share/skillpilot/tcl/skillpilot_master.tcl", "share/doc/skillpilot/README.md", "share/doc/skillpilot/PROTOCOL.md",
+		"share/doc/skillpilot/docs/mcp.md", "share/doc/skillpilot/docs/reference/master.md", "share/man/man1/master.1", "share/man/man1/runner.1"} {
 		if _, err := os.Stat(filepath.Join(prefix, f)); err != nil {
 			t.Errorf("not installed: %v", err)
 		}
@@ -108,7 +109,7 @@ func TestMakeDist(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"bin/runner", "bin/master", "python/skillpilot_master.py", "tcl/skillpilot_master.tcl",
-		"doc/README.md", "doc/PROTOCOL.md", "INSTALL"} {
+		"doc/README.md", "doc/PROTOCOL.md", "doc/docs/mcp.md", "doc/docs/reference/runner.md", "man/man1/runner.1", "man/man1/master.1", "INSTALL"} {
 		if !seen[want] {
 			t.Errorf("%s missing from the tarball (has %v)", want, seen)
 		}

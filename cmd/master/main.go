@@ -1,7 +1,8 @@
 // Command master talks to a SkillPilot runner through its session
 // directory: submit, wait, cancel, stop, status, lease, tail, and `mcp` (a
 // Model Context Protocol server for AI agents, package mcpserver). See
-// README.md. The command line is package cmd/master/cli: this package only
+// docs/reference/master.md and `man master`. The command line is package
+// cmd/master/cli: this package only
 // runs cli.Main, which tests register too.
 package main
 

@@ -129,7 +129,7 @@ func TestCompare(t *testing.T) {
 // An output file replaced after the run (by other bytes, a symlink to the
 // other run's output, a FIFO, a larger file) is a difference even though
 // both results record the same output_sha256: diff checks the files, never
-// following a link or blocking on the FIFO (issue 22.8).
+// following a link or blocking on the FIFO.
 func TestReplacedOutputDiffers(t *testing.T) {
 	base := t.TempDir()
 	runs := []cmd{{"report", protocol.StatusOK, "", "slack 1\n", 10}}
@@ -164,7 +164,7 @@ func TestReplacedOutputDiffers(t *testing.T) {
 	}
 }
 
-// Issue 26.12: an edited payload is one changed step (not "only in A" plus
+// An edited payload is one changed step (not "only in A" plus
 // "only in B"), compared as a pair; unmatched commands in different places
 // stay apart; --ignore leaves volatile lines out of values and outputs.
 func TestEditedStepAndIgnore(t *testing.T) {

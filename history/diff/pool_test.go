@@ -53,8 +53,8 @@ func writeTraced(t *testing.T, dir string, cmds []traced) *history.Session {
 
 // Two pool runs of the same flow: the same payload for two steps told
 // apart by trace id, run on other sessions and submitted in another
-// order. They pair by trace id, not by session or order, and agree
-// (issue 31.7); a payload-only pairing would cross them.
+// order. They pair by trace id, not by session or order, and agree;
+// a payload-only pairing would cross them.
 func TestComparePoolRunsByTraceID(t *testing.T) {
 	base := t.TempDir()
 	runA := diff.Run{Dir: "A", Sessions: []*history.Session{
@@ -82,7 +82,7 @@ func TestComparePoolRunsByTraceID(t *testing.T) {
 }
 
 // --mask replaces matches inside a line, where --ignore would drop the
-// whole line and with it what must still be compared (issue 31.7).
+// whole line and with it what must still be compared.
 func TestCompareMask(t *testing.T) {
 	base := t.TempDir()
 	a := writeTraced(t, filepath.Join(base, "a"), []traced{{"c1", "", "report", "at 10:00:01 slack 5\n", 0}})
@@ -105,7 +105,7 @@ func TestCompareMask(t *testing.T) {
 }
 
 // Pool runs pair an edited step even where concurrent submits interleave
-// the other steps differently (issue 43.6): by its trace id when it has
+// the other steps differently: by its trace id when it has
 // one, wherever it sits; else by a place that overlaps its own. Within
 // one session, a deleted step and an added one elsewhere stay apart.
 func TestComparePoolRunsEditedSteps(t *testing.T) {

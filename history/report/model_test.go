@@ -226,7 +226,7 @@ func TestBrowserAggregated100k(t *testing.T) {
 
 // TestSVGControlBytes: payloads, errors, marks and names holding bytes XML
 // 1.0 does not allow (\x01 \x1b \x0b \x0c, invalid UTF-8) still give a
-// well-formed SVG (issue 34.8), and the bytes are shown, not dropped.
+// well-formed SVG, and the bytes are shown, not dropped.
 func TestSVGControlBytes(t *testing.T) {
 	const bad = "a\x01b\x1bc\x0bd\x0ce\xffz"
 	s := synth("ctl\x01", 20, 0)
@@ -267,7 +267,7 @@ func TestSVGControlBytes(t *testing.T) {
 	}
 }
 
-// TestDeadRunnerTime (issue 43.5): the time a runner was dead with a
+// TestDeadRunnerTime: the time a runner was dead with a
 // command it was running is neither the command's run nor busy: its own
 // figure (dead_ms), its own grey slice in the page and the SVG, its own
 // "runner dead" thread in the trace.

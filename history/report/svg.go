@@ -93,7 +93,7 @@ func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 // what XML 1.0 does not allow in a document (control bytes other than tab,
 // newline and carriage return, U+FFFE, U+FFFF, invalid UTF-8) written as
 // a Go escape, \x01 or \ufffe, so the SVG stays well-formed and shows
-// what the payload held (issue 34.8).
+// what the payload held.
 func esc(s string) string { return html.EscapeString(xmlText(s)) }
 
 // xmlText replaces what XML 1.0 does not allow in a document (see esc).
@@ -273,7 +273,7 @@ func (s *svgWriter) bars(li int, y0 float64, l *Lane) {
 		}
 	}
 	// The time a runner was dead with a command it was running: grey,
-	// after the command's bar, never part of it (issue 43.5).
+	// after the command's bar, never part of it.
 	for _, b := range l.Commands {
 		if b.DeadUntil == nil {
 			continue

@@ -21,8 +21,8 @@ func CheckTrace(t *testing.T, data []byte) map[int]int {
 	return res.Slices
 }
 
-// 35 commands queued at once on one session (as issue 31.6 saw: 30 of 35
-// queue waits overlapped on one track), and a second session: one
+// 35 commands queued at once on one session (30 of 35 queue waits
+// once overlapped on one track), and a second session: one
 // process per session, no overlapping slices on any thread, every command
 // drawn, the queue waits on up to 16 threads and a "queued" counter.
 func TestTraceNoOverlap(t *testing.T) {

@@ -115,7 +115,7 @@ func generate(t *testing.T, path string, opt standin.Options, dirs ...string) st
 	return st
 }
 
-// TestStandinReplaysRecordedFlow is issue 14's test: record an EDA-like flow
+// TestStandinReplaysRecordedFlow is the stand-in's test: record an EDA-like flow
 // on real tclsh, generate the stand-in, run the same flow through a runner
 // on plain tclsh with the stand-in, and require the same status, value and
 // output sha256 for every command; master diff's comparison agrees, and

@@ -1,7 +1,7 @@
 // Package conformance runs every SkillPilot master through one set of
 // language-neutral scenarios against a real runner, with the same
 // expectations: the Go library, the master CLI, the Python master, the Tcl
-// master and a plain shell script written as README.md teaches.
+// master and a plain shell script written as docs/shell.md teaches.
 //
 // # Scenarios
 //

@@ -56,7 +56,7 @@ func TestTclTests(t *testing.T) {
 	}
 }
 
-// TestPythonPipInstallOffline installs the Python master as README shows,
+// TestPythonPipInstallOffline installs the Python master as docs/python.md shows,
 // into a fresh virtual environment with no package index, and runs it.
 func TestPythonPipInstallOffline(t *testing.T) {
 	t.Parallel()

@@ -14,7 +14,7 @@ var flagLine = regexp.MustCompile(`(?m)^  -([A-Za-z0-9])`)
 
 // PrintDefaults writes fs's defaults to w as flag.PrintDefaults does, each
 // flag named with two dashes ("  --init FILE"). The flag package accepts
-// both forms; the usage lines and the README use two.
+// both forms; the usage lines and the documents use two.
 func PrintDefaults(w io.Writer, fs *flag.FlagSet) {
 	var buf bytes.Buffer
 	out := fs.Output()

@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// Flags are listed as --name, the way usage lines spell them (issue 31.10:
-// --help listed -init while the usage said --init).
+// Flags are listed as --name, the way usage lines spell them
+// (--help listed -init while the usage said --init).
 func TestPrintDefaults(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	fs.String("init", "", "run `FILE` first")

@@ -63,6 +63,6 @@ var (
 	// directory parent holds (a pool's member), opened relative to
 	// parent: a name that is a symlink is refused (fsq.ErrLayout), never
 	// followed, and once the path names another directory every
-	// operation fails with ErrSessionMissing (issue 34.13).
+	// operation fails with ErrSessionMissing.
 	OpenIn func(parent *fsq.Root, name string) (any, error)
 )

@@ -1,5 +1,5 @@
 // Package suggest finds the word a user most likely meant: the "did you
-// mean" of the master and runner command lines (issue 26.11).
+// mean" of the master and runner command lines.
 package suggest
 
 // MaxDistance is the largest edit distance a suggestion may have.

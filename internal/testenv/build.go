@@ -236,7 +236,7 @@ var (
 // (bin/, dist/, artifacts/, __pycache__/). Computed once per process.
 func moduleSum() (string, string, error) {
 	sumOnce.Do(func() {
-		sumRoot, sumErr = moduleRoot()
+		sumRoot, sumErr = ModuleRoot()
 		if sumErr != nil {
 			return
 		}
@@ -270,9 +270,9 @@ func moduleSum() (string, string, error) {
 	return sumRoot, sumHex, sumErr
 }
 
-// moduleRoot finds the directory of go.mod above the working directory (a
-// test runs in its package's directory).
-func moduleRoot() (string, error) {
+// ModuleRoot finds the directory of go.mod above the working directory (a
+// test runs in its package's directory): the repository's root.
+func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err

@@ -19,7 +19,7 @@ func TestString(t *testing.T) {
 	}
 }
 
-// One version everywhere (issue 31.9): the binaries print Release (the
+// One version everywhere: the binaries print Release (the
 // file VERSION); the Python and Tcl packages carry the same string,
 // copied by scripts/sync-version.sh.
 func TestVersionsAgree(t *testing.T) {

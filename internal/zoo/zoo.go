@@ -8,7 +8,7 @@
 // The zoo's own tests run the core conformance scenarios on every zoo
 // shell with the Go master, and one test per behaviour of what it does to
 // the runner (zoo_test.go). `runner check` is run on every tool of the
-// catalogue (toolcheck), and README's tool matrix is that check's output
+// catalogue (toolcheck), and the tool matrix (docs/drivers.md) is that check's output
 // (toolcheck's TestToolMatrix keeps the two equal).
 package zoo
 
@@ -20,7 +20,7 @@ import (
 
 // Tool is one row of the catalogue.
 type Tool struct {
-	// Name is the tool's row in README's matrix.
+	// Name is the tool's row in the tool matrix (docs/drivers.md).
 	Name string
 	// Zoo says it is a test shell of testdata/zoo, not a real tool.
 	Zoo bool
@@ -55,7 +55,7 @@ type Tool struct {
 	// TestCheckTools), by check name: "holds" for every check not named,
 	// else "fails: WORDS", "not_applicable: WORDS" or "not_run", WORDS
 	// being part of what the check says (the tool's own words where it
-	// has any); "*" stands for every check not named. README's matrix is
+	// has any); "*" stands for every check not named. the matrix (docs/drivers.md) is
 	// made of these.
 	Expect map[string]string
 	// Cancel is what a Ctrl-C cancel does to it, as the check finds:
@@ -91,7 +91,7 @@ func (t Tool) Command(extra ...string) []string {
 	return out
 }
 
-// Display is the runner's command line for the tool as README shows it:
+// Display is the runner's command line for the tool as the matrix (docs/drivers.md) shows it:
 // the environment the tests give it, runner flags, then "--" and the tool,
 // with zoo paths relative to the repository. `runner check` takes the
 // same flags and tool.

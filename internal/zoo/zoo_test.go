@@ -534,6 +534,6 @@ func TestJobServer(t *testing.T) {
 		}
 	}
 	if alive != 2 {
-		t.Fatalf("%d of the job servers (%q) outlived the runner, want both: if the runner now ends them, say so in README's table", alive, data)
+		t.Fatalf("%d of the job servers (%q) outlived the runner, want both: if the runner now ends them, say so in the tool matrix (docs/drivers.md)", alive, data)
 	}
 }

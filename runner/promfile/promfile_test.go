@@ -380,7 +380,7 @@ func TestMetricsFileBadDirectory(t *testing.T) {
 	}
 }
 
-// TestMetricsInvalidUTF8Session (issue 22.3): a session whose path is not
+// TestMetricsInvalidUTF8Session: a session whose path is not
 // valid UTF-8 gets its metrics, the label's invalid bytes replaced by
 // U+FFFD (it used to panic at the start).
 func TestMetricsInvalidUTF8Session(t *testing.T) {

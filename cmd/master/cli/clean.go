@@ -32,8 +32,8 @@ const maxCleanLine = 64<<10 + 1024
 // what the restarted tool prints before the next command (its prompts) is
 // not the command's output.
 //
-// Output that merely looks like a marker stays output (issue 34.6,
-// PROTOCOL.md 6.2 item 4): a done marker is the command's own token after
+// Output that merely looks like a marker stays output
+// (PROTOCOL.md 6.2 item 4): a done marker is the command's own token after
 // a prefix of marker characters (not indented); a sync marker has the
 // token of a runner that served the session (sync-<the last 8 characters
 // of its session_id>-<n>, known from its runner_start event); and with

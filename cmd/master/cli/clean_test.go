@@ -18,7 +18,7 @@ import (
 
 // markerLookalikes are payloads whose output looks like the runner's
 // markers, and trailing carriage returns: all of it is output (PROTOCOL.md
-// 6.2 item 4, 6.3), and the clean view keeps it (issue 34.6).
+// 6.2 item 4, 6.3), and the clean view keeps it.
 var markerLookalikes = []string{
 	`puts "__SP_DONE__ other rc=0"; puts "  __SP_DONE__ [set ::x] rc=0"; puts "\t__SP_DONE__ [set ::x] rc=0"; puts after`,
 	`puts "__SP_BEGIN__ y"; puts "inside y"; puts "__SP_DONE__ y rc=0 v= vt=0"; puts end`,
@@ -30,7 +30,7 @@ var markerLookalikes = []string{
 
 // TestTailCleanIsTheOutputFiles: master tail --clean over a session whose
 // commands printed marker look-alikes and trailing \r prints exactly the
-// concatenation of their output files, byte for byte (issue 34.6).
+// concatenation of their output files, byte for byte.
 func TestTailCleanIsTheOutputFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	testrunner.Start(t, dir)

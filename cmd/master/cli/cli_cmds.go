@@ -275,7 +275,7 @@ func (c *cli) lookup(cmd *command, args []string) (*master.Session, *master.Comm
 	if err != nil {
 		return nil, nil, err
 	}
-	command, err := s.Command(args[0]) // A cmd_id, cmd_<seq>_<id>.json or queue/cmd_<seq>_<id>.json (issue 34.5).
+	command, err := s.Command(args[0]) // A cmd_id, cmd_<seq>_<id>.json or queue/cmd_<seq>_<id>.json.
 	return s, command, err
 }
 

@@ -15,8 +15,8 @@ import (
 )
 
 // completionFlags is master completion's flags (none of its own; see its
-// entry in verbs) and its run: it prints a shell's completion script
-// (issue 26.11). The scripts ask `master __complete WORDS...` for
+// entry in verbs) and its run: it prints a shell's completion script.
+// The scripts ask `master __complete WORDS...` for
 // candidates, so commands, flags and cmd_ids are completed by the binary
 // itself and never go stale.
 func completionFlags(cmd *command) runFunc {
@@ -77,7 +77,7 @@ complete -c master -l pool -r -f -a '(__fish_complete_directories)'
 }
 
 // signalNames are what master signal sends: every signal a request may
-// name (issue 34.11: TERM and KILL were missing).
+// name (TERM and KILL were missing).
 var signalNames = protocol.Signals
 
 // complete prints the candidates for the last of words (the words after

@@ -82,7 +82,7 @@ func poolHelp(name string) (args, about string) {
 	return args, strings.Join(what, "\n") + "\n\n(master pool --help lists every pool subcommand.)"
 }
 
-// helpUsage is what master help help prints (issue 34.11).
+// helpUsage is what master help help prints.
 const helpUsage = `usage: master help [COMMAND [SUBCOMMAND]]
 
 Print master's overview (the commands, exit codes and --json), or with a

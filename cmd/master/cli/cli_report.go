@@ -20,7 +20,7 @@ func (r *repeated) String() string     { return fmt.Sprint(*r) }
 func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 // reportFlags is master report's flags and its run: the timeline report
-// (issue 13) of one or more sessions.
+// of one or more sessions.
 func reportFlags(cmd *command) runFunc {
 	c, fs := cmd.c, cmd.FlagSet
 	var sessions, pools repeated

@@ -16,7 +16,7 @@ import (
 )
 
 // standinFlags is master standin's flags and its run: it writes a
-// stand-in Tcl file from recorded sessions (issue 14).
+// stand-in Tcl file from recorded sessions.
 func standinFlags(cmd *command) runFunc {
 	c, fs := cmd.c, cmd.FlagSet
 	var from repeated

@@ -274,8 +274,8 @@ func writeStatus(w io.Writer, st sessionStatus) {
 
 // notCounted names the queue files answered without running, which
 // commands_done does not count: " (not counting 1 skipped as already done,
-// 4 rejected as invalid)", only the parts that are not zero, or "" (issue
-// 26.17: "4 commands (0 skipped; 4 rejected)" read as if all four were
+// 4 rejected as invalid)", only the parts that are not zero, or "" ("4
+// commands (0 skipped; 4 rejected)" read as if all four were
 // rejected).
 func notCounted(skipped, rejected int64) string {
 	var parts []string

@@ -26,7 +26,7 @@ func TestCleanView(t *testing.T) {
 		"\r\n__SP_BEGIN__ d\r\nd out\r\n\r\nMY_PREFIX d rc=0\r\n% "
 	// The carriage returns right before the newline the runner injects
 	// are the payload's: the runner's framer keeps them in the output
-	// file, and so does the clean view (issue 34.6).
+	// file, and so does the clean view.
 	want := "alpha\nno newline\r\r" + "be\rta\n\n\r\r" + "killed mid-line" + "d out\n\r"
 	for _, step := range []int{1, 2, 3, 7, len(spool)} {
 		var out bytes.Buffer
@@ -95,7 +95,7 @@ func TestDurationFlag(t *testing.T) {
 	}
 }
 
-// A number flag written into a file is decimal (issue 43.1): the flag
+// A number flag written into a file is decimal: the flag
 // package's Int64 reads 0x10 as 16 and 010 as 8.
 func TestDecimalFlag(t *testing.T) {
 	for in, want := range map[string]int64{"0": 0, "4096": 4096, "+7": 7, "-1": -1} {
@@ -123,8 +123,7 @@ func TestInterspersedFlags(t *testing.T) {
 	}
 }
 
-// notCounted names only the non-zero counts, apart from commands_done
-// (issue 26.17).
+// notCounted names only the non-zero counts, apart from commands_done.
 func TestNotCounted(t *testing.T) {
 	for _, c := range []struct {
 		skipped, rejected int64
@@ -143,7 +142,7 @@ func TestNotCounted(t *testing.T) {
 
 // Interrupted, a wait on a session whose directory was deleted says the
 // command gets no result, never "still queued" with a cancel command for
-// the gone directory (issue 31.2).
+// the gone directory.
 func TestInterruptedGoneSession(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	for _, d := range protocol.Dirs {
@@ -172,7 +171,7 @@ func TestInterruptedGoneSession(t *testing.T) {
 
 // pool status shows a dead session's phase in parentheses (as the runner
 // that is gone last wrote it, not "busy" as if it were) and says what
-// DONE counts (issue 31.10).
+// DONE counts.
 func TestPoolStatusDeadPhase(t *testing.T) {
 	pool := t.TempDir()
 	if err := os.WriteFile(filepath.Join(pool, "pool.json"), []byte(`{"protocol_version":1,"size":1,"via":"local"}`), 0o600); err != nil {

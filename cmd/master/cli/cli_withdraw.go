@@ -10,9 +10,8 @@ import (
 )
 
 // withdrawFlags is master withdraw's flags (none of its own; see its
-// entry in verbs) and its run: it takes back a queued command (issue
-// 26.9), named by cmd_id or by its file's name (issue 34.5), followed
-// where a pool moved it (34.4).
+// entry in verbs) and its run: it takes back a queued command, named
+// by cmd_id or by its file's name, followed where a pool moved it.
 func withdrawFlags(cmd *command) runFunc {
 	return func(_ context.Context, pos []string) error {
 		c := cmd.c

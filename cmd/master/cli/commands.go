@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/skillpilot/skillpilot/internal/clidoc"
+	"github.com/skillpilot/skillpilot/master"
 )
 
 // A verb is one of master's commands: its entry in master's overview
 // (master --help), its own --help, its flags and what runs it. The table
-// [verbs] is the one list of them (issue 33.5): the overview, did-you-mean,
+// [verbs] is the one list of them: the overview, did-you-mean,
 // completion, master help, each command's --help and the dispatch all read
 // it. A command's --help is its flag set's: `master COMMAND --help` builds
 // the flags from the table (usage, long, waits, flags) and prints them.
@@ -373,6 +376,39 @@ func entries(list listing) string {
 	return b.String()
 }
 
+// overviewNotes and jsonNotes are the paragraphs of master's overview
+// around its exit codes; the reference pages say them too (Reference).
+const (
+	overviewNotes = `The commands on one session (submit ... waitfor, launch) take --session DIR (default:
+$SP_SESSION_DIR) and --json; report, standin, diff and pool name their sessions their own
+way (see their --help). Commands that wait take --wait-for-runner DUR (how long to wait
+without a live runner; default 10s). --session and --json may also come before the command
+(master --session DIR status). Flags may come before or after the arguments. Durations are
+Go durations (1.5s, 2m, 1h) or plain seconds (30). 'master COMMAND --help' (or 'master help
+COMMAND') shows a command's usage, what it does and its flags.`
+	jsonNotes = `With --json, stdout holds only JSON carrying protocol_version (one document, or JSON Lines
+for tail and status --watch); errors are
+{"protocol_version":1,"error":{"code","message","context"}} (context: the facts a program
+branches on, such as the dir, cmd_id, field or command); diagnostics go to stderr.`
+)
+
+// exitCodes are master's exit codes (PROTOCOL.md section 19): the
+// overview and the reference list them from here, and
+// TestExitCodesListed keeps every master.Exit constant in it.
+var exitCodes = []clidoc.Exit{
+	{Code: master.ExitOK, Meaning: "ok"},
+	{Code: master.ExitFailed, Meaning: "command failed"},
+	{Code: master.ExitUsage, Meaning: "usage"},
+	{Code: master.ExitTimeout, Meaning: "timeout"},
+	{Code: master.ExitCancelled, Meaning: "cancelled"},
+	{Code: master.ExitNoRunner, Meaning: "session missing, runner not alive or cannot serve"},
+	{Code: master.ExitUnknownCmdID, Meaning: "unknown cmd_id"},
+	{Code: master.ExitNothingToDo, Meaning: "nothing to act on (not running, already finished, idle)"},
+	{Code: master.ExitIO, Meaning: "I/O or internal error"},
+	{Code: master.ExitSIGINT, Meaning: "interrupted (SIGINT)"},
+	{Code: master.ExitSIGTERM, Meaning: "interrupted (SIGTERM)"},
+}
+
 // cliUsage is master's overview: what master --help prints (then
 // moreUsage).
 func cliUsage() string {
@@ -381,22 +417,10 @@ func cliUsage() string {
 Commands:
 ` + entries(listCommands) + `
 ` + entries(listTools) + `
-The commands on one session (submit ... waitfor, launch) take --session DIR (default:
-$SP_SESSION_DIR) and --json; report, standin, diff and pool name their sessions their own
-way (see their --help). Commands that wait take --wait-for-runner DUR (how long to wait
-without a live runner; default 10s). --session and --json may also come before the command
-(master --session DIR status). Flags may come before or after the arguments. Durations are
-Go durations (1.5s, 2m, 1h) or plain seconds (30). 'master COMMAND --help' (or 'master help
-COMMAND') shows a command's usage, what it does and its flags.
+` + overviewNotes + `
 
-Exit codes: 0 ok, 1 command failed, 2 usage, 3 timeout, 4 cancelled, 5 session missing,
-runner not alive or cannot serve, 6 unknown cmd_id, 7 nothing to act on (not running,
-already finished, idle), 10 I/O or internal error, 130/143 interrupted (SIGINT/SIGTERM).
-With --json, stdout holds only JSON carrying protocol_version (one document, or JSON Lines
-for tail and status --watch); errors are
-{"protocol_version":1,"error":{"code","message","context"}} (context: the facts a program
-branches on, such as the dir, cmd_id, field or command); diagnostics go to stderr.
-`
+` + clidoc.Wrap("Exit codes: "+clidoc.ExitList(exitCodes)+".", 90, "") + `
+` + jsonNotes + "\n"
 }
 
 // moreUsage lists the commands other binaries implement: `master mcp`,

@@ -17,7 +17,7 @@ import (
 )
 
 // Every command master's did-you-mean can suggest exists, and its --help
-// starts with its usage line, on stdout, exit 0 (issue 26.11).
+// starts with its usage line, on stdout, exit 0.
 func TestEveryCommandHasHelp(t *testing.T) {
 	t.Setenv(MCPEnv, testenv.BuildBinary(t, testenv.MasterMCP)) // master mcp --help is master-mcp's.
 	for _, name := range names(verbs) {
@@ -97,7 +97,7 @@ func TestCompletions(t *testing.T) {
 		{[]string{"pool", "shrink", "--t"}, []string{"--to"}},
 		{[]string{"tail", "--from-"}, []string{"--from-start"}},
 		{[]string{"signal", "x", "H"}, []string{"HUP"}},
-		{[]string{"signal", "x", "T"}, []string{"TSTP", "TERM"}}, // Issue 34.11: every signal master signal sends.
+		{[]string{"signal", "x", "T"}, []string{"TSTP", "TERM"}}, // Every signal master signal sends.
 		{[]string{"signal", "x", "K"}, []string{"KILL"}},
 		{[]string{"help", "pool", "sh"}, []string{"shrink"}},
 		{[]string{"status", ""}, nil},
@@ -108,8 +108,8 @@ func TestCompletions(t *testing.T) {
 	}
 }
 
-// Issue 32.6: `master --help` and README.md show a --json error as the CLI
-// prints it: code, message and context (a usage error names its command).
+// `master --help` and docs/shell.md show a --json error as the CLI prints
+// it: code, message and context (a usage error names its command).
 func TestJSONErrorShapeDocumented(t *testing.T) {
 	var out, errb bytes.Buffer
 	if rc := Main([]string{"status", "--json", "--bogus"}, strings.NewReader(""), &out, &errb); rc != master.ExitUsage {
@@ -132,17 +132,17 @@ func TestJSONErrorShapeDocumented(t *testing.T) {
 	if !strings.Contains(out.String(), shape) {
 		t.Errorf("master --help does not show %s", shape)
 	}
-	readme, err := os.ReadFile("../../../README.md")
+	guide, err := os.ReadFile("../../../docs/shell.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), shape) {
-		t.Errorf("README.md does not show %s", shape)
+	if !strings.Contains(string(guide), shape) {
+		t.Errorf("docs/shell.md does not show %s", shape)
 	}
 }
 
 // TestHelpHelp: master help help (and help --help) say what help does, exit
-// 0, no did-you-mean (issue 34.11).
+// 0, no did-you-mean.
 func TestHelpHelp(t *testing.T) {
 	for _, args := range [][]string{{"help", "help"}, {"help", "--help"}} {
 		var out, errb bytes.Buffer
@@ -155,7 +155,7 @@ func TestHelpHelp(t *testing.T) {
 
 // The overviews (master --help, master pool --help) are made from the
 // command tables (commands.go, poolTable); they print as they were
-// written by hand before (issue 33.5), held by testdata/*.golden.
+// written by hand before, held by testdata/*.golden.
 func TestOverviewsFromTables(t *testing.T) {
 	for _, c := range []struct {
 		args   []string

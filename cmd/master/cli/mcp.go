@@ -32,7 +32,7 @@ func (c *cli) mcp(ctx context.Context, args []string) error {
 // mcpServer runs `master mcp ARGS`: the master-mcp binary with ARGS, on this
 // process's stdin, stdout and stderr, and returns its exit code. The MCP
 // server lives in its own binary so that every other command starts
-// without initialising the MCP SDK (issue 24: master --version went from
+// without initialising the MCP SDK (master --version went from
 // about 3.5 ms to 1.5 ms). An interrupt is passed on as SIGTERM; the
 // server ends its calls and exits.
 func mcpServer(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -81,7 +81,7 @@ func mcpBinary() (string, error) {
 }
 
 // envMCPBinary checks $SP_MASTER_MCP (p): it must name an executable that
-// is not this master (issue 34.11: master run as its own MCP server took
+// is not this master (master run as its own MCP server took
 // "--session DIR" for a command and said "no command given"). Every error
 // names the variable.
 func envMCPBinary(p string) (string, error) {

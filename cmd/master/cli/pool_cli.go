@@ -438,7 +438,7 @@ func poolShrinkFlags(cmd *command) runFunc {
 		so := launch.StopOptions{Grace: grace, Progress: c.note}
 		var stops []pool.SessionStop
 		var rep pool.HealReport
-		if *by > 0 { // Members counted under the pool's resize lock (issue 34.9).
+		if *by > 0 { // Members counted under the pool's resize lock.
 			stops, rep, err = p.ShrinkBy(ctx, *by, so)
 		} else {
 			stops, rep, err = p.Shrink(ctx, *to, so)

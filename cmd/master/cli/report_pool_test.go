@@ -17,7 +17,7 @@ import (
 
 // master report --pool P --format trace over a real pool whose sessions
 // each had a backlog queued at once: one process per session, named for
-// it, and no two slices of one thread overlapping (issue 31.6: 30 of 35
+// it, and no two slices of one thread overlapping (30 of 35
 // queue waits overlapped on one track).
 func TestReportPoolTraceNoOverlap(t *testing.T) {
 	pool := t.TempDir()

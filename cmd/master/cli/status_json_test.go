@@ -14,7 +14,7 @@ import (
 // master status --json prints the launch object where it stood when it
 // was a field of master.Status (between "filesystem" and "dir"), and
 // nothing else changes: the keys come in the order of a struct with the
-// field there (issue 33 moved the type to package launch).
+// field there (the type moved to package launch).
 func TestStatusJSONKeepsLaunchInPlace(t *testing.T) {
 	ms := master.Status{ProtocolVersion: 1, Alive: true, AliveReason: `a "quoted", "dir": reason`, Filesystem: "ext4", Dir: "/s", Kind: "tcl"}
 	ls := &launch.JobStatus{Via: "slurm", JobID: "12", Launches: 1, Job: sched.Job{ID: "12", State: sched.Running, Raw: "RUNNING"}}

@@ -37,7 +37,7 @@ func TestMCPSubcommand(t *testing.T) {
 
 // TestMCPBinaryMissing: without master-mcp, master mcp says where it looked
 // and how to get it, and exits 1; the master binary itself does not link
-// the MCP SDK (the point of the split: issue 24, BENCHMARKS.md).
+// the MCP SDK (the point of the split: docs/benchmarks-log.md, "CLI start after the MCP split").
 func TestMCPBinaryMissing(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -63,7 +63,7 @@ func TestMCPBinaryMissing(t *testing.T) {
 
 // TestMCPEnvIsMaster: SP_MASTER_MCP naming master itself (here the test
 // binary, which is master's Main) is an error that names the variable,
-// not master's own "no command given" (issue 34.11); so is one naming
+// not master's own "no command given"; so is one naming
 // nothing.
 func TestMCPEnvIsMaster(t *testing.T) {
 	self, err := os.Executable()

@@ -39,8 +39,8 @@ func followTail(t *testing.T, dir, want string, args ...string) string {
 	return out.String()
 }
 
-// tail -f starts with the last 10 lines, as tail(1) does (issue 26 item
-// 13); --from-start and --from start where they say.
+// tail -f starts with the last 10 lines, as tail(1) does;
+// --from-start and --from start where they say.
 func TestTailFollowStartsAtTheLastLines(t *testing.T) {
 	dir := t.TempDir()
 	for _, d := range []string{protocol.DirQueue, "log"} {
@@ -81,7 +81,7 @@ func TestTailFollowStartsAtTheLastLines(t *testing.T) {
 }
 
 // The clean view ends a command that has no done marker where its cmd_end
-// says (issue 26 item 4): the restarted tool's prompts are not its output.
+// says: the restarted tool's prompts are not its output.
 func TestCleanViewCutAtCmdEnd(t *testing.T) {
 	dir := t.TempDir()
 	spool := "% \r\r\n__SP_BEGIN__ a\r\r\nearly\r\r\n" + "% % \r\r\n__SP_DONE__ sync-x-3 rc=0\r\r\n% \r\r\n" +
@@ -104,8 +104,7 @@ func TestCleanViewCutAtCmdEnd(t *testing.T) {
 }
 
 // An interrupted wait says what becomes of the command: still queued or
-// running, with how to cancel it; --cancel-on-interrupt cancels it (issue
-// 26 item 8).
+// running, with how to cancel it; --cancel-on-interrupt cancels it.
 func TestWaitInterrupted(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	testrunner.Start(t, dir)
@@ -168,8 +167,7 @@ func TestWaitInterrupted(t *testing.T) {
 }
 
 // Interrupted, submit --wait ends the partial last line of the output it
-// streamed with a newline, as a finished wait does before its value
-// (issue 31.10).
+// streamed with a newline, as a finished wait does before its value.
 func TestWaitInterruptedEndsPartialLine(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	testrunner.Start(t, dir)

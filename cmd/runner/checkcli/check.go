@@ -16,13 +16,17 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
+	"github.com/skillpilot/skillpilot/internal/clidoc"
 	"github.com/skillpilot/skillpilot/internal/flaghelp"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
 	"github.com/skillpilot/skillpilot/toolcheck"
 )
 
-const checkUsage = `usage: runner check [--kind K | --driver FILE] [--init FILE]... [flags] [-- TOOL ARGS...]
+// checkSynopsis follows "runner check" on its usage line.
+const checkSynopsis = "[--kind K | --driver FILE] [--init FILE]... [flags] [-- TOOL ARGS...]"
+
+const checkUsage = `usage: runner check ` + checkSynopsis + `
 
 Starts TOOL under the runner in a temporary session (no --session: it makes
 its own) and runs a battery in order: the start-up (the time it took and
@@ -54,22 +58,47 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// flags are runner check's flags, as Main parses them.
+type flags struct {
+	inits                     stringList
+	o                         toolcheck.Options
+	kind, driverFile, session *string
+	jsonOut                   *bool
+}
+
+// newFlags builds runner check's flag set: Main parses it and Command
+// lists it, so the help, the parsing and the reference cannot differ.
+func newFlags() (*flag.FlagSet, *flags) {
+	fs := flag.NewFlagSet("runner check", flag.ContinueOnError)
+	f := &flags{}
+	f.kind = fs.String("kind", "tcl", "tool kind, as for the runner: tcl, sh, or a built-in driver: "+strings.Join(runner.Presets(), ", "))
+	f.driverFile = fs.String("driver", "", "drive a line-oriented shell described by this JSON file, as for the runner")
+	fs.Var(&f.inits, "init", "script the tool runs after every start, as for the runner (repeatable)")
+	fs.DurationVar(&f.o.StartTimeout, "start-timeout", 10*time.Minute, "bound for the tool's start-up (a licence queue may take minutes)")
+	fs.DurationVar(&f.o.StepTimeout, "timeout", time.Minute, "bound for each command of the battery")
+	fs.DurationVar(&f.o.ResyncWait, "resync-wait", 5*time.Second, "after Ctrl-C, how long the tool has to return to its prompt (as for the runner)")
+	fs.DurationVar(&f.o.InitTimeout, "init-timeout", 10*time.Minute, "bound for each --init script (as for the runner)")
+	fs.DurationVar(&f.o.KillGrace, "kill-grace", 3*time.Second, "time between SIGTERM and SIGKILL (as for the runner)")
+	f.jsonOut = fs.Bool("json", false, "print the report as one JSON document instead of the table")
+	fs.BoolVar(&f.o.Keep, "keep", false, "keep the temporary session even when every check holds")
+	f.session = fs.String("session", "", "not for check: it makes a temporary session of its own")
+	return fs, f
+}
+
+// Command is runner check as the runner's reference page lists it.
+func Command() clidoc.Command {
+	fs, _ := newFlags()
+	about, _, _ := strings.Cut(strings.TrimPrefix(checkUsage, "usage: runner check "+checkSynopsis+"\n\n"), "\nFlags:")
+	return clidoc.Command{Name: "check", Synopsis: checkSynopsis,
+		Summary: "run a battery of the runner's guarantees on a tool, in a temporary session, and recommend flags",
+		About:   strings.TrimSpace(about), Flags: clidoc.Flags(fs)}
+}
+
 // Main is `runner check ARGS` (ARGS after "check").
 func Main(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("runner check", flag.ContinueOnError)
-	var inits stringList
-	var o toolcheck.Options
-	kind := fs.String("kind", "tcl", "tool kind, as for the runner: tcl, sh, or a built-in driver: "+strings.Join(runner.Presets(), ", "))
-	driverFile := fs.String("driver", "", "drive a line-oriented shell described by this JSON file, as for the runner")
-	fs.Var(&inits, "init", "script the tool runs after every start, as for the runner (repeatable)")
-	fs.DurationVar(&o.StartTimeout, "start-timeout", 10*time.Minute, "bound for the tool's start-up (a licence queue may take minutes)")
-	fs.DurationVar(&o.StepTimeout, "timeout", time.Minute, "bound for each command of the battery")
-	fs.DurationVar(&o.ResyncWait, "resync-wait", 5*time.Second, "after Ctrl-C, how long the tool has to return to its prompt (as for the runner)")
-	fs.DurationVar(&o.InitTimeout, "init-timeout", 10*time.Minute, "bound for each --init script (as for the runner)")
-	fs.DurationVar(&o.KillGrace, "kill-grace", 3*time.Second, "time between SIGTERM and SIGKILL (as for the runner)")
-	jsonOut := fs.Bool("json", false, "print the report as one JSON document instead of the table")
-	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary session even when every check holds")
-	session := fs.String("session", "", "not for check: it makes a temporary session of its own")
+	fs, f := newFlags()
+	o := &f.o
+	inits, kind, driverFile, session, jsonOut := &f.inits, f.kind, f.driverFile, f.session, f.jsonOut
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard)
 	for _, a := range args {
@@ -91,7 +120,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runner check: --session is not a flag of check: it makes a temporary session of its own")
 		return ExitUsage
 	}
-	o.Kind, o.Tool, o.Init = protocol.Kind(*kind), fs.Args(), inits
+	o.Kind, o.Tool, o.Init = protocol.Kind(*kind), fs.Args(), *inits
 	if *driverFile != "" {
 		d, err := runnercli.ReadDriver(*driverFile)
 		if err != nil {
@@ -127,7 +156,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		tool = "the default tool of kind " + string(o.Kind)
 	}
 	fmt.Fprintf(stderr, "runner check: starting %s under the runner in a temporary session (start-up bound %s)...\n", tool, o.StartTimeout)
-	rep, err := toolcheck.Run(ctx, o)
+	rep, err := toolcheck.Run(ctx, *o)
 	if err != nil {
 		fmt.Fprintf(stderr, "runner check: %v\n", err)
 		return ExitError

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/clidoc"
 	"github.com/skillpilot/skillpilot/internal/suggest"
 	"github.com/skillpilot/skillpilot/internal/version"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -33,23 +34,35 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-const usage = `usage: runner [--session DIR] [flags] [-- TOOL ARGS...]
-       runner check [flags] [-- TOOL ARGS...]   (what holds on a tool: runner check --help)
-
-Holds one interactive tool (default: tclsh) on a PTY and runs the commands
+// synopsis and about are what runner --help prints above the exit codes
+// and the flags, and what its reference pages say (Reference).
+const (
+	synopsis = "[--session DIR] [flags] [-- TOOL ARGS...]"
+	about    = `Holds one interactive tool (default: tclsh) on a PTY and runs the commands
 written as cmd_<seq>_<cmd_id>.json files into DIR/queue/, one at a time in
 seq order, writing DIR/result/ and DIR/output/. See PROTOCOL.md.
 
 DIR defaults to $SP_SESSION_DIR. The runner creates DIR itself if it is
-missing (its parent must exist) and the layout inside it.
+missing (its parent must exist) and the layout inside it.`
+)
 
-Exit codes: 0 stopped cleanly, 1 error, 2 usage (a bad flag, a tool that cannot
-be run: missing, not on $PATH, not executable), 3 another runner holds the
-session, 4 gave up: the tool failed to start more than --max-restarts times
-within --restart-window.
+// exitCodes are the runner's exit codes and what each means: --help and
+// the reference list them from here (TestExitCodesListed keeps every
+// runner.Exit constant in it).
+var exitCodes = []clidoc.Exit{
+	{Code: ExitOK, Meaning: "stopped cleanly"},
+	{Code: ExitError, Meaning: "error (including a session directory it refuses)"},
+	{Code: ExitUsage, Meaning: "usage (a bad flag or --driver file, a tool that cannot be run: missing, not on $PATH, not executable)"},
+	{Code: ExitLocked, Meaning: "another runner holds the session"},
+	{Code: ExitGaveUp, Meaning: "gave up: the tool failed to start more than --max-restarts times within --restart-window, or two starts in a row were rejected the same way"},
+	{Code: ExitLost, Meaning: "the session was taken away while it ran (its directory deleted, renamed or replaced, or its lock held by another process): it stopped, with its tool"},
+}
 
-Flags:
-`
+// usage is what runner --help prints before the flags.
+func usage() string {
+	return "usage: runner " + synopsis + "\n       runner check [flags] [-- TOOL ARGS...]   (what holds on a tool: runner check --help)\n\n" + about + "\n\nExit codes:\n" +
+		clidoc.ExitTable(exitCodes, 78) + "\nFlags:\n"
+}
 
 // Exit codes of the runner command.
 const (
@@ -66,48 +79,13 @@ const (
 // disk before the flags are known to be good (the session, the layout),
 // and the session is released on every path that opened it.
 func Main(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cfg runner.Config
-	var kind, logLevel, metricsFile string
-	var inits stringList
-	var maxRestarts int
-	fs.StringVar(&cfg.Session, "session", "", "session directory (default $SP_SESSION_DIR); created if missing (its parent must exist)")
-	fs.StringVar(&kind, "kind", "tcl", "tool kind: tcl (payloads evaluated at the global level under catch), sh (payloads run with .), or a built-in driver: "+strings.Join(runner.Presets(), ", ")+" (README, \"Starting a runner on a real tool\")")
-	driverFile := fs.String("driver", "", "drive a line-oriented shell described by this JSON file (print, source, error, prompt; PROTOCOL.md 11.1); its kind is the file's")
-	fs.BoolVar(&cfg.TclInteractive, "tcl-interactive", false, "kind tcl: run payloads with the tool's tcl_interactive as it is, so that a word naming no command may run a program of that name (as typed at an interactive prompt); default: tcl_interactive is 0 while a payload runs, and such a word is an error, as in a script")
-	fs.BoolVar(&cfg.PassControl, "pass-control-bytes", false, "a driver without a source command (payloads typed line by line into the terminal): pass payloads holding control characters other than tab and newline (^C, ^D, ^Z act on the tool there); default: such a payload gets an invalid_request result naming the byte")
-	fs.DurationVar(&cfg.Heartbeat, "heartbeat", time.Second, "how often state/heartbeat.json is rewritten")
-	fs.DurationVar(&cfg.Poll, "poll", 0, "rescan period of queue/ and ctl/ when idle (default 1s; 250ms on network filesystems); polling only, it is 10ms right after activity and grows back to this")
-	fs.StringVar(&cfg.Watch, "watch", "auto", "auto (inotify plus polling; polling only on network filesystems), inotify, or poll")
-	fs.IntVar(&cfg.TailLines, "tail-lines", 200, "lines kept in log/last_n_lines.txt")
-	fs.DurationVar(&cfg.DefaultTimeout, "default-timeout", 0, "timeout of commands without timeout_s (0: none)")
-	fs.Int64Var(&cfg.MaxOutputBytes, "max-output-bytes", 0, "output budget of commands without max_output_bytes: past it a command is stopped by its cancel policy and its result says output_limit, keeping the first bytes (0: none)")
-	fs.Var(&inits, "init", "script the tool runs after every start, before any command (repeatable)")
-	fs.DurationVar(&cfg.InitTimeout, "init-timeout", 10*time.Minute, "bound for each --init script")
-	fs.DurationVar(&cfg.StartTimeout, "start-timeout", time.Minute, "bound for the tool to answer its first sync after start")
-	fs.DurationVar(&cfg.KillGrace, "kill-grace", 3*time.Second, "time between SIGTERM and SIGKILL when terminating the tool")
-	fs.DurationVar(&cfg.ResyncWait, "resync-wait", 5*time.Second, "after Ctrl-C, how long the tool has to return to its prompt before it is terminated")
-	fs.DurationVar(&cfg.ParseGrace, "parse-grace", 2*time.Second, "how long an unparsable queue file may still be being written before it is rejected")
-	fs.BoolVar(&cfg.RequireLease, "require-lease", false, "stop if no state/lease.json appears within --lease-grace")
-	fs.DurationVar(&cfg.LeaseGrace, "lease-grace", 30*time.Second, "see --require-lease")
-	fs.BoolVar(&cfg.NoSync, "no-sync", false, "do not fsync results and events (faster; a machine crash may lose results)")
-	fs.IntVar(&maxRestarts, "max-restarts", 5, "restarts after failed starts of the tool (it died or failed before becoming ready) within --restart-window; one more failure and the runner stops with exit code 4")
-	fs.DurationVar(&cfg.RestartWindow, "restart-window", 10*time.Minute, "the window --max-restarts counts failed starts in")
-	version := fs.Bool("version", false, "print the version and exit")
-	fs.StringVar(&metricsFile, "metrics-file", "", "write Prometheus metrics (text format, atomically) to this file on every heartbeat and result, e.g. for node_exporter's textfile collector")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	logFile := fs.String("log", "", "append the runner's log lines to this file instead of stderr (a runner started with & then keeps the terminal quiet); errors that stop it at start still go to stderr")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the runner stops (for performance work)")
-	cwd := fs.String("cwd", "", "directory the tool starts in: the runner changes to it before anything else (relative paths in the other flags keep meaning what they meant where the runner was started); default: where the runner was started. A payload's cd carries into later commands until the tool restarts")
-	fs.Usage = func() {} // A usage error is one line and a pointer to --help (flagError).
-	fs.SetOutput(io.Discard)
+	fs, o := newFlags()
 	for _, a := range args {
 		if a == "--" {
 			break
 		}
 		if a == "-h" || a == "-help" || a == "--help" {
-			fmt.Fprint(stdout, usage)
+			fmt.Fprint(stdout, usage())
 			flaghelp.PrintDefaults(stdout, fs)
 			return ExitOK
 		}
@@ -115,7 +93,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return flagError(stderr, fs, err)
 	}
-	if *version {
+	cfg, kind, logLevel, metricsFile, maxRestarts := o.cfg, o.kind, o.logLevel, o.metricsFile, o.maxRestarts
+	driverFile, logFile, cpuProfile := &o.driverFile, &o.logFile, &o.cpuProfile
+	if o.version {
 		fmt.Fprintln(stdout, versionString())
 		return ExitOK
 	}
@@ -126,7 +106,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if maxRestarts == 0 {
 		cfg.MaxRestarts = -1 // Config's zero means the default.
 	}
-	cfg.Kind, cfg.Tool, cfg.Init = protocol.Kind(kind), fs.Args(), inits
+	cfg.Kind, cfg.Tool, cfg.Init = protocol.Kind(kind), fs.Args(), o.inits
 	if *driverFile != "" {
 		d, err := readDriver(*driverFile)
 		if err != nil {
@@ -158,8 +138,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runner: --session is required (or set SP_SESSION_DIR); see 'runner --help'")
 		return ExitUsage
 	}
-	if *cwd != "" {
-		if err := enterDir(*cwd, &cfg, &metricsFile, cpuProfile); err != nil {
+	if o.cwd != "" {
+		if err := enterDir(o.cwd, &cfg, &metricsFile, cpuProfile); err != nil {
 			fmt.Fprintf(stderr, "runner: --cwd: %v\n", err)
 			return ExitUsage
 		}
@@ -215,6 +195,56 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
+// options are the runner's flags once parsed (newFlags).
+type options struct {
+	cfg                                     runner.Config
+	kind, logLevel, metricsFile, driverFile string
+	logFile, cpuProfile, cwd                string
+	inits                                   stringList
+	maxRestarts                             int
+	version                                 bool
+}
+
+// newFlags is the runner's flag set: Main parses it, --help prints it and
+// Reference lists it, so the three cannot differ. A usage error is one
+// line and a pointer to --help (flagError), not the flag package's dump.
+func newFlags() (*flag.FlagSet, *options) {
+	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	o := &options{}
+	cfg := &o.cfg
+	fs.StringVar(&cfg.Session, "session", "", "the session directory `DIR` (default $SP_SESSION_DIR); created if missing (its parent must exist)")
+	fs.StringVar(&o.kind, "kind", "tcl", "tool `KIND`: tcl (payloads evaluated at the global level under catch), sh (payloads run with .), or a built-in driver: "+strings.Join(runner.Presets(), ", ")+" (docs/drivers.md)")
+	fs.StringVar(&o.driverFile, "driver", "", "drive a line-oriented shell described by the JSON `FILE` (print, source, error, prompt; PROTOCOL.md 11.1); its kind is the file's")
+	fs.BoolVar(&cfg.TclInteractive, "tcl-interactive", false, "kind tcl: run payloads with the tool's tcl_interactive as it is, so that a word naming no command may run a program of that name (as typed at an interactive prompt); default: tcl_interactive is 0 while a payload runs, and such a word is an error, as in a script")
+	fs.BoolVar(&cfg.PassControl, "pass-control-bytes", false, "a driver without a source command (payloads typed line by line into the terminal): pass payloads holding control characters other than tab and newline (^C, ^D, ^Z act on the tool there); default: such a payload gets an invalid_request result naming the byte")
+	fs.DurationVar(&cfg.Heartbeat, "heartbeat", time.Second, "how often state/heartbeat.json is rewritten")
+	fs.DurationVar(&cfg.Poll, "poll", 0, "rescan period of queue/ and ctl/ when idle (default 1s; 250ms on network filesystems); polling only, it is 10ms right after activity and grows back to this")
+	fs.StringVar(&cfg.Watch, "watch", "auto", "how queue/ and ctl/ are watched (`MODE`): auto (inotify plus polling; polling only on network filesystems), inotify, or poll")
+	fs.IntVar(&cfg.TailLines, "tail-lines", 200, "how many lines (`N`) log/last_n_lines.txt keeps")
+	fs.DurationVar(&cfg.DefaultTimeout, "default-timeout", 0, "timeout of commands without timeout_s (0: none)")
+	fs.Int64Var(&cfg.MaxOutputBytes, "max-output-bytes", 0, "output budget in bytes (`N`) of commands without max_output_bytes: past it a command is stopped by its cancel policy and its result says output_limit, keeping the first bytes (0: none)")
+	fs.Var(&o.inits, "init", "a Tcl (or the kind's) script `FILE` the tool runs after every start, before any command (repeatable)")
+	fs.DurationVar(&cfg.InitTimeout, "init-timeout", 10*time.Minute, "bound for each --init script")
+	fs.DurationVar(&cfg.StartTimeout, "start-timeout", time.Minute, "bound for the tool to answer its first sync after start")
+	fs.DurationVar(&cfg.KillGrace, "kill-grace", 3*time.Second, "time between SIGTERM and SIGKILL when terminating the tool")
+	fs.DurationVar(&cfg.ResyncWait, "resync-wait", 5*time.Second, "after Ctrl-C, how long the tool has to return to its prompt before it is terminated")
+	fs.DurationVar(&cfg.ParseGrace, "parse-grace", 2*time.Second, "how long an unparsable queue file may still be being written before it is rejected")
+	fs.BoolVar(&cfg.RequireLease, "require-lease", false, "stop if no state/lease.json appears within --lease-grace")
+	fs.DurationVar(&cfg.LeaseGrace, "lease-grace", 30*time.Second, "see --require-lease")
+	fs.BoolVar(&cfg.NoSync, "no-sync", false, "do not fsync results and events (faster; a machine crash may lose results)")
+	fs.IntVar(&o.maxRestarts, "max-restarts", 5, "how many restarts (`N`) after failed starts of the tool (it died or failed before becoming ready) within --restart-window; one more failure and the runner stops with exit code 4")
+	fs.DurationVar(&cfg.RestartWindow, "restart-window", 10*time.Minute, "the window --max-restarts counts failed starts in")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.StringVar(&o.metricsFile, "metrics-file", "", "write Prometheus metrics (text format, atomically) to `FILE` on every heartbeat and result, e.g. for node_exporter's textfile collector")
+	fs.StringVar(&o.logLevel, "log-level", "info", "the log `LEVEL`: debug, info, warn or error")
+	fs.StringVar(&o.logFile, "log", "", "append the runner's log lines to `FILE` instead of stderr (a runner started with & then keeps the terminal quiet); errors that stop it at start still go to stderr")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `FILE` until the runner stops (for performance work)")
+	fs.StringVar(&o.cwd, "cwd", "", "the directory `DIR` the tool starts in: the runner changes to it before anything else (relative paths in the other flags keep meaning what they meant where the runner was started); default: where the runner was started. A payload's cd carries into later commands until the tool restarts")
+	return fs, o
+}
+
 // enterDir makes the runner's working directory dir (--cwd), which the
 // tool inherits, after making the relative paths of the other flags
 // absolute where the runner was started: the session, the --init scripts,
@@ -252,8 +282,8 @@ func enterDir(dir string, cfg *runner.Config, paths ...*string) error {
 }
 
 // flagError prints a flag error as one line, with the flag the user
-// probably meant and where the help is, and returns ExitUsage (issue
-// 26.11: the whole help used to bury the one line that mattered).
+// probably meant and where the help is, and returns ExitUsage (the
+// whole help used to bury the one line that mattered).
 func flagError(stderr io.Writer, fs *flag.FlagSet, err error) int {
 	fmt.Fprintf(stderr, "runner: %s\n", flagErrorLine(fs, err))
 	return ExitUsage
@@ -274,8 +304,8 @@ func flagErrorLine(fs *flag.FlagSet, err error) string {
 }
 
 // checkTool fails at once, with the reason, when the tool's program
-// cannot be run: not on $PATH, missing, or not executable (issue 26.11:
-// a missing tool used to cost --max-restarts failed starts). tool empty
+// cannot be run: not on $PATH, missing, or not executable (a
+// missing tool used to cost --max-restarts failed starts). tool empty
 // is the kind's default (runner.Config).
 func checkTool(tool []string, kind protocol.Kind, drv *runner.DriverSpec) error {
 	if drv == nil {
@@ -366,4 +396,20 @@ func readDriver(path string) (*runner.DriverSpec, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxDriverFile)
 	}
 	return runner.ParseDriver(b)
+}
+
+// Reference is the runner's reference page, made from what --help is made
+// from: the synopsis, about, the flag set Main parses and exitCodes.
+func Reference() clidoc.Page {
+	fs, _ := newFlags()
+	return clidoc.Page{
+		Name:     "runner",
+		Summary:  "hold one interactive tool on a PTY and serve the commands written into a session directory",
+		Synopsis: []string{synopsis, "--version", "--help"},
+		About:    about,
+		Flags:    clidoc.Flags(fs),
+		Exit:     exitCodes,
+		Env:      []clidoc.Env{{Name: "SP_SESSION_DIR", Meaning: "the session directory when --session is not given"}},
+		SeeAlso:  []string{"master(1)", "PROTOCOL.md", "docs/reference/runner.md", "docs/drivers.md"},
+	}
 }

@@ -44,7 +44,7 @@ func TestCPUProfileReleasesSession(t *testing.T) {
 	r.Close()
 }
 
-// TestRefusedStartLeavesNothing (issue 26.6): flags that are refused
+// TestRefusedStartLeavesNothing: flags that are refused
 // (a --metrics-file in a missing directory, an unknown kind or watch mode)
 // are refused before the session directory is created, with the exit codes
 // of old.
@@ -71,7 +71,7 @@ func TestRefusedStartLeavesNothing(t *testing.T) {
 	}
 }
 
-// TestMetricsInvalidUTF8Session (issue 22.3): `runner --session $'m\xff'
+// TestMetricsInvalidUTF8Session: `runner --session $'m\xff'
 // --metrics-file m.prom` serves the session and writes its metrics (it
 // used to panic at the start).
 func TestMetricsInvalidUTF8Session(t *testing.T) {
@@ -127,7 +127,7 @@ func TestMaxOutputBytesFlagRefusesNegative(t *testing.T) {
 	}
 }
 
-// Issue 32, document 002's working directory: --cwd DIR starts the tool in
+// --cwd DIR starts the tool in
 // DIR (the runner changes to it before the tool starts); relative paths in
 // the other flags (--session here) still mean what they meant where the
 // runner was started; runner_start records the directory. Real runner
@@ -249,7 +249,7 @@ func runMainUntil(t *testing.T, dir string, unblock func(), args ...string) (cod
 	}
 }
 
-// runner --log (issue 34, item 7): a FIFO nobody reads never blocks the
+// runner --log: a FIFO nobody reads never blocks the
 // start; a log inside the session's directories (tmp/, emptied at start;
 // log/meta.log, the event log) or a hard link to a session file is
 // refused with words, and the session file is left as it was.

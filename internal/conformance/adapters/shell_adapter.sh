@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Conformance adapter for a plain shell master, written the way README.md
-# teaches ("From a shell script, without any master"): files written with
+# Conformance adapter for a plain shell master, written the way docs/shell.md
+# teaches ("Without any master: the files by hand"): files written with
 # printf into a dot-file and renamed, seq reserved by exclusive create
 # (set -C), results found by exact name, replies read from ctl/ack/,
 # liveness by the heartbeat counter, lease renewed by a background loop.

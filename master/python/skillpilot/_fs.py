@@ -319,8 +319,8 @@ class SessionFS:
         self.local = False
         # member: root is a pool's member (session, relative): its last
         # component is opened relative to its parent and never followed,
-        # so a member swapped for a symlink is refused by every operation
-        # (issue 34.13), however late the swap.
+        # so a member swapped for a symlink is refused by every operation,
+        # however late the swap.
         self.member = member
 
     def _open_root(self) -> int:

@@ -34,7 +34,7 @@ FIRST_LOOK = 0.02
 #: phase stopped and, on a local filesystem, its lock free): such a runner
 #: does not come back by itself, so a wait for a result, output or a reply
 #: ends within about a second instead of the grace (the Go master's
-#: stoppedGrace, issue 26.9). The second lets a runner being started on the
+#: stoppedGrace). The second lets a runner being started on the
 #: session right now write its state first. ready(), how a caller waits for
 #: a runner to be started again, keeps the whole grace.
 STOPPED_GRACE = 1.0

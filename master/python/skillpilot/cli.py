@@ -1,7 +1,7 @@
 """skillpilot-master: the Python master's command line.
 
 The same commands, flags, exit codes and ``--json`` documents as the Go
-``master`` CLI (README.md), for hosts that have Python but not the Go
+``master`` CLI (docs/python.md), for hosts that have Python but not the Go
 binary. Run it as ``skillpilot-master`` (installed by pip) or
 ``python -m skillpilot``.
 """

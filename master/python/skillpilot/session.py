@@ -266,7 +266,7 @@ class Session:
 
     def _no_runner(self, e: RunnerNotAlive, name: str) -> RunnerNotAlive:
         """A wait's RunnerNotAlive for command file name, saying plainly
-        what becomes of it (the Go master's noRunnerErr, issue 26.9): a
+        what becomes of it (the Go master's noRunnerErr): a
         queued command stays queued, and a runner started later runs it
         unless it is withdrawn. Its context has the cmd_id."""
         cmd_id = (_names.parse_name(name) or (0, name))[1]
@@ -501,7 +501,7 @@ class Session:
                 raise WaitTimeout("the runner did not stop within %gs" % timeout)
             backoff.sleep(deadline)
 
-    # --- input to a running command (issue 11) -----------------------------
+    # --- input to a running command -----------------------------
 
     def send(self, cmd_id: str, data: Union[str, bytes], expect: Optional[str] = None,
              expect_timeout: Optional[float] = None, expect_from: Optional[int] = None, secret: bool = False,

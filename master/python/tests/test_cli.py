@@ -39,7 +39,7 @@ class CLITest(unittest.TestCase):
         return sorted(n for n in os.listdir(os.path.join(self.dir, "queue")) if not n.startswith("."))
 
     def test_version_is_the_binaries(self) -> None:
-        # One version everywhere (issue 31.9): the release in
+        # One version everywhere: the release in
         # internal/version/VERSION, which the Go binaries embed.
         here = os.path.dirname(os.path.abspath(__file__))
         with open(os.path.join(here, "..", "..", "..", "internal", "version", "VERSION")) as f:
@@ -98,7 +98,7 @@ class CLITest(unittest.TestCase):
         self.assertIn("not alive", err)
 
     def test_wait_on_a_stopped_runner_and_withdraw(self) -> None:
-        # Issue 26.9, as the Go CLI (testscript wait_no_runner.txtar).
+        # A wait on a runner stopped on purpose, as the Go CLI (testscript wait_no_runner.txtar).
         self.runner().stop_runner(reason="a stop request")
         code, out, err = run("submit", "--session", self.dir, "--id", "w1", "--wait", "--wait-timeout", "20s",
                              "--wait-for-runner", "2m", "puts once")
@@ -114,7 +114,7 @@ class CLITest(unittest.TestCase):
         self.assertIn("withdraw w1", err)
         self.assertEqual(run("withdraw", "--session", self.dir, "w1")[:2], (0, "withdrawn: w1 (it will not run)\n"))
         self.assertEqual(self.queued(), [])
-        code, out, _ = run("withdraw", "--session", self.dir, "--json", "w1")  # Issue 31.10: not "unknown".
+        code, out, _ = run("withdraw", "--session", self.dir, "--json", "w1")  # Not "unknown".
         self.assertEqual((code, json.loads(out)["error"]["code"]), (7, "already_withdrawn"))
         self.assertIn("w1 was withdrawn before", json.loads(out)["error"]["message"])
         run("submit", "--session", self.dir, "--id", "w2", "x")
@@ -188,7 +188,7 @@ class CLITest(unittest.TestCase):
         self.assertEqual((code, err["code"], err["context"]), (3, "wait_timeout", {"cmd_id": "o2"}))
 
     def test_submit_correlation_and_ready_wait_for_runner(self) -> None:
-        # The Go CLI's flags (README: skillpilot-master has master's flags).
+        # The Go CLI's flags (docs/python.md: skillpilot-master has master's flags).
         self.runner()
         code, _, _ = run("submit", "--session", self.dir, "--id", "t1", "--trace-id", "F1", "--label", "step=syn",
                          "--label", "corner=ss", "puts x")
@@ -319,7 +319,7 @@ if __name__ == "__main__":
 
 class StatusTextTest(unittest.TestCase):
     def test_busy_with_nothing_running_says_the_tool_restarts(self) -> None:
-        # Issue 43.7: right after a cancel that killed the tool, busy with
+        # Right after a cancel that killed the tool, busy with
         # nothing running says why, as the Go CLI does.
         from skillpilot import _status
         busy = _status.format_status({"dir": "S", "alive": True, "phase": "busy", "tool_starts": 2})

@@ -50,7 +50,7 @@ class NamesTest(unittest.TestCase):
                 _names.check_correlation(trace_id, labels)
 
     def test_correlation_not_encodable(self) -> None:
-        # Issue 34.10: a lone surrogate cannot be written as UTF-8; it is a
+        # A lone surrogate cannot be written as UTF-8; it is a
         # usage error like any other bad label, not UnicodeEncodeError, and
         # a value None (JSON null) is refused too.
         for trace_id, labels in [(None, {"k": "a\ud800"}), (None, {"k": "\udfff"}), (None, {"k": None}),
@@ -183,7 +183,7 @@ class FSTest(unittest.TestCase):
         self.assertEqual(sfs.list("queue"), ["cmd_4_z.json"])
 
     def test_pool_member_swapped_for_a_symlink(self) -> None:
-        # Issue 34.13: a pool member (SessionFS.session) swapped for a
+        # A pool member (SessionFS.session) swapped for a
         # symlink to a session elsewhere after pool_pick listed it: nothing
         # is written, read or listed through it.
         pool = os.path.dirname(self.d)
@@ -216,7 +216,7 @@ if __name__ == "__main__":
 
 
 class JudgeOutputTest(unittest.TestCase):
-    """output_bytes once the command has a result (issue 34.2): never fewer
+    """output_bytes once the command has a result: never fewer
     bytes than stats.bytes; a missing file is served from output_inline."""
 
     def test_judge(self) -> None:

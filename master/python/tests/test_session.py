@@ -29,7 +29,7 @@ class Base(unittest.TestCase):
 
 class SubmitFindTest(Base):
     def test_submit_label_not_encodable_is_a_usage_error(self) -> None:
-        # Issue 34.10: a lone surrogate in a label is UsageError (exit 2),
+        # A lone surrogate in a label is UsageError (exit 2),
         # not UnicodeEncodeError, and nothing is queued.
         for labels in ({"k": "a\ud800"}, {"k": None}):
             with self.assertRaises(sp.UsageError) as cm:
@@ -48,7 +48,7 @@ class SubmitFindTest(Base):
         self.assertEqual(os.stat(os.path.join(self.dir, "queue", name)).st_mode & 0o777, 0o660)
 
     def test_submit_sets_max_output_bytes(self) -> None:
-        # Issue 32: every master sets a command's output budget.
+        # Every master sets a command's output budget.
         self.runner()
         _, name = self.s.submit("puts hi", max_output_bytes=4096)
         with open(os.path.join(self.dir, "queue", name)) as f:
@@ -61,7 +61,7 @@ class SubmitFindTest(Base):
                 self.s.submit("puts hi", max_output_bytes=bad)
 
     def test_numbers_are_json_or_refused_before_anything_is_written(self) -> None:
-        # Issue 43.1: inf, nan, True and non-numbers never reach a file
+        # Inf, nan, True and non-numbers never reach a file
         # (json.dumps would write Infinity, NaN, true); each is a UsageError
         # naming the option, and nothing is written, not even a seq.
         self.runner()
@@ -91,7 +91,7 @@ class SubmitFindTest(Base):
         self.assertFalse(os.path.exists(os.path.join(self.dir, "state", "lease.json")))
 
     def test_every_submit_door_takes_the_one_table_of_options(self) -> None:
-        # Issue 43.3: a pool door has every option a session door has.
+        # A pool door has every option a session door has.
         import inspect
         from skillpilot import _command, pool
         for door, own in ((sp.Session.submit, ["self", "payload"]), (pool.pool_submit, ["pool_dir", "payload", "affinity"])):
@@ -189,7 +189,7 @@ class WaitTest(Base):
 
 
 class StoppedRunnerTest(Base):
-    """Issue 26.9, as the Go master: a runner that stopped on purpose
+    """A runner that stopped on purpose
     (phase stopped, its lock free) ends a wait within about a second, not
     after wait_for_runner; the error says the command stays queued;
     ready() keeps the whole grace; withdraw() takes the command back."""
@@ -245,7 +245,7 @@ class StoppedRunnerTest(Base):
         _, queued = self.s.submit("x", cmd_id="w1")
         self.s.withdraw("w1")
         self.assertFalse(os.path.exists(os.path.join(self.dir, "queue", queued)))
-        with self.assertRaises(sp.AlreadyWithdrawn) as cm:  # Issue 31.10: not "unknown".
+        with self.assertRaises(sp.AlreadyWithdrawn) as cm:  # Not "unknown".
             self.s.withdraw("w1")
         self.assertEqual((cm.exception.exit_code, cm.exception.code, cm.exception.context),
                          (7, "already_withdrawn", {"cmd_id": "w1"}))
@@ -284,7 +284,7 @@ class StoppedRunnerTest(Base):
         return sorted(n for n in os.listdir(os.path.join(self.dir, "queue")) if not n.startswith("."))
 
     def test_withdraw_names(self) -> None:
-        # Issue 34.5: a command file's name, or a path ending in one, is
+        # A command file's name, or a path ending in one, is
         # exactly that file, even when another has the same cmd_id; a
         # cmd_id the one with the lowest seq. A second withdraw by any form
         # is AlreadyWithdrawn (31.10); anything else a UsageError.
@@ -305,7 +305,7 @@ class StoppedRunnerTest(Base):
                 self.s.withdraw(ref)
 
     def test_withdraw_follows_forward(self) -> None:
-        # Issue 34.4: a command a pool moved (forward/) is withdrawn where it
+        # A command a pool moved (forward/) is withdrawn where it
         # went, before the mover published it (its staged copy) and after;
         # while a mover holds it (moved/, no forward yet) withdraw waits for
         # the record rather than answer "unknown".
@@ -729,7 +729,7 @@ class CursorShapeTest(Base):
 
 class ErrorContextTest(unittest.TestCase):
     """The runner's context of a result's error and of a reply is passed on
-    unchanged beside the master's own keys, which win (issue 23.9)."""
+    unchanged beside the master's own keys, which win."""
 
     def test_result_context(self) -> None:
         res = {"cmd_id": "c1", "status": "timeout", "exit_reason": "ctrl_c",

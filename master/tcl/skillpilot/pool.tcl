@@ -268,15 +268,15 @@ proc ::skillpilot::pool_submit {pool payload args} {
     set name [::skillpilot::CommandName $seq $id]
     set cursor [::skillpilot::fs::size $sdir log session.out]
     # Through the pool's directory: the member itself is checked again
-    # (lstat, no symlink) as part of the path written (issue 34.13).
+    # (lstat, no symlink) as part of the path written.
     ::skillpilot::fs::write_atomic $pool $session/queue $name $json
     return [dict create session $session cmd_id $id name $name resume_cursor $cursor]
 }
 
 # poolimpl::member returns the directory of the pool's member session,
 # refusing (IO_ERROR) one that is not a plain directory: a member swapped
-# for a symlink after pool_pick listed it is never written through (issue
-# 34.13). Tcl 8.6 has no openat: an lstat, then the path, so every write
+# for a symlink after pool_pick listed it is never written through. Tcl
+# 8.6 has no openat: an lstat, then the path, so every write
 # of pool_submit goes through fs::write_atomic with the member as a
 # component it checks again.
 proc ::skillpilot::poolimpl::member {pool session} {

@@ -323,7 +323,7 @@ proc ::skillpilot::wait {dir cmd args} {
             dict set opts -context [dict merge [dict create cmd_id $id] $ctx]
             if {[lindex [dict get $opts -errorcode] 1] eq "RUNNER_NOT_ALIVE"} {
                 # Say plainly what becomes of the command (the Go master's
-                # noRunnerErr, issue 26.9).
+                # noRunnerErr).
                 set msg "waiting for $id: $msg"
                 if {[Queued $dir $name]} {
                     append msg "; $id stays queued: a runner started later runs it unless it is withdrawn"

@@ -10,7 +10,7 @@
 # default, means 10 s or ten heartbeat intervals, whichever is longer).
 # A runner that stopped on purpose (phase stopped and, on a local
 # filesystem, its lock free) does not come back by itself: a wait for a
-# result, output or a reply ends after StoppedGraceMs then (issue 26.9, as
+# result, output or a reply ends after StoppedGraceMs then (as
 # the Go master); ready, how a caller waits for a runner to be started
 # again, keeps the whole grace.
 
