@@ -129,6 +129,7 @@ func (r *Runner) writeState() {
 	if r.stop.stage == stopDone {
 		st.Error = r.stop.err
 	}
+	st.Retention = r.retentionState()
 	if r.watcher != nil {
 		st.Watch = "poll"
 		if r.watcher.Inotify {

@@ -89,6 +89,8 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.watcher.Hurry() // The master that waited for it may send the next one now.
 		case st := <-r.results.status:
 			r.onWriterStatus(st)
+		case d := <-r.disk.retain.doneCh():
+			r.onPruned(d)
 		case ch := <-r.watcher.Changes:
 			r.onChange(ch)
 		case <-r.watcher.Rescan:
@@ -183,6 +185,7 @@ func (r *Runner) onBeat() {
 		r.disk.remakeBallast()
 	}
 	r.flushBuffers()
+	r.retainBeat()     // retain.go
 	r.reportProgress() // progress.go
 	if r.id.network && r.status.beats%2 == 0 {
 		r.touchInputs()
