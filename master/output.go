@@ -35,6 +35,9 @@ func (c *Command) Output(off, n int64) ([]byte, error) {
 		if fc := c.forwarded(); fc != nil { // Moved by a pool: forward.go.
 			return fc.Output(off, n)
 		}
+		if perr := c.pruned(); perr != nil {
+			return nil, perr // Its files left with the session's retention.
+		}
 		if res := before; res != nil && res.Stats.Bytes > 0 {
 			if int64(len(res.OutputInline)) == res.Stats.Bytes {
 				return window(res.OutputInline, off, n), nil

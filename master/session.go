@@ -309,11 +309,17 @@ func (s *Session) Command(ref string) (*Command, error) {
 				return &Command{s: s, ID: id, Seq: seq, Name: name}, nil
 			}
 		}
+		if e, ok := s.findPruned(name, ""); ok {
+			return nil, prunedError(e)
+		}
 		return nil, withContext(fmt.Errorf("%w: no command file %s is queued, running or finished in this session", ErrUnknownCmdID, name),
 			map[string]any{"cmd_id": id})
 	}
 	if c := s.findByID(cmdID, lookupDirs); c != nil {
 		return c, nil
+	}
+	if e, ok := s.findPruned("", cmdID); ok {
+		return nil, prunedError(e)
 	}
 	return nil, withContext(fmt.Errorf("%w: no command %q is queued, running or finished in this session", ErrUnknownCmdID, cmdID),
 		map[string]any{"cmd_id": cmdID})
@@ -447,9 +453,18 @@ func (c *Command) Wait(ctx context.Context, opts WaitOptions) (*protocol.Result,
 	var wake <-chan struct{}
 	w := c.newRunnerWatch()
 	w.base = opts.waitForRunner(c.s.WaitForRunner)
+	var prunedAt time.Time // when to look whether retention removed its result (after a second, then every second)
 	for {
 		if r, done, err := c.outcome(); done {
 			return r, err
+		}
+		if now := time.Now(); prunedAt.IsZero() {
+			prunedAt = now.Add(time.Second)
+		} else if now.After(prunedAt) {
+			prunedAt = now.Add(time.Second)
+			if err := c.pruned(); err != nil {
+				return nil, err
+			}
 		}
 		if err := w.check(); errors.Is(err, ErrSessionMissing) {
 			return nil, withContext(err, map[string]any{"cmd_id": c.ID})
