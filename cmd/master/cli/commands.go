@@ -391,7 +391,8 @@ COMMAND') shows a command's usage, what it does and its flags.
 
 Exit codes: 0 ok, 1 command failed, 2 usage, 3 timeout, 4 cancelled, 5 session missing,
 runner not alive or cannot serve, 6 unknown cmd_id, 7 nothing to act on (not running,
-already finished, idle), 10 I/O or internal error, 130/143 interrupted (SIGINT/SIGTERM).
+already finished, idle), 8 pruned (the session's retention removed the command's result),
+10 I/O or internal error, 130/143 interrupted (SIGINT/SIGTERM).
 With --json, stdout holds only JSON carrying protocol_version (one document, or JSON Lines
 for tail and status --watch); errors are
 {"protocol_version":1,"error":{"code","message","context"}} (context: the facts a program
