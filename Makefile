@@ -25,8 +25,12 @@ all: build
 # the same name make dist gives its tarball.
 VERSION ?= $(shell ./scripts/version.sh)
 LDFLAGS := -X github.com/skillpilot/skillpilot/internal/version.Version=$(VERSION)
+# The master is built lean (-tags lean): report, standin and diff run the
+# master-history binary beside it, so that every other command starts
+# without initialising what they need (issue 44; BENCHMARKS.md).
 build:
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/runner ./cmd/master ./cmd/master-mcp
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/runner ./cmd/master-history ./cmd/master-mcp
+	CGO_ENABLED=0 $(GO) build -tags lean -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/master
 
 demo: build
 	BIN=$(CURDIR)/$(BIN) ./scripts/demo.sh
@@ -83,14 +87,14 @@ test-slurm:
 test-sge:
 	./scripts/test-sge.sh
 
-# make install PREFIX=/opt/skillpilot [DESTDIR=...]: both binaries into
+# make install PREFIX=/opt/skillpilot [DESTDIR=...]: the binaries into
 # $(PREFIX)/bin, the Python and Tcl masters into $(PREFIX)/share/skillpilot,
 # the documents into $(PREFIX)/share/doc/skillpilot.
 PREFIX  ?= /usr/local
 DESTDIR ?=
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/skillpilot $(DESTDIR)$(PREFIX)/share/doc/skillpilot
-	install -m 0755 $(BIN)/runner $(BIN)/master $(BIN)/master-mcp $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BIN)/runner $(BIN)/master $(BIN)/master-history $(BIN)/master-mcp $(DESTDIR)$(PREFIX)/bin/
 	./scripts/dist.sh --copy-masters $(DESTDIR)$(PREFIX)/share/skillpilot
 	install -m 0644 README.md PROTOCOL.md BENCHMARKS.md CHANGELOG.md docs/* $(DESTDIR)$(PREFIX)/share/doc/skillpilot/
 

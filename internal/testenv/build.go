@@ -31,6 +31,9 @@ const (
 	// MasterMCP is the binary `master mcp` runs (found through
 	// $SP_MASTER_MCP in tests).
 	MasterMCP = Module + "/cmd/master-mcp"
+	// MasterHistory is the binary the lean master (-tags lean, as make
+	// build builds it) runs for report, standin and diff.
+	MasterHistory = Module + "/cmd/master-history"
 )
 
 // BuildOption changes how [BuildBinary] builds.

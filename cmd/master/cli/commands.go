@@ -256,6 +256,7 @@ into this binary. With --json: {"protocol_version", "document" (the Markdown),
 		{name: "version", list: listNone},                            // Main.
 		{name: "__complete", list: listHidden, run: (*cli).complete}, // cli_completion.go
 	}
+	leanVerbs(verbs) // lean.go: report, standin and diff run master-history.
 }
 
 // dispatch runs the verb v (c.verb names it) on args, the words after its
