@@ -35,6 +35,7 @@ type retainState struct {
 	pruned            int64                 // commands pruned by this runner
 	beats             int64
 	sweepDue          bool
+	sinceSweep        int // results kept since the last sweep
 }
 
 // begunCmd is where a command's cmd_begin went.
@@ -44,8 +45,13 @@ type begunCmd struct {
 }
 
 // sweepEvery is how many heartbeats apart sweeps run (seq/, withdrawn/,
-// ctl/ack/, log/rejected/): each lists those directories.
-const sweepEvery = 16
+// ctl/ack/, log/rejected/): each lists those directories. A busy session
+// sweeps every sweepAfter results too, so that seq/ (a file per command)
+// stays within seqKeep plus about that many.
+const (
+	sweepEvery = 16
+	sweepAfter = 1024
+)
 
 // policyOf is the retention policy cfg sets.
 func policyOf(cfg Config) retentionPolicy {
@@ -231,6 +237,9 @@ func (r *Runner) keepResult(j resultJob) {
 	}
 	delete(k.begun, key)
 	k.kept = append(k.kept, e)
+	if k.sinceSweep++; k.sinceSweep >= sweepAfter {
+		k.sweepDue = true
+	}
 	r.maybePrune(false)
 }
 
@@ -257,7 +266,7 @@ func (r *Runner) maybePrune(force bool) {
 	}
 	n, why := k.pol.toPrune(live, wallNow(), r.disk.spoolSize, drop)
 	if n == 0 || (!force && n < minBatch) {
-		if force && k.sweepDue {
+		if k.sweepDue && (force || k.sinceSweep >= sweepAfter) {
 			r.submitPrune(false, nil)
 		}
 		return
@@ -288,7 +297,7 @@ func (r *Runner) maybePrune(force bool) {
 		k.kept = slices.Clone(k.kept[k.head:])
 		k.head = 0
 	}
-	if force && k.sweepDue {
+	if k.sweepDue && (force || k.sinceSweep >= sweepAfter) {
 		j.sweep = r.sweepJob(nil)
 	}
 	k.busy = true
@@ -307,7 +316,7 @@ func (r *Runner) submitPrune(_ bool, orphans []string) {
 }
 
 func (r *Runner) sweepJob(orphans []string) *sweepJob {
-	r.disk.retain.sweepDue = false
+	r.disk.retain.sweepDue, r.disk.retain.sinceSweep = false, 0
 	age := r.disk.retain.pol.keepAge
 	if age <= 0 {
 		age = r.disk.retain.pol.grace
