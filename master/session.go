@@ -2,11 +2,11 @@ package master
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,6 +17,7 @@ import (
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Session is a handle on a session directory.
@@ -277,7 +278,7 @@ func (s *Session) defaultKind() protocol.Kind {
 // NewCmdID returns a new cmd_id: a UUID version 7 (time-ordered, random).
 func NewCmdID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:]) // Never fails on Linux.
+	randomBytes(b[:])
 	ms := uint64(time.Now().UnixMilli())
 	for i := 0; i < 6; i++ {
 		b[i] = byte(ms >> (40 - 8*i))
@@ -286,6 +287,28 @@ func NewCmdID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// randomBytes fills b from the kernel's random source (getrandom(2), as
+// crypto/rand does on Linux), read directly so that the master does not
+// link crypto/rand, whose DRBG, AES and SHA-512 code every start of the
+// CLI would load (issue 44). /dev/urandom if getrandom is refused.
+func randomBytes(b []byte) {
+	for len(b) > 0 {
+		n, err := unix.Getrandom(b, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n <= 0 {
+			f, ferr := os.Open("/dev/urandom")
+			if ferr == nil {
+				_, _ = io.ReadFull(f, b)
+				f.Close()
+			}
+			return
+		}
+		b = b[n:]
+	}
 }
 
 // Command returns a handle on an existing command. ref names it by one

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 )
 
 // A verb is one of master's commands: its entry in master's overview
@@ -76,11 +77,17 @@ var column = map[listing]int{listCommands: 36, listTools: 38}
 
 // verbs are master's commands, in the order did-you-mean and completion
 // offer them; poolVerbs are master pool's (pool_cli.go). Both are filled
-// by init: a run reaches the code that reads them (completion, a pool
-// subcommand's help), which a package variable's initializer may not.
+// by loadVerbs, which Main calls once it knows the command line is not a
+// plain --version (a package variable's initializer may not reach the code
+// that reads them, and an init would build them at every start, issue 44).
 var verbs, poolVerbs []verb
 
-func init() {
+var verbsOnce sync.Once
+
+// loadVerbs fills verbs and poolVerbs, once.
+func loadVerbs() { verbsOnce.Do(buildVerbs) }
+
+func buildVerbs() {
 	poolVerbs = poolTable()
 	verbs = []verb{
 		{name: "submit", args: "[PAYLOAD | -f FILE | -]", about: `queue a command (no payload: stdin); prints its cmd_id;
