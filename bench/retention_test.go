@@ -38,14 +38,8 @@ func BenchmarkRetention(b *testing.B) {
 	total, batch := pick(5000, 200_000), 500
 	const keepLast, keepIDs = 1000, 50_000
 	for n := 0; n < b.N; n++ {
-		dir := benchDir(b)
-		for _, d := range protocol.Dirs {
-			os.MkdirAll(filepath.Join(dir, d), 0o700)
-		}
-		s, err := master.Open(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := masterSession(b)
+		dir := s.Dir()
 		w, err := fsnotify.NewBufferedWatcher(1 << 16)
 		if err != nil {
 			b.Fatal(err)

@@ -58,8 +58,8 @@ func TestLeanMasterRunsHistory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	lean := filepath.Join(dir, "master")
-	link(t, testenv.BuildBinary(t, testenv.Master, testenv.WithTags("lean")), lean)
-	link(t, testenv.BuildBinary(t, testenv.MasterHistory), filepath.Join(dir, "master-history"))
+	testenv.LinkBinary(t, testenv.BuildBinary(t, testenv.Master, testenv.WithTags("lean")), lean)
+	testenv.LinkBinary(t, testenv.BuildBinary(t, testenv.MasterHistory), filepath.Join(dir, "master-history"))
 	for _, verb := range []string{"report", "standin", "diff"} {
 		var out bytes.Buffer
 		cmd := exec.Command(lean, "help", verb)
@@ -84,18 +84,5 @@ func TestLeanMasterRunsHistory(t *testing.T) {
 	out, err := exec.Command(lean, "--version").Output()
 	if err != nil || !strings.HasPrefix(string(out), "master ") {
 		t.Errorf("--version: %q %v", out, err)
-	}
-}
-
-func link(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.Link(src, dst); err != nil {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, b, 0o755); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
