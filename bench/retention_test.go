@@ -203,4 +203,3 @@ func listNames(b testing.TB, dir string) []string {
 	}
 	return out
 }
-
