@@ -561,8 +561,10 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 	if err := w.cfg.ops.write(f, s.data); err != nil {
 		return fmt.Errorf("write the result of %s: %w", j.name, err)
 	}
-	if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != w.cfg.filePerm {
-		_ = f.Chmod(w.cfg.filePerm) // Spares are made with it; this is for tests' temp files.
+	if w.cfg.spares == nil { // Spares are made with the mode (fsq.NewSpares); tests' temp files are not.
+		if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != w.cfg.filePerm {
+			_ = f.Chmod(w.cfg.filePerm)
+		}
 	}
 	return nil
 }
