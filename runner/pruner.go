@@ -172,7 +172,9 @@ func (p *pruner) record(j pruneJob) error {
 // openIndex opens log/pruned.log for appending, cutting a torn last line
 // (a failed or interrupted append) so that every line stays whole.
 func (p *pruner) openIndex() (*os.File, error) {
-	f, err := p.root.OpenFile(protocol.FilePruned, os.O_RDWR|os.O_CREATE|os.O_APPEND, p.perm)
+	// Never followed, never blocked on (a FIFO), never written through a
+	// second link: log/ is the runner's own (PROTOCOL.md section 21).
+	f, err := p.root.OpenReadAppend(protocol.FilePruned, p.perm)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", protocol.FilePruned, err)
 	}

@@ -7,7 +7,6 @@ package runner
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -35,7 +34,8 @@ type retainState struct {
 	pruned            int64                 // commands pruned by this runner
 	beats             int64
 	sweepDue          bool
-	sinceSweep        int // results kept since the last sweep
+	sinceSweep        int    // results kept since the last sweep
+	failing           string // why the last job could not record its commands ("" when it could)
 }
 
 // begunCmd is where a command's cmd_begin went.
@@ -108,7 +108,7 @@ func (r *Runner) readIndexFile(name string) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("runner: read %s: %w", name, err)
+		return nil, plantedErr(name, err) // A symlink or FIFO there: the runner refuses to start, saying so.
 	}
 	return b, nil
 }
@@ -331,9 +331,13 @@ func (r *Runner) onPruned(d pruneDone) {
 	if d.err != nil {
 		// Nothing of the batch was removed: its commands go back to the
 		// front of the list (the index in memory keeps them, which only
-		// refuses what is already refused) and are retried.
-		r.log.Error("retention: cannot record pruned commands; retrying", "err", d.err)
-		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"retention": "cannot record pruned commands", "error": d.err.Error()}})
+		// refuses what is already refused) and are retried, at every
+		// heartbeat; the failure is said once, until it changes.
+		if msg := d.err.Error(); msg != k.failing {
+			k.failing = msg
+			r.log.Error("retention: cannot record pruned commands; nothing is removed until it can", "err", d.err)
+			r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"retention": "cannot record pruned commands", "error": msg}})
+		}
 		k.kept = append(slices.Clone(d.job.entries), k.live()...)
 		k.head = 0
 		for _, e := range d.job.entries {
@@ -342,6 +346,10 @@ func (r *Runner) onPruned(d pruneDone) {
 			}
 		}
 		return
+	}
+	if k.failing != "" && len(d.job.entries) > 0 {
+		k.failing = ""
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"retention": "pruned commands are recorded again"}})
 	}
 	if n := len(d.job.entries); n > 0 || len(d.swept) > 0 {
 		k.pruned += int64(n)

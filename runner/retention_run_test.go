@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -264,5 +265,52 @@ func TestRetentionSweeps(t *testing.T) {
 	if r.Error == nil || r.Error.Code != protocol.CodeDuplicateCmdID {
 		t.Errorf("%+v", r)
 	}
+	h.stop(protocol.StopGraceful)
+}
+
+// A FIFO planted at log/pruned.log is never opened blocking nor written
+// through: at start the runner refuses (it is the runner's own file, like
+// meta.log); while it runs, the pruner says it cannot record and removes
+// nothing, the runner serves on, and once the FIFO is gone pruning resumes
+// and records every command it removes (PROTOCOL.md sections 21, 23).
+func TestRetentionIndexPlanted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, keepLast(1))
+	fifo := filepath.Join(h.dir, protocol.FilePruned)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(h.cfg); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), protocol.FilePruned) {
+		t.Fatalf("Open with a FIFO at %s: %v", protocol.FilePruned, err)
+	}
+	if err := os.Remove(fifo); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for i := 0; i < 3; i++ {
+		all = append(all, h.submit(fmt.Sprintf("puts %d", i)))
+		h.result(all[i])
+	}
+	h.waitFor("the warning that pruning cannot be recorded", func() bool {
+		for _, e := range h.events() {
+			if e.Event == protocol.EvWarning && e.Detail["retention"] == "cannot record pruned commands" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, n := range all {
+		if _, err := os.Stat(filepath.Join(h.dir, protocol.DirResult, n)); err != nil {
+			t.Errorf("%s left without its index line: %v", n, err)
+		}
+	}
+	if err := os.Remove(fifo); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("pruning to resume", func() bool { return len(prunedLines(t, h.dir)) == 2 })
 	h.stop(protocol.StopGraceful)
 }

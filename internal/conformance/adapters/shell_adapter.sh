@@ -90,7 +90,7 @@ pruned_of() {
   local f n st ts s best="" bs="" pat="_$2.json "
   [ -n "$1" ] && pat="$1 "
   for f in "$S/log/pruned.log.1" "$S/log/pruned.log"; do
-    [ -f "$f" ] || continue
+    [ -f "$f" ] && [ ! -L "$f" ] || continue  # Never followed.
     while read -r n st ts; do
       [ -n "$ts" ] || continue
       if [ -n "$1" ]; then [ "$n" = "$1" ] || continue
