@@ -91,7 +91,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "do not fsync results and events (faster; a machine crash may lose results)")
 	fs.IntVar(&maxRestarts, "max-restarts", 5, "restarts after failed starts of the tool (it died or failed before becoming ready) within --restart-window; one more failure and the runner stops with exit code 4")
 	fs.DurationVar(&cfg.RestartWindow, "restart-window", 10*time.Minute, "the window --max-restarts counts failed starts in")
-	fs.Var((*keepDuration)(&cfg.KeepResults), "keep-results", "retention: a command's result, output and command file leave the session once its result is older than this (7d, 36h, 90m; 0: no age limit). README, \"A session that serves for months\"")
+	fs.Var((*keepDuration)(&cfg.KeepResults), "keep-results", "retention: a command's result, output and command file leave the session once its result is older than this (7d, 36h, 90m; 0: no age limit); how to choose: docs/operations.md")
 	fs.IntVar(&cfg.KeepLast, "keep-last", 0, "retention: keep the results (and outputs, command files) of at most this many commands, the newest (0: no count limit)")
 	pruneGrace := fs.Duration("prune-grace", runner.DefaultPruneGrace, "retention: no result younger than this is ever removed, whatever else says (a master waiting for it has read it by then); 0: none")
 	fs.IntVar(&cfg.KeepIDs, "keep-ids", runner.DefaultKeepIDs, "retention: how many pruned cmd_ids log/pruned.log remembers at least (they stay refused as duplicates; it holds up to twice as many)")
