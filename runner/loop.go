@@ -246,6 +246,7 @@ func (r *Runner) shutdown() error {
 		r.tool.reap() // Whatever else is left in its group.
 	}
 	r.results.close(r.onResult)
+	r.settleRetention() // retain.go: the last batch's pruned event before runner_stop.
 	r.flushTail()
 	reason := r.stop.reason
 	r.stop.stage = stopDone

@@ -489,6 +489,17 @@ func (r *Runner) onLogsReopened() {
 	k.cut = 0
 }
 
+// settleRetention ends retention for a stop: no batch starts any more, and
+// the one in flight is waited for and logged (its pruned event comes
+// before runner_stop).
+func (r *Runner) settleRetention() {
+	k := &r.disk.retain
+	k.loaded = false
+	if k.busy && k.p != nil {
+		r.onPruned(<-k.p.done)
+	}
+}
+
 // closeRetention waits for the pruner's job in flight.
 func (r *Runner) closeRetention() {
 	if p := r.disk.retain.p; p != nil {
