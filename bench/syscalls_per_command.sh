@@ -11,7 +11,7 @@ bin=$1; n=${2:-2000}
 d=$(mktemp -d "${SP_BENCH_DIR:-$PWD}/.sys.XXXXXX"); chmod 700 "$d"; s=$d/s
 perf stat -x, -o "$d/perf" -e raw_syscalls:sys_enter,context-switches,task-clock "$bin" --session "$s" --log-level warn >"$d/log" 2>&1 &
 pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$d"' EXIT
+trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$d"' EXIT
 mkdir "$d/stage"
 for i in $(seq 1 "$n"); do
   printf '{"cmd_id":"c%d","seq":%d,"kind":"tcl","payload":"puts hi"}' "$i" "$i" >"$(printf '%s/stage/cmd_%010d_c%d.json' "$d" "$i" "$i")"
