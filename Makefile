@@ -25,8 +25,12 @@ all: build
 # the same name make dist gives its tarball.
 VERSION ?= $(shell ./scripts/version.sh)
 LDFLAGS := -X github.com/skillpilot/skillpilot/internal/version.Version=$(VERSION)
+# The master is built lean (-tags lean): report, standin and diff run the
+# master-history binary beside it, so that every other command starts
+# without initialising what they need (issue 44; BENCHMARKS.md).
 build:
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/runner ./cmd/master ./cmd/master-mcp
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/runner ./cmd/master-history ./cmd/master-mcp
+	CGO_ENABLED=0 $(GO) build -tags lean -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/master
 
 demo: build
 	BIN=$(abspath $(BIN)) ./scripts/demo.sh
@@ -100,7 +104,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/skillpilot $(DESTDIR)$(PREFIX)/share/doc/skillpilot
-	install -m 0755 $(BIN)/runner $(BIN)/master $(BIN)/master-mcp $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BIN)/runner $(BIN)/master $(BIN)/master-history $(BIN)/master-mcp $(DESTDIR)$(PREFIX)/bin/
 	./scripts/dist.sh --copy-masters $(DESTDIR)$(PREFIX)/share/skillpilot
 	install -m 0644 README.md PROTOCOL.md BENCHMARKS.md CHANGELOG.md ARCHITECTURE.md CONTRIBUTING.md $(DESTDIR)$(PREFIX)/share/doc/skillpilot/
 	cd docs && find . -type f | while read -r f; do install -D -m 0644 "$$f" "$(abspath $(DESTDIR)$(PREFIX))/share/doc/skillpilot/docs/$$f"; done

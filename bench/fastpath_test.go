@@ -48,26 +48,79 @@ func pairs(n, warm int, a, b func() time.Duration) (xs, ys []float64) {
 	return xs, ys
 }
 
-// BenchmarkCLIStart (goal 3): `master submit --wait 'puts hi'` against a
-// one-shot `tclsh hi.tcl`, pair by pair, and `master --version` alone.
+// BenchmarkCLIStart (issue 24 goal 3, issue 44 goal 3): whole processes,
+// every side once per round in an order that turns by one each round (so a
+// burst of load hits each side alike), medians of n rounds after 3 warm
+// ones, each figure beside the one it is held to:
+//
+//   - `master --version` (the lean master, as make build ships it) against a
+//     Go hello-world (goal: within 1 ms);
+//   - `master submit --wait 'puts hi'` against a one-shot `tclsh hi.tcl`
+//     (goal: at most 1.3×, 1.0× wished for);
+//   - `runner --version` against the hello-world (goal: within 3 ms);
+//   - the full master (go install ./cmd/master) for comparison, and, with
+//     SP_BENCH_BEFORE_DIR=DIR holding another build's master and runner
+//     (the previous release's), the same figures of that build.
 func BenchmarkCLIStart(b *testing.B) {
 	dir := filepath.Join(benchDir(b), "s")
 	startRunner(b, dir)
 	script := filepath.Join(benchDir(b), "hi.tcl")
 	os.WriteFile(script, []byte("puts hi\n"), 0o600)
+	type side struct {
+		name string
+		argv []string
+		want string
+	}
+	sides := []side{
+		{"hello-world", []string{helloBin}, "hello, world\n"},
+		{"master --version", []string{leanMasterBin, "--version"}, ""},
+		{"master --version (full)", []string{masterBin, "--version"}, ""},
+		{"runner --version", []string{runnerBin, "--version"}, ""},
+		{"tclsh hi.tcl", []string{"tclsh", script}, "hi\n"},
+		{"master submit --wait", []string{leanMasterBin, "submit", "--session", dir, "--wait", "puts hi"}, "hi\n"},
+	}
+	if d := os.Getenv("SP_BENCH_BEFORE_DIR"); d != "" {
+		sides = append(sides,
+			side{"before: master --version", []string{filepath.Join(d, "master"), "--version"}, ""},
+			side{"before: runner --version", []string{filepath.Join(d, "runner"), "--version"}, ""},
+			side{"before: master submit --wait", []string{filepath.Join(d, "master"), "submit", "--session", dir, "--wait", "puts hi"}, "hi\n"})
+	}
 	n := pick(5, 40)
+	got := make([][]float64, len(sides))
 	for i := 0; i < b.N; i++ {
-		tcl, cli := pairs(n, 3,
-			func() time.Duration { return timeExec(b, "hi\n", "tclsh", script) },
-			func() time.Duration {
-				return timeExec(b, "hi\n", masterBin, "submit", "--session", dir, "--wait", "puts hi")
-			})
-		_, ver := pairs(n, 3,
-			func() time.Duration { return 0 },
-			func() time.Duration { return timeExec(b, "", masterBin, "--version") })
-		t, c, v := medianF(tcl), medianF(cli), medianF(ver)
-		b.ReportMetric(c/t, "x-tclsh")
-		report("median of %d pairs: tclsh hi.tcl %.2f ms, master submit --wait %.2f ms (%.2f×); master --version %.2f ms", n, t, c, c/t, v)
+		for r := 0; r < n+3; r++ {
+			for k := range sides {
+				j := (k + r) % len(sides)
+				d := timeExec(b, sides[j].want, sides[j].argv...)
+				if r >= 3 {
+					got[j] = append(got[j], ms(d))
+				}
+			}
+		}
+	}
+	med := func(name string) float64 {
+		for j, s := range sides {
+			if s.name == name {
+				return medianF(got[j])
+			}
+		}
+		return 0
+	}
+	report("process start, median of %d rounds (every side once a round, the order turning), ms:", n)
+	for j, s := range sides {
+		lo, hi := spread(got[j])
+		report("  %-30s %7.2f   (p10 %.2f, p90 %.2f)", s.name, medianF(got[j]), lo, hi)
+	}
+	hello, tcl := med("hello-world"), med("tclsh hi.tcl")
+	report("master --version − hello-world: %+.2f ms (goal: ≤ 1); runner --version − hello-world: %+.2f ms (goal: ≤ 3); "+
+		"master submit --wait / tclsh hi.tcl: %.2f× (goal: ≤ 1.3)",
+		med("master --version")-hello, med("runner --version")-hello, med("master submit --wait")/tcl)
+	b.ReportMetric(med("master --version")-hello, "master-version-minus-hello-ms")
+	b.ReportMetric(med("runner --version")-hello, "runner-version-minus-hello-ms")
+	b.ReportMetric(med("master submit --wait")/tcl, "x-tclsh")
+	if d := os.Getenv("SP_BENCH_BEFORE_DIR"); d != "" {
+		report("before (%s): master --version − hello-world %+.2f ms, runner --version − hello-world %+.2f ms, master submit --wait / tclsh %.2f×",
+			d, med("before: master --version")-hello, med("before: runner --version")-hello, med("before: master submit --wait")/tcl)
 	}
 }
 

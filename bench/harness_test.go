@@ -19,7 +19,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-var runnerBin, minloopBin, masterBin string
+var runnerBin, minloopBin, masterBin, leanMasterBin, helloBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -38,6 +38,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	if minloopBin, err = testenv.Build(testenv.Module + "/bench/minloop"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// The master as make build ships it, and a Go hello-world to hold its
+	// start to (BenchmarkCLIStart).
+	if leanMasterBin, err = testenv.Build(testenv.Master, testenv.WithTags("lean")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if helloBin, err = testenv.Build(testenv.Module + "/bench/hello"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

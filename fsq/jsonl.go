@@ -15,9 +15,10 @@ import (
 // once, so a failed append never leaves a torn line in the middle of the
 // log. Appends are not fsynced one by one: call Sync.
 type Log struct {
-	mu   sync.Mutex // guards f and size
-	f    *os.File
-	size int64 // end of the last complete line
+	mu      sync.Mutex // guards f, size and retired
+	f       *os.File
+	size    int64    // end of the last complete line
+	retired *os.File // the file before the last Adopt: closed at the next one, or by Close
 }
 
 // OpenLog opens (creating it with perm if needed) the JSON Lines file
@@ -111,12 +112,46 @@ func (l *Log) Append(v any) error {
 }
 
 // Sync flushes appended lines to stable storage. It may run concurrently
-// with Append (the runner syncs off its critical path).
-func (l *Log) Sync() error { return l.f.Sync() }
+// with Append (the runner syncs off its critical path) and with Adopt.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	f := l.f
+	l.mu.Unlock()
+	return f.Sync()
+}
+
+// Size is the length of the log's complete lines.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.size
+}
+
+// Adopt makes l append to next's file from now on (a rotation: the caller
+// renamed l's file away and opened a new one) and closes l's old file;
+// next must not be used afterwards. Whoever holds l (a syncer) keeps
+// using it; a Sync that took the old file just before is still served (it
+// is closed at the next Adopt, or by Close).
+func (l *Log) Adopt(next *Log) {
+	next.mu.Lock()
+	f, size := next.f, next.size
+	next.f = nil
+	next.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.retired != nil {
+		_ = l.retired.Close() // Synced before its rename.
+	}
+	l.retired, l.f, l.size = l.f, f, size
+}
 
 // Close closes the log.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.retired != nil {
+		_ = l.retired.Close()
+		l.retired = nil
+	}
 	return l.f.Close()
 }

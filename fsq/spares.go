@@ -26,11 +26,22 @@ type Spares struct {
 }
 
 // NewSpares starts a pool of n spare files in the session directory dir,
-// created with perm (O_EXCL, never through a symlink). Spares left when
-// the pool closes are removed (RemoveOrLater).
+// created with exactly perm, whatever the umask (O_EXCL, never through a
+// symlink; the mode is set off the taker's path). Spares left when the
+// pool closes are removed (RemoveOrLater).
 func (s *Root) NewSpares(dir string, n int, perm os.FileMode) *Spares {
 	return newSpares(n,
-		func() (*os.File, error) { return s.CreateTemp(dir, SparePrefix, perm) },
+		func() (*os.File, error) {
+			f, err := s.CreateTemp(dir, SparePrefix, perm)
+			if err == nil {
+				if err = chmodIfUmasked(f, perm); err != nil {
+					f.Close()
+					s.RemoveOrLater(s.RelOf(f.Name()))
+					return nil, err
+				}
+			}
+			return f, err
+		},
 		func(f *os.File) { s.RemoveOrLater(s.RelOf(f.Name())) })
 }
 

@@ -185,6 +185,12 @@ func (s *Root) OpenAppend(name string, perm os.FileMode) (*os.File, error) {
 	return s.openRegular(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, perm)
 }
 
+// OpenReadAppend is OpenAppend, open for reading too (a file whose torn
+// last line its writer cuts before it appends).
+func (s *Root) OpenReadAppend(name string, perm os.FileMode) (*os.File, error) {
+	return s.openRegular(name, os.O_RDWR|os.O_CREATE|os.O_APPEND, perm)
+}
+
 // Mkdir makes the directory name with perm (before the umask).
 func (s *Root) Mkdir(name string, perm os.FileMode) error {
 	return s.at("mkdir", name, func(dfd int, base string) error {

@@ -60,7 +60,12 @@ type eventLog struct {
 // unterminated last line that is not valid JSON is a torn or in-progress
 // append and is ignored silently. Reading stops after maxMetaBytes.
 func readEvents(path string, w *warnings) *eventLog {
-	ev := &eventLog{counts: map[string]int{}, begins: map[string]time.Time{}, settled: map[string]time.Time{}, lastSign: map[string]time.Time{}}
+	return readEventsInto(&eventLog{counts: map[string]int{}, begins: map[string]time.Time{}, settled: map[string]time.Time{}, lastSign: map[string]time.Time{}}, path, w)
+}
+
+// readEventsInto is readEvents adding to ev: a rotated event log is read
+// as log/meta.log.1, then log/meta.log (PROTOCOL.md section 23).
+func readEventsInto(ev *eventLog, path string, w *warnings) *eventLog {
 	if path == "" {
 		return ev
 	}

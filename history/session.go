@@ -151,7 +151,11 @@ func Load(dir string, opt Options) (*Session, error) {
 		}
 		ev = readEvents("", &w)
 	} else {
-		ev = readEvents(p, &w)
+		ev = readEvents("", &w)
+		if old, err := s.path(protocol.FileMetaOld); err == nil {
+			readEventsInto(ev, old, &w) // Rotated by retention: the older generation first.
+		}
+		readEventsInto(ev, p, &w)
 	}
 	s.readResults(ev, &w, opt)
 	s.readRunning(inflight, ev, &w, opt)

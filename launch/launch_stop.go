@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/skillpilot/skillpilot/internal/sessionio"
@@ -368,7 +369,8 @@ func WaitJobGone(ctx context.Context, d sched.Driver, x sched.Exec, id string) (
 // that ask at the same moment (master pool status asks for every session
 // at once; the elements of one array ask the same squeue or qstat). It
 // keeps nothing once the run has ended.
-var statusExec = sched.SharedExec(sched.RunCommand, 0)
+// It is made on first use, not at every master start (issue 44).
+var statusExec = sync.OnceValue(func() sched.Exec { return sched.SharedExec(sched.RunCommand, 0) })
 
 // Status returns the launch status of s (what master status shows), or nil
 // if s was never launched.
@@ -381,7 +383,7 @@ func Status(ctx context.Context, s *master.Session) *JobStatus {
 	d, err := sched.For(li.Via)
 	if err == nil {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ls.Job, err = d.Query(qctx, statusExec, li.JobID)
+		ls.Job, err = d.Query(qctx, statusExec(), li.JobID)
 		cancel()
 	}
 	if err != nil {

@@ -27,6 +27,7 @@ const CodeIdle
 const CodeInterrupted
 const CodeNotQueued
 const CodeNotRunning
+const CodePruned
 const CodeRefusedEcho
 const CodeRejected
 const CodeRunnerNotAlive
@@ -43,6 +44,7 @@ const ExitIO
 const ExitNoRunner
 const ExitNothingToDo
 const ExitOK
+const ExitPruned
 const ExitSIGINT
 const ExitSIGTERM
 const ExitTimeout
@@ -119,6 +121,7 @@ var ErrIdle
 var ErrInterrupted
 var ErrNotQueued
 var ErrNotRunning
+var ErrPruned
 var ErrRefusedEcho
 var ErrRequestRejected
 var ErrRunnerNotAlive

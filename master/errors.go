@@ -151,6 +151,7 @@ const (
 	CodeExpectTimeout    = "expect_timeout"
 	CodeRefusedEcho      = "refused_echo"
 	CodeInterrupted      = "interrupted"
+	CodePruned           = "pruned"
 )
 
 // Exit codes of the master CLI (PROTOCOL.md, "Master outcomes").
@@ -163,6 +164,7 @@ const (
 	ExitNoRunner     = 5 // session missing, runner not alive, or cannot serve
 	ExitUnknownCmdID = 6
 	ExitNothingToDo  = 7 // not running, already finished, idle
+	ExitPruned       = 8 // the command's result was removed by the session's retention
 	ExitIO           = 10
 	ExitSIGINT       = 130
 	ExitSIGTERM      = 143
@@ -199,6 +201,8 @@ func Classify(err error) (code string, exit int) {
 		return CodeCancelled, ExitCancelled
 	case errors.Is(err, ErrCommandFailed):
 		return CodeCommandFailed, ExitFailed
+	case errors.Is(err, ErrPruned):
+		return CodePruned, ExitPruned
 	case errors.Is(err, ErrUnknownCmdID):
 		return CodeUnknownCmdID, ExitUnknownCmdID
 	case errors.Is(err, ErrNotRunning):

@@ -12,6 +12,7 @@ import (
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Output reads up to n bytes (n <= 0: all) of the command's output file
@@ -34,6 +35,9 @@ func (c *Command) Output(off, n int64) ([]byte, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		if fc := c.forwarded(); fc != nil { // Moved by a pool: forward.go.
 			return fc.Output(off, n)
+		}
+		if perr := c.pruned(); perr != nil {
+			return nil, perr // Its files left with the session's retention.
 		}
 		if res := before; res != nil && res.Stats.Bytes > 0 {
 			if int64(len(res.OutputInline)) == res.Stats.Bytes {
@@ -162,6 +166,7 @@ func (s *Session) Tail(ctx context.Context, w io.Writer, from int64, follow bool
 	t := time.NewTicker(s.pollInterval())
 	defer t.Stop()
 	for {
+		from = pastCut(f, from)
 		n, err := f.ReadAt(buf, from)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
@@ -182,6 +187,18 @@ func (s *Session) Tail(ctx context.Context, w io.Writer, from int64, follow bool
 		case <-t.C:
 		}
 	}
+}
+
+// pastCut is off, or where the spool's data goes on when off lies in what
+// the session's retention cut from it (PROTOCOL.md section 23: a hole,
+// which reads as zeros): a read from an old cursor skips it instead of
+// reading those zeros.
+func pastCut(f *os.File, off int64) int64 {
+	d, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
+	if err != nil || d <= off {
+		return off // No data after off (ENXIO), or no hole there.
+	}
+	return d
 }
 
 // Match is what WaitFor found. It marshals to JSON in the one waitfor
@@ -281,6 +298,9 @@ func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int6
 			if cerr := ctx.Err(); cerr != nil {
 				f.Close()
 				return end(ctxErr(ctx))
+			}
+			if next := pastCut(f, readAt); next > readAt {
+				buf, bufStart, readAt = buf[:0], next, next // Nothing matches across what retention cut.
 			}
 			n, rerr := f.ReadAt(buf[len(buf):cap(buf)], readAt)
 			buf = buf[:len(buf)+n]

@@ -2,11 +2,11 @@ package master
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,6 +17,7 @@ import (
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Session is a handle on a session directory.
@@ -299,7 +300,7 @@ func (s *Session) defaultKind() protocol.Kind {
 // NewCmdID returns a new cmd_id: a UUID version 7 (time-ordered, random).
 func NewCmdID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:]) // Never fails on Linux.
+	randomBytes(b[:])
 	ms := uint64(time.Now().UnixMilli())
 	for i := 0; i < 6; i++ {
 		b[i] = byte(ms >> (40 - 8*i))
@@ -308,6 +309,28 @@ func NewCmdID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// randomBytes fills b from the kernel's random source (getrandom(2), as
+// crypto/rand does on Linux), read directly so that the master does not
+// link crypto/rand, whose DRBG, AES and SHA-512 code every start of the
+// CLI would load (issue 44). /dev/urandom if getrandom is refused.
+func randomBytes(b []byte) {
+	for len(b) > 0 {
+		n, err := unix.Getrandom(b, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n <= 0 {
+			f, ferr := os.Open("/dev/urandom")
+			if ferr == nil {
+				_, _ = io.ReadFull(f, b)
+				f.Close()
+			}
+			return
+		}
+		b = b[n:]
+	}
 }
 
 // Command returns a handle on an existing command. ref names it by one
@@ -331,11 +354,17 @@ func (s *Session) Command(ref string) (*Command, error) {
 				return &Command{s: s, ID: id, Seq: seq, Name: name}, nil
 			}
 		}
+		if e, ok := s.findPruned(name, ""); ok {
+			return nil, prunedError(e)
+		}
 		return nil, withContext(fmt.Errorf("%w: no command file %s is queued, running or finished in this session", ErrUnknownCmdID, name),
 			map[string]any{"cmd_id": id})
 	}
 	if c := s.findByID(cmdID, lookupDirs); c != nil {
 		return c, nil
+	}
+	if e, ok := s.findPruned("", cmdID); ok {
+		return nil, prunedError(e)
 	}
 	return nil, withContext(fmt.Errorf("%w: no command %q is queued, running or finished in this session", ErrUnknownCmdID, cmdID),
 		map[string]any{"cmd_id": cmdID})
@@ -469,9 +498,18 @@ func (c *Command) Wait(ctx context.Context, opts WaitOptions) (*protocol.Result,
 	var wake <-chan struct{}
 	w := c.newRunnerWatch()
 	w.base = opts.waitForRunner(c.s.WaitForRunner)
+	var prunedAt time.Time // when to look whether retention removed its result (after a second, then every second)
 	for {
 		if r, done, err := c.outcome(); done {
 			return r, err
+		}
+		if now := time.Now(); prunedAt.IsZero() {
+			prunedAt = now.Add(time.Second)
+		} else if now.After(prunedAt) {
+			prunedAt = now.Add(time.Second)
+			if err := c.pruned(); err != nil {
+				return nil, err
+			}
 		}
 		if err := w.check(); errors.Is(err, ErrSessionMissing) {
 			return nil, withContext(err, map[string]any{"cmd_id": c.ID})

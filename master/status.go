@@ -45,6 +45,9 @@ type Status struct {
 	RejectedCount  int64             `json:"rejected_count,omitempty"`
 	Lease          *LeaseStatus      `json:"lease,omitempty"`
 	LastResults    []ResultBrief     `json:"last_results,omitempty"` // newest first, at most five
+	// Retention is the runner's retention policy and its counts
+	// (state.json retention, PROTOCOL.md section 23); nil when it is off.
+	Retention *protocol.Retention `json:"retention,omitempty"`
 	// DiskFull: the session's disk is full; the runner writes results,
 	// state and heartbeat but not the spool and output files meanwhile.
 	DiskFull bool `json:"disk_full,omitempty"`

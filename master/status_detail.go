@@ -43,14 +43,15 @@ type ResultBrief struct {
 // stateExtra holds state.json fields newer runners write (PROTOCOL.md
 // section 8); older runners leave them out.
 type stateExtra struct {
-	CurrentLastLine *string           `json:"current_last_line"`
-	CurrentQuietMS  *int64            `json:"current_quiet_ms"`
-	SkippedCount    int64             `json:"skipped_count"`
-	RejectedCount   int64             `json:"rejected_count"`
-	LeaseError      string            `json:"lease_error"`
-	DiskFull        bool              `json:"disk_full"`
-	CurrentTraceID  string            `json:"current_trace_id"`
-	CurrentLabels   map[string]string `json:"current_labels"`
+	CurrentLastLine *string             `json:"current_last_line"`
+	CurrentQuietMS  *int64              `json:"current_quiet_ms"`
+	SkippedCount    int64               `json:"skipped_count"`
+	RejectedCount   int64               `json:"rejected_count"`
+	LeaseError      string              `json:"lease_error"`
+	DiskFull        bool                `json:"disk_full"`
+	CurrentTraceID  string              `json:"current_trace_id"`
+	CurrentLabels   map[string]string   `json:"current_labels"`
+	Retention       *protocol.Retention `json:"retention"`
 }
 
 // details fills the parts of st a person reads: the running command's last
@@ -62,6 +63,7 @@ func (s *Session) details(st *Status, hb protocol.Heartbeat, stateCmd string) {
 		_ = json.Unmarshal(b, &ex) // Fields it cannot read stay zero.
 	}
 	st.SkippedCount, st.RejectedCount, st.DiskFull = ex.SkippedCount, ex.RejectedCount, ex.DiskFull
+	st.Retention = ex.Retention
 	if st.CurrentCmdID != "" {
 		if st.CurrentCmdID != stateCmd {
 			ex.CurrentLastLine, ex.CurrentQuietMS = nil, nil

@@ -258,6 +258,26 @@ type State struct {
 	// Error is set when the runner stopped because it cannot serve
 	// (code tool_start_failed).
 	Error *Error `json:"error,omitempty"`
+	// Retention is the runner's retention policy and what it did
+	// (PROTOCOL.md section 23); absent when retention is off.
+	Retention *Retention `json:"retention,omitempty"`
+}
+
+// Retention is state.json's "retention": the policy the runner's flags
+// set (0: no such limit) and its counts.
+type Retention struct {
+	KeepResultsS  float64 `json:"keep_results_s"`
+	KeepLast      int     `json:"keep_last"`
+	PruneGraceS   float64 `json:"prune_grace_s"`
+	KeepIDs       int     `json:"keep_ids"`
+	MaxSpoolBytes int64   `json:"max_spool_bytes"`
+	MaxMetaBytes  int64   `json:"max_meta_bytes"`
+	// Kept is how many results the session holds now; Pruned how many
+	// commands this runner pruned; SpoolCut the offset below which
+	// log/session.out was cut (its bytes read as zeros).
+	Kept     int   `json:"kept"`
+	Pruned   int64 `json:"pruned"`
+	SpoolCut int64 `json:"spool_cut"`
 }
 
 // Heartbeat is state/heartbeat.json. Counter grows by one per beat; a
@@ -380,6 +400,12 @@ const (
 	// time (it learns of a command when it lists queue/, not when a master
 	// wrote it).
 	EvCmdQueued = "cmd_queued"
+	// EvPruned: retention removed old commands' files (PROTOCOL.md
+	// section 23): how many, the first and last, and why.
+	EvPruned = "pruned"
+	// EvLogRotated is the first event of a log/meta.log that continues
+	// log/meta.log.1 (PROTOCOL.md section 23).
+	EvLogRotated = "log_rotated"
 )
 
 // MaxKindLen bounds a kind's name.

@@ -69,6 +69,18 @@ type Config struct {
 	// may lose results. Off by default.
 	NoSync bool
 
+	// Retention (retention.go, PROTOCOL.md section 23). A command's files
+	// leave the session once its result is older than KeepResults, or is
+	// not among the KeepLast newest, or the spool or the event log would
+	// pass MaxSpoolBytes or MaxMetaBytes; oldest first, never within
+	// PruneGrace of its end. All zero: nothing is ever removed.
+	KeepResults   time.Duration // 0: no age limit
+	KeepLast      int           // 0: no count limit
+	PruneGrace    time.Duration // 0: DefaultPruneGrace; negative: none
+	KeepIDs       int           // pruned cmd_ids remembered at least (0: DefaultKeepIDs)
+	MaxSpoolBytes int64         // bytes of log/session.out kept (0: what kept commands need)
+	MaxMetaBytes  int64         // bytes of log/meta.log and log/meta.log.1 (0: rotated at DefaultMetaSegment, never forcing)
+
 	// Observer, if set, receives what the runner measures (every
 	// heartbeat and result); see Observer. cmd/runner's --metrics-file
 	// sets runner/promfile's writer here.
@@ -142,6 +154,26 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxOutputBytes < 0 {
 		return c, configError("runner: --max-output-bytes must not be negative")
+	}
+	switch {
+	case c.KeepResults < 0:
+		return c, configError("runner: --keep-results must not be negative")
+	case c.KeepLast < 0:
+		return c, configError("runner: --keep-last must not be negative")
+	case c.KeepIDs < 0:
+		return c, configError("runner: --keep-ids must not be negative")
+	case c.MaxSpoolBytes < 0:
+		return c, configError("runner: --max-spool-bytes must not be negative")
+	case c.MaxMetaBytes < 0:
+		return c, configError("runner: --max-meta-bytes must not be negative")
+	case c.MaxMetaBytes > 0 && c.MaxMetaBytes < 2*minMetaSegment:
+		return c, configError(fmt.Sprintf("runner: --max-meta-bytes must be at least %d (two generations of %d bytes)", 2*minMetaSegment, minMetaSegment))
+	}
+	if c.PruneGrace == 0 {
+		c.PruneGrace = DefaultPruneGrace
+	}
+	if c.KeepIDs == 0 {
+		c.KeepIDs = DefaultKeepIDs
 	}
 	if len(c.Tool) == 0 {
 		if c.Driver != nil && len(c.Driver.Argv) > 0 {

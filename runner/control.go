@@ -171,6 +171,8 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string, by map[st
 		return protocol.OutcomeCancelledRunning, fmt.Sprintf("%s was running; interrupted with its cancel policy %s", id, c.cmd.CancelPolicy), id
 	case r.queue.done[id] != "":
 		return protocol.OutcomeAlreadyFinished, id + " has already finished; nothing cancelled", id
+	case r.queue.isPruned(id):
+		return protocol.OutcomeAlreadyFinished, id + " has already finished (the session's retention has removed its result since); nothing cancelled", id
 	case r.cancelQueued(id, source, by):
 		return protocol.OutcomeCancelledQueued, id + " was queued; it got a cancelled result and will not run", id
 	}
@@ -202,11 +204,10 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 			continue
 		}
 		r.queue.pend.remove(name)
-		if other := r.queue.done[id]; other != "" {
+		if msg, dctx, dup := r.duplicate(id); dup {
 			res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
-				Error: &protocol.Error{Code: protocol.CodeDuplicateCmdID, Message: fmt.Sprintf(
-					"cmd_id %q already has a result under another seq; cmd_ids must be unique", id),
-					Context: errContext("file", rel(protocol.DirQueue, name), "cmd_id", id, "other_result", rel(protocol.DirResult, other))},
+				Error: &protocol.Error{Code: protocol.CodeDuplicateCmdID, Message: msg,
+					Context: errContext(append([]any{"file", rel(protocol.DirQueue, name)}, dctx...)...)},
 				CommandPath: rel(protocol.DirRejected, name)}
 			r.submitResult(resultJob{kind: jobRejected, name: name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
 			return false

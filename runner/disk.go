@@ -18,8 +18,10 @@ import (
 // disk: the spool (log/session.out) and its buffer, the event log
 // (log/meta.log), the pool of spare output files, the reserve
 // (tmp/ballast), and the suspension of the spool and output files while
-// the disk is full. It is owned by the Run goroutine.
+// the disk is full; and retention, which keeps a long-lived session's
+// size flat (retain.go). It is owned by the Run goroutine.
 type spoolDisk struct {
+	retain     retainState // what retention keeps, and its pruner
 	root       *fsq.Root
 	meta       *fsq.Log      // log/meta.log; nil once closed
 	metaInfo   os.FileInfo   // of the open event log

@@ -133,6 +133,7 @@ func (r *Runner) writeState() {
 	if r.stop.stage == stopDone {
 		st.Error = r.stop.err
 	}
+	st.Retention = r.retentionState()
 	if r.watcher != nil {
 		st.Watch = "poll"
 		if r.watcher.Inotify {

@@ -71,6 +71,9 @@ func (r *Runner) onResult(d resultDone) {
 	case jobRecovered:
 		r.onRecovered(j, d.existed)
 	}
+	if !d.existed {
+		r.keepResult(j) // Retention counts it from now on (retain.go).
+	}
 }
 
 // finishEarly settles a claimed command that never reached the tool; file

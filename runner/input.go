@@ -286,7 +286,7 @@ func ending(c *running, req *protocol.ControlRequest, a answer) answer {
 // cmdState says where a command that is not running is: finished (it has
 // a result), queued (its file is in queue/) or unknown.
 func (q *cmdQueue) cmdState(id string) string {
-	if q.done[id] != "" {
+	if q.done[id] != "" || q.isPruned(id) {
 		return "finished"
 	}
 	q.root.Revalidate(protocol.DirQueue) // A command written on another NFS client just before the request.

@@ -106,16 +106,17 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		r.reject(e, msg, errContext("field", "kind"))
 		return
 	}
-	if r.queue.done[cmd.CmdID] != "" {
-		r.reject(e, fmt.Sprintf("cmd_id %q already has a result under another seq; cmd_ids must be unique", cmd.CmdID), nil)
+	if msg, _, dup := r.duplicate(cmd.CmdID); dup {
+		r.reject(e, msg, nil)
 		return
 	}
 	r.start(e.name, qpath, cmd)
 }
 
-// hasResult reports whether name has a result, on disk or on its way there.
+// hasResult reports whether name has a result, on disk or on its way
+// there, or had one that retention pruned (the index remembers it).
 func (q *cmdQueue) hasResult(name string) bool {
-	if q.settling[name] {
+	if q.settling[name] || q.prunedName(name) {
 		return true
 	}
 	// Only a regular file is a result: anything else there (a FIFO, a
@@ -154,9 +155,13 @@ func (r *Runner) skipDone(name string) {
 	r.queue.skipped++
 	r.status.dirty = true
 	seq, id, _ := protocol.ParseCommandName(name)
-	r.log.Info("skipping a command that already has a result", "name", name)
+	reason := "result exists"
+	if r.queue.prunedName(name) {
+		reason = "result pruned" // Its result was there, and retention removed it (PROTOCOL.md section 23).
+	}
+	r.log.Info("skipping a command that already has a result", "name", name, "reason", reason)
 	r.event(protocol.Event{Event: protocol.EvSkipped, CmdID: id, Seq: seq, Detail: map[string]any{
-		"reason": "result exists", "file": rel(protocol.DirQueue, name), "type": what}})
+		"reason": reason, "file": rel(protocol.DirQueue, name), "type": what}})
 }
 
 // discard moves a session entry into tmp/ and removes it there (a
@@ -185,9 +190,11 @@ func (r *Runner) reject(e *pendingEntry, msg string, ctx map[string]any) {
 	id, seq, derived := protocol.DeriveCmdID(e.name)
 	code := protocol.CodeInvalidRequest
 	ctx = addContext(ctx, "file", rel(protocol.DirQueue, e.name))
-	if _, _, err := protocol.ParseCommandName(e.name); err == nil && r.queue.done[id] != "" {
-		code = protocol.CodeDuplicateCmdID
-		ctx = addContext(ctx, "cmd_id", id, "other_result", rel(protocol.DirResult, r.queue.done[id]))
+	if _, _, err := protocol.ParseCommandName(e.name); err == nil {
+		if _, dctx, dup := r.duplicate(id); dup {
+			code = protocol.CodeDuplicateCmdID
+			ctx = addContext(ctx, dctx...)
+		}
 	}
 	ipath := rel(protocol.DirInflight, e.name)
 	if !r.claim(e.name, ipath) {
@@ -201,6 +208,25 @@ func (r *Runner) reject(e *pendingEntry, msg string, ctx map[string]any) {
 	res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
 		Error: &protocol.Error{Code: code, Message: msg, Context: ctx}, CommandPath: rel(protocol.DirRejected, e.name)}
 	r.submitResult(resultJob{kind: jobRejected, name: e.name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
+}
+
+// duplicate says whether cmdID already has a result (or had one that
+// retention pruned): the message of its duplicate_cmd_id result and the
+// context keys beyond the file (cmd_id, other_result, and pruned: true
+// when the other result is gone).
+func (r *Runner) duplicate(cmdID string) (msg string, ctx []any, dup bool) {
+	other, pruned, ok := r.queue.answered(cmdID)
+	if !ok {
+		return "", nil, false
+	}
+	msg = fmt.Sprintf("cmd_id %q already has a result under another seq; cmd_ids must be unique", cmdID)
+	ctx = []any{"cmd_id", cmdID, "other_result", rel(protocol.DirResult, other)}
+	if pruned {
+		msg = fmt.Sprintf("cmd_id %q already had a result (%s, removed since by the session's retention: %s); cmd_ids must be unique",
+			cmdID, rel(protocol.DirResult, other), protocol.FilePruned)
+		ctx = append(ctx, "pruned", true)
+	}
+	return msg, ctx, true
 }
 
 // rejectNameless moves a file without a derivable cmd_id to log/rejected/

@@ -120,6 +120,7 @@ func (r *Runner) reopenLogs() error {
 	if err := r.openLogs(); err != nil {
 		return err
 	}
+	r.onLogsReopened()
 	r.log.Warn("reopened log/meta.log and log/session.out: they were deleted or replaced")
 	r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"reopened": "log/meta.log, log/session.out", "spool_size": r.disk.spoolSize}})
 	return nil
@@ -135,6 +136,9 @@ var controlEvents = map[string]bool{
 }
 
 func (r *Runner) event(e protocol.Event) {
+	if e.Event == protocol.EvCmdBegin {
+		r.noteBegin(e) // Retention keeps its events and spool range (retain.go).
+	}
 	if err := r.disk.appendEvent(e); err != nil {
 		r.log.Error("append event", "event", e.Event, "err", err)
 	}

@@ -92,6 +92,8 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 			r.watcher.Hurry() // The master that waited for it may send the next one now.
 		case st := <-r.results.status:
 			r.onWriterStatus(st)
+		case d := <-r.disk.retain.doneCh():
+			r.onPruned(d)
 		case ch := <-r.watcher.Changes:
 			r.onChange(ch)
 		case <-r.watcher.Rescan:
@@ -187,6 +189,7 @@ func (r *Runner) onBeat() {
 	}
 	r.flushBuffers()
 	r.keepRunningOutput() // outputwatch.go
+	r.retainBeat()        // retain.go
 	r.reportProgress()    // progress.go
 	if r.id.network && r.status.beats%2 == 0 {
 		r.touchInputs()
@@ -247,6 +250,7 @@ func (r *Runner) shutdown() error {
 		r.tool.reap() // Whatever else is left in its group.
 	}
 	r.results.close(r.onResult)
+	r.settleRetention() // retain.go: the last batch's pruned event before runner_stop.
 	r.flushTail()
 	reason := r.stop.reason
 	r.stop.stage = stopDone

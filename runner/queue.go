@@ -18,6 +18,7 @@ type cmdQueue struct {
 	pend       *pending
 	more       bool                    // nextCommand stopped early; the loop comes back at once
 	done       map[string]string       // cmd_ids that have a result: the name of its result file
+	pruned     prunedIndex             // cmd_ids whose result retention removed (retain.go)
 	settling   map[string]bool         // names handed to results and not yet done
 	openBegins map[beginKey]*openBegin // commands whose begin event has no end (recover.go)
 	skipped    int64                   // names cleared because they already had a result

@@ -79,7 +79,7 @@ func (r *Runner) recover() error {
 	if len(leftovers) == 0 && r.pendingTakeover == nil && clean {
 		return nil // A clean stop left nothing to settle.
 	}
-	r.queue.openBegins = unendedBegins(r.queue.root, protocol.FileMeta)
+	r.queue.openBegins = unendedBegins(r.queue.root, protocol.FileMetaOld, protocol.FileMeta)
 	inflightKeys := make(map[beginKey]bool, len(leftovers))
 	for _, name := range leftovers {
 		seq, id, _ := protocol.ParseCommandName(name)
@@ -286,23 +286,32 @@ type openBegin struct {
 }
 
 // unendedBegins lists the commands whose cmd_begin has no cmd_end in the
-// last metaScanWindow bytes of the event log, with what the log says of
-// their spool ranges.
-func unendedBegins(root *fsq.Root, name string) map[beginKey]*openBegin {
+// last metaScanWindow bytes of the event log's files, read in the order
+// given (log/meta.log.1 before log/meta.log: a rotation may fall between
+// a begin and its end), with what the log says of their spool ranges.
+func unendedBegins(root *fsq.Root, names ...string) map[beginKey]*openBegin {
 	open := map[beginKey]*openBegin{}
 	var waiting []*openBegin // begins whose next cmd_begin is not seen yet
+	for _, name := range names {
+		waiting = scanBegins(root, name, open, waiting)
+	}
+	return open
+}
+
+// scanBegins is unendedBegins over one file.
+func scanBegins(root *fsq.Root, name string, open map[beginKey]*openBegin, waiting []*openBegin) []*openBegin {
 	f, err := root.OpenRegular(name)
 	if err != nil {
-		return open
+		return waiting
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return open
+		return waiting
 	}
 	off := max(fi.Size()-metaScanWindow, 0)
 	if _, err := f.Seek(off, 0); err != nil {
-		return open
+		return waiting
 	}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -336,7 +345,7 @@ func unendedBegins(root *fsq.Root, name string) map[beginKey]*openBegin {
 			delete(open, k)
 		}
 	}
-	return open
+	return waiting
 }
 
 // sweepLeftovers removes what an interrupted runner left outside tmp/:

@@ -345,21 +345,27 @@ func (w *resultWriter) syncLag() {
 	round := w.lag
 	w.lag = nil
 	go func() {
-		var wg sync.WaitGroup
-		for i := range round {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				l := &round[i]
-				if err := w.cfg.ops.sync(l.out); err != nil {
-					w.cfg.log.Error("fsync of an output after its result failed; the next runner checks it against the result",
-						"file", l.path, "err", err)
-					_ = l.out.Close() // Reported above.
-					l.out = nil
-				}
-			}()
+		one := func(l *lagging) {
+			if err := w.cfg.ops.sync(l.out); err != nil {
+				w.cfg.log.Error("fsync of an output after its result failed; the next runner checks it against the result",
+					"file", l.path, "err", err)
+				_ = l.out.Close() // Reported above.
+				l.out = nil
+			}
 		}
-		wg.Wait()
+		if len(round) == 1 {
+			one(&round[0]) // A round trip's round: no goroutine more (issue 44).
+		} else {
+			var wg sync.WaitGroup
+			for i := range round {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					one(&round[i])
+				}()
+			}
+			wg.Wait()
+		}
 		w.lagged <- round
 	}()
 }
@@ -450,25 +456,32 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 	}
 	if w.cfg.durable {
 		errs := make([]error, ready)
-		var wg sync.WaitGroup
-		for i := 0; i < ready; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if j := batch[i]; j.out != nil && !st[i].inline {
-					if err := w.cfg.ops.sync(j.out); err != nil {
-						errs[i] = fmt.Errorf("fsync %s: %w", j.res.OutputPath, err)
-						return
-					}
+		syncJob := func(i int) {
+			if j := batch[i]; j.out != nil && !st[i].inline {
+				if err := w.cfg.ops.sync(j.out); err != nil {
+					errs[i] = fmt.Errorf("fsync %s: %w", j.res.OutputPath, err)
+					return
 				}
-				if st[i].tmp != nil {
-					if err := w.cfg.ops.sync(st[i].tmp); err != nil {
-						errs[i] = fmt.Errorf("fsync the result of %s: %w", batch[i].name, err)
-					}
+			}
+			if st[i].tmp != nil {
+				if err := w.cfg.ops.sync(st[i].tmp); err != nil {
+					errs[i] = fmt.Errorf("fsync the result of %s: %w", batch[i].name, err)
 				}
-			}()
+			}
 		}
-		wg.Wait()
+		if ready == 1 && (batch[0].out == nil || st[0].inline) {
+			syncJob(0) // One fsync (a round trip's): no goroutine to start and wake (issue 44).
+		} else {
+			var wg sync.WaitGroup
+			for i := 0; i < ready; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					syncJob(i)
+				}()
+			}
+			wg.Wait()
+		}
 		for i, err := range errs {
 			if err != nil {
 				ready, firstErr = i, err
@@ -548,8 +561,10 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 	if err := w.cfg.ops.write(f, s.data); err != nil {
 		return fmt.Errorf("write the result of %s: %w", j.name, err)
 	}
-	if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != w.cfg.filePerm {
-		_ = f.Chmod(w.cfg.filePerm) // Spares are made with it; this is for tests' temp files.
+	if w.cfg.spares == nil { // Spares are made with the mode (fsq.NewSpares); tests' temp files are not.
+		if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != w.cfg.filePerm {
+			_ = f.Chmod(w.cfg.filePerm)
+		}
 	}
 	return nil
 }

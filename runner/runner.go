@@ -144,6 +144,10 @@ func Open(cfg Config) (*Runner, error) {
 		r.Close()
 		return nil, err
 	}
+	if err := r.initRetention(); err != nil {
+		r.Close()
+		return nil, err
+	}
 	r.mbox.init(r.id.sessionID, r.clk) // Requests older than this were meant for an earlier runner.
 	return r, nil
 }
@@ -175,8 +179,10 @@ func (r *Runner) openSession() error {
 func (r *Runner) Close() error {
 	r.closeOnce.Do(func() {
 		if r.results != nil {
+			r.disk.retain.loaded = false // Results still committed now are kept; nothing new is pruned.
 			r.results.close(r.onResult)
 		}
+		r.closeRetention()
 		if r.disk.closeSpares() {
 			r.resSpares.Close()
 		}

@@ -54,6 +54,7 @@ var goroutines = map[string]string{
 	"resultWriter.syncLag": "fsyncs lagging outputs in parallel, for the result writer",
 	"resultWriter.commit":  "fsyncs a batch's outputs in parallel, for the result writer",
 	"newSyncer":            "the syncer: fsyncs directories in rounds the owner rings",
+	"newPruner":            "retention's pruner: writes log/pruned.log and removes old commands' files from its own jobs, reports on a channel",
 }
 
 // osFileCalls are the path-based file calls of package os that would

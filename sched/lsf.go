@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // LSF drives IBM Spectrum LSF: bsub, bjobs and bkill. There is no open
@@ -32,11 +33,13 @@ func (d LSF) Submit(ctx context.Context, x Exec, s Submission) (string, error) {
 	return ParseBsub(out)
 }
 
-var bsubJob = regexp.MustCompile(`Job <(\d+)> is submitted`)
+// It is compiled on first use: every master start would pay for it
+// otherwise (issue 44).
+var bsubJob = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`Job <(\d+)> is submitted`) })
 
 // ParseBsub parses "Job <123> is submitted to default queue <normal>.".
 func ParseBsub(out string) (string, error) {
-	m := bsubJob.FindStringSubmatch(out)
+	m := bsubJob().FindStringSubmatch(out)
 	if m == nil {
 		return "", fmt.Errorf("sched: cannot find a job id in bsub's output %q", out)
 	}

@@ -32,7 +32,10 @@ dist=${DIST_DIR:-dist}
 mkdir -p "$dist" && dist=$(cd "$dist" && pwd)
 out=$dist/$name
 rm -rf "$out" && mkdir -p "$out/bin" "$out/doc"
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/skillpilot/skillpilot/internal/version.Version=$version" -o "$out/bin/" ./cmd/runner ./cmd/master ./cmd/master-mcp
+ldflags="-s -w -X github.com/skillpilot/skillpilot/internal/version.Version=$version"
+CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/bin/" ./cmd/runner ./cmd/master-history ./cmd/master-mcp
+# The lean master: report, standin and diff run master-history (Makefile, build).
+CGO_ENABLED=0 go build -trimpath -tags lean -ldflags "$ldflags" -o "$out/bin/" ./cmd/master
 copy_masters "$out"
 cp README.md PROTOCOL.md BENCHMARKS.md CHANGELOG.md ARCHITECTURE.md CONTRIBUTING.md "$out/doc/"
 cp -r docs "$out/doc/docs"                  # beside README.md, so that its links work
@@ -40,7 +43,8 @@ mkdir -p "$out/man/man1" && cp docs/man/*.1 "$out/man/man1/"
 cat >"$out/INSTALL" <<TXT
 SkillPilot $version (linux/$arch)
 
-bin/runner, bin/master, bin/master-mcp  static binaries: copy them anywhere on PATH, master-mcp beside master (no libc needed)
+bin/runner, bin/master, bin/master-history, bin/master-mcp
+                        static binaries: copy them anywhere on PATH, master-history and master-mcp beside master (no libc needed)
 python/                 the Python master (standard library only): see doc/README.md
 tcl/                    the Tcl master (Tcl 8.6, no packages): see doc/README.md
 doc/                    README.md (start here), docs/ (the guides and the reference), PROTOCOL.md (the file protocol),

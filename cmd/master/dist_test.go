@@ -24,7 +24,7 @@ func TestMakeInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
-	for _, f := range []string{"bin/runner", "bin/master", "share/skillpilot/python/skillpilot_master.py",
+	for _, f := range []string{"bin/runner", "bin/master", "bin/master-history", "bin/master-mcp", "share/skillpilot/python/skillpilot_master.py",
 		"share/skillpilot/tcl/skillpilot_master.tcl", "share/doc/skillpilot/README.md", "share/doc/skillpilot/PROTOCOL.md",
 		"share/doc/skillpilot/docs/mcp.md", "share/doc/skillpilot/docs/reference/master.md", "share/man/man1/master.1", "share/man/man1/runner.1"} {
 		if _, err := os.Stat(filepath.Join(prefix, f)); err != nil {
@@ -108,7 +108,7 @@ func TestMakeDist(t *testing.T) {
 			e.Close()
 		}
 	}
-	for _, want := range []string{"bin/runner", "bin/master", "python/skillpilot_master.py", "tcl/skillpilot_master.tcl",
+	for _, want := range []string{"bin/runner", "bin/master", "bin/master-history", "bin/master-mcp", "python/skillpilot_master.py", "tcl/skillpilot_master.tcl",
 		"doc/README.md", "doc/PROTOCOL.md", "doc/docs/mcp.md", "doc/docs/reference/runner.md", "man/man1/runner.1", "man/man1/master.1", "INSTALL"} {
 		if !seen[want] {
 			t.Errorf("%s missing from the tarball (has %v)", want, seen)

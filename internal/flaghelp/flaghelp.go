@@ -7,10 +7,12 @@ import (
 	"flag"
 	"io"
 	"regexp"
+	"sync"
 )
 
 // flagLine is the start of a flag's line in flag.PrintDefaults' output.
-var flagLine = regexp.MustCompile(`(?m)^  -([A-Za-z0-9])`)
+// It is compiled on first use, not at every start (issue 44).
+var flagLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^  -([A-Za-z0-9])`) })
 
 // PrintDefaults writes fs's defaults to w as flag.PrintDefaults does, each
 // flag named with two dashes ("  --init FILE"). The flag package accepts
@@ -21,5 +23,5 @@ func PrintDefaults(w io.Writer, fs *flag.FlagSet) {
 	fs.SetOutput(&buf)
 	fs.PrintDefaults()
 	fs.SetOutput(out)
-	_, _ = w.Write(flagLine.ReplaceAll(buf.Bytes(), []byte("  --$1"))) // A help on stdout or stderr: nothing to do on error.
+	_, _ = w.Write(flagLine().ReplaceAll(buf.Bytes(), []byte("  --$1"))) // A help on stdout or stderr: nothing to do on error.
 }

@@ -41,6 +41,7 @@ import (
 	"strings"
 
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Options say what the caller knows about the session.
@@ -63,9 +64,10 @@ type Options struct {
 func Check(dir string, opts Options) error {
 	c := &checker{dir: dir, opts: opts}
 	c.layout()
+	c.prunedIndex()
 	results := c.results()
 	c.submitted(results)
-	c.events()
+	c.events(results)
 	c.leftovers()
 	return errors.Join(c.errs...)
 }
@@ -75,6 +77,45 @@ type checker struct {
 	opts   Options
 	shared bool
 	errs   []error
+	// pruned holds the command file names of log/pruned.log.1 and
+	// log/pruned.log (retention removed their files; each counts as its
+	// command's one result); rotated says the event log's history was
+	// cut (log/meta.log.1 exists, or there is a pruned index).
+	pruned  map[string]bool
+	rotated bool
+}
+
+// prunedIndex reads the pruned index (PROTOCOL.md section 23).
+func (c *checker) prunedIndex() {
+	c.pruned = map[string]bool{}
+	for _, f := range []string{protocol.FilePrunedOld, protocol.FilePruned} {
+		b, err := os.ReadFile(c.path(f))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			c.fail("%s: %v", f, err)
+			continue
+		}
+		c.rotated = true
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			c.fail("%s: its last line is torn", f)
+		}
+		for i, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			e, err := protocol.ParsePrunedLine(line)
+			if err != nil {
+				c.fail("%s line %d: %v", f, i+1, err)
+				continue
+			}
+			c.pruned[e.Name] = true
+		}
+	}
+	if _, err := os.Lstat(c.path(protocol.FileMetaOld)); err == nil {
+		c.rotated = true
+	}
 }
 
 func (c *checker) fail(format string, args ...any) {
@@ -260,6 +301,7 @@ func (c *checker) submitted(results map[string]protocol.Result) {
 	}
 	for _, n := range c.opts.Submitted {
 		_, done := results[n]
+		done = done || c.pruned[n] // Its one result was there, and retention removed it.
 		switch {
 		case done && queued[n]:
 			c.fail("%s has a result and is still in queue/", n)
@@ -283,34 +325,64 @@ type key struct {
 	id  string
 }
 
-func (c *checker) events() {
-	f, err := os.Open(c.path(protocol.FileMeta))
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if err != nil {
-		c.fail("meta.log: %v", err)
-		return
-	}
-	defer f.Close()
+// events checks the event log (log/meta.log.1, then log/meta.log): every
+// cmd_begin has one cmd_end. Once retention cut the history (rotated), a
+// cmd_end whose cmd_begin went with an older generation is accepted, and
+// every kept result of a command that ran must still be replayable: its
+// cmd_begin and cmd_end are in the kept files, and its spool range is on
+// disk (no hole cut into it).
+func (c *checker) events(results map[string]protocol.Result) {
 	begun := map[key]int{}
 	ended := map[key]int{}
+	seen := false
+	for _, name := range []string{protocol.FileMetaOld, protocol.FileMeta} {
+		f, err := os.Open(c.path(name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			c.fail("%s: %v", name, err)
+			continue
+		}
+		seen = true
+		c.eventFile(name, f, begun, ended)
+		f.Close()
+	}
+	if !seen {
+		return
+	}
+	if c.rotated {
+		c.replayable(results, begun, ended)
+	}
+	open := 0
+	for k, b := range begun {
+		if b > ended[k] {
+			open++
+			if !c.opts.Running || open > 1 {
+				c.fail("meta.log: cmd_begin for %s (seq %d) has no cmd_end", k.id, k.seq)
+			}
+		}
+	}
+}
+
+// eventFile checks one file of the event log, counting begins and ends.
+func (c *checker) eventFile(name string, f *os.File, begun, ended map[key]int) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for line := 1; sc.Scan(); line++ {
 		var e protocol.Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			c.fail("meta.log line %d: %v", line, err)
+			c.fail("%s line %d: %v", name, line, err)
 			continue
 		}
 		if e.Event == "" || e.TS.IsZero() {
-			c.fail("meta.log line %d: no event name or ts", line)
+			c.fail("%s line %d: no event name or ts", name, line)
 		}
 		k := key{e.Seq, e.CmdID}
 		switch e.Event {
 		case protocol.EvCmdBegin:
 			if begun[k] > ended[k] {
-				c.fail("meta.log line %d: a second cmd_begin for %s (seq %d) before its cmd_end", line, e.CmdID, e.Seq)
+				c.fail("%s line %d: a second cmd_begin for %s (seq %d) before its cmd_end", name, line, e.CmdID, e.Seq)
 			}
 			begun[k]++
 		case protocol.EvWarning:
@@ -321,26 +393,47 @@ func (c *checker) events() {
 				begun[k]--
 			}
 		case protocol.EvCmdEnd:
-			if ended[k] >= begun[k] {
-				c.fail("meta.log line %d: cmd_end for %s (seq %d) without a cmd_begin", line, e.CmdID, e.Seq)
+			if ended[k] >= begun[k] && !c.rotated {
+				c.fail("%s line %d: cmd_end for %s (seq %d) without a cmd_begin", name, line, e.CmdID, e.Seq)
 			}
-			ended[k]++
+			if ended[k] < begun[k] || !c.rotated {
+				ended[k]++
+			}
 		case protocol.EvRunnerStart:
 			if v, _ := e.Detail["protocol_version"].(float64); int(v) != protocol.Version {
-				c.fail("meta.log line %d: runner_start without protocol_version", line)
+				c.fail("%s line %d: runner_start without protocol_version", name, line)
 			}
 		}
 	}
 	if err := sc.Err(); err != nil {
-		c.fail("meta.log: %v", err)
+		c.fail("%s: %v", name, err)
 	}
-	open := 0
-	for k, b := range begun {
-		if b > ended[k] {
-			open++
-			if !c.opts.Running || open > 1 {
-				c.fail("meta.log: cmd_begin for %s (seq %d) has no cmd_end", k.id, k.seq)
-			}
+}
+
+// replayable checks that every kept result of a command that ran can be
+// replayed from the event log and the spool (PROTOCOL.md sections 22, 23).
+func (c *checker) replayable(results map[string]protocol.Result, begun, ended map[key]int) {
+	spool, err := os.Open(c.path(protocol.FileSpool))
+	if err != nil {
+		c.fail("%s: %v", protocol.FileSpool, err)
+		return
+	}
+	defer spool.Close()
+	fi, err := spool.Stat()
+	if err != nil {
+		c.fail("%s: %v", protocol.FileSpool, err)
+		return
+	}
+	for name, res := range results {
+		if res.ToolStart == 0 || res.SpoolEnd <= res.SpoolStart || res.SpoolStart >= fi.Size() {
+			continue // Never ran in the tool (rejected, cancelled while queued), or printed nothing.
+		}
+		k := key{res.Seq, res.CmdID}
+		if begun[k] == 0 || ended[k] == 0 {
+			c.fail("result/%s is kept but its cmd_begin or cmd_end left the event log (begin %d, end %d)", name, begun[k], ended[k])
+		}
+		if hole, err := unix.Seek(int(spool.Fd()), res.SpoolStart, unix.SEEK_HOLE); err == nil && hole < min(res.SpoolEnd, fi.Size()) {
+			c.fail("result/%s is kept but its spool range %d..%d was cut (a hole at %d)", name, res.SpoolStart, res.SpoolEnd, hole)
 		}
 	}
 }

@@ -31,6 +31,9 @@ const (
 	// MasterMCP is the binary `master mcp` runs (found through
 	// $SP_MASTER_MCP in tests).
 	MasterMCP = Module + "/cmd/master-mcp"
+	// MasterHistory is the binary the lean master (-tags lean, as make
+	// build builds it) runs for report, standin and diff.
+	MasterHistory = Module + "/cmd/master-history"
 )
 
 // BuildOption changes how [BuildBinary] builds.
@@ -296,17 +299,24 @@ func MasterWithMCP(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, b := range []struct{ pkg, name string }{{Master, "master"}, {MasterMCP, "master-mcp"}} {
-		src := BuildBinary(t, b.pkg)
-		dst := filepath.Join(dir, b.name)
-		if err := os.Link(src, dst); err != nil {
-			data, rerr := os.ReadFile(src)
-			if rerr != nil {
-				t.Fatal(rerr)
-			}
-			if err := os.WriteFile(dst, data, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
+		LinkBinary(t, BuildBinary(t, b.pkg), filepath.Join(dir, b.name))
 	}
 	return filepath.Join(dir, "master")
+}
+
+// LinkBinary puts the binary src at dst (a hard link, or a copy across
+// filesystems), so that binaries that find each other beside themselves
+// (master mcp, the lean master's report) can be laid out as make build
+// lays them out.
+func LinkBinary(t testing.TB, src, dst string) {
+	t.Helper()
+	if err := os.Link(src, dst); err != nil {
+		data, rerr := os.ReadFile(src)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if err := os.WriteFile(dst, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -444,10 +444,10 @@ func BenchmarkMetricsWrite(b *testing.B) {
 	}
 	res := &protocol.Result{Status: protocol.StatusOK, ExitReason: protocol.ReasonMarkerSeen,
 		StartTS: protocol.Now(), EndTS: protocol.Now(), Stats: protocol.Stats{Bytes: 100}}
-	w.commands.WithLabelValues(string(res.Status), string(res.ExitReason)).Inc()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		w.runTime.Observe(float64(i%1000) / 1000)
+		res.EndTS = protocol.Time{Time: res.StartTS.Add(time.Duration(i%1000) * time.Millisecond)}
+		w.Result(res, true, runner.Snapshot{Phase: protocol.PhaseIdle})
 		w.write()
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -129,29 +131,63 @@ type cmdEnd struct {
 
 // cmdEnds reads the cmd_end events of log/meta.log as it grows, and the
 // session ids of the runners that served the session (their sync tokens).
+// A log rotated by retention (PROTOCOL.md section 23) is read as
+// log/meta.log.1 first; when meta.log is rotated while it is followed, the
+// rest of the file read so far (meta.log.1 now) is read, then the new one
+// from its start.
 type cmdEnds struct {
-	path string
-	off  int64 // bytes of meta.log read (whole lines only)
-	list []cmdEnd
-	sync map[string]bool // "sync-<last 8 characters of a session_id>-"
+	path    string      // log/meta.log
+	off     int64       // bytes of meta.log read (whole lines only)
+	file    os.FileInfo // the file off is into
+	started bool        // log/meta.log.1 was read
+	list    []cmdEnd
+	sync    map[string]bool // "sync-<last 8 characters of a session_id>-"
 }
 
 func (m *cmdEnds) refresh() {
+	old := filepath.Join(filepath.Dir(m.path), filepath.Base(protocol.FileMetaOld))
+	if !m.started {
+		m.started = true
+		if f, err := fsq.OpenRegular(old); err == nil {
+			m.readFrom(f, 0)
+			f.Close()
+		}
+	}
 	f, err := fsq.OpenRegular(m.path)
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	if _, err := f.Seek(m.off, io.SeekStart); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return
+	}
+	if m.file != nil && !os.SameFile(fi, m.file) {
+		if of, err := fsq.OpenRegular(old); err == nil {
+			if ofi, err := of.Stat(); err == nil && os.SameFile(ofi, m.file) {
+				m.readFrom(of, m.off) // The rest of the file followed so far.
+			}
+			of.Close()
+		}
+		m.off = 0
+	}
+	m.file = fi
+	m.off = m.readFrom(f, m.off)
+}
+
+// readFrom reads the events of f from off and returns the offset after
+// the last whole line.
+func (m *cmdEnds) readFrom(f *os.File, off int64) int64 {
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return off
 	}
 	r := bufio.NewReader(f)
 	for {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
-			return // An unfinished last line is read again next time.
+			return off // An unfinished last line is read again next time.
 		}
-		m.off += int64(len(line))
+		off += int64(len(line))
 		var ev protocol.Event
 		if json.Unmarshal(line, &ev) != nil {
 			continue
@@ -159,7 +195,7 @@ func (m *cmdEnds) refresh() {
 		switch {
 		case ev.Event == protocol.EvCmdEnd && ev.SpoolEnd != nil:
 			m.list = append(m.list, cmdEnd{*ev.SpoolEnd, ev.CmdID})
-		case ev.Event == protocol.EvRunnerStart:
+		case ev.Event == protocol.EvRunnerStart, ev.Event == protocol.EvLogRotated:
 			if id, _ := ev.Detail["session_id"].(string); len(id) >= 8 {
 				if m.sync == nil {
 					m.sync = map[string]bool{}
@@ -171,8 +207,17 @@ func (m *cmdEnds) refresh() {
 }
 
 // lastCmdBegin is the spool_start of the last cmd_begin in meta.log at
-// path (0 when there is none).
+// path, or in the log/meta.log.1 beside it when meta.log, just rotated,
+// has none (0 when neither has one).
 func lastCmdBegin(path string) int64 {
+	if last := lastBeginIn(path); last > 0 {
+		return last
+	}
+	return lastBeginIn(filepath.Join(filepath.Dir(path), filepath.Base(protocol.FileMetaOld)))
+}
+
+// lastBeginIn is lastCmdBegin of one file.
+func lastBeginIn(path string) int64 {
 	f, err := fsq.OpenRegular(path)
 	if err != nil {
 		return 0

@@ -34,6 +34,11 @@ type cli struct {
 // SIGTERM end it with 130 and 143 (code interrupted).
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{stdin: stdin, stdout: &trackWriter{w: stdout}, stderr: stderr}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		fmt.Fprintln(stdout, versionLine()) // Before the table is built: a version is all it takes.
+		return master.ExitOK
+	}
+	loadVerbs()
 	args = commandFirst(args)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, cliUsage(), moreUsage())

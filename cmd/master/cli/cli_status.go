@@ -152,6 +152,26 @@ func statusExit(st sessionStatus) error {
 	return nil
 }
 
+// retentionPolicy says a runner's retention flags in words.
+func retentionPolicy(r *protocol.Retention) string {
+	var parts []string
+	if d := time.Duration(r.KeepResultsS * float64(time.Second)); d >= 24*time.Hour && d%(24*time.Hour) == 0 {
+		parts = append(parts, fmt.Sprintf("results for %dd", d/(24*time.Hour)))
+	} else if d > 0 {
+		parts = append(parts, "results for "+roundDur(d))
+	}
+	if r.KeepLast > 0 {
+		parts = append(parts, fmt.Sprintf("the last %d", r.KeepLast))
+	}
+	if r.MaxSpoolBytes > 0 {
+		parts = append(parts, "spool "+size(r.MaxSpoolBytes))
+	}
+	if r.MaxMetaBytes > 0 {
+		parts = append(parts, "event log "+size(r.MaxMetaBytes))
+	}
+	return "keeps " + strings.Join(parts, ", ") + fmt.Sprintf(" (grace %s)", roundDur(time.Duration(r.PruneGraceS*float64(time.Second))))
+}
+
 // writeStatus prints the compact, aligned view of a status.
 // busyNothing is the running row of a busy runner with no command
 // running (the Python CLI says the same).
@@ -255,6 +275,9 @@ func writeStatus(w io.Writer, st sessionStatus) {
 	done := fmt.Sprintf("%d command%s since the runner started", st.CommandsDone, plural(st.CommandsDone))
 	done += notCounted(st.SkippedCount, st.RejectedCount)
 	row("done", "%s", done)
+	if r := st.Retention; r != nil {
+		row("retention", "%s; %d result%s kept, %d pruned by this runner", retentionPolicy(r), r.Kept, plural(int64(r.Kept)), r.Pruned)
+	}
 	for i, r := range st.LastResults {
 		label := ""
 		if i == 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/skillpilot/skillpilot/internal/clidoc"
 	"github.com/skillpilot/skillpilot/master"
@@ -79,11 +80,17 @@ var column = map[listing]int{listCommands: 36, listTools: 38}
 
 // verbs are master's commands, in the order did-you-mean and completion
 // offer them; poolVerbs are master pool's (pool_cli.go). Both are filled
-// by init: a run reaches the code that reads them (completion, a pool
-// subcommand's help), which a package variable's initializer may not.
+// by loadVerbs, which Main calls once it knows the command line is not a
+// plain --version (a package variable's initializer may not reach the code
+// that reads them, and an init would build them at every start, issue 44).
 var verbs, poolVerbs []verb
 
-func init() {
+var verbsOnce sync.Once
+
+// loadVerbs fills verbs and poolVerbs, once.
+func loadVerbs() { verbsOnce.Do(buildVerbs) }
+
+func buildVerbs() {
 	poolVerbs = poolTable()
 	verbs = []verb{
 		{name: "submit", args: "[PAYLOAD | -f FILE | -]", about: `queue a command (no payload: stdin); prints its cmd_id;
@@ -259,6 +266,7 @@ into this binary. With --json: {"protocol_version", "document" (the Markdown),
 		{name: "version", list: listNone},                            // Main.
 		{name: "__complete", list: listHidden, run: (*cli).complete}, // cli_completion.go
 	}
+	leanVerbs(verbs) // lean.go: report, standin and diff run master-history.
 }
 
 // dispatch runs the verb v (c.verb names it) on args, the words after its
@@ -404,6 +412,7 @@ var exitCodes = []clidoc.Exit{
 	{Code: master.ExitNoRunner, Meaning: "session missing, runner not alive or cannot serve"},
 	{Code: master.ExitUnknownCmdID, Meaning: "unknown cmd_id"},
 	{Code: master.ExitNothingToDo, Meaning: "nothing to act on (not running, already finished, idle)"},
+	{Code: master.ExitPruned, Meaning: "pruned (the session's retention removed the command's result)"},
 	{Code: master.ExitIO, Meaning: "I/O or internal error"},
 	{Code: master.ExitSIGINT, Meaning: "interrupted (SIGINT)"},
 	{Code: master.ExitSIGTERM, Meaning: "interrupted (SIGTERM)"},

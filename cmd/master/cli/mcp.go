@@ -41,11 +41,18 @@ func mcpServer(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "master mcp: %v\n", err)
 		return master.ExitFailed
 	}
+	return runBinary(ctx, path, args, stdin, stdout, stderr)
+}
+
+// runBinary runs the program at path with args on the streams given and
+// returns its exit code (128 + N when signal N ended it). An interrupt is
+// passed on as SIGTERM.
+func runBinary(ctx context.Context, path string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 30 * time.Second
-	err = cmd.Run()
+	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -57,7 +64,7 @@ func mcpServer(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			return 128 + int(ws.Signal())
 		}
 	}
-	fmt.Fprintf(stderr, "master mcp: %s: %v\n", path, err)
+	fmt.Fprintf(stderr, "master: %s: %v\n", path, err)
 	return master.ExitFailed
 }
 
@@ -67,17 +74,26 @@ func mcpBinary() (string, error) {
 	if p := os.Getenv(MCPEnv); p != "" {
 		return envMCPBinary(p)
 	}
+	return siblingBinary("master-mcp", MCPEnv, "the MCP server is the master-mcp binary, installed beside master")
+}
+
+// siblingBinary finds the program name: $env, else beside this executable
+// (make build and go install put them together), else $PATH; what says
+// what it is, for the error.
+func siblingBinary(name, env, what string) (string, error) {
+	if p := os.Getenv(env); p != "" && env != MCPEnv {
+		return exec.LookPath(p)
+	}
 	if self, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(self), "master-mcp")
+		p := filepath.Join(filepath.Dir(self), name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
-	if p, err := exec.LookPath("master-mcp"); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	return "", errors.New("the MCP server is the master-mcp binary, installed beside master " +
-		"(make build, or go install ./cmd/...); it is neither beside this master nor on $PATH (or set " + MCPEnv + ")")
+	return "", errors.New(what + " (make build, or go install ./cmd/...); it is neither beside this master nor on $PATH (or set " + env + ")")
 }
 
 // envMCPBinary checks $SP_MASTER_MCP (p): it must name an executable that

@@ -102,6 +102,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if cfg.Session == "" {
 		cfg.Session = os.Getenv("SP_SESSION_DIR")
 	}
+	cfg.PruneGrace = o.pruneGrace
+	if cfg.PruneGrace == 0 {
+		cfg.PruneGrace = -1 // Config's zero means the default; the flag's 0 means none.
+	}
 	cfg.MaxRestarts = maxRestarts
 	if maxRestarts == 0 {
 		cfg.MaxRestarts = -1 // Config's zero means the default.
@@ -202,6 +206,7 @@ type options struct {
 	logFile, cpuProfile, cwd                string
 	inits                                   stringList
 	maxRestarts                             int
+	pruneGrace                              time.Duration
 	version                                 bool
 }
 
@@ -236,6 +241,12 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "do not fsync results and events (faster; a machine crash may lose results)")
 	fs.IntVar(&o.maxRestarts, "max-restarts", 5, "how many restarts (`N`) after failed starts of the tool (it died or failed before becoming ready) within --restart-window; one more failure and the runner stops with exit code 4")
 	fs.DurationVar(&cfg.RestartWindow, "restart-window", 10*time.Minute, "the window --max-restarts counts failed starts in")
+	fs.Var((*keepDuration)(&cfg.KeepResults), "keep-results", "retention: a command's result, output and command file leave the session once its result is older than this (7d, 36h, 90m; 0: no age limit); how to choose: docs/operations.md")
+	fs.IntVar(&cfg.KeepLast, "keep-last", 0, "retention: keep the results (and outputs, command files) of at most this many (`N`) commands, the newest (0: no count limit)")
+	fs.DurationVar(&o.pruneGrace, "prune-grace", runner.DefaultPruneGrace, "retention: no result younger than this is ever removed, whatever else says (a master waiting for it has read it by then); 0: none")
+	fs.IntVar(&cfg.KeepIDs, "keep-ids", runner.DefaultKeepIDs, "retention: how many (`N`) pruned cmd_ids log/pruned.log remembers at least (they stay refused as duplicates; it holds up to twice as many)")
+	fs.Var((*byteSize)(&cfg.MaxSpoolBytes), "max-spool-bytes", "retention: bytes of log/session.out kept at most (64MiB, 1GiB); the oldest commands leave to keep under it (0: what kept commands need)")
+	fs.Var((*byteSize)(&cfg.MaxMetaBytes), "max-meta-bytes", "retention: bytes of log/meta.log and log/meta.log.1 together at most; the oldest commands leave to keep under it (0: meta.log is rotated at 64MiB without forcing any out)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.metricsFile, "metrics-file", "", "write Prometheus metrics (text format, atomically) to `FILE` on every heartbeat and result, e.g. for node_exporter's textfile collector")
 	fs.StringVar(&o.logLevel, "log-level", "info", "the log `LEVEL`: debug, info, warn or error")

@@ -113,6 +113,37 @@ find_cmd() { # find_cmd ID: the command's file name, matched exactly
   done
   return 1
 }
+# pruned_of NAME ID: the pruned index (PROTOCOL.md section 23: log/pruned.log.1
+# then log/pruned.log, one "<name> <status> <end_ts>" per line) holds the
+# command file NAME, or (NAME empty) the cmd_id ID at its lowest seq; sets
+# p_status. grep forks, so a wait asks only once the command is nowhere.
+pruned_of() {
+  local f n st ts s best="" bs="" pat="_$2.json "
+  [ -n "$1" ] && pat="$1 "
+  for f in "$S/log/pruned.log.1" "$S/log/pruned.log"; do
+    [ -f "$f" ] && [ ! -L "$f" ] || continue  # Never followed.
+    while read -r n st ts; do
+      [ -n "$ts" ] || continue
+      if [ -n "$1" ]; then [ "$n" = "$1" ] || continue
+      else [[ $n == cmd_+([0-9])_"$2".json ]] || continue; fi
+      s=${n#cmd_}; s=${s%%_*}
+      if [ -z "$best" ] || [ -n "$1" ] || ((10#$s < 10#$bs)); then best=$n bs=$s p_status=$st; fi
+    done < <(grep -F -- "$pat" "$f" 2>/dev/null)
+  done
+  [ -n "$best" ]
+}
+out_pruned() { out_code pruned 8 "{\"cmd_id\":$(json_str "$1"),\"status\":$(json_str "$p_status")}"; }  # out_pruned ID
+# done_or_gone NAME: a result is there, or the command is nowhere (queued,
+# running, finished) and the pruned index holds it (gone=1).
+gone=0
+done_or_gone() {
+  has_result "$1" && return 0
+  [ -e "$S/queue/$1" ] || [ -e "$S/inflight/$1" ] && return 1
+  revalidate "$S/queue"; revalidate "$S/inflight"
+  [ -e "$S/queue/$1" ] || [ -e "$S/inflight/$1" ] || has_result "$1" && return 1
+  pruned_of "$1" "" && ! has_result "$1" && gone=1 && return 0
+  return 1
+}
 # session_ok: the session exists (its parent and itself revalidated first:
 # on NFS a "no such directory" seen before the runner made it is cached).
 network=""
@@ -235,8 +266,9 @@ has_reply() { revalidate "$S/ctl/ack"; [ -f "$S/ctl/ack/$1" ]; }
 
 do_wait() { # do_wait NAME
   local rc id=${1#cmd_*_}; id=${id%.json}
-  wait_until has_result "$1"; rc=$?
-  case $rc in 0) if bad_result "$1"; then out_code io_error 10; else out_result "$1"; fi ;;
+  gone=0
+  wait_until done_or_gone "$1"; rc=$?
+  case $rc in 0) if [ "$gone" = 1 ]; then out_pruned "$id"; elif bad_result "$1"; then out_code io_error 10; else out_result "$1"; fi ;;
     3) out_code wait_timeout 3 "{\"cmd_id\":\"$id\"}" ;;
     *) # A command still queued stays queued: say so (as every master does).
        revalidate "$S/queue"
@@ -275,7 +307,10 @@ out_io() { printf '{"outcome":"io_error","exit":10,"message":%s}\n' "$(json_str 
 do_output() {
   local name off=${k_offset:-0} len=${k_length:--1} rel f n want b64 inline="" total=0
   ((len == 0)) && len=-1
-  if ! name=$(find_cmd "$k_id"); then out_code unknown_cmd_id 6 "{\"cmd_id\":$(json_str "$k_id")}"; return; fi
+  if ! name=$(find_cmd "$k_id"); then
+    if pruned_of "" "$k_id"; then out_pruned "$k_id"; else out_code unknown_cmd_id 6 "{\"cmd_id\":$(json_str "$k_id")}"; fi
+    return
+  fi
   f="$S/output/${name%.json}.out"
   if [ -e "$S/result/$name" ] || [ -L "$S/result/$name" ]; then
     if bad_result "$name"; then out_io "result/$name is not a regular file"; return; fi
@@ -346,7 +381,8 @@ do_withdraw() {
   ctx="{\"cmd_id\":$(json_str "$id")}"
   if [ -z "$name" ]; then
     if ! name=$(find_in "$S" "$id" queue moved forward inflight result); then
-      if find_in "$S" "$id" withdrawn >/dev/null; then out_code already_withdrawn 7 "$ctx"; else out_code unknown_cmd_id 6 "$ctx"; fi
+      if find_in "$S" "$id" withdrawn >/dev/null; then out_code already_withdrawn 7 "$ctx"
+      elif pruned_of "" "$id"; then out_pruned "$id"; else out_code unknown_cmd_id 6 "$ctx"; fi
       return
     fi
   else
@@ -354,7 +390,8 @@ do_withdraw() {
     for d in queue moved forward inflight result; do revalidate "$S/$d"; [ -e "$S/$d/$name" ] && { found=1; break; }; done
     if [ -z "$found" ]; then
       revalidate "$S/withdrawn"
-      if [ -e "$S/withdrawn/$name" ]; then out_code already_withdrawn 7 "$ctx"; else out_code unknown_cmd_id 6 "$ctx"; fi
+      if [ -e "$S/withdrawn/$name" ]; then out_code already_withdrawn 7 "$ctx"
+      elif pruned_of "$name" "$id"; then out_pruned "$id"; else out_code unknown_cmd_id 6 "$ctx"; fi
       return
     fi
   fi
@@ -598,6 +635,7 @@ while IFS= read -r line; do
     wait)
       if ! session_ok; then out_code session_missing 5
       elif name=$(find_cmd "$k_id"); then do_wait "$name"
+      elif pruned_of "" "$k_id"; then out_pruned "$k_id"
       else out_code unknown_cmd_id 6 "{\"cmd_id\":$(json_str "$k_id")}"; fi ;;
     cancel) do_cancel ;;
     stop) do_stop ;;

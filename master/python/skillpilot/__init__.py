@@ -25,7 +25,7 @@ unless ``Session.withdraw`` takes it back.
 from ._names import PROTOCOL_VERSION, new_id
 from .errors import (AlreadyFinished, AlreadyWithdrawn, Cancelled, CannotServe, CommandFailed, CommandTimeout, ExpectTimeout, Idle,
                      MasterError, NothingToDo, NotQueued, NotRunning, RefusedEcho, RequestRejected, ResultError, RunnerNotAlive,
-                     SessionMissing, StaleRequest, UnknownCmdID, UsageError, WaitTimeout)
+                     SessionMissing, StaleRequest, UnknownCmdID, Pruned, UsageError, WaitTimeout)
 from ._lease import LeaseKeeper
 from .session import Match, Session, Submitted
 from .pool import pool_pick, pool_submit, pool_wait
@@ -37,7 +37,7 @@ new_cmd_id = new_id
 __all__ = [
     "Session", "Submitted", "Match", "LeaseKeeper", "PROTOCOL_VERSION", "new_cmd_id",
     "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "CannotServe", "StaleRequest", "WaitTimeout",
-    "UnknownCmdID", "NothingToDo", "NotRunning", "NotQueued", "AlreadyFinished", "AlreadyWithdrawn", "Idle", "RequestRejected",
+    "UnknownCmdID", "Pruned", "NothingToDo", "NotRunning", "NotQueued", "AlreadyFinished", "AlreadyWithdrawn", "Idle", "RequestRejected",
     "ExpectTimeout", "RefusedEcho", "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "__version__",
     "pool_pick", "pool_submit", "pool_wait",
 ]

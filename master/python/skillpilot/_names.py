@@ -25,6 +25,9 @@ LEASE = (DIR_STATE, "lease.json")
 LOCK = (DIR_STATE, "runner.lock")
 SPOOL = (DIR_LOG, "session.out")
 SEQ_HINT = (DIR_SEQ, "hint")
+# The pruned index (PROTOCOL.md section 23): the older generation first.
+PRUNED_FILES = ((DIR_LOG, "pruned.log.1"), (DIR_LOG, "pruned.log"))
+MAX_PRUNED = 512 << 20
 FILE_STATE, FILE_HEARTBEAT, FILE_LEASE, FILE_LOCK, FILE_SPOOL, FILE_SEQ_HINT = (
     "/".join(f) for f in (STATE, HEARTBEAT, LEASE, LOCK, SPOOL, SEQ_HINT))
 
@@ -62,6 +65,28 @@ def parse_name(name: str, prefix: str = "cmd") -> Optional[Tuple[int, str]]:
     if not m or m.group(1) != prefix or not valid_id(m.group(3)):
         return None
     return int(m.group(2)), m.group(3)
+
+
+def find_pruned(data: bytes, name: Optional[str], cmd_id: str) -> Optional[Tuple[str, str, str]]:
+    """The line of the pruned index (``<name> <status> <end_ts>``) for
+    command file ``name``, or else for ``cmd_id`` (the whole cmd_id, the
+    lowest seq), as (name, status, end_ts); None when it holds none. A torn
+    last line and lines that do not parse are skipped."""
+    found = None
+    lines = data.split(b"\n")
+    for raw in lines[:-1]:  # The last piece is b"" or a torn line.
+        parts = raw.split()
+        if len(parts) != 3:
+            continue
+        n = parts[0].decode("utf-8", "replace")
+        parsed = parse_name(n)
+        if parsed is None or not valid_id(parsed[1]):
+            continue
+        if (name is not None and n != name) or (name is None and parsed[1] != cmd_id):
+            continue
+        if found is None or parsed[0] < found[0] or name is not None:
+            found = (parsed[0], n, parts[1].decode("ascii", "replace"), parts[2].decode("ascii", "replace"))
+    return None if found is None else found[1:]
 
 
 def output_name(command_file: str) -> str:

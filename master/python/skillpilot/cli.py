@@ -78,7 +78,8 @@ def _parser() -> argparse.ArgumentParser:
 
     ap = argparse.ArgumentParser(prog=PROG, description="SkillPilot master (Python). Exit codes: 0 ok, 1 command "
                                  "failed, 2 usage, 3 timeout, 4 cancelled, 5 no session or no live runner, "
-                                 "6 unknown cmd_id, 7 nothing to act on, 10 I/O error, 130/143 interrupted.")
+                                 "6 unknown cmd_id, 7 nothing to act on, 8 pruned (retention removed its result), "
+                                 "10 I/O error, 130/143 interrupted.")
     from . import __version__
     ap.add_argument("--version", action="version",
                     version="%s (SkillPilot) %s, protocol version %d" % (PROG, __version__, _names.PROTOCOL_VERSION))

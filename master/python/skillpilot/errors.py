@@ -24,6 +24,7 @@ NotQueued             not_queued             7
 AlreadyFinished       already_finished       7
 AlreadyWithdrawn      already_withdrawn      7
 Idle                  idle                   7
+Pruned                pruned                 8
 RequestRejected       rejected               10
 RefusedEcho           refused_echo           10
 MasterError           io_error               10
@@ -34,7 +35,7 @@ from typing import Any, Dict, Optional
 
 __all__ = [
     "MasterError", "UsageError", "SessionMissing", "RunnerNotAlive", "CannotServe", "StaleRequest", "WaitTimeout",
-    "UnknownCmdID", "NothingToDo", "NotRunning", "NotQueued", "AlreadyFinished", "AlreadyWithdrawn", "Idle", "RequestRejected",
+    "UnknownCmdID", "Pruned", "NothingToDo", "NotRunning", "NotQueued", "AlreadyFinished", "AlreadyWithdrawn", "Idle", "RequestRejected",
     "ExpectTimeout", "RefusedEcho", "ResultError", "CommandFailed", "CommandTimeout", "Cancelled", "EXIT_OK", "EXIT_INTERRUPTED",
 ]
 
@@ -114,6 +115,16 @@ class UnknownCmdID(MasterError, LookupError):
 
     code = "unknown_cmd_id"
     exit_code = 6
+
+
+class Pruned(MasterError, LookupError):
+    """The command ran and had its result, and the session's retention has
+    removed its files since (PROTOCOL.md section 23): its result and output
+    cannot be read any more. Context: cmd_id, status (the status it ended
+    with)."""
+
+    code = "pruned"
+    exit_code = 8
 
 
 class NothingToDo(MasterError):

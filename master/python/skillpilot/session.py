@@ -13,7 +13,7 @@ from ._names import KINDS, valid_kind
 from ._lease import LeaseKeeper, write_lease
 from ._wait import Backoff, HeartbeatSeen, Liveness, Look, grace_of, observe
 from .errors import (AlreadyFinished, AlreadyWithdrawn, CannotServe, ExpectTimeout, Idle, MasterError, NotQueued, NotRunning, RefusedEcho,
-                     RequestRejected, RunnerNotAlive, SessionMissing, StaleRequest, UnknownCmdID, UsageError,
+                     RequestRejected, RunnerNotAlive, SessionMissing, StaleRequest, UnknownCmdID, UsageError, Pruned,
                      WaitTimeout, result_error)
 
 Result = Dict[str, Any]
@@ -191,7 +191,41 @@ class Session:
                 parsed = _names.parse_name(n)
                 if parsed is not None and parsed[1] == cmd_id:
                     return n
+        gone = self._pruned(None, cmd_id)
+        if gone is not None:
+            raise gone
         raise UnknownCmdID("no command %s in this session" % cmd_id, context={"cmd_id": cmd_id})
+
+    def _pruned(self, name: Optional[str], cmd_id: str) -> Optional[Pruned]:
+        """The Pruned error of a command the session's pruned index holds
+        (by file name, else by cmd_id), or None."""
+        data = b""
+        for sub, f in _names.PRUNED_FILES:
+            try:
+                data += self.fs.read(sub, f, _names.MAX_PRUNED) or b""
+            except MasterError:
+                continue
+        hit = _names.find_pruned(data, name, cmd_id)
+        if hit is None:
+            return None
+        n, status, end = hit
+        cid = (_names.parse_name(n) or (0, cmd_id))[1]
+        ended = "" if end == "-" else " at " + end
+        return Pruned("pruned: command %s ended %s%s, and the session's retention has removed its result and output since "
+                      "(log/pruned.log): they cannot be read any more" % (cid, status, ended),
+                      context={"cmd_id": cid, "status": status})
+
+    def _gone(self, name: str) -> Optional[Pruned]:
+        """Pruned when command file name is neither queued nor running nor
+        has a result and the pruned index holds it (looked at in the order a
+        command moves, then the result once more), else None."""
+        for d in (_names.DIR_QUEUE, _names.DIR_INFLIGHT, _names.DIR_RESULT):
+            if self._exists(d, name):
+                return None
+        gone = self._pruned(name, "")
+        if gone is not None and not self._exists(_names.DIR_RESULT, name):
+            return gone
+        return None
 
     def _resolve(self, name_or_id: str) -> str:
         """The command file name a reference names (_names.parse_ref: a
@@ -239,6 +273,7 @@ class Session:
         backoff = self._backoff()
         watch = self._watch_results()
         cmd_id = (_names.parse_name(name) or (0, name))[1]  # For the context of an error.
+        pruned_at = time.monotonic() + 1.0  # Whether retention removed its result: after a second, then every second.
         while True:
             if watch is not None:
                 watch.drain()  # Before the look: a result written after it wakes the sleep below.
@@ -247,6 +282,11 @@ class Session:
                 if check and res.get("status") != "ok":
                     raise result_error(res)
                 return res
+            if time.monotonic() >= pruned_at:
+                pruned_at = time.monotonic() + 1.0
+                gone = self._gone(name)
+                if gone is not None:
+                    raise gone
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout("no result for %s within %gs" % (name, timeout), context={"cmd_id": cmd_id})
             try:
@@ -305,12 +345,18 @@ class Session:
             if name is None:
                 if self._find_in(cmd_id, (_names.DIR_WITHDRAWN,)) is not None:
                     raise _with_ctx(AlreadyWithdrawn("%s was withdrawn before: it never runs" % cmd_id), ctx)
+                gone = self._pruned(None, cmd_id)
+                if gone is not None:
+                    raise gone
                 raise UnknownCmdID("no command %s is queued, running or finished in this session (it will not run)"
                                    % cmd_id, context=ctx)
         elif not any(_exists_in(self.fs, d, name) for d in lookup):
             if _exists_in(self.fs, _names.DIR_WITHDRAWN, name):
                 raise _with_ctx(AlreadyWithdrawn("%s was withdrawn before (withdrawn/%s): it never runs"
                                                  % (cmd_id, name)), ctx)
+            gone = self._pruned(name, cmd_id)
+            if gone is not None:
+                raise gone
             raise UnknownCmdID("no command file %s is queued, running or finished in this session (it will not run)"
                                % name, context=ctx)
         sfs, cur = self.fs, name
@@ -398,6 +444,10 @@ class Session:
             sub, base = _names.DIR_OUTPUT, _names.output_name(name)
         self.fs.revalidate(sub)
         data = self.fs.read_range(sub, base, offset, length, missing=None)
+        if data is None and not isinstance(result_or_id, dict):
+            gone = self._gone(name)
+            if gone is not None:
+                raise gone  # Its files left with the session's retention.
         return _judge_output(self.fs.path(sub, base), res, data, offset, length)
 
     def output(self, result_or_id: Union[Result, str], offset: int = 0, length: int = -1) -> str:

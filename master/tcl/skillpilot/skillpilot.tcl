@@ -20,6 +20,7 @@
 #   COMMAND_FAILED 1  USAGE 2  WAIT_TIMEOUT 3  EXPECT_TIMEOUT 3  COMMAND_TIMEOUT 3
 #   CANCELLED 4  SESSION_MISSING 5  RUNNER_NOT_ALIVE 5  CANNOT_SERVE 5  STALE 5
 #   UNKNOWN_CMD_ID 6  NOT_RUNNING 7  NOT_QUEUED 7  ALREADY_FINISHED 7  ALREADY_WITHDRAWN 7  IDLE 7
+#   PRUNED 8 (the command ran; the session's retention removed its result since)
 #   REJECTED 10
 #   REFUSED_ECHO 10  IO_ERROR 10
 # Errors for a result that is not ok carry the result dict as a third
@@ -62,7 +63,7 @@ proc ::skillpilot::exitcode {errorcode} {
     if {[lindex $errorcode 0] ne "SKILLPILOT"} { return 10 }
     set map {COMMAND_FAILED 1 USAGE 2 WAIT_TIMEOUT 3 EXPECT_TIMEOUT 3 COMMAND_TIMEOUT 3 CANCELLED 4 SESSION_MISSING 5
              RUNNER_NOT_ALIVE 5 CANNOT_SERVE 5 STALE 5 UNKNOWN_CMD_ID 6 NOT_RUNNING 7 NOT_QUEUED 7 ALREADY_FINISHED 7
-             ALREADY_WITHDRAWN 7 IDLE 7}
+             ALREADY_WITHDRAWN 7 IDLE 7 PRUNED 8}
     set code [lindex $errorcode 1]
     return [expr {[dict exists $map $code] ? [dict get $map $code] : 10}]
 }
@@ -251,7 +252,58 @@ proc ::skillpilot::find {dir cmd} {
             if {[lindex [parse_name $n] 1] eq $cmd} { return $n }
         }
     }
+    ThrowPruned $dir "" $cmd
     ThrowCtx UNKNOWN_CMD_ID "no command $cmd in this session" [dict create cmd_id $cmd]
+}
+
+# FindPruned looks for a command in the session's pruned index
+# (log/pruned.log.1, then log/pruned.log; PROTOCOL.md section 23): by its
+# file's name when name is set, else by cmd_id (the lowest seq). It returns
+# {name status end_ts}, or "" when the index holds none.
+proc ::skillpilot::FindPruned {dir name id} {
+    set found ""
+    set foundSeq ""
+    foreach f {pruned.log.1 pruned.log} {
+        if {[catch {fs::read_file $dir log $f ok 536870912} data]} { continue }
+        set lines [split $data \n]
+        foreach line [lrange $lines 0 end-1] { ;# The last piece is "" or a torn line.
+            if {[llength [set fields [split $line " "]]] != 3} { continue }
+            lassign $fields n st ts
+            set p [parse_name $n]
+            if {$p eq ""} { continue }
+            lassign $p seq nid
+            if {($name ne "" && $n ne $name) || ($name eq "" && $nid ne $id)} { continue }
+            if {$found eq "" || $name ne "" || $seq < $foundSeq} {
+                set found [list $n $st $ts]
+                set foundSeq $seq
+            }
+        }
+    }
+    return $found
+}
+
+# ThrowPruned raises PRUNED (exit 8; -context cmd_id, status) when the
+# pruned index holds the command; otherwise it returns.
+proc ::skillpilot::ThrowPruned {dir name id} {
+    set e [FindPruned $dir $name $id]
+    if {$e eq ""} { return }
+    lassign $e n st ts
+    set id [lindex [parse_name $n] 1]
+    set ended [expr {$ts eq "-" ? "" : " at $ts"}]
+    return -code error -level 2 -errorcode [list SKILLPILOT PRUNED] -context [dict create cmd_id $id status $st] \
+        "pruned: command $id ended $st$ended, and the session's retention has removed its result and output since (log/pruned.log): they cannot be read any more"
+}
+
+# Gone raises PRUNED when command file name is neither queued nor running
+# nor has a result and the pruned index holds it (looked at in the order a
+# command moves, then the result once more); otherwise it returns.
+proc ::skillpilot::Gone {dir name} {
+    foreach d {queue inflight result} {
+        if {[ExistsIn $dir $d $name]} { return }
+    }
+    set e [FindPruned $dir $name ""]
+    if {$e eq "" || [ExistsIn $dir result $name]} { return }
+    ThrowPruned $dir $name ""
 }
 
 # result returns the command's result as a dict (every field of the result
@@ -310,12 +362,18 @@ proc ::skillpilot::wait {dir cmd args} {
     set dir [check $dir]
     set name [find $dir $cmd]
     set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner] 1]
+    # Whether retention removed its result: after a second, then every second.
+    set prunedAt [expr {[clock milliseconds] + 1000}]
     while 1 {
         set r [result $dir $name]
         if {$r ne ""} {
             WaitDone w
             if {[dict get $o -check] && [dict get $r status] ne "ok"} { ResultError $r }
             return $r
+        }
+        if {[clock milliseconds] >= $prunedAt} {
+            set prunedAt [expr {[clock milliseconds] + 1000}]
+            Gone $dir $name
         }
         if {[catch {WaitStep w "no result for $name"} msg opts]} {
             set id [lindex [parse_name $name] 1]
@@ -401,6 +459,7 @@ proc ::skillpilot::withdraw {dir cmd} {
             if {[FindIn $dir $id withdrawn] ne ""} {
                 ThrowCtx ALREADY_WITHDRAWN "$id was withdrawn before: it never runs" $ctx
             }
+            ThrowPruned $dir "" $id
             ThrowCtx UNKNOWN_CMD_ID "no command $id is queued, running or finished in this session (it will not run)" $ctx
         }
     } else {
@@ -412,6 +471,7 @@ proc ::skillpilot::withdraw {dir cmd} {
             ThrowCtx ALREADY_WITHDRAWN "$id was withdrawn before (withdrawn/$name): it never runs" $ctx
         }
         if {!$found} {
+            ThrowPruned $dir $name $id
             ThrowCtx UNKNOWN_CMD_ID "no command file $name is queued, running or finished in this session (it will not run)" $ctx
         }
     }
@@ -508,6 +568,9 @@ proc ::skillpilot::output {dir r {offset 0} {length -1}} {
     set sub [join [lrange $parts 0 end-1] /]
     if {[Network $dir]} { fs::revalidate $dir $sub }
     set data [fs::read_range $dir $sub [lindex $parts end] $offset $length found]
+    if {!$found && !([llength $r] > 1 && [dict exists $r output_path])} {
+        Gone $dir [find $dir $r] ;# Its files left with the session's retention.
+    }
     if {$res ne ""} {
         set data [JudgeOutput [fs::path $dir $sub [lindex $parts end]] $res $data $found $offset $length]
     }

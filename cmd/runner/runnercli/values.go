@@ -1,0 +1,99 @@
+package runnercli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// keepDuration is a flag value for a retention age: a Go duration (36h,
+// 90m) or whole days and weeks (7d, 2w), which is how retention is said.
+type keepDuration time.Duration
+
+func (d *keepDuration) String() string {
+	if d == nil || *d == 0 {
+		return "0"
+	}
+	v := time.Duration(*d)
+	if v%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(v/(24*time.Hour)), 10) + "d"
+	}
+	return v.String()
+}
+
+func (d *keepDuration) Set(s string) error {
+	v, err := parseKeepDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = keepDuration(v)
+	return nil
+}
+
+// parseKeepDuration parses 7d, 2w, 1d12h, or any Go duration.
+func parseKeepDuration(s string) (time.Duration, error) {
+	var total time.Duration
+	rest := strings.TrimSpace(s)
+	for _, u := range []struct {
+		suffix string
+		unit   time.Duration
+	}{{"w", 7 * 24 * time.Hour}, {"d", 24 * time.Hour}} {
+		i := strings.Index(rest, u.suffix)
+		if i < 0 {
+			continue
+		}
+		n, err := strconv.ParseFloat(rest[:i], 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%q is not a duration (7d, 36h, 90m)", s)
+		}
+		total += time.Duration(n * float64(u.unit))
+		rest = rest[i+1:]
+	}
+	if rest != "" {
+		v, err := time.ParseDuration(rest)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a duration (7d, 36h, 90m)", s)
+		}
+		total += v
+	}
+	if total < 0 {
+		return 0, fmt.Errorf("%q is negative", s)
+	}
+	return total, nil
+}
+
+// byteSize is a flag value for a size in bytes: a number, with K, M, G, T
+// (powers of 1024, with or without "iB" or "B") after it.
+type byteSize int64
+
+func (b *byteSize) String() string {
+	if b == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	v, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(v)
+	return nil
+}
+
+// parseByteSize parses 1048576, 64MiB, 64M, 1GiB, 512KB (K, M, G, T are
+// powers of 1024 either way).
+func parseByteSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	num := strings.TrimRight(t, "KMGTkmgtiBb")
+	unit := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(t[len(num):], "B"), "b"))
+	unit = strings.TrimSuffix(unit, "I")
+	mult := map[string]int64{"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit]
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || mult == 0 || n < 0 {
+		return 0, fmt.Errorf("%q is not a size in bytes (1048576, 64MiB, 1GiB)", s)
+	}
+	return int64(n * float64(mult)), nil
+}

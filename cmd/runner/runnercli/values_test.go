@@ -1,0 +1,56 @@
+package runnercli
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseKeepDuration(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"7d", 7 * 24 * time.Hour, true},
+		{"2w", 14 * 24 * time.Hour, true},
+		{"1d12h", 36 * time.Hour, true},
+		{"90m", 90 * time.Minute, true},
+		{"0", 0, true},
+		{"1.5d", 36 * time.Hour, true},
+		{"", 0, true},
+		{"d", 0, false},
+		{"-1d", 0, false},
+		{"7days", 0, false},
+		{"2d3w", 0, false},
+	} {
+		got, err := parseKeepDuration(c.in)
+		if (err == nil) != c.ok || (c.ok && got != c.want) {
+			t.Errorf("parseKeepDuration(%q) = %v, %v; want %v ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1048576", 1 << 20, true},
+		{"64MiB", 64 << 20, true},
+		{"64M", 64 << 20, true},
+		{"64MB", 64 << 20, true},
+		{"1GiB", 1 << 30, true},
+		{"512KB", 512 << 10, true},
+		{"1.5G", 3 << 29, true},
+		{"0", 0, true},
+		{"MiB", 0, false},
+		{"10X", 0, false},
+		{"-1M", 0, false},
+	} {
+		got, err := parseByteSize(c.in)
+		if (err == nil) != c.ok || (c.ok && got != c.want) {
+			t.Errorf("parseByteSize(%q) = %v, %v; want %v ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}

@@ -1,0 +1,59 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// ErrPruned: the command ran and had its result, and the session's
+// retention has removed its files since (PROTOCOL.md section 23): its
+// result and output cannot be read any more. CLI exit 8, code pruned.
+var ErrPruned = errors.New("master: pruned")
+
+// findPruned looks for a command in the session's pruned index
+// (log/pruned.log.1, then log/pruned.log): by its file's name when name is
+// set, else by cmd_id.
+func (s *Session) findPruned(name, cmdID string) (protocol.PrunedEntry, bool) {
+	var data []byte
+	for _, f := range []string{protocol.FilePrunedOld, protocol.FilePruned} {
+		b, _, err := s.readFile(f, protocol.MaxPrunedFile, f == protocol.FilePrunedOld)
+		if err == nil {
+			data = append(data, b...)
+		}
+	}
+	return protocol.FindPruned(data, name, cmdID)
+}
+
+// prunedError is the error of a command found only in the pruned index.
+func prunedError(e protocol.PrunedEntry) error {
+	_, id, _ := protocol.ParseCommandName(e.Name)
+	ended := ""
+	if !e.EndTS.IsZero() {
+		ended = " at " + e.EndTS.UTC().Format("2006-01-02T15:04:05.000Z")
+	}
+	ctx := map[string]any{"cmd_id": id, "status": string(e.Status)}
+	return withContext(fmt.Errorf("%w: command %s ended %s%s, and the session's retention has removed its result and output since (%s): they cannot be read any more",
+		ErrPruned, id, e.Status, ended, protocol.FilePruned), ctx)
+}
+
+// pruned reports whether c is gone for good: it is neither queued nor
+// running nor has a result, and the pruned index holds its file's name.
+// The directories are looked at in the order a command moves, then the
+// result once more (a command that moved meanwhile is not taken for
+// pruned).
+func (c *Command) pruned() error {
+	for _, d := range []string{protocol.DirQueue, protocol.DirInflight, protocol.DirResult} {
+		if _, err := c.s.lstat(d + "/" + c.Name); !errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+	}
+	if e, ok := c.s.findPruned(c.Name, ""); ok {
+		if _, err := c.s.lstat(protocol.DirResult + "/" + c.Name); errors.Is(err, os.ErrNotExist) {
+			return prunedError(e)
+		}
+	}
+	return nil
+}

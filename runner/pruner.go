@@ -1,0 +1,302 @@
+package runner
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// pruner removes old commands' files on a goroutine of its own, so that
+// the owner never waits for the disk (PROTOCOL.md section 23). It is the
+// only writer of log/pruned.log and log/pruned.log.1. For each job, in
+// this order: the index lines of its commands are appended and fsynced
+// (after a rotation of the index when the job asks for one); only then,
+// command by command, oldest first, the result, the output file and the
+// kept command file are removed. A crash anywhere leaves every command
+// either still whole or in the index (a leftover file of a command in the
+// index is removed by the next runner's sweep).
+type pruner struct {
+	root    *fsq.Root
+	log     *slog.Logger
+	durable bool
+	perm    os.FileMode
+	jobs    chan pruneJob
+	done    chan pruneDone
+	exit    chan struct{}
+	once    sync.Once
+	index   *os.File             // log/pruned.log, open for appending
+	seen    map[string]time.Time // sweep: when a withdrawn, ack or nameless rejected file was first seen
+}
+
+// pruneJob is one batch: commands to remove, oldest first, and/or a sweep.
+type pruneJob struct {
+	entries []keptEntry
+	why     []string // why each entry leaves (whyAge …)
+	lines   []byte   // their index lines (entries with a cmd_id)
+	rotate  bool     // rotate the index before appending
+	sweep   *sweepJob
+}
+
+// sweepJob removes what belongs to no result: seq/ reservations far below
+// the highest, and files of withdrawn/, ctl/ack/ and log/rejected/ (those
+// no result names) once first seen age ago; orphans lists output and
+// command files of commands the index holds whose result is gone (a crash
+// between the removals).
+type sweepJob struct {
+	now     time.Time
+	age     time.Duration
+	seqKeep int64
+	orphans []string
+}
+
+// pruneDone reports a job back to the owner.
+type pruneDone struct {
+	job     pruneJob
+	err     error // the index could not be written: nothing of the job was removed
+	removed int   // files removed (results, outputs, command files)
+	swept   map[string]int
+}
+
+// seqKeep is how many seq/ reservations below the highest a sweep keeps:
+// a master whose seq/hint fell behind (it lost a race to rewrite it)
+// finds reservations there and jumps to the highest (PROTOCOL.md section
+// 5) instead of reusing a seq.
+const seqKeep = 4096
+
+func newPruner(root *fsq.Root, log *slog.Logger, durable bool, perm os.FileMode) *pruner {
+	p := &pruner{root: root, log: log, durable: durable, perm: perm, jobs: make(chan pruneJob, 1),
+		done: make(chan pruneDone, 2), exit: make(chan struct{}), seen: map[string]time.Time{}}
+	go p.run()
+	return p
+}
+
+// submit hands a job over; the owner has at most one in flight, so it
+// never blocks.
+func (p *pruner) submit(j pruneJob) { p.jobs <- j }
+
+// close waits for the job in flight and stops the goroutine; its report
+// is handed to handle.
+func (p *pruner) close(handle func(pruneDone)) {
+	p.once.Do(func() { close(p.jobs) })
+	for {
+		select {
+		case d := <-p.done:
+			handle(d)
+		case <-p.exit:
+			for len(p.done) > 0 {
+				handle(<-p.done)
+			}
+			return
+		}
+	}
+}
+
+func (p *pruner) run() {
+	defer close(p.exit)
+	defer func() {
+		if p.index != nil {
+			p.index.Close()
+		}
+	}()
+	for j := range p.jobs {
+		d := pruneDone{job: j}
+		if len(j.entries) > 0 {
+			d.err = p.record(j)
+			if d.err == nil {
+				for _, e := range j.entries {
+					d.removed += p.removeCommand(e)
+				}
+			}
+		}
+		if j.sweep != nil {
+			d.swept = p.sweep(j.sweep)
+		}
+		p.done <- d
+	}
+}
+
+// record appends the job's index lines and makes them durable before
+// anything is removed.
+func (p *pruner) record(j pruneJob) error {
+	if j.rotate {
+		if p.index != nil {
+			p.index.Close()
+			p.index = nil
+		}
+		if err := p.root.Rename(protocol.FilePruned, protocol.FilePrunedOld); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("rotate %s: %w", protocol.FilePruned, err)
+		}
+	}
+	if len(j.lines) == 0 {
+		return nil
+	}
+	if p.index == nil {
+		f, err := p.openIndex()
+		if err != nil {
+			return err
+		}
+		p.index = f
+	}
+	if _, err := p.index.Write(j.lines); err != nil {
+		// A partial line is cut by the next open (openIndex), and the
+		// owner retries the whole batch.
+		p.index.Close()
+		p.index = nil
+		return fmt.Errorf("append to %s: %w", protocol.FilePruned, err)
+	}
+	if p.durable {
+		if err := p.index.Sync(); err != nil {
+			p.index.Close()
+			p.index = nil
+			return fmt.Errorf("fsync %s: %w", protocol.FilePruned, err)
+		}
+		if j.rotate {
+			if err := p.root.SyncDir(protocol.DirLog); err != nil {
+				return fmt.Errorf("fsync %s/: %w", protocol.DirLog, err)
+			}
+		}
+	}
+	return nil
+}
+
+// openIndex opens log/pruned.log for appending, cutting a torn last line
+// (a failed or interrupted append) so that every line stays whole.
+func (p *pruner) openIndex() (*os.File, error) {
+	// Never followed, never blocked on (a FIFO), never written through a
+	// second link: log/ is the runner's own (PROTOCOL.md section 21).
+	f, err := p.root.OpenReadAppend(protocol.FilePruned, p.perm)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", protocol.FilePruned, err)
+	}
+	if err := cutTornLine(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("repair %s: %w", protocol.FilePruned, err)
+	}
+	return f, nil
+}
+
+// cutTornLine truncates f after its last newline.
+func cutTornLine(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return err
+	}
+	const window = 64 << 10
+	off := max(fi.Size()-window, 0)
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	keep := off + int64(bytes.LastIndexByte(buf, '\n')+1)
+	if keep == fi.Size() {
+		return nil
+	}
+	return f.Truncate(keep)
+}
+
+// removeCommand removes a pruned command's files in the documented order:
+// its result, its output file, its kept command file. It returns how many
+// it removed; a file already gone is fine.
+func (p *pruner) removeCommand(e keptEntry) int {
+	n := 0
+	for _, f := range []string{rel(protocol.DirResult, e.name), e.outPath, e.cmdPath} {
+		if f == "" {
+			continue
+		}
+		err := p.root.Remove(f)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, os.ErrNotExist):
+		default:
+			p.log.Warn("retention: cannot remove a pruned command's file", "file", f, "err", err)
+		}
+	}
+	return n
+}
+
+// sweep carries out a sweepJob and counts what it removed by directory.
+func (p *pruner) sweep(s *sweepJob) map[string]int {
+	out := map[string]int{}
+	if n := p.sweepSeq(s.seqKeep); n > 0 {
+		out[protocol.DirSeq] = n
+	}
+	live := map[string]bool{}
+	for _, dir := range []string{sessionio.DirWithdrawn, protocol.DirAck, protocol.DirRejected} {
+		names, err := p.root.ReadNames(dir)
+		if err != nil {
+			continue
+		}
+		for _, name := range names {
+			if strings.HasPrefix(name, ".") || (dir == protocol.DirRejected && hasDerivedID(name)) {
+				continue // Temporary files; rejected files whose result names them leave with it.
+			}
+			key := dir + "/" + name
+			live[key] = true
+			first, ok := p.seen[key]
+			if !ok {
+				p.seen[key] = s.now
+				continue
+			}
+			if s.now.Sub(first) < s.age {
+				continue
+			}
+			if err := p.root.Remove(key); err == nil || errors.Is(err, os.ErrNotExist) {
+				delete(p.seen, key)
+				out[dir]++
+			}
+		}
+	}
+	for key := range p.seen {
+		if !live[key] {
+			delete(p.seen, key) // Gone by other means.
+		}
+	}
+	for _, f := range s.orphans {
+		if err := p.root.Remove(f); err == nil {
+			out["orphans"]++
+		}
+	}
+	return out
+}
+
+// hasDerivedID reports whether a file of log/rejected/ is named so that its
+// result is under the same name (PROTOCOL.md section 3): it leaves with
+// that result.
+func hasDerivedID(name string) bool {
+	_, _, derived := protocol.DeriveCmdID(name)
+	return derived
+}
+
+// sweepSeq removes the seq/ reservations more than keep below the highest.
+func (p *pruner) sweepSeq(keep int64) int {
+	names, err := p.root.ReadNames(protocol.DirSeq)
+	if err != nil {
+		return 0
+	}
+	var top int64
+	for _, n := range names {
+		if v, ok := protocol.ParseSeqName(n); ok && v > top {
+			top = v
+		}
+	}
+	removed := 0
+	for _, n := range names {
+		if v, ok := protocol.ParseSeqName(n); ok && v < top-keep {
+			if p.root.Remove(rel(protocol.DirSeq, n)) == nil {
+				removed++
+			}
+		}
+	}
+	return removed
+}
