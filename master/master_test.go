@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skillpilot/skillpilot/internal/sessioncheck"
-	"github.com/skillpilot/skillpilot/internal/testrunner"
-
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
+	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
+	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
 )
@@ -104,7 +103,7 @@ func TestSubmitWaitRun(t *testing.T) {
 	if part, _ := c.Output(1, 3); string(part) != "ell" {
 		t.Errorf("byte range %q", part)
 	}
-	res, err = s.Run(ctx(t), "error bad", SubmitOptions{})
+	_, err = s.Run(ctx(t), "error bad", SubmitOptions{})
 	var re *ResultError
 	if !errors.Is(err, ErrCommandFailed) || !errors.As(err, &re) || re.Result.Error.Message != "bad" {
 		t.Fatalf("%v", err)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/skillpilot/skillpilot/internal/flaghelp"
-	"github.com/skillpilot/skillpilot/internal/version"
 	"io"
 	"log/slog"
 	"os"
@@ -15,8 +13,10 @@ import (
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/skillpilot/skillpilot/internal/flaghelp"
 	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/internal/suggest"
+	"github.com/skillpilot/skillpilot/internal/version"
 	"github.com/skillpilot/skillpilot/master"
 )
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/skillpilot/skillpilot/internal/version"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/skillpilot/skillpilot/internal/testenv"
+	"github.com/skillpilot/skillpilot/internal/version"
 	"github.com/skillpilot/skillpilot/master"
 )
 

@@ -45,7 +45,8 @@ func (h *handler) send(ctx context.Context, _ *mcp.CallToolRequest, in SendInput
 	if in.ExpectTimeoutS < 0 {
 		return SendOutput{}, errors.New("expect_timeout_s must not be negative")
 	}
-	s, name := (*master.Session)(nil), in.Session
+	var s *master.Session
+	var name string
 	if ref, err := h.command(in.Session, in.CmdID); err == nil {
 		s, name = ref.s, ref.session
 	} else if s, name, err = h.sessions.get(in.Session); err != nil {

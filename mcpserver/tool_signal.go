@@ -36,7 +36,8 @@ type ControlOutput struct {
 // signal sends a signal to the tool while cmd_id runs (PROTOCOL.md 9.8),
 // as master signal does; it has no cancel semantics.
 func (h *handler) signal(ctx context.Context, _ *mcp.CallToolRequest, in SignalInput) (ControlOutput, error) {
-	s, name := (*master.Session)(nil), in.Session
+	var s *master.Session
+	var name string
 	if ref, err := h.command(in.Session, in.CmdID); err == nil {
 		s, name = ref.s, ref.session
 	} else if s, name, err = h.sessions.get(in.Session); err != nil {

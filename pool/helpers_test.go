@@ -18,8 +18,7 @@ func TestMain(m *testing.M) { launchtest.Main(m) }
 const longWait = launchtest.LongWait
 
 var (
-	startRunner = launchtest.StartRunner
-	ctx         = launchtest.Ctx
+	ctx = launchtest.Ctx
 )
 
 // needTool returns the path of a program a test needs. Under CI (CI=true)

@@ -2,12 +2,12 @@ package pool
 
 import (
 	"fmt"
-	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"

@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"fmt"
-	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,11 +14,11 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/internal/sessionio"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
-
-	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
 )

@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"encoding/json"
-	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/gofrs/flock"
 	"github.com/skillpilot/skillpilot/internal/sessionio"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
@@ -251,10 +251,10 @@ func TestPoolPickNoneAlive(t *testing.T) {
 // session's job is gone (it ran a whole Heal inline, which
 // relaunched it).
 func TestSubmitRescuesQueuedWithoutAHeal(t *testing.T) {
-	p, pool := newPoolDir(t, "s00", "s01")
+	_, pool := newPoolDir(t, "s00", "s01")
 	os.WriteFile(filepath.Join(pool, FilePool), []byte(`{"protocol_version":1,"size":2,"via":"local","respawn":true,"max_respawns":3}`), 0o600)
-	var err error
-	if p, err = Open(pool); err != nil {
+	p, err := Open(pool)
+	if err != nil {
 		t.Fatal(err)
 	}
 	runnerIn(t, filepath.Join(pool, "s00"))

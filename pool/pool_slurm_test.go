@@ -122,12 +122,6 @@ func (f *fakeSlurm) exec(ctx context.Context, argv []string) (string, error) {
 	return "", fmt.Errorf("fake Slurm: no %s", argv[0])
 }
 
-func (f *fakeSlurm) count(name string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls[name]
-}
-
 // slurmPoolStop starts a pool of size as one (fake) Slurm array and stops
 // it, returning the stop's duration and the scheduler commands it ran.
 // mods change the fake before the stop.

@@ -3,12 +3,12 @@ package pool
 import (
 	"encoding/json"
 	"errors"
-	"github.com/skillpilot/skillpilot/launch"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )

@@ -3,7 +3,6 @@ package pool
 import (
 	"bufio"
 	"errors"
-	"github.com/skillpilot/skillpilot/internal/testenv"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )

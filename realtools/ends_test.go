@@ -271,7 +271,7 @@ func TestCancelEndsWholePayload(t *testing.T) {
 	if res == nil || res.Status != protocol.StatusCancelled {
 		t.Fatalf("cancel: %+v %v, want cancelled", res, err)
 	}
-	res, out := run(t, s, "print kept\nprint after_cancel", master.SubmitOptions{})
+	_, out := run(t, s, "print kept\nprint after_cancel", master.SubmitOptions{})
 	if !strings.Contains(out, "kept = 7") || strings.Contains(out, "after_cancel = 1") {
 		t.Fatalf("after the cancel: %q: want kept (ngspice keeps its state) and no after_cancel (the line after the cancel never ran)", out)
 	}

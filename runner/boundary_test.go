@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/skillpilot/skillpilot/fsq"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // readHeartbeatPath reads a heartbeat by path, as a test looking at the

@@ -3,7 +3,6 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"github.com/skillpilot/skillpilot/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 

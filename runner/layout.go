@@ -3,12 +3,12 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"github.com/skillpilot/skillpilot/fsq"
 	"io/fs"
 	"os"
 	"sync"
 	"syscall"
 
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/skillpilot/skillpilot/fsq"
 	"io/fs"
 	"os"
 	"syscall"
 	"time"
 
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 	"golang.org/x/sys/unix"
 )

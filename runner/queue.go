@@ -2,9 +2,10 @@ package runner
 
 import (
 	"container/heap"
-	"github.com/skillpilot/skillpilot/fsq"
 	"log/slog"
 	"time"
+
+	"github.com/skillpilot/skillpilot/fsq"
 )
 
 // cmdQueue is the runner's part that reads queue/: the scanner that lists

@@ -423,13 +423,3 @@ func TestStructure(t *testing.T) {
 		}
 	}
 }
-
-func (s *src) hasFunc(name string) bool {
-	found := false
-	s.eachFunc(func(fn *ast.FuncDecl) {
-		if funcName(fn) == name {
-			found = true
-		}
-	})
-	return found
-}

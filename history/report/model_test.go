@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
-	"github.com/skillpilot/skillpilot/internal/testenv"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/skillpilot/skillpilot/history"
 	"github.com/skillpilot/skillpilot/history/report"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 

@@ -1,7 +1,6 @@
 package doctest
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,21 +89,6 @@ func (e *Env) Run(b Block, argv []string, vars ...string) string {
 		e.t.Fatalf("%s (%s): %v\n%s\n--- block:\n%s", b.Where(), b.Name, err, out, e.Rebase(b.Text))
 	}
 	return out
-}
-
-// RunFails is Run for a block expected to end with a non-zero exit: it
-// returns the output and the exit code, failing the test on a zero exit.
-func (e *Env) RunFails(b Block, argv []string, vars ...string) (string, int) {
-	e.t.Helper()
-	out, err := e.run(b, argv, vars...)
-	var ee *exec.ExitError
-	if err == nil {
-		e.t.Fatalf("%s (%s): exit 0, want an error\n%s", b.Where(), b.Name, out)
-	}
-	if !errors.As(err, &ee) {
-		e.t.Fatalf("%s (%s): %v\n%s", b.Where(), b.Name, err, out)
-	}
-	return out, ee.ExitCode()
 }
 
 func (e *Env) run(b Block, argv []string, vars ...string) (string, error) {

@@ -3,10 +3,10 @@ package cli
 import (
 	"flag"
 	"fmt"
-	"github.com/skillpilot/skillpilot/internal/flaghelp"
 	"io"
 	"strings"
 
+	"github.com/skillpilot/skillpilot/internal/flaghelp"
 	"github.com/skillpilot/skillpilot/internal/suggest"
 )
 

@@ -9,11 +9,12 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"github.com/skillpilot/skillpilot/master"
-	"github.com/skillpilot/skillpilot/protocol"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skillpilot/skillpilot/master"
+	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // The clean view keeps exactly what commands printed, whatever the chunking

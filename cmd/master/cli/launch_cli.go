@@ -96,10 +96,3 @@ func (c *cli) stopLaunched(ctx context.Context, args []string) (handled bool, er
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
-
-// printLaunch adds the scheduler's view to master status's text output.
-func (c *cli) printLaunch(ls *launch.JobStatus) {
-	if ls != nil {
-		fmt.Fprintf(c.stdout, "job:       %s\n", ls)
-	}
-}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/skillpilot/skillpilot/internal/flaghelp"
 	"io"
 	"log/slog"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/internal/clidoc"
+	"github.com/skillpilot/skillpilot/internal/flaghelp"
 	"github.com/skillpilot/skillpilot/internal/suggest"
 	"github.com/skillpilot/skillpilot/internal/version"
 	"github.com/skillpilot/skillpilot/protocol"

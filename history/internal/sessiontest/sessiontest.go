@@ -20,24 +20,10 @@ import (
 // LongWait bounds every wait: an anti-hang guard, not a timing assertion.
 const LongWait = testenv.LongWait
 
-// Binary returns the path of a runner binary built (without the race
-// detector, so a long flow stays fast) once ([testenv.BuildBinary]).
-func Binary(t testing.TB) string {
-	t.Helper()
-	return testenv.BuildBinary(t, testenv.Runner)
-}
-
 // RequireTclsh fails (under CI=true) or skips the test when tclsh is missing.
 func RequireTclsh(t testing.TB) {
 	t.Helper()
 	testenv.NeedTool(t, "tclsh", "tcl")
-}
-
-// Require fails under CI (env CI=true) or skips with a message naming the
-// apt package when the program is not on PATH ([testenv.NeedTool]).
-func Require(t testing.TB, prog, pkg string) string {
-	t.Helper()
-	return testenv.NeedTool(t, prog, pkg)
 }
 
 // Runner is a runner process serving Dir.
