@@ -79,10 +79,10 @@ func (r *Runner) tryStart(e *pendingEntry) {
 	case err != nil:
 		// A transient error (ESTALE on NFS) is retried, but not forever:
 		// after --parse-grace the file is answered with the error.
-		if e.firstBad.IsZero() {
-			e.firstBad = r.clk.Now()
+		if e.seen.at.IsZero() {
+			e.seen.at = r.clk.Now()
 		}
-		if r.clk.Now().Sub(e.firstBad) >= r.cfg.ParseGrace {
+		if r.clk.Now().Sub(e.seen.at) >= r.cfg.ParseGrace {
 			r.reject(e, "the runner cannot read this file: "+err.Error(), nil)
 			return
 		}
@@ -91,8 +91,13 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		return
 	}
 	cmd, err := protocol.ParseCommand(e.name, data)
-	if errors.Is(err, protocol.ErrIncomplete) && r.queue.stillWriting(e, fi, r.clk.Now(), r.cfg.ParseGrace) {
-		return
+	if errors.Is(err, protocol.ErrIncomplete) {
+		var wait bool
+		now := r.clk.Now()
+		if e.seen, wait = stillWriting(e.seen, fi, now, r.cfg.ParseGrace); wait {
+			r.queue.pend.deferUntil(e, now.Add(min(100*time.Millisecond, r.cfg.ParseGrace)))
+			return
+		}
 	}
 	if err != nil {
 		r.reject(e, err.Error(), contextOf(err))
@@ -123,20 +128,6 @@ func (q *cmdQueue) hasResult(name string) bool {
 	// symlink) is moved aside when the result is written (displace).
 	fi, err := q.root.Lstat(rel(protocol.DirResult, name))
 	return err == nil && fi.Mode().IsRegular()
-}
-
-// stillWriting decides whether an unparsable file may be a writer still
-// writing: it is given ParseGrace (on our clock) after it last changed size
-// or mtime, then rejected.
-func (q *cmdQueue) stillWriting(e *pendingEntry, fi os.FileInfo, now time.Time, grace time.Duration) bool {
-	if e.firstBad.IsZero() || fi.Size() != e.lastSize || !fi.ModTime().Equal(e.lastMod) {
-		e.firstBad, e.lastSize, e.lastMod = now, fi.Size(), fi.ModTime()
-	}
-	if now.Sub(e.firstBad) >= grace {
-		return false
-	}
-	q.pend.deferUntil(e, now.Add(min(100*time.Millisecond, grace)))
-	return true
 }
 
 // skipDone clears a queued name that already has a result: the entry

@@ -44,7 +44,7 @@ func (l *leaseWatch) init(r *Runner, now time.Time) {
 	if !l.read(r, now) || l.expired {
 		return
 	}
-	if l.valid && !l.lease.ExpiresAt.IsZero() && now.After(l.lease.ExpiresAt.Time) {
+	if l.staleAt(now) {
 		l.ignored = true
 		r.log.Warn("state/lease.json expired before this runner started; ignoring it until a master renews it")
 		r.event(protocol.Event{Event: protocol.EvLease, Detail: map[string]any{"action": "stale_ignored", "lease_id": l.lease.LeaseID}})
@@ -77,7 +77,7 @@ func (l *leaseWatch) read(r *Runner, now time.Time) bool {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		l.setErr(r, "")
-		if l.missing(r, now) {
+		if l.missing(r.cfg.RequireLease, now.Sub(r.id.started), r.cfg.LeaseGrace) {
 			l.expire(r, "no lease was written within --lease-grace")
 		}
 		return false
@@ -94,7 +94,7 @@ func (l *leaseWatch) read(r *Runner, now time.Time) bool {
 	default:
 		l.setErr(r, "")
 	}
-	if l.missing(r, now) {
+	if l.missing(r.cfg.RequireLease, now.Sub(r.id.started), r.cfg.LeaseGrace) {
 		why := "no lease that could be understood was written within --lease-grace (" + l.err + ")"
 		if l.ignored {
 			why = "no lease was written within --lease-grace: the one found at start was stale (its expires_at had passed)"
@@ -105,11 +105,19 @@ func (l *leaseWatch) read(r *Runner, now time.Time) bool {
 	return true
 }
 
-// missing reports that --require-lease finds no lease after --lease-grace:
-// none was understood, or the only one is the stale lease found at start
-// (which counts as none until a master renews it).
-func (l *leaseWatch) missing(r *Runner, now time.Time) bool {
-	return (!l.valid || l.ignored) && r.cfg.RequireLease && now.Sub(r.id.started) > r.cfg.LeaseGrace
+// missing reports that --require-lease (require) finds no lease after
+// --lease-grace (grace), up is how long the runner has run: none was
+// understood, or the only one is the stale lease found at start (which
+// counts as none until a master renews it).
+func (l *leaseWatch) missing(require bool, up, grace time.Duration) bool {
+	return (!l.valid || l.ignored) && require && up > grace
+}
+
+// staleAt reports that the lease understood was left by an earlier
+// session, as the runner starting at now judges it: its expires_at has
+// passed, whatever else it says.
+func (l *leaseWatch) staleAt(now time.Time) bool {
+	return l.valid && !l.lease.ExpiresAt.IsZero() && now.After(l.lease.ExpiresAt.Time)
 }
 
 // update takes changed lease content: a renewal if it parses.
@@ -130,16 +138,28 @@ func (l *leaseWatch) update(r *Runner, data []byte, now time.Time) {
 	l.content, l.lease, l.ttl, l.valid, l.renewedAt = bytes.Clone(data), lease, ttl, true, now
 }
 
+// judge stops the runner when the lease has expired at now.
 func (l *leaseWatch) judge(r *Runner, now time.Time) {
-	if !l.valid || l.ignored {
-		return
+	if why := l.verdict(now); why != "" {
+		l.expire(r, why)
 	}
+}
+
+// verdict is PROTOCOL.md section 10's expiry rule on the lease as the
+// runner holds it at now (its own clock): why it has expired, or "".
+// With ttl_ms, when no renewal was seen for ttl_ms; with only expires_at,
+// when the clock passes it. Nothing expires before a lease was understood
+// or while the stale one found at start is ignored.
+func (l *leaseWatch) verdict(now time.Time) string {
 	switch {
+	case !l.valid || l.ignored:
+		return ""
 	case l.ttl > 0 && now.Sub(l.renewedAt) > l.ttl:
-		l.expire(r, fmt.Sprintf("lease %s not renewed for %dms", l.lease.LeaseID, l.ttl.Milliseconds()))
+		return fmt.Sprintf("lease %s not renewed for %dms", l.lease.LeaseID, l.ttl.Milliseconds())
 	case l.ttl == 0 && now.After(l.lease.ExpiresAt.Time):
-		l.expire(r, fmt.Sprintf("lease %s expired at %s", l.lease.LeaseID, l.lease.ExpiresAt.UTC().Format(time.RFC3339)))
+		return fmt.Sprintf("lease %s expired at %s", l.lease.LeaseID, l.lease.ExpiresAt.UTC().Format(time.RFC3339))
 	}
+	return ""
 }
 
 // setErr records why the lease cannot be understood ("" clears it), with

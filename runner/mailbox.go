@@ -77,6 +77,19 @@ type fileSeen struct {
 	at   time.Time // our clock
 }
 
+// stillWriting is the one rule for a file in queue/ or ctl/ that is not
+// complete yet (PROTOCOL.md section 4, "Writers MUST"): a writer may still be
+// writing it, so it is given grace, on the runner's clock, from when it
+// last changed size or mtime; after that it is answered as it stands.
+// last is what was seen of it before (zero: nothing); the first result is
+// what to keep for the next look.
+func stillWriting(last fileSeen, fi os.FileInfo, now time.Time, grace time.Duration) (fileSeen, bool) {
+	if last.at.IsZero() || last.size != fi.Size() || !last.mod.Equal(fi.ModTime()) {
+		last = fileSeen{size: fi.Size(), mod: fi.ModTime(), at: now}
+	}
+	return last, now.Sub(last.at) < grace
+}
+
 // startedFile is written (and removed) at start; its mtime is the runner's
 // start as the session's filesystem tells time.
 const startedFile = "started"
@@ -509,19 +522,15 @@ func (m *mailbox) moveAside(p, name string) {
 	}
 }
 
-// stillWriting tells whether an incomplete control file may still be being written:
-// it is given grace (on our clock) after it last changed size or mtime.
+// stillWriting applies stillWriting to the control file name, and looks
+// again when its grace ends.
 func (m *mailbox) stillWriting(name string, fi os.FileInfo, grace time.Duration, now time.Time) bool {
-	s, ok := m.seen[name]
-	if !ok || s.size != fi.Size() || !s.mod.Equal(fi.ModTime()) {
-		s = fileSeen{size: fi.Size(), mod: fi.ModTime(), at: now}
-		m.seen[name] = s
+	s, wait := stillWriting(m.seen[name], fi, now, grace)
+	m.seen[name] = s
+	if wait {
+		m.recheckAt(s.at.Add(grace))
 	}
-	if now.Sub(s.at) >= grace {
-		return false
-	}
-	m.recheckAt(s.at.Add(grace))
-	return true
+	return wait
 }
 
 // transient reports read errors worth retrying at the next poll: a

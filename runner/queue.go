@@ -69,12 +69,11 @@ type pendingEntry struct {
 	name     string
 	seq      int64
 	misnamed string // the naming rule the name breaks ("" for a good name)
-	// A file that did not parse is retried until it has been unchanged for
-	// the grace period (a writer may still be writing it).
-	firstBad time.Time
-	lastSize int64
-	lastMod  time.Time
-	retryAt  time.Time
+	// A file that did not parse (or could not be read) is retried until it
+	// has been unchanged for the grace period (a writer may still be
+	// writing it): seen.at is when it was first found so.
+	seen    fileSeen
+	retryAt time.Time
 }
 
 // pending orders command names by (seq, name). Adding a name is O(log n),
