@@ -181,7 +181,7 @@ func (r *Runner) sink(b []byte) {
 func (r *Runner) emit(b []byte) {
 	c := r.cur
 	b = c.clip(b) // budget.go
-	if ld, ok := r.drv.(*lineDriver); ok {
+	if ld := r.drv.line(); ld != nil {
 		c.scanError(b, ld)
 	}
 	if r.disk.outputSuspended(len(b)) {

@@ -32,6 +32,13 @@ type driver interface {
 	// payloadFile is what the payload file of a payload run with token
 	// holds.
 	payloadFile(payload, token string) string
+	// line is the driver's line rules (linedriver.go), nil for tcl and sh.
+	// Their done marker carries a command's outcome; a line driver's tool
+	// only prints, so the runner frames what it prints with begin and end
+	// lines, learns its prompt, reads its errors from patterns and types
+	// the done line once the payload file has run: a protocol of its own
+	// in each phase, which asks for the rules, not for a method.
+	line() *lineDriver
 }
 
 // newDriver returns the driver of c's kind: its Driver's when it is set.
@@ -189,6 +196,7 @@ func (tclDriver) fence(token string) string { return fenceMark + token }
 // Inline payloads travel as base64 on the typed line; 2 KiB of payload
 // keeps the line near 2.8 KiB, well under the 4095-byte line limit.
 func (tclDriver) inlineMax() int { return 2048 }
+func (tclDriver) line() *lineDriver { return nil }
 
 func (tclDriver) check(string) error { return nil }
 
@@ -232,6 +240,7 @@ func (shDriver) sync(prefix, token string) string { return "__sp_sync " + prefix
 func (shDriver) fence(token string) string { return fenceMark + token }
 
 func (shDriver) inlineMax() int { return 0 }
+func (shDriver) line() *lineDriver { return nil }
 
 func (shDriver) check(string) error { return nil }
 

@@ -122,7 +122,7 @@ func (r *Runner) finishByMarker() {
 		r.finish(status, reason, e, nil)
 		return
 	}
-	if ld, ok := r.drv.(*lineDriver); ok {
+	if ld := r.drv.line(); ld != nil {
 		c.checkLastLine(ld)
 		status, e := c.lineOutcome(ld)
 		r.finish(status, protocol.ReasonMarkerSeen, e, nil)

@@ -339,6 +339,8 @@ func (l *lineDriver) fence(string) string { return "" }
 
 // inlineMax: a driver with a file command always runs a file (0); one
 // without types the payload.
+func (l *lineDriver) line() *lineDriver { return l }
+
 func (l *lineDriver) inlineMax() int {
 	if l.spec.Source != "" {
 		return 0

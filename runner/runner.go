@@ -108,7 +108,7 @@ func Open(cfg Config) (*Runner, error) {
 		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
 		tail: newTailRing(cfg.TailLines), tool: newToolLife(cfg.startSession),
 	}
-	if ld, ok := r.drv.(*lineDriver); ok {
+	if ld := r.drv.line(); ld != nil {
 		r.fr.prompts = newPromptFilter(ld.spec.Prompt)
 		r.fr.anywhere, r.fr.echoGuard = true, ld.echoGuard()
 		r.fr.markerStarts(protocol.DefaultMarkerPrefix)

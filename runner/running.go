@@ -421,7 +421,7 @@ func (c *running) runLine(root *fsq.Root, drv driver) (string, error) {
 	}
 	// The tool opens the file by its path (it cannot be handed an fd).
 	path := root.Abs(c.payload)
-	if ld, ok := drv.(*lineDriver); ok && wrap {
+	if ld := drv.line(); ld != nil && wrap {
 		// A line driver's done line is typed once the payload file has
 		// run (lazyDone): typed now, a payload that reads the terminal
 		// would read it.

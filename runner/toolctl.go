@@ -218,7 +218,7 @@ func (r *Runner) startInit(idx int) {
 	p := &phaseInit{idx: idx, tok: fmt.Sprintf("init-%d-%d", r.tool.starts, idx), spoolStart: r.disk.spoolSize,
 		until: r.clk.Now().Add(r.cfg.InitTimeout)}
 	run := file
-	if ld, ok := r.drv.(*lineDriver); ok {
+	if ld := r.drv.line(); ld != nil {
 		if run, err = r.initFile(ld, file, p.tok); err != nil {
 			r.startFailed("init script " + r.cfg.Init[idx] + ": " + err.Error())
 			return
@@ -370,7 +370,7 @@ func (r *Runner) finishOnExit(ex toolExit) {
 		reason = protocol.ReasonToolDied
 	}
 	msg := "the tool " + describeExit(ex) + " while running this command"
-	if ld, ok := r.drv.(*lineDriver); ok {
+	if ld := r.drv.line(); ld != nil {
 		c.checkLastLine(ld)
 		if c.errLine != "" {
 			// Yosys ends on a fatal ERROR: its line says why.

@@ -62,7 +62,7 @@ func (p *phaseBooting) due() time.Time {
 }
 func (p *phaseBooting) line(r *Runner, _ []byte) {
 	r.tool.syncTokens = map[string]bool{}
-	if ld, ok := r.drv.(*lineDriver); ok {
+	if ld := r.drv.line(); ld != nil {
 		// What the tool printed before the sync line is its prompt: a
 		// driver that names none still gets markers found after it, and
 		// the prompt left out of output.
@@ -139,7 +139,7 @@ func (p *phaseInit) line(r *Runner, l []byte) {
 	end := r.disk.spoolSize
 	ok := !d.hasRC || d.rc == 0 || d.rc == 2
 	msg := string(d.value)
-	if ld, isLine := r.drv.(*lineDriver); isLine {
+	if ld := r.drv.line(); ld != nil {
 		// A line driver's script failed when it did not run to its end.
 		_ = r.root.Remove(p.copy)
 		ok, msg = p.ended, "it stopped before its end"
@@ -197,7 +197,7 @@ const promptQuiet = 50 * time.Millisecond
 func (p *phaseBusy) String() string { return "busy" }
 func (p *phaseBusy) line(r *Runner, l []byte) {
 	c := r.cur
-	ld, _ := r.drv.(*lineDriver)
+	ld := r.drv.line()
 	switch {
 	case !c.begun && isBegin(l, c.cmd.Marker.Token):
 		r.onBegin()
@@ -222,9 +222,9 @@ func (p *phaseBusy) line(r *Runner, l []byte) {
 func (p *phaseBusy) due() time.Time { return p.check }
 func (p *phaseBusy) timer(r *Runner, now time.Time) {
 	p.check = time.Time{}
-	ld, ok := r.drv.(*lineDriver)
+	ld := r.drv.line()
 	c := r.cur
-	if !ok || c == nil || c.doneSeen || c.endStatus != "" {
+	if ld == nil || c == nil || c.doneSeen || c.endStatus != "" {
 		return
 	}
 	last := r.tool.lastOut
@@ -313,7 +313,7 @@ func (p *phaseResync) line(r *Runner, l []byte) {
 	// (a partial line before it was its own); wait for the sync marker
 	// that proves the prompt is back. The helper first reads input up to
 	// the fence, sync lines typed meanwhile included: type one more.
-	if ld, ok := r.drv.(*lineDriver); ok && r.cur != nil && r.cur.begun {
+	if ld := r.drv.line(); ld != nil && r.cur != nil && r.cur.begun {
 		if isEnd(l, r.cur.cmd.Marker.Token) {
 			r.onEnd()
 			return
