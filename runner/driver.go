@@ -195,7 +195,7 @@ func (tclDriver) fence(token string) string { return fenceMark + token }
 
 // Inline payloads travel as base64 on the typed line; 2 KiB of payload
 // keeps the line near 2.8 KiB, well under the 4095-byte line limit.
-func (tclDriver) inlineMax() int { return 2048 }
+func (tclDriver) inlineMax() int    { return 2048 }
 func (tclDriver) line() *lineDriver { return nil }
 
 func (tclDriver) check(string) error { return nil }
@@ -239,7 +239,7 @@ func (shDriver) sync(prefix, token string) string { return "__sp_sync " + prefix
 
 func (shDriver) fence(token string) string { return fenceMark + token }
 
-func (shDriver) inlineMax() int { return 0 }
+func (shDriver) inlineMax() int    { return 0 }
 func (shDriver) line() *lineDriver { return nil }
 
 func (shDriver) check(string) error { return nil }
