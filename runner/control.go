@@ -204,12 +204,8 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 			continue
 		}
 		r.queue.pend.remove(name)
-		if msg, dctx, dup := r.duplicate(id); dup {
-			res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
-				Error: &protocol.Error{Code: protocol.CodeDuplicateCmdID, Message: msg,
-					Context: errContext(append([]any{"file", rel(protocol.DirQueue, name)}, dctx...)...)},
-				CommandPath: rel(protocol.DirRejected, name)}
-			r.submitResult(resultJob{kind: jobRejected, name: name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
+		if msg, _, dup := r.duplicate(id); dup {
+			r.submitRejected(name, id, seq, msg, nil)
 			return false
 		}
 		res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusCancelled, ExitReason: protocol.ReasonCancelledQueued,

@@ -179,14 +179,6 @@ func (q *cmdQueue) discard(relPath string) bool {
 // ctx is the error's context beyond the file (the field, the limit).
 func (r *Runner) reject(e *pendingEntry, msg string, ctx map[string]any) {
 	id, seq, derived := protocol.DeriveCmdID(e.name)
-	code := protocol.CodeInvalidRequest
-	ctx = addContext(ctx, "file", rel(protocol.DirQueue, e.name))
-	if _, _, err := protocol.ParseCommandName(e.name); err == nil {
-		if _, dctx, dup := r.duplicate(id); dup {
-			code = protocol.CodeDuplicateCmdID
-			ctx = addContext(ctx, dctx...)
-		}
-	}
 	ipath := rel(protocol.DirInflight, e.name)
 	if !r.claim(e.name, ipath) {
 		return
@@ -196,9 +188,26 @@ func (r *Runner) reject(e *pendingEntry, msg string, ctx map[string]any) {
 		r.rejectNameless(e.name, ipath, msg)
 		return
 	}
+	r.submitRejected(e.name, id, seq, msg, ctx)
+}
+
+// submitRejected answers the command file name, claimed into inflight/,
+// with an invalid_request result (msg, and the error's context ctx beyond
+// the file) and moves it to log/rejected/: the one place such a result is
+// made. Its code is duplicate_cmd_id when the name is well formed and its
+// cmd_id already has a result (duplicate).
+func (r *Runner) submitRejected(name, id string, seq int64, msg string, ctx map[string]any) {
+	code := protocol.CodeInvalidRequest
+	ctx = addContext(ctx, "file", rel(protocol.DirQueue, name))
+	if _, _, err := protocol.ParseCommandName(name); err == nil {
+		if _, dctx, dup := r.duplicate(id); dup {
+			code = protocol.CodeDuplicateCmdID
+			ctx = addContext(ctx, dctx...)
+		}
+	}
 	res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusError, ExitReason: protocol.ReasonInvalidRequest,
-		Error: &protocol.Error{Code: code, Message: msg, Context: ctx}, CommandPath: rel(protocol.DirRejected, e.name)}
-	r.submitResult(resultJob{kind: jobRejected, name: e.name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
+		Error: &protocol.Error{Code: code, Message: msg, Context: ctx}, CommandPath: rel(protocol.DirRejected, name)}
+	r.submitResult(resultJob{kind: jobRejected, name: name, res: res, cmdFile: rel(protocol.DirInflight, name), keepAt: res.CommandPath})
 }
 
 // duplicate says whether cmdID already has a result (or had one that
