@@ -95,7 +95,7 @@ func TestClaimRaceBetweenProcesses(t *testing.T) {
 			t.Errorf("%s claimed %d times", n, c)
 		}
 	}
-	if names, _ := ReadNames(dst); len(names) != files {
+	if names, _ := readNames(dst); len(names) != files {
 		t.Errorf("%d files in inflight/, want %d", len(names), files)
 	}
 }
@@ -107,6 +107,16 @@ func TestClaimLostRace(t *testing.T) {
 	if ok || err != nil {
 		t.Fatalf("claim of a missing file: %v %v", ok, err)
 	}
+}
+
+// readNames lists the directory dir through a root of it.
+func readNames(dir string) ([]string, error) {
+	r, err := OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.ReadNames(".")
 }
 
 // openTestRoot opens a root on dir, closed when the test ends.
@@ -121,17 +131,14 @@ func openTestRoot(t *testing.T, dir string) *Root {
 }
 
 // A reader polling the file while it is replaced never sees a mix, and
-// no temporary file is left: by path (WriteAtomic) and through a root.
+// no temporary file is left.
 func TestWriteAtomicNeverPartial(t *testing.T) {
-	for _, via := range []string{"path", "root"} {
+	for _, via := range []string{"root"} {
 		t.Run(via, func(t *testing.T) {
 			dir := t.TempDir()
 			p := filepath.Join(dir, "state.json")
-			write := func(data []byte, d Durability) error { return WriteAtomic(p, data, 0o600, d) }
-			if via == "root" {
-				r := openTestRoot(t, dir)
-				write = func(data []byte, d Durability) error { return r.WriteAtomic("state.json", data, 0o600, d) }
-			}
+			r := openTestRoot(t, dir)
+			write := func(data []byte, d Durability) error { return r.WriteAtomic("state.json", data, 0o600, d) }
 			a, b := bytes.Repeat([]byte("a"), 1<<16), bytes.Repeat([]byte("b"), 1<<17)
 			if err := write(a, Durable); err != nil {
 				t.Fatal(err)
@@ -139,7 +146,7 @@ func TestWriteAtomicNeverPartial(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				for i := 0; i < 100; i++ { // 100 by path, 100 through a root: as many as when there was one.
+				for i := 0; i < 200; i++ {
 					d := []Durability{Durable, FileSynced, Volatile}[i%3]
 					if err := write([][]byte{a, b}[i%2], d); err != nil {
 						t.Error(err)
@@ -181,17 +188,11 @@ func TestReadFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := openTestRoot(t, dir)
-	for _, via := range []string{"path", "root"} {
+	for _, via := range []string{"root"} {
 		t.Run(via, func(t *testing.T) {
 			read := func(name string, limit int64) ([]byte, error) {
-				b, _, err := ReadFile(filepath.Join(dir, name), limit)
+				b, _, err := r.ReadFile(name, limit)
 				return b, err
-			}
-			if via == "root" {
-				read = func(name string, limit int64) ([]byte, error) {
-					b, _, err := r.ReadFile(name, limit)
-					return b, err
-				}
 			}
 			if b, err := read("f", 5); err != nil || string(b) != "hello" {
 				t.Fatalf("%q %v", b, err)
@@ -279,7 +280,7 @@ func TestWatchInotifyAndPoll(t *testing.T) {
 				case <-w.Rescan:
 					// A poller lists the directory when the bell rings: the
 					// ring counts only once that listing shows the file.
-					if names, _ := ReadNames(dir); !inotify && len(names) == 1 && names[0] == "x" {
+					if names, _ := readNames(dir); !inotify && len(names) == 1 && names[0] == "x" {
 						return
 					}
 				case <-deadline:
@@ -301,7 +302,7 @@ func TestWatchInotifyAndPoll(t *testing.T) {
 		for {
 			select {
 			case <-w.Rescan:
-				if names, _ := ReadNames(dir); len(names) == 1 {
+				if names, _ := readNames(dir); len(names) == 1 {
 					return
 				}
 			case <-deadline:
@@ -315,14 +316,10 @@ func TestWatchInotifyAndPoll(t *testing.T) {
 // symlink), by path and through a root, on renameat2 and on the link(2)
 // fallback (ForceLink, as on NFS).
 func TestRenameNoReplace(t *testing.T) {
-	for _, via := range []string{"path", "root", "root-link"} {
+	for _, via := range []string{"root", "root-link"} {
 		t.Run(via, func(t *testing.T) {
 			dir := t.TempDir()
-			rename := func(a, b string) error { return RenameNoReplace(filepath.Join(dir, a), filepath.Join(dir, b)) }
-			if via != "path" {
-				r := openTestRoot(t, dir)
-				rename = r.RenameNoReplace
-			}
+			rename := openTestRoot(t, dir).RenameNoReplace
 			if via == "root-link" {
 				forceLink.Store(true)
 				defer forceLink.Store(false)
@@ -424,15 +421,12 @@ func TestOpenRefusesPlantedFiles(t *testing.T) {
 		t.Errorf("CreateNew over a file: %q %v", got, err)
 	}
 	// WriteAtomicVia replaces a planted symlink instead of writing through
-	// it, by path and through the root, and leaves nothing in tmp/.
+	// it, and leaves nothing in tmp/.
 	os.Mkdir(filepath.Join(dir, "tmp"), 0o700)
-	for _, via := range []string{"path", "root"} {
+	for _, via := range []string{"root"} {
 		os.Remove(link)
 		os.Symlink(target, link)
-		write := func() error { return WriteAtomicVia(filepath.Join(dir, "tmp"), link, []byte("x"), 0o600) }
-		if via == "root" {
-			write = func() error { return r.WriteAtomicVia("tmp", "link", []byte("x"), 0o600) }
-		}
+		write := func() error { return r.WriteAtomicVia("tmp", "link", []byte("x"), 0o600) }
 		if err := write(); err != nil {
 			t.Fatal(via, err)
 		}
@@ -442,7 +436,7 @@ func TestOpenRefusesPlantedFiles(t *testing.T) {
 		if fi, err := os.Lstat(link); err != nil || !fi.Mode().IsRegular() {
 			t.Errorf("WriteAtomicVia (%s) left %v %v", via, fi, err)
 		}
-		if names, _ := ReadNames(filepath.Join(dir, "tmp")); len(names) != 0 {
+		if names, _ := readNames(filepath.Join(dir, "tmp")); len(names) != 0 {
 			t.Errorf("temp files left in tmp (%s): %v", via, names)
 		}
 	}
@@ -462,9 +456,8 @@ func TestFSType(t *testing.T) {
 }
 
 // Spares: a taken spare is an empty file under SparePrefix in its
-// directory; Close removes the spares not taken; RemoveSpares removes a
-// crashed process's spares and nothing else; a directory swapped for a
-// symlink gets no spare (nothing is made outside the session).
+// directory; Close removes the spares not taken; a directory swapped for
+// a symlink gets no spare (nothing is made outside the session).
 func TestRootSpares(t *testing.T) {
 	dir := t.TempDir()
 	r := openTestRoot(t, dir)
@@ -487,13 +480,6 @@ func TestRootSpares(t *testing.T) {
 	if names, _ := r.ReadNames("tmp"); len(names) != 0 {
 		t.Errorf("spares left after Close: %v", names)
 	}
-	for _, n := range []string{SparePrefix + "x", SparePrefix + "y", "keep"} {
-		os.WriteFile(filepath.Join(dir, "tmp", n), nil, 0o600)
-	}
-	r.RemoveSpares("tmp")
-	if names, _ := r.ReadNames("tmp"); len(names) != 1 || names[0] != "keep" {
-		t.Errorf("after RemoveSpares: %v", names)
-	}
 
 	outside := t.TempDir()
 	os.Symlink(outside, filepath.Join(dir, "away"))
@@ -502,7 +488,7 @@ func TestRootSpares(t *testing.T) {
 	if f, err := sp.Take(); !errors.Is(err, ErrLayout) {
 		t.Errorf("a spare in a symlinked directory: %v %v", f, err)
 	}
-	if names, _ := ReadNames(outside); len(names) != 0 {
+	if names, _ := readNames(outside); len(names) != 0 {
 		t.Errorf("spares made outside the session: %v", names)
 	}
 }

@@ -2,7 +2,6 @@ package fsq
 
 import (
 	"os"
-	"strings"
 	"sync"
 )
 
@@ -43,20 +42,6 @@ func (s *Root) NewSpares(dir string, n int, perm os.FileMode) *Spares {
 			return f, err
 		},
 		func(f *os.File) { s.RemoveOrLater(s.RelOf(f.Name())) })
-}
-
-// RemoveSpares deletes the spare files a crashed process left in the
-// session directory dir.
-func (s *Root) RemoveSpares(dir string) {
-	names, err := s.ReadNames(dir)
-	if err != nil {
-		return
-	}
-	for _, n := range names {
-		if strings.HasPrefix(n, SparePrefix) {
-			_ = s.Remove(dir + "/" + n) // Best effort: readers skip dot-files.
-		}
-	}
 }
 
 // newSpares starts a pool of n spare files made by create and removed by

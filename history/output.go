@@ -95,7 +95,7 @@ func (s *Session) VerifyOutput(c *Command) error {
 	if err != nil {
 		return fmt.Errorf("output of %s: %w", c.CmdID, err)
 	}
-	f, err := fsq.OpenRegular(p)
+	f, err := openRegular(p)
 	if errors.Is(err, os.ErrNotExist) && size == 0 && (want == "" || want == emptySHA) {
 		return nil
 	}

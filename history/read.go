@@ -27,9 +27,26 @@ const (
 var ErrNotSession = errors.New("history: not a session directory")
 
 // readFile reads a regular file of the session without following a symlink
-// and without blocking on a FIFO, at most limit bytes.
+// and without blocking on a FIFO, at most limit bytes (fsq.Root.ReadFile
+// in the directory path names it in).
 func readFile(path string, limit int64) ([]byte, os.FileInfo, error) {
-	return fsq.ReadFile(path, limit)
+	r, err := fsq.OpenRoot(filepath.Dir(path))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	return r.ReadFile(filepath.Base(path), limit)
+}
+
+// openRegular opens a regular file of the session for reading as readFile
+// reads it.
+func openRegular(path string) (*os.File, error) {
+	r, err := fsq.OpenRoot(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.OpenRegular(filepath.Base(path))
 }
 
 // listDir returns the names in dir, sorted, skipping temporary files
@@ -49,7 +66,12 @@ func listDir(dir string) ([]string, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%s: not a directory", dir)
 	}
-	names, err := fsq.ReadNames(dir)
+	r, err := fsq.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	names, err := r.ReadNames(".")
 	if err != nil {
 		return nil, err
 	}

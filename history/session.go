@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -214,13 +215,18 @@ func (s *Session) readResults(ev *eventLog, w *warnings, opt Options) {
 	if err != nil {
 		return
 	}
-	dir = filepath.Dir(dir)
+	results, err := fsq.OpenRoot(filepath.Dir(dir))
+	if err != nil {
+		w.add("result/: %v", err)
+		return
+	}
+	defer results.Close()
 	for _, name := range names {
 		seq, id, err := protocol.ParseCommandName(name)
 		if err != nil && !errors.Is(err, protocol.ErrBadCmdID) {
 			continue // Not a result file (the runner writes none other).
 		}
-		data, _, err := readFile(filepath.Join(dir, name), maxResultSize)
+		data, _, err := results.ReadFile(name, maxResultSize)
 		if err != nil {
 			w.add("result/%s: %v", name, err)
 			continue

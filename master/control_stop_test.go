@@ -21,7 +21,7 @@ func reqNames(t *testing.T, dir string) map[string]bool {
 	t.Helper()
 	set := map[string]bool{}
 	for _, d := range []string{protocol.DirCtl, protocol.DirAck} {
-		names, err := fsq.ReadNames(filepath.Join(dir, d))
+		names, err := readNames(filepath.Join(dir, d))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,4 +114,14 @@ func TestStopThenWait(t *testing.T) {
 	if again := reqNames(t, dir); len(again) != len(stopped) {
 		t.Fatalf("Stop with no runner wrote %v (before: %v)", again, stopped)
 	}
+}
+
+// readNames lists the directory dir through a fsq.Root of it.
+func readNames(dir string) ([]string, error) {
+	r, err := fsq.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.ReadNames(".")
 }

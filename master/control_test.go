@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
@@ -161,7 +160,7 @@ func TestStopWithoutRunnerWritesNothing(t *testing.T) {
 	if _, err := stopWait(ctx(t), s, protocol.StopGraceful); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := fsq.ReadNames(filepath.Join(dir, protocol.DirCtl))
+	before, _ := readNames(filepath.Join(dir, protocol.DirCtl))
 	for _, stop := range []func() error{
 		func() error { _, err := s.Stop(ctx(t), protocol.StopForce); return err },
 		func() error { _, err := s.Cancel(ctx(t), "x"); return err },
@@ -171,7 +170,7 @@ func TestStopWithoutRunnerWritesNothing(t *testing.T) {
 			t.Fatalf("%v", err)
 		}
 	}
-	after, _ := fsq.ReadNames(filepath.Join(dir, protocol.DirCtl))
+	after, _ := readNames(filepath.Join(dir, protocol.DirCtl))
 	if len(after) != len(before) {
 		t.Fatalf("ctl/ changed from %v to %v", before, after)
 	}

@@ -69,8 +69,10 @@ func (s *Session) fs() (*fsq.Root, error) {
 // the directory and its parent by path first (the runner may have made it
 // on another NFS client). It reports whether queue/ is there.
 func openRoot(abs string) (r *fsq.Root, hasQueue bool, err error) {
-	fsq.Revalidate(abs)
-	fsq.Revalidate(filepath.Dir(abs))
+	if parent, err := fsq.OpenRoot(filepath.Dir(abs)); err == nil { // Opening it revalidates it.
+		parent.Revalidate(filepath.Base(abs))
+		parent.Close()
+	}
 	r, err = fsq.OpenRoot(abs)
 	if err != nil {
 		return nil, false, err
@@ -111,7 +113,7 @@ func sessionNetwork(r *fsq.Root) bool {
 func mkdirAll(r *fsq.Root, name string) error { return sessionio.MkdirMaster(r, name) }
 
 // readFile reads name: a regular file only, at most limit bytes, never
-// blocking on a FIFO (fsq.ReadFile's rules), its directory revalidated
+// blocking on a FIFO (fsq.Root.ReadFile's rules), its directory revalidated
 // first when reval (the runner may write it from another NFS client).
 func (s *Session) readFile(name string, limit int64, reval bool) ([]byte, os.FileInfo, error) {
 	r, err := s.fs()

@@ -3,12 +3,10 @@ package mcpserver
 import (
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 
 	"github.com/skillpilot/skillpilot/fsq"
@@ -34,13 +32,16 @@ var errNoFile = errors.New("no such file")
 // readRange reads up to n bytes of the regular file path from off. It
 // refuses anything but a regular file and never follows a symlink.
 func readRange(path string, off, n int64) ([]byte, int64, error) {
-	fsq.Revalidate(filepath.Dir(path)) // The runner may be on another NFS client.
-	f, err := fsq.CreateFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	// Opening the directory anew revalidates it: the runner may be on
+	// another NFS client.
+	var f *os.File
+	dir, err := fsq.OpenRoot(filepath.Dir(path))
+	if err == nil {
+		defer dir.Close()
+		f, err = dir.OpenRegular(filepath.Base(path))
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, 0, errNoFile
-	}
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, 0, fmt.Errorf("%s: %w", path, fsq.ErrSymlink)
 	}
 	if err != nil {
 		return nil, 0, err
@@ -49,9 +50,6 @@ func readRange(path string, off, n int64) ([]byte, int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, 0, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, 0, fmt.Errorf("%s: %w", path, fsq.ErrNotRegular)
 	}
 	size := fi.Size()
 	if off >= size || n <= 0 {

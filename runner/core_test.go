@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -317,7 +316,7 @@ func TestInvalidInput(t *testing.T) {
 			t.Errorf("non-command %s was touched: %v", n, err)
 		}
 	}
-	rejected, _ := fsq.ReadNames(filepath.Join(h.dir, protocol.DirRejected))
+	rejected, _ := readNames(filepath.Join(h.dir, protocol.DirRejected))
 	if len(rejected) != len(cases) {
 		t.Errorf("rejected/ holds %v", rejected)
 	}

@@ -341,7 +341,7 @@ func TestMassRejectionKeepsBeating(t *testing.T) {
 		h.writeFile(rel(protocol.DirQueue, protocol.CommandName(int64(i), fmt.Sprintf("bad%d", i))), `{"cmd_id":"other","seq":1,"kind":"tcl","payload":"x"}`)
 	}
 	h.start()
-	count := func() int { names, _ := fsq.ReadNames(filepath.Join(h.dir, protocol.DirResult)); return len(names) }
+	count := func() int { names, _ := readNames(filepath.Join(h.dir, protocol.DirResult)); return len(names) }
 	h.waitFor("the first rejection", func() bool { return count() > 0 })
 	c0 := h.heartbeatCounter()
 	h.clk.Advance(h.cfg.Heartbeat)
@@ -369,7 +369,7 @@ func TestSeqOrderAtStart(t *testing.T) {
 				first = false
 				<-release
 			}
-			return fsq.ReadNames(dir)
+			return readNames(dir)
 		}
 	})
 	const n = 20000
@@ -710,7 +710,12 @@ func TestStopWhileResultsWait(t *testing.T) {
 			if full.Load() {
 				return &os.LinkError{Op: "rename", Old: tmp, New: dst, Err: syscall.ENOSPC}
 			}
-			return fsq.RenameNoReplace(tmp, dst)
+			r, err := fsq.OpenRoot(filepath.Dir(filepath.Dir(dst))) // The session: tmp/ and result/ are in it.
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			return r.RenameNoReplace(r.RelOf(tmp), r.RelOf(dst))
 		}
 	}).start()
 	h.result(h.submit("expr 1"))

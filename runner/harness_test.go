@@ -219,10 +219,31 @@ func (h *harness) stop(mode protocol.StopMode) {
 
 func (h *harness) writeFile(rel, content string) {
 	h.t.Helper()
-	p := filepath.Join(h.dir, rel)
-	if err := fsq.WriteAtomic(p, []byte(content), 0o600, fsq.Volatile); err != nil {
+	if err := writeAtomic(filepath.Join(h.dir, rel), []byte(content)); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// writeAtomic replaces the file at path as a master writes one (a
+// temporary file renamed over it, mode 0600), through a fsq.Root of its
+// directory.
+func writeAtomic(path string, data []byte) error {
+	r, err := fsq.OpenRoot(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.WriteAtomic(filepath.Base(path), data, 0o600, fsq.Volatile)
+}
+
+// readNames lists the directory dir through a fsq.Root of it.
+func readNames(dir string) ([]string, error) {
+	r, err := fsq.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.ReadNames(".")
 }
 
 // submit writes a command atomically and returns its file name.

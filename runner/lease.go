@@ -69,7 +69,7 @@ func (l *leaseWatch) check(r *Runner, now time.Time) {
 // be understood, --require-lease stops the runner after --lease-grace.
 func (l *leaseWatch) read(r *Runner, now time.Time) bool {
 	if r.id.network {
-		// A master on another host renews it: see fsq.Revalidate. Locally
+		// A master on another host renews it: see fsq.Root.Revalidate. Locally
 		// the open would only cost system calls on every heartbeat.
 		r.root.Revalidate(protocol.DirState)
 	}

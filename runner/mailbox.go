@@ -153,7 +153,7 @@ func writeStamp(root *fsq.Root, p, content string) (time.Time, error) {
 func (r *Runner) checkCtl() {
 	r.mbox.recheck = time.Time{}
 	// One listing per look, which runs on every poll: its open of ctl/
-	// is what fsq.Revalidate does (requests come from other hosts), and
+	// is what fsq.Root.Revalidate does (requests come from other hosts), and
 	// the legacy files are looked up only when it shows them.
 	names, err := r.listCtl()
 	if err != nil {

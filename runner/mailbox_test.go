@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -260,7 +259,7 @@ func TestMailboxOutcomes(t *testing.T) {
 	if bad != 1 {
 		t.Errorf("req_bad.json: %d events", bad)
 	}
-	names, _ := fsq.ReadNames(filepath.Join(h.dir, protocol.DirCtl))
+	names, _ := readNames(filepath.Join(h.dir, protocol.DirCtl))
 	if !slices.Equal(names, []string{"ack"}) {
 		t.Errorf("ctl/ after stop: %v, want only ack/", names)
 	}
@@ -400,7 +399,7 @@ func TestLegacySpecialFiles(t *testing.T) {
 		func() error { return syscall.Mkfifo(stop, 0o600) },
 		func() error { return os.Mkdir(stop, 0o700) },
 		func() error {
-			return fsq.WriteAtomic(cancel, []byte(strings.Repeat(" ", maxLegacySize+1)), 0o600, fsq.Volatile)
+			return writeAtomic(cancel, []byte(strings.Repeat(" ", maxLegacySize+1)))
 		},
 	}
 	for i, p := range plant {
@@ -420,7 +419,7 @@ func TestLegacySpecialFiles(t *testing.T) {
 	if st := h.state(); st.Phase != protocol.PhaseBusy {
 		t.Fatalf("%+v", st)
 	}
-	names, _ := fsq.ReadNames(filepath.Join(h.dir, protocol.DirCtl))
+	names, _ := readNames(filepath.Join(h.dir, protocol.DirCtl))
 	if !slices.Equal(names, []string{"ack"}) {
 		t.Errorf("ctl/: %v", names)
 	}

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -42,7 +41,7 @@ func hideOnce(earlier, later string) func(string) ([]string, error) {
 	var mu sync.Mutex
 	hidden := false
 	return func(dir string) ([]string, error) {
-		names, err := fsq.ReadNames(dir)
+		names, err := readNames(dir)
 		mu.Lock()
 		defer mu.Unlock()
 		if !hidden {

@@ -108,7 +108,7 @@ type writerConfig struct {
 //
 // Guarantees:
 //   - At most one result per name, ever: a result is renamed into place
-//     without replacing (fsq.RenameNoReplace); if one is already there,
+//     without replacing (fsq.Root.RenameNoReplace); if one is already there,
 //     nothing is written and the job reports existed.
 //   - Results appear in the order the jobs were submitted.
 //   - A failure (ENOSPC, EDQUOT, EIO, a deleted directory) is retried, with

@@ -91,7 +91,12 @@ func (h *harness) stop(mode protocol.StopMode) {
 
 func (h *harness) writeFile(rel, content string) {
 	h.t.Helper()
-	if err := fsq.WriteAtomic(filepath.Join(h.dir, rel), []byte(content), 0o600, fsq.Volatile); err != nil {
+	r, err := fsq.OpenRoot(h.dir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.WriteAtomic(rel, []byte(content), 0o600, fsq.Volatile); err != nil {
 		h.t.Fatal(err)
 	}
 }

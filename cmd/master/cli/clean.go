@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -148,12 +147,12 @@ func (m *cmdEnds) refresh() {
 	old := filepath.Join(filepath.Dir(m.path), filepath.Base(protocol.FileMetaOld))
 	if !m.started {
 		m.started = true
-		if f, err := fsq.OpenRegular(old); err == nil {
+		if f, err := openRegular(old); err == nil {
 			m.readFrom(f, 0)
 			f.Close()
 		}
 	}
-	f, err := fsq.OpenRegular(m.path)
+	f, err := openRegular(m.path)
 	if err != nil {
 		return
 	}
@@ -163,7 +162,7 @@ func (m *cmdEnds) refresh() {
 		return
 	}
 	if m.file != nil && !os.SameFile(fi, m.file) {
-		if of, err := fsq.OpenRegular(old); err == nil {
+		if of, err := openRegular(old); err == nil {
 			if ofi, err := of.Stat(); err == nil && os.SameFile(ofi, m.file) {
 				m.readFrom(of, m.off) // The rest of the file followed so far.
 			}
@@ -218,7 +217,7 @@ func lastCmdBegin(path string) int64 {
 
 // lastBeginIn is lastCmdBegin of one file.
 func lastBeginIn(path string) int64 {
-	f, err := fsq.OpenRegular(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return 0
 	}
@@ -238,7 +237,7 @@ func lastBeginIn(path string) int64 {
 // lastLinesOffset is where the last n lines of the file at path start, as
 // tail(1) counts them (an unfinished last line is a line).
 func lastLinesOffset(path string, n int) int64 {
-	f, err := fsq.OpenRegular(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return 0
 	}

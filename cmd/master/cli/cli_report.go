@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/history"
 	"github.com/skillpilot/skillpilot/history/report"
 	"github.com/skillpilot/skillpilot/master"
@@ -74,7 +73,7 @@ func reportFlags(cmd *command) runFunc {
 			_, err = c.stdout.Write(buf.Bytes())
 			return err
 		}
-		return fsq.WriteAtomic(*out, buf.Bytes(), 0o644, fsq.Volatile)
+		return writeOut(*out, buf.Bytes())
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/history"
 	"github.com/skillpilot/skillpilot/history/diff"
 	"github.com/skillpilot/skillpilot/history/standin"
@@ -57,7 +56,7 @@ func standinFlags(cmd *command) runFunc {
 		if err != nil {
 			return err
 		}
-		if err := fsq.WriteAtomic(*out, buf.Bytes(), 0o644, fsq.Volatile); err != nil {
+		if err := writeOut(*out, buf.Bytes()); err != nil {
 			return err
 		}
 		for _, s := range st.Skipped {
