@@ -173,7 +173,12 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string, by map[st
 		return protocol.OutcomeAlreadyFinished, id + " has already finished; nothing cancelled", id
 	case r.queue.isPruned(id):
 		return protocol.OutcomeAlreadyFinished, id + " has already finished (the session's retention has removed its result since); nothing cancelled", id
-	case r.cancelQueued(id, source, by):
+	}
+	switch queued, err := r.cancelQueued(id, source, by); {
+	case err != nil:
+		// Not "not found": the runner could not look.
+		return protocol.OutcomeRejected, "queue/ cannot be listed, so whether " + id + " is queued is not known; nothing cancelled: " + err.Error(), id
+	case queued:
 		return protocol.OutcomeCancelledQueued, id + " was queued; it got a cancelled result and will not run", id
 	}
 	return protocol.OutcomeNotFound, "no command " + id + " is queued, running or finished in this session", id
@@ -183,11 +188,12 @@ func (r *Runner) cancel(scope protocol.CancelScope, id, source string, by map[st
 // it. It lists queue/ (a rare operation) to find the file by cmd_id. The
 // result goes through the result writer like every other: a name that
 // already has a result is only cleared (cmd_skipped), and a cmd_id that
-// already has one under another seq is answered duplicate_cmd_id.
-func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
-	names, err := r.root.ReadNames(protocol.DirQueue)
+// already has one under another seq is answered duplicate_cmd_id. It
+// reports whether it cancelled one, or why queue/ could not be listed.
+func (r *Runner) cancelQueued(id, source string, by map[string]any) (bool, error) {
+	names, err := r.queue.list(r.queue.dir)
 	if err != nil {
-		return false
+		return false, err
 	}
 	for _, name := range names {
 		seq, nid, err := protocol.ParseCommandName(name)
@@ -206,7 +212,7 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 		r.queue.pend.remove(name)
 		if msg, _, dup := r.duplicate(id); dup {
 			r.submitRejected(name, id, seq, msg, nil)
-			return false
+			return false, nil
 		}
 		res := &protocol.Result{CmdID: id, Seq: seq, Status: protocol.StatusCancelled, ExitReason: protocol.ReasonCancelledQueued,
 			Error:       &protocol.Error{Code: protocol.CodeCancelled, Message: "cancelled by " + source + " before it started", Context: by},
@@ -218,9 +224,9 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) bool {
 		// into runner_restarted.
 		r.awaitResult(name, settleWait)
 		r.status.dirty = true
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
 // stopRequested acts on a valid stop request.

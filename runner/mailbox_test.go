@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -495,4 +496,39 @@ func TestMailboxOrderRetryAndStrangers(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(h.dir, "ctl/notes.txt")); err != nil {
 		t.Errorf("a stranger in ctl/ was touched: %v", err)
 	}
+}
+
+// A cancel of a queued command while queue/ cannot be listed is answered
+// with what went wrong (rejected, naming the error), never not_found: the
+// runner could not look, and a master must not report the command as
+// unknown. Once queue/ can be listed again the same cancel acts.
+func TestCancelWhenQueueCannotBeListed(t *testing.T) {
+	t.Parallel()
+	var broken atomic.Bool
+	h := newHarness(t, func(c *Config) {
+		c.listQueue = func(dir string) ([]string, error) {
+			if broken.Load() {
+				return nil, fmt.Errorf("open %s: %w", dir, syscall.EIO)
+			}
+			return readNames(dir)
+		}
+	}).start()
+	running := h.submit("puts started; flush stdout; after 60000")
+	h.waitFor("running", func() bool { s := h.state(); return s.CurrentCmdID != nil && *s.CurrentCmdID == "c"+fmt.Sprint(h.seq) })
+	queued := h.submit("expr 3")
+	id := fmt.Sprintf("c%d", h.seq)
+	broken.Store(true)
+	rep := h.reply(h.request(1, "q1", protocol.OpCancel, map[string]any{"cmd_id": id}))
+	if rep.Outcome != protocol.OutcomeRejected || !strings.Contains(rep.Message, "queue/ cannot be listed") || !strings.Contains(rep.Message, syscall.EIO.Error()) {
+		t.Fatalf("cancel while queue/ cannot be listed: %+v, want rejected naming the error", rep)
+	}
+	broken.Store(false)
+	if rep := h.reply(h.request(2, "q2", protocol.OpCancel, map[string]any{"cmd_id": id})); rep.Outcome != protocol.OutcomeCancelledQueued {
+		t.Fatalf("cancel once queue/ lists again: %+v", rep)
+	}
+	if r := h.result(queued); r.Status != protocol.StatusCancelled {
+		t.Fatalf("queued: %+v", r)
+	}
+	h.request(3, "r", protocol.OpCancel, map[string]any{"cmd_id": fmt.Sprintf("c%d", h.seq-1)})
+	h.result(running)
 }

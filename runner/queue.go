@@ -16,6 +16,8 @@ type cmdQueue struct {
 	root       *fsq.Root
 	log        *slog.Logger
 	scan       *scanner
+	list       func(dir string) ([]string, error) // lists queue/ (the scanner's, and a cancel's)
+	dir        string                             // queue/'s path, for list
 	pend       *pending
 	more       bool                    // nextCommand stopped early; the loop comes back at once
 	done       map[string]string       // cmd_ids that have a result: the name of its result file
@@ -54,6 +56,7 @@ func (q *cmdQueue) endBegin(key beginKey) bool {
 // startScan starts the goroutine that lists dir (queue/) with list, and
 // asks it for a first listing.
 func (q *cmdQueue) startScan(dir string, list func(string) ([]string, error), clk clock) {
+	q.list, q.dir = list, dir
 	q.scan = newScanner(dir, list, clk)
 	q.scan.start()
 }
