@@ -253,7 +253,11 @@ func BenchmarkPoolChoose(b *testing.B) {
 			loads := make([]float64, 0, size)
 			for _, name := range p.SessionNames() {
 				ss, _ := master.Open(filepath.Join(dir, name))
-				loads = append(loads, float64(ss.QueueDepth()))
+				q, err := ss.QueueDepth()
+				if err != nil {
+					b.Fatal(err)
+				}
+				loads = append(loads, float64(q))
 			}
 			sort.Float64s(loads)
 			mean := 0.0

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/skillpilot/skillpilot/fsq"
-	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -98,7 +97,6 @@ func TestStopThenWait(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, protocol.DirSeq, protocol.SeqName(seq))); err != nil {
 		t.Fatalf("the request's seq %d was not reserved in seq/: %v", seq, err)
 	}
-	sessionio.WaitBackgroundWrites()
 	if b, err := os.ReadFile(filepath.Join(dir, protocol.DirSeq, "hint")); err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(seq, 10) {
 		t.Fatalf("seq/hint %q (%v), want %d", b, err, seq)
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
 	"github.com/skillpilot/skillpilot/internal/sessioncheck"
-	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/internal/testrunner"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/runner"
@@ -74,11 +73,6 @@ func stopWait(ctx context.Context, s *Session, mode protocol.StopMode) (*protoco
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), longWait)
 	t.Cleanup(cancel)
-	// A Submit leaves its seq/hint rewrite to the background (Close waits
-	// for it): wait before t.TempDir's removal, which a file created
-	// meanwhile makes fail ("directory not empty": TestWithdrawNames, once
-	// in CI).
-	t.Cleanup(sessionio.WaitBackgroundWrites)
 	return c
 }
 

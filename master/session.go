@@ -220,7 +220,8 @@ func (o SubmitOptions) Check() error {
 }
 
 // Submit allocates a seq (PROTOCOL.md, "Allocating seq"), writes the
-// command atomically into queue/ and returns its handle.
+// command atomically into queue/ and returns its handle. It returns with
+// its work done: seq/hint is rewritten too.
 func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions) (*Command, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -233,11 +234,12 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	if err != nil {
 		return nil, err
 	}
-	var seq int64
+	var seq, hint int64
 	if len(opts.Extra) == 0 {
-		seq, err = sessionio.AllocSeqBackground(r)
+		seq, hint, err = sessionio.ReserveSeq(r) // The hint is rewritten below, once the command is queued.
 	} else {
 		seq, err = sessionio.AllocSeq(r) // A pool's submit, as it always was: the hint at once.
+		hint = seq
 	}
 	if err != nil {
 		return nil, err
@@ -255,6 +257,12 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	// it was never acknowledged by a result.
 	if err := s.writeNew(protocol.DirQueue+"/"+name, b); err != nil {
 		return nil, wrapf(err, "write command")
+	}
+	if hint < seq {
+		// After the command file, so that the runner starts on it
+		// meanwhile; before Submit returns, so that nothing is left
+		// running (best effort: PROTOCOL.md section 5).
+		sessionio.WriteHint(r, seq)
 	}
 	return &Command{s: s, ID: c.CmdID, Seq: seq, Name: name, ResumeCursor: cursor}, nil
 }

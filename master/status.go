@@ -65,6 +65,8 @@ type Status struct {
 // if its lock can be taken; otherwise it is alive if its heartbeat counter
 // moves within two heartbeat periods of our own clock (Status waits that
 // long at most, and not at all if this Session saw it move recently).
+// When queue/ cannot be listed it returns the rest of the status with the
+// error (QueueDepth 0 is then not a count).
 func (s *Session) Status(ctx context.Context) (Status, error) {
 	st := Status{ProtocolVersion: protocol.Version, Dir: s.dir}
 	state, serr := s.ReadState()
@@ -74,9 +76,10 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 			return st, ErrSessionMissing
 		}
 		st.AliveReason = "no runner has written state yet"
-		st.QueueDepth = s.QueueDepth()
 		st.ResumeCursor, _ = s.SpoolSize() // 0 when there is none (or it is not a regular file).
-		return st, nil
+		var err error
+		st.QueueDepth, err = s.QueueDepth()
+		return st, err
 	}
 	st.ResumeCursor, _ = s.SpoolSize() // Before the liveness watch: output printed meanwhile comes after it.
 	st.Phase, st.Reason, st.SessionID, st.RunnerPID, st.ToolPID = state.Phase, state.Reason, state.SessionID, state.RunnerPID, state.ToolPID
@@ -99,7 +102,8 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 			st.CurrentOutBytes = hb.CurrentOutBytes
 		}
 	}
-	st.QueueDepth = s.QueueDepth()
+	var qerr error
+	st.QueueDepth, qerr = s.QueueDepth()
 	st.Alive, st.AliveReason = s.alive(ctx)
 	st.Kind, st.ToolStarts = state.Kind, state.ToolStarts
 	stateCmd := st.CurrentCmdID
@@ -119,7 +123,7 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 		st.CurrentQuiet = &q
 	}
 	st.CanServe = st.Alive && st.Phase != protocol.PhaseError && st.Phase != protocol.PhaseStopping
-	return st, nil
+	return st, qerr
 }
 
 // reconcile corrects the running command and the phase that state.json
@@ -169,16 +173,20 @@ func (s *Session) reconcile(st *Status, state protocol.State, hb protocol.Heartb
 	return finished
 }
 
-// QueueDepth counts the commands waiting in queue/.
-func (s *Session) QueueDepth() int {
-	names, _ := s.readNames(protocol.DirQueue)
+// QueueDepth counts the commands waiting in queue/, or says why queue/
+// cannot be listed.
+func (s *Session) QueueDepth() (int, error) {
+	names, err := s.readNames(protocol.DirQueue)
+	if err != nil {
+		return 0, wrapf(err, "list queue/")
+	}
 	n := 0
 	for _, name := range names {
 		if isCommand(name) {
 			n++
 		}
 	}
-	return n
+	return n, nil
 }
 
 // alive judges liveness (observe) for a status, watching the heartbeat

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/skillpilot/skillpilot/internal/sessionio"
 )
 
 // watchHub is the one watcher a Session shares among all its waits: one
@@ -28,6 +27,9 @@ type watchHub struct {
 	stop  chan struct{}
 	done  chan struct{}
 	once  sync.Once
+	// closeErr is why closing fw failed; written by run before done is
+	// closed, read after.
+	closeErr error
 }
 
 // watchMode says how a Session's waits learn about changes.
@@ -81,7 +83,11 @@ func (h *watchHub) run() {
 	var events chan fsnotify.Event
 	var errs chan error
 	if h.fw != nil {
-		defer h.fw.Close()
+		defer func() {
+			if err := h.fw.Close(); err != nil {
+				h.closeErr = fmt.Errorf("close the session's inotify watcher: %w", err)
+			}
+		}()
 		events, errs = h.fw.Events, h.fw.Errors
 	}
 	for {
@@ -149,11 +155,12 @@ func (h *watchHub) subscribe(dir string) (chan struct{}, func()) {
 
 // close stops the hub; waits still subscribed are no longer rung. It is
 // idempotent.
-func (h *watchHub) close() {
+func (h *watchHub) close() error {
 	h.once.Do(func() {
 		close(h.stop)
 		<-h.done
 	})
+	return h.closeErr
 }
 
 // watch returns a doorbell that rings when something changes in the
@@ -253,18 +260,18 @@ func nextLook(d time.Duration, network bool) time.Duration {
 }
 
 // Close releases the Session's watcher (one goroutine and, where inotify
-// works, one inotify instance), after the seq/hint rewrites Submit left to
-// the background. Waits still running on the Session fall
-// back to nothing but their own timeouts; close a Session only when done
-// with it. Close is a no-op on a Session that never waited, and safe to
-// call more than once.
+// works, one inotify instance) and waits for it to end: this Session's,
+// never another's. Waits still running on the Session fall back to
+// nothing but their own timeouts; close a Session only when done with it.
+// Close is a no-op on a Session that never waited, and safe to call more
+// than once. Its error is the inotify instance's, when closing it failed.
 func (s *Session) Close() error {
-	sessionio.WaitBackgroundWrites()
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
-	if s.wh != nil {
-		s.wh.close()
-		s.wh = nil
+	if s.wh == nil {
+		return nil
 	}
-	return nil
+	err := s.wh.close()
+	s.wh = nil
+	return err
 }

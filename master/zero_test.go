@@ -191,7 +191,7 @@ func TestSubmitOptionsExtra(t *testing.T) {
 			t.Errorf("extra %s: %v", k, err)
 		}
 	}
-	if n := s.QueueDepth(); n != 1 {
-		t.Errorf("queue depth %d after refused submits", n)
+	if n, err := s.QueueDepth(); n != 1 || err != nil {
+		t.Errorf("queue depth %d (%v) after refused submits", n, err)
 	}
 }

@@ -182,7 +182,11 @@ func TestNFSPoolTwoHosts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if q := s.QueueDepth(); q > depth {
+			q, err := s.QueueDepth()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q > depth {
 				victim, depth = name, q
 			}
 		}

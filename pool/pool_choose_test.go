@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
-	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -106,7 +105,6 @@ func TestChooseFallbackAndPin(t *testing.T) {
 // Commands spread over the pool: with nothing draining the queues, 8 per
 // session on average, no session stays empty and none gets twice the mean.
 func TestSubmitSpreads(t *testing.T) {
-	defer sessionio.WaitBackgroundWrites() // Submit's seq/hint rewrites, before the TempDir goes.
 	p, err := Open(idlePool(t, make([]int, 16)))
 	if err != nil {
 		t.Fatal(err)

@@ -160,13 +160,21 @@ func (p *Pool) shrink(ctx context.Context, target func(members int) int, opts la
 		rep.Moved = append(rep.Moved, r.Moved...)
 		rep.Respawned = append(rep.Respawned, r.Respawned...)
 		left, where := 0, map[string]int{}
+		var qerr error
 		for _, name := range retire {
 			if s, serr := p.session(name); serr == nil {
-				if n := s.QueueDepth() + len(commandNames(s, DirMoved)); n > 0 {
+				q, err := s.QueueDepth()
+				if err != nil {
+					qerr = errors.Join(qerr, fmt.Errorf("%s: %w", name, err))
+				}
+				if n := q + len(commandNames(s, DirMoved)); n > 0 {
 					left += n
 					where[name] = n
 				}
 			}
+		}
+		if qerr != nil { // Whether commands are left is not known: they stay, a later heal moves them.
+			return stops, rep, errors.Join(stopErr, err, qerr)
 		}
 		if left == 0 || ctx.Err() != nil {
 			return stops, rep, errors.Join(stopErr, err, ctx.Err())

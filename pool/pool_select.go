@@ -72,7 +72,8 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 		return v
 	}
 	v.s = s
-	v.Queue = s.QueueDepth()
+	q, qerr := s.QueueDepth()
+	v.Queue = q
 	v.Inflight = claimedCount(s)
 	st, serr := s.ReadState()
 	hb, herr := sessionio.Of(s).ReadHeartbeat()
@@ -96,6 +97,9 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 		v.Dead, v.Why = true, fmt.Sprintf("heartbeat %v old", v.HBAge.Round(time.Second))
 	case v.HBAge > window:
 		v.Why = fmt.Sprintf("heartbeat %v old", v.HBAge.Round(100*time.Millisecond))
+	case qerr != nil:
+		// Neither alive nor dead: it keeps its commands, gets no new ones.
+		v.Why = qerr.Error()
 	default:
 		v.Alive, v.Why = true, "heartbeat fresh"
 	}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/skillpilot/skillpilot/fsq"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -29,27 +28,6 @@ func AllocSeq(r *fsq.Root) (int64, error) {
 	n, hint, err := ReserveSeq(r)
 	if err == nil && hint < n {
 		WriteHint(r, n)
-	}
-	return n, err
-}
-
-// hintWrites tracks seq/hint rewrites AllocSeqBackground leaves to the
-// background.
-var hintWrites sync.WaitGroup
-
-// WaitBackgroundWrites waits for the best-effort seq hint rewrites
-// master's Submit leaves to the background (AllocSeqBackground). A process
-// that exits right after submitting (the master CLI) calls it so that it
-// does not leave a stale hint; master.Session.Close calls it too.
-func WaitBackgroundWrites() { hintWrites.Wait() }
-
-// AllocSeqBackground is AllocSeq with the hint rewritten off the caller's
-// path: the hint is best effort, and a caller about to wait for its
-// command need not wait for it.
-func AllocSeqBackground(r *fsq.Root) (int64, error) {
-	n, hint, err := ReserveSeq(r)
-	if err == nil && hint < n {
-		hintWrites.Go(func() { WriteHint(r, n) })
 	}
 	return n, err
 }

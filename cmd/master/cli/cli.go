@@ -60,7 +60,6 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, versionLine())
 		return master.ExitOK
 	}
-	defer sessionio.WaitBackgroundWrites() // Submit's best-effort seq/hint rewrite.
 	ctx, stop := interruptContext()
 	defer stop()
 	err := c.run(ctx, args[0], args[1:])
