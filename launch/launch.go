@@ -200,7 +200,7 @@ func prepare(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exe
 	if st, err := s.Status(ctx); err == nil && st.Alive {
 		return nil, "", fmt.Errorf("%w: a runner serves %s (pid %d on %s, phase %s)", ErrAlreadyLaunched, s.Dir(), st.RunnerPID, st.RunnerHost, st.Phase)
 	}
-	if !sessionio.Of(s).OnNetworkFS() && sessionio.Of(s).LockHeld() { // A runner that has not written its state yet.
+	if !s.Core().OnNetworkFS() && s.Core().LockHeld() { // A runner that has not written its state yet.
 		return nil, "", fmt.Errorf("%w: a runner holds %s of %s", ErrAlreadyLaunched, protocol.FileLock, s.Dir())
 	}
 	var before string
@@ -208,7 +208,7 @@ func prepare(ctx context.Context, s *master.Session, d sched.Driver, x sched.Exe
 		before = st.SessionID
 	}
 	info := &Info{ProtocolVersion: protocol.Version, LaunchID: master.NewCmdID(), Via: d.Name(), Launches: 1,
-		SubmittedAt: protocol.Now(), Submitter: sessionio.Of(s).Owner(), Script: FileLaunchScript, Output: FileLaunchOutput}
+		SubmittedAt: protocol.Now(), Submitter: s.Core().Owner(), Script: FileLaunchScript, Output: FileLaunchOutput}
 	if prev != nil {
 		info.Launches = prev.Launches + 1
 	}
@@ -325,7 +325,7 @@ func markStopped(ctx context.Context, s *master.Session) (*Info, error) {
 		return nil, err
 	}
 	now := protocol.Now()
-	li.StoppedAt, li.StoppedBy = &now, sessionio.Of(s).Owner()
+	li.StoppedAt, li.StoppedBy = &now, s.Core().Owner()
 	return li, writeLaunch(s, li, fsq.Volatile)
 }
 

@@ -289,13 +289,13 @@ func (st *stopping) cancel(ctx context.Context, id string, force, run bool) (ok 
 // the lock after it writes the phase, so a cancel sent after this finds
 // nothing of the runner's left to interrupt.
 func waitRunnerGone(ctx context.Context, s *master.Session) error {
-	if sessionio.Of(s).OnNetworkFS() {
+	if s.Core().OnNetworkFS() {
 		return nil
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for wait := time.Millisecond; ; wait = min(wait*2, 50*time.Millisecond) {
-		if !sessionio.Of(s).LockHeld() {
+		if !s.Core().LockHeld() {
 			return nil
 		}
 		t.Reset(wait)

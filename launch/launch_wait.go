@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/sched"
@@ -237,12 +236,12 @@ func serving(s *master.Session, before string) (master.Status, bool) {
 	if err != nil || st.SessionID == "" || st.SessionID == before || (st.Phase != protocol.PhaseIdle && st.Phase != protocol.PhaseBusy) {
 		return master.Status{}, false
 	}
-	if sessionio.Of(s).OnNetworkFS() {
-		hb, err := sessionio.Of(s).ReadHeartbeat()
+	if s.Core().OnNetworkFS() {
+		hb, err := s.Core().ReadHeartbeat()
 		if err != nil || hb.SessionID != st.SessionID {
 			return master.Status{}, false
 		}
-	} else if !sessionio.Of(s).LockHeld() {
+	} else if !s.Core().LockHeld() {
 		return master.Status{}, false
 	}
 	return master.Status{ProtocolVersion: protocol.Version, Alive: true, AliveReason: "a new runner serves the session",

@@ -63,7 +63,7 @@ func createSession(dir string) (*master.Session, error) {
 // readLaunchFile reads state/launch.json (at most 1 MiB, a regular file
 // only), state/ revalidated first (another NFS client may have written it).
 func readLaunchFile(s *master.Session) ([]byte, error) {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func readLaunchFile(s *master.Session) ([]byte, error) {
 // writeFile replaces the session file name with data (a dot-file beside
 // it, renamed onto it) with durability d.
 func writeFile(s *master.Session, name string, data []byte, perm os.FileMode, d fsq.Durability) error {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func writeFile(s *master.Session, name string, data []byte, perm os.FileMode, d 
 // syncFile makes a write of the session file name that was not fsynced
 // durable: the file, then its directory (what fsq.Durable does).
 func syncFile(s *master.Session, name string) error {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func syncFile(s *master.Session, name string) error {
 
 // openOutput opens state/launch.out for reading (a regular file only).
 func openOutput(s *master.Session) (*os.File, error) {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func openOutput(s *master.Session) (*os.File, error) {
 // FIFO is never blocked on (fsq.ErrNotRegular) and a hard link to a file
 // elsewhere is never written through (fsq.ErrHardLink).
 func appendOutput(s *master.Session) (*os.File, error) {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +147,7 @@ func clearNonblock(f *os.File) error {
 // state/launch.lock, created if missing, a regular file only), trying
 // every 100 ms until ctx ends; the caller runs unlock.
 func lockLaunch(ctx context.Context, s *master.Session) (unlock func(), err error) {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return nil, fmt.Errorf("master: launch lock: %w", err)
 	}

@@ -55,9 +55,11 @@ func Classify
 func ErrorContext
 func NewCmdID
 func Open
+func OpenIn
 func WaitReady
 method Command.Follow
 method Command.Output
+method Command.RawResult
 method Command.Resolve
 method Command.Result
 method Command.Session
@@ -79,8 +81,10 @@ method Session.Cancel
 method Session.CancelCurrent
 method Session.Close
 method Session.Command
+method Session.Core
 method Session.Dir
 method Session.KeepLease
+method Session.NoRunnerHint
 method Session.QueueDepth
 method Session.ReadState
 method Session.Request
@@ -94,6 +98,7 @@ method Session.Stop
 method Session.Submit
 method Session.Tail
 method Session.WaitFor
+method Session.WatchDegraded
 method Session.Withdraw
 method Session.WriteLease
 method SubmitOptions.Check

@@ -50,11 +50,11 @@ func (s *Session) writeRequest(ctx context.Context, req protocol.ControlRequest,
 	if req.ReqID == "" {
 		req.ReqID = NewCmdID()
 	}
-	req.ProtocolVersion, req.TS, req.Submitter = protocol.Version, protocol.Now(), s.owner
+	req.ProtocolVersion, req.TS, req.Submitter = protocol.Version, protocol.Now(), s.io.Owner()
 	if err := checkRequest(req); err != nil {
 		return "", nil, err
 	}
-	r, err := s.fs()
+	r, err := s.io.Root()
 	if err != nil {
 		return "", nil, err
 	}
@@ -91,7 +91,7 @@ func (s *Session) writeRequest(ctx context.Context, req protocol.ControlRequest,
 		return "", nil, err
 	}
 	name = protocol.RequestName(seq, req.ReqID)
-	if err := s.writeFile(protocol.DirCtl+"/"+name, b); err != nil {
+	if err := s.io.WriteFile(protocol.DirCtl+"/"+name, b); err != nil {
 		return "", nil, wrapf(err, "write request")
 	}
 	return name, hint, nil
@@ -126,7 +126,7 @@ func (s *Session) awaitReply(ctx context.Context, name string) (*protocol.Contro
 		}
 		if err != nil {
 			// Withdraw the request unless the runner took it meanwhile.
-			if rerr := s.remove(protocol.DirCtl + "/" + name); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			if rerr := s.io.Remove(protocol.DirCtl + "/" + name); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 				err = errors.Join(err, rerr)
 			}
 			if rep, rerr := s.readReply(name); rerr == nil && rep != nil {
@@ -143,7 +143,7 @@ func (s *Session) awaitReply(ctx context.Context, name string) (*protocol.Contro
 
 // readReply returns the reply named name, or nil while there is none.
 func (s *Session) readReply(name string) (*protocol.ControlReply, error) {
-	b, _, err := s.readFile(protocol.DirAck+"/"+name, protocol.MaxRequestSize, true) // The runner may be on another NFS client.
+	b, _, err := s.io.ReadFile(protocol.DirAck+"/"+name, protocol.MaxRequestSize, true) // The runner may be on another NFS client.
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

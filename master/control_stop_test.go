@@ -53,7 +53,7 @@ func TestStopThenWait(t *testing.T) {
 	// machine) can see the stop request first, and the command then rightly
 	// stays queued.
 	for deadline := time.Now().Add(longWait); ; time.Sleep(10 * time.Millisecond) {
-		if !s.exists(protocol.DirQueue + "/" + c.Name) { // Claimed.
+		if !s.io.Exists(protocol.DirQueue + "/" + c.Name) { // Claimed.
 			break
 		}
 		if time.Now().After(deadline) {

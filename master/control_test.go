@@ -335,7 +335,7 @@ func TestSeedResultAndStatusFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, raw, err := c.readResult()
+	_, raw, err := c.RawResult()
 	if err != nil || string(raw) != seed {
 		t.Fatalf("%s %v", raw, err)
 	}
@@ -364,12 +364,12 @@ func TestNoRunnerHintByFilesystemClock(t *testing.T) {
 	hb := filepath.Join(dir, protocol.FileHeartbeat)
 	os.WriteFile(hb, []byte(`{"counter":7,"interval_ms":1000,"phase":"idle"}`), 0o600)
 	s, _ := Open(dir)
-	s.network = true
+	s.io.AssumeNetworkFS()
 	c, err := s.Submit(ctx(t), "expr 1", SubmitOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if why := s.noRunnerHint(c.Seq); why != "" {
+	if why := s.NoRunnerHint(c.Seq); why != "" {
 		t.Fatalf("fresh heartbeat judged dead: %s", why)
 	}
 	os.WriteFile(hb, []byte(`{"counter":7,"interval_ms":1000,"phase":"idle","session_id":"s"}`), 0o600)
@@ -379,8 +379,8 @@ func TestNoRunnerHintByFilesystemClock(t *testing.T) {
 	old := time.Now().Add(-time.Minute)
 	os.Chtimes(hb, old, old)
 	s2, _ := Open(dir)
-	s2.network = true
-	if why := s2.noRunnerHint(c.Seq); !strings.Contains(why, "heartbeat is 1m0s old by the session's filesystem clock") {
+	s2.io.AssumeNetworkFS()
+	if why := s2.NoRunnerHint(c.Seq); !strings.Contains(why, "heartbeat is 1m0s old by the session's filesystem clock") {
 		t.Fatalf("stale heartbeat: %q", why)
 	}
 	if _, ok := s2.freshHeartbeat(c.Seq); ok {

@@ -3,19 +3,8 @@ package master
 import (
 	"path/filepath"
 
-	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 )
-
-// readForward reads and checks the session's forward record for the
-// command file name (forward/<name>, written by a pool's mover).
-func (s *Session) readForward(name string) (*sessionio.Forward, error) {
-	b, _, err := s.readFile(sessionio.DirForward+"/"+name, sessionio.MaxForward, true)
-	if err != nil {
-		return nil, err
-	}
-	return sessionio.ParseForward(s.path(sessionio.DirForward+"/"+name), b)
-}
 
 // maxHops bounds how many forwards a lookup follows (moves chain when a
 // target dies too; a longer chain is a crafted loop).
@@ -27,11 +16,11 @@ func (c *Command) forwarded() *Command {
 	if c.hops >= maxHops {
 		return nil
 	}
-	f, err := c.s.readForward(c.Name)
+	f, err := c.s.io.ReadForward(c.Name)
 	if err != nil {
 		return nil
 	}
-	t, err := Open(filepath.Join(c.s.dir, f.ToSession))
+	t, err := Open(filepath.Join(c.s.Dir(), f.ToSession))
 	if err != nil {
 		return nil
 	}
@@ -48,7 +37,7 @@ func (c *Command) forwarded() *Command {
 // liveness must check this session's runner, not the one c was queued in.
 func (c *Command) Resolve() *Command {
 	for {
-		if c.s.exists(protocol.DirResult + "/" + c.Name) {
+		if c.s.io.Exists(protocol.DirResult + "/" + c.Name) {
 			return c
 		}
 		next := c.forwarded()

@@ -23,13 +23,13 @@ func (s *Session) WriteLease(leaseID string, ttl time.Duration) (protocol.Lease,
 	}
 	l := protocol.Lease{
 		ProtocolVersion: protocol.Version, LeaseID: leaseID, TTLMS: ttl.Milliseconds(),
-		ExpiresAt: protocol.Time{Time: time.Now().Add(ttl)}, Counter: leaseCounter.Add(1), Owner: s.owner,
+		ExpiresAt: protocol.Time{Time: time.Now().Add(ttl)}, Counter: leaseCounter.Add(1), Owner: s.io.Owner(),
 	}
 	b, err := json.Marshal(l)
 	if err != nil {
 		return l, err
 	}
-	return l, s.writeFile(protocol.FileLease, b)
+	return l, s.io.WriteFile(protocol.FileLease, b)
 }
 
 // KeepLease renews the lease every ttl/3 until ctx ends. Every renewal that

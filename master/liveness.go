@@ -74,7 +74,7 @@ type look struct {
 // not yet seen moving gives an indefinite "not alive".
 func (s *Session) observe() look {
 	state, serr := s.ReadState()
-	hb, herr := s.readHeartbeat()
+	hb, herr := s.io.ReadHeartbeat()
 	l := look{state: state}
 	switch {
 	case serr != nil && herr != nil:
@@ -85,12 +85,12 @@ func (s *Session) observe() look {
 		// On purpose when no runner holds the lock (on NFS the lock cannot
 		// be probed: state.json alone, which a new runner rewrites at its
 		// start).
-		l.stopped = s.network || !s.lockHeld()
+		l.stopped = s.io.OnNetworkFS() || !s.io.LockHeld()
 		if state.Reason != "" {
 			l.reason += " (" + state.Reason + ")"
 		}
 		return l
-	case !s.network && !s.lockHeld():
+	case !s.io.OnNetworkFS() && !s.io.LockHeld():
 		l.definite, l.reason = true, "the runner's lock is free"
 		return l
 	case herr != nil:
@@ -113,7 +113,7 @@ func (s *Session) observe() look {
 		l.alive, l.reason = true, "heartbeat counter moved"
 	case age > window:
 		l.late, l.reason = true, "heartbeat counter has not moved for "+age.Round(time.Millisecond).String()
-	case !s.network && s.heartbeatWrittenWithin(now, window):
+	case !s.io.OnNetworkFS() && s.heartbeatWrittenWithin(now, window):
 		// The lock is held (checked above) and the heartbeat was rewritten
 		// within the window: on a local filesystem the file's mtime is
 		// this host's clock, so no two clocks meet and there is no need to
@@ -129,7 +129,7 @@ func (s *Session) observe() look {
 // window before now. Only meaningful on a local filesystem, where the
 // mtime is stamped by this host's clock.
 func (s *Session) heartbeatWrittenWithin(now time.Time, window time.Duration) bool {
-	fi, err := s.lstat(protocol.FileHeartbeat) // A symlink or FIFO there is no heartbeat.
+	fi, err := s.io.Lstat(protocol.FileHeartbeat) // A symlink or FIFO there is no heartbeat.
 	return err == nil && fi.Mode().IsRegular() && now.Sub(fi.ModTime()) <= window
 }
 
@@ -186,14 +186,14 @@ func (w *runnerWatch) check() error {
 		return nil
 	}
 	w.next = now.Add(watchEvery)
-	if _, err := w.s.fs(); errors.Is(err, ErrSessionMissing) {
+	if _, err := w.s.io.Root(); errors.Is(err, ErrSessionMissing) {
 		// Deleted: no runner will ever serve it, so the grace is not
 		// waited out, and no advice names a directory that is gone.
-		return withContext(fmt.Errorf("%w: %s is gone (its directory was deleted)", ErrSessionMissing, w.s.dir), map[string]any{"dir": w.s.dir})
+		return withContext(fmt.Errorf("%w: %s is gone (its directory was deleted)", ErrSessionMissing, w.s.io.Dir()), map[string]any{"dir": w.s.io.Dir()})
 	}
 	if w.cmd != nil {
 		// A command a pool moved is served by its new session's runner.
-		if cur := w.cmd.Resolve(); cur.s.dir != w.s.dir {
+		if cur := w.cmd.Resolve(); cur.s.io.Dir() != w.s.io.Dir() {
 			w.s, w.cmd = cur.s, cur
 		}
 	}
@@ -265,14 +265,15 @@ func cannotServe(st protocol.State) error {
 	return nil
 }
 
-// noRunnerHint says why no runner seems to serve the session, from one look
+// NoRunnerHint says why no runner seems to serve the session, from one look
 // without waiting, or returns "" when one may: it is for the warning of a
-// plain submit (sessionio.Session), which queues the command either way.
+// plain submit (master submit), which queues the command with seq either
+// way.
 // Beyond the definite signs (no state, phase stopped, a free lock on a
 // local filesystem) it compares the heartbeat file's mtime with that of
 // the seq reservation seq, both stamped by the session's filesystem, so no
 // two hosts' clocks meet.
-func (s *Session) noRunnerHint(seq int64) string {
+func (s *Session) NoRunnerHint(seq int64) string {
 	l := s.observe()
 	if l.alive {
 		return ""
@@ -280,9 +281,9 @@ func (s *Session) noRunnerHint(seq int64) string {
 	if l.definite {
 		return l.reason
 	}
-	hbInfo, err1 := s.regularInfo(protocol.FileHeartbeat)
-	ref, err2 := s.regularInfo(protocol.DirSeq + "/" + protocol.SeqName(seq))
-	hb, err3 := s.readHeartbeat()
+	hbInfo, err1 := s.io.RegularInfo(protocol.FileHeartbeat)
+	ref, err2 := s.io.RegularInfo(protocol.DirSeq + "/" + protocol.SeqName(seq))
+	hb, err3 := s.io.ReadHeartbeat()
 	if err1 != nil || err2 != nil || err3 != nil {
 		return ""
 	}
@@ -305,12 +306,12 @@ func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
 	if err != nil || st.SessionID == "" || st.Phase == protocol.PhaseStopped {
 		return st, false
 	}
-	hb, err := s.readHeartbeat()
+	hb, err := s.io.ReadHeartbeat()
 	if err != nil || hb.Phase == protocol.PhaseStopped || hb.SessionID != st.SessionID {
 		return st, false
 	}
-	hbInfo, err1 := s.regularInfo(protocol.FileHeartbeat)
-	ref, err2 := s.regularInfo(protocol.DirSeq + "/" + protocol.SeqName(seq))
+	hbInfo, err1 := s.io.RegularInfo(protocol.FileHeartbeat)
+	ref, err2 := s.io.RegularInfo(protocol.DirSeq + "/" + protocol.SeqName(seq))
 	if err1 != nil || err2 != nil {
 		return st, false
 	}
@@ -318,7 +319,7 @@ func (s *Session) freshHeartbeat(seq int64) (protocol.State, bool) {
 	if age := ref.ModTime().Sub(hbInfo.ModTime()); age > window {
 		return st, false
 	}
-	if !s.network && !s.lockHeld() {
+	if !s.io.OnNetworkFS() && !s.io.LockHeld() {
 		return st, false
 	}
 	return st, true

@@ -17,7 +17,7 @@ import (
 // session_id, so that is a change, not a heartbeat standing still.
 func TestLivenessCounterKeyedBySession(t *testing.T) {
 	s, dir := bareSession(t)
-	s.network = true // Judge by the heartbeat alone, as on NFS.
+	s.io.AssumeNetworkFS() // Judge by the heartbeat alone, as on NFS.
 	write := func(session string, counter int64) {
 		st, _ := json.Marshal(protocol.State{ProtocolVersion: 1, Phase: protocol.PhaseIdle, SessionID: session})
 		hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: 1, Counter: counter, SessionID: session,
@@ -64,7 +64,7 @@ func TestGraceAndWindow(t *testing.T) {
 func lateSession(t *testing.T) (*Session, func(counter int64)) {
 	t.Helper()
 	s, dir := bareSession(t)
-	s.network = true
+	s.io.AssumeNetworkFS()
 	st, _ := json.Marshal(protocol.State{ProtocolVersion: 1, Phase: protocol.PhaseIdle, SessionID: "sid"})
 	os.WriteFile(filepath.Join(dir, protocol.FileState), st, 0o600)
 	beat := func(counter int64) {

@@ -31,7 +31,7 @@ func (c *Command) Output(off, n int64) ([]byte, error) {
 	// file is being read would make a read of a still running command's
 	// output look short.
 	before, _ := c.Result()
-	f, err := c.s.openRegular(name, true)
+	f, err := c.s.io.OpenRegular(name, true)
 	if errors.Is(err, os.ErrNotExist) {
 		if fc := c.forwarded(); fc != nil { // Moved by a pool: forward.go.
 			return fc.Output(off, n)
@@ -45,7 +45,7 @@ func (c *Command) Output(off, n int64) ([]byte, error) {
 			}
 			if want := wantEnd(res, off, n); want > off {
 				return nil, fmt.Errorf("master: %s is gone (deleted or moved out of the session), and the result of %s says it held %d bytes: its output is not in this session any more",
-					c.s.path(name), c.ID, res.Stats.Bytes)
+					c.s.io.Path(name), c.ID, res.Stats.Bytes)
 			}
 		}
 	}
@@ -68,7 +68,7 @@ func (c *Command) Output(off, n int64) ([]byte, error) {
 	if res := before; res != nil {
 		if want := wantEnd(res, off, n); off+int64(len(b)) < want {
 			return nil, fmt.Errorf("master: %s holds %d bytes, but the result of %s says %d: the rest is not in this session",
-				c.s.path(name), off+int64(len(b)), c.ID, res.Stats.Bytes)
+				c.s.io.Path(name), off+int64(len(b)), c.ID, res.Stats.Bytes)
 		}
 	}
 	return b, nil
@@ -140,7 +140,7 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 
 // SpoolSize returns the current size of log/session.out.
 func (s *Session) SpoolSize() (int64, error) {
-	fi, err := s.lstat(protocol.FileSpool)
+	fi, err := s.io.Lstat(protocol.FileSpool)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -148,7 +148,7 @@ func (s *Session) SpoolSize() (int64, error) {
 		return 0, err
 	}
 	if !fi.Mode().IsRegular() {
-		return 0, fmt.Errorf("%s: %w (%s)", s.path(protocol.FileSpool), fsq.ErrNotRegular, fsq.FileType(fi))
+		return 0, fmt.Errorf("%s: %w (%s)", s.io.Path(protocol.FileSpool), fsq.ErrNotRegular, fsq.FileType(fi))
 	}
 	return fi.Size(), nil
 }
@@ -157,7 +157,7 @@ func (s *Session) SpoolSize() (int64, error) {
 // copying new bytes, looking every PollInterval, until ctx ends. It returns the cursor after the last
 // byte copied; give it back to resume.
 func (s *Session) Tail(ctx context.Context, w io.Writer, from int64, follow bool) (int64, error) {
-	f, err := s.openRegular(protocol.FileSpool, false)
+	f, err := s.io.OpenRegular(protocol.FileSpool, false)
 	if err != nil {
 		return from, err
 	}
@@ -290,7 +290,7 @@ func (s *Session) WaitFor(ctx context.Context, pattern *regexp.Regexp, from int6
 		return Match{ResumeCursor: cur}, withContext(err, map[string]any{"resume_cursor": cur})
 	}
 	for {
-		f, err := s.openRegular(protocol.FileSpool, false)
+		f, err := s.io.OpenRegular(protocol.FileSpool, false)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return end(err) // A FIFO or a symlink is never waited on nor followed.
 		}

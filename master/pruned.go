@@ -19,7 +19,7 @@ var ErrPruned = errors.New("master: pruned")
 func (s *Session) findPruned(name, cmdID string) (protocol.PrunedEntry, bool) {
 	var data []byte
 	for _, f := range []string{protocol.FilePrunedOld, protocol.FilePruned} {
-		b, _, err := s.readFile(f, protocol.MaxPrunedFile, f == protocol.FilePrunedOld)
+		b, _, err := s.io.ReadFile(f, protocol.MaxPrunedFile, f == protocol.FilePrunedOld)
 		if err == nil {
 			data = append(data, b...)
 		}
@@ -46,12 +46,12 @@ func prunedError(e protocol.PrunedEntry) error {
 // pruned).
 func (c *Command) pruned() error {
 	for _, d := range []string{protocol.DirQueue, protocol.DirInflight, protocol.DirResult} {
-		if _, err := c.s.lstat(d + "/" + c.Name); !errors.Is(err, os.ErrNotExist) {
+		if _, err := c.s.io.Lstat(d + "/" + c.Name); !errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
 	}
 	if e, ok := c.s.findPruned(c.Name, ""); ok {
-		if _, err := c.s.lstat(protocol.DirResult + "/" + c.Name); errors.Is(err, os.ErrNotExist) {
+		if _, err := c.s.io.Lstat(protocol.DirResult + "/" + c.Name); errors.Is(err, os.ErrNotExist) {
 			return prunedError(e)
 		}
 	}

@@ -22,8 +22,7 @@ import (
 
 // Session is a handle on a session directory.
 type Session struct {
-	dir   string
-	owner string
+	io *sessionio.Session // the directory and its files
 	// PollInterval is how often waits (and Tail with follow) re-check
 	// files when no inotify event arrives (the only mechanism on network
 	// filesystems). 0 means DefaultPollInterval, which Open sets.
@@ -48,19 +47,18 @@ type Session struct {
 	// says: it does not come back by itself.
 	WaitForRunner time.Duration
 
-	// network is true when the session is on a network filesystem (set by
-	// Open): there a free flock proves nothing.
-	network bool
-
 	mu      sync.Mutex // guards lastHB and kind
 	lastHB  hbSeen
 	kind    protocol.Kind // the runner's kind, once read (defaultKind)
-	rootMu  sync.Mutex    // guards root
-	root    *fsq.Root     // the session directory, held open (sessionfs.go)
-	pinned  bool          // root was opened relative to a pool's root (OpenIn): never reopened by path
 	watchMu sync.Mutex    // guards wh
 	wh      *watchHub     // the watcher every wait shares (watch.go), started on first use
 }
+
+// Core is the session directory s wraps, as the Go master's own packages
+// (launch, pool, the master CLI) reach it beyond this package's API: its
+// fsq.Root, owner, lock and heartbeat, seq allocation and forward records.
+// Its type is internal: a flow outside this module has no use for it.
+func (s *Session) Core() *sessionio.Session { return s.io }
 
 // DefaultPollInterval is how often a wait re-checks its files when no
 // inotify event arrives, unless Session.PollInterval says otherwise.
@@ -88,51 +86,29 @@ func Open(dir string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, hasQueue, err := openRoot(abs) // sessionfs.go
-	if err != nil || !hasQueue {
+	io, err := sessionio.Open(abs)
+	if err != nil {
 		return nil, withContext(fmt.Errorf("%w: %s", ErrSessionMissing, dir), map[string]any{"dir": dir})
 	}
-	host, _ := os.Hostname()
-	s := &Session{dir: abs, root: root, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: DefaultPollInterval}
-	s.network = sessionNetwork(root)
-	if !isDir(root, protocol.DirSeq) {
-		_ = mkdirAll(root, protocol.DirSeq) // A session made by an older runner.
-	}
-	return s, nil
+	return &Session{io: io, PollInterval: DefaultPollInterval}, nil
 }
 
-// openIn returns a handle on the session name inside the directory parent
-// holds (a pool's member: sessionio.OpenIn), opened relative to parent's
-// handle: a name that is a symlink is refused (fsq.ErrLayout), never
-// followed. Unlike Open's, the handle never opens its path again: once the
-// path names another directory (the member was swapped for a symlink,
-// renamed or removed) every operation fails with ErrSessionMissing.
-func openIn(parent *fsq.Root, name string) (*Session, error) {
-	abs := parent.Abs(name)
-	parent.Revalidate(name)
-	root, err := parent.OpenRoot(name)
+// OpenIn returns a handle on the session name inside the directory parent
+// holds (a pool's member), opened relative to parent's handle: a name
+// that is a symlink is refused (fsq.ErrLayout), never followed. Unlike
+// Open's, the handle never opens its path again: once the path names
+// another directory (the member was swapped for a symlink, renamed or
+// removed) every operation fails with ErrSessionMissing.
+func OpenIn(parent *fsq.Root, name string) (*Session, error) {
+	io, err := sessionio.OpenIn(parent, name)
 	if err != nil {
-		return nil, withContext(fmt.Errorf("%w: %s: %w", ErrSessionMissing, abs, err), map[string]any{"dir": abs})
+		return nil, err
 	}
-	if !isDir(root, protocol.DirQueue) {
-		root.Close()
-		return nil, withContext(fmt.Errorf("%w: %s", ErrSessionMissing, abs), map[string]any{"dir": abs})
-	}
-	host, _ := os.Hostname()
-	s := &Session{dir: abs, root: root, pinned: true, owner: fmt.Sprintf("master@%s:%d", host, os.Getpid()), PollInterval: DefaultPollInterval}
-	s.network = sessionNetwork(root)
-	if !isDir(root, protocol.DirSeq) {
-		_ = mkdirAll(root, protocol.DirSeq) // A session made by an older runner.
-	}
-	return s, nil
+	return &Session{io: io, PollInterval: DefaultPollInterval}, nil
 }
 
 // Dir returns the session directory.
-func (s *Session) Dir() string { return s.dir }
-
-// path is the absolute path of the session's file rel, for messages and
-// the watcher; files are reached through the root (sessionfs.go).
-func (s *Session) path(rel string) string { return filepath.Join(s.dir, rel) }
+func (s *Session) Dir() string { return s.io.Dir() }
 
 // SubmitOptions are the optional fields of a command.
 type SubmitOptions struct {
@@ -179,7 +155,7 @@ func (s *Session) buildCommand(payload string, opts SubmitOptions) (protocol.Com
 	if kind == "" {
 		kind = s.defaultKind()
 	}
-	return commandOf(payload, opts, kind, s.owner)
+	return commandOf(payload, opts, kind, s.io.Owner())
 }
 
 // commandOf is the command file's content from opts with the given kind
@@ -230,7 +206,7 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.fs()
+	r, err := s.io.Root()
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +231,7 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 	name := protocol.CommandName(seq, c.CmdID)
 	// Not fsynced: a command lost to a machine crash before the runner saw
 	// it was never acknowledged by a result.
-	if err := s.writeNew(protocol.DirQueue+"/"+name, b); err != nil {
+	if err := s.io.WriteNew(protocol.DirQueue+"/"+name, b); err != nil {
 		return nil, wrapf(err, "write command")
 	}
 	if hint < seq {
@@ -357,8 +333,8 @@ func (s *Session) Command(ref string) (*Command, error) {
 	if name != "" {
 		seq, id, _ := protocol.ParseCommandName(name)
 		for _, d := range lookupDirs {
-			s.revalidate(d)
-			if s.exists(d + "/" + name) {
+			s.io.Revalidate(d)
+			if s.io.Exists(d + "/" + name) {
 				return &Command{s: s, ID: id, Seq: seq, Name: name}, nil
 			}
 		}
@@ -388,7 +364,7 @@ var lookupDirs = []string{protocol.DirQueue, sessionio.DirMoved, sessionio.DirFo
 // and the whole cmd_id compared), or nil.
 func (s *Session) findByID(cmdID string, dirs []string) *Command {
 	for _, d := range dirs {
-		names, err := s.readNames(d)
+		names, err := s.io.ReadNames(d)
 		if err != nil {
 			continue
 		}
@@ -433,18 +409,18 @@ func (c *Command) Session() *Session { return c.s }
 // Fields a seed runner did not write stay zero. A result whose status is
 // not ok is returned as it is, with a nil error (Wait adds a *ResultError).
 func (c *Command) Result() (*protocol.Result, error) {
-	r, _, err := c.readResult()
+	r, _, err := c.RawResult()
 	return r, err
 }
 
-// readResult is Result with the result's bytes as the runner wrote them
-// (the truth where the struct lacks a field): master result prints them
-// (sessionio.Command).
-func (c *Command) readResult() (*protocol.Result, []byte, error) {
-	b, _, err := c.s.readFile(protocol.DirResult+"/"+c.Name, protocol.MaxCommandSize, true) // The runner may be on another NFS client.
+// RawResult is Result with the result's bytes as the runner wrote them
+// (the truth where the struct lacks a field, nil while there is none):
+// master result prints them.
+func (c *Command) RawResult() (*protocol.Result, []byte, error) {
+	b, _, err := c.s.io.ReadFile(protocol.DirResult+"/"+c.Name, protocol.MaxCommandSize, true) // The runner may be on another NFS client.
 	if errors.Is(err, os.ErrNotExist) {
 		if fc := c.forwarded(); fc != nil { // forward.go
-			return fc.readResult()
+			return fc.RawResult()
 		}
 		return nil, nil, nil
 	}
@@ -566,29 +542,9 @@ func (s *Session) Run(ctx context.Context, payload string, opts SubmitOptions) (
 	return c.Wait(ctx, WaitOptions{})
 }
 
-// maxStateFile bounds what a master reads of state.json and
-// heartbeat.json: they are input (never followed, never blocked on).
-const maxStateFile = 1 << 20
-
-// ReadState reads state/state.json as bounded input (never followed).
-func (s *Session) ReadState() (protocol.State, error) {
-	var st protocol.State
-	b, _, err := s.readFile(protocol.FileState, maxStateFile, true)
-	if err != nil {
-		return st, err
-	}
-	return st, json.Unmarshal(b, &st)
-}
-
-// readHeartbeat reads state/heartbeat.json as bounded input.
-func (s *Session) readHeartbeat() (protocol.Heartbeat, error) {
-	var hb protocol.Heartbeat
-	b, _, err := s.readFile(protocol.FileHeartbeat, maxStateFile, true)
-	if err != nil {
-		return hb, err
-	}
-	return hb, json.Unmarshal(b, &hb)
-}
+// ReadState reads state/state.json as bounded input (never followed,
+// never blocked on).
+func (s *Session) ReadState() (protocol.State, error) { return s.io.ReadState() }
 
 // isCommand reports names that are command files.
 func isCommand(name string) bool {

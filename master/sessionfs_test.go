@@ -184,7 +184,7 @@ func TestLockProbeNeverBlocksOnAFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan bool, 1)
-	go func() { done <- s.lockHeld() }()
+	go func() { done <- s.io.LockHeld() }()
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
@@ -203,7 +203,7 @@ func TestMasterFilesAre0660UnderUmask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := internals{s}.AllocSeq()
+	n, err := s.Core().AllocSeq()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -68,11 +67,11 @@ type Status struct {
 // When queue/ cannot be listed it returns the rest of the status with the
 // error (QueueDepth 0 is then not a count).
 func (s *Session) Status(ctx context.Context) (Status, error) {
-	st := Status{ProtocolVersion: protocol.Version, Dir: s.dir}
+	st := Status{ProtocolVersion: protocol.Version, Dir: s.io.Dir()}
 	state, serr := s.ReadState()
-	hb, herr := s.readHeartbeat()
+	hb, herr := s.io.ReadHeartbeat()
 	if serr != nil && herr != nil {
-		if !s.hasQueue() {
+		if !s.io.HasQueue() {
 			return st, ErrSessionMissing
 		}
 		st.AliveReason = "no runner has written state yet"
@@ -85,7 +84,7 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 	st.Phase, st.Reason, st.SessionID, st.RunnerPID, st.ToolPID = state.Phase, state.Reason, state.SessionID, state.RunnerPID, state.ToolPID
 	st.RunnerHost, st.CommandsDone, st.Filesystem = state.Hostname, state.CommandsDone, state.Filesystem
 	st.HeartbeatCount = hb.Counter
-	if fi, err := s.regularInfo(protocol.FileHeartbeat); err == nil {
+	if fi, err := s.io.RegularInfo(protocol.FileHeartbeat); err == nil {
 		st.HeartbeatAge = time.Since(fi.ModTime()).Round(time.Millisecond)
 	}
 	if state.CurrentCmdID != nil {
@@ -138,7 +137,7 @@ func (s *Session) reconcile(st *Status, state protocol.State, hb protocol.Heartb
 		return ""
 	}
 	hasResult := func(name string) bool {
-		return s.exists(protocol.DirResult + "/" + name)
+		return s.io.Exists(protocol.DirResult + "/" + name)
 	}
 	if st.CurrentCmdID != "" && hasResult(protocol.CommandName(state.CurrentSeq, st.CurrentCmdID)) {
 		finished = st.CurrentCmdID
@@ -146,7 +145,7 @@ func (s *Session) reconcile(st *Status, state protocol.State, hb protocol.Heartb
 		st.CurrentCmdID, st.CurrentElapsed, st.CurrentOutBytes = "", 0, 0
 	}
 	if st.CurrentCmdID == "" {
-		names, _ := s.readNames(protocol.DirInflight)
+		names, _ := s.io.ReadNames(protocol.DirInflight)
 		best, bestSeq := "", int64(-1)
 		for _, name := range names {
 			seq, id, err := protocol.ParseCommandName(name)
@@ -176,7 +175,7 @@ func (s *Session) reconcile(st *Status, state protocol.State, hb protocol.Heartb
 // QueueDepth counts the commands waiting in queue/, or says why queue/
 // cannot be listed.
 func (s *Session) QueueDepth() (int, error) {
-	names, err := s.readNames(protocol.DirQueue)
+	names, err := s.io.ReadNames(protocol.DirQueue)
 	if err != nil {
 		return 0, wrapf(err, "list queue/")
 	}
@@ -221,16 +220,6 @@ func (s *Session) alive(ctx context.Context) (bool, string) {
 // Status (the queue, the results, the lease, the spool): what a caller
 // that acts on many sessions at once (master pool stop) needs.
 func (s *Session) Alive(ctx context.Context) (bool, string) { return s.alive(ctx) }
-
-// lockHeld probes the runner's flock with a shared lock. Where flock does
-// not work (some NFS mounts) it reports true and the heartbeat decides.
-func (s *Session) lockHeld() bool {
-	held, err := s.probeLock()
-	if err != nil {
-		return !errors.Is(err, os.ErrNotExist)
-	}
-	return held
-}
 
 // WaitReady waits until a runner serves the session in dir: the directory
 // exists, the runner is alive and its phase is idle or busy. The directory

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -59,7 +60,7 @@ type stateExtra struct {
 // state.json names (its last line and quiet time are that command's).
 func (s *Session) details(st *Status, hb protocol.Heartbeat, stateCmd string) {
 	var ex stateExtra
-	if b, _, err := s.readFile(protocol.FileState, maxStateFile, false); err == nil {
+	if b, _, err := s.io.ReadFile(protocol.FileState, sessionio.MaxStateFile, false); err == nil {
 		_ = json.Unmarshal(b, &ex) // Fields it cannot read stay zero.
 	}
 	st.SkippedCount, st.RejectedCount, st.DiskFull = ex.SkippedCount, ex.RejectedCount, ex.DiskFull
@@ -88,7 +89,7 @@ func (s *Session) details(st *Status, hb protocol.Heartbeat, stateCmd string) {
 // lastLine returns the last non-empty line of a file's last 4 KiB, cut at
 // 256 bytes.
 func (s *Session) lastLine(name string) string {
-	f, err := s.openRegular(name, false)
+	f, err := s.io.OpenRegular(name, false)
 	if err != nil {
 		return ""
 	}
@@ -110,7 +111,7 @@ func (s *Session) lastLine(name string) string {
 }
 
 func (s *Session) leaseStatus(hb protocol.Heartbeat, runnerErr string) *LeaseStatus {
-	b, fi, err := s.readFile(protocol.FileLease, 1<<16, false)
+	b, fi, err := s.io.ReadFile(protocol.FileLease, 1<<16, false)
 	if os.IsNotExist(err) {
 		if runnerErr == "" {
 			return nil
@@ -132,7 +133,7 @@ func (s *Session) leaseStatus(hb protocol.Heartbeat, runnerErr string) *LeaseSta
 	ls.LeaseID, ls.TTLMS, ls.Owner = l.LeaseID, l.TTLMS, l.Owner
 	switch {
 	case l.TTLMS > 0:
-		if hbi, err := s.regularInfo(protocol.FileHeartbeat); err == nil {
+		if hbi, err := s.io.RegularInfo(protocol.FileHeartbeat); err == nil {
 			age := max(hbi.ModTime().Sub(fi.ModTime()), 0)
 			ls.Remaining = time.Duration(l.TTLMS)*time.Millisecond - age
 		}
@@ -145,7 +146,7 @@ func (s *Session) leaseStatus(hb protocol.Heartbeat, runnerErr string) *LeaseSta
 // lastResults reads the n results with the highest seqs, newest first. It
 // lists result/ (names only) and reads n files.
 func (s *Session) lastResults(n int) []ResultBrief {
-	names, err := s.readNames(protocol.DirResult)
+	names, err := s.io.ReadNames(protocol.DirResult)
 	if err != nil {
 		return nil
 	}
@@ -162,7 +163,7 @@ func (s *Session) lastResults(n int) []ResultBrief {
 	slices.SortFunc(all, func(a, b named) int { return cmp.Compare(b.seq, a.seq) })
 	var out []ResultBrief
 	for _, e := range all[:min(n, len(all))] {
-		b, _, err := s.readFile(protocol.DirResult+"/"+e.name, protocol.MaxCommandSize, false)
+		b, _, err := s.io.ReadFile(protocol.DirResult+"/"+e.name, protocol.MaxCommandSize, false)
 		if err != nil {
 			continue
 		}

@@ -42,10 +42,13 @@ type watchMode struct {
 	Degraded string
 }
 
+// WatchDegraded starts the Session's shared watcher if needed and says
+// why its waits poll although the filesystem is local (the user's inotify
+// instances are exhausted, say), or "": the master CLI says so on stderr.
+func (s *Session) WatchDegraded() string { return s.watching().Degraded }
+
 // watching starts the Session's shared watcher if needed and reports how
-// waits learn about changes. A caller that wants to say so when waits
-// degrade to polling (the CLI does, on stderr, through
-// sessionio.Session.WatchDegraded) checks Degraded.
+// waits learn about changes.
 func (s *Session) watching() watchMode {
 	return s.hub().mode
 }
@@ -60,7 +63,7 @@ func (s *Session) hub() *watchHub {
 	h := &watchHub{subs: map[string]map[chan struct{}]struct{}{}, added: map[string]bool{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	h.mode.Poll = s.pollInterval()
-	if !s.network {
+	if !s.io.OnNetworkFS() {
 		fw, err := fsnotify.NewBufferedWatcher(1024)
 		if err != nil {
 			h.mode.Degraded = fmt.Sprintf("inotify unavailable (%v): waits poll every %v", err, h.mode.Poll)
@@ -194,8 +197,8 @@ func (h *watchHub) close() error {
 func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func()) {
 	poll := s.pollInterval()
 	quick := s.QuickPoll
-	if quick <= 0 && !s.network {
-		return s.hub().subscribe(s.path(rel))
+	if quick <= 0 && !s.io.OnNetworkFS() {
+		return s.hub().subscribe(s.io.Path(rel))
 	}
 	bell := make(chan struct{}, 1)
 	ring := func() {
@@ -209,9 +212,9 @@ func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func(
 	go func() {
 		defer close(done)
 		end := time.Now().Add(quick)
-		for d := firstLook(s.network); time.Now().Before(end) || (s.network && d < poll); d = nextLook(d, s.network) {
+		for d := firstLook(s.io.OnNetworkFS()); time.Now().Before(end) || (s.io.OnNetworkFS() && d < poll); d = nextLook(d, s.io.OnNetworkFS()) {
 			wait := min(d, poll)
-			if !s.network {
+			if !s.io.OnNetworkFS() {
 				wait = min(wait, time.Until(end))
 			}
 			t := time.NewTimer(wait)
@@ -226,7 +229,7 @@ func (s *Session) watch(ctx context.Context, rel string) (<-chan struct{}, func(
 				ring()
 			}
 		}
-		hb, stop := s.hub().subscribe(s.path(rel))
+		hb, stop := s.hub().subscribe(s.io.Path(rel))
 		defer stop()
 		ring() // Anything that changed while joining is looked at again.
 		for {

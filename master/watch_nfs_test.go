@@ -14,7 +14,7 @@ import (
 func TestNetworkWaitPollsAdaptively(t *testing.T) {
 	s, _ := bareSession(t)
 	defer s.Close()
-	s.network = true
+	s.io.AssumeNetworkFS()
 	s.PollInterval = time.Hour
 	bell, stop := s.watch(context.Background(), protocol.DirResult)
 	defer stop()

@@ -69,8 +69,8 @@ func (s *Session) withdrawnRef(ref string) *Command {
 	if name == "" {
 		return s.findByID(id, []string{dirWithdrawn})
 	}
-	s.revalidate(dirWithdrawn)
-	if !s.exists(dirWithdrawn + "/" + name) {
+	s.io.Revalidate(dirWithdrawn)
+	if !s.io.Exists(dirWithdrawn + "/" + name) {
 		return nil
 	}
 	seq, _, _ := protocol.ParseCommandName(name)
@@ -100,9 +100,9 @@ func (c *Command) withdraw() (*Command, error) {
 		// withdraw. A mover renames it into moved/, records forward/, then
 		// removes moved/: look in that order, so a move that ends meanwhile
 		// is seen by the forward record.
-		s.revalidate(dirMoved)
-		moving := s.exists(dirMoved + "/" + name)
-		f, ferr := s.readForward(name)
+		s.io.Revalidate(dirMoved)
+		moving := s.io.Exists(dirMoved + "/" + name)
+		f, ferr := s.io.ReadForward(name)
 		switch {
 		case ferr == nil:
 			next, err := cur.follow(f)
@@ -134,15 +134,15 @@ func (c *Command) withdraw() (*Command, error) {
 				map[string]any{"cmd_id": c.ID})
 		}
 		ctx := map[string]any{"cmd_id": c.ID}
-		s.revalidate(protocol.DirInflight)
-		if s.exists(protocol.DirInflight + "/" + name) {
+		s.io.Revalidate(protocol.DirInflight)
+		if s.io.Exists(protocol.DirInflight + "/" + name) {
 			return nil, withContext(fmt.Errorf("%w: %s is running (a runner claimed it); cancel it instead", ErrNotQueued, c.ID), ctx)
 		}
 		if r, _ := (&Command{s: s, ID: cur.ID, Seq: cur.Seq, Name: name, hops: maxHops}).Result(); r != nil {
 			return nil, withContext(fmt.Errorf("%w: %s has its result (%s); nothing to withdraw", ErrAlreadyFinished, c.ID, r.Status), ctx)
 		}
-		s.revalidate(dirWithdrawn)
-		if s.exists(dirWithdrawn + "/" + name) {
+		s.io.Revalidate(dirWithdrawn)
+		if s.io.Exists(dirWithdrawn + "/" + name) {
 			return nil, cur.alreadyWithdrawn()
 		}
 		return nil, withContext(fmt.Errorf("%w: %s is no longer queued, running or finished in this session (it will not run)", ErrUnknownCmdID, c.ID), ctx)
@@ -153,7 +153,7 @@ func (c *Command) withdraw() (*Command, error) {
 // if missing). It reports false, nil when from is gone: a runner, a mover
 // or another withdraw took it first.
 func (s *Session) takeBack(from, name string) (bool, error) {
-	r, err := s.fs()
+	r, err := s.io.Root()
 	if err != nil {
 		return false, err
 	}
@@ -169,7 +169,7 @@ func (s *Session) takeBack(from, name string) (bool, error) {
 
 // follow is the command a forward record of c's session points to.
 func (c *Command) follow(f *sessionio.Forward) (*Command, error) {
-	t, err := Open(filepath.Join(c.s.dir, f.ToSession))
+	t, err := Open(filepath.Join(c.s.io.Dir(), f.ToSession))
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +185,7 @@ func (c *Command) follow(f *sessionio.Forward) (*Command, error) {
 // still in queue/, unclaimed.
 func (c *Command) queued() bool {
 	cur := c.Resolve()
-	return cur.s.exists(protocol.DirQueue + "/" + cur.Name)
+	return cur.s.io.Exists(protocol.DirQueue + "/" + cur.Name)
 }
 
 // noRunnerErr is a wait's ErrRunnerNotAlive for c, saying plainly what

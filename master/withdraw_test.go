@@ -40,7 +40,7 @@ func TestWaitStoppedRunnerAndWithdraw(t *testing.T) {
 	if err := c.Withdraw(); err != nil {
 		t.Fatalf("Withdraw: %v", err)
 	}
-	if s.exists(protocol.DirQueue + "/" + c.Name) {
+	if s.io.Exists(protocol.DirQueue + "/" + c.Name) {
 		t.Fatal("the command is still queued")
 	}
 	if err := c.Withdraw(); !errors.Is(err, ErrAlreadyWithdrawn) { // Not "unknown".
@@ -105,7 +105,7 @@ func TestWithdrawNames(t *testing.T) {
 	}
 	queued := func() (names []string) {
 		for _, c := range cmds {
-			if s.exists(protocol.DirQueue + "/" + c.Name) {
+			if s.io.Exists(protocol.DirQueue + "/" + c.Name) {
 				names = append(names, c.Name)
 			}
 		}

@@ -123,8 +123,8 @@ func TestZeroSubmitOptionsMeanDefaults(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m["kind"] != "sh" || m["cmd_id"] != c.ID || !protocol.ValidCmdID(c.ID) || m["submitter"] != s.owner {
-		t.Errorf("kind %v cmd_id %v submitter %v (owner %s)", m["kind"], m["cmd_id"], m["submitter"], s.owner)
+	if m["kind"] != "sh" || m["cmd_id"] != c.ID || !protocol.ValidCmdID(c.ID) || m["submitter"] != s.io.Owner() {
+		t.Errorf("kind %v cmd_id %v submitter %v (owner %s)", m["kind"], m["cmd_id"], m["submitter"], s.io.Owner())
 	}
 	if m["cancel_policy"] != string(protocol.PolicyCtrlC) {
 		t.Errorf("cancel_policy %v", m["cancel_policy"])

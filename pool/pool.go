@@ -151,7 +151,7 @@ func (p *Pool) session(name string) (*master.Session, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.sessions[name]; s != nil {
-		if _, err := sessionio.Of(s).Root(); err == nil {
+		if _, err := s.Core().Root(); err == nil {
 			return s, nil
 		}
 		// Its directory moved: a handle given out before keeps failing;

@@ -162,7 +162,7 @@ func (p *Pool) finishMove(views []SessionView, v SessionView, name string) (*Mov
 // the session 18.3 chooses) and records reason (empty: v's death).
 func (p *Pool) finishMoveTo(views []SessionView, v SessionView, name string, to *SessionView, reason string) (*Move, error) {
 	s := v.s
-	fwd, err := sessionio.Of(s).ReadForward(name)
+	fwd, err := s.Core().ReadForward(name)
 	if errors.Is(err, os.ErrNotExist) {
 		fwd, err = p.stageMove(views, v, name, to, reason)
 	}
@@ -198,7 +198,7 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string, to *Se
 	}
 	raw, err := readSessionFile(s, DirMoved+"/"+name, maxPoolCommand)
 	if errors.Is(err, os.ErrNotExist) {
-		return sessionio.Of(s).ReadForward(name) // Finished by another mover meanwhile.
+		return s.Core().ReadForward(name) // Finished by another mover meanwhile.
 	}
 	if err != nil {
 		raw = nil // Too large or unreadable: moved as is; the target's runner answers it as invalid.
@@ -226,7 +226,7 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string, to *Se
 			views[i].Queue++ // So that the next move of this pass sees the load it adds.
 		}
 	}
-	newSeq, err := sessionio.Of(t.s).AllocSeq()
+	newSeq, err := t.s.Core().AllocSeq()
 	if err != nil {
 		return nil, err
 	}
@@ -242,12 +242,12 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string, to *Se
 		return nil, fmt.Errorf("master: stage move of %s/%s: %w", v.Name, name, err)
 	}
 	fwd := &sessionio.Forward{ProtocolVersion: protocol.Version, CmdID: cmdID, Seq: seq, ToSession: relPath(s.Dir(), t.s.Dir()),
-		ToName: toName, Stage: stage, Reason: reason, MovedAt: protocol.Now(), Mover: sessionio.Of(s).Owner()}
+		ToName: toName, Stage: stage, Reason: reason, MovedAt: protocol.Now(), Mover: s.Core().Owner()}
 	b, _ := json.MarshalIndent(fwd, "", "  ")
 	if err := mkdirSession(s, sessionio.DirForward); err != nil {
 		return nil, err
 	}
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +257,7 @@ func (p *Pool) stageMove(views []SessionView, v SessionView, name string, to *Se
 		if err != nil {
 			return nil, err
 		}
-		return sessionio.Of(s).ReadForward(name)
+		return s.Core().ReadForward(name)
 	}
 	_ = syncSessionDir(s, sessionio.DirForward) // Best effort: the forward outlives a machine crash.
 	return fwd, nil

@@ -76,7 +76,7 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 	v.Queue = q
 	v.Inflight = claimedCount(s)
 	st, serr := s.ReadState()
-	hb, herr := sessionio.Of(s).ReadHeartbeat()
+	hb, herr := s.Core().ReadHeartbeat()
 	fi, ferr := lstat(s, protocol.FileHeartbeat)
 	if ferr == nil && !fi.Mode().IsRegular() {
 		ferr = fsq.ErrNotRegular // A symlink or a FIFO there is no heartbeat.
@@ -91,7 +91,7 @@ func (p *Pool) view(name string, now time.Time) SessionView {
 	switch {
 	case st.Phase == protocol.PhaseStopped || hb.Phase == protocol.PhaseStopped:
 		v.Dead, v.Why = true, "the runner stopped: "+st.Reason
-	case !sessionio.Of(s).OnNetworkFS() && !sessionio.Of(s).LockHeld():
+	case !s.Core().OnNetworkFS() && !s.Core().LockHeld():
 		v.Dead, v.Why = true, "the runner's lock is free"
 	case v.HBAge > max(poolDeadAfter, window):
 		v.Dead, v.Why = true, fmt.Sprintf("heartbeat %v old", v.HBAge.Round(time.Second))

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/launch"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -210,8 +209,8 @@ func TestPoolStopNoJobWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st, err := ms.ReadState(); err != nil || st.Phase != protocol.PhaseStopped || sessionio.Of(ms).LockHeld() {
-			t.Errorf("%s: phase %s (%v), lock held %v after pool stop", s.Session, st.Phase, err, sessionio.Of(ms).LockHeld())
+		if st, err := ms.ReadState(); err != nil || st.Phase != protocol.PhaseStopped || ms.Core().LockHeld() {
+			t.Errorf("%s: phase %s (%v), lock held %v after pool stop", s.Session, st.Phase, err, ms.Core().LockHeld())
 		}
 		if li, err := launch.Read(ms); err != nil || li.StoppedAt == nil {
 			t.Errorf("%s: launch.json without stopped_at (%v)", s.Session, err)

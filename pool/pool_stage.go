@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -93,7 +92,7 @@ func orphanStage(views []SessionView, target *master.Session, name string) bool 
 	if from == nil {
 		return false
 	}
-	fwd, err := sessionio.Of(from).ReadForward(body.MovedFrom.Name)
+	fwd, err := from.Core().ReadForward(body.MovedFrom.Name)
 	if err != nil {
 		return false
 	}

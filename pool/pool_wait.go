@@ -232,7 +232,7 @@ func (p *Pool) Status(ctx context.Context) ([]SessionStatus, error) {
 			fwds := commandNames(v.s, sessionio.DirForward)
 			ps.MovedOut = len(fwds)
 			for _, n := range fwds {
-				if f, err := sessionio.Of(v.s).ReadForward(n); err == nil {
+				if f, err := v.s.Core().ReadForward(n); err == nil {
 					if ps.MovedTo == nil {
 						ps.MovedTo = map[string]int{}
 					}

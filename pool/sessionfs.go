@@ -30,7 +30,7 @@ import (
 // swapped for a symlink an error wrapping fsq.ErrLayout; nothing is read,
 // moved or written through either. A session directory of the pool that
 // is a symlink is not a session of the pool (SessionNames, session): the
-// pool opens each member relative to its own root (sessionio.OpenIn), and a
+// pool opens each member relative to its own root (master.OpenIn), and a
 // member's handle never opens its path again, so a member swapped for a
 // symlink after it was listed or opened is refused too.
 //
@@ -172,20 +172,16 @@ func (p *Pool) sessionDirs() []string {
 }
 
 // openIn opens the member name relative to the pool's root parent
-// (sessionio.OpenIn): a symlink there is refused, never followed, then
+// (master.OpenIn): a symlink there is refused, never followed, then
 // and later.
 func openIn(parent *fsq.Root, name string) (*master.Session, error) {
-	s, err := sessionio.OpenIn(parent, name)
-	if err != nil {
-		return nil, err
-	}
-	return s.(*master.Session), nil
+	return master.OpenIn(parent, name)
 }
 
 // sessionRoot returns s's root; a session whose root cannot be had reads
 // as empty to the callers that list or look (they judge it dead).
 func sessionRoot(s *master.Session) *fsq.Root {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return nil
 	}
@@ -216,7 +212,7 @@ func commandNames(s *master.Session, dir string) []string {
 
 // lstat describes the session file name without following a symlink.
 func lstat(s *master.Session, name string) (os.FileInfo, error) {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +235,7 @@ func revalidate(s *master.Session, name string) {
 // mkdirSession makes the session's directory name if it is missing (0770
 // whatever the umask: sessionio.MkdirMaster).
 func mkdirSession(s *master.Session, name string) error {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return err
 	}
@@ -249,7 +245,7 @@ func mkdirSession(s *master.Session, name string) error {
 // claim renames the session file from to to (false, nil: from is gone,
 // another claimed it).
 func claim(s *master.Session, from, to string) (bool, error) {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return false, err
 	}
@@ -259,7 +255,7 @@ func claim(s *master.Session, from, to string) (bool, error) {
 // readSessionFile reads the session file name: at most limit bytes, a
 // regular file only.
 func readSessionFile(s *master.Session, name string, limit int64) ([]byte, error) {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +265,7 @@ func readSessionFile(s *master.Session, name string, limit int64) ([]byte, error
 
 // writeSessionFile replaces the session file name with data.
 func writeSessionFile(s *master.Session, name string, data []byte, d fsq.Durability) error {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return err
 	}
@@ -279,7 +275,7 @@ func writeSessionFile(s *master.Session, name string, data []byte, d fsq.Durabil
 // removeSession removes the session entry name (a symlink itself, never
 // what it points to).
 func removeSession(s *master.Session, name string) error {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return err
 	}
@@ -288,7 +284,7 @@ func removeSession(s *master.Session, name string) error {
 
 // syncSessionDir fsyncs the session's directory name.
 func syncSessionDir(s *master.Session, name string) error {
-	r, err := sessionio.Of(s).Root()
+	r, err := s.Core().Root()
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,13 @@
-// Package sessionio is the plumbing the Go master's packages share beyond
-// package master's exported API: package master itself, and launch, pool,
-// the master CLI (cmd/master/cli) and the MCP server built on it. A flow
-// imports package master; nothing here is part of its API.
+// Package sessionio is the typed core of the Go master: a session
+// directory as package master and the packages built on it reach it
+// (Session: its fsq.Root, owner, lock, heartbeat, state, forward records),
+// seq allocation (AllocSeq, PROTOCOL.md "Allocating seq"), the forward
+// records a pool writes (Forward), and the error helpers that make their
+// errors read and classify as master's (UsageError, ContextEnd,
+// WithContext, CodedError).
 //
-// It holds what those packages need of a session and of one another:
-// the session's fsq.Root and the other accessors of a *master.Session
-// (Of, set by package master), seq allocation (AllocSeq, PROTOCOL.md
-// "Allocating seq") and its background hint rewrites
-// (WaitBackgroundWrites), the forward records a pool writes (Forward),
-// and the error helpers that make their errors read and classify as
-// master's (UsageError, ContextEnd, WithContext, CodedError).
+// Package master wraps a Session (master.Session) with the waits,
+// liveness and requests of its API; launch, pool and the master CLI use
+// the Session master.Session.Core returns, with its types. A flow imports
+// package master; nothing here is part of its API.
 package sessionio

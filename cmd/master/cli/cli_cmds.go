@@ -74,7 +74,7 @@ func submitFlags(cmd *command) runFunc {
 			} else {
 				fmt.Fprintln(c.stdout, command.ID)
 			}
-			if why := sessionio.Of(s).NoRunnerHint(command.Seq); why != "" {
+			if why := s.NoRunnerHint(command.Seq); why != "" {
 				c.diag("warning: no runner serves %s (%s); %s stays queued until one starts", s.Dir(), why, command.ID)
 			}
 			return nil
@@ -169,7 +169,7 @@ func (c *cli) waitCmdOnce(ctx context.Context, s *master.Session, cmd *master.Co
 	// start the watcher for every short wait, and an inotify instance costs
 	// a millisecond to create and stalls the exit to tear down.
 	warn := time.AfterFunc(s.QuickPoll, func() {
-		if why := sessionio.Of(s).WatchDegraded(); why != "" {
+		if why := s.WatchDegraded(); why != "" {
 			c.diag("%s", why)
 		}
 	})
@@ -198,7 +198,7 @@ func (c *cli) waitCmdOnce(ctx context.Context, s *master.Session, cmd *master.Co
 		return err
 	}
 	if c.json {
-		if _, raw, rerr := sessionio.CommandOf(cmd).ReadResult(); rerr == nil && raw != nil {
+		if _, raw, rerr := cmd.RawResult(); rerr == nil && raw != nil {
 			c.printRawJSON(raw)
 		}
 		return err
@@ -286,7 +286,7 @@ func resultFlags(cmd *command) runFunc {
 		if err != nil {
 			return err
 		}
-		res, raw, err := sessionio.CommandOf(command).ReadResult()
+		res, raw, err := command.RawResult()
 		if err != nil {
 			return err
 		}
