@@ -226,8 +226,8 @@ func Classify(err error) (code string, exit int) {
 }
 
 // ErrUsage marks an invalid argument or option (code usage, CLI exit 2).
-// The message follows it: "usage: ...", the CLI's own wording, where the
-// other errors say "master: ...".
+// The message follows it: "master: usage: ...", under the prefix every
+// error of this package has.
 var ErrUsage = sessionio.ErrUsage
 
 func usageErr(format string, args ...any) error { return sessionio.UsageError(format, args...) }

@@ -18,12 +18,12 @@ var (
 	// what it waited for.
 	ErrWaitTimeout = errors.New("master: timed out waiting")
 	// ErrUsage marks an invalid argument or option. The message follows
-	// it: "usage: ...".
-	ErrUsage = errors.New("usage")
+	// it: "master: usage: ...", the package's one prefix.
+	ErrUsage = errors.New("master: usage")
 )
 
 // UsageError is an error wrapping ErrUsage with the message format and
-// args give: "usage: <message>".
+// args give: "master: usage: <message>".
 func UsageError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
 }

@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -124,24 +123,39 @@ type sessionStatus struct {
 	Launch *launch.JobStatus // nil: not launched
 }
 
-// MarshalJSON is the status's JSON with "launch" where it has always
-// stood, between "filesystem" and "dir".
+// statusJSON is the type master status --json marshals: master.Status's
+// fields with Launch where "launch" has always stood, between
+// "filesystem" and "dir" (docs/reference/master.md). It is made from
+// master.Status, so that a field added there is shown here in its place.
+var statusJSON, statusLaunchAt = func() (reflect.Type, int) {
+	var fields []reflect.StructField
+	at := -1
+	for f := range reflect.TypeFor[master.Status]().Fields() {
+		if f.Name == "Dir" {
+			at = len(fields)
+			fields = append(fields, reflect.StructField{Name: "Launch", Type: reflect.TypeFor[*launch.JobStatus](), Tag: `json:"launch,omitempty"`})
+		}
+		fields = append(fields, f)
+	}
+	if at < 0 {
+		panic("master.Status has no Dir") // A test (TestStatusJSONKeepsLaunchInPlace) says so first.
+	}
+	return reflect.StructOf(fields), at
+}()
+
+// MarshalJSON is the status's JSON as a statusJSON.
 func (st sessionStatus) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(st.Status)
-	if err != nil || st.Launch == nil {
-		return b, err
+	v := reflect.New(statusJSON).Elem()
+	from := reflect.ValueOf(st.Status)
+	for i, j := 0, 0; i < v.NumField(); i++ {
+		if i == statusLaunchAt {
+			v.Field(i).Set(reflect.ValueOf(st.Launch))
+			continue
+		}
+		v.Field(i).Set(from.Field(j))
+		j++
 	}
-	l, err := json.Marshal(st.Launch)
-	if err != nil {
-		return nil, err
-	}
-	// "dir" is a top-level key (never omitted), and no string value can
-	// hold an unescaped quote: the first match is the key.
-	i := bytes.Index(b, []byte(`,"dir":`))
-	if i < 0 {
-		return nil, fmt.Errorf("master status: no \"dir\" in %s", b)
-	}
-	return slices.Concat(b[:i], []byte(`,"launch":`), l, b[i:]), nil
+	return json.Marshal(v.Interface())
 }
 
 // statusExit is status's exit code: 5 when the session cannot serve.
