@@ -220,9 +220,8 @@ func (r *Runner) cancelQueued(id, source string, by map[string]any) (bool, error
 		res.TraceID, res.Labels = r.correlation(ipath)
 		r.submitResult(resultJob{kind: jobCancelled, name: name, res: res, cmdFile: ipath, keepAt: res.CommandPath})
 		// The cancel has acted once its result is visible: only then is it
-		// answered, so a reply never promises a result a crash could turn
-		// into runner_restarted.
-		r.awaitResult(name, settleWait)
+		// answered (answer.settle), so a reply never promises a result a
+		// crash could turn into runner_restarted.
 		r.status.dirty = true
 		return true, nil
 	}
@@ -272,23 +271,8 @@ func (r *Runner) beginStop(mode protocol.StopMode, why string) bool {
 	return true
 }
 
-// settleWait bounds how long the owner waits for a result it must see
-// committed before going on (a cancelled queued command, before its
-// reply). Commits take milliseconds; the bound keeps a disk that is full
-// (the writer retrying) from stalling the heartbeat.
+// settleWait bounds how long a reply waits for a result it must see
+// committed (a cancelled queued command's, mailbox.afterResult). Commits
+// take milliseconds; the bound keeps a disk that is full (the writer
+// retrying) from holding the reply back for ever.
 const settleWait = 500 * time.Millisecond
-
-// awaitResult handles the writer's completions until name's result is
-// committed or d has passed.
-func (r *Runner) awaitResult(name string, d time.Duration) {
-	timeout, stop := after(r.clk, d)
-	defer stop()
-	for r.queue.settling[name] {
-		select {
-		case done := <-r.results.done:
-			r.onResult(done)
-		case <-timeout:
-			return
-		}
-	}
-}

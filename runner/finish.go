@@ -22,13 +22,16 @@ func (r *Runner) submitResult(j resultJob) {
 			r.pumpWaiting(j.res.CmdID) // It ended without running (cancelled while queued, rejected).
 		}
 	}
-	r.results.submit(j, r.onResult)
+	if len(r.queue.handOver) > 0 || !r.results.trySubmit(j) {
+		r.queue.handOver = append(r.queue.handOver, j)
+	}
 }
 
 // onResult records a result the writer committed (or gave up on).
 func (r *Runner) onResult(d resultDone) {
 	j, res := d.job, d.job.res
 	delete(r.queue.settling, j.name)
+	defer r.repliesAfter(j.name)
 	for _, x := range d.displaced {
 		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: d.job.res.CmdID, Seq: d.job.res.Seq, Detail: x})
 	}

@@ -74,7 +74,15 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		r.status.schedule(r.clk.Now())
 		wake.Reset(r.nextWake())
 		out, exited, input, typed := r.tool.output(), r.tool.exited(), r.in.writeDone(), r.tool.typing()
+		var handOver chan<- resultJob // nil: nothing waits for the writer's queue
+		var next resultJob
+		if len(r.queue.handOver) > 0 {
+			handOver, next = r.results.jobs, r.queue.handOver[0]
+		}
 		select {
+		case handOver <- next:
+			r.queue.handOver[0] = resultJob{}
+			r.queue.handOver = r.queue.handOver[1:]
 		case c, ok := <-out:
 			if !ok {
 				r.tool.eof = true
@@ -249,6 +257,10 @@ func (r *Runner) shutdown() error {
 		}
 		r.tool.reap() // Whatever else is left in its group.
 	}
+	for _, j := range r.queue.handOver {
+		r.results.submit(j, r.onResult)
+	}
+	r.queue.handOver = nil
 	r.results.close(r.onResult)
 	r.settleRetention() // retain.go: the last batch's pruned event before runner_stop.
 	r.flushTail()

@@ -40,7 +40,20 @@ type mailbox struct {
 	recheck  time.Time           // when to look at an incomplete file again
 	unsent   map[string][]byte   // replies acted on whose write failed, retried
 	held     map[string]bool     // send and signal requests taken, not yet answered (input.go)
-	moved    int64               // names files moved into tmp/
+	// afterResult holds replies (in unsent) that wait for a result to be
+	// committed: a cancel of a queued command is answered once its
+	// cancelled result is visible, or at until (settleWait) if the writer
+	// is slow, so a reply never promises a result a crash could turn into
+	// runner_restarted. The loop goes on meanwhile.
+	afterResult map[string]awaitedResult
+	moved       int64 // names files moved into tmp/
+}
+
+// awaitedResult is what a held reply waits for: the result of the
+// command file name, until a deadline on the runner's clock.
+type awaitedResult struct {
+	name  string
+	until time.Time
 }
 
 // asideName returns a new name in tmp/ for the control file name, moved
@@ -101,7 +114,7 @@ const startedFile = "started"
 // session_id written within that tick after the start is judged stale too;
 // masters set session_id, and a stale stop is the worse mistake.
 func (m *mailbox) init(sessionID string, clk clock) {
-	m.seen, m.unsent, m.held = map[string]fileSeen{}, map[string][]byte{}, map[string]bool{}
+	m.seen, m.unsent, m.held, m.afterResult = map[string]fileSeen{}, map[string][]byte{}, map[string]bool{}, map[string]awaitedResult{}
 	p := rel(protocol.DirTmp, startedFile)
 	first, err := writeStamp(m.root, p, sessionID)
 	if err == nil {
@@ -237,6 +250,14 @@ func (r *Runner) takeRequest(name string) bool {
 		return true // Taken; answered once it is delivered or refused.
 	}
 	if b, ok := r.mbox.unsentReply(name); ok {
+		if w, waits := r.mbox.afterResult[name]; waits {
+			if r.queue.settling[w.name] && r.clk.Now().Before(w.until) {
+				return true // Answered once the result is committed (onResult).
+			}
+			delete(r.mbox.afterResult, name)
+			r.deliverReply(name, b)
+			return true
+		}
 		if r.writeReply(name, b) == nil {
 			delete(r.mbox.unsent, name)
 			r.removeRequest(p)
@@ -289,15 +310,39 @@ func (r *Runner) takeRequest(name string) bool {
 		return true
 	}
 	r.record(req, a, "")
-	failpoint("ctl_after_act")
 	b := marshal(replyFor(req, a))
-	if err := r.writeReply(name, b); err != nil {
-		r.mbox.unsent[name] = b // Acted on: never again; the reply is retried.
+	if a.settle != "" && r.queue.settling[a.settle] {
+		until := r.clk.Now().Add(settleWait)
+		r.mbox.unsent[name] = b // Acted on: never again.
+		r.mbox.afterResult[name] = awaitedResult{name: a.settle, until: until}
+		r.mbox.recheckAt(until)
 		return true
 	}
-	failpoint("ctl_after_reply")
-	r.removeRequest(p)
+	r.deliverReply(name, b)
 	return true
+}
+
+// deliverReply writes the reply b to the request name, acted on, and
+// deletes the request; a reply that cannot be written is kept and retried.
+func (r *Runner) deliverReply(name string, b []byte) {
+	failpoint("ctl_after_act")
+	if err := r.writeReply(name, b); err != nil {
+		r.mbox.unsent[name] = b // Acted on: never again; the reply is retried.
+		return
+	}
+	delete(r.mbox.unsent, name)
+	failpoint("ctl_after_reply")
+	r.removeRequest(rel(protocol.DirCtl, name))
+}
+
+// repliesAfter delivers the replies that waited for the result of the
+// command file name, now committed (or given up).
+func (r *Runner) repliesAfter(name string) {
+	for req, w := range r.mbox.afterResult {
+		if w.name == name {
+			r.takeRequest(req)
+		}
+	}
 }
 
 // answer is what the runner did with a request.
@@ -305,8 +350,9 @@ type answer struct {
 	outcome protocol.Outcome
 	message string
 	cmdID   string
-	offset  int64 // spool size when it took effect
-	held    bool  // a send or signal queued for the running command (input.go)
+	offset  int64  // spool size when it took effect
+	held    bool   // a send or signal queued for the running command (input.go)
+	settle  string // the result (command file name) to see committed before the reply
 	// send and signal only (see protocol.ControlReply)
 	bytes                              *int64
 	sha256                             string
@@ -344,6 +390,9 @@ func (r *Runner) decide(req *protocol.ControlRequest, perr error, mod time.Time,
 		a.message = "stale, nothing done: written before this runner started (" + mod.UTC().Format(time.RFC3339Nano) + " < " + r.mbox.startMod.UTC().Format(time.RFC3339Nano) + " on the session's filesystem)"
 	case req.Op == protocol.OpCancel:
 		a.outcome, a.message, a.cmdID = r.cancel(req.Scope, req.CmdID, requestWords(req, source, mod), requestContext(req, source))
+		if a.outcome == protocol.OutcomeCancelledQueued {
+			a.settle = r.queue.done[a.cmdID] // Its cancelled result, handed to the writer.
+		}
 	case req.Op == protocol.OpStop:
 		a.outcome, a.message = r.stopRequested(req.Mode, requestWords(req, source, mod))
 	case req.Op == protocol.OpSend, req.Op == protocol.OpSignal:

@@ -237,8 +237,19 @@ func defaultOps(cfg writerConfig) writerOps {
 	}
 }
 
+// trySubmit queues a job if the queue has room.
+func (w *resultWriter) trySubmit(j resultJob) bool {
+	select {
+	case w.jobs <- j:
+		return true
+	default:
+		return false
+	}
+}
+
 // submit queues a job. While the queue is full it keeps handling
-// completions, so the owner and the writer never wait on each other.
+// completions, so the owner and the writer never wait on each other: at
+// shutdown, once the loop has ended (the loop hands jobs over itself).
 func (w *resultWriter) submit(j resultJob, handle func(resultDone)) {
 	for {
 		select {
