@@ -125,3 +125,35 @@ func TestWrappedShellKeepsItsOwn(t *testing.T) {
 		t.Fatalf("the tee log %q lacks the payload's line", b)
 	}
 }
+
+// TestTclMasterInsideEDAShells: the Tcl master loads and drives a session
+// from inside the EDA shells' own Tcl (OpenSTA redefines source and runs a
+// file in a proc, where package require's $dir is not seen; Magic's Tcl has
+// no clock command), by package require and by the compatibility files.
+func TestTclMasterInsideEDAShells(t *testing.T) {
+	testenv.Slow(t, "real EDA shells")
+	_, target := session(t, nil, "tclsh")
+	lib := repoFile(t, "master/tcl")
+	for _, tool := range tclTools(t) {
+		if tool.name == "linewise" {
+			continue
+		}
+		t.Run(tool.name, func(t *testing.T) {
+			testenv.NeedTool(t, tool.cmd, tool.pkg)
+			_, s := session(t, nil, tool.argv...)
+			for _, load := range []string{
+				"lappend ::auto_path " + lib + "; package require skillpilot",
+				"source " + lib + "/skillpilot_master.tcl",
+			} {
+				res, _ := run(t, s, load+"\nset r [skillpilot::run "+target.Dir()+" {expr 6*7}]\ndict get $r value", master.SubmitOptions{})
+				if res.Status != protocol.StatusOK || value(res) != "42" {
+					msg := ""
+					if res.Error != nil {
+						msg = res.Error.Message
+					}
+					t.Fatalf("%s: %s %q %s, want the Tcl master to run a command and give 42", load, res.Status, value(res), msg)
+				}
+			}
+		})
+	}
+}

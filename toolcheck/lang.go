@@ -217,7 +217,10 @@ func driverLang(drv *runner.DriverSpec) *lang {
 		},
 	}
 	if drv.Error != "" {
-		l.errPayload, l.errMsg = "sp_check_no_such_command", ""
+		// A word that names nothing, then an unbalanced bracket: one of
+		// the two is an error in any language a REPL speaks (bc takes
+		// the first for a variable).
+		l.errPayload, l.errMsg = "sp_check_no_such_command\n)(", ""
 	} else {
 		l.notApplicable["error"] = "the driver has no error pattern: its commands never fail"
 	}

@@ -122,7 +122,7 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		row(c.Title, c.Status.Mark(), took, c.Detail)
 	}
-	fmt.Fprintf(w, "\nRecommended:\n  %s\n", strings.Join(r.Recommend.Command, " "))
+	fmt.Fprintf(w, "\nRecommended:\n  %s\n", shellLine(r.Recommend.Command))
 	fmt.Fprintf(w, "  cancel_policy %s: %s\n", r.Recommend.CancelPolicy, r.Recommend.CancelWhy)
 	fmt.Fprintf(w, "  --start-timeout %s: %s\n", r.Recommend.StartTimeout, r.Recommend.StartWhy)
 	for _, n := range r.Recommend.Notes {
@@ -132,6 +132,16 @@ func (r *Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "\nThe check's session is kept for its logs: %s\n", r.Session)
 	}
 	if r.OK {
+		na := 0
+		for _, c := range r.Checks {
+			if c.Status == NotApplicable {
+				na++
+			}
+		}
+		if na > 0 {
+			fmt.Fprintf(w, "\nEvery guarantee the check could test holds on this tool (exit 0); %d of %d checks do not apply or could not be made (n/a above: test those in your flow's own checks).\n", na, len(r.Checks))
+			return
+		}
 		fmt.Fprintln(w, "\nEvery guarantee the runner gives on this kind holds on this tool (exit 0).")
 		return
 	}
@@ -153,4 +163,24 @@ func FormatDuration(d time.Duration) string {
 		return fmt.Sprintf("%.2fs", d.Seconds())
 	}
 	return d.Round(time.Second).String()
+}
+
+// shellLine is argv as a POSIX shell line: a word with anything but
+// letters, digits and /._+,@%=:- is single-quoted, so the line can be
+// pasted as it is.
+func shellLine(argv []string) string {
+	words := make([]string, len(argv))
+	for i, a := range argv {
+		plain := a != ""
+		for j := 0; j < len(a) && plain; j++ {
+			c := a[j]
+			plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("/._+,@%=:-", c) >= 0
+		}
+		if plain {
+			words[i] = a
+		} else {
+			words[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(words, " ")
 }

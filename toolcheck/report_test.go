@@ -122,3 +122,12 @@ func TestFormatDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestShellLine: the recommended command line pastes into a shell as it is.
+func TestShellLine(t *testing.T) {
+	got := shellLine([]string{"runner", "--session", "DIR", "--", "sh", "-c", `printf "Checking out license..."; sleep 20; exec tclsh`, "it's"})
+	want := `runner --session DIR -- sh -c 'printf "Checking out license..."; sleep 20; exec tclsh' 'it'\''s'`
+	if got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+}

@@ -55,3 +55,24 @@ func firstDiff(got, want string) string {
 	}
 	return "they differ"
 }
+
+// TestPagesListEveryCommand: the pages list the commands and their flags
+// (master's verb table is built on first use: a reference made before it
+// listed none, and the drift test could not tell).
+func TestPagesListEveryCommand(t *testing.T) {
+	want := map[string][]string{"master": {"submit", "wait", "status", "cancel", "pool start", "report"}, "runner": {"check"}}
+	for _, p := range Pages() {
+		have := map[string]int{}
+		for _, c := range p.Commands {
+			have[c.Name] = len(c.Flags)
+		}
+		for _, name := range want[p.Name] {
+			if n, ok := have[name]; !ok || n == 0 {
+				t.Errorf("%s's page: command %q listed %v with %d flags, want it with its flags", p.Name, name, ok, n)
+			}
+		}
+		if len(p.Flags) == 0 && p.Name == "runner" {
+			t.Errorf("runner's page lists no flags")
+		}
+	}
+}

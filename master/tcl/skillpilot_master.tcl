@@ -1,7 +1,12 @@
 # Compatibility file: the SkillPilot Tcl master is the package skillpilot
 # (master/tcl/skillpilot: "package require skillpilot" with master/tcl on
-# auto_path or TCLLIBPATH). Sourcing this file loads that package.
+# auto_path or TCLLIBPATH). Sourcing this file loads that package, reading
+# its index with Tcl's own open and read (pkgIndex.tcl says why).
 apply {{dir} {
-    source -encoding utf-8 [file join $dir pkgIndex.tcl]
+    set c [open [file join $dir pkgIndex.tcl] r]
+    fconfigure $c -encoding utf-8
+    set s [read $c]
+    close $c
+    eval $s
     package require skillpilot 1.0
 }} [file join [file dirname [file normalize [info script]]] skillpilot]

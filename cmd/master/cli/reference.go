@@ -14,6 +14,7 @@ import (
 // (internal/refdoc adds them from package mcpserver, which this package
 // does not import).
 func Reference() clidoc.Page {
+	loadVerbs() // Built on first use (commands.go); the reference lists them all.
 	p := clidoc.Page{
 		Name:     "master",
 		Summary:  "drive a SkillPilot session or pool: submit commands, wait, read results, control the runner",

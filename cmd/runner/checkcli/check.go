@@ -35,7 +35,7 @@ with an error in its middle, UTF-8, output without a final newline, a
 cancel and what the tool kept, send to a read, a kill of the tool and a
 restart with --init, a stop. It prints a table (what holds, what does not
 and why, in the tool's own words) and the runner flags it recommends. Run
-it on your tool before a flow depends on it (README, "Your own tool").
+it on your tool before a flow depends on it (docs/drivers.md, "Your own tool").
 
 The tool starts in the current directory, as under the runner. The session
 is removed when every check holds, and kept (its path printed) otherwise.

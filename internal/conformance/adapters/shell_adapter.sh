@@ -128,7 +128,7 @@ pruned_of() {
       else [[ $n == cmd_+([0-9])_"$2".json ]] || continue; fi
       s=${n#cmd_}; s=${s%%_*}
       if [ -z "$best" ] || [ -n "$1" ] || ((10#$s < 10#$bs)); then best=$n bs=$s p_status=$st; fi
-    done < <(grep -F -- "$pat" "$f" 2>/dev/null)
+    done <<<"$(grep -F -- "$pat" "$f" 2>/dev/null)"  # Not <(...): no /dev/fd in the NFS guest.
   done
   [ -n "$best" ]
 }

@@ -165,11 +165,11 @@ proc ::skillpilot::stop {dir args} {
     if {$outcome ne "accepted"} {
         return -code error -errorcode [list SKILLPILOT [OutcomeCode $outcome] $reply] -context [ReplyContext $reply] "stop: $outcome"
     }
-    set lastAlive [clock milliseconds]
+    set lastAlive [::tcl::clock::milliseconds]
     while {[dict get $o -wait]} {
         set look [Observe $dir]
         if {![dict get $look alive] && [dict get $look definite]} { break }
-        set now [clock milliseconds]
+        set now [::tcl::clock::milliseconds]
         if {[dict get $look alive]} {
             set lastAlive $now
         } elseif {$now - $lastAlive > [Grace [dict get $o -waitforrunner] [dict get $look interval]]} {
@@ -233,7 +233,7 @@ proc ::skillpilot::status {dir} {
 proc ::skillpilot::ready {dir args} {
     variable waitForRunnerMs
     set o [Opts [list -timeout 60000 -waitforrunner $waitForRunnerMs] $args]
-    set start [clock milliseconds]
+    set start [::tcl::clock::milliseconds]
     set end [expr {$start + [dict get $o -timeout]}]
     set w ""
     while 1 {
@@ -250,11 +250,11 @@ proc ::skillpilot::ready {dir args} {
             WaitStep w "no runner ready"
             set look [dict get $w look]
             if {[dict get $look alive] && [Phase [dict get $look state]] in {idle busy}} { return [status $dir] }
-        } elseif {[clock milliseconds] - $start > [Grace [dict get $o -waitforrunner] 0]} {
+        } elseif {[::tcl::clock::milliseconds] - $start > [Grace [dict get $o -waitforrunner] 0]} {
             ThrowCtx RUNNER_NOT_ALIVE "runner not alive: $dir is not a session yet" \
                 [dict create dir $dir reason "not a session yet" grace_ms [Grace [dict get $o -waitforrunner] 0]]
         }
-        if {[clock milliseconds] >= $end} {
+        if {[::tcl::clock::milliseconds] >= $end} {
             if {$w ne "" && [Phase [dict get $w look state]] eq "error"} {
                 set st [dict get $w look state]
                 Throw CANNOT_SERVE "no runner ready within [dict get $o -timeout] ms: the runner cannot serve\

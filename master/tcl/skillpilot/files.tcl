@@ -44,7 +44,7 @@ proc ::skillpilot::RandomHex {n} {
 # random bits, so that ids sort by creation time.
 proc ::skillpilot::new_id {} {
     set r [RandomHex 10]
-    set h [format %012llx [clock milliseconds]]
+    set h [format %012llx [::tcl::clock::milliseconds]]
     append h 7 [string range $r 0 2]
     append h [format %x [expr {0x8 | ("0x[string index $r 3]" & 0x3)}]] [string range $r 4 18]
     return "[string range $h 0 7]-[string range $h 8 11]-[string range $h 12 15]-[string range $h 16 19]-[string range $h 20 31]"
@@ -65,8 +65,8 @@ proc ::skillpilot::parse_name {name {prefix cmd}} {
 }
 
 proc ::skillpilot::now_iso {} {
-    set ms [clock milliseconds]
-    return "[clock format [expr {$ms / 1000}] -format %Y-%m-%dT%H:%M:%S -gmt 1].[format %03d [expr {$ms % 1000}]]Z"
+    set ms [::tcl::clock::milliseconds]
+    return "[::tcl::clock::format [expr {$ms / 1000}] -format %Y-%m-%dT%H:%M:%S -gmt 1].[format %03d [expr {$ms % 1000}]]Z"
 }
 
 # read_json parses the JSON file dir/sub/name; "" if it does not exist.

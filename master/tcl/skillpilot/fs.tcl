@@ -87,7 +87,7 @@ proc ::skillpilot::fs::random_hex {n} {
     }
     set h ""
     while {[string length $h] < 2 * $n} {
-        append h [format %08x [expr {([clock clicks] ^ ([pid] << 16) ^ [incr tmpCounter] * 2654435761) & 0xffffffff}]]
+        append h [format %08x [expr {([::tcl::clock::clicks] ^ ([pid] << 16) ^ [incr tmpCounter] * 2654435761) & 0xffffffff}]]
     }
     return [string range $h 0 [expr {2 * $n - 1}]]
 }

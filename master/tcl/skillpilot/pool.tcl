@@ -36,9 +36,18 @@ namespace eval ::skillpilot {}
 # package's files pool_submit shares with submit (fs, json, names, the
 # command's options) are sourced from beside this file.
 if {[info commands ::skillpilot::CommandFields] eq ""} {
-    foreach f {fs.tcl json.tcl files.tcl skillpilot.tcl} {
-        source -encoding utf-8 [file join [file dirname [info script]] $f]
-    }
+    apply {{dir} {
+        foreach f {fs.tcl json.tcl files.tcl skillpilot.tcl} {
+            set p [file join $dir $f]
+            set c [open $p r]
+            fconfigure $c -encoding utf-8
+            set s [read $c]
+            close $c
+            set was [info script]
+            info script $p
+            try {uplevel #0 $s} finally {info script $was}
+        }
+    }} [file dirname [file normalize [info script]]]
 }
 namespace eval ::skillpilot::poolimpl {}
 
@@ -47,7 +56,7 @@ namespace eval ::skillpilot::poolimpl {}
 # script's own random sequence).
 proc ::skillpilot::poolimpl::rnd {} {
     if {[binary scan [::skillpilot::fs::urandom 4] iu n] == 1} { return [expr {$n & 0x7fffffff}] }
-    return [expr {([clock clicks] ^ ([pid] << 16)) & 0x7fffffff}]
+    return [expr {([::tcl::clock::clicks] ^ ([pid] << 16)) & 0x7fffffff}]
 }
 
 proc ::skillpilot::poolimpl::field {json key} {
@@ -207,7 +216,7 @@ proc ::skillpilot::poolimpl::read_pin {pool key} {
 # write_pin: exclusive (hard link of a complete temp file) unless replace.
 proc ::skillpilot::poolimpl::write_pin {pool key session replace} {
     ::skillpilot::fs::mkdir $pool affinity
-    set data "\{\"protocol_version\":1,\"key\":[::skillpilot::json::string $key],\"session\":[::skillpilot::json::string $session],\"ts\":[::skillpilot::json::string [clock format [clock seconds] -format %Y-%m-%dT%H:%M:%SZ -gmt 1]]\}"
+    set data "\{\"protocol_version\":1,\"key\":[::skillpilot::json::string $key],\"session\":[::skillpilot::json::string $session],\"ts\":[::skillpilot::json::string [::tcl::clock::format [::tcl::clock::seconds] -format %Y-%m-%dT%H:%M:%SZ -gmt 1]]\}"
     if {$replace} {
         ::skillpilot::fs::write_atomic $pool affinity $key.json $data
         return $session
@@ -354,22 +363,22 @@ proc ::skillpilot::poolimpl::stuck {pool where sdir name} {
 # wait_timeout} once timeout_ms has passed. Commands queued in a dead session are moved by the
 # Go master's heal (master pool heal --every, adapt), not here.
 proc ::skillpilot::pool_wait {pool where {timeout_ms -1}} {
-    set deadline [expr {$timeout_ms < 0 ? -1 : [clock milliseconds] + $timeout_ms}]
-    set nextCheck [expr {[clock milliseconds] + 50}] ;# A short command's wait pays for no look (as Go's).
+    set deadline [expr {$timeout_ms < 0 ? -1 : [::tcl::clock::milliseconds] + $timeout_ms}]
+    set nextCheck [expr {[::tcl::clock::milliseconds] + 50}] ;# A short command's wait pays for no look (as Go's).
     set stuckSince -1
     while 1 {
         lassign [pool_locate $pool $where] sdir name
         set r [::skillpilot::fs::read_quiet $sdir result $name]
-        if {$r eq "" && [clock milliseconds] >= $nextCheck} {
-            set nextCheck [expr {[clock milliseconds] + 1000}]
+        if {$r eq "" && [::tcl::clock::milliseconds] >= $nextCheck} {
+            set nextCheck [expr {[::tcl::clock::milliseconds] + 1000}]
             if {[catch {poolimpl::stuck $pool $where $sdir $name} why opts]} {
                 set r [::skillpilot::fs::read_quiet $sdir result $name]
                 if {$r eq ""} { return -options [dict incr opts -level] $why }
             } elseif {$why eq ""} {
                 set stuckSince -1
             } elseif {$stuckSince < 0} {
-                set stuckSince [clock milliseconds]
-            } elseif {[clock milliseconds] - $stuckSince > 10000} {
+                set stuckSince [::tcl::clock::milliseconds]
+            } elseif {[::tcl::clock::milliseconds] - $stuckSince > 10000} {
                 set id [dict get $where cmd_id]
                 return -code error -errorcode {SKILLPILOT RUNNER_NOT_ALIVE} -context [dict create cmd_id $id reason $why] "command $id: $why"
             }
@@ -377,7 +386,7 @@ proc ::skillpilot::pool_wait {pool where {timeout_ms -1}} {
         if {$r ne "" && ![catch {::skillpilot::json::parse $r} parsed]} {
             return [dict merge [::skillpilot::ResultDict $parsed $name] [dict create session_dir $sdir json $r]]
         }
-        if {$deadline >= 0 && [clock milliseconds] > $deadline} {
+        if {$deadline >= 0 && [::tcl::clock::milliseconds] > $deadline} {
             return -code error -errorcode {SKILLPILOT wait_timeout} "no result for [dict get $where cmd_id] within $timeout_ms ms"
         }
         after 50

@@ -363,7 +363,7 @@ proc ::skillpilot::wait {dir cmd args} {
     set name [find $dir $cmd]
     set w [WaitStart $dir [dict get $o -timeout] [dict get $o -waitforrunner] 1]
     # Whether retention removed its result: after a second, then every second.
-    set prunedAt [expr {[clock milliseconds] + 1000}]
+    set prunedAt [expr {[::tcl::clock::milliseconds] + 1000}]
     while 1 {
         set r [result $dir $name]
         if {$r ne ""} {
@@ -371,8 +371,8 @@ proc ::skillpilot::wait {dir cmd args} {
             if {[dict get $o -check] && [dict get $r status] ne "ok"} { ResultError $r }
             return $r
         }
-        if {[clock milliseconds] >= $prunedAt} {
-            set prunedAt [expr {[clock milliseconds] + 1000}]
+        if {[::tcl::clock::milliseconds] >= $prunedAt} {
+            set prunedAt [expr {[::tcl::clock::milliseconds] + 1000}]
             Gone $dir $name
         }
         if {[catch {WaitStep w "no result for $name"} msg opts]} {
@@ -478,7 +478,7 @@ proc ::skillpilot::withdraw {dir cmd} {
     set sdir $dir
     set cur $name
     set hops 0
-    set deadline [expr {[clock milliseconds] + 5000}]
+    set deadline [expr {[::tcl::clock::milliseconds] + 5000}]
     while 1 {
         if {[fs::take_back $sdir queue $cur $cur]} { return [WithdrawnReply $dir $sdir $id $cur] }
         # Gone from queue/: a runner, a mover or a withdraw took it. A mover
@@ -503,7 +503,7 @@ proc ::skillpilot::withdraw {dir cmd} {
             continue
         }
         if {$moving} {
-            if {[clock milliseconds] < $deadline} {
+            if {[::tcl::clock::milliseconds] < $deadline} {
                 after 10 ;# A mover is staging it: wait for its forward record.
                 continue
             }

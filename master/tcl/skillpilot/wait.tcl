@@ -86,7 +86,7 @@ proc ::skillpilot::Observe {dir} {
     # start again and may reach the number the previous one stopped at.
     set c [list [expr {[dict exists $hb session_id] ? [dict get $hb session_id] : ""}] \
                [expr {[dict exists $hb counter] ? [dict get $hb counter] : ""}]]
-    set now [clock milliseconds]
+    set now [::tcl::clock::milliseconds]
     if {![info exists hbSeen($dir)] || [lindex $hbSeen($dir) 0] ne $c} {
         set hbSeen($dir) [list $c $now [info exists hbSeen($dir)]]
     }
@@ -107,9 +107,9 @@ proc ::skillpilot::Observe {dir} {
 # alive. Returns {0|1 reason}.
 proc ::skillpilot::Alive {dir} {
     set look [Observe $dir]
-    set end [expr {[clock milliseconds] + 10000}]
+    set end [expr {[::tcl::clock::milliseconds] + 10000}]
     while {![dict get $look alive] && ![dict get $look definite] && ![dict get $look late]} {
-        if {[clock milliseconds] >= $end} { return {0 "heartbeat counter did not move"} }
+        if {[::tcl::clock::milliseconds] >= $end} { return {0 "heartbeat counter did not move"} }
         after 50
         set look [Observe $dir]
     }
@@ -122,7 +122,7 @@ proc ::skillpilot::Alive {dir} {
 # RUNNER_NOT_ALIVE at once; a late heartbeat does not: it raises only once
 # no live runner has been seen for the grace, the rule of every wait.
 proc ::skillpilot::AwaitAlive {dir grace_ms} {
-    set start [clock milliseconds]
+    set start [::tcl::clock::milliseconds]
     while 1 {
         set look [Observe $dir]
         if {[dict get $look alive]} { return $look }
@@ -130,7 +130,7 @@ proc ::skillpilot::AwaitAlive {dir grace_ms} {
             ThrowCtx RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; nothing was written" \
                 [dict create reason [dict get $look reason] grace_ms [Grace $grace_ms [dict get $look interval]]]
         }
-        set gone [expr {[clock milliseconds] - $start}]
+        set gone [expr {[::tcl::clock::milliseconds] - $start}]
         if {$gone > [set grace [Grace $grace_ms [dict get $look interval]]]} {
             ThrowCtx RUNNER_NOT_ALIVE "runner not alive: [dict get $look reason]; no live runner seen for\
                 [format %.1f [expr {$gone / 1000.0}]]s (raise with -waitforrunner); nothing was written" \
@@ -154,7 +154,7 @@ proc ::skillpilot::WaitStart {dir timeout_ms grace_ms {learn 0} {stoppedEnds 1}}
         Throw USAGE "timeouts are numbers of milliseconds"
     }
     if {$grace_ms <= 0} { set grace_ms $waitForRunnerMs }
-    set now [clock milliseconds]
+    set now [::tcl::clock::milliseconds]
     set first_grace [Grace $grace_ms 0]
     # The first look at the runner comes 20 ms after the start (a look
     # parses two JSON files): a look cannot end a wait before the grace has
@@ -164,7 +164,7 @@ proc ::skillpilot::WaitStart {dir timeout_ms grace_ms {learn 0} {stoppedEnds 1}}
     # short ones on this session took about E, sleep (whole ms, no CPU
     # taken from the runner) until 1 ms before E, then look again at once
     # for 2 ms.
-    set us [clock microseconds]
+    set us [::tcl::clock::microseconds]
     set sleepUntil $us
     set spinUntil [expr {$us + $spinUs}]
     set e [expr {$learn ? [ExpectedUs $dir] : 0}]
@@ -191,7 +191,7 @@ proc ::skillpilot::ExpectedUs {dir} {
 proc ::skillpilot::WaitDone {wVar} {
     variable waitSeen
     upvar 1 $wVar w
-    set took [expr {[clock microseconds] - [dict get $w startUs]}]
+    set took [expr {[::tcl::clock::microseconds] - [dict get $w startUs]}]
     set dir [dict get $w dir]
     if {$took < 20000} {
         set l [expr {[info exists waitSeen($dir)] ? $waitSeen($dir) : {}}]
@@ -205,7 +205,7 @@ proc ::skillpilot::WaitStep {wVar what} {
     variable pollMs
     variable StoppedGraceMs
     upvar 1 $wVar w
-    set now [clock milliseconds]
+    set now [::tcl::clock::milliseconds]
     set deadline [dict get $w deadline]
     if {$deadline >= 0 && $now >= $deadline} {
         Throw WAIT_TIMEOUT "$what within [dict get $w timeout] ms"
@@ -229,7 +229,7 @@ proc ::skillpilot::WaitStep {wVar what} {
         }
     }
     RenewLeases
-    set us [clock microseconds]
+    set us [::tcl::clock::microseconds]
     if {$us + 1000 <= [dict get $w sleepUntil]} {
         set d [expr {([dict get $w sleepUntil] - $us) / 1000}]
         if {$deadline >= 0} { set d [expr {max(0, min($d, $deadline - $now))}] }
@@ -257,7 +257,7 @@ proc ::skillpilot::lease {dir ttl_ms {lease_id tcl-lease}} {
     set dir [check $dir]
     set ttl_ms [json::number ttl_ms $ttl_ms integer 1]
     incr leaseCounter
-    set exp [expr {[clock milliseconds] + $ttl_ms}]
+    set exp [expr {[::tcl::clock::milliseconds] + $ttl_ms}]
     fs::write_atomic $dir state lease.json "\{\"protocol_version\":$version,\"lease_id\":[json::string $lease_id],\
 \"ttl_ms\":$ttl_ms,\"counter\":$leaseCounter,\"expires_at\":$exp,\"owner\":[json::string [Owner]]\}"
 }
@@ -278,7 +278,7 @@ proc ::skillpilot::keeplease {dir ttl_ms {lease_id ""}} {
     }
     if {$lease_id eq ""} { set lease_id lease-[new_id] }
     lease $dir $ttl_ms $lease_id
-    set leases($dir) [list $ttl_ms $lease_id [expr {[clock milliseconds] + $ttl_ms / 3}] ""]
+    set leases($dir) [list $ttl_ms $lease_id [expr {[::tcl::clock::milliseconds] + $ttl_ms / 3}] ""]
     after [expr {max(1, $ttl_ms / 3)}] ::skillpilot::LeaseTimer
     return $lease_id
 }
@@ -294,7 +294,7 @@ proc ::skillpilot::LeaseTimer {} {
     RenewLeases
     set next ""
     foreach dir [array names leases] {
-        set due [expr {[lindex $leases($dir) 2] - [clock milliseconds]}]
+        set due [expr {[lindex $leases($dir) 2] - [::tcl::clock::milliseconds]}]
         if {$next eq "" || $due < $next} { set next $due }
     }
     if {$next ne ""} { after [expr {max(1, $next)}] ::skillpilot::LeaseTimer }
@@ -302,7 +302,7 @@ proc ::skillpilot::LeaseTimer {} {
 
 proc ::skillpilot::RenewLeases {} {
     variable leases
-    set now [clock milliseconds]
+    set now [::tcl::clock::milliseconds]
     foreach dir [array names leases] {
         lassign $leases($dir) ttl id due err
         if {$now < $due} { continue }
