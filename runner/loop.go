@@ -67,7 +67,10 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		// disk) here, in the loop, so the heartbeat and control go on; a
 		// force stop has given them up (beginStop).
 		if r.stop.mode != "" && r.cur == nil && (r.pending.err == nil || r.stop.mode == protocol.StopForce) {
-			break
+			if r.tool.sess == nil {
+				break
+			}
+			r.beginClosing() // The loop goes on until the tool is gone.
 		}
 		// Busy/idle flips are coalesced off the critical path;
 		// other phases are written by showPhase at once.
@@ -86,6 +89,7 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		case c, ok := <-out:
 			if !ok {
 				r.tool.eof = true
+				r.endExit() // If it exited: its last output is read.
 				continue
 			}
 			r.onChunk(c)
@@ -244,19 +248,7 @@ func (r *Runner) rescan() {
 
 // shutdown ends the tool and every process it started, and records the stop.
 func (r *Runner) shutdown() error {
-	r.stop.stage = stopClosing
-	r.showPhase()
-	r.writeState()
-	r.abortInput()
-	r.pumpWaiting("*") // Commands still queued will not start under this runner.
-	if r.tool.sess != nil {
-		_ = r.tool.sess.Signal(sigTerm)
-		if !r.waitExit(r.cfg.KillGrace) {
-			_ = r.tool.sess.Signal(sigKill)
-			r.waitExit(10 * time.Second)
-		}
-		r.tool.reap() // Whatever else is left in its group.
-	}
+	r.showClosing()
 	for _, j := range r.queue.handOver {
 		r.results.submit(j, r.onResult)
 	}
@@ -285,25 +277,31 @@ func (r *Runner) shutdown() error {
 	return nil
 }
 
-// waitExit waits for the tool's exit, spooling its output meanwhile.
-func (r *Runner) waitExit(d time.Duration) bool {
-	timeout, stop := after(r.clk, d)
-	defer stop()
-	for {
-		select {
-		case c, ok := <-r.tool.output():
-			if !ok {
-				r.tool.eof = true
-				continue
-			}
-			r.onChunk(c)
-		case <-r.tool.exited():
-			r.drain(200 * time.Millisecond)
-			return true
-		case <-timeout:
-			return false
-		}
+// beginClosing begins the end of the tool at a stop, the loop going on
+// (phaseClosing): the stage is shown, queued commands are told they will
+// not start here, and the tool gets SIGTERM.
+func (r *Runner) beginClosing() {
+	if _, closing := r.tool.phase.(*phaseClosing); closing || r.tool.exiting != nil {
+		return
 	}
+	r.showClosing()
+	if err := r.tool.sess.Signal(sigTerm); err != nil {
+		r.log.Debug("signal tool", "err", err)
+	}
+	r.enter(&phaseClosing{until: r.clk.Now().Add(r.cfg.KillGrace)})
+}
+
+// showClosing shows the closing stage and answers the commands still
+// queued, once.
+func (r *Runner) showClosing() {
+	if r.stop.stage == stopClosing {
+		return
+	}
+	r.stop.stage = stopClosing
+	r.showPhase()
+	r.writeState()
+	r.abortInput()
+	r.pumpWaiting("*") // Commands still queued will not start under this runner.
 }
 
 // touchInputs bumps the mtime of the directories masters write into, on a

@@ -13,20 +13,20 @@ import (
 // and the names whose result is still being written, and the counts of
 // files skipped, rejected and discarded. It is owned by the Run goroutine.
 type cmdQueue struct {
-	root       *fsq.Root
-	log        *slog.Logger
-	scan       *scanner
-	list       func(dir string) ([]string, error) // lists queue/ (the scanner's, and a cancel's)
-	dir        string                             // queue/'s path, for list
-	pend       *pending
-	more       bool                    // nextCommand stopped early; the loop comes back at once
-	done       map[string]string       // cmd_ids that have a result: the name of its result file
-	pruned     prunedIndex             // cmd_ids whose result retention removed (retain.go)
-	settling   map[string]bool         // names handed to results and not yet done
+	root     *fsq.Root
+	log      *slog.Logger
+	scan     *scanner
+	list     func(dir string) ([]string, error) // lists queue/ (the scanner's, and a cancel's)
+	dir      string                             // queue/'s path, for list
+	pend     *pending
+	more     bool              // nextCommand stopped early; the loop comes back at once
+	done     map[string]string // cmd_ids that have a result: the name of its result file
+	pruned   prunedIndex       // cmd_ids whose result retention removed (retain.go)
+	settling map[string]bool   // names handed to results and not yet done
 	// handOver holds result jobs the writer's queue had no room for, in
 	// order: the loop hands them over as it takes them, so the owner never
 	// waits on the writer (nor handles its completions inside a submit).
-	handOver []resultJob
+	handOver   []resultJob
 	openBegins map[beginKey]*openBegin // commands whose begin event has no end (recover.go)
 	skipped    int64                   // names cleared because they already had a result
 	rejected   int64                   // files answered as invalid

@@ -22,16 +22,17 @@ type toolLife struct {
 	atPrompt     bool        // what it printed last is an unfinished line (a prompt, a question)
 	tail         []byte      // the last promptHold bytes it printed, raw (a line driver's: is it at its prompt?)
 	phase        toolPhase
-	starts       int64       // tools started by this runner
-	fastDeaths   int         // consecutive deaths of a ready tool soon after its start
-	failStreak   int         // consecutive failed starts (backoff)
-	failedStarts []time.Time // failed starts within RestartWindow (clk)
-	gaveUp       string      // why the runner gave up starting the tool
-	failure      string      // why the last start failed, with the restart to come ("" once a tool is ready)
-	wasReady     bool        // a tool reached its prompt under this runner
-	diedBusy     bool        // the last ready tool died running a command
-	rejecting    bool        // the start failing now was rejected at the prompt
-	rejections   int         // consecutive failed starts that were rejections
+	starts       int64        // tools started by this runner
+	fastDeaths   int          // consecutive deaths of a ready tool soon after its start
+	failStreak   int          // consecutive failed starts (backoff)
+	failedStarts []time.Time  // failed starts within RestartWindow (clk)
+	gaveUp       string       // why the runner gave up starting the tool
+	failure      string       // why the last start failed, with the restart to come ("" once a tool is ready)
+	wasReady     bool         // a tool reached its prompt under this runner
+	diedBusy     bool         // the last ready tool died running a command
+	rejecting    bool         // the start failing now was rejected at the prompt
+	rejections   int          // consecutive failed starts that were rejections
+	exiting      *pendingExit // the tool exited; its last output is being read (endExit)
 	syncTokens   map[string]bool
 	syncSeq      int64
 }
@@ -51,7 +52,7 @@ func (t *toolLife) keepTail(b []byte) {
 // ready reports whether the tool waits at its prompt.
 func (t *toolLife) ready() bool {
 	_, ok := t.phase.(*phaseReady)
-	return ok
+	return ok && t.exiting == nil
 }
 
 // newSyncToken returns a fresh sync token and accepts it from now on,
@@ -155,7 +156,7 @@ func (t *toolLife) output() <-chan chunk {
 
 // exited is the channel the tool's exit arrives on; nil when no tool runs.
 func (t *toolLife) exited() <-chan toolExit {
-	if t.sess == nil {
+	if t.sess == nil || t.exiting != nil {
 		return nil
 	}
 	return t.sess.Exited()
@@ -247,6 +248,9 @@ func (t *toolLife) observe(b []byte, now time.Time) {
 // due is when the current phase's timer runs next; zero means never.
 // While the runner stops, a down tool's restart never comes.
 func (t *toolLife) due(stopping bool) time.Time {
+	if t.exiting != nil {
+		return t.exiting.until // The phase's timers wait for the exit's end.
+	}
 	if _, down := t.phase.(*phaseDown); down && stopping {
 		return time.Time{}
 	}
@@ -255,6 +259,12 @@ func (t *toolLife) due(stopping bool) time.Time {
 
 // timer runs the current phase's timer when it is due at now.
 func (t *toolLife) timer(r *Runner, now time.Time) {
+	if t.exiting != nil {
+		if !now.Before(t.exiting.until) {
+			r.endExit()
+		}
+		return
+	}
 	if d := t.phase.due(); !d.IsZero() && !now.Before(d) {
 		t.phase.timer(r, now)
 	}

@@ -336,9 +336,38 @@ func (r *Runner) kill(hard bool, failure string) {
 
 // onToolExit handles the tool's end: drain its last output, clear its
 // process group, then let the phase decide what the exit means.
+//
+// The last output is read in the loop: the exit waits in r.tool.exiting
+// until the terminal's output ends or exitDrain has passed (endExit), and
+// the loop serves everything else meanwhile.
 func (r *Runner) onToolExit(ex toolExit) {
 	r.abortInput()
-	r.drain(500 * time.Millisecond)
+	r.tool.exiting = &pendingExit{ex: ex, until: r.clk.Now().Add(exitDrain)}
+	if r.tool.eof {
+		r.endExit()
+	}
+}
+
+// exitDrain bounds how long the output a tool wrote right before its exit
+// is waited for: it must not be lost, and a grandchild holding the
+// terminal open must not hold the runner.
+const exitDrain = 500 * time.Millisecond
+
+// pendingExit is a tool's exit whose last output is still being read.
+type pendingExit struct {
+	ex    toolExit
+	until time.Time
+}
+
+// endExit handles a pending exit once its output is read: clear the
+// tool's process group, then let the phase decide what the exit means.
+func (r *Runner) endExit() {
+	pe := r.tool.exiting
+	if pe == nil {
+		return
+	}
+	r.tool.exiting = nil
+	ex := pe.ex
 	pid := r.tool.reap()
 	lived := r.clk.Now().Sub(r.tool.born)
 	r.event(protocol.Event{Event: protocol.EvToolExit, Detail: map[string]any{"tool_pid": pid, "exit_code": ex.code,
@@ -453,25 +482,6 @@ func (r *Runner) giveUp(last string) {
 	r.stop.err = &protocol.Error{Code: protocol.CodeToolStartFailed, Message: why}
 	r.log.Error("giving up", "reason", r.logReason(why))
 	r.requestStop(protocol.StopGraceful, why)
-}
-
-// drain reads what the dead tool still had in its terminal, bounded by
-// wait, because output written right before exit must not be lost.
-func (r *Runner) drain(wait time.Duration) {
-	timeout, stop := after(r.clk, wait)
-	defer stop()
-	for !r.tool.eof {
-		select {
-		case c, ok := <-r.tool.output():
-			if !ok {
-				r.tool.eof = true
-				return
-			}
-			r.onChunk(c)
-		case <-timeout:
-			return
-		}
-	}
 }
 
 // describeExit says how a tool ended, for messages.

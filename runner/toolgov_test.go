@@ -279,3 +279,35 @@ func (h *harness) waitTool(n int) *fakeTool {
 	})
 	return h.fake.tool(n - 1)
 }
+
+// A stop whose tool takes its time to exit (it ignores SIGTERM): while
+// the runner waits out --kill-grace, the loop goes on, so a control
+// request is answered and state.json says stopping; SIGKILL follows the
+// grace. (Before, the loop had ended and a request waited for the next
+// runner.)
+func TestStopServesControlWhileToolCloses(t *testing.T) {
+	t.Parallel()
+	h := newFakeHarness(t, func(int) fakeBehavior { return fakeBehavior{onTerm: "ignore"} }).start()
+	if r := h.result(h.submit("value x")); r.Status != protocol.StatusOK {
+		t.Fatalf("%+v", r)
+	}
+	tool := h.waitTool(1)
+	h.writeFile(protocol.FileStop, `{"mode":"graceful"}`)
+	h.waitFor("SIGTERM", func() bool { _, ok := tool.noted("sent SIGTERM"); return ok })
+	rep := h.reply(h.request(1, "c1", protocol.OpCancel, map[string]any{"cmd_id": "nope"}))
+	if rep.Outcome != protocol.OutcomeNotFound {
+		t.Errorf("cancel while the tool closes: %+v", rep)
+	}
+	if st := h.state(); st.Phase != protocol.PhaseStopping {
+		t.Errorf("phase %q while the tool closes, want stopping", st.Phase)
+	}
+	if _, ok := tool.noted("sent SIGKILL"); ok {
+		t.Fatal("SIGKILL before --kill-grace passed (the fake clock has not moved)")
+	}
+	if err := h.waitExit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tool.noted("sent SIGKILL"); !ok {
+		t.Error("the tool that ignored SIGTERM got no SIGKILL")
+	}
+}

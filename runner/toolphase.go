@@ -382,3 +382,31 @@ func (p *phaseKilling) exited(r *Runner, ex toolExit) {
 	}
 	r.restartAfterDeath(hadCmd)
 }
+
+// phaseClosing: the runner stops and ends the tool (SIGTERM, then SIGKILL
+// after KillGrace). The loop goes on meanwhile, so the heartbeat, ctl/ and
+// results are served while a tool takes its time to exit; once the tool
+// is gone (its exit handled, or given up 10 s after SIGKILL) the loop ends.
+type phaseClosing struct {
+	until  time.Time
+	killed bool // SIGKILL was sent
+}
+
+// closingGiveUp is how long the runner waits for a tool's exit after
+// SIGKILL before it clears the tool's process group and ends anyway.
+const closingGiveUp = 10 * time.Second
+
+func (p *phaseClosing) String() string           { return "closing" }
+func (p *phaseClosing) line(*Runner, []byte)     {}
+func (p *phaseClosing) due() time.Time           { return p.until }
+func (p *phaseClosing) exited(*Runner, toolExit) {}
+func (p *phaseClosing) timer(r *Runner, now time.Time) {
+	if !p.killed {
+		_ = r.tool.sess.Signal(sigKill)
+		p.killed, p.until = true, now.Add(closingGiveUp)
+		return
+	}
+	r.log.Warn("the tool did not exit after SIGKILL; its process group is cleared and the runner ends", "waited", closingGiveUp)
+	p.until = time.Time{}
+	r.tool.reap()
+}
