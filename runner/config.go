@@ -88,13 +88,13 @@ type Config struct {
 
 	Logger *slog.Logger
 
-	// clock and startSession replace the real clock and the PTY in unit
+	// clock and startTerm replace the real clock and the PTY in unit
 	// tests (nil: the real ones).
-	clock        clock
-	startSession sessionStarter
-	listQueue    func(dir string) ([]string, error) // nil: the session root lists it
-	listCtl      func(dir string) ([]string, error) // nil: the session root lists it
-	writerOps    writerOps                          // nil fields: the result writer's real system calls
+	clock     clock
+	startTerm termStarter
+	listQueue func(dir string) ([]string, error) // nil: the session root lists it
+	listCtl   func(dir string) ([]string, error) // nil: the session root lists it
+	writerOps writerOps                          // nil fields: the result writer's real system calls
 }
 
 // Runner exit codes of cmd/runner.

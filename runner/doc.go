@@ -8,7 +8,7 @@
 // state (loop.go). Every other goroutine only talks to it through
 // channels, and none can block forever on a send once Run has returned:
 //
-//   - the tool session's reader and waiter (pty.go; a toolSession);
+//   - the tool session's reader and waiter (pty.go; a toolTerm);
 //   - the result writer (results.go), the only code that writes result/;
 //   - the queue scanner (scan.go), the directory watcher (fsq.Watch), the
 //     syncer (syncer.go) and the spare-file pools (fsq.Spares);
@@ -34,7 +34,7 @@
 // are the verbs that do more:
 //
 //   - toolLife (tool.go, toolctl.go, toolphase.go): the tool process (its
-//     toolSession, nil when none runs), its phase, the counts of starts,
+//     toolTerm, nil when none runs), its phase, the counts of starts,
 //     deaths and failed starts, sync tokens;
 //   - cmdQueue (queue.go, scan.go, pace.go, intake.go): the scanner of queue/, the
 //     pending names in running order, the cmd_ids that have a result and
@@ -62,7 +62,7 @@
 //
 // # The tool
 //
-// The tool sits behind the toolSession interface (session.go), with a PTY
+// The tool sits behind the toolTerm interface (terminal.go), with a PTY
 // implementation and, in the tests, a pipe-based fake. Time comes from a
 // clock (clock.go), fake in the tests. The tool's phases (down, booting,
 // init, ready, busy, resync, killing) are types in toolphase.go, each

@@ -187,7 +187,7 @@ func newFakeHarness(t testing.TB, behave func(n int) fakeBehavior, mods ...func(
 	clk := newFakeClock()
 	fs := &fakeStarter{clk: clk, behave: behave}
 	h := newHarness(t, append([]func(*Config){func(c *Config) {
-		c.clock, c.startSession = clk, fs.start
+		c.clock, c.startTerm = clk, fs.start
 		c.Heartbeat, c.KillGrace, c.ResyncWait, c.StartTimeout = time.Second, 3*time.Second, 5*time.Second, time.Minute
 	}}, mods...)...)
 	h.clk, h.fake = clk, fs

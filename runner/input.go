@@ -413,7 +413,7 @@ func (c *running) expect(h *heldReq) bool {
 // whatever job is in the foreground: the command ends tool_died (signal
 // KILL, tool_restarted) and the tool is restarted (PROTOCOL.md 9.8).
 func deliverSignal(t *toolLife, h *heldReq, a *answer) *answer {
-	if t.sess == nil {
+	if t.term == nil {
 		a.outcome, a.cmdState, a.message = protocol.OutcomeNotRunning, "finished", h.req.CmdID+" has no tool any more; nothing sent"
 		return a
 	}
@@ -423,9 +423,9 @@ func deliverSignal(t *toolLife, h *heldReq, a *answer) *answer {
 		// first, the tool could reap it and print the command's marker
 		// before its own SIGKILL lands (seen under load: the command
 		// ended marker_seen, rc 137, and the tool lived on).
-		_ = t.sess.Signal(syscall.SIGKILL) // Best effort: the tool may have died already.
+		_ = t.term.Signal(syscall.SIGKILL) // Best effort: the tool may have died already.
 	}
-	if err := t.sess.SignalForeground(signals[h.req.Signal]); err != nil && !kill {
+	if err := t.term.SignalForeground(signals[h.req.Signal]); err != nil && !kill {
 		a.outcome, a.message = protocol.OutcomeRejected, "the signal could not be sent: "+err.Error()
 		return a
 	}
@@ -441,7 +441,7 @@ func deliverSignal(t *toolLife, h *heldReq, a *answer) *answer {
 // refuses a secret while the terminal echoes.
 func (r *Runner) startWrite(h *heldReq, a *answer) *answer {
 	c, req := r.cur, h.req
-	echo, err := r.tool.sess.Echo()
+	echo, err := r.tool.term.Echo()
 	if err != nil {
 		a.outcome, a.message = protocol.OutcomeRejected, "cannot read the terminal's settings: "+err.Error()+"; nothing sent"
 		return a
@@ -547,10 +547,10 @@ func (in *inputQueue) due() time.Time {
 // of the tool.
 func (r *Runner) resize(req *protocol.ControlRequest) (protocol.Outcome, string) {
 	r.in.cols, r.in.rows = req.Cols, req.Rows
-	if r.tool.sess == nil {
+	if r.tool.term == nil {
 		return protocol.OutcomeDelivered, fmt.Sprintf("no tool runs now; the next one starts with a %dx%d terminal", req.Cols, req.Rows)
 	}
-	if err := r.tool.sess.Resize(req.Cols, req.Rows); err != nil {
+	if err := r.tool.term.Resize(req.Cols, req.Rows); err != nil {
 		return protocol.OutcomeRejected, "the terminal could not be resized: " + err.Error()
 	}
 	return protocol.OutcomeDelivered, fmt.Sprintf("the terminal is now %d columns by %d rows (the tool gets SIGWINCH)", req.Cols, req.Rows)

@@ -14,7 +14,7 @@ import (
 )
 
 // Send, signal and resize requests against the fake tool and the fake
-// clock (fakesession_test.go): what reaches the tool, in which order, what
+// clock (faketerm_test.go): what reaches the tool, in which order, what
 // is refused, and expect timeouts measured on the runner's clock, without
 // real waiting. The same promises on real tools and PTYs are in
 // interactive_test.go.

@@ -67,7 +67,7 @@ func (r *Runner) loop(ctx context.Context, signals <-chan os.Signal) error {
 		// disk) here, in the loop, so the heartbeat and control go on; a
 		// force stop has given them up (beginStop).
 		if r.stop.mode != "" && r.cur == nil && (r.pending.err == nil || r.stop.mode == protocol.StopForce) {
-			if r.tool.sess == nil {
+			if r.tool.term == nil {
 				break
 			}
 			r.beginClosing() // The loop goes on until the tool is gone.
@@ -285,7 +285,7 @@ func (r *Runner) beginClosing() {
 		return
 	}
 	r.showClosing()
-	if err := r.tool.sess.Signal(sigTerm); err != nil {
+	if err := r.tool.term.Signal(sigTerm); err != nil {
 		r.log.Debug("signal tool", "err", err)
 	}
 	r.enter(&phaseClosing{until: r.clk.Now().Add(r.cfg.KillGrace)})

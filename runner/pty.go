@@ -15,12 +15,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ptySession is a tool process on a pseudo-terminal, in its own session
+// ptyTerm is a tool process on a pseudo-terminal, in its own session
 // and process group, started with echo off and a wide window. Its reader
 // goroutine sends output until end of stream or Close; its waiter
 // goroutine reports the exit once the process is reaped. Neither can block
-// forever on a send: both stop when the session is closed.
-type ptySession struct {
+// forever on a send: both stop when the terminal is closed.
+type ptyTerm struct {
 	cmd     *exec.Cmd
 	ptmx    *os.File // non-blocking, so that Close interrupts a pending Read
 	pid     int
@@ -85,12 +85,12 @@ func (p *procStarter) close() {
 	<-p.done
 }
 
-// ptyStarter returns a sessionStarter that starts tools on PTYs from p.
-func ptyStarter(p *procStarter) sessionStarter {
-	return func(spec sessionSpec) (toolSession, error) { return startPTY(p, spec) }
+// ptyStarter returns a termStarter that starts tools on PTYs from p.
+func ptyStarter(p *procStarter) termStarter {
+	return func(spec termSpec) (toolTerm, error) { return startPTY(p, spec) }
 }
 
-func startPTY(p *procStarter, spec sessionSpec) (toolSession, error) {
+func startPTY(p *procStarter, spec termSpec) (toolTerm, error) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		return nil, fmt.Errorf("open pty: %w", err)
@@ -116,7 +116,7 @@ func startPTY(p *procStarter, spec sessionSpec) (toolSession, error) {
 		master.Close()
 		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
 	}
-	s := &ptySession{cmd: cmd, ptmx: master, pid: cmd.Process.Pid, out: make(chan chunk, 16),
+	s := &ptyTerm{cmd: cmd, ptmx: master, pid: cmd.Process.Pid, out: make(chan chunk, 16),
 		exited: make(chan toolExit, 1), done: make(chan struct{})}
 	if st, err := readProcStat(s.pid); err == nil {
 		s.started = st.startTime
@@ -181,7 +181,7 @@ func setWinsize(f *os.File, cols, rows int) error {
 // readLoop reads the PTY until end of stream or Close. On Linux a read of
 // the master after the last slave descriptor closes returns EIO: that is
 // the end of the stream.
-func (s *ptySession) readLoop() {
+func (s *ptyTerm) readLoop() {
 	defer s.readers.Done()
 	defer close(s.out)
 	for {
@@ -203,7 +203,7 @@ func (s *ptySession) readLoop() {
 	}
 }
 
-func (s *ptySession) wait() {
+func (s *ptyTerm) wait() {
 	err := s.cmd.Wait()
 	ex := toolExit{err: err}
 	if ps := s.cmd.ProcessState; ps != nil {
@@ -218,14 +218,14 @@ func (s *ptySession) wait() {
 	s.exited <- ex // Buffered: never blocks.
 }
 
-func (s *ptySession) Output() <-chan chunk    { return s.out }
-func (s *ptySession) Exited() <-chan toolExit { return s.exited }
-func (s *ptySession) Pid() int                { return s.pid }
-func (s *ptySession) StartTime() uint64       { return s.started }
+func (s *ptyTerm) Output() <-chan chunk    { return s.out }
+func (s *ptyTerm) Exited() <-chan toolExit { return s.exited }
+func (s *ptyTerm) Pid() int                { return s.pid }
+func (s *ptyTerm) StartTime() uint64       { return s.started }
 
 // Write writes what the terminal takes of p now: the master is
 // non-blocking, and a write it cannot take (EAGAIN) is not waited for.
-func (s *ptySession) Write(p []byte) (int, error) {
+func (s *ptyTerm) Write(p []byte) (int, error) {
 	c, err := s.ptmx.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -252,7 +252,7 @@ func (s *ptySession) Write(p []byte) (int, error) {
 // terminal's and no other's, whatever reused its /dev/pts name) and closed
 // right after: the runner holding it would keep the master from seeing the
 // end of the stream.
-func (s *ptySession) peer(f func(fd int) error) error {
+func (s *ptyTerm) peer(f func(fd int) error) error {
 	c, err := s.ptmx.SyscallConn()
 	if err != nil {
 		return err
@@ -277,7 +277,7 @@ func (s *ptySession) peer(f func(fd int) error) error {
 }
 
 // PendingInput reads the tool's terminal's input queue (TIOCINQ).
-func (s *ptySession) PendingInput() (int, error) {
+func (s *ptyTerm) PendingInput() (int, error) {
 	var n int
 	err := s.peer(func(fd int) error {
 		var err error
@@ -288,13 +288,13 @@ func (s *ptySession) PendingInput() (int, error) {
 }
 
 // FlushInput empties the tool's terminal's input queue (tcflush TCIFLUSH).
-func (s *ptySession) FlushInput() error {
+func (s *ptyTerm) FlushInput() error {
 	return s.peer(func(fd int) error { return unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH) })
 }
 
 // foreground returns the terminal's foreground process group (the tool's
 // own when nothing else is in the foreground).
-func (s *ptySession) foreground() int {
+func (s *ptyTerm) foreground() int {
 	pgrp := s.pid
 	if c, err := s.ptmx.SyscallConn(); err == nil {
 		_ = c.Control(func(fd uintptr) {
@@ -309,9 +309,9 @@ func (s *ptySession) foreground() int {
 // Interrupt sends SIGINT to the terminal's foreground process group, which
 // is what a user's Ctrl-C does. Writing 0x03 would depend on ISIG and would
 // flush typed-ahead input.
-func (s *ptySession) Interrupt() error { return unix.Kill(-s.foreground(), unix.SIGINT) }
+func (s *ptyTerm) Interrupt() error { return unix.Kill(-s.foreground(), unix.SIGINT) }
 
-func (s *ptySession) Signal(sig syscall.Signal) error {
+func (s *ptyTerm) Signal(sig syscall.Signal) error {
 	err := unix.Kill(-s.pid, sig)
 	if fg := s.foreground(); fg != s.pid {
 		_ = unix.Kill(-fg, sig) // A job the tool started; ESRCH when gone.
@@ -322,10 +322,10 @@ func (s *ptySession) Signal(sig syscall.Signal) error {
 	return err
 }
 
-func (s *ptySession) Resize(cols, rows int) error { return setWinsize(s.ptmx, cols, rows) }
+func (s *ptyTerm) Resize(cols, rows int) error { return setWinsize(s.ptmx, cols, rows) }
 
 // SignalForeground sends sig to the terminal's foreground process group.
-func (s *ptySession) SignalForeground(sig syscall.Signal) error {
+func (s *ptyTerm) SignalForeground(sig syscall.Signal) error {
 	return unix.Kill(-s.foreground(), sig)
 }
 
@@ -333,7 +333,7 @@ func (s *ptySession) SignalForeground(sig syscall.Signal) error {
 // by the runtime's poller, so a write the terminal cannot take yet parks
 // until it can; closing abort sets a write deadline in the past, which
 // ends it at once with the count written so far.
-func (s *ptySession) Input(p []byte, abort <-chan struct{}) (int, error) {
+func (s *ptyTerm) Input(p []byte, abort <-chan struct{}) (int, error) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -354,7 +354,7 @@ func (s *ptySession) Input(p []byte, abort <-chan struct{}) (int, error) {
 
 // Echo reads the terminal's ECHO flag. On Linux, TCGETS on a PTY master
 // returns the settings of its slave, the tool's terminal.
-func (s *ptySession) Echo() (bool, error) {
+func (s *ptyTerm) Echo() (bool, error) {
 	c, err := s.ptmx.SyscallConn()
 	if err != nil {
 		return false, err
@@ -373,7 +373,7 @@ func (s *ptySession) Echo() (bool, error) {
 // RestoreModes clears the echo and output post-processing flags setTermios
 // cleared at start, where the tool turned them back on. On Linux, termios
 // ioctls on a PTY master act on its slave, the tool's terminal.
-func (s *ptySession) RestoreModes() (string, error) {
+func (s *ptyTerm) RestoreModes() (string, error) {
 	c, err := s.ptmx.SyscallConn()
 	if err != nil {
 		return "", err
@@ -417,7 +417,7 @@ func modesChanged(tio *unix.Termios) string {
 
 // Close releases the PTY master: every process still holding the terminal
 // gets a hangup, and the reader stops. It waits for the reader goroutine.
-func (s *ptySession) Close() error {
+func (s *ptyTerm) Close() error {
 	var err error
 	s.once.Do(func() {
 		close(s.done)

@@ -106,7 +106,7 @@ func Open(cfg Config) (*Runner, error) {
 		cfg: cfg, log: cfg.Logger, dir: dir, drv: newDriver(cfg),
 		queue: cmdQueue{root: root, log: cfg.Logger, pend: newPending(), done: map[string]string{}, settling: map[string]bool{}},
 		in:    inputQueue{waiting: map[string][]*heldReq{}}, fr: newFramer(),
-		tail: newTailRing(cfg.TailLines), tool: newToolLife(cfg.startSession),
+		tail: newTailRing(cfg.TailLines), tool: newToolLife(cfg.startTerm),
 	}
 	if ld := r.drv.line(); ld != nil {
 		r.fr.prompts = newPromptFilter(ld.spec.Prompt)

@@ -46,7 +46,7 @@ const maxRunnerFields = 30
 var goroutines = map[string]string{
 	"newProcStarter":       "the PTY starter's thread, locked for Setpgid/Setctty (pty.go); it handles start requests only",
 	"startPTY":             "the tool's output reader and its waiter: they hand chunks and the exit over channels",
-	"ptySession.Input":     "cuts a typed input's write off when abort closes; it touches only the terminal",
+	"ptyTerm.Input":        "cuts a typed input's write off when abort closes; it touches only the terminal",
 	"toolLife.startInput":  "types input of unbounded size without blocking the owner; it reports on a channel",
 	"typist.start":         "types what the terminal could not take at once, without blocking the owner; it reports on a channel",
 	"newScanner":           "lists queue/ (costly on a large queue); names come back on a channel",

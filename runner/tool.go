@@ -8,19 +8,19 @@ import (
 // toolLife is the tool's life as the runner sees it: the running process
 // (if any), the phase it is in (toolphase.go), and the counts that decide
 // when the next one starts after a death or a failed start (toolctl.go).
-// It is owned by the Run goroutine, like the rest of the Runner; sess is
+// It is owned by the Run goroutine, like the rest of the Runner; term is
 // nil when no tool runs.
 type toolLife struct {
-	start sessionStarter // starts a tool on a terminal
-	procs *procStarter   // nil when a test injects start
+	start termStarter  // starts a tool on a terminal
+	procs *procStarter // nil when a test injects start
 
-	sess         toolSession // nil when no tool runs
-	typist       *typist     // types into sess; nil when no tool runs
-	eof          bool        // sess's output channel was closed
-	born         time.Time   // when sess started (clk)
-	lastOut      time.Time   // when it last printed (clk)
-	atPrompt     bool        // what it printed last is an unfinished line (a prompt, a question)
-	tail         []byte      // the last promptHold bytes it printed, raw (a line driver's: is it at its prompt?)
+	term         toolTerm  // nil when no tool runs
+	typist       *typist   // types into term; nil when no tool runs
+	eof          bool      // term's output channel was closed
+	born         time.Time // when term started (clk)
+	lastOut      time.Time // when it last printed (clk)
+	atPrompt     bool      // what it printed last is an unfinished line (a prompt, a question)
+	tail         []byte    // the last promptHold bytes it printed, raw (a line driver's: is it at its prompt?)
 	phase        toolPhase
 	starts       int64        // tools started by this runner
 	fastDeaths   int          // consecutive deaths of a ready tool soon after its start
@@ -106,7 +106,7 @@ func (t *toolLife) isSync(l []byte, prefix string) bool {
 
 // newToolLife returns a toolLife with no tool, whose tools start with
 // start, or on a PTY when start is nil.
-func newToolLife(start sessionStarter) toolLife {
+func newToolLife(start termStarter) toolLife {
 	t := toolLife{start: start, phase: &phaseDown{}, syncTokens: map[string]bool{}}
 	if t.start == nil {
 		t.procs = newProcStarter()
@@ -125,12 +125,12 @@ func (t *toolLife) close() {
 // launch starts a tool with spec and makes it the running one, stamped
 // with clk's time, accepting no sync token yet. It returns the tool's pid
 // and how many tools this runner has started, this one included.
-func (t *toolLife) launch(spec sessionSpec, clk clock) (pid int, n int64, err error) {
+func (t *toolLife) launch(spec termSpec, clk clock) (pid int, n int64, err error) {
 	s, err := t.start(spec)
 	if err != nil {
 		return 0, t.starts, err
 	}
-	t.sess, t.typist, t.eof, t.born = s, newTypist(s), false, clk.Now()
+	t.term, t.typist, t.eof, t.born = s, newTypist(s), false, clk.Now()
 	t.starts++
 	t.syncTokens = map[string]bool{}
 	return s.Pid(), t.starts, nil
@@ -139,33 +139,33 @@ func (t *toolLife) launch(spec sessionSpec, clk clock) (pid int, n int64, err er
 // identity is the running tool's pid and start time, for state.json; ok
 // is false when no tool runs.
 func (t *toolLife) identity() (pid int, start uint64, ok bool) {
-	if t.sess == nil {
+	if t.term == nil {
 		return 0, 0, false
 	}
-	return t.sess.Pid(), t.sess.StartTime(), true
+	return t.term.Pid(), t.term.StartTime(), true
 }
 
 // output is the channel the tool's output arrives on: nil when no tool
 // runs or its output ended (outputEnded).
 func (t *toolLife) output() <-chan chunk {
-	if t.sess == nil || t.eof {
+	if t.term == nil || t.eof {
 		return nil
 	}
-	return t.sess.Output()
+	return t.term.Output()
 }
 
 // exited is the channel the tool's exit arrives on; nil when no tool runs.
 func (t *toolLife) exited() <-chan toolExit {
-	if t.sess == nil || t.exiting != nil {
+	if t.term == nil || t.exiting != nil {
 		return nil
 	}
-	return t.sess.Exited()
+	return t.term.Exited()
 }
 
 // write types p into the tool's terminal after what was typed before it,
 // without waiting (typist); nothing when no tool runs.
 func (t *toolLife) write(p []byte) error {
-	if t.sess == nil {
+	if t.term == nil {
 		return nil
 	}
 	return t.typist.typeBytes(p)
@@ -174,7 +174,7 @@ func (t *toolLife) write(p []byte) error {
 // typing is where the typist's write under way reports its end; nil when
 // none is.
 func (t *toolLife) typing() <-chan inputDone {
-	if t.sess == nil {
+	if t.term == nil {
 		return nil
 	}
 	return t.typist.done()
@@ -184,51 +184,51 @@ func (t *toolLife) typing() <-chan inputDone {
 // typist still holds and the terminal's input queue. It returns the
 // terminal's error, if any.
 func (t *toolLife) flushInput() error {
-	if t.sess == nil {
+	if t.term == nil {
 		return nil
 	}
 	t.typist.flush()
-	return t.sess.FlushInput()
+	return t.term.FlushInput()
 }
 
 // inputRead reports whether the tool has read everything typed into its
 // terminal (nothing left with the typist or in the terminal's queue).
 func (t *toolLife) inputRead() (bool, error) {
-	if t.sess == nil || t.typist.busy() {
+	if t.term == nil || t.typist.busy() {
 		return false, nil
 	}
-	n, err := t.sess.PendingInput()
+	n, err := t.term.PendingInput()
 	return n == 0 && err == nil, err
 }
 
 // startInput writes p into the terminal as typed input on its own
 // goroutine, which reports on done; abort cuts it off. A tool must run.
 func (t *toolLife) startInput(p []byte, abort <-chan struct{}, done chan<- inputDone) {
-	s := t.sess
+	s := t.term
 	go func() {
 		n, err := s.Input(p, abort)
 		done <- inputDone{n, err}
 	}()
 }
 
-// restoreModes puts the terminal's modes back (toolSession.RestoreModes);
+// restoreModes puts the terminal's modes back (toolTerm.RestoreModes);
 // nothing when no tool runs.
 func (t *toolLife) restoreModes() (string, error) {
-	if t.sess == nil {
+	if t.term == nil {
 		return "", nil
 	}
-	return t.sess.RestoreModes()
+	return t.term.RestoreModes()
 }
 
 // reap clears the dead tool's process group (orphans it left), closes its
 // terminal and forgets it. It returns its pid. A tool must run.
 func (t *toolLife) reap() (pid int) {
-	s := t.sess
+	s := t.term
 	_ = s.Signal(sigKill) // Orphans the tool left in its group.
 	_ = s.Close()
 	pid = s.Pid()
 	t.typist.flush()
-	t.sess, t.typist = nil, nil
+	t.term, t.typist = nil, nil
 	return pid
 }
 
@@ -280,7 +280,7 @@ func (t *toolLife) escalate(hard bool, failure string) bool {
 	}
 	if hard && !k.hard {
 		k.hard = true
-		_ = t.sess.Signal(sigKill)
+		_ = t.term.Signal(sigKill)
 	}
 	if failure != "" {
 		k.failure = failure

@@ -73,7 +73,7 @@ func (r *Runner) enter(p toolPhase) (prev toolPhase) {
 // phaseBooting) for the first sync marker.
 func (r *Runner) startTool() {
 	cols, rows := r.in.winSize()
-	pid, starts, err := r.tool.launch(sessionSpec{Argv: r.cfg.Tool, Env: r.toolEnv(), Cols: cols, Rows: rows}, r.clk)
+	pid, starts, err := r.tool.launch(termSpec{Argv: r.cfg.Tool, Env: r.toolEnv(), Cols: cols, Rows: rows}, r.clk)
 	if err != nil {
 		r.countFailedStart(fmt.Sprintf("cannot start the tool: %v", err))
 		return
@@ -103,7 +103,7 @@ func (r *Runner) startTool() {
 // only when the command ends or is interrupted, and its line must not be
 // mixed into them.
 func (r *Runner) typeLine(s string) {
-	if r.tool.sess == nil {
+	if r.tool.term == nil {
 		return
 	}
 	r.abortInput()
@@ -274,7 +274,7 @@ func readInit(file string) ([]byte, error) {
 // its cancel policy (or policy, when not empty).
 func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, msg string, policy protocol.CancelPolicy) {
 	c := r.cur
-	if c == nil || r.tool.sess == nil {
+	if c == nil || r.tool.term == nil {
 		return
 	}
 	if policy == "" {
@@ -295,7 +295,7 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 		if err := r.tool.flushInput(); err != nil {
 			r.log.Warn("drop the tool's unread input", "err", err)
 		}
-		if err := r.tool.sess.Interrupt(); err != nil {
+		if err := r.tool.term.Interrupt(); err != nil {
 			r.log.Warn("interrupt tool", "err", err)
 		}
 		now := r.clk.Now()
@@ -321,14 +321,14 @@ func (r *Runner) interrupt(status protocol.Status, reason protocol.ExitReason, m
 // in phaseKilling, where the deadline escalates to SIGKILL. failure, if
 // set, makes the exit count as a failed start.
 func (r *Runner) kill(hard bool, failure string) {
-	if r.tool.sess == nil || r.tool.escalate(hard, failure) {
+	if r.tool.term == nil || r.tool.escalate(hard, failure) {
 		return
 	}
 	sig := sigTerm
 	if hard {
 		sig = sigKill
 	}
-	if err := r.tool.sess.Signal(sig); err != nil {
+	if err := r.tool.term.Signal(sig); err != nil {
 		r.log.Warn("signal tool", "err", err)
 	}
 	r.enter(&phaseKilling{until: r.clk.Now().Add(r.cfg.KillGrace), hard: hard, failure: failure})
@@ -431,7 +431,7 @@ func (r *Runner) restartAfterDeath(hadCmd bool) {
 // failure counts at once.
 func (r *Runner) startFailed(why string) {
 	r.log.Error("the tool failed to start", "reason", r.logReason(why))
-	if r.tool.sess != nil {
+	if r.tool.term != nil {
 		r.kill(true, why) // phaseKilling's failure: phase error, for why.
 		return
 	}

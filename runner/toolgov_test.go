@@ -12,7 +12,7 @@ import (
 )
 
 // These tests drive the runner's governance of its tool through a fake
-// tool (fakesession_test.go) and a fake clock: no terminal, no real
+// tool (faketerm_test.go) and a fake clock: no terminal, no real
 // waiting, so each runs in well under a second whatever the machine, and
 // every deadline is exact.
 

@@ -369,7 +369,7 @@ func (p *phaseKilling) timer(r *Runner, now time.Time) {
 	} else {
 		r.log.Warn("the tool ignored SIGTERM; killing its process group")
 		p.hard = true
-		_ = r.tool.sess.Signal(sigKill)
+		_ = r.tool.term.Signal(sigKill)
 	}
 	p.until = now.Add(r.cfg.KillGrace)
 }
@@ -402,7 +402,7 @@ func (p *phaseClosing) due() time.Time           { return p.until }
 func (p *phaseClosing) exited(*Runner, toolExit) {}
 func (p *phaseClosing) timer(r *Runner, now time.Time) {
 	if !p.killed {
-		_ = r.tool.sess.Signal(sigKill)
+		_ = r.tool.term.Signal(sigKill)
 		p.killed, p.until = true, now.Add(closingGiveUp)
 		return
 	}

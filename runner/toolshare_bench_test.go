@@ -54,7 +54,7 @@ func BenchmarkToolShare(b *testing.B) {
 			life := newToolLife(nil)
 			defer life.close()
 			env := append(os.Environ(), "TERM=dumb", "LANG=C.UTF-8")
-			if _, _, err := life.launch(sessionSpec{Argv: tl.argv, Env: env, Cols: defaultCols, Rows: defaultRows}, realClock{}); err != nil {
+			if _, _, err := life.launch(termSpec{Argv: tl.argv, Env: env, Cols: defaultCols, Rows: defaultRows}, realClock{}); err != nil {
 				b.Fatal(err)
 			}
 			defer life.reap()

@@ -6,13 +6,13 @@ import "errors"
 // fence, a sync) into the tool's terminal without ever making the owner
 // goroutine wait. The terminal takes input only as fast as the tool reads
 // it (a tool waiting for a licence reads nothing for minutes): what it
-// takes at once is written at once (toolSession.Write does not wait), and
+// takes at once is written at once (toolTerm.Write does not wait), and
 // the rest, with whatever is typed after it, is written by a goroutine of
 // its own, one write at a time, in order. A send's bytes (input.go) are
 // written only while the typist is idle, so the two never interleave.
 // Owned by the Run goroutine; one per tool process.
 type typist struct {
-	sess    toolSession
+	term    toolTerm
 	backlog []byte      // typed after the write under way began
 	w       *typedWrite // the write under way; nil when none
 }
@@ -25,7 +25,7 @@ type typedWrite struct {
 	done  chan inputDone
 }
 
-func newTypist(s toolSession) *typist { return &typist{sess: s} }
+func newTypist(s toolTerm) *typist { return &typist{term: s} }
 
 // typeBytes types p after everything typed before it. An error means the
 // terminal is gone (the tool is dying).
@@ -34,7 +34,7 @@ func (t *typist) typeBytes(p []byte) error {
 		t.backlog = append(t.backlog, p...)
 		return nil
 	}
-	n, err := t.sess.Write(p)
+	n, err := t.term.Write(p)
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func (t *typist) typeBytes(p []byte) error {
 func (t *typist) start(p []byte) {
 	w := &typedWrite{n: len(p), abort: make(chan struct{}), done: make(chan inputDone, 1)}
 	t.w = w
-	s := t.sess
+	s := t.term
 	go func() {
 		n, err := s.Input(p, w.abort)
 		w.done <- inputDone{n, err}

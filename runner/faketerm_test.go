@@ -426,11 +426,11 @@ type fakeStarter struct {
 	clk    *fakeClock
 	behave func(n int) fakeBehavior
 	tools  []*fakeTool
-	at     []time.Time   // fake time of each start attempt
-	specs  []sessionSpec // what each start attempt was asked for
+	at     []time.Time // fake time of each start attempt
+	specs  []termSpec  // what each start attempt was asked for
 }
 
-func (f *fakeStarter) start(spec sessionSpec) (toolSession, error) {
+func (f *fakeStarter) start(spec termSpec) (toolTerm, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := len(f.at) + 1

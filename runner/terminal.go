@@ -5,9 +5,9 @@ import (
 	"syscall"
 )
 
-// toolSession is one running tool process as the runner sees it: bytes out,
+// toolTerm is one running tool process as the runner sees it: bytes out,
 // bytes in, signals, the window size, and its end. The PTY implementation
-// (ptySession) is what runs in production; tests use a pipe-based fake that
+// (ptyTerm) is what runs in production; tests use a pipe-based fake that
 // plays a tool's part, so that the runner's governance of the tool
 // (timeouts, Ctrl-C and resynchronisation, kill escalation, crash-loop
 // backoff, restart limits, init failures) is tested without a terminal and
@@ -17,7 +17,7 @@ import (
 // started still holds its terminal (Output stays open), and output written
 // right before the exit can arrive after Exited. Close ends both the
 // terminal and the reading; it does not kill anything.
-type toolSession interface {
+type toolTerm interface {
 	// Output delivers the tool's output. The channel is closed at end of
 	// stream (the terminal's last holder is gone) or after Close. The
 	// receiver returns each chunk's buffer with chunk.release.
@@ -66,16 +66,16 @@ type toolSession interface {
 	StartTime() uint64
 }
 
-// sessionSpec is what starting a tool needs.
-type sessionSpec struct {
+// termSpec is what starting a tool needs.
+type termSpec struct {
 	Argv       []string
 	Env        []string
 	Dir        string
 	Cols, Rows int
 }
 
-// sessionStarter starts a tool session.
-type sessionStarter func(sessionSpec) (toolSession, error)
+// termStarter starts a tool on its terminal.
+type termStarter func(termSpec) (toolTerm, error)
 
 // Default window size: wide, because EDA reports wrap or truncate at the
 // width (80 columns cuts most of them).
@@ -99,7 +99,7 @@ type chunk struct {
 // release returns the buffer to the pool.
 func (c chunk) release() { chunkPool.Put(c.buf) }
 
-// newChunk copies b into a pooled buffer (for sessions that do not read
+// newChunk copies b into a pooled buffer (for terminals that do not read
 // into one themselves).
 func newChunk(b []byte) chunk {
 	buf := chunkPool.Get().(*[]byte)
