@@ -206,3 +206,83 @@ func TestRestartRules(t *testing.T) {
 		}
 	}
 }
+
+// PROTOCOL.md 6.4 and 11.1: how a command whose done line came ended.
+func TestEndOutcome(t *testing.T) {
+	t.Parallel()
+	const unfinished = "the tool did not run the line typed after the payload: the payload's last statement is unfinished (an open block, bracket or quote took that line)"
+	tcl := func(f endFacts) endFacts { f.tcl = true; return f }
+	line := func(f endFacts) endFacts { f.line, f.injected = true, true; return f }
+	for _, c := range []struct {
+		rule    string
+		f       endFacts
+		status  protocol.Status
+		message string // of the error, if any
+		info    string
+	}{
+		{"no return code: ok", endFacts{}, protocol.StatusOK, "", ""},
+		{"return code 0: ok", endFacts{hasRC: true}, protocol.StatusOK, "", ""},
+		{"Tcl's 2 is a return: ok", tcl(endFacts{hasRC: true, rc: 2}), protocol.StatusOK, "", ""},
+		{"a shell's 2 is a failure", endFacts{hasRC: true, rc: 2}, protocol.StatusError, "the payload ended with return code 2", ""},
+		{"Tcl's error: its message, errorInfo and errorCode", tcl(endFacts{hasRC: true, rc: 1, value: "boom", errorInfo: "boom\n    while executing", errorCode: "NONE"}),
+			protocol.StatusError, "boom", "boom\n    while executing"},
+		{"Tcl's error without a message: the code", tcl(endFacts{hasRC: true, rc: 1}), protocol.StatusError, "the payload ended with return code 1", ""},
+		{"a shell's value is not a message", endFacts{hasRC: true, rc: 1, value: "x"}, protocol.StatusError, "the payload ended with return code 1", ""},
+		{"an error line beats return code 0", endFacts{hasRC: true, errLine: "ERROR: no such cell"}, protocol.StatusError, "ERROR: no such cell", ""},
+		{"a line driver's payload that ran to its end: its error line", line(endFacts{ended: true, errLine: "Traceback (most recent call last):"}),
+			protocol.StatusError, "Traceback (most recent call last):", ""},
+		{"a line driver's payload that ran to its end, clean: ok", line(endFacts{ended: true}), protocol.StatusOK, "", ""},
+		{"no end line, a file command: stopped before its end", line(endFacts{}), protocol.StatusError, "the tool stopped running the payload before its end", ""},
+		{"no end line, typed lines: unfinished statement", line(endFacts{sourceless: true}), protocol.StatusError, unfinished, ""},
+		{"no end line: the error line says why", line(endFacts{sourceless: true, errLine: "ERROR: x"}), protocol.StatusError, "ERROR: x", ""},
+		{"no end line, even at stops_at_error", line(endFacts{stopsAtError: true}), protocol.StatusError, "the tool stopped running the payload before its end", ""},
+		{"stops_at_error and ran to its end: ok whatever it printed", line(endFacts{ended: true, stopsAtError: true, errLine: "ERROR: x"}), protocol.StatusOK, "", ""},
+		{"the end line is not awaited without injected lines", endFacts{line: true, errLine: ""}, protocol.StatusOK, "", ""},
+	} {
+		st, e := endOutcome(c.f)
+		if st != c.status {
+			t.Errorf("%s: status %q, want %q", c.rule, st, c.status)
+			continue
+		}
+		switch {
+		case c.status == protocol.StatusOK && e != nil:
+			t.Errorf("%s: ok with error %+v", c.rule, e)
+		case c.status != protocol.StatusOK && (e == nil || e.Code != protocol.CodeToolError || e.Message != c.message || e.ErrorInfo != c.info):
+			t.Errorf("%s: error %+v, want tool_error %q (error_info %q)", c.rule, e, c.message, c.info)
+		}
+	}
+}
+
+// PROTOCOL.md 11.1: a line driver's command whose done line has not come.
+func TestJudgeBusy(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	for _, c := range []struct {
+		rule string
+		f    busyFacts
+		want busyVerdict
+	}{
+		{"file command, printed just now: wait out promptQuiet", busyFacts{lazyDone: true, quiet: 20 * ms, promptKnown: true, atPrompt: true, promptMatch: true},
+			busyVerdict{busyWait, promptQuiet - 20*ms}},
+		{"file command, quiet at its prompt: type the done line", busyFacts{lazyDone: true, quiet: promptQuiet, promptKnown: true, atPrompt: true, promptMatch: true},
+			busyVerdict{busyTypeDone, stuckQuiet}},
+		{"file command, quiet at another prompt (a question): wait", busyFacts{lazyDone: true, quiet: time.Minute, promptKnown: true, atPrompt: true},
+			busyVerdict{busyWait, stuckQuiet}},
+		{"file command, quiet after a whole line: still running", busyFacts{lazyDone: true, quiet: time.Minute, promptKnown: true},
+			busyVerdict{busyWait, stuckQuiet}},
+		{"file command, prompt unknown, quiet under stuckQuiet: wait", busyFacts{lazyDone: true, quiet: 500 * ms},
+			busyVerdict{busyWait, stuckQuiet}},
+		{"file command, prompt unknown, quiet for stuckQuiet: type the done line", busyFacts{lazyDone: true, quiet: stuckQuiet},
+			busyVerdict{busyTypeDone, stuckQuiet}},
+		{"typed lines, quiet at an unfinished line for stuckQuiet: stuck", busyFacts{quiet: stuckQuiet, atPrompt: true},
+			busyVerdict{busyStuck, stuckQuiet}},
+		{"typed lines, quiet at an unfinished line, not yet: look at stuckQuiet", busyFacts{quiet: 300 * ms, atPrompt: true},
+			busyVerdict{busyWait, stuckQuiet - 300*ms}},
+		{"typed lines, a long quiet step after a whole line: look again later, not at once", busyFacts{quiet: time.Minute},
+			busyVerdict{busyWait, stuckQuiet}},
+	} {
+		if got := judgeBusy(c.f); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.rule, got, c.want)
+		}
+	}
+}

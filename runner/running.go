@@ -291,49 +291,83 @@ func (c *running) doneLine(l []byte) bool {
 	return ok
 }
 
-// markerOutcome is how c's done marker ends it: ok for return code 0 (or
-// none), or 2 when tcl (the tool is Tcl: 2 is a return), else a tool_error whose message is the marker's value when
-// tcl (the tool is Tcl) and it has one.
+// markerOutcome is how c's done marker ends it (endOutcome); tcl: the
+// tool is Tcl.
 func (c *running) markerOutcome(tcl bool) (protocol.Status, *protocol.Error) {
-	if c.errLine != "" {
-		return protocol.StatusError, &protocol.Error{Code: protocol.CodeToolError, Message: c.errLine,
-			Context: errContext("matched", "error pattern")}
-	}
-	d := c.marker
-	// 2 is Tcl's TCL_RETURN, a payload that says "return"; from a shell it
-	// is a failure (bash's syntax error).
-	if !d.hasRC || d.rc == 0 || (tcl && d.rc == 2) {
-		return protocol.StatusOK, nil
-	}
-	msg := fmt.Sprintf("the payload ended with return code %d", d.rc)
-	if tcl && d.hasValue && len(d.value) > 0 {
-		msg = string(d.value)
-	}
-	return protocol.StatusError, &protocol.Error{Code: protocol.CodeToolError, Message: msg,
-		ErrorInfo: string(d.errorInfo), ErrorCode: string(d.errorCode)}
+	return endOutcome(c.endFacts(tcl))
 }
 
-// lineOutcome is how a line driver's done line ends c (PROTOCOL.md 11.1):
-// a payload file that did not run to its end (no end line) is an error;
-// with stops_at_error one that did is ok whatever it printed; otherwise
-// a line matching the error pattern makes it an error. The message is the
-// first line that matched the pattern.
+// lineOutcome is how a line driver's done line ends c (endOutcome).
 func (c *running) lineOutcome(ld *lineDriver) (protocol.Status, *protocol.Error) {
+	f := c.endFacts(false)
+	f.line, f.ended, f.injected = true, c.ended, c.cmd.Marker.Mode == protocol.MarkerRunnerInject
+	f.sourceless, f.stopsAtError = ld.spec.Source == "", ld.spec.StopsAtError
+	return endOutcome(f)
+}
+
+// endFacts are c's facts for endOutcome, as a Tcl or shell command's.
+func (c *running) endFacts(tcl bool) endFacts {
+	d := c.marker
+	return endFacts{errLine: c.errLine, hasRC: d.hasRC, rc: d.rc, value: string(d.value),
+		errorInfo: string(d.errorInfo), errorCode: string(d.errorCode), tcl: tcl}
+}
+
+// endFacts are the plain values that decide how a command that printed
+// its done line ended.
+type endFacts struct {
+	errLine   string // the first output line that matched the error pattern
+	hasRC     bool   // the done line carries a return code
+	rc        int
+	value     string // the done line's value (a Tcl error's message)
+	errorInfo string
+	errorCode string
+	tcl       bool // the tool is Tcl: 2 (TCL_RETURN) is a return, not a failure
+	// A line driver's command (PROTOCOL.md 11.1):
+	line         bool
+	ended        bool // its end line was seen: the payload ran to its end
+	injected     bool // the runner typed the begin, end and done lines
+	sourceless   bool // the driver has no file command: the payload was typed
+	stopsAtError bool // the tool stops a payload at its first error (yosys)
+}
+
+// endOutcome is PROTOCOL.md's rule for a command whose done line came
+// (6.4, 11.1). First match wins:
+//
+//   - a line driver's payload that did not run to its end (no end line) is
+//     an error: the first line matching the error pattern says why, or
+//     that the tool stopped the payload (a file command), or that the
+//     payload's last statement was unfinished (typed lines);
+//   - a line driver's tool that stops at its first error: ok;
+//   - a line matching the error pattern: error, that line its message;
+//   - return code 0 or none, or 2 from Tcl: ok;
+//   - another return code: error, its message the Tcl error's message
+//     (with errorInfo and errorCode), or the code.
+func endOutcome(f endFacts) (protocol.Status, *protocol.Error) {
 	switch {
-	case !c.ended && c.cmd.Marker.Mode == protocol.MarkerRunnerInject:
+	case f.line && !f.ended && f.injected:
 		msg := "the tool stopped running the payload before its end"
-		if ld.spec.Source == "" {
+		if f.sourceless {
 			msg = "the tool did not run the line typed after the payload: the payload's last statement is unfinished (an open block, bracket or quote took that line)"
 		}
-		if c.errLine != "" {
-			msg = c.errLine
+		if f.errLine != "" {
+			msg = f.errLine
 		}
 		return protocol.StatusError, &protocol.Error{Code: protocol.CodeToolError, Message: msg,
 			Context: errContext("matched", "no end line")}
-	case ld.spec.StopsAtError:
+	case f.line && f.stopsAtError:
+		return protocol.StatusOK, nil
+	case f.errLine != "":
+		return protocol.StatusError, &protocol.Error{Code: protocol.CodeToolError, Message: f.errLine,
+			Context: errContext("matched", "error pattern")}
+	case !f.hasRC || f.rc == 0 || (f.tcl && f.rc == 2):
 		return protocol.StatusOK, nil
 	}
-	return c.markerOutcome(false)
+	msg := fmt.Sprintf("the payload ended with return code %d", f.rc)
+	if f.tcl && f.value != "" {
+		msg = f.value
+	}
+	return protocol.StatusError, &protocol.Error{Code: protocol.CodeToolError, Message: msg,
+		ErrorInfo: f.errorInfo, ErrorCode: f.errorCode}
 }
 
 // flush writes c's buffered output into its output file, where masters

@@ -231,40 +231,82 @@ func (p *phaseBusy) timer(r *Runner, now time.Time) {
 	if c.start.After(last) {
 		last = c.start
 	}
-	quiet := now.Sub(last)
-	if c.lazyDone {
-		// The payload file has not printed its end line: it may still
-		// run, wait for input (a send), or have stopped (an error) with
-		// the tool back at its prompt. The done line is typed once the
-		// tool has read its file command and sits quiet at its prompt
-		// (or, for a tool whose prompt is unknown, is quiet for
-		// stuckQuiet).
-		if quiet < promptQuiet {
-			p.check = last.Add(promptQuiet)
-			return
-		}
-		known := ld.prompt != nil || ld.learned != nil
-		if (known && r.tool.atPrompt && ld.atPrompt(r.tool.tail)) || (!known && quiet >= stuckQuiet) {
-			if read, _ := r.tool.inputRead(); read {
-				r.typeDone()
-			}
-		}
-		p.check = now.Add(stuckQuiet) // Or sooner: onChunk pulls it in.
-		return
-	}
-	if quiet >= stuckQuiet && r.tool.atPrompt {
+	v := judgeBusy(busyFacts{quiet: now.Sub(last), lazyDone: c.lazyDone,
+		promptKnown: ld.prompt != nil || ld.learned != nil, atPrompt: r.tool.atPrompt,
+		promptMatch: ld.atPrompt(r.tool.tail)})
+	if v.act != busyWait {
 		read, err := r.tool.inputRead()
 		if err != nil {
 			r.log.Debug("the tool's input queue", "err", err)
 		}
-		if read {
+		switch {
+		case read && v.act == busyStuck:
 			r.stuck()
 			return
+		case read:
+			r.typeDone()
 		}
-		last = now
 	}
-	p.check = last.Add(stuckQuiet)
+	p.check = now.Add(v.wait) // Or sooner: onChunk pulls it in.
 }
+
+// busyFacts are the plain values a line driver's busy tool is judged on,
+// once its done line has not come.
+type busyFacts struct {
+	quiet       time.Duration // since the tool last printed, or the command started
+	lazyDone    bool          // the done line waits to be typed (a file command's payload)
+	promptKnown bool          // the driver's prompt is given or learned
+	atPrompt    bool          // the tool's last output is an unfinished line
+	promptMatch bool          // and it matches the prompt
+}
+
+// busyAct is what judgeBusy asks for, if the tool has read everything
+// typed for it (its terminal's input queue is empty).
+type busyAct int
+
+const (
+	busyWait     busyAct = iota // nothing: look again later
+	busyTypeDone                // type the done line now
+	busyStuck                   // end the command: its last statement took the lines after it
+)
+
+// busyVerdict is judgeBusy's answer: what to do, and when to look again.
+type busyVerdict struct {
+	act  busyAct
+	wait time.Duration
+}
+
+// judgeBusy is PROTOCOL.md 11.1's rule for a line driver's command whose
+// done line has not come.
+//
+//   - Its done line waits (a payload file still runs, waits for input, or
+//     stopped at an error with the tool back at its prompt): it is typed
+//     once the tool has been quiet for promptQuiet at a prompt that
+//     matches the driver's, or, the prompt unknown, quiet for stuckQuiet.
+//   - Its lines were all typed: quiet for stuckQuiet at an unfinished
+//     line with everything read, the payload's last statement is
+//     unfinished and took the done line (stuck).
+func judgeBusy(f busyFacts) busyVerdict {
+	if f.lazyDone {
+		if f.quiet < promptQuiet {
+			return busyVerdict{busyWait, promptQuiet - f.quiet}
+		}
+		if (f.promptKnown && f.atPrompt && f.promptMatch) || (!f.promptKnown && f.quiet >= stuckQuiet) {
+			return busyVerdict{busyTypeDone, stuckQuiet}
+		}
+		return busyVerdict{busyWait, stuckQuiet}
+	}
+	if f.quiet >= stuckQuiet && f.atPrompt {
+		return busyVerdict{busyStuck, stuckQuiet}
+	}
+	if f.quiet < stuckQuiet {
+		return busyVerdict{busyWait, stuckQuiet - f.quiet}
+	}
+	// Quiet after a whole line: a long step. Only output changes that
+	// (onChunk pulls the look in); until then, a look every stuckQuiet.
+	return busyVerdict{busyWait, stuckQuiet}
+}
+
 func (p *phaseBusy) exited(r *Runner, ex toolExit) {
 	hadCmd := r.cur != nil
 	r.finishOnExit(ex)
