@@ -72,10 +72,3 @@ type realTicker struct{ t *time.Ticker }
 
 func (t realTicker) C() <-chan time.Time { return t.t.C }
 func (t realTicker) Stop()               { t.t.Stop() }
-
-// after returns a channel that receives once d has passed on c, and a
-// function that releases the timer.
-func after(c clock, d time.Duration) (<-chan time.Time, func()) {
-	t := c.NewTimer(d)
-	return t.C(), t.Stop
-}

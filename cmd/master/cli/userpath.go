@@ -23,15 +23,3 @@ func openRegular(path string) (*os.File, error) {
 	defer r.Close()
 	return r.OpenRegular(filepath.Base(path))
 }
-
-// writeOut writes data to the file a user named (--out): replaced whole so
-// that a reader sees the old content or the new, never a mix, mode 0644
-// (fsq.Root.WriteAtomic in the directory path names it in).
-func writeOut(path string, data []byte) error {
-	r, err := fsq.OpenRoot(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	return r.WriteAtomic(filepath.Base(path), data, 0o644, fsq.Volatile)
-}
