@@ -80,14 +80,14 @@ fuzz:
 # docs/benchmarks-log.md (the dated log) by hand.
 BENCHTIME ?= 1x
 bench:
-	$(NOCGO) $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee .bench.out
+	$(NOCGO) $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./test/bench/ | tee .bench.out
 
 # CI runs every benchmark once so they cannot rot.
 bench-smoke:
-	SP_BENCH_SMOKE=1 $(NOCGO) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/
+	SP_BENCH_SMOKE=1 $(NOCGO) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/bench/
 
 test-nfs:
-	./nfs/run-nfs-tests.sh
+	./test/nfs/run-nfs-tests.sh
 
 # Launch, stop escalation and pools against a real single-node Slurm
 # (root; installs slurm-wlm and munge when missing). See docs/farms.md and CONTRIBUTING.md.

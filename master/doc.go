@@ -4,7 +4,7 @@
 // expect), cancels, signals, stops, reads and follows output, and keeps the
 // runner's lease alive. It talks to the runner only through files (see PROTOCOL.md), so it
 // works from another host over a shared filesystem, and it interoperates
-// with the Python and Tcl masters in master/python and master/tcl.
+// with the Python and Tcl masters in clients/python and clients/tcl.
 //
 // This package is only the library a flow imports. The master command line
 // is package cmd/master/cli; starting runners through a scheduler and pools

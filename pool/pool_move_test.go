@@ -439,13 +439,13 @@ func TestPoolMovedCommandLookups(t *testing.T) {
 		var cmd *exec.Cmd
 		if lang == "python3" {
 			cmd = exec.Command(testenv.Python3(), "-c", `import sys, json
-sys.path.insert(0, "master/python")
+sys.path.insert(0, "clients/python")
 import skillpilot_pool as pool
 r = pool.pool_wait(sys.argv[1], {"session": "s00", "name": sys.argv[2], "cmd_id": "x"}, timeout=60)
 print(r["status"], r["value"])`, pool, c.Name)
 		} else {
 			f := filepath.Join(t.TempDir(), "w.tcl")
-			os.WriteFile(f, []byte(`source master/tcl/skillpilot_pool.tcl
+			os.WriteFile(f, []byte(`source clients/tcl/skillpilot_pool.tcl
 set r [skillpilot::pool_wait [lindex $argv 0] [dict create session s00 name [lindex $argv 1] cmd_id x] 60000]
 puts "[dict get $r status] [dict get $r value]"`), 0o600)
 			cmd = exec.Command("tclsh", f, pool, c.Name)
@@ -470,7 +470,7 @@ func TestPoolSubmitInterop(t *testing.T) {
 		var cmd *exec.Cmd
 		if lang == "python3" {
 			cmd = exec.Command(testenv.Python3(), "-c", `import sys
-sys.path.insert(0, "master/python")
+sys.path.insert(0, "clients/python")
 import skillpilot_pool as pool
 ws = [pool.pool_submit(sys.argv[1], "expr %d*2" % i, affinity="grp") for i in range(5)]
 assert len({w["session"] for w in ws}) == 1, ws
@@ -480,7 +480,7 @@ assert [r["value"] for r in rs] == ["0", "2", "4", "6", "8"], rs
 print(ws[0]["session"])`, pool)
 		} else {
 			f := filepath.Join(t.TempDir(), "s.tcl")
-			os.WriteFile(f, []byte(`source master/tcl/skillpilot_pool.tcl
+			os.WriteFile(f, []byte(`source clients/tcl/skillpilot_pool.tcl
 set pool [lindex $argv 0]
 set sessions {}
 for {set i 0} {$i < 5} {incr i} {

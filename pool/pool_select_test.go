@@ -212,7 +212,7 @@ func runPick(t *testing.T, lang, pool, key string) string {
 	t.Helper()
 	var cmd *exec.Cmd
 	if lang == "python3" {
-		args := []string{"master/python/skillpilot_pool.py", "pick", pool}
+		args := []string{"clients/python/skillpilot_pool.py", "pick", pool}
 		if key != "" {
 			args = append(args, key)
 		}
@@ -221,7 +221,7 @@ func runPick(t *testing.T, lang, pool, key string) string {
 		script := `source [lindex $argv 0]; puts [skillpilot::pool_pick [lindex $argv 1] -affinity [lindex $argv 2]]`
 		f := filepath.Join(t.TempDir(), "pick.tcl")
 		os.WriteFile(f, []byte(script), 0o600)
-		cmd = exec.Command("tclsh", f, "master/tcl/skillpilot_pool.tcl", pool, key)
+		cmd = exec.Command("tclsh", f, "clients/tcl/skillpilot_pool.tcl", pool, key)
 	}
 	cmd.Dir = ".."
 	out, err := cmd.CombinedOutput()

@@ -164,7 +164,7 @@ func startWithdrawer(t *testing.T, lang, dir string, refs []string) func() map[s
 	var cmd *exec.Cmd
 	if lang == "python3" {
 		cmd = exec.Command(testenv.Python3(), "-c", `import sys
-sys.path.insert(0, "master/python")
+sys.path.insert(0, "clients/python")
 import skillpilot as sp
 s = sp.Session(sys.argv[1])
 print("ready", flush=True)
@@ -177,7 +177,7 @@ for ref in sys.argv[2:]:
         print(ref, e.code, flush=True)`, dir)
 	} else {
 		f := filepath.Join(t.TempDir(), "w.tcl")
-		os.WriteFile(f, []byte(`lappend auto_path master/tcl
+		os.WriteFile(f, []byte(`lappend auto_path clients/tcl
 package require skillpilot
 set dir [lindex $argv 0]
 puts ready; flush stdout

@@ -2,7 +2,7 @@
 # scripts/deps.sh: make sure the tools the tests need are installed.
 #
 # `make test` and `.ci/run` both call it. The EDA shells (OpenSTA, Magic,
-# netgen, Yosys, ngspice) are what realtools/ drives; xschem, gtkwave and
+# netgen, Yosys, ngspice) are what test/realtools/ drives; xschem, gtkwave and
 # wish are the GUI tools' Tcl shells the tests serve headless under an
 # Xvfb they start (internal/zoo, toolcheck); expect runs a zoo shell. chromium runs the timeline
 # report's browser tests; promtool (Debian: prometheus) checks --metrics-file. Missing tools are installed with

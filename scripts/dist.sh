@@ -15,7 +15,7 @@ copy_masters() { # DIR: the masters' files tracked by git (or all but caches)
   mkdir -p "$1" && dst=$(cd "$1" && pwd)
   for lang in python tcl; do
     mkdir -p "$dst/$lang"
-    (cd "master/$lang" && find . -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -name '*_test.*' ! -path './tests/*' -print0 |
+    (cd "clients/$lang" && find . -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -name '*_test.*' ! -path './tests/*' -print0 |
       xargs -0 -I{} install -D -m 0644 {} "$dst/$lang/{}")
   done
 }

@@ -6,8 +6,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 v=$(tr -d ' \n' < internal/version/VERSION)
-sed -i "s/^version = \".*\"/version = \"$v\"/" master/python/pyproject.toml
-sed -i "s/^__version__ = \".*\"/__version__ = \"$v\"/" master/python/skillpilot/__init__.py
-sed -i "s/^package ifneeded skillpilot [0-9.]* /package ifneeded skillpilot $v /; s/package provide skillpilot [0-9.]*\$/package provide skillpilot $v/" master/tcl/skillpilot/pkgIndex.tcl
-sed -i "s/^    variable release .*/    variable release $v/" master/tcl/skillpilot/skillpilot.tcl
+sed -i "s/^version = \".*\"/version = \"$v\"/" clients/python/pyproject.toml
+sed -i "s/^__version__ = \".*\"/__version__ = \"$v\"/" clients/python/skillpilot/__init__.py
+sed -i "s/^package ifneeded skillpilot [0-9.]* /package ifneeded skillpilot $v /; s/package provide skillpilot [0-9.]*\$/package provide skillpilot $v/" clients/tcl/skillpilot/pkgIndex.tcl
+sed -i "s/^    variable release .*/    variable release $v/" clients/tcl/skillpilot/skillpilot.tcl
 echo "version $v"

@@ -27,7 +27,7 @@ for c in qsub qstat qdel qacct qrls qhold qalter qconf qmod; do
 done
 export PATH=$bin:$PATH
 set +e
-SP_SGE=1 go test -race -count=1 -timeout 20m -v -run '^TestSGE' ./farm/ >"$log" 2>&1
+SP_SGE=1 go test -race -count=1 -timeout 20m -v -run '^TestSGE' ./test/farm/ >"$log" 2>&1
 rc=$?
 set -e
 grep -E '^(=== RUN|--- |PASS$|FAIL|ok )|BENCH' "$log" || true # BENCH: the farm's figures (BENCHMARKS.md)

@@ -20,7 +20,7 @@ if ! sinfo -h >/dev/null 2>&1; then
   ./scripts/slurm-up.sh
 fi
 set +e
-SP_SLURM=1 go test -race -count=1 -timeout 20m -v -run "^TestSlurm" ./farm/ >"$log" 2>&1
+SP_SLURM=1 go test -race -count=1 -timeout 20m -v -run "^TestSlurm" ./test/farm/ >"$log" 2>&1
 rc=$?
 set -e
 grep -E '^(=== RUN|--- |PASS$|FAIL|ok )|BENCH' "$log" || true # BENCH: the farm's figures (BENCHMARKS.md)

@@ -261,7 +261,7 @@ func TestDocsGo(t *testing.T) {
 }
 
 // docs/farms.md: a launched session, a local pool that grows and
-// shrinks, and the Grid Engine pool with --via local (farm/docs_test.go
+// shrinks, and the Grid Engine pool with --via local (test/farm/docs_test.go
 // runs it on Grid Engine).
 func TestDocsFarms(t *testing.T) {
 	testenv.Slow(t, "launches and pools")

@@ -18,8 +18,8 @@ import (
 // command would pay for it at its start.
 var heavy = []string{"html/template", "text/template", "compress/flate", "net/url", "net/http",
 	"github.com/aymanbagabas/go-udiff", "github.com/modelcontextprotocol/go-sdk/mcp",
-	testenv.Module + "/history", testenv.Module + "/history/report", testenv.Module + "/history/diff",
-	testenv.Module + "/history/standin", testenv.Module + "/mcpserver"}
+	testenv.Module + "/review", testenv.Module + "/review/report", testenv.Module + "/review/diff",
+	testenv.Module + "/review/standin", testenv.Module + "/mcpserver"}
 
 func deps(t *testing.T, tags ...string) []string {
 	t.Helper()
@@ -44,7 +44,7 @@ func TestLeanMasterDeps(t *testing.T) {
 			t.Errorf("the lean master links %s", p)
 		}
 	}
-	for _, p := range []string{"html/template", testenv.Module + "/history/report", testenv.Module + "/history/diff"} {
+	for _, p := range []string{"html/template", testenv.Module + "/review/report", testenv.Module + "/review/diff"} {
 		if !slices.Contains(full, p) {
 			t.Errorf("the full CLI does not link %s: is this test still looking at the right packages?", p)
 		}

@@ -43,12 +43,12 @@ func (e *Env) adapterCommand(master, sessionDir string) (*exec.Cmd, error) {
 		env = append(env, ExecEnv+"=adapter-"+master, "SP_MASTER_BIN="+filepath.Join(e.Bin, "master"))
 	case "python":
 		argv = []string{testenv.Python3(), filepath.Join(e.Repo, "internal/conformance/adapters/python_adapter.py"), sessionDir}
-		env = append(env, "PYTHONPATH="+filepath.Join(e.Repo, "master/python"), "PYTHONDONTWRITEBYTECODE=1")
+		env = append(env, "PYTHONPATH="+filepath.Join(e.Repo, "clients/python"), "PYTHONDONTWRITEBYTECODE=1")
 	case "tcl":
 		argv = []string{"tclsh", filepath.Join(e.Repo, "internal/conformance/adapters/tcl_adapter.tcl"), sessionDir}
-		env = append(env, "TCLLIBPATH="+filepath.Join(e.Repo, "master/tcl"))
+		env = append(env, "TCLLIBPATH="+filepath.Join(e.Repo, "clients/tcl"))
 	case "shell":
-		argv = []string{"bash", filepath.Join(e.Repo, "internal/conformance/adapters/shell_adapter.sh"), sessionDir}
+		argv = []string{"bash", filepath.Join(e.Repo, "clients/sh/skillpilot_master.sh"), sessionDir}
 	default:
 		return nil, fmt.Errorf("unknown master %q", master)
 	}

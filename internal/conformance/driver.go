@@ -27,7 +27,7 @@ import (
 // and MasterRoot are the same directory; over NFS they are two clients'
 // mounts of one export and MasterPrefix puts the masters on "another host".
 type Env struct {
-	Repo         string   // repository root (master/python, master/tcl, conformance/)
+	Repo         string   // repository root (clients/python, clients/tcl, conformance/)
 	Bin          string   // directory holding the runner and master executables
 	Self         string   // executable that runs the Go and CLI adapters (a test binary calling Main)
 	RunnerRoot   string   // where sessions are made, as the runner sees it

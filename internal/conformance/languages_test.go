@@ -27,28 +27,28 @@ func repoPath(t *testing.T, rel string) string {
 }
 
 // TestPythonUnittest runs the Python master's own unittest suite
-// (master/python/tests: its logic against a fake runner, the CLI, the
+// (clients/python/tests: its logic against a fake runner, the CLI, the
 // build backend).
 func TestPythonUnittest(t *testing.T) {
 	t.Parallel()
-	testenv.Slow(t, "the Python master's own suite; alone: cd master/python && python3 -m unittest discover -s tests -t .")
+	testenv.Slow(t, "the Python master's own suite; alone: cd clients/python && python3 -m unittest discover -s tests -t .")
 	py := testenv.NeedTool(t, "python3", "python3")
 	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "tests", "-t", ".")
-	cmd.Dir = repoPath(t, "master/python")
+	cmd.Dir = repoPath(t, "clients/python")
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
 
-// TestTclTests runs the Tcl master's tcltest suite (master/tcl/tests).
+// TestTclTests runs the Tcl master's tcltest suite (clients/tcl/tests).
 func TestTclTests(t *testing.T) {
 	t.Parallel()
-	testenv.Slow(t, "the Tcl master's own suite; alone: cd master/tcl/tests && tclsh all.tcl")
+	testenv.Slow(t, "the Tcl master's own suite; alone: cd clients/tcl/tests && tclsh all.tcl")
 	tcl := testenv.NeedTool(t, "tclsh", "tcl")
 	testenv.NeedTool(t, "flock", "util-linux")
 	cmd := exec.Command(tcl, "all.tcl")
-	cmd.Dir = repoPath(t, "master/tcl/tests")
+	cmd.Dir = repoPath(t, "clients/tcl/tests")
 	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("Failed\t0")) {
@@ -67,7 +67,7 @@ func TestPythonPipInstallOffline(t *testing.T) {
 		need(t, fmt.Sprintf("python3 -m venv failed (Debian package python3-venv): %v\n%s", err, out))
 	}
 	pip := exec.Command(filepath.Join(venv, "bin", "pip"), "install", "--no-index", "--disable-pip-version-check",
-		repoPath(t, "master/python"))
+		repoPath(t, "clients/python"))
 	pip.Env = append(os.Environ(), "PIP_NO_INDEX=1", "PIP_CONFIG_FILE=/dev/null")
 	if out, err := pip.CombinedOutput(); err != nil {
 		t.Fatalf("pip install: %v\n%s", err, out)
@@ -135,11 +135,11 @@ func TestMixedMastersOneSession(t *testing.T) {
 	procs := []*exec.Cmd{
 		exec.Command(py, "-c", pyScript),
 		exec.Command(tcl),
-		exec.Command("bash", repoPath(t, "internal/conformance/adapters/shell_adapter.sh"), dir),
+		exec.Command("bash", repoPath(t, "clients/sh/skillpilot_master.sh"), dir),
 		exec.Command(os.Args[0], dir),
 	}
-	procs[0].Env = append(os.Environ(), "PYTHONPATH="+repoPath(t, "master/python"), "PYTHONDONTWRITEBYTECODE=1")
-	procs[1].Env = append(os.Environ(), "TCLLIBPATH="+repoPath(t, "master/tcl"))
+	procs[0].Env = append(os.Environ(), "PYTHONPATH="+repoPath(t, "clients/python"), "PYTHONDONTWRITEBYTECODE=1")
+	procs[1].Env = append(os.Environ(), "TCLLIBPATH="+repoPath(t, "clients/tcl"))
 	procs[1].Stdin = strings.NewReader(tclScript)
 	procs[2].Stdin = strings.NewReader(lines("sh"))
 	procs[3].Env = append(os.Environ(), ExecEnv+"=adapter-go")

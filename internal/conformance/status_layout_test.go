@@ -74,7 +74,7 @@ func TestPythonStatusLayout(t *testing.T) {
 	}
 	status := func(argv ...string) string {
 		cmd := exec.Command(argv[0], append(argv[1:], "status", "--session", dir)...)
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+repoPath(t, "master/python"), "PYTHONDONTWRITEBYTECODE=1")
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+repoPath(t, "clients/python"), "PYTHONDONTWRITEBYTECODE=1")
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", argv, err, out)

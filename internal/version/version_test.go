@@ -28,11 +28,11 @@ func TestVersionsAgree(t *testing.T) {
 		t.Fatalf("VERSION %q: want N.N.N (Python and Tcl both accept it)", want)
 	}
 	for _, c := range []struct{ file, re string }{
-		{"../../master/python/pyproject.toml", `(?m)^version = "([^"]*)"`},
-		{"../../master/python/skillpilot/__init__.py", `(?m)^__version__ = "([^"]*)"`},
-		{"../../master/tcl/skillpilot/pkgIndex.tcl", `package ifneeded skillpilot ([0-9.]+) `},
-		{"../../master/tcl/skillpilot/pkgIndex.tcl", `package provide skillpilot ([0-9.]+)`},
-		{"../../master/tcl/skillpilot/skillpilot.tcl", `(?m)^    variable release (\S+)`},
+		{"../../clients/python/pyproject.toml", `(?m)^version = "([^"]*)"`},
+		{"../../clients/python/skillpilot/__init__.py", `(?m)^__version__ = "([^"]*)"`},
+		{"../../clients/tcl/skillpilot/pkgIndex.tcl", `package ifneeded skillpilot ([0-9.]+) `},
+		{"../../clients/tcl/skillpilot/pkgIndex.tcl", `package provide skillpilot ([0-9.]+)`},
+		{"../../clients/tcl/skillpilot/skillpilot.tcl", `(?m)^    variable release (\S+)`},
 	} {
 		b, err := os.ReadFile(c.file)
 		if err != nil {

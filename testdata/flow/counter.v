@@ -1,5 +1,5 @@
 // A 4-bit counter with synchronous reset and enable: the design of the
-// real-flow test (realtools/flow_test.go). Yosys maps it to cells.lib.
+// real-flow test (test/realtools/flow_test.go). Yosys maps it to cells.lib.
 module counter (
     input  wire       clk,
     input  wire       rst,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A flow script as a user writes one: synthesize with Yosys, then time the
 netlist with OpenSTA, each tool in its own SkillPilot session, both driven
-through the packaged Python master (master/python on PYTHONPATH).
+through the packaged Python master (clients/python on PYTHONPATH).
 
     flow.py YOSYS_SESSION STA_SESSION WORKDIR
 
@@ -9,7 +9,7 @@ WORKDIR holds counter.v, cells.lib, synth.ys and sta.tcl (testdata/flow);
 both runners were started there, so the tools find the files the scripts
 name. The timing report goes to stdout; it is what
 `sta -no_splash -exit sta.tcl` prints in WORKDIR, byte for byte
-(realtools/flow_test.go checks it).
+(test/realtools/flow_test.go checks it).
 """
 import os
 import sys

@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/skillpilot/skillpilot/history"
-	"github.com/skillpilot/skillpilot/history/report"
+	"github.com/skillpilot/skillpilot/review"
+	"github.com/skillpilot/skillpilot/review/report"
 	"github.com/skillpilot/skillpilot/master"
 )
 
@@ -43,9 +43,9 @@ func reportFlags(cmd *command) runFunc {
 		if err != nil {
 			return err
 		}
-		var loaded []*history.Session
+		var loaded []*review.Session
 		for _, d := range dirs {
-			s, err := loadSession(d, history.Options{})
+			s, err := loadSession(d, review.Options{})
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ func reportFlags(cmd *command) runFunc {
 func sessionDirs(sessions, pools []string) ([]string, error) {
 	dirs := append([]string(nil), sessions...)
 	for _, p := range pools {
-		found, err := history.FindSessions(p)
+		found, err := review.FindSessions(p)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", master.ErrSessionMissing, err)
 		}
@@ -99,9 +99,9 @@ func sessionDirs(sessions, pools []string) ([]string, error) {
 
 // loadSession reads a session's history; a directory that is not a
 // session is ErrSessionMissing (exit 5).
-func loadSession(dir string, opt history.Options) (*history.Session, error) {
-	s, err := history.Load(dir, opt)
-	if errors.Is(err, history.ErrNotSession) || errors.Is(err, os.ErrNotExist) {
+func loadSession(dir string, opt review.Options) (*review.Session, error) {
+	s, err := review.Load(dir, opt)
+	if errors.Is(err, review.ErrNotSession) || errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %v", master.ErrSessionMissing, err)
 	}
 	return s, err

@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/skillpilot/skillpilot/history"
-	"github.com/skillpilot/skillpilot/history/diff"
-	"github.com/skillpilot/skillpilot/history/standin"
+	"github.com/skillpilot/skillpilot/review"
+	"github.com/skillpilot/skillpilot/review/diff"
+	"github.com/skillpilot/skillpilot/review/standin"
 	"github.com/skillpilot/skillpilot/master"
 )
 
@@ -40,9 +40,9 @@ func standinFlags(cmd *command) runFunc {
 		if *onUnknown != "error" && *onUnknown != "tcl" {
 			return usageErr("--on-unknown %q: want error or tcl", *onUnknown)
 		}
-		var sessions []*history.Session
+		var sessions []*review.Session
 		for _, d := range from {
-			s, err := loadSession(d, history.Options{Payloads: true})
+			s, err := loadSession(d, review.Options{Payloads: true})
 			if err != nil {
 				return err
 			}
@@ -97,8 +97,8 @@ func diffFlags(cmd *command) runFunc {
 		var runs [2]diff.Run
 		for i, d := range pos {
 			dirs := []string{d}
-			if !history.IsSession(d) {
-				found, err := history.FindSessions(d) // A pool: its sessions together.
+			if !review.IsSession(d) {
+				found, err := review.FindSessions(d) // A pool: its sessions together.
 				if err != nil {
 					return fmt.Errorf("%w: %v", master.ErrSessionMissing, err)
 				}
@@ -106,7 +106,7 @@ func diffFlags(cmd *command) runFunc {
 			}
 			runs[i].Dir = d
 			for _, sd := range dirs {
-				s, err := loadSession(sd, history.Options{Payloads: true})
+				s, err := loadSession(sd, review.Options{Payloads: true})
 				if err != nil {
 					return err
 				}

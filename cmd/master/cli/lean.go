@@ -8,7 +8,7 @@ import (
 )
 
 // The lean master (make build, make install, make dist: go build -tags
-// lean ./cmd/master) links neither package history nor what it needs
+// lean ./cmd/master) links neither package review nor what it needs
 // (html/template, compress/flate, net/url, a diff library): report,
 // standin and diff run in the master-history binary beside it, which is
 // this CLI built without the tag (issue 44: every other command starts
