@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/review"
 )
 
 // deadSession writes a session whose runner was killed running c1 at

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/review/internal/sessiontest"
-	"github.com/skillpilot/skillpilot/protocol"
 )
 
 func TestMain(m *testing.M) {

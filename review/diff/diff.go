@@ -35,8 +35,8 @@ import (
 
 	udiff "github.com/aymanbagabas/go-udiff"
 	"github.com/skillpilot/skillpilot/fsq"
-	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/review"
 )
 
 // Bounds of the unified diff of two outputs.

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/review/diff"
-	"github.com/skillpilot/skillpilot/protocol"
 )
 
 type cmd struct {

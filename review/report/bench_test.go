@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/review/report"
-	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // writeSession writes a finished session of n commands as a runner would

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/testenv"
+	"github.com/skillpilot/skillpilot/internal/testenv/browser"
 	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/review/internal/sessiontest"
 	"github.com/skillpilot/skillpilot/review/report"
-	"github.com/skillpilot/skillpilot/internal/testenv"
-	"github.com/skillpilot/skillpilot/internal/testenv/browser"
 )
 
 // artifactDir is where the browser tests leave their pages and screenshots

@@ -5,8 +5,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/review"
 )
 
 // Model is the data a report is drawn from; `master report --format json`
@@ -41,7 +41,7 @@ type Lane struct {
 	Summary    Summary        `json:"summary"`
 	Commands   []Bar          `json:"commands"` // in start order
 	Bins       []Bin          `json:"bins,omitempty"`
-	Marks      []review.Mark `json:"marks"`
+	Marks      []review.Mark  `json:"marks"`
 	Events     map[string]int `json:"events"` // meta.log events by name
 	Warnings   []string       `json:"warnings,omitempty"`
 }

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skillpilot/skillpilot/review"
-	"github.com/skillpilot/skillpilot/review/report"
 	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/review"
+	"github.com/skillpilot/skillpilot/review/report"
 )
 
 var t0 = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)

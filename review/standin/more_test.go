@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/review/internal/sessiontest"
 	"github.com/skillpilot/skillpilot/review/standin"
-	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // record runs payloads one after the other on a fresh runner on tclsh.

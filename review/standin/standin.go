@@ -53,8 +53,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/review"
 )
 
 //go:embed runtime.tcl

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skillpilot/skillpilot/protocol"
 	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/review/diff"
 	"github.com/skillpilot/skillpilot/review/internal/sessiontest"
 	"github.com/skillpilot/skillpilot/review/standin"
-	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // edaProcs is what the flow defines first, as an EDA flow loads its

@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if minloopBin, err = testenv.Build(testenv.Module + "/bench/minloop"); err != nil {
+	if minloopBin, err = testenv.Build(testenv.Module + "/test/bench/minloop"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if helloBin, err = testenv.Build(testenv.Module + "/bench/hello"); err != nil {
+	if helloBin, err = testenv.Build(testenv.Module + "/test/bench/hello"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
+	"github.com/skillpilot/skillpilot/review"
 )
 
 // BenchmarkRetention: one session driven through 200,000 commands (5,000

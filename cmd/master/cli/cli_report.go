@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/review/report"
-	"github.com/skillpilot/skillpilot/master"
 )
 
 // repeated is a flag that may be given several times.

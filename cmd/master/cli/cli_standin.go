@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/review"
 	"github.com/skillpilot/skillpilot/review/diff"
 	"github.com/skillpilot/skillpilot/review/standin"
-	"github.com/skillpilot/skillpilot/master"
 )
 
 // standinFlags is master standin's flags and its run: it writes a
