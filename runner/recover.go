@@ -490,7 +490,11 @@ func (r *Runner) describeInterrupted(job *resultJob) {
 		}
 		res.SpoolStart, res.SpoolEnd = ob.start, max(end, ob.end, ob.start)
 		res.StartTS, res.PayloadSHA256 = ob.ts, ob.payloadSHA
-		if last := r.lastSign(); !ob.ts.IsZero() && last.After(ob.ts.Time) {
+		last := r.lastSign()
+		if fi, err := r.root.Lstat(rel(protocol.DirOutput, protocol.OutputName(name))); err == nil && fi.ModTime().After(last) {
+			last = fi.ModTime() // What the command printed last, flushed before the spool.
+		}
+		if !ob.ts.IsZero() && last.After(ob.ts.Time) {
 			// It ran until its runner died, as far as anything knows: the
 			// time after that is the dead runner's, not the command's (the
 			// report draws it apart).
@@ -529,8 +533,8 @@ func (r *Runner) describeInterrupted(job *resultJob) {
 	res.OutputSHA256 = hex.EncodeToString(sum.Sum(nil))
 }
 
-// lastSign is when the dead runner was last seen alive: the later of its
-// last heartbeat (state/heartbeat.json's timestamp, which this runner has
+// lastSign is when the dead runner was last seen alive (describeInterrupted
+// adds the command's output file): the later of its last heartbeat (state/heartbeat.json's timestamp, which this runner has
 // not rewritten yet) and its last write to the spool (log/session.out's
 // mtime); zero when neither can be read.
 func (r *Runner) lastSign() time.Time {
