@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/skillpilot/skillpilot/internal/sessioncheck"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
@@ -23,9 +24,7 @@ func TestSharedSessionUnderUmask077(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrapper := filepath.Join(t.TempDir(), "runner-umask077")
-	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\numask 077\nexec '"+runnerBin+"' \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteExecutable(t, wrapper, []byte("#!/bin/sh\numask 077\nexec '"+runnerBin+"' \"$@\"\n"))
 	p := startBinary(t, wrapper, nil, "--session", dir, "--heartbeat", "100ms")
 	h := &harness{t: t, dir: dir}
 	h.state() // The runner made the layout (queue/ 2770): the commands go into it.

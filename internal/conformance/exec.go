@@ -8,6 +8,7 @@ import (
 
 	"github.com/skillpilot/skillpilot/cmd/master/cli"
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
+	"github.com/skillpilot/skillpilot/internal/testenv"
 )
 
 // Main makes a test binary act as the runner, the master CLI or the Go and
@@ -66,9 +67,7 @@ func MakeBin(t testing.TB) string {
 	bin := t.TempDir()
 	for _, role := range []string{"runner", "master"} {
 		script := fmt.Sprintf("#!/bin/sh\n%s=%s exec %q \"$@\"\n", ExecEnv, role, self)
-		if err := os.WriteFile(filepath.Join(bin, role), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		testenv.WriteExecutable(t, filepath.Join(bin, role), []byte(script))
 	}
 	return bin
 }

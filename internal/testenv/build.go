@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -315,8 +316,20 @@ func LinkBinary(t testing.TB, src, dst string) {
 		if rerr != nil {
 			t.Fatal(rerr)
 		}
-		if err := os.WriteFile(dst, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		WriteExecutable(t, dst, data)
+	}
+}
+
+// WriteExecutable writes an executable file (mode 0755) at path, through
+// a child process, never by an open of this process: a file this process
+// held open for writing is inherited by whatever another parallel test
+// forks at that moment, and executing the file then fails with "text file
+// busy" (ETXTBSY) until that child has exec'd.
+func WriteExecutable(t testing.TB, path string, data []byte) {
+	t.Helper()
+	w := exec.Command("sh", "-c", `cat >"$1" && chmod 755 "$1"`, "sh", path)
+	w.Stdin = bytes.NewReader(data)
+	if out, err := w.CombinedOutput(); err != nil {
+		t.Fatalf("writing %s: %v: %s", path, err, out)
 	}
 }
