@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/skillpilot/skillpilot/launch"
@@ -127,7 +128,9 @@ type sessionStatus struct {
 // fields with Launch where "launch" has always stood, between
 // "filesystem" and "dir" (docs/reference/master.md). It is made from
 // master.Status, so that a field added there is shown here in its place.
-var statusJSON, statusLaunchAt = func() (reflect.Type, int) {
+// Made on first use: reflect.StructOf at every start of master cost 124
+// allocations in each short call.
+var statusJSON = sync.OnceValues(func() (reflect.Type, int) {
 	var fields []reflect.StructField
 	at := -1
 	for f := range reflect.TypeFor[master.Status]().Fields() {
@@ -141,14 +144,15 @@ var statusJSON, statusLaunchAt = func() (reflect.Type, int) {
 		panic("master.Status has no Dir") // A test (TestStatusJSONKeepsLaunchInPlace) says so first.
 	}
 	return reflect.StructOf(fields), at
-}()
+})
 
 // MarshalJSON is the status's JSON as a statusJSON.
 func (st sessionStatus) MarshalJSON() ([]byte, error) {
-	v := reflect.New(statusJSON).Elem()
+	typ, launchAt := statusJSON()
+	v := reflect.New(typ).Elem()
 	from := reflect.ValueOf(st.Status)
 	for i, j := 0, 0; i < v.NumField(); i++ {
-		if i == statusLaunchAt {
+		if i == launchAt {
 			v.Field(i).Set(reflect.ValueOf(st.Launch))
 			continue
 		}

@@ -4,13 +4,13 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/skillpilot/skillpilot/internal/clidoc"
+	"github.com/skillpilot/skillpilot/internal/clidoc/goconst"
 )
 
 // TestExitCodesListed: every exit code package master defines is in
 // exitCodes, which master --help and the reference list.
 func TestExitCodesListed(t *testing.T) {
-	consts, err := clidoc.IntConstants("../../../master", "Exit")
+	consts, err := goconst.IntConstants("../../../master", "Exit")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,7 +18,7 @@ func TestExitCodesListed(t *testing.T) {
 		t.Fatal("no Exit constants found in package master")
 	}
 	// A code the command line defines itself (with a literal value) counts too.
-	own, err := clidoc.IntConstants(".", "Exit")
+	own, err := goconst.IntConstants(".", "Exit")
 	if err != nil {
 		t.Fatal(err)
 	}

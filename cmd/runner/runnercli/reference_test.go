@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/skillpilot/skillpilot/internal/clidoc"
+	"github.com/skillpilot/skillpilot/internal/clidoc/goconst"
 )
 
 // TestExitCodesListed: every exit code package runner defines is in
 // exitCodes, so runner --help and the reference list it (5, the session
 // taken away, was once documented everywhere but --help).
 func TestExitCodesListed(t *testing.T) {
-	consts, err := clidoc.IntConstants("../../../runner", "Exit")
+	consts, err := goconst.IntConstants("../../../runner", "Exit")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +20,7 @@ func TestExitCodesListed(t *testing.T) {
 		t.Fatal("no Exit constants found in package runner")
 	}
 	// A code the command line defines itself (with a literal value) counts too.
-	own, err := clidoc.IntConstants(".", "Exit")
+	own, err := goconst.IntConstants(".", "Exit")
 	if err != nil {
 		t.Fatal(err)
 	}

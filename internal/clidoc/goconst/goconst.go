@@ -1,4 +1,7 @@
-package clidoc
+// Package goconst reads the integer constants of a Go package from its
+// source, for tests: it lives apart from clidoc so that the binaries,
+// which link clidoc, do not link go/parser.
+package goconst
 
 import (
 	"go/ast"
