@@ -53,9 +53,9 @@ func NewEnv(t testing.TB) *Env {
 	}
 	e.Vars = []string{
 		"PATH=" + e.Bin + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"PYTHONPATH=" + filepath.Join(root, "master", "python"),
+		"PYTHONPATH=" + filepath.Join(root, "clients", "python"),
 		"PYTHONDONTWRITEBYTECODE=1",
-		"TCLLIBPATH=" + filepath.Join(root, "master", "tcl"),
+		"TCLLIBPATH=" + filepath.Join(root, "clients", "tcl"),
 		"SP_SESSION_DIR=", "SP_POOL_DIR=",
 	}
 	t.Cleanup(e.cleanup)
