@@ -23,6 +23,12 @@ def run(*args: str) -> Tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+
+def proc_state(pid: int) -> str:
+    """The state letter of process pid (/proc/PID/stat: R, S, D, ...)."""
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
 class CLITest(unittest.TestCase):
     def setUp(self) -> None:
         self.dir = make_session(self)
@@ -219,7 +225,7 @@ class CLITest(unittest.TestCase):
                 time.sleep(0.02)
             # Queued, and then asleep between two looks for its result: past
             # the submit, in the wait (a signal inside submit is no wait's).
-            while open("/proc/%d/stat" % p.pid).read().rsplit(")", 1)[1].split()[0] != "S":
+            while proc_state(p.pid) != "S":
                 self.assertLess(time.monotonic(), deadline, "never waited")
                 time.sleep(0.005)
             p.send_signal(signal.SIGINT)
