@@ -592,10 +592,20 @@ match_at() { # match_at FROM RE: sets m_off and m_text for the first match at or
   [ -n "$hit" ] || return 1
   m_off=${hit%%:*}; m_text=${hit#*:}
 }
+# spool_cut: sets cut to state.json's retention.spool_cut (0: nothing cut),
+# below which the spool's bytes are holes that read as zeros (PROTOCOL.md
+# section 23).
+spool_cut() {
+  local l re='^ *"spool_cut": *([0-9]+),?$' f=$S/state/state.json
+  cut=0
+  [ -f "$f" ] && [ ! -L "$f" ] || return 0  # Never followed.
+  while IFS= read -r l; do [[ $l =~ $re ]] && { cut=${BASH_REMATCH[1]}; return 0; }; done 2>/dev/null <"$f"
+}
 do_waitfor() {
   session_ok || { out_code session_missing 5; return; }
-  local re from=${k_from:-0} rc start end cursor
+  local re from=${k_from:-0} rc start end cursor cut
   re=$(base64 -d <<<"$k_re_b64")
+  spool_cut; ((cut > from)) && from=$cut  # An old cursor starts at the cut.
   wait_until match_at "$from" "$re"; rc=$?
   case $rc in
     0) start=$((from + m_off)); end=$((start + $(printf '%s' "$m_text" | wc -c)))

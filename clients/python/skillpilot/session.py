@@ -773,7 +773,10 @@ class Session:
         deadline = None if timeout is None else time.monotonic() + timeout
         live = Liveness(self, self._grace(wait_for_runner))
         backoff = self._backoff()
-        buf, buf_start, read_at = b"", from_, from_
+        # Below the retention's cut the spool's bytes are holes that read as
+        # zeros (PROTOCOL.md section 23): an old cursor starts at the cut.
+        start = max(from_, self._spool_cut())
+        buf, buf_start, read_at = b"", start, start
         keep = 64 << 10
         while True:
             chunk = self._read_spool(read_at)
@@ -801,6 +804,13 @@ class Session:
                 e.context["resume_cursor"] = e.resume_cursor  # type: ignore[attr-defined]
                 raise
             backoff.sleep(deadline)
+
+    def _spool_cut(self) -> int:
+        """state.json's retention.spool_cut: where the spool's data goes on
+        after what the session's retention cut from it (0: nothing cut)."""
+        ret = (self._state() or {}).get("retention")
+        cut = ret.get("spool_cut") if isinstance(ret, dict) else None
+        return cut if isinstance(cut, int) and not isinstance(cut, bool) and cut > 0 else 0
 
     def _read_spool(self, offset: int) -> bytes:
         return self.fs.read_range(*_names.SPOOL, offset, 4 << 20)

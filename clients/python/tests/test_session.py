@@ -727,6 +727,21 @@ class CursorShapeTest(Base):
         self.assertEqual(getattr(cm.exception, "resume_cursor"), 18)
 
 
+    def test_wait_for_skips_the_retention_cut(self) -> None:
+        # Retention punched the spool's first MiB (holes read as zeros) and
+        # state.json says where the cut is: a wait from an old cursor starts
+        # there, never matching (nor reading through) the zeros.
+        r = self.runner()
+        cut = 1 << 20
+        with open(os.path.join(self.dir, "log", "session.out"), "wb") as f:
+            f.truncate(cut)  # A hole, as PUNCH_HOLE leaves it.
+            f.seek(cut)
+            f.write(b"kept-1\n")
+        r._write_state(retention={"spool_cut": cut})
+        m = self.s.wait_for(b"\x00|kept-[0-9]", 0, timeout=5)
+        self.assertEqual((m.start, m.text), (cut, b"kept-1"))
+
+
 class ErrorContextTest(unittest.TestCase):
     """The runner's context of a result's error and of a reply is passed on
     unchanged beside the master's own keys, which win."""

@@ -274,11 +274,25 @@ proc ::skillpilot::ready {dir args} {
 # -timeout ms, -waitforrunner ms. On timeout the error code is {SKILLPILOT
 # WAIT_TIMEOUT <resume_cursor>}, resume_cursor being the spool size (no
 # match fields); RUNNER_NOT_ALIVE carries it the same way.
+# SpoolCut is state.json's retention.spool_cut: where the spool's data
+# goes on after what the session's retention cut from it (0: nothing cut).
+proc ::skillpilot::SpoolCut {dir} {
+    fs::revalidate $dir state
+    set st [read_json $dir state state.json 1]
+    if {[catch {dict get $st retention spool_cut} cut] || ![string is entier -strict $cut] || $cut < 0} {
+        return 0
+    }
+    return $cut
+}
+
 proc ::skillpilot::waitfor {dir re args} {
     variable waitForRunnerMs
     set o [Opts [list -from 0 -timeout -1 -waitforrunner $waitForRunnerMs] $args]
     set dir [check $dir]
     set from [dict get $o -from]
+    # Below the retention's cut the spool's bytes are holes that read as
+    # zeros (PROTOCOL.md section 23): an old cursor starts at the cut.
+    set from [expr {max($from, [SpoolCut $dir])}]
     set buf ""
     set bufStart $from
     set readAt $from
