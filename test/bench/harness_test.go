@@ -73,7 +73,7 @@ func benchDir(b testing.TB) string {
 	b.Helper()
 	base := os.Getenv("SP_BENCH_DIR")
 	if base == "" {
-		base = filepath.Join("..", ".bench")
+		base = filepath.Join("..", "..", ".bench")
 	}
 	os.MkdirAll(base, 0o700)
 	d, err := os.MkdirTemp(base, "run")

@@ -80,7 +80,7 @@ func scriptMaster(name string, argv func(dir string, warm, per int) []string) ma
 	return masterSide{name, func(b testing.TB, dir string, warm, per int) sample {
 		a := argv(dir, warm, per)
 		cmd := exec.Command(a[0], a[1:]...)
-		cmd.Dir = ".."
+		cmd.Dir = filepath.Join("..", "..")
 		cmd.Stderr = os.Stderr
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {

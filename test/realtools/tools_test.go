@@ -37,7 +37,7 @@ type tclTool struct {
 func repoFile(t *testing.T, rel string) string {
 	t.Helper()
 	_, here, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(here), "..", rel)
+	p := filepath.Join(filepath.Dir(here), "..", "..", rel)
 	if _, err := os.Stat(p); err != nil {
 		t.Fatal(err)
 	}

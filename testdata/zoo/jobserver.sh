@@ -9,6 +9,11 @@
 #   ZOO_JOBSERVER_LIFE     seconds the job server lives (3600)
 #   ZOO_JOBSERVER_PIDFILE  the file it appends its pid to (jobserver.pid)
 dir=$(dirname "$0")
-setsid sh -c 'echo $$ >> "$1"; echo "Job server started (pid $$)"; exec sleep "$2"' jobserver \
+# The banner is printed here, before the shell starts, not by the job
+# server: printed whenever the job server got to it, it landed after a
+# prompt now and then, in the middle of what a command was waiting for.
+# ($! is the job server: setsid does not fork when it is no group leader.)
+setsid sh -c 'echo $$ >> "$1"; exec sleep "$2"' jobserver \
     "${ZOO_JOBSERVER_PIDFILE:-jobserver.pid}" "${ZOO_JOBSERVER_LIFE:-3600}" &
+echo "Job server started (pid $!)"
 exec tclsh "$dir/innovus.tcl"
