@@ -119,7 +119,7 @@ for i in range(warm + per):
 `, dir, strconv.Itoa(warm), strconv.Itoa(per)}
 })
 
-const tclRun = `lappend auto_path [file join [pwd] master tcl]
+const tclRun = `lappend auto_path [file join [pwd] clients tcl]
 package require skillpilot
 lassign $argv dir warm per
 for {set i 0} {$i < $warm + $per} {incr i} {
