@@ -74,7 +74,7 @@ fuzz:
 	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzParseCancel$$' -fuzztime $(FUZZTIME) ./protocol
 	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzFramer$$' -fuzztime $(FUZZTIME) ./runner
 	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzPromptFilter$$' -fuzztime $(FUZZTIME) ./runner
-	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzParseEvents$$' -fuzztime $(FUZZTIME) ./history
+	$(NOCGO) $(GO) test -run '^$$' -fuzz '^FuzzParseEvents$$' -fuzztime $(FUZZTIME) ./review
 
 # The full benchmark suite; figures go to BENCHMARKS.md (current) and
 # docs/benchmarks-log.md (the dated log) by hand.

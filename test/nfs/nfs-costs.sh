@@ -12,7 +12,7 @@ out=$(mktemp -d /tmp/skillpilot-nfs-costs.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 go build -o "$out/runner" ./cmd/runner
 go build -o "$out/master" ./cmd/master
-go test -c -o "$out/nfs.test" ./nfs
+go test -c -o "$out/nfs.test" ./test/nfs
 export SP_RUNNER_BIN=$out/runner SP_MASTER_BIN=$out/master SP_REPO=$PWD SP_NFS_COSTS=1
 (($#)) || set -- "-v 4.2" "-v 3 -o nolock,lookupcache=positive"
 status=0

@@ -2,7 +2,7 @@
 # roundtrip-ab.sh N RUNNER0 TEST0 RUNNER1 TEST1: inside the NFS guest,
 # TestNFSRoundTrips (40 round trips, runner on client A, Go master on B) with
 # binaries 0 ("before") and 1 ("after") alternating, N pairs, one guest boot.
-# TESTn is an nfs test binary (go test -c ./nfs) built with the master code
+# TESTn is an nfs test binary (go test -c ./test/nfs) built with the master code
 # to compare. Summarise the output with test/nfs/roundtrip-stats.py.
 # docs/benchmarks-log.md, "NFS: adaptive polling".
 # ./test/nfs/nfs-uml.sh -v 4.2 -- ./test/nfs/roundtrip-ab.sh 4 /tmp/runner0 /tmp/nfs0.test /tmp/runner1 /tmp/nfs1.test >ab.log

@@ -12,7 +12,7 @@ trap 'rm -rf "$out"' EXIT
 # use (internal/testenv), so the build reuses what make test compiled.
 CGO_ENABLED=0 go build -o "$out/runner" ./cmd/runner
 CGO_ENABLED=0 go build -o "$out/master" ./cmd/master
-CGO_ENABLED=0 go test -c -o "$out/nfs.test" ./nfs
+CGO_ENABLED=0 go test -c -o "$out/nfs.test" ./test/nfs
 export SP_RUNNER_BIN=$out/runner SP_MASTER_BIN=$out/master SP_REPO=$PWD
 # The v3 pass takes about 4 minutes, the v4.2 pass about 15; a hung guest
 # is stopped after 20 and 50.
