@@ -10,6 +10,6 @@ for r in $(seq "$rounds"); do
     name=${side%%=*} bin=${side#*=}
     sleep 5
     echo "== round $r $name"
-    (cd bench && SP_BENCH_RUNNER_BIN=$bin /tmp/abbin/bench.test -test.run '^$' -test.bench 'RoundTripAlone|ThroughputAlone' -test.benchtime 1x 2>&1 | grep -E "^Benchmark")
+    (cd test/bench && SP_BENCH_RUNNER_BIN=$bin /tmp/abbin/bench.test -test.run '^$' -test.bench 'RoundTripAlone|ThroughputAlone' -test.benchtime 1x 2>&1 | grep -E "^Benchmark")
   done
 done
