@@ -2,27 +2,42 @@ package fsq
 
 import "golang.org/x/sys/unix"
 
-// Filesystem magic numbers from statfs(2) of filesystems where inotify does
-// not see changes made by other hosts.
-var networkFS = map[int64]string{
-	0x6969:     "nfs",
-	0x517B:     "smb",
-	0xFF534D42: "cifs",
-	0xFE534D42: "smb2",
-	0x65735546: "fuse",
-	0x01021997: "9p",
-	0x00C36400: "ceph",
-	0x0BD00BD0: "lustre",
-	0x47504653: "gpfs",
-	0x5346414F: "afs",
-	0x73757245: "coda",
+// networkFS names the filesystems, by their statfs(2) magic number, where
+// inotify does not see changes made by other hosts. A switch, not a
+// package map: a map is built at every start of every program (issue 44).
+func networkFS(magic int64) (string, bool) {
+	switch magic {
+	case 0x6969:
+		return "nfs", true
+	case 0x517B:
+		return "smb", true
+	case 0xFF534D42:
+		return "cifs", true
+	case 0xFE534D42:
+		return "smb2", true
+	case 0x65735546:
+		return "fuse", true
+	case 0x01021997:
+		return "9p", true
+	case 0x00C36400:
+		return "ceph", true
+	case 0x0BD00BD0:
+		return "lustre", true
+	case 0x47504653:
+		return "gpfs", true
+	case 0x5346414F:
+		return "afs", true
+	case 0x73757245:
+		return "coda", true
+	}
+	return "", false
 }
 
 // FSTypeOf names the filesystem a statfs(2) describes (Root.Statfs of a
 // session directory, say) and reports whether it is a network (or FUSE)
 // filesystem, on which inotify does not see other hosts' changes.
 func FSTypeOf(st *unix.Statfs_t) (name string, network bool) {
-	if n, ok := networkFS[int64(st.Type)]; ok {
+	if n, ok := networkFS(int64(st.Type)); ok {
 		return n, true
 	}
 	switch int64(st.Type) {

@@ -3,7 +3,6 @@ package fsq
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -79,10 +78,17 @@ func (p *pacer) next() time.Duration {
 // Done is closed when the watcher's goroutines have exited.
 func (w *Watcher) Done() <-chan struct{} { return w.done }
 
+// Warner is where Watch reports that it fell back to polling or rescans
+// (a *slog.Logger is one). An interface, so that fsq's importers that never
+// watch (the master) do not link log/slog.
+type Warner interface {
+	Warn(msg string, args ...any)
+}
+
 // Watch starts watching dirs until ctx ends. With useInotify false, or when
 // fsnotify cannot be set up, only the poll ticker rings Rescan. poll must be
 // positive.
-func Watch(ctx context.Context, dirs []string, poll time.Duration, useInotify bool, log *slog.Logger) *Watcher {
+func Watch(ctx context.Context, dirs []string, poll time.Duration, useInotify bool, log Warner) *Watcher {
 	changes := make(chan Change, 1024)
 	rescan := make(chan struct{}, 1)
 	lost := make(chan struct{}, 1)

@@ -254,7 +254,7 @@ func commandFile(c protocol.Command, extra map[string]any) ([]byte, error) {
 		return nil, err
 	}
 	for k, v := range extra {
-		if _, ok := m[k]; ok || commandFields[k] {
+		if _, ok := m[k]; ok || isCommandField(k) {
 			return nil, usageErr("extra field %q is a field of the command file", k)
 		}
 		b, err := json.Marshal(v)
@@ -552,18 +552,18 @@ func isCommand(name string) bool {
 	return err == nil && !strings.HasPrefix(name, ".")
 }
 
-// commandFields are the JSON names of a command file's fields, also those
-// a command leaves out when empty.
-var commandFields = func() map[string]bool {
-	out := map[string]bool{}
+// isCommandField reports whether name is the JSON name of a command
+// file's field, also of one a command leaves out when empty. Looked up
+// when asked (only with Extra fields), not built at every start (issue 44).
+func isCommandField(name string) bool {
 	t := reflect.TypeFor[protocol.Command]()
 	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
-			out[name] = true
+		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n != "" && n != "-" && n == name {
+			return true
 		}
 	}
-	return out
-}()
+	return false
+}
 
 func toMap(v any) (map[string]json.RawMessage, error) {
 	b, err := json.Marshal(v)

@@ -141,7 +141,7 @@ func TestZeroSubmitOptionsMeanDefaults(t *testing.T) {
 		t.Errorf("timeout_s = %v for Timeout 0 (the runner's default)", v)
 	}
 	for k := range m {
-		if !commandFields[k] {
+		if !isCommandField(k) {
 			t.Errorf("key %q that is no command field, with Extra nil", k)
 		}
 	}

@@ -4,9 +4,9 @@ package version
 
 import (
 	_ "embed" // VERSION
-	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/skillpilot/skillpilot/protocol"
@@ -50,5 +50,7 @@ func String(prog string) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%s (SkillPilot) %s (build %s), %s, protocol version %d", prog, Release(), v, runtime.Version(), protocol.Version)
+	// Concatenated, not formatted: the line is all `--version` does, and
+	// fmt's first use costs a start-up page faults (issue 44).
+	return prog + " (SkillPilot) " + Release() + " (build " + v + "), " + runtime.Version() + ", protocol version " + strconv.Itoa(protocol.Version)
 }

@@ -35,7 +35,7 @@ type cli struct {
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{stdin: stdin, stdout: &trackWriter{w: stdout}, stderr: stderr}
 	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
-		fmt.Fprintln(stdout, versionLine()) // Before the table is built: a version is all it takes.
+		io.WriteString(stdout, versionLine()+"\n") // Before the table is built: a version is all it takes.
 		return master.ExitOK
 	}
 	loadVerbs()

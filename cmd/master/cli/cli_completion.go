@@ -25,7 +25,7 @@ func completionFlags(cmd *command) runFunc {
 		if len(pos) != 1 {
 			return usageErr("want one shell: bash, zsh or fish")
 		}
-		script, ok := completionScripts[pos[0]]
+		script, ok := completionScript(pos[0])
 		if !ok {
 			return usageErr("unknown shell %q: want bash, zsh or fish", pos[0])
 		}
@@ -34,8 +34,22 @@ func completionFlags(cmd *command) runFunc {
 	}
 }
 
-var completionScripts = map[string]string{
-	"bash": `# bash completion for master (SkillPilot): source <(master completion bash)
+// completionScript returns the completion script for shell. A switch, not
+// a map: a package map is built at every start of every command (issue 44).
+func completionScript(shell string) (string, bool) {
+	switch shell {
+	case "bash":
+		return completionBash, true
+	case "zsh":
+		return completionZsh, true
+	case "fish":
+		return completionFish, true
+	}
+	return "", false
+}
+
+const (
+	completionBash = `# bash completion for master (SkillPilot): source <(master completion bash)
 _master() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
 	case $prev in
@@ -46,8 +60,8 @@ _master() {
 	COMPREPLY=($("${COMP_WORDS[0]}" __complete "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null))
 }
 complete -o default -F _master master
-`,
-	"zsh": `#compdef master
+`
+	completionZsh = `#compdef master
 # zsh completion for master (SkillPilot): source <(master completion zsh), after compinit
 _master() {
 	case ${words[CURRENT-1]} in
@@ -63,8 +77,8 @@ _master() {
 	fi
 }
 compdef _master master
-`,
-	"fish": `# fish completion for master (SkillPilot): master completion fish | source
+`
+	completionFish = `# fish completion for master (SkillPilot): master completion fish | source
 function __master_complete
 	set -l words (commandline -opc)
 	set -l cur (commandline -ct)
@@ -73,8 +87,8 @@ end
 complete -c master -f -a '(__master_complete)'
 complete -c master -l session -r -f -a '(__fish_complete_directories)'
 complete -c master -l pool -r -f -a '(__fish_complete_directories)'
-`,
-}
+`
+)
 
 // signalNames are what master signal sends: every signal a request may
 // name (TERM and KILL were missing).

@@ -76,7 +76,15 @@ const (
 )
 
 // column is where the overview aligns what a verb does, by listing.
-var column = map[listing]int{listCommands: 36, listTools: 38}
+func column(l listing) int {
+	switch l {
+	case listCommands:
+		return 36
+	case listTools:
+		return 38
+	}
+	return 0
+}
 
 // verbs are master's commands, in the order did-you-mean and completion
 // offer them; poolVerbs are master pool's (pool_cli.go). Both are filled
@@ -377,7 +385,7 @@ func entries(list listing) string {
 		case strings.HasPrefix(v.about, "\n"):
 			head += v.about
 		default:
-			head += strings.Repeat(" ", max(column[list]-len(head), 3)) + v.about
+			head += strings.Repeat(" ", max(column(list)-len(head), 3)) + v.about
 		}
 		b.WriteString(head + "\n")
 	}
