@@ -13,7 +13,17 @@ dir=$(dirname "$0")
 # server: printed whenever the job server got to it, it landed after a
 # prompt now and then, in the middle of what a command was waiting for.
 # ($! is the job server: setsid does not fork when it is no group leader.)
+pidfile=${ZOO_JOBSERVER_PIDFILE:-jobserver.pid}
 setsid sh -c 'echo $$ >> "$1"; exec sleep "$2"' jobserver \
-    "${ZOO_JOBSERVER_PIDFILE:-jobserver.pid}" "${ZOO_JOBSERVER_LIFE:-3600}" &
-echo "Job server started (pid $!)"
+    "$pidfile" "${ZOO_JOBSERVER_LIFE:-3600}" &
+js=$!
+# The tool goes on once the job server is in a session of its own (it
+# writes its pid after setsid): a tool that exited before that, on a loaded
+# machine, took a job server still in its process group down with it.
+i=0
+while ! grep -qx "$js" "$pidfile" 2>/dev/null && [ "$i" -lt 300 ]; do
+    sleep 0.01
+    i=$((i + 1))
+done
+echo "Job server started (pid $js)"
 exec tclsh "$dir/innovus.tcl"
