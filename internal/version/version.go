@@ -51,6 +51,6 @@ func String(prog string) string {
 		}
 	}
 	// Concatenated, not formatted: the line is all `--version` does, and
-	// fmt's first use costs a start-up page faults (issue 44).
+	// fmt's first use costs the start page faults (issue 44).
 	return prog + " (SkillPilot) " + Release() + " (build " + v + "), " + runtime.Version() + ", protocol version " + strconv.Itoa(protocol.Version)
 }
