@@ -274,9 +274,9 @@ func (s *Session) defaultKind() protocol.Kind {
 	if s.kind != "" {
 		return s.kind
 	}
-	if st, err := s.ReadState(); err == nil && protocol.ValidKind(st.Kind) {
-		s.kind = st.Kind
-		return st.Kind
+	if k, err := s.io.ReadKind(); err == nil && protocol.ValidKind(k) {
+		s.kind = k
+		return k
 	}
 	return protocol.KindTcl
 }

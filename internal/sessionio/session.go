@@ -375,6 +375,22 @@ func (s *Session) ReadState() (protocol.State, error) {
 	return st, json.Unmarshal(b, &st)
 }
 
+// ReadKind reads state.json as ReadState does but decodes its kind
+// alone: a submit needs nothing else of it, and decoding every field of
+// a State costs the CLI's submit about a third of a millisecond of its
+// start (issue 44).
+func (s *Session) ReadKind() (protocol.Kind, error) {
+	var st struct {
+		Kind protocol.Kind `json:"kind"`
+	}
+	b, _, err := s.ReadFile(protocol.FileState, MaxStateFile, true)
+	if err != nil {
+		return "", err
+	}
+	err = json.Unmarshal(b, &st)
+	return st.Kind, err
+}
+
 // AllocSeq reserves the next seq of the session (AllocSeq).
 func (s *Session) AllocSeq() (int64, error) {
 	r, err := s.Root()

@@ -28,6 +28,16 @@ type cli struct {
 	// verb is the command being run ("submit", "pool grow"), set by the
 	// dispatch: its flag set's name and help name it.
 	verb string
+	// signals returns once SIGINT and SIGTERM are caught
+	// (interruptContext); nil when nothing catches them (a test's cli).
+	signals func()
+}
+
+// armed returns once SIGINT and SIGTERM are caught, if Main catches them.
+func (c *cli) armed() {
+	if c.signals != nil {
+		c.signals()
+	}
 }
 
 // Main runs the master command line and returns its exit code. SIGINT and
@@ -60,8 +70,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, versionLine())
 		return master.ExitOK
 	}
-	ctx, stop := interruptContext()
+	ctx, armed, stop := interruptContext()
 	defer stop()
+	c.signals = armed
 	err := c.run(ctx, args[0], args[1:])
 	if errors.Is(err, master.ErrUsage) && args[0] != "" {
 		err = &commandError{err: err, command: args[0]}
@@ -123,13 +134,20 @@ func commandFirst(args []string) []string {
 
 // interruptContext returns a context cancelled by the first SIGINT or
 // SIGTERM with an *InterruptedError as its cause; a second signal has its
-// default effect.
-func interruptContext() (context.Context, func()) {
+// default effect. The handler is installed on a goroutine of its own, so
+// that installing it (os/signal starts two goroutines, one locked to a
+// thread of its own: about half a millisecond here, issue 44) overlaps
+// the parsing and the session's opening; armed returns once it is
+// installed. Until then a signal has its default effect, as it has
+// before Main starts: the dispatch arms before a command runs, submit
+// before its command is queued.
+func interruptContext() (ctx context.Context, armed, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	done := make(chan struct{})
+	ready, done := make(chan struct{}), make(chan struct{})
 	go func() {
+		signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+		close(ready)
 		select {
 		case s := <-ch:
 			signal.Stop(ch)
@@ -137,7 +155,8 @@ func interruptContext() (context.Context, func()) {
 		case <-done:
 		}
 	}()
-	return ctx, func() { signal.Stop(ch); close(done); cancel(nil) }
+	armed = func() { <-ready }
+	return ctx, armed, func() { <-ready; signal.Stop(ch); close(done); cancel(nil) }
 }
 
 func versionLine() string { return version.String("master") }
@@ -242,6 +261,9 @@ func (e exitOnly) ErrorCode() (code string, exit int) { return "", int(e) }
 func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 	if v := find(verbs, cmd); v != nil && (v.flags != nil || v.run != nil) {
 		c.verb = v.name
+		if !v.armsLate {
+			c.armed()
+		}
 		return c.dispatch(ctx, v, args)
 	}
 	c.json = slices.Contains(args, "--json") || slices.Contains(args, "-json") // The error in JSON too.

@@ -63,6 +63,7 @@ func submitFlags(cmd *command) runFunc {
 		if err != nil {
 			return err
 		}
+		c.armed() // Before the command is queued: from here an interrupt says what became of it.
 		command, err := s.Submit(ctx, payload, options())
 		if err != nil {
 			return err

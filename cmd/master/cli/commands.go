@@ -34,6 +34,11 @@ type verb struct {
 	usage, long string
 	// waits: it waits for a runner, so it takes --wait-for-runner.
 	waits bool
+	// armsLate: it calls cli.armed itself, before its first step a signal
+	// must not cut short unreported, instead of the dispatch before it
+	// runs (submit: once its session is open, so that catching signals
+	// is set up while it parses and opens).
+	armsLate bool
 	// first, when set, runs before the flags are parsed and may answer
 	// the command itself (handled): stop on a launched session
 	// (launch_cli.go), whose flags are not the plain stop's.
@@ -103,7 +108,7 @@ func buildVerbs() {
 	verbs = []verb{
 		{name: "submit", args: "[PAYLOAD | -f FILE | -]", about: `queue a command (no payload: stdin); prints its cmd_id;
           with --wait streams its output, then its value, and exits with its status`,
-			usage: "[PAYLOAD | -f FILE | -]", waits: true, flags: submitFlags, long: `
+			usage: "[PAYLOAD | -f FILE | -]", waits: true, armsLate: true, flags: submitFlags, long: `
 Queue a command; without a payload argument it is read from stdin. Prints the
 cmd_id. With --wait, streams the command's output, then prints its value (the
 Tcl result, as interactive tclsh does; --no-value leaves it out) and exits with
