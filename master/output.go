@@ -26,11 +26,22 @@ import (
 // copy of the output (output_inline), the copy is served instead. Before
 // the result, a missing file is os.ErrNotExist (queued, or not started).
 func (c *Command) Output(off, n int64) ([]byte, error) {
-	name := protocol.DirOutput + "/" + protocol.OutputName(c.Name)
 	// The result is read before the file: a result committed while the
 	// file is being read would make a read of a still running command's
 	// output look short.
 	before, _ := c.Result()
+	return c.outputAfter(before, off, n)
+}
+
+// outputAfter is Output with the command's result as read just before
+// (nil: none yet). A result that carries the whole output (output_inline)
+// answers without the file: the copy and the file hold the same bytes,
+// and the file costs a CLI wait an open and three more system calls.
+func (c *Command) outputAfter(before *protocol.Result, off, n int64) ([]byte, error) {
+	if res := before; res != nil && res.Stats.Bytes > 0 && int64(len(res.OutputInline)) == res.Stats.Bytes {
+		return window(res.OutputInline, off, n), nil
+	}
+	name := protocol.DirOutput + "/" + protocol.OutputName(c.Name)
 	f, err := c.s.io.OpenRegular(name, true)
 	if errors.Is(err, os.ErrNotExist) {
 		if fc := c.forwarded(); fc != nil { // Moved by a pool: forward.go.
@@ -40,9 +51,6 @@ func (c *Command) Output(off, n int64) ([]byte, error) {
 			return nil, perr // Its files left with the session's retention.
 		}
 		if res := before; res != nil && res.Stats.Bytes > 0 {
-			if int64(len(res.OutputInline)) == res.Stats.Bytes {
-				return window(res.OutputInline, off, n), nil
-			}
 			if want := wantEnd(res, off, n); want > off {
 				return nil, fmt.Errorf("master: %s is gone (deleted or moved out of the session), and the result of %s says it held %d bytes: its output is not in this session any more",
 					c.s.io.Path(name), c.ID, res.Stats.Bytes)
@@ -114,7 +122,7 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 		if err != nil {
 			return off, err // A result that cannot be read (a FIFO, a symlink) is never waited for.
 		}
-		b, err := c.Output(off, 0)
+		b, err := c.outputAfter(done, off, 0) // The result just read: read it again and a follow reads it twice a look.
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return off, err
 		}

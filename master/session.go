@@ -247,7 +247,7 @@ func (s *Session) Submit(ctx context.Context, payload string, opts SubmitOptions
 // fields (SubmitOptions.Extra) when there are any.
 func commandFile(c protocol.Command, extra map[string]any) ([]byte, error) {
 	if len(extra) == 0 {
-		return json.Marshal(c)
+		return c.AppendJSON(make([]byte, 0, 256+len(c.Payload))) // json.Marshal's bytes, without its reflection (issue 44).
 	}
 	m, err := toMap(c)
 	if err != nil {

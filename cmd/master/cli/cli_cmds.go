@@ -181,15 +181,18 @@ func (c *cli) waitCmdOnce(ctx context.Context, s *master.Session, cmd *master.Co
 		}
 	}
 	if !c.json {
-		pctx, pcancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			c.progress(pctx, s, cmd)
-		}()
+		stopProgress := func() {}
+		if isTerminal(c.stderr) { // Else progress says nothing: no goroutine for it (issue 44).
+			pctx, pcancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				c.progress(pctx, s, cmd)
+			}()
+			stopProgress = func() { pcancel(); <-done }
+		}
 		_, err := cmd.Follow(ctx, c.stdout, 0)
-		pcancel()
-		<-done
+		stopProgress()
 		if err != nil {
 			return err
 		}
@@ -225,12 +228,9 @@ func (c *cli) printValue(res *protocol.Result) {
 	}
 }
 
-// progress reports a long wait on stderr every 5 s when stderr is a
-// terminal, each message on a line of its own.
+// progress reports a long wait on stderr every 5 s, each message on a line
+// of its own; waitCmdOnce runs it when stderr is a terminal.
 func (c *cli) progress(ctx context.Context, s *master.Session, cmd *master.Command) {
-	if !isTerminal(c.stderr) {
-		return
-	}
 	start := time.Now()
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
