@@ -9,7 +9,7 @@
 set -euo pipefail
 bin=$1; n=${2:-2000}
 d=$(mktemp -d "${SP_BENCH_DIR:-$PWD}/.sys.XXXXXX"); chmod 700 "$d"; s=$d/s
-perf stat -x, -o "$d/perf" -e raw_syscalls:sys_enter,context-switches,task-clock "$bin" --session "$s" --log-level warn >"$d/log" 2>&1 &
+${SP_WRAP:-perf stat -x, -o "$d/perf" -e raw_syscalls:sys_enter,context-switches,task-clock} "$bin" --session "$s" --log-level warn >"$d/log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$d"' EXIT
 mkdir "$d/stage"
@@ -18,7 +18,12 @@ for i in $(seq 1 "$n"); do
 done
 until grep -qs '"phase": "idle"' "$s/state/state.json"; do sleep 0.05; done
 sleep 1
-mv -t "$s/queue" "$d/stage/"cmd_*
+# One rename each, nothing else: mv -t looks at what it moved, and the
+# runner may have claimed it by then ("cannot stat").
+python3 -c 'import os, sys
+src, dst = sys.argv[1:]
+for n in sorted(os.listdir(src)):
+    os.rename(os.path.join(src, n), os.path.join(dst, n))' "$d/stage" "$s/queue"
 last=$(printf '%s/result/cmd_%010d_c%d.json' "$s" "$n" "$n")
 until [ -f "$last" ]; do sleep 0.05; done
 printf '{"mode":"graceful"}' >"$s/ctl/.stop.json" && mv "$s/ctl/.stop.json" "$s/ctl/stop.json"
