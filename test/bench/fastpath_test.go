@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,14 +30,28 @@ import (
 // timeExec runs argv and returns its wall time; it fails b unless the
 // exit status is 0 and stdout is want (when want is not "").
 func timeExec(b testing.TB, want string, argv ...string) time.Duration {
+	d, _ := timeExecFaults(b, want, argv...)
+	return d
+}
+
+// timeExecFaults is timeExec that also returns the process's minor page
+// faults (getrusage): a count that hardly moves with the machine's load,
+// where its time does, and that a start which pages in or allocates
+// less shows at once.
+func timeExecFaults(b testing.TB, want string, argv ...string) (time.Duration, int64) {
 	b.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	t0 := time.Now()
-	out, err := exec.Command(argv[0], argv[1:]...).Output()
+	out, err := cmd.Output()
 	d := time.Since(t0)
 	if err != nil || want != "" && string(out) != want {
 		b.Fatalf("%s: %q %v", strings.Join(argv, " "), out, err)
 	}
-	return d
+	var faults int64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		faults = ru.Minflt
+	}
+	return d, faults
 }
 
 // pairs runs a and b alternately n times after warm rounds and returns
@@ -101,14 +116,15 @@ func BenchmarkCLIStart(b *testing.B) {
 		evict(b, s.argv[0])
 	}
 	n := pick(5, 40)
-	got := make([][]float64, len(sides))
+	got, faults := make([][]float64, len(sides)), make([][]float64, len(sides))
 	rng := rand.New(rand.NewPCG(44, 3)) // The same orders every run.
 	for i := 0; i < b.N; i++ {
 		for r := 0; r < n+3; r++ {
 			for _, j := range rng.Perm(len(sides)) {
-				d := timeExec(b, sides[j].want, sides[j].argv...)
+				d, pf := timeExecFaults(b, sides[j].want, sides[j].argv...)
 				if r >= 3 {
 					got[j] = append(got[j], ms(d))
+					faults[j] = append(faults[j], float64(pf))
 				}
 				if submits(sides[j]) {
 					time.Sleep(settleAfterSubmit)
@@ -124,10 +140,10 @@ func BenchmarkCLIStart(b *testing.B) {
 		}
 		return 0
 	}
-	report("process start, median of %d rounds (every side once a round, the order turning), ms:", n)
+	report("process start, median of %d rounds (every side once a round, in a shuffled order), ms and minor page faults:", n)
 	for j, s := range sides {
 		lo, hi := spread(got[j])
-		report("  %-30s %7.2f   (p10 %.2f, p90 %.2f)", s.name, medianF(got[j]), lo, hi)
+		report("  %-30s %7.2f   (p10 %.2f, p90 %.2f)   %4.0f page faults", s.name, medianF(got[j]), lo, hi, medianF(faults[j]))
 	}
 	hello, tcl := med("hello-world"), med("tclsh hi.tcl")
 	report("master --version − hello-world: %+.2f ms (goal: ≤ 1); runner --version − hello-world: %+.2f ms (goal: ≤ 3); "+
