@@ -155,6 +155,28 @@ func BenchmarkCLIStart(b *testing.B) {
 	if d := os.Getenv("SP_BENCH_BEFORE_DIR"); d != "" {
 		report("before (%s): master --version − hello-world %+.2f ms, runner --version − hello-world %+.2f ms, master submit --wait / tclsh %.2f×",
 			d, med("before: master --version")-hello, med("before: runner --version")-hello, med("before: master submit --wait")/tcl)
+		// The pair in each round, after over before: steadier than two
+		// medians taken apart when the machine's speed drifts.
+		ratio := func(after, before string) float64 {
+			var a, b []float64
+			for j, s := range sides {
+				switch s.name {
+				case after:
+					a = got[j]
+				case before:
+					b = got[j]
+				}
+			}
+			rs := make([]float64, len(a))
+			for i := range a {
+				rs[i] = a[i] / b[i]
+			}
+			return medianF(rs)
+		}
+		r := ratio("master submit --wait", "before: master submit --wait")
+		report("after / before, median of the rounds' ratios: master --version %.3f, runner --version %.3f, master submit --wait %.3f",
+			ratio("master --version", "before: master --version"), ratio("runner --version", "before: runner --version"), r)
+		b.ReportMetric(r, "x-before-submit-wait")
 	}
 }
 
