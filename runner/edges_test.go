@@ -660,10 +660,14 @@ func TestSpoolReplacedByFIFO(t *testing.T) {
 	h := newHarness(t).start()
 	h.result(h.submit("expr 1"))
 	spool := filepath.Join(h.dir, protocol.FileSpool)
-	if err := os.Remove(spool); err != nil {
+	// Made beside it and renamed over it: removed first, the spool could
+	// be made again by the runner (it reopens a deleted one at its next
+	// heartbeat) before the FIFO took its name (CI: mkfifo "file exists").
+	fifo := filepath.Join(filepath.Dir(h.dir), "spool.fifo") // The same filesystem, outside the session.
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(spool, 0o600); err != nil {
+	if err := os.Rename(fifo, spool); err != nil {
 		t.Fatal(err)
 	}
 	h.waitFor("phase error", func() bool { return h.state().Phase == protocol.PhaseError })
