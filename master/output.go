@@ -23,7 +23,8 @@ import (
 // than the result says the file holds (stats.bytes): an output file that
 // is missing (deleted, or moved out of output/) or shorter is an error
 // naming it, not an empty or short success; where the result carries a
-// copy of the output (output_inline), the copy is served instead. Before
+// whole copy of the output (output_inline), the copy is served and the
+// file is not opened. Before
 // the result, a missing file is os.ErrNotExist (queued, or not started).
 func (c *Command) Output(off, n int64) ([]byte, error) {
 	// The result is read before the file: a result committed while the
@@ -122,7 +123,7 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 		if err != nil {
 			return off, err // A result that cannot be read (a FIFO, a symlink) is never waited for.
 		}
-		b, err := c.outputAfter(done, off, 0) // The result just read: read it again and a follow reads it twice a look.
+		b, err := c.outputAfter(done, off, 0) // With the result just read: Output would read it again.
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return off, err
 		}

@@ -368,11 +368,8 @@ func (s *Session) ReadHeartbeat() (protocol.Heartbeat, error) {
 // ReadState reads state/state.json as bounded input.
 func (s *Session) ReadState() (protocol.State, error) {
 	var st protocol.State
-	b, _, err := s.ReadFile(protocol.FileState, MaxStateFile, true)
-	if err != nil {
-		return st, err
-	}
-	return st, json.Unmarshal(b, &st)
+	err := s.decodeState(&st)
+	return st, err
 }
 
 // ReadKind reads state.json as ReadState does but decodes its kind
@@ -383,12 +380,18 @@ func (s *Session) ReadKind() (protocol.Kind, error) {
 	var st struct {
 		Kind protocol.Kind `json:"kind"`
 	}
+	err := s.decodeState(&st)
+	return st.Kind, err
+}
+
+// decodeState reads state.json (bounded, never followed, never blocked
+// on) and decodes it into v.
+func (s *Session) decodeState(v any) error {
 	b, _, err := s.ReadFile(protocol.FileState, MaxStateFile, true)
 	if err != nil {
-		return "", err
+		return err
 	}
-	err = json.Unmarshal(b, &st)
-	return st.Kind, err
+	return json.Unmarshal(b, v)
 }
 
 // AllocSeq reserves the next seq of the session (AllocSeq).
