@@ -2,6 +2,12 @@
 GO      ?= go
 BIN     := bin
 TIMEOUT ?= 20m
+# Test binaries run at once: at least 4, whatever the CPU count. Most
+# tests wait on a real tool, a PTY or a timer: with go test's default (one
+# per CPU) a 2-CPU CI machine kept 1.1 of its cores busy and the race run
+# took 555 s; with 4 it kept 1.6 busy and took 386 s, every test passing
+# (docs/benchmarks-log.md, "CI time").
+PKGPAR ?= $(shell n=$$(nproc 2>/dev/null || echo 4); [ "$$n" -gt 4 ] && echo $$n || echo 4)
 # A binary built with -race sleeps 1 s before it exits (the race runtime's
 # atexit_sleep_ms), and the tests start race-built masters and runners by
 # the thousand: the CLI scripts and the CLI master's conformance scenarios
@@ -50,10 +56,10 @@ docs:
 
 # go vet, then every test with the race detector (real tclsh on real PTYs).
 test: deps vet
-	GOTRACEBACK=all $(GO) test -race -timeout $(TIMEOUT) ./...
+	GOTRACEBACK=all $(GO) test -race -p $(PKGPAR) -timeout $(TIMEOUT) ./...
 
 test-short: vet
-	$(NOCGO) $(GO) test -short -timeout $(TIMEOUT) ./...
+	$(NOCGO) $(GO) test -short -p $(PKGPAR) -timeout $(TIMEOUT) ./...
 
 # The lint gate: goimports' formatting, go vet, staticcheck and deadcode
 # under each build tag, pinned in go.mod's tool block (scripts/vet.sh).

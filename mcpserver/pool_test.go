@@ -49,10 +49,17 @@ func TestPool(t *testing.T) {
 	var opt CommandResult
 	call(t, cs, "run", map[string]any{"payload": "expr 1", "session": "b", "timeout_s": 30, "cancel_policy": "terminate_tool",
 		"max_output_bytes": 4096, "trace_id": "t43", "labels": map[string]string{"step": "x"}}, &opt)
-	cmdFile, err := os.ReadFile(filepath.Join(pool, "b", filepath.FromSlash(opt.CommandPath)))
-	if err != nil || opt.Value != "1" {
-		t.Fatalf("%+v: %v", opt, err)
+	if opt.Value != "1" {
+		t.Fatalf("%+v", opt)
 	}
+	// The command file reaches archive/ just after its result appears
+	// (PROTOCOL.md, command_path).
+	var cmdFile []byte
+	waitUntil(t, "the archived command", func() bool {
+		var err error
+		cmdFile, err = os.ReadFile(filepath.Join(pool, "b", filepath.FromSlash(opt.CommandPath)))
+		return err == nil
+	})
 	for _, want := range []string{`"timeout_s":30`, `"cancel_policy":"terminate_tool"`, `"max_output_bytes":4096`, `"trace_id":"t43"`, `"labels":{"step":"x"}`} {
 		if !strings.Contains(string(cmdFile), want) {
 			t.Errorf("command file %s lacks %s", cmdFile, want)
