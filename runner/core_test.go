@@ -346,6 +346,46 @@ func TestHalfWrittenFileCompletedLater(t *testing.T) {
 	}
 }
 
+// A command written after a half-written one (a later seq, renamed into
+// place at once) does not overtake it: the half-written file holds the
+// queue until it is complete, then both run in seq order (PROTOCOL.md 6.1).
+func TestHalfWrittenFileHoldsLaterSeqs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.ParseGrace = 5 * time.Second }).start()
+	first := "cmd_1_first.json"
+	full := `{"cmd_id":"first","seq":1,"kind":"tcl","payload":"puts one"}`
+	f, err := os.Create(filepath.Join(h.dir, protocol.DirQueue, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(full[:25])
+	f.Sync()
+	second := writeCmd(t, h.dir, 2, "second", "puts two")
+	// Give the runner time to see both and (before the fix) run the second.
+	h.waitFor("the runner to see both files", func() bool { return h.state().QueueDepth == 2 })
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(h.dir, protocol.DirResult, second)); err == nil {
+		t.Fatal("the later command finished while the earlier one was still being written")
+	}
+	f.WriteString(full[25:])
+	f.Close()
+	if r := h.result(second); r.Status != protocol.StatusOK {
+		t.Fatalf("second: %+v", r)
+	}
+	if r := h.result(first); r.Status != protocol.StatusOK || h.output(first) != "one\n" {
+		t.Fatalf("first: %+v %q", r, h.output(first))
+	}
+	var begun []string
+	for _, ev := range h.events() {
+		if ev.Event == protocol.EvCmdBegin {
+			begun = append(begun, ev.CmdID)
+		}
+	}
+	if !slices.Equal(begun, []string{"first", "second"}) {
+		t.Errorf("cmd_begin order %v, want [first second]", begun)
+	}
+}
+
 func TestIdempotency(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

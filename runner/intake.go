@@ -87,7 +87,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 			return
 		}
 		r.log.Warn("read queued command; will retry", "name", e.name, "err", err)
-		r.queue.pend.deferUntil(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)))
+		r.queue.pend.deferUntil(e, r.clk.Now().Add(min(r.cfg.Poll, r.cfg.ParseGrace)), true)
 		return
 	}
 	cmd, err := protocol.ParseCommand(e.name, data)
@@ -95,7 +95,9 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		var wait bool
 		now := r.clk.Now()
 		if e.seen, wait = stillWriting(e.seen, fi, now, r.cfg.ParseGrace); wait {
-			r.queue.pend.deferUntil(e, now.Add(min(100*time.Millisecond, r.cfg.ParseGrace)))
+			// Held: what sorts after it waits, as it would behind a
+			// file written atomically (PROTOCOL.md 6.1).
+			r.queue.pend.deferUntil(e, now.Add(min(100*time.Millisecond, r.cfg.ParseGrace)), true)
 			return
 		}
 	}

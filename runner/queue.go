@@ -81,6 +81,10 @@ type pendingEntry struct {
 	// writing it): seen.at is when it was first found so.
 	seen    fileSeen
 	retryAt time.Time
+	// holds: the entry was parked because it may still become a valid
+	// command (not yet valid JSON, or a transient read error, within
+	// --parse-grace): nothing that sorts after it starts meanwhile.
+	holds bool
 }
 
 // pending orders command names by (seq, name). Adding a name is O(log n),
@@ -106,9 +110,14 @@ func (p *pending) add(name string, seq int64, misnamed string) bool {
 	return true
 }
 
-// pop takes the lowest ready entry, or nil.
+// pop takes the lowest ready entry, or nil: nil too when a parked entry
+// that holds (a file still being written) sorts before it, so that a
+// command never overtakes one written before it (PROTOCOL.md 6.1).
 func (p *pending) pop() *pendingEntry {
 	if len(p.ready) == 0 {
+		return nil
+	}
+	if h := p.holding(); h != nil && entryLess(h, p.ready[0]) {
 		return nil
 	}
 	e := heap.Pop(&p.ready).(*pendingEntry)
@@ -116,9 +125,23 @@ func (p *pending) pop() *pendingEntry {
 	return e
 }
 
-// deferUntil parks e until at.
-func (p *pending) deferUntil(e *pendingEntry, at time.Time) {
-	e.retryAt = at
+// holding returns the lowest parked entry that holds, or nil. Parked
+// entries are few (files caught half-written, or unreadable for a
+// moment), so a scan is cheap.
+func (p *pending) holding() *pendingEntry {
+	var low *pendingEntry
+	for _, e := range p.deferred {
+		if e.holds && (low == nil || entryLess(e, low)) {
+			low = e
+		}
+	}
+	return low
+}
+
+// deferUntil parks e until at; with holds, nothing that sorts after it
+// is taken meanwhile (pop).
+func (p *pending) deferUntil(e *pendingEntry, at time.Time, holds bool) {
+	e.retryAt, e.holds = at, holds
 	p.known[e.name] = true
 	p.deferred[e.name] = e
 }
@@ -165,12 +188,15 @@ func (p *pending) remove(name string) bool {
 
 type entryHeap []*pendingEntry
 
-func (h entryHeap) Len() int { return len(h) }
-func (h entryHeap) Less(i, j int) bool {
-	if h[i].seq != h[j].seq {
-		return h[i].seq < h[j].seq
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return entryLess(h[i], h[j]) }
+
+// entryLess is the queue's order: by seq, then by name.
+func entryLess(a, b *pendingEntry) bool {
+	if a.seq != b.seq {
+		return a.seq < b.seq
 	}
-	return h[i].name < h[j].name
+	return a.name < b.name
 }
 func (h entryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *entryHeap) Push(x any)   { *h = append(*h, x.(*pendingEntry)) }
