@@ -81,8 +81,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 	} else {
 		r.fr.discard(func(l []byte) bool { return isBegin(l, tok) })
 	}
-	r.restoreModes(cmd)
-	r.typeLine(line)
+	r.typeLine(line) // The terminal modes are put back first (restoreModes).
 }
 
 // beginDetail is cmd_begin's detail (PROTOCOL.md section 22): how the

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -344,4 +345,57 @@ func TestTerminalModesRestoredBeforeEachCommand(t *testing.T) {
 	}
 	h.stop(protocol.StopGraceful)
 	invariants(t, h.dir, a, b, c)
+}
+
+// A command that sets a terminal special character to a byte the runner
+// types (`stty kill _`: every later typed line, full of `_`, would be
+// erased; `stty eof a`, `stty intr ^J`) leaves later commands unharmed:
+// the runner puts the defaults back before each command, and a warning
+// event names them. Before, the next command never began.
+func TestTerminalSpecialCharsRestored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t).start()
+	a := h.submit(`exec stty kill _ eof a werase p <@stdin`)
+	b := h.submit(`set x 41; incr x`)
+	c := h.submit("puts {__a_b_c__}")
+	if r := h.result(a); r.Status != protocol.StatusOK {
+		t.Fatalf("stty: %+v", r)
+	}
+	if r := h.result(b); r.Status != protocol.StatusOK || r.Value == nil || *r.Value != "42" {
+		t.Fatalf("the next command: %+v", r)
+	}
+	if got := h.output(c); got != "__a_b_c__\n" {
+		t.Errorf("output %q", got)
+	}
+	var named string // The first warning's: it comes before the next command.
+	for _, e := range h.events() {
+		if m, _ := e.Detail["terminal_modes_restored"].(string); e.Event == protocol.EvWarning && named == "" {
+			named = m
+		}
+	}
+	for _, want := range []string{`kill='_'`, `eof='a'`, `werase='p'`} {
+		if !strings.Contains(named, want) {
+			t.Errorf("terminal_modes_restored %q does not name %s", named, want)
+		}
+	}
+	h.stop(protocol.StopGraceful)
+}
+
+func TestSpecialCharsRule(t *testing.T) {
+	t.Parallel()
+	var tio unix.Termios
+	for _, c := range specialChars {
+		tio.Cc[c.index] = c.def
+	}
+	if got := modesChanged(&tio); got != "" {
+		t.Fatalf("the defaults are reported as changed: %q", got)
+	}
+	tio.Cc[unix.VKILL], tio.Cc[unix.VINTR], tio.Cc[unix.VERASE], tio.Cc[unix.VEOL] = '_', '\n', 0x08, 0
+	if got, want := modesChanged(&tio), `intr='\n',kill='_'`; got != want {
+		t.Errorf("modesChanged = %q, want %q (^H for erase and a disabled eol are harmless)", got, want)
+	}
+	clearModes(&tio)
+	if tio.Cc[unix.VKILL] != 0x15 || tio.Cc[unix.VINTR] != 0x03 || tio.Cc[unix.VERASE] != 0x08 {
+		t.Errorf("after clearModes: kill %#x intr %#x erase %#x", tio.Cc[unix.VKILL], tio.Cc[unix.VINTR], tio.Cc[unix.VERASE])
+	}
 }

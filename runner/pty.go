@@ -398,7 +398,8 @@ func (s *ptyTerm) RestoreModes() (string, error) {
 	return changed, nil
 }
 
-// modesChanged names the flags among those clearModes clears that are set.
+// modesChanged names the flags among those clearModes clears that are
+// set, and the special characters it would put back (kill='_').
 func modesChanged(tio *unix.Termios) string {
 	var on []string
 	for _, f := range []struct {
@@ -412,8 +413,34 @@ func modesChanged(tio *unix.Termios) string {
 			on = append(on, f.name)
 		}
 	}
+	for _, c := range specialChars {
+		if v := tio.Cc[c.index]; typedByte(v) {
+			on = append(on, fmt.Sprintf("%s=%q", c.name, rune(v)))
+		}
+	}
 	return strings.Join(on, ",")
 }
+
+// specialChars are the terminal's special characters and their Linux
+// defaults. One set to a byte the runner types (`stty kill _`, `stty
+// intr ^J`) would edit or cut every line it types from then on, or signal
+// the tool, and the next command would never begin (clearModes puts the
+// default back).
+var specialChars = []struct {
+	index int
+	name  string
+	def   uint8
+}{
+	{unix.VINTR, "intr", 0x03}, {unix.VQUIT, "quit", 0x1c}, {unix.VERASE, "erase", 0x7f},
+	{unix.VKILL, "kill", 0x15}, {unix.VEOF, "eof", 0x04}, {unix.VEOL, "eol", 0},
+	{unix.VEOL2, "eol2", 0}, {unix.VSTART, "start", 0x11}, {unix.VSTOP, "stop", 0x13},
+	{unix.VSUSP, "susp", 0x1a}, {unix.VREPRINT, "rprnt", 0x12}, {unix.VWERASE, "werase", 0x17},
+	{unix.VLNEXT, "lnext", 0x16}, {unix.VDISCARD, "discard", 0x0f},
+}
+
+// typedByte reports whether b can occur in a line the runner types:
+// printable ASCII, or the newline that ends it.
+func typedByte(b uint8) bool { return b >= 0x20 && b < 0x7f || b == '\n' || b == '\r' }
 
 // Close releases the PTY master: every process still holding the terminal
 // gets a hangup, and the reader stops. It waits for the reader goroutine.
@@ -428,8 +455,14 @@ func (s *ptyTerm) Close() error {
 }
 
 // clearModes turns off echo and the output post-processing that would
-// change the tool's bytes (setTermios).
+// change the tool's bytes (setTermios), and puts back the default of a
+// special character set to a byte the runner types (specialChars).
 func clearModes(tio *unix.Termios) {
 	tio.Lflag &^= unix.ECHO | unix.ECHONL
 	tio.Oflag &^= unix.ONLCR | unix.OCRNL | unix.ONLRET
+	for _, c := range specialChars {
+		if typedByte(tio.Cc[c.index]) {
+			tio.Cc[c.index] = c.def
+		}
+	}
 }

@@ -106,6 +106,7 @@ func (r *Runner) typeLine(s string) {
 	if r.tool.term == nil {
 		return
 	}
+	r.restoreModes()
 	r.abortInput()
 	if err := r.tool.write([]byte(s + "\n")); err != nil {
 		r.log.Warn("type to tool", "err", err)
@@ -123,20 +124,26 @@ func (r *Runner) onTyped(d inputDone) {
 	}
 }
 
-// restoreModes puts the terminal's modes back before cmd is typed: a
-// command that ran `stty sane` (or a pager) turned echo and output
-// post-processing back on, which would add "\r" and typed lines to every
-// later command's output. A warning event names what was turned off.
-func (r *Runner) restoreModes(cmd *protocol.Command) {
+// restoreModes puts the terminal's modes back before any line is typed
+// (a command, the fence after its done marker, a sync line): a payload's
+// `stty sane` would show the typed line in the output, and its `stty kill
+// _` would erase the line, so that the helper waiting for the fence
+// swallowed the next command. A warning event on the running (or just
+// finished) command names what was put back.
+func (r *Runner) restoreModes() {
 	changed, err := r.tool.restoreModes()
 	if err != nil {
 		r.log.Warn("restore terminal modes", "err", err)
 		return
 	}
 	if changed != "" {
-		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: cmd.CmdID, Seq: cmd.Seq, Detail: map[string]any{
+		ev := protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{
 			"terminal_modes_restored": changed,
-			"message":                 "the tool's terminal had " + changed + " turned on; the runner turned it off again before this command"}})
+			"message":                 "the tool's terminal had " + changed + " set; the runner put its own settings back before typing to it again"}}
+		if r.cur != nil {
+			ev.CmdID, ev.Seq = r.cur.cmd.CmdID, r.cur.cmd.Seq
+		}
+		r.event(ev)
 	}
 }
 
