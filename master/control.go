@@ -170,7 +170,11 @@ func replyErr(rep *protocol.ControlReply) error {
 // and the others with a *RequestError. The cancelled command's own result
 // says how it ended (Command.Wait).
 func (s *Session) Cancel(ctx context.Context, cmdID string) (*protocol.ControlReply, error) {
-	return s.Request(ctx, protocol.ControlRequest{Op: protocol.OpCancel, Scope: protocol.ScopeCmdID, CmdID: cmdID})
+	_, id, err := parseCommandRef(cmdID) // A command file's name names its command too (PROTOCOL.md 19).
+	if err != nil {
+		return nil, err
+	}
+	return s.Request(ctx, protocol.ControlRequest{Op: protocol.OpCancel, Scope: protocol.ScopeCmdID, CmdID: id})
 }
 
 // CancelCurrent asks the runner to cancel whatever command is running;

@@ -531,8 +531,13 @@ do_resize() {
 }
 
 do_cancel() {
-  local members=',"scope":"current"'
-  [ -n "${k_id:-}" ] && members=",\"scope\":\"cmd_id\",\"cmd_id\":\"$k_id\""
+  local members=',"scope":"current"' id=${k_id:-} base
+  if [ -n "$id" ]; then # A command file's name names its command too (PROTOCOL.md 19).
+    base=${id##*/}
+    if [[ $base =~ ^cmd_[0-9]{1,18}_([A-Za-z0-9._-]{1,128})\.json$ ]]; then id=${BASH_REMATCH[1]}
+    elif [ "$base" != "$id" ] || ! [[ $id =~ ^[A-Za-z0-9._-]{1,128}$ ]]; then out_code usage 2; return; fi
+    members=",\"scope\":\"cmd_id\",\"cmd_id\":\"$id\""
+  fi
   do_request cancel "$members" && out_reply
 }
 

@@ -509,13 +509,15 @@ class Session:
 
     def cancel(self, cmd_id: Optional[str] = None, timeout: Optional[float] = None,
                wait_for_runner: Optional[float] = None) -> Dict[str, Any]:
-        """Cancel the command cmd_id (running or queued), or with no cmd_id
-        the running one. Returns the reply (outcome cancelled_running or
+        """Cancel the command cmd_id (running or queued; a command file's
+        name, or a path ending in one, names its command too), or with no
+        cmd_id the running one. Returns the reply (outcome cancelled_running or
         cancelled_queued); raises UnknownCmdID (not_found),
         AlreadyFinished, Idle, StaleRequest or RequestRejected."""
         fields: Dict[str, Any] = {"scope": "current"}
         if cmd_id is not None:
-            fields = {"scope": "cmd_id", "cmd_id": _names.check_id(cmd_id)}
+            # A command file's name names its command too (PROTOCOL.md 19).
+            fields = {"scope": "cmd_id", "cmd_id": _names.parse_ref(cmd_id)[1]}
         reply = self.request("cancel", fields, timeout, wait_for_runner)
         outcome = reply.get("outcome")
         if outcome in ("cancelled_running", "cancelled_queued"):

@@ -52,7 +52,8 @@ proc ::skillpilot::OutcomeCode {outcome} {
     return [expr {[dict exists $map $outcome] ? [dict get $map $outcome] : "REJECTED"}]
 }
 
-# cancel cancels cmd_id (running or queued), or with no cmd_id the running
+# cancel cancels cmd_id (running or queued; a command file's name, or a
+# path ending in one, names its command too), or with no cmd_id the running
 # command, and returns the reply (outcome cancelled_running or
 # cancelled_queued). Errors: UNKNOWN_CMD_ID (not_found), ALREADY_FINISHED,
 # IDLE, STALE, REJECTED, RUNNER_NOT_ALIVE, WAIT_TIMEOUT. Options: -timeout
@@ -60,9 +61,9 @@ proc ::skillpilot::OutcomeCode {outcome} {
 proc ::skillpilot::cancel {dir {cmd_id ""} args} {
     if {$cmd_id eq ""} {
         set members {"scope":"current"}
-    } elseif {![valid_id $cmd_id]} {
-        Throw USAGE "invalid cmd_id \"$cmd_id\""
     } else {
+        # A command file's name names its command too (PROTOCOL.md 19).
+        set cmd_id [lindex [parse_ref $cmd_id] 1]
         set members "\"scope\":\"cmd_id\",\"cmd_id\":[json::string $cmd_id]"
     }
     set reply [request $dir cancel $members {*}$args]

@@ -133,7 +133,8 @@ Print a command's output (exactly what it printed), or a byte range of it. With
 plus "data_b64" holding the exact bytes when they are not valid UTF-8.`},
 		{name: "cancel", args: "[CMD_ID]", about: "cancel CMD_ID, or the running command; says what happened", takesID: true,
 			usage: "[CMD_ID]", waits: true, flags: cancelFlags, long: `
-Cancel CMD_ID (running or queued), or without CMD_ID the running command, and
+Cancel CMD_ID (running or queued; a command file's name, or a path ending in
+one, names its command too), or without CMD_ID the running command, and
 print what the runner did: "<outcome>: <message>" (with --json its reply). Exit
 0 cancelled (cancelled_running, cancelled_queued), 6 unknown cmd_id
 (not_found), 7 nothing to cancel (already_finished, idle), 5 no live runner
