@@ -46,6 +46,9 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		return
 	}
 	c := newRunning(cmd, name, r.clk.Now(), r.tool.starts, r.disk.spoolSize, out)
+	if cmd.Marker.Mode == protocol.MarkerRunnerInject && r.drv.line() == nil {
+		c.nonce = newNonce()
+	}
 	c.payloadSHA = payloadSHA
 	if clamped {
 		r.event(protocol.Event{Event: protocol.EvWarning, CmdID: cmd.CmdID, Seq: cmd.Seq, Detail: map[string]any{

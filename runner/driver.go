@@ -17,8 +17,11 @@ import (
 type driver interface {
 	bootstrap() string
 	// run returns the line that runs a payload. inline is the payload when
-	// it is short enough to type, else "" and file holds it.
-	run(file, inline, prefix, token string, wrap bool) string
+	// it is short enough to type, else "" and file holds it. nonce, when
+	// not "", is the command's secret: its done line must carry it
+	// (n=<nonce>), so that a payload printing "<prefix> <token>" does not
+	// end its own command (PROTOCOL.md 6.2).
+	run(file, inline, prefix, token, nonce string, wrap bool) string
 	sync(prefix, token string) string
 	// fence returns the line the runner types once it has seen the done
 	// marker of a payload run with token: the helper that ran it reads
@@ -131,7 +134,7 @@ const tclBootstrap = `namespace eval ::__sp {variable vmax %d;variable ix %d;var
 	`set ::__sp::cfg [list -translation lf -encoding [fconfigure stdout -encoding] -buffering [fconfigure stdout -buffering]];` +
 	`proc ::__sp::load {f} {set r {{f} {set c [open $f r];fconfigure $c -encoding utf-8 -eofchar "\x1a {}";set s [read $c];close $c;set s}};` +
 	`if {$::__sp::rd ne {}} {return [$::__sp::rd eval [list apply $r $f]]};apply $r $f};` +
-	`proc ::__sp::ev {b p t} {::__sp::x 0 $b $p $t};proc ::__sp::src {f p t} {::__sp::x 1 $f $p $t};proc ::__sp::raw {f t} {::__sp::x 2 $f {} $t};` +
+	`proc ::__sp::ev {b p t {n {}}} {::__sp::x 0 $b $p $t $n};proc ::__sp::src {f p t {n {}}} {::__sp::x 1 $f $p $t $n};proc ::__sp::raw {f t} {::__sp::x 2 $f {} $t};` +
 	`proc ::__sp::sync {p t} {::tcl::chan::puts $::__sp::out "\n$p $t rc=0";catch {::tcl::chan::flush $::__sp::out};return}` +
 	"\n" + tclRun
 
@@ -145,7 +148,7 @@ const tclBootstrap = `namespace eval ::__sp {variable vmax %d;variable ix %d;var
 // errorCode (cut at eiMax and ecMax bytes), h=0 if the helpers are gone —
 // and reads stdin up to the runner's fence line (tclFence). It is a line
 // of its own: the start-up stays under the terminal's 4095-byte line.
-const tclRun = `proc ::__sp::x {how a p t} {set o $::__sp::out;set i $::__sp::in;set cfg $::__sp::cfg;set vmax $::__sp::vmax;set rl [interp recursionlimit {}];` +
+const tclRun = `proc ::__sp::x {how a p t {nc {}}} {set o $::__sp::out;set i $::__sp::in;set cfg $::__sp::cfg;set vmax $::__sp::vmax;set rl [interp recursionlimit {}];` +
 	`set ti {};if {[info exists ::tcl_interactive]} {set ti $::tcl_interactive;if {!$::__sp::ix} {set ::tcl_interactive 0}};` +
 	`catch {::tcl::chan::flush stdout};::tcl::chan::puts $o "\n__SP_BEGIN__ $t";catch {::tcl::chan::flush $o};` +
 	`set rc [catch {if {$how} {set s [::__sp::load $a]} {set s [encoding convertfrom utf-8 [binary decode base64 $a]]};uplevel #0 $s} res opts];` +
@@ -154,7 +157,7 @@ const tclRun = `proc ::__sp::x {how a p t} {set o $::__sp::out;set i $::__sp::in
 	`if {$how!=2} {set bb [encoding convertto utf-8 $res];set vt 0;if {[string length $bb]>$vmax} {set bb [string range $bb 0 [expr {$vmax-1}]];set vt 1};` +
 	`set e {};if {$rc==1} {foreach {k f n} {-errorinfo ei ` + eiMaxS + ` -errorcode ec ` + ecMaxS + `} {if {[dict exists $opts $k]} {` +
 	`set x [encoding convertto utf-8 [dict get $opts $k]];if {[string length $x]>$n} {set x [string range $x 0 [expr {$n-1}]]};append e " $f=[binary encode base64 $x]"}}};` +
-	`set h {};if {![namespace exists ::__sp]} {set h { h=0}};` +
+	`set h {};if {![namespace exists ::__sp]} {set h { h=0}};if {$nc ne {}} {append h " n=$nc"};` +
 	`::tcl::chan::puts $o "\n$p $t rc=$rc v=[binary encode base64 $bb] vt=$vt$e$h";catch {::tcl::chan::flush $o}};` +
 	tclFence + `;if {$how!=2} return;return -options $opts $res}`
 
@@ -179,9 +182,12 @@ func (d tclDriver) bootstrap() string {
 	return fmt.Sprintf(tclBootstrap, maxValue, boolInt(d.interactive), boolInt(d.utf8))
 }
 
-func (tclDriver) run(file, inline, prefix, token string, wrap bool) string {
+func (tclDriver) run(file, inline, prefix, token, nonce string, wrap bool) string {
 	if !wrap {
 		return "::__sp::raw " + tclQuote(file) + " " + token
+	}
+	if nonce != "" {
+		token += " " + nonce // The helper's last argument (n).
 	}
 	if inline != "" {
 		return "::__sp::ev " + base64.StdEncoding.EncodeToString([]byte(inline)) + " " + prefix + " " + token
@@ -222,15 +228,18 @@ func tclQuote(s string) string {
 type shDriver struct{}
 
 const shBootstrap = `__sp_fence() { while IFS= read -r __sp_l; do case $__sp_l in *"` + fenceMark + `$1") break;; esac; done; }; ` +
-	`__sp_src() { printf '\n__SP_BEGIN__ %s\n' "$3"; . "$1"; __sp_rc=$?; printf '\n%s %s rc=%d\n' "$2" "$3" "$__sp_rc"; __sp_fence "$3"; }; ` +
+	`__sp_src() { printf '\n__SP_BEGIN__ %s\n' "$3"; . "$1"; __sp_rc=$?; printf '\n%s %s rc=%d%s\n' "$2" "$3" "$__sp_rc" "${4:+ n=$4}"; __sp_fence "$3"; }; ` +
 	`__sp_raw() { printf '\n__SP_BEGIN__ %s\n' "$2"; . "$1"; __sp_rc=$?; __sp_fence "$2"; return $__sp_rc; }; ` +
 	`__sp_sync() { printf '\n%s %s rc=0\n' "$1" "$2"; }`
 
 func (shDriver) bootstrap() string { return shBootstrap }
 
-func (shDriver) run(file, _, prefix, token string, wrap bool) string {
+func (shDriver) run(file, _, prefix, token, nonce string, wrap bool) string {
 	if !wrap {
 		return "__sp_raw " + shQuote(file) + " " + token
+	}
+	if nonce != "" {
+		token += " " + nonce // The function's fourth argument.
 	}
 	return "__sp_src " + shQuote(file) + " " + prefix + " " + token
 }

@@ -297,28 +297,38 @@ func (t *fakeTool) typed(line string) bool {
 	case f[0] == "::__sp::sync" && len(f) == 3:
 		t.emit(fmt.Sprintf("\n%s %s rc=0\n", f[1], f[2]))
 		return true
-	case f[0] == "::__sp::ev" && len(f) == 4:
+	case f[0] == "::__sp::ev" && (len(f) == 4 || len(f) == 5):
 		b, err := base64.StdEncoding.DecodeString(f[1])
 		if err != nil {
 			panic(err)
 		}
-		return t.runPayload(string(b), f[2], f[3])
-	case f[0] == "::__sp::src" && len(f) == 4:
+		return t.runPayload(string(b), f[2], f[3], nonceField(f))
+	case f[0] == "::__sp::src" && (len(f) == 4 || len(f) == 5):
 		b, err := os.ReadFile(strings.Trim(f[1], `"`))
 		if err != nil {
-			t.emit(fmt.Sprintf("\n__SP_BEGIN__ %s\n\n%s %s rc=1 v=%s vt=0\n", f[3], f[2], f[3],
-				base64.StdEncoding.EncodeToString([]byte(err.Error()))))
+			t.emit(fmt.Sprintf("\n__SP_BEGIN__ %s\n\n%s %s rc=1 v=%s vt=0%s\n", f[3], f[2], f[3],
+				base64.StdEncoding.EncodeToString([]byte(err.Error())), nonceField(f)))
 			t.fencing = "#__SP_FENCE__ " + f[3]
 			return true
 		}
-		return t.runPayload(string(b), f[2], f[3])
+		return t.runPayload(string(b), f[2], f[3], nonceField(f))
 	}
 	t.note("unknown line " + line)
 	return true
 }
 
-// runPayload runs a payload in the fake language and prints the markers.
-func (t *fakeTool) runPayload(payload, prefix, tok string) bool {
+// nonceField is the done line's n= field for a helper call f that passes
+// the command's secret (its fifth word), as the real helpers print it.
+func nonceField(f []string) string {
+	if len(f) == 5 {
+		return " n=" + f[4]
+	}
+	return ""
+}
+
+// runPayload runs a payload in the fake language and prints the markers;
+// nf is the done line's n= field ("" for none).
+func (t *fakeTool) runPayload(payload, prefix, tok, nf string) bool {
 	t.emit("\n__SP_BEGIN__ " + tok + "\n")
 	rc, value := 0, ""
 	for _, st := range strings.Split(payload, "\n") {
@@ -364,7 +374,7 @@ func (t *fakeTool) runPayload(payload, prefix, tok string) bool {
 			break
 		}
 	}
-	t.emit(fmt.Sprintf("\n%s %s rc=%d v=%s vt=0\n", prefix, tok, rc, base64.StdEncoding.EncodeToString([]byte(value))))
+	t.emit(fmt.Sprintf("\n%s %s rc=%d v=%s vt=0%s\n", prefix, tok, rc, base64.StdEncoding.EncodeToString([]byte(value)), nf))
 	t.fencing = "#__SP_FENCE__ " + tok
 	return true
 }

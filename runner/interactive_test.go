@@ -365,6 +365,7 @@ func TestTerminalSpecialCharsRestored(t *testing.T) {
 	if r := h.result(b); r.Status != protocol.StatusOK || r.Value == nil || *r.Value != "42" {
 		t.Fatalf("the next command: %+v", r)
 	}
+	h.result(c)
 	if got := h.output(c); got != "__a_b_c__\n" {
 		t.Errorf("output %q", got)
 	}

@@ -274,7 +274,7 @@ func (l *lineDriver) bootstrap() string { return "" }
 // between the prints of the begin and end lines. The end line says the
 // payload ran to its end; the done line, typed after it, follows the tool's
 // prompt, which the runner learns from it.
-func (l *lineDriver) run(file, inline, prefix, token string, wrap bool) string {
+func (l *lineDriver) run(file, inline, prefix, token, _ string, wrap bool) string {
 	var lines []string
 	switch {
 	case l.spec.Source != "":

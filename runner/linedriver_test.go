@@ -118,7 +118,7 @@ func TestParseDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := newLineDriver(d)
-	if got := l.run("/s/f", "", "__SP_DONE__", "tok", true); got != "run /s/f\nsay __SP_DONE__ tok rc=0" {
+	if got := l.run("/s/f", "", "__SP_DONE__", "tok", "", true); got != "run /s/f\nsay __SP_DONE__ tok rc=0" {
 		t.Fatalf("run: %q", got)
 	}
 	if got := l.payloadFile("a\nb", "tok"); got != "say __SP_BEGIN__ tok\na\nb\nsay __SP_END__ tok\n" {
@@ -128,7 +128,7 @@ func TestParseDriver(t *testing.T) {
 		t.Fatal("a driver with a file command types no helpers, no fence, and runs any payload from its file")
 	}
 	typed := newLineDriver(&DriverSpec{Kind: "t", Print: "say {}", BlankLine: true})
-	if got := typed.run("", "a\r\nb\n", "__SP_DONE__", "tok", true); got != "say __SP_BEGIN__ tok\na\nb\n\nsay __SP_END__ tok\nsay __SP_DONE__ tok rc=0" {
+	if got := typed.run("", "a\r\nb\n", "__SP_DONE__", "tok", "", true); got != "say __SP_BEGIN__ tok\na\nb\n\nsay __SP_END__ tok\nsay __SP_DONE__ tok rc=0" {
 		t.Fatalf("typed run: %q", got)
 	}
 	if typed.check(strings.Repeat("x", lineTypedMax+1)) == nil || typed.check(strings.Repeat("x", lineTypedMax)) != nil {
@@ -167,13 +167,13 @@ func TestDriverQuote(t *testing.T) {
 	} {
 		l := newLineDriver(&DriverSpec{Kind: "t", Print: "say {}", Source: "run {}", Quote: quote})
 		l.alias = func(string) string { return "/proc/1/fd/3/inflight/f.payload" }
-		if got, _, _ := strings.Cut(l.run(path, "", "__SP_DONE__", "tok", true), "\n"); got != want {
+		if got, _, _ := strings.Cut(l.run(path, "", "__SP_DONE__", "tok", "", true), "\n"); got != want {
 			t.Errorf("quote %q: %s, want %s", quote, got, want)
 		}
 	}
 	l := newLineDriver(&DriverSpec{Kind: "t", Print: "say {}", Source: "run {}"})
 	l.alias = func(string) string { t.Fatal("a plain path was aliased"); return "" }
-	if got, _, _ := strings.Cut(l.run("/proj/run_1/sp/inflight/cmd_1_a.json.payload", "", "__SP_DONE__", "tok", true), "\n"); got != "run /proj/run_1/sp/inflight/cmd_1_a.json.payload" {
+	if got, _, _ := strings.Cut(l.run("/proj/run_1/sp/inflight/cmd_1_a.json.payload", "", "__SP_DONE__", "tok", "", true), "\n"); got != "run /proj/run_1/sp/inflight/cmd_1_a.json.payload" {
 		t.Errorf("a plain path: %s", got)
 	}
 }

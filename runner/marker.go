@@ -31,6 +31,7 @@ type done struct {
 	errorInfo   []byte
 	errorCode   []byte
 	helpersGone bool
+	nonce       string // n=: the command's secret, as the helper printed it
 }
 
 // matchDone reports whether line is a whole marker line for prefix and
@@ -79,6 +80,8 @@ func matchDone(line []byte, prefix, token string) (done, bool) {
 			}
 		case "h":
 			d.helpersGone = string(v) == "0"
+		case "n":
+			d.nonce = string(v)
 		}
 	}
 	if d.truncated {

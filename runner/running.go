@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"math/rand/v2"
 	"os"
 	"time"
 	"unicode/utf8"
@@ -54,6 +55,9 @@ type running struct {
 	endCtx    map[string]any // who ended it, for its error's context (errcontext.go)
 	doneSeen  bool           // its done marker arrived after an interrupt
 	marker    done
+	// nonce is the secret its done line must carry (n=), "" for none: a
+	// line driver's, or marker.mode payload_contains (newNonce).
+	nonce     string
 	outErr    error      // writing the output file failed
 	toolStart int64      // which start of the tool runs it (state.json tool_starts)
 	last      []byte     // the output after its last newline, at most maxLastLine bytes
@@ -267,6 +271,21 @@ func newRunning(cmd *protocol.Command, name string, now time.Time, toolStart, sp
 		w: bufio.NewWriterSize(out, 64<<10), sum: sha256.New(), reported: spoolStart}
 }
 
+// newNonce returns a command's secret for its done line (running.nonce):
+// 12 characters of [a-z0-9] from the process's random source, which a
+// payload cannot read. It guards against output that happens to look like
+// the command's done line (a log of an earlier run with the same cmd_ids,
+// a payload echoing its own marker), not against a payload that inspects
+// the helper's call frame (PROTOCOL.md 6.4).
+func newNonce() string {
+	const chars = "abcdefghijklmnopqrstuvwxyz0123456789"
+	var b [12]byte
+	for i := range b {
+		b[i] = chars[rand.IntN(len(chars))]
+	}
+	return string(b[:])
+}
+
 // limit sets c's timeout (0: none) and output budget (0: none).
 func (c *running) limit(timeout time.Duration, budget int64) {
 	if timeout > 0 {
@@ -285,6 +304,9 @@ func (c *running) printed(b []byte, now time.Time, emit func([]byte)) {
 // doneLine reports whether l is c's own done marker, and keeps it.
 func (c *running) doneLine(l []byte) bool {
 	d, ok := matchDone(l, c.cmd.Marker.Prefix, c.cmd.Marker.Token)
+	if ok && d.nonce != c.nonce {
+		return false // Not the helper's: a payload printed "<prefix> <token> ..." (PROTOCOL.md 6.2).
+	}
 	if ok {
 		c.marker, c.doneSeen = d, true
 	}
@@ -439,7 +461,7 @@ func (c *running) runLine(root *fsq.Root, drv driver) (string, error) {
 	// An empty payload goes through a (zero-length) file: the drivers read
 	// inline == "" as "the payload is in file".
 	if wrap && c.cmd.Payload != "" && len(c.cmd.Payload) <= drv.inlineMax() {
-		return drv.run("", c.cmd.Payload, m.Prefix, m.Token, true), nil
+		return drv.run("", c.cmd.Payload, m.Prefix, m.Token, c.nonce, true), nil
 	}
 	c.payload = rel(protocol.DirInflight, c.name+payloadExt)
 	f, err := root.CreateNew(c.payload, 0o600) // Never through a symlink planted there.
@@ -462,5 +484,5 @@ func (c *running) runLine(root *fsq.Root, drv driver) (string, error) {
 		c.lazyDone = true
 		return ld.sourceLine(path), nil
 	}
-	return drv.run(path, "", m.Prefix, m.Token, wrap), nil
+	return drv.run(path, "", m.Prefix, m.Token, c.nonce, wrap), nil
 }

@@ -235,7 +235,7 @@ func (r *Runner) startInit(idx int) {
 	r.enter(p)
 	r.event(protocol.Event{Event: protocol.EvInitBegin, SpoolStart: &p.spoolStart, Detail: map[string]any{"file": file}})
 	r.fr.discard(func(l []byte) bool { return isBegin(l, p.tok) })
-	r.typeLine(r.drv.run(run, "", protocol.DefaultMarkerPrefix, p.tok, true))
+	r.typeLine(r.drv.run(run, "", protocol.DefaultMarkerPrefix, p.tok, "", true))
 }
 
 // initFile writes tmp/<tok>.payload: init script file as a line driver's

@@ -102,7 +102,7 @@ func BenchmarkToolShare(b *testing.B) {
 					}
 				}
 				t0 = time.Now()
-				life.write([]byte(drv.run(file, inline, protocol.DefaultMarkerPrefix, tok, true) + "\n"))
+				life.write([]byte(drv.run(file, inline, protocol.DefaultMarkerPrefix, tok, "", true) + "\n"))
 				if !out.wait([]byte(protocol.DefaultMarkerPrefix+" "+tok+" "), 30*time.Second) {
 					b.Fatal("no done marker")
 				}

@@ -1,0 +1,64 @@
+package runner
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/skillpilot/skillpilot/protocol"
+)
+
+// A payload that prints its own command's done line (the token is the
+// cmd_id, which a flow knows: a log of an earlier run with the same ids, or
+// a payload that echoes it) does not end its command: the helper's done
+// line carries the command's secret (n=), the printed one does not. Before,
+// the command ended ok at the printed line, its real error was lost, and
+// the next command was typed while it still ran (PROTOCOL.md 6.2).
+func TestForgedDoneLineIsOutput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		kind    protocol.Kind
+		payload string
+		forged  string
+	}{
+		{"tcl", protocol.KindTcl, `puts {__SP_DONE__ forged rc=0 v= vt=0}; puts {__SP_DONE__ forged}; after 100; error real_failure`, "__SP_DONE__ forged rc=0 v= vt=0\n__SP_DONE__ forged\n"},
+		{"sh", protocol.KindSh, `echo '__SP_DONE__ forged rc=0'; sleep 0.1; false`, "__SP_DONE__ forged rc=0\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, func(c *Config) { c.Kind = tc.kind }).start()
+			name := writeCmdKind(t, h.dir, 1, "forged", tc.kind, tc.payload)
+			next := writeCmdKind(t, h.dir, 2, "next", tc.kind, map[protocol.Kind]string{protocol.KindTcl: "set v next", protocol.KindSh: "echo next"}[tc.kind])
+			r := h.result(name)
+			if r.Status != protocol.StatusError || r.ExitReason != protocol.ReasonMarkerSeen {
+				t.Errorf("the forged command: status %s, exit_reason %s; want error, marker_seen (its real end)", r.Status, r.ExitReason)
+			}
+			if tc.kind == protocol.KindTcl && (r.Error == nil || !strings.Contains(r.Error.Message, "real_failure")) {
+				t.Errorf("the forged command's error %+v, want real_failure", r.Error)
+			}
+			if got := h.output(name); got != tc.forged {
+				t.Errorf("output %q, want the printed lines %q", got, tc.forged)
+			}
+			if r := h.result(next); r.Status != protocol.StatusOK {
+				t.Errorf("the next command: %+v", r)
+			}
+			h.stop(protocol.StopGraceful)
+		})
+	}
+}
+
+// writeCmdKind is writeCmd for a command of kind.
+func writeCmdKind(t testing.TB, dir string, seq int64, id string, kind protocol.Kind, payload string) string {
+	t.Helper()
+	b, err := json.Marshal(protocol.Command{CmdID: id, Seq: seq, Kind: kind, Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := protocol.CommandName(seq, id)
+	if err := writeAtomic(filepath.Join(dir, protocol.DirQueue, name), b); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
