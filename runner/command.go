@@ -17,7 +17,7 @@ import (
 )
 
 // start claims a parsed command and hands it to the tool.
-func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
+func (r *Runner) start(name, qpath string, cmd *protocol.Command, raw []byte) {
 	if !r.claim(name, rel(protocol.DirInflight, name)) {
 		return
 	}
@@ -46,6 +46,7 @@ func (r *Runner) start(name, qpath string, cmd *protocol.Command) {
 		return
 	}
 	c := newRunning(cmd, name, r.clk.Now(), r.tool.starts, r.disk.spoolSize, out)
+	c.raw = raw
 	if cmd.Marker.Mode == protocol.MarkerRunnerInject && r.drv.line() == nil {
 		c.nonce = newNonce()
 	}

@@ -141,7 +141,6 @@ func TestDeletedDirectories(t *testing.T) {
 func TestCommandFileDeletedWhileRunning(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t).start()
-	h.noCheck = true // Its archived copy is gone for good.
 	name := h.submit("after 600000")
 	inflight := filepath.Join(h.dir, protocol.DirInflight, name)
 	h.waitFor("the command claimed", func() bool { _, err := os.Lstat(inflight); return err == nil })
@@ -153,9 +152,24 @@ func TestCommandFileDeletedWhileRunning(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	h.result(h.submit("expr 1")) // The writer has reported the first job by now.
-	b, _ := os.ReadFile(filepath.Join(h.dir, protocol.FileMeta))
-	if bytes.Contains(b, []byte(`"recreated"`)) {
-		t.Errorf("a directory nobody deleted was reported recreated:\n%s", b)
+	// Its copy at command_path is written from the claimed bytes (made
+	// again in inflight/ at a heartbeat, or kept when the result was
+	// written), and a warning names that file; no directory is said to be
+	// made again.
+	if _, err := os.Stat(filepath.Join(h.dir, protocol.DirArchive, name)); err != nil {
+		t.Errorf("the result's command_path: %v", err)
+	}
+	var files []string
+	for _, e := range h.events() {
+		if what, ok := e.Detail["recreated"].(string); ok {
+			if strings.HasSuffix(what, "/") || e.CmdID == "" {
+				t.Errorf("a directory nobody deleted was reported recreated: %+v", e)
+			}
+			files = append(files, what)
+		}
+	}
+	if len(files) == 0 {
+		t.Errorf("no warning says the command file was made again: %v", h.events())
 	}
 }
 

@@ -302,6 +302,9 @@ func TestRecoveredRangeReplays(t *testing.T) {
 	if !r.StartTS.Equal(begin.TS.Time) || r.EndTS.Before(r.StartTS.Time) || r.EndTS.After(killedAt) {
 		t.Errorf("result %v..%v, want from the cmd_begin's %v to at most the kill at %v", r.StartTS, r.EndTS, begin.TS, killedAt)
 	}
+	if want := r.EndTS.Sub(r.StartTS.Time).Milliseconds(); r.Stats.DurationMS != want || end.Detail["duration_ms"] != float64(want) {
+		t.Errorf("duration_ms %d (cmd_end %v), want end_ts - start_ts = %d", r.Stats.DurationMS, end.Detail["duration_ms"], want)
+	}
 	if sha, _ := begin.Detail["payload_sha256"].(string); sha == "" || r.PayloadSHA256 != sha {
 		t.Errorf("payload_sha256 %q, the cmd_begin says %q", r.PayloadSHA256, sha)
 	}

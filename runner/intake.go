@@ -117,7 +117,7 @@ func (r *Runner) tryStart(e *pendingEntry) {
 		r.reject(e, msg, nil)
 		return
 	}
-	r.start(e.name, qpath, cmd)
+	r.start(e.name, qpath, cmd, data)
 }
 
 // hasResult reports whether name has a result, on disk or on its way

@@ -200,9 +200,10 @@ func (r *Runner) onBeat() {
 		r.disk.remakeBallast()
 	}
 	r.flushBuffers()
-	r.keepRunningOutput() // outputwatch.go
-	r.retainBeat()        // retain.go
-	r.reportProgress()    // progress.go
+	r.keepRunningOutput()      // outputwatch.go
+	r.keepRunningCommandFile() // outputwatch.go
+	r.retainBeat()             // retain.go
+	r.reportProgress()         // progress.go
 	if r.id.network && r.status.beats%2 == 0 {
 		r.touchInputs()
 	}

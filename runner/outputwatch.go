@@ -89,3 +89,34 @@ func copyOutput(root *fsq.Root, out *os.File, size int64, name string, perm os.F
 	}
 	return tmp, nil
 }
+
+// keepRunningCommandFile runs on every heartbeat: the running command's
+// file must still be at inflight/<name>, where a runner starting after a
+// crash looks for commands that were running (recover.go). Someone who
+// moved inflight/ away and made a new one, or deleted the file, while the
+// command runs would leave a crash then with a command that has no result
+// and no trace in inflight/. The file is made again from the bytes the
+// runner claimed, and a warning event says so (recreated). A missing
+// inflight/ is left to the layout check, which makes it again: the next
+// heartbeat puts the file back.
+func (r *Runner) keepRunningCommandFile() {
+	c := r.cur
+	if c == nil || c.raw == nil {
+		return
+	}
+	name := rel(protocol.DirInflight, c.name)
+	if _, err := r.root.Lstat(name); !errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if fi, err := r.root.Lstat(protocol.DirInflight); err != nil || !fi.IsDir() {
+		return
+	}
+	if err := r.root.WriteAtomic(name, c.raw, r.layout.perms.file, fsq.Durable); err != nil {
+		r.log.Warn("a running command's file left inflight/, and could not be made again yet", "file", name, "err", err)
+		return
+	}
+	r.log.Warn("a running command's file left inflight/; made it again from what the runner claimed", "file", name)
+	r.event(protocol.Event{Event: protocol.EvWarning, CmdID: c.cmd.CmdID, Seq: c.cmd.Seq, Detail: map[string]any{
+		"recreated": name,
+		"message":   "the running command's file was moved or deleted out of inflight/ (or inflight/ was replaced); it was made again from the bytes the runner claimed, so that a crash cannot lose the command"}})
+}

@@ -502,6 +502,7 @@ func (r *Runner) describeInterrupted(job *resultJob) {
 				last = now
 			}
 			res.EndTS = protocol.Time{Time: last}
+			res.Stats.DurationMS = last.Sub(ob.ts.Time).Milliseconds() // As end_ts - start_ts say.
 		}
 	}
 	if res.PayloadSHA256 == "" {

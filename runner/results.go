@@ -48,6 +48,9 @@ type resultJob struct {
 	payload string // a payload file in inflight/ to remove afterwards
 	text    string // the payload, hashed into payload_sha256 off the owner
 	marked  bool   // its lag marker was made (an earlier attempt may have made it)
+	// raw is the command file's bytes as claimed (nil if unknown): kept at
+	// keepAt from them if the file was gone from inflight/.
+	raw []byte
 }
 
 // resultDone reports a job back to the owner goroutine. existed means a
@@ -694,6 +697,17 @@ func (w *resultWriter) move(j resultJob, existed bool) {
 					continue
 				}
 				break
+			}
+			if errors.Is(err, os.ErrNotExist) && j.raw != nil {
+				// Someone took it from inflight/ (deleted or swapped the
+				// directory, or the file) after the last heartbeat: it is
+				// kept from what the runner claimed, where its result says.
+				err = w.cfg.root.WriteAtomic(j.keepAt, j.raw, w.cfg.filePerm, fsq.Volatile)
+				w.cfg.log.Warn("the command file was gone from inflight/; kept it from what the runner claimed", "to", j.keepAt, "err", err)
+				if err == nil {
+					w.displaced = append(w.displaced, map[string]any{"recreated": j.keepAt,
+						"message": "the command file was gone from " + j.cmdFile + " when its result was written; it was kept from the bytes the runner claimed"})
+				}
 			}
 			if errors.Is(err, os.ErrNotExist) {
 				// Someone took it from inflight/ (deleted the directory, or

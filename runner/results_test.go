@@ -337,3 +337,31 @@ func TestWriterNetworkNeverLagsOutput(t *testing.T) {
 		t.Errorf("network: a lag marker was made: %v", err)
 	}
 }
+
+// A command file gone from inflight/ when its result is written (inflight/
+// swapped after the last heartbeat) is kept at its command_path from the
+// bytes the runner claimed, and a warning says so: the result never names
+// a file that is not there.
+func TestWriterKeepsAGoneCommandFile(t *testing.T) {
+	t.Parallel()
+	dir := writerSession(t)
+	w := newTestWriter(t, dir, writerOps{})
+	name := protocol.CommandName(1, "gone")
+	j := claimed(t, dir, name)
+	j.raw = []byte(`{"cmd_id":"gone","seq":1,"kind":"tcl","payload":"set x 1"}`)
+	if err := os.Remove(filepath.Join(dir, j.cmdFile)); err != nil {
+		t.Fatal(err)
+	}
+	w.submit(j, nil)
+	d := waitDone(t, w)
+	if d.err != nil || d.existed {
+		t.Fatalf("%+v", d)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, readResult(t, dir, name).CommandPath))
+	if err != nil || string(b) != string(j.raw) {
+		t.Errorf("kept file %q (%v), want the claimed bytes", b, err)
+	}
+	if len(d.displaced) != 1 || d.displaced[0]["recreated"] != j.keepAt {
+		t.Errorf("warnings %v, want one naming %s", d.displaced, j.keepAt)
+	}
+}

@@ -55,6 +55,9 @@ type running struct {
 	endCtx    map[string]any // who ended it, for its error's context (errcontext.go)
 	doneSeen  bool           // its done marker arrived after an interrupt
 	marker    done
+	// raw is its command file's bytes, as claimed: the file is made again
+	// from them if it leaves inflight/ while it runs (keepRunningCommandFile).
+	raw []byte
 	// nonce is the secret its done line must carry (n=), "" for none: a
 	// line driver's, or marker.mode payload_contains (newNonce).
 	nonce     string
@@ -450,7 +453,7 @@ func (c *running) end(status protocol.Status, reason protocol.ExitReason, errInf
 	c.describeLimit(res)             // budget.go
 	res.PayloadSHA256 = c.payloadSHA // Hashed for cmd_begin already; "" lets the writer hash it.
 	return resultJob{kind: jobRun, name: c.name, res: res, out: c.out, outErr: c.outErr,
-		cmdFile: rel(protocol.DirInflight, c.name), keepAt: res.CommandPath, payload: c.payload, text: c.cmd.Payload}
+		cmdFile: rel(protocol.DirInflight, c.name), keepAt: res.CommandPath, payload: c.payload, text: c.cmd.Payload, raw: c.raw}
 }
 
 // runLine prepares c's payload (inline, or as a file in inflight/ of
