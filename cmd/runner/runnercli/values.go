@@ -1,6 +1,7 @@
 package runnercli
 
 import (
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -29,6 +30,43 @@ func (d *keepDuration) Set(s string) error {
 	}
 	*d = keepDuration(v)
 	return nil
+}
+
+// runDuration is a flag value for the runner's other durations: a Go
+// duration (1.5s, 2m), plain seconds (600), or days and weeks (1d), as
+// master's duration flags and --keep-results take them.
+type runDuration time.Duration
+
+func (d *runDuration) String() string {
+	if d == nil {
+		return "0s"
+	}
+	return time.Duration(*d).String()
+}
+
+func (d *runDuration) Set(s string) error {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if t := strings.TrimLeft(s, "+-"); len(t) > 1 && t[0] == '0' && t[1] >= '0' && t[1] <= '9' {
+			return fmt.Errorf("%s: a leading zero (010 is 8 to Tcl, 10 here): write the seconds without it", s)
+		}
+		if !(f >= 0 && f <= 1e9) { // NaN included: it compares false.
+			return fmt.Errorf("%s seconds is out of range (0 to 1e9)", s)
+		}
+		*d = runDuration(f * float64(time.Second))
+		return nil
+	}
+	v, err := parseKeepDuration(s)
+	if err != nil || strings.TrimSpace(s) == "" {
+		return fmt.Errorf("%q is not a duration: use seconds (30), a Go duration (1.5s, 2m, 1h) or days (1d)", s)
+	}
+	*d = runDuration(v)
+	return nil
+}
+
+// durationVar defines a duration flag that takes what runDuration takes.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var((*runDuration)(p), name, usage+" (a `duration` such as 1.5s or 2m, or plain seconds)")
 }
 
 // parseKeepDuration parses 7d, 2w, 1d12h, or any Go duration.

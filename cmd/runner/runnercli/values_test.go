@@ -54,3 +54,32 @@ func TestParseByteSize(t *testing.T) {
 		}
 	}
 }
+
+// The runner's duration flags take what master's take (plain seconds, Go
+// durations) and days: `runner --default-timeout 600` said only "parse
+// error" before.
+func TestRunDuration(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"600", 600 * time.Second, true},
+		{"1.5", 1500 * time.Millisecond, true},
+		{"0", 0, true},
+		{"2m", 2 * time.Minute, true},
+		{"1d", 24 * time.Hour, true},
+		{"1d12h", 36 * time.Hour, true},
+		{"010", 0, false},
+		{"-5", 0, false},
+		{"1x", 0, false},
+		{"", 0, false},
+	} {
+		var d runDuration
+		err := d.Set(tc.in)
+		if (err == nil) != tc.ok || tc.ok && time.Duration(d) != tc.want {
+			t.Errorf("Set(%q) = %v, %v; want %v, ok %v", tc.in, time.Duration(d), err, tc.want, tc.ok)
+		}
+	}
+}
