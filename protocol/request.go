@@ -41,6 +41,7 @@ func ParseControlRequest(name string, data []byte) (*ControlRequest, error) {
 	} else if !ok {
 		return req, invalid("op", "required field is missing")
 	} else if !slices.Contains([]Op{OpCancel, OpStop, OpSend, OpSignal, OpResize}, Op(op)) {
+		req.Op = Op(op) // The reply says which op was refused.
 		return req, invalid("op", "unknown op %q (want cancel, stop, send, signal or resize)", op)
 	} else {
 		req.Op = Op(op)

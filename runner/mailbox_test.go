@@ -164,6 +164,9 @@ func TestMailboxOutcomes(t *testing.T) {
 			if rep.Outcome != c.outcome || !strings.Contains(rep.Message, c.message) {
 				t.Errorf("%s %v: %s %q, want %s %q", c.op, c.fields, rep.Outcome, rep.Message, c.outcome, c.message)
 			}
+			if rep.Op != c.op {
+				t.Errorf("%s %v: the reply's op is %q", c.op, c.fields, rep.Op)
+			}
 		}
 	}
 	check([]want{
