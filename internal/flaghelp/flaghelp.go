@@ -1,5 +1,6 @@
 // Package flaghelp prints a flag set's defaults as every SkillPilot
-// binary's usage lines spell flags: with two dashes (--init, not -init).
+// binary's usage lines spell flags: with two dashes (--init, not -init),
+// and parses what every duration flag takes as plain seconds (Seconds).
 package flaghelp
 
 import (

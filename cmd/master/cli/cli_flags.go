@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/flaghelp"
 	"github.com/skillpilot/skillpilot/master"
 )
 
@@ -60,15 +61,11 @@ type durationFlag time.Duration
 func (d *durationFlag) String() string { return time.Duration(*d).String() }
 
 func (d *durationFlag) Set(s string) error {
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if d := strings.TrimLeft(s, "+-"); len(d) > 1 && d[0] == '0' && d[1] >= '0' && d[1] <= '9' {
-			return fmt.Errorf("%s: a leading zero (010 is 8 to Tcl, 10 here): write the seconds without it", s)
+	if v, ok, err := flaghelp.Seconds(s); ok {
+		if err == nil {
+			*d = durationFlag(v)
 		}
-		if !(f >= 0 && f <= 1e9) { // NaN included: it compares false.
-			return fmt.Errorf("%s seconds is out of range (0 to 1e9)", s)
-		}
-		*d = durationFlag(f * float64(time.Second))
-		return nil
+		return err
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skillpilot/skillpilot/internal/flaghelp"
 )
 
 // keepDuration is a flag value for a retention age: a Go duration (36h,
@@ -45,15 +47,11 @@ func (d *runDuration) String() string {
 }
 
 func (d *runDuration) Set(s string) error {
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if t := strings.TrimLeft(s, "+-"); len(t) > 1 && t[0] == '0' && t[1] >= '0' && t[1] <= '9' {
-			return fmt.Errorf("%s: a leading zero (010 is 8 to Tcl, 10 here): write the seconds without it", s)
+	if v, ok, err := flaghelp.Seconds(s); ok {
+		if err == nil {
+			*d = runDuration(v)
 		}
-		if !(f >= 0 && f <= 1e9) { // NaN included: it compares false.
-			return fmt.Errorf("%s seconds is out of range (0 to 1e9)", s)
-		}
-		*d = runDuration(f * float64(time.Second))
-		return nil
+		return err
 	}
 	v, err := parseKeepDuration(s)
 	if err != nil || strings.TrimSpace(s) == "" {
