@@ -44,15 +44,17 @@ func TestInflightSwappedWhileRunning(t *testing.T) {
 				_, err := os.Stat(filepath.Join(inflight, name))
 				return err == nil
 			})
-			warned := false
-			for _, e := range readEventsLoose(dir) {
-				if e.Event == protocol.EvWarning && e.CmdID == "i" && e.Detail["recreated"] == protocol.DirInflight+"/"+name {
-					warned = true
+			// The file comes back before its warning event is written (events
+			// are appended by the writer goroutine), so wait for the event
+			// rather than reading events/ once.
+			h.waitFor("a warning event naming the command file made again", func() bool {
+				for _, e := range readEventsLoose(dir) {
+					if e.Event == protocol.EvWarning && e.CmdID == "i" && e.Detail["recreated"] == protocol.DirInflight+"/"+name {
+						return true
+					}
 				}
-			}
-			if !warned {
-				t.Error("no warning event names the command file made again")
-			}
+				return false
+			})
 			if crash {
 				p.Kill()
 				checkNoOrphans(t, dir)
