@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,4 +62,35 @@ func writeCmdKind(t testing.TB, dir string, seq int64, id string, kind protocol.
 		t.Fatal(err)
 	}
 	return name
+}
+
+// A sync token cannot be guessed from the session_id: a payload still
+// running after a cancel that printed "<prefix> sync-<id>-1 rc=0" (the
+// first token a counter would give) must not be taken for the tool's
+// answer to the runner's sync line. Before, the number counted from 1.
+func TestSyncTokenNotGuessable(t *testing.T) {
+	t.Parallel()
+	tl := newToolLife(nil)
+	defer tl.close()
+	const id = "session_20261207_120000_89c0a3b1"
+	seen := map[string]bool{}
+	for i := 1; i <= 50; i++ {
+		tok := tl.newSyncToken(id)
+		if seen[tok] {
+			t.Fatalf("token %s given out twice", tok)
+		}
+		seen[tok] = true
+		if !strings.HasPrefix(tok, "sync-89c0a3b1-") || len(tok) != len("sync-89c0a3b1-")+12 {
+			t.Errorf("token %q: want sync-89c0a3b1-<12 digits> (master tail --clean recognises that form)", tok)
+		}
+		if !tl.isSync([]byte(protocol.DefaultMarkerPrefix+" "+tok+" rc=0"), protocol.DefaultMarkerPrefix) {
+			t.Errorf("the token given out, %s, is not accepted", tok)
+		}
+	}
+	for i := 0; i <= 1000; i++ {
+		guess := fmt.Sprintf("%s sync-89c0a3b1-%d rc=0", protocol.DefaultMarkerPrefix, i)
+		if tl.isSync([]byte(guess), protocol.DefaultMarkerPrefix) {
+			t.Errorf("a guessed sync line is accepted: %s", guess)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
@@ -34,7 +35,6 @@ type toolLife struct {
 	rejections   int          // consecutive failed starts that were rejections
 	exiting      *pendingExit // the tool exited; its last output is being read (endExit)
 	syncTokens   map[string]bool
-	syncSeq      int64
 }
 
 // keepTail keeps the last promptHold bytes the tool printed.
@@ -56,13 +56,20 @@ func (t *toolLife) ready() bool {
 }
 
 // newSyncToken returns a fresh sync token and accepts it from now on,
-// with every token given out since syncTokens was last cleared.
+// with every token given out since syncTokens was last cleared. Its number
+// is drawn at random (12 digits), not counted: a payload still running in
+// the tool's event loop after a cancel, which knows the session_id from
+// state.json, cannot print a sync line the runner would take for the
+// prompt's answer. The form stays sync-<last 8 of session_id>-<digits>,
+// which master tail --clean recognises.
 func (t *toolLife) newSyncToken(sessionID string) string {
-	t.syncSeq++
-	tok := fmt.Sprintf("sync-%s-%d", sessionID[len(sessionID)-8:], t.syncSeq)
+	tok := fmt.Sprintf("sync-%s-%d", sessionID[len(sessionID)-8:], syncNumber())
 	t.syncTokens[tok] = true
 	return tok
 }
+
+// syncNumber is a sync token's number: 12 random digits, never 0-led.
+func syncNumber() int64 { return 100_000_000_000 + rand.Int64N(900_000_000_000) }
 
 // restartDelay counts a death of the tool that had been ready and returns
 // how long to wait before the next start: nothing, unless it died by itself
