@@ -243,8 +243,20 @@ func vmHWM(t testing.TB, pid int) int64 {
 
 func writeCmd(t testing.TB, dir string, seq int64, id, payload string) string {
 	t.Helper()
-	os.MkdirAll(filepath.Join(dir, protocol.DirQueue), 0o700)
-	b, _ := json.Marshal(protocol.Command{CmdID: id, Seq: seq, Kind: protocol.KindTcl, Payload: payload})
+	return writeCmdKind(t, dir, seq, id, protocol.KindTcl, payload)
+}
+
+// writeCmdKind queues a command of kind as a master does: a temporary
+// file in queue/, then a rename to its name.
+func writeCmdKind(t testing.TB, dir string, seq int64, id string, kind protocol.Kind, payload string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, protocol.DirQueue), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(protocol.Command{CmdID: id, Seq: seq, Kind: kind, Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
 	name := protocol.CommandName(seq, id)
 	tmp := filepath.Join(dir, protocol.DirQueue, "."+name+".tmp")
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {

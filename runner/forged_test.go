@@ -1,9 +1,7 @@
 package runner
 
 import (
-	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -48,20 +46,6 @@ func TestForgedDoneLineIsOutput(t *testing.T) {
 			h.stop(protocol.StopGraceful)
 		})
 	}
-}
-
-// writeCmdKind is writeCmd for a command of kind.
-func writeCmdKind(t testing.TB, dir string, seq int64, id string, kind protocol.Kind, payload string) string {
-	t.Helper()
-	b, err := json.Marshal(protocol.Command{CmdID: id, Seq: seq, Kind: kind, Payload: payload})
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := protocol.CommandName(seq, id)
-	if err := writeAtomic(filepath.Join(dir, protocol.DirQueue, name), b); err != nil {
-		t.Fatal(err)
-	}
-	return name
 }
 
 // A sync token cannot be guessed from the session_id: a payload still
