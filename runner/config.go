@@ -162,6 +162,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, configError("runner: --keep-last must not be negative")
 	case c.KeepIDs < 0:
 		return c, configError("runner: --keep-ids must not be negative")
+	case c.KeepIDs > MaxKeepIDs:
+		return c, configError(fmt.Sprintf("runner: --keep-ids %d is more than %d: each file of the pruned index holds up to that many lines and must stay within %d bytes to be read back", c.KeepIDs, MaxKeepIDs, protocol.MaxPrunedFile))
 	case c.MaxSpoolBytes < 0:
 		return c, configError("runner: --max-spool-bytes must not be negative")
 	case c.MaxMetaBytes < 0:

@@ -121,3 +121,34 @@ func (p *prunedIndex) lookup(cmdID string) (protocol.PrunedEntry, bool) {
 	}
 	return protocol.PrunedEntry{}, false
 }
+
+// hasName reports whether the index holds a line for the command file
+// name, in either generation. A cmd_id may have several lines (a command
+// and a duplicate_cmd_id refusal of a retry, pruned in turn, perhaps into
+// different generations): each name is looked for, not the cmd_id's
+// first line.
+func (p *prunedIndex) hasName(name string) bool {
+	_, id, err := protocol.ParseCommandName(name)
+	if err != nil {
+		return false
+	}
+	h := idHash(id)
+	for i := range p.gens {
+		g := &p.gens[i]
+		off, ok := g.at[h]
+		switch {
+		case !ok:
+			continue
+		case off < 0:
+			if _, ok := protocol.FindPruned(g.data, name, ""); ok {
+				return true
+			}
+			continue
+		}
+		line := g.data[off:]
+		if j := bytes.IndexByte(line, ' '); j >= 0 && string(line[:j]) == name {
+			return true
+		}
+	}
+	return false
+}

@@ -62,8 +62,9 @@ type sweepJob struct {
 // pruneDone reports a job back to the owner.
 type pruneDone struct {
 	job     pruneJob
-	err     error // the index could not be written: nothing of the job was removed
-	removed int   // files removed (results, outputs, command files)
+	err     error  // the index could not be written: nothing of the job was removed
+	note    string // what the pruner had to repair first (a warning event), if anything
+	removed int    // files removed (results, outputs, command files)
 	swept   map[string]int
 }
 
@@ -108,9 +109,20 @@ func (p *pruner) run() {
 			p.index.Close()
 		}
 	}()
+	// The index is opened at once, when it is there: from then on the
+	// runner holds the file it read at start, and a copy of it survives
+	// someone deleting or renaming log/pruned.log (checkIndex).
+	if _, err := p.root.Lstat(protocol.FilePruned); err == nil {
+		if f, err := p.openIndex(); err == nil {
+			p.index = f
+		}
+	}
 	for j := range p.jobs {
 		d := pruneDone{job: j}
 		if len(j.entries) > 0 {
+			d.note, d.err = p.checkIndex()
+		}
+		if len(j.entries) > 0 && d.err == nil {
 			d.err = p.record(j)
 			if d.err == nil {
 				for _, e := range j.entries {
@@ -169,6 +181,74 @@ func (p *pruner) record(j pruneJob) error {
 	return nil
 }
 
+// errIndexReplaced: log/pruned.log is not the file the pruner appends to
+// any more, and not one it can stand in for (a FIFO, a symlink, another
+// file): nothing is removed until that is undone.
+var errIndexReplaced = errors.New("the pruned index was replaced")
+
+// checkIndex makes sure that the file the pruner appends to is still
+// log/pruned.log before a batch is recorded. Gone (deleted, or renamed by
+// a log rotation job), it is written back from the pruner's open copy, so
+// that no pruned cmd_id is forgotten (note says so). Replaced by anything
+// else, the batch fails with errIndexReplaced: its commands keep their
+// files, and the owner warns once (PROTOCOL.md section 21).
+func (p *pruner) checkIndex() (note string, err error) {
+	if p.index == nil {
+		return "", nil // Not open yet: openIndex makes or opens it.
+	}
+	fi, err := p.root.Lstat(protocol.FilePruned)
+	if errors.Is(err, os.ErrNotExist) {
+		return p.restoreIndex()
+	}
+	if err != nil {
+		return "", fmt.Errorf("look at %s: %w", protocol.FilePruned, err)
+	}
+	mine, err := p.index.Stat()
+	if err != nil {
+		return "", fmt.Errorf("look at the open %s: %w", protocol.FilePruned, err)
+	}
+	if fsq.SameFile(fi, mine) {
+		return "", nil
+	}
+	what := "another file"
+	if !fi.Mode().IsRegular() {
+		what = fsq.FileType(fi)
+	}
+	return "", fmt.Errorf("%w: %s is now %s, not the file this runner appends to; nothing is removed until it is removed (the runner then writes its own copy back)",
+		errIndexReplaced, protocol.FilePruned, what)
+}
+
+// restoreIndex writes log/pruned.log back from the open file (the inode
+// the path lost) and opens the new one.
+func (p *pruner) restoreIndex() (string, error) {
+	fi, err := p.index.Stat()
+	if err != nil {
+		return "", fmt.Errorf("look at the open %s: %w", protocol.FilePruned, err)
+	}
+	if fi.Size() > protocol.MaxPrunedFile {
+		return "", fmt.Errorf("restore %s: %d bytes, more than %d", protocol.FilePruned, fi.Size(), protocol.MaxPrunedFile)
+	}
+	data := make([]byte, fi.Size())
+	if _, err := p.index.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read the open %s: %w", protocol.FilePruned, err)
+	}
+	if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) {
+		data = data[:i+1] // A torn last line stays behind.
+	}
+	d := fsq.Volatile
+	if p.durable {
+		d = fsq.Durable
+	}
+	if err := p.root.WriteAtomic(protocol.FilePruned, data, p.perm, d); err != nil {
+		return "", fmt.Errorf("restore %s: %w", protocol.FilePruned, err)
+	}
+	p.index.Close()
+	p.index = nil // record opens the restored file.
+	note := fmt.Sprintf("%s was gone (deleted or renamed while the runner ran); written back from the runner's open copy (%d bytes), so that its pruned cmd_ids stay refused", protocol.FilePruned, len(data))
+	p.log.Warn("retention: " + note)
+	return note, nil
+}
+
 // openIndex opens log/pruned.log for appending, cutting a torn last line
 // (a failed or interrupted append) so that every line stays whole.
 func (p *pruner) openIndex() (*os.File, error) {
@@ -185,23 +265,34 @@ func (p *pruner) openIndex() (*os.File, error) {
 	return f, nil
 }
 
-// cutTornLine truncates f after its last newline.
+// cutTornLine truncates f after its last newline (to nothing when it has
+// none), looking back from the end a window at a time: a torn tail may be
+// longer than any window (garbage appended by hand, a disk that returned
+// zeros).
 func cutTornLine(f *os.File) error {
 	fi, err := f.Stat()
 	if err != nil || fi.Size() == 0 {
 		return err
 	}
 	const window = 64 << 10
-	off := max(fi.Size()-window, 0)
-	buf := make([]byte, fi.Size()-off)
-	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-		return err
+	buf := make([]byte, window)
+	end := fi.Size()
+	for end > 0 {
+		off := max(end-window, 0)
+		b := buf[:end-off]
+		if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			keep := off + int64(i) + 1
+			if keep == fi.Size() {
+				return nil
+			}
+			return f.Truncate(keep)
+		}
+		end = off
 	}
-	keep := off + int64(bytes.LastIndexByte(buf, '\n')+1)
-	if keep == fi.Size() {
-		return nil
-	}
-	return f.Truncate(keep)
+	return f.Truncate(0)
 }
 
 // removeCommand removes a pruned command's files in the documented order:

@@ -134,6 +134,7 @@ func (r *Runner) loadKept() error {
 		return err
 	}
 	k := &r.disk.retain
+	now := wallNow()
 	for _, name := range names {
 		if strings.HasPrefix(name, ".") {
 			continue
@@ -151,6 +152,15 @@ func (r *Runner) loadKept() error {
 		} else {
 			e.cmdPath, e.outPath = rel(protocol.DirArchive, name), rel(protocol.DirOutput, protocol.OutputName(name))
 		}
+		if e.ended.IsZero() {
+			e.ended = e.at
+		}
+		if e.at.After(now) {
+			// Written by a runner whose clock was ahead: its age counts
+			// from now. Left ahead, it would sort last, reach the front
+			// and end every pass (the grace test) until the clock caught up.
+			e.at = now
+		}
 		k.kept = append(k.kept, e)
 	}
 	slices.SortStableFunc(k.kept, func(a, b keptEntry) int {
@@ -165,7 +175,7 @@ func (r *Runner) loadKept() error {
 // fill takes what a result says into e.
 func (e *keptEntry) fill(res *protocol.Result) {
 	if !res.EndTS.IsZero() {
-		e.at = res.EndTS.Time
+		e.at, e.ended = res.EndTS.Time, res.EndTS.Time
 	}
 	e.status = res.Status
 	e.start, e.end = -1, -1
@@ -202,7 +212,7 @@ func (r *Runner) orphans() []string {
 			if err != nil {
 				continue
 			}
-			if e, ok := r.queue.pruned.lookup(id); !ok || e.Name != cmd || r.queue.done[id] == cmd {
+			if !r.queue.pruned.hasName(cmd) || r.queue.done[id] == cmd {
 				continue
 			}
 			if _, err := r.root.Lstat(rel(protocol.DirResult, cmd)); err == nil {
@@ -221,11 +231,20 @@ func (r *Runner) keepResult(j resultJob) {
 		return
 	}
 	res := j.res
-	e := keptEntry{name: j.name, at: wallNow(), metaGen: k.metaGen}
+	now := wallNow()
+	e := keptEntry{name: j.name, at: now, metaGen: k.metaGen}
 	if _, id, err := protocol.ParseCommandName(j.name); err == nil {
 		e.id = id
 	}
 	e.fill(res)
+	if e.ended.IsZero() {
+		e.ended = now
+	}
+	// Its age counts from now, when its result appeared: a master that
+	// waits for it has the grace from then. A recovered result's end_ts is
+	// the dead runner's last sign, long ago; an end_ts ahead of this
+	// clock would hold back every pass.
+	e.at = now
 	key := beginKey{res.Seq, res.CmdID}
 	switch j.kind {
 	case jobRun, jobEarly:
@@ -277,7 +296,7 @@ func (r *Runner) maybePrune(force bool) {
 		if e.id == "" {
 			continue // A misnamed file's result: its cmd_id was never taken.
 		}
-		idx = append(idx, protocol.PrunedEntry{Name: e.name, Status: e.status, EndTS: e.at})
+		idx = append(idx, protocol.PrunedEntry{Name: e.name, Status: e.status, EndTS: e.ended})
 	}
 	if len(idx) > 0 && r.queue.pruned.lines() >= max(k.pol.keepIDs, 1) {
 		j.rotate = true
@@ -328,6 +347,9 @@ func (r *Runner) sweepJob(orphans []string) *sweepJob {
 func (r *Runner) onPruned(d pruneDone) {
 	k := &r.disk.retain
 	k.busy = false
+	if d.note != "" {
+		r.event(protocol.Event{Event: protocol.EvWarning, Detail: map[string]any{"retention": d.note}})
+	}
 	if d.err != nil {
 		// Nothing of the batch was removed: its commands go back to the
 		// front of the list (the index in memory keeps them, which only
@@ -538,12 +560,7 @@ func (q *cmdQueue) isPruned(cmdID string) bool {
 // result was pruned): a re-drop of it is skipped like one whose result
 // is there.
 func (q *cmdQueue) prunedName(name string) bool {
-	_, id, err := protocol.ParseCommandName(name)
-	if err != nil {
-		return false
-	}
-	e, ok := q.pruned.lookup(id)
-	return ok && e.Name == name
+	return q.pruned.hasName(name)
 }
 
 // retentionState is state.json's "retention" (nil when retention is off).

@@ -20,6 +20,10 @@ const (
 	// DefaultKeepIDs is how many pruned cmd_ids the index remembers at
 	// least (it holds up to twice as many).
 	DefaultKeepIDs = 100_000
+	// MaxKeepIDs bounds --keep-ids: a generation of the index holds up to
+	// that many lines of at most ~190 bytes (a 128-byte cmd_id), within
+	// protocol.MaxPrunedFile.
+	MaxKeepIDs = 2_000_000
 	// DefaultMetaSegment is the size at which log/meta.log is rotated when
 	// no --max-meta-bytes is given (retention on).
 	DefaultMetaSegment = 64 << 20
@@ -62,7 +66,8 @@ func (p retentionPolicy) metaSegment() int64 {
 type keptEntry struct {
 	name    string          // result/<name>
 	id      string          // its cmd_id ("" for a name that does not parse: not indexed)
-	at      time.Time       // its result's end_ts: what its age is measured from
+	at      time.Time       // what its age is measured from: when this runner committed its result, or, for a result found at start, its end_ts (never later than the runner's clock then)
+	ended   time.Time       // its result's end_ts, for the pruned index (at when the result has none)
 	status  protocol.Status // for the pruned index
 	start   int64           // its range of log/session.out, -1 when it has none
 	end     int64
@@ -86,9 +91,10 @@ const (
 // pending hard rotation (an explicit --max-meta-bytes) must delete, or
 // noDrop.
 func (p retentionPolicy) toPrune(kept []keptEntry, now time.Time, spoolEnd int64, dropGen int) (n int, why []string) {
-	// firstStart[i] is the spool start of the first entry at i or after
-	// that has a range (spoolEnd when none does): what the spool must
-	// keep from once the entries before i are gone.
+	// from[i] is the lowest spool start of the entries at i or after that
+	// have a range (spoolEnd when none does): what the spool must keep
+	// from once the entries before i are gone. Made when first needed.
+	var from []int64
 	for i := 0; i < len(kept) && n < pruneBatch; i++ {
 		e := &kept[i]
 		if now.Sub(e.at) < p.grace {
@@ -104,7 +110,7 @@ func (p retentionPolicy) toPrune(kept []keptEntry, now time.Time, spoolEnd int64
 			reason = whyMeta
 		case p.maxSpool > 0 && e.start >= 0 && spoolEnd-e.start > p.maxSpool:
 			reason = whySpool
-		case p.maxSpool > 0 && e.start < 0 && spoolEnd-firstStart(kept[i:], spoolEnd) > p.maxSpool:
+		case p.maxSpool > 0 && e.start < 0 && spoolEnd-suffixFrom(&from, kept, spoolEnd)[i] > p.maxSpool:
 			reason = whySpool // No range of its own, but an older one's must go.
 		}
 		if reason == "" {
@@ -119,15 +125,36 @@ func (p retentionPolicy) toPrune(kept []keptEntry, now time.Time, spoolEnd int64
 // noDrop is a dropGen below every generation.
 const noDrop = -1 << 30
 
-// firstStart is the spool start of the first entry of kept that has a
-// range, or end when none has.
+// firstStart is the lowest spool start of the entries of kept that have a
+// range, or end when none has. Not the first entry's: kept is in the order
+// of age, and results written by runners whose clocks disagreed (a session
+// restarted on another host) are not in spool order.
 func firstStart(kept []keptEntry, end int64) int64 {
+	from := end
 	for i := range kept {
 		if kept[i].start >= 0 {
-			return kept[i].start
+			from = min(from, kept[i].start)
 		}
 	}
-	return end
+	return from
+}
+
+// suffixFrom returns (*from made on first use) the lowest spool start of
+// kept[i:] for every i, end when none has a range.
+func suffixFrom(from *[]int64, kept []keptEntry, end int64) []int64 {
+	if *from != nil {
+		return *from
+	}
+	f := make([]int64, len(kept)+1)
+	f[len(kept)] = end
+	for i := len(kept) - 1; i >= 0; i-- {
+		f[i] = f[i+1]
+		if kept[i].start >= 0 {
+			f[i] = min(f[i], kept[i].start)
+		}
+	}
+	*from = f
+	return f
 }
 
 // spoolCut is where the spool may be cut: below the first byte any kept

@@ -244,7 +244,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.Var((*keepDuration)(&cfg.KeepResults), "keep-results", "retention: a command's result, output and command file leave the session once its result is older than this (7d, 36h, 90m; 0: no age limit); how to choose: docs/operations.md")
 	fs.IntVar(&cfg.KeepLast, "keep-last", 0, "retention: keep the results (and outputs, command files) of at most this many (`N`) commands, the newest (0: no count limit)")
 	durationVar(fs, &o.pruneGrace, "prune-grace", runner.DefaultPruneGrace, "retention: no result younger than this is ever removed, whatever else says (a master waiting for it has read it by then); 0: none")
-	fs.IntVar(&cfg.KeepIDs, "keep-ids", runner.DefaultKeepIDs, "retention: how many (`N`) pruned cmd_ids log/pruned.log remembers at least (they stay refused as duplicates; it holds up to twice as many)")
+	fs.IntVar(&cfg.KeepIDs, "keep-ids", runner.DefaultKeepIDs, "retention: how many (`N`) pruned cmd_ids log/pruned.log remembers at least (they stay refused as duplicates; it holds up to twice as many; at most 2000000)")
 	fs.Var((*byteSize)(&cfg.MaxSpoolBytes), "max-spool-bytes", "retention: bytes of log/session.out kept at most (64MiB, 1GiB); the oldest commands leave to keep under it (0: what kept commands need)")
 	fs.Var((*byteSize)(&cfg.MaxMetaBytes), "max-meta-bytes", "retention: bytes of log/meta.log and log/meta.log.1 together at most; the oldest commands leave to keep under it (0: meta.log is rotated at 64MiB without forcing any out)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")

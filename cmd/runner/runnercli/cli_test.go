@@ -321,3 +321,26 @@ func TestLogFlagRefusals(t *testing.T) {
 		}
 	})
 }
+
+// --keep-ids past the bound is refused before the session is created: the
+// index it asks for could not be read back by the next runner (which
+// refused to start), and every lookup by a master would read hundreds of
+// megabytes.
+func TestKeepIDsFlagBounded(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  string
+	}{
+		{"-1", "--keep-ids must not be negative"},
+		{"2000001", "--keep-ids 2000001 is more than 2000000"},
+	} {
+		dir := filepath.Join(t.TempDir(), "s")
+		code, stderr := runMain(t, "--session", dir, "--keep-last", "10", "--keep-ids", tc.value)
+		if code != ExitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("--keep-ids %s: exit %d, want %d and %q; stderr:\n%s", tc.value, code, ExitUsage, tc.want, stderr)
+		}
+		if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("--keep-ids %s: the session directory was created (%v)", tc.value, err)
+		}
+	}
+}
