@@ -1,6 +1,7 @@
 package master
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,18 +14,40 @@ import (
 // result and output cannot be read any more. CLI exit 8, code pruned.
 var ErrPruned = errors.New("master: pruned")
 
-// findPruned looks for a command in the session's pruned index
-// (log/pruned.log.1, then log/pruned.log): by its file's name when name is
-// set, else by cmd_id.
+// findPruned looks for a command in the session's pruned index: by its
+// file's name when name is set, else by cmd_id. log/pruned.log is read
+// before log/pruned.log.1: the runner's rotation renames the first to the
+// second, so a line is in the file read first or, moved by a rotation
+// between the two reads, in the second (read the other way round, a
+// rotation in between hid it). Each file's torn last line is left out
+// before the two are joined.
 func (s *Session) findPruned(name, cmdID string) (protocol.PrunedEntry, bool) {
 	var data []byte
-	for _, f := range []string{protocol.FilePrunedOld, protocol.FilePruned} {
+	for _, f := range []string{protocol.FilePruned, protocol.FilePrunedOld} {
 		b, _, err := s.io.ReadFile(f, protocol.MaxPrunedFile, f == protocol.FilePrunedOld)
 		if err == nil {
-			data = append(data, b...)
+			data = append(data, b[:bytes.LastIndexByte(b, '\n')+1]...)
 		}
 	}
 	return protocol.FindPruned(data, name, cmdID)
+}
+
+// prunedBelow is the pruned error when c, found by a lookup of its cmd_id,
+// is the duplicate_cmd_id refusal of a retry whose original the retention
+// removed: the cmd_id names the original (the lowest seq), so the lookup
+// answers pruned, as it answers with the original while its result is
+// there. Only such a refusal costs a read of the index.
+func (c *Command) prunedBelow() error {
+	r, err := c.Result()
+	if err != nil || r == nil || r.Error == nil || r.Error.Code != protocol.CodeDuplicateCmdID || r.Error.Context["pruned"] != true {
+		return nil
+	}
+	if e, ok := c.s.findPruned("", c.ID); ok {
+		if seq, _, _ := protocol.ParseCommandName(e.Name); seq < c.Seq {
+			return prunedError(e)
+		}
+	}
+	return nil
 }
 
 // prunedError is the error of a command found only in the pruned index.

@@ -345,6 +345,9 @@ func (s *Session) Command(ref string) (*Command, error) {
 			map[string]any{"cmd_id": id})
 	}
 	if c := s.findByID(cmdID, lookupDirs); c != nil {
+		if err := c.prunedBelow(); err != nil {
+			return nil, err
+		}
 		return c, nil
 	}
 	if e, ok := s.findPruned("", cmdID); ok {

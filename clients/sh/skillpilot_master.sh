@@ -105,22 +105,41 @@ alloc_seq() { # PROTOCOL.md section 5: exclusive create of seq/<n>; sets seq
   if ! [[ $h =~ ^[0-9]+$ ]] || ((10#$h < n)); then atomic_write "$S/seq/hint" "$n"$'\n'; fi
   seq=$n
 }
-find_cmd() { # find_cmd ID: the command's file name, matched exactly
+find_cmd() { # find_cmd ID: the command's file name, matched exactly (the lowest seq: globs sort)
   local d f
   for d in queue inflight result; do
     revalidate "$S/$d"
-    for f in "$S/$d"/cmd_+([0-9])_"$1".json; do echo "${f##*/}"; return 0; done
+    for f in "$S/$d"/cmd_+([0-9])_"$1".json; do
+      f=${f##*/}
+      [ "$d" = result ] && pruned_below "$f" "$1" && return 1  # The caller then finds it pruned.
+      echo "$f"; return 0
+    done
   done
   return 1
 }
-# pruned_of NAME ID: the pruned index (PROTOCOL.md section 23: log/pruned.log.1
-# then log/pruned.log, one "<name> <status> <end_ts>" per line) holds the
-# command file NAME, or (NAME empty) the cmd_id ID at its lowest seq; sets
-# p_status. grep forks, so a wait asks only once the command is nowhere.
+# pruned_below NAME ID: result NAME, found by a lookup of cmd_id ID, is the
+# duplicate_cmd_id refusal of a retry whose original (a lower seq) the
+# retention removed: the cmd_id names the original, which the pruned index
+# holds. Read without a fork (read -d ''), and only for such a refusal.
+pruned_below() {
+  local r="" s1 s2
+  [ -f "$S/result/$1" ] && [ ! -L "$S/result/$1" ] || return 1
+  IFS= read -r -d '' r <"$S/result/$1" 2>/dev/null
+  [[ $r =~ \"code\":[[:space:]]*\"duplicate_cmd_id\" && $r =~ \"pruned\":[[:space:]]*true ]] || return 1
+  pruned_of "" "$2" || return 1
+  s1=${p_name#cmd_}; s1=${s1%%_*}; s2=${1#cmd_}; s2=${s2%%_*}
+  ((10#$s1 < 10#$s2))
+}
+# pruned_of NAME ID: the pruned index (PROTOCOL.md section 23: log/pruned.log
+# then log/pruned.log.1 — a rotation renames the first to the second, so a
+# line is in the one read first or, moved in between, in the second — one
+# "<name> <status> <end_ts>" per line) holds the command file NAME, or (NAME
+# empty) the cmd_id ID at its lowest seq; sets p_status and p_name. grep
+# forks, so a wait asks only once the command is nowhere.
 pruned_of() {
   local f n st ts s best="" bs="" pat="_$2.json "
   [ -n "$1" ] && pat="$1 "
-  for f in "$S/log/pruned.log.1" "$S/log/pruned.log"; do
+  for f in "$S/log/pruned.log" "$S/log/pruned.log.1"; do
     [ -f "$f" ] && [ ! -L "$f" ] || continue  # Never followed.
     while read -r n st ts; do
       [ -n "$ts" ] || continue
@@ -130,6 +149,7 @@ pruned_of() {
       if [ -z "$best" ] || [ -n "$1" ] || ((10#$s < 10#$bs)); then best=$n bs=$s p_status=$st; fi
     done <<<"$(grep -F -- "$pat" "$f" 2>/dev/null)"  # Not <(...): no /dev/fd in the NFS guest.
   done
+  p_name=$best
   [ -n "$best" ]
 }
 out_pruned() { out_code pruned 8 "{\"cmd_id\":$(json_str "$1"),\"status\":$(json_str "$p_status")}"; }  # out_pruned ID
@@ -352,7 +372,10 @@ find_in() { # find_in DIR ID SUBDIR...: prints the command file's name
       f=${f##*/}; s=${f#cmd_}; s=${s%%_*}
       if [ -z "$best" ] || ((10#$s < 10#$bs)); then best=$f bs=$s; fi
     done
-    [ -n "$best" ] && { echo "$best"; return 0; }
+    if [ -n "$best" ]; then
+      [ "$sub" = result ] && [ "$d" = "$S" ] && pruned_below "$best" "$id" && return 1  # The caller then finds it pruned.
+      echo "$best"; return 0
+    fi
   done
   return 1
 }

@@ -26,7 +26,10 @@ LOCK = (DIR_STATE, "runner.lock")
 SPOOL = (DIR_LOG, "session.out")
 SEQ_HINT = (DIR_SEQ, "hint")
 # The pruned index (PROTOCOL.md section 23): the older generation first.
-PRUNED_FILES = ((DIR_LOG, "pruned.log.1"), (DIR_LOG, "pruned.log"))
+# The current file first: the runner's rotation renames it to the older
+# one, so a line is in the file read first or, moved by a rotation between
+# the two reads, in the second (the other order could miss it).
+PRUNED_FILES = ((DIR_LOG, "pruned.log"), (DIR_LOG, "pruned.log.1"))
 MAX_PRUNED = 512 << 20
 FILE_STATE, FILE_HEARTBEAT, FILE_LEASE, FILE_LOCK, FILE_SPOOL, FILE_SEQ_HINT = (
     "/".join(f) for f in (STATE, HEARTBEAT, LEASE, LOCK, SPOOL, SEQ_HINT))

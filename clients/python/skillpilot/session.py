@@ -187,26 +187,51 @@ class Session:
                 names = self.fs.list(d)
             except (OSError, MasterError):
                 continue
+            found = []
             for n in names:
                 parsed = _names.parse_name(n)
                 if parsed is not None and parsed[1] == cmd_id:
-                    return n
+                    found.append((parsed[0], n))
+            if found:
+                seq, n = min(found)  # The lowest seq, as every master.
+                if d == _names.DIR_RESULT:
+                    gone = self._pruned_below(n, seq, cmd_id)
+                    if gone is not None:
+                        raise gone
+                return n
         gone = self._pruned(None, cmd_id)
         if gone is not None:
             raise gone
         raise UnknownCmdID("no command %s in this session" % cmd_id, context={"cmd_id": cmd_id})
 
-    def _pruned(self, name: Optional[str], cmd_id: str) -> Optional[Pruned]:
+    def _pruned_below(self, name: str, seq: int, cmd_id: str) -> Optional[Pruned]:
+        """Pruned when result name, found by a lookup of cmd_id, is the
+        duplicate_cmd_id refusal of a retry whose original (a lower seq)
+        the retention removed: the cmd_id names the original."""
+        try:
+            r = self.fs.read_json(_names.DIR_RESULT, name)
+        except MasterError:
+            return None
+        err = (r or {}).get("error") or {}
+        if err.get("code") != "duplicate_cmd_id" or (err.get("context") or {}).get("pruned") is not True:
+            return None
+        return self._pruned(None, cmd_id, below=seq)
+
+    def _pruned(self, name: Optional[str], cmd_id: str, below: Optional[int] = None) -> Optional[Pruned]:
         """The Pruned error of a command the session's pruned index holds
-        (by file name, else by cmd_id), or None."""
+        (by file name, else by cmd_id; with below, only at a lower seq), or
+        None."""
         data = b""
         for sub, f in _names.PRUNED_FILES:
             try:
-                data += self.fs.read(sub, f, _names.MAX_PRUNED) or b""
+                b = self.fs.read(sub, f, _names.MAX_PRUNED) or b""
             except MasterError:
                 continue
+            data += b[:b.rfind(b"\n") + 1]  # Each file's torn last line left out before joining.
         hit = _names.find_pruned(data, name, cmd_id)
         if hit is None:
+            return None
+        if below is not None and (_names.parse_name(hit[0]) or (below, ""))[0] >= below:
             return None
         n, status, end = hit
         cid = (_names.parse_name(n) or (0, cmd_id))[1]
@@ -248,7 +273,12 @@ class Session:
                 if parsed is not None and parsed[1] == cmd_id:
                     found.append((parsed[0], n))
             if found:
-                return min(found)[1]
+                seq, n = min(found)
+                if d == _names.DIR_RESULT:
+                    gone = self._pruned_below(n, seq, cmd_id)
+                    if gone is not None:
+                        raise gone
+                return n
         return None
 
     def result(self, name_or_id: str) -> Optional[Result]:

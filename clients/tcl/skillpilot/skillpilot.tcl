@@ -248,22 +248,39 @@ proc ::skillpilot::find {dir cmd} {
     foreach d {queue inflight result} {
         fs::revalidate $dir $d
         if {[catch {fs::names $dir $d cmd_*.json} names]} { set names {} }
-        foreach n $names {
-            if {[lindex [parse_name $n] 1] eq $cmd} { return $n }
+        foreach n [lsort $names] { ;# The lowest seq first, as every master (seqs are zero-padded).
+            if {[lindex [parse_name $n] 1] ne $cmd} { continue }
+            if {$d eq "result"} { PrunedBelow $dir $n $cmd }
+            return $n
         }
     }
     ThrowPruned $dir "" $cmd
     ThrowCtx UNKNOWN_CMD_ID "no command $cmd in this session" [dict create cmd_id $cmd]
 }
 
+# PrunedBelow raises PRUNED when result name, found by a lookup of cmd_id
+# id, is the duplicate_cmd_id refusal of a retry whose original (a lower
+# seq) the retention removed: the cmd_id names the original.
+proc ::skillpilot::PrunedBelow {dir name id} {
+    if {[catch {fs::read_file $dir result $name ok 16777216} text] || !$ok} { return }
+    if {[string first duplicate_cmd_id $text] < 0 || [catch {json::parse $text} r]} { return }
+    if {![dict exists $r error code] || [dict get $r error code] ne "duplicate_cmd_id"} { return }
+    if {![dict exists $r error context pruned] || [dict get $r error context pruned] ne "true"} { return }
+    set e [FindPruned $dir "" $id]
+    if {$e eq "" || [lindex [parse_name [lindex $e 0]] 0] >= [lindex [parse_name $name] 0]} { return }
+    ThrowPruned $dir "" $id
+}
+
 # FindPruned looks for a command in the session's pruned index
-# (log/pruned.log.1, then log/pruned.log; PROTOCOL.md section 23): by its
+# (log/pruned.log, then log/pruned.log.1, PROTOCOL.md section 23: the
+# runner's rotation renames the first to the second, so a line is in the
+# file read first or, moved between the two reads, in the second): by its
 # file's name when name is set, else by cmd_id (the lowest seq). It returns
 # {name status end_ts}, or "" when the index holds none.
 proc ::skillpilot::FindPruned {dir name id} {
     set found ""
     set foundSeq ""
-    foreach f {pruned.log.1 pruned.log} {
+    foreach f {pruned.log pruned.log.1} {
         if {[catch {fs::read_file $dir log $f ok 536870912} data]} { continue }
         set lines [split $data \n]
         foreach line [lrange $lines 0 end-1] { ;# The last piece is "" or a torn line.
@@ -424,7 +441,10 @@ proc ::skillpilot::FindIn {dir id dirs} {
                 set best [list [lindex $p 0] $n]
             }
         }
-        if {$best ne ""} { return [lindex $best 1] }
+        if {$best ne ""} {
+            if {$d eq "result"} { PrunedBelow $dir [lindex $best 1] $id }
+            return [lindex $best 1]
+        }
     }
     return ""
 }
