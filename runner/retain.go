@@ -201,6 +201,7 @@ func (r *Runner) orphans() []string {
 	}{
 		{protocol.DirOutput, func(n string) string { return strings.TrimSuffix(n, ".out") + ".json" }},
 		{protocol.DirArchive, func(n string) string { return n }},
+		{protocol.DirRejected, func(n string) string { return n }}, // An invalid command's kept file (a duplicate's refusal).
 	} {
 		names, err := r.root.ReadNames(d.dir)
 		if err != nil {
@@ -295,6 +296,9 @@ func (r *Runner) maybePrune(force bool) {
 	for _, e := range j.entries {
 		if e.id == "" {
 			continue // A misnamed file's result: its cmd_id was never taken.
+		}
+		if r.queue.pruned.hasName(e.name) {
+			continue // Recorded by a runner that died before removing its files: one line is enough.
 		}
 		idx = append(idx, protocol.PrunedEntry{Name: e.name, Status: e.status, EndTS: e.ended})
 	}

@@ -244,15 +244,26 @@ func TestRetentionSweeps(t *testing.T) {
 	h.writeFile("withdrawn/cmd_0000000009_w.json", `{}`)
 	h.writeFile(rel(protocol.DirRejected, "mycmd.json"), `{}`)
 	// What a crash between the removals of a pruned command leaves.
-	h.writeFile(protocol.FilePruned, "cmd_0000000007_gone.json ok -\n")
+	// Its index line, then (a refusal kept in log/rejected/) the same for
+	// an invalid command; and a command whose line was written but none
+	// of whose files was removed: pruned again, it gets no second line.
+	h.writeFile(protocol.FilePruned, "cmd_0000000007_gone.json ok -\ncmd_0000000008_gone.json error -\ncmd_0000000006_half.json ok -\n")
 	h.writeFile(rel(protocol.DirOutput, "cmd_0000000007_gone.out"), "x")
 	h.writeFile(rel(protocol.DirArchive, "cmd_0000000007_gone.json"), "{}")
+	h.writeFile(rel(protocol.DirRejected, "cmd_0000000008_gone.json"), "{}")
+	h.writeFile(rel(protocol.DirResult, "cmd_0000000006_half.json"), `{"protocol_version":1,"cmd_id":"half","seq":6,"status":"ok","end_ts":"2026-12-01T00:00:00.000Z"}`)
 	h.start()
 	h.waitFor("orphans swept", func() bool {
 		_, a := os.Stat(filepath.Join(h.dir, protocol.DirOutput, "cmd_0000000007_gone.out"))
 		_, b := os.Stat(filepath.Join(h.dir, protocol.DirArchive, "cmd_0000000007_gone.json"))
-		return os.IsNotExist(a) && os.IsNotExist(b)
+		_, c := os.Stat(filepath.Join(h.dir, protocol.DirRejected, "cmd_0000000008_gone.json"))
+		return os.IsNotExist(a) && os.IsNotExist(b) && os.IsNotExist(c)
 	})
+	h.result(h.submit("puts y"))
+	h.prunedAway("cmd_0000000006_half.json")
+	if b, err := os.ReadFile(filepath.Join(h.dir, protocol.FilePruned)); err != nil || strings.Count(string(b), "cmd_0000000006_half.json") != 1 {
+		t.Errorf("log/pruned.log after the half-pruned command was pruned again (%v):\n%s", err, b)
+	}
 	h.waitFor("seq/, withdrawn/ and log/rejected/ swept", func() bool {
 		seq := names(t, h.dir, protocol.DirSeq)
 		return len(seq) == 1 && len(names(t, h.dir, "withdrawn")) == 0 && len(names(t, h.dir, protocol.DirRejected)) == 0
