@@ -3,6 +3,7 @@ package runnercli
 import (
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -80,16 +81,23 @@ func parseKeepDuration(s string) (time.Duration, error) {
 			continue
 		}
 		n, err := strconv.ParseFloat(rest[:i], 64)
-		if err != nil || n < 0 {
+		if err != nil || !(n >= 0) {
 			return 0, fmt.Errorf("%q is not a duration (7d, 36h, 90m)", s)
 		}
-		total += time.Duration(n * float64(u.unit))
+		f := n * float64(u.unit)
+		if f >= float64(math.MaxInt64-total) {
+			return 0, fmt.Errorf("%q is too long (at most about 290 years)", s)
+		}
+		total += time.Duration(f)
 		rest = rest[i+1:]
 	}
 	if rest != "" {
 		v, err := time.ParseDuration(rest)
 		if err != nil {
 			return 0, fmt.Errorf("%q is not a duration (7d, 36h, 90m)", s)
+		}
+		if v > 0 && v > math.MaxInt64-total {
+			return 0, fmt.Errorf("%q is too long (at most about 290 years)", s)
 		}
 		total += v
 	}
@@ -128,8 +136,12 @@ func parseByteSize(s string) (int64, error) {
 	unit = strings.TrimSuffix(unit, "I")
 	mult := map[string]int64{"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit]
 	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil || mult == 0 || n < 0 {
+	if err != nil || mult == 0 || !(n >= 0) {
 		return 0, fmt.Errorf("%q is not a size in bytes (1048576, 64MiB, 1GiB)", s)
 	}
-	return int64(n * float64(mult)), nil
+	f := n * float64(mult)
+	if f >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q is too large (at most 8 EiB)", s)
+	}
+	return int64(f), nil
 }

@@ -1,6 +1,7 @@
 package runnercli
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,8 +23,16 @@ func TestParseKeepDuration(t *testing.T) {
 		{"-1d", 0, false},
 		{"7days", 0, false},
 		{"2d3w", 0, false},
+		{"999999999999d", 0, false}, // Too long: was "is negative" (an overflow).
+		{"107000d", 0, false},
+		{"100000d", 100000 * 24 * time.Hour, true},
+		{"100000d2562047h", 0, false},
+		{"NaNd", 0, false},
 	} {
 		got, err := parseKeepDuration(c.in)
+		if err != nil && strings.Contains(err.Error(), "negative") && !strings.HasPrefix(c.in, "-") {
+			t.Errorf("parseKeepDuration(%q): %v", c.in, err)
+		}
 		if (err == nil) != c.ok || (c.ok && got != c.want) {
 			t.Errorf("parseKeepDuration(%q) = %v, %v; want %v ok=%v", c.in, got, err, c.want, c.ok)
 		}
@@ -47,8 +56,14 @@ func TestParseByteSize(t *testing.T) {
 		{"MiB", 0, false},
 		{"10X", 0, false},
 		{"-1M", 0, false},
+		{"9999999999999999999", 0, false}, // Too large: was "must not be negative" (an overflow).
+		{"8388608T", 0, false},
+		{"NaN", 0, false},
 	} {
 		got, err := parseByteSize(c.in)
+		if err != nil && strings.Contains(err.Error(), "negative") {
+			t.Errorf("parseByteSize(%q): %v", c.in, err)
+		}
 		if (err == nil) != c.ok || (c.ok && got != c.want) {
 			t.Errorf("parseByteSize(%q) = %v, %v; want %v ok=%v", c.in, got, err, c.want, c.ok)
 		}
