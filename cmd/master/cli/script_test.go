@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/skillpilot/skillpilot/cmd/runner/runnercli"
@@ -53,6 +55,26 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// checksession [-queued] [-running] DIR: the session invariants (internal/sessioncheck).
 			"checksession": sessioncheck.Command,
+			// waitgrep PATTERN FILE: wait (up to a minute) until a line of
+			// FILE matches the regexp PATTERN: for what the runner writes
+			// just after what a master waited for (a cmd_end event follows
+			// its result, PROTOCOL.md section 22).
+			"waitgrep": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 2 || neg {
+					ts.Fatalf("usage: waitgrep PATTERN FILE")
+				}
+				re, err := regexp.Compile("(?m)" + args[0])
+				if err != nil {
+					ts.Fatalf("waitgrep: %v", err)
+				}
+				var b []byte
+				for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+					if b, err = os.ReadFile(ts.MkAbs(args[1])); err == nil && re.Match(b) {
+						return
+					}
+				}
+				ts.Fatalf("waitgrep: no line of %s matched %q within a minute:\n%s", args[1], args[0], b)
+			},
 			// exitcode N prog args...: run prog and require exit code N.
 			"exitcode": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) < 2 {
