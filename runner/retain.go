@@ -155,6 +155,11 @@ func (r *Runner) loadKept() error {
 		if e.ended.IsZero() {
 			e.ended = e.at
 		}
+		// Its line is in the index already when a runner died between
+		// writing it and removing the files (not the in-memory index of
+		// this runner's own batches: a batch that failed is retried with
+		// its lines).
+		e.indexed = e.id != "" && r.queue.pruned.hasName(name)
 		if e.at.After(now) {
 			// Written by a runner whose clock was ahead: its age counts
 			// from now. Left ahead, it would sort last, reach the front
@@ -297,7 +302,7 @@ func (r *Runner) maybePrune(force bool) {
 		if e.id == "" {
 			continue // A misnamed file's result: its cmd_id was never taken.
 		}
-		if r.queue.pruned.hasName(e.name) {
+		if e.indexed {
 			continue // Recorded by a runner that died before removing its files: one line is enough.
 		}
 		idx = append(idx, protocol.PrunedEntry{Name: e.name, Status: e.status, EndTS: e.ended})

@@ -68,6 +68,7 @@ type keptEntry struct {
 	id      string          // its cmd_id ("" for a name that does not parse: not indexed)
 	at      time.Time       // what its age is measured from: when this runner committed its result, or, for a result found at start, its end_ts (never later than the runner's clock then)
 	ended   time.Time       // its result's end_ts, for the pruned index (at when the result has none)
+	indexed bool            // found at start with its line already in the pruned index (a crash after the line)
 	status  protocol.Status // for the pruned index
 	start   int64           // its range of log/session.out, -1 when it has none
 	end     int64
