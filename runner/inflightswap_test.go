@@ -44,9 +44,8 @@ func TestInflightSwappedWhileRunning(t *testing.T) {
 				_, err := os.Stat(filepath.Join(inflight, name))
 				return err == nil
 			})
-			// The file comes back before its warning event is written (events
-			// are appended by the writer goroutine), so wait for the event
-			// rather than reading events/ once.
+			// The file comes back before its warning event is appended to
+			// meta.log, so wait for the event rather than reading meta.log once.
 			h.waitFor("a warning event naming the command file made again", func() bool {
 				for _, e := range readEventsLoose(dir) {
 					if e.Event == protocol.EvWarning && e.CmdID == "i" && e.Detail["recreated"] == protocol.DirInflight+"/"+name {
@@ -68,9 +67,15 @@ func TestInflightSwappedWhileRunning(t *testing.T) {
 			if r.ExitReason != want {
 				t.Errorf("exit_reason %s, want %s: %+v", r.ExitReason, want, r)
 			}
-			if _, err := os.Stat(filepath.Join(dir, r.CommandPath)); r.CommandPath == "" || err != nil {
-				t.Errorf("command_path %q: %v", r.CommandPath, err)
+			// The command file is moved to command_path just after the result
+			// appears (the writer renames it once the result is in place).
+			if r.CommandPath == "" {
+				t.Fatalf("no command_path: %+v", r)
 			}
+			h.waitFor("the command file at command_path "+r.CommandPath, func() bool {
+				_, err := os.Stat(filepath.Join(dir, r.CommandPath))
+				return err == nil
+			})
 			h.waitFor("serving", func() bool { return h.state().Phase == protocol.PhaseIdle })
 			stopChecked(t, dir, p)
 			invariants(t, dir, name)
