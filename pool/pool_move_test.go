@@ -247,7 +247,16 @@ func TestPoolMoveCrashRecovery(t *testing.T) {
 	// The moved command keeps its cmd_id and records where it came from.
 	r := byID[cmds[0].ID]
 	var moved map[string]any
-	b, _ := os.ReadFile(filepath.Join(pool, "s01", protocol.DirArchive, protocol.CommandName(r.Seq, r.CmdID)))
+	// Its file reaches archive/ just after its result appears (PROTOCOL.md,
+	// command_path), and it may be the last command s01 ran: wait for it.
+	archived := filepath.Join(pool, "s01", protocol.DirArchive, protocol.CommandName(r.Seq, r.CmdID))
+	var b []byte
+	for deadline := time.Now().Add(longWait); ; time.Sleep(10 * time.Millisecond) {
+		var err error
+		if b, err = os.ReadFile(archived); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	json.Unmarshal(b, &moved)
 	if mf, _ := moved["moved_from"].(map[string]any); mf["name"] != cmds[0].Name || mf["session"] != "../s00" {
 		t.Errorf("moved command file: %s", b)
