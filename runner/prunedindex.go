@@ -91,31 +91,39 @@ func (p *prunedIndex) rotate() {
 // lines is how many lines the current generation holds.
 func (p *prunedIndex) lines() int { return p.gens[0].lines }
 
+// find returns the line of cmdID's command in a generation (name set:
+// of that command file), if there is one. A hash two lines share is
+// resolved by a scan of the generation.
+func (g *prunedGen) find(cmdID, name string) (protocol.PrunedEntry, bool) {
+	off, ok := g.at[idHash(cmdID)]
+	switch {
+	case !ok:
+		return protocol.PrunedEntry{}, false
+	case off < 0:
+		if name != "" {
+			return protocol.FindPruned(g.data, name, "")
+		}
+		return protocol.FindPruned(g.data, "", cmdID)
+	}
+	line := g.data[off:]
+	if j := bytes.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	e, err := protocol.ParsePrunedLine(line)
+	if err != nil {
+		return protocol.PrunedEntry{}, false
+	}
+	if _, id, _ := protocol.ParseCommandName(e.Name); id != cmdID || (name != "" && e.Name != name) {
+		return protocol.PrunedEntry{}, false
+	}
+	return e, true
+}
+
 // lookup returns the pruned command with cmdID (the newest generation
 // first), if there is one.
 func (p *prunedIndex) lookup(cmdID string) (protocol.PrunedEntry, bool) {
-	h := idHash(cmdID)
 	for i := range p.gens {
-		g := &p.gens[i]
-		off, ok := g.at[h]
-		switch {
-		case !ok:
-			continue
-		case off < 0:
-			if e, ok := protocol.FindPruned(g.data, "", cmdID); ok {
-				return e, true
-			}
-			continue
-		}
-		line := g.data[off:]
-		if j := bytes.IndexByte(line, '\n'); j >= 0 {
-			line = line[:j]
-		}
-		e, err := protocol.ParsePrunedLine(line)
-		if err != nil {
-			continue
-		}
-		if _, id, _ := protocol.ParseCommandName(e.Name); id == cmdID {
+		if e, ok := p.gens[i].find(cmdID, ""); ok {
 			return e, true
 		}
 	}
@@ -132,21 +140,8 @@ func (p *prunedIndex) hasName(name string) bool {
 	if err != nil {
 		return false
 	}
-	h := idHash(id)
 	for i := range p.gens {
-		g := &p.gens[i]
-		off, ok := g.at[h]
-		switch {
-		case !ok:
-			continue
-		case off < 0:
-			if _, ok := protocol.FindPruned(g.data, name, ""); ok {
-				return true
-			}
-			continue
-		}
-		line := g.data[off:]
-		if j := bytes.IndexByte(line, ' '); j >= 0 && string(line[:j]) == name {
+		if _, ok := p.gens[i].find(id, name); ok {
 			return true
 		}
 	}
