@@ -432,6 +432,22 @@ func (d *driver) harness(st Step, args []string) {
 		if err := d.runner.cmd.Process.Signal(sig); err != nil {
 			d.fail(st, "%v", err)
 		}
+		// The steps after a freeze assume the runner is stopped: wait
+		// until the kernel says every thread is (state T in /proc; a
+		// group stop of a process with many threads on a loaded host is
+		// not instant), or running again after a thaw. Without /proc
+		// (another OS) the signal alone is trusted.
+		want := sig == syscall.SIGSTOP
+		pid := d.runner.cmd.Process.Pid
+		for deadline := time.Now().Add(stepLimit); ; time.Sleep(time.Millisecond) {
+			stopped, ok := procStopped(pid)
+			if !ok || stopped == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				d.fail(st, "runner pid %d: stopped=%v after %v, want %v", pid, stopped, stepLimit, want)
+			}
+		}
 	case "runner-exit":
 		argN(1)
 		if d.runner == nil {
@@ -784,4 +800,28 @@ func listMatches(pattern string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// procStopped reports whether every thread of process pid is stopped
+// (state T in /proc/<pid>/task/*/stat; a group stop is complete only when
+// the last thread has taken it); ok is false when that cannot be read.
+func procStopped(pid int) (stopped, ok bool) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false, false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			continue // A thread that just ended.
+		}
+		i := bytes.LastIndexByte(b, ')') // The command name may hold spaces and parentheses.
+		if i < 0 || i+2 >= len(b) {
+			return false, false
+		}
+		if b[i+2] != 'T' {
+			return false, true
+		}
+	}
+	return true, true
 }
