@@ -141,6 +141,10 @@ func (t *fakeTool) Write(p []byte) (int, error) {
 // PendingInput: the fake reads every line as it is written.
 func (t *fakeTool) PendingInput() (int, error) { return 0, nil }
 
+// Activity: the fake works only when a line arrives, so between lines it
+// is asleep, and uses no CPU time.
+func (t *fakeTool) Activity() (fgActivity, error) { return fgActivity{procs: 1}, nil }
+
 // FlushInput notes the flush.
 func (t *fakeTool) FlushInput() error {
 	t.note("flush input")

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ type procStat struct {
 	pgrp      int
 	session   int
 	startTime uint64 // clock ticks since boot
+	cpu       uint64 // clock ticks of CPU time: its own and its reaped children's (utime, stime, cutime, cstime)
 }
 
 // readProcStat parses /proc/PID/stat. The command name (field 2) may hold
@@ -40,8 +42,65 @@ func readProcStat(pid int) (procStat, error) {
 	st.state = f[0][0]
 	st.pgrp, _ = strconv.Atoi(f[2])
 	st.session, _ = strconv.Atoi(f[3])
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+		n, _ := strconv.ParseUint(f[i], 10, 64)
+		st.cpu += n
+	}
 	st.startTime, err = strconv.ParseUint(f[19], 10, 64)
 	return st, err
+}
+
+// readActivity looks at what the process group pgrp is doing (see
+// fgActivity): every process of the group (found by a walk of /proc), the
+// state of each of its threads, and the CPU time the processes used. It
+// fails when no process of the group is found.
+func readActivity(pgrp int) (fgActivity, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return fgActivity{}, err
+	}
+	var a fgActivity
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readProcStat(pid)
+		if err != nil || st.pgrp != pgrp || st.state == 'Z' || st.state == 'X' {
+			continue
+		}
+		a.procs++
+		a.cpu += st.cpu
+		if !a.working {
+			a.working = threadsWorking(pid, st.state)
+		}
+	}
+	if a.procs == 0 {
+		return fgActivity{}, fmt.Errorf("no process in group %d", pgrp)
+	}
+	return a, nil
+}
+
+// threadsWorking reports whether a thread of process pid runs, is ready
+// to run, or waits on the disk (R or D); state is the process's own (its
+// main thread's), used when its threads cannot be listed.
+func threadsWorking(pid int, state byte) bool {
+	working := func(s byte) bool { return s == 'R' || s == 'D' }
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return working(state)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/stat")
+		if err != nil {
+			continue // The thread ended meanwhile.
+		}
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && working(b[i+2]) {
+			return true
+		}
+	}
+	return false
 }
 
 // killPreviousTool makes sure the tool process group a previous runner of

@@ -287,6 +287,10 @@ func (s *ptyTerm) PendingInput() (int, error) {
 	return n, err
 }
 
+// Activity reads what the terminal's foreground process group is doing,
+// from /proc.
+func (s *ptyTerm) Activity() (fgActivity, error) { return readActivity(s.foreground()) }
+
 // FlushInput empties the tool's terminal's input queue (tcflush TCIFLUSH).
 func (s *ptyTerm) FlushInput() error {
 	return s.peer(func(fd int) error { return unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH) })

@@ -286,3 +286,27 @@ func TestJudgeBusy(t *testing.T) {
 		}
 	}
 }
+
+// PROTOCOL.md 11.1 rule 6: a stuck candidate is stuck only once two looks
+// in a row found its foreground group asleep, with no CPU time used.
+func TestProvenWaiting(t *testing.T) {
+	t.Parallel()
+	asleep := fgActivity{cpu: 40, procs: 1}
+	for _, c := range []struct {
+		rule string
+		prev *fgActivity
+		now  fgActivity
+		want bool
+	}{
+		{"the first look: not yet", nil, asleep, false},
+		{"asleep at both looks, no CPU used: waits", &asleep, asleep, true},
+		{"running now (computing, or ready to run on a loaded host): works", &asleep, fgActivity{working: true, cpu: 40, procs: 1}, false},
+		{"was running at the last look: works", &fgActivity{working: true, cpu: 40, procs: 1}, asleep, false},
+		{"asleep at both, but CPU used between them: works", &asleep, fgActivity{cpu: 41, procs: 1}, false},
+		{"a process came or went between the looks: look again", &asleep, fgActivity{cpu: 40, procs: 2}, false},
+	} {
+		if got := provenWaiting(c.prev, c.now); got != c.want {
+			t.Errorf("%s: %v, want %v", c.rule, got, c.want)
+		}
+	}
+}

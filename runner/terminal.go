@@ -29,6 +29,9 @@ type toolTerm interface {
 	// PendingInput is how many typed bytes the tool has not read yet (the
 	// terminal's input queue).
 	PendingInput() (int, error)
+	// Activity reports what the terminal's foreground process group is
+	// doing: whether a thread of it runs, and the CPU time it used.
+	Activity() (fgActivity, error)
 	// FlushInput drops what was typed and the tool has not read yet.
 	FlushInput() error
 	// Input writes p into the terminal as typed input, blocking until the

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -206,6 +207,15 @@ func (t *toolLife) inputRead() (bool, error) {
 	}
 	n, err := t.term.PendingInput()
 	return n == 0 && err == nil, err
+}
+
+// activity looks at what the tool's terminal's foreground process group
+// is doing (toolTerm.Activity).
+func (t *toolLife) activity() (fgActivity, error) {
+	if t.term == nil {
+		return fgActivity{}, errors.New("no tool")
+	}
+	return t.term.Activity()
 }
 
 // startInput writes p into the terminal as typed input on its own

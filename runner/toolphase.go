@@ -182,7 +182,8 @@ func (p *phaseReady) exited(r *Runner, ex toolExit) {
 // line) without its done line: the payload's last statement was
 // unfinished and took the lines after it (stuck).
 type phaseBusy struct {
-	check time.Time // when to look at the terminal's input queue next (line drivers)
+	check  time.Time   // when to look at the terminal's input queue next (line drivers)
+	asleep *fgActivity // the tool at the last look that found it a stuck candidate (judgeBusy's busyStuck, everything read); nil otherwise
 }
 
 // stuckQuiet is how long a line driver's tool must have been quiet, with
@@ -241,13 +242,48 @@ func (p *phaseBusy) timer(r *Runner, now time.Time) {
 		}
 		switch {
 		case read && v.act == busyStuck:
-			r.stuck()
+			// Quiet at an unfinished line with everything read is stuck
+			// only if the tool waits: a tool that is slow, or starved on a
+			// loaded host, may be quiet for as long.
+			a, err := r.tool.activity()
+			if err != nil {
+				r.log.Debug("what the tool is doing", "err", err)
+			}
+			if err != nil || provenWaiting(p.asleep, a) {
+				r.stuck()
+				return
+			}
+			p.asleep = &a
+			p.check = now.Add(stuckRecheck)
 			return
 		case read:
 			r.typeDone()
 		}
 	}
+	p.asleep = nil
 	p.check = now.Add(v.wait) // Or sooner: onChunk pulls it in.
+}
+
+// stuckRecheck is how long after a look that found a stuck candidate the
+// tool is looked at again (provenWaiting).
+const stuckRecheck = 250 * time.Millisecond
+
+// fgActivity is what the tool's terminal's foreground process group was
+// doing at one look.
+type fgActivity struct {
+	working bool   // a thread of it was running, ready to run, or waiting on the disk (R, D)
+	cpu     uint64 // the CPU time its processes and their reaped children had used, clock ticks
+	procs   int    // how many processes it had
+}
+
+// provenWaiting is the evidence that a quiet tool waits (for input it will
+// not get: the lines that end the command were read into a statement
+// left unfinished) rather than works: at two looks in a row, stuckRecheck
+// apart, no thread of its foreground group ran or was ready to run, and
+// the group used no CPU time in between. A tool starved on a loaded host
+// is ready to run; one that computes uses CPU time.
+func provenWaiting(prev *fgActivity, now fgActivity) bool {
+	return prev != nil && !prev.working && !now.working && now.cpu == prev.cpu && now.procs == prev.procs
 }
 
 // busyFacts are the plain values a line driver's busy tool is judged on,

@@ -416,3 +416,29 @@ func TestDriverInit(t *testing.T) {
 		t.Fatalf("reason %q (%v): want the init script's error line", st.Reason, err)
 	}
 }
+
+// TestStuckOnlyWhenWaiting: a line shell that reads ahead (every typed
+// line in one read: testdata/tools/readahead.tcl) leaves the terminal's
+// input queue empty while its lines wait to run. A command that prints
+// half a line and then computes for longer than the stuck rule's quiet
+// second is not stuck: its tool runs (PROTOCOL.md 11.1, rule 6), and the
+// command ends ok with all its output. An unfinished statement in the same
+// shell, which took the end and done lines and waits at its "...> "
+// prompt, is still found stuck, and the shell serves the next command.
+func TestStuckOnlyWhenWaiting(t *testing.T) {
+	testenv.Slow(t, "tclsh")
+	testenv.NeedTool(t, "tclsh", "tcl")
+	drv := filepath.Join(t.TempDir(), "ra.json")
+	if err := os.WriteFile(drv, []byte(`{"kind": "ra", "print": "puts \"{}\"", "prompt": "(?:RA|\\.\\.\\.)> "}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, s := session(t, []string{"--driver", drv}, "tclsh", repoFile(t, "testdata/tools/readahead.tcl"))
+	res, out := run(t, s, `puts -nonewline "computing... "; set t [clock milliseconds]; while {[clock milliseconds] - $t < 2500} {}; puts done`, master.SubmitOptions{})
+	must(t, "half a line, then 2.5 s of work", res, out, protocol.StatusOK, "computing... done\n")
+	res, _ = run(t, s, "proc f {} {\n  puts x", master.SubmitOptions{})
+	if res.Status != protocol.StatusError || res.Error == nil || !strings.Contains(res.Error.Message, "unfinished") {
+		t.Fatalf("an unfinished statement: %s %+v, want an error that the statement is unfinished", res.Status, res.Error)
+	}
+	res, out = run(t, s, "puts probe", master.SubmitOptions{})
+	must(t, "the next command", res, out, protocol.StatusOK, "probe\n")
+}

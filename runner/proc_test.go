@@ -1,0 +1,77 @@
+package runner
+
+import (
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startGroup starts argv as the leader of a process group of its own and
+// returns its pid; the group is killed at the end of the test.
+func startGroup(t *testing.T, argv ...string) int {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	return cmd.Process.Pid
+}
+
+// readActivity on real process groups: one that computes is working and
+// uses CPU time; one asleep is not, and uses none between two looks.
+func TestReadActivity(t *testing.T) {
+	t.Parallel()
+	busy := startGroup(t, "sh", "-c", "while :; do :; done")
+	// Until its exec is done and it loops: then it runs or waits to run
+	// at every look, and its CPU time grows.
+	first, err := readActivity(busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		a, err := readActivity(busy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.working && a.procs == 1 && a.cpu > first.cpu {
+			if provenWaiting(&first, a) {
+				t.Errorf("a busy loop: %+v then %+v, proven waiting", first, a)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a busy loop never seen working: %+v", a)
+		}
+	}
+	asleep := startGroup(t, "sh", "-c", "sleep 60 & wait")
+	// Until both the shell and its sleep are asleep (each starts running).
+	var prev fgActivity
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if prev, err = readActivity(asleep); err != nil {
+			t.Fatal(err)
+		}
+		if !prev.working && prev.procs == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sh and sleep never both asleep: %+v", prev)
+		}
+	}
+	time.Sleep(stuckRecheck)
+	now, err := readActivity(asleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !provenWaiting(&prev, now) {
+		t.Errorf("sh waiting for its sleep: %+v then %+v, want proven waiting", prev, now)
+	}
+	if _, err := readActivity(1 << 30); err == nil {
+		t.Error("a group with no process: no error")
+	}
+}
