@@ -25,6 +25,10 @@ finding() { # name, its findings (one a line)
   fi
 }
 
+# The tools' modules first, quietly: a first "go tool" run on a fresh
+# module cache prints "go: downloading ..." lines, which would read as
+# findings below.
+$GO mod download
 finding "goimports -l (run: go tool goimports -w FILE)" "$($GO tool goimports -l $(git ls-files '*.go'))"
 for t in "${tags[@]}"; do
   $GO vet ${t:+-tags "$t"} ./... || fail=1

@@ -24,21 +24,38 @@ func tailFlags(cmd *command) runFunc {
 	from := cmd.Int64("from", 0, "byte cursor to start at (negative: that many bytes before the end)")
 	fromStart := cmd.Bool("from-start", false, "with -f, start at the first byte instead of the last lines")
 	clean := cmd.Bool("clean", false, "only the commands' own output (no prompt, echo, init output or markers)")
+	lines := cmd.Int("n", 0, "start with the spool's last N lines, as tail -n N (without -f: print them and exit)")
 	return func(ctx context.Context, pos []string) error {
 		c := cmd.c
 		if len(pos) > 0 {
 			return usageErr("tail takes no arguments")
 		}
-		fromSet := false
-		cmd.Visit(func(f *flag.Flag) { fromSet = fromSet || f.Name == "from" })
+		fromSet, linesSet := false, false
+		cmd.Visit(func(f *flag.Flag) {
+			fromSet = fromSet || f.Name == "from"
+			linesSet = linesSet || f.Name == "n"
+		})
 		if fromSet && *fromStart {
 			return usageErr("give --from or --from-start, not both")
+		}
+		if linesSet && (fromSet || *fromStart) {
+			return usageErr("give -n, --from or --from-start, not two of them")
+		}
+		if linesSet && *lines < 0 {
+			return usageErr("-n %d: a count of lines is 0 or more", *lines)
+		}
+		if linesSet && *clean {
+			return usageErr("-n counts the spool's raw lines; --clean -f starts with the last command's output")
 		}
 		s, err := cmd.open()
 		if err != nil {
 			return err
 		}
 		switch {
+		case linesSet && *lines == 0:
+			*from, _ = s.SpoolSize()
+		case linesSet:
+			*from = lastLinesOffset(filepath.Join(s.Dir(), protocol.FileSpool), *lines)
 		case *from < 0:
 			size, _ := s.SpoolSize()
 			*from = max(size+*from, 0)
@@ -48,10 +65,10 @@ func tailFlags(cmd *command) runFunc {
 			*from = lastLinesOffset(filepath.Join(s.Dir(), protocol.FileSpool), tailLines)
 		}
 		var w io.Writer = c.stdout
-		var lines *jsonLines
+		var jl *jsonLines
 		if c.json {
-			lines = &jsonLines{c: c, off: *from, offsets: !*clean}
-			w = lines
+			jl = &jsonLines{c: c, off: *from, offsets: !*clean}
+			w = jl
 		}
 		var cw *cleanWriter
 		if *clean {
@@ -59,8 +76,8 @@ func tailFlags(cmd *command) runFunc {
 			w = cw
 		}
 		cur, err := s.Tail(ctx, w, *from, *follow)
-		if lines != nil {
-			lines.flush()
+		if jl != nil {
+			jl.flush()
 			c.printJSONLine(map[string]any{"protocol_version": protocol.Version, "resume_cursor": cur})
 		} else {
 			c.diag("resume_cursor %d", cur)

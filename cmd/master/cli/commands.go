@@ -202,9 +202,10 @@ prints one JSON line per renewal.`},
                                     the last 10 lines; --clean: only the commands' own output)`,
 			flags: tailFlags, long: `
 Print log/session.out, everything the tool printed (raw: prompts, markers and
-all), from a byte cursor; -f keeps following until interrupted and, like
-tail -f, starts with the last 10 lines (--clean: with the last command's
-output; --from-start or --from: from there instead). --clean shows only
+all), from a byte cursor (the first byte by default); -n N starts with the
+last N lines instead, as tail -n N. -f keeps following until interrupted and,
+like tail -f, starts with the last 10 lines (--clean: with the last command's
+output; -n, --from-start or --from: from there instead). --clean shows only
 what the commands printed, line by line, as their output files hold it
 (output that looks like a marker is output; over a budget, the spool holds
 more than the output file kept).
