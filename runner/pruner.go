@@ -35,6 +35,7 @@ type pruner struct {
 	exit    chan struct{}
 	once    sync.Once
 	index   *os.File             // log/pruned.log, open for appending
+	old     *os.File             // log/pruned.log.1, held open read-only: the copy written back if it goes (checkOld)
 	seen    map[string]time.Time // sweep: when a withdrawn, ack or nameless rejected file was first seen
 }
 
@@ -108,6 +109,9 @@ func (p *pruner) run() {
 		if p.index != nil {
 			p.index.Close()
 		}
+		if p.old != nil {
+			p.old.Close()
+		}
 	}()
 	// The index is opened at once, when it is there: from then on the
 	// runner holds the file it read at start, and a copy of it survives
@@ -117,10 +121,21 @@ func (p *pruner) run() {
 			p.index = f
 		}
 	}
+	if f, err := p.root.OpenRegular(protocol.FilePrunedOld); err == nil {
+		p.old = f
+	}
 	for j := range p.jobs {
 		d := pruneDone{job: j}
 		if len(j.entries) > 0 {
 			d.note, d.err = p.checkIndex()
+			if d.err == nil {
+				var note string
+				if note, d.err = p.checkOld(); note != "" && d.note != "" {
+					d.note += "; " + note
+				} else if note != "" {
+					d.note = note
+				}
+			}
 		}
 		if len(j.entries) > 0 && d.err == nil {
 			d.err = p.record(j)
@@ -141,12 +156,19 @@ func (p *pruner) run() {
 // anything is removed.
 func (p *pruner) record(j pruneJob) error {
 	if j.rotate {
-		if p.index != nil {
-			p.index.Close()
-			p.index = nil
-		}
 		if err := p.root.Rename(protocol.FilePruned, protocol.FilePrunedOld); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("rotate %s: %w", protocol.FilePruned, err)
+		}
+		// The file appended to until now is the old generation: held
+		// open as its copy (checkOld).
+		if p.old != nil {
+			p.old.Close()
+		}
+		p.old, p.index = p.index, nil
+		if p.old == nil {
+			if f, err := p.root.OpenRegular(protocol.FilePrunedOld); err == nil {
+				p.old = f
+			}
 		}
 	}
 	if len(j.lines) == 0 {
@@ -221,19 +243,9 @@ func (p *pruner) checkIndex() (note string, err error) {
 // restoreIndex writes log/pruned.log back from the open file (the inode
 // the path lost) and opens the new one.
 func (p *pruner) restoreIndex() (string, error) {
-	fi, err := p.index.Stat()
+	data, err := wholeLines(p.index, protocol.FilePruned)
 	if err != nil {
-		return "", fmt.Errorf("look at the open %s: %w", protocol.FilePruned, err)
-	}
-	if fi.Size() > protocol.MaxPrunedFile {
-		return "", fmt.Errorf("restore %s: %d bytes, more than %d", protocol.FilePruned, fi.Size(), protocol.MaxPrunedFile)
-	}
-	data := make([]byte, fi.Size())
-	if _, err := p.index.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
-		return "", fmt.Errorf("read the open %s: %w", protocol.FilePruned, err)
-	}
-	if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) {
-		data = data[:i+1] // A torn last line stays behind.
+		return "", err
 	}
 	d := fsq.Volatile
 	if p.durable {
@@ -247,6 +259,77 @@ func (p *pruner) restoreIndex() (string, error) {
 	note := fmt.Sprintf("%s was gone (deleted or renamed while the runner ran); written back from the runner's open copy (%d bytes), so that its pruned cmd_ids stay refused", protocol.FilePruned, len(data))
 	p.log.Warn("retention: " + note)
 	return note, nil
+}
+
+// checkOld is checkIndex for log/pruned.log.1, the index's older
+// generation: gone, it is written back from the copy the pruner holds
+// open (the file it rotated, or found at start); replaced by anything
+// else, the batch fails with errIndexReplaced.
+func (p *pruner) checkOld() (note string, err error) {
+	if p.old == nil {
+		return "", nil // There was none.
+	}
+	fi, err := p.root.Lstat(protocol.FilePrunedOld)
+	if errors.Is(err, os.ErrNotExist) {
+		return p.restoreOld()
+	}
+	if err != nil {
+		return "", fmt.Errorf("look at %s: %w", protocol.FilePrunedOld, err)
+	}
+	mine, err := p.old.Stat()
+	if err != nil {
+		return "", fmt.Errorf("look at the open %s: %w", protocol.FilePrunedOld, err)
+	}
+	if fsq.SameFile(fi, mine) {
+		return "", nil
+	}
+	what := "another file"
+	if !fi.Mode().IsRegular() {
+		what = fsq.FileType(fi)
+	}
+	return "", fmt.Errorf("%w: %s is now %s, not the file this runner rotated; nothing is removed until it is removed (the runner then writes its own copy back)",
+		errIndexReplaced, protocol.FilePrunedOld, what)
+}
+
+// restoreOld writes log/pruned.log.1 back from the open copy and holds
+// the new file instead.
+func (p *pruner) restoreOld() (string, error) {
+	data, err := wholeLines(p.old, protocol.FilePrunedOld)
+	if err != nil {
+		return "", err
+	}
+	d := fsq.Volatile
+	if p.durable {
+		d = fsq.Durable
+	}
+	if err := p.root.WriteAtomic(protocol.FilePrunedOld, data, p.perm, d); err != nil {
+		return "", fmt.Errorf("restore %s: %w", protocol.FilePrunedOld, err)
+	}
+	p.old.Close()
+	p.old = nil
+	if f, err := p.root.OpenRegular(protocol.FilePrunedOld); err == nil {
+		p.old = f
+	}
+	note := fmt.Sprintf("%s was gone (deleted or renamed while the runner ran); written back from the runner's open copy (%d bytes), so that its pruned cmd_ids stay refused", protocol.FilePrunedOld, len(data))
+	p.log.Warn("retention: " + note)
+	return note, nil
+}
+
+// wholeLines reads f (an open copy of the index file name) up to its last
+// newline: a torn last line stays behind.
+func wholeLines(f *os.File, name string) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("look at the open %s: %w", name, err)
+	}
+	if fi.Size() > protocol.MaxPrunedFile {
+		return nil, fmt.Errorf("restore %s: %d bytes, more than %d", name, fi.Size(), protocol.MaxPrunedFile)
+	}
+	data := make([]byte, fi.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read the open %s: %w", name, err)
+	}
+	return data[:bytes.LastIndexByte(data, '\n')+1], nil
 }
 
 // openIndex opens log/pruned.log for appending, cutting a torn last line

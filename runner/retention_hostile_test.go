@@ -347,3 +347,57 @@ func TestRetentionIndexGoneWhileRunning(t *testing.T) {
 		})
 	}
 }
+
+// log/pruned.log.1, the index's older generation, deleted while the runner
+// runs: the runner writes it back from the copy it holds open (the file it
+// rotated), so its cmd_ids stay refused, also after a restart. Before, only
+// log/pruned.log was watched, and those cmd_ids were free again.
+func TestRetentionOldIndexGoneWhileRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, keepLast(1), func(c *Config) { c.KeepIDs = 2 })
+	h.start()
+	var cmds []string
+	for i, p := range []string{"puts a", "puts b", "puts c", "puts d"} {
+		n := h.submit(p)
+		h.result(n)
+		cmds = append(cmds, n)
+		if i > 0 {
+			h.prunedAway(cmds[i-1]) // One batch each: a and b fill a generation, c starts the next.
+		}
+	}
+	a, b := cmds[0], cmds[1]
+	old := filepath.Join(h.dir, protocol.FilePrunedOld)
+	b0, err := os.ReadFile(old)
+	if err != nil || !bytes.Contains(b0, []byte(a)) {
+		cur, _ := os.ReadFile(filepath.Join(h.dir, protocol.FilePruned))
+		t.Logf("log/: %v; %s: %q", names(t, h.dir, protocol.DirLog), protocol.FilePruned, cur)
+		t.Fatalf("%s after a rotation: %q, %v; want %s in it", protocol.FilePrunedOld, b0, err, a)
+	}
+	if err := os.Remove(old); err != nil {
+		t.Fatal(err)
+	}
+	e := h.submit("puts e")
+	h.result(e)
+	h.prunedAway(cmds[3])
+	h.waitFor("a warning event that pruned.log.1 was written back", func() bool {
+		for _, ev := range h.events() {
+			if msg, _ := ev.Detail["retention"].(string); ev.Event == protocol.EvWarning && strings.Contains(msg, protocol.FilePrunedOld+" was gone") {
+				return true
+			}
+		}
+		return false
+	})
+	lines := prunedLines(t, h.dir)
+	for _, n := range []string{a, b} {
+		if _, ok := lines[n]; !ok {
+			t.Errorf("%s is not in the index written back: %v", n, lines)
+		}
+	}
+	h.stop(protocol.StopGraceful)
+	_, idA, _ := protocol.ParseCommandName(a)
+	h2 := h.again(h.cfg)
+	if r := h2.result(h2.submit("puts again", func(c *protocol.Command) { c.CmdID = idA })); r.Error == nil || r.Error.Code != protocol.CodeDuplicateCmdID {
+		t.Errorf("%s's cmd_id, pruned before %s was deleted, ran again after a restart: %+v", a, protocol.FilePrunedOld, r)
+	}
+	h2.stop(protocol.StopGraceful)
+}
