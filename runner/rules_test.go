@@ -302,7 +302,9 @@ func TestProvenWaiting(t *testing.T) {
 		{"asleep at both looks, no CPU used: waits", &asleep, asleep, true},
 		{"running now (computing, or ready to run on a loaded host): works", &asleep, fgActivity{working: true, cpu: 40, procs: 1}, false},
 		{"was running at the last look: works", &fgActivity{working: true, cpu: 40, procs: 1}, asleep, false},
-		{"asleep at both, but CPU used between them: works", &asleep, fgActivity{cpu: 41, procs: 1}, false},
+		{"asleep at both, a tick or two used between them (timers, a licence heartbeat): waits", &asleep, fgActivity{cpu: 40 + idleTicks, procs: 1}, true},
+		{"asleep at both, but more CPU used between them: works", &asleep, fgActivity{cpu: 41 + idleTicks, procs: 1}, false},
+		{"CPU time went back (a process of the group was reaped elsewhere): look again", &asleep, fgActivity{cpu: 39, procs: 1}, false},
 		{"a process came or went between the looks: look again", &asleep, fgActivity{cpu: 40, procs: 2}, false},
 	} {
 		if got := provenWaiting(c.prev, c.now); got != c.want {

@@ -280,11 +280,17 @@ type fgActivity struct {
 // not get: the lines that end the command were read into a statement
 // left unfinished) rather than works: at two looks in a row, stuckRecheck
 // apart, no thread of its foreground group ran or was ready to run, and
-// the group used no CPU time in between. A tool starved on a loaded host
-// is ready to run; one that computes uses CPU time.
+// the group used at most idleTicks of CPU time in between. A tool starved
+// on a loaded host is ready to run; one that computes uses a CPU for the
+// whole interval (25 ticks); a waiting one's timers and heartbeat threads
+// (a GUI's event loop, a licence client) use next to nothing.
 func provenWaiting(prev *fgActivity, now fgActivity) bool {
-	return prev != nil && !prev.working && !now.working && now.cpu == prev.cpu && now.procs == prev.procs
+	return prev != nil && !prev.working && !now.working && now.cpu >= prev.cpu && now.cpu-prev.cpu <= idleTicks && now.procs == prev.procs
 }
+
+// idleTicks is the CPU time (clock ticks of 10 ms) a waiting tool may use
+// between two looks: 8 % of stuckRecheck.
+const idleTicks = 2
 
 // busyFacts are the plain values a line driver's busy tool is judged on,
 // once its done line has not come.
