@@ -51,20 +51,41 @@ func readProcStat(pid int) (procStat, error) {
 }
 
 // readActivity looks at what the process group pgrp is doing (see
-// fgActivity): every process of the group (found by a walk of /proc), the
-// state of each of its threads, and the CPU time the processes used. It
-// fails when no process of the group is found.
+// fgActivity): every process of the group, the state of each of its
+// threads, and the CPU time the processes used. The group is found from
+// its leader down (the leader's pid is the group's id; its descendants
+// through /proc/PID/task/TID/children), which costs what the tool's own
+// tree holds, not the host's; when the leader is gone or the kernel lists
+// no children, by a walk of all of /proc. It fails when no process of the
+// group is found.
 func readActivity(pgrp int) (fgActivity, error) {
+	if pids, ok := treeOf(pgrp); ok {
+		if a := groupActivity(pgrp, pids); a.procs > 0 {
+			return a, nil
+		}
+		// The leader is a zombie: its group lives on elsewhere.
+	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return fgActivity{}, err
 	}
-	var a fgActivity
+	var pids []int
 	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
 		}
+	}
+	if a := groupActivity(pgrp, pids); a.procs > 0 {
+		return a, nil
+	}
+	return fgActivity{}, fmt.Errorf("no process in group %d", pgrp)
+}
+
+// groupActivity is readActivity over the processes pids, those of group
+// pgrp counted.
+func groupActivity(pgrp int, pids []int) fgActivity {
+	var a fgActivity
+	for _, pid := range pids {
 		st, err := readProcStat(pid)
 		if err != nil || st.pgrp != pgrp || st.state == 'Z' || st.state == 'X' {
 			continue
@@ -75,10 +96,43 @@ func readActivity(pgrp int) (fgActivity, error) {
 			a.working = threadsWorking(pid, st.state)
 		}
 	}
-	if a.procs == 0 {
-		return fgActivity{}, fmt.Errorf("no process in group %d", pgrp)
+	return a
+}
+
+// maxTree bounds treeOf's walk.
+const maxTree = 10000
+
+// treeOf lists pid and its descendants, from the children files of each
+// thread; ok is false when pid is gone or its children cannot be listed
+// (a kernel without CONFIG_PROC_CHILDREN), or the tree is larger than
+// maxTree.
+func treeOf(pid int) (pids []int, ok bool) {
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children"); err != nil {
+		return nil, false
 	}
-	return a, nil
+	pids = []int{pid}
+	for i := 0; i < len(pids); i++ {
+		dir := "/proc/" + strconv.Itoa(pids[i]) + "/task"
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			continue // It ended meanwhile.
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(dir + "/" + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, c)
+				}
+			}
+		}
+		if len(pids) > maxTree {
+			return nil, false
+		}
+	}
+	return pids, true
 }
 
 // threadsWorking reports whether a thread of process pid runs, is ready

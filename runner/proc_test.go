@@ -71,6 +71,19 @@ func TestReadActivity(t *testing.T) {
 	if !provenWaiting(&prev, now) {
 		t.Errorf("sh waiting for its sleep: %+v then %+v, want proven waiting", prev, now)
 	}
+	// A group whose leader exited (a zombie until reaped) lives on in its
+	// other processes: found by the walk of /proc.
+	orphaned := startGroup(t, "sh", "-c", "sleep 60 & exit 0")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, _ := readProcStat(orphaned)
+		a, err := readActivity(orphaned)
+		if st.state == 'Z' && err == nil && a.procs == 1 {
+			break // sleep, found although its leader is gone.
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group of an exited leader: %+v, %v; want its sleep", a, err)
+		}
+	}
 	if _, err := readActivity(1 << 30); err == nil {
 		t.Error("a group with no process: no error")
 	}

@@ -70,6 +70,7 @@ var osFileExceptions = map[string]string{
 	"killPreviousTool": "/proc, not the session",
 	"readActivity":     "/proc, not the session",
 	"threadsWorking":   "/proc, not the session",
+	"treeOf":           "/proc, not the session",
 	"readerOf":         "reopens a file already open through the root, by its descriptor (/proc/self/fd)",
 	"readInit":         "the user's --init script, outside the session (non-blocking, bounded), copied for a line driver",
 }
