@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,42 +13,53 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// procStat is what the runner reads from /proc/PID/stat.
+// procStat is what the runner reads from /proc/PID/stat (a process) or
+// /proc/PID/task/TID/stat (one of its threads).
 type procStat struct {
 	state     byte
 	pgrp      int
 	session   int
 	startTime uint64 // clock ticks since boot
-	cpu       uint64 // clock ticks of CPU time: its own and its reaped children's (utime, stime, cutime, cstime)
+	ownCPU    uint64 // utime + stime, clock ticks: the whole process's, or the one thread's
+	childCPU  uint64 // cutime + cstime: its reaped children's
 }
 
-// readProcStat parses /proc/PID/stat. The command name (field 2) may hold
-// spaces and parentheses, so the fields are counted from the last ')'.
+// readProcStat parses /proc/PID/stat.
 func readProcStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return readStat("/proc/" + strconv.Itoa(pid) + "/stat")
+}
+
+// readStat parses a stat file of /proc. The command name (field 2) may
+// hold spaces and parentheses, so the fields are counted from the last ')'.
+func readStat(path string) (procStat, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return procStat{}, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 || i+2 > len(s) {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		return procStat{}, fmt.Errorf("%s: unexpected format", path)
 	}
 	f := strings.Fields(s[i+2:])
 	// f[0] is field 3 (state); field n is f[n-3].
-	if len(f) < 20 {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	if len(f) < 20 || f[0] == "" {
+		return procStat{}, fmt.Errorf("%s: unexpected format", path)
 	}
-	var st procStat
-	st.state = f[0][0]
-	st.pgrp, _ = strconv.Atoi(f[2])
-	st.session, _ = strconv.Atoi(f[3])
-	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
-		n, _ := strconv.ParseUint(f[i], 10, 64)
-		st.cpu += n
+	n := make([]uint64, 6)
+	for k, field := range []int{11, 12, 13, 14, 19} { // utime, stime, cutime, cstime, starttime
+		if n[k], err = strconv.ParseUint(f[field], 10, 64); err != nil {
+			return procStat{}, fmt.Errorf("%s: field %d: %w", path, field+3, err)
+		}
 	}
-	st.startTime, err = strconv.ParseUint(f[19], 10, 64)
-	return st, err
+	st := procStat{state: f[0][0], ownCPU: n[0] + n[1], childCPU: n[2] + n[3], startTime: n[4]}
+	if st.pgrp, err = strconv.Atoi(f[2]); err == nil {
+		st.session, err = strconv.Atoi(f[3])
+	}
+	if err != nil {
+		return procStat{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return st, nil
 }
 
 // readActivity looks at what the process group pgrp is doing (see
@@ -78,26 +90,53 @@ func readActivity(pgrp int) (fgActivity, error) {
 	if a := groupActivity(pgrp, pids); a.procs > 0 {
 		return a, nil
 	}
-	return fgActivity{}, fmt.Errorf("no process in group %d", pgrp)
+	return fgActivity{}, fmt.Errorf("group %d: %w", pgrp, errNoProcess)
 }
 
+// errNoProcess: readActivity found no live process in the group (it has
+// just ended, or the terminal's foreground group changed meanwhile).
+var errNoProcess = errors.New("no live process in the group")
+
 // groupActivity is readActivity over the processes pids, those of group
-// pgrp counted.
+// pgrp counted. A process is judged by its main thread (its state, its own
+// CPU time) and the CPU time of the children it reaped: a tool's input is
+// read by its main thread, and a helper thread that keeps busy (a REPL's
+// worker, a licence client) must not make a tool that waits at its prompt
+// look as if it worked. A process whose main thread has exited (and shows
+// as a zombie) while other threads run is judged by those threads.
 func groupActivity(pgrp int, pids []int) fgActivity {
 	var a fgActivity
 	for _, pid := range pids {
 		st, err := readProcStat(pid)
-		if err != nil || st.pgrp != pgrp || st.state == 'Z' || st.state == 'X' {
+		if err != nil || st.pgrp != pgrp {
 			continue
 		}
-		a.procs++
-		a.cpu += st.cpu
-		if !a.working {
-			a.working = threadsWorking(pid, st.state)
+		if !dead(st.state) {
+			main, err := readStat("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/stat")
+			if err != nil {
+				main = st // The process's own line: its main thread's state, all threads' CPU time.
+			}
+			a.procs++
+			a.working = a.working || working(main.state)
+			a.cpu += main.ownCPU + st.childCPU
+			continue
+		}
+		live, busy := otherThreads(pid)
+		if live {
+			a.procs++
+			a.working = a.working || busy
+			a.cpu += st.ownCPU + st.childCPU
 		}
 	}
 	return a
 }
+
+// working: a state of a thread that runs, is ready to run, or waits on the
+// disk.
+func working(state byte) bool { return state == 'R' || state == 'D' }
+
+// dead: a zombie's or a dead task's state.
+func dead(state byte) bool { return state == 'Z' || state == 'X' }
 
 // maxTree bounds treeOf's walk.
 const maxTree = 10000
@@ -135,26 +174,27 @@ func treeOf(pid int) (pids []int, ok bool) {
 	return pids, true
 }
 
-// threadsWorking reports whether a thread of process pid runs, is ready
-// to run, or waits on the disk (R or D); state is the process's own (its
-// main thread's), used when its threads cannot be listed.
-func threadsWorking(pid int, state byte) bool {
-	working := func(s byte) bool { return s == 'R' || s == 'D' }
+// otherThreads looks at the threads of process pid whose main thread has
+// exited: whether one of them lives, and whether one of them works.
+func otherThreads(pid int) (live, busy bool) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return working(state)
+		return false, false
 	}
 	for _, e := range ents {
 		b, err := os.ReadFile(dir + "/" + e.Name() + "/stat")
 		if err != nil {
 			continue // The thread ended meanwhile.
 		}
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && working(b[i+2]) {
-			return true
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || dead(b[i+2]) {
+			continue
 		}
+		live = true
+		busy = busy || working(b[i+2])
 	}
-	return false
+	return live, busy
 }
 
 // killPreviousTool makes sure the tool process group a previous runner of
@@ -185,8 +225,13 @@ func killPreviousTool(pgid int, startTime uint64) []int {
 			continue
 		}
 		st, err := readProcStat(pid)
-		if err != nil || st.session != pgid || st.startTime < startTime || st.state == 'Z' || st.state == 'X' {
+		if err != nil || st.session != pgid || st.startTime < startTime {
 			continue
+		}
+		if dead(st.state) {
+			if live, _ := otherThreads(pid); !live {
+				continue // A zombie; one whose main thread alone exited still runs.
+			}
 		}
 		if unix.Kill(pid, unix.SIGKILL) == nil {
 			killed = append(killed, pid)

@@ -84,7 +84,44 @@ func TestReadActivity(t *testing.T) {
 			t.Fatalf("the group of an exited leader: %+v, %v; want its sleep", a, err)
 		}
 	}
+	// A busy helper thread beside a main thread that waits (a REPL's
+	// worker, a licence client): the process waits. Python's main thread
+	// sleeps; the other computes.
+	helper := startGroup(t, "python3", "-c", "import threading, time\n"+
+		"threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()\ntime.sleep(60)")
+	waitActivity(t, helper, "a busy thread beside a sleeping main thread", func(prev *fgActivity, a fgActivity) bool {
+		return provenWaiting(prev, a)
+	})
+	// A main thread that exited (pthread_exit: the process shows as a
+	// zombie) while another thread computes: the process works.
+	exited := startGroup(t, "python3", "-c", "import ctypes, threading\n"+
+		"threading.Thread(target=lambda: [None for _ in iter(int, 1)]).start()\nctypes.CDLL(None).pthread_exit(None)")
+	waitActivity(t, exited, "a busy thread after its main thread exited", func(prev *fgActivity, a fgActivity) bool {
+		st, err := readProcStat(exited)
+		return err == nil && st.state == 'Z' && a.working && a.procs == 1
+	})
 	if _, err := readActivity(1 << 30); err == nil {
 		t.Error("a group with no process: no error")
+	}
+}
+
+// waitActivity looks at group pgrp every stuckRecheck until ok holds of
+// the previous look and this one (20 s at most: a process starts running
+// before it settles).
+func waitActivity(t *testing.T, pgrp int, what string, ok func(prev *fgActivity, a fgActivity) bool) {
+	t.Helper()
+	var prev *fgActivity
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(stuckRecheck) {
+		a, err := readActivity(pgrp)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ok(prev, a) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: never as expected; last look %+v", what, a)
+		}
+		prev = &a
 	}
 }

@@ -66,10 +66,10 @@ var osFileCalls = []string{"Open", "OpenFile", "Create", "ReadFile", "WriteFile"
 // osFileExceptions lists the functions that may make those calls, and why.
 var osFileExceptions = map[string]string{
 	"createSession":    "the session directory itself, made before there is a root to make it through",
-	"readProcStat":     "/proc, not the session",
+	"readStat":         "/proc, not the session",
 	"killPreviousTool": "/proc, not the session",
 	"readActivity":     "/proc, not the session",
-	"threadsWorking":   "/proc, not the session",
+	"otherThreads":     "/proc, not the session",
 	"treeOf":           "/proc, not the session",
 	"readerOf":         "reopens a file already open through the root, by its descriptor (/proc/self/fd)",
 	"readInit":         "the user's --init script, outside the session (non-blocking, bounded), copied for a line driver",

@@ -22,6 +22,7 @@ type toolLife struct {
 	born         time.Time // when term started (clk)
 	lastOut      time.Time // when it last printed (clk)
 	atPrompt     bool      // what it printed last is an unfinished line (a prompt, a question)
+	noActivity   bool      // /proc could not be read for the stuck rule's proof; warned once
 	tail         []byte    // the last promptHold bytes it printed, raw (a line driver's: is it at its prompt?)
 	phase        toolPhase
 	starts       int64        // tools started by this runner

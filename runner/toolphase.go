@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -246,14 +247,24 @@ func (p *phaseBusy) timer(r *Runner, now time.Time) {
 			// only if the tool waits: a tool that is slow, or starved on a
 			// loaded host, may be quiet for as long.
 			a, err := r.tool.activity()
-			if err != nil {
-				r.log.Debug("what the tool is doing", "err", err)
-			}
-			if err != nil || provenWaiting(p.asleep, a) {
+			switch {
+			case errors.Is(err, errNoProcess):
+				p.asleep = nil // Ended or changed meanwhile: two new looks.
+			case err != nil:
+				// No /proc to look at: the terminal's evidence alone
+				// decides, as before that rule had any.
+				if !r.tool.noActivity {
+					r.tool.noActivity = true
+					r.log.Warn("cannot see what the tool's processes do; a quiet tool at an unfinished line that read everything is taken as stuck without that proof", "err", err)
+				}
 				r.stuck()
 				return
+			case provenWaiting(p.asleep, a):
+				r.stuck()
+				return
+			default:
+				p.asleep = &a
 			}
-			p.asleep = &a
 			p.check = now.Add(stuckRecheck)
 			return
 		case read:

@@ -88,10 +88,13 @@ func TestEndsWhateverPrinted(t *testing.T) {
 		}},
 		{name: "python driver", cmd: "python3", pkg: "python3", probe: "print('probe')", probeOut: "probe\n", cases: []endCase{
 			{"no final newline", "print('abc', end='')", protocol.StatusOK, "abc", ""},
-			{"an indented block without a blank line", "for i in range(2):\n    print(i)", protocol.StatusError, "*", "unfinished"},
+			// The end line, typed inside the block, is Python's syntax error:
+			// its own words are the message.
+			{"an indented block without a blank line", "for i in range(2):\n    print(i)", protocol.StatusError, "*", "SyntaxError"},
 			{"an unterminated string", "x = \"\"\"abc", protocol.StatusError, "*", "unfinished"},
 			{"an open bracket", "print(1,", protocol.StatusError, "*", "unfinished"},
 			{"a Python error", "1/0", protocol.StatusError, "*", "Traceback"},
+			{"a syntax error (no Traceback line)", "x = = 1", protocol.StatusError, "*", "SyntaxError"},
 		}},
 		{name: "python driver with blank_line", cmd: "python3", pkg: "python3", probe: "print('probe')", probeOut: "probe\n", cases: []endCase{
 			{"an indented block", "for i in range(2):\n    print(i)", protocol.StatusOK, "0\n1\n", ""},
@@ -440,5 +443,24 @@ func TestStuckOnlyWhenWaiting(t *testing.T) {
 		t.Fatalf("an unfinished statement: %s %+v, want an error that the statement is unfinished", res.Status, res.Error)
 	}
 	res, out = run(t, s, "puts probe", master.SubmitOptions{})
+	must(t, "the next command", res, out, protocol.StatusOK, "probe\n")
+}
+
+// TestStuckBesideABusyThread: a Python REPL whose payload left a helper
+// thread computing for ever, then an unfinished statement. The REPL's
+// main thread waits at its "... " prompt: the command is stuck although
+// the process keeps a CPU busy, and the REPL serves the next command.
+// (A rule that took any busy thread for work hung here until a timeout.)
+func TestStuckBesideABusyThread(t *testing.T) {
+	testenv.Slow(t, "python3")
+	testenv.NeedTool(t, "python3", "python3")
+	_, s := session(t, []string{"--driver", pyDriver(t, true, "")})
+	res, out := run(t, s, "import threading; threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start(); print('started')", master.SubmitOptions{})
+	must(t, "a thread that computes for ever", res, out, protocol.StatusOK, "started\n")
+	res, _ = run(t, s, "print(1,", master.SubmitOptions{Timeout: time.Minute})
+	if res.Status != protocol.StatusError || res.Error == nil || !strings.Contains(res.Error.Message, "unfinished") {
+		t.Fatalf("an unfinished statement beside a busy thread: %s %+v, want an error that the statement is unfinished", res.Status, res.Error)
+	}
+	res, out = run(t, s, "print('probe')", master.SubmitOptions{})
 	must(t, "the next command", res, out, protocol.StatusOK, "probe\n")
 }
