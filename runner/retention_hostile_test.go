@@ -395,7 +395,12 @@ func TestRetentionOldIndexGoneWhileRunning(t *testing.T) {
 	}
 	h.stop(protocol.StopGraceful)
 	_, idA, _ := protocol.ParseCommandName(a)
-	h2 := h.again(h.cfg)
+	// A larger --keep-ids now: with 2, pruning the refusal's neighbours
+	// would rotate a and b out of the index (as documented) before the
+	// session check reads it.
+	cfg := h.cfg
+	cfg.KeepIDs = 100
+	h2 := h.again(cfg)
 	if r := h2.result(h2.submit("puts again", func(c *protocol.Command) { c.CmdID = idA })); r.Error == nil || r.Error.Code != protocol.CodeDuplicateCmdID {
 		t.Errorf("%s's cmd_id, pruned before %s was deleted, ran again after a restart: %+v", a, protocol.FilePrunedOld, r)
 	}

@@ -435,7 +435,8 @@ func TestStuckOnlyWhenWaiting(t *testing.T) {
 	if err := os.WriteFile(drv, []byte(`{"kind": "ra", "print": "puts \"{}\"", "prompt": "(?:RA|\\.\\.\\.)> "}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, s := session(t, []string{"--driver", drv}, "tclsh", repoFile(t, "testdata/tools/readahead.tcl"))
+	// At nice 19: its 2.5 s of computing must not starve tests beside it.
+	_, s := session(t, []string{"--driver", drv}, "nice", "-n", "19", "tclsh", repoFile(t, "testdata/tools/readahead.tcl"))
 	res, out := run(t, s, `puts -nonewline "computing... "; set t [clock milliseconds]; while {[clock milliseconds] - $t < 2500} {}; puts done`, master.SubmitOptions{})
 	must(t, "half a line, then 2.5 s of work", res, out, protocol.StatusOK, "computing... done\n")
 	res, _ = run(t, s, "proc f {} {\n  puts x", master.SubmitOptions{})
@@ -454,7 +455,8 @@ func TestStuckOnlyWhenWaiting(t *testing.T) {
 func TestStuckBesideABusyThread(t *testing.T) {
 	testenv.Slow(t, "python3")
 	testenv.NeedTool(t, "python3", "python3")
-	_, s := session(t, []string{"--driver", pyDriver(t, true, "")})
+	// At nice 19: its busy thread must not starve tests beside it.
+	_, s := session(t, []string{"--driver", pyDriver(t, true, "")}, "nice", "-n", "19", "python3", "-i", "-q", "-u")
 	res, out := run(t, s, "import threading; threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start(); print('started')", master.SubmitOptions{})
 	must(t, "a thread that computes for ever", res, out, protocol.StatusOK, "started\n")
 	res, _ = run(t, s, "print(1,", master.SubmitOptions{Timeout: time.Minute})
