@@ -302,6 +302,30 @@ func (h *harness) result(name string) protocol.Result {
 	}
 }
 
+// resultAfterBacklog is result for the last of many commands queued at
+// once: it fails only when the runner finished no command for longWait
+// (state.json's commands_done stood still), not when the whole backlog
+// takes longer than that, as it may under -race beside other packages'
+// tests (TestRetentionRotatesAndCuts took 75-93 s of a 90 s wait there,
+// on the code before and after 2026-12-07's changes alike).
+func (h *harness) resultAfterBacklog(name string) protocol.Result {
+	h.t.Helper()
+	p := filepath.Join(h.dir, protocol.DirResult, name)
+	done, deadline := int64(-1), time.Now().Add(longWait)
+	for {
+		if _, err := os.Lstat(p); err == nil {
+			return h.result(name)
+		}
+		if n := h.state().CommandsDone; n > done {
+			done, deadline = n, time.Now().Add(longWait)
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no result for %s: no command finished for %s (%d done)", name, longWait, done)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (h *harness) output(name string) string {
 	h.t.Helper()
 	b, err := os.ReadFile(filepath.Join(h.dir, protocol.DirOutput, protocol.OutputName(name)))
