@@ -215,70 +215,56 @@ var errIndexReplaced = errors.New("the pruned index was replaced")
 // else, the batch fails with errIndexReplaced: its commands keep their
 // files, and the owner warns once (PROTOCOL.md section 21).
 func (p *pruner) checkIndex() (note string, err error) {
-	if p.index == nil {
-		return "", nil // Not open yet: openIndex makes or opens it.
-	}
-	fi, err := p.root.Lstat(protocol.FilePruned)
-	if errors.Is(err, os.ErrNotExist) {
-		return p.restoreIndex()
-	}
-	if err != nil {
-		return "", fmt.Errorf("look at %s: %w", protocol.FilePruned, err)
-	}
-	mine, err := p.index.Stat()
-	if err != nil {
-		return "", fmt.Errorf("look at the open %s: %w", protocol.FilePruned, err)
-	}
-	if fsq.SameFile(fi, mine) {
-		return "", nil
-	}
-	what := "another file"
-	if !fi.Mode().IsRegular() {
-		what = fsq.FileType(fi)
-	}
-	return "", fmt.Errorf("%w: %s is now %s, not the file this runner appends to; nothing is removed until it is removed (the runner then writes its own copy back)",
-		errIndexReplaced, protocol.FilePruned, what)
-}
-
-// restoreIndex writes log/pruned.log back from the open file (the inode
-// the path lost) and opens the new one.
-func (p *pruner) restoreIndex() (string, error) {
-	data, err := wholeLines(p.index, protocol.FilePruned)
-	if err != nil {
-		return "", err
-	}
-	d := fsq.Volatile
-	if p.durable {
-		d = fsq.Durable
-	}
-	if err := p.root.WriteAtomic(protocol.FilePruned, data, p.perm, d); err != nil {
-		return "", fmt.Errorf("restore %s: %w", protocol.FilePruned, err)
-	}
-	p.index.Close()
-	p.index = nil // record opens the restored file.
-	note := fmt.Sprintf("%s was gone (deleted or renamed while the runner ran); written back from the runner's open copy (%d bytes), so that its pruned cmd_ids stay refused", protocol.FilePruned, len(data))
-	p.log.Warn("retention: " + note)
-	return note, nil
+	// Not open yet (nil): openIndex makes or opens it. Written back, it is
+	// opened again by record.
+	return p.checkHeld(protocol.FilePruned, &p.index, false)
 }
 
 // checkOld is checkIndex for log/pruned.log.1, the index's older
-// generation: gone, it is written back from the copy the pruner holds
-// open (the file it rotated, or found at start); replaced by anything
-// else, the batch fails with errIndexReplaced.
+// generation, held open read-only (the file the pruner rotated, or found
+// at start; nil when there was none).
 func (p *pruner) checkOld() (note string, err error) {
-	if p.old == nil {
-		return "", nil // There was none.
+	return p.checkHeld(protocol.FilePrunedOld, &p.old, true)
+}
+
+// checkHeld makes sure that name is still the file *held: gone, name is
+// written back from *held (whole lines), which is then closed, and with
+// reopen the new file is held instead; replaced by anything else, the
+// error wraps errIndexReplaced.
+func (p *pruner) checkHeld(name string, held **os.File, reopen bool) (string, error) {
+	if *held == nil {
+		return "", nil
 	}
-	fi, err := p.root.Lstat(protocol.FilePrunedOld)
+	fi, err := p.root.Lstat(name)
 	if errors.Is(err, os.ErrNotExist) {
-		return p.restoreOld()
+		data, err := wholeLines(*held, name)
+		if err != nil {
+			return "", err
+		}
+		d := fsq.Volatile
+		if p.durable {
+			d = fsq.Durable
+		}
+		if err := p.root.WriteAtomic(name, data, p.perm, d); err != nil {
+			return "", fmt.Errorf("restore %s: %w", name, err)
+		}
+		(*held).Close()
+		*held = nil
+		if reopen {
+			if f, err := p.root.OpenRegular(name); err == nil {
+				*held = f
+			}
+		}
+		note := fmt.Sprintf("%s was gone (deleted or renamed while the runner ran); written back from the runner's open copy (%d bytes), so that its pruned cmd_ids stay refused", name, len(data))
+		p.log.Warn("retention: " + note)
+		return note, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("look at %s: %w", protocol.FilePrunedOld, err)
+		return "", fmt.Errorf("look at %s: %w", name, err)
 	}
-	mine, err := p.old.Stat()
+	mine, err := (*held).Stat()
 	if err != nil {
-		return "", fmt.Errorf("look at the open %s: %w", protocol.FilePrunedOld, err)
+		return "", fmt.Errorf("look at the open %s: %w", name, err)
 	}
 	if fsq.SameFile(fi, mine) {
 		return "", nil
@@ -287,32 +273,8 @@ func (p *pruner) checkOld() (note string, err error) {
 	if !fi.Mode().IsRegular() {
 		what = fsq.FileType(fi)
 	}
-	return "", fmt.Errorf("%w: %s is now %s, not the file this runner rotated; nothing is removed until it is removed (the runner then writes its own copy back)",
-		errIndexReplaced, protocol.FilePrunedOld, what)
-}
-
-// restoreOld writes log/pruned.log.1 back from the open copy and holds
-// the new file instead.
-func (p *pruner) restoreOld() (string, error) {
-	data, err := wholeLines(p.old, protocol.FilePrunedOld)
-	if err != nil {
-		return "", err
-	}
-	d := fsq.Volatile
-	if p.durable {
-		d = fsq.Durable
-	}
-	if err := p.root.WriteAtomic(protocol.FilePrunedOld, data, p.perm, d); err != nil {
-		return "", fmt.Errorf("restore %s: %w", protocol.FilePrunedOld, err)
-	}
-	p.old.Close()
-	p.old = nil
-	if f, err := p.root.OpenRegular(protocol.FilePrunedOld); err == nil {
-		p.old = f
-	}
-	note := fmt.Sprintf("%s was gone (deleted or renamed while the runner ran); written back from the runner's open copy (%d bytes), so that its pruned cmd_ids stay refused", protocol.FilePrunedOld, len(data))
-	p.log.Warn("retention: " + note)
-	return note, nil
+	return "", fmt.Errorf("%w: %s is now %s, not the file this runner holds; nothing is removed until it is removed (the runner then writes its own copy back)",
+		errIndexReplaced, name, what)
 }
 
 // wholeLines reads f (an open copy of the index file name) up to its last
