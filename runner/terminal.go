@@ -30,7 +30,8 @@ type toolTerm interface {
 	// terminal's input queue).
 	PendingInput() (int, error)
 	// Activity reports what the terminal's foreground process group is
-	// doing: whether a thread of it runs, and the CPU time it used.
+	// doing: whether the main thread of one of its processes runs, and the
+	// CPU time those threads used (groupActivity).
 	Activity() (fgActivity, error)
 	// FlushInput drops what was typed and the tool has not read yet.
 	FlushInput() error

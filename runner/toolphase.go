@@ -282,7 +282,7 @@ const stuckRecheck = 250 * time.Millisecond
 // fgActivity is what the tool's terminal's foreground process group was
 // doing at one look.
 type fgActivity struct {
-	working bool   // a thread of it was running, ready to run, or waiting on the disk (R, D)
+	working bool   // the main thread of one of its processes was running, ready to run, or waiting on the disk (R, D): groupActivity
 	cpu     uint64 // the CPU time its processes and their reaped children had used, clock ticks
 	procs   int    // how many processes it had
 }
@@ -290,8 +290,8 @@ type fgActivity struct {
 // provenWaiting is the evidence that a quiet tool waits (for input it will
 // not get: the lines that end the command were read into a statement
 // left unfinished) rather than works: at two looks in a row, stuckRecheck
-// apart, no thread of its foreground group ran or was ready to run, and
-// the group used at most idleTicks of CPU time in between. A tool starved
+// apart, no main thread of its foreground group ran or was ready to run,
+// and those threads used at most idleTicks of CPU time in between. A tool starved
 // on a loaded host is ready to run; one that computes uses a CPU for the
 // whole interval (25 ticks); a waiting one's timers and heartbeat threads
 // (a GUI's event loop, a licence client) use next to nothing.
