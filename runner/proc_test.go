@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skillpilot/skillpilot/internal/testenv"
 )
 
 // startGroup starts argv as the leader of a process group of its own and
@@ -26,12 +28,13 @@ func startGroup(t *testing.T, argv ...string) int {
 }
 
 // waitActivity looks at group pgrp every stuckRecheck until ok holds of
-// the previous look and this one (20 s at most: a process starts running
-// before it settles).
+// the previous look and this one (a process starts running before it
+// settles). It gives up after longWait: the processes run at nice 19, and
+// beside the other packages' tests they may wait long for a CPU.
 func waitActivity(t *testing.T, pgrp int, what string, ok func(prev *fgActivity, a fgActivity) bool) {
 	t.Helper()
 	var prev *fgActivity
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(stuckRecheck) {
+	for deadline := time.Now().Add(longWait); ; time.Sleep(stuckRecheck) {
 		a, err := readActivity(pgrp)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
@@ -53,6 +56,9 @@ func waitActivity(t *testing.T, pgrp int, what string, ok func(prev *fgActivity,
 // /proc.
 func TestReadActivity(t *testing.T) {
 	t.Parallel()
+	// The interpreter itself: a version manager's shim (pyenv's runs a
+	// dozen programs) would be the group's first processes, at nice 19.
+	python := testenv.NeedTool(t, "python3", "python3")
 	t.Run("a busy loop works", func(t *testing.T) {
 		busy := startGroup(t, "sh", "-c", "while :; do :; done")
 		// Until its exec is done and it loops: then it runs or waits to
@@ -73,7 +79,7 @@ func TestReadActivity(t *testing.T) {
 	t.Run("a busy helper thread beside a waiting main thread: waits", func(t *testing.T) {
 		// A REPL's worker, a licence client: Python's main thread sleeps,
 		// the other thread computes.
-		helper := startGroup(t, "python3", "-c", "import threading, time\n"+
+		helper := startGroup(t, python, "-c", "import threading, time\n"+
 			"threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()\ntime.sleep(60)")
 		waitActivity(t, helper, "a busy thread beside a sleeping main thread", func(prev *fgActivity, a fgActivity) bool {
 			return provenWaiting(prev, a)
@@ -81,7 +87,7 @@ func TestReadActivity(t *testing.T) {
 	})
 	t.Run("a main thread that exited, another thread computing: works", func(t *testing.T) {
 		// pthread_exit: the process shows as a zombie while its thread runs.
-		exited := startGroup(t, "python3", "-c", "import ctypes, threading\n"+
+		exited := startGroup(t, python, "-c", "import ctypes, threading\n"+
 			"threading.Thread(target=lambda: [None for _ in iter(int, 1)]).start()\nctypes.CDLL(None).pthread_exit(None)")
 		waitActivity(t, exited, "a busy thread after its main thread exited", func(prev *fgActivity, a fgActivity) bool {
 			st, err := readProcStat(exited)
@@ -90,7 +96,7 @@ func TestReadActivity(t *testing.T) {
 	})
 	t.Run("a zombie leader's group is found", func(t *testing.T) {
 		orphaned := startGroup(t, "sh", "-c", "sleep 60 & exit 0")
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(longWait); ; time.Sleep(20 * time.Millisecond) {
 			st, _ := readProcStat(orphaned)
 			a, err := readActivity(orphaned)
 			if st.state == 'Z' && err == nil && a.procs == 1 {
