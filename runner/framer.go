@@ -386,16 +386,18 @@ func (f *framer) boundCur() {
 // an expect waits for, progress) reaches the output file within the
 // runner's flush delay. The part held back is what could still become a
 // marker, with nothing of the prompt before it: a prompt printed before
-// the marker arrives after this is output.
-func (f *framer) releasePartial() {
+// the marker arrives after this is output. It reports whether it emitted
+// anything.
+func (f *framer) releasePartial() bool {
 	if !f.anywhere || f.mode != modeCapture || len(f.cur) == 0 || f.emit == nil {
-		return
+		return false
 	}
 	k := f.markerFrom(f.cur)
 	if k > 0 {
 		f.emit(f.cur[:k])
 		f.cur = append(f.cur[:0], f.cur[k:]...)
 	}
+	return k > 0
 }
 
 // markerFrom is where in b a marker may begin: the first start in b, or

@@ -9,8 +9,10 @@ import (
 	"io"
 	"io/fs"
 	"regexp"
+	"regexp/syntax"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/skillpilot/skillpilot/protocol"
 )
@@ -498,15 +500,26 @@ type promptFilter struct {
 }
 
 // promptPat is one prompt pattern of a promptFilter: anchored at the
-// start, with its literal prefix.
+// start, and its compiled program, which tells whether bytes may still
+// grow into a match (prefixOf).
 type promptPat struct {
-	re  *regexp.Regexp
-	lit []byte
+	re   *regexp.Regexp
+	prog *syntax.Prog
 }
 
+// newPromptPat compiles expr, which the driver's validation or the
+// learned prompt's quoting has already accepted as RE2.
 func newPromptPat(expr string) promptPat {
-	lit, _ := regexp.MustCompile(expr).LiteralPrefix()
-	return promptPat{re: regexp.MustCompile(`^(?:` + expr + `)`), lit: []byte(lit)}
+	re := regexp.MustCompile(`^(?:` + expr + `)`)
+	parsed, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		panic(fmt.Sprintf("prompt %q: %v", expr, err)) // regexp.MustCompile accepted it.
+	}
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		panic(fmt.Sprintf("prompt %q: %v", expr, err))
+	}
+	return promptPat{re: re, prog: prog}
 }
 
 // newPromptFilter filters the driver's prompt pattern (none when "").
@@ -586,24 +599,78 @@ func (p *promptFilter) match(h []byte) int {
 }
 
 // mayBecome reports whether h, at a line start, may still grow into a
-// match of some pattern: it is short, agrees with the literal prefix, and
-// the line after that prefix has not ended.
+// match of some pattern: it is short, and some match of the pattern starts
+// with h. Yosys's prompt is an empty line and "yosys> ": after "\n(2) "
+// (its nested shell's prompt, a question after an empty line) no more
+// output can make one, so the line is output at once and an expect sees it.
 func (p *promptFilter) mayBecome(h []byte) bool {
 	if len(h) >= promptHold {
 		return false
 	}
 	for _, pt := range p.pats {
-		if len(h) <= len(pt.lit) {
-			if bytes.HasPrefix(pt.lit, h) {
-				return true
-			}
-			continue
-		}
-		if bytes.HasPrefix(h, pt.lit) && bytes.IndexByte(h[len(pt.lit):], '\n') < 0 {
+		if prefixOf(pt.prog, h) {
 			return true
 		}
 	}
 	return false
+}
+
+// prefixOf reports whether some string that starts with h matches prog
+// from h's start: prog's automaton, run over h, still has a thread that
+// waits for more input. Zero-width assertions are taken as they hold
+// inside h, and as holding at its end (what follows is not known yet).
+// Bytes that are not (yet) whole UTF-8 at h's end may still become a
+// rune: then h may grow into a match.
+func prefixOf(prog *syntax.Prog, h []byte) bool {
+	on := make([]bool, len(prog.Inst))
+	// add puts pc on list, following the instructions that consume
+	// nothing; a zero-width assertion holds when its flags are in ctx.
+	var add func(list []uint32, pc uint32, ctx syntax.EmptyOp) []uint32
+	add = func(list []uint32, pc uint32, ctx syntax.EmptyOp) []uint32 {
+		if on[pc] {
+			return list
+		}
+		on[pc] = true
+		switch in := &prog.Inst[pc]; in.Op {
+		case syntax.InstAlt, syntax.InstAltMatch:
+			return add(add(list, in.Out, ctx), in.Arg, ctx)
+		case syntax.InstCapture, syntax.InstNop:
+			return add(list, in.Out, ctx)
+		case syntax.InstEmptyWidth:
+			if syntax.EmptyOp(in.Arg)&^ctx == 0 {
+				return add(list, in.Out, ctx)
+			}
+		case syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+			return append(list, pc)
+		}
+		return list // A failed assertion, InstFail, or InstMatch (a match ending inside h is match's business).
+	}
+	// ctxAt is the zero-width context after the rune prev, before rest.
+	ctxAt := func(prev rune, rest []byte) syntax.EmptyOp {
+		if len(rest) == 0 || !utf8.FullRune(rest) {
+			return ^syntax.EmptyOp(0) // What follows is not known yet.
+		}
+		r, _ := utf8.DecodeRune(rest)
+		return syntax.EmptyOpContext(prev, r)
+	}
+	cur := add(nil, uint32(prog.Start), ctxAt(-1, h))
+	var next []uint32
+	for len(cur) > 0 && len(h) > 0 && utf8.FullRune(h) {
+		r, n := utf8.DecodeRune(h)
+		h = h[n:]
+		ctx := ctxAt(r, h)
+		clear(on)
+		next = next[:0]
+		for _, pc := range cur {
+			in := &prog.Inst[pc]
+			if in.Op == syntax.InstRuneAny || (in.Op == syntax.InstRuneAnyNotNL && r != '\n') ||
+				((in.Op == syntax.InstRune || in.Op == syntax.InstRune1) && in.MatchRune(r)) {
+				next = add(next, in.Out, ctx)
+			}
+		}
+		cur, next = next, cur
+	}
+	return len(cur) > 0
 }
 
 // take returns and forgets what is held back (the tool ended; what it

@@ -34,6 +34,11 @@ func TestPromptFilter(t *testing.T) {
 		{"prompt text mid-line is output", ngspice.Prompt, "a ngspice 3 -> b\n", "a ngspice 3 -> b\n"},
 		{"a question without newline passes", ngspice.Prompt, "Overwrite? (y/n) ", "Overwrite? (y/n) "},
 		{"almost a prompt", ngspice.Prompt, "ngspice x -> y\n", "ngspice x -> y\n"},
+		// Yosys's prompt is an empty line and "yosys> ": its nested shell's
+		// "(2) yosys> " after an empty line is output, and so is a
+		// question after one.
+		{"yosys nested shell", yosys.Prompt, "before\n\n(2) yosys> ", "before\n\n(2) yosys> "},
+		{"a question after an empty line", yosys.Prompt, "\nOverwrite? ", "\nOverwrite? "},
 		{"nothing to strip", "", "a\nb", "a\nb"},
 	}
 	for _, c := range cases {
@@ -46,11 +51,77 @@ func TestPromptFilter(t *testing.T) {
 			}
 		}
 	}
-	// A question is seen at once, before any newline.
-	f := newPromptFilter(ngspice.Prompt)
-	if got := f.filter([]byte("Continue? ")); string(got) != "Continue? " {
-		t.Fatalf("a partial line that cannot be a prompt was held: %q", got)
+	// A question is seen at once, before any newline, also after an empty
+	// line where the prompt is an empty line and a word.
+	for prompt, q := range map[string]string{ngspice.Prompt: "Continue? ", yosys.Prompt: "\n(2) yosys> "} {
+		f := newPromptFilter(prompt)
+		if got := f.filter([]byte(q)); string(got) != q {
+			t.Fatalf("prompt %q: a partial line that cannot be a prompt was held: %q", prompt, got)
+		}
 	}
+}
+
+// prefixOf tells bytes that may still grow into a match of a prompt from
+// bytes that cannot.
+func TestPrefixOf(t *testing.T) {
+	t.Parallel()
+	yosys, _ := Preset("yosys")
+	ngspice, _ := Preset("ngspice")
+	cases := []struct {
+		prompt, h string
+		want      bool
+	}{
+		{yosys.Prompt, "", true},
+		{yosys.Prompt, "\n", true},
+		{yosys.Prompt, "\nyos", true},
+		{yosys.Prompt, "\n-- Executing script file `/a b", true},
+		{yosys.Prompt, "\n-- Executing script file `/a' --", true},
+		{yosys.Prompt, "\n(", false},
+		{yosys.Prompt, "\n(2) yosys> ", false},
+		{yosys.Prompt, "\nyosys>x", false},
+		{yosys.Prompt, "x", false},
+		{ngspice.Prompt, "ngspice ", true},
+		{ngspice.Prompt, "ngspice 12", true},
+		{ngspice.Prompt, "ngspice 12 -", true},
+		{ngspice.Prompt, "ngspice x", false},
+		{ngspice.Prompt, "ngspice 1 -> ", false}, // A whole match: match takes it, nothing waits for more.
+		{`(?i)innovus [0-9]+> `, "INNO", true},
+		{`x\by`, "x", true}, // \b cannot hold between x and y, but what follows x is not known yet.
+		{`x\by`, "xy", false},
+		{`^> `, ">", true},
+		{`é> `, "\xc3", true}, // The start of é.
+		{`é> `, "\xc3\xa8", false},
+		{`.*\$ `, "any text", true},
+		{`.*\$ `, "a line\nand more", false},
+	}
+	for _, c := range cases {
+		if got := prefixOf(newPromptPat(c.prompt).prog, []byte(c.h)); got != c.want {
+			t.Errorf("prompt %q, %q: %v, want %v", c.prompt, c.h, got, c.want)
+		}
+	}
+}
+
+// FuzzPrefixOf: every prefix of a prompt the pattern matches may still
+// become one (a prompt held back too little would leak into output).
+func FuzzPrefixOf(f *testing.F) {
+	yosys, _ := Preset("yosys")
+	ngspice, _ := Preset("ngspice")
+	pats := []string{yosys.Prompt, ngspice.Prompt, `(?i)innovus [0-9]+> `, `\w+ \d+> `, `[^\n]*% `, `(\(\d+\) )?yosys> `}
+	f.Add([]byte("\nyosys> "), uint8(0))
+	f.Add([]byte("ngspice 12 -> "), uint8(1))
+	f.Add([]byte("Innovus 7> "), uint8(2))
+	f.Fuzz(func(t *testing.T, in []byte, k uint8) {
+		pt := newPromptPat(pats[int(k)%len(pats)])
+		m := pt.re.Find(in)
+		if m == nil {
+			return
+		}
+		for i := 0; i < len(m); i++ {
+			if !prefixOf(pt.prog, m[:i]) {
+				t.Fatalf("pattern %q matches %q, but its prefix %q is taken as unable to become a match", pats[int(k)%len(pats)], m, m[:i])
+			}
+		}
+	})
 }
 
 // FuzzPromptFilter: how output is cut into chunks never changes what the

@@ -23,7 +23,7 @@ const flushDelay = 20 * time.Millisecond
 // flushBuffers writes out the spool and the current output.
 func (r *Runner) flushBuffers() {
 	printed := !r.disk.bufferedAt.IsZero()
-	r.fr.releasePartial() // A line driver's unfinished line, less what may be a marker.
+	released := r.fr.releasePartial() // A line driver's unfinished line, less what may be a marker.
 	r.flushSpool()
 	if c := r.cur; c != nil {
 		// Partial output becomes visible. A failure is kept for the
@@ -35,6 +35,9 @@ func (r *Runner) flushBuffers() {
 	r.disk.bufferedAt = time.Time{}
 	if r.id.network && printed {
 		r.pushToServer()
+	}
+	if released && len(r.in.held) > 0 {
+		r.pumpInput() // A question without a newline is output now: an expect may match it.
 	}
 }
 

@@ -1,6 +1,7 @@
 package realtools
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,4 +138,41 @@ func TestDriverCtrlC(t *testing.T) {
 			must(t, "after Ctrl-C", res, out, protocol.StatusOK, tc.afterOut)
 		})
 	}
+}
+
+// TestYosysNestedShell: Yosys's `shell` opens an interactive shell of its
+// own, "(2) yosys> " after an empty line, and waits there: the command
+// runs on, that question is in its output at once (a send's expect finds
+// it; an empty line before it was held back as a possible prompt, so the
+// expect never matched), and the answers typed there run. Once the nested
+// shell exits, the payload goes on and the command ends ok with every
+// level's output.
+func TestYosysNestedShell(t *testing.T) {
+	testenv.NeedTool(t, "yosys", "yosys")
+	_, s := session(t, []string{"--kind", "yosys"})
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.LongWait)
+	defer cancel()
+	c, err := s.Submit(ctx, "log before\nshell\nlog after", master.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, answer := range []string{"log inner", "exit"} {
+		if _, err := s.Send(ctx, c.ID, []byte(answer+"\n"), master.SendOptions{Expect: `\(2\) yosys> $`, ExpectTimeout: testenv.LongWait}); err != nil {
+			t.Fatalf("send %q at the nested prompt: %v", answer, err)
+		}
+	}
+	res, err := c.Wait(ctx, master.WaitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Output(0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != protocol.StatusOK || !strings.HasPrefix(string(out), "before\n") ||
+		!strings.Contains(string(out), "inner\n") || !strings.HasSuffix(string(out), "after\n") {
+		t.Fatalf("a nested shell answered and left: %s %+v, output %q; want ok, before, inner and after", res.Status, res.Error, out)
+	}
+	res, got := run(t, s, "log next", master.SubmitOptions{})
+	must(t, "the command after", res, got, protocol.StatusOK, "next\n")
 }
