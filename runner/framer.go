@@ -385,14 +385,18 @@ func (f *framer) boundCur() {
 // where a marker may still begin: output without a newline (a question
 // an expect waits for, progress) reaches the output file within the
 // runner's flush delay. The part held back is what could still become a
-// marker, with nothing of the prompt before it: a prompt printed before
-// the marker arrives after this is output. It reports whether it emitted
-// anything.
+// marker, and a prompt (the driver's or the learned one) that ends the
+// line: the tool's prompt after output without a newline ("abc" then
+// "ngspice 4 -> "), whose marker has not come yet, is not output. It
+// reports whether it emitted anything.
 func (f *framer) releasePartial() bool {
 	if !f.anywhere || f.mode != modeCapture || len(f.cur) == 0 || f.emit == nil {
 		return false
 	}
 	k := f.markerFrom(f.cur)
+	if f.prompts != nil {
+		k = f.prompts.endsAt(f.cur[:k])
+	}
 	if k > 0 {
 		f.emit(f.cur[:k])
 		f.cur = append(f.cur[:0], f.cur[k:]...)

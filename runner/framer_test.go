@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/skillpilot/skillpilot/protocol"
 )
 
 // frameCommand feeds stream through a framer set up as the runner does for
@@ -230,5 +232,50 @@ func TestFramerHoldsPromptAfterInterrupt(t *testing.T) {
 				t.Fatalf("output %q, want %q", out.String(), tc.want)
 			}
 		})
+	}
+}
+
+// A line driver's unfinished line is output at the flush (releasePartial),
+// less what may still become a marker and less a prompt that ends it: a
+// tool that printed "abc" and then its prompt, the end marker not yet
+// come (a loaded host: ngspice once), must not have the prompt in the
+// output. A question without a newline is output whole.
+func TestReleasePartialKeepsPrompt(t *testing.T) {
+	t.Parallel()
+	ngspice, _ := Preset("ngspice")
+	cases := []struct {
+		name, learned string
+		pieces        []string // each fed, then the flush
+		want          string
+	}{
+		{"output, then the prompt", "", []string{"abc", "ngspice 4 -> "}, "abc"},
+		{"output and prompt in one piece", "", []string{"abcngspice 12 -> "}, "abc"},
+		{"the prompt alone", "", []string{"ngspice 4 -> "}, ""},
+		{"a question", "", []string{"Overwrite? (y/n) "}, "Overwrite? (y/n) "},
+		{"prompt text before more output", "", []string{"abcngspice 4 -> more"}, "abcngspice 4 -> more"},
+		{"a marker's start", "", []string{"50% __SP"}, "50% "},
+		{"the learned prompt", "innovus 7> ", []string{"x", "innovus 8> "}, "x"},
+	}
+	for _, c := range cases {
+		f := newFramer()
+		f.prompts = newPromptFilter(ngspice.Prompt)
+		if c.learned != "" {
+			f.prompts.learn(promptExpr([]byte(c.learned)), true)
+		}
+		f.anywhere = true
+		f.markerStarts(protocol.DefaultMarkerPrefix)
+		var out []byte
+		f.capture(protocol.DefaultMarkerPrefix, func(l []byte) bool { return bytes.HasPrefix(l, []byte("__SP_DONE__ t ")) }, false,
+			func(b []byte) { out = append(out, b...) })
+		for _, p := range c.pieces {
+			for b := f.unprompt([]byte(p)); len(b) > 0; {
+				_, n := f.feed(b)
+				b = b[n:]
+			}
+			f.releasePartial()
+		}
+		if string(out) != c.want {
+			t.Errorf("%s: %q output at the flush, want %q", c.name, out, c.want)
+		}
 	}
 }

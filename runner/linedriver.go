@@ -504,6 +504,7 @@ type promptFilter struct {
 // grow into a match (prefixOf).
 type promptPat struct {
 	re   *regexp.Regexp
+	end  *regexp.Regexp // a match that ends where the text does
 	prog *syntax.Prog
 }
 
@@ -519,7 +520,7 @@ func newPromptPat(expr string) promptPat {
 	if err != nil {
 		panic(fmt.Sprintf("prompt %q: %v", expr, err))
 	}
-	return promptPat{re: re, prog: prog}
+	return promptPat{re: re, end: regexp.MustCompile(`(?:` + expr + `)\z`), prog: prog}
 }
 
 // newPromptFilter filters the driver's prompt pattern (none when "").
@@ -671,6 +672,22 @@ func prefixOf(prog *syntax.Prog, h []byte) bool {
 		cur, next = next, cur
 	}
 	return len(cur) > 0
+}
+
+// endsAt is where in b, the unfinished last line of a command's output, a
+// prompt begins that ends where b does (len(b) if none): the tool printed
+// its prompt after output without a newline, and the marker that will
+// follow it on that line has not come yet. Only the last promptHold bytes
+// are looked at.
+func (p *promptFilter) endsAt(b []byte) int {
+	off := max(len(b)-promptHold, 0)
+	k := len(b)
+	for _, pt := range p.pats {
+		if loc := pt.end.FindIndex(b[off:]); loc != nil && loc[0] < loc[1] && off+loc[0] < k {
+			k = off + loc[0]
+		}
+	}
+	return k
 }
 
 // take returns and forgets what is held back (the tool ended; what it
