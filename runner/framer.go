@@ -385,16 +385,18 @@ func (f *framer) boundCur() {
 // where a marker may still begin: output without a newline (a question
 // an expect waits for, progress) reaches the output file within the
 // runner's flush delay. The part held back is what could still become a
-// marker, and a prompt (the driver's or the learned one) that ends the
-// line: the tool's prompt after output without a newline ("abc" then
-// "ngspice 4 -> "), whose marker has not come yet, is not output. It
-// reports whether it emitted anything.
-func (f *framer) releasePartial() bool {
+// marker, and with holdPrompt a prompt (the driver's or the learned one)
+// that ends the line: the tool's prompt after output without a newline
+// ("abc" then "ngspice 4 -> "), whose marker has not come yet, is not
+// output (the caller releases it once the tool has been quiet for a
+// while: a question may end with the prompt's text). It reports whether
+// it emitted anything.
+func (f *framer) releasePartial(holdPrompt bool) bool {
 	if !f.anywhere || f.mode != modeCapture || len(f.cur) == 0 || f.emit == nil {
 		return false
 	}
 	k := f.markerFrom(f.cur)
-	if f.prompts != nil {
+	if holdPrompt && f.prompts != nil {
 		k = f.prompts.endsAt(f.cur[:k])
 	}
 	if k > 0 {

@@ -246,15 +246,17 @@ func TestReleasePartialKeepsPrompt(t *testing.T) {
 	cases := []struct {
 		name, learned string
 		pieces        []string // each fed, then the flush
-		want          string
+		want          string   // output after them
+		quiet         string   // output once the tool was quiet for promptRelease
 	}{
-		{"output, then the prompt", "", []string{"abc", "ngspice 4 -> "}, "abc"},
-		{"output and prompt in one piece", "", []string{"abcngspice 12 -> "}, "abc"},
-		{"the prompt alone", "", []string{"ngspice 4 -> "}, ""},
-		{"a question", "", []string{"Overwrite? (y/n) "}, "Overwrite? (y/n) "},
-		{"prompt text before more output", "", []string{"abcngspice 4 -> more"}, "abcngspice 4 -> more"},
-		{"a marker's start", "", []string{"50% __SP"}, "50% "},
-		{"the learned prompt", "innovus 7> ", []string{"x", "innovus 8> "}, "x"},
+		{"output, then the prompt", "", []string{"abc", "ngspice 4 -> "}, "abc", "abcngspice 4 -> "},
+		{"output and prompt in one piece", "", []string{"abcngspice 12 -> "}, "abc", "abcngspice 12 -> "},
+		{"the prompt alone (the filter's, at a line start)", "", []string{"ngspice 4 -> "}, "", ""},
+		{"a question", "", []string{"Overwrite? (y/n) "}, "Overwrite? (y/n) ", "Overwrite? (y/n) "},
+		{"prompt text before more output", "", []string{"abcngspice 4 -> more"}, "abcngspice 4 -> more", "abcngspice 4 -> more"},
+		{"a marker's start", "", []string{"50% __SP"}, "50% ", "50% "},
+		{"the learned prompt", "innovus 7> ", []string{"x", "innovus 8> "}, "x", "xinnovus 8> "},
+		{"a question ending with the prompt's text", "", []string{"Continue ngspice 4 -> "}, "Continue ", "Continue ngspice 4 -> "},
 	}
 	for _, c := range cases {
 		f := newFramer()
@@ -272,10 +274,16 @@ func TestReleasePartialKeepsPrompt(t *testing.T) {
 				_, n := f.feed(b)
 				b = b[n:]
 			}
-			f.releasePartial()
+			f.releasePartial(true)
 		}
 		if string(out) != c.want {
 			t.Errorf("%s: %q output at the flush, want %q", c.name, out, c.want)
+		}
+		// Quiet for promptRelease: the prompt's text is output too, so
+		// that nothing waits for ever behind it.
+		f.releasePartial(false)
+		if string(out) != c.quiet {
+			t.Errorf("%s: %q output once the tool was quiet, want %q", c.name, out, c.quiet)
 		}
 	}
 }

@@ -458,8 +458,9 @@ func promptShape(p []byte) *regexp.Regexp {
 
 // promptExpr is the pattern of promptShape, not anchored; "" for none.
 func promptExpr(p []byte) string {
-	// A prompt is learned only with a literal start: the filter holds back
-	// what may still become one at every line start.
+	// A prompt is learned only with a literal start (not digits): the
+	// filter holds back what may still become one at every line start, and
+	// a learned prompt starting with any digits would hold every number.
 	if len(p) == 0 || len(p) > promptHold || (p[0] >= '0' && p[0] <= '9') || bytes.ContainsAny(p, "\n\r") {
 		return ""
 	}
@@ -488,10 +489,10 @@ const promptHold = 256
 // promptFilter removes what a driver's prompt pattern matches at the
 // start of a line from the tool's output before the framer sees it (the
 // spool keeps every byte). At a line start it holds back bytes while they
-// may still become a match (they start with, or are the start of, the
-// pattern's literal prefix), at most promptHold bytes; a line that cannot
-// be a prompt passes through at once, so a question the tool asks without
-// a newline is seen by an expect.
+// may still become a match (some match of a pattern starts with them:
+// prefixOf), at most promptHold bytes; a line that cannot be a prompt
+// passes through at once, so a question the tool asks without a newline
+// is seen by an expect.
 type promptFilter struct {
 	pats    []promptPat
 	held    []byte

@@ -106,10 +106,13 @@ func TestPrefixOf(t *testing.T) {
 func FuzzPrefixOf(f *testing.F) {
 	yosys, _ := Preset("yosys")
 	ngspice, _ := Preset("ngspice")
-	pats := []string{yosys.Prompt, ngspice.Prompt, `(?i)innovus [0-9]+> `, `\w+ \d+> `, `[^\n]*% `, `(\(\d+\) )?yosys> `}
+	pats := []string{yosys.Prompt, ngspice.Prompt, `(?i)innovus [0-9]+> `, `\w+ \d+> `, `[^\n]*% `, `(\(\d+\) )?yosys> `,
+		`(?m)^\w+\b> `, `x\by`, `(?i)é+> `, `\B-+\$ `, `a$|b> `}
 	f.Add([]byte("\nyosys> "), uint8(0))
 	f.Add([]byte("ngspice 12 -> "), uint8(1))
 	f.Add([]byte("Innovus 7> "), uint8(2))
+	f.Add([]byte("ÉÉé> "), uint8(8))
+	f.Add([]byte("x--$ "), uint8(9))
 	f.Fuzz(func(t *testing.T, in []byte, k uint8) {
 		pt := newPromptPat(pats[int(k)%len(pats)])
 		m := pt.re.Find(in)

@@ -20,10 +20,20 @@ const stateDelay = 20 * time.Millisecond
 // masters follow them.
 const flushDelay = 20 * time.Millisecond
 
+// promptRelease is how long a line driver's tool must have been quiet
+// before a prompt that ends the unfinished last line of a command's output
+// is output all the same: it was the tool's prompt, printed before the
+// marker that follows it on that line, or a question ending with the
+// prompt's text (an expect waiting for it sees it after this long).
+const promptRelease = time.Second
+
 // flushBuffers writes out the spool and the current output.
 func (r *Runner) flushBuffers() {
 	printed := !r.disk.bufferedAt.IsZero()
-	released := r.fr.releasePartial() // A line driver's unfinished line, less what may be a marker.
+	// A line driver's unfinished line, less what may be a marker, and less
+	// a prompt that ends it while the tool printed something within
+	// promptRelease.
+	released := r.fr.releasePartial(r.clk.Now().Sub(r.tool.lastOut) < promptRelease)
 	r.flushSpool()
 	if c := r.cur; c != nil {
 		// Partial output becomes visible. A failure is kept for the
@@ -180,12 +190,12 @@ func (r *Runner) onTimer(now time.Time) {
 		r.checkCtl()
 	}
 	r.queue.payOwedScan(r.watcher.Inotify)
+	if r.disk.flushDue(now) {
+		r.flushBuffers() // First: a question it releases may answer an expect due now.
+	}
 	if d := r.in.due(); !d.IsZero() && !now.Before(d) {
 		r.pumpInput()
 		r.pumpWaiting("")
-	}
-	if r.disk.flushDue(now) {
-		r.flushBuffers()
 	}
 	if at := r.status.writeAt; !at.IsZero() && !now.Before(at) { // A scheduled rewrite of state.json.
 		r.writeState()

@@ -152,6 +152,8 @@ func TestYosysNestedShell(t *testing.T) {
 	_, s := session(t, []string{"--kind", "yosys"})
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.LongWait)
 	defer cancel()
+	res, got := run(t, s, "log warm", master.SubmitOptions{})
+	must(t, "a first command", res, got, protocol.StatusOK, "warm\n")
 	c, err := s.Submit(ctx, "log before\nshell\nlog after", master.SubmitOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +163,7 @@ func TestYosysNestedShell(t *testing.T) {
 			t.Fatalf("send %q at the nested prompt: %v", answer, err)
 		}
 	}
-	res, err := c.Wait(ctx, master.WaitOptions{})
+	res, err = c.Wait(ctx, master.WaitOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +175,6 @@ func TestYosysNestedShell(t *testing.T) {
 		!strings.Contains(string(out), "inner\n") || !strings.HasSuffix(string(out), "after\n") {
 		t.Fatalf("a nested shell answered and left: %s %+v, output %q; want ok, before, inner and after", res.Status, res.Error, out)
 	}
-	res, got := run(t, s, "log next", master.SubmitOptions{})
+	res, got = run(t, s, "log next", master.SubmitOptions{})
 	must(t, "the command after", res, got, protocol.StatusOK, "next\n")
 }
