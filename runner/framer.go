@@ -390,20 +390,21 @@ func (f *framer) boundCur() {
 // ("abc" then "ngspice 4 -> "), whose marker has not come yet, is not
 // output (the caller releases it once the tool has been quiet for a
 // while: a question may end with the prompt's text). It reports whether
-// it emitted anything.
-func (f *framer) releasePartial(holdPrompt bool) bool {
+// it emitted anything, and whether it held a prompt back.
+func (f *framer) releasePartial(holdPrompt bool) (released, heldPrompt bool) {
 	if !f.anywhere || f.mode != modeCapture || len(f.cur) == 0 || f.emit == nil {
-		return false
+		return false, false
 	}
 	k := f.markerFrom(f.cur)
 	if holdPrompt && f.prompts != nil {
-		k = f.prompts.endsAt(f.cur[:k])
+		p := f.prompts.endsAt(f.cur[:k])
+		k, heldPrompt = p, p < k
 	}
 	if k > 0 {
 		f.emit(f.cur[:k])
 		f.cur = append(f.cur[:0], f.cur[k:]...)
 	}
-	return k > 0
+	return k > 0, heldPrompt
 }
 
 // markerFrom is where in b a marker may begin: the first start in b, or

@@ -39,6 +39,9 @@ func TestPromptFilter(t *testing.T) {
 		// question after one.
 		{"yosys nested shell", yosys.Prompt, "before\n\n(2) yosys> ", "before\n\n(2) yosys> "},
 		{"a question after an empty line", yosys.Prompt, "\nOverwrite? ", "\nOverwrite? "},
+		// Yosys's prompt with a module selected (cd), and with a partial
+		// selection: prompts too.
+		{"yosys module prompt", yosys.Prompt, "a\n\nyosys [top]> b\n\nyosys [top]*> c\n\nyosys*> ", "a\nb\nc\n"},
 		{"nothing to strip", "", "a\nb", "a\nb"},
 	}
 	for _, c := range cases {

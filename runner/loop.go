@@ -24,7 +24,12 @@ const flushDelay = 20 * time.Millisecond
 // before a prompt that ends the unfinished last line of a command's output
 // is output all the same: it was the tool's prompt, printed before the
 // marker that follows it on that line, or a question ending with the
-// prompt's text (an expect waiting for it sees it after this long).
+// prompt's text (an expect waiting for it sees it after this long). Only
+// a command typed line by line holds its prompt: its end and done lines
+// were typed with it, and the marker that ends the line is on its way. A
+// payload file's command (lazyDone) prints its end line itself, before the
+// tool's prompt, and its done line waits for that prompt: what ends its
+// unfinished line meanwhile is the payload's own question.
 const promptRelease = time.Second
 
 // flushBuffers writes out the spool and the current output.
@@ -32,10 +37,16 @@ func (r *Runner) flushBuffers() {
 	printed := !r.disk.bufferedAt.IsZero()
 	// A line driver's unfinished line, less what may be a marker, and less
 	// a prompt that ends it while the tool printed something within
-	// promptRelease.
-	released := r.fr.releasePartial(r.clk.Now().Sub(r.tool.lastOut) < promptRelease)
+	// promptRelease (onTimer flushes again then).
+	c := r.cur
+	hold := c != nil && !c.lazyDone && r.clk.Now().Sub(r.tool.lastOut) < promptRelease
+	released, held := r.fr.releasePartial(hold)
+	r.tool.promptHeld = time.Time{}
+	if held {
+		r.tool.promptHeld = r.tool.lastOut.Add(promptRelease)
+	}
 	r.flushSpool()
-	if c := r.cur; c != nil {
+	if c != nil {
 		// Partial output becomes visible. A failure is kept for the
 		// result (finish); a full disk suspends output files.
 		if err := c.flush(); err != nil && isNoSpace(err) {
@@ -166,6 +177,7 @@ func (r *Runner) nextWake() time.Duration {
 	consider(r.in.due())
 	consider(r.status.writeAt)
 	consider(r.disk.flushAt())
+	consider(r.tool.promptHeld)
 	if r.queue.more {
 		consider(now)
 	}
@@ -190,7 +202,7 @@ func (r *Runner) onTimer(now time.Time) {
 		r.checkCtl()
 	}
 	r.queue.payOwedScan(r.watcher.Inotify)
-	if r.disk.flushDue(now) {
+	if at := r.tool.promptHeld; r.disk.flushDue(now) || (!at.IsZero() && !now.Before(at)) {
 		r.flushBuffers() // First: a question it releases may answer an expect due now.
 	}
 	if d := r.in.due(); !d.IsZero() && !now.Before(d) {

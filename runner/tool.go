@@ -22,6 +22,7 @@ type toolLife struct {
 	born         time.Time // when term started (clk)
 	lastOut      time.Time // when it last printed (clk)
 	atPrompt     bool      // what it printed last is an unfinished line (a prompt, a question)
+	promptHeld   time.Time // when the prompt held at the end of the command's unfinished line is output (flushBuffers); zero: none held
 	noActivity   bool      // /proc could not be read for the stuck rule's proof; warned once
 	tail         []byte    // the last promptHold bytes it printed, raw (a line driver's: is it at its prompt?)
 	phase        toolPhase

@@ -178,3 +178,60 @@ func TestYosysNestedShell(t *testing.T) {
 	res, got = run(t, s, "log next", master.SubmitOptions{})
 	must(t, "the command after", res, got, protocol.StatusOK, "next\n")
 }
+
+// TestYosysModulePrompt: after `cd` Yosys's prompt names the module
+// ("yosys [top]> "), and with a partial selection it has a star. Both are
+// its prompt: a payload that changes it and then fails ends as an error
+// with the error line (its done line was typed once Yosys was back at that
+// prompt; before, the runner waited for "yosys> " for ever), the prompt
+// is not in any output, and a nested shell there is answered at its own
+// prompt.
+func TestYosysModulePrompt(t *testing.T) {
+	testenv.NeedTool(t, "yosys", "yosys")
+	dir := t.TempDir()
+	v := filepath.Join(dir, "top.v")
+	if err := os.WriteFile(v, []byte("module top(input a, output y); assign y = a; endmodule\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, s := session(t, []string{"--kind", "yosys"})
+	res, out := run(t, s, "read_verilog "+v, master.SubmitOptions{Timeout: testenv.LongWait})
+	if res.Status != protocol.StatusOK {
+		t.Fatalf("read_verilog: %s %+v: %q", res.Status, res.Error, out)
+	}
+	for _, p := range []string{"cd top", "select w:a"} {
+		res, _ = run(t, s, p+"\nbogus_cmd", master.SubmitOptions{Timeout: testenv.LongWait})
+		if res.Status != protocol.StatusError || res.Error == nil || !strings.Contains(res.Error.Message, "bogus_cmd") {
+			t.Fatalf("%q then an unknown command: %s %+v, want an error naming bogus_cmd", p, res.Status, res.Error)
+		}
+		res, out = run(t, s, "log -n x", master.SubmitOptions{Timeout: testenv.LongWait})
+		must(t, "output without a newline at the prompt after "+p, res, out, protocol.StatusOK, "x")
+	}
+}
+
+// TestNgspiceQuestionEndingWithPrompt: a question that ends with the
+// prompt's text ("Q ngspice 4 -> ") is held back as a possible prompt, and
+// output once ngspice has been quiet for a second, whatever the heartbeat
+// (30 s here): an expect for it matches while the command still runs.
+func TestNgspiceQuestionEndingWithPrompt(t *testing.T) {
+	testenv.NeedTool(t, "ngspice", "ngspice")
+	_, s := session(t, []string{"--kind", "ngspice", "--heartbeat", "30s"})
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.LongWait)
+	defer cancel()
+	q := filepath.Join(t.TempDir(), "q.sh") // ngspice's shell has quoting rules of its own.
+	if err := os.WriteFile(q, []byte("printf 'Q ngspice 4 -> '; sleep 10; echo done\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Submit(ctx, "shell sh "+q, master.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(ctx, c.ID, []byte("\n"), master.SendOptions{Expect: `Q ngspice 4 -> $`, ExpectTimeout: testenv.LongWait}); err != nil {
+		t.Fatalf("an expect for a question ending with the prompt's text: %v", err)
+	}
+	res, err := c.Wait(ctx, master.WaitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := c.Output(0, -1)
+	must(t, "the question's command", res, string(out), protocol.StatusOK, "Q ngspice 4 -> done\n")
+}
