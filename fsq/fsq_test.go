@@ -538,3 +538,19 @@ func TestRootListsItselfAgain(t *testing.T) {
 		}
 	}
 }
+
+// SyncFS flushes the filesystem the session is on.
+func TestRootSyncFS(t *testing.T) {
+	t.Parallel()
+	r, err := OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.WriteAtomic("x", []byte("x"), 0o600, Volatile); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SyncFS(); err != nil {
+		t.Fatalf("syncfs of an open session: %v", err)
+	}
+}

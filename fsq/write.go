@@ -365,3 +365,13 @@ func (s *Root) SweepLater() {
 	}
 	s.later = keep
 }
+
+// SyncFS flushes the whole filesystem the session directory is on
+// (syncfs(2)): every file's data and metadata written before the call, the
+// session's and anyone else's, with one journal commit and one flush of
+// the disk's cache, where fsyncing k files one by one costs up to k. Its
+// error is any write-back error the filesystem saw since the session
+// directory was opened (Linux 5.8 and later).
+func (s *Root) SyncFS() error {
+	return unix.Syncfs(s.fd)
+}

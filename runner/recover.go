@@ -206,9 +206,9 @@ func (r *Runner) summarize() {
 var emptySHA256 = sha256Hex("")
 
 // newestChecked is how many of the newest results (by seq) an unclean
-// start checks against their output copies: far more than can commit
-// within the lag (one syncer round, about 20 ms).
-const newestChecked = 64
+// start checks against their output copies: as many as can wait for
+// their outputs' flush at once (maxLag, and a batch staged meanwhile).
+const newestChecked = maxLag + maxBatch
 
 // rebuildNewest runs rebuildOutput on the newestChecked results of
 // highest seq in have that were not checked already.

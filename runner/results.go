@@ -75,9 +75,12 @@ type writerOps struct {
 	temp  func() (*os.File, error)         // an empty file in tmp/
 	write func(f *os.File, b []byte) error // the result's bytes into it
 	sync  func(f *os.File) error           // fsync (results and outputs)
-	place func(tmp, dst string) error      // rename without replacing
-	move  func(src, dst string) error      // command file into archive/
-	mkdir func(rel string) error           // recreate a deleted session directory
+	// syncFS flushes the session's whole filesystem (syncfs): a lag round
+	// of more than one output makes them all durable with one flush.
+	syncFS func() error
+	place  func(tmp, dst string) error // rename without replacing
+	move   func(src, dst string) error // command file into archive/
+	mkdir  func(rel string) error      // recreate a deleted session directory
 }
 
 // writerConfig is everything the writer depends on. It holds no pointer to
@@ -148,9 +151,11 @@ type lagging struct {
 const lagPrefix = ".lag-"
 
 // lagPace is how long the writer lets committed outputs wait for their
-// fsync: one round (parallel fsyncs) covers every output committed
-// meanwhile, and a single command's round runs after its result, not
-// against the result's own fsync. maxLag bounds the files held open.
+// fsync: one round covers every output committed meanwhile (one syncfs
+// for two or more), and a single command's round runs after its result,
+// not against the result's own fsync. maxLag bounds the files held open:
+// a job whose output would be one more commits the old way (its output
+// fsynced before its result, no copy in it).
 const (
 	lagPace = 20 * time.Millisecond
 	maxLag  = 256
@@ -187,6 +192,9 @@ func newResultWriter(cfg writerConfig) *resultWriter {
 	if cfg.ops.sync == nil {
 		cfg.ops.sync = def.sync
 	}
+	if cfg.ops.syncFS == nil {
+		cfg.ops.syncFS = def.syncFS
+	}
 	if cfg.ops.place == nil {
 		cfg.ops.place = def.place
 	}
@@ -216,8 +224,9 @@ func defaultOps(cfg writerConfig) writerOps {
 			}
 			return root.CreateTemp(protocol.DirTmp, ".result-", 0o600)
 		},
-		write: func(f *os.File, b []byte) error { _, err := f.Write(b); return err },
-		sync:  func(f *os.File) error { return f.Sync() },
+		write:  func(f *os.File, b []byte) error { _, err := f.Write(b); return err },
+		sync:   func(f *os.File) error { return f.Sync() },
+		syncFS: root.SyncFS,
 		place: func(tmp, dst string) error {
 			if err := ownDir(root, protocol.DirResult); err != nil {
 				return err
@@ -350,35 +359,34 @@ func (w *resultWriter) run() {
 	}
 }
 
-// syncLag fsyncs the lagging outputs, in parallel, on a goroutine of its
-// own: the writer goes on committing meanwhile. The round comes back on
-// lagged, where the writer removes the markers; an output whose fsync
-// failed comes back with out nil and keeps its marker (the next runner
-// checks it against its result).
+// syncLag makes the lagging outputs durable on a goroutine of its own
+// (the writer goes on committing meanwhile): one output by its fsync,
+// more by one syncfs of the filesystem. Each fsync of a file of its own
+// costs the disk a flush of its own, even when they run in parallel (2.0
+// flushes a command in a backlog, measured: BENCHMARKS.md), where one
+// syncfs costs one for all; a lone output's fsync does not make the disk
+// write what other programs have pending. The round comes back on lagged,
+// where the writer removes the markers; an output whose flush failed
+// comes back with out nil and keeps its marker (the next runner checks
+// it against its result).
 func (w *resultWriter) syncLag() {
 	round := w.lag
 	w.lag = nil
 	go func() {
-		one := func(l *lagging) {
-			if err := w.cfg.ops.sync(l.out); err != nil {
-				w.cfg.log.Error("fsync of an output after its result failed; the next runner checks it against the result",
-					"file", l.path, "err", err)
-				_ = l.out.Close() // Reported above.
-				l.out = nil
-			}
+		fail := func(l *lagging, err error) {
+			w.cfg.log.Error("flushing an output after its result failed; the next runner checks it against the result",
+				"file", l.path, "err", err)
+			_ = l.out.Close() // Reported above.
+			l.out = nil
 		}
 		if len(round) == 1 {
-			one(&round[0]) // A round trip's round: no goroutine more (issue 44).
-		} else {
-			var wg sync.WaitGroup
-			for i := range round {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					one(&round[i])
-				}()
+			if err := w.cfg.ops.sync(round[0].out); err != nil {
+				fail(&round[0], err)
 			}
-			wg.Wait()
+		} else if err := w.cfg.ops.syncFS(); err != nil {
+			for i := range round {
+				fail(&round[i], fmt.Errorf("syncfs: %w", err))
+			}
 		}
 		w.lagged <- round
 	}()
@@ -433,17 +441,20 @@ func (w *resultWriter) setStatus(s writerStatus) {
 type staged struct {
 	tmp    *os.File
 	data   []byte
-	inline bool // the result carries the output: its file is fsynced later
-	lone   bool // the only job of its commit
+	inline bool // the result carries the output: its file is flushed later
 }
 
 // commit makes a prefix of batch durable and visible and reports how many
 // jobs it finished; err is why the next one could not be.
 //
-// All output files and temporary result files are fsynced at once, in
-// parallel: the journal commit one of them forces serves the others that
-// joined it, so a backlog costs about one flush per batch rather than one
-// per command.
+// The temporary result files (and the output files that are not copied
+// into their results) are fsynced at once, in parallel. A small output
+// rides in its result (output_inline) whether the result is committed
+// alone (a round trip) or with others (a backlog): its own file is
+// flushed in the next lag round, off the critical path. Parallel fsyncs
+// hardly share the disk's flushes (a group commit that also fsynced its
+// outputs cost 2.0 flushes a command, measured), so what is not fsynced
+// before the rename is what makes a backlog faster.
 func (w *resultWriter) commit(batch []resultJob) (int, error) {
 	st := make([]staged, len(batch))
 	w.cfg.root.SweepLater()
@@ -458,11 +469,6 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 	var firstErr error
 	ready := len(batch)
 	for i := range batch {
-		// A lone result (a round trip) carries its small output, so that
-		// its one fsync is the command's only one; a group commit
-		// (a backlog) fsyncs outputs and results together anyway, and
-		// skips the markers.
-		st[i].lone = len(batch) == 1
 		if err := w.stage(&batch[i], &st[i]); err != nil {
 			ready, firstErr = i, err
 			break
@@ -549,7 +555,7 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 		w.describeIncompleteOutput(j)
 	}
 	if s.data == nil {
-		s.inline = s.lone && w.inlineOutput(j)
+		s.inline = len(w.lag) < maxLag && w.inlineOutput(j)
 		if s.inline {
 			// The marker exists before the result can: made now, it is
 			// in inflight/ whenever the result is in result/ and the

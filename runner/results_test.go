@@ -227,12 +227,14 @@ func TestWriterAbortLeavesInflight(t *testing.T) {
 // A lone result carries its small output (output_inline) and is visible
 // before the output file is fsynced; a marker in inflight/ says so until
 // the fsync, which follows. Results committed as a group (a backlog) carry
-// none: their outputs are fsynced with them, before they appear.
+// theirs too, and their outputs are flushed after them, by one syncfs for
+// the round, not by an fsync each.
 func TestWriterInlineOutput(t *testing.T) {
 	t.Parallel()
 	dir := writerSession(t)
 	var mu sync.Mutex
 	var synced []string // in order
+	syncfs := 0
 	gate := make(chan struct{})
 	var gated sync.Once
 	ops := writerOps{sync: func(f *os.File) error {
@@ -243,6 +245,11 @@ func TestWriterInlineOutput(t *testing.T) {
 		synced = append(synced, filepath.Base(f.Name()))
 		mu.Unlock()
 		return f.Sync()
+	}, syncFS: func() error {
+		mu.Lock()
+		syncfs++
+		mu.Unlock()
+		return nil
 	}}
 	w := newTestWriter(t, dir, ops)
 	job := func(id, out string) resultJob { return ranJob(t, dir, id, out) }
@@ -296,11 +303,66 @@ func TestWriterInlineOutput(t *testing.T) {
 		waitDone(t, w)
 	}
 	for _, j := range []resultJob{g2, g3} {
-		if r := readResult(t, dir, j.name); r.OutputInline != nil || !isSynced(protocol.OutputName(j.name)) {
-			t.Errorf("%s, committed in a group: inline %q, output fsynced %v", j.name, r.OutputInline, isSynced(protocol.OutputName(j.name)))
+		if r := readResult(t, dir, j.name); string(r.OutputInline) != map[string]string{"g2": "two\n", "g3": "three\n"}[j.res.CmdID] {
+			t.Errorf("%s, committed in a group, carries %q", j.name, r.OutputInline)
 		}
-		if _, err := os.Lstat(filepath.Join(dir, lagMarker(j.name))); !os.IsNotExist(err) {
-			t.Errorf("%s, committed in a group, has a marker: %v", j.name, err)
+	}
+	for _, j := range []resultJob{g2, g3} {
+		for deadline := time.Now().Add(longWait); ; time.Sleep(time.Millisecond) {
+			if _, err := os.Lstat(filepath.Join(dir, lagMarker(j.name))); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the marker outlived the lag round", j.name)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if syncfs != 1 || slices.Contains(synced, protocol.OutputName(g2.name)) || slices.Contains(synced, protocol.OutputName(g3.name)) {
+		t.Errorf("the group's outputs: %d syncfs, fsynced one by one: %v; want one syncfs and no fsync", syncfs, synced)
+	}
+}
+
+// A lag round whose syncfs fails keeps every marker of the round: the
+// next runner checks those outputs against their results.
+func TestWriterLagSyncFSFails(t *testing.T) {
+	t.Parallel()
+	dir := writerSession(t)
+	gate := make(chan struct{})
+	var gated sync.Once
+	ops := writerOps{
+		sync: func(f *os.File) error {
+			if strings.HasSuffix(f.Name(), "_h.out") {
+				gated.Do(func() { <-gate }) // Hold the writer so that two queue up.
+			}
+			return f.Sync()
+		},
+		syncFS: func() error { return syscall.EIO },
+	}
+	w := newTestWriter(t, dir, ops)
+	h := ranJob(t, dir, "h", "held\n")
+	h.res.Stats.Bytes = protocol.MaxInlineOutput + 1 // Fsynced before its result: holds the writer.
+	w.submit(h, nil)
+	for deadline := time.Now().Add(longWait); len(w.jobs) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not take h")
+		}
+	}
+	x, y := ranJob(t, dir, "x", "ex\n"), ranJob(t, dir, "y", "why\n")
+	w.submit(x, nil)
+	w.submit(y, nil)
+	close(gate)
+	for range 3 {
+		waitDone(t, w)
+	}
+	w.close(func(resultDone) {}) // Runs the last lag round and waits for it.
+	for _, j := range []resultJob{x, y} {
+		if r := readResult(t, dir, j.name); r.OutputInline == nil {
+			t.Fatalf("%s: committed in a group without its output's copy", j.name)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, lagMarker(j.name))); err != nil {
+			t.Errorf("%s: the syncfs failed, yet its marker is gone: %v", j.name, err)
 		}
 	}
 }

@@ -244,7 +244,7 @@ func (r *Runner) Run(ctx context.Context, signals <-chan os.Signal) error {
 		if r.cfg.NoSync {
 			meta = nil
 		}
-		r.sync = newSyncer(r.root, meta, []string{protocol.DirInflight, protocol.DirResult}, touch,
+		r.sync = newSyncer(r.root, meta, []string{protocol.DirInflight, protocol.DirResult}, touch, !r.id.network,
 			func(msg string, err error) { r.log.Warn(msg, "err", err) })
 		defer r.sync.close()
 	}

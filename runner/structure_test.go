@@ -51,9 +51,9 @@ var goroutines = map[string]string{
 	"typist.start":         "types what the terminal could not take at once, without blocking the owner; it reports on a channel",
 	"newScanner":           "lists queue/ (costly on a large queue); names come back on a channel",
 	"newResultWriter":      "the result writer: commits results from its own jobs and reports on channels",
-	"resultWriter.syncLag": "fsyncs lagging outputs in parallel, for the result writer",
+	"resultWriter.syncLag": "flushes lagging outputs (one fsync, or one syncfs for several), for the result writer",
 	"resultWriter.commit":  "fsyncs a batch's outputs in parallel, for the result writer",
-	"newSyncer":            "the syncer: fsyncs directories in rounds the owner rings",
+	"newSyncer":            "the syncer: makes the log and directories durable in rounds the owner rings",
 	"newPruner":            "retention's pruner: writes log/pruned.log and removes old commands' files from its own jobs, reports on a channel",
 }
 

@@ -20,6 +20,13 @@ const syncPace = 20 * time.Millisecond
 // (rename into inflight/) and the rename of a result into result/. The
 // owner rings it after each claim and each result; rings coalesce. See
 // PROTOCOL.md, "Durability and crash consistency".
+//
+// On a local filesystem a round is one syncfs (one flush of the disk's
+// cache, where fsyncing the log and two directories costs three: the
+// flushes, not the system calls, bound a backlog's pace); on a network
+// filesystem, where syncfs would write every client's dirty pages of the
+// mount, it fsyncs the three. The last round, at the runner's stop, always
+// fsyncs the three: a stop does not wait for other programs' writes.
 type syncer struct {
 	root *fsq.Root
 	bell chan struct{}
@@ -30,14 +37,19 @@ type syncer struct {
 	// network filesystem; see fsq.TouchDir): a round runs syncPace after a
 	// claim or a result, at least one timestamp tick after the change.
 	touch []string
-	log   func(msg string, err error)
-	once  sync.Once
+	// whole: a round is one syncfs of the filesystem (see syncer); its
+	// failure falls back to the fsyncs.
+	whole  bool
+	syncFS func() error // root.SyncFS; tests count or fail it
+	log    func(msg string, err error)
+	once   sync.Once
 }
 
 // newSyncer starts a syncer. meta nil means no fsync at all (NoSync); the
-// touch list is still served.
-func newSyncer(root *fsq.Root, meta *fsq.Log, dirs, touch []string, log func(string, error)) *syncer {
-	s := &syncer{root: root, bell: make(chan struct{}, 1), done: make(chan struct{}), meta: meta, log: log, touch: touch}
+// touch list is still served. whole: rounds are one syncfs (a local
+// filesystem).
+func newSyncer(root *fsq.Root, meta *fsq.Log, dirs, touch []string, whole bool, log func(string, error)) *syncer {
+	s := &syncer{root: root, bell: make(chan struct{}, 1), done: make(chan struct{}), meta: meta, log: log, touch: touch, whole: whole, syncFS: root.SyncFS}
 	for _, d := range dirs {
 		if meta == nil {
 			break
@@ -65,11 +77,13 @@ func (s *syncer) run() {
 	defer close(s.done)
 	for range s.bell {
 		time.Sleep(syncPace)
-		s.round()
+		s.round(s.whole)
 	}
 }
 
-func (s *syncer) round() {
+// round runs one round: one syncfs when whole, else (or when it failed)
+// an fsync of the event log and of each directory.
+func (s *syncer) round(whole bool) {
 	for _, d := range s.touch {
 		if err := s.root.TouchDir(d); err != nil {
 			s.log("touch "+d, err)
@@ -77,6 +91,13 @@ func (s *syncer) round() {
 	}
 	if s.meta == nil {
 		return
+	}
+	if whole {
+		err := s.syncFS()
+		if err == nil {
+			return
+		}
+		s.log("syncfs (the event log and directories are fsynced one by one instead)", err)
 	}
 	if err := s.meta.Sync(); err != nil {
 		s.log("fsync event log", err)
@@ -93,7 +114,7 @@ func (s *syncer) close() {
 	s.once.Do(func() {
 		close(s.bell)
 		<-s.done
-		s.round()
+		s.round(false)
 		for _, d := range s.dirs {
 			_ = d.Close() // Read-only directory handles.
 		}

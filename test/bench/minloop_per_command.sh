@@ -7,6 +7,7 @@
 # where the runner's CPU per command goes (docs/benchmarks-log.md, "Issue 44,
 # sixth pass").
 set -euo pipefail
+. "$(dirname "$0")/diskflushes.sh"
 cd "$(dirname "$0")/../.."
 n=${1:-3000}
 d=$(mktemp -d "${SP_BENCH_DIR:-$PWD}/.ml.XXXXXX"); chmod 700 "$d"; s=$d/s; mkdir "$s"
@@ -20,6 +21,7 @@ for i in $(seq 1 "$n"); do
 done
 until [ -e "$s/ready" ]; do sleep 0.05; done
 sleep 1
+f0=$(diskflushes "$d")
 t0=$(date +%s.%N)
 python3 -c 'import os, sys
 src, dst = sys.argv[1:]
@@ -27,9 +29,10 @@ for n in sorted(os.listdir(src)):
     os.rename(os.path.join(src, n), os.path.join(dst, n))' "$d/stage" "$s/queue"
 last=$(printf '%s/result/cmd_%010d_c%d.json' "$s" "$n" "$n")
 until [ -f "$last" ]; do sleep 0.01; done
+f1=$(diskflushes "$d")
 t1=$(date +%s.%N)
 # minloop ends tclsh and exits on SIGTERM; perf stat then writes its counts.
 pkill -TERM -P $pid -x minloop
 wait $pid || true
-awk -F, -v n="$n" -v a="$t0" -v b="$t1" '/sys_enter/{s=$1} /context-switches/{c=$1} /task-clock/{k=$1}
-  END{printf "minimal loop: system calls/command %.1f, context switches/command %.2f, CPU ms/command %.3f, wall ms/command %.3f\n", s/n, c/n, k/n, (b-a)*1000/n}' "$d/perf"
+awk -F, -v n="$n" -v fl="$(perflush "$n" "$f0" "$f1")" -v a="$t0" -v b="$t1" '/sys_enter/{s=$1} /context-switches/{c=$1} /task-clock/{k=$1}
+  END{printf "minimal loop: system calls/command %.1f, context switches/command %.2f, CPU ms/command %.3f, wall ms/command %.3f, disk flushes/command %s\n", s/n, c/n, k/n, (b-a)*1000/n, fl}' "$d/perf"

@@ -7,6 +7,7 @@
 # drain's time per command from its results' end_ts. Counts, unlike times,
 # hardly move with the machine's load. BENCHMARKS.md, issue 44.
 set -euo pipefail
+. "$(dirname "$0")/diskflushes.sh"
 bin=$1; n=${2:-2000}
 d=$(mktemp -d "${SP_BENCH_DIR:-$PWD}/.sys.XXXXXX"); chmod 700 "$d"; s=$d/s
 ${SP_WRAP:-perf stat -x, -o "$d/perf" -e raw_syscalls:sys_enter,context-switches,task-clock} "$bin" --session "$s" --log-level warn >"$d/log" 2>&1 &
@@ -20,16 +21,18 @@ until grep -qs '"phase": "idle"' "$s/state/state.json"; do sleep 0.05; done
 sleep 1
 # One rename each, nothing else: mv -t looks at what it moved, and the
 # runner may have claimed it by then ("cannot stat").
+f0=$(diskflushes "$d")
 python3 -c 'import os, sys
 src, dst = sys.argv[1:]
 for n in sorted(os.listdir(src)):
     os.rename(os.path.join(src, n), os.path.join(dst, n))' "$d/stage" "$s/queue"
 last=$(printf '%s/result/cmd_%010d_c%d.json' "$s" "$n" "$n")
 until [ -f "$last" ]; do sleep 0.05; done
+f1=$(diskflushes "$d")
 printf '{"mode":"graceful"}' >"$s/ctl/.stop.json" && mv "$s/ctl/.stop.json" "$s/ctl/stop.json"
 wait $pid
 endts() { grep -o '"end_ts": "[^"]*"' "$1" | cut -d'"' -f4; }
 first=$(date -d "$(endts "$s/result/$(printf 'cmd_%010d_c1.json' 1)")" +%s.%N)
 lastt=$(date -d "$(endts "$last")" +%s.%N)
-awk -F, -v n="$n" -v a="$first" -v b="$lastt" '/sys_enter/{s=$1} /context-switches/{c=$1} /task-clock/{k=$1}
-  END{printf "system calls/command %.1f, context switches/command %.2f, CPU ms/command %.3f, drain ms/command %.3f\n", s/n, c/n, k/n, (b-a)*1000/(n-1)}' "$d/perf"
+awk -F, -v n="$n" -v fl="$(perflush "$n" "$f0" "$f1")" -v a="$first" -v b="$lastt" '/sys_enter/{s=$1} /context-switches/{c=$1} /task-clock/{k=$1}
+  END{printf "system calls/command %.1f, context switches/command %.2f, CPU ms/command %.3f, drain ms/command %.3f, disk flushes/command %s\n", s/n, c/n, k/n, (b-a)*1000/(n-1), fl}' "$d/perf"

@@ -1,0 +1,72 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/skillpilot/skillpilot/fsq"
+)
+
+// A round on a local filesystem is one syncfs; one whose syncfs fails
+// fsyncs the log and the directories instead, and says why; the last
+// round (at the stop) never waits for the whole filesystem.
+func TestSyncerRounds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		whole    bool
+		fail     error
+		wantFS   int // syncfs calls in one round and the close
+		wantWarn bool
+	}{
+		{"local", true, nil, 1, false},
+		{"local, syncfs fails", true, syscall.EIO, 1, true},
+		{"network", false, nil, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if err := os.Mkdir(filepath.Join(dir, "d"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			root, err := fsq.OpenRoot(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { root.Close() })
+			meta, _, err := root.OpenLog("meta.log", 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { meta.Close() })
+			var mu sync.Mutex
+			var warned []string
+			calls := 0
+			s := newSyncer(root, meta, []string{"d"}, nil, tc.whole, func(msg string, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				warned = append(warned, msg+": "+err.Error())
+			})
+			s.syncFS = func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				return tc.fail
+			}
+			s.round(s.whole)
+			s.close()
+			mu.Lock()
+			defer mu.Unlock()
+			if calls != tc.wantFS {
+				t.Errorf("syncfs called %d times, want %d", calls, tc.wantFS)
+			}
+			if got := len(warned) > 0; got != tc.wantWarn || (got && !strings.Contains(warned[0], "syncfs")) {
+				t.Errorf("warnings %q, want some: %v", warned, tc.wantWarn)
+			}
+		})
+	}
+}
