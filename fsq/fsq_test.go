@@ -539,18 +539,39 @@ func TestRootListsItselfAgain(t *testing.T) {
 	}
 }
 
-// SyncFS flushes the filesystem the session is on.
-func TestRootSyncFS(t *testing.T) {
+// An FSSync flushes the filesystem the session is on, through a file
+// description of its own.
+func TestFSSync(t *testing.T) {
 	t.Parallel()
 	r, err := OpenRoot(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	h, err := r.NewFSSync()
+	if err != nil {
+		t.Fatalf("NewFSSync on this kernel: %v", err)
+	}
+	defer h.Close()
 	if err := r.WriteAtomic("x", []byte("x"), 0o600, Volatile); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SyncFS(); err != nil {
+	if err := h.Sync(); err != nil {
 		t.Fatalf("syncfs of an open session: %v", err)
+	}
+}
+
+func TestKernelAtLeast(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rel  string
+		want bool
+	}{
+		{"5.8.0", true}, {"5.7.19", false}, {"6.1.0-18-amd64", true}, {"4.19.0", false},
+		{"5.10", true}, {"10.0", true}, {"", false}, {"five", false}, {"5", false},
+	} {
+		if got := kernelAtLeast(tc.rel, 5, 8); got != tc.want {
+			t.Errorf("kernelAtLeast(%q, 5, 8) = %v, want %v", tc.rel, got, tc.want)
+		}
 	}
 }

@@ -366,12 +366,53 @@ func (s *Root) SweepLater() {
 	s.later = keep
 }
 
-// SyncFS flushes the whole filesystem the session directory is on
-// (syncfs(2)): every file's data and metadata written before the call, the
-// session's and anyone else's, with one journal commit and one flush of
-// the disk's cache, where fsyncing k files one by one costs up to k. Its
-// error is any write-back error the filesystem saw since the session
-// directory was opened (Linux 5.8 and later).
-func (s *Root) SyncFS() error {
-	return unix.Syncfs(s.fd)
+// FSSync flushes the whole filesystem a session is on (syncfs(2)): every
+// file's data and metadata written before the call, the session's and
+// anyone else's, with one journal commit and one flush of the disk's
+// cache, where fsyncing k files one by one costs up to k.
+//
+// Each FSSync holds a file description of its own, opened when it is
+// made: syncfs reports a write-back error once per file description (the
+// first caller after the error takes it), so each user of it needs its
+// own, made before it writes what it will flush.
+type FSSync struct{ f *os.File }
+
+// ErrNoSyncFSErrors is returned by Root.NewFSSync on kernels older than
+// 5.8, whose syncfs does not report write-back errors: a caller must then
+// fsync file by file.
+var ErrNoSyncFSErrors = errors.New("syncfs does not report write-back errors before Linux 5.8")
+
+// NewFSSync opens an FSSync on the session's filesystem.
+func (s *Root) NewFSSync() (*FSSync, error) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return nil, fmt.Errorf("uname: %w", err)
+	}
+	if !kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 8) {
+		return nil, ErrNoSyncFSErrors
+	}
+	f, err := s.OpenDir(".")
+	if err != nil {
+		return nil, err
+	}
+	return &FSSync{f: f}, nil
 }
+
+// kernelAtLeast reports whether the kernel release rel ("6.1.0-18-amd64")
+// is major.minor or later; a release it cannot read is not.
+func kernelAtLeast(rel string, major, minor int) bool {
+	var a, b int
+	if n, _ := fmt.Sscanf(rel, "%d.%d", &a, &b); n != 2 {
+		return false
+	}
+	return a > major || (a == major && b >= minor)
+}
+
+// Sync runs syncfs; its error is any write-back error the filesystem saw
+// since this FSSync last reported one (or was opened).
+func (f *FSSync) Sync() error {
+	return unix.Syncfs(int(f.f.Fd()))
+}
+
+// Close releases the file description.
+func (f *FSSync) Close() error { return f.f.Close() }

@@ -207,8 +207,8 @@ var emptySHA256 = sha256Hex("")
 
 // newestChecked is how many of the newest results (by seq) an unclean
 // start checks against their output copies: as many as can wait for
-// their outputs' flush at once (maxLag, and a batch staged meanwhile).
-const newestChecked = maxLag + maxBatch
+// their outputs' flush at once (resultWriter.stage counts them).
+const newestChecked = maxLag
 
 // rebuildNewest runs rebuildOutput on the newestChecked results of
 // highest seq in have that were not checked already.

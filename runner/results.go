@@ -37,7 +37,9 @@ type resultJob struct {
 	name string // result/<name>
 	res  *protocol.Result
 	// out is the command's output file (flushed, not yet fsynced); it is
-	// fsynced before the result appears and closed afterwards. outErr says
+	// fsynced before the result appears, or after it when the result
+	// carries a copy (output_inline; see resultWriter.lag), and closed
+	// once fsynced. outErr says
 	// writing it failed: the result then describes what the file holds.
 	out    *os.File
 	outErr error
@@ -75,8 +77,9 @@ type writerOps struct {
 	temp  func() (*os.File, error)         // an empty file in tmp/
 	write func(f *os.File, b []byte) error // the result's bytes into it
 	sync  func(f *os.File) error           // fsync (results and outputs)
-	// syncFS flushes the session's whole filesystem (syncfs): a lag round
-	// of more than one output makes them all durable with one flush.
+	// syncFS flushes the session's whole filesystem (syncfs, through a
+	// file description of the writer's own): a lag round of more than one
+	// output makes them all durable with one flush. nil: fsync each.
 	syncFS func() error
 	place  func(tmp, dst string) error // rename without replacing
 	move   func(src, dst string) error // command file into archive/
@@ -136,8 +139,11 @@ type resultWriter struct {
 	// inflight/.lag-<name>, made before its result's rename and removed
 	// once the file is fsynced, so that a runner starting after a crash
 	// knows which outputs to check (recover.go, rebuildOutput).
-	lag    []lagging
-	lagged chan []lagging // a lag round, its outputs fsynced
+	lag     []lagging
+	lagged  chan []lagging // a lag round, its outputs fsynced
+	inRound int            // outputs in the lag round running now
+	staging int            // outputs of the batch being staged that will lag
+	fss     *fsq.FSSync    // the writer's own syncfs handle (ops.syncFS), closed at its end
 }
 
 // lagging is an output file waiting for its fsync, and its marker.
@@ -192,8 +198,16 @@ func newResultWriter(cfg writerConfig) *resultWriter {
 	if cfg.ops.sync == nil {
 		cfg.ops.sync = def.sync
 	}
-	if cfg.ops.syncFS == nil {
-		cfg.ops.syncFS = def.syncFS
+	var fss *fsq.FSSync
+	if cfg.ops.syncFS == nil && cfg.durable && !cfg.network {
+		// Made now, before any output it flushes is written: syncfs
+		// reports a write-back error to each file description once.
+		h, err := cfg.root.NewFSSync()
+		if err == nil {
+			fss, cfg.ops.syncFS = h, h.Sync
+		} else {
+			cfg.log.Info("lag rounds fsync outputs one by one", "why", err)
+		}
 	}
 	if cfg.ops.place == nil {
 		cfg.ops.place = def.place
@@ -207,7 +221,7 @@ func newResultWriter(cfg writerConfig) *resultWriter {
 	// done holds every job that can be in flight (queued plus one batch),
 	// so the writer never blocks on it.
 	w := &resultWriter{cfg: cfg, jobs: make(chan resultJob, writerQueue), done: make(chan resultDone, writerQueue+maxBatch),
-		status: make(chan writerStatus, 1), quit: make(chan struct{}), exit: make(chan struct{}), lagged: make(chan []lagging, 1)}
+		status: make(chan writerStatus, 1), quit: make(chan struct{}), exit: make(chan struct{}), lagged: make(chan []lagging, 1), fss: fss}
 	go w.run()
 	return w
 }
@@ -224,9 +238,8 @@ func defaultOps(cfg writerConfig) writerOps {
 			}
 			return root.CreateTemp(protocol.DirTmp, ".result-", 0o600)
 		},
-		write:  func(f *os.File, b []byte) error { _, err := f.Write(b); return err },
-		sync:   func(f *os.File) error { return f.Sync() },
-		syncFS: root.SyncFS,
+		write: func(f *os.File, b []byte) error { _, err := f.Write(b); return err },
+		sync:  func(f *os.File) error { return f.Sync() },
 		place: func(tmp, dst string) error {
 			if err := ownDir(root, protocol.DirResult); err != nil {
 				return err
@@ -303,6 +316,9 @@ func (w *resultWriter) abort() {
 func (w *resultWriter) run() {
 	defer close(w.exit)
 	defer w.cfg.root.SweepLater()
+	if w.fss != nil {
+		defer w.fss.Close() // A read-only directory handle.
+	}
 	var (
 		tick     <-chan time.Time
 		syncing  bool // a lag round is running
@@ -310,7 +326,7 @@ func (w *resultWriter) run() {
 	)
 	for !finished || syncing || len(w.lag) > 0 {
 		if len(w.lag) > 0 && !syncing && (finished || len(w.lag) >= maxLag) {
-			w.syncLag() // Stopping, or too many open: at once.
+			w.syncLag(finished) // Stopping, or too many open: at once.
 			syncing, tick = true, nil
 		}
 		if len(w.lag) > 0 && !syncing && tick == nil {
@@ -344,11 +360,11 @@ func (w *resultWriter) run() {
 		case <-tick:
 			tick = nil
 			if !syncing {
-				w.syncLag()
+				w.syncLag(false)
 				syncing = true
 			}
 		case round := <-w.lagged:
-			syncing = false
+			syncing, w.inRound = false, 0
 			for _, l := range round {
 				if l.out != nil {
 					_ = l.out.Close()                  // fsync reported what matters.
@@ -365,28 +381,49 @@ func (w *resultWriter) run() {
 // costs the disk a flush of its own, even when they run in parallel (2.0
 // flushes a command in a backlog, measured: BENCHMARKS.md), where one
 // syncfs costs one for all; a lone output's fsync does not make the disk
-// write what other programs have pending. The round comes back on lagged,
-// where the writer removes the markers; an output whose flush failed
-// comes back with out nil and keeps its marker (the next runner checks
-// it against its result).
-func (w *resultWriter) syncLag() {
+// write what other programs have pending, and neither does the last
+// round at a stop (final), whose outputs are fsynced in parallel. The
+// round comes back on lagged, where the writer removes the markers; an
+// output whose flush failed comes back with out nil and keeps its marker
+// (the next runner checks it against its result).
+func (w *resultWriter) syncLag(final bool) {
 	round := w.lag
-	w.lag = nil
+	w.lag, w.inRound = nil, len(round)
 	go func() {
-		fail := func(l *lagging, err error) {
-			w.cfg.log.Error("flushing an output after its result failed; the next runner checks it against the result",
-				"file", l.path, "err", err)
-			_ = l.out.Close() // Reported above.
+		fail := func(l *lagging) {
+			_ = l.out.Close() // Reported by the caller.
 			l.out = nil
 		}
+		if len(round) > 1 && !final && w.cfg.ops.syncFS != nil {
+			if err := w.cfg.ops.syncFS(); err != nil {
+				w.cfg.log.Error("syncfs after results failed (the cause may be any file on the filesystem); the next runner checks their outputs against the results",
+					"outputs", len(round), "err", err)
+				for i := range round {
+					fail(&round[i])
+				}
+			}
+			w.lagged <- round
+			return
+		}
+		one := func(l *lagging) {
+			if err := w.cfg.ops.sync(l.out); err != nil {
+				w.cfg.log.Error("fsync of an output after its result failed; the next runner checks it against the result",
+					"file", l.path, "err", err)
+				fail(l)
+			}
+		}
 		if len(round) == 1 {
-			if err := w.cfg.ops.sync(round[0].out); err != nil {
-				fail(&round[0], err)
-			}
-		} else if err := w.cfg.ops.syncFS(); err != nil {
+			one(&round[0]) // A round trip's round: no goroutine more (issue 44).
+		} else {
+			var wg sync.WaitGroup
 			for i := range round {
-				fail(&round[i], fmt.Errorf("syncfs: %w", err))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					one(&round[i])
+				}()
 			}
+			wg.Wait()
 		}
 		w.lagged <- round
 	}()
@@ -468,6 +505,7 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 	}()
 	var firstErr error
 	ready := len(batch)
+	w.staging = 0
 	for i := range batch {
 		if err := w.stage(&batch[i], &st[i]); err != nil {
 			ready, firstErr = i, err
@@ -555,8 +593,9 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 		w.describeIncompleteOutput(j)
 	}
 	if s.data == nil {
-		s.inline = len(w.lag) < maxLag && w.inlineOutput(j)
+		s.inline = len(w.lag)+w.inRound+w.staging < maxLag && w.inlineOutput(j)
 		if s.inline {
+			w.staging++
 			// The marker exists before the result can: made now, it is
 			// in inflight/ whenever the result is in result/ and the
 			// output file may not be durable yet.
@@ -569,6 +608,7 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 				j.marked = true
 			default:
 				s.inline = false // No marker (inflight/ deleted?): fsync the output first, as for a large one.
+				w.staging--
 			}
 		}
 		s.data = marshal(res)

@@ -331,6 +331,8 @@ func TestWriterLagSyncFSFails(t *testing.T) {
 	dir := writerSession(t)
 	gate := make(chan struct{})
 	var gated sync.Once
+	called := make(chan struct{})
+	var once sync.Once
 	ops := writerOps{
 		sync: func(f *os.File) error {
 			if strings.HasSuffix(f.Name(), "_h.out") {
@@ -338,7 +340,10 @@ func TestWriterLagSyncFSFails(t *testing.T) {
 			}
 			return f.Sync()
 		},
-		syncFS: func() error { return syscall.EIO },
+		syncFS: func() error {
+			once.Do(func() { close(called) })
+			return syscall.EIO
+		},
 	}
 	w := newTestWriter(t, dir, ops)
 	h := ranJob(t, dir, "h", "held\n")
@@ -356,7 +361,12 @@ func TestWriterLagSyncFSFails(t *testing.T) {
 	for range 3 {
 		waitDone(t, w)
 	}
-	w.close(func(resultDone) {}) // Runs the last lag round and waits for it.
+	select {
+	case <-called:
+	case <-time.After(longWait):
+		t.Fatal("no lag round ran syncfs")
+	}
+	w.close(func(resultDone) {}) // Waits for the round's end.
 	for _, j := range []resultJob{x, y} {
 		if r := readResult(t, dir, j.name); r.OutputInline == nil {
 			t.Fatalf("%s: committed in a group without its output's copy", j.name)
@@ -425,5 +435,105 @@ func TestWriterKeepsAGoneCommandFile(t *testing.T) {
 	}
 	if len(d.displaced) != 1 || d.displaced[0]["recreated"] != j.keepAt {
 		t.Errorf("warnings %v, want one naming %s", d.displaced, j.keepAt)
+	}
+}
+
+// While a lag round hangs (a slow syncfs), no more than maxLag outputs
+// wait for their flush, counting the round's own and a batch being
+// staged: the rest of a backlog is committed the old way (output fsynced
+// first, no copy, no marker), and nothing waits for the round.
+func TestWriterLagBound(t *testing.T) {
+	t.Parallel()
+	dir := writerSession(t)
+	release := make(chan struct{})
+	lagFlush := func() { <-release }
+	ops := writerOps{
+		sync: func(f *os.File) error {
+			name := strings.TrimSuffix(filepath.Base(f.Name()), ".out")
+			if strings.HasSuffix(f.Name(), ".out") {
+				if _, err := os.Lstat(filepath.Join(dir, protocol.DirResult, name+".json")); err == nil {
+					lagFlush() // A lag round's fsync: its result is out already.
+				}
+			}
+			return f.Sync()
+		},
+		syncFS: func() error { lagFlush(); return nil },
+	}
+	w := newTestWriter(t, dir, ops)
+	const n = 700
+	jobs := make([]resultJob, n)
+	got := 0
+	for i := range jobs {
+		jobs[i] = ranJob(t, dir, fmt.Sprintf("b%03d", i), "out\n")
+		w.submit(jobs[i], func(resultDone) { got++ })
+	}
+	for ; got < n; got++ {
+		waitDone(t, w)
+	}
+	inline, markers := 0, 0
+	for _, j := range jobs {
+		if readResult(t, dir, j.name).OutputInline != nil {
+			inline++
+		}
+		if _, err := os.Lstat(filepath.Join(dir, lagMarker(j.name))); err == nil {
+			markers++
+		}
+	}
+	close(release)
+	if inline == 0 || inline > maxLag || markers > maxLag {
+		t.Fatalf("%d results carry their output and %d markers wait while the lag round hangs; want 1 to %d", inline, markers, maxLag)
+	}
+}
+
+// The last lag round, at the writer's close (the runner's stop), fsyncs
+// its outputs one by one: a stop does not wait for other programs' data,
+// which a syncfs would write too.
+func TestWriterLastLagRoundFsyncs(t *testing.T) {
+	t.Parallel()
+	dir := writerSession(t)
+	gate := make(chan struct{})
+	var gated sync.Once
+	var mu sync.Mutex
+	var synced []string
+	syncfs := 0
+	ops := writerOps{
+		sync: func(f *os.File) error {
+			if strings.HasSuffix(f.Name(), "_h.out") {
+				gated.Do(func() { <-gate })
+			}
+			mu.Lock()
+			synced = append(synced, filepath.Base(f.Name()))
+			mu.Unlock()
+			return f.Sync()
+		},
+		syncFS: func() error { mu.Lock(); syncfs++; mu.Unlock(); return nil },
+	}
+	w := newTestWriter(t, dir, ops)
+	h := ranJob(t, dir, "h", "held\n")
+	h.res.Stats.Bytes = protocol.MaxInlineOutput + 1
+	w.submit(h, nil)
+	for deadline := time.Now().Add(longWait); len(w.jobs) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not take h")
+		}
+	}
+	x, y := ranJob(t, dir, "x", "ex\n"), ranJob(t, dir, "y", "why\n")
+	w.submit(x, nil)
+	w.submit(y, nil)
+	w.once.Do(func() { close(w.jobs) }) // close's first step, before h is committed: x and y are the last batch.
+	close(gate)
+	w.close(func(resultDone) {})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, j := range []resultJob{x, y} {
+		if readResult(t, dir, j.name).OutputInline == nil {
+			t.Fatalf("%s: committed without its copy", j.name)
+		}
+		if !slices.Contains(synced, protocol.OutputName(j.name)) {
+			t.Errorf("%s: its output was not fsynced at the stop (fsynced: %v)", j.name, synced)
+		}
+	}
+	if syncfs != 0 {
+		t.Errorf("the last round ran syncfs %d times", syncfs)
 	}
 }

@@ -40,7 +40,8 @@ type syncer struct {
 	// whole: a round is one syncfs of the filesystem (see syncer); its
 	// failure falls back to the fsyncs.
 	whole  bool
-	syncFS func() error // root.SyncFS; tests count or fail it
+	syncFS func() error // fss.Sync; tests count or fail it
+	fss    *fsq.FSSync  // the syncer's own syncfs handle
 	log    func(msg string, err error)
 	once   sync.Once
 }
@@ -49,7 +50,18 @@ type syncer struct {
 // touch list is still served. whole: rounds are one syncfs (a local
 // filesystem).
 func newSyncer(root *fsq.Root, meta *fsq.Log, dirs, touch []string, whole bool, log func(string, error)) *syncer {
-	s := &syncer{root: root, bell: make(chan struct{}, 1), done: make(chan struct{}), meta: meta, log: log, touch: touch, whole: whole, syncFS: root.SyncFS}
+	s := &syncer{root: root, bell: make(chan struct{}, 1), done: make(chan struct{}), meta: meta, log: log, touch: touch}
+	if whole && meta != nil {
+		// A handle of the syncer's own: syncfs reports a write-back
+		// error once per file description, and the result writer must
+		// see the errors of its outputs too (it has its own).
+		h, err := root.NewFSSync()
+		if err != nil {
+			log("rounds fsync the event log and directories one by one", err)
+		} else {
+			s.whole, s.fss, s.syncFS = true, h, h.Sync
+		}
+	}
 	for _, d := range dirs {
 		if meta == nil {
 			break
@@ -117,6 +129,9 @@ func (s *syncer) close() {
 		s.round(false)
 		for _, d := range s.dirs {
 			_ = d.Close() // Read-only directory handles.
+		}
+		if s.fss != nil {
+			_ = s.fss.Close() // Likewise.
 		}
 	})
 }
