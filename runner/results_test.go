@@ -346,17 +346,7 @@ func TestWriterLagSyncFSFails(t *testing.T) {
 		},
 	}
 	w := newTestWriter(t, dir, ops)
-	h := ranJob(t, dir, "h", "held\n")
-	h.res.Stats.Bytes = protocol.MaxInlineOutput + 1 // Fsynced before its result: holds the writer.
-	w.submit(h, nil)
-	for deadline := time.Now().Add(longWait); len(w.jobs) > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the writer did not take h")
-		}
-	}
-	x, y := ranJob(t, dir, "x", "ex\n"), ranJob(t, dir, "y", "why\n")
-	w.submit(x, nil)
-	w.submit(y, nil)
+	x, y := queueBehindH(t, dir, w)
 	close(gate)
 	for range 3 {
 		waitDone(t, w)
@@ -509,17 +499,7 @@ func TestWriterLastLagRoundFsyncs(t *testing.T) {
 		syncFS: func() error { mu.Lock(); syncfs++; mu.Unlock(); return nil },
 	}
 	w := newTestWriter(t, dir, ops)
-	h := ranJob(t, dir, "h", "held\n")
-	h.res.Stats.Bytes = protocol.MaxInlineOutput + 1
-	w.submit(h, nil)
-	for deadline := time.Now().Add(longWait); len(w.jobs) > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the writer did not take h")
-		}
-	}
-	x, y := ranJob(t, dir, "x", "ex\n"), ranJob(t, dir, "y", "why\n")
-	w.submit(x, nil)
-	w.submit(y, nil)
+	x, y := queueBehindH(t, dir, w)
 	w.once.Do(func() { close(w.jobs) }) // close's first step, before h is committed: x and y are the last batch.
 	close(gate)
 	w.close(func(resultDone) {})
@@ -536,4 +516,24 @@ func TestWriterLastLagRoundFsyncs(t *testing.T) {
 	if syncfs != 0 {
 		t.Errorf("the last round ran syncfs %d times", syncfs)
 	}
+}
+
+// queueBehindH submits job h, whose output (too large for a copy by its
+// stats) is fsynced before its result, waits until the writer holds it
+// (the test's sync op blocks on h's output until the test lets it go),
+// and queues x and y behind it: they are committed together, after h.
+func queueBehindH(t *testing.T, dir string, w *resultWriter) (x, y resultJob) {
+	t.Helper()
+	h := ranJob(t, dir, "h", "held\n")
+	h.res.Stats.Bytes = protocol.MaxInlineOutput + 1
+	w.submit(h, nil)
+	for deadline := time.Now().Add(longWait); len(w.jobs) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not take h")
+		}
+	}
+	x, y = ranJob(t, dir, "x", "ex\n"), ranJob(t, dir, "y", "why\n")
+	w.submit(x, nil)
+	w.submit(y, nil)
+	return x, y
 }
