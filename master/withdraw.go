@@ -134,12 +134,16 @@ func (c *Command) withdraw() (*Command, error) {
 				map[string]any{"cmd_id": c.ID})
 		}
 		ctx := map[string]any{"cmd_id": c.ID}
+		// inflight/ before result/: the runner renames the result in,
+		// then moves the claim out, so a claim seen beside a result is
+		// finished, and no order of the two looks misses both.
 		s.io.Revalidate(protocol.DirInflight)
-		if s.io.Exists(protocol.DirInflight + "/" + name) {
-			return nil, withContext(fmt.Errorf("%w: %s is running (a runner claimed it); cancel it instead", ErrNotQueued, c.ID), ctx)
-		}
+		claimed := s.io.Exists(protocol.DirInflight + "/" + name)
 		if r, _ := (&Command{s: s, ID: cur.ID, Seq: cur.Seq, Name: name, hops: maxHops}).Result(); r != nil {
 			return nil, withContext(fmt.Errorf("%w: %s has its result (%s); nothing to withdraw", ErrAlreadyFinished, c.ID, r.Status), ctx)
+		}
+		if claimed {
+			return nil, withContext(fmt.Errorf("%w: %s is running (a runner claimed it); cancel it instead", ErrNotQueued, c.ID), ctx)
 		}
 		s.io.Revalidate(dirWithdrawn)
 		if s.io.Exists(dirWithdrawn + "/" + name) {

@@ -32,7 +32,7 @@ fi 2>/dev/null
 rm -f "$nap_fifo"
 # revalidate: opening a directory makes an NFS client drop cached "absent"
 # lookups, so a file another host just created is seen at once.
-revalidate() { : <"$1" 2>/dev/null; }
+revalidate() { { : <"$1"; } 2>/dev/null; }
 json_str() {
   local s=$1
   s=${s//\\/\\\\}; s=${s//\"/\\\"}; s=${s//$'\n'/\\n}; s=${s//$'\r'/\\r}; s=${s//$'\t'/\\t}
@@ -392,11 +392,12 @@ take_back() {
 # do_withdraw: take the command back where it is now, following a pool's
 # forward/ records (the mover's staged copy first, then the published file)
 # and waiting while a mover holds it in moved/ without a record. Then: a
-# claim means running, a result finished, withdrawn/ withdrawn before;
+# a result means finished, a claim (without one) running, withdrawn/
+# withdrawn before;
 # nowhere is unknown: it never runs.
 do_withdraw() {
   session_ok || { out_code session_missing 5; return; }
-  local ref=$k_id base name id ctx d found dir cur to stage tos hops=0 t0 moving now
+  local ref=$k_id base name id ctx d found dir cur to stage tos hops=0 t0 moving claimed now
   base=${ref##*/}
   if [[ $base =~ ^cmd_[0-9]{1,18}_([A-Za-z0-9._-]{1,128})\.json$ ]]; then name=$base id=${BASH_REMATCH[1]}
   elif [ "$base" != "$ref" ] || ! [[ $ref =~ ^[A-Za-z0-9._-]{1,128}$ ]]; then out_code usage 2; return
@@ -435,9 +436,14 @@ do_withdraw() {
     fi
     now_ms
     if [ -n "$moving" ] && ((now - t0 < 5000)); then nap 0.01; continue; fi
-    revalidate "$dir/inflight"; revalidate "$dir/result"; revalidate "$dir/withdrawn"
-    if [ -n "$moving" ] || [ -e "$dir/inflight/$cur" ]; then out_code not_queued 7 "$ctx"
+    # inflight/ before result/: the runner renames the result in, then
+    # moves the claim out, so a claim seen beside a result is finished,
+    # and no order of the two looks misses both.
+    revalidate "$dir/inflight"; claimed=""; [ -e "$dir/inflight/$cur" ] && claimed=1
+    revalidate "$dir/result"; revalidate "$dir/withdrawn"
+    if [ -n "$moving" ]; then out_code not_queued 7 "$ctx"
     elif [ -f "$dir/result/$cur" ]; then out_code already_finished 7 "$ctx"
+    elif [ -n "$claimed" ]; then out_code not_queued 7 "$ctx"
     elif [ -e "$dir/withdrawn/$cur" ]; then out_code already_withdrawn 7 "$ctx"
     else out_code unknown_cmd_id 6 "$ctx"; fi
     return

@@ -587,6 +587,26 @@ func (d *driver) harness(st Step, args []string) {
 			m := d.readJSON(p)
 			return m != nil && fieldsMatch(m, args[1:])
 		})
+	case "reclaim":
+		// reclaim ID: put ID's command file back in inflight/ beside its
+		// result, as a runner leaves it between the result's rename and
+		// the claim's move to archive/ (PROTOCOL.md section 7).
+		argN(1)
+		res, _ := listMatches(filepath.Join(d.runnerDir, protocol.DirResult, "cmd_*_"+args[0]+".json"))
+		if len(res) != 1 {
+			d.fail(st, "%d results of %s, want 1", len(res), args[0])
+		}
+		p, ok := d.readJSON(protocol.DirResult + "/" + filepath.Base(res[0]))["command_path"].(string)
+		if !ok || !filepath.IsLocal(p) {
+			d.fail(st, "the result of %s names no command file in the session", args[0])
+		}
+		b, err := os.ReadFile(filepath.Join(d.runnerDir, p))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(d.runnerDir, protocol.DirInflight, filepath.Base(res[0])), b, 0o600)
+		}
+		if err != nil {
+			d.fail(st, "%v", err)
+		}
 	case "remove", "truncate":
 		argN(1)
 		matches, err := listMatches(filepath.Join(d.runnerDir, args[0]))

@@ -420,13 +420,18 @@ class Session:
                         continue
                     raise _with_ctx(NotQueued("%s is being moved by a pool (moved/%s) and may still run; withdraw it "
                                               "again once master pool heal has finished the move" % (cmd_id, cur)), ctx)
-                if _exists_in(sfs, _names.DIR_INFLIGHT, cur):
-                    raise _with_ctx(NotQueued("%s is running (a runner claimed it); cancel it instead" % cmd_id), ctx)
+                # inflight/ before result/: the runner renames the result
+                # in, then moves the claim out, so a claim seen beside a
+                # result is finished, and no order of the two looks misses
+                # both.
+                claimed = _exists_in(sfs, _names.DIR_INFLIGHT, cur)
                 sfs.revalidate(_names.DIR_RESULT)
                 res = sfs.read_json_quiet(_names.DIR_RESULT, cur)
                 if res is not None:
                     raise _with_ctx(AlreadyFinished("%s has its result (%s); nothing to withdraw"
                                                     % (cmd_id, res.get("status"))), ctx)
+                if claimed:
+                    raise _with_ctx(NotQueued("%s is running (a runner claimed it); cancel it instead" % cmd_id), ctx)
                 if _exists_in(sfs, _names.DIR_WITHDRAWN, cur):
                     raise _with_ctx(AlreadyWithdrawn("%s was withdrawn before (withdrawn/%s): it never runs"
                                                      % (cmd_id, cur)), ctx)

@@ -529,13 +529,17 @@ proc ::skillpilot::withdraw {dir cmd} {
             }
             ThrowCtx NOT_QUEUED "$id is being moved by a pool (moved/$cur) and may still run; withdraw it again once master pool heal has finished the move" $ctx
         }
-        if {[ExistsIn $sdir inflight $cur]} {
-            ThrowCtx NOT_QUEUED "$id is running (a runner claimed it); cancel it instead" $ctx
-        }
+        # inflight/ before result/: the runner renames the result in, then
+        # moves the claim out, so a claim seen beside a result is finished,
+        # and no order of the two looks misses both.
+        set claimed [ExistsIn $sdir inflight $cur]
         fs::revalidate $sdir result
         if {![catch {read_json $sdir result $cur} r] && $r ne ""} {
             set st [expr {[dict exists $r status] ? [dict get $r status] : ""}]
             ThrowCtx ALREADY_FINISHED "$id has its result ($st); nothing to withdraw" $ctx
+        }
+        if {$claimed} {
+            ThrowCtx NOT_QUEUED "$id is running (a runner claimed it); cancel it instead" $ctx
         }
         if {[ExistsIn $sdir withdrawn $cur]} {
             ThrowCtx ALREADY_WITHDRAWN "$id was withdrawn before (withdrawn/$cur): it never runs" $ctx
