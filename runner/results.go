@@ -141,8 +141,7 @@ type resultWriter struct {
 	// knows which outputs to check (recover.go, rebuildOutput).
 	lag     []lagging
 	lagged  chan []lagging // a lag round, its outputs fsynced
-	inRound int            // outputs in the lag round running now
-	staging int            // outputs of the batch being staged that will lag
+	inRound int            // outputs in the lag round running now (0: none runs)
 	fss     *fsq.FSSync    // the writer's own syncfs handle (ops.syncFS), closed at its end
 }
 
@@ -321,15 +320,15 @@ func (w *resultWriter) run() {
 	}
 	var (
 		tick     <-chan time.Time
-		syncing  bool // a lag round is running
 		finished bool // jobs is closed
 	)
-	for !finished || syncing || len(w.lag) > 0 {
-		if len(w.lag) > 0 && !syncing && (finished || len(w.lag) >= maxLag) {
+	syncing := func() bool { return w.inRound > 0 } // A round is never empty (syncLag).
+	for !finished || syncing() || len(w.lag) > 0 {
+		if len(w.lag) > 0 && !syncing() && (finished || len(w.lag) >= maxLag) {
 			w.syncLag(finished) // Stopping, or too many open: at once.
-			syncing, tick = true, nil
+			tick = nil
 		}
-		if len(w.lag) > 0 && !syncing && tick == nil {
+		if len(w.lag) > 0 && !syncing() && tick == nil {
 			tick = time.After(lagPace)
 		}
 		jobs := w.jobs
@@ -359,12 +358,11 @@ func (w *resultWriter) run() {
 			w.commitAll(batch)
 		case <-tick:
 			tick = nil
-			if !syncing {
+			if !syncing() {
 				w.syncLag(false)
-				syncing = true
 			}
 		case round := <-w.lagged:
-			syncing, w.inRound = false, 0
+			w.inRound = 0
 			for _, l := range round {
 				if l.out != nil {
 					_ = l.out.Close()                  // fsync reported what matters.
@@ -504,12 +502,14 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 		}
 	}()
 	var firstErr error
-	ready := len(batch)
-	w.staging = 0
+	ready, nLag := len(batch), 0
 	for i := range batch {
-		if err := w.stage(&batch[i], &st[i]); err != nil {
+		if err := w.stage(&batch[i], &st[i], nLag); err != nil {
 			ready, firstErr = i, err
 			break
+		}
+		if st[i].inline {
+			nLag++
 		}
 	}
 	if w.cfg.durable {
@@ -567,8 +567,9 @@ func (w *resultWriter) commit(batch []resultJob) (int, error) {
 }
 
 // stage fills in the runner's fields of j.res and writes it to a temporary
-// file in tmp/.
-func (w *resultWriter) stage(j *resultJob, s *staged) error {
+// file in tmp/. nLag counts the outputs of the batch staged before j
+// that will wait for their flush (their result carries them inline).
+func (w *resultWriter) stage(j *resultJob, s *staged, nLag int) error {
 	res := j.res
 	res.ProtocolVersion = protocol.Version
 	res.RunnerHost = w.cfg.host
@@ -593,9 +594,8 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 		w.describeIncompleteOutput(j)
 	}
 	if s.data == nil {
-		s.inline = len(w.lag)+w.inRound+w.staging < maxLag && w.inlineOutput(j)
+		s.inline = len(w.lag)+w.inRound+nLag < maxLag && w.inlineOutput(j)
 		if s.inline {
-			w.staging++
 			// The marker exists before the result can: made now, it is
 			// in inflight/ whenever the result is in result/ and the
 			// output file may not be durable yet.
@@ -608,7 +608,6 @@ func (w *resultWriter) stage(j *resultJob, s *staged) error {
 				j.marked = true
 			default:
 				s.inline = false // No marker (inflight/ deleted?): fsync the output first, as for a large one.
-				w.staging--
 			}
 		}
 		s.data = marshal(res)

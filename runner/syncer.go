@@ -42,8 +42,11 @@ type syncer struct {
 	whole  bool
 	syncFS func() error // fss.Sync; tests count or fail it
 	fss    *fsq.FSSync  // the syncer's own syncfs handle
-	log    func(msg string, err error)
-	once   sync.Once
+	// failing: the last round's syncfs failed. The fallback is said once
+	// a streak (a round runs every 20 ms while busy).
+	failing bool
+	log     func(msg string, err error)
+	once    sync.Once
 }
 
 // newSyncer starts a syncer. meta nil means no fsync at all (NoSync); the
@@ -107,9 +110,13 @@ func (s *syncer) round(whole bool) {
 	if whole {
 		err := s.syncFS()
 		if err == nil {
+			s.failing = false
 			return
 		}
-		s.log("syncfs (the event log and directories are fsynced one by one instead)", err)
+		if !s.failing {
+			s.log("syncfs (the event log and directories are fsynced one by one instead, said once until a round's syncfs works)", err)
+		}
+		s.failing = true
 	}
 	if err := s.meta.Sync(); err != nil {
 		s.log("fsync event log", err)

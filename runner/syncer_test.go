@@ -70,3 +70,38 @@ func TestSyncerRounds(t *testing.T) {
 		})
 	}
 }
+
+// A syncfs that keeps failing is said once a streak, not every round: a
+// busy runner runs a round every 20 ms.
+func TestSyncerFailureSaidOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root, err := fsq.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	meta, _, err := root.OpenLog("meta.log", 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { meta.Close() })
+	var said []string
+	s := newSyncer(root, meta, nil, nil, true, func(msg string, err error) { said = append(said, msg) })
+	defer s.close()
+	var results []error
+	s.syncFS = func() error {
+		err := results[0]
+		results = results[1:]
+		return err
+	}
+	// round is called here directly, not by ringing: the syncer's own
+	// goroutine stays idle, so nothing else reads said or results.
+	results = []error{syscall.EIO, syscall.EIO, syscall.EIO, nil, syscall.EIO}
+	for range 5 {
+		s.round(true)
+	}
+	if len(said) != 2 {
+		t.Errorf("said %d times over a streak of three failures, a success and a failure, want 2: %q", len(said), said)
+	}
+}
