@@ -29,20 +29,7 @@ func TestSyncerRounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			if err := os.Mkdir(filepath.Join(dir, "d"), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			root, err := fsq.OpenRoot(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { root.Close() })
-			meta, _, err := root.OpenLog("meta.log", 0o600)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { meta.Close() })
+			root, meta := syncerSession(t, "d")
 			var mu sync.Mutex
 			var warned []string
 			calls := 0
@@ -75,17 +62,7 @@ func TestSyncerRounds(t *testing.T) {
 // busy runner runs a round every 20 ms.
 func TestSyncerFailureSaidOnce(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	root, err := fsq.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	meta, _, err := root.OpenLog("meta.log", 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { meta.Close() })
+	root, meta := syncerSession(t)
 	var said []string
 	s := newSyncer(root, meta, nil, nil, true, func(msg string, err error) { said = append(said, msg) })
 	defer s.close()
@@ -104,4 +81,27 @@ func TestSyncerFailureSaidOnce(t *testing.T) {
 	if len(said) != 2 {
 		t.Errorf("said %d times over a streak of three failures, a success and a failure, want 2: %q", len(said), said)
 	}
+}
+
+// syncerSession is a directory with the given subdirectories, its root and
+// an event log, closed at the test's end.
+func syncerSession(t *testing.T, dirs ...string) (*fsq.Root, *fsq.Log) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range dirs {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := fsq.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	meta, _, err := root.OpenLog("meta.log", 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { meta.Close() })
+	return root, meta
 }
