@@ -2,10 +2,12 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +32,9 @@ func TestPythonStatusLayout(t *testing.T) {
 	testenv.NeedTool(t, "tclsh", "tcl")
 	bin := MakeBin(t)
 	dir := filepath.Join(t.TempDir(), "sess")
-	runner := exec.Command(filepath.Join(bin, "runner"), "--session", dir, "--heartbeat", "200ms")
+	// Retention on, with a spool cap in GiB: the retention line and key.
+	runner := exec.Command(filepath.Join(bin, "runner"), "--session", dir, "--heartbeat", "200ms",
+		"--keep-results", "14d", "--keep-last", "200000", "--max-spool-bytes", "8GiB")
 	if err := runner.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,11 @@ func TestPythonStatusLayout(t *testing.T) {
 		}
 	}
 	status := func(argv ...string) string {
-		cmd := exec.Command(argv[0], append(argv[1:], "status", "--session", dir)...)
+		var flags []string
+		if argv[len(argv)-1] == "--json" {
+			argv, flags = argv[:len(argv)-1], []string{"--json"}
+		}
+		cmd := exec.Command(argv[0], append(append(argv[1:], "status", "--session", dir), flags...)...)
 		cmd.Env = append(os.Environ(), "PYTHONPATH="+repoPath(t, "clients/python"), "PYTHONDONTWRITEBYTECODE=1")
 		out, err := cmd.Output()
 		if err != nil {
@@ -100,11 +108,47 @@ func TestPythonStatusLayout(t *testing.T) {
 	if pyOut != goOut {
 		t.Fatalf("python status differs from the Go CLI's:\n--- go\n%s--- python\n%s", goOut, pyOut)
 	}
-	for _, want := range []string{"running   " + c.ID, `at: "Overwrite? (y/n) "`, "lease     status-layout: D left (ttl D)",
+	// The --json documents have the same keys, nested ones included.
+	var goKeys, pyKeys []string
+	for try := 0; try < 20; try++ {
+		goKeys = jsonKeys(t, status(filepath.Join(bin, "master"), "--json"))
+		pyKeys = jsonKeys(t, status(py, "-m", "skillpilot", "--json"))
+		if slices.Equal(goKeys, pyKeys) {
+			break
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	if !slices.Equal(goKeys, pyKeys) {
+		t.Errorf("status --json keys differ:\n go     %q\n python %q", goKeys, pyKeys)
+	}
+	for _, want := range []string{"running   " + c.ID, "retention keeps results for 14d, the last 200000, spool 8.0 GiB (grace D); 2 results kept, 0 pruned by this runner", `at: "Overwrite? (y/n) "`, "lease     status-layout: D left (ttl D)",
 		"error (", "done      2 commands since the runner started", ", trace flow-9/write at:", ", trace flow-9/sta"} {
 		if !strings.Contains(goOut, want) {
 			t.Errorf("status lacks %q:\n%s", want, goOut)
 		}
 	}
 	_, _ = s.Cancel(ctx, c.ID)
+}
+
+// jsonKeys lists a JSON document's keys, nested objects' as parent.key,
+// sorted.
+func jsonKeys(t *testing.T, doc string) []string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(doc), &m); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, doc)
+	}
+	var keys []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			keys = append(keys, prefix+k)
+			if sub, ok := v.(map[string]any); ok {
+				walk(prefix+k+".", sub)
+			}
+		}
+	}
+	walk("", m)
+	slices.Sort(keys)
+	return keys
 }

@@ -46,6 +46,18 @@ def _int(v: Any) -> int:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
 
 
+# state.json's retention (PROTOCOL.md section 23), in protocol.Retention's order.
+_RETENTION_KEYS = ("keep_results_s", "keep_last", "prune_grace_s", "keep_ids", "max_spool_bytes", "max_meta_bytes",
+                   "kept", "pruned", "spool_cut")
+
+
+def _num(v: Any) -> Any:
+    """A JSON number as the Go master re-encodes it (0 for anything else)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return 0
+    return int(v) if float(v).is_integer() else v
+
+
 def details(sfs: _fs.SessionFS, out: Dict[str, Any], state: Dict[str, Any], hb: Dict[str, Any]) -> None:
     """Fill out (a status dict) as the Go master's Status does: the running
     command's elapsed time, last line and quiet time, the counts of skipped
@@ -82,6 +94,10 @@ def details(sfs: _fs.SessionFS, out: Dict[str, Any], state: Dict[str, Any], hb: 
     lease = _lease(sfs, hb, str(state.get("lease_error") or ""))
     if lease is not None:
         out["lease"] = lease
+    ret = state.get("retention")
+    if isinstance(ret, dict):
+        # protocol.Retention's fields, as the Go master marshals them.
+        out["retention"] = {k: _num(ret.get(k)) for k in _RETENTION_KEYS}
     last = last_results(sfs, 5)
     if last:
         out["last_results"] = last
@@ -238,11 +254,32 @@ def round_dur(ns: int) -> str:
 
 
 def size(n: int) -> str:
+    if n >= 1 << 30:
+        return "%.1f GiB" % (n / float(1 << 30))
     if n >= 1 << 20:
         return "%.1f MiB" % (n / float(1 << 20))
     if n >= 1 << 10:
         return "%.1f KiB" % (n / float(1 << 10))
     return "%d bytes" % n
+
+
+def _retention_policy(r: Dict[str, Any]) -> str:
+    """cli_status.go's retentionPolicy."""
+    parts = []
+    keep_ns = int(float(r.get("keep_results_s") or 0) * 1e9)  # Go converts by truncating.
+    day = 24 * 3600 * 1000000000
+    if keep_ns >= day and keep_ns % day == 0:
+        parts.append("results for %dd" % (keep_ns // day))
+    elif keep_ns > 0:
+        parts.append("results for " + round_dur(keep_ns))
+    if _int(r.get("keep_last")) > 0:
+        parts.append("the last %d" % _int(r.get("keep_last")))
+    if _int(r.get("max_spool_bytes")) > 0:
+        parts.append("spool " + size(_int(r.get("max_spool_bytes"))))
+    if _int(r.get("max_meta_bytes")) > 0:
+        parts.append("event log " + size(_int(r.get("max_meta_bytes"))))
+    grace = int(float(r.get("prune_grace_s") or 0) * 1e9)
+    return "keeps " + ", ".join(parts) + " (grace %s)" % round_dur(grace)
 
 
 def _plural(n: int) -> str:
@@ -365,6 +402,11 @@ def format_status(st: Dict[str, Any]) -> str:
     if parts:
         done += " (not counting " + ", ".join(parts) + ")"
     row("done", done)
+    ret = st.get("retention")
+    if isinstance(ret, dict):
+        kept = _int(ret.get("kept"))
+        row("retention", "%s; %d result%s kept, %d pruned by this runner"
+            % (_retention_policy(ret), kept, _plural(kept), _int(ret.get("pruned"))))
     for i, r in enumerate(st.get("last_results") or []):
         status = str(r.get("status") or "")
         if status != "ok" and r.get("exit_reason"):

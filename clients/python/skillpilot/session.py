@@ -4,6 +4,7 @@ import base64
 import os
 import re
 import socket
+import stat
 import time
 from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
@@ -666,6 +667,18 @@ class Session:
         self.fs.revalidate(_names.DIR_STATE)
         return self.fs.read_json_quiet(*_names.HEARTBEAT)
 
+    def _heartbeat_age_ns(self) -> int:
+        """The Go master's heartbeat_age_ns: since the heartbeat file's
+        mtime on this host's clock, to the millisecond (0 when it is not a
+        regular file). Informative only: liveness never compares clocks."""
+        try:
+            fi = self.fs.stat(*_names.HEARTBEAT)
+        except (OSError, MasterError):
+            return 0
+        if not stat.S_ISREG(fi.st_mode):
+            return 0
+        return _status.round_ns(time.time_ns() - fi.st_mtime_ns, 1000000)
+
     def _observe_liveness(self) -> Look:
         self.fs.revalidate(_names.DIR_STATE)
         self._hb_look = observe(self.fs, self.network, self._hb_seen)
@@ -718,7 +731,7 @@ class Session:
         hb = self._heartbeat()
         out: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "alive": False, "alive_reason": "",
                                "phase": "", "dir": self.dir, "queue_depth": self._queue_depth(),
-                               "heartbeat_counter": 0, "commands_done": 0, "can_serve": False}
+                               "heartbeat_counter": 0, "heartbeat_age_ns": 0, "commands_done": 0, "can_serve": False}
         if st is None and hb is None:
             out["alive_reason"] = "no runner has written state yet"
             out["resume_cursor"] = self._spool_size_quiet()
@@ -731,6 +744,7 @@ class Session:
             if st.get(src) is not None:
                 out[key] = st[src]
         out["heartbeat_counter"] = hb.get("counter", 0)
+        out["heartbeat_age_ns"] = self._heartbeat_age_ns()
         if hb.get("current_cmd_id") and hb.get("current_cmd_id") == st.get("current_cmd_id"):
             out["current_output_bytes"] = hb.get("current_output_bytes", 0)
         out["resume_cursor"] = self._spool_size_quiet()  # Before the liveness watch, as the Go master.
