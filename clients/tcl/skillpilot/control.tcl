@@ -198,7 +198,10 @@ proc ::skillpilot::state {dir} {
 
 # status returns what the Go master's Status reports, with the same keys
 # (resume_cursor: the spool size when it was read), liveness judged by the
-# same rule (it may take up to two heartbeat periods plus 250 ms).
+# same rule (it may take up to two heartbeat periods plus 250 ms). It
+# leaves out what the Go master adds for a person to read (the running
+# command's last line and times, the lease, the last results,
+# heartbeat_age_ns); retention is state.json's, as the runner wrote it.
 proc ::skillpilot::status {dir} {
     variable version
     set dir [check $dir]
@@ -209,7 +212,7 @@ proc ::skillpilot::status {dir} {
                  current_cmd_id [dict get $st current_cmd_id] queue_depth 0 \
                  heartbeat_counter [expr {[dict exists $hb counter] ? [dict get $hb counter] : 0}]]
     foreach {k src} {runner_host hostname runner_pid runner_pid tool_pid tool_pid commands_done commands_done
-                     filesystem filesystem tool_starts tool_starts error error kind kind} {
+                     filesystem filesystem tool_starts tool_starts error error kind kind retention retention} {
         if {[dict exists $st $src]} { dict set out $k [dict get $st $src] }
     }
     set n 0
