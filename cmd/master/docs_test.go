@@ -65,7 +65,7 @@ func TestDocsReadmeInstall(t *testing.T) {
 		vars = append(vars, name+"="+strings.Split(string(goenv), "\n")[i])
 	}
 	e.Bash(b, vars...)
-	for _, f := range []string{"bin/runner", "bin/master", "bin/master-mcp", "share/skillpilot/python/skillpilot/__init__.py",
+	for _, f := range []string{"bin/runner", "bin/master", "bin/master-history", "bin/master-mcp", "share/skillpilot/python/skillpilot/__init__.py",
 		"share/skillpilot/tcl/skillpilot/pkgIndex.tcl", "share/man/man1/master.1", "share/doc/skillpilot/docs/python.md"} {
 		if _, err := os.Stat(filepath.Join(home, ".local", f)); err != nil {
 			t.Errorf("README's install did not install %s: %v", f, err)

@@ -11,13 +11,15 @@ import (
 	"sync"
 )
 
-// flagLine is the start of a flag's line in flag.PrintDefaults' output.
-// It is compiled on first use, not at every start (issue 44).
-var flagLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^  -([A-Za-z0-9])`) })
+// flagLine is the start of a long flag's line in flag.PrintDefaults'
+// output (a name of two characters or more). It is compiled on first use,
+// not at every start (issue 44).
+var flagLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^  -([A-Za-z0-9][A-Za-z0-9_.-])`) })
 
 // PrintDefaults writes fs's defaults to w as flag.PrintDefaults does, each
-// flag named with two dashes ("  --init FILE"). The flag package accepts
-// both forms; the usage lines and the documents use two.
+// long flag named with two dashes ("  --init FILE") and a one-letter flag
+// with one ("  -f FILE"), as the usage lines and the documents spell them.
+// The flag package accepts both forms.
 func PrintDefaults(w io.Writer, fs *flag.FlagSet) {
 	var buf bytes.Buffer
 	out := fs.Output()

@@ -37,8 +37,8 @@ func commandFlags(cmd *command) func() master.SubmitOptions {
 	kind := cmd.String("kind", "", "tcl, sh or a driver's kind such as yosys (default: the session's kind from state.json, else tcl)")
 	traceID := cmd.String("trace-id", "", "trace_id carried into the result, events, status and report (1-128 printable ASCII, no spaces)")
 	labels := labelFlag{}
-	cmd.Var(labels, "label", "KEY=VALUE carried with trace_id (repeatable, at most 16; KEY of [a-z0-9_])")
-	maxOutput := cmd.Decimal64("max-output-bytes", 0, "the command's output budget: past it the command is stopped by its cancel policy and its result says output_limit (0: the runner's --max-output-bytes)")
+	cmd.Var(labels, "label", "`KEY=VALUE` carried with trace_id (repeatable, at most 16; KEY of [a-z0-9_])")
+	maxOutput := cmd.Decimal64("max-output-bytes", 0, "the command's output budget in `BYTES`: past it the command is stopped by its cancel policy and its result says output_limit (0: the runner's --max-output-bytes)")
 	return func() master.SubmitOptions {
 		return master.SubmitOptions{Kind: protocol.Kind(*kind), Timeout: timeout, CancelPolicy: protocol.CancelPolicy(*policy),
 			CmdID: *id, TraceID: *traceID, Labels: labels.orNil(), MaxOutputBytes: *maxOutput}
@@ -48,7 +48,7 @@ func commandFlags(cmd *command) func() master.SubmitOptions {
 func submitFlags(cmd *command) runFunc {
 	var waitTimeout time.Duration
 	options := commandFlags(cmd)
-	file := cmd.String("f", "", "read the payload from FILE ('-': stdin)")
+	file := cmd.String("f", "", "read the payload from `FILE` ('-': stdin)")
 	wait := cmd.Bool("wait", false, "wait for the result, stream the output, exit with the command's status")
 	cmd.Duration(&waitTimeout, "wait-timeout", 0, "with --wait, how long to wait (0: forever); exit 3 when exceeded")
 	noValue := cmd.Bool("no-value", false, "with --wait, do not print the command's value after its output")

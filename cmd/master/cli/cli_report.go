@@ -25,8 +25,8 @@ func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 func reportFlags(cmd *command) runFunc {
 	c, fs := cmd.c, cmd.FlagSet
 	var sessions, pools repeated
-	fs.Var(&sessions, "session", "session directory (repeatable; default $SP_SESSION_DIR)")
-	fs.Var(&pools, "pool", "directory of session directories: each is a lane (repeatable)")
+	fs.Var(&sessions, "session", "session `DIR` (repeatable; default $SP_SESSION_DIR)")
+	fs.Var(&pools, "pool", "`DIR` of session directories: each is a lane (repeatable)")
 	out := fs.String("o", "", "write to FILE (atomically) instead of stdout")
 	format := fs.String("format", "html", "html (self-contained page), svg (the timeline alone), json (the data model) or trace (Trace Event JSON for Perfetto or chrome://tracing)")
 	maxBars := fs.Int("max-bars", report.DefaultMaxBars, "commands drawn one by one; above this, lanes are drawn as time bins")

@@ -17,7 +17,7 @@ func sendFlags(cmd *command) runFunc {
 	expect := cmd.String("expect", "", "wait for this RE2 regular expression in the command's output first")
 	var expectTimeout, timeout time.Duration
 	cmd.Duration(&expectTimeout, "expect-timeout", 30*time.Second, "how long --expect waits (the runner's clock); exit 3 when it passes")
-	from := cmd.Decimal64("expect-from", -1, "search from this output offset instead of the expect cursor")
+	from := cmd.Decimal64("expect-from", -1, "search from this output `OFFSET` instead of the expect cursor")
 	secret := cmd.Bool("secret", false, "write the bytes nowhere in the session (no echo, no hash, no log)")
 	noNewline := cmd.Bool("no-newline", false, "do not add a newline to TEXT")
 	file := cmd.String("file", "", "send the bytes of this file (- for stdin)")

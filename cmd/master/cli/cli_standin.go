@@ -21,7 +21,7 @@ import (
 func standinFlags(cmd *command) runFunc {
 	c, fs := cmd.c, cmd.FlagSet
 	var from repeated
-	fs.Var(&from, "from", "recorded session directory (repeatable; recordings are replayed in the order given)")
+	fs.Var(&from, "from", "recorded session `DIR` (repeatable; recordings are replayed in the order given)")
 	out := fs.String("o", "", "the Tcl file to write (required)")
 	timing := fs.String("timing", "none", "none (answer at once), recorded (take the recorded time) or scale=F")
 	onUnknown := fs.String("on-unknown", "error", "a command that was not recorded: error (a Tcl error naming it) or tcl (evaluate it)")

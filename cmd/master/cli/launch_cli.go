@@ -22,8 +22,8 @@ func launchFlags(cmd *command) runFunc {
 	dir := c.sessionFlags(fs)
 	var opts launch.Options
 	fs.StringVar(&opts.Via, "via", "", "local, slurm, sge or lsf (required)")
-	fs.Var((*stringsFlag)(&opts.SubmitArgs), "submit-arg", "argument for sbatch/qsub/bsub (repeatable)")
-	fs.Var((*stringsFlag)(&opts.RunnerArgs), "runner-arg", "extra runner flag, e.g. --runner-arg=--init=/p/load.tcl (repeatable)")
+	fs.Var((*stringsFlag)(&opts.SubmitArgs), "submit-arg", "`ARG` for sbatch/qsub/bsub (repeatable)")
+	fs.Var((*stringsFlag)(&opts.RunnerArgs), "runner-arg", "extra runner flag `ARG`, e.g. --runner-arg=--init=/p/load.tcl (repeatable)")
 	fs.StringVar(&opts.Runner, "runner", "", "runner executable (default: $SP_RUNNER, runner beside master, runner on PATH)")
 	fs.StringVar(&opts.JobName, "job-name", "", "job name (default sp-<session dir name>)")
 	cmd.Duration(&opts.ReadyTimeout, "ready-timeout", 0, "how long to wait for the runner to serve (0: as long as the job lives)")

@@ -5,6 +5,8 @@ package cli
 import (
 	"context"
 	"fmt"
+
+	"github.com/skillpilot/skillpilot/master"
 )
 
 // The lean master (make build, make install, make dist: go build -tags
@@ -36,7 +38,7 @@ func (c *cli) history(ctx context.Context, args []string) error {
 	path, err := siblingBinary("master-history", HistoryEnv, "report, standin and diff are the master-history binary, installed beside master")
 	if err != nil {
 		fmt.Fprintf(c.stderr, "master %s: %v\n", c.verb, err)
-		return exitOnly(1)
+		return exitOnly(master.ExitIO) // Not 1: for diff that means "the runs differ".
 	}
 	return exitOnly(runBinary(ctx, path, append([]string{c.verb}, args...), c.stdin, c.stdout, c.stderr))
 }

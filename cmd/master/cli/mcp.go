@@ -39,7 +39,7 @@ func mcpServer(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	path, err := mcpBinary()
 	if err != nil {
 		fmt.Fprintf(stderr, "master mcp: %v\n", err)
-		return master.ExitFailed
+		return master.ExitIO // An installation's fault, not a command's failure.
 	}
 	return runBinary(ctx, path, args, stdin, stdout, stderr)
 }

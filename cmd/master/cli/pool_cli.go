@@ -103,9 +103,9 @@ func poolStartFlags(cmd *command) runFunc {
 	var o pool.Options
 	fs.IntVar(&o.Size, "size", 0, "number of sessions (required)")
 	fs.StringVar(&o.Via, "via", "", "local, slurm, sge or lsf (required)")
-	fs.Var((*stringsFlag)(&o.SubmitArgs), "submit-arg", "argument for sbatch/qsub/bsub (repeatable)")
+	fs.Var((*stringsFlag)(&o.SubmitArgs), "submit-arg", "`ARG` for sbatch/qsub/bsub (repeatable)")
 	fs.Var((*stringsFlag)(&o.Init), "init", "runner --init script for every session (repeatable)")
-	fs.Var((*stringsFlag)(&o.RunnerArgs), "runner-arg", "extra runner flag (repeatable)")
+	fs.Var((*stringsFlag)(&o.RunnerArgs), "runner-arg", "extra runner flag `ARG` (repeatable)")
 	fs.StringVar(&o.Runner, "runner", "", "runner executable")
 	fs.BoolVar(&o.Respawn, "respawn", false, "heal relaunches sessions whose job ended")
 	fs.IntVar(&o.MaxRespawns, "max-respawns", 3, "relaunches per session at most")
@@ -146,7 +146,7 @@ func poolSubmitFlags(cmd *command) runFunc {
 	var o pool.SubmitOptions
 	fs.StringVar(&o.Affinity, "affinity", "", "key pinning related commands to one session")
 	options := commandFlags(cmd) // Every option of master submit.
-	file := fs.String("f", "", "read the payload from FILE ('-': stdin)")
+	file := fs.String("f", "", "read the payload from `FILE` ('-': stdin)")
 	wait := fs.Bool("wait", false, "wait for the result and exit with the command's status")
 	var waitTimeout time.Duration
 	cmd.Duration(&waitTimeout, "wait-timeout", 0, "with --wait, how long to wait (0: forever)")

@@ -46,7 +46,7 @@ func TestMCPBinaryMissing(t *testing.T) {
 	t.Setenv(MCPEnv, "")
 	t.Setenv("PATH", t.TempDir())
 	var out, errb bytes.Buffer
-	if rc := Main([]string{"mcp", "--session", t.TempDir()}, strings.NewReader(""), &out, &errb); rc != master.ExitFailed ||
+	if rc := Main([]string{"mcp", "--session", t.TempDir()}, strings.NewReader(""), &out, &errb); rc != master.ExitIO ||
 		!strings.Contains(errb.String(), "master-mcp") || !strings.Contains(errb.String(), MCPEnv) {
 		t.Fatalf("rc %d err %q", rc, errb.String())
 	}
@@ -74,7 +74,7 @@ func TestMCPEnvIsMaster(t *testing.T) {
 		t.Setenv(MCPEnv, v)
 		var out, errb bytes.Buffer
 		rc := Main([]string{"mcp", "--session", t.TempDir()}, strings.NewReader(""), &out, &errb)
-		if rc != master.ExitFailed || !strings.Contains(errb.String(), MCPEnv+"="+v) || strings.Contains(errb.String(), "no command given") {
+		if rc != master.ExitIO || !strings.Contains(errb.String(), MCPEnv+"="+v) || strings.Contains(errb.String(), "no command given") {
 			t.Errorf("%s=%s: rc %d err %q", MCPEnv, v, rc, errb.String())
 		}
 	}
