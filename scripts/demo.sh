@@ -27,12 +27,15 @@ say "a command that outlives its timeout: exit code 3"
 
 say "plain files are the API: a shell script writes queue/ itself"
 printf '{"cmd_id":"from-shell","seq":1000,"kind":"tcl","payload":"puts {written by printf}"}' > "$sess/queue/.tmp" && mv "$sess/queue/.tmp" "$sess/queue/cmd_1000_from-shell.json"
-"$bin/master" wait --session "$sess" from-shell
+"$bin/master" wait --session "$sess" from-shell   # on stderr: it had ended before the wait began
 grep -E '"(status|exit_reason|output_path)"' "$sess/result/cmd_1000_from-shell.json"
 
 say "the session directory"
-for d in queue inflight result output ctl state log; do
-  printf '  %-10s %s\n' "$d/" "$(ls "$sess/$d" | sed -E 's/_[0-9a-f]{8}-[0-9a-f-]{27}/_<uuid>/' | head -3 | tr '\n' ' ')"
+for d in queue inflight result output archive ctl state log seq tmp; do
+  [ -d "$sess/$d" ] || continue
+  n=$(ls "$sess/$d" | wc -l)
+  more=""; [ "$n" -gt 3 ] && more="… ($n in all)"
+  printf '  %-10s %s%s\n' "$d/" "$(ls "$sess/$d" | sed -E 's/_[0-9a-f]{8}-[0-9a-f-]{27}/_<uuid>/' | head -3 | tr '\n' ' ')" "$more"
 done
 
 say "stop"
