@@ -48,8 +48,8 @@ func (c *Command) outputAfter(before *protocol.Result, off, n int64) ([]byte, er
 		if fc := c.forwarded(); fc != nil { // Moved by a pool: forward.go.
 			return fc.Output(off, n)
 		}
-		if perr := c.pruned(); perr != nil {
-			return nil, perr // Its files left with the session's retention.
+		if perr := c.gone(); perr != nil {
+			return nil, perr // Its files left with the session's retention, or it was withdrawn.
 		}
 		if res := before; res != nil && res.Stats.Bytes > 0 {
 			if want := wantEnd(res, off, n); want > off {
@@ -118,6 +118,7 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 	wake, stop := c.s.watch(ctx, protocol.DirResult)
 	defer stop()
 	rw := c.newRunnerWatch()
+	goneAt := time.Now().Add(time.Second) // Then every second: pruned or withdrawn, it never gets a result.
 	for {
 		done, err := c.Result()
 		if err != nil {
@@ -135,6 +136,12 @@ func (c *Command) Follow(ctx context.Context, w io.Writer, off int64) (int64, er
 		}
 		if done != nil {
 			return off, nil
+		}
+		if now := time.Now(); now.After(goneAt) {
+			goneAt = now.Add(time.Second)
+			if err := c.gone(); err != nil {
+				return off, err
+			}
 		}
 		if err := rw.check(); err != nil {
 			return off, c.noRunnerErr(err)

@@ -80,3 +80,23 @@ func (c *Command) pruned() error {
 	}
 	return nil
 }
+
+// gone is the error of a wait on c that can never end with a result: its
+// result and output were pruned (ErrPruned), or a withdraw took it back
+// (ErrUnknownCmdID, as a later lookup answers: PROTOCOL.md section 19),
+// where a pool moved it too. Nil while it may still get one.
+func (c *Command) gone() error {
+	if err := c.pruned(); err != nil {
+		return err
+	}
+	cur := c.Resolve()
+	cur.s.io.Revalidate(dirWithdrawn)
+	if !cur.s.io.Exists(dirWithdrawn + "/" + cur.Name) {
+		return nil
+	}
+	if r, _ := cur.Result(); r != nil {
+		return nil // Never both; should it be, the result answers.
+	}
+	return withContext(fmt.Errorf("%w: %s was withdrawn (%s/%s): it never runs and gets no result",
+		ErrUnknownCmdID, c.ID, dirWithdrawn, cur.Name), map[string]any{"cmd_id": c.ID})
+}

@@ -485,16 +485,16 @@ func (c *Command) Wait(ctx context.Context, opts WaitOptions) (*protocol.Result,
 	var wake <-chan struct{}
 	w := c.newRunnerWatch()
 	w.base = opts.waitForRunner(c.s.WaitForRunner)
-	var prunedAt time.Time // when to look whether retention removed its result (after a second, then every second)
+	var goneAt time.Time // when to look whether it was pruned or withdrawn (after a second, then every second)
 	for {
 		if r, done, err := c.outcome(); done {
 			return r, err
 		}
-		if now := time.Now(); prunedAt.IsZero() {
-			prunedAt = now.Add(time.Second)
-		} else if now.After(prunedAt) {
-			prunedAt = now.Add(time.Second)
-			if err := c.pruned(); err != nil {
+		if now := time.Now(); goneAt.IsZero() {
+			goneAt = now.Add(time.Second)
+		} else if now.After(goneAt) {
+			goneAt = now.Add(time.Second)
+			if err := c.gone(); err != nil {
 				return nil, err
 			}
 		}

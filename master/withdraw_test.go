@@ -2,6 +2,7 @@ package master
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,38 @@ func TestWaitStoppedRunnerAndWithdraw(t *testing.T) {
 	}
 	if _, exit := Classify(ErrNotQueued); exit != ExitNothingToDo {
 		t.Fatalf("ErrNotQueued exits %d", exit)
+	}
+}
+
+// A wait or a follow of a command that another master withdraws ends with
+// ErrUnknownCmdID saying so (it never runs), not at its timeout; so does
+// Output, which has no file to read. The runner is busy meanwhile.
+func TestWaitWithdrawnMeanwhile(t *testing.T) {
+	dir := startRunner(t)
+	s, _ := Open(dir)
+	long, err := s.Submit(ctx(t), "after 60000", SubmitOptions{CmdID: "long"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = s.Cancel(ctx(t), long.ID) }()
+	c, err := s.Submit(ctx(t), "expr 7", SubmitOptions{CmdID: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited, followed := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := c.Wait(ctx(t), WaitOptions{}); waited <- err }()
+	go func() { _, err := c.Follow(ctx(t), io.Discard, 0); followed <- err }()
+	other, _ := Open(dir) // Another master.
+	if _, err := other.Withdraw("q"); err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range map[string]chan error{"Wait": waited, "Follow": followed} {
+		if err := <-ch; !errors.Is(err, ErrUnknownCmdID) || !strings.Contains(err.Error(), "withdrawn") {
+			t.Errorf("%s: %v, want ErrUnknownCmdID saying it was withdrawn", name, err)
+		}
+	}
+	if _, err := c.Output(0, 0); !errors.Is(err, ErrUnknownCmdID) {
+		t.Errorf("Output: %v", err)
 	}
 }
 

@@ -154,7 +154,8 @@ pruned_of() {
 }
 out_pruned() { out_code pruned 8 "{\"cmd_id\":$(json_str "$1"),\"status\":$(json_str "$p_status")}"; }  # out_pruned ID
 # done_or_gone NAME: a result is there, or the command is nowhere (queued,
-# running, finished) and the pruned index holds it (gone=1).
+# running, finished) and the pruned index holds it (gone=1) or a withdraw
+# took it back (gone=2: withdrawn/, it never runs).
 gone=0
 done_or_gone() {
   has_result "$1" && return 0
@@ -162,6 +163,8 @@ done_or_gone() {
   revalidate "$S/queue"; revalidate "$S/inflight"
   [ -e "$S/queue/$1" ] || [ -e "$S/inflight/$1" ] || has_result "$1" && return 1
   pruned_of "$1" "" && ! has_result "$1" && gone=1 && return 0
+  revalidate "$S/withdrawn"
+  [ -e "$S/withdrawn/$1" ] && ! has_result "$1" && gone=2 && return 0
   return 1
 }
 # session_ok: the session exists (its parent and itself revalidated first:
@@ -288,7 +291,9 @@ do_wait() { # do_wait NAME
   local rc id=${1#cmd_*_}; id=${id%.json}
   gone=0
   wait_until done_or_gone "$1"; rc=$?
-  case $rc in 0) if [ "$gone" = 1 ]; then out_pruned "$id"; elif bad_result "$1"; then out_code io_error 10; else out_result "$1"; fi ;;
+  case $rc in 0) if [ "$gone" = 1 ]; then out_pruned "$id"; elif [ "$gone" = 2 ]; then
+         printf '{"outcome":"unknown_cmd_id","exit":6,"context":{"cmd_id":%s},"message":%s}\n' "$(json_str "$id")" \
+           "$(json_str "$id was withdrawn (withdrawn/$1): it never runs and gets no result")"; elif bad_result "$1"; then out_code io_error 10; else out_result "$1"; fi ;;
     3) out_code wait_timeout 3 "{\"cmd_id\":\"$id\"}" ;;
     *) # A command still queued stays queued: say so (as every master does).
        revalidate "$S/queue"

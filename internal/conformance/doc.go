@@ -45,6 +45,7 @@
 //	command ID K=V...       wait until ID's result names its command file
 //	                        (command_path) and that file has these fields
 //	files GLOB N            wait until exactly N session files match GLOB
+//	take-back ID            withdraw queued ID as another master does (queue/ to withdrawn/)
 //	reclaim ID              copy ID's command file back into inflight/ beside its result
 //	                        (a runner between the result's rename and the claim's archiving)
 //	remove GLOB             delete the session files matching GLOB (at least one)

@@ -587,6 +587,21 @@ func (d *driver) harness(st Step, args []string) {
 			m := d.readJSON(p)
 			return m != nil && fieldsMatch(m, args[1:])
 		})
+	case "take-back":
+		// take-back ID: withdraw ID as another master does (PROTOCOL.md
+		// section 19): queue/<name> renamed into withdrawn/<name>.
+		argN(1)
+		m, _ := listMatches(filepath.Join(d.runnerDir, protocol.DirQueue, "cmd_*_"+args[0]+".json"))
+		if len(m) != 1 {
+			d.fail(st, "%d queued commands %s, want 1", len(m), args[0])
+		}
+		w := filepath.Join(d.runnerDir, "withdrawn")
+		if err := os.Mkdir(w, 0o770); err != nil && !errors.Is(err, fs.ErrExist) {
+			d.fail(st, "%v", err)
+		}
+		if err := os.Rename(m[0], filepath.Join(w, filepath.Base(m[0]))); err != nil {
+			d.fail(st, "%v", err)
+		}
 	case "reclaim":
 		// reclaim ID: put ID's command file back in inflight/ beside its
 		// result, as a runner leaves it between the result's rename and

@@ -241,16 +241,23 @@ class Session:
                       "(log/pruned.log): they cannot be read any more" % (cid, status, ended),
                       context={"cmd_id": cid, "status": status})
 
-    def _gone(self, name: str) -> Optional[Pruned]:
-        """Pruned when command file name is neither queued nor running nor
-        has a result and the pruned index holds it (looked at in the order a
-        command moves, then the result once more), else None."""
+    def _gone(self, name: str) -> Optional[MasterError]:
+        """The error of a wait for command file name that can never end
+        with a result (the Go master's Command.gone): Pruned when it is
+        neither queued nor running nor has a result and the pruned index
+        holds it (looked at in the order a command moves, then the result
+        once more); UnknownCmdID when a withdraw took it back (withdrawn/,
+        PROTOCOL.md section 19); else None."""
         for d in (_names.DIR_QUEUE, _names.DIR_INFLIGHT, _names.DIR_RESULT):
             if self._exists(d, name):
                 return None
         gone = self._pruned(name, "")
         if gone is not None and not self._exists(_names.DIR_RESULT, name):
             return gone
+        if self._exists(_names.DIR_WITHDRAWN, name) and not self._exists(_names.DIR_RESULT, name):
+            cmd_id = (_names.parse_name(name) or (0, name))[1]
+            return UnknownCmdID("%s was withdrawn (withdrawn/%s): it never runs and gets no result" % (cmd_id, name),
+                                context={"cmd_id": cmd_id})
         return None
 
     def _resolve(self, name_or_id: str) -> str:

@@ -313,14 +313,19 @@ proc ::skillpilot::ThrowPruned {dir name id} {
 
 # Gone raises PRUNED when command file name is neither queued nor running
 # nor has a result and the pruned index holds it (looked at in the order a
-# command moves, then the result once more); otherwise it returns.
+# command moves, then the result once more), UNKNOWN_CMD_ID when a
+# withdraw took it back (withdrawn/: it never runs, PROTOCOL.md section
+# 19); otherwise it returns (the Go master's Command.gone).
 proc ::skillpilot::Gone {dir name} {
     foreach d {queue inflight result} {
         if {[ExistsIn $dir $d $name]} { return }
     }
     set e [FindPruned $dir $name ""]
-    if {$e eq "" || [ExistsIn $dir result $name]} { return }
-    ThrowPruned $dir $name ""
+    if {$e ne "" && ![ExistsIn $dir result $name]} { ThrowPruned $dir $name "" }
+    if {[ExistsIn $dir withdrawn $name] && ![ExistsIn $dir result $name]} {
+        set id [lindex [parse_name $name] 1]
+        ThrowCtx UNKNOWN_CMD_ID "$id was withdrawn (withdrawn/$name): it never runs and gets no result" [dict create cmd_id $id]
+    }
 }
 
 # result returns the command's result as a dict (every field of the result
