@@ -485,11 +485,35 @@ do_submit() { # do_submit RUN(0/1)
     printf '{"outcome":"queued","exit":0,"cmd_id":"%s","reply":{"resume_cursor":%d}}\n' "$id" "$cursor"; fi
 }
 
+# fresh_heartbeat SEQ: 0 when the runner looks alive from one look, without
+# waiting for its counter (PROTOCOL.md section 19, "Control requests"):
+# state.json names a session and is not stopped, the heartbeat is that
+# session's, heartbeat.json's mtime is within the liveness window of the
+# mtime of seq reservation SEQ (just made: both are the session
+# filesystem's clock), and on a local filesystem the runner's lock is held.
+fresh_heartbeat() {
+  local st="$S/state/state.json" hb="$S/state/heartbeat.json" ref f sid phase t_hb t_ref iv
+  printf -v ref '%s/seq/%010d' "$S" "$1"
+  revalidate "$S/state"
+  field phase "$st" phase; field sid "$st" session_id
+  [ -n "$sid" ] && [ "$phase" != stopped ] || return 1
+  jload "$hb"
+  [ "${J[phase]:-}" != stopped ] && [ "${J[session_id]:-}" = "$sid" ] || return 1
+  for f in "$hb" "$ref"; do [ -f "$f" ] && [ ! -L "$f" ] || return 1; done
+  t_hb=$(date -r "$hb" +%s%3N 2>/dev/null) && t_ref=$(date -r "$ref" +%s%3N 2>/dev/null) || return 1
+  iv=${J[interval_ms]:-}; [[ $iv =~ ^[0-9]+$ ]] || iv=1000; ((iv < 100)) && iv=100
+  ((t_ref - t_hb <= 2 * iv + 250)) || return 1
+  [ "${network:-1}" = 1 ] && return 0
+  [ -f "$S/state/runner.lock" ] && command -v flock >/dev/null && ! lock_free
+}
+
 do_request() { # do_request OP MEMBERS: mailbox request, then its reply's outcome
   session_ok || { out_code session_missing 5; return 1; }
-  await_alive || { out_code runner_not_alive 5 "$(not_alive_ctx)"; return 1; }  # nothing written
   local seq id name sid json rc now
-  alloc_seq; now_ms; id="sh-$now-$$-$RANDOM"
+  alloc_seq
+  # At once when the heartbeat is fresh, else by watching its counter.
+  fresh_heartbeat "$seq" || await_alive || { out_code runner_not_alive 5 "$(not_alive_ctx)"; return 1; }  # no request written
+  now_ms; id="sh-$now-$$-$RANDOM"
   printf -v name 'req_%010d_%s.json' "$seq" "$id"
   field sid "$S/state/state.json" session_id
   json="{\"protocol_version\":1,\"req_id\":\"$id\",\"seq\":$seq,\"op\":\"$1\",\"session_id\":\"$sid\"$2}"

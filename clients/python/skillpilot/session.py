@@ -12,7 +12,7 @@ from . import _fs, _names, _status, _watch
 from ._command import CANCEL_POLICIES, command_fields, dumps, json_number  # noqa: F401 (CANCEL_POLICIES: session.CANCEL_POLICIES)
 from ._names import KINDS, valid_kind
 from ._lease import LeaseKeeper, write_lease
-from ._wait import Backoff, HeartbeatSeen, Liveness, Look, grace_of, observe
+from ._wait import Backoff, HeartbeatSeen, Liveness, Look, grace_of, observe, window_of
 from .errors import (AlreadyFinished, AlreadyWithdrawn, CannotServe, ExpectTimeout, Idle, MasterError, NotQueued, NotRunning, RefusedEcho,
                      RequestRejected, RunnerNotAlive, SessionMissing, StaleRequest, UnknownCmdID, UsageError, Pruned,
                      WaitTimeout, result_error)
@@ -509,12 +509,17 @@ class Session:
         (temp file + rename) naming the live runner's session_id and waits
         for ``ctl/ack/<same name>``, checking liveness meanwhile. A wait
         that fails withdraws the request unless the runner took it."""
-        self._await_alive(wait_for_runner)
         req_id = _names.new_id()
         seq = _names.alloc_seq(self.fs)
+        # Alive at once when the heartbeat is fresh by the filesystem's
+        # clock; else watch the counter (PROTOCOL.md section 19, "Control
+        # requests"): a counter takes up to a heartbeat period to move.
+        state = self._fresh_heartbeat(seq)
+        if state is None:
+            state = self._await_alive(wait_for_runner).state
         body: Dict[str, Any] = {"protocol_version": _names.PROTOCOL_VERSION, "req_id": req_id, "seq": seq,
                                 "op": op, "ts": _names.now_iso(), "submitter": self.owner}
-        sid = self._hb_look.state.get("session_id")
+        sid = state.get("session_id")
         if isinstance(sid, str) and sid:
             body["session_id"] = sid
         body.update(fields or {})
@@ -690,6 +695,33 @@ class Session:
         self.fs.revalidate(_names.DIR_STATE)
         self._hb_look = observe(self.fs, self.network, self._hb_seen)
         return self._hb_look
+
+    def _fresh_heartbeat(self, seq: int) -> Optional[Dict[str, Any]]:
+        """state.json when the runner looks alive from one look, without
+        waiting (the Go master's freshHeartbeat): state.json names a session
+        and is not stopped, the heartbeat is that session's, on a local
+        filesystem the runner's lock is held, and heartbeat.json was
+        rewritten within the liveness window by the session's filesystem
+        clock: its mtime against that of seq reservation seq, just made.
+        Both mtimes come from the filesystem, so no two hosts' clocks meet.
+        None means "not shown", not "dead"."""
+        self.fs.revalidate(_names.DIR_STATE)
+        st, hb = self._state(), self._heartbeat()
+        if not st or not st.get("session_id") or st.get("phase") == "stopped":
+            return None
+        if not hb or hb.get("phase") == "stopped" or hb.get("session_id") != st.get("session_id"):
+            return None
+        try:
+            hb_info, ref = self.fs.stat(*_names.HEARTBEAT), self.fs.stat(_names.DIR_SEQ, "%0*d" % (_names.SEQ_WIDTH, seq))
+        except (OSError, MasterError):
+            return None
+        if not stat.S_ISREG(hb_info.st_mode) or not stat.S_ISREG(ref.st_mode):
+            return None
+        if (ref.st_mtime_ns - hb_info.st_mtime_ns) / 1e9 > window_of(hb):
+            return None
+        if not self.network and not self.fs.lock_held(*_names.LOCK):
+            return None
+        return st
 
     def _await_alive(self, wait_for_runner: Optional[float]) -> Look:
         """The check a request makes before it writes anything (the Go

@@ -17,9 +17,13 @@ proc ::skillpilot::request {dir op members args} {
     variable waitForRunnerMs
     set o [Opts [list -timeout -1 -waitforrunner $waitForRunnerMs] $args]
     set dir [check $dir]
-    set st [dict get [AwaitAlive $dir [dict get $o -waitforrunner]] state]
     set id [new_id]
     set seq [alloc_seq $dir]
+    # Alive at once when the heartbeat is fresh by the filesystem's clock;
+    # else watch the counter (PROTOCOL.md section 19, "Control requests"):
+    # a counter takes up to a heartbeat period to move.
+    set st [FreshHeartbeat $dir $seq]
+    if {$st eq ""} { set st [dict get [AwaitAlive $dir [dict get $o -waitforrunner]] state] }
     set json "\{\"protocol_version\":$version,\"req_id\":[json::string $id],\"seq\":$seq,\"op\":[json::string $op]"
     if {[dict exists $st session_id] && [dict get $st session_id] ne ""} {
         append json ",\"session_id\":[json::string [dict get $st session_id]]"
@@ -43,6 +47,31 @@ proc ::skillpilot::request {dir op members args} {
             return -options $opts $msg
         }
     }
+}
+
+# FreshHeartbeat returns state.json when the runner looks alive from one
+# look, without waiting (the Go master's freshHeartbeat): state.json names a
+# session and is not stopped, the heartbeat is that session's, on a local
+# filesystem the runner's lock is held, and heartbeat.json was rewritten
+# within the liveness window by the session's filesystem clock: its mtime
+# against that of seq reservation seq, just made, so no two hosts' clocks
+# meet. Tcl's mtimes are whole seconds: the age is taken a second longer,
+# the worst case. "" means "not shown", not "dead".
+proc ::skillpilot::FreshHeartbeat {dir seq} {
+    variable seqWidth
+    fs::revalidate $dir state
+    set st [read_json $dir state state.json 1]
+    set hb [read_json $dir state heartbeat.json 1]
+    foreach d [::list $st $hb] {
+        if {$d eq "" || ![dict exists $d session_id] || [Phase $d] eq "stopped"} { return "" }
+    }
+    set sid [dict get $st session_id]
+    if {$sid eq "" || [dict get $hb session_id] ne $sid} { return "" }
+    set hbTime [fs::regular_mtime $dir state heartbeat.json]
+    set ref [fs::regular_mtime $dir seq [format %0*lld $seqWidth $seq]]
+    if {$hbTime eq "" || $ref eq "" || ($ref - $hbTime + 1) * 1000 > [Window $hb]} { return "" }
+    if {![Network $dir] && [fs::lock_held $dir state runner.lock] != 1} { return "" }
+    return $st
 }
 
 # OutcomeCode is the error code of a reply outcome that is not a success.

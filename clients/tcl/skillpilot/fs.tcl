@@ -282,6 +282,13 @@ proc ::skillpilot::fs::mtime {root sub name} {
     return $st(mtime)
 }
 
+# regular_mtime returns the modification time (seconds, lstat) of the
+# regular file root/sub/name, "" when there is none or it is not one.
+proc ::skillpilot::fs::regular_mtime {root sub name} {
+    if {[catch {file lstat [File $root $sub $name] st}] || $st(type) ne "file"} { return "" }
+    return $st(mtime)
+}
+
 # withdraw removes root/sub/name (a request the runner has not taken);
 # errors are ignored.
 proc ::skillpilot::fs::withdraw {root sub name} {
