@@ -46,6 +46,7 @@ type ResultBrief struct {
 type stateExtra struct {
 	CurrentLastLine *string             `json:"current_last_line"`
 	CurrentQuietMS  *int64              `json:"current_quiet_ms"`
+	CurrentOutBytes *int64              `json:"current_output_bytes"`
 	SkippedCount    int64               `json:"skipped_count"`
 	RejectedCount   int64               `json:"rejected_count"`
 	LeaseError      string              `json:"lease_error"`
@@ -67,7 +68,13 @@ func (s *Session) details(st *Status, hb protocol.Heartbeat, stateCmd string) {
 	st.Retention = ex.Retention
 	if st.CurrentCmdID != "" {
 		if st.CurrentCmdID != stateCmd {
-			ex.CurrentLastLine, ex.CurrentQuietMS = nil, nil
+			ex.CurrentLastLine, ex.CurrentQuietMS, ex.CurrentOutBytes = nil, nil, nil
+		}
+		// The heartbeat and state.json each carry the count as of their
+		// own write; it only grows while the command runs, so the larger is
+		// the newer (and goes with the last line state.json shows).
+		if ex.CurrentOutBytes != nil && *ex.CurrentOutBytes > st.CurrentOutBytes {
+			st.CurrentOutBytes = *ex.CurrentOutBytes
 		}
 		if ex.CurrentLastLine != nil {
 			st.CurrentLastLine = *ex.CurrentLastLine

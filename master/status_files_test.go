@@ -91,3 +91,34 @@ func TestStatusCountsResultsNewerThanState(t *testing.T) {
 		t.Fatalf("done %d, running %q; want 8, nothing", st.CommandsDone, st.CurrentCmdID)
 	}
 }
+
+// The output count shown beside the last line is the newer of the
+// heartbeat's and state.json's: a status right after the command printed
+// showed its last line with "0 bytes of output" until the next heartbeat.
+func TestStatusOutputBytesNewerOfTwo(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		hbBytes      int64
+		hbCmd        string
+		stateBytes   string // state.json's current_output_bytes member, "" for none
+		want         int64
+		wantLastLine string
+	}{
+		{"state newer", 0, "x", `,"current_output_bytes":9`, 9, "sleeping"},
+		{"heartbeat newer", 12, "x", `,"current_output_bytes":9`, 12, "sleeping"},
+		{"older runner: no field", 4, "x", "", 4, "sleeping"},
+		{"heartbeat of another command", 50, "y", `,"current_output_bytes":9`, 9, "sleeping"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, dir := fakeSession(t, `{"protocol_version":1,"phase":"busy","session_id":"s1","runner_pid":1,"hostname":"h","current_cmd_id":"x","current_seq":3,`+
+				`"current_start_ts":"2026-11-26T12:00:00Z","updated_at":"2026-11-26T12:00:01Z","current_last_line":"sleeping","current_quiet_ms":20`+tc.stateBytes+`}`)
+			writeJSON(t, filepath.Join(dir, protocol.FileHeartbeat), map[string]any{"protocol_version": 1, "timestamp": "2026-11-26T12:00:01Z", "counter": 5,
+				"hostname": "h", "runner_pid": 1, "session_id": "s1", "phase": "busy", "interval_ms": 1000, "current_cmd_id": tc.hbCmd, "current_output_bytes": tc.hbBytes})
+			writeJSON(t, filepath.Join(dir, protocol.DirInflight, protocol.CommandName(3, "x")), map[string]any{"cmd_id": "x", "seq": 3})
+			st, _ := s.Status(context.Background())
+			if st.CurrentCmdID != "x" || st.CurrentOutBytes != tc.want || st.CurrentLastLine != tc.wantLastLine {
+				t.Fatalf("running %q, %d bytes, last line %q; want x, %d, %q", st.CurrentCmdID, st.CurrentOutBytes, st.CurrentLastLine, tc.want, tc.wantLastLine)
+			}
+		})
+	}
+}

@@ -252,6 +252,10 @@ type State struct {
 	// long ago it last printed (runner clock).
 	CurrentLastLine *string `json:"current_last_line,omitempty"`
 	CurrentQuietMS  *int64  `json:"current_quiet_ms,omitempty"`
+	// CurrentOutBytes is how many bytes the running command has printed,
+	// as the heartbeat's figure but as of this write: with the last line,
+	// one snapshot (a status shows them together).
+	CurrentOutBytes *int64 `json:"current_output_bytes,omitempty"`
 	// CurrentTraceID and CurrentLabels are the running command's.
 	CurrentTraceID string            `json:"current_trace_id,omitempty"`
 	CurrentLabels  map[string]string `json:"current_labels,omitempty"`

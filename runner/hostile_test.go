@@ -519,14 +519,16 @@ func TestSeedHeartbeatIgnored(t *testing.T) {
 }
 
 // SPEC E: while a command runs, state.json shows its last partial line and
-// how long it has been quiet (an interactive prompt waiting for input).
+// how long it has been quiet (an interactive prompt waiting for input), and
+// how many bytes it has printed, as of the same write.
 func TestStateShowsLastLine(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t).start()
 	a := h.submit(`puts "line one"; puts -nonewline "Continue? \[y/n\] "; flush stdout; after 60000`)
 	h.waitFor("current_last_line", func() bool {
 		st := h.state()
-		return st.CurrentLastLine != nil && *st.CurrentLastLine == "Continue? [y/n] " && st.CurrentQuietMS != nil
+		return st.CurrentLastLine != nil && *st.CurrentLastLine == "Continue? [y/n] " && st.CurrentQuietMS != nil &&
+			st.CurrentOutBytes != nil && *st.CurrentOutBytes >= int64(len("line one\nContinue? [y/n] "))
 	})
 	h.writeFile(protocol.FileCancel, "")
 	h.result(a)
@@ -534,8 +536,8 @@ func TestStateShowsLastLine(t *testing.T) {
 	// state that no longer names the command.
 	var st protocol.State
 	h.waitFor("state.json without the command", func() bool { st = h.state(); return st.CurrentCmdID == nil })
-	if st.CurrentLastLine != nil {
-		t.Fatalf("current_last_line stays after the command: %q", *st.CurrentLastLine)
+	if st.CurrentLastLine != nil || st.CurrentOutBytes != nil {
+		t.Fatalf("current_last_line or current_output_bytes stays after the command: %v %v", st.CurrentLastLine, st.CurrentOutBytes)
 	}
 }
 

@@ -194,10 +194,10 @@ func (c *running) due() time.Time {
 
 // describeState fills state.json's current_* fields at now.
 func (c *running) describeState(st *protocol.State, now time.Time) {
-	id, last, quiet := c.cmd.CmdID, c.lastLine(), now.Sub(c.lastOut).Milliseconds()
+	id, last, quiet, n := c.cmd.CmdID, c.lastLine(), now.Sub(c.lastOut).Milliseconds(), c.bytes
 	st.CurrentCmdID, st.CurrentSeq, st.CurrentStart = &id, c.cmd.Seq, protocol.Time{Time: c.start}
 	st.CurrentTraceID, st.CurrentLabels = c.cmd.TraceID, c.cmd.Labels
-	st.CurrentLastLine, st.CurrentQuietMS = &last, &quiet
+	st.CurrentLastLine, st.CurrentQuietMS, st.CurrentOutBytes = &last, &quiet, &n
 }
 
 // describeBeat fills the heartbeat's current_* fields.

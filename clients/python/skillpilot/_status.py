@@ -88,6 +88,11 @@ def details(sfs: _fs.SessionFS, out: Dict[str, Any], state: Dict[str, Any], hb: 
             out["current_trace_id"] = state["current_trace_id"]
         if isinstance(state.get("current_labels"), dict) and state["current_labels"]:
             out["current_labels"] = state["current_labels"]
+        # The heartbeat and state.json each carry the count as of their own
+        # write; it only grows while the command runs: the larger is newer.
+        n = _int(state.get("current_output_bytes"))
+        if cur == state.get("current_cmd_id") and n > _int(out.get("current_output_bytes")):
+            out["current_output_bytes"] = n
         quiet = state.get("current_quiet_ms")
         if isinstance(quiet, (int, float)) and not isinstance(quiet, bool):
             out["current_quiet_ns"] = int(quiet) * 1000000

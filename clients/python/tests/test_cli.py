@@ -256,6 +256,22 @@ class CLITest(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertTrue(json.loads(out)["alive"])
 
+    def test_status_output_bytes_newer_of_two(self) -> None:
+        # The count beside the last line is the newer (larger) of the
+        # heartbeat's and state.json's, as the Go master's: a status right
+        # after the command printed said "0 bytes" until the next beat.
+        r = self.runner()
+        r.phase = "busy"
+        open(os.path.join(self.dir, "inflight", "cmd_0000000005_c1.json"), "w").close()
+        for hb_bytes, state_bytes, want in ((0, 9, 9), (12, 9, 12)):
+            r.hb_extra = {"current_cmd_id": "c1", "current_output_bytes": hb_bytes}
+            r._beat()
+            r._write_state(current_cmd_id="c1", current_seq=5, current_start_ts="2026-11-26T10:00:00.000Z",
+                           current_last_line="sleeping", current_output_bytes=state_bytes)
+            code, out, _ = run("status", "--session", self.dir, "--json")
+            self.assertEqual(code, 0, out)
+            self.assertEqual(json.loads(out)["current_output_bytes"], want)
+
     def test_status_layout_is_the_go_clis(self) -> None:
         # The lines of the Go CLI's master status (master/cli_status.go,
         # writeStatus), word for word, from the same files.
