@@ -25,7 +25,8 @@ var goDuration = regexp.MustCompile(`\b[0-9]+(\.[0-9]+)?(ns|µs|ms|s)\b|\b[0-9]+
 
 // TestPythonStatusLayout: the Python CLI's status prints the Go CLI's
 // lines, word for word, on the same session (a running command with a
-// prompt, a finished and a failed command, a lease).
+// prompt, a finished and a failed command, a lease, retention), and the
+// Go, Python and Tcl masters' status documents have the same keys.
 func TestPythonStatusLayout(t *testing.T) {
 	t.Parallel()
 	py := testenv.NeedTool(t, "python3", "python3")
@@ -120,6 +121,39 @@ func TestPythonStatusLayout(t *testing.T) {
 	}
 	if !slices.Equal(goKeys, pyKeys) {
 		t.Errorf("status --json keys differ:\n go     %q\n python %q", goKeys, pyKeys)
+	}
+	// The Tcl master's status dict has the same keys (and reason,
+	// current_cmd_id always), its nested dicts' too.
+	tclsh := testenv.NeedTool(t, "tclsh", "tcl")
+	script := filepath.Join(t.TempDir(), "keys.tcl")
+	if err := os.WriteFile(script, []byte(`lappend auto_path [lindex $argv 0]
+package require skillpilot
+set st [skillpilot::status [lindex $argv 1]]
+foreach k [dict keys $st] {
+    puts $k
+    if {$k in {lease retention current_labels}} { foreach s [dict keys [dict get $st $k]] { puts $k.$s } }
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var tclKeys []string
+	for try := 0; try < 20; try++ {
+		out, err := exec.Command(tclsh, script, repoPath(t, "clients/tcl"), dir).Output()
+		if err != nil {
+			t.Fatalf("tcl status: %v", err)
+		}
+		tclKeys = slices.DeleteFunc(strings.Fields(string(out)), func(k string) bool {
+			return (k == "reason" || k == "current_cmd_id") && !slices.Contains(goKeys, k)
+		})
+		slices.Sort(tclKeys)
+		if slices.Equal(goKeys, tclKeys) {
+			break
+		}
+		goKeys = jsonKeys(t, status(filepath.Join(bin, "master"), "--json"))
+		time.Sleep(150 * time.Millisecond)
+	}
+	if !slices.Equal(goKeys, tclKeys) {
+		t.Errorf("status keys differ:\n go  %q\n tcl %q", goKeys, tclKeys)
 	}
 	for _, want := range []string{"running   " + c.ID, "retention keeps results for 14d, the last 200000, spool 8.0 GiB (grace D); 2 results kept, 0 pruned by this runner", `at: "Overwrite? (y/n) "`, "lease     status-layout: D left (ttl D)",
 		"error (", "done      2 commands since the runner started", ", trace flow-9/write at:", ", trace flow-9/sta"} {

@@ -227,10 +227,12 @@ proc ::skillpilot::state {dir} {
 
 # status returns what the Go master's Status reports, with the same keys
 # (resume_cursor: the spool size when it was read), liveness judged by the
-# same rule (it may take up to two heartbeat periods plus 250 ms). It
-# leaves out what the Go master adds for a person to read (the running
-# command's last line and times, the lease, the last results,
-# heartbeat_age_ns); retention is state.json's, as the runner wrote it.
+# same rule (it may take up to two heartbeat periods plus 250 ms): the
+# running command's elapsed time, output bytes, last line and quiet time,
+# the lease, the last five results, retention (state.json's, as the runner
+# wrote it). current_cmd_id and reason are always there ("" when none).
+# Tcl's file times are whole seconds: heartbeat_age_ns and a ttl lease's
+# remaining_ns are to the second.
 proc ::skillpilot::status {dir} {
     variable version
     set dir [check $dir]
@@ -255,7 +257,150 @@ proc ::skillpilot::status {dir} {
     dict set out alive $alive
     dict set out alive_reason $why
     dict set out can_serve [expr {$alive && [dict get $st phase] ni {error stopping}}]
+    StatusDetails $dir out $st $hb
     return $out
+}
+
+# StatusDetails adds to the status dict in outVar what the Go master's
+# Status adds from state.json (st), the heartbeat (hb) and the session's
+# files: the running command's figures, heartbeat_age_ns, lease,
+# last_results.
+proc ::skillpilot::StatusDetails {dir outVar st hb} {
+    upvar 1 $outVar out
+    set hbTime [fs::regular_mtime $dir state heartbeat.json]
+    dict set out heartbeat_age_ns [expr {$hbTime eq "" ? 0 : ([::tcl::clock::milliseconds] - $hbTime * 1000) * 1000000}]
+    set cur [dict get $out current_cmd_id]
+    if {$cur ne ""} {
+        # All three times are the runner's clock: no skew.
+        set now [TimeMs [DictGet $hb timestamp]]
+        set upd [TimeMs [DictGet $st updated_at]]
+        if {$now eq "" || ($upd ne "" && $upd > $now)} { set now $upd }
+        set start [TimeMs [DictGet $st current_start_ts]]
+        if {$now eq ""} { set now 0 }
+        if {$start eq ""} { set start 0 }
+        dict set out current_elapsed_ns [expr {max($now - $start, 0) * 1000000}]
+        # The heartbeat's count and state.json's, each as of its own write:
+        # the larger is the newer.
+        set n 0
+        if {[DictGet $hb current_cmd_id] eq $cur} { set n [IntOf [DictGet $hb current_output_bytes]] }
+        set n [expr {max($n, [IntOf [DictGet $st current_output_bytes]])}]
+        if {$n > 0} { dict set out current_output_bytes $n }
+        set line [DictGet $st current_last_line]
+        if {$line ne ""} { dict set out current_last_line $line }
+        if {[dict exists $st current_quiet_ms] && [string is entier -strict [dict get $st current_quiet_ms]]} {
+            dict set out current_quiet_ns [expr {[dict get $st current_quiet_ms] * 1000000}]
+        }
+        foreach k {current_trace_id current_labels} {
+            if {[DictGet $st $k] ne ""} { dict set out $k [dict get $st $k] }
+        }
+    }
+    foreach k {skipped_count rejected_count} {
+        if {[IntOf [DictGet $st $k]] > 0} { dict set out $k [dict get $st $k] }
+    }
+    if {[DictGet $st disk_full] in {1 true}} { dict set out disk_full 1 }
+    set lease [LeaseStatus $dir $hb $hbTime [DictGet $st lease_error]]
+    if {$lease ne ""} { dict set out lease $lease }
+    set last [LastResults $dir 5]
+    if {[llength $last]} { dict set out last_results $last }
+}
+
+# LeaseStatus is the lease as the Go master's leaseStatus sees it (a dict:
+# lease_id, ttl_ms, owner, remaining_ns, error), "" without one.
+proc ::skillpilot::LeaseStatus {dir hb hbTime runnerErr} {
+    set ls [dict create remaining_ns 0]
+    if {$runnerErr ne ""} { dict set ls error $runnerErr }
+    set text [fs::read_quiet $dir state lease.json 65536]
+    if {$text eq ""} {
+        if {[fs::exists $dir state lease.json]} {
+            if {$runnerErr eq ""} { dict set ls error "state/lease.json: not a regular file, or empty" }
+            return $ls
+        }
+        return [expr {$runnerErr eq "" ? "" : $ls}]
+    }
+    if {[catch {json::parse $text} l] || [catch {dict size $l}]} {
+        if {$runnerErr eq ""} { dict set ls error "lease.json: not a JSON object" }
+        return $ls
+    }
+    set ttl [DictGet $l ttl_ms]
+    if {$ttl eq ""} { set ttl 0 }
+    set expires [TimeMs [DictGet $l expires_at]]
+    set why ""
+    if {![string is entier -strict $ttl]} {
+        set why "ttl_ms must be an integer"
+    } elseif {$ttl < 0} {
+        set why "ttl_ms must not be negative"
+    } elseif {$ttl == 0 && $expires eq ""} {
+        set why "a lease needs expires_at or ttl_ms"
+    }
+    if {$why ne ""} {
+        if {$runnerErr eq ""} { dict set ls error "lease.json: $why" }
+        return $ls
+    }
+    dict set ls lease_id [DictGet $l lease_id]
+    if {$ttl > 0} { dict set ls ttl_ms $ttl }
+    if {[DictGet $l owner] ne ""} { dict set ls owner [dict get $l owner] }
+    set lt [fs::regular_mtime $dir state lease.json]
+    if {$ttl > 0} {
+        if {$hbTime ne "" && $lt ne ""} {
+            dict set ls remaining_ns [expr {($ttl - max($hbTime - $lt, 0) * 1000) * 1000000}]
+        }
+    } elseif {[set ts [TimeMs [DictGet $hb timestamp]]] ne ""} {
+        dict set ls remaining_ns [expr {($expires - $ts) * 1000000}]
+    }
+    return $ls
+}
+
+# LastResults is the n results with the highest seqs, newest first: a list
+# of dicts cmd_id, seq, status, duration_ms, and exit_reason, end_ts,
+# trace_id when set (the Go master's ResultBrief).
+proc ::skillpilot::LastResults {dir n} {
+    if {[catch {fs::names $dir result cmd_*.json} names]} { return {} }
+    set all {}
+    foreach name $names {
+        set p [parse_name $name]
+        if {$p ne ""} { lappend all [::list [lindex $p 0] $name [lindex $p 1]] }
+    }
+    set out {}
+    foreach e [lrange [lsort -integer -decreasing -index 0 $all] 0 [expr {$n - 1}]] {
+        lassign $e seq name id
+        set r [read_json $dir result $name 1]
+        if {$r eq ""} { continue }
+        set b [dict create cmd_id [expr {[DictGet $r cmd_id] ne "" ? [dict get $r cmd_id] : $id}] seq $seq \
+                   status [DictGet $r status] duration_ms [IntOf [DictGet [DictGet $r stats] duration_ms]]]
+        foreach k {exit_reason end_ts trace_id} {
+            if {[DictGet $r $k] ne ""} { dict set b $k [dict get $r $k] }
+        }
+        lappend out $b
+    }
+    return $out
+}
+
+# DictGet is d's value at key, "" when d is not a dict or has no such key.
+proc ::skillpilot::DictGet {d key} {
+    if {[catch {dict exists $d $key} has] || !$has} { return "" }
+    return [dict get $d $key]
+}
+
+# IntOf is v when it is an integer, else 0.
+proc ::skillpilot::IntOf {v} {
+    return [expr {[string is entier -strict $v] ? $v : 0}]
+}
+
+# TimeMs is a protocol timestamp in Unix milliseconds: RFC 3339 text (an
+# offset, Z, or none: UTC), or a number of milliseconds; "" when absent or
+# unreadable.
+proc ::skillpilot::TimeMs {v} {
+    if {[string is entier -strict $v]} { return $v }
+    if {![regexp {^(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|z|[+-]\d\d:?\d\d)?$} $v -> d t frac zone]} {
+        return ""
+    }
+    if {[catch {clock scan "$d $t" -format "%Y-%m-%d %H:%M:%S" -gmt 1} sec]} { return "" }
+    set ms [expr {$sec * 1000 + [scan [string range "${frac}000" 0 2] %d]}]
+    if {[regexp {^([+-])(\d\d):?(\d\d)$} $zone -> sign hh mm]} {
+        set off [expr {([scan $hh %d] * 60 + [scan $mm %d]) * 60000}]
+        set ms [expr {$sign eq "+" ? $ms - $off : $ms + $off}]
+    }
+    return $ms
 }
 
 # ready waits until a live runner serves the session (phase idle or busy)
