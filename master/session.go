@@ -319,9 +319,9 @@ func randomBytes(b []byte) {
 
 // Command returns a handle on an existing command. ref names it by one
 // rule in every master (PROTOCOL.md section 19, "Naming a command"): a
-// cmd_id is the command with that cmd_id, looked for in queue/, moved/,
-// forward/, inflight/ and result/ (the order a command moves in, so one
-// that moves meanwhile is found in a later listing); a command file's name,
+// cmd_id is the command with that cmd_id and the lowest seq in queue/,
+// moved/, forward/, inflight/ and result/ (listed in the order a command
+// moves in, so one that moves meanwhile is found in a later listing); a command file's name,
 // cmd_<seq>_<id>.json, is exactly that file, and so is a path ending in one
 // (queue/cmd_<seq>_<id>.json, as ls shows it). Anything else is a usage
 // error; a command that is in none of those directories ErrUnknownCmdID.
@@ -362,26 +362,30 @@ func (s *Session) Command(ref string) (*Command, error) {
 // forward/ when a pool moves it.
 var lookupDirs = []string{protocol.DirQueue, sessionio.DirMoved, sessionio.DirForward, protocol.DirInflight, protocol.DirResult}
 
-// findByID returns the command file of cmdID with the lowest seq in the
-// first of dirs that has one (listed in that order, each file name parsed
-// and the whole cmd_id compared), or nil.
+// findByID returns the command file of cmdID with the lowest seq in dirs
+// (each listed once, in that order, each file name parsed and the whole
+// cmd_id compared), or nil. Every directory is listed, not only up to the
+// first that has one: a retry under an answered cmd_id, queued behind a
+// backlog, must not hide the command that ran (PROTOCOL.md section 19,
+// "Naming a command").
 func (s *Session) findByID(cmdID string, dirs []string) *Command {
+	var found *Command
+	suffix := "_" + cmdID + ".json" // Most names of a big result/ are not parsed.
 	for _, d := range dirs {
 		names, err := s.io.ReadNames(d)
 		if err != nil {
 			continue
 		}
-		var found *Command
 		for _, n := range names {
+			if !strings.HasSuffix(n, suffix) {
+				continue
+			}
 			if seq, id, err := protocol.ParseCommandName(n); err == nil && id == cmdID && (found == nil || seq < found.Seq) {
 				found = &Command{s: s, ID: id, Seq: seq, Name: n}
 			}
 		}
-		if found != nil {
-			return found
-		}
 	}
-	return nil
+	return found
 }
 
 // parseCommandRef parses a reference to a command (Session.Command): a

@@ -105,18 +105,7 @@ alloc_seq() { # PROTOCOL.md section 5: exclusive create of seq/<n>; sets seq
   if ! [[ $h =~ ^[0-9]+$ ]] || ((10#$h < n)); then atomic_write "$S/seq/hint" "$n"$'\n'; fi
   seq=$n
 }
-find_cmd() { # find_cmd ID: the command's file name, matched exactly (the lowest seq: globs sort)
-  local d f
-  for d in queue inflight result; do
-    revalidate "$S/$d"
-    for f in "$S/$d"/cmd_+([0-9])_"$1".json; do
-      f=${f##*/}
-      [ "$d" = result ] && pruned_below "$f" "$1" && return 1  # The caller then finds it pruned.
-      echo "$f"; return 0
-    done
-  done
-  return 1
-}
+find_cmd() { find_in "$S" "$1" queue inflight result; }  # find_cmd ID: the command's file name (find_in)
 # pruned_below NAME ID: result NAME, found by a lookup of cmd_id ID, is the
 # duplicate_cmd_id refusal of a retry whose original (a lower seq) the
 # retention removed: the cmd_id names the original, which the pruned index
@@ -366,23 +355,22 @@ do_output() {
 
 # A command is named by one rule (PROTOCOL.md section 19, "Naming a
 # command"): a command file's name, or a path ending in one, is exactly that
-# file; a cmd_id the file with the lowest seq in the first of the
-# directories, in the order a command moves, that has one.
+# file; a cmd_id the file with the lowest seq in all the directories
+# (listed in the order a command moves: a retry queued under an answered
+# cmd_id does not hide the command that ran).
 sfield() { grep -o "\"$2\" *: *\"[^\"]*\"" "$1" 2>/dev/null | head -1 | sed 's/.*: *"\(.*\)"$/\1/'; }
 find_in() { # find_in DIR ID SUBDIR...: prints the command file's name
-  local d=$1 id=$2 sub f s best bs; shift 2
+  local d=$1 id=$2 sub f s best="" bs bsub; shift 2
   for sub; do
-    revalidate "$d/$sub"; best=""
+    revalidate "$d/$sub"
     for f in "$d/$sub"/cmd_+([0-9])_"$id".json; do
       f=${f##*/}; s=${f#cmd_}; s=${s%%_*}
-      if [ -z "$best" ] || ((10#$s < 10#$bs)); then best=$f bs=$s; fi
+      if [ -z "$best" ] || ((10#$s < 10#$bs)); then best=$f bs=$s bsub=$sub; fi
     done
-    if [ -n "$best" ]; then
-      [ "$sub" = result ] && [ "$d" = "$S" ] && pruned_below "$best" "$id" && return 1  # The caller then finds it pruned.
-      echo "$best"; return 0
-    fi
   done
-  return 1
+  [ -n "$best" ] || return 1
+  [ "$bsub" = result ] && [ "$d" = "$S" ] && pruned_below "$best" "$id" && return 1  # The caller then finds it pruned.
+  echo "$best"
 }
 # take_back DIR FROM NAME: rename DIR/queue/FROM to DIR/withdrawn/NAME; mv
 # (rename(2)) fails when a runner or a pool mover renamed it first, so

@@ -178,28 +178,11 @@ class Session:
         return self._kind
 
     def _find(self, cmd_id: str) -> str:
-        """The file name of the command whose cmd_id is exactly cmd_id.
-        Directories are listed in the order a command moves through them
-        (queue, inflight, result), so a command that moves meanwhile is
-        still found."""
-        for d in (_names.DIR_QUEUE, _names.DIR_INFLIGHT, _names.DIR_RESULT):
-            self.fs.revalidate(d)
-            try:
-                names = self.fs.list(d)
-            except (OSError, MasterError):
-                continue
-            found = []
-            for n in names:
-                parsed = _names.parse_name(n)
-                if parsed is not None and parsed[1] == cmd_id:
-                    found.append((parsed[0], n))
-            if found:
-                seq, n = min(found)  # The lowest seq, as every master.
-                if d == _names.DIR_RESULT:
-                    gone = self._pruned_below(n, seq, cmd_id)
-                    if gone is not None:
-                        raise gone
-                return n
+        """The file name of the command whose cmd_id is exactly cmd_id, the
+        lowest seq of queue/, inflight/ and result/ (_find_in)."""
+        n = self._find_in(cmd_id, (_names.DIR_QUEUE, _names.DIR_INFLIGHT, _names.DIR_RESULT))
+        if n is not None:
+            return n
         gone = self._pruned(None, cmd_id)
         if gone is not None:
             raise gone
@@ -267,27 +250,31 @@ class Session:
         return name if name is not None else self._find(cmd_id)
 
     def _find_in(self, cmd_id: str, dirs: "Tuple[str, ...]") -> Optional[str]:
-        """The command file of cmd_id with the lowest seq in the first of
-        dirs that has one (listed in that order), or None."""
+        """The command file of cmd_id with the lowest seq in dirs, or None.
+        Each is listed once, in the order a command moves through them, so
+        one that moves meanwhile is still found; all of them, not only up
+        to the first that has one: a retry under an answered cmd_id, queued
+        behind a backlog, must not hide the command that ran (PROTOCOL.md
+        section 19, "Naming a command")."""
+        best = None  # (seq, name, dir)
         for d in dirs:
             self.fs.revalidate(d)
             try:
                 names = self.fs.list(d)
             except (OSError, MasterError):
                 continue
-            found = []
             for n in names:
                 parsed = _names.parse_name(n)
-                if parsed is not None and parsed[1] == cmd_id:
-                    found.append((parsed[0], n))
-            if found:
-                seq, n = min(found)
-                if d == _names.DIR_RESULT:
-                    gone = self._pruned_below(n, seq, cmd_id)
-                    if gone is not None:
-                        raise gone
-                return n
-        return None
+                if parsed is not None and parsed[1] == cmd_id and (best is None or parsed[0] < best[0]):
+                    best = (parsed[0], n, d)
+        if best is None:
+            return None
+        seq, n, d = best
+        if d == _names.DIR_RESULT:
+            gone = self._pruned_below(n, seq, cmd_id)
+            if gone is not None:
+                raise gone
+        return n
 
     def result(self, name_or_id: str) -> Optional[Result]:
         """The command's result, or None while it has none."""

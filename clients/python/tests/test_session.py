@@ -457,10 +457,26 @@ class CancelTest(Base):
     def test_a_hung_runner_is_given_up_after_the_grace(self) -> None:
         r = self.runner(answer=answer_with("cancelled_running"))
         r.hang()
+        # Past the window, the heartbeat file is stale by the filesystem's
+        # clock too: no request is written (a fresh one is written at once,
+        # then withdrawn when no reply comes: the next test).
+        time.sleep(_wait.window_of({"interval_ms": 50}) + 0.1)
         t0 = time.monotonic()
         with self.assertRaisesRegex(sp.RunnerNotAlive, "nothing was written") as cm:
             self.s.cancel("x", wait_for_runner=1)
         self.assertGreaterEqual(time.monotonic() - t0, 1.0, "gave up before the grace")
+        self.assertEqual(cm.exception.exit_code, 5)
+        self.assertEqual(self.ctl_files(), [])
+
+    def test_a_runner_hung_just_now_gets_the_request_then_it_is_withdrawn(self) -> None:
+        # A heartbeat written within the window by the filesystem's clock is
+        # a live runner at once (PROTOCOL.md section 19, "Control
+        # requests"): the request is written, and withdrawn when no reply
+        # comes within the grace.
+        r = self.runner(answer=lambda req: None)
+        r.hang()
+        with self.assertRaises(sp.RunnerNotAlive) as cm:
+            self.s.cancel("x", wait_for_runner=1)
         self.assertEqual(cm.exception.exit_code, 5)
         self.assertEqual(self.ctl_files(), [])
 

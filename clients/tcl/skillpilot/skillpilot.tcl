@@ -239,21 +239,14 @@ proc ::skillpilot::RunnerKind {dir} {
     return $kind
 }
 
-# find returns the file name of the command whose cmd_id is exactly cmd (a
-# file name is returned as is). Directories are listed in the order a
-# command moves through them, so a command that moves meanwhile is found.
+# find returns the file name of the command whose cmd_id is exactly cmd,
+# the lowest seq of queue/, inflight/ and result/ (FindIn; a file name is
+# returned as is).
 proc ::skillpilot::find {dir cmd} {
     lassign [parse_ref $cmd] name cmd
     if {$name ne ""} { return $name }
-    foreach d {queue inflight result} {
-        fs::revalidate $dir $d
-        if {[catch {fs::names $dir $d cmd_*.json} names]} { set names {} }
-        foreach n [lsort $names] { ;# The lowest seq first, as every master (seqs are zero-padded).
-            if {[lindex [parse_name $n] 1] ne $cmd} { continue }
-            if {$d eq "result"} { PrunedBelow $dir $n $cmd }
-            return $n
-        }
-    }
+    set n [FindIn $dir $cmd {queue inflight result}]
+    if {$n ne ""} { return $n }
     ThrowPruned $dir "" $cmd
     ThrowCtx UNKNOWN_CMD_ID "no command $cmd in this session" [dict create cmd_id $cmd]
 }
@@ -433,25 +426,27 @@ proc ::skillpilot::parse_ref {ref} {
     return [list "" $ref]
 }
 
-# FindIn returns the command file of id with the lowest seq in the first of
-# dirs that has one (listed in that order), or "".
+# FindIn returns the command file of id with the lowest seq in dirs, or
+# "". Each is listed once, in the order a command moves through them, so
+# one that moves meanwhile is still found; all of them, not only up to the
+# first that has one: a retry under an answered cmd_id, queued behind a
+# backlog, must not hide the command that ran (PROTOCOL.md section 19,
+# "Naming a command").
 proc ::skillpilot::FindIn {dir id dirs} {
+    set best ""
     foreach d $dirs {
         fs::revalidate $dir $d
         if {[catch {fs::names $dir $d cmd_*.json} names]} { continue }
-        set best ""
         foreach n $names {
             set p [parse_name $n]
             if {$p ne "" && [lindex $p 1] eq $id && ($best eq "" || [lindex $p 0] < [lindex $best 0])} {
-                set best [list [lindex $p 0] $n]
+                set best [list [lindex $p 0] $n $d]
             }
         }
-        if {$best ne ""} {
-            if {$d eq "result"} { PrunedBelow $dir [lindex $best 1] $id }
-            return [lindex $best 1]
-        }
     }
-    return ""
+    if {$best eq ""} { return "" }
+    if {[lindex $best 2] eq "result"} { PrunedBelow $dir [lindex $best 1] $id }
+    return [lindex $best 1]
 }
 
 proc ::skillpilot::ExistsIn {dir sub name} {
