@@ -16,7 +16,7 @@ import (
 )
 
 // Output reads up to n bytes (n <= 0: all) of the command's output file
-// from byte offset off. While the command runs the file grows (the runner
+// from byte offset off (negative: ErrUsage, as in every master). While the command runs the file grows (the runner
 // flushes it at least once per heartbeat); offsets are stable.
 //
 // Once the command has a result, Output never answers with fewer bytes
@@ -27,6 +27,9 @@ import (
 // file is not opened. Before
 // the result, a missing file is os.ErrNotExist (queued, or not started).
 func (c *Command) Output(off, n int64) ([]byte, error) {
+	if off < 0 {
+		return nil, withContext(usageErr("output offset %d: must not be negative", off), map[string]any{"field": "offset", "cmd_id": c.ID})
+	}
 	// The result is read before the file: a result committed while the
 	// file is being read would make a read of a still running command's
 	// output look short.

@@ -320,7 +320,10 @@ out_io() { printf '{"outcome":"io_error","exit":10,"message":%s}\n' "$(json_str 
 # the result, what the file holds so far.
 do_output() {
   local name off=${k_offset:-0} len=${k_length:--1} rel f n want b64 inline="" total=0
-  ((len == 0)) && len=-1
+  ((len <= 0)) && len=-1  # To the end, as every master.
+  if ((off < 0)); then
+    printf '{"outcome":"usage","exit":2,"message":%s}\n' "$(json_str "output offset $off: must not be negative")"; return
+  fi
   if ! name=$(find_cmd "$k_id"); then
     if pruned_of "" "$k_id"; then out_pruned "$k_id"; else out_code unknown_cmd_id 6 "{\"cmd_id\":$(json_str "$k_id")}"; fi
     return

@@ -279,8 +279,10 @@ def read_json_quiet(path: str) -> Optional[Dict[str, Any]]:
 
 def read_text(path: str, encoding: str = "utf-8") -> str:
     """A file the user named (submit -f FILE), read whole as text. Unlike
-    session files it may be anything the user can read (a FIFO included)."""
-    with open(path, encoding=encoding) as f:
+    session files it may be anything the user can read (a FIFO included).
+    Bytes that are not UTF-8 become U+FFFD, as the Go CLI and this CLI's
+    stdin read them (a payload is JSON text)."""
+    with open(path, encoding=encoding, errors="replace") as f:
         return f.read()
 
 

@@ -4,7 +4,6 @@ runner on its own clock (no renewal seen for ttl_ms: expired)."""
 import itertools
 import sys
 import threading
-import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from . import _fs, _names
@@ -33,7 +32,7 @@ def write_lease(sfs: "_fs.SessionFS", ttl: float, lease_id: str, owner: str) -> 
     with _counter_lock:
         n = next(_counter)
     body = {"protocol_version": _names.PROTOCOL_VERSION, "lease_id": lease_id, "ttl_ms": int(round(ttl * 1000)),
-            "counter": n, "owner": owner, "expires_at": int((time.time() + ttl) * 1000)}
+            "counter": n, "owner": owner, "expires_at": _names.now_iso(ttl)}  # RFC 3339, as the Go master writes it.
     try:
         sfs.write_atomic(*_names.LEASE, dumps(body))
     except OSError as e:

@@ -107,9 +107,10 @@ def new_id() -> str:
     return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
 
 
-def now_iso() -> str:
-    """RFC 3339 UTC with milliseconds (informational timestamps)."""
-    t = time.time()
+def now_iso(after: float = 0.0) -> str:
+    """RFC 3339 UTC with milliseconds (informational timestamps), of now
+    plus after seconds."""
+    t = time.time() + after
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%03dZ" % int((t % 1) * 1000)
 
 

@@ -46,6 +46,9 @@ def _int(v: Any) -> int:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
 
 
+int_of = _int  # For session.py.
+
+
 # state.json's retention (PROTOCOL.md section 23), in protocol.Retention's order.
 _RETENTION_KEYS = ("keep_results_s", "keep_last", "prune_grace_s", "keep_ids", "max_spool_bytes", "max_meta_bytes",
                    "kept", "pruned", "spool_cut")

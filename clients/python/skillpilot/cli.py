@@ -66,6 +66,23 @@ def _on_term(signum: int, _frame: Any) -> NoReturn:
     raise _Interrupted(signum)
 
 
+class _ArgError(Exception):
+    """A command line argparse refused: its message and the parser's prog."""
+
+    def __init__(self, message: str, prog: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors come back to main (as
+    _ArgError) instead of exiting, so that with --json the error is a JSON
+    document on stdout too, as the Go CLI's (PROTOCOL.md section 19)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _ArgError(message, self.prog)
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--session", default=argparse.SUPPRESS, help="session directory (default $SP_SESSION_DIR)")
@@ -76,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     waiting.add_argument("--wait-for-runner", type=duration, default=None,
                          help="how long to wait without a live runner before exit 5 (default 10s)")
 
-    ap = argparse.ArgumentParser(prog=PROG, description="SkillPilot master (Python). Exit codes: 0 ok, 1 command "
+    ap = _Parser(prog=PROG, description="SkillPilot master (Python). Exit codes: 0 ok, 1 command "
                                  "failed, 2 usage, 3 timeout, 4 cancelled, 5 no session or no live runner, "
                                  "6 unknown cmd_id, 7 nothing to act on, 8 pruned (retention removed its result), "
                                  "10 I/O error, 130/143 interrupted.")
@@ -496,11 +513,28 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, err
     """Run the command line; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
+    words = list(sys.argv[1:] if argv is None else argv)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    except SystemExit as e:  # argparse: --help (0) or a usage error (2).
+            args, extra = _parser().parse_known_args(words)
+            # send CMD_ID --expect RE TEXT: argparse took CMD_ID and an
+            # empty TEXT before the flag; the Go CLI takes flags anywhere.
+            if getattr(args, "cmd", "") == "send" and args.text is None and len(extra) == 1 and \
+                    not extra[0].startswith("-"):
+                args.text, extra = extra[0], []
+            if extra:
+                raise _ArgError("unrecognized arguments: %s" % " ".join(extra), "%s %s" % (PROG, args.cmd))
+    except SystemExit as e:  # argparse: --help or --version (0).
         return int(e.code or 0)
+    except _ArgError as e:
+        sub = e.prog[len(PROG):].strip()
+        msg = "%s: %s" % (e.prog, e)
+        err.write("%s: usage: %s (see '%s --help')\n" % (PROG, msg, e.prog))
+        if "--json" in words:
+            ctx = {"command": sub} if sub else None
+            out.write(json.dumps({"protocol_version": _names.PROTOCOL_VERSION, "error": _error_json("usage", msg, ctx)},
+                                 indent=2, ensure_ascii=False) + "\n")
+        return 2
     cli = _CLI(args, out, err)
     old = None
     if argv is None:
@@ -517,7 +551,11 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, err
         if reply is not None and cli.json:  # The reply says it all; no second document.
             cli.print_json(reply)
             cli.json = False
-        return _fail(cli, e.code, str(e), e.exit_code, e.context)
+        ctx = e.context
+        if e.code == "usage":  # Every usage error of the CLI names its subcommand, as the Go CLI's.
+            ctx = dict(ctx or {})
+            ctx.setdefault("command", args.cmd)
+        return _fail(cli, e.code, str(e), e.exit_code, ctx)
     except KeyboardInterrupt:
         code = _fail(cli, "interrupted", "interrupted", EXIT_INTERRUPTED)
         cli.interrupted()

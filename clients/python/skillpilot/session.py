@@ -457,7 +457,13 @@ class Session:
         missing (deleted, moved out of output/) or shorter raises
         MasterError (io_error) naming it; where the result carries a copy
         (``output_inline``) the copy is served instead. Before the result,
-        what the file holds so far (b"" if nothing yet)."""
+        what the file holds so far (b"" if nothing yet). A length of 0 or
+        less reads to the end, as in every master; a negative offset is a
+        UsageError."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise UsageError("output offset %r: must not be negative" % (offset,), context={"field": "offset"})
+        if length is None or length <= 0:
+            length = -1
         if isinstance(result_or_id, dict):
             res: Optional[Result] = result_or_id
             rel = str(result_or_id.get("output_path") or "")
@@ -771,8 +777,9 @@ class Session:
                 out[key] = st[src]
         out["heartbeat_counter"] = hb.get("counter", 0)
         out["heartbeat_age_ns"] = self._heartbeat_age_ns()
-        if hb.get("current_cmd_id") and hb.get("current_cmd_id") == st.get("current_cmd_id"):
-            out["current_output_bytes"] = hb.get("current_output_bytes", 0)
+        if hb.get("current_cmd_id") and hb.get("current_cmd_id") == st.get("current_cmd_id") and \
+                _status.int_of(hb.get("current_output_bytes")) > 0:  # Left out at 0, as the Go master's omitempty.
+            out["current_output_bytes"] = _status.int_of(hb.get("current_output_bytes"))
         out["resume_cursor"] = self._spool_size_quiet()  # Before the liveness watch, as the Go master.
         out["alive"], out["alive_reason"] = self._alive()
         _status.details(self.fs, out, st, hb)

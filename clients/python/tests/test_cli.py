@@ -204,7 +204,7 @@ class CLITest(unittest.TestCase):
         self.assertEqual((cmd["trace_id"], cmd["labels"]), ("F1", {"step": "syn", "corner": "ss"}))
         for bad in ("nokey", "=v"):
             code, out, _ = run("submit", "--session", self.dir, "--json", "--label", bad, "x")
-            self.assertEqual((code, json.loads(out)["error"]["context"]), (2, {"field": "labels"}))
+            self.assertEqual((code, json.loads(out)["error"]["context"]), (2, {"field": "labels", "command": "submit"}))
         self.assertEqual(run("submit", "--session", self.dir, "--label", "a=1", "--label", "a=2", "x")[0], 2)
         self.assertEqual(run("ready", "--session", self.dir, "--wait-for-runner", "5s", "--wait-timeout", "30s")[0], 0)
 
@@ -255,6 +255,45 @@ class CLITest(unittest.TestCase):
         code, out, _ = run("status", "--session", self.dir, "--json")
         self.assertEqual(code, 0)
         self.assertTrue(json.loads(out)["alive"])
+
+    def test_argument_errors_are_json_with_json(self) -> None:
+        # With --json anywhere, a command line argparse refuses is a JSON
+        # error document on stdout naming the subcommand, as the Go CLI's.
+        for args, command in ((["status", "--bogus", "--json"], "status"),
+                              (["--json", "wait", "x", "--wait-timeout", "abc"], "wait"),
+                              (["wait", "--json"], "wait")):
+            code, out, err = run("--session", self.dir, *args)
+            self.assertEqual(code, 2, args)
+            doc = json.loads(out)
+            self.assertEqual((doc["error"]["code"], doc["error"]["context"]["command"]), ("usage", command), args)
+            self.assertIn("usage", err)
+        code, out, _ = run("--session", self.dir, "status", "--bogus")
+        self.assertEqual((code, out), (2, ""))
+
+    def test_send_text_after_flags(self) -> None:
+        # send CMD_ID --expect RE TEXT: flags may come before or after the
+        # arguments, as in the Go CLI (argparse took an empty TEXT).
+        from unittest import mock
+        got = []
+        with mock.patch.object(cli._CLI, "cmd_send", lambda c: got.append((c.a.cmd_id, c.a.text, c.a.expect)) or 0):
+            self.assertEqual(run("--session", self.dir, "send", "c1", "--expect", "Name", "hello")[0], 0)
+        self.assertEqual(got, [("c1", "hello", "Name")])
+        code, out, err = run("--session", self.dir, "send", "c1", "--expect", "Name", "hello", "extra", "--json")
+        self.assertEqual(code, 2)
+        self.assertIn("unrecognized arguments: hello extra", json.loads(out)["error"]["message"])
+
+    def test_submit_file_not_utf8(self) -> None:
+        # A payload file with bytes that are not UTF-8 is queued with U+FFFD,
+        # as the Go CLI and this CLI's stdin read it, not a traceback (exit 1).
+        self.runner()
+        bad = os.path.join(self.dir, "..", "bad.tcl")
+        with open(bad, "wb") as f:
+            f.write(b'puts "a\xffb"')
+        code, out, err = run("--session", self.dir, "submit", "-f", bad, "--json")
+        self.assertEqual(code, 0, err)
+        name = [n for n in os.listdir(os.path.join(self.dir, "queue")) if n.startswith("cmd_")][0]
+        with open(os.path.join(self.dir, "queue", name), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["payload"], 'puts "a\ufffdb"')
 
     def test_status_output_bytes_newer_of_two(self) -> None:
         # The count beside the last line is the newer (larger) of the

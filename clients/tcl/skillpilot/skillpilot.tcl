@@ -571,9 +571,17 @@ proc ::skillpilot::run {dir payload args} {
 }
 
 # output returns the command's output (a result dict or a cmd_id) decoded
-# from UTF-8; offset and length are byte positions.
+# from UTF-8; offset and length are byte positions (length 0 or less: to
+# the end, as in every master; a negative offset is a USAGE error).
 proc ::skillpilot::output {dir r {offset 0} {length -1}} {
     set dir [check $dir]
+    if {![string is entier -strict $offset] || $offset < 0} {
+        ThrowCtx USAGE "output offset $offset: must not be negative" [dict create field offset]
+    }
+    if {![string is entier -strict $length]} {
+        ThrowCtx USAGE "output length $length: not an integer" [dict create field length]
+    }
+    if {$length <= 0} { set length -1 } ;# To the end, as every master.
     if {[llength $r] > 1 && [dict exists $r output_path]} {
         set res $r
         set rel [dict get $r output_path]

@@ -250,7 +250,8 @@ proc ::skillpilot::WaitStep {wVar what} {
 # --- lease --------------------------------------------------------------------
 
 # lease writes state/lease.json once: the runner stops when it has seen no
-# renewal for ttl_ms on its own clock.
+# renewal for ttl_ms on its own clock. It returns what it wrote, as a dict
+# (the Go CLI's lease --json reply, Python's write_lease).
 proc ::skillpilot::lease {dir ttl_ms {lease_id tcl-lease}} {
     variable leaseCounter
     variable version
@@ -258,8 +259,12 @@ proc ::skillpilot::lease {dir ttl_ms {lease_id tcl-lease}} {
     set ttl_ms [json::number ttl_ms $ttl_ms integer 1]
     incr leaseCounter
     set exp [expr {[::tcl::clock::milliseconds] + $ttl_ms}]
+    # RFC 3339, as the Go and Python masters write it.
+    set exp [format %s.%03dZ [clock format [expr {$exp / 1000}] -format %Y-%m-%dT%H:%M:%S -gmt 1] [expr {$exp % 1000}]]
     fs::write_atomic $dir state lease.json "\{\"protocol_version\":$version,\"lease_id\":[json::string $lease_id],\
-\"ttl_ms\":$ttl_ms,\"counter\":$leaseCounter,\"expires_at\":$exp,\"owner\":[json::string [Owner]]\}"
+\"ttl_ms\":$ttl_ms,\"counter\":$leaseCounter,\"expires_at\":[json::string $exp],\"owner\":[json::string [Owner]]\}"
+    return [dict create protocol_version $version lease_id $lease_id ttl_ms $ttl_ms counter $leaseCounter \
+                expires_at $exp owner [Owner]]
 }
 
 # keeplease writes the lease and keeps renewing it every ttl_ms/3: inside

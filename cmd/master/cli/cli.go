@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -266,7 +265,7 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		}
 		return c.dispatch(ctx, v, args)
 	}
-	c.json = slices.Contains(args, "--json") || slices.Contains(args, "-json") // The error in JSON too.
+	c.jsonAnyway(args) // The error in JSON too.
 	if cmd == "" {
 		return usageErr("no command given (master --help lists the commands)")
 	}

@@ -196,3 +196,26 @@ func TestPoolStatusDeadPhase(t *testing.T) {
 		t.Errorf("stdout:\n%s", out.String())
 	}
 }
+
+// With --json anywhere, a usage error is a JSON document on stdout, also
+// when a bad flag comes before --json (the flag parser stops there).
+func TestUsageErrorJSONAnywhere(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"wait", "--bogus", "--json", "--session", dir},
+		{"wait", "x", "--wait-timeout", "abc", "--json", "--session", dir},
+		{"pool", "status", "--bogus", "--json"},
+	} {
+		var out, errb bytes.Buffer
+		rc := Main(args, strings.NewReader(""), &out, &errb)
+		var doc struct {
+			Error struct {
+				Code    string         `json:"code"`
+				Context map[string]any `json:"context"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &doc); rc != 2 || err != nil || doc.Error.Code != "usage" || doc.Error.Context["command"] == nil {
+			t.Errorf("%q: exit %d, stdout %q (%v)", args, rc, out.String(), err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -302,9 +303,17 @@ func (c *cli) dispatch(ctx context.Context, v *verb, args []string) error {
 	}
 	pos, err := cmd.parse(args)
 	if err != nil {
+		c.jsonAnyway(args)
 		return err
 	}
 	return run(ctx, pos)
+}
+
+// jsonAnyway sets JSON output for a usage error found before --json was
+// parsed (a bad flag before it): the error is a JSON document on stdout
+// whenever --json is anywhere among the arguments (PROTOCOL.md section 19).
+func (c *cli) jsonAnyway(args []string) {
+	c.json = c.json || slices.Contains(args, "--json") || slices.Contains(args, "-json")
 }
 
 // build makes the command of v, a verb with flags (c.verb names it; "pool
@@ -349,6 +358,7 @@ func (c *cli) runHand(ctx context.Context, v *verb, cmd *command, run runFunc, a
 		parse = c.parseTool
 	}
 	if err := parse(cmd.FlagSet, args); err != nil {
+		c.jsonAnyway(args)
 		return err
 	}
 	return run(ctx, cmd.Args())
