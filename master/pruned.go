@@ -97,6 +97,13 @@ func (c *Command) gone() error {
 	if r, _ := cur.Result(); r != nil {
 		return nil // Never both; should it be, the result answers.
 	}
+	return withdrawnLookupErr(c.ID, cur.Name)
+}
+
+// withdrawnLookupErr is the error of a lookup or a wait that finds the
+// command only in withdrawn/: unknown_cmd_id (6), as PROTOCOL.md section
+// 19 says a later lookup answers, saying why.
+func withdrawnLookupErr(id, name string) error {
 	return withContext(fmt.Errorf("%w: %s was withdrawn (%s/%s): it never runs and gets no result",
-		ErrUnknownCmdID, c.ID, dirWithdrawn, cur.Name), map[string]any{"cmd_id": c.ID})
+		ErrUnknownCmdID, id, dirWithdrawn, name), map[string]any{"cmd_id": id})
 }

@@ -341,6 +341,9 @@ func (s *Session) Command(ref string) (*Command, error) {
 		if e, ok := s.findPruned(name, ""); ok {
 			return nil, prunedError(e)
 		}
+		if s.io.Revalidate(dirWithdrawn); s.io.Exists(dirWithdrawn + "/" + name) {
+			return nil, withdrawnLookupErr(id, name)
+		}
 		return nil, withContext(fmt.Errorf("%w: no command file %s is queued, running or finished in this session", ErrUnknownCmdID, name),
 			map[string]any{"cmd_id": id})
 	}
@@ -352,6 +355,9 @@ func (s *Session) Command(ref string) (*Command, error) {
 	}
 	if e, ok := s.findPruned("", cmdID); ok {
 		return nil, prunedError(e)
+	}
+	if c := s.findByID(cmdID, []string{dirWithdrawn}); c != nil {
+		return nil, withdrawnLookupErr(cmdID, c.Name)
 	}
 	return nil, withContext(fmt.Errorf("%w: no command %q is queued, running or finished in this session", ErrUnknownCmdID, cmdID),
 		map[string]any{"cmd_id": cmdID})

@@ -276,6 +276,15 @@ has_result() { revalidate "$S/result"; [ -e "$S/result/$1" ] || [ -L "$S/result/
 bad_result() { [ -L "$S/result/$1" ] || [ ! -f "$S/result/$1" ]; }
 has_reply() { revalidate "$S/ctl/ack"; [ -f "$S/ctl/ack/$1" ]; }
 
+# out_unknown ID: unknown_cmd_id (6), saying so when a withdraw took it back
+# (withdrawn/: it never runs, PROTOCOL.md section 19).
+out_unknown() {
+  local w
+  if w=$(find_in "$S" "$1" withdrawn); then
+    printf '{"outcome":"unknown_cmd_id","exit":6,"context":{"cmd_id":%s},"message":%s}\n' "$(json_str "$1")" \
+      "$(json_str "$1 was withdrawn (withdrawn/$w): it never runs and gets no result")"
+  else out_code unknown_cmd_id 6 "{\"cmd_id\":$(json_str "$1")}"; fi
+}
 do_wait() { # do_wait NAME
   local rc id=${1#cmd_*_}; id=${id%.json}
   gone=0
@@ -325,7 +334,7 @@ do_output() {
     printf '{"outcome":"usage","exit":2,"message":%s}\n' "$(json_str "output offset $off: must not be negative")"; return
   fi
   if ! name=$(find_cmd "$k_id"); then
-    if pruned_of "" "$k_id"; then out_pruned "$k_id"; else out_code unknown_cmd_id 6 "{\"cmd_id\":$(json_str "$k_id")}"; fi
+    if pruned_of "" "$k_id"; then out_pruned "$k_id"; else out_unknown "$k_id"; fi
     return
   fi
   f="$S/output/${name%.json}.out"
@@ -700,7 +709,7 @@ while IFS= read -r line; do
       if ! session_ok; then out_code session_missing 5
       elif name=$(find_cmd "$k_id"); then do_wait "$name"
       elif pruned_of "" "$k_id"; then out_pruned "$k_id"
-      else out_code unknown_cmd_id 6 "{\"cmd_id\":$(json_str "$k_id")}"; fi ;;
+      else out_unknown "$k_id"; fi ;;
     cancel) do_cancel ;;
     stop) do_stop ;;
     status) do_status ;;

@@ -186,6 +186,10 @@ class Session:
         gone = self._pruned(None, cmd_id)
         if gone is not None:
             raise gone
+        w = self._find_in(cmd_id, (_names.DIR_WITHDRAWN,))
+        if w is not None:
+            raise UnknownCmdID("%s was withdrawn (withdrawn/%s): it never runs and gets no result" % (cmd_id, w),
+                               context={"cmd_id": cmd_id})
         raise UnknownCmdID("no command %s in this session" % cmd_id, context={"cmd_id": cmd_id})
 
     def _pruned_below(self, name: str, seq: int, cmd_id: str) -> Optional[Pruned]:

@@ -248,6 +248,10 @@ proc ::skillpilot::find {dir cmd} {
     set n [FindIn $dir $cmd {queue inflight result}]
     if {$n ne ""} { return $n }
     ThrowPruned $dir "" $cmd
+    set w [FindIn $dir $cmd withdrawn]
+    if {$w ne ""} {
+        ThrowCtx UNKNOWN_CMD_ID "$cmd was withdrawn (withdrawn/$w): it never runs and gets no result" [dict create cmd_id $cmd]
+    }
     ThrowCtx UNKNOWN_CMD_ID "no command $cmd in this session" [dict create cmd_id $cmd]
 }
 
