@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -573,5 +574,76 @@ func TestKernelAtLeast(t *testing.T) {
 		if got := kernelAtLeast(tc.rel, 5, 8); got != tc.want {
 			t.Errorf("kernelAtLeast(%q, 5, 8) = %v, want %v", tc.rel, got, tc.want)
 		}
+	}
+}
+
+// Overwrite writes in place over a plain file no longer than the data
+// (the same inode after) and refuses everything else, changing nothing:
+// a missing file, a longer one, a symlink, a FIFO (without blocking on
+// it), a directory, a file with a second link.
+func TestOverwrite(t *testing.T) {
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	os.WriteFile(p("short"), []byte("12\n"), 0o600)
+	os.WriteFile(p("long"), []byte("this is longer than the record\n"), 0o600)
+	os.WriteFile(p("target"), []byte("x\n"), 0o600)
+	os.Symlink(p("target"), p("link"))
+	os.Link(p("target"), p("hard"))
+	os.Mkdir(p("d"), 0o700)
+	if err := syscall.Mkfifo(p("fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := openTestRoot(t, dir)
+	rec := []byte("1234      \n")
+	for _, tc := range []struct {
+		name string
+		want error // nil: written in place
+	}{
+		{"short", nil},
+		{"missing", fs.ErrNotExist},
+		{"long", ErrTooLarge},
+		{"link", ErrSymlink},
+		{"fifo", ErrNotRegular},
+		{"hard", ErrHardLink},
+		{"d", nil}, // Refused by the open; errors.Is below is skipped for it.
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			read := func() ([]byte, error) {
+				if tc.name == "fifo" {
+					return nil, nil // A read would block: its content is not the point.
+				}
+				return os.ReadFile(p(tc.name))
+			}
+			before, berr := read()
+			var st0 syscall.Stat_t
+			syscall.Lstat(p(tc.name), &st0)
+			err := r.Overwrite(tc.name, rec)
+			switch {
+			case tc.name == "d":
+				if err == nil {
+					t.Fatal("a directory was written")
+				}
+				return
+			case tc.want == nil && err != nil:
+				t.Fatal(err)
+			case tc.want != nil && !errors.Is(err, tc.want):
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			after, aerr := read()
+			if tc.want != nil {
+				if string(after) != string(before) || (berr == nil) != (aerr == nil) {
+					t.Errorf("refused, yet %s changed: %q -> %q", tc.name, before, after)
+				}
+				return
+			}
+			var st1 syscall.Stat_t
+			syscall.Lstat(p(tc.name), &st1)
+			if string(after) != string(rec) || st1.Ino != st0.Ino {
+				t.Errorf("got %q (inode %d -> %d), want %q in place", after, st0.Ino, st1.Ino, rec)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(p("target")); string(b) != "x\n" {
+		t.Errorf("the file behind the symlink and the hard link was written: %q", b)
 	}
 }

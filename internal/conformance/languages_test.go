@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skillpilot/skillpilot/internal/sessionio"
 	"github.com/skillpilot/skillpilot/internal/testenv"
 	"github.com/skillpilot/skillpilot/master"
 	"github.com/skillpilot/skillpilot/protocol"
@@ -220,5 +221,68 @@ func (c *commandWaiter) wait(t *testing.T, ctx context.Context) protocol.Result 
 			t.Fatalf("%s: no result", c.name)
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TestEveryMasterReadsTheGoHint: the Go master writes seq/hint as a
+// record of fixed width, in place (sessionio.HintRecord, PROTOCOL.md
+// section 5); the Python, Tcl and shell masters read it as the hint,
+// padding and all. The session holds no reservation below the hint, so a
+// master that failed to parse it and listed seq/ instead would take seq 1,
+// not the one after the hint.
+func TestEveryMasterReadsTheGoHint(t *testing.T) {
+	t.Parallel()
+	py, tcl := testenv.NeedTool(t, "python3", "python3"), testenv.NeedTool(t, "tclsh", "tcl")
+	const hint = 41
+	for _, who := range []string{"go", "py", "tcl", "sh"} {
+		t.Run(who, func(t *testing.T) {
+			dir := startSession(t)
+			s, err := master.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			root, err := s.Core().Root()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sessionio.WriteHint(root, hint)
+			if b, _ := os.ReadFile(filepath.Join(dir, protocol.FileSeqHint)); string(b) != string(sessionio.HintRecord(hint)) {
+				t.Fatalf("seq/hint %q, want the padded record %q", b, sessionio.HintRecord(hint))
+			}
+			var cmd *exec.Cmd
+			switch who {
+			case "go":
+				if _, err := s.Submit(context.Background(), "puts x", master.SubmitOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			case "py":
+				cmd = exec.Command(py, "-c", "import skillpilot as sp, sys\nsp.Session(sys.argv[1]).submit('puts x')\n", dir)
+				cmd.Env = append(os.Environ(), "PYTHONPATH="+repoPath(t, "clients/python"), "PYTHONDONTWRITEBYTECODE=1")
+			case "tcl":
+				cmd = exec.Command(tcl)
+				cmd.Stdin = strings.NewReader(fmt.Sprintf("package require skillpilot\nskillpilot::submit %s {puts x}\n", dir))
+				cmd.Env = append(os.Environ(), "TCLLIBPATH="+repoPath(t, "clients/tcl"))
+			case "sh":
+				cmd = exec.Command("bash", repoPath(t, "clients/sh/skillpilot_master.sh"), dir)
+				cmd.Stdin = strings.NewReader("submit payload_b64=" + b64("puts x") + "\n")
+			}
+			if cmd != nil {
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+				}
+			}
+			names, _ := filepath.Glob(filepath.Join(dir, protocol.DirQueue, "cmd_*"))
+			if len(names) != 1 {
+				t.Fatalf("queue/ holds %v, want one command", names)
+			}
+			seq, _, err := protocol.ParseCommandName(filepath.Base(names[0]))
+			if err != nil || seq != hint+1 {
+				t.Fatalf("%s took seq %d (%v), want %d: the hint %q was not read", who, seq, err, hint+1, sessionio.HintRecord(hint))
+			}
+			b, _ := os.ReadFile(filepath.Join(dir, protocol.FileSeqHint))
+			if strings.TrimSpace(string(b)) != fmt.Sprint(hint+1) {
+				t.Errorf("seq/hint after %s's submit: %q, want %d", who, b, hint+1)
+			}
+		})
 	}
 }
