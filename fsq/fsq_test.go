@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -645,5 +646,98 @@ func TestOverwrite(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(p("target")); string(b) != "x\n" {
 		t.Errorf("the file behind the symlink and the hard link was written: %q", b)
+	}
+}
+
+// WriteAtomicReaped replaces the file as WriteAtomic does, but the old
+// one is exchanged into the temporary name and removed by the reaper:
+// a reader holding the old file reads it whole, nothing is left in the
+// temporary directory once the reaper closes, the file behind a planted
+// symlink is never written, and a missing target or no reaper is a plain
+// replace.
+func TestWriteAtomicReaped(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"tmp", "state"} {
+		os.Mkdir(filepath.Join(dir, d), 0o700)
+	}
+	r := openTestRoot(t, dir)
+	rp := r.NewReaper(4)
+	p := filepath.Join(dir, "state", "s.json")
+	if err := r.WriteAtomicReaped("tmp", "state/s.json", []byte("one"), 0o600, rp); err != nil { // Missing: a rename.
+		t.Fatal(err)
+	}
+	old, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	var st0 syscall.Stat_t
+	syscall.Lstat(p, &st0)
+	for _, content := range []string{"two", "three"} {
+		if err := r.WriteAtomicReaped("tmp", "state/s.json", []byte(content), 0o600, rp); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != content {
+			t.Fatalf("s.json = %q, want %q", b, content)
+		}
+	}
+	if b, _ := io.ReadAll(old); string(b) != "one" {
+		t.Errorf("a reader of the old file read %q, want %q", b, "one")
+	}
+	var st1 syscall.Stat_t
+	syscall.Lstat(p, &st1)
+	if st1.Ino == st0.Ino {
+		t.Error("the file was written in place, not replaced")
+	}
+	// A symlink planted at the target is exchanged away and removed, its
+	// target untouched.
+	outside := filepath.Join(t.TempDir(), "outside")
+	os.WriteFile(outside, []byte("keep"), 0o600)
+	os.Remove(p)
+	os.Symlink(outside, p)
+	if err := r.WriteAtomicReaped("tmp", "state/s.json", []byte("four"), 0o600, rp); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("s.json after a planted symlink: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "keep" {
+		t.Errorf("the symlink's target was written: %q", b)
+	}
+	rp.Close()
+	if names, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(names) != 0 {
+		t.Errorf("tmp/ after the reaper closed: %v", names)
+	}
+	rp.Reap("state/s.json") // After Close: removed at once, not lost.
+	if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Reap after Close did not remove: %v", err)
+	}
+	if err := r.WriteAtomicReaped("tmp", "state/s.json", []byte("five"), 0o600, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "five" {
+		t.Errorf("without a reaper: %q", b)
+	}
+}
+
+// The file WriteAtomicReaped replaces reaches its reaper under the
+// temporary name, holding the old content: the rename deleted nothing.
+func TestWriteAtomicReapedHandsOverTheOldFile(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "tmp"), 0o700)
+	os.WriteFile(filepath.Join(dir, "f"), []byte("old"), 0o600)
+	r := openTestRoot(t, dir)
+	var got []string
+	rp := newReaper(1, func(name string) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		got = append(got, fmt.Sprintf("%s:%s:%v", filepath.Dir(name), b, err))
+		os.Remove(filepath.Join(dir, name))
+	})
+	if err := r.WriteAtomicReaped("tmp", "f", []byte("new"), 0o600, rp); err != nil {
+		t.Fatal(err)
+	}
+	rp.Close()
+	if want := []string{"tmp:old:<nil>"}; !slices.Equal(got, want) {
+		t.Errorf("reaped %q, want %q", got, want)
 	}
 }

@@ -53,6 +53,29 @@ func (s *Root) Rename(from, to string) error {
 	})
 }
 
+// noExchange is set once a filesystem refused RENAME_EXCHANGE (NFS):
+// Exchange then says errors.ErrUnsupported without asking again.
+var noExchange atomic.Bool
+
+// Exchange swaps the entries from and to atomically (renameat2
+// RENAME_EXCHANGE): each name then holds what the other held, whatever
+// the types; nothing is deleted and no symlink is followed. Either name
+// missing is an error wrapping fs.ErrNotExist; a filesystem without the
+// exchange (NFS) is one wrapping errors.ErrUnsupported.
+func (s *Root) Exchange(from, to string) error {
+	if noExchange.Load() {
+		return &os.LinkError{Op: "exchange", Old: s.Abs(from), New: s.Abs(to), Err: errors.ErrUnsupported}
+	}
+	return s.at2("exchange", from, to, func(ofd int, obase string, nfd int, nbase string) error {
+		err := unix.Renameat2(ofd, obase, nfd, nbase, unix.RENAME_EXCHANGE)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+			noExchange.Store(true)
+			return fmt.Errorf("%w (%w)", errors.ErrUnsupported, err)
+		}
+		return err
+	})
+}
+
 // RenameNoReplace renames from to to unless to exists, atomically: two
 // writers racing for to cannot both succeed, and an existing to (a
 // dangling symlink included) is never replaced; the error then wraps

@@ -32,6 +32,7 @@ type spoolDisk struct {
 	spoolSize  int64
 	bufferedAt time.Time   // when the spool or output buffers took their first unflushed byte
 	outSpares  *fsq.Spares // output files made in advance
+	reaper     *fsq.Reaper // removes the state files writeFile replaced, off the owner loop
 	ballast    bool        // tmp/ballast holds the disk reserve
 	// full: a write failed for want of space; the spool and output
 	// files are suspended until the disk has room. The counts are the

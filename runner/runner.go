@@ -168,6 +168,7 @@ func (r *Runner) openSession() error {
 	// clients listing result/ or output/ never see them.
 	r.disk.outSpares = r.disk.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
 	r.resSpares = r.root.NewSpares(protocol.DirTmp, 4, r.layout.perms.file)
+	r.disk.reaper = r.root.NewReaper(16)
 	r.results = newResultWriter(writerConfig{dir: r.dir, root: r.root, hold: r.hold, host: r.id.hostname, durable: !r.cfg.NoSync,
 		network: r.id.network, filePerm: r.layout.perms.file, dirMode: r.layout.perms.dir, spares: r.resSpares, log: r.log, ops: r.cfg.writerOps})
 	return r.recover()
@@ -187,6 +188,9 @@ func (r *Runner) Close() error {
 			r.resSpares.Close()
 		}
 		r.closeLogs()
+		if r.disk.reaper != nil {
+			r.disk.reaper.Close()
+		}
 		r.release()
 		r.root.SweepLater()
 		r.root.Close()
