@@ -741,3 +741,26 @@ func TestWriteAtomicReapedHandsOverTheOldFile(t *testing.T) {
 		t.Errorf("reaped %q, want %q", got, want)
 	}
 }
+
+// Where the filesystem cannot exchange (NFS), WriteAtomicReaped replaces
+// the file by a rename, and Exchange says errors.ErrUnsupported.
+func TestWriteAtomicReapedWithoutExchange(t *testing.T) {
+	noExchange.Store(true)
+	defer noExchange.Store(false)
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "tmp"), 0o700)
+	os.WriteFile(filepath.Join(dir, "f"), []byte("old"), 0o600)
+	r := openTestRoot(t, dir)
+	var reaped []string
+	rp := newReaper(1, func(name string) { reaped = append(reaped, name) })
+	if err := r.WriteAtomicReaped("tmp", "f", []byte("new"), 0o600, rp); err != nil {
+		t.Fatal(err)
+	}
+	rp.Close()
+	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "new" || len(reaped) != 0 {
+		t.Errorf("f = %q, reaped %q; want new, nothing reaped", b, reaped)
+	}
+	if err := r.Exchange("f", "tmp"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Exchange without support: %v", err)
+	}
+}
