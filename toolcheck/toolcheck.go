@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -126,7 +127,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 }
 
 // gaveUpRE is the runner's preamble to why it gave up.
-var gaveUpRE = regexp.MustCompile(`^the runner gave up: gave up after .*?\(--max-restarts -?[0-9]+\): `)
+// Compiled when first needed: this package is linked into the runner,
+// whose start it would slow (issue 44, goal 3).
+var gaveUpRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^the runner gave up: gave up after .*?\(--max-restarts -?[0-9]+\): `)
+})
 
 // checker runs one battery.
 type checker struct {
@@ -171,7 +176,7 @@ func (c *checker) run(ctx context.Context) {
 	if start.Status != Holds && c.ownInit != "" && strings.Contains(start.Detail, c.ownInit) {
 		// The check's own --init failed: say so in the restart row, and
 		// check the rest without it.
-		c.initTrouble = gaveUpRE.ReplaceAllString(start.Detail, "")
+		c.initTrouble = gaveUpRE().ReplaceAllString(start.Detail, "")
 		c.ownInit = ""
 		if err := os.RemoveAll(filepath.Join(c.base, "sess")); err == nil {
 			start = c.start(ctx, c.o.Init)
