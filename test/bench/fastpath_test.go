@@ -84,6 +84,8 @@ func pairs(n, warm int, a, b func() time.Duration) (xs, ys []float64) {
 //   - `master submit --wait 'puts hi'` against a one-shot `tclsh hi.tcl`
 //     (goal: at most 1.3×, 1.0× wished for);
 //   - `runner --version` against the hello-world (goal: within 3 ms);
+//   - the minimal submitter (test/bench/minsub: the protocol and nothing
+//     else) against the same runner, the floor under `submit --wait`;
 //   - the full master (go install ./cmd/master) for comparison, and, with
 //     SP_BENCH_BEFORE_DIR=DIR holding another build's master and runner
 //     (the previous release's), the same figures of that build.
@@ -97,7 +99,7 @@ func BenchmarkCLIStart(b *testing.B) {
 		argv []string
 		want string
 	}
-	submits := func(s side) bool { return slices.Contains(s.argv, "submit") }
+	submits := func(s side) bool { return slices.Contains(s.argv, "submit") || s.argv[0] == minsubBin }
 	sides := []side{
 		{"hello-world", []string{helloBin}, "hello, world\n"},
 		{"master --version", []string{leanMasterBin, "--version"}, ""},
@@ -105,6 +107,7 @@ func BenchmarkCLIStart(b *testing.B) {
 		{"runner --version", []string{runnerBin, "--version"}, ""},
 		{"tclsh hi.tcl", []string{"tclsh", script}, "hi\n"},
 		{"master submit --wait", []string{leanMasterBin, "submit", "--session", dir, "--wait", "puts hi"}, "hi\n"},
+		{"minimal submitter", []string{minsubBin, dir, "puts hi"}, "hi\n"},
 	}
 	if d := os.Getenv("SP_BENCH_BEFORE_DIR"); d != "" {
 		sides = append(sides,
@@ -152,6 +155,9 @@ func BenchmarkCLIStart(b *testing.B) {
 	b.ReportMetric(med("master --version")-hello, "master-version-minus-hello-ms")
 	b.ReportMetric(med("runner --version")-hello, "runner-version-minus-hello-ms")
 	b.ReportMetric(med("master submit --wait")/tcl, "x-tclsh")
+	report("the floor: the minimal submitter (test/bench/minsub) / tclsh hi.tcl: %.2f×; master submit --wait / the minimal submitter: %.2f×",
+		med("minimal submitter")/tcl, med("master submit --wait")/med("minimal submitter"))
+	b.ReportMetric(med("minimal submitter")/tcl, "x-tclsh-minimal-submitter")
 	if d := os.Getenv("SP_BENCH_BEFORE_DIR"); d != "" {
 		report("before (%s): master --version − hello-world %+.2f ms, runner --version − hello-world %+.2f ms, master submit --wait / tclsh %.2f×",
 			d, med("before: master --version")-hello, med("before: runner --version")-hello, med("before: master submit --wait")/tcl)

@@ -19,7 +19,7 @@ import (
 	"github.com/skillpilot/skillpilot/protocol"
 )
 
-var runnerBin, minloopBin, masterBin, leanMasterBin, helloBin string
+var runnerBin, minloopBin, masterBin, leanMasterBin, helloBin, minsubBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -48,6 +48,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	if helloBin, err = testenv.Build(testenv.Module + "/test/bench/hello"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if minsubBin, err = testenv.Build(testenv.Module + "/test/bench/minsub"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
