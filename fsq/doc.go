@@ -47,7 +47,8 @@
 //     the file's size or growth (ErrTooLarge beyond limit).
 //   - Nothing is written through a hard link: OpenAppend, OpenLog and
 //     Chmod refuse a file with more than one link (ErrHardLink), and
-//     WriteAtomic never writes into an existing file.
+//     WriteAtomic never writes into an existing file; Overwrite, which
+//     does, refuses one with a second link too.
 //
 // A refusal is an error that wraps one of the values above (test with
 // errors.Is) and names the path.
@@ -65,8 +66,15 @@
 // OpenLog opens a JSON Lines log (Log) whose torn last line, left by a
 // crash, is cut off at open. NewSpares keeps empty files ready so a
 // writer on a critical path renames instead of creating.
+// WriteAtomicReaped replaces a file by exchanging it with the new one
+// (Exchange) and leaves the old one to a Reaper, so that its deletion,
+// which on some disks waits for the disk, is off the writer's path.
+// Overwrite writes a small record in place, for hints whose readers
+// survive a torn read (seq/hint): no file made, none deleted.
 //
-// It works on NFS: it needs only openat, renameat, linkat and unlinkat.
+// It works on NFS: it needs only openat, renameat, linkat and unlinkat
+// (Exchange, which NFS lacks, says errors.ErrUnsupported there, and
+// WriteAtomicReaped renames instead).
 // Revalidate and TouchDir work around NFS clients' cached lookups.
 //
 // # Watching
