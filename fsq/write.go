@@ -105,32 +105,16 @@ func (s *Root) WriteAtomicReaped(tmpDir, name string, data []byte, perm os.FileM
 	if rp == nil || noExchange.Load() {
 		return s.writeAtomic(tmpDir, name, data, perm, Volatile)
 	}
-	_, base, err := split(name)
-	if err != nil {
-		return &os.PathError{Op: "write", Path: name, Err: err}
-	}
-	f, err := s.CreateTemp(tmpDir, "."+base+".", perm)
+	tmp, err := s.writeTemp(tmpDir, name, data, perm, Volatile)
 	if err != nil {
 		return err
 	}
-	tmp := s.RelOf(f.Name())
-	err = chmodIfUmasked(f, perm)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		switch xerr := s.Exchange(tmp, name); {
-		case xerr == nil:
-			rp.Reap(tmp) // The old file, now under the temporary name.
-			return nil
-		case errors.Is(xerr, fs.ErrNotExist) || errors.Is(xerr, errors.ErrUnsupported):
-			err = s.Rename(tmp, name)
-		default:
-			err = xerr
-		}
+	switch err = s.Exchange(tmp, name); {
+	case err == nil:
+		rp.Reap(tmp) // The old file, now under the temporary name.
+		return nil
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, errors.ErrUnsupported):
+		err = s.Rename(tmp, name)
 	}
 	if err != nil {
 		s.RemoveOrLater(tmp)
@@ -141,9 +125,32 @@ func (s *Root) WriteAtomicReaped(tmpDir, name string, data []byte, perm os.FileM
 // writeAtomic is WriteAtomic with the temporary file in tmpDir ("." is
 // the session directory itself).
 func (s *Root) writeAtomic(tmpDir, name string, data []byte, perm os.FileMode, d Durability) error {
+	tmp, err := s.writeTemp(tmpDir, name, data, perm, d)
+	if err != nil {
+		return err
+	}
+	if err := s.Rename(tmp, name); err != nil {
+		s.RemoveOrLater(tmp) // A leftover dot-file is ignored by readers; see RemoveOrLater.
+		return err
+	}
+	if d == Durable {
+		dir, _, _ := split(name)
+		if dir == "" {
+			dir = "."
+		}
+		return s.SyncDir(dir)
+	}
+	return nil
+}
+
+// writeTemp writes data to a new temporary file in tmpDir (a dot-file
+// named after name's last component) with exactly perm, fsynced unless d
+// is Volatile, and returns its name; on failure nothing is left (or it is
+// left to RemoveOrLater).
+func (s *Root) writeTemp(tmpDir, name string, data []byte, perm os.FileMode, d Durability) (string, error) {
 	_, base, err := split(name)
 	if err != nil {
-		return &os.PathError{Op: "write", Path: name, Err: err}
+		return "", &os.PathError{Op: "write", Path: name, Err: err}
 	}
 	prefix := "." + base + "."
 	var f *os.File
@@ -153,7 +160,7 @@ func (s *Root) writeAtomic(tmpDir, name string, data []byte, perm os.FileMode, d
 		f, err = s.CreateTemp(tmpDir, prefix, perm)
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	tmp := s.RelOf(f.Name())
 	err = chmodIfUmasked(f, perm)
@@ -166,21 +173,11 @@ func (s *Root) writeAtomic(tmpDir, name string, data []byte, perm os.FileMode, d
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = s.Rename(tmp, name)
-	}
 	if err != nil {
-		s.RemoveOrLater(tmp) // A leftover dot-file is ignored by readers; see RemoveOrLater.
-		return err
+		s.RemoveOrLater(tmp)
+		return "", err
 	}
-	if d == Durable {
-		dir, _, _ := split(name)
-		if dir == "" {
-			dir = "."
-		}
-		return s.SyncDir(dir)
-	}
-	return nil
+	return tmp, nil
 }
 
 // SetMode gives f, a file just created (or opened with O_CREATE), exactly

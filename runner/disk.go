@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -218,25 +217,18 @@ func (d *spoolDisk) closeSpares() bool {
 // another process took the space the reserve gave back. The content is
 // padded with spaces (valid JSON whitespace) to the old size, so no stale
 // bytes remain. A reader may, rarely, see a torn file meanwhile; masters
-// take an unreadable heartbeat as "no news", not as a dead runner.
+// take an unreadable heartbeat as "no news", not as a dead runner. The
+// write is fsq.Overwrite's: never through a symlink or a second hard link,
+// never blocked on a FIFO.
 func (d *spoolDisk) writeInPlace(relPath string, data []byte) error {
-	f, err := d.root.OpenFile(relPath, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	fi, err := d.root.Lstat(relPath)
 	if err != nil {
 		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: %w", relPath, fsq.ErrNotRegular)
 	}
 	if n := fi.Size() - int64(len(data)); n > 0 {
 		data = append(data[:len(data):len(data)], bytes.Repeat([]byte(" "), int(n))...)
 	}
-	_, err = f.WriteAt(data, 0)
-	return err
+	return d.root.Overwrite(relPath, data)
 }
 
 // isNoSpace reports a full disk or an exhausted quota.
