@@ -764,3 +764,27 @@ func TestWriteAtomicReapedWithoutExchange(t *testing.T) {
 		t.Errorf("Exchange without support: %v", err)
 	}
 }
+
+// A directory planted at the target of WriteAtomicReaped is never moved:
+// the exchange is undone, the write fails as a rename over a directory
+// does, and the directory and what it holds stay where they were.
+func TestWriteAtomicReapedLeavesADirectory(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "tmp"), 0o700)
+	os.MkdirAll(filepath.Join(dir, "state.json", "sub"), 0o700)
+	os.WriteFile(filepath.Join(dir, "state.json", "sub", "f"), []byte("x"), 0o600)
+	r := openTestRoot(t, dir)
+	var reaped []string
+	rp := newReaper(1, func(name string) { reaped = append(reaped, name) })
+	err := r.WriteAtomicReaped("tmp", "state.json", []byte("{}"), 0o600, rp)
+	rp.Close()
+	if err == nil {
+		t.Fatal("a write over a directory succeeded")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "state.json", "sub", "f")); err != nil || string(b) != "x" {
+		t.Errorf("the planted directory's file: %q %v", b, err)
+	}
+	if names, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(names) != 0 || len(reaped) != 0 {
+		t.Errorf("tmp/ holds %v, reaped %q: want nothing", names, reaped)
+	}
+}

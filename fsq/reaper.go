@@ -42,8 +42,9 @@ func newReaper(n int, remove func(string)) *Reaper {
 	return r
 }
 
-// Reap has name removed. It never blocks on the disk: with the reaper's
-// queue full, or the reaper closed, it removes name itself.
+// Reap has name removed, by the reaper's goroutine: the caller does not
+// wait for the disk, except when the reaper's queue is full or the reaper
+// closed, when Reap removes name itself.
 func (r *Reaper) Reap(name string) {
 	r.mu.Lock()
 	if !r.closed {

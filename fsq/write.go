@@ -100,7 +100,9 @@ func (s *Root) WriteAtomicVia(tmpDir, name string, data []byte, perm os.FileMode
 // and no journal), 0.4 ms and more a rename over state.json on the
 // machines of BENCHMARKS.md. Where there is nothing to exchange with
 // (name missing) or the filesystem cannot exchange (NFS), it renames as
-// WriteAtomicVia does. A nil rp is WriteAtomicVia.
+// WriteAtomicVia does, and so it does where a directory sits at name
+// (the exchange is undone: the directory stays where it is, the write
+// fails as a rename over it does). A nil rp is WriteAtomicVia.
 func (s *Root) WriteAtomicReaped(tmpDir, name string, data []byte, perm os.FileMode, rp *Reaper) error {
 	if rp == nil || noExchange.Load() {
 		return s.writeAtomic(tmpDir, name, data, perm, Volatile)
@@ -111,8 +113,17 @@ func (s *Root) WriteAtomicReaped(tmpDir, name string, data []byte, perm os.FileM
 	}
 	switch err = s.Exchange(tmp, name); {
 	case err == nil:
-		rp.Reap(tmp) // The old file, now under the temporary name.
-		return nil
+		// The exchange swaps whatever was at name. A directory planted
+		// there (a rename over it fails: EISDIR, ENOTEMPTY) goes back
+		// where it was, so that it is never moved, and never emptied by
+		// the sweep of tmpDir; the rename below then fails as before.
+		if fi, lerr := s.Lstat(tmp); lerr != nil || !fi.IsDir() {
+			rp.Reap(tmp) // The old file, now under the temporary name.
+			return nil
+		}
+		if err = s.Exchange(tmp, name); err == nil {
+			err = s.Rename(tmp, name)
+		}
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, errors.ErrUnsupported):
 		err = s.Rename(tmp, name)
 	}
