@@ -384,14 +384,21 @@ func (s *Root) openFd(name string, flag int, perm os.FileMode) (int, error) {
 // openRegular opens name with flag (never blocking on a FIFO) and checks
 // that it is a regular file (ErrNotRegular).
 func (s *Root) openRegular(name string, flag int, perm os.FileMode) (*os.File, error) {
+	f, _, err := s.openRegularInfo(name, flag, perm)
+	return f, err
+}
+
+// openRegularInfo is openRegular, returning the file's description too
+// (the fstat it checked), so that a caller needs no second one.
+func (s *Root) openRegularInfo(name string, flag int, perm os.FileMode) (*os.File, os.FileInfo, error) {
 	f, err := s.OpenFile(name, flag|unix.O_NONBLOCK, perm)
 	if err != nil {
 		if errors.Is(err, unix.ENXIO) { // A FIFO without a reader, opened for writing.
 			if fi, lerr := s.Lstat(name); lerr == nil && !fi.Mode().IsRegular() {
-				return nil, fmt.Errorf("%s: %w (%s)", s.Abs(name), ErrNotRegular, FileType(fi))
+				return nil, nil, fmt.Errorf("%s: %w (%s)", s.Abs(name), ErrNotRegular, FileType(fi))
 			}
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
@@ -402,9 +409,9 @@ func (s *Root) openRegular(name string, flag int, perm os.FileMode) (*os.File, e
 	}
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return f, nil
+	return f, fi, nil
 }
 
 // oneLink returns an error wrapping ErrHardLink unless fi, a regular file

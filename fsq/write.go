@@ -62,15 +62,11 @@ func (s *Root) WriteAtomic(name string, data []byte, perm os.FileMode, d Durabil
 // (ErrTooLarge: its tail would be left behind). A symlink is never
 // followed.
 func (s *Root) Overwrite(name string, data []byte) error {
-	f, err := s.openRegular(name, os.O_WRONLY, 0)
+	f, fi, err := s.openRegularInfo(name, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
 	if fi.Size() > int64(len(data)) {
 		return fmt.Errorf("%s: %w (%d bytes, more than the %d written over it)", s.Abs(name), ErrTooLarge, fi.Size(), len(data))
 	}

@@ -99,9 +99,10 @@ func maxReserved(r *fsq.Root) (int64, error) {
 // on BENCHMARKS.md's machine); a hint that is missing, longer, linked or
 // not a plain file is replaced whole (tmp + rename) by the same record.
 // A reader that catches the write half done reads some other number: a
-// lower one costs EEXIST retries, a higher one leaves a gap in the seqs,
-// and the exclusive create still decides who owns a seq (PROTOCOL.md
-// section 5).
+// higher one leaves a gap in the seqs, a lower one costs EEXIST retries
+// (or, more than 4,096 below, may reuse a seq retention pruned), and the
+// exclusive create still decides who owns a seq (PROTOCOL.md sections 5
+// and 23).
 func WriteHint(r *fsq.Root, n int64) {
 	if cur, err := readHintFile(r); err == nil && cur >= n {
 		return
